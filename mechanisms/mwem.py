@@ -1,0 +1,390 @@
+"""MWEM: multiplicative weights and the exponential mechanism (Hardt, Ligett & McSherry 2012).
+
+The approximating distribution is kept factored (paper Sec. 4): independent groups of attributes,
+each a dense float64 array of probabilities; two groups are merged (outer product) only when a
+measured query spans both. ``dense=True`` starts from one group over the whole domain.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mechanisms.accounting import check_epsilon, check_neighbouring
+from mechanisms.errors import MechanismError
+from mechanisms.noise import exponential_mechanism, resolve_rng
+from mechanisms.workload import Query
+
+__all__ = ["FactoredDistribution", "MwemResult", "default_rounds", "mwem"]
+
+DEFAULT_MEMORY_CELLS = 25_000_000  # float64 cells per group: 200 MB
+MAX_DEFAULT_ROUNDS = 60
+_stamps = itertools.count()
+
+
+class _Group:
+    def __init__(self, attrs: tuple[int, ...], probs: np.ndarray):
+        self.attrs = attrs
+        self.probs = probs
+        self.stamp = next(_stamps)
+
+
+class FactoredDistribution:
+    """A product of independent attribute groups, each a dense array of probabilities."""
+
+    def __init__(self, shape: tuple[int, ...], groups: list[tuple[tuple[int, ...], np.ndarray]]):
+        self.shape = tuple(shape)
+        self.group_of: list[_Group] = [None] * len(shape)  # type: ignore[list-item]
+        for attrs, probs in groups:
+            self._install(_Group(attrs, probs / probs.sum()))
+        self._marginals: dict[tuple[int, ...], tuple[tuple[int, ...], np.ndarray]] = {}
+
+    @classmethod
+    def independent(cls, one_way: list[np.ndarray], *, dense: bool = False):
+        """The product of the 1-way distributions; one group per attribute unless ``dense``."""
+        shape = tuple(len(p) for p in one_way)
+        if not dense:
+            return cls(shape, [((a,), p.astype(float)) for a, p in enumerate(one_way)])
+        joint = np.ones((), dtype=float)
+        for p in one_way:
+            joint = np.multiply.outer(joint, p / p.sum())
+        return cls(shape, [(tuple(range(len(shape))), joint)])
+
+    def groups(self) -> list[_Group]:
+        """The distinct groups, in attribute order."""
+        return list({id(g): g for g in self.group_of}.values())
+
+    def _install(self, group: _Group) -> None:
+        for a in group.attrs:
+            self.group_of[a] = group
+
+    def _groups_of(self, attrs) -> list[_Group]:
+        return list({id(self.group_of[a]): self.group_of[a] for a in attrs}.values())
+
+    def merged_size(self, attrs: tuple[int, ...]) -> int:
+        """Cells of the group that measuring a query on ``attrs`` would need."""
+        return math.prod(g.probs.size for g in self._groups_of(attrs))
+
+    def marginal(self, attrs: tuple[int, ...]) -> np.ndarray:
+        """Probabilities of the marginal on sorted ``attrs`` (cached until a group changes)."""
+        groups = self._groups_of(attrs)
+        stamps = tuple(g.stamp for g in groups)
+        cached = self._marginals.get(attrs)
+        if cached is not None and cached[0] == stamps:
+            return cached[1]
+        wanted = set(attrs)
+        result, order = np.ones(()), []
+        for g in groups:
+            drop = tuple(i for i, a in enumerate(g.attrs) if a not in wanted)
+            result = np.multiply.outer(result, g.probs.sum(axis=drop) if drop else g.probs)
+            order += [a for a in g.attrs if a in wanted]
+        result = result.transpose(np.argsort(order))
+        self._marginals[attrs] = (stamps, result)
+        return result
+
+    def merge(self, attrs: tuple[int, ...]) -> None:
+        """Join the groups holding ``attrs`` into one (outer product of their arrays)."""
+        groups = self._groups_of(attrs)
+        if len(groups) == 1:
+            return
+        joint, order = np.ones(()), []
+        for g in groups:
+            joint = np.multiply.outer(joint, g.probs)
+            order += list(g.attrs)
+        perm = np.argsort(order)
+        self._install(_Group(tuple(sorted(order)), np.ascontiguousarray(joint.transpose(perm))))
+
+    def reweight(self, attrs: tuple[int, ...], factor: np.ndarray) -> None:
+        """Multiply by ``factor`` (an array over ``attrs``) in one broadcast and renormalise.
+
+        The groups holding ``attrs`` must already be merged.
+        """
+        group = self.group_of[attrs[0]]
+        factor = factor / float(np.sum(self.marginal(attrs) * factor))
+        wanted = set(attrs)
+        group.probs *= factor.reshape([self.shape[a] if a in wanted else 1 for a in group.attrs])
+        group.stamp = next(_stamps)
+
+    def to_dense(self) -> np.ndarray:
+        """The full joint array (small domains only: tests and the averaged output)."""
+        return self.marginal(tuple(range(len(self.shape)))).copy()
+
+    def sample(self, n: int, rng) -> np.ndarray:
+        """``n`` records (cell codes, shape (n, d)) drawn from the distribution.
+
+        Each group is sampled systematically (cell counts within one of n·p) and the groups'
+        rows are paired by independent random permutations.
+        """
+        codes = np.zeros((n, len(self.shape)), dtype=np.int64)
+        for g in self.groups():
+            cdf = np.cumsum(g.probs.ravel())
+            points = (rng.uniform(size=1)[0] + np.arange(n)) / n * cdf[-1]
+            cells = np.minimum(np.searchsorted(cdf, points, side="right"), cdf.size - 1)
+            cells = cells[np.argsort(rng.uniform(size=n))]
+            codes[:, list(g.attrs)] = np.stack(np.unravel_index(cells, g.probs.shape), axis=1)
+        return codes
+
+
+@dataclass
+class MwemResult:
+    """What MWEM releases: the fitted distribution, its noisy measurements and a trace.
+
+    Everything here is differentially private (measurements) or post-processing of it.
+    """
+
+    distribution: FactoredDistribution
+    n: int
+    measurements: list[dict] = field(default_factory=list)
+    trace: list[dict] = field(default_factory=list)
+    rounds: int = 0
+    budget: dict = field(default_factory=dict)
+
+
+def mwem(
+    codes: np.ndarray,
+    shape: tuple[int, ...],
+    workload: list[Query],
+    *,
+    epsilon: float,
+    rounds: int | None = None,
+    neighbouring: str = "replace-one",
+    init_fraction: float = 0.1,
+    select_fraction: float = 0.25,
+    mw_passes: int = 3,
+    output: str = "last",
+    dense: bool = False,
+    memory_cells: int = DEFAULT_MEMORY_CELLS,
+    rng=None,
+    progress: Callable[[int, int], None] | None = None,
+) -> MwemResult:
+    """Fit a synthetic-data distribution to ``workload`` with MWEM.
+
+    ``codes`` are the encoded records (n × d cell indices), ``shape`` the public domain shape
+    from the schema. Budget split (the whole ε, nothing else is spent):
+    ``init_fraction·ε`` measures every 1-way marginal (the start is their product; 0 starts
+    from uniform), then each of T rounds spends ``select_fraction`` of ``(1 - init_fraction)·ε/T``
+    on selecting a query (exponential mechanism, score = L1 error of the current model minus the
+    expected L1 size of the measurement noise) and the rest on measuring it with discrete
+    Laplace noise. ``init_fraction=0, select_fraction=0.5`` is the paper's ε/(2T) split.
+    After each measurement, ``mw_passes`` multiplicative-weights passes over all measurements
+    so far. ``output="last"`` returns the last iterate, ``"average"`` the average of the
+    iterates (the analysed estimator; needs the dense representation).
+
+    Privacy: unit = one record; pure ε-DP by sequential composition under ``neighbouring``.
+    Sensitivities: replace-one: a marginal's cell vector has L1 sensitivity 2 (one cell −1,
+    another +1), so does its L1-error score; a box count and its absolute error have 1; the
+    d initial 1-way marginals jointly have L1 sensitivity 2d. add-remove: all of these are
+    halved (1, 1, d), and n is not public: it is estimated from the noisy 1-way marginals.
+    """
+    rng = resolve_rng(rng)
+    _check_args(epsilon, neighbouring, init_fraction, select_fraction, output, workload)
+    d = len(shape)
+    marginal_l1 = 2 if neighbouring == "replace-one" else 1
+    true = _TrueAnswers(codes, shape)
+    eps_init = epsilon * init_fraction
+    if init_fraction > 0:
+        init_scale = marginal_l1 * d / eps_init
+        one_way = _measure_one_ways(true, d, init_scale, rng)
+        n = len(codes) if neighbouring == "replace-one" else _estimate_n(one_way)
+        start = [np.maximum(m, 0) + init_scale + 0.5 for m in one_way]
+    else:
+        if neighbouring != "replace-one":
+            raise MechanismError(
+                f"init_fraction ({init_fraction}) must be > 0 under add-remove: the noisy "
+                "1-way marginals estimate the (private) number of rows"
+            )
+        n, one_way, start, init_scale = len(codes), [], [np.ones(k) for k in shape], 0.0
+    if output == "average":
+        dense = _check_dense_fits(shape, memory_cells)
+    model = FactoredDistribution.independent(start, dense=dense)
+    if rounds is None:
+        rounds = default_rounds(n, epsilon, shape, workload, init_fraction, select_fraction,
+                                marginal_l1)
+    eps_round = epsilon * (1 - init_fraction) / rounds
+    eps_select = eps_round * select_fraction
+    eps_measure = eps_round * (1 - select_fraction)
+
+    result = MwemResult(model, n, rounds=rounds, budget={
+        "epsilon": epsilon, "initial_one_way": eps_init, "per_round_select": eps_select,
+        "per_round_measure": eps_measure, "rounds": rounds})
+    for a, noisy in enumerate(one_way):
+        result.measurements.append(_measurement_record(Query((a,)), noisy, init_scale))
+    measured = [(Query((a,)), m / n, _floor(init_scale, n)) for a, m in enumerate(one_way)]
+    iterate_sum = np.zeros(shape) if output == "average" else None
+    for t in range(rounds):
+        query = _select(model, true, workload, n, shape, eps_select, eps_measure, marginal_l1,
+                        memory_cells, rng)
+        scale = _sensitivity(query, marginal_l1) / eps_measure
+        noisy = true.answer(query) + rng.discrete_laplace(scale, size=query.cells(shape))
+        noisy = noisy if query.box is None else noisy[:1]
+        result.measurements.append(_measurement_record(query, noisy, scale))
+        measured.append((query, noisy / n, _floor(scale, n)))
+        model.merge(query.attrs)
+        for _ in range(mw_passes):
+            for q, target, floor in measured:
+                _mw_update(model, q, target, floor)
+        if iterate_sum is not None:
+            iterate_sum += model.to_dense()
+        result.trace.append(_trace_entry(t, query, noisy, model, measured, shape))
+        if progress is not None:
+            progress(t + 1, rounds)
+    if iterate_sum is not None:
+        result.distribution = FactoredDistribution(shape, [(tuple(range(d)), iterate_sum)])
+    return result
+
+
+def default_rounds(n, epsilon, shape, workload, init_fraction, select_fraction, marginal_l1):
+    """T such that a typical workload query's per-cell noise is about a fifth of its mean cell.
+
+    A query with c cells measured at ε_m has noise of scale Δ/ε_m per cell against a mean
+    cell count n/c; T = ε_meas_total·n / (5·Δ·c_median), between 1 and
+    min(|workload|, MAX_DEFAULT_ROUNDS). Uses only public values (n is public under
+    replace-one; under add-remove it is the DP estimate).
+    """
+    cap = min(len(workload), MAX_DEFAULT_ROUNDS)
+    if math.isinf(epsilon):
+        return cap
+    cells = float(np.median([q.cells(shape) for q in workload]))
+    measure_eps = epsilon * (1 - init_fraction) * (1 - select_fraction)
+    return int(min(cap, max(1, measure_eps * n / (5 * marginal_l1 * cells))))
+
+
+def _check_args(epsilon, neighbouring, init_fraction, select_fraction, output, workload):
+    check_epsilon(epsilon)
+    check_neighbouring(neighbouring)
+    if not 0 <= init_fraction < 1:
+        raise MechanismError(f"init_fraction ({init_fraction!r}) must be in [0, 1)")
+    if not 0 < select_fraction < 1:
+        raise MechanismError(f"select_fraction ({select_fraction!r}) must be in (0, 1)")
+    if output not in ("last", "average"):
+        raise MechanismError(f"output ({output!r}) must be 'last' or 'average'")
+    if not workload:
+        raise MechanismError("workload (empty) must hold at least one query")
+
+
+def _check_dense_fits(shape, memory_cells) -> bool:
+    cells = math.prod(shape)
+    if cells > memory_cells:
+        raise MechanismError(
+            f"output 'average' needs the dense domain ({cells} cells) within memory_cells "
+            f"({memory_cells}); use output 'last' or raise memory_cells"
+        )
+    return True
+
+
+class _TrueAnswers:
+    """Exact marginals of the private records, computed once per attribute set."""
+
+    def __init__(self, codes: np.ndarray, shape: tuple[int, ...]):
+        self.codes, self.shape, self._cache = codes, shape, {}
+
+    def marginal(self, attrs: tuple[int, ...]) -> np.ndarray:
+        if attrs not in self._cache:
+            dims = tuple(self.shape[a] for a in attrs)
+            flat = np.ravel_multi_index(tuple(self.codes[:, a] for a in attrs), dims)
+            counts = np.bincount(flat, minlength=math.prod(dims))
+            self._cache[attrs] = counts.reshape(dims).astype(np.int64)
+        return self._cache[attrs]
+
+    def answer(self, query: Query) -> np.ndarray:
+        return _answer(query, self.marginal(query.attrs))
+
+
+def _answer(query: Query, marginal: np.ndarray) -> np.ndarray:
+    """The query's answer vector from the marginal on its attributes (length 1 for a box)."""
+    if query.box is None:
+        return marginal.ravel()
+    return np.atleast_1d(marginal[_box_slices(query)].sum())
+
+
+def _box_slices(query: Query) -> tuple[slice, ...]:
+    return tuple(slice(lo, hi + 1) for lo, hi in query.box)
+
+
+def _sensitivity(query: Query, marginal_l1: int) -> int:
+    """L1 sensitivity of the query's answer vector (and of its L1-error score)."""
+    return 1 if query.box is not None else marginal_l1
+
+
+def _measure_one_ways(true, d, scale, rng) -> list[np.ndarray]:
+    return [
+        true.marginal((a,)) + rng.discrete_laplace(scale, size=true.shape[a]) for a in range(d)
+    ]
+
+
+def _estimate_n(one_way: list[np.ndarray]) -> int:
+    """Post-processing: the mean total of the noisy 1-way marginals, at least 1."""
+    return max(1, round(float(np.mean([m.sum() for m in one_way]))))
+
+
+def _expected_abs_noise(scale: float) -> float:
+    """E|Z| for the discrete Laplace P(k) ∝ exp(-|k|/scale)."""
+    if scale == 0:
+        return 0.0
+    alpha = math.exp(-1 / scale)
+    return 2 * alpha / (1 - alpha * alpha)
+
+
+def _select(model, true, workload, n, shape, eps_select, eps_measure, marginal_l1,
+            memory_cells, rng) -> Query:
+    """Exponential mechanism over the queries the memory budget allows.
+
+    Score of q = (‖q(B) − q(A)‖₁ − expected ‖noise‖₁ of measuring q) / Δ_q, so every score has
+    sensitivity 1; the penalty is data-independent. Which queries fit the memory budget depends
+    only on earlier (DP) selections.
+    """
+    allowed = [q for q in workload if model.merged_size(q.attrs) <= memory_cells]
+    if not allowed:
+        raise MechanismError(
+            f"no workload query fits memory_cells ({memory_cells}); raise it or use smaller queries"
+        )
+    scores = np.empty(len(allowed))
+    for i, q in enumerate(allowed):
+        delta = _sensitivity(q, marginal_l1)
+        error = np.abs(true.answer(q) - n * _answer(q, model.marginal(q.attrs))).sum()
+        penalty = q.cells(shape) * _expected_abs_noise(delta / eps_measure)
+        scores[i] = (error - penalty) / delta
+    return allowed[exponential_mechanism(scores, epsilon=eps_select, sensitivity=1, rng=rng)]
+
+
+def _floor(noise_scale: float, n: int) -> float:
+    """Smallest target (fraction of n) an update trusts: a count below its noise scale is not
+    evidence of an empty cell."""
+    return max(noise_scale / n, 1e-9)
+
+
+def _mw_update(model: FactoredDistribution, query: Query, target: np.ndarray, floor: float):
+    """One multiplicative-weights step toward the noisy answer ``target`` (as a fraction of n).
+
+    A marginal's cells and a box with its complement partition the domain; each part is
+    scaled by the square root of (target / current), the target floored at ``floor`` and
+    the ratio clipped to [e^-2, e^2] so noisy or zero targets cannot blow up.
+    """
+    current = model.marginal(query.attrs)
+    if query.box is None:
+        ratio = np.maximum(target.reshape(current.shape), floor) / np.maximum(current, 1e-300)
+    else:
+        inside = float(current[_box_slices(query)].sum())
+        wanted = min(max(float(target[0]), floor), 1 - floor)
+        ratio = np.full(current.shape, (1 - wanted) / max(1 - inside, 1e-300))
+        ratio[_box_slices(query)] = wanted / max(inside, 1e-300)
+    model.reweight(query.attrs, np.sqrt(np.clip(ratio, math.exp(-2), math.exp(2))))
+
+
+def _measurement_record(query: Query, noisy: np.ndarray, scale: float) -> dict:
+    return {"query": query, "noisy_answer": [int(v) for v in noisy], "noise_scale": scale}
+
+
+def _trace_entry(t, query, noisy, model, measured, shape) -> dict:
+    """Round t's public trace: selected query, its noisy answer, and the largest gap between
+    the model and any noisy measurement so far (fraction of n; post-processing of DP values)."""
+    gap = max(
+        float(np.abs(target - _answer(q, model.marginal(q.attrs))).max())
+        for q, target, _ in measured
+    )
+    return {"round": t + 1, "query": query, "noisy_answer": [int(v) for v in noisy],
+            "max_error_estimate": gap}
