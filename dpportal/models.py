@@ -1,0 +1,225 @@
+"""Datasets, their privacy budget, releases, the budget ledger and the append-only audit log.
+
+Privacy budgets are stored as exact decimals; only `services` changes them, inside a transaction
+with the dataset row locked.
+"""
+
+import hashlib
+import json
+from decimal import Decimal
+
+from django.conf import settings
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import models
+from django.utils import timezone
+
+EPSILON_FIELD = {"max_digits": 12, "decimal_places": 6}
+DELTA_FIELD = {"max_digits": 20, "decimal_places": 15}
+
+
+class Neighbouring(models.TextChoices):
+    REPLACE_ONE = "replace-one", "Replace one row (the number of rows is public)"
+    ADD_REMOVE = "add-remove", "Add or remove one row"
+
+
+class Dataset(models.Model):
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="datasets"
+    )
+    auditors = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, blank=True, related_name="audited_datasets"
+    )
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    # The stored raw file (private storage, relative to DATASET_STORAGE_DIR).
+    original_filename = models.CharField(max_length=255, blank=True)
+    storage_name = models.CharField(max_length=255, blank=True)
+    sha256 = models.CharField(max_length=64, blank=True)
+    size_bytes = models.BigIntegerField(default=0)
+    row_count = models.BigIntegerField(default=0)
+    columns = models.JSONField(default=list, blank=True)
+    attribution = models.TextField(blank=True)
+
+    # Public metadata: the schema the mechanisms read. Releases need a confirmed schema.
+    schema = models.JSONField(null=True, blank=True)
+    schema_confirmed_at = models.DateTimeField(null=True, blank=True)
+    neighbouring = models.CharField(
+        max_length=20, choices=Neighbouring.choices, default=Neighbouring.REPLACE_ONE
+    )
+
+    epsilon_total = models.DecimalField(**EPSILON_FIELD)
+    epsilon_spent = models.DecimalField(**EPSILON_FIELD, default=Decimal("0"))
+    delta_total = models.DecimalField(**DELTA_FIELD, default=Decimal("0"))
+    delta_spent = models.DecimalField(**DELTA_FIELD, default=Decimal("0"))
+
+    deleted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def epsilon_remaining(self) -> Decimal:
+        return self.epsilon_total - self.epsilon_spent
+
+    @property
+    def delta_remaining(self) -> Decimal:
+        return self.delta_total - self.delta_spent
+
+    @property
+    def is_deleted(self) -> bool:
+        return self.deleted_at is not None
+
+    @property
+    def schema_confirmed(self) -> bool:
+        return self.schema is not None and self.schema_confirmed_at is not None
+
+
+class Release(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+
+    TERMINAL = (Status.DONE, Status.FAILED, Status.CANCELLED)
+
+    dataset = models.ForeignKey(Dataset, on_delete=models.PROTECT, related_name="releases")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="releases"
+    )
+    mechanism = models.CharField(max_length=40)
+    columns = models.JSONField(default=list)
+    params = models.JSONField(default=dict, blank=True)
+    epsilon = models.DecimalField(**EPSILON_FIELD)
+    delta = models.DecimalField(**DELTA_FIELD, default=Decimal("0"))
+    neighbouring = models.CharField(max_length=20, choices=Neighbouring.choices)
+
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    progress_done = models.PositiveIntegerField(default=0)
+    progress_total = models.PositiveIntegerField(default=0)
+    progress_stage = models.CharField(max_length=100, blank=True)
+    error_message = models.TextField(blank=True)
+    data_was_read = models.BooleanField(default=False)
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+
+    # Output (written once; a release with output is never recomputed).
+    output_dir = models.CharField(max_length=255, blank=True)
+    manifest = models.JSONField(null=True, blank=True)
+    trace = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return f"Release {self.pk} ({self.mechanism}) of {self.dataset}"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in self.TERMINAL
+
+
+class BudgetLedgerEntry(models.Model):
+    """One debit (or refund) of a dataset's privacy budget. Rows are never changed."""
+
+    class Kind(models.TextChoices):
+        DEBIT = "debit", "Debit"
+        REFUND = "refund", "Refund"
+
+    dataset = models.ForeignKey(Dataset, on_delete=models.PROTECT, related_name="ledger")
+    release = models.ForeignKey(Release, on_delete=models.PROTECT, related_name="ledger")
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.DEBIT)
+    epsilon = models.DecimalField(**EPSILON_FIELD)
+    delta = models.DecimalField(**DELTA_FIELD, default=Decimal("0"))
+    epsilon_spent_after = models.DecimalField(**EPSILON_FIELD)
+    delta_spent_after = models.DecimalField(**DELTA_FIELD)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["release", "kind"], name="one_entry_per_release_kind")
+        ]
+
+    def __str__(self):
+        return f"{self.kind} ε={self.epsilon} for release {self.release_id}"
+
+
+class AppendOnlyQuerySet(models.QuerySet):
+    def update(self, **kwargs):
+        raise PermissionError("Audit events are append-only: they cannot be updated.")
+
+    def delete(self):
+        raise PermissionError("Audit events are append-only: they cannot be deleted.")
+
+
+class AuditEvent(models.Model):
+    """An append-only event. Each carries the hash of the previous one, so edits are detectable."""
+
+    class Action(models.TextChoices):
+        LOGIN = "login", "Logged in"
+        LOGIN_FAILED = "login_failed", "Login failed"
+        LOGOUT = "logout", "Logged out"
+        UPLOAD = "upload", "Dataset uploaded"
+        SCHEMA_CONFIRMED = "schema_confirmed", "Schema confirmed"
+        BUDGET_CHANGED = "budget_changed", "Budget changed"
+        ACCESS_CHANGED = "access_changed", "Access changed"
+        RELEASE_REQUESTED = "release_requested", "Release requested"
+        RELEASE_STARTED = "release_started", "Release started"
+        RELEASE_DONE = "release_done", "Release done"
+        RELEASE_FAILED = "release_failed", "Release failed"
+        RELEASE_CANCELLED = "release_cancelled", "Release cancelled"
+        DOWNLOAD = "download", "Download"
+        DELETION = "deletion", "Dataset deleted"
+
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT
+    )
+    actor_name = models.CharField(max_length=150, blank=True)
+    action = models.CharField(max_length=30, choices=Action.choices)
+    dataset = models.ForeignKey(Dataset, null=True, blank=True, on_delete=models.PROTECT)
+    release = models.ForeignKey(Release, null=True, blank=True, on_delete=models.PROTECT)
+    details = models.JSONField(default=dict, blank=True, encoder=DjangoJSONEncoder)
+    remote_addr = models.GenericIPAddressField(null=True, blank=True)
+    previous_hash = models.CharField(max_length=64, unique=True)  # a chain never forks
+    hash = models.CharField(max_length=64, unique=True)
+
+    objects = AppendOnlyQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["pk"]
+
+    def __str__(self):
+        return f"{self.created_at:%Y-%m-%d %H:%M} {self.actor_name or 'system'} {self.action}"
+
+    def compute_hash(self) -> str:
+        payload = {
+            "previous": self.previous_hash,
+            "created_at": self.created_at.isoformat(),
+            "actor": self.actor_name,
+            "action": self.action,
+            "dataset": self.dataset_id,
+            "release": self.release_id,
+            "details": self.details,
+            "remote_addr": self.remote_addr,
+        }
+        text = json.dumps(payload, sort_keys=True, cls=DjangoJSONEncoder)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None:
+            raise PermissionError("Audit events are append-only: they cannot be updated.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise PermissionError("Audit events are append-only: they cannot be deleted.")

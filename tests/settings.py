@@ -1,0 +1,24 @@
+"""Settings for the test suite: production settings with a throwaway data folder and broker db.
+
+Values go into os.environ so that worker processes started by the tests inherit them.
+"""
+
+import os
+import tempfile
+import uuid
+
+os.environ.setdefault("DJANGO_SECRET_KEY", "test-only-secret-key-" + "x" * 40)
+os.environ.setdefault("DPPORTAL_DATA_DIR", tempfile.mkdtemp(prefix="dpportal-test-"))
+os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/15")
+os.environ.setdefault("DPPORTAL_CELERY_QUEUE", f"test-{uuid.uuid4().hex[:12]}")
+os.environ.setdefault("DJANGO_SECURE_SSL_REDIRECT", "0")
+
+from dpportal.settings import *  # noqa: E402,F403
+
+STORAGES["staticfiles"] = {  # noqa: F405  (no collectstatic manifest in tests)
+    "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
+}
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast test logins
+STATIC_ROOT = DATA_DIR / "static"  # noqa: F405
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+WHITENOISE_USE_FINDERS = True
