@@ -1,0 +1,56 @@
+"""Differentially private release mechanisms: pure Python + NumPy, never Django.
+
+Public API; each mechanism module adds its exports here.
+"""
+
+from mechanisms.accounting import (
+    NEIGHBOURING,
+    Budget,
+    BudgetExceeded,
+    approx_dp_to_zcdp,
+    zcdp_to_approx_dp,
+)
+from mechanisms.errors import MechanismError
+from mechanisms.noise import (
+    RandomSource,
+    RecordingSource,
+    exponential_mechanism,
+    resolve_rng,
+    secure_source,
+    seeded_source,
+)
+from mechanisms.release import (
+    MECHANISMS,
+    PACKAGE_VERSION,
+    ReleaseOutput,
+    public_manifest,
+    register,
+    run_release,
+    write_release,
+)
+from mechanisms.schema import Schema
+
+__version__ = PACKAGE_VERSION
+
+__all__ = [
+    "MECHANISMS",
+    "NEIGHBOURING",
+    "Budget",
+    "BudgetExceeded",
+    "MechanismError",
+    "RandomSource",
+    "RecordingSource",
+    "ReleaseOutput",
+    "Schema",
+    "__version__",
+    "approx_dp_to_zcdp",
+    "exponential_mechanism",
+    "public_manifest",
+    "register",
+    "resolve_rng",
+    "run_release",
+    "secure_source",
+    "seeded_source",
+    "write_release",
+    "zcdp_to_approx_dp",
+]

@@ -1,0 +1,121 @@
+"""Privacy parameters and budgets with exact arithmetic.
+
+`Budget` stores epsilon and delta as `Decimal` built from the shortest decimal text of the
+number given (0.1 is stored as exactly 1/10), so ten spends of 0.1 use up 1.0 exactly.
+Composition is sequential (basic): epsilons add, deltas add.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+
+from mechanisms.errors import MechanismError
+
+NEIGHBOURING = ("replace-one", "add-remove")
+DEFAULT_NEIGHBOURING = "replace-one"
+
+
+class BudgetExceeded(MechanismError):
+    """A spend larger than what remains of a budget."""
+
+
+def check_epsilon(epsilon, *, allow_infinite: bool = True) -> float:
+    """Return epsilon as a float if it is > 0 (inf means no noise, for tests), else raise."""
+    try:
+        value = float(epsilon)
+    except (TypeError, ValueError):
+        raise MechanismError(f"epsilon ({epsilon!r}) must be a number > 0") from None
+    if not value > 0 or (math.isinf(value) and not allow_infinite):
+        limit = "> 0" if allow_infinite else "> 0 and finite"
+        raise MechanismError(f"epsilon ({epsilon!r}) must be {limit}")
+    return value
+
+
+def check_delta(delta, *, allow_zero: bool = True) -> float:
+    """Return delta as a float if it lies in [0, 1) (or (0, 1) when zero is not allowed)."""
+    try:
+        value = float(delta)
+    except (TypeError, ValueError):
+        raise MechanismError(f"delta ({delta!r}) must be a number in [0, 1)") from None
+    low_ok = value >= 0 if allow_zero else value > 0
+    if not (low_ok and value < 1):
+        interval = "[0, 1)" if allow_zero else "(0, 1)"
+        raise MechanismError(f"delta ({delta!r}) must be in {interval}")
+    return value
+
+
+def check_neighbouring(neighbouring: str) -> str:
+    """Return the neighbouring relation if it is one of NEIGHBOURING, else raise."""
+    if neighbouring not in NEIGHBOURING:
+        raise MechanismError(
+            f"neighbouring ({neighbouring!r}) must be one of {', '.join(NEIGHBOURING)}"
+        )
+    return neighbouring
+
+
+def _to_decimal(value, name: str) -> Decimal:
+    try:
+        number = value if isinstance(value, Decimal) else Decimal(str(value))
+    except (InvalidOperation, ValueError):
+        raise MechanismError(f"{name} ({value!r}) must be a number >= 0") from None
+    if number.is_nan() or number < 0:
+        raise MechanismError(f"{name} ({value!r}) must be a number >= 0")
+    return number
+
+
+@dataclass(frozen=True, order=False)
+class Budget:
+    """An (epsilon, delta) amount of privacy loss, exact; immutable."""
+
+    epsilon: Decimal
+    delta: Decimal = Decimal(0)
+
+    def __init__(self, epsilon, delta=0):
+        object.__setattr__(self, "epsilon", _to_decimal(epsilon, "epsilon"))
+        object.__setattr__(self, "delta", _to_decimal(delta, "delta"))
+        if self.delta >= 1:
+            raise MechanismError(f"delta ({delta!r}) must be in [0, 1)")
+
+    def __add__(self, other: Budget) -> Budget:
+        return Budget(self.epsilon + other.epsilon, self.delta + other.delta)
+
+    def __le__(self, other: Budget) -> bool:
+        return self.epsilon <= other.epsilon and self.delta <= other.delta
+
+    def __ge__(self, other: Budget) -> bool:
+        return other <= self
+
+    def spend(self, cost: Budget) -> Budget:
+        """Return what remains after spending `cost`; raise BudgetExceeded if it does not fit."""
+        if not cost <= self:
+            raise BudgetExceeded(
+                f"spending epsilon={cost.epsilon}, delta={cost.delta} exceeds the remaining "
+                f"budget epsilon={self.epsilon}, delta={self.delta}; "
+                "lower epsilon/delta to at most what remains"
+            )
+        return Budget(self.epsilon - cost.epsilon, self.delta - cost.delta)
+
+    __sub__ = spend
+
+    def as_floats(self) -> tuple[float, float]:
+        """(epsilon, delta) as floats, for mechanisms."""
+        return float(self.epsilon), float(self.delta)
+
+
+def zcdp_to_approx_dp(rho: float, delta: float) -> float:
+    """Epsilon such that rho-zCDP implies (epsilon, delta)-DP: rho + 2 sqrt(rho ln(1/delta))."""
+    rho, delta = float(rho), check_delta(delta, allow_zero=False)
+    if not rho >= 0:
+        raise MechanismError(f"rho ({rho}) must be >= 0")
+    return rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
+
+
+def approx_dp_to_zcdp(epsilon: float, delta: float) -> float:
+    """Largest rho with rho + 2 sqrt(rho ln(1/delta)) <= epsilon (inverse of zcdp_to_approx_dp)."""
+    epsilon = check_epsilon(epsilon, allow_infinite=False)
+    log_term = math.log(1.0 / check_delta(delta, allow_zero=False))
+    # sqrt(rho) is the positive root of x^2 + 2 x sqrt(L) - epsilon = 0.
+    root = epsilon / (math.sqrt(log_term + epsilon) + math.sqrt(log_term))
+    return root * root

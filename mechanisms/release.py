@@ -1,0 +1,153 @@
+"""One entry point for every mechanism, shared by the command line and the portal worker.
+
+A mechanism registers a function
+
+    fn(data, schema, *, columns, params, epsilon, delta, neighbouring, rng, progress)
+        -> ReleaseOutput
+
+under its name ("perturbed_histogram", "smoothed_histogram", "mwem", "range_count").
+`run_release` validates the common privacy parameters, calls it and completes the manifest with
+the fields every release carries; `write_release` writes the public files and manifest.json.
+
+The manifest's "input_sha256" is a hash of the raw input file: it lets the custodian tie a
+release to the file it came from, but a hash of the raw data is not differentially private
+(someone who knows all rows but one can test guesses of the last), so the portal must keep it
+custodian-only: `public_manifest` returns the manifest without it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from mechanisms.accounting import (
+    DEFAULT_NEIGHBOURING,
+    check_delta,
+    check_epsilon,
+    check_neighbouring,
+)
+from mechanisms.errors import MechanismError
+from mechanisms.noise import RandomSource, resolve_rng
+from mechanisms.schema import Schema
+
+PACKAGE_VERSION = "0.1.0"
+CUSTODIAN_ONLY_FIELDS = ("input_sha256",)
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class ReleaseOutput:
+    """Public files of a release, its manifest and public plot data."""
+
+    files: dict[str, bytes]
+    manifest: dict
+    trace: dict = field(default_factory=dict)
+
+
+MechanismFn = Callable[..., ReleaseOutput]
+MECHANISMS: dict[str, MechanismFn] = {}
+
+
+def register(name: str, function: MechanismFn) -> MechanismFn:
+    """Make `function` available to run_release under `name`."""
+    MECHANISMS[name] = function
+    return function
+
+
+def _ensure_registered() -> None:
+    # The mechanism modules register themselves on import; importing the package does that.
+    import mechanisms  # noqa: F401
+
+
+def run_release(
+    name: str,
+    data: pd.DataFrame,
+    schema: Schema,
+    *,
+    epsilon: float,
+    delta: float = 0.0,
+    neighbouring: str = DEFAULT_NEIGHBOURING,
+    columns=None,
+    params: dict | None = None,
+    rng: RandomSource | None = None,
+    progress: Progress | None = None,
+    input_sha256: str | None = None,
+) -> ReleaseOutput:
+    """Run the mechanism registered as `name` and complete its manifest.
+
+    Privacy: whatever the named mechanism states; this wrapper adds no privacy loss.
+    `input_sha256` is the hash of the input file if known; otherwise one of the DataFrame.
+    """
+    _ensure_registered()
+    if name not in MECHANISMS:
+        raise MechanismError(
+            f"mechanism ({name!r}) is unknown; choose one of {', '.join(MECHANISMS)}"
+        )
+    if not isinstance(schema, Schema):
+        raise MechanismError(f"schema ({type(schema).__name__}) must be a mechanisms.Schema")
+    output = MECHANISMS[name](
+        data,
+        schema,
+        columns=schema.resolve_columns(columns),
+        params=dict(params or {}),
+        epsilon=check_epsilon(epsilon),
+        delta=check_delta(delta),
+        neighbouring=check_neighbouring(neighbouring),
+        rng=resolve_rng(rng),
+        progress=progress,
+    )
+    output.manifest = {
+        "mechanism": name,
+        **output.manifest,
+        "package_version": PACKAGE_VERSION,
+        "input_sha256": input_sha256 or dataframe_sha256(data),
+    }
+    return output
+
+
+def dataframe_sha256(data: pd.DataFrame) -> str:
+    """Hash of a DataFrame's CSV text (used when the input file's own hash is not given)."""
+    return hashlib.sha256(data.to_csv(index=False).encode()).hexdigest()
+
+
+def file_sha256(path) -> str:
+    """Hash of a file's bytes, read in blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def public_manifest(manifest: dict) -> dict:
+    """The manifest without custodian-only fields (the raw input's hash)."""
+    return {k: v for k, v in manifest.items() if k not in CUSTODIAN_ONLY_FIELDS}
+
+
+def write_release(output: ReleaseOutput, out_dir) -> list[Path]:
+    """Write each file of `output` and manifest.json into out_dir; return the paths written."""
+    out_dir = Path(out_dir)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise MechanismError(
+            f"output folder ({str(out_dir)!r}) cannot be created: {exc.strerror}"
+        ) from None
+    written = []
+    files = {**output.files, "manifest.json": json_bytes(output.manifest)}
+    for filename, content in files.items():
+        path = out_dir / filename
+        path.write_bytes(content)
+        written.append(path)
+    return written
+
+
+def json_bytes(document) -> bytes:
+    """Stable, readable JSON encoding of a manifest or trace."""
+    return (json.dumps(document, indent=2, sort_keys=True, allow_nan=False) + "\n").encode()

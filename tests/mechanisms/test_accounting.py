@@ -1,0 +1,94 @@
+"""Budget arithmetic is exact; overspending is refused; zCDP conversions invert each other."""
+
+import math
+from decimal import Decimal
+
+import pytest
+
+from mechanisms.accounting import (
+    Budget,
+    BudgetExceeded,
+    approx_dp_to_zcdp,
+    check_delta,
+    check_epsilon,
+    check_neighbouring,
+    zcdp_to_approx_dp,
+)
+from mechanisms.errors import MechanismError
+
+
+def test_it_uses_up_one_exactly_with_ten_spends_of_a_tenth():
+    remaining = Budget(1.0)
+    for _ in range(10):
+        remaining = remaining.spend(Budget(0.1))
+    assert remaining == Budget(0) and remaining.epsilon == 0
+    assert sum([0.1] * 10) != 1.0  # the float sum would not have been exact
+
+
+def test_it_composes_sequentially():
+    total = Budget(0.3, 1e-6) + Budget(0.2, 2e-6)
+    assert total == Budget("0.5", "0.000003")
+    assert total.as_floats() == (0.5, 3e-6)
+
+
+def test_it_refuses_to_overspend_with_a_clear_message():
+    remaining = Budget(0.3)
+    with pytest.raises(BudgetExceeded, match=r"spending epsilon=0.4.*remaining budget epsilon=0.3"):
+        remaining - Budget(0.4)
+    with pytest.raises(BudgetExceeded, match="delta"):
+        Budget(1, 1e-6).spend(Budget(0.5, 1e-5))
+    assert issubclass(BudgetExceeded, MechanismError)
+
+
+def test_it_compares_both_components():
+    assert Budget(0.5, 0) <= Budget(0.5, 1e-9)
+    assert not Budget(0.4, 1e-8) <= Budget(0.5, 1e-9)
+    assert Budget(2) >= Budget(1)
+
+
+@pytest.mark.parametrize(
+    "epsilon, delta", [(-0.1, 0), ("abc", 0), (1, -1e-9), (1, 1), (float("nan"), 0)]
+)
+def test_it_refuses_bad_budgets(epsilon, delta):
+    with pytest.raises(MechanismError, match="must be"):
+        Budget(epsilon, delta)
+
+
+def test_it_keeps_decimal_values():
+    assert Budget(0.1).epsilon == Decimal("0.1")
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [(0, r"epsilon \(0\) must be > 0"), (-1, r"epsilon \(-1\)"), ("x", "must be a number")],
+)
+def test_it_quotes_bad_epsilons(bad, message):
+    with pytest.raises(MechanismError, match=message):
+        check_epsilon(bad)
+
+
+def test_it_accepts_infinite_epsilon_only_where_allowed():
+    assert check_epsilon(float("inf")) == math.inf
+    with pytest.raises(MechanismError, match="finite"):
+        check_epsilon(float("inf"), allow_infinite=False)
+
+
+def test_it_checks_delta_and_neighbouring():
+    assert check_delta(0) == 0
+    with pytest.raises(MechanismError, match=r"delta \(0\) must be in \(0, 1\)"):
+        check_delta(0, allow_zero=False)
+    assert check_neighbouring("add-remove") == "add-remove"
+    with pytest.raises(MechanismError, match="replace-one, add-remove"):
+        check_neighbouring("swap")
+
+
+@pytest.mark.parametrize("epsilon, delta", [(0.1, 1e-6), (1.0, 1e-9), (10.0, 1e-5)])
+def test_zcdp_conversions_invert_each_other(epsilon, delta):
+    rho = approx_dp_to_zcdp(epsilon, delta)
+    assert math.isclose(zcdp_to_approx_dp(rho, delta), epsilon, rel_tol=1e-12)
+    assert zcdp_to_approx_dp(rho * 1.001, delta) > epsilon  # the largest such rho
+
+
+def test_zcdp_conversion_matches_a_hand_computation():
+    # rho = 0.5, delta = e^-2: epsilon = 0.5 + 2 * sqrt(0.5 * 2) = 2.5
+    assert math.isclose(zcdp_to_approx_dp(0.5, math.exp(-2)), 2.5)
