@@ -112,6 +112,13 @@ class Release(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
 
+    # Job delivery and the execution lease (see services: release_run, release_reap).
+    enqueued_at = models.DateTimeField(null=True, blank=True)  # null: not yet sent to the broker
+    attempts = models.PositiveSmallIntegerField(default=0)
+    attempt_started_at = models.DateTimeField(null=True, blank=True)
+    lease_token = models.CharField(max_length=32, blank=True)  # the execution allowed to finish
+    lease_owner = models.CharField(max_length=200, blank=True)  # "host:pid" of that execution
+
     # Output (written once; a release with output is never recomputed).
     output_dir = models.CharField(max_length=255, blank=True)
     manifest = models.JSONField(null=True, blank=True)
@@ -178,6 +185,8 @@ class AuditEvent(models.Model):
         RELEASE_DONE = "release_done", "Release done"
         RELEASE_FAILED = "release_failed", "Release failed"
         RELEASE_CANCELLED = "release_cancelled", "Release cancelled"
+        RELEASE_RETRIED = "release_retried", "Release retried after a lost worker"
+        RELEASE_REFUNDED = "release_refunded", "Release budget refunded"
         DOWNLOAD = "download", "Download"
         DELETION = "deletion", "Dataset deleted"
 
