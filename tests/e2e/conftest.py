@@ -1,0 +1,162 @@
+"""End-to-end fixtures: Debian's Chromium driven by Playwright against a live Django server.
+
+The browser is the system's /usr/bin/chromium (never a browser downloaded by a test tool), headless,
+with the flags that keep it off the network, in a fresh profile. Every page the test opens is
+watched: console errors, uncaught exceptions, Content-Security-Policy violations and HTTP error
+responses are collected, and the test fails if any occurred. Each step saves a full-page
+screenshot under test-artifacts/e2e/<test name>/.
+"""
+
+import os
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+CHROMIUM = Path(os.environ.get("DPPORTAL_E2E_CHROMIUM", "/usr/bin/chromium"))
+ARTIFACTS = REPO_ROOT / "test-artifacts" / "e2e"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--disable-extensions",
+]
+FAVICON = "/favicon.ico"
+PASSWORD = "e2e correct horse battery"
+
+# Runs before any page script, in every frame: report CSP violations to the test process.
+CSP_LISTENER = """
+document.addEventListener('securitypolicyviolation', (e) => {
+  window.__e2eReportCsp(`${e.violatedDirective} blocked ${e.blockedURI || 'inline'} `
+                        + `at ${e.sourceFile || document.location.href}:${e.lineNumber}`);
+});
+"""
+
+
+@dataclass
+class PageProblems:
+    """Everything that went wrong in the browser while a test ran."""
+
+    console_errors: list[str] = field(default_factory=list)
+    page_errors: list[str] = field(default_factory=list)
+    csp_violations: list[str] = field(default_factory=list)
+    http_errors: list[str] = field(default_factory=list)
+
+    def all(self) -> list[str]:
+        return [*self.console_errors, *self.page_errors, *self.csp_violations, *self.http_errors]
+
+
+class Browser:
+    """One page in a fresh browser profile, with screenshots and problem collection."""
+
+    def __init__(self, page, base_url: str, artifacts: Path):
+        self.page = page
+        self.base_url = base_url.rstrip("/")
+        self.artifacts = artifacts
+        self.problems = PageProblems()
+        self._step = 0
+        page.on("console", self._on_console)
+        page.on("pageerror", lambda error: self.problems.page_errors.append(f"page error: {error}"))
+        page.on("response", self._on_response)
+
+    def _on_console(self, message):
+        # The browser asks for /favicon.ico by itself; the portal has no icon (reported, not ours).
+        if message.type == "error" and not message.location.get("url", "").endswith(FAVICON):
+            self.problems.console_errors.append(f"console error on {self.page.url}: {message.text}")
+
+    def record_csp_violation(self, description: str):
+        self.problems.csp_violations.append(f"CSP violation: {description}")
+
+    def _on_response(self, response):
+        if response.status >= 400:
+            self.problems.http_errors.append(f"HTTP {response.status} for {response.url}")
+
+    def url(self, path: str) -> str:
+        return self.base_url + path
+
+    def goto(self, path: str):
+        return self.page.goto(self.url(path))
+
+    def screenshot(self, name: str) -> Path:
+        """Save a full-page screenshot as the next numbered step of this test."""
+        self._step += 1
+        slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+        path = self.artifacts / f"{self._step:02d}-{slug}.png"
+        self.page.screenshot(path=str(path), full_page=True)
+        return path
+
+    def log_in(self, username: str, password: str = PASSWORD):
+        self.goto("/accounts/login/")
+        self.page.get_by_label("Username").fill(username)
+        self.page.get_by_label("Password").fill(password)
+        self.screenshot("login form")
+        self.page.get_by_role("button", name="Log in").click()
+        self.page.wait_for_load_state()
+
+    def assert_no_problems(self):
+        problems = self.problems.all()
+        assert not problems, "problems in the browser:\n" + "\n".join(problems)
+
+
+def artifacts_dir_for(request) -> Path:
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", request.node.name)
+    path = ARTIFACTS / name
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    return path
+
+
+@pytest.fixture
+def chromium(monkeypatch):
+    """A headless Chromium for one test; Playwright is started and stopped around it.
+
+    Playwright's synchronous API runs an event loop in this thread, which makes Django refuse ORM
+    calls from test code; the live server answers from its own thread, so allowing them here is
+    safe (the test does not share connections with the event loop).
+    """
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+        )
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@pytest.fixture
+def browser(chromium, live_server, request, tmp_path):
+    """A page on the live server in a fresh context (own cookies, downloads accepted)."""
+    context = chromium.new_context(
+        accept_downloads=True, viewport={"width": 1280, "height": 900}, locale="en-GB"
+    )
+    context.set_default_timeout(15_000)
+    page = context.new_page()
+    session = Browser(page, live_server.url, artifacts_dir_for(request))
+    context.expose_function("__e2eReportCsp", session.record_csp_violation)
+    context.add_init_script(CSP_LISTENER)
+    try:
+        yield session
+    finally:
+        context.close()
+
+
+@pytest.fixture
+def custodian(transactional_db):
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.create_user(username="custodian", password=PASSWORD)
