@@ -1,0 +1,287 @@
+"""Private range counting: choose a plan from public inputs, measure once, answer by post-processing.
+
+`range_count` releases noisy answers to a workload of intervals, boxes and halfspaces over a
+public support, with each answer's predicted (public, data-independent) variance, the
+accounting, and a released structure from which `answer_queries` answers any new range later
+at no privacy cost. `range_count_release` is the release.py entry point ("range_count").
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from mechanisms.accounting import zcdp_to_approx_dp
+from mechanisms.errors import MechanismError
+from mechanisms.noise import resolve_rng
+from mechanisms.range_count.core import IdentityPlan, PerQueryPlan, PrivacyTarget, privacy_target
+from mechanisms.range_count.inputs import (
+    Support,
+    all_prefixes,
+    grid_support,
+    incidence,
+    normalize_queries,
+    parse_grid,
+    point_support,
+    random_boxes,
+    random_halfspaces,
+    workload_kinds,
+)
+from mechanisms.range_count.mn12 import N_MIN, QUANTILE, MN12Plan
+from mechanisms.range_count.tree import TreePlan
+
+MECHANISM_NAMES = ("auto", "mn12", "tree", "identity", "per_query")
+ESTIMATORS = ("chain", "gls")
+STRUCTURE_FORMAT = "dpportal.range_count/1"
+PLAN_TYPES = {"mn12": MN12Plan, "tree": TreePlan, "identity": IdentityPlan,
+              "per_query": PerQueryPlan}
+
+
+@dataclass
+class RangeCountResult:
+    """Noisy answers, their predicted variances, the accounting and the released structure."""
+
+    answers: np.ndarray
+    variance: np.ndarray
+    mechanism: str
+    accounting: dict
+    structure: dict
+    predicted: dict  # mechanism -> predicted mean variance (public), for the candidates planned
+
+
+def shatter_exponent(queries: list[dict], dim: int) -> int:
+    """Exponent d of the shatter function: halfspaces in R^dim -> dim, boxes -> 2 dim."""
+    return max(dim if q["type"] == "halfspace" else 2 * dim for q in queries)
+
+
+def candidate_mechanisms(support: Support, queries: list[dict], target: PrivacyTarget) -> list:
+    """What `auto` compares: baselines, the tree on grids, mn12 when halfspaces are present."""
+    names = ["identity", "per_query"]
+    if support.grid_shape is not None:
+        names.append("tree")
+    if "halfspace" in workload_kinds(queries) and target.kind == "zcdp":
+        names.append("mn12")
+    return names
+
+
+def build_plan(name: str, support: Support, queries: list[dict], bits: np.ndarray,
+               target: PrivacyTarget, *, quantile: float = QUANTILE, n_min: int = N_MIN,
+               progress=None):
+    """Public plan of one mechanism: depends on support, workload and budget, never on counts."""
+    if name == "identity":
+        return IdentityPlan.build(support.n, target)
+    if name == "per_query":
+        return PerQueryPlan.build(bits, support.n, target)
+    if name == "tree":
+        return TreePlan.build(support.grid_shape, target)
+    if name == "mn12":
+        if target.kind != "zcdp":
+            raise MechanismError("mn12 needs delta > 0 (it is an (epsilon, delta) mechanism); "
+                                 "use tree or identity for pure epsilon-DP")
+        return MN12Plan.build(bits, support.n, shatter_exponent(queries, support.dim), target,
+                              quantile=quantile, n_min=n_min, progress=progress)
+    raise MechanismError(f"mechanism ({name!r}) must be one of {', '.join(MECHANISM_NAMES)}")
+
+
+def choose_plan(mechanism: str, support: Support, queries: list[dict], bits: np.ndarray,
+                target: PrivacyTarget, **options):
+    """The named plan, or for `auto` the candidate with the smallest predicted mean variance."""
+    names = candidate_mechanisms(support, queries, target) if mechanism == "auto" else [mechanism]
+    plans, predicted = {}, {}
+    for name in names:
+        plans[name] = build_plan(name, support, queries, bits, target, **options)
+        predicted[name] = float(np.mean(plans[name].predicted_variance(bits)))
+    best = min(names, key=lambda k: predicted[k])
+    return plans[best], predicted
+
+
+def _check_options(mechanism: str, estimator: str, quantile: float, n_min: int) -> None:
+    if mechanism not in MECHANISM_NAMES:
+        raise MechanismError(f"mechanism ({mechanism!r}) must be one of {', '.join(MECHANISM_NAMES)}")
+    if estimator not in ESTIMATORS:
+        raise MechanismError(f"estimator ({estimator!r}) must be one of {', '.join(ESTIMATORS)}")
+    if not 0 < quantile <= 1:
+        raise MechanismError(f"quantile ({quantile}) must be in (0, 1]")
+    if not isinstance(n_min, int) or n_min < 1:
+        raise MechanismError(f"n_min ({n_min!r}) must be an integer >= 1")
+
+
+def range_count(counts, support: Support, queries: list[dict], *, epsilon: float, delta: float,
+                neighbouring: str = "replace-one", mechanism: str = "auto",
+                estimator: str = "chain", quantile: float = QUANTILE, n_min: int = N_MIN,
+                rng=None, progress=None) -> RangeCountResult:
+    """Answer a workload of range counts over a public support under differential privacy.
+
+    Privacy: unit = one record (its support point's count changes by one); with delta > 0 the
+    release is rho-zCDP with the largest rho meeting (epsilon, delta) (discrete Gaussian noise,
+    per-point L2 loss computed exactly from the plan); with delta = 0 it is pure epsilon-DP
+    (discrete Laplace; not available for mn12). Replace-one neighbours halve the per-point
+    budget (sensitivity doubles). The plan reads only the support, workload and budget.
+    """
+    _check_options(mechanism, estimator, quantile, n_min)
+    target = privacy_target(epsilon=epsilon, delta=delta, neighbouring=neighbouring)
+    queries = normalize_queries(queries, support.dim)
+    counts = np.asarray(counts, dtype=np.int64)
+    if counts.shape != (support.n,) or (counts < 0).any():
+        raise MechanismError(f"counts (shape {counts.shape}) must be {support.n} counts >= 0")
+    bits = incidence(support, queries)
+    plan, predicted = choose_plan(mechanism, support, queries, bits, target, quantile=quantile,
+                                  n_min=n_min, progress=progress)
+    accounting = account(plan, target)
+    noisy = plan.measure(counts, resolve_rng(rng))
+    answers, variance = plan.answer(noisy, bits, estimator)
+    structure = {"format": STRUCTURE_FORMAT, "mechanism": plan.name, "estimator": estimator,
+                 "support": support.to_dict(), "workload": queries, "plan": plan.to_dict(),
+                 "noisy": _jsonable(noisy), "guarantee": accounting}
+    return RangeCountResult(answers, variance, plan.name, accounting, structure, predicted)
+
+
+def account(plan, target: PrivacyTarget) -> dict:
+    """Privacy accounting recomputed from the plan's per-point loss; refuses any overspend."""
+    loss = plan.point_loss()
+    worst = float(loss.max()) if len(loss) else 0.0
+    if worst > target.loss_budget * (1 + 1e-9):
+        raise RuntimeError(f"internal error: per-point loss {worst} above budget "
+                           f"{target.loss_budget}; nothing was released")
+    factor = 2.0 if target.neighbouring == "replace-one" else 1.0
+    out = {"unit": "one record", "neighbouring": target.neighbouring, "max_point_loss": worst,
+           "point_loss_budget": target.loss_budget}
+    if target.kind == "zcdp":
+        rho = worst * factor / 2.0
+        eps = math.inf if math.isinf(rho) else zcdp_to_approx_dp(rho, target.delta)
+        out |= {"privacy": "zCDP (discrete Gaussian)", "rho": rho, "epsilon": eps,
+                "delta": target.delta}
+    else:
+        out |= {"privacy": "pure epsilon-DP (discrete Laplace)", "epsilon": worst * factor,
+                "delta": 0.0}
+    if isinstance(plan, MN12Plan):
+        out["rounds"] = plan.round_stats()
+    return out
+
+
+def _jsonable(value):
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    return np.asarray(value).tolist()
+
+
+def _arrays(value):
+    if isinstance(value, dict):
+        return {k: _arrays(v) for k, v in value.items()}
+    if isinstance(value, list) and value and isinstance(value[0], dict):
+        return [_arrays(v) for v in value]
+    return np.asarray(value, dtype=float)
+
+
+def load_structure(structure: dict):
+    """(support, plan, noisy) from a released structure; raises MechanismError if malformed."""
+    if not isinstance(structure, dict) or structure.get("format") != STRUCTURE_FORMAT:
+        raise MechanismError(f"structure is not a range-count structure (format must be "
+                             f"{STRUCTURE_FORMAT!r})")
+    try:
+        support = Support.from_dict(structure["support"])
+        workload_bits = incidence(support, normalize_queries(structure["workload"], support.dim))
+        plan = PLAN_TYPES[structure["mechanism"]].from_dict(structure["plan"],
+                                                            workload_bits=workload_bits)
+        return support, plan, _arrays(structure["noisy"])
+    except (KeyError, TypeError, ValueError) as exc:
+        if isinstance(exc, MechanismError):
+            raise
+        raise MechanismError(f"structure is damaged ({type(exc).__name__}: {exc})") from None
+
+
+def answer_queries(structure: dict, queries: list[dict], *, estimator: str | None = None):
+    """Answer new ranges from a released structure: post-processing, no privacy cost.
+
+    Returns (answers, predicted variances). Accuracy is guaranteed only for ranges close to the
+    planned workload (mn12 anchors them at the nearest planned range).
+    """
+    support, plan, noisy = load_structure(structure)
+    estimator = estimator or structure.get("estimator", "chain")
+    if estimator not in ESTIMATORS:
+        raise MechanismError(f"estimator ({estimator!r}) must be one of {', '.join(ESTIMATORS)}")
+    bits = incidence(support, normalize_queries(queries, support.dim))
+    return plan.answer(noisy, bits, estimator)
+
+
+# ---------------------------------------------------------------- release.py entry point
+
+
+def support_from_schema(schema, columns, params: dict) -> Support:
+    """Support from the schema's public bounds plus a grid (params or schema bins) or points."""
+    specs = [schema.column(c) for c in columns]
+    bad = [s.name for s in specs if not hasattr(s, "lower")]
+    if bad:
+        raise MechanismError(f"range counting needs numeric columns; {bad[0]!r} is not numeric")
+    bounds = [(s.lower, s.upper) for s in specs]
+    if params.get("points") is not None:
+        return point_support(columns, bounds, params["points"])
+    grid = params.get("grid")
+    if grid is None:
+        shape = tuple(s.n_cells for s in specs)
+    elif isinstance(grid, str):
+        shape = parse_grid(grid, len(columns))
+    else:
+        shape = parse_grid("x".join(str(g) for g in grid), len(columns))
+    return grid_support(columns, bounds, shape)
+
+
+def workload_from_params(support: Support, params: dict, rng) -> list[dict]:
+    """The public workload: given queries plus generated halfspaces, boxes or prefixes."""
+    queries = list(params.get("workload") or [])
+    if params.get("random_halfspaces"):
+        queries += random_halfspaces(support, int(params["random_halfspaces"]), rng)
+    if params.get("random_boxes"):
+        queries += random_boxes(support, int(params["random_boxes"]), rng)
+    if params.get("prefixes"):
+        queries += all_prefixes(support)
+    return normalize_queries(queries, support.dim)
+
+
+def range_count_release(data: pd.DataFrame, schema, *, columns, params: dict, epsilon: float,
+                        delta: float, neighbouring: str, rng, progress=None):
+    """release.py entry: answers.csv and structure.json for a workload of range counts.
+
+    Privacy: as `range_count`; unit one row, under the declared neighbouring relation.
+    """
+    from mechanisms.release import ReleaseOutput, json_bytes
+
+    support = support_from_schema(schema, columns, params)
+    queries = workload_from_params(support, params, rng)
+    values = np.column_stack([pd.to_numeric(data[c], errors="coerce").to_numpy(float)
+                              for c in columns])
+    result = range_count(support.counts(values), support, queries, epsilon=epsilon, delta=delta,
+                         neighbouring=neighbouring, mechanism=params.get("mechanism", "auto"),
+                         estimator=params.get("estimator", "chain"),
+                         quantile=float(params.get("quantile", QUANTILE)),
+                         n_min=int(params.get("n_min", N_MIN)), rng=rng, progress=progress)
+    public_params = {k: params[k] for k in ("grid", "mechanism", "estimator", "quantile", "n_min",
+                                            "random_halfspaces", "random_boxes", "prefixes")
+                     if k in params}
+    manifest = {"params": {"columns": list(columns), **public_params,
+                           "chosen_mechanism": result.mechanism, "queries": len(queries)},
+                "guarantee": result.accounting}
+    files = {"answers.csv": answers_csv(queries, result.answers, result.variance).encode(),
+             "structure.json": json_bytes(result.structure)}
+    trace = {"predicted_mean_variance": result.predicted, "chosen": result.mechanism,
+             "rounds": result.accounting.get("rounds", [])}
+    return ReleaseOutput(files=files, manifest=manifest, trace=trace)
+
+
+def answers_csv(queries: list[dict], answers, variance) -> str:
+    """CSV text: query index, its definition (JSON), noisy answer, predicted variance."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["query", "type", "definition", "answer", "variance"])
+    for k, (q, a, v) in enumerate(zip(queries, answers, variance, strict=True)):
+        definition = {key: val for key, val in q.items() if key != "type"}
+        writer.writerow([k, q["type"], json.dumps(definition), f"{a:.6g}", f"{v:.6g}"])
+    return out.getvalue()

@@ -1,0 +1,227 @@
+"""Shared pieces of the range-count mechanisms: privacy target, noise draws, bit matrices,
+and the two baselines (identity and per-query noise).
+
+Every mechanism here releases `y = B x + noise` for a public 0/1 matrix B that the plan fixes
+from public inputs only. Gaussian plans are accounted in zCDP: the per-point loss
+`l(p) = sum_j B_jp / sigma_j^2` is the squared L2 sensitivity after scaling, so
+`rho = max_p l(p) / 2` for add/remove neighbours. For replace-one neighbours the release moves
+by `v_p - v_q` with non-negative v's, whose squared norm is at most `l(p) + l(q)`, so the
+allowed per-point loss halves. Laplace plans are pure epsilon-DP with the L1 analogue.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from mechanisms.accounting import (
+    approx_dp_to_zcdp,
+    check_delta,
+    check_epsilon,
+    check_neighbouring,
+)
+from mechanisms.errors import MechanismError
+
+
+@dataclass(frozen=True)
+class PrivacyTarget:
+    """What one release may spend: rho-zCDP (Gaussian noise) or pure epsilon-DP (Laplace)."""
+
+    kind: str  # "zcdp" or "pure"
+    rho: float  # zCDP parameter (0 when pure)
+    epsilon: float
+    delta: float
+    neighbouring: str
+
+    @property
+    def loss_budget(self) -> float:
+        """Largest allowed per-point loss: sum B/sigma^2 (zCDP) or sum B/b (pure)."""
+        factor = 2.0 if self.neighbouring == "replace-one" else 1.0
+        if self.kind == "zcdp":
+            return 2.0 * self.rho / factor
+        return self.epsilon / factor
+
+    @property
+    def noise(self) -> str:
+        return "gaussian" if self.kind == "zcdp" else "laplace"
+
+
+def privacy_target(*, epsilon: float, delta: float, neighbouring: str) -> PrivacyTarget:
+    """Validate (epsilon, delta); delta > 0 becomes the largest rho with that guarantee."""
+    epsilon, delta = check_epsilon(epsilon), check_delta(delta)
+    neighbouring = check_neighbouring(neighbouring)
+    if delta == 0:
+        return PrivacyTarget("pure", 0.0, epsilon, 0.0, neighbouring)
+    rho = math.inf if math.isinf(epsilon) else approx_dp_to_zcdp(epsilon, delta)
+    return PrivacyTarget("zcdp", rho, epsilon, delta, neighbouring)
+
+
+# ---------------------------------------------------------------- noise
+
+
+def draw_noise(rng, noise: str, scale: float, size) -> np.ndarray:
+    """Integer noise for integer counts: discrete Gaussian (std `scale`) or discrete Laplace."""
+    if scale == 0:
+        return np.zeros(size, dtype=np.int64)
+    if noise == "gaussian":
+        return np.asarray(rng.discrete_gaussian(scale, size))
+    return np.asarray(rng.discrete_laplace(scale, size))
+
+
+def noise_variance(noise: str, scale: float) -> float:
+    """Exact variance of one integer noise draw with the given scale (public)."""
+    if scale == 0:
+        return 0.0
+    if noise == "laplace":
+        q = math.exp(-1.0 / scale)
+        return 2.0 * q / (1.0 - q) ** 2
+    if scale > 4:  # the discrete Gaussian's variance equals sigma^2 to ~1e-130 here
+        return scale * scale
+    k = np.arange(-int(12 * scale) - 2, int(12 * scale) + 3, dtype=float)
+    w = np.exp(-(k**2) / (2 * scale * scale))
+    return float((k**2 * w).sum() / w.sum())
+
+
+def scale_for(noise: str, loss: float, loss_budget: float) -> float:
+    """Noise scale giving a point with `loss` units of load exactly `loss_budget`."""
+    if math.isinf(loss_budget):
+        return 0.0
+    return math.sqrt(loss / loss_budget) if noise == "gaussian" else loss / loss_budget
+
+
+def per_point_loss(noise: str, loads: np.ndarray, scale: float) -> np.ndarray:
+    """Loss of each point with `loads` released sets at one noise scale."""
+    if scale == 0:
+        return np.where(loads > 0, math.inf, 0.0)
+    return loads / scale**2 if noise == "gaussian" else loads / scale
+
+
+# ---------------------------------------------------------------- bit matrices
+
+
+def unpack(bits: np.ndarray, n: int) -> np.ndarray:
+    """Packed 0/1 rows -> float32 dense rows (exact for GEMM while n < 2**24)."""
+    return np.unpackbits(bits, axis=-1, count=n).astype(np.float32)
+
+
+def popcount(bits: np.ndarray) -> np.ndarray:
+    """Number of ones in each packed row."""
+    return np.bitwise_count(bits).sum(axis=-1, dtype=np.int64)
+
+
+def restrict_columns(bits: np.ndarray, n: int, keep: np.ndarray, block: int = 8192) -> np.ndarray:
+    """Packed rows restricted to the columns `keep` (sorted indices), repacked."""
+    if len(keep) == n:
+        return bits
+    out = np.zeros((len(bits), (len(keep) + 7) // 8), dtype=np.uint8)
+    for s in range(0, len(bits), block):
+        rows = np.unpackbits(bits[s : s + block], axis=1, count=n)[:, keep]
+        out[s : s + block] = np.packbits(rows, axis=1)
+    return out
+
+
+def unique_rows(bits: np.ndarray):
+    """Distinct packed rows: (unique, first index of each, inverse, counts)."""
+    view = np.ascontiguousarray(bits).view(np.dtype((np.void, bits.shape[1])))
+    _, first, inverse, counts = np.unique(view.ravel(), return_index=True,
+                                          return_inverse=True, return_counts=True)
+    return bits[first], first, inverse, counts
+
+
+def row_keys(bits: np.ndarray) -> list[bytes]:
+    """Hashable key of each packed row."""
+    return [row.tobytes() for row in bits]
+
+
+# ---------------------------------------------------------------- baselines
+
+
+@dataclass
+class IdentityPlan:
+    """Noise on every support point's count; answers are sums of noisy point counts."""
+
+    n: int
+    noise: str
+    scale: float
+    name: str = "identity"
+
+    @classmethod
+    def build(cls, n: int, target: PrivacyTarget) -> IdentityPlan:
+        return cls(n, target.noise, scale_for(target.noise, 1.0, target.loss_budget))
+
+    def point_loss(self) -> np.ndarray:
+        return per_point_loss(self.noise, np.ones(self.n), self.scale)
+
+    def predicted_variance(self, query_bits: np.ndarray) -> np.ndarray:
+        return popcount(query_bits) * noise_variance(self.noise, self.scale)
+
+    def measure(self, counts: np.ndarray, rng) -> dict:
+        return {"points": counts + draw_noise(rng, self.noise, self.scale, self.n)}
+
+    def answer(self, noisy: dict, query_bits: np.ndarray, estimator: str = "chain"):
+        y = np.asarray(noisy["points"], dtype=float)
+        answers = np.concatenate([unpack(b, self.n).astype(float) @ y
+                                  for b in np.array_split(query_bits, max(1, len(query_bits) // 4096))])
+        return answers, self.predicted_variance(query_bits)
+
+    def to_dict(self) -> dict:
+        return {"n": self.n, "noise": self.noise, "scale": self.scale}
+
+    @classmethod
+    def from_dict(cls, d: dict, **_) -> IdentityPlan:
+        return cls(int(d["n"]), d["noise"], float(d["scale"]))
+
+
+@dataclass
+class PerQueryPlan:
+    """Noise on each workload answer; the scale covers the point in the most queries."""
+
+    query_bits: np.ndarray
+    n: int
+    noise: str
+    scale: float
+    name: str = "per_query"
+
+    @classmethod
+    def build(cls, query_bits: np.ndarray, n: int, target: PrivacyTarget) -> PerQueryPlan:
+        max_load = float(_column_sums(query_bits, n).max())
+        return cls(query_bits, n, target.noise, scale_for(target.noise, max(max_load, 1.0),
+                                                          target.loss_budget))
+
+    def point_loss(self) -> np.ndarray:
+        return per_point_loss(self.noise, _column_sums(self.query_bits, self.n), self.scale)
+
+    def predicted_variance(self, query_bits: np.ndarray) -> np.ndarray:
+        return np.full(len(query_bits), noise_variance(self.noise, self.scale))
+
+    def measure(self, counts: np.ndarray, rng) -> dict:
+        exact = np.concatenate([unpack(b, self.n).astype(np.int64) @ counts
+                                for b in np.array_split(self.query_bits,
+                                                        max(1, len(self.query_bits) // 4096))])
+        return {"answers": exact + draw_noise(rng, self.noise, self.scale, len(exact))}
+
+    def answer(self, noisy: dict, query_bits: np.ndarray, estimator: str = "chain"):
+        index = {key: k for k, key in enumerate(row_keys(self.query_bits))}
+        rows = [index.get(key) for key in row_keys(query_bits)]
+        missing = [k for k, r in enumerate(rows) if r is None]
+        if missing:
+            raise MechanismError(f"query {missing[0]} was not in the released workload; a "
+                                 "per_query release answers only its own queries")
+        y = np.asarray(noisy["answers"], dtype=float)
+        return y[rows], self.predicted_variance(query_bits)
+
+    def to_dict(self) -> dict:
+        return {"n": self.n, "noise": self.noise, "scale": self.scale}
+
+    @classmethod
+    def from_dict(cls, d: dict, *, workload_bits: np.ndarray, **_) -> PerQueryPlan:
+        return cls(workload_bits, int(d["n"]), d["noise"], float(d["scale"]))
+
+
+def _column_sums(bits: np.ndarray, n: int, block: int = 8192) -> np.ndarray:
+    total = np.zeros(n, dtype=np.int64)
+    for s in range(0, len(bits), block):
+        total += np.unpackbits(bits[s : s + block], axis=1, count=n).sum(axis=0, dtype=np.int64)
+    return total

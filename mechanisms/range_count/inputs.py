@@ -1,0 +1,274 @@
+"""Public inputs of range counting: the support point set, snapping, and the query workload.
+
+Everything here is public metadata (custodian-declared bounds, a grid or a public point list,
+a workload of ranges). Nothing reads private counts except `Support.snap`, which maps each
+record to one support point (the step that turns records into the private count vector).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from mechanisms.errors import MechanismError
+
+QUERY_TYPES = ("interval", "box", "halfspace")
+_HALFSPACE_TOLERANCE = 1e-9
+
+
+@dataclass(frozen=True)
+class Support:
+    """The public point set P: a grid of cell centres over the bounds, or a public point list."""
+
+    columns: tuple[str, ...]
+    lower: np.ndarray  # (d,) public bounds from the schema
+    upper: np.ndarray
+    points: np.ndarray  # (n, d) coordinates of the support points
+    grid_shape: tuple[int, ...] | None = None
+
+    @property
+    def n(self) -> int:
+        return int(self.points.shape[0])
+
+    @property
+    def dim(self) -> int:
+        return int(self.points.shape[1])
+
+    def snap(self, values: np.ndarray) -> np.ndarray:
+        """Map records (N, d) to support indices; values are clamped to the public bounds."""
+        values = np.asarray(values, dtype=float).reshape(-1, self.dim)
+        if np.isnan(values).any():
+            raise MechanismError("range-count columns contain missing values; drop or fill them")
+        clamped = np.clip(values, self.lower, self.upper)
+        if self.grid_shape is not None:
+            return self._snap_grid(clamped)
+        return self._snap_nearest(clamped)
+
+    def _snap_grid(self, values: np.ndarray) -> np.ndarray:
+        shape = np.asarray(self.grid_shape)
+        width = (self.upper - self.lower) / shape
+        cells = np.floor((values - self.lower) / width).astype(np.int64)
+        cells = np.clip(cells, 0, shape - 1)
+        return np.ravel_multi_index(tuple(cells.T), self.grid_shape)
+
+    def _snap_nearest(self, values: np.ndarray, block: int = 4096) -> np.ndarray:
+        scale = self.upper - self.lower
+        pts = self.points / scale
+        out = np.empty(len(values), dtype=np.int64)
+        for start in range(0, len(values), block):
+            chunk = values[start : start + block] / scale
+            dist = ((chunk[:, None, :] - pts[None, :, :]) ** 2).sum(axis=2)
+            out[start : start + block] = dist.argmin(axis=1)
+        return out
+
+    def counts(self, values: np.ndarray) -> np.ndarray:
+        """Private count vector x (n,): number of records snapped to each support point."""
+        return np.bincount(self.snap(values), minlength=self.n).astype(np.int64)
+
+    def to_dict(self) -> dict:
+        out = {"columns": list(self.columns), "lower": self.lower.tolist(),
+               "upper": self.upper.tolist()}
+        if self.grid_shape is not None:
+            out["grid"] = list(self.grid_shape)
+        else:
+            out["points"] = self.points.tolist()
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Support:
+        bounds = list(zip(d["lower"], d["upper"], strict=True))
+        if "grid" in d:
+            return grid_support(d["columns"], bounds, d["grid"])
+        return point_support(d["columns"], bounds, d["points"])
+
+
+def _check_bounds(columns, bounds) -> tuple[np.ndarray, np.ndarray]:
+    if not 1 <= len(columns) <= 3:
+        raise MechanismError(f"range counting takes 1 to 3 numeric columns, got {len(columns)}")
+    if len(bounds) != len(columns):
+        raise MechanismError(f"{len(bounds)} bounds given for {len(columns)} columns")
+    lower = np.array([float(lo) for lo, _ in bounds])
+    upper = np.array([float(hi) for _, hi in bounds])
+    for name, lo, hi in zip(columns, lower, upper, strict=True):
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+            raise MechanismError(f"bounds of column {name!r} ({lo}, {hi}) must be finite, lower < upper")
+    return lower, upper
+
+
+def grid_support(columns, bounds, shape) -> Support:
+    """Support = centres of a regular grid with `shape` cells over the public `bounds`."""
+    lower, upper = _check_bounds(columns, bounds)
+    shape = tuple(int(g) for g in shape)
+    if len(shape) != len(columns) or min(shape) < 1:
+        raise MechanismError(f"grid {'x'.join(map(str, shape))} must give >= 1 cell per column "
+                             f"for {len(columns)} columns")
+    if math.prod(shape) > 200_000:
+        raise MechanismError(f"grid {'x'.join(map(str, shape))} has more than 200000 cells; "
+                             "use a coarser grid")
+    axes = [lo + (np.arange(g) + 0.5) * (hi - lo) / g
+            for lo, hi, g in zip(lower, upper, shape, strict=True)]
+    mesh = np.meshgrid(*axes, indexing="ij")
+    points = np.stack([m.ravel() for m in mesh], axis=1)
+    return Support(tuple(columns), lower, upper, points, shape)
+
+
+def point_support(columns, bounds, points) -> Support:
+    """Support = a public list of points (e.g. published centroids) inside the public bounds."""
+    lower, upper = _check_bounds(columns, bounds)
+    pts = np.asarray(points, dtype=float)
+    if pts.ndim != 2 or pts.shape[1] != len(columns) or len(pts) == 0:
+        raise MechanismError(f"support points must be a non-empty list of {len(columns)}-vectors")
+    if not np.isfinite(pts).all():
+        raise MechanismError("support points must be finite numbers")
+    return Support(tuple(columns), lower, upper, np.clip(pts, lower, upper), None)
+
+
+def parse_grid(text: str, dims: int) -> tuple[int, ...]:
+    """Parse '64x64' (or '64' for every column) into a grid shape."""
+    try:
+        parts = [int(p) for p in str(text).lower().split("x")]
+    except ValueError:
+        raise MechanismError(f"grid ({text!r}) must look like 64x64") from None
+    if len(parts) == 1:
+        parts = parts * dims
+    if len(parts) != dims or min(parts) < 1:
+        raise MechanismError(f"grid ({text!r}) needs {dims} positive sizes, like "
+                             f"{'x'.join(['64'] * dims)}")
+    return tuple(parts)
+
+
+# ---------------------------------------------------------------- workload
+
+
+def _vector(q: dict, key: str, dim: int, k: int) -> np.ndarray:
+    value = q.get(key)
+    if value is None:
+        raise MechanismError(f"query {k}: missing {key!r}")
+    arr = np.atleast_1d(np.asarray(value, dtype=float))
+    if arr.shape != (dim,) or not np.isfinite(arr).all():
+        raise MechanismError(f"query {k}: {key!r} ({value!r}) must be {dim} finite numbers")
+    return arr
+
+
+def normalize_query(q: dict, dim: int, k: int = 0) -> dict:
+    """Validate one query dict and return it in canonical form (lists of floats)."""
+    if not isinstance(q, dict):
+        raise MechanismError(f"query {k} ({q!r}) must be an object with a 'type'")
+    kind = q.get("type")
+    if kind not in QUERY_TYPES:
+        raise MechanismError(f"query {k}: type ({kind!r}) must be one of {', '.join(QUERY_TYPES)}")
+    if kind == "halfspace":
+        a = _vector(q, "a", dim, k)
+        b = q.get("b")
+        if not isinstance(b, int | float) or not math.isfinite(b):
+            raise MechanismError(f"query {k}: b ({b!r}) must be a finite number")
+        return {"type": "halfspace", "a": a.tolist(), "b": float(b)}
+    if kind == "interval" and dim != 1:
+        raise MechanismError(f"query {k}: an interval needs 1 column, not {dim}; use a box")
+    lo, hi = _vector(q, "lo", dim, k), _vector(q, "hi", dim, k)
+    if (lo > hi).any():
+        raise MechanismError(f"query {k}: lo ({lo.tolist()}) must be <= hi ({hi.tolist()})")
+    return {"type": "box", "lo": lo.tolist(), "hi": hi.tolist()}
+
+
+def normalize_queries(queries, dim: int) -> list[dict]:
+    """Validate a list of queries; an empty workload is an error."""
+    if not isinstance(queries, list) or not queries:
+        raise MechanismError("the workload is empty; give queries or generate some")
+    return [normalize_query(q, dim, k) for k, q in enumerate(queries)]
+
+
+def load_workload(text: str, columns: tuple[str, ...], *, fmt: str = "json") -> list[dict]:
+    """Read a workload from JSON ({"queries": [...]} or a list) or CSV text.
+
+    CSV columns: `type`, then `lo_<col>`, `hi_<col>` for boxes, `a_<col>` and `b` for halfspaces.
+    """
+    dim = len(columns)
+    if fmt == "csv":
+        return normalize_queries(_queries_from_csv(text, columns), dim)
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise MechanismError(f"workload is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    queries = doc.get("queries") if isinstance(doc, dict) else doc
+    return normalize_queries(queries, dim)
+
+
+def _queries_from_csv(text: str, columns) -> list[dict]:
+    queries = []
+    for row in csv.DictReader(io.StringIO(text)):
+        kind = (row.get("type") or "").strip()
+        try:
+            if kind == "halfspace":
+                queries.append({"type": kind, "a": [float(row[f"a_{c}"]) for c in columns],
+                                "b": float(row["b"])})
+            else:
+                queries.append({"type": kind, "lo": [float(row[f"lo_{c}"]) for c in columns],
+                                "hi": [float(row[f"hi_{c}"]) for c in columns]})
+        except (KeyError, ValueError, TypeError) as exc:
+            raise MechanismError(f"workload CSV row {len(queries) + 1}: bad or missing field "
+                                 f"{exc}") from None
+    return queries
+
+
+def random_halfspaces(support: Support, m: int, rng) -> list[dict]:
+    """M halfspaces a·x <= b with a random direction, through a random support point (public)."""
+    if m < 1:
+        raise MechanismError(f"number of random halfspaces ({m}) must be >= 1")
+    scale = support.upper - support.lower
+    normals = rng.gaussian(1.0, (m, support.dim)) / scale
+    anchors = support.points[np.minimum((rng.uniform(m) * support.n).astype(int), support.n - 1)]
+    offsets = (normals * anchors).sum(axis=1)
+    return [{"type": "halfspace", "a": a.tolist(), "b": float(b)}
+            for a, b in zip(normals, offsets, strict=True)]
+
+
+def random_boxes(support: Support, m: int, rng) -> list[dict]:
+    """M boxes with uniformly random corners inside the public bounds."""
+    if m < 1:
+        raise MechanismError(f"number of random boxes ({m}) must be >= 1")
+    span = support.upper - support.lower
+    u = support.lower + rng.uniform((m, 2, support.dim)) * span
+    lo, hi = u.min(axis=1), u.max(axis=1)
+    return [{"type": "box", "lo": a.tolist(), "hi": b.tolist()} for a, b in zip(lo, hi, strict=True)]
+
+
+def all_prefixes(support: Support) -> list[dict]:
+    """One box from the lower corner to each support point (all prefixes on a grid)."""
+    return [{"type": "box", "lo": support.lower.tolist(), "hi": p.tolist()} for p in support.points]
+
+
+def incidence(support: Support, queries: list[dict], block: int = 4096) -> np.ndarray:
+    """Bit-packed incidence (m, ceil(n/8)) of the queries restricted to the support points."""
+    m, n = len(queries), support.n
+    out = np.zeros((m, (n + 7) // 8), dtype=np.uint8)
+    for start in range(0, m, block):
+        chunk = queries[start : start + block]
+        out[start : start + len(chunk)] = np.packbits(_dense_incidence(support, chunk), axis=1)
+    return out
+
+
+def _dense_incidence(support: Support, queries: list[dict]) -> np.ndarray:
+    pts = support.points
+    rows = np.zeros((len(queries), support.n), dtype=bool)
+    half = [k for k, q in enumerate(queries) if q["type"] == "halfspace"]
+    if half:
+        a = np.array([queries[k]["a"] for k in half])
+        b = np.array([queries[k]["b"] for k in half])
+        tol = _HALFSPACE_TOLERANCE * (1.0 + np.abs(a) @ np.maximum(abs(support.lower), abs(support.upper)))
+        rows[half] = (a @ pts.T) <= (b + tol)[:, None]
+    for k, q in enumerate(queries):
+        if q["type"] != "halfspace":
+            lo, hi = np.asarray(q["lo"]), np.asarray(q["hi"])
+            rows[k] = ((pts >= lo) & (pts <= hi)).all(axis=1)
+    return rows
+
+
+def workload_kinds(queries: list[dict]) -> set[str]:
+    """The set of query types present ('box' covers intervals)."""
+    return {q["type"] for q in queries}

@@ -1,0 +1,453 @@
+"""The Muthukrishnan-Nikolov decomposition mechanism (RANGE_COUNT.md section 2.4 variant).
+
+Planning reads only public inputs (support size and the workload's incidence, never counts):
+  per round t on the remaining points P_t:
+    nested greedy packings S_1 c S_2 c ... c S_J of the distinct workload ranges with pairwise
+    symmetric difference >= n_t 2^-i; parent of a range born at level i = its nearest range in
+    S_{i-1}; pieces F = R minus parent, G = parent minus R (level-i sets T_i);
+    every range is anchored at its nearest range in S_J;
+    square-root allocation of per-level variances; X = points whose load is at most the
+    q-quantile; all variances scaled so that max over X of the loss is exactly the budget.
+  recurse on P_t minus X; the last few points get identity noise.
+Release: noisy counts of every level piece (restricted to X) and of every point of X.
+Answers: chain estimator (anchor's chain of pieces plus per-point correction) or GLS.
+
+Privacy: each point lies in exactly one round's X, and in that round its loss
+sum_i d_i(p)/sigma_i^2 + 1/sigma_0^2 is at most the budget, so the whole release is
+rho-zCDP (halved per-point loss for replace-one).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.linalg
+
+from mechanisms.range_count.core import (
+    PrivacyTarget,
+    draw_noise,
+    noise_variance,
+    popcount,
+    restrict_columns,
+    unique_rows,
+    unpack,
+)
+
+N_MIN = 16
+QUANTILE = 0.9
+_BLOCK = 2048
+_CACHE_BYTES = 1 << 30
+
+
+# ---------------------------------------------------------------- packing
+
+
+@dataclass
+class Packing:
+    """Nested greedy packings of distinct ranges (rows of `bits`) up to level j_max."""
+
+    rows: list[int]  # centre -> row of bits; centre 0 is the empty set (row -1)
+    levels: list[int]
+    parents: list[int]
+    anchors: list[np.ndarray] = field(default_factory=list)  # per level: nearest centre per row
+    distances: list[np.ndarray] = field(default_factory=list)  # per level: distance to it
+    dense: np.ndarray | None = None  # float32 copy of all rows when it fits in memory
+
+    def rows_dense(self, bits: np.ndarray, n: int, index) -> np.ndarray:
+        return self.dense[index] if self.dense is not None else unpack(bits[index], n)
+
+
+def nested_packing(bits: np.ndarray, n: int, j_max: int) -> Packing:
+    """Greedy maximal packings S_1..S_jmax, nested, with pairwise distance >= n 2^-i."""
+    pack = start_packing(bits)
+    for level in range(1, j_max + 1):
+        add_level(pack, bits, n, level)
+    return pack
+
+
+def start_packing(bits: np.ndarray) -> Packing:
+    """S_0 = {empty set}: every range's nearest centre is the empty set, at distance |R|."""
+    sizes = popcount(bits).astype(np.float64)
+    dense = unpack(bits, bits.shape[1] * 8) if bits.size * 32 <= _CACHE_BYTES else None
+    return Packing([-1], [0], [-1], [np.zeros(len(bits), dtype=np.int64)], [sizes], dense)
+
+
+def add_level(pack: Packing, bits: np.ndarray, n: int, level: int) -> None:
+    """Extend S_{level-1} greedily to a maximal packing with pairwise distance >= n 2^-level."""
+    sizes = pack.distances[0]
+    nearest_dist, nearest = pack.distances[-1].copy(), pack.anchors[-1].copy()
+    threshold = n / 2.0**level
+    previous = pack.anchors[-1]
+    while True:
+        eligible = np.flatnonzero(nearest_dist >= threshold)
+        if eligible.size == 0:
+            break
+        block = eligible[:_BLOCK]
+        dense = pack.rows_dense(bits, n, block)[:, :n]
+        gram = dense @ dense.T
+        dist = sizes[block][:, None] + sizes[block][None, :] - 2.0 * gram
+        chosen = _greedy(dist, threshold)
+        first = len(pack.rows)
+        for j in chosen:
+            pack.rows.append(int(block[j]))
+            pack.levels.append(level)
+            pack.parents.append(int(previous[block[j]]))
+        _update_nearest(pack, bits, n, dense[chosen], sizes[block[chosen]], first,
+                        nearest_dist, nearest)
+    pack.anchors.append(nearest)
+    pack.distances.append(nearest_dist)
+
+
+def _greedy(dist: np.ndarray, threshold: float) -> list[int]:
+    ok = np.ones(len(dist), dtype=bool)
+    chosen = []
+    for j in range(len(dist)):
+        if ok[j]:
+            chosen.append(j)
+            ok &= dist[j] >= threshold
+    return chosen
+
+
+def _update_nearest(pack, bits, n, centres, centre_sizes, first, nearest_dist, nearest,
+                    block: int = 8192):
+    sizes = pack.distances[0]
+    for s in range(0, len(bits), block):
+        dense = pack.rows_dense(bits, n, slice(s, s + block))[:, :n]
+        dist = sizes[s : s + block, None] + centre_sizes[None, :] - 2.0 * (dense @ centres.T)
+        best = dist.argmin(axis=1)
+        best_dist = dist[np.arange(len(dist)), best]
+        closer = best_dist < nearest_dist[s : s + block]
+        idx = np.flatnonzero(closer) + s
+        nearest_dist[idx] = best_dist[closer]
+        nearest[idx] = first + best[closer]
+
+
+# ---------------------------------------------------------------- one round
+
+
+@dataclass
+class Round:
+    """Public plan of one recursion round (indices are support indices)."""
+
+    active: np.ndarray  # P_t
+    x_points: np.ndarray  # X_t, subset of P_t
+    levels: int  # J
+    centre_queries: np.ndarray  # workload query index representing each centre (-1: empty set)
+    centre_levels: np.ndarray
+    centre_parents: np.ndarray
+    centre_pieces: np.ndarray  # (centres, 2): piece id of F and G, -1 when empty on X
+    pieces: list[np.ndarray]  # support indices of each piece (inside X)
+    piece_levels: np.ndarray
+    rel_var: np.ndarray  # relative variance per level, index 0 = per-point release
+    kappa: float  # variance of level l = kappa * rel_var[l]
+    predicted_mean: float = 0.0  # mean predicted variance over the round's workload (relative)
+
+    def variances(self, noise: str) -> np.ndarray:
+        return np.array([noise_variance(noise, math.sqrt(self.kappa * w)) for w in self.rel_var])
+
+
+def _pieces_for(bits, n, pack: Packing, j: int):
+    """F/G bit rows of every centre of level <= j, deduplicated within each level."""
+    count = sum(1 for lv in pack.levels if lv <= j)
+    width = bits.shape[1]
+    rows = np.zeros((count, width), dtype=np.uint8)
+    rows[1:] = bits[pack.rows[1:count]]
+    parents = np.array(pack.parents[:count])
+    parent_rows = np.zeros_like(rows)
+    parent_rows[1:] = rows[parents[1:]]
+    f = rows & ~parent_rows
+    g = parent_rows & ~rows
+    levels = np.array(pack.levels[:count])
+    piece_rows, piece_levels = [], []
+    ids = np.full((count, 2), -1, dtype=np.int64)
+    for level in range(1, j + 1):
+        members = np.flatnonzero(levels == level)
+        if members.size == 0:
+            continue
+        both = np.concatenate([f[members], g[members]])
+        uniq, _, inverse, _ = unique_rows(both)
+        nonempty = popcount(uniq) > 0
+        new_id = np.cumsum(nonempty) - 1 + len(piece_rows)
+        local = np.where(nonempty[inverse], new_id[inverse], -1)
+        ids[members, 0], ids[members, 1] = local[: members.size], local[members.size :]
+        piece_rows.extend(uniq[nonempty])
+        piece_levels.extend([level] * int(nonempty.sum()))
+    return count, ids, np.array(piece_rows).reshape(-1, width), np.array(piece_levels, dtype=int)
+
+
+def _chain_counts(parents, ids, piece_levels, piece_ok, j):
+    """Per centre: number of usable pieces at each level along its chain to the empty set."""
+    counts = np.zeros((len(parents), j + 1))
+    for c in range(1, len(parents)):
+        counts[c] = counts[parents[c]]
+        for pid in ids[c]:
+            if pid >= 0 and piece_ok[pid]:
+                counts[c, piece_levels[pid]] += 1
+    return counts
+
+
+def _plan_levels(bits, n, mult, pack: Packing, j: int, quantile: float):
+    """Allocation, X and predicted error for one choice of J (all relative to kappa)."""
+    count, ids, piece_bits, piece_levels = _pieces_for(bits, n, pack, j)
+    parents = np.array(pack.parents[:count])
+    anchors, dist = pack.anchors[j], pack.distances[j]
+    weights = mult / mult.sum()
+    chains = _chain_counts(parents, ids, piece_levels, np.ones(len(piece_levels), bool), j)
+    use = weights @ chains[anchors]
+    loads = np.zeros((j + 1, n))
+    for level in range(1, j + 1):
+        sel = piece_levels == level
+        if sel.any():
+            loads[level] = unpack(piece_bits[sel], n).sum(axis=0)
+    mean_load = loads.mean(axis=1)
+    use[0] = max(weights @ dist, 1.0 / n)
+    mean_load[0] = 1.0
+    use = np.maximum(use, 0.5 / mult.sum())
+    rel_var = np.sqrt(mean_load / use)
+    loss = (loads[1:] / rel_var[1:, None]).sum(axis=0) + 1.0 / rel_var[0]
+    in_x = loss <= np.quantile(loss, quantile)
+    kappa = float(loss[in_x].max())
+    x_bits = np.packbits(in_x)
+    piece_ok = popcount(piece_bits & x_bits) > 0 if len(piece_bits) else np.zeros(0, bool)
+    chains = _chain_counts(parents, ids, piece_levels, piece_ok, j)
+    anchor_rows = np.zeros_like(bits)
+    has_anchor = anchors > 0
+    anchor_rows[has_anchor] = bits[np.array(pack.rows)[anchors[has_anchor]]]
+    outside = popcount((bits ^ anchor_rows) & x_bits)
+    per_range = chains[anchors] @ rel_var + outside * rel_var[0]
+    ids = np.where((ids >= 0) & piece_ok[np.maximum(ids, 0)], ids, -1) if len(piece_ok) else ids
+    return dict(count=count, ids=ids, piece_bits=piece_bits, piece_levels=piece_levels,
+                piece_ok=piece_ok, rel_var=rel_var, in_x=in_x, kappa=kappa,
+                predicted=float(weights @ per_range) * kappa)
+
+
+def plan_round(bits: np.ndarray, n: int, mult: np.ndarray, shatter: int,
+               quantile: float = QUANTILE) -> tuple[Packing, int, dict]:
+    """Choose J by the smallest predicted mean error (public) and return that round's plan.
+
+    J runs upwards from max(1, floor(i0) - 3) and stops once the predicted error rises
+    (it is unimodal in J in practice); levels above the chosen J are never packed.
+    """
+    i0 = math.log2(max(n, 2)) / shatter
+    j_max = max(1, math.floor(i0))
+    pack = start_packing(bits)
+    best = None
+    for j in range(1, j_max + 1):
+        add_level(pack, bits, n, j)
+        if j < max(1, j_max - 3):
+            continue
+        option = _plan_levels(bits, n, mult, pack, j, quantile)
+        if best is not None and option["predicted"] >= best[2]["predicted"]:
+            break
+        best = (pack, j, option)
+    return best
+
+
+# ---------------------------------------------------------------- whole plan
+
+
+@dataclass
+class MN12Plan:
+    """All rounds plus the final identity round on the leftover points."""
+
+    n: int
+    noise: str
+    rounds: list[Round]
+    leftover: np.ndarray
+    leftover_scale: float
+    workload_bits: np.ndarray
+    name: str = "mn12"
+
+    @classmethod
+    def build(cls, workload_bits: np.ndarray, n: int, shatter: int, target: PrivacyTarget, *,
+              quantile: float = QUANTILE, n_min: int = N_MIN, progress=None) -> MN12Plan:
+        active = np.arange(n)
+        rounds = []
+        budget = target.loss_budget
+        while len(active) > n_min:
+            local = restrict_columns(workload_bits, n, active)
+            keep = popcount(local) > 0
+            if not keep.any():
+                break
+            rows, first, _, mult = unique_rows(local[keep])
+            query_ids = np.flatnonzero(keep)[first]
+            pack, j, opt = plan_round(rows, len(active), mult.astype(float), shatter, quantile)
+            rounds.append(_make_round(active, pack, j, opt, query_ids, budget))
+            active = active[~opt["in_x"]]
+            if progress:
+                progress(len(rounds), len(rounds) + 1)
+        scale = 0.0 if math.isinf(budget) else math.sqrt(1.0 / budget)
+        return cls(n, target.noise, rounds, active, scale, workload_bits)
+
+    # -- accounting -------------------------------------------------------
+    def point_loss(self) -> np.ndarray:
+        """Per-point loss recomputed from the released sets and their variances."""
+        loss = np.zeros(self.n)
+        for r in self.rounds:
+            sig2 = np.array([r.kappa * w for w in r.rel_var])
+            for piece, level in zip(r.pieces, r.piece_levels, strict=True):
+                loss[piece] += _inv(sig2[level])
+            loss[r.x_points] += _inv(sig2[0])
+        loss[self.leftover] += _inv(self.leftover_scale**2)
+        return loss
+
+    # -- release ----------------------------------------------------------
+    def measure(self, counts: np.ndarray, rng) -> dict:
+        out = {"rounds": []}
+        for r in self.rounds:
+            sig = [math.sqrt(r.kappa * w) for w in r.rel_var]
+            exact = np.array([counts[p].sum() for p in r.pieces], dtype=np.int64)
+            noise = np.zeros(len(exact), dtype=np.int64)
+            for level in np.unique(r.piece_levels):
+                sel = r.piece_levels == level
+                noise[sel] = draw_noise(rng, "gaussian", sig[level], int(sel.sum()))
+            points = counts[r.x_points] + draw_noise(rng, "gaussian", sig[0], len(r.x_points))
+            out["rounds"].append({"pieces": exact + noise, "points": points})
+        out["leftover"] = counts[self.leftover] + draw_noise(rng, "gaussian", self.leftover_scale,
+                                                            len(self.leftover))
+        return out
+
+    # -- answers ----------------------------------------------------------
+    def answer(self, noisy: dict, query_bits: np.ndarray, estimator: str = "chain"):
+        dense = np.unpackbits(query_bits, axis=1, count=self.n).astype(bool)
+        total = np.zeros(len(dense))
+        var = np.zeros(len(dense))
+        for r, y in zip(self.rounds, noisy["rounds"], strict=True):
+            fn = _round_chain if estimator == "chain" else _round_gls
+            a, v = fn(self, r, y, dense)
+            total += a
+            var += v
+        left = np.asarray(noisy["leftover"], dtype=float)
+        total += dense[:, self.leftover].astype(float) @ left
+        var += dense[:, self.leftover].sum(axis=1) * noise_variance("gaussian", self.leftover_scale)
+        return total, var
+
+    def centre_sets(self, r: Round) -> np.ndarray:
+        """Dense (centres x |P_t|) sets of a round's centres, rebuilt from the public workload."""
+        local = np.unpackbits(self.workload_bits[np.maximum(r.centre_queries, 0)], axis=1,
+                              count=self.n)[:, r.active].astype(np.float32)
+        local[r.centre_queries < 0] = 0
+        return local
+
+    def predicted_variance(self, query_bits: np.ndarray) -> np.ndarray:
+        zero = {"rounds": [{"pieces": np.zeros(len(r.pieces)), "points": np.zeros(len(r.x_points))}
+                           for r in self.rounds], "leftover": np.zeros(len(self.leftover))}
+        return self.answer(zero, query_bits)[1]
+
+    # -- serialisation ----------------------------------------------------
+    def to_dict(self) -> dict:
+        return {"n": self.n, "noise": self.noise, "leftover": self.leftover.tolist(),
+                "leftover_scale": self.leftover_scale,
+                "rounds": [_round_to_dict(r) for r in self.rounds]}
+
+    @classmethod
+    def from_dict(cls, d: dict, *, workload_bits: np.ndarray, **_) -> MN12Plan:
+        return cls(int(d["n"]), d["noise"], [_round_from_dict(r) for r in d["rounds"]],
+                   np.array(d["leftover"], dtype=np.int64), float(d["leftover_scale"]),
+                   workload_bits)
+
+    def round_stats(self) -> list[dict]:
+        loss = self.point_loss()
+        return [{"n_t": len(r.active), "x_size": len(r.x_points), "levels": r.levels,
+                 "centres_per_level": np.bincount(r.centre_levels, minlength=r.levels + 1)[1:]
+                 .tolist(),
+                 "pieces_per_level": np.bincount(r.piece_levels, minlength=r.levels + 1)[1:]
+                 .tolist(),
+                 "max_loss": float(loss[r.x_points].max()) if len(r.x_points) else 0.0}
+                for r in self.rounds]
+
+
+def _inv(v: float) -> float:
+    return math.inf if v == 0 else 1.0 / v
+
+
+def _make_round(active, pack: Packing, j, opt, query_ids, budget) -> Round:
+    count = opt["count"]
+    rows = np.array(pack.rows[:count])
+    centre_queries = np.where(rows >= 0, query_ids[np.maximum(rows, 0)], -1)
+    in_x = opt["in_x"]
+    pieces = []
+    for bits_row in opt["piece_bits"]:
+        members = np.unpackbits(bits_row, count=len(active)).astype(bool) & in_x
+        pieces.append(active[members])
+    kept = np.flatnonzero(opt["piece_ok"]) if len(opt["piece_ok"]) else np.zeros(0, int)
+    renumber = np.full(len(opt["piece_ok"]) + 1, -1)
+    renumber[kept] = np.arange(len(kept))
+    ids = np.where(opt["ids"] >= 0, renumber[opt["ids"]], -1)
+    kappa = 0.0 if math.isinf(budget) else opt["kappa"] / budget
+    return Round(active=active, x_points=active[in_x], levels=j, centre_queries=centre_queries,
+                 centre_levels=np.array(pack.levels[:count]),
+                 centre_parents=np.array(pack.parents[:count]), centre_pieces=ids,
+                 pieces=[pieces[k] for k in kept], piece_levels=opt["piece_levels"][kept],
+                 rel_var=opt["rel_var"], kappa=kappa, predicted_mean=opt["predicted"])
+
+
+def _chain_values(r: Round, y_pieces: np.ndarray, piece_var: np.ndarray):
+    """Noisy count and variance of every centre by walking its chain of pieces."""
+    value = np.zeros(len(r.centre_levels))
+    var = np.zeros(len(r.centre_levels))
+    for c in range(1, len(value)):
+        p = r.centre_parents[c]
+        f, g = r.centre_pieces[c]
+        value[c] = value[p] + (y_pieces[f] if f >= 0 else 0.0) - (y_pieces[g] if g >= 0 else 0.0)
+        var[c] = var[p] + (piece_var[f] if f >= 0 else 0.0) + (piece_var[g] if g >= 0 else 0.0)
+    return value, var
+
+
+def _round_chain(plan: MN12Plan, r: Round, y: dict, dense: np.ndarray):
+    sig2 = r.variances(plan.noise)
+    piece_var = sig2[r.piece_levels] if len(r.piece_levels) else np.zeros(0)
+    value, cvar = _chain_values(r, np.asarray(y["pieces"], dtype=float), piece_var)
+    centres = plan.centre_sets(r)
+    sizes = centres.sum(axis=1)
+    x_local = np.isin(r.active, r.x_points)
+    y_points = np.zeros(len(r.active))
+    y_points[x_local] = np.asarray(y["points"], dtype=float)
+    answers, variance = np.zeros(len(dense)), np.zeros(len(dense))
+    for s in range(0, len(dense), 4096):
+        q = dense[s : s + 4096][:, r.active].astype(np.float32)
+        dist = q.sum(axis=1)[:, None] + sizes[None, :] - 2.0 * (q @ centres.T)
+        anchor = dist.argmin(axis=1)
+        diff = (q - centres[anchor]) * x_local
+        answers[s : s + 4096] = value[anchor] + diff.astype(float) @ y_points
+        variance[s : s + 4096] = cvar[anchor] + np.abs(diff).sum(axis=1) * sig2[0]
+    return answers, variance
+
+
+def _round_gls(plan: MN12Plan, r: Round, y: dict, dense: np.ndarray):
+    """Generalised least squares over X_t: min-variance linear unbiased estimate."""
+    rel = r.rel_var
+    design = np.zeros((len(r.pieces), len(r.x_points)))
+    for k, piece in enumerate(r.pieces):
+        design[k, np.searchsorted(r.x_points, piece)] = 1.0
+    weight = 1.0 / rel[r.piece_levels] if len(r.pieces) else np.zeros(0)
+    gram = (design.T * weight) @ design + np.eye(len(r.x_points)) / rel[0]
+    rhs = design.T @ (weight * np.asarray(y["pieces"], dtype=float))
+    rhs += np.asarray(y["points"], dtype=float) / rel[0]
+    chol = scipy.linalg.cho_factor(gram, lower=True)
+    estimate = scipy.linalg.cho_solve(chol, rhs)
+    w = dense[:, r.x_points].astype(float)
+    half = scipy.linalg.solve_triangular(chol[0], w.T, lower=True)
+    return w @ estimate, (half**2).sum(axis=0) * r.kappa
+
+
+def _round_to_dict(r: Round) -> dict:
+    return {"active": r.active.tolist(), "x_points": r.x_points.tolist(), "levels": r.levels,
+            "centre_queries": r.centre_queries.tolist(), "centre_levels": r.centre_levels.tolist(),
+            "centre_parents": r.centre_parents.tolist(),
+            "centre_pieces": r.centre_pieces.tolist(), "pieces": [p.tolist() for p in r.pieces],
+            "piece_levels": r.piece_levels.tolist(), "relative_variance": r.rel_var.tolist(),
+            "kappa": r.kappa}
+
+
+def _round_from_dict(d: dict) -> Round:
+    arr = np.array
+    return Round(arr(d["active"], dtype=np.int64), arr(d["x_points"], dtype=np.int64),
+                 int(d["levels"]), arr(d["centre_queries"], dtype=np.int64),
+                 arr(d["centre_levels"], dtype=np.int64), arr(d["centre_parents"], dtype=np.int64),
+                 arr(d["centre_pieces"], dtype=np.int64).reshape(-1, 2),
+                 [arr(p, dtype=np.int64) for p in d["pieces"]],
+                 arr(d["piece_levels"], dtype=np.int64), arr(d["relative_variance"]),
+                 float(d["kappa"]))
