@@ -41,6 +41,11 @@ class Dataset(models.Model):
     row_count = models.BigIntegerField(default=0)
     columns = models.JSONField(default=list, blank=True)
     attribution = models.TextField(blank=True)
+    # The typed columnar copy every release reads (private storage), written once after validation.
+    parquet_name = models.CharField(max_length=255, blank=True)
+    # How the file was read and what its data suggests for the schema: owner-only, never public,
+    # cleared when the dataset is deleted.
+    profile = models.JSONField(null=True, blank=True)
 
     # Public metadata: the schema the mechanisms read. Releases need a confirmed schema.
     schema = models.JSONField(null=True, blank=True)
