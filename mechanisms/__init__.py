@@ -11,6 +11,13 @@ from mechanisms.accounting import (
     zcdp_to_approx_dp,
 )
 from mechanisms.errors import MechanismError
+from mechanisms.histogram import (
+    max_rows,
+    min_admissible_mix,
+    perturbed_histogram,
+    recommended_bins,
+    smoothed_histogram,
+)
 from mechanisms.noise import (
     RandomSource,
     RecordingSource,
@@ -45,12 +52,17 @@ __all__ = [
     "__version__",
     "approx_dp_to_zcdp",
     "exponential_mechanism",
+    "max_rows",
+    "min_admissible_mix",
+    "perturbed_histogram",
     "public_manifest",
+    "recommended_bins",
     "register",
     "resolve_rng",
     "run_release",
     "secure_source",
     "seeded_source",
+    "smoothed_histogram",
     "write_release",
     "zcdp_to_approx_dp",
 ]

@@ -365,5 +365,5 @@ def _check_present(data: pd.DataFrame, columns: list[str]) -> None:
     if missing:
         raise MechanismError(
             f"column ({missing[0]!r}) is in the schema but not in the data; "
-            f"data columns: {', '.join(map(str, data.columns))}"
+            f"data columns: {', '.join(map(str, data.columns)) or '(none)'}"
         )

@@ -21,6 +21,7 @@ from mechanisms.noise import (
     secure_source,
     seeded_source,
 )
+from tests.mechanisms.privacy_audit import audit_neighbours
 from tests.mechanisms.stats_helpers import (
     DRAWS,
     P_ACCEPT,
@@ -215,3 +216,26 @@ def test_the_ast_guard_catches_forbidden_randomness():
     ):
         assert _randomness_uses(ast.parse(source)), source
     assert _randomness_uses(ast.parse((REPO_ROOT / "mechanisms" / "noise.py").read_text()))
+
+
+def _selections(scores, claimed_sensitivity, seed, n=100_000):
+    rng = seeded_source(seed)
+    return np.array(
+        [
+            exponential_mechanism(scores, epsilon=1.0, sensitivity=claimed_sensitivity, rng=rng)
+            for _ in range(n)
+        ]
+    )
+
+
+@pytest.mark.parametrize("claimed, should_pass", [(1.0, True), (0.5, False)])
+def test_exponential_mechanism_event_test_and_its_broken_twin(claimed, should_pass):
+    """Event test, n = 10^5 per side, alpha = 1e-6; neighbours move every score by 1 (the true
+    sensitivity) in opposite directions. The twin claims sensitivity 1/2."""
+    scores_d = np.zeros(20)
+    scores_d2 = np.full(20, -1.0)
+    scores_d2[0] = 1.0
+    x = _selections(scores_d, claimed, seed=41) == 0
+    x2 = _selections(scores_d2, claimed, seed=42) == 0
+    result = audit_neighbours(x.astype(int), x2.astype(int), epsilon=1.0, thresholds=[0, 1])
+    assert result.passed == should_pass, result.summary()

@@ -1,0 +1,377 @@
+"""Histogram release mechanisms of Wasserman & Zhou (2010): perturbed and smoothed histograms.
+
+Cells are the product of the schema's bins/categories over the chosen columns (any number r).
+
+Perturbed histogram (Sec. 4.2, Thm 4.4; Dwork et al. 2006): every cell count gets discrete
+Laplace noise of scale sensitivity/epsilon (2/epsilon under replace-one, where one changed row
+moves two counts by 1; 1/epsilon under add-remove). The unclipped noisy counts are released
+(unbiased); clipping at zero and renormalising gives the distribution from which k synthetic
+rows are drawn (post-processing). The minimax-rate number of bins per dimension is
+about n^(1/(2+r)): see `recommended_bins`.
+
+Smoothed histogram (Sec. 4.1, Thm 4.1): k i.i.d. rows from (1 - mix) * histogram + mix * uniform
+over the cells. It is epsilon-DP when k * log(1 + (1 - mix) * m / (n * mix)) <= epsilon (eq. 6),
+m the number of cells; the row count n must be public, so only replace-one is offered. `mix` is
+the paper's delta: a mixing weight, not DP's delta. With unequal bins or categories "uniform"
+means uniform over cells (each cell gets mix/m), for which the theorem's proof holds as is.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from mechanisms.accounting import check_epsilon, check_neighbouring
+from mechanisms.errors import MechanismError
+from mechanisms.noise import RandomSource, resolve_rng
+from mechanisms.release import ReleaseOutput, register
+from mechanisms.schema import Schema
+
+UNIT = "one row of the input table"
+
+
+@dataclass
+class HistogramRelease:
+    """What a histogram mechanism publishes, plus the parameters that produced it."""
+
+    columns: list[str]
+    shape: tuple[int, ...]
+    released_counts: np.ndarray  # noisy counts (perturbed) or synthetic-row counts (smoothed)
+    probabilities: np.ndarray | None  # sampling distribution; public for the perturbed only
+    synthetic: pd.DataFrame
+    parameters: dict
+    guarantee: dict
+    row_count_public: bool
+
+
+def count_sensitivity(neighbouring: str) -> int:
+    """L1 sensitivity of the vector of cell counts: 2 under replace-one, 1 under add-remove."""
+    return 2 if check_neighbouring(neighbouring) == "replace-one" else 1
+
+
+def recommended_bins(n: int, dimensions: int) -> int:
+    """Rate-optimal bins per dimension, h ~ n^(-1/(2+r)) (Thm 4.4): round(n^(1/(2+r)))."""
+    if n < 0 or dimensions < 1:
+        raise MechanismError(f"n ({n}) must be >= 0 and dimensions ({dimensions}) >= 1")
+    return max(1, round(n ** (1.0 / (2 + dimensions))))
+
+
+def perturb_counts(
+    counts: np.ndarray, *, epsilon: float, neighbouring: str, rng: RandomSource
+) -> np.ndarray:
+    """Add discrete Laplace noise of scale count_sensitivity / epsilon to every count.
+
+    Privacy: epsilon-DP (pure), unit one row, under `neighbouring`; L1 sensitivity of the count
+    vector 2 (replace-one) or 1 (add-remove). epsilon = inf adds no noise.
+    """
+    counts = np.asarray(counts, dtype=np.int64)
+    if math.isinf(epsilon):
+        return counts.copy()
+    return counts + rng.discrete_laplace(count_sensitivity(neighbouring) / epsilon, counts.shape)
+
+
+def clipped_distribution(noisy_counts: np.ndarray) -> np.ndarray:
+    """Noisy counts clipped at zero and renormalised, uniform if none is left (post-processing)."""
+    clipped = np.maximum(np.asarray(noisy_counts, dtype=np.float64), 0.0)
+    total = clipped.sum()
+    return clipped / total if total > 0 else np.full(clipped.shape, 1.0 / clipped.size)
+
+
+def sample_cells(probabilities: np.ndarray, rows: int, rng: RandomSource) -> np.ndarray:
+    """Flat indices of `rows` cells drawn i.i.d. from `probabilities`, in random order."""
+    p = np.asarray(probabilities, dtype=np.float64).ravel()
+    per_cell = rng.multinomial(rows, p / p.sum())
+    dtype = np.int32 if p.size < 2**31 else np.int64
+    cells = np.repeat(np.arange(p.size, dtype=dtype), per_cell)
+    rng.shuffle(cells)
+    return cells
+
+
+def _check_rows(rows, name: str = "rows") -> int:
+    if isinstance(rows, bool) or not isinstance(rows, int | np.integer) or rows < 0:
+        raise MechanismError(f"{name} ({rows!r}) must be a whole number >= 0")
+    return int(rows)
+
+
+def _epsilon_text(epsilon: float):
+    return "inf" if math.isinf(epsilon) else epsilon
+
+
+def perturbed_histogram(
+    data: pd.DataFrame,
+    schema: Schema,
+    *,
+    columns,
+    epsilon: float,
+    rows: int | None = None,
+    neighbouring: str = "replace-one",
+    rng: RandomSource | None = None,
+) -> HistogramRelease:
+    """Noisy cell counts and `rows` synthetic rows sampled from their clipped distribution.
+
+    Privacy: epsilon-DP (pure), unit one row, neighbouring replace-one (default; count
+    sensitivity 2, noise scale 2/epsilon) or add-remove (sensitivity 1, scale 1/epsilon).
+    Bounds, bins and categories come from `schema` only. `rows` defaults to the row count under
+    replace-one (public there) and to the rounded noisy total under add-remove.
+    """
+    epsilon, neighbouring = check_epsilon(epsilon), check_neighbouring(neighbouring)
+    rng = resolve_rng(rng)
+    columns = schema.resolve_columns(columns)
+    counts = schema.cell_counts(data, columns)
+    noisy = perturb_counts(counts, epsilon=epsilon, neighbouring=neighbouring, rng=rng)
+    row_count_public = neighbouring == "replace-one"
+    if rows is None:
+        rows = len(data) if row_count_public else max(0, int(noisy.sum()))
+    rows = _check_rows(rows)
+    probabilities = clipped_distribution(noisy)
+    synthetic = schema.decode_cells(sample_cells(probabilities, rows, rng), columns, rng)
+    sensitivity = count_sensitivity(neighbouring)
+    return HistogramRelease(
+        columns=columns,
+        shape=counts.shape,
+        released_counts=noisy,
+        probabilities=probabilities,
+        synthetic=synthetic,
+        parameters={"columns": columns, "rows": rows, "cells": int(counts.size)},
+        guarantee={
+            "type": "pure epsilon-DP",
+            "epsilon": _epsilon_text(epsilon),
+            "delta": 0,
+            "unit": UNIT,
+            "neighbouring": neighbouring,
+            "sensitivity": sensitivity,
+            "noise": f"discrete Laplace of scale {sensitivity}/epsilon on every cell count",
+        },
+        row_count_public=row_count_public,
+    )
+
+
+def max_rows(epsilon: float, n: int, m: int, mix: float) -> float:
+    """Largest k allowed by eq. (6): epsilon / log((1 - mix) * m / (n * mix) + 1)."""
+    if mix <= 0:
+        return math.inf if math.isinf(epsilon) else 0.0
+    if mix >= 1:
+        return math.inf
+    return epsilon / math.log1p((1 - mix) * m / (n * mix))
+
+
+def min_admissible_mix(epsilon: float, n: int, m: int, rows: int) -> float:
+    """Smallest mix for which `rows` draws satisfy eq. (6): m / (n (e^(epsilon/rows) - 1) + m)."""
+    if rows == 0 or math.isinf(epsilon):
+        return 0.0
+    mix = m / (n * math.expm1(epsilon / rows) + m)
+    while not _admissible(epsilon, n, m, mix, rows):  # step past floating-point rounding
+        mix = math.nextafter(mix, 1.0)
+    return mix
+
+
+def _admissible(epsilon: float, n: int, m: int, mix: float, rows: int) -> bool:
+    if rows == 0 or math.isinf(epsilon):
+        return True
+    return mix > 0 and rows * math.log1p((1 - mix) * m / (n * mix)) <= epsilon
+
+
+def smoothed_distribution(counts: np.ndarray, mix: float) -> np.ndarray:
+    """(1 - mix) * counts / n + mix / m for every cell (counts must not all be zero)."""
+    counts = np.asarray(counts, dtype=np.float64)
+    return (1 - mix) * counts / counts.sum() + mix / counts.size
+
+
+def _smoothed_parameters(epsilon, n, m, rows, mix) -> tuple[int, float]:
+    if rows is None and mix is None:
+        if math.isinf(epsilon):
+            return n, 0.0
+        raise MechanismError("give rows, mix or both for the smoothed histogram")
+    if mix is not None and not (isinstance(mix, int | float) and 0 <= mix <= 1):
+        raise MechanismError(f"mix ({mix!r}) must be a number between 0 and 1")
+    if rows is None:
+        limit = max_rows(epsilon, n, m, mix)
+        if limit < 1:
+            raise MechanismError(
+                f"mix ({mix}) allows {limit:.3g} rows at epsilon={epsilon}, n={n}, m={m}; "
+                f"one row needs mix >= {min_admissible_mix(epsilon, n, m, 1):.6g}"
+            )
+        return (n if math.isinf(limit) else math.floor(limit)), float(mix)
+    rows = _check_rows(rows)
+    if mix is None:
+        return rows, min_admissible_mix(epsilon, n, m, rows)
+    if not _admissible(epsilon, n, m, mix, rows):
+        raise MechanismError(
+            f"rows ({rows}) with mix ({mix}) breaks epsilon={epsilon} (eq. 6, n={n}, m={m}); "
+            f"use rows <= {math.floor(max_rows(epsilon, n, m, mix))} or "
+            f"mix >= {min_admissible_mix(epsilon, n, m, rows):.6g}"
+        )
+    return rows, float(mix)
+
+
+def smoothed_histogram(
+    data: pd.DataFrame,
+    schema: Schema,
+    *,
+    columns,
+    epsilon: float,
+    rows: int | None = None,
+    mix: float | None = None,
+    rng: RandomSource | None = None,
+) -> HistogramRelease:
+    """`rows` i.i.d. synthetic rows from (1 - mix) * histogram + mix * uniform over cells.
+
+    Privacy: epsilon-DP (pure), unit one row, neighbouring replace-one with the row count n
+    public (Thm 4.1): requires rows * log(1 + (1 - mix) * m / (n * mix)) <= epsilon, m cells.
+    Parameters that break this are refused. Given only rows, mix is the smallest admissible;
+    given only mix, rows is the largest admissible.
+    """
+    epsilon, rng = check_epsilon(epsilon), resolve_rng(rng)
+    columns = schema.resolve_columns(columns)
+    counts = schema.cell_counts(data, columns)
+    n, m = len(data), int(counts.size)
+    if n == 0:
+        raise MechanismError("the smoothed histogram needs at least one row of data (n = 0)")
+    rows, mix = _smoothed_parameters(epsilon, n, m, rows, mix)
+    probabilities = smoothed_distribution(counts, mix)
+    cells = sample_cells(probabilities, rows, rng)
+    released = np.bincount(cells, minlength=m).astype(np.int64).reshape(counts.shape)
+    return HistogramRelease(
+        columns=columns,
+        shape=counts.shape,
+        released_counts=released,
+        probabilities=None,  # the mixture itself is computed from raw counts: never public
+        synthetic=schema.decode_cells(cells, columns, rng),
+        parameters={"columns": columns, "rows": rows, "mix": mix, "cells": m, "n": n},
+        guarantee={
+            "type": "pure epsilon-DP",
+            "epsilon": _epsilon_text(epsilon),
+            "delta": 0,
+            "unit": UNIT,
+            "neighbouring": "replace-one",
+            "condition": "rows * log(1 + (1 - mix) * cells / (n * mix)) <= epsilon (Thm 4.1)",
+            "epsilon_bound": rows * math.log1p((1 - mix) * m / (n * mix)) if mix > 0 else "inf",
+            "note": "requires the row count n to be public; mix is a mixing weight, not DP delta",
+        },
+        row_count_public=True,
+    )
+
+
+def cell_table(schema: Schema, release: HistogramRelease, value_name: str) -> pd.DataFrame:
+    """One row per cell: each column's label and the released count."""
+    grids = np.meshgrid(*[np.arange(s) for s in release.shape], indexing="ij")
+    table = {
+        name: np.asarray(schema.axis_labels(name), dtype=object)[grid.ravel()]
+        for name, grid in zip(release.columns, grids, strict=True)
+    }
+    table[value_name] = release.released_counts.ravel()
+    return pd.DataFrame(table)
+
+
+def _csv_bytes(frame: pd.DataFrame) -> bytes:
+    buffer = io.StringIO()
+    frame.to_csv(buffer, index=False)
+    return buffer.getvalue().encode()
+
+
+def _release_output(schema, release: HistogramRelease, value_name: str, files_note: dict):
+    manifest = {
+        "parameters": release.parameters,
+        "guarantee": release.guarantee,
+        "row_count_public": release.row_count_public,
+        "schema": {"columns": [schema.column(c).to_dict() for c in release.columns]},
+        "files": files_note,
+    }
+    counts = cell_table(schema, release, value_name)
+    files = {
+        "synthetic.csv": _csv_bytes(release.synthetic),
+        "noisy_counts.csv": _csv_bytes(counts),
+    }
+    trace = {"shape": list(release.shape), "counts": release.released_counts.ravel().tolist()}
+    return ReleaseOutput(files=files, manifest=manifest, trace=trace)
+
+
+def _only_params(params: dict, allowed: set[str], mechanism: str) -> None:
+    unknown = sorted(set(params) - allowed)
+    if unknown:
+        raise MechanismError(
+            f"parameter ({unknown[0]!r}) is not used by {mechanism}; allowed: {sorted(allowed)}"
+        )
+
+
+def _pure_only(delta: float, mechanism: str) -> None:
+    if delta != 0:
+        raise MechanismError(f"delta ({delta}) must be 0: {mechanism} is pure epsilon-DP")
+
+
+def _run_perturbed(data, schema, *, columns, params, epsilon, delta, neighbouring, rng, progress):
+    _only_params(params, {"rows"}, "perturbed_histogram")
+    _pure_only(delta, "perturbed_histogram")
+    release = perturbed_histogram(
+        data,
+        schema,
+        columns=columns,
+        epsilon=epsilon,
+        rows=params.get("rows"),
+        neighbouring=neighbouring,
+        rng=rng,
+    )
+    if progress:
+        progress(1, 1)
+    return _release_output(
+        schema,
+        release,
+        "noisy_count",
+        {
+            "noisy_counts.csv": "unclipped noisy count of every cell (unbiased)",
+            "synthetic.csv": "rows sampled from the clipped, renormalised noisy histogram",
+        },
+    )
+
+
+def _run_smoothed(data, schema, *, columns, params, epsilon, delta, neighbouring, rng, progress):
+    _only_params(params, {"rows", "mix"}, "smoothed_histogram")
+    _pure_only(delta, "smoothed_histogram")
+    if neighbouring != "replace-one":
+        raise MechanismError(
+            f"neighbouring ({neighbouring!r}) must be replace-one for smoothed_histogram: its "
+            "guarantee needs the row count public"
+        )
+    release = smoothed_histogram(
+        data,
+        schema,
+        columns=columns,
+        epsilon=epsilon,
+        rows=params.get("rows"),
+        mix=params.get("mix"),
+        rng=rng,
+    )
+    if progress:
+        progress(1, 1)
+    return _release_output(
+        schema,
+        release,
+        "synthetic_count",
+        {
+            "noisy_counts.csv": "number of synthetic rows in every cell (no separate noisy counts "
+            "exist for this mechanism)",
+            "synthetic.csv": "rows drawn i.i.d. from (1 - mix) * histogram + mix * uniform",
+        },
+    )
+
+
+register("perturbed_histogram", _run_perturbed)
+register("smoothed_histogram", _run_smoothed)
+
+__all__ = [
+    "HistogramRelease",
+    "clipped_distribution",
+    "count_sensitivity",
+    "max_rows",
+    "min_admissible_mix",
+    "perturb_counts",
+    "perturbed_histogram",
+    "recommended_bins",
+    "sample_cells",
+    "smoothed_distribution",
+    "smoothed_histogram",
+]

@@ -1,0 +1,197 @@
+"""Command line: writes the three files; bad input exits 2 with one line and no traceback."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from mechanisms.__main__ import SUBCOMMANDS, main
+from mechanisms.release import MECHANISMS, file_sha256
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+ADULT = REPO_ROOT.parent / "shared" / "data" / "adult.csv.gz"
+SCHEMA = {
+    "columns": [
+        {"name": "age", "type": "numeric", "lower": 17, "upper": 90, "bins": 8},
+        {"name": "sex", "type": "categorical", "categories": ["Female", "Male"]},
+        {"name": "note", "type": "ignored"},
+    ]
+}
+
+
+@pytest.fixture
+def files(tmp_path):
+    data = tmp_path / "data.csv"
+    pd.DataFrame(
+        {
+            "age": [25, 38, 52, 61, 90],
+            "sex": ["Male", "Female", "Male", "Male", "X"],
+            "note": ["canary-7f3a"] * 5,
+        }
+    ).to_csv(data, index=False)
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps(SCHEMA))
+    return data, schema, tmp_path / "out"
+
+
+def test_every_subcommand_names_a_registered_mechanism():
+    assert {s.mechanism for s in SUBCOMMANDS.values()} <= set(MECHANISMS)
+
+
+def test_perturbed_histogram_writes_the_release(files, capsys):
+    data, schema, out = files
+    argv = [
+        "perturbed-histogram",
+        "--input",
+        str(data),
+        "--schema",
+        str(schema),
+        "--epsilon",
+        "1",
+        "--rows",
+        "30",
+        "--seed",
+        "3",
+        "--out",
+        str(out),
+    ]
+    assert main(argv) == 0
+    assert sorted(p.name for p in out.iterdir()) == [
+        "manifest.json",
+        "noisy_counts.csv",
+        "synthetic.csv",
+    ]
+    synthetic = pd.read_csv(out / "synthetic.csv")
+    assert list(synthetic.columns) == ["age", "sex"] and len(synthetic) == 30
+    counts = pd.read_csv(out / "noisy_counts.csv")
+    assert list(counts.columns) == ["age", "sex", "noisy_count"] and len(counts) == 8 * 3
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["mechanism"] == "perturbed_histogram"
+    assert manifest["parameters"]["rows"] == 30
+    assert manifest["guarantee"]["epsilon"] == 1.0
+    assert manifest["guarantee"]["neighbouring"] == "replace-one"
+    assert manifest["guarantee"]["unit"] == "one row of the input table"
+    assert manifest["row_count_public"] is True
+    assert manifest["input_sha256"] == file_sha256(data)
+    assert manifest["random_source"].startswith("seeded")
+    for path in out.iterdir():
+        assert "canary-7f3a" not in path.read_text()
+    main(argv[:-2] + ["--out", str(out.parent / "again")])
+    assert (out.parent / "again" / "synthetic.csv").read_bytes() == (
+        out / "synthetic.csv"
+    ).read_bytes()
+
+
+def test_smoothed_histogram_writes_the_release(files):
+    data, schema, out = files
+    argv = [
+        "smoothed-histogram",
+        "--input",
+        str(data),
+        "--schema",
+        str(schema),
+        "--epsilon",
+        "2",
+        "--mix",
+        "0.5",
+        "--out",
+        str(out),
+    ]
+    assert main(argv) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["parameters"]["mix"] == 0.5
+    assert manifest["parameters"]["rows"] == len(pd.read_csv(out / "synthetic.csv")) == 1
+    assert manifest["random_source"] == "secure"
+    assert "row count" in manifest["guarantee"]["note"]
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"--epsilon": "-1"}, "error: epsilon (-1.0) must be > 0"),
+        ({"--epsilon": "0"}, "error: epsilon (0.0) must be > 0"),
+        ({"--input": "missing.csv"}, "cannot be read as CSV"),
+        ({"--columns": "age,salary"}, "error: column ('salary') is not in the schema"),
+        ({"--rows": "-2"}, "error: rows (-2) must be a whole number >= 0"),
+        ({"--seed": "-1"}, "error: seed (-1) must be a non-negative integer"),
+        ({"--epsilon": "abc"}, "invalid float value: 'abc'"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(files, capsys, change, message):
+    data, schema, out = files
+    args = {"--input": str(data), "--schema": str(schema), "--epsilon": "1", "--out": str(out)}
+    args.update({k: (str(data.parent / v) if k == "--input" else v) for k, v in change.items()})
+    argv = ["perturbed-histogram"] + [x for kv in args.items() for x in kv]
+    try:
+        status = main(argv)
+    except SystemExit as exc:  # argparse's own errors
+        status = exc.code
+    err = capsys.readouterr().err
+    assert status == 2
+    assert message in err and err.count("\n") == 1, err
+
+
+def test_bad_schema_files_exit_2(files, capsys):
+    data, schema, out = files
+    schema.write_text(
+        json.dumps(
+            {"columns": [{"name": "age", "type": "numeric", "lower": 90, "upper": 17, "bins": 3}]}
+        )
+    )
+    argv = [
+        "perturbed-histogram",
+        "--input",
+        str(data),
+        "--schema",
+        str(schema),
+        "--epsilon",
+        "1",
+        "--out",
+        str(out),
+    ]
+    assert main(argv) == 2
+    assert "lower (90) must be below upper (17); swap them" in capsys.readouterr().err
+
+
+def test_it_runs_as_a_module_on_the_adult_data_without_traceback(tmp_path):
+    schema = tmp_path / "schema.json"
+    schema.write_text(
+        json.dumps(
+            {
+                "columns": [
+                    {"name": "age", "type": "numeric", "lower": 17, "upper": 90, "bins": 8},
+                    {
+                        "name": "workclass",
+                        "type": "categorical",
+                        "categories": ["Private", "State-gov"],
+                        "unknown": "reject",
+                    },
+                ]
+            }
+        )
+    )
+    base = [
+        sys.executable,
+        "-m",
+        "mechanisms",
+        "perturbed-histogram",
+        "--input",
+        str(ADULT),
+        "--schema",
+        str(schema),
+        "--epsilon",
+        "1",
+        "--out",
+        str(tmp_path / "o"),
+    ]
+    bad = subprocess.run(base, capture_output=True, text=True, cwd=REPO_ROOT)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert "'workclass' has" in bad.stderr and "outside its declared categories" in bad.stderr
+    good = subprocess.run(
+        base + ["--columns", "age"], capture_output=True, text=True, cwd=REPO_ROOT
+    )
+    assert good.returncode == 0, good.stderr
+    assert len(pd.read_csv(tmp_path / "o" / "synthetic.csv")) == 48842
