@@ -1,11 +1,12 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import path
+from django.urls import include, path
 
 from . import views
 
 urlpatterns = [
     path("", views.home, name="home"),
+    path("", include("dpportal.release_urls")),
     path("releases/", views.release_list, name="release_list"),
     path("audit/", views.audit_log, name="audit_log"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),

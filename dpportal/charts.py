@@ -1,0 +1,132 @@
+"""Plotly figures for the release pages, built as plain JSON-ready dicts.
+
+The page embeds each figure with `json_script` and draws it with the vendored plotly.js
+(static/js/release_detail.js). Public charts use only the release's public files and trace;
+custodian-only charts use the stored utility report and are shown to the owner only.
+"""
+
+import itertools
+
+import numpy as np
+
+from .utility import cell_shares
+
+RELEASE_COLOUR = "#0b5cad"
+ORIGINAL_COLOUR = "#a35a00"
+MAX_HEATMAPS = 6
+BASE_LAYOUT = {"margin": {"l": 60, "r": 20, "t": 40, "b": 80}, "height": 340,
+               "font": {"family": "system-ui, sans-serif", "size": 13}}
+
+
+def _layout(title, **extra) -> dict:
+    return {**BASE_LAYOUT, "title": {"text": title}, **extra}
+
+
+def _chart(chart_id: str, title: str, figure: dict, note: str = "") -> dict:
+    return {"id": chart_id, "title": title, "figure": figure, "note": note}
+
+
+def distribution_figure(column, labels, release, original=None) -> dict:
+    """Bars of each bin's share of rows: the release, and the original when given."""
+    data = [{"type": "bar", "name": "Release", "x": labels, "y": list(release),
+             "marker": {"color": RELEASE_COLOUR}}]
+    if original is not None:
+        data.append({"type": "bar", "name": "Original (custodian-only)", "x": labels,
+                     "y": list(original), "marker": {"color": ORIGINAL_COLOUR}})
+    return {"data": data, "layout": _layout(
+        f"{column}: share of rows per bin", barmode="group",
+        yaxis={"title": {"text": "share of rows"}, "tickformat": ".0%"})}
+
+
+def heatmap_figure(columns, labels, shares, title) -> dict:
+    """A 2-way table of shares as a heatmap (rows: first column, across: second)."""
+    return {"data": [{"type": "heatmap", "z": np.asarray(shares).tolist(), "x": labels[1],
+                      "y": labels[0], "colorscale": "Blues",
+                      "colorbar": {"title": {"text": "share"}, "tickformat": ".0%"}}],
+            "layout": _layout(title, xaxis={"title": {"text": columns[1]}},
+                              yaxis={"title": {"text": columns[0]}})}
+
+
+def scatter_against_truth_figure(true, noisy, title, x_title, y_title) -> dict:
+    """Released value against the true one; points on the diagonal are exact."""
+    top = max([1, *true, *noisy])
+    low = min([0, *true, *noisy])
+    return {"data": [
+        {"type": "scatter", "mode": "markers", "name": "cells", "x": list(true), "y": list(noisy),
+         "marker": {"color": RELEASE_COLOUR, "size": 6, "opacity": 0.7}},
+        {"type": "scatter", "mode": "lines", "name": "exact", "x": [low, top], "y": [low, top],
+         "line": {"color": "#888", "dash": "dash"}},
+    ], "layout": _layout(title, xaxis={"title": {"text": x_title}},
+                         yaxis={"title": {"text": y_title}})}
+
+
+def mwem_rounds_figure(trace_rounds) -> dict:
+    """MWEM's own (public, noisy) estimate of its largest error after each round."""
+    rounds = [entry["round"] for entry in trace_rounds]
+    errors = [entry["max_error_estimate"] for entry in trace_rounds]
+    return {"data": [{"type": "scatter", "mode": "lines+markers", "x": rounds, "y": errors,
+                      "line": {"color": RELEASE_COLOUR}}],
+            "layout": _layout("MWEM: largest gap to the noisy measurements, by round",
+                              xaxis={"title": {"text": "round"}, "dtick": 1},
+                              yaxis={"title": {"text": "share of rows"}, "tickformat": ".1%"})}
+
+
+def range_error_figure(squared_errors, variances) -> dict:
+    """Squared error of each range answer against its predicted variance (public)."""
+    top = max([1.0, *variances, *squared_errors])
+    return {"data": [
+        {"type": "scatter", "mode": "markers", "name": "answers", "x": list(variances),
+         "y": list(squared_errors), "marker": {"color": RELEASE_COLOUR, "opacity": 0.6}},
+        {"type": "scatter", "mode": "lines", "name": "error = predicted", "x": [0, top],
+         "y": [0, top], "line": {"color": "#888", "dash": "dash"}},
+    ], "layout": _layout("Range answers: squared error against predicted variance",
+                         xaxis={"title": {"text": "predicted variance"}},
+                         yaxis={"title": {"text": "squared error"}})}
+
+
+# ---------------------------------------------------------------- chart sets for a page
+
+
+def public_charts(schema, columns, synthetic, trace) -> list[dict]:
+    """Charts of the public release only: per-column distributions, pair heatmaps, MWEM rounds."""
+    charts = []
+    if synthetic is not None:
+        for column in columns:
+            shares = cell_shares(schema, [column], synthetic).tolist()
+            charts.append(_chart(f"release-{column}", f"{column} in the release",
+                                 distribution_figure(column, schema.axis_labels(column), shares)))
+        for a, b in list(itertools.combinations(columns, 2))[:MAX_HEATMAPS]:
+            labels = [schema.axis_labels(a), schema.axis_labels(b)]
+            charts.append(_chart(f"release-{a}-{b}", f"{a} × {b} in the release", heatmap_figure(
+                [a, b], labels, cell_shares(schema, [a, b], synthetic), f"{a} × {b} (release)")))
+    rounds = (trace or {}).get("rounds")
+    if rounds:
+        charts.append(_chart("mwem-rounds", "MWEM error by round", mwem_rounds_figure(rounds),
+                             "From MWEM's public trace: noisy measurements, no raw data."))
+    return charts
+
+
+def custodian_charts(schema, report) -> list[dict]:
+    """Charts that compare the release with the raw data (owner only, never public)."""
+    if not report:
+        return []
+    charts = [
+        _chart(f"compare-{entry['column']}", f"{entry['column']}: release against original",
+               distribution_figure(entry["column"], entry["labels"], entry["release"],
+                                   entry["original"]))
+        for entry in report.get("columns", [])
+    ]
+    cells = report.get("cells")
+    if cells:
+        note = (f"Showing {cells['shown']:,} of {cells['cells']:,} cells."
+                if cells["shown"] < cells["cells"] else "")
+        charts.append(_chart("cells-error", "Noisy counts against true counts",
+                             scatter_against_truth_figure(
+                                 cells["true"], cells["noisy"], "Each cell: noisy against true",
+                                 "true count", "released count"), note))
+    answers = report.get("answers")
+    if answers:
+        charts.append(_chart("range-error", "Range answers: error against prediction",
+                             range_error_figure(answers["squared_errors"],
+                                                answers["variances"])))
+    return charts

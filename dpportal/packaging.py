@@ -1,0 +1,132 @@
+"""The public release package: its files (CSV cells made safe for spreadsheets), the public
+manifest, a plain-language README.txt, and the whole package as one zip.
+
+Only mechanism output goes in here. The custodian-only utility report lives elsewhere
+(`dpportal.utility`) and is never added to a package.
+"""
+
+import csv
+import io
+import json
+import re
+import zipfile
+from pathlib import Path
+
+from django.conf import settings
+
+import mechanisms
+
+# Spreadsheets treat a cell starting with one of these as a formula (or strip it silently).
+FORMULA_TRIGGERS = ("=", "+", "-", "@", "\t", "\r", "\0")
+PURE_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+
+
+def escape_cell(value: str) -> str:
+    """Prefix a cell that a spreadsheet would run as a formula with ' (pure numbers stay)."""
+    if value.startswith(FORMULA_TRIGGERS) and not PURE_NUMBER.fullmatch(value):
+        return "'" + value
+    return value
+
+
+def safe_csv(content: bytes) -> bytes:
+    """Rewrite CSV bytes with every cell escaped and quoted per RFC 4180 (CRLF line ends)."""
+    text = content.decode("utf-8")
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\r\n", quoting=csv.QUOTE_MINIMAL)
+    for row in csv.reader(io.StringIO(text, newline="")):
+        writer.writerow([escape_cell(cell) for cell in row])
+    return out.getvalue().encode("utf-8")
+
+
+def output_dir(release) -> Path:
+    return Path(settings.DATA_DIR) / release.output_dir
+
+
+def stored_files(release) -> dict[str, bytes]:
+    """The mechanism's public files as stored by the worker (empty before the release is done)."""
+    if not release.output_dir:
+        return {}
+    folder = output_dir(release)
+    return {path.name: path.read_bytes() for path in sorted(folder.iterdir()) if path.is_file()}
+
+
+def public_manifest(release) -> dict:
+    """The manifest without custodian-only fields (the raw file's hash)."""
+    return mechanisms.public_manifest(release.manifest or {})
+
+
+def package_files(release) -> dict[str, bytes]:
+    """Every file of the public package, ready to download: CSVs escaped, manifest, README."""
+    files = {
+        name: safe_csv(content) if name.endswith(".csv") else content
+        for name, content in stored_files(release).items()
+    }
+    files["manifest.json"] = (
+        json.dumps(public_manifest(release), indent=2, sort_keys=True) + "\n"
+    ).encode()
+    files["README.txt"] = readme_text(release, sorted(files)).encode()
+    return files
+
+
+def package_zip(release) -> bytes:
+    """The whole public package as one zip, in a folder named after the release."""
+    buffer = io.BytesIO()
+    folder = f"release-{release.pk}"
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name, content in package_files(release).items():
+            archive.writestr(f"{folder}/{name}", content)
+    return buffer.getvalue()
+
+
+FILE_DESCRIPTIONS = {
+    "synthetic.csv": "made-up rows drawn from the private model; no row is a real person",
+    "noisy_counts.csv": "how many rows fall in each cell, each count with random noise added",
+    "answers.csv": "answers to the counting queries, each with random noise added",
+    "structure.json": "the noisy structure from which new counting queries can be answered",
+    "measurements.json": "the noisy measurements the mechanism took",
+    "manifest.json": "the technical record: mechanism, settings and privacy guarantee",
+    "README.txt": "this file",
+}
+
+
+def readme_text(release, names) -> str:
+    """A plain-language explanation of the package and its privacy guarantee."""
+    delta = release.delta
+    delta_line = (
+        f"and delta = {delta.normalize():f} (a tiny chance, at most {delta.normalize():f}, that "
+        "the guarantee below does not hold)"
+        if delta > 0 else "and delta = 0 (the guarantee always holds)"
+    )
+    relation = (
+        "changing any one row of the table into any other row"
+        if release.neighbouring == "replace-one" else "adding or removing any one row"
+    )
+    listing = "\n".join(f"  {name}: {FILE_DESCRIPTIONS.get(name, 'part of the release')}"
+                        for name in names)
+    return f"""Differentially private release {release.pk}
+{"=" * (33 + len(str(release.pk)))}
+
+What this is
+  A release made with the "{release.mechanism}" mechanism from the columns
+  {", ".join(release.columns)} of a private table. It was made with epsilon =
+  {release.epsilon.normalize():f} {delta_line}.
+
+What the guarantee means, in plain words
+  Random noise was added so that anything you can learn from these files would have been
+  almost as likely to be learnt if {relation}. So these files reveal very little about any
+  one person in the table. The smaller epsilon is, the stronger the protection and the
+  noisier the numbers. The protection holds whatever else you know and whatever you do with
+  these files.
+
+What it does not mean
+  The numbers are not exact: small counts in particular can be far off, and may even be
+  negative where noise was added. Patterns that involve many rows are usually reliable.
+  Nothing in these files was computed by comparing with the private table.
+
+Files
+{listing}
+
+Spreadsheets
+  Text cells that begin with = + - @ or a tab were prefixed with an apostrophe (') so that a
+  spreadsheet does not run them as formulas.
+"""

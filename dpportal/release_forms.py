@@ -1,0 +1,201 @@
+"""The new-release form: mechanism, columns, privacy parameters and mechanism settings.
+
+Every choice comes from public information (the confirmed schema and the custodian's input).
+No field accepts a random seed: releases always use the secure, unseeded noise source.
+"""
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+from django import forms
+
+import mechanisms
+
+MAX_SYNTHETIC_ROWS = 1_000_000
+
+
+@dataclass(frozen=True)
+class MechanismCard:
+    name: str
+    title: str
+    good_for: str
+    outputs: str
+    needs_delta: bool = False
+
+
+MECHANISM_CARDS = (
+    MechanismCard(
+        "perturbed_histogram", "Noisy histogram",
+        "Counts of people per combination of a few columns (for example age group × sex), "
+        "and a synthetic table with the same counts. Simple and predictable.",
+        "noisy_counts.csv (one noisy count per cell) and synthetic.csv (made-up rows).",
+    ),
+    MechanismCard(
+        "smoothed_histogram", "Smoothed histogram",
+        "Like the noisy histogram, but the counts are smoothed so that no cell is negative "
+        "and small cells look less ragged. Good for charts and synthetic rows.",
+        "noisy_counts.csv and synthetic.csv.",
+    ),
+    MechanismCard(
+        "mwem", "Synthetic data (MWEM)",
+        "A synthetic table over many columns that keeps the patterns between pairs (or "
+        "triples) of columns. Best when you need realistic made-up rows.",
+        "synthetic.csv (made-up rows) and measurements.json (what was measured, with noise).",
+    ),
+    MechanismCard(
+        "range_count", "Range counts",
+        "Answers to 'how many rows fall in this range?' for numeric columns: intervals, "
+        "boxes, or regions cut by a straight line. New ranges can be answered later for free.",
+        "answers.csv (noisy answers) and structure.json (to answer new ranges later).",
+        needs_delta=True,
+    ),
+)
+CARDS_BY_NAME = {card.name: card for card in MECHANISM_CARDS}
+
+RANGE_WORKLOADS = (
+    ("intervals", "Intervals on one column (all of them, on the grid)"),
+    ("boxes", "Boxes over the chosen columns (random, on the grid)"),
+    ("halfspaces", "Regions on one side of a straight line (random)"),
+)
+RANGE_METHODS = (
+    ("auto", "Automatic (the most accurate for this workload, chosen without the data)"),
+    ("identity", "Noisy count per grid point"),
+    ("tree", "Hierarchical tree (intervals and boxes)"),
+    ("mn12", "Halfspace decomposition (regions cut by lines; needs δ > 0)"),
+)
+
+
+def available_mechanisms() -> list[MechanismCard]:
+    """The cards of the mechanisms this installation can run."""
+    import mechanisms.release as registry
+
+    registry._ensure_registered()
+    return [card for card in MECHANISM_CARDS if card.name in mechanisms.MECHANISMS]
+
+
+class ReleaseForm(forms.Form):
+    mechanism = forms.ChoiceField(widget=forms.RadioSelect, label="Kind of release")
+    columns = forms.MultipleChoiceField(
+        widget=forms.CheckboxSelectMultiple, label="Columns to release",
+        help_text="Only columns declared numeric or categorical in the schema can be released.",
+    )
+    epsilon = forms.DecimalField(
+        label="Privacy cost ε for this release", max_digits=12, decimal_places=6,
+        min_value=Decimal("0.000001"),
+        help_text="Smaller means stronger protection and noisier results. It is taken from "
+                  "the dataset's budget.",
+    )
+    delta = forms.DecimalField(
+        label="δ (range counts only)", max_digits=20, decimal_places=15, required=False,
+        min_value=Decimal("0"), max_value=Decimal("0.001"),
+        help_text="A tiny chance that the guarantee does not hold, such as 0.000001. Leave "
+                  "empty for 0 (the guarantee always holds).",
+    )
+    rows = forms.IntegerField(
+        label="Rows to synthesise", required=False, min_value=1, max_value=MAX_SYNTHETIC_ROWS,
+        help_text="How many made-up rows synthetic.csv should have. Leave empty for as many "
+                  "as the table has (or, if the number of rows is private, its noisy estimate).",
+    )
+    mwem_rounds = forms.IntegerField(
+        label="MWEM rounds", required=False, min_value=1, max_value=200,
+        help_text="Each round measures one more pattern. More rounds: more patterns, each "
+                  "noisier. Leave empty to choose automatically.",
+    )
+    mwem_marginal_size = forms.TypedChoiceField(
+        label="Patterns to keep", coerce=int, initial=2, required=False, empty_value=2,
+        choices=[(1, "Each column on its own"), (2, "Pairs of columns"),
+                 (3, "Triples of columns")],
+    )
+    range_grid = forms.IntegerField(
+        label="Grid points per column", required=False, min_value=2, max_value=4096,
+        help_text="Values are rounded to a regular grid between the schema's bounds. "
+                  "Leave empty to use the schema's bins.",
+    )
+    range_workload = forms.ChoiceField(label="Ranges to answer", choices=RANGE_WORKLOADS,
+                                       initial="intervals", required=False)
+    range_queries = forms.IntegerField(
+        label="Number of random ranges", required=False, min_value=1, max_value=5000,
+        initial=200, help_text="For boxes and regions cut by a line.",
+    )
+    range_method = forms.ChoiceField(label="Method", choices=RANGE_METHODS, initial="auto",
+                                     required=False)
+
+    def __init__(self, *args, dataset, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.dataset = dataset
+        self.schema = mechanisms.Schema.from_dict(dataset.schema)
+        self.fields["mechanism"].choices = [(c.name, c.title) for c in available_mechanisms()]
+        self.fields["columns"].choices = [
+            (name, f"{name} ({_describe(spec)})") for name, spec in self.releasable_columns()
+        ]
+
+    def releasable_columns(self):
+        releasable = mechanisms.schema.NumericColumn | mechanisms.schema.CategoricalColumn
+        return [(name, spec) for name, spec in self.schema.columns.items()
+                if isinstance(spec, releasable)]
+
+    def numeric_columns(self) -> set[str]:
+        return {name for name, spec in self.releasable_columns()
+                if isinstance(spec, mechanisms.schema.NumericColumn)}
+
+    def clean(self):
+        data = super().clean()
+        mechanism, columns = data.get("mechanism"), data.get("columns")
+        if data.get("delta") is None:
+            data["delta"] = Decimal("0")
+        data["range_workload"] = data.get("range_workload") or "intervals"
+        data["range_method"] = data.get("range_method") or "auto"
+        if mechanism != "range_count":
+            data["delta"] = Decimal("0")
+        if mechanism and columns:
+            self._check_domain(mechanism, columns)
+        return data
+
+    def _check_domain(self, mechanism, columns):
+        if mechanism == "range_count":
+            non_numeric = [c for c in columns if c not in self.numeric_columns()]
+            if non_numeric:
+                self.add_error("columns", f"Range counts need numeric columns; "
+                                          f"{', '.join(non_numeric)} is categorical.")
+            if self.cleaned_data.get("range_workload") == "halfspaces" and len(columns) < 2:
+                self.add_error("columns", "Regions cut by a line need at least two columns.")
+            if self.cleaned_data.get("range_workload") == "intervals" and len(columns) != 1:
+                self.add_error("columns", "Intervals are on one column: choose exactly one, "
+                                          "or choose boxes.")
+            return
+        try:
+            self.schema.domain_shape(columns)
+        except mechanisms.MechanismError as exc:
+            self.add_error("columns", str(exc))
+
+    def params(self) -> dict:
+        """The mechanism's parameters, from the cleaned form (defaults left to the mechanism)."""
+        data = self.cleaned_data
+        mechanism = data["mechanism"]
+        params = {}
+        if mechanism in ("perturbed_histogram", "smoothed_histogram", "mwem") and data.get("rows"):
+            params["rows"] = data["rows"]
+        if mechanism == "mwem":
+            k = min(data.get("mwem_marginal_size") or 2, len(data["columns"]))
+            params["workload"] = {"queries": [{"type": "marginals", "k": k}]}
+            if data.get("mwem_rounds"):
+                params["rounds"] = data["mwem_rounds"]
+        if mechanism == "range_count":
+            params.update(self._range_params())
+        return params
+
+    def _range_params(self) -> dict:
+        data = self.cleaned_data
+        columns = data["columns"]
+        grid = [data.get("range_grid") or self.schema.column(c).n_cells for c in columns]
+        params = {"grid": grid, "workload": {"kind": data["range_workload"]},
+                  "method": data["range_method"]}
+        if data["range_workload"] != "intervals":
+            params["workload"]["count"] = data.get("range_queries") or 200
+        return params
+
+
+def _describe(spec) -> str:
+    if isinstance(spec, mechanisms.schema.NumericColumn):
+        return f"numeric, {spec.lower:g} to {spec.upper:g}, {spec.n_cells} bins"
+    return f"categorical, {spec.n_cells} categories"

@@ -1,0 +1,309 @@
+"""Release pages: the new-release form, the job page with live progress and results, downloads.
+
+Thin views: permission helper → form → one service call → render or redirect. Owners see
+everything; auditors see only public parts; everyone else gets 404.
+"""
+
+import csv
+import io
+import itertools
+import math
+from decimal import Decimal
+
+from django.contrib import messages
+from django.http import Http404, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+
+import mechanisms
+
+from . import charts, packaging, release_engine, services, utility
+from .access import dataset_for_owner, releases_visible_to
+from .models import AuditEvent, BudgetLedgerEntry, Release
+from .release_forms import CARDS_BY_NAME, MECHANISM_CARDS, ReleaseForm, available_mechanisms
+from .signals import client_address
+
+PREVIEW_ROWS = 25
+PREVIEW_FILES = ("synthetic.csv", "noisy_counts.csv", "answers.csv")
+
+
+def release_for_reader(user, pk) -> Release:
+    """The release if the user owns or audits its dataset; otherwise 404."""
+    release = releases_visible_to(user).filter(pk=pk).select_related(
+        "dataset", "requested_by").first()
+    if release is None:
+        raise Http404("No such release.")
+    return release
+
+
+def release_for_owner(user, pk) -> Release:
+    """The release if the user owns its dataset; otherwise 404 (auditors included)."""
+    release = release_for_reader(user, pk)
+    if release.dataset.owner_id != user.pk:
+        raise Http404("No such release.")
+    return release
+
+
+# ---------------------------------------------------------------- new release
+
+
+def release_new(request, dataset_pk):
+    dataset = dataset_for_owner(request.user, dataset_pk)
+    if dataset.is_deleted or not dataset.schema_confirmed:
+        return render(request, "dpportal/release_new.html", {"dataset": dataset, "form": None})
+    form = ReleaseForm(request.POST or None, dataset=dataset)
+    if request.method == "POST" and form.is_valid():
+        try:
+            release = services.release_create(
+                dataset=dataset, user=request.user, mechanism=form.cleaned_data["mechanism"],
+                columns=form.cleaned_data["columns"], params=form.params(),
+                epsilon=form.cleaned_data["epsilon"], delta=form.cleaned_data["delta"],
+                remote_addr=client_address(request),
+            )
+        except services.ServiceError as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(request, "Release requested: it is queued and will start shortly.")
+            return redirect("release_detail", pk=release.pk)
+    available = {card.name for card in available_mechanisms()}
+    return render(request, "dpportal/release_new.html", {
+        "dataset": dataset, "form": form, "nav": "datasets",
+        "cards": [(card, card.name in available) for card in MECHANISM_CARDS],
+        "page_config": {"estimate_url": reverse("release_estimate", args=[dataset.pk])},
+    })
+
+
+@require_GET
+def release_estimate(request, dataset_pk):
+    """Expected accuracy and budget left, from public information only (never the raw data)."""
+    dataset = dataset_for_owner(request.user, dataset_pk)
+    if not dataset.schema_confirmed:
+        return JsonResponse({"ok": False, "errors": ["Confirm the schema first."]})
+    form = ReleaseForm(request.GET, dataset=dataset)
+    if not form.is_valid():
+        errors = [f"{_field_label(form, name)}: {error}" if name != "__all__" else error
+                  for name, errs in form.errors.items() for error in errs]
+        return JsonResponse({"ok": False, "errors": errors})
+    data = form.cleaned_data
+    epsilon_left = dataset.epsilon_remaining - data["epsilon"]
+    delta_left = dataset.delta_remaining - data["delta"]
+    try:
+        accuracy = release_engine.expected_accuracy(
+            dataset, mechanism=data["mechanism"], columns=data["columns"], params=form.params(),
+            epsilon=data["epsilon"], delta=data["delta"])
+    except mechanisms.MechanismError as exc:
+        return JsonResponse({"ok": False, "errors": [str(exc)]})
+    return JsonResponse({
+        "ok": True, "accuracy": accuracy,
+        "epsilon_left": _plain(epsilon_left), "delta_left": _plain(delta_left),
+        "fits": epsilon_left >= 0 and delta_left >= 0,
+        "epsilon_total": _plain(dataset.epsilon_total),
+    })
+
+
+def _field_label(form, name) -> str:
+    return str(form.fields[name].label) if name in form.fields else name
+
+
+def _plain(value: Decimal) -> str:
+    return f"{value.normalize():f}"
+
+
+# ---------------------------------------------------------------- job page and results
+
+
+def release_detail(request, pk):
+    release = release_for_reader(request.user, pk)
+    is_owner = release.dataset.owner_id == request.user.pk
+    card = CARDS_BY_NAME.get(release.mechanism)
+    context = {"release": release, "is_owner": is_owner, "nav": "releases",
+               "title": card.title if card else release.mechanism,
+               "progress": progress_payload(release, is_owner),
+               "progress_config": {"url": reverse("release_progress", args=[release.pk])},
+               "refunded": _refunded(release)}
+    if release.status == Release.Status.DONE:
+        context.update(_results_context(request, release, is_owner))
+    return render(request, "dpportal/release_detail.html", context)
+
+
+def _refunded(release) -> bool:
+    return release.ledger.filter(kind=BudgetLedgerEntry.Kind.REFUND).exists()
+
+
+def _results_context(request, release, is_owner) -> dict:
+    schema = mechanisms.Schema.from_dict(release.dataset.schema)
+    files = packaging.stored_files(release)
+    synthetic = (utility.read_csv(files["synthetic.csv"]) if "synthetic.csv" in files else None)
+    context = {
+        "files": sorted(packaging.package_files(release)),
+        "manifest": packaging.public_manifest(release),
+        "preview": _preview(request, files),
+        "charts": charts.public_charts(schema, release.columns, synthetic, release.trace),
+    }
+    if is_owner:
+        report = utility.load_report(release)
+        context["report"] = report
+        context["custodian_charts"] = charts.custodian_charts(schema, report)
+    _number_charts([*context["charts"], *context.get("custodian_charts", [])])
+    return context
+
+
+def _number_charts(chart_list) -> None:
+    """Give each chart's JSON element a unique, data-free id."""
+    for index, chart in enumerate(chart_list):
+        chart["json_id"] = f"chart-data-{index}"
+
+
+def _preview(request, files) -> dict | None:
+    names = [name for name in PREVIEW_FILES if name in files]
+    if not names:
+        return None
+    name = request.GET.get("file") if request.GET.get("file") in names else names[0]
+    reader = csv.reader(io.StringIO(files[name].decode("utf-8"), newline=""))
+    header = next(reader, [])
+    total = files[name].count(b"\n") - 1
+    pages = max(1, math.ceil(total / PREVIEW_ROWS))
+    page = min(max(_int(request.GET.get("page"), 1), 1), pages)
+    rows = list(itertools.islice(reader, (page - 1) * PREVIEW_ROWS, page * PREVIEW_ROWS))
+    first = (page - 1) * PREVIEW_ROWS + 1 if rows else 0
+    return {"name": name, "names": names, "header": header, "rows": rows, "page": page,
+            "pages": pages, "total": total, "first": first, "last": first + len(rows) - 1}
+
+
+def _int(text, default) -> int:
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        return default
+
+
+def progress_payload(release, is_owner: bool) -> dict:
+    """Status and progress for the job page; times are rounded to minutes for auditors."""
+    done, total = release.progress_done, release.progress_total
+    return {
+        "status": release.status,
+        "status_label": release.get_status_display(),
+        "stage": _stage_label(release),
+        "done": done,
+        "total": total,
+        "percent": _percent(release),
+        "elapsed": _elapsed_text(release, is_owner),
+        "terminal": release.is_terminal,
+    }
+
+
+def _percent(release) -> int:
+    if release.status == Release.Status.DONE:
+        return 100
+    if release.progress_total:
+        return min(99, round(100 * release.progress_done / release.progress_total))
+    return 0
+
+
+def _stage_label(release) -> str:
+    if release.status == Release.Status.QUEUED:
+        return "Waiting for a worker"
+    if release.status != Release.Status.RUNNING:
+        return release.get_status_display()
+    if release.mechanism == "mwem" and release.progress_stage == "running":
+        return f"Round {release.progress_done} of {release.progress_total}"
+    return (release.progress_stage or "starting").capitalize()
+
+
+def _elapsed_text(release, is_owner: bool) -> str:
+    if release.started_at is None:
+        return ""
+    end = release.finished_at or timezone.now()
+    seconds = max(0, (end - release.started_at).total_seconds())
+    if not is_owner:  # quantised: exact run times can hint at the data
+        return f"about {max(1, round(seconds / 60))} min"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    return f"{int(seconds // 60)} min {int(seconds % 60)} s"
+
+
+@require_GET
+def release_progress(request, pk):
+    release = release_for_reader(request.user, pk)
+    return JsonResponse(progress_payload(release, release.dataset.owner_id == request.user.pk))
+
+
+@require_POST
+def release_cancel(request, pk):
+    release = release_for_owner(request.user, pk)
+    try:
+        services.release_cancel(release=release, user=request.user,
+                                remote_addr=client_address(request))
+    except services.ServiceError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, "Release cancelled. Its data was never read, so its privacy "
+                                  "budget was given back to the dataset.")
+    return redirect("release_detail", pk=release.pk)
+
+
+# ---------------------------------------------------------------- downloads
+
+
+def _attachment(content: bytes, filename: str, content_type: str) -> HttpResponse:
+    response = HttpResponse(content, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+def _audit_download(request, release, what: str) -> None:
+    services.audit_record(action=AuditEvent.Action.DOWNLOAD, actor=request.user,
+                          dataset=release.dataset, release=release, details={"file": what},
+                          remote_addr=client_address(request))
+
+
+def _done_release(user, pk, *, owner_only=False) -> Release:
+    release = (release_for_owner if owner_only else release_for_reader)(user, pk)
+    if release.status != Release.Status.DONE:
+        raise Http404("This release has no files yet.")
+    return release
+
+
+CONTENT_TYPES = {".csv": "text/csv; charset=utf-8", ".json": "application/json",
+                 ".txt": "text/plain; charset=utf-8"}
+
+
+@require_GET
+def release_download_file(request, pk, filename):
+    release = _done_release(request.user, pk)
+    files = packaging.package_files(release)
+    if filename not in files:
+        raise Http404("No such file in this release.")
+    _audit_download(request, release, filename)
+    suffix = filename[filename.rfind("."):]
+    return _attachment(files[filename], f"release-{release.pk}-{filename}",
+                       CONTENT_TYPES.get(suffix, "application/octet-stream"))
+
+
+@require_GET
+def release_download_zip(request, pk):
+    release = _done_release(request.user, pk)
+    _audit_download(request, release, "package.zip")
+    return _attachment(packaging.package_zip(release), f"release-{release.pk}.zip",
+                       "application/zip")
+
+
+@require_GET
+def release_utility_report(request, pk):
+    """The custodian-only comparison with the raw data, as a standalone HTML file."""
+    release = _done_release(request.user, pk, owner_only=True)
+    report = utility.load_report(release)
+    if report is None:
+        raise Http404("The comparison with the original data is not ready.")
+    _audit_download(request, release, "utility-report.html")
+    for entry in report["columns"]:
+        entry["rows"] = list(zip(entry["labels"], entry["release"], entry["original"], strict=True))
+    html = render_to_string("dpportal/release_utility_report.html",
+                            {"release": release, "report": report,
+                             "generated": timezone.now()})
+    return _attachment(html.encode(), f"release-{release.pk}-utility-report.html",
+                       "text/html; charset=utf-8")

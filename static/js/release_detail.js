@@ -1,0 +1,51 @@
+// Release page: draw the plotly charts and keep the job status up to date without reloading.
+(function () {
+  "use strict";
+
+  function drawCharts() {
+    if (typeof Plotly === "undefined") { return; }
+    document.querySelectorAll("[data-figure]").forEach(function (element) {
+      var source = document.getElementById(element.dataset.figure);
+      if (!source) { return; }
+      var figure = JSON.parse(source.textContent);
+      Plotly.newPlot(element, figure.data, figure.layout,
+        { displaylogo: false, responsive: true });
+    });
+  }
+
+  function setText(id, text) {
+    var element = document.getElementById(id);
+    if (element) { element.textContent = text; }
+  }
+
+  function pollProgress() {
+    var configElement = document.getElementById("progress-config");
+    if (!configElement) { return; }
+    var config = JSON.parse(configElement.textContent);
+    var bar = document.getElementById("job-progress");
+
+    function update() {
+      fetch(config.url, { headers: { Accept: "application/json" }, credentials: "same-origin" })
+        .then(function (response) {
+          if (!response.ok) { throw new Error("status " + response.status); }
+          return response.json();
+        })
+        .then(function (progress) {
+          if (progress.terminal) { window.location.reload(); return; }
+          setText("job-status", progress.status_label);
+          setText("job-stage", progress.stage);
+          setText("job-elapsed", progress.elapsed);
+          if (bar) { bar.value = progress.percent; bar.textContent = progress.percent + "%"; }
+          window.setTimeout(update, 1500);
+        })
+        .catch(function () {
+          setText("job-stage", "Lost contact with the server; retrying…");
+          window.setTimeout(update, 5000);
+        });
+    }
+    window.setTimeout(update, 1000);
+  }
+
+  drawCharts();
+  pollProgress();
+})();

@@ -1,0 +1,79 @@
+// New-release form: show the settings of the chosen mechanism and, as the user types, the
+// expected accuracy and the budget left (from a JSON endpoint that never reads the raw data).
+(function () {
+  "use strict";
+  var form = document.getElementById("release-form");
+  var configElement = document.getElementById("page-config");
+  if (!form || !configElement) { return; }
+  var config = JSON.parse(configElement.textContent);
+  var output = document.getElementById("estimate-body");
+  var timer = null;
+  var latest = 0;
+
+  function chosenMechanism() {
+    var checked = form.querySelector("input[name=mechanism]:checked");
+    return checked ? checked.value : "";
+  }
+
+  function showRelevantSettings() {
+    var mechanism = chosenMechanism();
+    form.querySelectorAll("[data-for]").forEach(function (element) {
+      var wanted = element.dataset.for.split(" ");
+      element.hidden = mechanism === "" || wanted.indexOf(mechanism) === -1;
+    });
+  }
+
+  function paragraph(text, className) {
+    var p = document.createElement("p");
+    p.textContent = text;
+    if (className) { p.className = className; }
+    return p;
+  }
+
+  function render(result) {
+    output.replaceChildren();
+    if (!result.ok) {
+      output.appendChild(paragraph("To see the expected accuracy, fix these first:"));
+      var list = document.createElement("ul");
+      result.errors.forEach(function (error) {
+        var item = document.createElement("li");
+        item.textContent = error;
+        list.appendChild(item);
+      });
+      output.appendChild(list);
+      return;
+    }
+    result.accuracy.forEach(function (line) { output.appendChild(paragraph(line)); });
+    if (result.fits) {
+      output.appendChild(paragraph("Budget left after this release: ε = " + result.epsilon_left +
+        " of " + result.epsilon_total + (result.delta_left !== "0" ? ", δ = " + result.delta_left : "") + "."));
+    } else {
+      output.appendChild(paragraph("This release needs more budget than is left: lower ε (or δ).",
+        "warning"));
+    }
+  }
+
+  function estimate() {
+    var params = new URLSearchParams(new FormData(form));
+    params.delete("csrfmiddlewaretoken");
+    var request = ++latest;
+    fetch(config.estimate_url + "?" + params.toString(),
+          { headers: { Accept: "application/json" }, credentials: "same-origin" })
+      .then(function (response) { return response.json(); })
+      .then(function (result) { if (request === latest) { render(result); } })
+      .catch(function () {
+        output.replaceChildren(paragraph("The estimate is not available right now."));
+      });
+  }
+
+  function scheduleEstimate() {
+    showRelevantSettings();
+    window.clearTimeout(timer);
+    timer = window.setTimeout(estimate, 300);
+  }
+
+  form.addEventListener("input", scheduleEstimate);
+  form.addEventListener("change", scheduleEstimate);
+  showRelevantSettings();
+  if (chosenMechanism()) { estimate(); }
+})();

@@ -1,0 +1,278 @@
+"""The new-release form, its accuracy estimate, submission, the job page, progress and cancel."""
+
+import math
+from decimal import Decimal
+
+import numpy as np
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.urls import reverse
+
+import mechanisms
+from dpportal import release_engine, services
+from dpportal.models import AuditEvent, BudgetLedgerEntry, Release
+from tests.conftest import REPO_ROOT
+from tests.dpportal.test_foundation import DEMO_SCHEMA
+
+PASSWORD = "correct horse battery"
+
+
+def make_user(username):
+    return get_user_model().objects.create_user(username=username, password=PASSWORD)
+
+
+def client_for(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def make_dataset(owner, *, epsilon_total=1, delta_total=0, schema=DEMO_SCHEMA, path=None):
+    dataset = services.dataset_create_from_path(
+        owner=owner, name="Adult", source_path=path or REPO_ROOT / "demo" / "adult.csv.gz",
+        epsilon_total=epsilon_total, delta_total=delta_total,
+    )
+    if schema is None:
+        return dataset
+    return services.dataset_confirm_schema(dataset=dataset, user=owner, schema=schema)
+
+
+def histogram_post(**overrides) -> dict:
+    return {"mechanism": "perturbed_histogram", "columns": ["age", "sex"], "epsilon": "0.5",
+            "rows": "200", **overrides}
+
+
+@pytest.fixture
+def owner(db):
+    return make_user("owner")
+
+
+@pytest.fixture
+def dataset(owner):
+    return make_dataset(owner)
+
+
+@pytest.fixture
+def auditor(dataset):
+    user = make_user("auditor")
+    dataset.auditors.add(user)
+    return user
+
+
+# ---------------------------------------------------------------- the form
+
+
+def test_it_shows_the_form_with_cards_and_schema_columns(owner, dataset):
+    response = client_for(owner).get(reverse("release_new", args=[dataset.pk]))
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "Noisy histogram" in page and "Good for:" in page
+    assert 'value="age"' in page and 'value="sex"' in page
+    assert 'value="fnlwgt"' not in page  # ignored in the schema: not releasable
+    assert "seed" not in page.lower()
+
+
+def test_it_answers_404_to_auditors_and_strangers(dataset, auditor):
+    stranger = make_user("stranger")
+    for user in (auditor, stranger):
+        client = client_for(user)
+        assert client.get(reverse("release_new", args=[dataset.pk])).status_code == 404
+        assert client.post(reverse("release_new", args=[dataset.pk]),
+                           histogram_post()).status_code == 404
+        assert client.get(reverse("release_estimate", args=[dataset.pk])).status_code == 404
+    assert not Release.objects.exists()
+
+
+def test_it_asks_for_a_confirmed_schema_first(owner):
+    dataset = make_dataset(owner, schema=None)
+    client = client_for(owner)
+    response = client.get(reverse("release_new", args=[dataset.pk]))
+    assert response.status_code == 200
+    assert "confirm its schema" in response.content.decode()
+    client.post(reverse("release_new", args=[dataset.pk]), histogram_post())
+    assert not Release.objects.exists()
+
+
+def test_it_creates_a_queued_release_and_redirects_to_its_page(owner, dataset):
+    response = client_for(owner).post(reverse("release_new", args=[dataset.pk]),
+                                      histogram_post())
+    release = Release.objects.get()
+    assert response.status_code == 302
+    assert response["Location"] == reverse("release_detail", args=[release.pk])
+    assert release.status == Release.Status.QUEUED
+    assert release.params == {"rows": 200} and release.columns == ["age", "sex"]
+    assert release.epsilon == Decimal("0.5") and release.delta == 0
+    dataset.refresh_from_db()
+    assert dataset.epsilon_spent == Decimal("0.5")
+    assert BudgetLedgerEntry.objects.get().kind == BudgetLedgerEntry.Kind.DEBIT
+
+
+def test_it_refuses_overspending_and_says_what_is_left(owner, dataset):
+    client = client_for(owner)
+    client.post(reverse("release_new", args=[dataset.pk]), histogram_post(epsilon="0.75"))
+    response = client.post(reverse("release_new", args=[dataset.pk]),
+                           histogram_post(epsilon="0.5"))
+    assert response.status_code == 200
+    assert "only ε = 0.25 is left of 1" in response.content.decode()
+    assert Release.objects.count() == 1
+    dataset.refresh_from_db()
+    assert dataset.epsilon_spent == Decimal("0.75")
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("epsilon", "-1", "greater than or equal to 0.000001"),
+    ("epsilon", "abc", "Enter a number"),
+    ("rows", "0", "greater than or equal to 1"),
+    ("columns", [], "This field is required"),
+])
+def test_it_explains_bad_input_on_the_form(owner, dataset, field, value, message):
+    response = client_for(owner).post(reverse("release_new", args=[dataset.pk]),
+                                      histogram_post(**{field: value}))
+    assert response.status_code == 200
+    assert message in response.content.decode()
+    assert not Release.objects.exists()
+
+
+def test_it_never_takes_a_seed_from_the_request(owner, dataset):
+    client_for(owner).post(reverse("release_new", args=[dataset.pk]), histogram_post(seed="7"))
+    assert "seed" not in Release.objects.get().params
+
+
+def test_it_forces_delta_to_zero_for_pure_mechanisms(owner):
+    dataset = make_dataset(owner, delta_total="0.00001")
+    client_for(owner).post(reverse("release_new", args=[dataset.pk]),
+                           histogram_post(delta="0.000001"))
+    assert Release.objects.get().delta == 0
+
+
+# ---------------------------------------------------------------- the estimate
+
+
+def test_the_estimate_predicts_accuracy_and_budget_without_the_data(owner, dataset, monkeypatch):
+    def no_raw_data(*args, **kwargs):
+        raise AssertionError("the estimate must not read the raw data")
+
+    monkeypatch.setattr(release_engine, "load_columns", no_raw_data)
+    monkeypatch.setattr("pandas.read_csv", no_raw_data)
+    response = client_for(owner).get(reverse("release_estimate", args=[dataset.pk]),
+                                     histogram_post(epsilon="0.25"))
+    result = response.json()
+    assert response.status_code == 200 and result["ok"], result
+    assert result["epsilon_left"] == "0.75" and result["fits"] is True
+    noise = release_engine.discrete_laplace_std(2 / 0.25)
+    assert f"±{noise:,.1f} rows" in result["accuracy"][0]
+    assert "24 cells" in result["accuracy"][0]  # age: 8 bins × sex: 2 categories + (other)
+
+
+def test_the_estimate_warns_when_the_budget_does_not_fit(owner, dataset):
+    result = client_for(owner).get(reverse("release_estimate", args=[dataset.pk]),
+                                   histogram_post(epsilon="3")).json()
+    assert result["ok"] and result["fits"] is False and result["epsilon_left"] == "-2"
+
+
+def test_the_estimate_lists_what_to_fix(owner, dataset):
+    result = client_for(owner).get(reverse("release_estimate", args=[dataset.pk]),
+                                   histogram_post(epsilon="")).json()
+    assert result["ok"] is False
+    assert any(error.startswith("Privacy cost ε") for error in result["errors"])
+
+
+def test_discrete_laplace_std_matches_samples_and_differs_from_continuous():
+    """Sample size 200 000 per scale (seeded, so deterministic); the relative standard error of
+    a Laplace-like sample std is about sqrt(5/(4n)) = 0.25%, so the 1% tolerance is 4 standard
+    errors (false-alarm rate below 1e-4 for a fresh seed). The broken twin, the continuous
+    Laplace std sqrt(2)*scale, is 4% off at scale 1 and must be caught."""
+    rng = mechanisms.seeded_source(2026)
+    for scale in (1.0, 4.0):
+        samples = np.asarray(rng.discrete_laplace(scale, 200_000), dtype=float)
+        predicted = release_engine.discrete_laplace_std(scale)
+        assert abs(samples.std() / predicted - 1) < 0.01
+    samples = np.asarray(rng.discrete_laplace(1.0, 200_000), dtype=float)
+    assert abs(samples.std() / (math.sqrt(2) * 1.0) - 1) > 0.01
+
+
+# ---------------------------------------------------------------- job page, progress, cancel
+
+
+def make_release(owner, dataset, **kwargs) -> Release:
+    arguments = {"mechanism": "perturbed_histogram", "columns": ["age", "sex"],
+                 "params": {"rows": 100}, "epsilon": "0.5", **kwargs}
+    return services.release_create(dataset=dataset, user=owner, **arguments)
+
+
+def test_the_job_page_shows_a_queued_release_with_progress_and_cancel(owner, dataset):
+    release = make_release(owner, dataset)
+    response = client_for(owner).get(reverse("release_detail", args=[release.pk]))
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert "Queued" in page and "<progress" in page and "Waiting for a worker" in page
+    assert reverse("release_cancel", args=[release.pk]) in page
+    assert 'id="progress-config"' in page
+
+
+def test_progress_json_reports_stage_and_percent(owner, dataset, auditor):
+    release = make_release(owner, dataset, mechanism="mwem")
+    Release.objects.filter(pk=release.pk).update(
+        status=Release.Status.RUNNING, progress_done=3, progress_total=12,
+        progress_stage="running")
+    for user in (owner, auditor):
+        result = client_for(user).get(reverse("release_progress", args=[release.pk])).json()
+        assert result["status"] == "running" and result["stage"] == "Round 3 of 12"
+        assert result["percent"] == 25 and result["terminal"] is False
+    stranger = make_user("stranger")
+    assert client_for(stranger).get(
+        reverse("release_progress", args=[release.pk])).status_code == 404
+
+
+def test_cancelling_a_queued_release_refunds_its_budget(owner, dataset):
+    release = make_release(owner, dataset)
+    response = client_for(owner).post(reverse("release_cancel", args=[release.pk]))
+    assert response.status_code == 302
+    release.refresh_from_db()
+    dataset.refresh_from_db()
+    assert release.status == Release.Status.CANCELLED
+    assert dataset.epsilon_spent == 0
+    kinds = list(release.ledger.values_list("kind", flat=True))
+    assert kinds == [BudgetLedgerEntry.Kind.DEBIT, BudgetLedgerEntry.Kind.REFUND]
+    actions = set(AuditEvent.objects.filter(release=release).values_list("action", flat=True))
+    assert {AuditEvent.Action.RELEASE_CANCELLED, AuditEvent.Action.RELEASE_REFUNDED} <= actions
+    page = client_for(owner).get(reverse("release_detail", args=[release.pk])).content.decode()
+    assert "was given back to the dataset" in page
+
+
+def test_only_queued_releases_can_be_cancelled_and_only_by_the_owner(owner, dataset, auditor):
+    release = make_release(owner, dataset)
+    assert client_for(auditor).post(
+        reverse("release_cancel", args=[release.pk])).status_code == 404
+    Release.objects.filter(pk=release.pk).update(status=Release.Status.RUNNING)
+    response = client_for(owner).post(reverse("release_cancel", args=[release.pk]), follow=True)
+    assert "Only a queued release can be cancelled; this one is running." in (
+        response.content.decode())
+    release.refresh_from_db()
+    assert release.status == Release.Status.RUNNING
+    assert not release.ledger.filter(kind=BudgetLedgerEntry.Kind.REFUND).exists()
+
+
+def test_cancel_needs_post(owner, dataset):
+    release = make_release(owner, dataset)
+    assert client_for(owner).get(reverse("release_cancel", args=[release.pk])).status_code == 405
+
+
+def test_a_failed_release_says_why_and_that_its_budget_stays_spent(owner, dataset):
+    release = make_release(owner, dataset)
+    Release.objects.filter(pk=release.pk).update(
+        status=Release.Status.FAILED, data_was_read=True,
+        error_message="column 'age' has 3 missing or non-numeric values (first at row 7)")
+    page = client_for(owner).get(reverse("release_detail", args=[release.pk])).content.decode()
+    assert "This release failed." in page and "first at row 7" in page
+    assert "stays spent" in page
+
+
+def test_job_pages_answer_404_to_strangers(owner, dataset):
+    release = make_release(owner, dataset)
+    client = client_for(make_user("stranger"))
+    assert client.get(reverse("release_detail", args=[release.pk])).status_code == 404
+    assert client.get(reverse("release_detail", args=[999])).status_code == 404
+    anonymous = Client().get(reverse("release_detail", args=[release.pk]))
+    assert anonymous.status_code == 302 and anonymous["Location"].startswith(reverse("login"))
