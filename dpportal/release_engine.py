@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 import pandas as pd
+import pyarrow.parquet as pq
 from django.conf import settings
 
 import mechanisms
@@ -17,15 +18,20 @@ class ReleaseInputError(Exception):
 
 
 def dataset_path(dataset) -> Path:
-    return Path(settings.DATASET_STORAGE_DIR) / dataset.storage_name
+    """The dataset's typed columnar copy (Parquet), which every release reads."""
+    return Path(settings.DATASET_STORAGE_DIR) / dataset.parquet_name
 
 
 def load_columns(dataset, columns) -> pd.DataFrame:
-    """Read only the requested columns of the stored raw table."""
+    """Read only the requested columns of the stored Parquet copy."""
     path = dataset_path(dataset)
-    if not dataset.storage_name or not path.exists():
+    if not dataset.parquet_name or not path.exists():
         raise ReleaseInputError("The dataset's file is no longer stored, so it cannot be read.")
-    return pd.read_csv(path, usecols=list(columns), dtype=str, keep_default_na=False)
+    missing = [c for c in columns if c not in dataset.columns]
+    if missing:
+        raise ReleaseInputError(f"Column {missing[0]!r} is not in the dataset; choose among "
+                                f"{', '.join(dataset.columns)}.")
+    return pq.read_table(path, columns=list(columns)).to_pandas()
 
 
 def compute(release, progress):

@@ -227,36 +227,218 @@ def _release_fail(release, reason):
 
 
 # ---------------------------------------------------------------- datasets
+# Files go through dpportal.ingest (validation, Parquet copy, profile) into private storage;
+# nothing is left behind when a file is refused.
+
+MAX_EPSILON_TOTAL = Decimal("100")
+DATASET_SUFFIXES = (".csv", ".tsv", ".txt", ".xlsx")
 
 
 def dataset_create_from_path(
     *, owner, name, source_path, epsilon_total, delta_total=Decimal("0"), description="",
-    attribution="",
+    attribution="", neighbouring="replace-one", header=None,
 ):
-    """Store a CSV (optionally gzip-compressed) privately and register it as a dataset."""
+    """Ingest a file on disk (CSV/TSV/XLSX, optionally gzip-compressed) as a new dataset."""
     import gzip
 
-    import pandas as pd
-
-    from . import storage
+    from . import ingest, storage
 
     source_path = Path(source_path)
+    filename = source_path.name.removesuffix(".gz")
     opener = gzip.open if source_path.suffix == ".gz" else open
+    scan = ingest.ByteScan()
     with opener(source_path, "rb") as handle:
-        storage_name, sha256, size = storage.write_private(iter(lambda: handle.read(1 << 20), b""))
-    header = pd.read_csv(storage.storage_dir() / storage_name, nrows=0).columns
-    with open(storage.storage_dir() / storage_name, "rb") as handle:
-        row_count = sum(1 for _ in handle) - 1
-    with transaction.atomic():
-        dataset = Dataset.objects.create(
+        _name, path = storage.write_private(iter(lambda: handle.read(1 << 20), b""), ".upload",
+                                            scan)
+    try:
+        return _dataset_create(
             owner=owner, name=name, description=description, attribution=attribution,
-            original_filename=source_path.name.removesuffix(".gz"), storage_name=storage_name,
-            sha256=sha256, size_bytes=size, row_count=row_count, columns=list(header),
-            epsilon_total=Decimal(str(epsilon_total)), delta_total=Decimal(str(delta_total)),
+            original_path=path, scan=scan, filename=filename, epsilon_total=epsilon_total,
+            delta_total=delta_total, neighbouring=neighbouring, header=header,
         )
-        audit_record(action=AuditEvent.Action.UPLOAD, actor=owner, dataset=dataset,
-                     details={"file": dataset.original_filename, "sha256": sha256})
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def dataset_create_from_upload(
+    *, owner, upload, name, epsilon_total, delta_total=Decimal("0"), description="",
+    neighbouring="replace-one", header=None, remote_addr=None,
+):
+    """Register an upload that streamed into private storage (`storage.PrivateUpload`)."""
+    try:
+        return _dataset_create(
+            owner=owner, name=name, description=description, attribution="",
+            original_path=upload.path, scan=upload.scan, filename=upload.name,
+            epsilon_total=epsilon_total, delta_total=delta_total, neighbouring=neighbouring,
+            header=header, remote_addr=remote_addr,
+        )
+    finally:
+        upload.discard()
+
+
+def _dataset_create(*, owner, name, description, attribution, original_path, scan, filename,
+                    epsilon_total, delta_total, neighbouring, header, remote_addr=None):
+    """Validate, write the Parquet copy, keep or drop the original, register and audit."""
+    from . import storage
+
+    epsilon_total, delta_total = _budget_values(epsilon_total, delta_total)
+    _check_neighbouring(neighbouring)
+    suffix = Path(filename).suffix.lower()
+    if suffix not in DATASET_SUFFIXES:
+        raise ServiceError(f"Files of type {suffix or '(none)'!r} cannot be read; upload a CSV, "
+                           "TSV or Excel (.xlsx) file.")
+    parquet_name, parquet_path = storage.new_private_file(".parquet")
+    kept_name = ""
+    try:
+        result = _ingest_file(original_path, scan, parquet_path, suffix, header)
+        if settings.DPPORTAL_KEEP_ORIGINAL_UPLOADS:
+            kept_name, kept_path = storage.new_private_file(suffix)
+            Path(original_path).replace(kept_path)
+        with transaction.atomic():
+            dataset = Dataset.objects.create(
+                owner=owner, name=name, description=description, attribution=attribution,
+                original_filename=filename[:255], storage_name=kept_name,
+                parquet_name=parquet_name, sha256=scan.hexdigest, size_bytes=scan.size,
+                row_count=result.row_count, columns=result.columns,
+                profile={"read_as": result.details, "proposals": result.proposals},
+                epsilon_total=epsilon_total, delta_total=delta_total, neighbouring=neighbouring,
+            )
+            audit_record(action=AuditEvent.Action.UPLOAD, actor=owner, dataset=dataset,
+                         remote_addr=remote_addr,
+                         details={"file": dataset.original_filename, "sha256": scan.hexdigest,
+                                  "rows": result.row_count, "columns": len(result.columns),
+                                  "epsilon_total": str(epsilon_total),
+                                  "delta_total": str(delta_total)})
+    except BaseException:
+        storage.remove(parquet_name)
+        storage.remove(kept_name)
+        raise
     return dataset
+
+
+def _ingest_file(path, scan, parquet_path, suffix, header):
+    from . import ingest, storage
+
+    text_name = ""
+    try:
+        if suffix == ".xlsx":
+            text_name, text_path = storage.new_private_file(".csv")
+            ingest.xlsx_to_csv(path, text_path)
+            result = ingest.ingest_text(text_path, ingest.scan_file(text_path), parquet_path,
+                                        suffix=".csv", header=header)
+            result.details["format"] = "Excel workbook (first sheet)"
+            return result
+        return ingest.ingest_text(path, scan, parquet_path, suffix=suffix, header=header)
+    except ingest.IngestError as exc:
+        raise ServiceError(str(exc)) from None
+    finally:
+        storage.remove(text_name)
+
+
+def _budget_values(epsilon_total, delta_total):
+    try:
+        epsilon, delta = Decimal(str(epsilon_total)), Decimal(str(delta_total))
+    except ArithmeticError:
+        raise ServiceError(f"The budget ({epsilon_total!r}, {delta_total!r}) must be numbers.")\
+            from None
+    if not (0 < epsilon <= MAX_EPSILON_TOTAL):
+        raise ServiceError(f"Total ε ({epsilon}) must be greater than 0 and at most "
+                           f"{MAX_EPSILON_TOTAL}.")
+    if not (0 <= delta < 1):
+        raise ServiceError(f"Total δ ({delta}) must be at least 0 and below 1.")
+    return epsilon, delta
+
+
+def _check_neighbouring(neighbouring):
+    from .models import Neighbouring
+
+    if neighbouring not in Neighbouring.values:
+        raise ServiceError(f"Neighbouring relation ({neighbouring!r}) must be one of "
+                           f"{', '.join(Neighbouring.values)}.")
+
+
+def dataset_change_budget(*, dataset, user, epsilon_total, delta_total, neighbouring=None,
+                          remote_addr=None):
+    """Change the total budget: anything before the first release, only lower afterwards."""
+    epsilon_total, delta_total = _budget_values(epsilon_total, delta_total)
+    with transaction.atomic():
+        locked = Dataset.objects.select_for_update().get(pk=dataset.pk)
+        neighbouring = neighbouring or locked.neighbouring
+        _check_neighbouring(neighbouring)
+        before = {"epsilon_total": str(locked.epsilon_total),
+                  "delta_total": str(locked.delta_total), "neighbouring": locked.neighbouring}
+        _check_budget_change(locked, epsilon_total, delta_total, neighbouring)
+        locked.epsilon_total, locked.delta_total = epsilon_total, delta_total
+        locked.neighbouring = neighbouring
+        after = {"epsilon_total": str(epsilon_total), "delta_total": str(delta_total),
+                 "neighbouring": neighbouring}
+        if after == before:
+            return locked
+        locked.save(update_fields=["epsilon_total", "delta_total", "neighbouring"])
+        audit_record(action=AuditEvent.Action.BUDGET_CHANGED, actor=user, dataset=locked,
+                     remote_addr=remote_addr, details={"before": before, "after": after})
+    return locked
+
+
+def _check_budget_change(locked, epsilon_total, delta_total, neighbouring):
+    if locked.is_deleted:
+        raise ServiceError("This dataset has been deleted; its budget can no longer change.")
+    if not locked.releases.exists():
+        return
+    if epsilon_total > locked.epsilon_total or delta_total > locked.delta_total:
+        raise ServiceError(
+            f"Once a release exists the budget can be lowered but never raised: the total is "
+            f"ε = {locked.epsilon_total.normalize()}, δ = {locked.delta_total.normalize()}.")
+    if epsilon_total < locked.epsilon_spent or delta_total < locked.delta_spent:
+        raise ServiceError(
+            f"The total cannot go below what releases have already spent: "
+            f"ε = {locked.epsilon_spent.normalize()}, δ = {locked.delta_spent.normalize()}.")
+    if neighbouring != locked.neighbouring:
+        raise ServiceError("The neighbouring relation cannot change once a release exists.")
+
+
+def dataset_set_auditor(*, dataset, user, username, add, remote_addr=None):
+    """Give or take away read-only access to the dataset's releases, ledger and audit log."""
+    from django.contrib.auth import get_user_model
+
+    with transaction.atomic():
+        locked = Dataset.objects.select_for_update().get(pk=dataset.pk)
+        auditor = get_user_model().objects.filter(username=username).first()
+        if auditor is None:
+            raise ServiceError(f"There is no user named {username!r}; check the spelling.")
+        if auditor.pk == locked.owner_id:
+            raise ServiceError(f"{username!r} owns this dataset and already sees everything.")
+        if add == locked.auditors.filter(pk=auditor.pk).exists():
+            return locked
+        (locked.auditors.add if add else locked.auditors.remove)(auditor)
+        audit_record(action=AuditEvent.Action.ACCESS_CHANGED, actor=user, dataset=locked,
+                     remote_addr=remote_addr,
+                     details={"auditor": auditor.username, "change": "added" if add else "removed"})
+    return locked
+
+
+def dataset_delete(*, dataset, user, remote_addr=None):
+    """Remove the raw file, the Parquet copy and the data profile; releases, ledger, audit stay."""
+    from . import storage
+
+    with transaction.atomic():
+        locked = Dataset.objects.select_for_update().get(pk=dataset.pk)
+        if locked.is_deleted:
+            return locked
+        if locked.releases.filter(status__in=[Release.Status.QUEUED,
+                                              Release.Status.RUNNING]).exists():
+            raise ServiceError("Releases of this dataset are still queued or running; wait for "
+                               "them to finish or cancel them, then delete the dataset.")
+        files = [locked.storage_name, locked.parquet_name]
+        locked.deleted_at = timezone.now()
+        locked.storage_name = locked.parquet_name = ""
+        locked.profile = None
+        locked.save(update_fields=["deleted_at", "storage_name", "parquet_name", "profile"])
+        audit_record(action=AuditEvent.Action.DELETION, actor=user, dataset=locked,
+                     remote_addr=remote_addr, details={"sha256": locked.sha256})
+        for name in files:
+            transaction.on_commit(lambda name=name: storage.remove(name))
+    return locked
 
 
 def dataset_confirm_schema(*, dataset, user, schema, remote_addr=None):
@@ -267,8 +449,14 @@ def dataset_confirm_schema(*, dataset, user, schema, remote_addr=None):
         validated = mechanisms.Schema.from_dict(schema).to_dict()
     except mechanisms.MechanismError as exc:
         raise ServiceError(str(exc)) from exc
+    names = [column["name"] for column in validated["columns"]]
+    if dataset.columns and names != list(dataset.columns):
+        raise ServiceError(f"The schema must list the dataset's columns in order "
+                           f"({', '.join(dataset.columns)}); it lists {', '.join(names)}.")
     with transaction.atomic():
         locked = Dataset.objects.select_for_update().get(pk=dataset.pk)
+        if locked.is_deleted:
+            raise ServiceError("This dataset has been deleted; its schema can no longer change.")
         locked.schema = validated
         locked.schema_confirmed_at = timezone.now()
         locked.save(update_fields=["schema", "schema_confirmed_at"])

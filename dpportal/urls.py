@@ -7,6 +7,7 @@ from . import views
 urlpatterns = [
     path("", views.home, name="home"),
     path("", include("dpportal.release_urls")),
+    path("", include("dpportal.dataset_urls")),
     path("releases/", views.release_list, name="release_list"),
     path("audit/", views.audit_log, name="audit_log"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),

@@ -1,0 +1,177 @@
+"""Forms of the dataset pages: upload with budget, budget change, schema, auditors, deletion."""
+
+from decimal import Decimal
+
+from django import forms
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
+
+from .models import Neighbouring
+
+HEADER_CHOICES = [
+    ("auto", "Detect automatically"),
+    ("yes", "Yes, the first line holds the column names"),
+    ("no", "No, the first line is data (columns get named column_1, column_2, ...)"),
+]
+HEADER_VALUES = {"auto": None, "yes": True, "no": False}
+TYPE_CHOICES = [
+    ("numeric", "Numeric (numbers with public bounds)"),
+    ("categorical", "Categorical (a fixed list of values)"),
+    ("ignored", "Ignored (never used in releases)"),
+]
+UNKNOWN_CHOICES = [
+    ("other", 'Count them in an "(other)" group'),
+    ("reject", "Stop the release with an error"),
+]
+MAX_BINS = 1000
+
+
+def epsilon_field(**kwargs):
+    return forms.DecimalField(
+        label="Total privacy budget ε (epsilon)", max_digits=12, decimal_places=6,
+        validators=[MinValueValidator(Decimal("0.000001")), MaxValueValidator(Decimal("100"))],
+        help_text="Shared by every release of this dataset. Smaller is more private.", **kwargs)
+
+
+def delta_field(**kwargs):
+    return forms.DecimalField(
+        label="Total δ (delta), optional", max_digits=20, decimal_places=15, initial=0,
+        validators=[MinValueValidator(Decimal("0")), MaxValueValidator(Decimal("0.001"))],
+        help_text="Only some mechanisms (range counts with Gaussian noise) use δ. Leave 0 if "
+                  "unsure; otherwise use a tiny value such as 0.000001, well below 1 / rows.",
+        **kwargs)
+
+
+def neighbouring_field(**kwargs):
+    return forms.ChoiceField(
+        label="What does the guarantee protect?", choices=Neighbouring.choices,
+        widget=forms.RadioSelect, initial=Neighbouring.REPLACE_ONE, **kwargs)
+
+
+class DatasetUploadForm(forms.Form):
+    name = forms.CharField(label="Name", max_length=200,
+                           help_text="A short name your colleagues will recognise.")
+    description = forms.CharField(label="Description (optional)", required=False,
+                                  widget=forms.Textarea(attrs={"rows": 3}))
+    file = forms.FileField(
+        label="Table file",
+        error_messages={"empty": "The file is empty; upload a table with column names in its "
+                                 "first line.",
+                        "required": "Choose the file to upload."})
+    header = forms.ChoiceField(label="Does the first line hold the column names?",
+                               choices=HEADER_CHOICES, initial="auto")
+    epsilon_total = epsilon_field(initial=Decimal("1"))
+    delta_total = delta_field()
+    neighbouring = neighbouring_field()
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        limit_mb = settings.MAX_UPLOAD_BYTES / (1024 * 1024)
+        self.fields["file"].help_text = (f"CSV, TSV or Excel (.xlsx), up to {limit_mb:g} MB. "
+                                         "Text files may be UTF-8 or Latin-1.")
+        self.fields["file"].widget.attrs.update(
+            {"accept": ".csv,.tsv,.txt,.xlsx", "data-max-bytes": settings.MAX_UPLOAD_BYTES})
+
+    @property
+    def header_choice(self):
+        return HEADER_VALUES[self.cleaned_data["header"]]
+
+
+class BudgetForm(forms.Form):
+    epsilon_total = epsilon_field()
+    delta_total = delta_field()
+    neighbouring = neighbouring_field()
+
+
+class AuditorForm(forms.Form):
+    username = forms.CharField(label="Username", max_length=150)
+
+
+class DeleteForm(forms.Form):
+    confirm_name = forms.CharField(label="Type the dataset's name to confirm", max_length=200)
+
+    def __init__(self, *args, dataset, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.dataset = dataset
+
+    def clean_confirm_name(self):
+        value = self.cleaned_data["confirm_name"]
+        if value.strip() != self.dataset.name.strip():
+            raise forms.ValidationError(f"That is not the dataset's name ({self.dataset.name}).")
+        return value
+
+
+class SchemaColumnForm(forms.Form):
+    """One column of the schema: a type and, depending on it, bounds and bins or categories."""
+
+    type = forms.ChoiceField(label="Type", choices=TYPE_CHOICES)
+    lower = forms.FloatField(label="Lower bound", required=False)
+    upper = forms.FloatField(label="Upper bound", required=False)
+    bins = forms.IntegerField(label="Bins", required=False, min_value=1, max_value=MAX_BINS)
+    categories = forms.CharField(label="Categories, one per line", required=False,
+                                 widget=forms.Textarea(attrs={"rows": 4}))
+    unknown = forms.ChoiceField(label="Values not in the list", choices=UNKNOWN_CHOICES,
+                                required=False)
+
+    def clean(self):
+        data = super().clean()
+        kind = data.get("type")
+        if kind == "numeric":
+            self._clean_numeric(data)
+        elif kind == "categorical":
+            self._clean_categorical(data)
+        return data
+
+    def _clean_numeric(self, data):
+        lower, upper, bins = data.get("lower"), data.get("upper"), data.get("bins")
+        for name, value in (("lower", lower), ("upper", upper), ("bins", bins)):
+            if value is None and name not in self.errors:
+                self.add_error(name, "Required for a numeric column.")
+        if lower is not None and upper is not None and not lower < upper:
+            self.add_error("upper", f"The upper bound ({upper:g}) must be above the lower "
+                                    f"bound ({lower:g}).")
+
+    def _clean_categorical(self, data):
+        categories = category_list(data.get("categories", ""))
+        if not categories:
+            self.add_error("categories", "List at least one category, one per line.")
+        duplicates = sorted({c for c in categories if categories.count(c) > 1})
+        if duplicates:
+            self.add_error("categories", f"Each category must appear once; repeated: "
+                                         f"{', '.join(duplicates)}.")
+        if "(other)" in categories:
+            self.add_error("categories", '"(other)" is reserved for values not in the list.')
+        data["category_list"] = categories
+
+    def schema_entry(self, name: str) -> dict:
+        data = self.cleaned_data
+        if data["type"] == "numeric":
+            return {"name": name, "type": "numeric", "lower": _number(data["lower"]),
+                    "upper": _number(data["upper"]), "bins": data["bins"]}
+        if data["type"] == "categorical":
+            return {"name": name, "type": "categorical", "categories": data["category_list"],
+                    "unknown": data.get("unknown") or "other"}
+        return {"name": name, "type": "ignored"}
+
+
+def category_list(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def _number(value):
+    return int(value) if float(value).is_integer() else value
+
+
+SchemaFormSet = forms.formset_factory(SchemaColumnForm, extra=0, min_num=1, validate_min=True)
+
+
+def schema_initial(entry: dict) -> dict:
+    """Form values for a schema entry (confirmed schema or proposal)."""
+    initial = {"type": entry.get("type", "ignored"), "unknown": entry.get("unknown", "other")}
+    if entry.get("type") == "numeric":
+        bins = entry.get("bins")
+        initial |= {"lower": _number(entry["lower"]), "upper": _number(entry["upper"]),
+                    "bins": bins if isinstance(bins, int) else len(bins) - 1}
+    if entry.get("type") == "categorical":
+        initial["categories"] = "\n".join(str(c) for c in entry.get("categories", []))
+    return initial

@@ -1,0 +1,14 @@
+"""URLs of the dataset pages (included from dpportal/urls.py)."""
+
+from django.urls import path
+
+from . import dataset_views as views
+
+urlpatterns = [
+    path("datasets/new/", views.dataset_upload, name="dataset_upload"),
+    path("datasets/<int:pk>/", views.dataset_detail, name="dataset_detail"),
+    path("datasets/<int:pk>/schema/", views.dataset_schema, name="dataset_schema"),
+    path("datasets/<int:pk>/budget/", views.dataset_budget, name="dataset_budget"),
+    path("datasets/<int:pk>/auditors/", views.dataset_auditors, name="dataset_auditors"),
+    path("datasets/<int:pk>/delete/", views.dataset_delete, name="dataset_delete"),
+]

@@ -1,0 +1,286 @@
+"""Dataset pages: upload, dataset summary, schema confirmation, budget, auditors, deletion.
+
+Owners see everything here; auditors see the public parts of the dataset page (never the raw
+data or the proposals computed from it); everyone else gets 404.
+"""
+
+from django.conf import settings
+from django.contrib import messages
+from django.shortcuts import redirect, render
+from django.urls import NoReverseMatch, reverse
+from django.views.decorators.csrf import csrf_exempt, csrf_protect
+from django.views.decorators.http import require_http_methods, require_POST
+
+from . import services
+from .access import dataset_for_owner, dataset_for_reader, is_owner
+from .dataset_forms import (
+    AuditorForm,
+    BudgetForm,
+    DatasetUploadForm,
+    DeleteForm,
+    SchemaFormSet,
+    schema_initial,
+)
+from .models import Release
+from .storage import UPLOAD_FIELD, PrivateUploadHandler
+
+FORM_OVERHEAD_BYTES = 64 * 1024  # room for the text fields beside the file
+
+
+def client_address(request):
+    return request.META.get("REMOTE_ADDR")
+
+
+def url_or_none(name, **kwargs):
+    """The URL if another part of the portal provides it yet, else None."""
+    try:
+        return reverse(name, kwargs=kwargs)
+    except NoReverseMatch:
+        return None
+
+
+# ---------------------------------------------------------------- upload
+
+
+@csrf_exempt
+@require_http_methods(["GET", "POST"])
+def dataset_upload(request):
+    """The file streams into private storage; CSRF is checked after the handler is installed."""
+    if request.method == "POST":
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+        if declared > settings.MAX_UPLOAD_BYTES + FORM_OVERHEAD_BYTES:
+            return _too_large(request, status=413)
+        request.upload_handlers = [PrivateUploadHandler(request)]
+    try:
+        return _dataset_upload(request)
+    finally:
+        _discard_upload(request)
+
+
+def _discard_upload(request):
+    """Whatever happened (even a refused CSRF token), no uploaded bytes stay behind."""
+    upload = request._files.get(UPLOAD_FIELD) if hasattr(request, "_files") else None
+    if upload is not None:
+        upload.discard()
+
+
+@csrf_protect
+def _dataset_upload(request):
+    if request.method != "POST":
+        return _upload_page(request, DatasetUploadForm())
+    handler = request.upload_handlers[0]
+    form = DatasetUploadForm(request.POST, request.FILES)
+    upload = request.FILES.get(UPLOAD_FIELD)
+    if handler.exceeded:
+        return _too_large(request, status=413)
+    try:
+        if not form.is_valid():
+            return _upload_page(request, form, status=400)
+        dataset = services.dataset_create_from_upload(
+            owner=request.user, upload=upload, name=form.cleaned_data["name"],
+            description=form.cleaned_data["description"],
+            epsilon_total=form.cleaned_data["epsilon_total"],
+            delta_total=form.cleaned_data["delta_total"],
+            neighbouring=form.cleaned_data["neighbouring"], header=form.header_choice,
+            remote_addr=client_address(request),
+        )
+    except services.ServiceError as exc:
+        form.add_error("file", str(exc))
+        return _upload_page(request, form, status=400)
+    messages.success(request, f"{dataset.name} is stored: {dataset.row_count:,} rows. Next, "
+                              "confirm its schema.")
+    return redirect("dataset_schema", pk=dataset.pk)
+
+
+def _too_large(request, status):
+    form = DatasetUploadForm()
+    limit_mb = settings.MAX_UPLOAD_BYTES / (1024 * 1024)
+    form.errors["file"] = form.error_class([
+        f"The file is larger than the limit of {limit_mb:g} MB; nothing was stored. Remove "
+        "columns or rows you do not need, or ask the administrator to raise the limit."])
+    return _upload_page(request, form, status=status)
+
+
+def _upload_page(request, form, status=200):
+    return render(request, "dpportal/dataset_upload.html", {"form": form, "nav": "datasets"},
+                  status=status)
+
+
+# ---------------------------------------------------------------- dataset page
+
+
+@require_http_methods(["GET"])
+def dataset_detail(request, pk):
+    dataset = dataset_for_reader(request.user, pk)
+    owner = is_owner(request.user, dataset)
+    releases = Release.objects.filter(dataset=dataset).select_related("requested_by")
+    context = {
+        "dataset": dataset,
+        "is_owner": owner,
+        "nav": "datasets",
+        "releases": [(r, url_or_none("release_detail", pk=r.pk)) for r in releases],
+        "new_release_url": url_or_none("release_new", dataset_pk=dataset.pk),
+        "ledger_url": url_or_none("dataset_ledger", pk=dataset.pk),
+        "schema_rows": _schema_rows(dataset.schema) if dataset.schema_confirmed else [],
+        "spent_percent": _percent(dataset.epsilon_spent, dataset.epsilon_total),
+        "read_as": (dataset.profile or {}).get("read_as") if owner else None,
+        "budget_form": BudgetForm(initial=_budget_initial(dataset)) if owner else None,
+        "auditor_form": AuditorForm() if owner else None,
+        "auditors": dataset.auditors.order_by("username") if owner else [],
+    }
+    return render(request, "dpportal/dataset_detail.html", context)
+
+
+def _percent(part, whole) -> int:
+    return round(100 * part / whole) if whole else 0
+
+
+def _budget_initial(dataset):
+    return {"epsilon_total": dataset.epsilon_total.normalize(),
+            "delta_total": dataset.delta_total.normalize(), "neighbouring": dataset.neighbouring}
+
+
+def _schema_rows(schema):
+    rows = []
+    for column in schema["columns"]:
+        if column["type"] == "numeric":
+            bins = column["bins"]
+            detail = (f"from {column['lower']:g} to {column['upper']:g}, "
+                      f"{bins if isinstance(bins, int) else len(bins) - 1} bins")
+        elif column["type"] == "categorical":
+            extra = ' plus "(other)"' if column.get("unknown") == "other" else ""
+            detail = f"{len(column['categories'])} categories{extra}: " + ", ".join(
+                column["categories"][:12]) + (" ..." if len(column["categories"]) > 12 else "")
+        else:
+            detail = "not used in releases"
+        rows.append({"name": column["name"], "type": column["type"], "detail": detail})
+    return rows
+
+
+# ---------------------------------------------------------------- owner actions
+
+
+@require_POST
+def dataset_budget(request, pk):
+    dataset = dataset_for_owner(request.user, pk)
+    form = BudgetForm(request.POST)
+    if form.is_valid():
+        try:
+            services.dataset_change_budget(
+                dataset=dataset, user=request.user, remote_addr=client_address(request),
+                epsilon_total=form.cleaned_data["epsilon_total"],
+                delta_total=form.cleaned_data["delta_total"],
+                neighbouring=form.cleaned_data["neighbouring"])
+        except services.ServiceError as exc:
+            messages.error(request, str(exc))
+            return redirect("dataset_detail", pk=dataset.pk)
+        messages.success(request, "The privacy budget was updated.")
+    else:
+        for errors in form.errors.values():
+            for error in errors:
+                messages.error(request, f"Budget not changed: {error}")
+    return redirect("dataset_detail", pk=dataset.pk)
+
+
+@require_POST
+def dataset_auditors(request, pk):
+    dataset = dataset_for_owner(request.user, pk)
+    form = AuditorForm(request.POST)
+    add = request.POST.get("action") != "remove"
+    if not form.is_valid():
+        messages.error(request, "Enter the username of the person to add or remove.")
+        return redirect("dataset_detail", pk=dataset.pk)
+    try:
+        services.dataset_set_auditor(dataset=dataset, user=request.user, add=add,
+                                     username=form.cleaned_data["username"].strip(),
+                                     remote_addr=client_address(request))
+    except services.ServiceError as exc:
+        messages.error(request, str(exc))
+    else:
+        verb = "can now see" if add else "can no longer see"
+        messages.success(request, f"{form.cleaned_data['username']} {verb} this dataset's "
+                                  "releases and audit log.")
+    return redirect("dataset_detail", pk=dataset.pk)
+
+
+@require_http_methods(["GET", "POST"])
+def dataset_delete(request, pk):
+    dataset = dataset_for_owner(request.user, pk)
+    form = DeleteForm(request.POST or None, dataset=dataset)
+    if request.method == "POST" and form.is_valid():
+        try:
+            services.dataset_delete(dataset=dataset, user=request.user,
+                                    remote_addr=client_address(request))
+        except services.ServiceError as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(request, f"{dataset.name} was deleted: its stored files are gone; "
+                                      "its releases and audit trail remain.")
+            return redirect("home")
+    status = 400 if request.method == "POST" else 200
+    return render(request, "dpportal/dataset_delete.html",
+                  {"dataset": dataset, "form": form, "nav": "datasets"}, status=status)
+
+
+# ---------------------------------------------------------------- schema
+
+
+@require_http_methods(["GET", "POST"])
+def dataset_schema(request, pk):
+    dataset = dataset_for_owner(request.user, pk)
+    if dataset.is_deleted:
+        messages.error(request, "This dataset has been deleted; its schema can no longer change.")
+        return redirect("dataset_detail", pk=dataset.pk)
+    entries = _schema_entries(dataset)
+    initial = [schema_initial(e) for e in entries]
+    formset = SchemaFormSet(request.POST or None, initial=initial)
+    if request.method == "POST" and formset.total_form_count() != len(dataset.columns):
+        formset = SchemaFormSet(initial=initial)
+        formset._non_form_errors = formset.error_class(
+            ["The page was out of date (the columns changed); check the values and confirm again."])
+    elif request.method == "POST" and formset.is_valid():
+        schema = {"columns": [form.schema_entry(name)
+                              for form, name in zip(formset.forms, dataset.columns, strict=True)]}
+        try:
+            services.dataset_confirm_schema(dataset=dataset, user=request.user, schema=schema,
+                                            remote_addr=client_address(request))
+        except services.ServiceError as exc:
+            formset._non_form_errors = formset.error_class([str(exc)])
+        else:
+            messages.success(request, "Schema confirmed: releases of this dataset are now "
+                                      "possible.")
+            return redirect("dataset_detail", pk=dataset.pk)
+    rows = _schema_form_rows(dataset, entries, formset)
+    status = 400 if request.method == "POST" else 200
+    return render(request, "dpportal/dataset_schema.html",
+                  {"dataset": dataset, "formset": formset, "rows": rows, "nav": "datasets",
+                   "from_proposal": not dataset.schema_confirmed}, status=status)
+
+
+def _schema_entries(dataset) -> list[dict]:
+    """The confirmed schema if there is one, else the proposal from the data."""
+    if dataset.schema_confirmed:
+        return dataset.schema["columns"]
+    proposals = {p["name"]: p for p in (dataset.profile or {}).get("proposals", [])}
+    return [proposals.get(name, {"name": name, "type": "ignored"}) for name in dataset.columns]
+
+
+def _schema_form_rows(dataset, entries, formset):
+    """One row per column: its name, form and the data-derived facts the owner should see."""
+    proposals = {p["name"]: p for p in (dataset.profile or {}).get("proposals", [])}
+    rows = []
+    for name, entry, form in zip(dataset.columns, entries, formset.forms, strict=True):
+        proposal = proposals.get(name, {})
+        from_data = proposal.get("from_data", []) if entry is proposal else []
+        rows.append({"name": name, "form": form, "from_data": from_data,
+                     "missing": proposal.get("missing", 0),
+                     "proposed_type": proposal.get("type"),
+                     "echoes_data": _echoes_data(entry, proposal)})
+    return rows
+
+
+def _echoes_data(entry, proposal) -> list[str]:
+    """Confirmed bounds that equal the data's own extremes: worth a second look."""
+    if entry is proposal or entry.get("type") != "numeric" or proposal.get("type") != "numeric":
+        return []
+    return [key for key in ("lower", "upper") if entry.get(key) == proposal.get(key)]
