@@ -1,0 +1,139 @@
+"""Results of a finished release: summary, preview, charts, and the custodian-only comparison,
+which only the owner sees. Releases run synchronously through services.release_run."""
+
+import json
+import re
+import stat
+
+import pytest
+from django.urls import reverse
+
+from dpportal import services, utility
+from dpportal.models import Release
+from tests.conftest import wait_until
+from tests.dpportal.test_release_pages import (
+    client_for,
+    histogram_post,
+    make_dataset,
+    make_release,
+    make_user,
+)
+
+CUSTODIAN_BADGE = "Custodian-only: not part of the release"
+
+
+def run_now(release) -> Release:
+    services.release_run(release_id=release.pk)
+    release.refresh_from_db()
+    assert release.status == Release.Status.DONE, release.error_message
+    return release
+
+
+@pytest.fixture
+def owner(db):
+    return make_user("owner")
+
+
+@pytest.fixture
+def dataset(owner):
+    return make_dataset(owner)
+
+
+@pytest.fixture
+def auditor(dataset):
+    user = make_user("auditor")
+    dataset.auditors.add(user)
+    return user
+
+
+@pytest.fixture
+def done_release(owner, dataset):
+    return run_now(make_release(owner, dataset, params={"rows": 60}))
+
+
+def chart_figures(page: str) -> list[dict]:
+    found = re.findall(r'<script id="chart-data-\d+" type="application/json">(.*?)</script>',
+                       page, re.S)
+    return [json.loads(text) for text in found]
+
+
+def test_the_owner_sees_summary_preview_charts_and_the_custodian_box(owner, done_release):
+    response = client_for(owner).get(reverse("release_detail", args=[done_release.pk]))
+    page = response.content.decode()
+    assert response.status_code == 200
+    for text in ("Summary", "Noisy histogram", "Replace one row", "Requested by", "owner",
+                 "Preview of synthetic.csv", "Rows 1–25 of 60", CUSTODIAN_BADGE,
+                 done_release.dataset.sha256, "Total variation distance"):
+        assert text in page, text
+    figures = chart_figures(page)
+    names = [trace.get("name") for figure in figures for trace in figure["data"]]
+    assert "Original (custodian-only)" in names and "Release" in names
+    assert any(trace["type"] == "heatmap" for figure in figures for trace in figure["data"])
+
+
+def test_auditors_see_only_public_parts(auditor, done_release):
+    response = client_for(auditor).get(reverse("release_detail", args=[done_release.pk]))
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert "Preview of synthetic.csv" in page and "Summary" in page
+    assert CUSTODIAN_BADGE not in page and "Original" not in page
+    assert done_release.dataset.sha256 not in page
+    assert "Total variation" not in page and "utility-report" not in page
+    assert re.search(r"Run time</th><td>about \d+ min", page)  # rounded for non-owners
+    assert chart_figures(page)  # the release's own charts are public
+
+
+def test_the_preview_is_paginated(owner, done_release):
+    client = client_for(owner)
+    url = reverse("release_detail", args=[done_release.pk])
+    page = client.get(url, {"page": 3}).content.decode()
+    assert "Rows 51–60 of 60" in page and "Page 3 of 3" in page
+    page = client.get(url, {"file": "noisy_counts.csv", "page": 99}).content.decode()
+    assert "Preview of noisy_counts.csv" in page and "Rows 1–24 of 24" in page
+    assert "Rows 1–25 of 60" in client.get(url, {"page": "x"}).content.decode()
+
+
+def test_the_utility_report_is_stored_privately_apart_from_the_package(done_release):
+    path = utility.report_path(done_release)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    from dpportal import packaging
+
+    package_dir = packaging.output_dir(done_release)
+    assert package_dir not in path.parents
+    report = utility.load_report(done_release)
+    assert report["rows"] == done_release.dataset.row_count
+    age = next(entry for entry in report["columns"] if entry["column"] == "age")
+    assert 0 <= age["tvd"] <= 1 and age["ks"] is not None
+    assert abs(sum(age["original"]) - 1) < 1e-9
+    assert report["cells"]["cells"] == 24
+
+
+def test_utility_metrics_are_zero_for_identical_data_and_catch_a_shift():
+    import numpy as np
+
+    p = np.array([0.2, 0.3, 0.5])
+    assert utility.total_variation(p, p) == 0 and utility.ks_distance(p, p) == 0
+    q = np.array([0.5, 0.3, 0.2])
+    assert utility.total_variation(p, q) == pytest.approx(0.3)
+    assert utility.ks_distance(p, q) == pytest.approx(0.3)
+    errors = utility.interval_errors(p, q)
+    assert len(errors) == 6 and max(errors) == pytest.approx(0.3) and min(errors) == 0
+
+
+def test_a_release_runs_end_to_end_through_a_real_worker(celery_worker_process):
+    owner = make_user("owner")
+    dataset = make_dataset(owner)
+    client = client_for(owner)
+    response = client.post(reverse("release_new", args=[dataset.pk]), histogram_post())
+    assert response.status_code == 302
+    release = Release.objects.get()
+    done = wait_until(lambda: Release.objects.filter(
+        pk=release.pk, status__in=Release.TERMINAL).first(), timeout=90)
+    assert done.status == Release.Status.DONE, done.error_message
+    progress = client.get(reverse("release_progress", args=[release.pk])).json()
+    assert progress["terminal"] and progress["percent"] == 100
+    wait_until(lambda: utility.load_report(done), timeout=30)
+    page = client.get(reverse("release_detail", args=[release.pk])).content.decode()
+    assert "Rows 1–25 of 200" in page and CUSTODIAN_BADGE in page
+    download = client.get(reverse("release_download_zip", args=[release.pk]))
+    assert download.status_code == 200 and download["Content-Type"] == "application/zip"
