@@ -47,8 +47,6 @@ CSRF_TRUSTED_ORIGINS = [o for o in env("DJANGO_CSRF_TRUSTED_ORIGINS").split(",")
 DATA_DIR = Path(env("DPPORTAL_DATA_DIR", str(BASE_DIR / "var")))
 DATASET_STORAGE_DIR = Path(env("DPPORTAL_STORAGE_DIR", str(DATA_DIR / "storage")))
 MAX_UPLOAD_BYTES = env_int("DPPORTAL_MAX_UPLOAD_MB", 200) * 1024 * 1024
-# Keep the uploaded file itself beside its validated Parquet copy (releases read only the copy).
-DPPORTAL_KEEP_ORIGINAL_UPLOADS = env_bool("DPPORTAL_KEEP_ORIGINAL_UPLOADS", True)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -113,6 +111,18 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 
+# Login rate limiting (dpportal/login_limit.py). Failure counters live in the cache: set
+# DPPORTAL_CACHE_URL (e.g. redis://redis:6379/1) so that all web processes share them.
+LOGIN_MAX_FAILURES = env_int("DPPORTAL_LOGIN_MAX_FAILURES", 5)
+LOGIN_MAX_FAILURES_PER_ADDRESS = env_int("DPPORTAL_LOGIN_MAX_FAILURES_PER_ADDRESS", 30)
+LOGIN_LOCKOUT_SECONDS = env_int("DPPORTAL_LOGIN_LOCKOUT_SECONDS", 900)
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                "LOCATION": env("DPPORTAL_CACHE_URL")}
+    if env("DPPORTAL_CACHE_URL")
+    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+}
+
 LANGUAGE_CODE = "en-gb"
 TIME_ZONE = env("DJANGO_TIME_ZONE", "UTC")
 USE_I18N = True
@@ -143,6 +153,7 @@ SECURE_HSTS_SECONDS = env_int("DJANGO_HSTS_SECONDS", 0 if DEBUG else 31536000)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = True
 SECURE_HSTS_PRELOAD = True
 SECURE_REFERRER_POLICY = "same-origin"
+SESSION_COOKIE_AGE = env_int("DPPORTAL_SESSION_HOURS", 12) * 3600
 SECURE_REDIRECT_EXEMPT = [r"^healthz$"]  # plain-HTTP liveness probe from inside the network
 if env_bool("DJANGO_BEHIND_TLS_PROXY", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

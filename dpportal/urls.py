@@ -2,15 +2,18 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from . import views
+from . import audit_views, views
+from .login_limit import RateLimitedLoginView
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("", include("dpportal.release_urls")),
-    path("", include("dpportal.dataset_urls")),
-    path("releases/", views.release_list, name="release_list"),
-    path("audit/", views.audit_log, name="audit_log"),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("releases/", audit_views.release_list, name="release_list"),
+    path("releases.csv", audit_views.release_list_csv, name="release_list_csv"),
+    path("datasets/<int:pk>/ledger/", audit_views.dataset_ledger, name="dataset_ledger"),
+    path("audit/", audit_views.audit_log, name="audit_log"),
+    path("audit.csv", audit_views.audit_log_csv, name="audit_log_csv"),
+    path("accounts/login/", RateLimitedLoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path(
         "accounts/password/",

@@ -1,0 +1,164 @@
+"""Audit pages: the releases list (with CSV export), each dataset's budget ledger, the audit log.
+
+Owners and auditors of a dataset may read all of these; nobody else sees its rows (the ledger
+answers 404). Everything here is read-only.
+"""
+
+import csv
+from datetime import date
+from decimal import Decimal
+
+from django.core.paginator import Paginator
+from django.db.models import Q
+from django.http import HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from .access import dataset_for_reader, datasets_visible_to, releases_visible_to
+from .audit_forms import AuditFilterForm, ReleaseFilterForm
+from .models import AuditEvent
+from .packaging import escape_cell
+
+RELEASE_COLUMNS = [
+    ("id", "#"),
+    ("dataset", "Dataset"),
+    ("mechanism", "Method"),
+    ("epsilon", "ε"),
+    ("status", "Status"),
+    ("user", "Requested by"),
+    ("created", "Requested"),
+]
+
+
+def _release_filter(request):
+    visible = releases_visible_to(request.user)
+    form = ReleaseFilterForm(
+        request.GET or None, releases=visible, datasets=datasets_visible_to(request.user)
+    )
+    return form, form.apply(visible.select_related("dataset", "requested_by"))
+
+
+@require_GET
+def release_list(request):
+    form, releases = _release_filter(request)
+    page = Paginator(releases, 50).get_page(request.GET.get("page"))
+    return render(request, "dpportal/release_list.html", {
+        "form": form, "page": page, "nav": "releases",
+        "columns": _sort_links(request, form), "query": _query_without(request, "page"),
+    })
+
+
+def _sort_links(request, form):
+    """Column headers: label, link that sorts by it (toggling direction), and aria-sort state."""
+    current = (form.cleaned_data.get("sort") if form.is_valid() else "") or "-created"
+    links = []
+    for key, label in RELEASE_COLUMNS:
+        state = "none"
+        if current.lstrip("-") == key:
+            state = "descending" if current.startswith("-") else "ascending"
+        next_sort = key if state == "descending" else f"-{key}"
+        query = request.GET.copy()
+        query["sort"] = next_sort
+        query.pop("page", None)
+        links.append({"label": label, "href": f"?{query.urlencode()}", "aria_sort": state})
+    return links
+
+
+def _query_without(request, name):
+    query = request.GET.copy()
+    query.pop(name, None)
+    return query.urlencode()
+
+
+@require_GET
+def release_list_csv(request):
+    _form, releases = _release_filter(request)
+    header = ["release", "dataset", "method", "status", "epsilon", "delta", "neighbouring",
+              "requested_by", "requested_at", "finished_at"]
+    rows = (
+        [r.pk, r.dataset.name, r.mechanism, r.status, r.epsilon.normalize(), r.delta.normalize(),
+         r.neighbouring, r.requested_by.username, r.created_at.isoformat(),
+         r.finished_at.isoformat() if r.finished_at else ""]
+        for r in releases
+    )
+    return _csv_download(f"releases-{date.today():%Y%m%d}.csv", header, rows)
+
+
+def _csv_download(filename, header, rows):
+    """A CSV attachment with every text cell escaped against spreadsheet formula injection."""
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    writer = csv.writer(response, lineterminator="\r\n")
+    writer.writerow(header)
+    for row in rows:
+        writer.writerow([escape_cell(f"{cell:f}" if isinstance(cell, Decimal) else str(cell))
+                         for cell in row])
+    return response
+
+
+@require_GET
+def dataset_ledger(request, pk):
+    dataset = dataset_for_reader(request.user, pk)
+    entries = list(dataset.ledger.select_related("release", "release__requested_by"))
+    return render(request, "dpportal/audit_ledger.html", {
+        "dataset": dataset, "entries": entries, "figure": ledger_figure(dataset, entries),
+        "nav": "releases",
+    })
+
+
+def ledger_figure(dataset, entries) -> dict:
+    """A plotly figure (as JSON data) of ε spent over time, stepping at each ledger entry."""
+    times = [dataset.created_at.isoformat()] + [e.created_at.isoformat() for e in entries]
+    spent = [0.0] + [float(e.epsilon_spent_after) for e in entries]
+    total = float(dataset.epsilon_total)
+    return {
+        "data": [
+            {"type": "scatter", "mode": "lines+markers", "name": "Spent",
+             "x": times, "y": spent, "line": {"shape": "hv", "color": "#0b5cad"}},
+            {"type": "scatter", "mode": "lines", "name": "Total budget",
+             "x": [times[0], times[-1]], "y": [total, total],
+             "line": {"dash": "dash", "color": "#a4121c"}},
+        ],
+        "layout": {
+            "xaxis": {"title": {"text": "When"}},
+            "yaxis": {"title": {"text": "Privacy budget spent (ε)"},
+                      "range": [0, max([total, *spent]) * 1.1 or 1]},
+            "margin": {"t": 20, "r": 20},
+            "legend": {"orientation": "h"},
+        },
+    }
+
+
+def _visible_events(user):
+    visible = datasets_visible_to(user).values("pk")
+    return AuditEvent.objects.filter(
+        Q(dataset__in=visible) | Q(actor=user, dataset__isnull=True)
+    ).select_related("dataset")
+
+
+def _audit_filter(request):
+    form = AuditFilterForm(request.GET or None, datasets=datasets_visible_to(request.user))
+    return form, form.apply(_visible_events(request.user)).order_by("-pk")
+
+
+@require_GET
+def audit_log(request):
+    form, events = _audit_filter(request)
+    page = Paginator(events, 100).get_page(request.GET.get("page"))
+    return render(request, "dpportal/audit_log.html", {
+        "form": form, "page": page, "nav": "audit", "query": _query_without(request, "page"),
+    })
+
+
+@require_GET
+def audit_log_csv(request):
+    _form, events = _audit_filter(request)
+    header = ["event", "when", "who", "action", "dataset", "release", "from", "details",
+              "hash"]
+    rows = (
+        [e.pk, e.created_at.isoformat(), e.actor_name or "system", e.action,
+         e.dataset.name if e.dataset else "", e.release_id or "", e.remote_addr or "",
+         "; ".join(f"{k}={v}" for k, v in sorted(e.details.items())), e.hash]
+        for e in events.iterator()
+    )
+    return _csv_download(f"audit-log-{date.today():%Y%m%d}.csv", header, rows)

@@ -1,0 +1,233 @@
+"""T20: the cross-tenant access matrix over every URL pattern in the URLconf.
+
+Routes are enumerated from the URLconf, so views added later are covered automatically. For each
+route × {anonymous, other custodian, auditor, owner} × {GET, POST}:
+- anonymous users are sent to the login page;
+- another custodian gets exactly what a non-existent object gives (404, or 405 for a method
+  the view never accepts) and never sees the owner's dataset name;
+- auditors read only the views in AUDITOR_READABLE; everything else answers 403/404/405, and
+  nothing an auditor does (GET or POST, to any route) changes a dataset, release or ledger row;
+- the owner gets no 404;
+- nobody ever gets a server error (the test client re-raises view exceptions).
+"""
+
+from types import SimpleNamespace
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.http import HttpResponse
+from django.test import Client, override_settings
+from django.urls import URLPattern, URLResolver, get_resolver, path, reverse
+
+from dpportal import services
+from dpportal.access import dataset_for_reader
+from dpportal.models import BudgetLedgerEntry, Dataset, Release
+from tests.dpportal.test_foundation import make_demo_dataset
+
+pytestmark = pytest.mark.django_db
+
+CANARY = "Tenant-A-canary-5d1e"
+MISSING_PK = 10**9
+
+# URL names an auditor may read (GET). Every other route must refuse auditors.
+AUDITOR_READABLE = {
+    "home", "release_list", "release_list_csv", "audit_log", "audit_log_csv", "logout",
+    "password_change", "password_change_done", "dataset_ledger", "dataset_detail",
+    "release_detail", "release_progress", "release_download_zip", "release_download_file",
+}
+# Routes anyone may reach without logging in.
+PUBLIC = {"login", "healthz"}
+REFUSED = {403, 404, 405}
+
+
+def enumerate_routes(resolver=None, prefix=""):
+    """(name, route) for every named pattern, skipping the admin site (staff only)."""
+    resolver = resolver or get_resolver()
+    routes = []
+    for entry in resolver.url_patterns:
+        if isinstance(entry, URLResolver):
+            if entry.app_name == "admin":
+                continue
+            routes += enumerate_routes(entry, prefix + str(entry.pattern))
+        elif isinstance(entry, URLPattern) and entry.name:
+            routes.append((entry.name, prefix + str(entry.pattern),
+                           sorted(entry.pattern.converters)))
+    return routes
+
+
+def object_kwargs(name, kwarg_names, world, missing=False):
+    """URL kwargs pointing at the owner's objects (or at objects that do not exist)."""
+    values = {}
+    for kwarg in kwarg_names:
+        if kwarg == "dataset_pk" or (kwarg == "pk" and name.startswith("dataset")):
+            values[kwarg] = MISSING_PK if missing else world.dataset.pk
+        elif kwarg == "pk" and name.startswith("release"):
+            values[kwarg] = MISSING_PK if missing else world.release.pk
+        elif kwarg == "filename":
+            values[kwarg] = "manifest.json"
+        else:
+            raise AssertionError(
+                f"route {name!r} has URL argument {kwarg!r}: teach object_kwargs() in "
+                f"{__file__} which object it names, so the access matrix covers it")
+    return values
+
+
+def client_for(user):
+    client = Client()
+    if user is not None:
+        client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def world(settings, tmp_path):
+    """Owner Alice's dataset (auditor Carol) with one done release; Bob owns another dataset."""
+    settings.DATA_DIR = tmp_path  # release folders are named by pk, which tests reuse
+    settings.DATASET_STORAGE_DIR = tmp_path / "storage"
+    users = {name: get_user_model().objects.create_user(username=name, password="pw-unused-1")
+             for name in ("alice", "bob", "carol")}
+    dataset = make_demo_dataset(users["alice"], epsilon_total=2)
+    dataset.name = CANARY
+    dataset.save(update_fields=["name"])
+    dataset.auditors.add(users["carol"])
+    make_demo_dataset(users["bob"])
+    release = services.release_create(
+        dataset=dataset, user=users["alice"], mechanism="perturbed_histogram",
+        columns=["age", "sex"], params={"rows": 200}, epsilon="0.5")
+    services.release_run(release_id=release.pk)
+    release.refresh_from_db()
+    assert release.status == Release.Status.DONE, release.error_message
+    return SimpleNamespace(dataset=dataset, release=release, **users)
+
+
+def state_snapshot():
+    return (list(Dataset.objects.order_by("pk").values()),
+            list(Release.objects.order_by("pk").values()),
+            list(BudgetLedgerEntry.objects.order_by("pk").values()))
+
+
+def check_matrix(world, routes):
+    """Run the matrix; return (failures, number of requests)."""
+    failures, requests = [], 0
+    clients = {"anonymous": client_for(None), "other custodian": client_for(world.bob),
+               "auditor": client_for(world.carol), "owner": client_for(world.alice)}
+
+    def fail(role, method, name, response, why):
+        failures.append(f"{role} {method} {name}: {response.status_code} ({why})")
+
+    before = state_snapshot()
+    for role in ("anonymous", "other custodian", "auditor", "owner"):
+        methods = ("GET", "POST") if role != "owner" else ("GET",)
+        for method in methods:
+            for name, _route, kwarg_names in routes:
+                requests += 1
+                url = reverse(name, kwargs=object_kwargs(name, kwarg_names, world))
+                response = send(clients[role], method, url)
+                judge(role, method, name, kwarg_names, response, world, clients, fail)
+        if role == "auditor" and state_snapshot() != before:
+            failures.append("auditor requests changed a dataset, release or ledger row")
+    for name, _route, kwarg_names in routes:  # owner POSTs last: they may change state
+        requests += 1
+        url = reverse(name, kwargs=object_kwargs(name, kwarg_names, world))
+        response = send(clients["owner"], "POST", url)
+        if response.status_code >= 500:
+            fail("owner", "POST", name, response,
+                 getattr(response, "exception_text", "server error"))
+    return failures, requests
+
+
+def send(client, method, url):
+    """The response; a view exception becomes a 500 whose reason names the exception."""
+    try:
+        return client.get(url) if method == "GET" else client.post(url, {})
+    except Exception as exc:  # noqa: BLE001  (any exception is a failure to report)
+        response = HttpResponse(status=500)
+        response.exception_text = f"{type(exc).__name__}: {exc}"
+        return response
+
+
+def judge(role, method, name, kwarg_names, response, world, clients, fail):
+    status = response.status_code
+    if status >= 500:
+        why = getattr(response, "exception_text", "server error")
+        return fail(role, method, name, response, why)
+    if role == "anonymous":
+        if name not in PUBLIC and not (
+            status == 302 and response["Location"].startswith(reverse("login"))
+        ):
+            fail(role, method, name, response, "expected a redirect to the login page")
+        return None
+    if role == "other custodian":
+        if CANARY.encode() in response.content:
+            fail(role, method, name, response, "shows the other tenant's dataset name")
+        if kwarg_names:
+            missing = reverse(name, kwargs=object_kwargs(name, kwarg_names, world, missing=True))
+            baseline = send(clients[role], method, missing).status_code
+            if status not in (404, 405) or status != baseline:
+                fail(role, method, name, response, f"a missing object gives {baseline}")
+        return None
+    if role == "auditor" and kwarg_names:
+        readable = name in AUDITOR_READABLE
+        if readable and method == "GET" and status != 200:
+            fail(role, method, name, response, "auditors may read this view")
+        if not readable and status not in REFUSED:
+            fail(role, method, name, response, "auditors must be refused")
+        return None
+    if role == "owner" and status == 404:
+        fail(role, method, name, response, "the owner must reach their own objects")
+    return None
+
+
+def test_the_access_matrix_has_no_failures(world):
+    routes = enumerate_routes()
+    object_routes = [r for r in routes if r[2]]
+    failures, requests = check_matrix(world, routes)
+    print(f"\nT20 access matrix: {len(routes)} routes ({len(object_routes)} object-bearing) × "
+          f"4 roles × GET/POST = {requests} requests; {len(failures)} failures; "
+          f"0 server errors allowed, 0 cross-tenant reads allowed")
+    print("object-bearing routes: " + ", ".join(sorted(r[0] for r in object_routes)))
+    assert failures == [], "\n".join(failures)
+
+
+def test_the_enumeration_finds_the_portals_routes():
+    names = {name for name, _route, _kwargs in enumerate_routes()}
+    assert {"home", "release_list", "audit_log", "dataset_ledger", "login"} <= names
+    assert not any(name.startswith("admin") for name in names)
+
+
+def test_the_ledger_is_readable_by_owner_and_auditor_only(world):
+    assert dataset_for_reader(world.carol, world.dataset.pk) == world.dataset
+    url = reverse("dataset_ledger", kwargs={"pk": world.dataset.pk})
+    assert client_for(world.alice).get(url).status_code == 200
+    assert client_for(world.carol).get(url).status_code == 200
+    assert client_for(world.bob).get(url).status_code == 404
+
+
+# A deliberately broken twin: a view that shows any dataset to any logged-in user, and one
+# that lets auditors change state. The matrix must catch both.
+def leaky_dataset_view(request, pk):
+    dataset = Dataset.objects.filter(pk=pk).first()
+    return HttpResponse(dataset.name if dataset else "none")
+
+
+def auditor_writable_view(request, pk):
+    if request.method == "POST":
+        Dataset.objects.filter(pk=pk).update(description="changed")
+    return HttpResponse("ok")
+
+
+urlpatterns = [
+    path("twin/datasets/<int:pk>/leak/", leaky_dataset_view, name="dataset_leak"),
+    path("twin/datasets/<int:pk>/write/", auditor_writable_view, name="dataset_write"),
+    path("accounts/login/", lambda request: HttpResponse("login"), name="login"),
+]
+
+
+@override_settings(ROOT_URLCONF=__name__)
+def test_the_matrix_catches_a_leaky_view_and_an_auditor_write(world):
+    failures, _ = check_matrix(world, enumerate_routes(get_resolver(__name__)))
+    text = "\n".join(failures)
+    assert "other custodian GET dataset_leak" in text
+    assert "shows the other tenant's dataset name" in text
+    assert "auditor POST dataset_write: 200 (auditors must be refused)" in text
+    assert "auditor requests changed a dataset, release or ledger row" in text

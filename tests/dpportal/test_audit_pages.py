@@ -1,0 +1,214 @@
+"""Audit pages: releases list (filters, sorting, CSV export), budget ledger, audit log."""
+
+import csv
+import io
+import json
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from dpportal import services
+from dpportal.models import AuditEvent, Release
+from tests.dpportal.test_foundation import make_demo_dataset
+
+pytestmark = pytest.mark.django_db
+
+
+def login(username):
+    user = get_user_model().objects.get_or_create(username=username)[0]
+    client = Client()
+    client.force_login(user)
+    return user, client
+
+
+def request_release(dataset, user, epsilon, mechanism="perturbed_histogram"):
+    return services.release_create(dataset=dataset, user=user, mechanism=mechanism,
+                                   columns=["age"], params={}, epsilon=epsilon)
+
+
+@pytest.fixture
+def two_tenants():
+    """Alice owns 'Adult' (audited by Carol) with two releases; Bob owns 'Bob data' with one."""
+    alice, alice_client = login("alice")
+    bob, bob_client = login("bob")
+    carol, carol_client = login("carol")
+    adult = make_demo_dataset(alice, epsilon_total=2)
+    adult.auditors.add(carol)
+    bobs = make_demo_dataset(bob)
+    bobs.name = "Bob data"
+    bobs.save(update_fields=["name"])
+    first = request_release(adult, alice, "0.25")
+    second = request_release(adult, alice, "0.5", mechanism="mwem")
+    Release.objects.filter(pk=second.pk).update(status=Release.Status.DONE)
+    theirs = request_release(bobs, bob, "0.1")
+    return {"alice": alice_client, "bob": bob_client, "carol": carol_client, "adult": adult,
+            "bobs": bobs, "first": first, "second": second, "theirs": theirs}
+
+
+def listed_ids(response):
+    return [release.pk for release in response.context["page"].object_list]
+
+
+def test_it_lists_only_releases_of_visible_datasets(two_tenants):
+    t = two_tenants
+    owner_view = t["alice"].get(reverse("release_list"))
+    assert owner_view.status_code == 200
+    assert listed_ids(owner_view) == [t["second"].pk, t["first"].pk]  # newest first
+    assert listed_ids(t["carol"].get(reverse("release_list"))) == [t["second"].pk, t["first"].pk]
+    bob_view = t["bob"].get(reverse("release_list"))
+    assert listed_ids(bob_view) == [t["theirs"].pk]
+    assert b"Adult" not in bob_view.content
+
+
+@pytest.mark.parametrize("query, expected", [
+    ({"status": "done"}, ["second"]),
+    ({"status": "queued"}, ["first"]),
+    ({"mechanism": "mwem"}, ["second"]),
+    ({"sort": "epsilon"}, ["first", "second"]),
+    ({"sort": "-epsilon"}, ["second", "first"]),
+    ({"sort": "id"}, ["first", "second"]),
+])
+def test_it_filters_and_sorts_releases(two_tenants, query, expected):
+    response = two_tenants["alice"].get(reverse("release_list"), query)
+    assert listed_ids(response) == [two_tenants[name].pk for name in expected]
+
+
+def test_it_filters_releases_by_dataset_user_and_date(two_tenants):
+    t = two_tenants
+    t["adult"].auditors.add(get_user_model().objects.get(username="alice"))
+    t["bobs"].auditors.add(get_user_model().objects.get(username="alice"))
+    everything = listed_ids(t["alice"].get(reverse("release_list")))
+    assert len(everything) == 3
+    by_dataset = t["alice"].get(reverse("release_list"), {"dataset": t["bobs"].pk})
+    assert listed_ids(by_dataset) == [t["theirs"].pk]
+    bob_id = get_user_model().objects.get(username="bob").pk
+    assert listed_ids(t["alice"].get(reverse("release_list"), {"user": bob_id})) == [
+        t["theirs"].pk]
+    Release.objects.filter(pk=t["first"].pk).update(
+        created_at=timezone.now() - timedelta(days=10))
+    today = timezone.now().date().isoformat()
+    recent = listed_ids(t["alice"].get(reverse("release_list"), {"date_from": today}))
+    assert t["first"].pk not in recent and len(recent) == 2
+    old = listed_ids(t["alice"].get(reverse("release_list"), {
+        "date_to": (timezone.now() - timedelta(days=5)).date().isoformat()}))
+    assert old == [t["first"].pk]
+
+
+def test_it_explains_a_reversed_date_range(two_tenants):
+    response = two_tenants["alice"].get(
+        reverse("release_list"), {"date_from": "2026-03-02", "date_to": "2026-03-01"})
+    assert response.status_code == 200
+    assert "The start date (2026-03-02) is after the end date (2026-03-01)" in (
+        response.content.decode())
+
+
+def test_it_ignores_filter_choices_outside_the_users_datasets(two_tenants):
+    t = two_tenants
+    response = t["alice"].get(reverse("release_list"), {"dataset": t["bobs"].pk})
+    assert response.status_code == 200
+    assert t["theirs"].pk not in listed_ids(response)
+    assert b"Bob data" not in response.content
+
+
+def test_it_exports_releases_as_formula_safe_csv(two_tenants):
+    t = two_tenants
+    t["adult"].name = "=HYPERLINK(\"http://evil\")"
+    t["adult"].save(update_fields=["name"])
+    tab_user = get_user_model().objects.create_user(username="\tmallory")
+    t["adult"].auditors.add(tab_user)
+    request_release(t["adult"], tab_user, "0.125")
+    response = t["alice"].get(reverse("release_list_csv"), {"sort": "epsilon"})
+    assert response.status_code == 200
+    assert response["Content-Disposition"].startswith("attachment;")
+    rows = list(csv.reader(io.StringIO(response.content.decode(), newline="")))
+    assert rows[0][:5] == ["release", "dataset", "method", "status", "epsilon"]
+    assert [row[4] for row in rows[1:]] == ["0.125", "0.25", "0.5"]  # numbers stay numbers
+    assert {row[1] for row in rows[1:]} == {"'=HYPERLINK(\"http://evil\")"}
+    assert rows[1][7] == "'\tmallory"
+    print(f"\nCSV export: {len(rows) - 1} rows, formula cells escaped, round-trips csv.reader")
+
+
+def test_the_csv_export_applies_the_same_filters(two_tenants):
+    response = two_tenants["alice"].get(reverse("release_list_csv"), {"status": "done"})
+    rows = list(csv.reader(io.StringIO(response.content.decode())))
+    assert [int(row[0]) for row in rows[1:]] == [two_tenants["second"].pk]
+
+
+def test_the_ledger_shows_every_debit_with_running_totals_and_a_chart(two_tenants):
+    t = two_tenants
+    response = t["alice"].get(reverse("dataset_ledger", kwargs={"pk": t["adult"].pk}))
+    assert response.status_code == 200
+    entries = response.context["entries"]
+    assert [(e.release_id, e.epsilon, e.epsilon_spent_after) for e in entries] == [
+        (t["first"].pk, Decimal("0.25"), Decimal("0.25")),
+        (t["second"].pk, Decimal("0.5"), Decimal("0.75")),
+    ]
+    html = response.content.decode()
+    start = html.index('<script id="ledger-figure" type="application/json">')
+    figure = json.loads(html[html.index(">", start) + 1:html.index("</script>", start)])
+    assert figure["data"][0]["y"] == [0.0, 0.25, 0.75]
+    assert figure["data"][1]["y"] == [2.0, 2.0]
+    assert "js/audit_ledger.js" in html and "js/vendor/plotly.min.js" in html
+    assert "<script>" not in html  # no inline script: the CSP would block it
+
+
+def test_the_ledger_is_visible_to_auditors_and_hidden_from_others(two_tenants):
+    t = two_tenants
+    url = reverse("dataset_ledger", kwargs={"pk": t["adult"].pk})
+    assert t["carol"].get(url).status_code == 200
+    assert t["bob"].get(url).status_code == 404
+    assert t["bob"].get(reverse("dataset_ledger", kwargs={"pk": 999999})).status_code == 404
+
+
+def test_the_audit_log_shows_who_what_when_and_from_where(two_tenants):
+    t = two_tenants
+    alice = get_user_model().objects.get(username="alice")
+    services.audit_record(action=AuditEvent.Action.DOWNLOAD, actor=alice, dataset=t["adult"],
+                          release=t["second"], details={"file": "package.zip"},
+                          remote_addr="192.0.2.7")
+    response = t["alice"].get(reverse("audit_log"))
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "192.0.2.7" in html and "file: package.zip" in html and "Download" in html
+    actions = {e.action for e in response.context["page"].object_list}
+    assert {"upload", "schema_confirmed", "release_requested", "download"} <= actions
+
+
+def test_the_audit_log_hides_other_tenants_events(two_tenants):
+    t = two_tenants
+    for user, dataset in (("bob", t["bobs"]), ("carol", t["adult"])):
+        events = list(t[user].get(reverse("audit_log")).context["page"].object_list)
+        assert {e.dataset_id for e in events} == {dataset.pk, None}
+        assert {e.actor_name for e in events if e.dataset_id is None} == {user}  # own logins
+
+
+def test_the_audit_log_filters_by_action_user_release_and_dataset(two_tenants):
+    t = two_tenants
+    client = t["alice"]
+
+    def events(**query):
+        return list(client.get(reverse("audit_log"), query).context["page"].object_list)
+
+    assert {e.action for e in events(action="release_requested")} == {"release_requested"}
+    assert {e.release_id for e in events(release=t["first"].pk)} == {t["first"].pk}
+    assert events(user="nobody") == []
+    assert {e.actor_name for e in events(user="alice")} == {"alice"}
+    assert {e.dataset_id for e in events(dataset=t["adult"].pk)} == {t["adult"].pk}
+
+
+def test_the_audit_log_exports_csv(two_tenants):
+    response = two_tenants["alice"].get(reverse("audit_log_csv"), {"action": "upload"})
+    rows = list(csv.reader(io.StringIO(response.content.decode())))
+    assert rows[0][:4] == ["event", "when", "who", "action"]
+    assert [row[3] for row in rows[1:]] == ["upload"]
+    assert len(rows[1][-1]) == 64  # the event's hash, for checks outside the portal
+
+
+def test_audit_pages_refuse_post(two_tenants):
+    for name in ("release_list", "audit_log", "release_list_csv", "audit_log_csv"):
+        assert two_tenants["alice"].post(reverse(name)).status_code == 405
