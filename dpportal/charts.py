@@ -9,7 +9,7 @@ import itertools
 
 import numpy as np
 
-from .utility import cell_shares
+from mechanisms import metrics
 
 RELEASE_COLOUR = "#0b5cad"
 ORIGINAL_COLOUR = "#a35a00"
@@ -22,8 +22,8 @@ def _layout(title, **extra) -> dict:
     return {**BASE_LAYOUT, "title": {"text": title}, **extra}
 
 
-def _chart(chart_id: str, title: str, figure: dict, note: str = "") -> dict:
-    return {"id": chart_id, "title": title, "figure": figure, "note": note}
+def _chart(title: str, figure: dict, note: str = "") -> dict:
+    return {"title": title, "figure": figure, "note": note}
 
 
 def distribution_figure(column, labels, release, original=None) -> dict:
@@ -92,16 +92,17 @@ def public_charts(schema, columns, synthetic, trace) -> list[dict]:
     charts = []
     if synthetic is not None:
         for column in columns:
-            shares = cell_shares(schema, [column], synthetic).tolist()
-            charts.append(_chart(f"release-{column}", f"{column} in the release",
+            shares = metrics.cell_distribution(schema, synthetic, [column]).tolist()
+            charts.append(_chart(f"{column} in the release",
                                  distribution_figure(column, schema.axis_labels(column), shares)))
         for a, b in list(itertools.combinations(columns, 2))[:MAX_HEATMAPS]:
             labels = [schema.axis_labels(a), schema.axis_labels(b)]
-            charts.append(_chart(f"release-{a}-{b}", f"{a} × {b} in the release", heatmap_figure(
-                [a, b], labels, cell_shares(schema, [a, b], synthetic), f"{a} × {b} (release)")))
+            shares = metrics.cell_distribution(schema, synthetic, [a, b])
+            charts.append(_chart(f"{a} × {b} in the release", heatmap_figure(
+                [a, b], labels, shares, f"{a} × {b} (release)")))
     rounds = (trace or {}).get("rounds")
     if rounds:
-        charts.append(_chart("mwem-rounds", "MWEM error by round", mwem_rounds_figure(rounds),
+        charts.append(_chart("MWEM error by round", mwem_rounds_figure(rounds),
                              "From MWEM's public trace: noisy measurements, no raw data."))
     return charts
 
@@ -111,7 +112,7 @@ def custodian_charts(schema, report) -> list[dict]:
     if not report:
         return []
     charts = [
-        _chart(f"compare-{entry['column']}", f"{entry['column']}: release against original",
+        _chart(f"{entry['column']}: release against original",
                distribution_figure(entry["column"], entry["labels"], entry["release"],
                                    entry["original"]))
         for entry in report.get("columns", [])
@@ -120,13 +121,13 @@ def custodian_charts(schema, report) -> list[dict]:
     if cells:
         note = (f"Showing {cells['shown']:,} of {cells['cells']:,} cells."
                 if cells["shown"] < cells["cells"] else "")
-        charts.append(_chart("cells-error", "Noisy counts against true counts",
+        charts.append(_chart("Noisy counts against true counts",
                              scatter_against_truth_figure(
                                  cells["true"], cells["noisy"], "Each cell: noisy against true",
                                  "true count", "released count"), note))
     answers = report.get("answers")
     if answers:
-        charts.append(_chart("range-error", "Range answers: error against prediction",
+        charts.append(_chart("Range answers: error against prediction",
                              range_error_figure(answers["squared_errors"],
                                                 answers["variances"])))
     return charts

@@ -17,6 +17,7 @@ import pandas as pd
 from django.conf import settings
 
 import mechanisms
+from mechanisms import metrics
 
 from . import packaging, release_engine
 
@@ -76,43 +77,47 @@ def read_csv(content: bytes) -> pd.DataFrame:
     return pd.read_csv(io.BytesIO(content), dtype=str, keep_default_na=False)
 
 
-def cell_shares(schema, columns, frame) -> np.ndarray:
-    counts = schema.cell_counts(frame, columns).astype(float)
-    total = counts.sum()
-    return counts / total if total else counts
+def _numeric(schema, column) -> bool:
+    return isinstance(schema.column(column), mechanisms.schema.NumericColumn)
 
 
 def _column_comparison(schema, column, frame, synthetic) -> dict:
-    original = cell_shares(schema, [column], frame)
-    released = cell_shares(schema, [column], synthetic)
-    numeric = isinstance(schema.column(column), mechanisms.schema.NumericColumn)
+    original = metrics.cell_distribution(schema, frame, [column])
+    released = metrics.cell_distribution(schema, synthetic, [column])
     return {
         "column": column,
         "labels": schema.axis_labels(column),
         "original": original.tolist(),
         "release": released.tolist(),
-        "tvd": total_variation(original, released),
-        "ks": ks_distance(original, released) if numeric else None,
+        "tvd": metrics.total_variation(original, released),
+        "ks": _ks(schema.column(column), frame, synthetic) if _numeric(schema, column) else None,
     }
+
+
+def _ks(spec, frame, synthetic) -> float | None:
+    """KS distance of the values, the raw ones clamped to the public bounds as the release was."""
+    raw = pd.to_numeric(frame[spec.name], errors="coerce").clip(spec.lower, spec.upper)
+    released = pd.to_numeric(synthetic[spec.name], errors="coerce")
+    if not len(raw.dropna()) or not len(released.dropna()):
+        return None
+    return metrics.ks_distance(raw.dropna().to_numpy(), released.dropna().to_numpy())
 
 
 def _pair_comparisons(schema, columns, frame, synthetic) -> list[dict]:
     pairs = list(itertools.combinations(columns, 2))[:MAX_PAIRS]
-    result = []
-    for a, b in pairs:
-        original = cell_shares(schema, [a, b], frame)
-        released = cell_shares(schema, [a, b], synthetic)
-        result.append({"columns": [a, b], "original": original.tolist(),
-                       "tvd": total_variation(original.ravel(), released.ravel())})
-    return result
+    return [{"columns": [a, b], "tvd": metrics.total_variation(
+        *(metrics.cell_distribution(schema, data, [a, b]) for data in (frame, synthetic)))}
+        for a, b in pairs]
 
 
 def _range_errors(schema, column, frame, synthetic) -> dict:
-    """Error of every interval of bins (as a share of all rows) on one numeric column."""
-    errors = interval_errors(cell_shares(schema, [column], frame),
-                                     cell_shares(schema, [column], synthetic))
-    return {"column": column, "intervals": len(errors), "mean_error": float(np.mean(errors)),
-            "max_error": float(np.max(errors))}
+    """Error (rows) of every interval of whole bins on one numeric column, answered from the
+    synthetic rows rescaled to the raw row count."""
+    edges = schema.column(column).edges
+    queries = [{column: (edges[i], edges[j])} for i in range(len(edges) - 1)
+               for j in range(i + 1, len(edges))]
+    errors = metrics.synthetic_range_errors(frame, synthetic, queries)
+    return {"column": column, "intervals": len(queries), **errors}
 
 
 def _cell_errors(schema, columns, frame, noisy_table) -> dict:
@@ -124,23 +129,6 @@ def _cell_errors(schema, columns, frame, noisy_table) -> dict:
     return {"true": true[keep].tolist(), "noisy": noisy[keep].tolist(), "shown": len(true[keep]),
             "cells": len(true), "mean_abs_error": float(np.mean(np.abs(error))),
             "rmse": float(np.sqrt(np.mean(error.astype(float) ** 2)))}
-
-
-def total_variation(p: np.ndarray, q: np.ndarray) -> float:
-    """Half the L1 distance between two distributions over the same cells."""
-    return float(0.5 * np.abs(np.asarray(p) - np.asarray(q)).sum())
-
-
-def ks_distance(p: np.ndarray, q: np.ndarray) -> float:
-    """Largest gap between the cumulative distributions over ordered bins."""
-    return float(np.abs(np.cumsum(p) - np.cumsum(q)).max())
-
-
-def interval_errors(p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """|p(I) - q(I)| for every interval I of consecutive bins."""
-    gap = np.concatenate([[0.0], np.cumsum(np.asarray(p) - np.asarray(q))])
-    upper = np.triu_indices(len(gap), k=1)
-    return np.abs(gap[upper[1]] - gap[upper[0]])
 
 
 def try_compute_and_store(release) -> None:

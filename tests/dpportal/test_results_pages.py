@@ -108,18 +108,6 @@ def test_the_utility_report_is_stored_privately_apart_from_the_package(done_rele
     assert report["cells"]["cells"] == 24
 
 
-def test_utility_metrics_are_zero_for_identical_data_and_catch_a_shift():
-    import numpy as np
-
-    p = np.array([0.2, 0.3, 0.5])
-    assert utility.total_variation(p, p) == 0 and utility.ks_distance(p, p) == 0
-    q = np.array([0.5, 0.3, 0.2])
-    assert utility.total_variation(p, q) == pytest.approx(0.3)
-    assert utility.ks_distance(p, q) == pytest.approx(0.3)
-    errors = utility.interval_errors(p, q)
-    assert len(errors) == 6 and max(errors) == pytest.approx(0.3) and min(errors) == 0
-
-
 def test_a_release_runs_end_to_end_through_a_real_worker(celery_worker_process):
     owner = make_user("owner")
     dataset = make_dataset(owner)
