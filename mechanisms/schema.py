@@ -79,9 +79,16 @@ class NumericColumn:
 
     def decode(self, codes: np.ndarray, rng: RandomSource) -> np.ndarray:
         """A value drawn uniformly inside each code's bin."""
+        values = rng.uniform(len(codes))
+        if self.equal_width:  # lower + (code + u) * width, in place
+            values += codes
+            values *= (self.upper - self.lower) / self.n_cells
+            values += self.lower
+            return values
         edges = np.asarray(self.edges)
-        left = edges[codes]
-        return left + (edges[codes + 1] - left) * rng.uniform(len(codes))
+        values *= np.diff(edges)[codes]
+        values += edges[codes]
+        return values
 
     def to_dict(self) -> dict:
         bins = self.n_cells if self.equal_width else list(self.edges)
@@ -316,27 +323,36 @@ class Schema:
             codes[:, j] = self.column(name).encode(data[name].to_numpy())
         return codes
 
-    def cell_index(self, data: pd.DataFrame, columns) -> np.ndarray:
-        """Flat (row-major) cell index of each row, computed in chunks to bound memory."""
+    def _flat_chunks(self, data: pd.DataFrame, columns):
+        """Yield (start, flat cell index of rows start:start + CHUNK_ROWS), row-major."""
         columns = self.resolve_columns(columns)
         shape = self.domain_shape(columns)
         _check_present(data, columns)
         dtype = np.int32 if math.prod(shape) < 2**31 else np.int64
-        flat = np.zeros(len(data), dtype=dtype)
         arrays = [data[name].to_numpy() for name in columns]
         for start in range(0, len(data), CHUNK_ROWS):
             stop = min(start + CHUNK_ROWS, len(data))
-            chunk = flat[start:stop]
+            flat = np.zeros(stop - start, dtype=dtype)
             for name, size, values in zip(columns, shape, arrays, strict=True):
-                chunk *= size
-                chunk += self.column(name).encode(values[start:stop], start).astype(dtype)
-        return flat
+                flat *= size
+                flat += self.column(name).encode(values[start:stop], start).astype(dtype)
+            yield start, flat
+
+    def cell_index(self, data: pd.DataFrame, columns) -> np.ndarray:
+        """Flat (row-major) cell index of each row."""
+        chunks = [flat for _, flat in self._flat_chunks(data, columns)]
+        return np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.int32)
 
     def cell_counts(self, data: pd.DataFrame, columns) -> np.ndarray:
-        """Exact count of rows in each cell, shape `domain_shape(columns)`, int64."""
+        """Exact count of rows in each cell, shape `domain_shape(columns)`, int64.
+
+        Encodes in chunks of CHUNK_ROWS rows, so memory stays small whatever the row count.
+        """
         shape = self.domain_shape(columns)
-        flat = self.cell_index(data, columns)
-        return np.bincount(flat, minlength=math.prod(shape)).astype(np.int64).reshape(shape)
+        counts = np.zeros(math.prod(shape), dtype=np.int64)
+        for _, flat in self._flat_chunks(data, columns):
+            counts += np.bincount(flat, minlength=counts.size)
+        return counts.reshape(shape)
 
     def decode(self, codes: np.ndarray, columns, rng: RandomSource | None = None) -> pd.DataFrame:
         """Rows from cell codes (n, k): uniform inside numeric bins, the label for categories."""
@@ -349,14 +365,23 @@ class Schema:
     def decode_cells(
         self, flat: np.ndarray, columns, rng: RandomSource | None = None
     ) -> pd.DataFrame:
-        """Rows from flat cell indices, one column at a time (memory-light `decode`)."""
+        """Rows from flat cell indices, decoded in chunks into preallocated columns."""
         columns, rng = self.resolve_columns(columns), resolve_rng(rng)
+        specs = [self.column(n) for n in columns]
         shape = self.domain_shape(columns)
-        out = {}
-        stride = math.prod(shape)
-        for name, size in zip(columns, shape, strict=True):
-            stride //= size
-            out[name] = self.column(name).decode((flat // stride) % size, rng)
+        strides = [math.prod(shape[j + 1 :]) for j in range(len(shape))]
+        out = {
+            s.name: np.empty(
+                len(flat), dtype=np.float64 if isinstance(s, NumericColumn) else object
+            )
+            for s in specs
+        }
+        for start in range(0, len(flat), CHUNK_ROWS):
+            chunk = flat[start : start + CHUNK_ROWS]
+            for spec, size, stride in zip(specs, shape, strides, strict=True):
+                out[spec.name][start : start + len(chunk)] = spec.decode(
+                    (chunk // stride) % size, rng
+                )
         return pd.DataFrame(out, copy=False)
 
 
