@@ -86,6 +86,8 @@ def expected_accuracy(dataset, *, mechanism, columns, params, epsilon, delta=0.0
     sensitivity = count_sensitivity(dataset.neighbouring)
     if mechanism == "mwem":
         return _mwem_accuracy(schema, columns, params, epsilon, dataset, shape)
+    if mechanism == "smoothed_histogram":
+        return _smoothed_accuracy(dataset, params["rows"], cells, epsilon)
     noise = discrete_laplace_std(sensitivity / epsilon)
     lines = [f"The chosen columns make {cells:,} cells. Each cell's count gets random noise of "
              f"typically ±{noise:,.1f} rows."]
@@ -143,3 +145,31 @@ def _range_count_accuracy(schema, columns, params, epsilon, delta, dataset) -> l
         "The automatic method chooses a structure that is usually more accurate; the results "
         "page shows each answer's predicted error.",
     ]
+
+
+def smoothed_default_rows(n: int, cells: int, epsilon: float) -> int:
+    """Rows for the smoothed histogram that balance its two errors (public inputs only).
+
+    More rows need more uniform mixing (bias about mix/2 in total variation); fewer rows
+    mean more sampling error (about 0.4·sqrt(cells/rows)). Pick the best on a grid of sizes.
+    """
+    from mechanisms.histogram import min_admissible_mix
+
+    sizes = sorted({max(1, round(n * 10 ** (-k / 8))) for k in range(33)})
+    return min(sizes, key=lambda rows: 0.5 * min_admissible_mix(epsilon, n, cells, rows)
+               + 0.4 * math.sqrt(cells / rows))
+
+
+def _smoothed_accuracy(dataset, rows, cells, epsilon) -> list[str]:
+    from mechanisms.histogram import min_admissible_mix
+
+    mix = min_admissible_mix(epsilon, max(dataset.row_count, 1), cells, rows)
+    per_cell = rows / cells
+    lines = [f"{rows:,} synthetic rows will be drawn over {cells:,} cells. To protect privacy, "
+             f"{mix:.0%} of them are spread evenly over all cells, whatever the data.",
+             f"The rest follow the real distribution, with a sampling error of about "
+             f"±{math.sqrt(per_cell):,.1f} rows in an average cell of {per_cell:,.1f} rows."]
+    if mix > 0.5:
+        lines.append("That is a lot of evenly spread rows: ask for fewer rows, fewer columns "
+                     "or a larger ε.")
+    return lines

@@ -4,12 +4,15 @@ Every choice comes from public information (the confirmed schema and the custodi
 No field accepts a random seed: releases always use the secure, unseeded noise source.
 """
 
+import math
 from dataclasses import dataclass
 from decimal import Decimal
 
 from django import forms
 
 import mechanisms
+
+from . import release_engine
 
 MAX_SYNTHETIC_ROWS = 1_000_000
 
@@ -147,6 +150,10 @@ class ReleaseForm(forms.Form):
         data["range_method"] = data.get("range_method") or "auto"
         if mechanism != "range_count":
             data["delta"] = Decimal("0")
+        if mechanism == "smoothed_histogram" and self.dataset.neighbouring != "replace-one":
+            self.add_error("mechanism", "The smoothed histogram needs the number of rows to be "
+                                        "public (neighbouring: replace one row); choose the "
+                                        "noisy histogram instead.")
         if mechanism and columns:
             self._check_domain(mechanism, columns)
         return data
@@ -175,6 +182,10 @@ class ReleaseForm(forms.Form):
         params = {}
         if mechanism in ("perturbed_histogram", "smoothed_histogram", "mwem") and data.get("rows"):
             params["rows"] = data["rows"]
+        if mechanism == "smoothed_histogram" and "rows" not in params:
+            cells = math.prod(self.schema.domain_shape(data["columns"]))
+            params["rows"] = release_engine.smoothed_default_rows(
+                max(self.dataset.row_count, 1), cells, float(data["epsilon"]))
         if mechanism == "mwem":
             k = min(data.get("mwem_marginal_size") or 2, len(data["columns"]))
             params["workload"] = {"queries": [{"type": "marginals", "k": k}]}

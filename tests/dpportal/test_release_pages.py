@@ -276,3 +276,31 @@ def test_job_pages_answer_404_to_strangers(owner, dataset):
     assert client.get(reverse("release_detail", args=[999])).status_code == 404
     anonymous = Client().get(reverse("release_detail", args=[release.pk]))
     assert anonymous.status_code == 302 and anonymous["Location"].startswith(reverse("login"))
+
+
+def test_the_smoothed_histogram_gets_a_balanced_default_row_count(owner, dataset):
+    client = client_for(owner)
+    post = histogram_post(mechanism="smoothed_histogram", rows="", epsilon="1")
+    result = client.get(reverse("release_estimate", args=[dataset.pk]), post).json()
+    assert result["ok"] and "spread evenly over all cells" in result["accuracy"][0]
+    client.post(reverse("release_new", args=[dataset.pk]), post)
+    rows = Release.objects.get().params["rows"]
+    assert rows == release_engine.smoothed_default_rows(dataset.row_count, 24, 1.0)
+    assert 1 <= rows < dataset.row_count
+
+
+def test_smoothed_default_rows_balances_mixing_against_sampling():
+    from mechanisms.histogram import min_admissible_mix
+
+    rows = release_engine.smoothed_default_rows(48842, 24, 1.0)
+    assert 0 < min_admissible_mix(1.0, 48842, 24, rows) < 0.5
+    more = release_engine.smoothed_default_rows(48842, 24, 4.0)
+    assert more > rows  # a larger budget affords more rows
+
+
+def test_the_smoothed_histogram_is_refused_when_the_row_count_is_private(owner, dataset):
+    type(dataset).objects.filter(pk=dataset.pk).update(neighbouring="add-remove")
+    response = client_for(owner).post(reverse("release_new", args=[dataset.pk]),
+                                      histogram_post(mechanism="smoothed_histogram"))
+    assert "needs the number of rows to be public" in response.content.decode()
+    assert not Release.objects.exists()

@@ -125,3 +125,13 @@ def test_a_release_runs_end_to_end_through_a_real_worker(celery_worker_process):
     assert "Rows 1–25 of 200" in page and CUSTODIAN_BADGE in page
     download = client.get(reverse("release_download_zip", args=[release.pk]))
     assert download.status_code == 200 and download["Content-Type"] == "application/zip"
+
+
+def test_a_smoothed_histogram_release_shows_its_comparison(owner, dataset):
+    release = run_now(make_release(owner, dataset, mechanism="smoothed_histogram",
+                                   params={"rows": 300}, epsilon="1"))
+    page = client_for(owner).get(reverse("release_detail", args=[release.pk])).content.decode()
+    assert "Smoothed histogram" in page and "Rows 1–25 of 300" in page
+    report = utility.load_report(release)
+    assert report["synthetic_rows"] == 300 and report["cells"] is None
+    assert {entry["column"] for entry in report["columns"]} == {"age", "sex"}
