@@ -29,7 +29,7 @@ from mechanisms.accounting import check_epsilon, check_neighbouring
 from mechanisms.errors import MechanismError
 from mechanisms.noise import RandomSource, resolve_rng
 from mechanisms.release import ReleaseOutput, register
-from mechanisms.schema import Schema
+from mechanisms.schema import NumericColumn, Schema
 
 UNIT = "one row of the input table"
 
@@ -136,7 +136,12 @@ def perturbed_histogram(
         released_counts=noisy,
         probabilities=probabilities,
         synthetic=synthetic,
-        parameters={"columns": columns, "rows": rows, "cells": int(counts.size)},
+        parameters={
+            "columns": columns,
+            "rows": rows,
+            "cells": int(counts.size),
+            **_bins_advice(schema, columns, len(data), row_count_public),
+        },
         guarantee={
             "type": "pure epsilon-DP",
             "epsilon": _epsilon_text(epsilon),
@@ -148,6 +153,14 @@ def perturbed_histogram(
         },
         row_count_public=row_count_public,
     )
+
+
+def _bins_advice(schema: Schema, columns, n: int, row_count_public: bool) -> dict:
+    """Rate-optimal bins per numeric column, only where the row count is public."""
+    numeric = [c for c in columns if isinstance(schema.column(c), NumericColumn)]
+    if not (numeric and row_count_public):
+        return {}
+    return {"recommended_bins_per_numeric_column": recommended_bins(n, len(numeric))}
 
 
 def max_rows(epsilon: float, n: int, m: int, mix: float) -> float:

@@ -374,3 +374,13 @@ def test_add_remove_release_does_not_treat_the_row_count_as_public():
 def test_the_registry_refuses_parameters_a_histogram_cannot_honour(name, kwargs, message):
     with pytest.raises(MechanismError, match=message):
         run_release(name, DATA, SCHEMA, epsilon=1.0, rng=seeded_source(1), **kwargs)
+
+
+def test_the_manifest_recommends_bins_only_when_the_row_count_is_public():
+    data = pd.DataFrame({"x": np.linspace(0, 1, 1000), "g": ["a"] * 1000})
+    public = perturbed_histogram(data, SCHEMA, columns=None, epsilon=1, rng=seeded_source(1))
+    assert public.parameters["recommended_bins_per_numeric_column"] == 10  # 1000^(1/3)
+    private = perturbed_histogram(
+        data, SCHEMA, columns=None, epsilon=1, neighbouring="add-remove", rng=seeded_source(1)
+    )
+    assert "recommended_bins_per_numeric_column" not in private.parameters
