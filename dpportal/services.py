@@ -4,12 +4,23 @@ Views and tasks stay thin: they check permission, validate input and call one fu
 """
 
 import logging
+import math
+import os
+import secrets
 import shutil
+import socket
+import tempfile
+import threading
+import time
+import traceback
+from contextlib import contextmanager
+from datetime import timedelta
 from decimal import Decimal
+from functools import partial
 from pathlib import Path
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
 
 from .models import AuditEvent, BudgetLedgerEntry, Dataset, Release
@@ -63,7 +74,12 @@ def audit_verify_chain() -> list[str]:
     return problems
 
 
-# ---------------------------------------------------------------- releases
+# ---------------------------------------------------------------- releases: submission and budget
+# Lifecycle: queued -> running -> done | failed | cancelled. The budget is debited once, when the
+# release is admitted; it is refunded (release_refund, below) only if the release ends before its
+# data was ever read. Every path that locks both rows locks the dataset first, then the release.
+# The queued row is the outbox: the job is sent to the broker after commit, and the reaper
+# resends it if the broker was down or lost its messages.
 
 
 def release_create(
@@ -72,22 +88,18 @@ def release_create(
     """Check and debit the budget, write the queued release and its ledger entry, enqueue the job.
 
     All in one transaction with the dataset row locked, so concurrent requests can never
-    overspend; the job is enqueued only after the transaction commits.
+    overspend; the job is sent to the broker only after the transaction commits.
     """
-    from .tasks import run_release
-
     epsilon, delta = Decimal(str(epsilon)), Decimal(str(delta))
     if epsilon <= 0:
         raise ServiceError(f"Privacy budget ε for a release ({epsilon}) must be greater than 0.")
     if delta < 0:
         raise ServiceError(f"δ ({delta}) must be 0 or more.")
     with transaction.atomic():
-        locked = Dataset.objects.select_for_update().get(pk=dataset.pk)
+        locked = _locked_dataset(dataset.pk)
         _check_releasable(locked)
         _check_budget(locked, epsilon, delta)
-        locked.epsilon_spent += epsilon
-        locked.delta_spent += delta
-        locked.save(update_fields=["epsilon_spent", "delta_spent"])
+        _pause_for_race_tests()
         release = Release.objects.create(
             dataset=locked,
             requested_by=user,
@@ -98,14 +110,7 @@ def release_create(
             delta=delta,
             neighbouring=locked.neighbouring,
         )
-        BudgetLedgerEntry.objects.create(
-            dataset=locked,
-            release=release,
-            epsilon=epsilon,
-            delta=delta,
-            epsilon_spent_after=locked.epsilon_spent,
-            delta_spent_after=locked.delta_spent,
-        )
+        _ledger_write(locked, release, BudgetLedgerEntry.Kind.DEBIT)
         audit_record(
             action=AuditEvent.Action.RELEASE_REQUESTED,
             actor=user,
@@ -114,8 +119,19 @@ def release_create(
             details={"mechanism": mechanism, "epsilon": str(epsilon), "delta": str(delta)},
             remote_addr=remote_addr,
         )
-        run_release.delay_on_commit(release.pk)
+        transaction.on_commit(partial(release_send, release.pk))
     return release
+
+
+def _locked_dataset(dataset_pk):
+    return Dataset.objects.select_for_update().get(pk=dataset_pk)
+
+
+def _pause_for_race_tests():
+    """Widen the check-then-debit window; only the concurrency tests set this setting."""
+    pause = getattr(settings, "DPPORTAL_TEST_PAUSE_BEFORE_DEBIT", 0)
+    if pause:
+        time.sleep(pause)
 
 
 def _check_releasable(dataset):
@@ -139,48 +155,225 @@ def _check_budget(dataset, epsilon, delta):
         )
 
 
+def _ledger_write(locked_dataset, release, kind):
+    """Debit or refund the release's ε and δ on the locked dataset row, with its ledger entry."""
+    sign = 1 if kind == BudgetLedgerEntry.Kind.DEBIT else -1
+    locked_dataset.epsilon_spent += sign * release.epsilon
+    locked_dataset.delta_spent += sign * release.delta
+    locked_dataset.save(update_fields=["epsilon_spent", "delta_spent"])
+    BudgetLedgerEntry.objects.create(
+        dataset=locked_dataset, release=release, kind=kind, epsilon=release.epsilon,
+        delta=release.delta, epsilon_spent_after=locked_dataset.epsilon_spent,
+        delta_spent_after=locked_dataset.delta_spent,
+    )
+
+
+def _finish(locked_release, status, error_message=""):
+    locked_release.status = status
+    locked_release.error_message = error_message
+    locked_release.finished_at = timezone.now()
+    locked_release.lease_token = ""
+    locked_release.save(update_fields=["status", "error_message", "finished_at", "lease_token"])
+
+
+# ---------------------------------------------------------------- releases: job delivery
+
+
+def release_queue(release) -> str:
+    """Long jobs (MWEM, large supports) go to their own queue so small ones never wait behind."""
+    if release.mechanism == "mwem" or _support_size(release) > settings.DPPORTAL_LONG_JOB_CELLS:
+        return settings.DPPORTAL_CELERY_LONG_QUEUE
+    return settings.CELERY_TASK_DEFAULT_QUEUE
+
+
+def _support_size(release) -> int:
+    """Cells the mechanism works over: the range-count grid, or the columns' domain."""
+    import mechanisms
+
+    grid = (release.params or {}).get("grid")
+    if isinstance(grid, list) and all(isinstance(g, int) for g in grid):
+        return math.prod(grid)
+    try:
+        schema = mechanisms.Schema.from_dict(release.dataset.schema)
+        return math.prod(schema.domain_shape(release.columns))
+    except (mechanisms.MechanismError, KeyError, TypeError):
+        return 0  # the job fails fast with a clear message; any queue will do
+
+
+def release_send(release_id) -> bool:
+    """Hand a queued release to the broker. If the broker is unreachable the release stays
+    queued (unsent) and the reaper sends it later; the submission itself never fails on it."""
+    from kombu.exceptions import OperationalError
+
+    from .tasks import run_release
+
+    release = Release.objects.filter(pk=release_id, status=Release.Status.QUEUED).first()
+    if release is None:
+        return False
+    try:
+        run_release.apply_async(args=[release.pk], queue=release_queue(release))
+    except (OperationalError, OSError) as exc:
+        logger.warning("Job broker unreachable (%s): release %s waits to be sent by the reaper",
+                       type(exc).__name__, release.pk)
+        return False
+    Release.objects.filter(pk=release.pk).update(enqueued_at=timezone.now())
+    return True
+
+
+# ---------------------------------------------------------------- releases: execution
+# A worker may only finish a release while it holds the lease: a random token written when it
+# claims the job and kept fresh by a heartbeat thread. A redelivered message finds a live lease
+# and does nothing, so one release never runs twice at once and never publishes two outputs.
+
+
+TIME_LIMIT_MESSAGE = ("This release took longer than the time limit and was stopped. "
+                      "Try fewer columns, bins or rounds.")
+
+
 def release_output_dir(release) -> Path:
     return Path(settings.DATA_DIR) / "releases" / str(release.pk)
 
 
-def release_run(*, release_id, progress_every_seconds=1.0):
+def release_run(*, release_id):
     """Run a queued release once: load the data, call the mechanism, store the public package.
 
-    Idempotent: a release that is terminal or already has output is never recomputed, so a
-    redelivered task never publishes a second noisy output.
+    Safe to deliver twice: a finished release is never recomputed, and a running one is left to
+    the execution holding its lease.
     """
-    release = _release_claim(release_id)
-    if release is None:
-        return
+    from celery.exceptions import SoftTimeLimitExceeded
+
     from . import release_engine
 
-    try:
-        output = release_engine.compute(release, progress=_progress_writer(release.pk))
-        _release_store(release, output)
-    except release_engine.ReleaseInputError as exc:
-        _release_fail(release, str(exc))
-    except Exception:
-        logger.exception("Release %s failed", release.pk)
-        _release_fail(release, "An internal error stopped this release. The team has the details.")
+    claim = _release_claim(release_id)
+    if claim is None:
+        return
+    release, token = claim
+    with _heartbeat(release.pk, token), _work_dir(release, token) as work_dir:
+        try:
+            _mark_data_read(release, token)
+            output = release_engine.compute(release, progress=_progress_writer(release.pk, token))
+            _release_store(release, token, output, work_dir)
+            release_store_utility_report(release.pk)
+        except LeaseLost as exc:
+            logger.info("%s", exc)
+        except SoftTimeLimitExceeded:
+            _release_fail(release, token, TIME_LIMIT_MESSAGE)
+        except release_engine.ReleaseInputError as exc:
+            _release_fail(release, token, str(exc))
+        except Exception as exc:
+            # Type and stack only: exception messages can quote raw values from the data.
+            logger.error("Release %s failed with %s:\n%s", release.pk, type(exc).__name__,
+                         "".join(traceback.format_tb(exc.__traceback__)))
+            _release_fail(release, token,
+                          "An internal error stopped this release. The team has the details.")
 
 
 def _release_claim(release_id):
+    """Take the lease of a queued release, or of a running one whose holder has gone."""
+    now = timezone.now()
     with transaction.atomic():
         release = Release.objects.select_for_update().filter(pk=release_id).first()
         if release is None or release.is_terminal or release.output_dir:
             return None
+        if release.status == Release.Status.RUNNING and _lease_alive(release, now):
+            return None
+        token = secrets.token_hex(16)
         release.status = Release.Status.RUNNING
-        release.started_at = release.started_at or timezone.now()
-        release.heartbeat_at = timezone.now()
-        release.save(update_fields=["status", "started_at", "heartbeat_at"])
+        release.attempts += 1
+        release.started_at = release.started_at or now
+        release.attempt_started_at = release.heartbeat_at = now
+        release.lease_token, release.lease_owner = token, _this_process()
+        release.save(update_fields=["status", "attempts", "started_at", "attempt_started_at",
+                                    "heartbeat_at", "lease_token", "lease_owner"])
         audit_record(action=AuditEvent.Action.RELEASE_STARTED, dataset=release.dataset,
-                     release=release)
-    return release
+                     release=release, details={"attempt": release.attempts})
+    return release, token
 
 
-def _progress_writer(release_pk):
+def _this_process() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _lease_alive(release, now) -> bool:
+    """True while the holder's heartbeat is fresh and (if on this machine) its process lives."""
+    lease = timedelta(seconds=settings.DPPORTAL_LEASE_SECONDS)
+    if release.heartbeat_at is None or now - release.heartbeat_at > lease:
+        return False
+    host, _, pid = release.lease_owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return True  # another machine: only its heartbeat can tell
+    if int(pid) == os.getpid():
+        return False  # this process runs one job at a time, so that execution has ended
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _mark_data_read(release, token):
+    """Record, before the data is opened, that a refund is no longer possible."""
+    updated = Release.objects.filter(pk=release.pk, lease_token=token).update(data_was_read=True)
+    if not updated:
+        raise LeaseLost(f"release {release.pk} was taken over or cancelled before it started")
+
+
+class LeaseLost(Exception):
+    """This execution no longer holds the release's lease; it must stop without writing."""
+
+
+@contextmanager
+def _heartbeat(release_pk, token):
+    """Keep the lease fresh from a background thread, even while the mechanism is silent."""
+    every = settings.DPPORTAL_HEARTBEAT_SECONDS
+    stop = threading.Event()
+
+    def beat():
+        try:
+            while not stop.wait(every):
+                try:
+                    if not Release.objects.filter(pk=release_pk, lease_token=token).update(
+                            heartbeat_at=timezone.now()):
+                        return  # lease lost: the store step will refuse this execution
+                except DatabaseError as exc:
+                    logger.warning("Heartbeat of release %s failed (%s)", release_pk,
+                                   type(exc).__name__)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=beat, name=f"heartbeat-{release_pk}", daemon=True)
+    if every:
+        thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        if every:
+            thread.join(timeout=every + 30)
+
+
+@contextmanager
+def _work_dir(release, token):
+    """A private scratch folder for this execution, also used as the process's temp folder.
+
+    Removed on the way out; the reaper removes those of executions that were killed.
+    """
+    path = Path(settings.DATA_DIR) / "work" / f"{release.pk}-{token}"
+    path.mkdir(parents=True, mode=0o700)
+    previous = tempfile.tempdir
+    tempfile.tempdir = str(path)  # prefork workers run one job per process at a time
+    try:
+        yield path
+    finally:
+        tempfile.tempdir = previous
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _progress_writer(release_pk, token):
     def report(done: int, total: int, stage: str = ""):
-        Release.objects.filter(pk=release_pk).update(
+        Release.objects.filter(pk=release_pk, lease_token=token).update(
             progress_done=done, progress_total=total, progress_stage=stage[:100],
             heartbeat_at=timezone.now(),
         )
@@ -188,42 +381,188 @@ def _progress_writer(release_pk):
     return report
 
 
-def _release_store(release, output):
-    """Write the public files to a temporary folder, then publish it with one rename."""
-    final_dir = release_output_dir(release)
-    temp_dir = final_dir.with_name(f".{final_dir.name}.tmp")
-    shutil.rmtree(temp_dir, ignore_errors=True)
-    temp_dir.mkdir(parents=True, mode=0o700)
+def _release_store(release, token, output, work_dir):
+    """Write the public files to the scratch folder, then publish them with one rename, only if
+    this execution still holds the lease and no output exists yet."""
+    package = work_dir / "package"
+    package.mkdir(mode=0o700)
     for name, content in output.files.items():
-        (temp_dir / name).write_bytes(content)
+        (package / name).write_bytes(content)
+    final_dir = release_output_dir(release).with_name(f"{release.pk}-{token[:12]}")
+    final_dir.parent.mkdir(parents=True, exist_ok=True)
     with transaction.atomic():
         locked = Release.objects.select_for_update().get(pk=release.pk)
-        if locked.output_dir or locked.is_terminal:
-            shutil.rmtree(temp_dir, ignore_errors=True)
-            return
-        temp_dir.rename(final_dir)
+        if locked.lease_token != token or locked.output_dir or locked.is_terminal:
+            raise LeaseLost(f"release {release.pk}: output discarded, lease no longer held")
+        package.rename(final_dir)
         locked.output_dir = str(final_dir.relative_to(settings.DATA_DIR))
         locked.manifest = output.manifest
         locked.trace = output.trace
-        locked.status = Release.Status.DONE
-        locked.finished_at = timezone.now()
-        locked.data_was_read = True
-        locked.save()
+        _finish(locked, Release.Status.DONE)
+        locked.save(update_fields=["output_dir", "manifest", "trace"])
         audit_record(action=AuditEvent.Action.RELEASE_DONE, dataset=locked.dataset,
                      release=locked)
 
 
-def _release_fail(release, reason):
+def _release_fail(release, token, reason):
+    """End the release as failed if this execution still holds it; refund if data unread."""
     with transaction.atomic():
-        locked = Release.objects.select_for_update().get(pk=release.pk)
-        if locked.is_terminal:
+        dataset, locked = _locked_dataset_and_release(release.dataset_id, release.pk)
+        if locked.is_terminal or (token and locked.lease_token != token):
             return
-        locked.status = Release.Status.FAILED
-        locked.error_message = reason
-        locked.finished_at = timezone.now()
-        locked.save(update_fields=["status", "error_message", "finished_at"])
-        audit_record(action=AuditEvent.Action.RELEASE_FAILED, dataset=locked.dataset,
-                     release=locked, details={"reason": reason})
+        _fail_and_refund(dataset, locked, reason)
+
+
+def _locked_dataset_and_release(dataset_pk, release_pk):
+    """Lock in the one order every budget path uses (dataset, then release): no deadlocks."""
+    return _locked_dataset(dataset_pk), Release.objects.select_for_update().get(pk=release_pk)
+
+
+def _fail_and_refund(dataset, locked, reason):
+    _finish(locked, Release.Status.FAILED, reason)
+    audit_record(action=AuditEvent.Action.RELEASE_FAILED, dataset=dataset, release=locked,
+                 details={"reason": reason})
+    release_refund(dataset=dataset, release=locked)
+
+
+# ---------------------------------------------------------------- releases: the reaper
+
+
+def release_reap(*, now=None) -> dict:
+    """One sweep: retry or fail releases whose worker died, send unsent or lost jobs, and remove
+    files left by killed executions. Safe to run from several processes at once."""
+    now = now or timezone.now()
+    counts = {"retried": 0, "failed": 0, "sent": 0, "files_removed": 0}
+    retried = []
+    running = Release.objects.filter(status=Release.Status.RUNNING)
+    for pk, dataset_pk in running.values_list("pk", "dataset_id"):
+        outcome = _reap_running(pk, dataset_pk, now)
+        if outcome:
+            counts[outcome] += 1
+        if outcome == "retried":
+            retried.append(pk)
+    for pk in sorted(set(retried) | set(_releases_to_send(now))):
+        counts["sent"] += release_send(pk)
+    counts["files_removed"] = _remove_orphan_files(now)
+    return counts
+
+
+def _reap_running(release_pk, dataset_pk, now):
+    with transaction.atomic():
+        dataset, locked = _locked_dataset_and_release(dataset_pk, release_pk)
+        if locked.status != Release.Status.RUNNING or _lease_alive(locked, now):
+            return None
+        runtime = (now - (locked.attempt_started_at or locked.started_at or now)).total_seconds()
+        if runtime > settings.CELERY_TASK_TIME_LIMIT:
+            _fail_and_refund(dataset, locked, TIME_LIMIT_MESSAGE)
+            return "failed"
+        if locked.attempts >= settings.DPPORTAL_RELEASE_MAX_ATTEMPTS:
+            _fail_and_refund(dataset, locked, "The worker running this release stopped "
+                               f"{locked.attempts} times, so it was given up.")
+            return "failed"
+        locked.status, locked.lease_token, locked.enqueued_at = Release.Status.QUEUED, "", None
+        locked.save(update_fields=["status", "lease_token", "enqueued_at"])
+        audit_record(action=AuditEvent.Action.RELEASE_RETRIED, dataset=locked.dataset,
+                     release=locked, details={"after_attempt": locked.attempts})
+    return "retried"
+
+
+SEND_GRACE = timedelta(seconds=10)  # leave a fresh submission to its own after-commit send
+BROKER_EPOCH_KEY = "dpportal:broker-epoch"
+
+
+def _releases_to_send(now):
+    queued = Release.objects.filter(status=Release.Status.QUEUED)
+    unsent = queued.filter(enqueued_at__isnull=True, created_at__lt=now - SEND_GRACE)
+    if _broker_lost_its_messages():
+        return list(queued.values_list("pk", flat=True))
+    return list(unsent.values_list("pk", flat=True))
+
+
+def _broker_lost_its_messages() -> bool:
+    """A Redis broker without persistence forgets every queued job when it restarts. A marker
+    key set here disappears with them, so its absence means: send every queued job again
+    (a duplicate is harmless, the lease makes it a no-op)."""
+    import redis
+
+    if not settings.CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+        return False
+    try:
+        client = redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_timeout=5)
+        return bool(client.set(BROKER_EPOCH_KEY, timezone.now().isoformat(), nx=True))
+    except redis.RedisError as exc:
+        logger.warning("Reaper cannot reach the job broker (%s)", type(exc).__name__)
+        return False
+
+
+def _remove_orphan_files(now) -> int:
+    """Remove scratch folders and unpublished packages of executions that no longer run."""
+    data_dir = Path(settings.DATA_DIR)
+    cutoff = (now - timedelta(seconds=settings.DPPORTAL_LEASE_SECONDS)).timestamp()
+    live_tokens = set(Release.objects.filter(status=Release.Status.RUNNING)
+                      .values_list("lease_token", flat=True))
+    published = set(Release.objects.exclude(output_dir="").values_list("output_dir", flat=True))
+    removed = 0
+    for path in _children(data_dir / "work"):
+        if path.name.partition("-")[2] not in live_tokens and path.stat().st_mtime < cutoff:
+            shutil.rmtree(path, ignore_errors=True)
+            removed += 1
+    for path in _children(data_dir / "releases"):
+        if (str(path.relative_to(data_dir)) not in published and "-" in path.name
+                and path.stat().st_mtime < cutoff):
+            shutil.rmtree(path, ignore_errors=True)
+            removed += 1
+    return removed
+
+
+def _children(folder: Path):
+    return list(folder.iterdir()) if folder.is_dir() else []
+
+
+# ---------------------------------------------------------------- release pages: cancel and refund
+# Refund rule: a release cancelled (or failed) before its data was read gets its budget back
+# with a REFUND ledger entry; once the data was read, the budget stays spent.
+
+
+def release_cancel(*, release, user, remote_addr=None):
+    """Cancel a queued release and refund its budget (its data was never read)."""
+    with transaction.atomic():
+        dataset, locked = _locked_dataset_and_release(release.dataset_id, release.pk)
+        if locked.status != Release.Status.QUEUED:
+            raise ServiceError(
+                f"Only a queued release can be cancelled; this one is "
+                f"{locked.get_status_display().lower()}."
+            )
+        _finish(locked, Release.Status.CANCELLED)
+        audit_record(action=AuditEvent.Action.RELEASE_CANCELLED, actor=user, dataset=dataset,
+                     release=locked, remote_addr=remote_addr)
+        release_refund(dataset=dataset, release=locked, actor=user, remote_addr=remote_addr)
+    return locked
+
+
+def release_refund(*, dataset, release, actor=None, remote_addr=None):
+    """Give a release's budget back to its dataset, once, if its data was never read.
+
+    Call inside a transaction holding the locks on `dataset` and `release` (in that order).
+    Returns True if a refund was made.
+    """
+    if release.data_was_read or release.output_dir:
+        return False
+    if release.ledger.filter(kind=BudgetLedgerEntry.Kind.REFUND).exists():
+        return False
+    _ledger_write(dataset, release, BudgetLedgerEntry.Kind.REFUND)
+    audit_record(action=AuditEvent.Action.RELEASE_REFUNDED, actor=actor, dataset=dataset,
+                 release=release, remote_addr=remote_addr,
+                 details={"epsilon": str(release.epsilon), "delta": str(release.delta)})
+    return True
+
+
+def release_store_utility_report(release_pk):
+    """Compare a finished release with the raw data and store it custodian-only, apart from the
+    public package. A failure only leaves the report missing: the release stands."""
+    from . import utility
+
+    utility.try_compute_and_store(Release.objects.select_related("dataset").get(pk=release_pk))
 
 
 # ---------------------------------------------------------------- datasets

@@ -171,10 +171,27 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("DPPORTAL_TASK_SOFT_TIME_LIMIT", 3600)
 CELERY_TASK_TIME_LIMIT = env_int("DPPORTAL_TASK_TIME_LIMIT", 3900)
 CELERY_BROKER_TRANSPORT_OPTIONS = {
-    "visibility_timeout": env_int("DPPORTAL_VISIBILITY_TIMEOUT", 4200)
+    "visibility_timeout": env_int("DPPORTAL_VISIBILITY_TIMEOUT", 4200),
+    # Sweep for unacknowledged jobs of dead workers this often (kombu's default is ~100 s).
+    "unacked_restore_interval": env_int("DPPORTAL_RESTORE_SWEEP_SECONDS", 10),
+    "unacked_restore_throttle": 1,
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A submission never waits long for a broker that is down: the job stays queued in the
+# database and the reaper sends it once the broker is back.
+CELERY_BROKER_CONNECTION_TIMEOUT = 2
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0,
+                                    "interval_step": 0.5, "interval_max": 0.5}
 CELERY_TASK_DEFAULT_QUEUE = env("DPPORTAL_CELERY_QUEUE", "celery")
+# Long jobs (MWEM, supports larger than DPPORTAL_LONG_JOB_CELLS) get their own queue and workers.
+DPPORTAL_CELERY_LONG_QUEUE = env("DPPORTAL_CELERY_LONG_QUEUE", f"{CELERY_TASK_DEFAULT_QUEUE}.long")
+DPPORTAL_LONG_JOB_CELLS = env_int("DPPORTAL_LONG_JOB_CELLS", 100_000)
+# A running release holds a lease renewed by a heartbeat; the reaper retries or fails a release
+# whose lease lapsed (its worker died), and resends jobs the broker lost.
+DPPORTAL_HEARTBEAT_SECONDS = env_int("DPPORTAL_HEARTBEAT_SECONDS", 10)
+DPPORTAL_LEASE_SECONDS = env_int("DPPORTAL_LEASE_SECONDS", 60)
+DPPORTAL_RELEASE_MAX_ATTEMPTS = env_int("DPPORTAL_RELEASE_MAX_ATTEMPTS", 3)
+DPPORTAL_REAPER_SECONDS = env_int("DPPORTAL_REAPER_SECONDS", 15)
 
 LOGGING = {
     "version": 1,

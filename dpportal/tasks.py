@@ -7,5 +7,5 @@ from . import services
 
 @shared_task(name="dpportal.run_release")
 def run_release(release_id: int) -> None:
-    """Run one release; safe to deliver twice (the service never recomputes a finished one)."""
+    """Run one release; safe to deliver twice (the lease and the stored output guard it)."""
     services.release_run(release_id=release_id)
