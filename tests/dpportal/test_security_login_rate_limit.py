@@ -1,0 +1,85 @@
+"""Login attempts are rate-limited per user name and per client address (login_limit.py)."""
+
+import time
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.cache import cache
+from django.test import Client
+from django.urls import reverse
+
+pytestmark = pytest.mark.django_db
+
+PASSWORD = "correct horse battery"
+
+
+@pytest.fixture(autouse=True)
+def fresh_counters():
+    cache.clear()
+    yield
+    cache.clear()
+
+
+@pytest.fixture
+def alice():
+    return get_user_model().objects.create_user(username="alice", password=PASSWORD)
+
+
+def attempt(username, password, address="192.0.2.1"):
+    client = Client(REMOTE_ADDR=address)
+    response = client.post(reverse("login"), {"username": username, "password": password})
+    return response, "_auth_user_id" in client.session
+
+
+def test_it_blocks_a_user_name_after_too_many_failures(alice, settings):
+    settings.LOGIN_MAX_FAILURES = 5
+    statuses = [attempt("alice", f"guess-{i}")[0].status_code for i in range(5)]
+    assert statuses == [200] * 5  # the form again, with an error
+    response, logged_in = attempt("alice", PASSWORD)
+    assert response.status_code == 429 and not logged_in  # even the right password is refused
+    assert "Too many failed login attempts. Wait 15 minutes" in response.content.decode()
+    response, logged_in = attempt("ALICE ", PASSWORD, address="198.51.100.9")
+    assert response.status_code == 429 and not logged_in  # the name's case and spaces don't help
+    print(f"\nLogin rate limit: after {settings.LOGIN_MAX_FAILURES} failures the next attempt "
+          f"is refused (429) for {settings.LOGIN_LOCKOUT_SECONDS // 60} minutes, even with the "
+          "right password")
+
+
+def test_it_lets_the_user_in_again_after_the_lockout(alice, settings):
+    settings.LOGIN_MAX_FAILURES = 2
+    settings.LOGIN_LOCKOUT_SECONDS = 1
+    for _ in range(2):
+        attempt("alice", "wrong")
+    assert attempt("alice", PASSWORD)[0].status_code == 429
+    time.sleep(1.2)
+    response, logged_in = attempt("alice", PASSWORD)
+    assert response.status_code == 302 and logged_in
+
+
+def test_a_successful_login_resets_the_user_name_counter(alice, settings):
+    settings.LOGIN_MAX_FAILURES = 3
+    for _ in range(2):
+        attempt("alice", "wrong")
+    assert attempt("alice", PASSWORD)[1]
+    for _ in range(2):
+        attempt("alice", "wrong")
+    assert attempt("alice", PASSWORD)[1]
+
+
+def test_it_blocks_an_address_that_tries_many_user_names(alice, settings):
+    settings.LOGIN_MAX_FAILURES_PER_ADDRESS = 3
+    for name in ("bob", "carol", "dave"):
+        attempt(name, "wrong", address="203.0.113.5")
+    response, logged_in = attempt("alice", PASSWORD, address="203.0.113.5")
+    assert response.status_code == 429 and not logged_in
+    response, logged_in = attempt("alice", PASSWORD, address="203.0.113.6")
+    assert response.status_code == 302 and logged_in
+
+
+def test_blocked_attempts_do_not_check_the_password(alice, settings, django_assert_num_queries):
+    settings.LOGIN_MAX_FAILURES = 1
+    attempt("alice", "wrong")
+    client = Client(REMOTE_ADDR="192.0.2.1")
+    with django_assert_num_queries(0):  # no user lookup, no audit write: nothing to time
+        response = client.post(reverse("login"), {"username": "alice", "password": PASSWORD})
+    assert response.status_code == 429
