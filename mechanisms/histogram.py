@@ -286,7 +286,10 @@ def _csv_bytes(frame: pd.DataFrame) -> bytes:
     return buffer.getvalue().encode()
 
 
-def _release_output(schema, release: HistogramRelease, value_name: str, files_note: dict):
+def _release_output(schema, release: HistogramRelease, progress, value_name: str, files_note):
+    """Package a release; `progress` hears (1, 2) once sampled and (2, 2) once files are built."""
+    if progress:
+        progress(1, 2)
     manifest = {
         "parameters": release.parameters,
         "guarantee": release.guarantee,
@@ -300,6 +303,8 @@ def _release_output(schema, release: HistogramRelease, value_name: str, files_no
         "noisy_counts.csv": _csv_bytes(counts),
     }
     trace = {"shape": list(release.shape), "counts": release.released_counts.ravel().tolist()}
+    if progress:
+        progress(2, 2)
     return ReleaseOutput(files=files, manifest=manifest, trace=trace)
 
 
@@ -328,11 +333,10 @@ def _run_perturbed(data, schema, *, columns, params, epsilon, delta, neighbourin
         neighbouring=neighbouring,
         rng=rng,
     )
-    if progress:
-        progress(1, 1)
     return _release_output(
         schema,
         release,
+        progress,
         "noisy_count",
         {
             "noisy_counts.csv": "unclipped noisy count of every cell (unbiased)",
@@ -358,11 +362,10 @@ def _run_smoothed(data, schema, *, columns, params, epsilon, delta, neighbouring
         mix=params.get("mix"),
         rng=rng,
     )
-    if progress:
-        progress(1, 1)
     return _release_output(
         schema,
         release,
+        progress,
         "synthetic_count",
         {
             "noisy_counts.csv": "number of synthetic rows in every cell (no separate noisy counts "

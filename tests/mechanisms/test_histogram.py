@@ -401,3 +401,16 @@ def test_perturbed_event_test_at_small_epsilon_with_a_million_draws(monkeypatch,
     x2 = _loss_statistic(d2, (d, d2), 0.1, neighbouring, seed=52)
     result = audit_neighbours(x, x2, epsilon=0.1, thresholds=np.arange(-2, 3))
     assert result.passed == (factor == 1.0), result.summary()
+
+
+def test_the_registry_reports_progress():
+    seen = []
+    run_release(
+        "perturbed_histogram",
+        DATA,
+        SCHEMA,
+        epsilon=1.0,
+        rng=seeded_source(1),
+        progress=lambda done, total: seen.append((done, total)),
+    )
+    assert seen == [(1, 2), (2, 2)]
