@@ -8,12 +8,14 @@ custodian-only charts use the stored utility report and are shown to the owner o
 import itertools
 
 import numpy as np
+import pandas as pd
 
 from mechanisms import metrics
 
 RELEASE_COLOUR = "#0b5cad"
 ORIGINAL_COLOUR = "#a35a00"
 MAX_HEATMAPS = 6
+MAX_ANSWERS_SHOWN = 100
 BASE_LAYOUT = {"margin": {"l": 60, "r": 20, "t": 40, "b": 80}, "height": 340,
                "font": {"family": "system-ui, sans-serif", "size": 13}}
 
@@ -87,9 +89,28 @@ def range_error_figure(squared_errors, variances) -> dict:
 # ---------------------------------------------------------------- chart sets for a page
 
 
-def public_charts(schema, columns, synthetic, trace) -> list[dict]:
-    """Charts of the public release only: per-column distributions, pair heatmaps, MWEM rounds."""
-    charts = []
+def answers_figure(answers, variances) -> dict:
+    """Noisy range answers with bars of two predicted standard deviations (public)."""
+    return {"data": [{"type": "scatter", "mode": "markers", "x": list(range(len(answers))),
+                      "y": list(answers), "marker": {"color": RELEASE_COLOUR},
+                      "error_y": {"type": "data", "array": [2 * v ** 0.5 for v in variances],
+                                  "visible": True, "color": "#888"}}],
+            "layout": _layout("Range answers with ±2 predicted standard deviations",
+                              xaxis={"title": {"text": "range number"}},
+                              yaxis={"title": {"text": "rows"}})}
+
+
+def public_charts(schema, release, synthetic, answers=None) -> list[dict]:
+    """Charts of the public release only: per-column distributions, pair heatmaps, MWEM rounds,
+    range answers with their predicted uncertainty."""
+    charts, columns = [], release.columns
+    if answers is not None:
+        shown = answers.head(MAX_ANSWERS_SHOWN)
+        note = (f"Showing the first {len(shown)} of {len(answers)} answers."
+                if len(shown) < len(answers) else "")
+        charts.append(_chart("Range answers", answers_figure(
+            pd.to_numeric(shown["answer"]).tolist(), pd.to_numeric(shown["variance"]).tolist()),
+            note))
     if synthetic is not None:
         for column in columns:
             shares = metrics.cell_distribution(schema, synthetic, [column]).tolist()
@@ -100,8 +121,8 @@ def public_charts(schema, columns, synthetic, trace) -> list[dict]:
             shares = metrics.cell_distribution(schema, synthetic, [a, b])
             charts.append(_chart(f"{a} × {b} in the release", heatmap_figure(
                 [a, b], labels, shares, f"{a} × {b} (release)")))
-    rounds = (trace or {}).get("rounds")
-    if rounds:
+    rounds = (release.trace or {}).get("rounds")
+    if release.mechanism == "mwem" and rounds:
         charts.append(_chart("MWEM error by round", mwem_rounds_figure(rounds),
                              "From MWEM's public trace: noisy measurements, no raw data."))
     return charts

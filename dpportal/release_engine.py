@@ -129,21 +129,23 @@ def _mwem_accuracy(schema, columns, params, epsilon, dataset, shape) -> list[str
 
 
 def _range_count_accuracy(schema, columns, params, epsilon, delta, dataset) -> list[str]:
-    """A bound from the simplest method (a noisy count per grid point); others do better."""
-    points = math.prod(params["grid"])
-    factor = count_sensitivity(dataset.neighbouring)
-    if delta > 0:
-        rho = mechanisms.approx_dp_to_zcdp(epsilon, delta)
-        point_std = math.sqrt(factor / (2 * rho))
-    else:
-        point_std = discrete_laplace_std(factor / epsilon)
-    half = math.sqrt(points / 2) * point_std
+    """Plan the release on public inputs (schema bounds, grid, a workload drawn like the real
+    one) and report the plan's predicted error; counts are never looked at."""
+    from mechanisms.range_count import api
+    from mechanisms.range_count.core import privacy_target
+    from mechanisms.range_count.inputs import incidence
+
+    support = api.support_from_schema(schema, columns, params)
+    queries = api.workload_from_params(support, params, mechanisms.secure_source())
+    target = privacy_target(epsilon=epsilon, delta=delta, neighbouring=dataset.neighbouring)
+    plan, predicted = api.choose_plan(params.get("mechanism", "auto"), support, queries,
+                                      incidence(support, queries), target)
+    typical = math.sqrt(predicted[plan.name])
     return [
-        f"The grid has {points:,} points. With the simplest method (a noisy count per point), "
-        f"a range covering half of them would be off by typically ±{half:,.0f} rows, out of "
-        f"about {dataset.row_count / 2:,.0f}.",
-        "The automatic method chooses a structure that is usually more accurate; the results "
-        "page shows each answer's predicted error.",
+        f"{len(queries):,} ranges over a grid of {support.n:,} points. The method used will be "
+        f"“{plan.name}”, chosen from public information only.",
+        f"Each answer will be off by typically ±{typical:,.1f} rows (predicted from the "
+        f"method's noise), out of {dataset.row_count:,} rows in the table.",
     ]
 
 

@@ -56,16 +56,19 @@ MECHANISM_CARDS = (
 CARDS_BY_NAME = {card.name: card for card in MECHANISM_CARDS}
 
 RANGE_WORKLOADS = (
-    ("intervals", "Intervals on one column (all of them, on the grid)"),
-    ("boxes", "Boxes over the chosen columns (random, on the grid)"),
-    ("halfspaces", "Regions on one side of a straight line (random)"),
+    ("prefixes", "Intervals from the lower bound up to every grid point (with one column, any "
+                 "interval is the difference of two of these)"),
+    ("boxes", "Random boxes (random intervals with one column)"),
+    ("halfspaces", "Random regions on one side of a straight line (two or more columns)"),
 )
 RANGE_METHODS = (
-    ("auto", "Automatic (the most accurate for this workload, chosen without the data)"),
-    ("identity", "Noisy count per grid point"),
-    ("tree", "Hierarchical tree (intervals and boxes)"),
+    ("auto", "Automatic: the most accurate for these ranges, chosen without the data"),
+    ("identity", "A noisy count per grid point"),
+    ("tree", "A hierarchy of noisy counts (good for intervals and boxes)"),
     ("mn12", "Halfspace decomposition (regions cut by lines; needs δ > 0)"),
+    ("per_query", "A noisy answer per range"),
 )
+MAX_GRID_POINTS = 65_536
 
 
 def available_mechanisms() -> list[MechanismCard]:
@@ -115,10 +118,11 @@ class ReleaseForm(forms.Form):
                   "Leave empty to use the schema's bins.",
     )
     range_workload = forms.ChoiceField(label="Ranges to answer", choices=RANGE_WORKLOADS,
-                                       initial="intervals", required=False)
+                                       initial="prefixes", required=False)
     range_queries = forms.IntegerField(
-        label="Number of random ranges", required=False, min_value=1, max_value=5000,
-        initial=200, help_text="For boxes and regions cut by a line.",
+        label="Number of random ranges", required=False, min_value=1, max_value=2000,
+        initial=200, help_text="For random boxes and regions cut by a line. The ranges are "
+                               "drawn at random, without looking at the data.",
     )
     range_method = forms.ChoiceField(label="Method", choices=RANGE_METHODS, initial="auto",
                                      required=False)
@@ -146,7 +150,7 @@ class ReleaseForm(forms.Form):
         mechanism, columns = data.get("mechanism"), data.get("columns")
         if data.get("delta") is None:
             data["delta"] = Decimal("0")
-        data["range_workload"] = data.get("range_workload") or "intervals"
+        data["range_workload"] = data.get("range_workload") or "prefixes"
         data["range_method"] = data.get("range_method") or "auto"
         if mechanism != "range_count":
             data["delta"] = Decimal("0")
@@ -160,20 +164,32 @@ class ReleaseForm(forms.Form):
 
     def _check_domain(self, mechanism, columns):
         if mechanism == "range_count":
-            non_numeric = [c for c in columns if c not in self.numeric_columns()]
-            if non_numeric:
-                self.add_error("columns", f"Range counts need numeric columns; "
-                                          f"{', '.join(non_numeric)} is categorical.")
-            if self.cleaned_data.get("range_workload") == "halfspaces" and len(columns) < 2:
-                self.add_error("columns", "Regions cut by a line need at least two columns.")
-            if self.cleaned_data.get("range_workload") == "intervals" and len(columns) != 1:
-                self.add_error("columns", "Intervals are on one column: choose exactly one, "
-                                          "or choose boxes.")
+            self._check_range_count(columns)
             return
         try:
             self.schema.domain_shape(columns)
         except mechanisms.MechanismError as exc:
             self.add_error("columns", str(exc))
+
+    def _check_range_count(self, columns):
+        data = self.cleaned_data
+        non_numeric = [c for c in columns if c not in self.numeric_columns()]
+        if non_numeric:
+            self.add_error("columns", f"Range counts need numeric columns; "
+                                      f"{', '.join(non_numeric)} is categorical.")
+            return
+        if data["range_workload"] == "halfspaces" and len(columns) < 2:
+            self.add_error("columns", "Regions cut by a line need at least two columns.")
+        if data["range_method"] == "mn12" and not data.get("delta"):
+            self.add_error("delta", "The halfspace decomposition needs δ > 0, such as 0.000001.")
+        points = math.prod(self._range_grid(columns))
+        if points > MAX_GRID_POINTS:
+            self.add_error("range_grid", f"The grid has {points:,} points; use at most "
+                                         f"{MAX_GRID_POINTS:,} (fewer points per column).")
+
+    def _range_grid(self, columns) -> list[int]:
+        size = self.cleaned_data.get("range_grid")
+        return [size or self.schema.column(c).n_cells for c in columns]
 
     def params(self) -> dict:
         """The mechanism's parameters, from the cleaned form (defaults left to the mechanism)."""
@@ -197,12 +213,14 @@ class ReleaseForm(forms.Form):
 
     def _range_params(self) -> dict:
         data = self.cleaned_data
-        columns = data["columns"]
-        grid = [data.get("range_grid") or self.schema.column(c).n_cells for c in columns]
-        params = {"grid": grid, "workload": {"kind": data["range_workload"]},
-                  "method": data["range_method"]}
-        if data["range_workload"] != "intervals":
-            params["workload"]["count"] = data.get("range_queries") or 200
+        params = {"grid": self._range_grid(data["columns"]), "mechanism": data["range_method"]}
+        count = data.get("range_queries") or 200
+        if data["range_workload"] == "prefixes":
+            params["prefixes"] = True
+        elif data["range_workload"] == "boxes":
+            params["random_boxes"] = count
+        else:
+            params["random_halfspaces"] = count
         return params
 
 
@@ -210,3 +228,46 @@ def _describe(spec) -> str:
     if isinstance(spec, mechanisms.schema.NumericColumn):
         return f"numeric, {spec.lower:g} to {spec.upper:g}, {spec.n_cells} bins"
     return f"categorical, {spec.n_cells} categories"
+
+
+class RangeQueryForm(forms.Form):
+    """A new range question for a released range-count structure (answered for free)."""
+
+    kind = forms.ChoiceField(
+        label="Kind of range", widget=forms.RadioSelect, initial="box",
+        choices=[("box", "An interval (one column) or a box: from–to on each column"),
+                 ("halfspace", "One side of a line: a₁·x₁ + a₂·x₂ + … ≤ b")],
+    )
+    b = forms.FloatField(label="b (the right-hand side)", required=False)
+
+    def __init__(self, *args, columns, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.columns = list(columns)
+        for i, name in enumerate(self.columns):
+            self.fields[f"lo_{i}"] = forms.FloatField(label=f"{name}: from", required=False)
+            self.fields[f"hi_{i}"] = forms.FloatField(label=f"{name}: to", required=False)
+            self.fields[f"a_{i}"] = forms.FloatField(label=f"{name}: weight a", required=False)
+
+    def box_fields(self):
+        return [(self[f"lo_{i}"], self[f"hi_{i}"]) for i in range(len(self.columns))]
+
+    def halfspace_fields(self):
+        return [self[f"a_{i}"] for i in range(len(self.columns))]
+
+    def clean(self):
+        data = super().clean()
+        keys = (["lo", "hi"] if data.get("kind") == "box" else ["a"])
+        for key in keys:
+            for i, name in enumerate(self.columns):
+                if data.get(f"{key}_{i}") is None:
+                    self.add_error(f"{key}_{i}", f"Enter a number for {name}.")
+        if data.get("kind") == "halfspace" and data.get("b") is None:
+            self.add_error("b", "Enter a number for b.")
+        return data
+
+    def query(self) -> dict:
+        data, indices = self.cleaned_data, range(len(self.columns))
+        if data["kind"] == "box":
+            return {"type": "box", "lo": [data[f"lo_{i}"] for i in indices],
+                    "hi": [data[f"hi_{i}"] for i in indices]}
+        return {"type": "halfspace", "a": [data[f"a_{i}"] for i in indices], "b": data["b"]}

@@ -7,6 +7,7 @@ everything; auditors see only public parts; everyone else gets 404.
 import csv
 import io
 import itertools
+import json
 import math
 from decimal import Decimal
 
@@ -23,7 +24,13 @@ import mechanisms
 from . import charts, packaging, release_engine, services, utility
 from .access import dataset_for_owner, releases_visible_to
 from .models import AuditEvent, BudgetLedgerEntry, Release
-from .release_forms import CARDS_BY_NAME, MECHANISM_CARDS, ReleaseForm, available_mechanisms
+from .release_forms import (
+    CARDS_BY_NAME,
+    MECHANISM_CARDS,
+    RangeQueryForm,
+    ReleaseForm,
+    available_mechanisms,
+)
 from .signals import client_address
 
 PREVIEW_ROWS = 25
@@ -136,13 +143,16 @@ def _refunded(release) -> bool:
 def _results_context(request, release, is_owner) -> dict:
     schema = mechanisms.Schema.from_dict(release.dataset.schema)
     files = packaging.stored_files(release)
-    synthetic = (utility.read_csv(files["synthetic.csv"]) if "synthetic.csv" in files else None)
+    synthetic = utility.read_csv(files["synthetic.csv"]) if "synthetic.csv" in files else None
+    answers = utility.read_csv(files["answers.csv"]) if "answers.csv" in files else None
     context = {
         "files": sorted(packaging.package_files(release)),
         "manifest": packaging.public_manifest(release),
         "preview": _preview(request, files),
-        "charts": charts.public_charts(schema, release.columns, synthetic, release.trace),
+        "charts": charts.public_charts(schema, release, synthetic, answers),
     }
+    if "structure.json" in files:
+        context.update(_range_query(request, release, files["structure.json"]))
     if is_owner:
         report = utility.load_report(release)
         context["report"] = report
@@ -155,6 +165,26 @@ def _number_charts(chart_list) -> None:
     """Give each chart's JSON element a unique, data-free id."""
     for index, chart in enumerate(chart_list):
         chart["json_id"] = f"chart-data-{index}"
+
+
+def _range_query(request, release, structure: bytes) -> dict:
+    """Answer a new range from the released structure: post-processing, no budget, no data."""
+    from mechanisms.range_count import answer_queries
+
+    structure = json.loads(structure)
+    if structure.get("mechanism") == "per_query":
+        return {"query_form": None, "query_unavailable": True}
+    asked = "ask" in request.GET
+    form = RangeQueryForm(request.GET if asked else None, columns=release.columns)
+    if not (asked and form.is_valid()):
+        return {"query_form": form}
+    try:
+        answers, variances = answer_queries(structure, [form.query()])
+    except mechanisms.MechanismError as exc:
+        form.add_error(None, str(exc))
+        return {"query_form": form}
+    return {"query_form": form,
+            "range_answer": {"answer": float(answers[0]), "std": math.sqrt(variances[0])}}
 
 
 def _preview(request, files) -> dict | None:

@@ -70,6 +70,8 @@ def build_report(schema, columns, frame, files, mechanism) -> dict:
                             if isinstance(schema.column(c), mechanisms.schema.NumericColumn)]
     if "noisy_counts.csv" in files and mechanism == "perturbed_histogram":
         report["cells"] = _cell_errors(schema, columns, frame, read_csv(files["noisy_counts.csv"]))
+    if "structure.json" in files and "answers.csv" in files:
+        report["answers"] = _range_answer_errors(columns, frame, files)
     return report
 
 
@@ -129,6 +131,31 @@ def _cell_errors(schema, columns, frame, noisy_table) -> dict:
     return {"true": true[keep].tolist(), "noisy": noisy[keep].tolist(), "shown": len(true[keep]),
             "cells": len(true), "mean_abs_error": float(np.mean(np.abs(error))),
             "rmse": float(np.sqrt(np.mean(error.astype(float) ** 2)))}
+
+
+def _range_answer_errors(columns, frame, files) -> dict:
+    """Each released range answer against the true count of the rows snapped to the grid, with
+    the answer's predicted variance (public) for comparison."""
+    from mechanisms.range_count import api
+    from mechanisms.range_count.core import unpack
+    from mechanisms.range_count.inputs import incidence
+
+    structure = json.loads(files["structure.json"])
+    support, _plan, _noisy = api.load_structure(structure)
+    values = np.column_stack([pd.to_numeric(frame[c], errors="coerce").to_numpy(float)
+                              for c in columns])
+    bits = incidence(support, structure["workload"])
+    true = unpack(bits, support.n).astype(float) @ support.counts(values)
+    answers = read_csv(files["answers.csv"])
+    released = pd.to_numeric(answers["answer"]).to_numpy()
+    variances = pd.to_numeric(answers["variance"]).to_numpy()
+    squared = (released - true) ** 2
+    keep = slice(0, MAX_SCATTER_POINTS)
+    return {"count": len(true), "squared_errors": squared[keep].tolist(),
+            "variances": variances[keep].tolist(),
+            "mean_abs_error": float(np.mean(np.sqrt(squared))),
+            "rmse": float(np.sqrt(np.mean(squared))),
+            "predicted_rmse": float(np.sqrt(np.mean(variances)))}
 
 
 def try_compute_and_store(release) -> None:

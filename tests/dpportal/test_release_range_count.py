@@ -1,0 +1,125 @@
+"""Range-count releases in the portal: form checks, the data-free estimate, results, and new
+questions answered from the released structure at no budget cost."""
+
+import pytest
+from django.urls import reverse
+
+import mechanisms
+import mechanisms.release as registry
+from dpportal import release_engine, utility
+from dpportal.models import BudgetLedgerEntry, Release
+from tests.dpportal.test_release_pages import client_for, make_dataset, make_user
+from tests.dpportal.test_results_pages import chart_figures, run_now
+
+
+@pytest.fixture(autouse=True)
+def range_count_registered(monkeypatch):
+    """Use the mechanism's own registration when it exists, its entry point otherwise."""
+    from mechanisms.range_count import range_count_release
+
+    registry._ensure_registered()
+    if "range_count" not in mechanisms.MECHANISMS:
+        monkeypatch.setitem(mechanisms.MECHANISMS, "range_count", range_count_release)
+
+
+@pytest.fixture
+def owner(db):
+    return make_user("owner")
+
+
+@pytest.fixture
+def dataset(owner):
+    return make_dataset(owner, delta_total="0.00001")
+
+
+def range_post(**overrides) -> dict:
+    return {"mechanism": "range_count", "columns": ["age", "hours-per-week"], "epsilon": "1",
+            "delta": "0.000001", "range_workload": "boxes", "range_queries": "40",
+            "range_grid": "16", "range_method": "auto", **overrides}
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"columns": ["age", "sex"]}, "Range counts need numeric columns; sex is categorical."),
+    ({"columns": ["age"], "range_workload": "halfspaces"}, "need at least two columns"),
+    ({"range_method": "mn12", "delta": ""}, "needs δ &gt; 0"),
+    ({"range_grid": "4096"}, "use at most 65,536"),
+])
+def test_the_form_refuses_range_counts_it_cannot_run(owner, dataset, overrides, message):
+    response = client_for(owner).post(reverse("release_new", args=[dataset.pk]),
+                                      range_post(**overrides))
+    assert message in response.content.decode()
+    assert not Release.objects.exists()
+
+
+def test_the_form_turns_choices_into_mechanism_parameters(owner, dataset):
+    client_for(owner).post(reverse("release_new", args=[dataset.pk]), range_post())
+    release = Release.objects.get()
+    assert release.params == {"grid": [16, 16], "mechanism": "auto", "random_boxes": 40}
+    assert str(release.delta) == "0.000001000000000"
+
+
+def test_the_estimate_plans_without_reading_the_data(owner, dataset, monkeypatch):
+    def no_raw_data(*args, **kwargs):
+        raise AssertionError("the estimate must not read the raw data")
+
+    monkeypatch.setattr(release_engine, "load_columns", no_raw_data)
+    result = client_for(owner).get(reverse("release_estimate", args=[dataset.pk]),
+                                   range_post()).json()
+    assert result["ok"], result
+    assert "40 ranges over a grid of 256 points" in result["accuracy"][0]
+    assert "off by typically ±" in result["accuracy"][1]
+    assert result["delta_left"] == "0.000009"
+
+
+def test_a_range_count_release_answers_new_questions_for_free(owner, dataset):
+    client_for(owner).post(reverse("release_new", args=[dataset.pk]),
+                           range_post(range_method="tree"))
+    release = run_now(Release.objects.get())
+    dataset.refresh_from_db()
+    spent, entries = dataset.epsilon_spent, BudgetLedgerEntry.objects.count()
+    client = client_for(owner)
+    url = reverse("release_detail", args=[release.pk])
+    page = client.get(url).content.decode()
+    assert "Preview of answers.csv" in page and "Ask a new range question" in page
+    assert "no privacy budget" in page
+    query = {"ask": "1", "kind": "box", "lo_0": "17", "hi_0": "40", "lo_1": "1", "hi_1": "99"}
+    response = client.get(url, query)
+    answer = response.context["range_answer"]
+    assert response.status_code == 200 and "About <strong>" in response.content.decode()
+    assert 0 < answer["std"] < 1000 and abs(answer["answer"]) < 10 * dataset.row_count
+    dataset.refresh_from_db()
+    assert dataset.epsilon_spent == spent and BudgetLedgerEntry.objects.count() == entries
+    halfspace = {"ask": "1", "kind": "halfspace", "a_0": "1", "a_1": "1", "b": "60"}
+    assert client.get(url, halfspace).context["range_answer"]["std"] > 0
+    missing = client.get(url, {"ask": "1", "kind": "box", "lo_0": "17"}).content.decode()
+    assert "Enter a number for age." in missing and "About <strong>" not in missing
+
+
+def test_range_count_results_compare_errors_with_predictions_for_the_owner_only(owner, dataset):
+    client_for(owner).post(reverse("release_new", args=[dataset.pk]),
+                           range_post(range_method="identity"))
+    release = run_now(Release.objects.get())
+    report = utility.load_report(release)
+    assert report["answers"]["count"] == 40
+    assert report["answers"]["rmse"] > 0 and report["answers"]["predicted_rmse"] > 0
+    owner_page = client_for(owner).get(reverse("release_detail", args=[release.pk]))
+    titles = [figure["layout"]["title"]["text"] for figure in
+              chart_figures(owner_page.content.decode())]
+    assert "Range answers: squared error against predicted variance" in titles
+    assert "Range answers with ±2 predicted standard deviations" in titles
+    auditor = make_user("auditor")
+    dataset.auditors.add(auditor)
+    auditor_page = client_for(auditor).get(reverse("release_detail", args=[release.pk]))
+    titles = [figure["layout"]["title"]["text"] for figure in
+              chart_figures(auditor_page.content.decode())]
+    assert titles == ["Range answers with ±2 predicted standard deviations"]
+    assert "Ask a new range question" in auditor_page.content.decode()
+
+
+def test_a_per_query_release_says_it_cannot_answer_new_questions(owner, dataset):
+    client_for(owner).post(reverse("release_new", args=[dataset.pk]),
+                           range_post(range_method="per_query"))
+    release = run_now(Release.objects.get())
+    page = client_for(owner).get(reverse("release_detail", args=[release.pk]),
+                                 {"ask": "1", "kind": "box"}).content.decode()
+    assert "cannot answer new range questions" in page and "Ask a new range" not in page
