@@ -50,6 +50,9 @@ FLOAT_RE = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 CP1252_UNDEFINED = re.compile(rb"[\x81\x8d\x8f\x90\x9d]")
 
 
+NO_ROWS = "The file has column names but no data rows; add the data and try again."
+
+
 class IngestError(Exception):
     """The file cannot be used; the message tells the custodian what is wrong and where."""
 
@@ -192,7 +195,7 @@ def ingest_text(path: Path, scan: ByteScan, parquet_path: Path, *, suffix: str,
         raise
     if rows == 0:
         parquet_path.unlink(missing_ok=True)
-        raise IngestError("The file has column names but no data rows; add the data and try again.")
+        raise IngestError(NO_ROWS)
     details = {"format": "TSV" if fmt.delimiter == "\t" else "CSV",
                "encoding": "UTF-8" if fmt.encoding == "utf-8" else "Latin-1 / Windows-1252",
                "delimiter": DELIMITERS[fmt.delimiter], "header": fmt.header}
@@ -346,6 +349,8 @@ def _write_parquet(path: Path, fmt: TextFormat, parquet_path: Path):
         try:
             return _write_parquet_once(path, fmt, parquet_path)
         except pa.ArrowInvalid as exc:
+            if "Empty CSV file" in str(exc) or "Could not skip initial" in str(exc):
+                raise IngestError(NO_ROWS) from None
             index = _failed_conversion_column(str(exc))
             if index is None or fmt.kinds[index] == "text":
                 raise IngestError(_diagnose(path, fmt) or _generic_problem()) from None
@@ -475,7 +480,7 @@ def _check_xlsx_members(members) -> None:
         if member.file_size > XLSX_RATIO_FLOOR and ratio > XLSX_MAX_RATIO:
             raise IngestError(f"The workbook part {member.filename!r} unpacks {ratio:,.0f} times "
                               "larger than its stored size (a 'zip bomb'); upload CSV instead.")
-        if member.filename == "xl/sharedStrings.xml" and \
+        if "sharedstrings" in member.filename.lower() and \
                 member.file_size > XLSX_MAX_SHARED_STRINGS_BYTES:
             raise IngestError(f"The workbook's text table (shared strings) is "
                               f"{member.file_size:,} bytes; the limit is "
@@ -495,18 +500,19 @@ def xlsx_to_csv(path: Path, csv_path: Path) -> None:
     import openpyxl
 
     check_xlsx_container(path)
-    try:
-        workbook = openpyxl.load_workbook(path, read_only=True, data_only=False,
-                                          keep_links=False)
-    except Exception as exc:  # openpyxl raises many kinds on damaged files
-        raise IngestError("The workbook could not be opened; save it again as .xlsx "
-                          f"({type(exc).__name__}).") from None
-    fd = os.open(csv_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as out:
-            _write_sheet(workbook.worksheets[0], csv.writer(out))
-    finally:
-        workbook.close()
+    with open(path, "rb") as source:  # a handle: openpyxl would judge a path by its suffix
+        try:
+            workbook = openpyxl.load_workbook(source, read_only=True, data_only=False,
+                                              keep_links=False)
+        except Exception as exc:  # openpyxl raises many kinds on damaged files
+            raise IngestError("The workbook could not be opened; save it again as .xlsx "
+                              f"({type(exc).__name__}).") from None
+        fd = os.open(csv_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="") as out:
+                _write_sheet(workbook.worksheets[0], csv.writer(out))
+        finally:
+            workbook.close()
 
 
 def _write_sheet(sheet, writer) -> None:

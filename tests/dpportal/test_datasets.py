@@ -1,4 +1,4 @@
-"""Dataset pages and services: upload, budget, schema confirmation, dataset page, auditors, deletion."""
+"""Dataset pages and services: upload, budget, schema, dataset page, auditors, deletion."""
 
 import json
 import stat
@@ -87,7 +87,8 @@ def test_upload_page_renders_with_budget_guidance(owner):
     response = client_for(owner).get(reverse("dataset_upload"))
     assert response.status_code == 200
     text = response.content.decode()
-    for phrase in ("0.1", "Very strong", "Weak", "Replace one row", 'enctype="multipart/form-data"'):
+    for phrase in ("0.1", "Very strong", "Weak", "Replace one row",
+                   'enctype="multipart/form-data"'):
         assert phrase in text
     assert 'data-max-bytes="' in text
 

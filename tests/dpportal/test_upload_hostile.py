@@ -1,0 +1,250 @@
+"""T22/T24: a corpus of malformed and hostile uploads. Each is refused through the upload page
+with a 4xx and a message saying what is wrong (and where), never a 500, and nothing stays in
+private storage or temporary folders."""
+
+import codecs
+import gzip
+import html
+import io
+import resource
+import subprocess
+import sys
+import tempfile
+import zipfile
+
+import openpyxl
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+from django.urls import reverse
+
+from dpportal import ingest
+from dpportal.models import AuditEvent, Dataset
+from tests.conftest import REPO_ROOT
+
+
+def workbook_bytes(rows, formula_cell=None) -> bytes:
+    book = openpyxl.Workbook()
+    sheet = book.active
+    for row in rows:
+        sheet.append(row)
+    if formula_cell:
+        sheet[formula_cell] = "=SUM(A2:A3)"
+    out = io.BytesIO()
+    book.save(out)
+    return out.getvalue()
+
+
+def rezip(data: bytes, add=None, replace=None, compresslevel=6) -> bytes:
+    """A copy of a zip with parts added or replaced."""
+    add, replace = add or {}, replace or {}
+    source = zipfile.ZipFile(io.BytesIO(data))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=compresslevel) as target:
+        for item in source.infolist():
+            target.writestr(item.filename, replace.get(item.filename, source.read(item)))
+        for name, content in add.items():
+            target.writestr(name, content)
+    return out.getvalue()
+
+
+GOOD_BOOK = [["age", "sex"], [34, "F"], [51, "M"]]
+
+
+def sheet_with_entities() -> bytes:
+    book = workbook_bytes(GOOD_BOOK)
+    sheet = zipfile.ZipFile(io.BytesIO(book)).read("xl/worksheets/sheet1.xml")
+    evil = (b'<?xml version="1.0"?><!DOCTYPE x [<!ENTITY a "aaaaaaaaaa">'
+            b'<!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]>')
+    body = sheet.split(b"?>", 1)[1] if sheet.startswith(b"<?xml") else sheet
+    return rezip(book, replace={"xl/worksheets/sheet1.xml": evil + body})
+
+
+def zip_bomb() -> bytes:
+    return rezip(workbook_bytes(GOOD_BOOK),
+                 replace={"xl/worksheets/sheet1.xml": b" " * (20 << 20)}, compresslevel=9)
+
+
+def many_parts() -> bytes:
+    return rezip(workbook_bytes(GOOD_BOOK),
+                 add={f"xl/media/p{i}.bin": b"x" for i in range(ingest.XLSX_MAX_MEMBERS)})
+
+
+def huge_shared_strings() -> bytes:
+    import os
+
+    strings = "".join(f"<si><t>{os.urandom(40).hex()}</t></si>" for _ in range(4000))
+    xml = ('<?xml version="1.0"?><sst xmlns="http://schemas.openxmlformats.org/spreadsheetml'
+           f'/2006/main">{strings}</sst>').encode()
+    return rezip(workbook_bytes(GOOD_BOOK), add={"xl/sharedStrings.xml": xml})
+
+
+def lower_shared_strings_limit(monkeypatch):
+    monkeypatch.setattr(ingest, "XLSX_MAX_SHARED_STRINGS_BYTES", 100_000)
+
+
+def wide_header(columns: int) -> bytes:
+    return (",".join(f"c{i}" for i in range(columns)) + "\n").encode() + b"1" * 1 + b"\n"
+
+
+# (id, filename, content or factory, fragment of the message, expected status, setup)
+CORPUS = [
+    ("over-limit-by-one-byte", "t.csv", b"a,b\n1,2\n" + b"3" * 10, "larger than the limit", 413,
+     "limit"),
+    ("empty", "t.csv", b"", "The file is empty", 400, None),
+    ("blank-lines-only", "t.csv", b"\n\n   \r\n", "The file is empty", 400, None),
+    ("header-only", "t.csv", b"a,b\n", "no data rows", 400, None),
+    ("header-only-no-newline", "t.csv", b"a,b", "no data rows", 400, None),
+    ("header-only-with-bom", "t.csv", codecs.BOM_UTF8 + b"a,b\r\n", "no data rows", 400, None),
+    ("unterminated-quote", "t.csv", b'a,b\n1,"abc\n2,3\n4,5\n', "Line 2 starts a quoted value",
+     400, None),
+    ("1e5-columns", "t.csv", lambda: wide_header(100_000), "100000 columns", 400, None),
+    ("1001-columns", "t.csv", lambda: wide_header(1001), "1001 columns", 400, None),
+    ("1MB-field", "t.csv", b"a,b\n1,2\n3," + b"x" * (1 << 20) + b"\n",
+     "Line 3 has a value longer than 131072", 400, None),
+    ("field-just-over-131072", "t.csv", b"a,b\n1," + b"x" * 131073 + b"\n",
+     "Line 2 has a value longer than 131072", 400, None),
+    ("nul-byte-in-data", "t.csv", b"a,b\n1,2\n3,\x004\n", "Line 3 contains a NUL byte", 400,
+     None),
+    ("nul-byte-in-header", "t.csv", b"a\x00,b\n1,2\n", "Line 1 contains a NUL byte", 400, None),
+    ("neither-utf8-nor-latin1", "t.csv", b"a,b\n1,2\n3,\x81\x8d\n", "Line 3 has a byte (0x81)",
+     400, None),
+    ("utf16", "t.csv", codecs.BOM_UTF16_LE + "a,b\n1,2\n".encode("utf-16-le"), "UTF-16", 400,
+     None),
+    ("png-named-csv", "t.csv", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "NUL byte", 400, None),
+    ("gzip-named-csv", "t.csv", lambda: gzip.compress(b"a,b\n1,2\n"), "compressed (gzip)", 400,
+     None),
+    ("xlsx-named-csv", "t.csv", lambda: workbook_bytes(GOOD_BOOK), "zip or Excel file", 400,
+     None),
+    ("duplicate-headers", "t.csv", b"a,b,a\n1,2,3\n", "'a' is the name of columns 1 and 3",
+     400, None),
+    ("duplicate-headers-after-trim", "t.csv", b"a, a\n1,2\n", "'a' is the name of columns 1 "
+     "and 2", 400, None),
+    ("empty-header-name", "t.csv", b"a,,c\n1,2,3\n", "Column 2 has no name", 400, None),
+    ("overlong-column-name", "t.csv", b"a," + b"n" * 300 + b"\n1,2\n", "300 characters", 400,
+     None),
+    ("too-many-values", "t.csv", b"a,b\n1,2\n3,4,5\n", "Line 3 has 3 values", 400, None),
+    ("too-few-values", "t.csv", b"a,b,c\n1,2,3\n4,5\n", "Line 3 has 2 values", 400, None),
+    ("unsupported-extension", "t.json", b'{"a": 1}', "cannot be read", 400, None),
+    ("no-extension", "datafile", b"a,b\n1,2\n", "cannot be read", 400, None),
+    ("xlsx-not-a-zip", "t.xlsx", b"a,b\n1,2\n", "not a zip archive", 400, None),
+    ("zip-without-workbook", "t.xlsx",
+     lambda: _plain_zip(), "not an Excel workbook", 400, None),
+    ("xlsx-external-link", "t.xlsx",
+     lambda: rezip(workbook_bytes(GOOD_BOOK), add={"xl/externalLinks/externalLink1.xml":
+                                                   b"<externalLink/>"}),
+     "external links", 400, None),
+    ("xlsx-macros", "t.xlsx", lambda: rezip(workbook_bytes(GOOD_BOOK),
+                                            add={"xl/vbaProject.bin": b"\x00" * 10}),
+     "macros", 400, None),
+    ("xlsx-zip-bomb", "t.xlsx", zip_bomb, "zip bomb", 400, None),
+    ("xlsx-huge-shared-strings", "t.xlsx", huge_shared_strings, "shared strings", 400,
+     "shared-strings"),
+    ("xlsx-xml-entities", "t.xlsx", sheet_with_entities, "declares XML entities", 400, None),
+    ("xlsx-too-many-parts", "t.xlsx", many_parts, "parts; the limit", 400, None),
+    ("xlsx-formula-cell", "t.xlsx", lambda: workbook_bytes(GOOD_BOOK, formula_cell="A4"),
+     "Cell A4 holds a formula", 400, None),
+    ("xlsx-empty-sheet", "t.xlsx", lambda: workbook_bytes([]), "The file is empty", 400, None),
+    ("xlsx-header-only", "t.xlsx", lambda: workbook_bytes([["age", "sex"]]), "no data rows",
+     400, None),
+    ("xlsx-duplicate-headers", "t.xlsx", lambda: workbook_bytes([["a", "a"], [1, 2]]),
+     "must be unique", 400, None),
+    ("xlsx-value-beyond-last-column", "t.xlsx",
+     lambda: workbook_bytes([["a", "b"], [1, 2, 3]]), "Row 2 has a value in column 3", 400,
+     None),
+    ("xlsx-damaged", "t.xlsx", lambda: rezip(workbook_bytes(GOOD_BOOK),
+                                             replace={"xl/workbook.xml": b"<not-xml"}),
+     "could not be opened", 400, None),
+]
+
+
+def _plain_zip() -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        archive.writestr("readme.txt", "hello")
+    return out.getvalue()
+
+
+@pytest.fixture
+def clean_dirs(settings, tmp_path, monkeypatch):
+    """Fresh private storage and temporary folders, to check nothing is left in either."""
+    storage, temp = tmp_path / "storage", tmp_path / "tmp"
+    temp.mkdir()
+    settings.DATASET_STORAGE_DIR = storage
+    settings.FILE_UPLOAD_TEMP_DIR = str(temp)
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    return storage, temp
+
+
+def test_the_corpus_has_at_least_30_refused_files():
+    assert len(CORPUS) >= 30
+    assert len({case[0] for case in CORPUS}) == len(CORPUS)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("case", CORPUS, ids=[c[0] for c in CORPUS])
+def test_hostile_upload_is_refused_cleanly(case, clean_dirs, settings, monkeypatch):
+    _id, filename, content, message, status, setup = case
+    content = content() if callable(content) else content
+    if setup == "limit":
+        settings.MAX_UPLOAD_BYTES = len(content) - 1
+    if setup == "shared-strings":
+        lower_shared_strings_limit(monkeypatch)
+    user = get_user_model().objects.create_user(username="alice", password="x")
+    client = Client(raise_request_exception=False)
+    client.force_login(user)
+    response = client.post(reverse("dataset_upload"), {
+        "name": "Hostile", "header": "auto", "epsilon_total": "1", "delta_total": "0",
+        "neighbouring": "replace-one", "file": SimpleUploadedFile(filename, content)})
+    text = html.unescape(response.content.decode())
+    assert response.status_code == status, text[-3000:]
+    assert message in text, text[-3000:]
+    assert "Nothing was stored" in text
+    storage, temp = clean_dirs
+    assert not storage.exists() or list(storage.iterdir()) == []
+    assert list(temp.iterdir()) == []
+    assert Dataset.objects.count() == 0
+    assert not AuditEvent.objects.filter(action=AuditEvent.Action.UPLOAD).exists()
+
+
+MEMORY_SCRIPT = """
+import resource, sys
+from pathlib import Path
+from dpportal import ingest
+path, out = Path(sys.argv[1]), Path(sys.argv[2])
+scan = ingest.scan_file(path)
+try:
+    if path.suffix == ".xlsx":
+        ingest.xlsx_to_csv(path, out.with_suffix(".csv"))
+    else:
+        ingest.ingest_text(path, scan, out, suffix=path.suffix, header=None)
+    print("accepted")
+except ingest.IngestError as exc:
+    print("refused:", exc)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+"""
+MEMORY_CAP_MB = 400
+
+
+@pytest.mark.parametrize("name, content", [
+    ("bomb.xlsx", zip_bomb), ("field.csv", lambda: b"a,b\n1," + b"x" * (1 << 24) + b"\n"),
+    ("wide.csv", lambda: wide_header(100_000)), ("lines.csv", lambda: b"a,b\n" + b"1,2\n" * 10**6)])
+def test_hostile_files_stay_under_a_memory_cap(tmp_path, name, content):
+    """Ingest in a child process under RLIMIT_AS; print and check its peak resident memory."""
+    path = tmp_path / name
+    path.write_bytes(content())
+
+    def limit():
+        cap = 2 << 30  # address space: pyarrow's thread pools reserve much more than they use
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
+    result = subprocess.run(
+        [sys.executable, "-c", MEMORY_SCRIPT, str(path), str(tmp_path / "out.parquet")],
+        cwd=REPO_ROOT, capture_output=True, text=True, preexec_fn=limit, timeout=120,
+        env={"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "tests.settings"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    verdict, peak_mb = result.stdout.splitlines()[0], int(result.stdout.splitlines()[-1])
+    print(f"{name}: {verdict[:60]} peak RSS {peak_mb} MB (cap {MEMORY_CAP_MB} MB)")
+    assert peak_mb < MEMORY_CAP_MB
+    assert verdict.startswith("refused") == (name != "lines.csv")
