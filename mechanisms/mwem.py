@@ -7,7 +7,7 @@ measured query spans both. ``dense=True`` starts from one group over the whole d
 
 from __future__ import annotations
 
-import itertools
+import io
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,20 +17,60 @@ import numpy as np
 from mechanisms.accounting import check_epsilon, check_neighbouring
 from mechanisms.errors import MechanismError
 from mechanisms.noise import exponential_mechanism, resolve_rng
-from mechanisms.workload import Query
+from mechanisms.release import ReleaseOutput, json_bytes, register
+from mechanisms.schema import NumericColumn
+from mechanisms.workload import Query, expand_workload, load_workload, marginals_spec
 
 __all__ = ["FactoredDistribution", "MwemResult", "default_rounds", "mwem"]
 
 DEFAULT_MEMORY_CELLS = 25_000_000  # float64 cells per group: 200 MB
 MAX_DEFAULT_ROUNDS = 60
-_stamps = itertools.count()
+ADD_REMOVE_INIT_FRACTION = 0.2
+_INTERMEDIATE_CELLS = 1 << 16
+_SETTLED = 1e-3  # an update that would change no weight by more than this is skipped
 
 
 class _Group:
+    """Attributes ``attrs`` (sorted) with their joint probabilities ``probs``.
+
+    Marginals of the current ``probs`` are cached in ``partials``; ``changed()`` clears them.
+    """
+
     def __init__(self, attrs: tuple[int, ...], probs: np.ndarray):
         self.attrs = attrs
         self.probs = probs
-        self.stamp = next(_stamps)
+        self.changed()
+
+    def changed(self) -> None:
+        self.partials: dict[tuple[int, ...], np.ndarray] = {self.attrs: self.probs}
+
+    def marginal(self, keep: tuple[int, ...]) -> np.ndarray:
+        """Marginal on the sorted ``keep`` ⊆ attrs, summed from the smallest cached superset.
+
+        Summing a large array over many axes is the hot path, so the first marginal asked of a
+        large array goes through an intermediate that drops only its largest unwanted axis;
+        later marginals are then summed from that smaller intermediate.
+        """
+        if keep in self.partials:
+            return self.partials[keep]
+        wanted = set(keep)
+        source = min((k for k in self.partials if wanted <= set(k)), key=_cells_of(self))
+        array = self.partials[source]
+        unwanted = [a for a in source if a not in wanted]
+        if array.size > _INTERMEDIATE_CELLS and len(unwanted) > 1:
+            largest = max(unwanted, key=lambda a: array.shape[source.index(a)])
+            middle = tuple(a for a in source if a != largest)
+            self.partials[middle] = array.sum(axis=source.index(largest))
+            return self.marginal(keep)
+        letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"[: len(source)]
+        spec = letters + "->" + "".join(letters[source.index(a)] for a in keep)
+        self.partials[keep] = np.einsum(spec, array) if len(source) <= 52 else array.sum(
+            axis=tuple(source.index(a) for a in unwanted))
+        return self.partials[keep]
+
+
+def _cells_of(group: _Group):
+    return lambda attrs: group.partials[attrs].size
 
 
 class FactoredDistribution:
@@ -41,7 +81,6 @@ class FactoredDistribution:
         self.group_of: list[_Group] = [None] * len(shape)  # type: ignore[list-item]
         for attrs, probs in groups:
             self._install(_Group(attrs, probs / probs.sum()))
-        self._marginals: dict[tuple[int, ...], tuple[tuple[int, ...], np.ndarray]] = {}
 
     @classmethod
     def independent(cls, one_way: list[np.ndarray], *, dense: bool = False):
@@ -72,19 +111,15 @@ class FactoredDistribution:
     def marginal(self, attrs: tuple[int, ...]) -> np.ndarray:
         """Probabilities of the marginal on sorted ``attrs`` (cached until a group changes)."""
         groups = self._groups_of(attrs)
-        stamps = tuple(g.stamp for g in groups)
-        cached = self._marginals.get(attrs)
-        if cached is not None and cached[0] == stamps:
-            return cached[1]
+        if len(groups) == 1:
+            return groups[0].marginal(attrs)
         wanted = set(attrs)
         result, order = np.ones(()), []
         for g in groups:
-            drop = tuple(i for i, a in enumerate(g.attrs) if a not in wanted)
-            result = np.multiply.outer(result, g.probs.sum(axis=drop) if drop else g.probs)
-            order += [a for a in g.attrs if a in wanted]
-        result = result.transpose(np.argsort(order))
-        self._marginals[attrs] = (stamps, result)
-        return result
+            keep = tuple(a for a in g.attrs if a in wanted)
+            result = np.multiply.outer(result, g.marginal(keep))
+            order += keep
+        return result.transpose(np.argsort(order))
 
     def merge(self, attrs: tuple[int, ...]) -> None:
         """Join the groups holding ``attrs`` into one (outer product of their arrays)."""
@@ -107,7 +142,7 @@ class FactoredDistribution:
         factor = factor / float(np.sum(self.marginal(attrs) * factor))
         wanted = set(attrs)
         group.probs *= factor.reshape([self.shape[a] if a in wanted else 1 for a in group.attrs])
-        group.stamp = next(_stamps)
+        group.changed()
 
     def to_dense(self) -> np.ndarray:
         """The full joint array (small domains only: tests and the averaged output)."""
@@ -152,9 +187,9 @@ def mwem(
     epsilon: float,
     rounds: int | None = None,
     neighbouring: str = "replace-one",
-    init_fraction: float = 0.1,
+    init_fraction: float | None = None,
     select_fraction: float = 0.25,
-    mw_passes: int = 3,
+    mw_passes: int = 1,
     output: str = "last",
     dense: bool = False,
     memory_cells: int = DEFAULT_MEMORY_CELLS,
@@ -181,6 +216,9 @@ def mwem(
     halved (1, 1, d), and n is not public: it is estimated from the noisy 1-way marginals.
     """
     rng = resolve_rng(rng)
+    if init_fraction is None:
+        init_fraction = (default_init_fraction(len(codes), epsilon, shape, workload)
+                         if neighbouring == "replace-one" else ADD_REMOVE_INIT_FRACTION)
     _check_args(epsilon, neighbouring, init_fraction, select_fraction, output, workload)
     d = len(shape)
     marginal_l1 = 2 if neighbouring == "replace-one" else 1
@@ -190,7 +228,7 @@ def mwem(
         init_scale = marginal_l1 * d / eps_init
         one_way = _measure_one_ways(true, d, init_scale, rng)
         n = len(codes) if neighbouring == "replace-one" else _estimate_n(one_way)
-        start = [np.maximum(m, 0) + init_scale + 0.5 for m in one_way]
+        start = [np.maximum(m, 1.0) for m in one_way]
     else:
         if neighbouring != "replace-one":
             raise MechanismError(
@@ -216,11 +254,9 @@ def mwem(
     measured = [(Query((a,)), m / n, _floor(init_scale, n)) for a, m in enumerate(one_way)]
     iterate_sum = np.zeros(shape) if output == "average" else None
     for t in range(rounds):
-        query = _select(model, true, workload, n, shape, eps_select, eps_measure, marginal_l1,
+        query = _select(model, true, workload, n, eps_select, eps_measure, marginal_l1,
                         memory_cells, rng)
-        scale = _sensitivity(query, marginal_l1) / eps_measure
-        noisy = true.answer(query) + rng.discrete_laplace(scale, size=query.cells(shape))
-        noisy = noisy if query.box is None else noisy[:1]
+        noisy, scale = _measure(true, query, eps_measure, marginal_l1, rng)
         result.measurements.append(_measurement_record(query, noisy, scale))
         measured.append((query, noisy / n, _floor(scale, n)))
         model.merge(query.attrs)
@@ -235,6 +271,16 @@ def mwem(
     if iterate_sum is not None:
         result.distribution = FactoredDistribution(shape, [(tuple(range(d)), iterate_sum)])
     return result
+
+
+def default_init_fraction(n, epsilon, shape, workload) -> float:
+    """1/(1 + T) for the T that the whole budget would allow, between 0.1 and 0.5.
+
+    Few rounds (small n·ε) make the 1-way start matter most. Only for replace-one, where n is
+    public; add-remove uses the fixed ADD_REMOVE_INIT_FRACTION.
+    """
+    rounds = default_rounds(n, epsilon, shape, workload, 0.0, 0.25, 2)
+    return min(0.5, max(0.1, 1 / (1 + rounds)))
 
 
 def default_rounds(n, epsilon, shape, workload, init_fraction, select_fraction, marginal_l1):
@@ -329,8 +375,8 @@ def _expected_abs_noise(scale: float) -> float:
     return 2 * alpha / (1 - alpha * alpha)
 
 
-def _select(model, true, workload, n, shape, eps_select, eps_measure, marginal_l1,
-            memory_cells, rng) -> Query:
+def _select(model, true, workload, n, eps_select, eps_measure, marginal_l1, memory_cells,
+            rng) -> Query:
     """Exponential mechanism over the queries the memory budget allows.
 
     Score of q = (‖q(B) − q(A)‖₁ − expected ‖noise‖₁ of measuring q) / Δ_q, so every score has
@@ -342,13 +388,26 @@ def _select(model, true, workload, n, shape, eps_select, eps_measure, marginal_l
         raise MechanismError(
             f"no workload query fits memory_cells ({memory_cells}); raise it or use smaller queries"
         )
-    scores = np.empty(len(allowed))
-    for i, q in enumerate(allowed):
+    scores = _selection_scores(model, true, allowed, n, eps_measure, marginal_l1)
+    return allowed[exponential_mechanism(scores, epsilon=eps_select, sensitivity=1, rng=rng)]
+
+
+def _selection_scores(model, true, queries, n, eps_measure, marginal_l1) -> np.ndarray:
+    """(‖q(B) − q(A)‖₁ − expected ‖noise‖₁ of measuring q) / Δ_q: sensitivity 1 each."""
+    scores = np.empty(len(queries))
+    for i, q in enumerate(queries):
         delta = _sensitivity(q, marginal_l1)
         error = np.abs(true.answer(q) - n * _answer(q, model.marginal(q.attrs))).sum()
-        penalty = q.cells(shape) * _expected_abs_noise(delta / eps_measure)
+        penalty = q.cells(true.shape) * _expected_abs_noise(delta / eps_measure)
         scores[i] = (error - penalty) / delta
-    return allowed[exponential_mechanism(scores, epsilon=eps_select, sensitivity=1, rng=rng)]
+    return scores
+
+
+def _measure(true, query: Query, eps_measure: float, marginal_l1: int, rng):
+    """The query's answer plus discrete Laplace noise of scale Δ_q/ε; returns (noisy, scale)."""
+    scale = _sensitivity(query, marginal_l1) / eps_measure
+    size = query.cells(true.shape)
+    return true.answer(query) + rng.discrete_laplace(scale, size=size), scale
 
 
 def _floor(noise_scale: float, n: int) -> float:
@@ -372,7 +431,9 @@ def _mw_update(model: FactoredDistribution, query: Query, target: np.ndarray, fl
         wanted = min(max(float(target[0]), floor), 1 - floor)
         ratio = np.full(current.shape, (1 - wanted) / max(1 - inside, 1e-300))
         ratio[_box_slices(query)] = wanted / max(inside, 1e-300)
-    model.reweight(query.attrs, np.sqrt(np.clip(ratio, math.exp(-2), math.exp(2))))
+    factor = np.sqrt(np.clip(ratio, math.exp(-2), math.exp(2)))
+    if np.abs(factor - 1).max() > _SETTLED:
+        model.reweight(query.attrs, factor)
 
 
 def _measurement_record(query: Query, noisy: np.ndarray, scale: float) -> dict:
@@ -388,3 +449,59 @@ def _trace_entry(t, query, noisy, model, measured, shape) -> dict:
     )
     return {"round": t + 1, "query": query, "noisy_answer": [int(v) for v in noisy],
             "max_error_estimate": gap}
+
+
+CELL_ORDER = "a marginal's answers run over its columns' bins in row-major order (last fastest)"
+RELEASE_PARAMS = {"rounds", "workload", "marginals", "init_fraction", "select_fraction",
+                  "mw_passes", "output", "memory_cells"}
+
+
+def _run_mwem(data, schema, *, columns, params, epsilon, delta, neighbouring, rng, progress):
+    """The registry entry: encode, run MWEM, decode ``n`` synthetic rows, package the files."""
+    unknown = sorted(set(params) - RELEASE_PARAMS)
+    if unknown:
+        raise MechanismError(
+            f"parameter ({unknown[0]!r}) is not used by mwem; allowed: {sorted(RELEASE_PARAMS)}"
+        )
+    if delta != 0:
+        raise MechanismError(f"delta ({delta}) must be 0: mwem is pure epsilon-DP")
+    shape = schema.domain_shape(columns)
+    spec = _workload_spec(params, len(columns))
+    workload = expand_workload(spec, columns, shape,
+                               {c for c in columns if isinstance(schema.column(c), NumericColumn)})
+    options = {k: params[k] for k in RELEASE_PARAMS - {"workload", "marginals"} if k in params}
+    result = mwem(schema.encode(data, columns), shape, workload, epsilon=epsilon,
+                  neighbouring=neighbouring, rng=rng, progress=progress, **options)
+    synthetic = schema.decode(result.distribution.sample(result.n, rng), columns, rng)
+    measurements = [dict(m, query=m["query"].describe(columns)) for m in result.measurements]
+    trace = [dict(t, query=t["query"].describe(columns)) for t in result.trace]
+    manifest = {
+        "parameters": {**options, "rounds": result.rounds, "workload": spec},
+        "guarantee": {"epsilon": epsilon, "delta": 0.0, "unit": "one row",
+                      "neighbouring": neighbouring},
+        "budget_split": result.budget,
+        "row_count_public": neighbouring == "replace-one",
+        "schema": {"columns": [schema.column(c).to_dict() for c in columns]},
+        "files": {"synthetic.csv": "rows sampled from MWEM's fitted distribution",
+                  "measurements.json": "every noisy measurement MWEM made (itself the DP release)"},
+    }
+    buffer = io.StringIO()
+    synthetic.to_csv(buffer, index=False)
+    files = {"synthetic.csv": buffer.getvalue().encode(),
+             "measurements.json": json_bytes({
+                 "budget_split": result.budget, "cell_order": CELL_ORDER,
+                 "measurements": measurements})}
+    return ReleaseOutput(files=files, manifest=manifest,
+                         trace={"rounds": result.rounds, "trace": trace})
+
+
+def _workload_spec(params: dict, d: int) -> dict:
+    if "workload" in params and "marginals" in params:
+        raise MechanismError("workload and marginals are both given; pass only one of them")
+    if "workload" in params:
+        spec = params["workload"]
+        return load_workload(spec) if isinstance(spec, str) else spec
+    return marginals_spec(params.get("marginals", min(2, d)))
+
+
+register("mwem", _run_mwem)
