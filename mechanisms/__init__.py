@@ -26,6 +26,7 @@ from mechanisms.noise import (
     secure_source,
     seeded_source,
 )
+from mechanisms.range_count import answer_queries, range_count
 from mechanisms.release import (
     MECHANISMS,
     PACKAGE_VERSION,
@@ -50,12 +51,14 @@ __all__ = [
     "ReleaseOutput",
     "Schema",
     "__version__",
+    "answer_queries",
     "approx_dp_to_zcdp",
     "exponential_mechanism",
     "max_rows",
     "min_admissible_mix",
     "perturbed_histogram",
     "public_manifest",
+    "range_count",
     "recommended_bins",
     "register",
     "resolve_rng",

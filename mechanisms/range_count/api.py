@@ -1,4 +1,4 @@
-"""Private range counting: choose a plan from public inputs, measure once, answer by post-processing.
+"""Private range counting: plan from public inputs, measure once, answer by post-processing.
 
 `range_count` releases noisy answers to a workload of intervals, boxes and halfspaces over a
 public support, with each answer's predicted (public, data-independent) variance, the
@@ -35,6 +35,7 @@ from mechanisms.range_count.inputs import (
 )
 from mechanisms.range_count.mn12 import N_MIN, QUANTILE, MN12Plan
 from mechanisms.range_count.tree import TreePlan
+from mechanisms.release import ReleaseOutput, json_bytes, register
 
 MECHANISM_NAMES = ("auto", "mn12", "tree", "identity", "per_query")
 ESTIMATORS = ("chain", "gls")
@@ -103,7 +104,8 @@ def choose_plan(mechanism: str, support: Support, queries: list[dict], bits: np.
 
 def _check_options(mechanism: str, estimator: str, quantile: float, n_min: int) -> None:
     if mechanism not in MECHANISM_NAMES:
-        raise MechanismError(f"mechanism ({mechanism!r}) must be one of {', '.join(MECHANISM_NAMES)}")
+        raise MechanismError(f"mechanism ({mechanism!r}) must be one of "
+                             f"{', '.join(MECHANISM_NAMES)}")
     if estimator not in ESTIMATORS:
         raise MechanismError(f"estimator ({estimator!r}) must be one of {', '.join(ESTIMATORS)}")
     if not 0 < quantile <= 1:
@@ -252,8 +254,6 @@ def range_count_release(data: pd.DataFrame, schema, *, columns, params: dict, ep
 
     Privacy: as `range_count`; unit one row, under the declared neighbouring relation.
     """
-    from mechanisms.release import ReleaseOutput, json_bytes
-
     support = support_from_schema(schema, columns, params)
     queries = workload_from_params(support, params, rng)
     values = np.column_stack([pd.to_numeric(data[c], errors="coerce").to_numpy(float)
@@ -285,3 +285,6 @@ def answers_csv(queries: list[dict], answers, variance) -> str:
         definition = {key: val for key, val in q.items() if key != "type"}
         writer.writerow([k, q["type"], json.dumps(definition), f"{a:.6g}", f"{v:.6g}"])
     return out.getvalue()
+
+
+register("range_count", range_count_release)

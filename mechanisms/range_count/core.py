@@ -11,6 +11,7 @@ allowed per-point loss halves. Laplace plans are pure epsilon-DP with the L1 ana
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 
@@ -130,6 +131,18 @@ def unique_rows(bits: np.ndarray):
     return bits[first], first, inverse, counts
 
 
+def memo(cache: dict, key, compute):
+    """cache[key], computed once: plans cache what depends only on public inputs."""
+    if key not in cache:
+        cache[key] = compute()
+    return cache[key]
+
+
+def bits_key(bits: np.ndarray) -> tuple:
+    """A cache key for a packed query matrix."""
+    return bits.shape, hashlib.sha1(bits.tobytes(), usedforsecurity=False).hexdigest()
+
+
 def row_keys(bits: np.ndarray) -> list[bytes]:
     """Hashable key of each packed row."""
     return [row.tobytes() for row in bits]
@@ -162,8 +175,8 @@ class IdentityPlan:
 
     def answer(self, noisy: dict, query_bits: np.ndarray, estimator: str = "chain"):
         y = np.asarray(noisy["points"], dtype=float)
-        answers = np.concatenate([unpack(b, self.n).astype(float) @ y
-                                  for b in np.array_split(query_bits, max(1, len(query_bits) // 4096))])
+        answers = np.concatenate([unpack(query_bits[s : s + 4096], self.n).astype(float) @ y
+                                  for s in range(0, len(query_bits), 4096)] or [np.zeros(0)])
         return answers, self.predicted_variance(query_bits)
 
     def to_dict(self) -> dict:

@@ -96,7 +96,8 @@ def _check_bounds(columns, bounds) -> tuple[np.ndarray, np.ndarray]:
     upper = np.array([float(hi) for _, hi in bounds])
     for name, lo, hi in zip(columns, lower, upper, strict=True):
         if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-            raise MechanismError(f"bounds of column {name!r} ({lo}, {hi}) must be finite, lower < upper")
+            raise MechanismError(f"bounds of column {name!r} ({lo}, {hi}) must be finite, "
+                                 "lower < upper")
     return lower, upper
 
 
@@ -194,7 +195,8 @@ def load_workload(text: str, columns: tuple[str, ...], *, fmt: str = "json") -> 
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise MechanismError(f"workload is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+        raise MechanismError(f"workload is not valid JSON ({exc.msg} at line "
+                             f"{exc.lineno})") from None
     queries = doc.get("queries") if isinstance(doc, dict) else doc
     return normalize_queries(queries, dim)
 
@@ -235,7 +237,8 @@ def random_boxes(support: Support, m: int, rng) -> list[dict]:
     span = support.upper - support.lower
     u = support.lower + rng.uniform((m, 2, support.dim)) * span
     lo, hi = u.min(axis=1), u.max(axis=1)
-    return [{"type": "box", "lo": a.tolist(), "hi": b.tolist()} for a, b in zip(lo, hi, strict=True)]
+    return [{"type": "box", "lo": a.tolist(), "hi": b.tolist()}
+            for a, b in zip(lo, hi, strict=True)]
 
 
 def all_prefixes(support: Support) -> list[dict]:
@@ -260,7 +263,8 @@ def _dense_incidence(support: Support, queries: list[dict]) -> np.ndarray:
     if half:
         a = np.array([queries[k]["a"] for k in half])
         b = np.array([queries[k]["b"] for k in half])
-        tol = _HALFSPACE_TOLERANCE * (1.0 + np.abs(a) @ np.maximum(abs(support.lower), abs(support.upper)))
+        extent = np.maximum(abs(support.lower), abs(support.upper))
+        tol = _HALFSPACE_TOLERANCE * (1.0 + np.abs(a) @ extent)
         rows[half] = (a @ pts.T) <= (b + tol)[:, None]
     for k, q in enumerate(queries):
         if q["type"] != "halfspace":

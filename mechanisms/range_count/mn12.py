@@ -27,7 +27,9 @@ import scipy.linalg
 
 from mechanisms.range_count.core import (
     PrivacyTarget,
+    bits_key,
     draw_noise,
+    memo,
     noise_variance,
     popcount,
     restrict_columns,
@@ -259,6 +261,7 @@ class MN12Plan:
     leftover_scale: float
     workload_bits: np.ndarray
     name: str = "mn12"
+    cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def build(cls, workload_bits: np.ndarray, n: int, shatter: int, target: PrivacyTarget, *,
@@ -312,11 +315,12 @@ class MN12Plan:
     # -- answers ----------------------------------------------------------
     def answer(self, noisy: dict, query_bits: np.ndarray, estimator: str = "chain"):
         dense = np.unpackbits(query_bits, axis=1, count=self.n).astype(bool)
+        key = bits_key(query_bits)
         total = np.zeros(len(dense))
         var = np.zeros(len(dense))
         for r, y in zip(self.rounds, noisy["rounds"], strict=True):
             fn = _round_chain if estimator == "chain" else _round_gls
-            a, v = fn(self, r, y, dense)
+            a, v = fn(self, r, y, dense, key)
             total += a
             var += v
         left = np.asarray(noisy["leftover"], dtype=float)
@@ -326,6 +330,9 @@ class MN12Plan:
 
     def centre_sets(self, r: Round) -> np.ndarray:
         """Dense (centres x |P_t|) sets of a round's centres, rebuilt from the public workload."""
+        return memo(self.cache, ("centres", id(r)), lambda: self._centre_sets(r))
+
+    def _centre_sets(self, r: Round) -> np.ndarray:
         local = np.unpackbits(self.workload_bits[np.maximum(r.centre_queries, 0)], axis=1,
                               count=self.n)[:, r.active].astype(np.float32)
         local[r.centre_queries < 0] = 0
@@ -396,41 +403,63 @@ def _chain_values(r: Round, y_pieces: np.ndarray, piece_var: np.ndarray):
     return value, var
 
 
-def _round_chain(plan: MN12Plan, r: Round, y: dict, dense: np.ndarray):
+def _round_chain(plan: MN12Plan, r: Round, y: dict, dense: np.ndarray, key):
+    """Anchor's chain of noisy pieces plus the noisy points of X_t in R minus those in a(R)."""
     sig2 = r.variances(plan.noise)
     piece_var = sig2[r.piece_levels] if len(r.piece_levels) else np.zeros(0)
     value, cvar = _chain_values(r, np.asarray(y["pieces"], dtype=float), piece_var)
+    anchor, outside = memo(plan.cache, ("anchors", id(r), key), lambda: _anchors(plan, r, dense))
+    y_points = np.asarray(y["points"], dtype=float)
+    x_local = np.isin(r.active, r.x_points)
+    centre_points = plan.centre_sets(r)[:, x_local].astype(float) @ y_points
+    answers = np.zeros(len(dense))
+    for s in range(0, len(dense), 4096):
+        answers[s : s + 4096] = dense[s : s + 4096][:, r.x_points].astype(float) @ y_points
+    answers += value[anchor] - centre_points[anchor]
+    return answers, cvar[anchor] + outside * sig2[0]
+
+
+def _anchors(plan: MN12Plan, r: Round, dense: np.ndarray):
+    """Nearest centre (symmetric difference on P_t) of every query, and |(R diff a) in X_t|."""
     centres = plan.centre_sets(r)
     sizes = centres.sum(axis=1)
     x_local = np.isin(r.active, r.x_points)
-    y_points = np.zeros(len(r.active))
-    y_points[x_local] = np.asarray(y["points"], dtype=float)
-    answers, variance = np.zeros(len(dense)), np.zeros(len(dense))
+    centres_x = centres[:, x_local]
+    anchor = np.zeros(len(dense), dtype=np.int64)
+    outside = np.zeros(len(dense))
     for s in range(0, len(dense), 4096):
         q = dense[s : s + 4096][:, r.active].astype(np.float32)
         dist = q.sum(axis=1)[:, None] + sizes[None, :] - 2.0 * (q @ centres.T)
-        anchor = dist.argmin(axis=1)
-        diff = (q - centres[anchor]) * x_local
-        answers[s : s + 4096] = value[anchor] + diff.astype(float) @ y_points
-        variance[s : s + 4096] = cvar[anchor] + np.abs(diff).sum(axis=1) * sig2[0]
-    return answers, variance
+        a = dist.argmin(axis=1)
+        qx = q[:, x_local]
+        outside[s : s + 4096] = (qx.sum(axis=1) + centres_x.sum(axis=1)[a]
+                                 - 2.0 * (qx * centres_x[a]).sum(axis=1))
+        anchor[s : s + 4096] = a
+    return anchor, outside
 
 
-def _round_gls(plan: MN12Plan, r: Round, y: dict, dense: np.ndarray):
+def _round_gls(plan: MN12Plan, r: Round, y: dict, dense: np.ndarray, key):
     """Generalised least squares over X_t: min-variance linear unbiased estimate."""
+    rel = r.rel_var
+    design, weight, chol = memo(plan.cache, ("gls", id(r)), lambda: _gls_factor(r))
+    rhs = design.T @ (weight * np.asarray(y["pieces"], dtype=float))
+    rhs += np.asarray(y["points"], dtype=float) / rel[0]
+    estimate = scipy.linalg.cho_solve(chol, rhs)
+    w = dense[:, r.x_points].astype(float)
+    variance = memo(plan.cache, ("gls-var", id(r), key), lambda: (
+        scipy.linalg.solve_triangular(chol[0], w.T, lower=True) ** 2).sum(axis=0) * r.kappa)
+    return w @ estimate, variance
+
+
+def _gls_factor(r: Round):
+    """Design matrix of the pieces over X_t, their weights, and the Cholesky factor of B'WB."""
     rel = r.rel_var
     design = np.zeros((len(r.pieces), len(r.x_points)))
     for k, piece in enumerate(r.pieces):
         design[k, np.searchsorted(r.x_points, piece)] = 1.0
     weight = 1.0 / rel[r.piece_levels] if len(r.pieces) else np.zeros(0)
     gram = (design.T * weight) @ design + np.eye(len(r.x_points)) / rel[0]
-    rhs = design.T @ (weight * np.asarray(y["pieces"], dtype=float))
-    rhs += np.asarray(y["points"], dtype=float) / rel[0]
-    chol = scipy.linalg.cho_factor(gram, lower=True)
-    estimate = scipy.linalg.cho_solve(chol, rhs)
-    w = dense[:, r.x_points].astype(float)
-    half = scipy.linalg.solve_triangular(chol[0], w.T, lower=True)
-    return w @ estimate, (half**2).sum(axis=0) * r.kappa
+    return design, weight, scipy.linalg.cho_factor(gram, lower=True)
 
 
 def _round_to_dict(r: Round) -> dict:

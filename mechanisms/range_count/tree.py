@@ -17,7 +17,9 @@ import numpy as np
 from mechanisms.errors import MechanismError
 from mechanisms.range_count.core import (
     PrivacyTarget,
+    bits_key,
     draw_noise,
+    memo,
     noise_variance,
     per_point_loss,
     scale_for,
@@ -69,6 +71,7 @@ class TreePlan:
         self.axes = [axis_tree(g, b, h) for g, b, h in
                      zip(self.grid_shape, self.branching, self.heights, strict=True)]
         self.gram_inverse = [np.linalg.inv(a.T @ a) for a in self.axes]
+        self.cache = {}
 
     @classmethod
     def build(cls, grid_shape, target: PrivacyTarget) -> TreePlan:
@@ -126,7 +129,9 @@ class TreePlan:
         cells = self.estimate_cells(noisy)
         answers = np.concatenate([unpack(query_bits[s : s + 4096], self.n).astype(float) @ cells
                                   for s in range(0, len(query_bits), 4096)])
-        return answers, self.predicted_variance(query_bits)
+        variance = memo(self.cache, bits_key(query_bits),
+                        lambda: self.predicted_variance(query_bits))
+        return answers, variance
 
     def to_dict(self) -> dict:
         return {"grid": list(self.grid_shape), "branching": list(self.branching),
