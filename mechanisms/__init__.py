@@ -18,6 +18,7 @@ from mechanisms.histogram import (
     recommended_bins,
     smoothed_histogram,
 )
+from mechanisms.mwem import mwem
 from mechanisms.noise import (
     RandomSource,
     RecordingSource,
@@ -56,6 +57,7 @@ __all__ = [
     "exponential_mechanism",
     "max_rows",
     "min_admissible_mix",
+    "mwem",
     "perturbed_histogram",
     "public_manifest",
     "range_count",

@@ -55,6 +55,15 @@ SUBCOMMANDS = {
         "synthetic rows from a smoothed histogram (Wasserman & Zhou 4.1)",
         (ROWS, MIX),
     ),
+    "mwem": Subcommand(
+        "mwem",
+        "synthetic rows fitted to a workload of marginals or ranges (Hardt, Ligett & McSherry)",
+        (
+            Option("rounds", int, "number of MWEM rounds T (default: from n, epsilon, workload)"),
+            Option("workload", str, "workload JSON file (k-way marginals, ranges, boxes, mixes)"),
+            Option("marginals", int, "use all K-way marginals as the workload (default 2)"),
+        ),
+    ),
 }
 
 
