@@ -19,6 +19,7 @@ import pandas as pd
 from mechanisms.accounting import DEFAULT_NEIGHBOURING, NEIGHBOURING
 from mechanisms.errors import MechanismError
 from mechanisms.noise import secure_source, seeded_source
+from mechanisms.range_count.api import range_query_csv
 from mechanisms.release import file_sha256, run_release, write_release
 from mechanisms.schema import CategoricalColumn, Schema
 
@@ -64,6 +65,18 @@ SUBCOMMANDS = {
             Option("marginals", int, "use all K-way marginals as the workload (default 2)"),
         ),
     ),
+    "range-count": Subcommand(
+        "range_count",
+        "private range counts (intervals, boxes, halfspaces) over a grid or point support",
+        (
+            Option("grid", str, "support grid, e.g. 64x64 (default: the schema's bins)"),
+            Option("workload", str, "workload JSON or CSV file of intervals, boxes, halfspaces"),
+            Option("random_halfspaces", int, "add M random halfspaces through support points"),
+            Option("random_boxes", int, "add M random boxes inside the bounds"),
+            Option("mechanism", str, "auto (default), mn12, tree, identity or per_query"),
+            Option("estimator", str, "mn12 answers: chain (default) or gls"),
+        ),
+    ),
 }
 
 
@@ -93,6 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
                 type=option.type,
                 help=option.help,
             )
+    q = sub.add_parser("range-query", help="answer new ranges from a released structure (free)")
+    q.add_argument("--structure", required=True, help="structure.json of a range-count release")
+    q.add_argument("--query", required=True, help="JSON or CSV file of intervals/boxes/halfspaces")
+    q.add_argument("--estimator", choices=("chain", "gls"), help="default: the structure's")
     return parser
 
 
@@ -109,6 +126,9 @@ def read_table(path: str, schema: Schema, columns: list[str]) -> pd.DataFrame:
 
 def run(args: argparse.Namespace) -> list:
     """Run the chosen subcommand; return the paths written."""
+    if args.subcommand == "range-query":
+        print(range_query_csv(args.structure, args.query, args.estimator), end="")
+        return []
     spec = SUBCOMMANDS[args.subcommand]
     schema = Schema.load(args.schema)
     columns = schema.resolve_columns(args.columns.split(",") if args.columns else None)

@@ -13,6 +13,7 @@ import io
 import json
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -26,6 +27,7 @@ from mechanisms.range_count.inputs import (
     all_prefixes,
     grid_support,
     incidence,
+    load_workload,
     normalize_queries,
     parse_grid,
     point_support,
@@ -238,7 +240,9 @@ def support_from_schema(schema, columns, params: dict) -> Support:
 
 def workload_from_params(support: Support, params: dict, rng) -> list[dict]:
     """The public workload: given queries plus generated halfspaces, boxes or prefixes."""
-    queries = list(params.get("workload") or [])
+    workload = params.get("workload") or []
+    queries = read_queries_file(workload, support.columns) if isinstance(workload, str) else \
+        list(workload)
     if params.get("random_halfspaces"):
         queries += random_halfspaces(support, int(params["random_halfspaces"]), rng)
     if params.get("random_boxes"):
@@ -274,6 +278,30 @@ def range_count_release(data: pd.DataFrame, schema, *, columns, params: dict, ep
     trace = {"predicted_mean_variance": result.predicted, "chosen": result.mechanism,
              "rounds": result.accounting.get("rounds", [])}
     return ReleaseOutput(files=files, manifest=manifest, trace=trace)
+
+
+def read_queries_file(path: str, columns) -> list[dict]:
+    """Queries from a JSON or CSV file (CSV when the name ends in .csv)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or type(exc).__name__
+        raise MechanismError(f"query file ({path!r}) cannot be read: {reason}") from None
+    return load_workload(text, tuple(columns), fmt="csv" if path.endswith(".csv") else "json")
+
+
+def range_query_csv(structure_path: str, query_path: str, estimator: str | None = None) -> str:
+    """Command line `range-query`: answers to new queries from a saved structure, as CSV text."""
+    try:
+        structure = json.loads(Path(structure_path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        reason = getattr(exc, "strerror", None) or type(exc).__name__
+        raise MechanismError(f"structure file ({structure_path!r}) cannot be read as JSON: "
+                             f"{reason}") from None
+    support, _, _ = load_structure(structure)
+    queries = read_queries_file(query_path, support.columns)
+    answers, variance = answer_queries(structure, queries, estimator=estimator)
+    return answers_csv(queries, answers, variance)
 
 
 def answers_csv(queries: list[dict], answers, variance) -> str:
