@@ -414,3 +414,33 @@ def test_the_registry_reports_progress():
         progress=lambda done, total: seen.append((done, total)),
     )
     assert seen == [(1, 2), (2, 2)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("factor", [1.0, 0.5])
+def test_the_whole_perturbed_release_passes_the_event_test_and_its_twin_fails(monkeypatch, factor):
+    """End to end (encoding, noise, output), 10^4 runs per side, alpha = 1e-6: every run calls
+    perturbed_histogram itself. The twin halves the noise scale."""
+    runs, epsilon = 10_000, 1.0
+    d, d2, neighbouring = NEIGHBOURS["edge-bins"]
+    true_sensitivity = histogram.count_sensitivity(neighbouring)
+    monkeypatch.setattr(histogram, "count_sensitivity", lambda nb: true_sensitivity * factor)
+    ref = [SCHEMA.cell_counts(r, ["x", "g"]).ravel() for r in (d, d2)]
+    changed = np.flatnonzero(ref[0] != ref[1])
+
+    def statistic(data, seed):
+        rng = seeded_source(seed)
+        noisy = np.array(
+            [
+                perturbed_histogram(
+                    data, SCHEMA, columns=None, epsilon=epsilon, rows=0, rng=rng
+                ).released_counts.ravel()[changed]
+                for _ in range(runs)
+            ]
+        )
+        return (np.abs(noisy - ref[0][changed]) - np.abs(noisy - ref[1][changed])).sum(axis=1)
+
+    result = audit_neighbours(
+        statistic(d, 61), statistic(d2, 62), epsilon=epsilon, thresholds=np.arange(-2, 3)
+    )
+    assert result.passed == (factor == 1.0), result.summary()
