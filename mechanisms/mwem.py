@@ -21,7 +21,7 @@ from mechanisms.release import ReleaseOutput, json_bytes, register
 from mechanisms.schema import NumericColumn
 from mechanisms.workload import Query, expand_workload, load_workload, marginals_spec
 
-__all__ = ["FactoredDistribution", "MwemResult", "default_rounds", "mwem"]
+__all__ = ["FactoredDistribution", "MwemResult", "default_rounds", "measure_all", "mwem"]
 
 DEFAULT_MEMORY_CELLS = 25_000_000  # float64 cells per group: 200 MB
 MAX_DEFAULT_ROUNDS = 60
@@ -189,7 +189,7 @@ def mwem(
     neighbouring: str = "replace-one",
     init_fraction: float | None = None,
     select_fraction: float = 0.25,
-    mw_passes: int = 1,
+    mw_passes: int | None = None,
     output: str = "last",
     dense: bool = False,
     memory_cells: int = DEFAULT_MEMORY_CELLS,
@@ -206,8 +206,9 @@ def mwem(
     expected L1 size of the measurement noise) and the rest on measuring it with discrete
     Laplace noise. ``init_fraction=0, select_fraction=0.5`` is the paper's ε/(2T) split.
     After each measurement, ``mw_passes`` multiplicative-weights passes over all measurements
-    so far. ``output="last"`` returns the last iterate, ``"average"`` the average of the
-    iterates (the analysed estimator; needs the dense representation).
+    so far (default: 10 while every group is small, 1 once one is large).
+    ``output="last"`` returns the last iterate, ``"average"`` the average of the iterates
+    (the analysed estimator; needs the dense representation).
 
     Privacy: unit = one record; pure ε-DP by sequential composition under ``neighbouring``.
     Sensitivities: replace-one: a marginal's cell vector has L1 sensitivity 2 (one cell −1,
@@ -228,7 +229,7 @@ def mwem(
         init_scale = marginal_l1 * d / eps_init
         one_way = _measure_one_ways(true, d, init_scale, rng)
         n = len(codes) if neighbouring == "replace-one" else _estimate_n(one_way)
-        start = [np.maximum(m, 1.0) for m in one_way]
+        start = [np.maximum(m, max(init_scale, 0.5)) for m in one_way]
     else:
         if neighbouring != "replace-one":
             raise MechanismError(
@@ -260,7 +261,7 @@ def mwem(
         result.measurements.append(_measurement_record(query, noisy, scale))
         measured.append((query, noisy / n, _floor(scale, n)))
         model.merge(query.attrs)
-        for _ in range(mw_passes):
+        for _ in range(mw_passes or _default_passes(model)):
             for q, target, floor in measured:
                 _mw_update(model, q, target, floor)
         if iterate_sum is not None:
@@ -271,6 +272,45 @@ def mwem(
     if iterate_sum is not None:
         result.distribution = FactoredDistribution(shape, [(tuple(range(d)), iterate_sum)])
     return result
+
+
+def measure_all(
+    codes: np.ndarray,
+    shape: tuple[int, ...],
+    workload: list[Query],
+    *,
+    epsilon: float,
+    neighbouring: str = "replace-one",
+    mw_passes: int = 20,
+    rng=None,
+) -> FactoredDistribution:
+    """The non-adaptive baseline: measure every workload query at ε/|W|, then fit by MW passes.
+
+    Privacy: unit = one record; pure ε-DP by sequential composition over the |W| queries, each
+    with discrete Laplace noise of scale Δ_q·|W|/ε (Δ_q as in ``mwem``). Replace-one only (the
+    fit uses the public n).
+    """
+    rng = resolve_rng(rng)
+    check_epsilon(epsilon)
+    if neighbouring != "replace-one":
+        raise MechanismError(f"neighbouring ({neighbouring!r}) must be replace-one here")
+    true, n = _TrueAnswers(codes, shape), len(codes)
+    model = FactoredDistribution.independent([np.ones(k) for k in shape])
+    measured = []
+    for query in workload:
+        noisy, scale = _measure(true, query, epsilon / len(workload), 2, rng)
+        measured.append((query, noisy / n, _floor(scale, n)))
+        model.merge(query.attrs)
+    for _ in range(mw_passes):
+        for query, target, floor in measured:
+            _mw_update(model, query, target, floor)
+    return model
+
+
+def _default_passes(model: FactoredDistribution) -> int:
+    """Ten MW passes per round while every group is small (cheap), one once a group is large."""
+    largest = max(g.probs.size for g in model.groups())
+    return 10 if largest <= _INTERMEDIATE_CELLS else 1
 
 
 def default_init_fraction(n, epsilon, shape, workload) -> float:

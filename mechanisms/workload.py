@@ -111,7 +111,9 @@ def _expand_entry(entry, columns, shape, ordered) -> list[Query]:
         bins = shape[a]
         return [Query((a,), ((lo, hi),)) for lo in range(bins) for hi in range(lo, bins)]
     if kind == "boxes":
-        attrs = _positions(entry.get("columns"), columns, ordered)
+        names = entry.get("columns")
+        _positions(names, columns, ordered)
+        attrs = [columns.index(n) for n in names]
         return [_box(attrs, b, shape) for b in _list(entry.get("boxes"), "boxes")]
     raise MechanismError(
         f"workload entry ({_short(entry)}) is not understood; use type 'marginals' (with 'k' or "
@@ -138,6 +140,7 @@ def _positions(names, columns, ordered=None) -> tuple[int, ...]:
 
 
 def _box(attrs, ranges, shape) -> Query:
+    """A box from one [lo, hi] per column in ``attrs`` (listed order), stored in column order."""
     if not isinstance(ranges, list) or len(ranges) != len(attrs):
         raise MechanismError(f"box ({_short(ranges)}) needs one [lo, hi] bin range per column")
     checked = []
@@ -147,8 +150,9 @@ def _box(attrs, ranges, shape) -> Query:
             raise MechanismError(
                 f"box range ({_short(pair)}) must be [lo, hi] with 0 <= lo <= hi < {shape[a]}"
             )
-        checked.append((pair[0], pair[1]))
-    return Query(attrs, tuple(checked))
+        checked.append((a, (pair[0], pair[1])))
+    checked.sort()
+    return Query(tuple(a for a, _ in checked), tuple(r for _, r in checked))
 
 
 def _int_in(value, what, lo, hi) -> int:
