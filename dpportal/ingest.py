@@ -18,6 +18,7 @@ import io
 import os
 import re
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -381,15 +382,22 @@ def _write_parquet_once(path: Path, fmt: TextFormat, parquet_path: Path):
             check_utf8=fmt.encoding != "utf-8"),
     )
     profiles = [ColumnProfile(n, k) for n, k in zip(fmt.names, fmt.kinds, strict=True)]
-    rows = 0
+    text_columns = [n for n, k in zip(fmt.names, fmt.kinds, strict=True) if k == "text"]
+    rows, pending = 0, None
     fd = os.open(parquet_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as sink, pq.ParquetWriter(sink, reader.schema) as writer:
-        for batch in reader:
+    with (os.fdopen(fd, "wb") as sink,
+          pq.ParquetWriter(sink, reader.schema, use_dictionary=text_columns) as writer,
+          ThreadPoolExecutor(max_workers=1) as write_thread):
+        for batch in reader:  # parse the next block while the previous one is written
             _check_field_sizes(batch, fmt, path)
             for profile, column in zip(profiles, batch.columns, strict=True):
                 profile.update(column)
-            writer.write_batch(batch)
+            if pending is not None:
+                pending.result()
+            pending = write_thread.submit(writer.write_batch, batch)
             rows += batch.num_rows
+        if pending is not None:
+            pending.result()
     return rows, profiles
 
 
