@@ -12,6 +12,7 @@ from django.core.paginator import Paginator
 from django.db.models import Q
 from django.http import HttpResponse
 from django.shortcuts import render
+from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from .access import dataset_for_reader, datasets_visible_to, releases_visible_to
@@ -107,9 +108,12 @@ def dataset_ledger(request, pk):
 
 
 def ledger_figure(dataset, entries) -> dict:
-    """A plotly figure (as JSON data) of ε spent over time, stepping at each ledger entry."""
-    times = [dataset.created_at.isoformat()] + [e.created_at.isoformat() for e in entries]
-    spent = [0.0] + [float(e.epsilon_spent_after) for e in entries]
+    """A plotly figure (as JSON data) of ε spent over time, stepping at each ledger entry and
+    ending now at the dataset's current spend."""
+    times = [dataset.created_at] + [e.created_at for e in entries] + [timezone.now()]
+    spent = ([0.0] + [float(e.epsilon_spent_after) for e in entries]
+             + [float(dataset.epsilon_spent)])
+    times = [t.isoformat() for t in times]
     total = float(dataset.epsilon_total)
     return {
         "data": [
@@ -123,8 +127,8 @@ def ledger_figure(dataset, entries) -> dict:
             "xaxis": {"title": {"text": "When"}},
             "yaxis": {"title": {"text": "Privacy budget spent (ε)"},
                       "range": [0, max([total, *spent]) * 1.1 or 1]},
-            "margin": {"t": 20, "r": 20},
-            "legend": {"orientation": "h"},
+            "margin": {"t": 40, "r": 20},
+            "legend": {"orientation": "h", "x": 0, "y": 1.12},
         },
     }
 

@@ -151,7 +151,7 @@ def test_the_ledger_shows_every_debit_with_running_totals_and_a_chart(two_tenant
     html = response.content.decode()
     start = html.index('<script id="ledger-figure" type="application/json">')
     figure = json.loads(html[html.index(">", start) + 1:html.index("</script>", start)])
-    assert figure["data"][0]["y"] == [0.0, 0.25, 0.75]
+    assert figure["data"][0]["y"] == [0.0, 0.25, 0.75, 0.75]  # ... and on until now
     assert figure["data"][1]["y"] == [2.0, 2.0]
     assert "js/audit_ledger.js" in html and "js/vendor/plotly.min.js" in html
     assert "<script>" not in html  # no inline script: the CSP would block it
