@@ -604,6 +604,7 @@ def dataset_create_from_upload(
     neighbouring="replace-one", header=None, remote_addr=None,
 ):
     """Register an upload that streamed into private storage (`storage.PrivateUpload`)."""
+    dataset_remove_orphan_files()
     try:
         return _dataset_create(
             owner=owner, name=name, description=description, attribution="",
@@ -613,6 +614,16 @@ def dataset_create_from_upload(
         )
     finally:
         upload.discard()
+
+
+def dataset_remove_orphan_files(older_than_hours=6) -> int:
+    """Remove stored files no dataset refers to: parts of uploads cut off by a killed process."""
+    from . import storage
+
+    referenced = set()
+    for names in Dataset.objects.values_list("storage_name", "parquet_name"):
+        referenced.update(names)
+    return storage.remove_orphans(referenced - {""}, older_than_hours * 3600)
 
 
 def _dataset_create(*, owner, name, description, attribution, original_path, scan, filename,

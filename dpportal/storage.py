@@ -7,6 +7,7 @@ removed whenever the upload or its ingest fails.
 
 import os
 import secrets
+import time
 from pathlib import Path
 
 from django.conf import settings
@@ -54,6 +55,17 @@ def write_private(chunks, suffix: str, scan: ByteScan) -> tuple[str, Path]:
 def remove(storage_name: str) -> None:
     if storage_name:
         path_of(storage_name).unlink(missing_ok=True)
+
+
+def remove_orphans(referenced: set[str], older_than_seconds: float) -> int:
+    """Remove files no dataset refers to (left by a killed process) once they are old enough."""
+    cutoff = time.time() - older_than_seconds
+    removed = 0
+    for path in storage_dir().iterdir():
+        if path.name not in referenced and path.stat().st_mtime < cutoff:
+            path.unlink(missing_ok=True)
+            removed += 1
+    return removed
 
 
 class PrivateUpload(UploadedFile):

@@ -495,3 +495,38 @@ def test_demo_loader_goes_through_ingest(db):
     assert dataset.row_count == 48842
     frame = release_engine.load_columns(dataset, ["age", "income"])
     assert len(frame) == 48842 and frame["age"].between(17, 90).all()
+
+
+# ---------------------------------------------------------------- storage hygiene
+
+
+CANARY = b"CANARY-7f3a9c-SHOULD-NEVER-SURVIVE"
+
+
+def files_containing(folder: Path, needle: bytes) -> list[Path]:
+    return [p for p in folder.rglob("*") if p.is_file() and needle in p.read_bytes()]
+
+
+def test_no_canary_bytes_remain_after_deletion(owner, private_storage,
+                                               django_capture_on_commit_callbacks):
+    content = b"age,secret\n" + b"".join(b"%d,%s-%d\n" % (i, CANARY, i % 3) for i in range(50))
+    upload(client_for(owner), content=content)
+    dataset = Dataset.objects.get()
+    assert files_containing(private_storage, CANARY)  # the check can see the canary
+    with django_capture_on_commit_callbacks(execute=True):
+        services.dataset_delete(dataset=dataset, user=owner)
+    assert files_containing(private_storage, CANARY) == []
+    assert CANARY.decode() not in json.dumps(list(AuditEvent.objects.values("details")))
+
+
+def test_orphaned_files_are_swept_only_when_old(owner, dataset, private_storage):
+    import os
+    import time
+
+    old, young = private_storage / "old.upload", private_storage / "young.upload"
+    for path in (old, young):
+        path.write_bytes(b"partial upload")
+    os.utime(old, (time.time() - 7 * 3600,) * 2)
+    assert services.dataset_remove_orphan_files() == 1
+    assert sorted(storage_files()) == sorted([dataset.storage_name, dataset.parquet_name,
+                                              "young.upload"])
