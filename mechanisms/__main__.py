@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from mechanisms.accounting import DEFAULT_NEIGHBOURING, NEIGHBOURING
+from mechanisms.accounting import DEFAULT_NEIGHBOURING, NEIGHBOURING, check_epsilon
 from mechanisms.errors import MechanismError
 from mechanisms.noise import secure_source, seeded_source
 from mechanisms.range_count.api import range_query_csv
@@ -130,6 +130,7 @@ def run(args: argparse.Namespace) -> list:
         print(range_query_csv(args.structure, args.query, args.estimator), end="")
         return []
     spec = SUBCOMMANDS[args.subcommand]
+    check_epsilon(args.epsilon, allow_infinite=False)  # inf (no noise) is for tests, not releases
     schema = Schema.load(args.schema)
     columns = schema.resolve_columns(args.columns.split(",") if args.columns else None)
     data = read_table(args.input, schema, columns)

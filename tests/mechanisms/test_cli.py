@@ -113,6 +113,7 @@ def test_smoothed_histogram_writes_the_release(files):
     [
         ({"--epsilon": "-1"}, "error: epsilon (-1.0) must be > 0"),
         ({"--epsilon": "0"}, "error: epsilon (0.0) must be > 0"),
+        ({"--epsilon": "inf"}, "error: epsilon (inf) must be > 0 and finite"),
         ({"--input": "missing.csv"}, "cannot be read as CSV"),
         ({"--columns": "age,salary"}, "error: column ('salary') is not in the schema"),
         ({"--rows": "-2"}, "error: rows (-2) must be a whole number >= 0"),
