@@ -107,7 +107,10 @@ class SchemaColumnForm(forms.Form):
     type = forms.ChoiceField(label="Type", choices=TYPE_CHOICES)
     lower = forms.FloatField(label="Lower bound", required=False)
     upper = forms.FloatField(label="Upper bound", required=False)
-    bins = forms.IntegerField(label="Bins", required=False, min_value=1, max_value=MAX_BINS)
+    bins = forms.CharField(label="Bins", required=False, max_length=2000,
+                           widget=forms.TextInput(attrs={"size": 8}),
+                           help_text="A number of equal-width bins, or the bin edges from lower "
+                                     "to upper separated by commas (0, 18, 65, 120).")
     categories = forms.CharField(label="Categories, one per line", required=False,
                                  widget=forms.Textarea(attrs={"rows": 4}))
     unknown = forms.ChoiceField(label="Values not in the list", choices=UNKNOWN_CHOICES,
@@ -130,6 +133,11 @@ class SchemaColumnForm(forms.Form):
         if lower is not None and upper is not None and not lower < upper:
             self.add_error("upper", f"The upper bound ({upper:g}) must be above the lower "
                                     f"bound ({lower:g}).")
+        if bins and "bins" not in self.errors:
+            try:
+                data["bins"] = parse_bins(bins, lower, upper)
+            except ValueError as exc:
+                self.add_error("bins", str(exc))
 
     def _clean_categorical(self, data):
         categories = category_list(data.get("categories", ""))
@@ -154,6 +162,26 @@ class SchemaColumnForm(forms.Form):
         return {"name": name, "type": "ignored"}
 
 
+def parse_bins(text: str, lower, upper):
+    """A bin count ("10") or explicit edges ("0, 18, 65, 120") from lower to upper."""
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) == 1:
+        if not parts[0].isdigit() or not 1 <= int(parts[0]) <= MAX_BINS:
+            raise ValueError(f"Bins ({text}) must be a whole number from 1 to {MAX_BINS}, or "
+                             "edges separated by commas.")
+        return int(parts[0])
+    try:
+        edges = [_number(float(p)) for p in parts]
+    except ValueError:
+        raise ValueError(f"Bin edges ({text}) must be numbers separated by commas.") from None
+    if len(edges) - 1 > MAX_BINS or any(a >= b for a, b in zip(edges, edges[1:], strict=False)):
+        raise ValueError(f"Bin edges ({text}) must increase, with at most {MAX_BINS} bins.")
+    if lower is not None and upper is not None and (edges[0] != lower or edges[-1] != upper):
+        raise ValueError(f"Bin edges ({text}) must start at the lower bound ({lower:g}) and end "
+                         f"at the upper bound ({upper:g}).")
+    return edges
+
+
 def category_list(text: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip()]
 
@@ -171,7 +199,8 @@ def schema_initial(entry: dict) -> dict:
     if entry.get("type") == "numeric":
         bins = entry.get("bins")
         initial |= {"lower": _number(entry["lower"]), "upper": _number(entry["upper"]),
-                    "bins": bins if isinstance(bins, int) else len(bins) - 1}
+                    "bins": bins if isinstance(bins, int) else
+                    ", ".join(f"{_number(e)}" for e in bins)}
     if entry.get("type") == "categorical":
         initial["categories"] = "\n".join(str(c) for c in entry.get("categories", []))
     return initial

@@ -145,9 +145,13 @@ class ColumnProfile:
         base = {"name": self.name, "missing": self.missing}
         if self.kind != "text" and self.minimum is not None:
             upper = self.maximum if self.maximum > self.minimum else self.minimum + 1
-            return base | {"type": "numeric", "lower": _plain(self.minimum),
-                           "upper": _plain(upper), "bins": DEFAULT_BINS,
-                           "from_data": ["lower", "upper"]}
+            proposal = base | {"type": "numeric", "lower": _plain(self.minimum),
+                               "upper": _plain(upper), "bins": DEFAULT_BINS,
+                               "from_data": ["lower", "upper"]}
+            if self.kind == "int" and upper - self.minimum < DEFAULT_BINS:
+                proposal["bins"] = int(upper - self.minimum) + 1  # one bin per whole number
+                proposal["from_data"].append("bins")
+            return proposal
         usable = self.categories and all(len(c) <= MAX_CATEGORY_CHARS for c in self.categories)
         if usable:
             return base | {"type": "categorical", "categories": sorted(self.categories),

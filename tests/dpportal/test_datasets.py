@@ -313,7 +313,10 @@ def test_schema_confirmation_stores_the_mechanisms_schema(owner, dataset):
 @pytest.mark.parametrize("row, message", [
     ({"type": "numeric", "lower": "5", "upper": "5", "bins": "3"}, "must be above the lower"),
     ({"type": "numeric", "lower": "", "upper": "5", "bins": "3"}, "Required for a numeric"),
-    ({"type": "numeric", "lower": "0", "upper": "5", "bins": "0"}, "greater than or equal to 1"),
+    ({"type": "numeric", "lower": "0", "upper": "5", "bins": "0"}, "whole number from 1"),
+    ({"type": "numeric", "lower": "0", "upper": "5", "bins": "0, 3, 4"}, "must start at the"),
+    ({"type": "numeric", "lower": "0", "upper": "5", "bins": "0, 3, 3, 5"}, "must increase"),
+    ({"type": "numeric", "lower": "0", "upper": "5", "bins": "0, x, 5"}, "must be numbers"),
     ({"type": "categorical", "categories": "  \n "}, "at least one category"),
     ({"type": "categorical", "categories": "F\nF"}, "repeated: F"),
     ({"type": "categorical", "categories": "(other)"}, "reserved"),
@@ -327,6 +330,18 @@ def test_schema_errors_rerender_with_a_message(owner, dataset, row, message):
     assert response.status_code == 400
     assert message in response.content.decode()
     assert not dataset.schema_confirmed
+
+
+def test_schema_accepts_explicit_bin_edges_and_shows_them_again(owner, dataset):
+    rows = [{"type": "numeric", "lower": "0", "upper": "120", "bins": "0, 18, 65.5, 120"}]
+    client = client_for(owner)
+    response = client.post(reverse("dataset_schema", args=[dataset.pk]),
+                           schema_post(rows + GOOD_ROWS[1:]))
+    dataset.refresh_from_db()
+    assert response.status_code == 302
+    assert dataset.schema["columns"][0]["bins"] == [0, 18, 65.5, 120]
+    text = client.get(reverse("dataset_schema", args=[dataset.pk])).content.decode()
+    assert 'value="0, 18, 65.5, 120"' in text
 
 
 def test_schema_post_with_wrong_column_count_is_refused(owner, dataset):

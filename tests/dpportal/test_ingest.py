@@ -128,6 +128,13 @@ def test_constant_numeric_column_gets_a_valid_proposal(tmp_path):
     assert result.proposals[0]["lower"] == 5 and result.proposals[0]["upper"] == 6
 
 
+def test_small_integer_ranges_get_one_bin_per_value_marked_from_data(tmp_path):
+    result, _ = read(tmp_path, b"flag,score\n0,1.5\n1,2\n1,3\n")
+    flag, score = result.proposals
+    assert flag["bins"] == 2 and "bins" in flag["from_data"]
+    assert score["bins"] == 10 and "bins" not in score["from_data"]
+
+
 def test_xlsx_values_dates_and_numbers(tmp_path):
     import datetime
 
