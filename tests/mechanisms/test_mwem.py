@@ -1,0 +1,359 @@
+"""MWEM: validation, convergence at epsilon = inf, factored = dense, record-and-replay accounting,
+the event test (TESTING_PRIVACY.md section 1) on one selection and one measurement with broken
+twins, the paper's contingency-table experiment (small version), scaling, and the release.
+
+Event tests: n = 10^5 outputs per side, alpha = 1e-6 family-wise (privacy_audit helper); each
+has a twin with the declared sensitivity halved that the same test must fail.
+Contingency test: 5 seeds per point; the asserted gaps are ones the 5-seed benchmark
+(benchmarks/mwem_contingency.py) shows by a factor of 2 or more.
+"""
+
+import importlib
+import io
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mechanisms.errors import MechanismError
+from mechanisms.mwem import FactoredDistribution, measure_all, mwem
+from mechanisms.noise import RecordingSource, exponential_mechanism, seeded_source
+from mechanisms.release import run_release
+from mechanisms.schema import Schema
+from mechanisms.workload import Query, expand_workload, marginals_spec, random_marginals_spec
+from tests.mechanisms.privacy_audit import audit_neighbours
+
+mwem_module = importlib.import_module("mechanisms.mwem")  # the package exports the function
+DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+N_AUDIT = 100_000
+
+
+def load_table(name):
+    records = pd.read_csv(DATA / f"mwem_{name}_records.csv", dtype=str)
+    columns = list(records.columns)
+    codes = np.stack(
+        [np.unique(records[c], return_inverse=True)[1] for c in columns], axis=1
+    ).astype(np.int64)
+    return codes, (2,) * len(columns), columns
+
+
+def workload_of(columns, shape, k):
+    return expand_workload(marginals_spec(k), columns, shape, set())
+
+
+def true_table(codes, shape):
+    table = np.zeros(shape)
+    np.add.at(table, tuple(codes.T), 1)
+    return table / table.sum()
+
+
+def relative_entropy(codes, shape, estimate):
+    true = true_table(codes, shape)
+    mask = true > 0
+    return float(np.sum(true[mask] * np.log(true[mask] / np.maximum(estimate[mask], 1e-300))))
+
+
+def max_workload_error(codes, shape, workload, distribution):
+    """Largest |q(synthetic) - q(true)| / n over every cell of every workload query."""
+    true = true_table(codes, shape)
+    worst = 0.0
+    for q in workload:
+        other = tuple(a for a in range(len(shape)) if a not in q.attrs)
+        exact, model = true.sum(axis=other), distribution.marginal(q.attrs)
+        if q.box is not None:
+            box = tuple(slice(lo, hi + 1) for lo, hi in q.box)
+            exact, model = exact[box].sum(), model[box].sum()
+        worst = max(worst, float(np.abs(exact - model).max()))
+    return worst
+
+
+# --- validation -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"epsilon": -1}, r"epsilon \(-1\) must be > 0"),
+        ({"epsilon": 1, "neighbouring": "swap"}, r"neighbouring \('swap'\)"),
+        ({"epsilon": 1, "init_fraction": 1.0}, r"init_fraction \(1.0\) must be in \[0, 1\)"),
+        ({"epsilon": 1, "select_fraction": 0}, r"select_fraction \(0\) must be in \(0, 1\)"),
+        ({"epsilon": 1, "output": "best"}, r"output \('best'\) must be 'last' or 'average'"),
+        ({"epsilon": 1, "output": "average", "memory_cells": 10}, r"dense domain \(64 cells\)"),
+        ({"epsilon": 1, "neighbouring": "add-remove", "init_fraction": 0}, r"init_fraction \(0\)"),
+    ],
+)
+def test_it_refuses_bad_parameters_with_one_line(kwargs, message):
+    codes, shape, columns = load_table("czech")
+    with pytest.raises(MechanismError, match=message):
+        mwem(codes, shape, workload_of(columns, shape, 2), rng=seeded_source(0), **kwargs)
+
+
+# --- exactness and representations -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_it_converges_to_the_workload_at_infinite_epsilon(k):
+    codes, shape, columns = load_table("czech")
+    workload = workload_of(columns, shape, k)
+    before = max_workload_error(codes, shape, workload, FactoredDistribution.independent(
+        [np.ones(2)] * len(shape)))
+    result = mwem(codes, shape, workload, epsilon=math.inf, rounds=40, mw_passes=10)
+    after = max_workload_error(codes, shape, workload, result.distribution)
+    assert before > 0.05
+    assert after < 0.005, after
+    assert result.trace[-1]["max_error_estimate"] < 0.005
+
+
+def test_ranges_converge_at_infinite_epsilon():
+    rng = seeded_source(3)
+    codes = np.stack([(rng.uniform(500) ** 2 * 8).astype(int), rng.integers(3, 500)], axis=1)
+    shape = (8, 3)
+    workload = expand_workload({"queries": [{"type": "ranges", "column": "x"}]}, ["x", "g"],
+                               shape, {"x"})
+    result = mwem(codes, shape, workload, epsilon=math.inf, rounds=60, mw_passes=10)
+    assert max_workload_error(codes, shape, workload, result.distribution) < 0.01
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_factored_and_dense_give_the_same_distribution(k):
+    codes, shape, columns = load_table("rochdale")
+    workload = workload_of(columns, shape, k)
+    runs = [mwem(codes, shape, workload, epsilon=1.0, dense=dense, rng=seeded_source(5))
+            for dense in (False, True)]
+    factored, dense = runs
+    assert len(dense.distribution.groups()) == 1
+    assert len(factored.distribution.groups()) > 1 or k == 3
+    assert [t["query"] for t in factored.trace] == [t["query"] for t in dense.trace]
+    np.testing.assert_allclose(factored.distribution.to_dense(), dense.distribution.to_dense(),
+                               rtol=1e-9, atol=1e-14)
+
+
+def test_average_output_is_the_mean_of_the_iterates():
+    codes, shape, columns = load_table("czech")
+    workload = workload_of(columns, shape, 2)
+    iterates = [mwem(codes, shape, workload, epsilon=math.inf, rounds=t, mw_passes=2)
+                .distribution.to_dense() for t in (1, 2, 3)]
+    averaged = mwem(codes, shape, workload, epsilon=math.inf, rounds=3, mw_passes=2,
+                    output="average").distribution.to_dense()
+    np.testing.assert_allclose(averaged, np.mean(iterates, axis=0), rtol=1e-9)
+    assert not np.allclose(averaged, iterates[-1])
+
+
+def test_sampling_is_systematic_within_a_group_and_independent_across_groups():
+    probs = np.array([[0.1, 0.2], [0.3, 0.4]])
+    model = FactoredDistribution((2, 2, 3), [((0, 1), probs), ((2,), np.array([0.5, 0.25, 0.25]))])
+    codes = model.sample(1000, seeded_source(1))
+    counts = np.zeros((2, 2))
+    np.add.at(counts, (codes[:, 0], codes[:, 1]), 1)
+    assert np.abs(counts - 1000 * probs).max() <= 1
+    assert abs(np.mean(codes[:, 2] == 0) - 0.5) <= 0.001
+
+
+# --- accounting: record-and-replay --------------------------------------------------------------
+
+
+def epsilon_of(call, neighbouring="replace-one"):
+    """The epsilon a recorded call spends, from its scale and the declared sensitivity."""
+    if call.primitive == "report_noisy_max":
+        return 2 * 1 / call.scale  # scores have sensitivity 1 (normalised)
+    marginal_l1 = 2 if neighbouring == "replace-one" else 1
+    return marginal_l1 / call.scale  # marginal-only workloads here
+
+
+def test_the_papers_split_spends_epsilon_over_2t_per_selection_and_measurement():
+    codes, shape, columns = load_table("czech")
+    source = RecordingSource(seeded_source(2))
+    mwem(codes, shape, workload_of(columns, shape, 2), epsilon=1.0, rounds=5, init_fraction=0,
+         select_fraction=0.5, rng=source)
+    calls = source.noise_calls()
+    assert [c.primitive for c in calls] == ["report_noisy_max", "discrete_laplace"] * 5
+    assert all(epsilon_of(c) == pytest.approx(1.0 / 10) for c in calls)
+
+
+@pytest.mark.parametrize("neighbouring", ["replace-one", "add-remove"])
+def test_the_default_split_sums_to_epsilon_and_is_the_same_on_neighbours(neighbouring):
+    codes, shape, columns = load_table("czech")
+    neighbour = codes.copy()
+    neighbour[0] = 1 - neighbour[0]  # replace one record by its complement
+    if neighbouring == "add-remove":
+        neighbour = neighbour[1:]
+    sequences = []
+    for data in (codes, neighbour):
+        source = RecordingSource(seeded_source(9))
+        result = mwem(data, shape, workload_of(columns, shape, 3), epsilon=0.7,
+                      neighbouring=neighbouring, rng=source)
+        calls = source.noise_calls()
+        assert sum(epsilon_of(c, neighbouring) for c in calls) == pytest.approx(0.7, rel=1e-12)
+        rounds = result.rounds
+        assert [c.primitive for c in calls] == (
+            ["discrete_laplace"] * 6 + ["report_noisy_max", "discrete_laplace"] * rounds)
+        assert len(result.measurements) == 6 + rounds and len(result.trace) == rounds
+        sequences.append([(c.primitive, c.scale) for c in calls])
+    # every scale depends only on public values (selected query sizes may differ, scales may not)
+    assert sequences[0] == sequences[1]
+
+
+# --- event tests (TESTING_PRIVACY.md section 1) ------------------------------------------------
+
+# Two binary attributes, candidates = the two 1-way marginals, model uniform. D has 60 records;
+# D' replaces a (1, 0) record by (0, 1): one L1-error score rises by 2 and the other falls by 2
+# (±1 after normalising), the worst case for the selection; the first marginal's two cells move
+# by one each, the worst case for its measurement.
+PAIR_SHAPE = (2, 2)
+PAIR_D = np.array([[0, 0]] * 30 + [[0, 1]] * 10 + [[1, 0]] * 5 + [[1, 1]] * 15)
+PAIR_D2 = np.vstack([PAIR_D[:40], [[0, 1]], PAIR_D[41:]])
+PAIR_WORKLOAD = [Query((0,)), Query((1,))]
+
+
+def selection_samples(codes, epsilon, draws=N_AUDIT):
+    """`draws` selections by the exponential mechanism on MWEM's scores for `codes`."""
+    model = FactoredDistribution.independent([np.ones(2), np.ones(2)])
+    true = mwem_module._TrueAnswers(codes, PAIR_SHAPE)
+    scores = mwem_module._selection_scores(model, true, PAIR_WORKLOAD, len(codes), 1.0, 2)
+    rng = seeded_source(11)
+    return np.array([exponential_mechanism(scores, epsilon=epsilon, sensitivity=1, rng=rng)
+                     for _ in range(draws)])
+
+
+def measurement_samples(codes, epsilon, draws=N_AUDIT):
+    """Noisy (cell 0 - cell 1) of the first 1-way marginal, as MWEM measures it."""
+    true = mwem_module._TrueAnswers(codes, PAIR_SHAPE)
+    rng = seeded_source(12)
+    out = np.empty(draws, dtype=np.int64)
+    for i in range(draws):
+        noisy, _ = mwem_module._measure(true, Query((0,)), epsilon, 2, rng)
+        out[i] = noisy[0] - noisy[1]
+    return out
+
+
+def halve_sensitivity(monkeypatch):
+    honest = mwem_module._sensitivity
+    monkeypatch.setattr(mwem_module, "_sensitivity", lambda q, l1: honest(q, l1) / 2)
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_one_selection_passes_the_event_test_and_its_twin_fails(monkeypatch, broken):
+    if broken:
+        halve_sensitivity(monkeypatch)
+    epsilon = 0.5
+    result = audit_neighbours(selection_samples(PAIR_D, epsilon),
+                              selection_samples(PAIR_D2, epsilon),
+                              epsilon=epsilon, thresholds=np.arange(2))
+    assert result.passed != broken, result.summary()
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_one_measurement_passes_the_event_test_and_its_twin_fails(monkeypatch, broken):
+    if broken:
+        halve_sensitivity(monkeypatch)
+    epsilon = 1.0
+    x, x2 = measurement_samples(PAIR_D, epsilon), measurement_samples(PAIR_D2, epsilon)
+    grid = np.arange(20 - 40, 22 + 41)  # f(D) = 20, f(D') = 22, noise scale 2 per cell: ±20 scales
+    result = audit_neighbours(x, x2, epsilon=epsilon, thresholds=grid)
+    assert result.passed != broken, result.summary()
+
+
+# --- the paper's contingency-table experiment (small version) -------------------------------
+
+
+def mean_relative_entropy(name, epsilon, fit, seeds=5):
+    codes, shape, columns = load_table(name)
+    workload = workload_of(columns, shape, 3)
+    values = []
+    for seed in range(seeds):
+        if fit == "mwem":
+            dist = mwem(codes, shape, workload, epsilon=epsilon, rng=seeded_source(seed))
+            dist = dist.distribution
+        else:
+            dist = measure_all(codes, shape, workload, epsilon=epsilon, rng=seeded_source(seed))
+        values.append(relative_entropy(codes, shape, dist.to_dense()))
+    return float(np.mean(values))
+
+
+@pytest.mark.parametrize("name", ["czech", "rochdale"])
+def test_relative_entropy_falls_as_epsilon_grows(name):
+    low, high = (mean_relative_entropy(name, e, "mwem") for e in (0.1, 10.0))
+    assert high < low / 2, (low, high)
+
+
+@pytest.mark.parametrize("name", ["czech", "rochdale"])
+def test_at_small_epsilon_selecting_beats_measuring_every_marginal(name):
+    ours = mean_relative_entropy(name, 0.5, "mwem")
+    theirs = mean_relative_entropy(name, 0.5, "measure_all")
+    assert ours < theirs / 2 if name == "czech" else ours < theirs, (ours, theirs)
+
+
+# --- scaling beyond memory ----------------------------------------------------------------------
+
+
+def test_wide_binary_data_runs_factored_and_merges_only_measured_groups():
+    d, n = 200, 2000
+    rng = seeded_source(21)
+    base = rng.integers(2, (n, d))
+    base[:, 1] = base[:, 0]  # a correlated pair the workload can find
+    columns = [f"b{i}" for i in range(d)]
+    spec = random_marginals_spec(columns, 3, 400, seeded_source(22))
+    spec["queries"].append({"type": "marginals", "subsets": [["b0", "b1"]]})
+    workload = expand_workload(spec, columns, (2,) * d, set())
+    result = mwem(base, (2,) * d, workload, epsilon=5.0, rounds=10, init_fraction=0,
+                  memory_cells=2**12, rng=seeded_source(23))
+    sizes = [g.probs.size for g in result.distribution.groups()]
+    assert max(sizes) <= 2**12 and len(sizes) >= d - 10 * 3
+    assert result.distribution.sample(10, seeded_source(1)).shape == (10, d)
+
+
+# --- the release --------------------------------------------------------------------------------
+
+SCHEMA = Schema.from_dict({"columns": [
+    {"name": "age", "type": "numeric", "lower": 0, "upper": 100, "bins": 5},
+    {"name": "sex", "type": "categorical", "categories": ["F", "M"], "unknown": "reject"},
+    {"name": "job", "type": "categorical", "categories": ["a", "b", "c"]},
+]})
+
+
+def small_frame(rows=300):
+    rng = seeded_source(30)
+    return pd.DataFrame({
+        "age": rng.uniform(rows) * 100,
+        "sex": np.where(rng.uniform(rows) < 0.4, "F", "M"),
+        "job": np.array(["a", "b", "c", "zz"])[rng.integers(4, rows)],
+    })
+
+
+def test_the_release_has_synthetic_rows_measurements_trace_and_progress():
+    seen = []
+    output = run_release("mwem", small_frame(), SCHEMA, epsilon=1.0, params={"marginals": 2},
+                         rng=seeded_source(4), progress=lambda t, total: seen.append((t, total)))
+    synthetic = pd.read_csv(io.BytesIO(output.files["synthetic.csv"]))
+    assert len(synthetic) == 300 and list(synthetic.columns) == ["age", "sex", "job"]
+    assert set(synthetic["job"]) <= {"a", "b", "c", "(other)"}
+    measured = json.loads(output.files["measurements.json"])
+    rounds = output.manifest["parameters"]["rounds"]
+    assert len(measured["measurements"]) == 3 + rounds
+    assert seen == [(t, rounds) for t in range(1, rounds + 1)]
+    assert len(output.trace["trace"]) == rounds
+    assert output.manifest["guarantee"] == {
+        "epsilon": 1.0, "delta": 0.0, "unit": "one row", "neighbouring": "replace-one"}
+    json.dumps(output.trace, allow_nan=False)
+
+
+def test_the_release_accepts_a_range_workload_and_refuses_unknown_parameters():
+    spec = {"queries": [{"type": "ranges", "column": "age"}, {"type": "marginals", "k": 2}]}
+    output = run_release("mwem", small_frame(), SCHEMA, epsilon=2.0,
+                         params={"workload": spec, "rounds": 4}, rng=seeded_source(5))
+    kinds = {m["query"]["type"] for m in json.loads(output.files["measurements.json"])[
+        "measurements"]}
+    assert "marginal" in kinds
+    with pytest.raises(MechanismError, match=r"parameter \('mix'\) is not used by mwem"):
+        run_release("mwem", small_frame(), SCHEMA, epsilon=1.0, params={"mix": 0.1})
+    with pytest.raises(MechanismError, match=r"delta \(0.1\) must be 0"):
+        run_release("mwem", small_frame(), SCHEMA, epsilon=1.0, delta=0.1)
+
+
+def test_the_same_seed_gives_the_same_release():
+    outputs = [run_release("mwem", small_frame(), SCHEMA, epsilon=1.0, rng=seeded_source(8))
+               for _ in range(2)]
+    assert outputs[0].files == outputs[1].files
