@@ -4,18 +4,25 @@ from django import forms
 from django.contrib.auth import get_user_model
 
 from .models import AuditEvent, Release
+from .release_forms import CARDS_BY_NAME
 
 ANY = [("", "Any")]
+
+
+def method_title(mechanism: str) -> str:
+    """The plain-language name of a mechanism, as on the new-release cards."""
+    card = CARDS_BY_NAME.get(mechanism)
+    return card.title if card else mechanism.replace("_", " ")
 
 
 class DateRangeForm(forms.Form):
     date_from = forms.DateField(
         required=False, label="From (date)", widget=forms.DateInput(attrs={"type": "date"}),
-        help_text="Include events on or after this day (YYYY-MM-DD).",
+        help_text="On or after this day.",
     )
     date_to = forms.DateField(
         required=False, label="To (date)", widget=forms.DateInput(attrs={"type": "date"}),
-        help_text="Include events on or before this day (YYYY-MM-DD).",
+        help_text="On or before this day.",
     )
 
     def clean(self):
@@ -35,6 +42,8 @@ def _user_choices(user_ids):
 
 class ReleaseFilterForm(DateRangeForm):
     """Filters over the releases the user may see; choices come only from those releases."""
+
+    field_order = ["dataset", "mechanism", "status", "user", "date_from", "date_to"]
 
     SORTS = {
         "id": "pk",
@@ -59,7 +68,7 @@ class ReleaseFilterForm(DateRangeForm):
         super().__init__(data)
         self.fields["dataset"].choices = ANY + [(str(d.pk), d.name) for d in datasets]
         mechanisms = sorted(set(releases.values_list("mechanism", flat=True)))
-        self.fields["mechanism"].choices = ANY + [(m, m.replace("_", " ")) for m in mechanisms]
+        self.fields["mechanism"].choices = ANY + [(m, method_title(m)) for m in mechanisms]
         self.fields["user"].choices = _user_choices(releases.values("requested_by"))
 
     def apply(self, releases):
@@ -90,6 +99,8 @@ class ReleaseFilterForm(DateRangeForm):
 
 class AuditFilterForm(DateRangeForm):
     """Filters over the audit events the user may see."""
+
+    field_order = ["action", "dataset", "user", "release", "date_from", "date_to"]
 
     action = forms.ChoiceField(
         required=False, label="What happened", choices=ANY + AuditEvent.Action.choices

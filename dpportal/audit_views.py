@@ -16,7 +16,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from .access import dataset_for_reader, datasets_visible_to, releases_visible_to
-from .audit_forms import AuditFilterForm, ReleaseFilterForm
+from .audit_forms import AuditFilterForm, ReleaseFilterForm, method_title
 from .models import AuditEvent
 from .packaging import escape_cell
 
@@ -43,6 +43,8 @@ def _release_filter(request):
 def release_list(request):
     form, releases = _release_filter(request)
     page = Paginator(releases, 50).get_page(request.GET.get("page"))
+    for release in page.object_list:
+        release.method_title = method_title(release.mechanism)
     return render(request, "dpportal/release_list.html", {
         "form": form, "page": page, "nav": "releases",
         "columns": _sort_links(request, form), "query": _query_without(request, "page"),
@@ -133,6 +135,17 @@ def ledger_figure(dataset, entries) -> dict:
     }
 
 
+# Event details computed from the raw file: shown to the dataset's owner only (the hash could
+# confirm a guessed file; the row count is private when rows may be added or removed).
+OWNER_ONLY_DETAILS = {"sha256", "rows", "row_count", "size_bytes"}
+
+
+def shown_details(event, user) -> dict:
+    if event.dataset is None or event.dataset.owner_id == user.pk:
+        return event.details
+    return {k: v for k, v in event.details.items() if k not in OWNER_ONLY_DETAILS}
+
+
 def _visible_events(user):
     visible = datasets_visible_to(user).values("pk")
     return AuditEvent.objects.filter(
@@ -149,6 +162,8 @@ def _audit_filter(request):
 def audit_log(request):
     form, events = _audit_filter(request)
     page = Paginator(events, 100).get_page(request.GET.get("page"))
+    for event in page.object_list:
+        event.shown_details = shown_details(event, request.user)
     return render(request, "dpportal/audit_log.html", {
         "form": form, "page": page, "nav": "audit", "query": _query_without(request, "page"),
     })
@@ -162,7 +177,8 @@ def audit_log_csv(request):
     rows = (
         [e.pk, e.created_at.isoformat(), e.actor_name or "system", e.action,
          e.dataset.name if e.dataset else "", e.release_id or "", e.remote_addr or "",
-         "; ".join(f"{k}={v}" for k, v in sorted(e.details.items())), e.hash]
+         "; ".join(f"{k}={v}" for k, v in sorted(shown_details(e, request.user).items())),
+         e.hash]
         for e in events.iterator()
     )
     return _csv_download(f"audit-log-{date.today():%Y%m%d}.csv", header, rows)

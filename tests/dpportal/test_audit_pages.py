@@ -212,3 +212,21 @@ def test_the_audit_log_exports_csv(two_tenants):
 def test_audit_pages_refuse_post(two_tenants):
     for name in ("release_list", "audit_log", "release_list_csv", "audit_log_csv"):
         assert two_tenants["alice"].post(reverse(name)).status_code == 405
+
+
+def test_auditors_do_not_see_details_computed_from_the_raw_file(two_tenants):
+    t = two_tenants
+    sha256 = t["adult"].sha256
+    assert len(sha256) == 64
+    upload = {"action": "upload"}
+    assert sha256 in t["alice"].get(reverse("audit_log"), upload).content.decode()
+    assert sha256 in t["alice"].get(reverse("audit_log_csv"), upload).content.decode()
+    auditor_page = t["carol"].get(reverse("audit_log"), upload)
+    assert [e.action for e in auditor_page.context["page"].object_list] == ["upload"]
+    assert sha256 not in auditor_page.content.decode()
+    assert sha256 not in t["carol"].get(reverse("audit_log_csv"), upload).content.decode()
+
+
+def test_the_releases_list_names_methods_in_plain_words(two_tenants):
+    html = two_tenants["alice"].get(reverse("release_list")).content.decode()
+    assert "Synthetic data (MWEM)" in html and "Noisy histogram" in html
