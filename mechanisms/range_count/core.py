@@ -25,6 +25,8 @@ from mechanisms.accounting import (
 )
 from mechanisms.errors import MechanismError
 
+SAFETY = 1.0 + 1e-12  # noise scales are rounded up so float error never overspends
+
 
 @dataclass(frozen=True)
 class PrivacyTarget:
@@ -89,7 +91,8 @@ def scale_for(noise: str, loss: float, loss_budget: float) -> float:
     """Noise scale giving a point with `loss` units of load exactly `loss_budget`."""
     if math.isinf(loss_budget):
         return 0.0
-    return math.sqrt(loss / loss_budget) if noise == "gaussian" else loss / loss_budget
+    ratio = loss / loss_budget * SAFETY
+    return math.sqrt(ratio) if noise == "gaussian" else ratio
 
 
 def per_point_loss(noise: str, loads: np.ndarray, scale: float) -> np.ndarray:

@@ -26,6 +26,7 @@ import numpy as np
 import scipy.linalg
 
 from mechanisms.range_count.core import (
+    SAFETY,
     PrivacyTarget,
     bits_key,
     draw_noise,
@@ -281,7 +282,7 @@ class MN12Plan:
             active = active[~opt["in_x"]]
             if progress:
                 progress(len(rounds), len(rounds) + 1)
-        scale = 0.0 if math.isinf(budget) else math.sqrt(1.0 / budget)
+        scale = 0.0 if math.isinf(budget) else math.sqrt(SAFETY / budget)
         return cls(n, target.noise, rounds, active, scale, workload_bits)
 
     # -- accounting -------------------------------------------------------
@@ -383,7 +384,7 @@ def _make_round(active, pack: Packing, j, opt, query_ids, budget) -> Round:
     renumber = np.full(len(opt["piece_ok"]) + 1, -1)
     renumber[kept] = np.arange(len(kept))
     ids = np.where(opt["ids"] >= 0, renumber[opt["ids"]], -1)
-    kappa = 0.0 if math.isinf(budget) else opt["kappa"] / budget
+    kappa = 0.0 if math.isinf(budget) else opt["kappa"] / budget * SAFETY
     return Round(active=active, x_points=active[in_x], levels=j, centre_queries=centre_queries,
                  centre_levels=np.array(pack.levels[:count]),
                  centre_parents=np.array(pack.parents[:count]), centre_pieces=ids,

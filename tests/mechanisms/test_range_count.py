@@ -417,3 +417,35 @@ def test_release_writes_public_files_without_raw_values():
     assert "123.456789" not in blob and "45.678912" not in blob
     assert out.manifest["guarantee"]["epsilon"] <= 1.0 + 1e-9
     assert out.manifest["guarantee"]["neighbouring"] == "replace-one"
+
+
+def test_command_line_releases_and_answers_new_queries(tmp_path, capsys):
+    from mechanisms.__main__ import main
+
+    schema = {"columns": [{"name": "x", "type": "numeric", "lower": 0, "upper": 1, "bins": 8},
+                          {"name": "y", "type": "numeric", "lower": 0, "upper": 1, "bins": 8}]}
+    (tmp_path / "schema.json").write_text(json.dumps(schema))
+    pd.DataFrame(seeded_source(31).uniform((200, 2)), columns=["x", "y"]).to_csv(
+        tmp_path / "data.csv", index=False)
+    workload = {"queries": [{"type": "halfspace", "a": [1, 1], "b": 1.0},
+                            {"type": "box", "lo": [0, 0], "hi": [0.5, 0.5]}]}
+    (tmp_path / "w.json").write_text(json.dumps(workload))
+    out = tmp_path / "out"
+    status = main(["range-count", "--input", str(tmp_path / "data.csv"), "--schema",
+                   str(tmp_path / "schema.json"), "--columns", "x,y", "--grid", "16x16",
+                   "--workload", str(tmp_path / "w.json"), "--random-halfspaces", "30",
+                   "--epsilon", "1", "--delta", "1e-6", "--mechanism", "mn12", "--seed", "3",
+                   "--out", str(out)])
+    assert status == 0
+    assert {p.name for p in out.iterdir()} == {"answers.csv", "structure.json", "manifest.json"}
+    assert len(pd.read_csv(out / "answers.csv")) == 32
+    capsys.readouterr()
+    assert main(["range-query", "--structure", str(out / "structure.json"), "--query",
+                 str(tmp_path / "w.json")]) == 0
+    answered = pd.read_csv(pd.io.common.StringIO(capsys.readouterr().out))
+    released = pd.read_csv(out / "answers.csv").head(2)
+    assert np.allclose(answered["answer"], released["answer"])
+    assert main(["range-query", "--structure", str(tmp_path / "nope.json"), "--query",
+                 str(tmp_path / "w.json")]) == 2
+    err = capsys.readouterr().err
+    assert "nope.json" in err and err.count("\n") == 1

@@ -1,0 +1,192 @@
+"""Range counting: error scaling of mn12 against the baselines, box routing, and speed.
+
+Run:  .venv/bin/python benchmarks/range_count_scaling.py [--quick] [--big]
+
+Error is the mean over the workload of each answer's exact predicted variance (analytic, from
+the public plan; test T3 checks it against Monte Carlo), at rho = 0.5 zCDP, add/remove.
+Tables (RANGE_COUNT.md section 4.3):
+  T4   2-D halfplanes on uniform / grid / zigzag points, n = 1024..8192, m = 4n: fitted log-log
+       slopes (targets: identity ~1, mn12 <= 0.70) and mn12 / identity at the largest n (<= 0.3)
+  T4b  growth in m at n = 1024: per-query grows ~linearly, mn12 within +-15% of its m = 4n value
+  T6   boxes: 1-D N = 4096 prefixes + 2000 random ranges, 2-D 256x256 2000 random rectangles:
+       auto never mn12, within 1.25x of the best of tree and identity
+  3-D  halfspaces in the unit cube (asymptotic slope 2/3)
+  speed: n = 4096, m = 16000 planned + answered (target < 60 s); --big adds n = 10^4, m = 10^5
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from mechanisms.noise import seeded_source  # noqa: E402
+from mechanisms.range_count.api import build_plan, choose_plan, range_count  # noqa: E402
+from mechanisms.range_count.core import privacy_target  # noqa: E402
+from mechanisms.range_count.inputs import (  # noqa: E402
+    all_prefixes,
+    grid_support,
+    incidence,
+    point_support,
+    random_boxes,
+    random_halfspaces,
+)
+
+TARGET = replace(privacy_target(epsilon=1.0, delta=1e-6, neighbouring="add-remove"), rho=0.5)
+
+
+def points(kind: str, n: int, dim: int, seed: int) -> np.ndarray:
+    rng = seeded_source(seed)
+    if kind == "uniform":
+        return rng.uniform((n, dim))
+    if kind == "grid":
+        side = round(n ** (1 / dim))
+        axes = [(np.arange(side) + 0.5) / side] * dim
+        return np.stack([a.ravel() for a in np.meshgrid(*axes, indexing="ij")], axis=1)
+    t = (np.arange(n) + 0.5) / n  # zigzag: (t -+ eta, t +- eta) with alternating signs
+    sign = np.where(np.arange(n) % 2 == 0, 1.0, -1.0)
+    return np.stack([t - sign * 1e-3, t + sign * 1e-3], axis=1)
+
+
+def workload(kind: str, support, m: int, seed: int) -> list[dict]:
+    rng = seeded_source(seed)
+    if kind != "zigzag":
+        return random_halfspaces(support, m, rng)
+    half = random_halfspaces(support, m - m // 2, rng)
+    angle = math.pi / 4 + (rng.uniform(m // 2) - 0.5) * 2e-3  # near-diagonal lines
+    normal = np.stack([-np.sin(angle), np.cos(angle)], axis=1)
+    through = support.points[rng.integers(support.n, m // 2)]
+    return half + [{"type": "halfspace", "a": a.tolist(), "b": float(a @ p)}
+                   for a, p in zip(normal, through, strict=True)]
+
+
+def mean_error(name: str, support, queries, bits, estimator="chain") -> tuple[float, float]:
+    start = time.perf_counter()
+    plan = build_plan(name, support, queries, bits, TARGET)
+    if estimator == "gls":
+        zero = {"rounds": [{"pieces": np.zeros(len(r.pieces)), "points": np.zeros(len(r.x_points))}
+                           for r in plan.rounds], "leftover": np.zeros(len(plan.leftover))}
+        var = plan.answer(zero, bits, "gls")[1]
+    else:
+        var = plan.predicted_variance(bits)
+    return float(var.mean()), time.perf_counter() - start
+
+
+def slope(ns, errs) -> float:
+    return float(np.polyfit(np.log(ns), np.log(errs), 1)[0])
+
+
+def halfplane_scaling(ns, sets, dim=2, gls_upto=8192):
+    print(f"\n## T4: {dim}-D halfspaces, m = 4n, mean predicted variance at rho = 0.5")
+    print("| points | n | distinct | identity | per_query | mn12 | mn12 gls | mn12/identity "
+          "| mn12 plan s |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    summary = {}
+    for kind in sets:
+        rows = []
+        for n in ns:
+            support = point_support(list("xyz")[:dim], [(0, 1)] * dim, points(kind, n, dim, n))
+            queries = workload(kind, support, 4 * n, n + 1)
+            bits = incidence(support, queries)
+            distinct = len(np.unique(bits, axis=0))
+            ident, _ = mean_error("identity", support, queries, bits)
+            perq, _ = mean_error("per_query", support, queries, bits)
+            mn12, secs = mean_error("mn12", support, queries, bits)
+            gls = (mean_error("mn12", support, queries, bits, "gls")[0]
+                   if kind == "uniform" and dim == 2 and n <= gls_upto else float("nan"))
+            rows.append((n, ident, perq, mn12, gls))
+            print(f"| {kind} | {support.n} | {distinct} | {ident:.1f} | {perq:.1f} | {mn12:.1f} | "
+                  f"{gls:.1f} | {mn12 / ident:.3f} | {secs:.1f} |", flush=True)
+        arr = np.array(rows)
+        summary[kind] = {"identity": slope(arr[:, 0], arr[:, 1]),
+                         "per_query": slope(arr[:, 0], arr[:, 2]),
+                         "mn12": slope(arr[:, 0], arr[:, 3]),
+                         "mn12 last doubling": slope(arr[-2:, 0], arr[-2:, 3]),
+                         "mn12/identity at max n": arr[-1, 3] / arr[-1, 1]}
+        if not np.isnan(arr[:, 4]).all():
+            ok = ~np.isnan(arr[:, 4])
+            summary[kind]["mn12 gls"] = slope(arr[ok, 0], arr[ok, 4])
+            summary[kind]["gls/identity at largest gls n"] = arr[ok][-1, 4] / arr[ok][-1, 1]
+    print(f"\n### fitted log-log slopes ({dim}-D)")
+    print("| points | " + " | ".join(next(iter(summary.values())).keys()) + " |")
+    for kind, values in summary.items():
+        print(f"| {kind} | " + " | ".join(f"{v:.3f}" for v in values.values()) + " |")
+    return summary
+
+
+def growth_in_m(n=1024, factors=(1, 4, 16, 32)):
+    print(f"\n## T4b: growth in m, uniform, n = {n}")
+    print("| m | identity | per_query | mn12 | mn12 / mn12(m=4n) |")
+    print("|---|---|---|---|---|")
+    support = point_support(["x", "y"], [(0, 1), (0, 1)], points("uniform", n, 2, 7))
+    results = {}
+    for f in factors:
+        queries = workload("uniform", support, f * n, 8)
+        bits = incidence(support, queries)
+        results[f] = [mean_error(name, support, queries, bits)[0]
+                      for name in ("identity", "per_query", "mn12")]
+    for f, (ident, perq, mn12) in results.items():
+        print(f"| {f * n} | {ident:.1f} | {perq:.1f} | {mn12:.1f} | "
+              f"{mn12 / results[4][2]:.3f} |")
+
+
+def boxes():
+    print("\n## T6: boxes (predicted mean variance, rho = 0.5; auto's pick)")
+    print("| case | identity | tree | per_query | auto picks | auto / best(tree, identity) |")
+    print("|---|---|---|---|---|---|")
+    one = grid_support(["x"], [(0, 1)], (4096,))
+    two = grid_support(["x", "y"], [(0, 1), (0, 1)], (256, 256))
+    cases = {"1-D N=4096 prefixes + 2000 ranges":
+             (one, all_prefixes(one) + random_boxes(one, 2000, seeded_source(9))),
+             "2-D 256x256 2000 rectangles": (two, random_boxes(two, 2000, seeded_source(10)))}
+    for label, (support, queries) in cases.items():
+        bits = incidence(support, queries)
+        plan, predicted = choose_plan("auto", support, queries, bits, TARGET)
+        best = min(predicted["tree"], predicted["identity"])
+        print(f"| {label} | {predicted['identity']:.1f} | {predicted['tree']:.1f} | "
+              f"{predicted['per_query']:.1f} | {plan.name} | {predicted[plan.name] / best:.3f} |")
+
+
+def speed(n: int, m: int, label: str):
+    support = point_support(["x", "y"], [(0, 1), (0, 1)], points("uniform", n, 2, 11))
+    queries = workload("uniform", support, m, 12)
+    x = seeded_source(13).integers(20, n)
+    start = time.perf_counter()
+    r = range_count(x, support, queries, epsilon=1.0, delta=1e-6, mechanism="mn12",
+                    rng=seeded_source(14))
+    secs = time.perf_counter() - start
+    print(f"| {label} | {n} | {m} | mn12 | {secs:.1f} | {len(r.accounting['rounds'])} | "
+          f"{r.variance.mean():.1f} |", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="n up to 2048 only")
+    parser.add_argument("--big", action="store_true", help="also n = 10^4, m = 10^5 (slow)")
+    parser.add_argument("--only-big", action="store_true", help="just the n = 10^4 run")
+    args = parser.parse_args()
+    if not args.only_big:
+        ns = [1024, 2048] if args.quick else [1024, 2048, 4096, 8192]
+        halfplane_scaling(ns, ("uniform", "grid", "zigzag"))
+        growth_in_m()
+        boxes()
+        halfplane_scaling([512, 1024, 2048] if args.quick else [512, 1024, 2048, 4096],
+                          ("uniform",), dim=3)
+    print("\n## speed (planned + measured + answered, 2 cores, wall clock)")
+    print("| case | n | m | mechanism | seconds | rounds | mean variance |")
+    print("|---|---|---|---|---|---|---|")
+    if not args.only_big:
+        speed(4096, 16000, "T7-small")
+    if args.big or args.only_big:
+        speed(10_000, 100_000, "T7-big")
+
+
+if __name__ == "__main__":
+    main()
