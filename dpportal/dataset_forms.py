@@ -14,15 +14,8 @@ HEADER_CHOICES = [
     ("no", "No, the first line is data (columns get named column_1, column_2, ...)"),
 ]
 HEADER_VALUES = {"auto": None, "yes": True, "no": False}
-TYPE_CHOICES = [
-    ("numeric", "Numeric (numbers with public bounds)"),
-    ("categorical", "Categorical (a fixed list of values)"),
-    ("ignored", "Ignored (never used in releases)"),
-]
-UNKNOWN_CHOICES = [
-    ("other", 'Count them in an "(other)" group'),
-    ("reject", "Stop the release with an error"),
-]
+TYPE_CHOICES = [("numeric", "Numeric"), ("categorical", "Categorical"), ("ignored", "Ignored")]
+UNKNOWN_CHOICES = [("other", 'Group as "(other)"'), ("reject", "Stop the release")]
 MAX_BINS = 1000
 
 

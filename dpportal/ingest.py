@@ -120,12 +120,18 @@ class ColumnProfile:
 
     name: str
     kind: str  # "int", "float" or "text"
+    rows: int = 0
     missing: int = 0
     minimum: float | None = None
     maximum: float | None = None
     categories: set | None = field(default_factory=set)  # None once there are too many
 
+    @property
+    def present(self) -> int:
+        return self.rows - self.missing
+
     def update(self, column: pa.ChunkedArray | pa.Array) -> None:
+        self.rows += len(column)
         if self.kind == "text":
             self.missing += pc.sum(pc.equal(column, "")).as_py() or 0
             if self.categories is not None:
@@ -141,7 +147,11 @@ class ColumnProfile:
             self.maximum = high if self.maximum is None else max(self.maximum, high)
 
     def proposal(self) -> dict:
-        """A proposed schema entry; `from_data` lists the values that came from the data."""
+        """A proposed schema entry; `from_data` lists the values that came from the data.
+
+        Text with a few repeated values is proposed as categorical; text whose values are all
+        different (identifiers, free text) or too many is proposed as ignored.
+        """
         base = {"name": self.name, "missing": self.missing}
         if self.kind != "text" and self.minimum is not None:
             upper = self.maximum if self.maximum > self.minimum else self.minimum + 1
@@ -152,7 +162,8 @@ class ColumnProfile:
                 proposal["bins"] = int(upper - self.minimum) + 1  # one bin per whole number
                 proposal["from_data"].append("bins")
             return proposal
-        usable = self.categories and all(len(c) <= MAX_CATEGORY_CHARS for c in self.categories)
+        usable = (self.categories and all(len(c) <= MAX_CATEGORY_CHARS for c in self.categories)
+                  and (len(self.categories) == 1 or len(self.categories) < self.present))
         if usable:
             return base | {"type": "categorical", "categories": sorted(self.categories),
                            "unknown": "other", "from_data": ["categories"]}

@@ -221,3 +221,10 @@ def test_fuzz_parser_never_crashes_long(tmp_path, content):
 @given(rows=TEXT_ROWS)
 def test_fuzz_well_formed_tables_round_trip_long(tmp_path, rows):
     roundtrip_once(tmp_path, rows)
+
+
+def test_all_distinct_text_is_proposed_as_ignored(tmp_path):
+    result, _ = read(tmp_path, b"name,group\nAnn,a\nBo,b\nCy,a\n")
+    name, group = result.proposals
+    assert name["type"] == "ignored" and name["from_data"] == []
+    assert group["type"] == "categorical" and group["categories"] == ["a", "b"]
