@@ -7,13 +7,15 @@ DPPORTAL_LOGIN_MAX_FAILURES_PER_ADDRESS per client address, within
 DPPORTAL_LOGIN_LOCKOUT_SECONDS of the first failure.
 """
 
+import functools
 import hashlib
 import logging
 
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth.views import LoginView
+from django.contrib.auth.forms import AuthenticationForm
 from django.core.cache import cache
+from django.shortcuts import render
 
 logger = logging.getLogger(__name__)
 
@@ -55,26 +57,33 @@ def clear_user_failures(username: str) -> None:
     cache.delete(_keys(username, "")["user"])
 
 
-class RateLimitedLoginView(LoginView):
-    """Django's login view, refusing to check passwords once the failure limit is reached."""
+def rate_limited(login_view):
+    """Wrap a login view (the portal's or the admin's): refuse to check passwords once the
+    failure limit is reached, count failed attempts, and forget them after a success."""
 
-    def post(self, request, *args, **kwargs):
-        username = request.POST.get("username", "")
-        if login_blocked(username, client_address(request)):
-            logger.warning("Login blocked after repeated failures from %s", client_address(request))
-            minutes = max(1, settings.LOGIN_LOCKOUT_SECONDS // 60)
-            messages.error(request, (
-                f"Too many failed login attempts. Wait {minutes} minutes and try again, "
-                "or ask your administrator to reset your password."
-            ))
-            context = self.get_context_data(form=self.form_class(request))
-            return self.render_to_response(context, status=429)
-        return super().post(request, *args, **kwargs)
+    @functools.wraps(login_view)
+    def view(request, *args, **kwargs):
+        if request.method != "POST":
+            return login_view(request, *args, **kwargs)
+        username, address = request.POST.get("username", ""), client_address(request)
+        if login_blocked(username, address):
+            return _refusal(request)
+        response = login_view(request, *args, **kwargs)
+        if request.user.is_authenticated:
+            clear_user_failures(username)
+        else:
+            record_failure(username, address)
+        return response
 
-    def form_invalid(self, form):
-        record_failure(self.request.POST.get("username", ""), client_address(self.request))
-        return super().form_invalid(form)
+    return view
 
-    def form_valid(self, form):
-        clear_user_failures(form.get_user().get_username())
-        return super().form_valid(form)
+
+def _refusal(request):
+    logger.warning("Login blocked after repeated failures from %s", client_address(request))
+    minutes = max(1, settings.LOGIN_LOCKOUT_SECONDS // 60)
+    messages.error(request, (
+        f"Too many failed login attempts. Wait {minutes} minutes and try again, "
+        "or ask your administrator to reset your password."
+    ))
+    context = {"form": AuthenticationForm(request), "next": request.POST.get("next", "")}
+    return render(request, "registration/login.html", context, status=429)

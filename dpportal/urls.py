@@ -3,7 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from . import audit_views, views
-from .login_limit import RateLimitedLoginView
+from .login_limit import rate_limited
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -13,7 +13,7 @@ urlpatterns = [
     path("datasets/<int:pk>/ledger/", audit_views.dataset_ledger, name="dataset_ledger"),
     path("audit/", audit_views.audit_log, name="audit_log"),
     path("audit.csv", audit_views.audit_log_csv, name="audit_log_csv"),
-    path("accounts/login/", RateLimitedLoginView.as_view(), name="login"),
+    path("accounts/login/", rate_limited(auth_views.LoginView.as_view()), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path(
         "accounts/password/",
@@ -26,5 +26,6 @@ urlpatterns = [
         name="password_change_done",
     ),
     path("healthz", views.healthz, name="healthz"),
+    path("admin/login/", rate_limited(admin.site.login)),
     path("admin/", admin.site.urls),
 ]

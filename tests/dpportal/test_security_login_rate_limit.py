@@ -83,3 +83,16 @@ def test_blocked_attempts_do_not_check_the_password(alice, settings, django_asse
     with django_assert_num_queries(0):  # no user lookup, no audit write: nothing to time
         response = client.post(reverse("login"), {"username": "alice", "password": PASSWORD})
     assert response.status_code == 429
+
+
+def test_the_admin_login_is_limited_too(alice, settings):
+    settings.LOGIN_MAX_FAILURES = 3
+    alice.is_staff = True
+    alice.save()
+    client = Client(REMOTE_ADDR="192.0.2.1")
+    url = reverse("admin:login")
+    for _ in range(3):
+        assert client.post(url, {"username": "alice", "password": "wrong"}).status_code == 200
+    response = client.post(url, {"username": "alice", "password": PASSWORD})
+    assert response.status_code == 429 and "_auth_user_id" not in client.session
+    assert attempt("alice", PASSWORD)[0].status_code == 429  # one counter for both doors
