@@ -5,12 +5,14 @@ route × {anonymous, other custodian, auditor, owner} × {GET, POST}:
 - anonymous users are sent to the login page;
 - another custodian gets exactly what a non-existent object gives (404, or 405 for a method
   the view never accepts) and never sees the owner's dataset name;
-- auditors read only the views in AUDITOR_READABLE; everything else answers 403/404/405, and
-  nothing an auditor does (GET or POST, to any route) changes a dataset, release or ledger row;
+- auditors read only the views in AUDITOR_READABLE, never see a custodian-only section,
+  everything else answers 403/404/405, and nothing an auditor does (GET or POST, to any route)
+  changes a dataset, release or ledger row;
 - the owner gets no 404;
 - nobody ever gets a server error (the test client re-raises view exceptions).
 """
 
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -38,6 +40,8 @@ AUDITOR_READABLE = {
 # Routes anyone may reach without logging in.
 PUBLIC = {"login", "healthz"}
 REFUSED = {403, 404, 405}
+# How pages mark what is computed from the raw data (never shown to auditors).
+CUSTODIAN_ONLY = re.compile(rb'class="custodian-only"|Custodian-only: not part of the release')
 
 
 def enumerate_routes(resolver=None, prefix=""):
@@ -166,6 +170,8 @@ def judge(role, method, name, kwarg_names, response, world, clients, fail):
             if status not in (404, 405) or status != baseline:
                 fail(role, method, name, response, f"a missing object gives {baseline}")
         return None
+    if role == "auditor" and CUSTODIAN_ONLY.search(response.content):
+        fail(role, method, name, response, "shows a custodian-only section")
     if role == "auditor" and kwarg_names:
         readable = name in AUDITOR_READABLE
         if readable and method == "GET" and status != 200:
@@ -187,6 +193,9 @@ def test_the_access_matrix_has_no_failures(world):
           f"0 server errors allowed, 0 cross-tenant reads allowed")
     print("object-bearing routes: " + ", ".join(sorted(r[0] for r in object_routes)))
     assert failures == [], "\n".join(failures)
+    owner_page = client_for(world.alice).get(
+        reverse("release_detail", kwargs={"pk": world.release.pk}))
+    assert CUSTODIAN_ONLY.search(owner_page.content)  # the marker the auditor check looks for
 
 
 def test_the_enumeration_finds_the_portals_routes():
@@ -203,11 +212,16 @@ def test_the_ledger_is_readable_by_owner_and_auditor_only(world):
     assert client_for(world.bob).get(url).status_code == 404
 
 
-# A deliberately broken twin: a view that shows any dataset to any logged-in user, and one
-# that lets auditors change state. The matrix must catch both.
+# Deliberately broken twins: a view that shows any dataset to any logged-in user, one that
+# lets auditors change state, and one that shows auditors a custodian-only section (under an
+# auditor-readable name). The matrix must catch all three.
 def leaky_dataset_view(request, pk):
     dataset = Dataset.objects.filter(pk=pk).first()
     return HttpResponse(dataset.name if dataset else "none")
+
+
+def custodian_only_view(request, pk):
+    return HttpResponse('<section class="custodian-only">true counts</section>')
 
 
 def auditor_writable_view(request, pk):
@@ -219,6 +233,7 @@ def auditor_writable_view(request, pk):
 urlpatterns = [
     path("twin/datasets/<int:pk>/leak/", leaky_dataset_view, name="dataset_leak"),
     path("twin/datasets/<int:pk>/write/", auditor_writable_view, name="dataset_write"),
+    path("twin/datasets/<int:pk>/detail/", custodian_only_view, name="dataset_detail"),
     path("accounts/login/", lambda request: HttpResponse("login"), name="login"),
 ]
 
@@ -231,3 +246,4 @@ def test_the_matrix_catches_a_leaky_view_and_an_auditor_write(world):
     assert "shows the other tenant's dataset name" in text
     assert "auditor POST dataset_write: 200 (auditors must be refused)" in text
     assert "auditor requests changed a dataset, release or ledger row" in text
+    assert "auditor GET dataset_detail: 200 (shows a custodian-only section)" in text
