@@ -74,7 +74,7 @@ SUBCOMMANDS = {
             Option("random_halfspaces", int, "add M random halfspaces through support points"),
             Option("random_boxes", int, "add M random boxes inside the bounds"),
             Option("mechanism", str, "auto (default), mn12, tree, identity or per_query"),
-            Option("estimator", str, "mn12 answers: chain (default) or gls"),
+            Option("estimator", str, "mn12 answers: auto (default), chain or gls"),
         ),
     ),
 }
@@ -109,7 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
     q = sub.add_parser("range-query", help="answer new ranges from a released structure (free)")
     q.add_argument("--structure", required=True, help="structure.json of a range-count release")
     q.add_argument("--query", required=True, help="JSON or CSV file of intervals/boxes/halfspaces")
-    q.add_argument("--estimator", choices=("chain", "gls"), help="default: the structure's")
+    q.add_argument("--estimator", choices=("auto", "chain", "gls"),
+                   help="default: the structure's")
     return parser
 
 

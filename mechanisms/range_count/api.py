@@ -40,7 +40,8 @@ from mechanisms.range_count.tree import TreePlan
 from mechanisms.release import ReleaseOutput, json_bytes, register
 
 MECHANISM_NAMES = ("auto", "mn12", "tree", "identity", "per_query")
-ESTIMATORS = ("chain", "gls")
+ESTIMATORS = ("auto", "chain", "gls")
+GLS_FLOPS = 3e11  # `auto` uses GLS for mn12 while its dense solves stay below this
 STRUCTURE_FORMAT = "dpportal.range_count/1"
 PLAN_TYPES = {"mn12": MN12Plan, "tree": TreePlan, "identity": IdentityPlan,
               "per_query": PerQueryPlan}
@@ -118,7 +119,7 @@ def _check_options(mechanism: str, estimator: str, quantile: float, n_min: int) 
 
 def range_count(counts, support: Support, queries: list[dict], *, epsilon: float, delta: float,
                 neighbouring: str = "replace-one", mechanism: str = "auto",
-                estimator: str = "chain", quantile: float = QUANTILE, n_min: int = N_MIN,
+                estimator: str = "auto", quantile: float = QUANTILE, n_min: int = N_MIN,
                 rng=None, progress=None) -> RangeCountResult:
     """Answer a workload of range counts over a public support under differential privacy.
 
@@ -139,11 +140,22 @@ def range_count(counts, support: Support, queries: list[dict], *, epsilon: float
                                   n_min=n_min, progress=progress)
     accounting = account(plan, target)
     noisy = plan.measure(counts, resolve_rng(rng))
+    estimator = resolve_estimator(estimator, plan, len(bits))
     answers, variance = plan.answer(noisy, bits, estimator)
     structure = {"format": STRUCTURE_FORMAT, "mechanism": plan.name, "estimator": estimator,
                  "support": support.to_dict(), "workload": queries, "plan": plan.to_dict(),
                  "noisy": _jsonable(noisy), "guarantee": accounting}
     return RangeCountResult(answers, variance, plan.name, accounting, structure, predicted)
+
+
+def resolve_estimator(estimator: str, plan, queries: int) -> str:
+    """`auto`: GLS (smaller variance) for mn12 when its cost is moderate, else the chain."""
+    if estimator != "auto":
+        return estimator
+    if not isinstance(plan, MN12Plan):
+        return "chain"  # identity/per_query answer directly; the tree always uses least squares
+    flops = sum(len(r.x_points) ** 3 / 3 + queries * len(r.x_points) ** 2 for r in plan.rounds)
+    return "gls" if flops <= GLS_FLOPS else "chain"
 
 
 def account(plan, target: PrivacyTarget) -> dict:
@@ -213,7 +225,7 @@ def answer_queries(structure: dict, queries: list[dict], *, estimator: str | Non
     if estimator not in ESTIMATORS:
         raise MechanismError(f"estimator ({estimator!r}) must be one of {', '.join(ESTIMATORS)}")
     bits = incidence(support, normalize_queries(queries, support.dim))
-    return plan.answer(noisy, bits, estimator)
+    return plan.answer(noisy, bits, resolve_estimator(estimator, plan, len(bits)))
 
 
 # ---------------------------------------------------------------- release.py entry point
@@ -264,7 +276,7 @@ def range_count_release(data: pd.DataFrame, schema, *, columns, params: dict, ep
                               for c in columns])
     result = range_count(support.counts(values), support, queries, epsilon=epsilon, delta=delta,
                          neighbouring=neighbouring, mechanism=params.get("mechanism", "auto"),
-                         estimator=params.get("estimator", "chain"),
+                         estimator=params.get("estimator", "auto"),
                          quantile=float(params.get("quantile", QUANTILE)),
                          n_min=int(params.get("n_min", N_MIN)), rng=rng, progress=progress)
     public_params = {k: params[k] for k in ("grid", "mechanism", "estimator", "quantile", "n_min",

@@ -421,21 +421,24 @@ def _round_chain(plan: MN12Plan, r: Round, y: dict, dense: np.ndarray, key):
 
 
 def _anchors(plan: MN12Plan, r: Round, dense: np.ndarray):
-    """Nearest centre (symmetric difference on P_t) of every query, and |(R diff a) in X_t|."""
-    centres = plan.centre_sets(r)
-    sizes = centres.sum(axis=1)
-    x_local = np.isin(r.active, r.x_points)
-    centres_x = centres[:, x_local]
+    """Best centre for every query and |(R diff a) in X_t|.
+
+    Any centre gives an unbiased answer; the one with the smallest predicted variance (chain
+    variance + |(R diff a) in X_t| point variances) is chosen. Public: plan and query only.
+    """
+    sig2 = r.variances(plan.noise)
+    piece_var = sig2[r.piece_levels] if len(r.piece_levels) else np.zeros(0)
+    _, cvar = _chain_values(r, np.zeros(len(r.pieces)), piece_var)
+    centres_x = plan.centre_sets(r)[:, np.isin(r.active, r.x_points)]
+    sizes = centres_x.sum(axis=1)
     anchor = np.zeros(len(dense), dtype=np.int64)
     outside = np.zeros(len(dense))
     for s in range(0, len(dense), 4096):
-        q = dense[s : s + 4096][:, r.active].astype(np.float32)
-        dist = q.sum(axis=1)[:, None] + sizes[None, :] - 2.0 * (q @ centres.T)
-        a = dist.argmin(axis=1)
-        qx = q[:, x_local]
-        outside[s : s + 4096] = (qx.sum(axis=1) + centres_x.sum(axis=1)[a]
-                                 - 2.0 * (qx * centres_x[a]).sum(axis=1))
+        qx = dense[s : s + 4096][:, r.x_points].astype(np.float32)
+        dist = qx.sum(axis=1)[:, None] + sizes[None, :] - 2.0 * (qx @ centres_x.T)
+        a = (cvar[None, :] + dist * sig2[0]).argmin(axis=1)
         anchor[s : s + 4096] = a
+        outside[s : s + 4096] = dist[np.arange(len(a)), a]
     return anchor, outside
 
 

@@ -246,9 +246,12 @@ def test_t2_new_queries_from_the_structure_match_and_cost_nothing():
     x = seeded_source(16).integers(9, support.n)
     r = range_count(x, support, queries, epsilon=1.0, delta=1e-6, mechanism="mn12",
                     rng=seeded_source(17))
+    assert r.structure["estimator"] == "gls"  # `auto` picks least squares when it is cheap
     saved = json.loads(json.dumps(r.structure))
     again, var = answer_queries(saved, queries[:50])
-    assert np.array_equal(again, r.answers[:50]) and np.allclose(var, r.variance[:50])
+    assert np.allclose(again, r.answers[:50]) and np.allclose(var, r.variance[:50])
+    chain, chain_var = answer_queries(saved, queries[:50], estimator="chain")
+    assert (chain_var >= var * (1 - 1e-9)).all()  # GLS is the minimum-variance unbiased one
     new = random_halfspaces(support, 20, seeded_source(18)) + [
         {"type": "box", "lo": [0.1, 0.2], "hi": [0.6, 0.9]}]
     exact = range_count(x, support, queries, epsilon=math.inf, delta=1e-6, mechanism="mn12")
