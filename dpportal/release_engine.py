@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 from django.conf import settings
 
@@ -31,7 +32,12 @@ def load_columns(dataset, columns) -> pd.DataFrame:
     if missing:
         raise ReleaseInputError(f"Column {missing[0]!r} is not in the dataset; choose among "
                                 f"{', '.join(dataset.columns)}.")
-    return pq.read_table(path, columns=list(columns)).to_pandas()
+    table = pq.read_table(path, columns=list(columns))
+    frame = table.to_pandas()
+    for name in columns:  # whole numbers with gaps read as text ("1", not 1.0 or "1.0")
+        if pa.types.is_integer(table.schema.field(name).type) and table.column(name).null_count:
+            frame[name] = table.column(name).cast(pa.string()).to_pandas()
+    return frame
 
 
 def compute(release, progress):

@@ -545,3 +545,14 @@ def test_orphaned_files_are_swept_only_when_old(owner, dataset, private_storage)
     assert services.dataset_remove_orphan_files() == 1
     assert sorted(storage_files()) == sorted([dataset.storage_name, dataset.parquet_name,
                                               "young.upload"])
+
+
+def test_whole_numbers_with_gaps_match_categories_as_text(owner):
+    import mechanisms
+
+    dataset = create_dataset(owner, content=b"code,x\n1,a\n,b\n2,c\n1,d\n")
+    frame = release_engine.load_columns(dataset, ["code"])
+    schema = mechanisms.Schema.from_dict({"columns": [
+        {"name": "code", "type": "categorical", "categories": ["1", "2"], "unknown": "other"},
+        {"name": "x", "type": "ignored"}]})
+    assert schema.encode(frame, ["code"])[:, 0].tolist() == [0, 2, 1, 0]  # 2 = "(other)"
