@@ -314,13 +314,14 @@ def _default_passes(model: FactoredDistribution) -> int:
 
 
 def default_init_fraction(n, epsilon, shape, workload) -> float:
-    """1/(1 + T) for the T that the whole budget would allow, between 0.1 and 0.5.
+    """d / (d + T) for the T the whole budget would allow, between 0.1 and 0.9.
 
-    Few rounds (small n·ε) make the 1-way start matter most. Only for replace-one, where n is
+    The start weighs like d measurements against T rounds: with few affordable rounds (small
+    n·ε) most of the budget goes to the 1-way marginals. Only for replace-one, where n is
     public; add-remove uses the fixed ADD_REMOVE_INIT_FRACTION.
     """
     rounds = default_rounds(n, epsilon, shape, workload, 0.0, 0.25, 2)
-    return min(0.5, max(0.1, 1 / (1 + rounds)))
+    return min(0.9, max(0.1, len(shape) / (len(shape) + rounds)))
 
 
 def default_rounds(n, epsilon, shape, workload, init_fraction, select_fraction, marginal_l1):
