@@ -1,7 +1,7 @@
 """T20: the cross-tenant access matrix over every URL pattern in the URLconf.
 
 Routes are enumerated from the URLconf, so views added later are covered automatically. For each
-route × {anonymous, other custodian, auditor, owner} × {GET, POST}:
+route × {anonymous, other custodian, auditor, owner} × {GET, POST, DELETE}:
 - anonymous users are sent to the login page;
 - another custodian gets exactly what a non-existent object gives (404, or 405 for a method
   the view never accepts) and never sees the owner's dataset name;
@@ -113,15 +113,17 @@ def state_snapshot():
 def check_matrix(world, routes):
     """Run the matrix; return (failures, number of requests)."""
     failures, requests = [], 0
-    clients = {"anonymous": client_for(None), "other custodian": client_for(world.bob),
-               "auditor": client_for(world.carol), "owner": client_for(world.alice)}
+    users = {"anonymous": None, "other custodian": world.bob, "auditor": world.carol,
+             "owner": world.alice}
+    clients = {role: SimpleNamespace(client=client_for(user), user=user)
+               for role, user in users.items()}
 
     def fail(role, method, name, response, why):
         failures.append(f"{role} {method} {name}: {response.status_code} ({why})")
 
     before = state_snapshot()
     for role in ("anonymous", "other custodian", "auditor", "owner"):
-        methods = ("GET", "POST") if role != "owner" else ("GET",)
+        methods = ("GET", "POST", "DELETE") if role != "owner" else ("GET", "DELETE")
         for method in methods:
             for name, _route, kwarg_names in routes:
                 requests += 1
@@ -140,9 +142,18 @@ def check_matrix(world, routes):
     return failures, requests
 
 
-def send(client, method, url):
-    """The response; a view exception becomes a 500 whose reason names the exception."""
+def send(actor, method, url):
+    """The response; a view exception becomes a 500 whose reason names the exception.
+
+    Signed-in roles are signed in again if a previous request (a POST to logout) ended the
+    session, so every request is judged for the role it claims to be.
+    """
+    client = actor.client
+    if actor.user is not None and "_auth_user_id" not in client.session:
+        client.force_login(actor.user)
     try:
+        if method == "DELETE":
+            return client.delete(url)
         return client.get(url) if method == "GET" else client.post(url, {})
     except Exception as exc:  # noqa: BLE001  (any exception is a failure to report)
         response = HttpResponse(status=500)
@@ -189,7 +200,7 @@ def test_the_access_matrix_has_no_failures(world):
     object_routes = [r for r in routes if r[2]]
     failures, requests = check_matrix(world, routes)
     print(f"\nT20 access matrix: {len(routes)} routes ({len(object_routes)} object-bearing) × "
-          f"4 roles × GET/POST = {requests} requests; {len(failures)} failures; "
+          f"4 roles × GET/POST/DELETE = {requests} requests; {len(failures)} failures; "
           f"0 server errors allowed, 0 cross-tenant reads allowed")
     print("object-bearing routes: " + ", ".join(sorted(r[0] for r in object_routes)))
     assert failures == [], "\n".join(failures)
