@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Start DP Portal on this machine: virtual environment, pinned dependencies, database, demo
-# custodian and dataset, Redis, one Celery worker and the web server. Ctrl-C stops everything.
+# custodian and dataset, Redis, two Celery workers (small and long jobs), the release reaper and
+# the web server. Ctrl-C stops everything.
 set -euo pipefail
 cd "$(dirname "$0")"
 source scripts/common.sh
@@ -23,11 +24,21 @@ cleanup() {
 }
 trap cleanup INT TERM EXIT
 
-"$PY" -m celery -A dpportal worker --loglevel=INFO --concurrency=2 >var/worker.log 2>&1 &
+# Small releases have their own worker, so they never wait behind a long MWEM run; the long-job
+# worker also takes small ones when it is idle. The reaper retries jobs whose worker died.
+queue=${DPPORTAL_CELERY_QUEUE:-celery}
+long_queue=${DPPORTAL_CELERY_LONG_QUEUE:-$queue.long}
+"$PY" -m celery -A dpportal worker -n small@%h -Q "$queue" --loglevel=INFO --concurrency=1 \
+  >var/worker.log 2>&1 &
+pids+=($!)
+"$PY" -m celery -A dpportal worker -n long@%h -Q "$long_queue,$queue" --loglevel=INFO \
+  --concurrency=1 >var/worker-long.log 2>&1 &
+pids+=($!)
+"$PY" manage.py reap_releases --loop >var/reaper.log 2>&1 &
 pids+=($!)
 "$PY" manage.py runserver "127.0.0.1:$PORT" --noreload >var/web.log 2>&1 &
 pids+=($!)
 
 log "DP Portal is running at http://127.0.0.1:$PORT/  (log in as demo / demo-portal)"
-log "Logs: var/web.log, var/worker.log. Press Ctrl-C to stop."
+log "Logs: var/web.log, var/worker.log, var/worker-long.log, var/reaper.log. Press Ctrl-C to stop."
 wait -n "${pids[@]}"
