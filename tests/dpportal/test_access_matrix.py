@@ -8,6 +8,7 @@ route × {anonymous, other custodian, auditor, owner} × {GET, POST, DELETE}:
 - auditors read only the views in AUDITOR_READABLE, never see a custodian-only section,
   everything else answers 403/404/405, and nothing an auditor does (GET or POST, to any route)
   changes a dataset, release or ledger row;
+- neither sees a value planted in the owner's raw file (RAW_CANARIES);
 - the owner gets no 404;
 - nobody ever gets a server error (the test client re-raises view exceptions).
 """
@@ -15,6 +16,7 @@ route × {anonymous, other custodian, auditor, owner} × {GET, POST, DELETE}:
 import re
 from types import SimpleNamespace
 
+import pandas as pd
 import pytest
 from django.contrib.auth import get_user_model
 from django.http import HttpResponse
@@ -24,11 +26,14 @@ from django.urls import URLPattern, URLResolver, get_resolver, path, reverse
 from dpportal import services
 from dpportal.access import dataset_for_reader
 from dpportal.models import BudgetLedgerEntry, Dataset, Release
-from tests.dpportal.test_foundation import make_demo_dataset
+from tests.conftest import REPO_ROOT
+from tests.dpportal.test_foundation import DEMO_SCHEMA, make_demo_dataset
 
 pytestmark = pytest.mark.django_db
 
-CANARY = "Tenant-A-canary-5d1e"
+CANARY = "Tenant-A-canary-5d1e"  # the owner's dataset name: other custodians never see it
+# Values planted in the owner's raw file: neither other custodians nor auditors ever see them.
+RAW_CANARIES = {"workclass": "Canary-workclass-5d1e", "fnlwgt": "987654321"}
 MISSING_PK = 10**9
 
 # URL names an auditor may read (GET). Every other route must refuse auditors.
@@ -90,18 +95,30 @@ def world(settings, tmp_path):
     settings.DATASET_STORAGE_DIR = tmp_path / "storage"
     users = {name: get_user_model().objects.create_user(username=name, password="pw-unused-1")
              for name in ("alice", "bob", "carol")}
-    dataset = make_demo_dataset(users["alice"], epsilon_total=2)
-    dataset.name = CANARY
-    dataset.save(update_fields=["name"])
+    dataset = services.dataset_create_from_path(
+        owner=users["alice"], name=CANARY, source_path=demo_file_with_canaries(tmp_path),
+        epsilon_total=2)
+    dataset = services.dataset_confirm_schema(dataset=dataset, user=users["alice"],
+                                              schema=DEMO_SCHEMA)
     dataset.auditors.add(users["carol"])
     make_demo_dataset(users["bob"])
     release = services.release_create(
         dataset=dataset, user=users["alice"], mechanism="perturbed_histogram",
-        columns=["age", "sex"], params={"rows": 200}, epsilon="0.5")
+        columns=["age", "workclass"], params={"rows": 200}, epsilon="0.5")
     services.release_run(release_id=release.pk)
     release.refresh_from_db()
     assert release.status == Release.Status.DONE, release.error_message
     return SimpleNamespace(dataset=dataset, release=release, **users)
+
+
+def demo_file_with_canaries(folder):
+    """The demo CSV with RAW_CANARIES written into its first row."""
+    frame = pd.read_csv(REPO_ROOT / "demo" / "adult.csv.gz", dtype=str, keep_default_na=False)
+    for column, value in RAW_CANARIES.items():
+        frame.loc[0, column] = value
+    path = folder / "adult-with-canaries.csv"
+    frame.to_csv(path, index=False)
+    return path
 
 
 def state_snapshot():
@@ -181,6 +198,8 @@ def judge(role, method, name, kwarg_names, response, world, clients, fail):
             if status not in (404, 405) or status != baseline:
                 fail(role, method, name, response, f"a missing object gives {baseline}")
         return None
+    if role != "owner" and any(c.encode() in response.content for c in RAW_CANARIES.values()):
+        fail(role, method, name, response, "shows a value from the raw file")
     if role == "auditor" and CUSTODIAN_ONLY.search(response.content):
         fail(role, method, name, response, "shows a custodian-only section")
     if role == "auditor" and kwarg_names:
@@ -224,8 +243,8 @@ def test_the_ledger_is_readable_by_owner_and_auditor_only(world):
 
 
 # Deliberately broken twins: a view that shows any dataset to any logged-in user, one that
-# lets auditors change state, and one that shows auditors a custodian-only section (under an
-# auditor-readable name). The matrix must catch all three.
+# lets auditors change state, and two under auditor-readable names that show a custodian-only
+# section and a raw value. The matrix must catch all four.
 def leaky_dataset_view(request, pk):
     dataset = Dataset.objects.filter(pk=pk).first()
     return HttpResponse(dataset.name if dataset else "none")
@@ -233,6 +252,13 @@ def leaky_dataset_view(request, pk):
 
 def custodian_only_view(request, pk):
     return HttpResponse('<section class="custodian-only">true counts</section>')
+
+
+def raw_peek_view(request, pk):
+    from dpportal.release_engine import load_columns
+
+    dataset = Dataset.objects.filter(pk=pk).first()
+    return HttpResponse(load_columns(dataset, ["workclass"]).iloc[0, 0] if dataset else "none")
 
 
 def auditor_writable_view(request, pk):
@@ -245,6 +271,7 @@ urlpatterns = [
     path("twin/datasets/<int:pk>/leak/", leaky_dataset_view, name="dataset_leak"),
     path("twin/datasets/<int:pk>/write/", auditor_writable_view, name="dataset_write"),
     path("twin/datasets/<int:pk>/detail/", custodian_only_view, name="dataset_detail"),
+    path("twin/datasets/<int:pk>/raw/", raw_peek_view, name="dataset_ledger"),
     path("accounts/login/", lambda request: HttpResponse("login"), name="login"),
 ]
 
@@ -258,3 +285,4 @@ def test_the_matrix_catches_a_leaky_view_and_an_auditor_write(world):
     assert "auditor POST dataset_write: 200 (auditors must be refused)" in text
     assert "auditor requests changed a dataset, release or ledger row" in text
     assert "auditor GET dataset_detail: 200 (shows a custodian-only section)" in text
+    assert "auditor GET dataset_ledger: 200 (shows a value from the raw file)" in text
