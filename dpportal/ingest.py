@@ -404,7 +404,7 @@ def _write_parquet_once(path: Path, fmt: TextFormat, parquet_path: Path):
           pq.ParquetWriter(sink, reader.schema, use_dictionary=text_columns) as writer,
           ThreadPoolExecutor(max_workers=1) as write_thread):
         for batch in reader:  # parse the next block while the previous one is written
-            _check_field_sizes(batch, fmt, path)
+            _check_field_sizes(batch, fmt, rows)
             for profile, column in zip(profiles, batch.columns, strict=True):
                 profile.update(column)
             if pending is not None:
@@ -416,12 +416,17 @@ def _write_parquet_once(path: Path, fmt: TextFormat, parquet_path: Path):
     return rows, profiles
 
 
-def _check_field_sizes(batch: pa.RecordBatch, fmt: TextFormat, path: Path) -> None:
-    for kind, column in zip(fmt.kinds, batch.columns, strict=True):
-        if kind == "text" and len(column) and pc.max(pc.binary_length(column)).as_py() > \
-                MAX_FIELD_BYTES:
-            raise IngestError(_diagnose(path, fmt) or
-                              f"A value is longer than {MAX_FIELD_BYTES} bytes; shorten it.")
+def _check_field_sizes(batch: pa.RecordBatch, fmt: TextFormat, rows_before: int) -> None:
+    for name, kind, column in zip(fmt.names, fmt.kinds, batch.columns, strict=True):
+        if kind != "text" or not len(column):
+            continue
+        lengths = pc.binary_length(column)
+        longest = pc.max(lengths).as_py()
+        if longest > MAX_FIELD_BYTES:
+            row = rows_before + pc.index(lengths, longest).as_py() + 1
+            raise IngestError(f"The value in column {name!r} on data row {row:,} is "
+                              f"{longest:,} bytes long; the limit is {MAX_FIELD_BYTES:,}. "
+                              "Shorten it, or remove the column before uploading.")
 
 
 def _diagnose(path: Path, fmt: TextFormat, quotes_only: bool = False) -> str | None:
@@ -452,8 +457,8 @@ def _row_problem(row: list[str], fmt: TextFormat, line: int) -> str | None:
 
 def _csv_error_message(error: str, row_start: int, line: int) -> str:
     if "field larger than field limit" in error:
-        return (f"Line {line} has a value longer than {MAX_FIELD_BYTES} characters (or a quote "
-                "that is never closed); shorten the value or fix the quotes.")
+        return (f"Line {row_start} starts a value longer than {MAX_FIELD_BYTES} characters, "
+                "usually a quote (\") that is never closed; close the quote or shorten the value.")
     if "unexpected end of data" in error or "EOF" in error:
         return (f"Line {row_start} starts a quoted value whose closing quote (\") is missing; "
                 "add the closing quote.")
