@@ -16,6 +16,7 @@ RELEASE_COLOUR = "#0b5cad"
 ORIGINAL_COLOUR = "#a35a00"
 MAX_HEATMAPS = 6
 MAX_ANSWERS_SHOWN = 100
+MAX_LABELLED_CELLS = 120
 BASE_LAYOUT = {"margin": {"l": 60, "r": 20, "t": 40, "b": 80}, "height": 340,
                "font": {"family": "system-ui, sans-serif", "size": 13}}
 
@@ -41,12 +42,19 @@ def distribution_figure(column, labels, release, original=None) -> dict:
 
 
 def heatmap_figure(columns, labels, shares, title) -> dict:
-    """A 2-way table of shares as a heatmap (rows: first column, across: second)."""
-    return {"data": [{"type": "heatmap", "z": np.asarray(shares).tolist(), "x": labels[1],
-                      "y": labels[0], "colorscale": "Blues",
-                      "colorbar": {"title": {"text": "share"}, "tickformat": ".0%"}}],
-            "layout": _layout(title, xaxis={"title": {"text": columns[1]}},
-                              yaxis={"title": {"text": columns[0]}})}
+    """A 2-way table of shares as a heatmap (rows: first column, across: second).
+
+    No colour bar and gaps between cells: plotly draws both of those with inline style
+    attributes, which the pages' Content-Security-Policy forbids; each cell shows its value.
+    """
+    shares = np.asarray(shares)
+    trace = {"type": "heatmap", "z": shares.tolist(), "x": labels[1], "y": labels[0],
+             "colorscale": "Blues", "reversescale": True, "showscale": False,
+             "xgap": 1, "ygap": 1, "hovertemplate": "%{y} × %{x}: %{z:.1%}<extra></extra>"}
+    if shares.size <= MAX_LABELLED_CELLS:
+        trace["texttemplate"] = "%{z:.1%}"
+    return {"data": [trace], "layout": _layout(title, xaxis={"title": {"text": columns[1]}},
+                                               yaxis={"title": {"text": columns[0]}})}
 
 
 def scatter_against_truth_figure(true, noisy, title, x_title, y_title) -> dict:
@@ -121,7 +129,7 @@ def public_charts(schema, release, synthetic, answers=None) -> list[dict]:
             shares = metrics.cell_distribution(schema, synthetic, [a, b])
             charts.append(_chart(f"{a} × {b} in the release", heatmap_figure(
                 [a, b], labels, shares, f"{a} × {b} (release)")))
-    rounds = (release.trace or {}).get("rounds")
+    rounds = (release.trace or {}).get("trace")
     if release.mechanism == "mwem" and rounds:
         charts.append(_chart("MWEM error by round", mwem_rounds_figure(rounds),
                              "From MWEM's public trace: noisy measurements, no raw data."))
@@ -138,14 +146,14 @@ def custodian_charts(schema, report) -> list[dict]:
                                    entry["original"]))
         for entry in report.get("columns", [])
     ]
-    cells = report.get("cells")
-    if cells:
-        note = (f"Showing {cells['shown']:,} of {cells['cells']:,} cells."
-                if cells["shown"] < cells["cells"] else "")
-        charts.append(_chart("Noisy counts against true counts",
-                             scatter_against_truth_figure(
-                                 cells["true"], cells["noisy"], "Each cell: noisy against true",
-                                 "true count", "released count"), note))
+    for key, title in (("cells", "Noisy counts against true counts"),
+                       ("workload", "Workload queries: noisy measurements against true counts")):
+        points = report.get(key)
+        if points:
+            note = (f"Showing {points['shown']:,} of {points['cells']:,} counts."
+                    if points["shown"] < points["cells"] else "")
+            charts.append(_chart(title, scatter_against_truth_figure(
+                points["true"], points["noisy"], title, "true count", "released count"), note))
     answers = report.get("answers")
     if answers:
         charts.append(_chart("Range answers: error against prediction",

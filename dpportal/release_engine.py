@@ -112,16 +112,18 @@ def _relative_error_line(noise: float, rows_per_cell: float) -> str:
 
 
 def _mwem_accuracy(schema, columns, params, epsilon, dataset, shape) -> list[str]:
-    from mechanisms.mwem import default_rounds
+    """MWEM's own public defaults (budget split, rounds) applied to the public row count."""
+    from mechanisms.mwem import ADD_REMOVE_INIT_FRACTION, default_init_fraction, default_rounds
     from mechanisms.workload import expand_workload
 
     ordered = {c for c in columns if isinstance(schema.column(c), mechanisms.schema.NumericColumn)}
     workload = expand_workload(params["workload"], list(columns), shape, ordered)
-    sensitivity = count_sensitivity(dataset.neighbouring)
-    init_fraction, select_fraction = 0.1, 0.25
+    n, sensitivity = max(dataset.row_count, 1), count_sensitivity(dataset.neighbouring)
+    select_fraction = 0.25
+    init_fraction = (default_init_fraction(n, epsilon, shape, workload)
+                     if dataset.neighbouring == "replace-one" else ADD_REMOVE_INIT_FRACTION)
     rounds = params.get("rounds") or default_rounds(
-        max(dataset.row_count, 1), epsilon, shape, workload, init_fraction, select_fraction,
-        sensitivity)
+        n, epsilon, shape, workload, init_fraction, select_fraction, sensitivity)
     measure_epsilon = epsilon * (1 - init_fraction) * (1 - select_fraction) / rounds
     noise = discrete_laplace_std(sensitivity / measure_epsilon)
     cells = sorted(q.cells(shape) for q in workload)[len(workload) // 2]

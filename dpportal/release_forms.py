@@ -11,6 +11,7 @@ from decimal import Decimal
 from django import forms
 
 import mechanisms
+from mechanisms import workload as mwem_workload
 
 from . import release_engine
 
@@ -35,15 +36,17 @@ MECHANISM_CARDS = (
     ),
     MechanismCard(
         "smoothed_histogram", "Smoothed histogram",
-        "Like the noisy histogram, but the counts are smoothed so that no cell is negative "
-        "and small cells look less ragged. Good for charts and synthetic rows.",
-        "noisy_counts.csv and synthetic.csv.",
+        "Made-up rows drawn from a blend of the real histogram and an even spread over all "
+        "cells; the blend, not added noise, protects privacy. Best with few cells. Needs the "
+        "number of rows to be public.",
+        "synthetic.csv (made-up rows) and noisy_counts.csv (how many made-up rows per cell).",
     ),
     MechanismCard(
         "mwem", "Synthetic data (MWEM)",
         "A synthetic table over many columns that keeps the patterns between pairs (or "
         "triples) of columns. Best when you need realistic made-up rows.",
-        "synthetic.csv (made-up rows) and measurements.json (what was measured, with noise).",
+        "synthetic.csv (made-up rows, as many as the table has) and measurements.json (what "
+        "was measured, with noise).",
     ),
     MechanismCard(
         "range_count", "Range counts",
@@ -196,7 +199,7 @@ class ReleaseForm(forms.Form):
         data = self.cleaned_data
         mechanism = data["mechanism"]
         params = {}
-        if mechanism in ("perturbed_histogram", "smoothed_histogram", "mwem") and data.get("rows"):
+        if mechanism in ("perturbed_histogram", "smoothed_histogram") and data.get("rows"):
             params["rows"] = data["rows"]
         if mechanism == "smoothed_histogram" and "rows" not in params:
             cells = math.prod(self.schema.domain_shape(data["columns"]))
@@ -204,7 +207,7 @@ class ReleaseForm(forms.Form):
                 max(self.dataset.row_count, 1), cells, float(data["epsilon"]))
         if mechanism == "mwem":
             k = min(data.get("mwem_marginal_size") or 2, len(data["columns"]))
-            params["workload"] = {"queries": [{"type": "marginals", "k": k}]}
+            params["workload"] = mwem_workload.marginals_spec(k)
             if data.get("mwem_rounds"):
                 params["rounds"] = data["mwem_rounds"]
         if mechanism == "range_count":

@@ -70,6 +70,9 @@ def build_report(schema, columns, frame, files, mechanism) -> dict:
                             if isinstance(schema.column(c), mechanisms.schema.NumericColumn)]
     if "noisy_counts.csv" in files and mechanism == "perturbed_histogram":
         report["cells"] = _cell_errors(schema, columns, frame, read_csv(files["noisy_counts.csv"]))
+    if "measurements.json" in files:
+        report["workload"] = _measurement_errors(
+            schema, frame, json.loads(files["measurements.json"])["measurements"])
     if "structure.json" in files and "answers.csv" in files:
         report["answers"] = _range_answer_errors(columns, frame, files)
     return report
@@ -131,6 +134,24 @@ def _cell_errors(schema, columns, frame, noisy_table) -> dict:
     return {"true": true[keep].tolist(), "noisy": noisy[keep].tolist(), "shown": len(true[keep]),
             "cells": len(true), "mean_abs_error": float(np.mean(np.abs(error))),
             "rmse": float(np.sqrt(np.mean(error.astype(float) ** 2)))}
+
+
+def _measurement_errors(schema, frame, measurements) -> dict:
+    """Each noisy count MWEM measured against the true count (marginal cells in row-major
+    order, or a box's single count)."""
+    true, noisy = [], []
+    for measurement in measurements:
+        query = measurement["query"]
+        counts = schema.cell_counts(frame, query["columns"])
+        if query["type"] == "box":
+            counts = counts[tuple(slice(lo, hi + 1) for lo, hi in query["bins"])].sum()
+        true.extend(np.atleast_1d(counts).ravel().tolist())
+        noisy.extend(measurement["noisy_answer"])
+    error = np.asarray(noisy, dtype=float) - np.asarray(true, dtype=float)
+    return {"true": true[:MAX_SCATTER_POINTS], "noisy": noisy[:MAX_SCATTER_POINTS],
+            "shown": min(len(true), MAX_SCATTER_POINTS), "cells": len(true),
+            "mean_abs_error": float(np.mean(np.abs(error))) if len(error) else 0.0,
+            "rmse": float(np.sqrt(np.mean(error ** 2))) if len(error) else 0.0}
 
 
 def _range_answer_errors(columns, frame, files) -> dict:

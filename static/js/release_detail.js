@@ -34,7 +34,7 @@
           if (progress.terminal) { window.location.reload(); return; }
           setText("job-status", progress.status_label);
           setText("job-stage", progress.stage);
-          setText("job-elapsed", progress.elapsed);
+          setText("job-elapsed", progress.elapsed ? "(" + progress.elapsed + ")" : "");
           if (bar) { bar.value = progress.percent; bar.textContent = progress.percent + "%"; }
           window.setTimeout(update, 1500);
         })

@@ -1,0 +1,82 @@
+"""MWEM releases in the portal: parameters from the form, the estimate, results and charts."""
+
+import pandas as pd
+import pytest
+from django.urls import reverse
+
+import mechanisms
+from dpportal import utility
+from dpportal.models import Release
+from tests.dpportal.test_foundation import DEMO_SCHEMA
+from tests.dpportal.test_release_pages import client_for, make_dataset, make_user
+from tests.dpportal.test_results_pages import chart_figures, run_now
+
+COLUMNS = ["age", "sex", "income"]
+
+
+@pytest.fixture
+def owner(db):
+    return make_user("owner")
+
+
+@pytest.fixture
+def dataset(owner):
+    return make_dataset(owner)
+
+
+def mwem_post(**overrides) -> dict:
+    return {"mechanism": "mwem", "columns": COLUMNS, "epsilon": "1", "rows": "500",
+            "mwem_marginal_size": "2", "mwem_rounds": "3", **overrides}
+
+
+def test_the_form_passes_a_marginal_workload_and_rounds_but_no_row_count(owner, dataset):
+    client_for(owner).post(reverse("release_new", args=[dataset.pk]), mwem_post())
+    release = Release.objects.get()
+    assert release.params == {"workload": {"queries": [{"type": "marginals", "k": 2}]},
+                              "rounds": 3}
+
+
+def test_the_estimate_describes_rounds_and_noise(owner, dataset):
+    result = client_for(owner).get(reverse("release_estimate", args=[dataset.pk]),
+                                   mwem_post(mwem_rounds="")).json()
+    assert result["ok"], result
+    assert "The workload has 3 patterns" in result["accuracy"][0]
+    assert "noise of typically ±" in result["accuracy"][1]
+
+
+def test_an_mwem_release_shows_its_rounds_publicly_and_its_errors_to_the_owner(owner, dataset):
+    client_for(owner).post(reverse("release_new", args=[dataset.pk]), mwem_post())
+    release = run_now(Release.objects.get())
+    report = utility.load_report(release)
+    assert report["synthetic_rows"] == dataset.row_count
+    assert report["workload"]["cells"] > 0 and report["workload"]["rmse"] > 0
+    auditor = make_user("auditor")
+    dataset.auditors.add(auditor)
+    titles = {}
+    for user in (owner, auditor):
+        page = client_for(user).get(reverse("release_detail", args=[release.pk]))
+        assert page.status_code == 200
+        titles[user.username] = [f["layout"]["title"]["text"]
+                                 for f in chart_figures(page.content.decode())]
+    rounds_title = "MWEM: largest gap to the noisy measurements, by round"
+    workload_title = "Workload queries: noisy measurements against true counts"
+    assert rounds_title in titles["owner"] and rounds_title in titles["auditor"]
+    assert workload_title in titles["owner"] and workload_title not in titles["auditor"]
+    rounds = next(f for f in chart_figures(page.content.decode())
+                  if f["layout"]["title"]["text"] == rounds_title)
+    assert rounds["data"][0]["x"] == [1, 2, 3]
+
+
+def test_measurement_errors_are_zero_when_the_measurements_are_exact():
+    schema = mechanisms.Schema.from_dict(DEMO_SCHEMA)
+    frame = pd.DataFrame({"age": ["20", "30", "80", "85"], "sex": ["Male"] * 3 + ["Female"]})
+    exact_marginal = schema.cell_counts(frame, ["age", "sex"]).ravel().tolist()
+    measurements = [
+        {"query": {"type": "marginal", "columns": ["age", "sex"]},
+         "noisy_answer": exact_marginal},
+        {"query": {"type": "box", "columns": ["age"], "bins": [[6, 7]]}, "noisy_answer": [2]},
+    ]
+    errors = utility._measurement_errors(schema, frame, measurements)
+    assert errors["cells"] == 24 + 1 and errors["rmse"] == 0
+    measurements[1]["noisy_answer"] = [5]  # the two oldest rows are in bins 6-7: truth is 2
+    assert utility._measurement_errors(schema, frame, measurements)["mean_abs_error"] == 3 / 25
