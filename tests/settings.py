@@ -8,7 +8,9 @@ import tempfile
 import uuid
 
 os.environ.setdefault("DJANGO_SECRET_KEY", "test-only-secret-key-" + "x" * 40)
-os.environ.setdefault("DPPORTAL_DATA_DIR", tempfile.mkdtemp(prefix="dpportal-test-"))
+if "DPPORTAL_DATA_DIR" not in os.environ:  # created once, by the pytest process; removed at exit
+    os.environ["DPPORTAL_DATA_DIR"] = tempfile.mkdtemp(prefix="dpportal-test-")
+    os.environ["DPPORTAL_TEST_DATA_DIR_OWNER_PID"] = str(os.getpid())
 os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/15")
 os.environ.setdefault("DPPORTAL_CELERY_QUEUE", f"test-{uuid.uuid4().hex[:12]}")
 os.environ.setdefault("DJANGO_SECURE_SSL_REDIRECT", "0")
