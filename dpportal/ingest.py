@@ -71,7 +71,7 @@ class ByteScan:
         self.quotes = 0
         self.head = bytearray()
         self.nul_line: int | None = None
-        self.utf8_error_line: int | None = None
+        self.utf8_valid = True
         self._utf8 = codecs.getincrementaldecoder("utf-8")()
 
     def update(self, chunk: bytes) -> None:
@@ -80,21 +80,21 @@ class ByteScan:
             self.head += chunk[: HEAD_BYTES - len(self.head)]
         if self.nul_line is None and b"\0" in chunk:
             self.nul_line = self.newlines + chunk.count(b"\n", 0, chunk.index(b"\0")) + 1
-        if self.utf8_error_line is None:
+        if self.utf8_valid:
             try:
                 self._utf8.decode(chunk)
-            except UnicodeDecodeError as exc:
-                self.utf8_error_line = self.newlines + chunk.count(b"\n", 0, max(exc.start, 0)) + 1
+            except UnicodeDecodeError:
+                self.utf8_valid = False
         self.quotes += chunk.count(b'"')
         self.newlines += chunk.count(b"\n")
         self.size += len(chunk)
 
     def finish(self) -> None:
-        if self.utf8_error_line is None:
+        if self.utf8_valid:
             try:
                 self._utf8.decode(b"", final=True)
             except UnicodeDecodeError:
-                self.utf8_error_line = self.newlines + 1
+                self.utf8_valid = False
 
     @property
     def hexdigest(self) -> str:
@@ -257,7 +257,7 @@ def _refuse_binary(scan: ByteScan) -> None:
 
 def _detect_encoding(path: Path, scan: ByteScan) -> str:
     """UTF-8 (with or without BOM) if valid, else Windows-1252 (a superset of Latin-1)."""
-    if scan.utf8_error_line is None:
+    if scan.utf8_valid:
         return "utf-8"
     newlines = 0
     with open(path, "rb") as handle:
