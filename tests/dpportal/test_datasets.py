@@ -203,23 +203,14 @@ def test_budget_can_be_raised_before_the_first_release(owner, dataset):
 
 
 def make_release(dataset, owner, epsilon="0.25"):
+    """A queued release (its job is sent on commit, which a `db` test never reaches)."""
     services.dataset_confirm_schema(dataset=dataset, user=owner, schema=SMALL_SCHEMA)
     dataset.refresh_from_db()
     return services.release_create(dataset=dataset, user=owner, mechanism="perturbed_histogram",
                                    columns=["age"], params={}, epsilon=Decimal(epsilon))
 
 
-@pytest.fixture
-def no_job_sending(monkeypatch):
-    """Releases here only need to exist; nothing should reach the broker."""
-    monkeypatch.setattr(services, "release_send", lambda *a, **k: True, raising=False)
-    from dpportal import tasks
-
-    monkeypatch.setattr(tasks.run_release, "delay_on_commit", lambda *a, **k: None,
-                        raising=False)
-
-
-def test_budget_can_only_be_lowered_once_a_release_exists(owner, dataset, no_job_sending):
+def test_budget_can_only_be_lowered_once_a_release_exists(owner, dataset):
     make_release(dataset, owner)
     client = client_for(owner)
     url = reverse("dataset_budget", args=[dataset.pk])
@@ -237,7 +228,7 @@ def test_budget_can_only_be_lowered_once_a_release_exists(owner, dataset, no_job
     assert AuditEvent.objects.filter(action=AuditEvent.Action.BUDGET_CHANGED).count() == 1
 
 
-def test_budget_refusals_say_why(owner, dataset, no_job_sending):
+def test_budget_refusals_say_why(owner, dataset):
     make_release(dataset, owner)
     with pytest.raises(services.ServiceError, match="never raised"):
         services.dataset_change_budget(dataset=dataset, user=owner, epsilon_total=2,
@@ -355,7 +346,7 @@ def test_schema_service_refuses_columns_that_are_not_the_datasets(owner, dataset
         services.dataset_confirm_schema(dataset=dataset, user=owner, schema=DEMO_SCHEMA)
 
 
-def test_releases_impossible_until_schema_confirmed(owner, dataset, no_job_sending):
+def test_releases_impossible_until_schema_confirmed(owner, dataset):
     with pytest.raises(services.ServiceError, match="Confirm the dataset's schema"):
         services.release_create(dataset=dataset, user=owner, mechanism="perturbed_histogram",
                                 columns=["age"], params={}, epsilon=Decimal("0.1"))
@@ -372,7 +363,7 @@ def test_confirmed_bounds_equal_to_data_extremes_are_flagged(owner, dataset):
 # ---------------------------------------------------------------- dataset page and roles
 
 
-def test_dataset_page_for_owner(owner, dataset, no_job_sending):
+def test_dataset_page_for_owner(owner, dataset):
     release = make_release(dataset, owner)
     response = client_for(owner).get(reverse("dataset_detail", args=[dataset.pk]))
     text = response.content.decode()
@@ -445,7 +436,7 @@ def test_auditors_are_added_and_removed_with_audit_events(owner, dataset):
 # ---------------------------------------------------------------- deletion
 
 
-def test_delete_removes_files_keeps_releases_ledger_and_audit(owner, dataset, no_job_sending,
+def test_delete_removes_files_keeps_releases_ledger_and_audit(owner, dataset,
                                                              django_capture_on_commit_callbacks):
     release = make_release(dataset, owner)
     Release.objects.filter(pk=release.pk).update(status=Release.Status.DONE)
@@ -471,7 +462,7 @@ def test_delete_removes_files_keeps_releases_ledger_and_audit(owner, dataset, no
         services.dataset_confirm_schema(dataset=dataset, user=owner, schema=SMALL_SCHEMA)
 
 
-def test_delete_waits_for_queued_releases(owner, dataset, no_job_sending):
+def test_delete_waits_for_queued_releases(owner, dataset):
     make_release(dataset, owner)
     with pytest.raises(services.ServiceError, match="still queued or running"):
         services.dataset_delete(dataset=dataset, user=owner)
