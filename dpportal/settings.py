@@ -47,6 +47,8 @@ CSRF_TRUSTED_ORIGINS = [o for o in env("DJANGO_CSRF_TRUSTED_ORIGINS").split(",")
 DATA_DIR = Path(env("DPPORTAL_DATA_DIR", str(BASE_DIR / "var")))
 DATASET_STORAGE_DIR = Path(env("DPPORTAL_STORAGE_DIR", str(DATA_DIR / "storage")))
 MAX_UPLOAD_BYTES = env_int("DPPORTAL_MAX_UPLOAD_MB", 200) * 1024 * 1024
+# Keep the uploaded file itself beside its validated Parquet copy (releases read only the copy).
+DPPORTAL_KEEP_ORIGINAL_UPLOADS = env_bool("DPPORTAL_KEEP_ORIGINAL_UPLOADS", True)
 
 INSTALLED_APPS = [
     "django.contrib.admin",

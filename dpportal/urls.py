@@ -8,6 +8,7 @@ from .login_limit import rate_limited
 urlpatterns = [
     path("", views.home, name="home"),
     path("", include("dpportal.release_urls")),
+    path("", include("dpportal.dataset_urls")),
     path("releases/", audit_views.release_list, name="release_list"),
     path("releases.csv", audit_views.release_list_csv, name="release_list_csv"),
     path("datasets/<int:pk>/ledger/", audit_views.dataset_ledger, name="dataset_ledger"),
