@@ -47,7 +47,7 @@ def celery_worker_process(transactional_db):
     process = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "dpportal", "worker", "--loglevel=INFO",
          "--concurrency=1", "--pool=prefork", "--without-gossip", "--without-mingle",
-         "--without-heartbeat", "-Q", os.environ["DPPORTAL_CELERY_QUEUE"]],
+         "--without-heartbeat", "-Q", worker_queues()],
         cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
     )
     try:
@@ -60,6 +60,13 @@ def celery_worker_process(transactional_db):
         except subprocess.TimeoutExpired:
             process.kill()
         log.close()
+
+
+def worker_queues() -> str:
+    """Both queues of this test session: small jobs and long ones (MWEM, large supports)."""
+    from django.conf import settings
+
+    return f"{settings.CELERY_TASK_DEFAULT_QUEUE},{settings.DPPORTAL_CELERY_LONG_QUEUE}"
 
 
 def wait_for_worker_ready(log_path: Path, process, timeout=60):
