@@ -26,6 +26,7 @@ __all__ = ["FactoredDistribution", "MwemResult", "default_rounds", "measure_all"
 DEFAULT_MEMORY_CELLS = 25_000_000  # float64 cells per group: 200 MB
 MAX_DEFAULT_ROUNDS = 60
 ADD_REMOVE_INIT_FRACTION = 0.2
+FULL_PASS_EVERY = 4
 _INTERMEDIATE_CELLS = 1 << 16
 _SETTLED = 1e-3  # an update that would change no weight by more than this is skipped
 
@@ -206,7 +207,7 @@ def mwem(
     expected L1 size of the measurement noise) and the rest on measuring it with discrete
     Laplace noise. ``init_fraction=0, select_fraction=0.5`` is the paper's ε/(2T) split.
     After each measurement, ``mw_passes`` multiplicative-weights passes over all measurements
-    so far (default: 10 while every group is small, 1 once one is large).
+    so far (default: see ``_refit``).
     ``output="last"`` returns the last iterate, ``"average"`` the average of the iterates
     (the analysed estimator; needs the dense representation).
 
@@ -261,9 +262,7 @@ def mwem(
         result.measurements.append(_measurement_record(query, noisy, scale))
         measured.append((query, noisy / n, _floor(scale, n)))
         model.merge(query.attrs)
-        for _ in range(mw_passes or _default_passes(model)):
-            for q, target, floor in measured:
-                _mw_update(model, q, target, floor)
+        _refit(model, measured, mw_passes, last_round=t == rounds - 1, round_index=t)
         if iterate_sum is not None:
             iterate_sum += model.to_dense()
         result.trace.append(_trace_entry(t, query, noisy, model, measured, shape))
@@ -307,10 +306,23 @@ def measure_all(
     return model
 
 
-def _default_passes(model: FactoredDistribution) -> int:
-    """Ten MW passes per round while every group is small (cheap), one once a group is large."""
+def _refit(model, measured, mw_passes, *, last_round, round_index) -> None:
+    """MW updates after a new measurement (the paper's practical improvement).
+
+    ``mw_passes`` given: that many passes over all measurements. Default: 10 passes while every
+    group is small (cheap); once a group is large, the newest measurement twice, plus one pass
+    over all every FULL_PASS_EVERY rounds and in the last round.
+    """
     largest = max(g.probs.size for g in model.groups())
-    return 10 if largest <= _INTERMEDIATE_CELLS else 1
+    if mw_passes is None and largest > _INTERMEDIATE_CELLS:
+        for _ in range(2):
+            _mw_update(model, *measured[-1])
+        if not (last_round or round_index % FULL_PASS_EVERY == FULL_PASS_EVERY - 1):
+            return
+        mw_passes = 1
+    for _ in range(10 if mw_passes is None else mw_passes):
+        for query, target, floor in measured:
+            _mw_update(model, query, target, floor)
 
 
 def default_init_fraction(n, epsilon, shape, workload) -> float:
