@@ -99,8 +99,12 @@ class Browser:
         self.page.get_by_label("Username").fill(username)
         self.page.get_by_label("Password").fill(password)
         self.screenshot("login form")
-        self.page.get_by_role("button", name="Log in").click()
-        self.page.wait_for_load_state()
+        self.click_and_wait(self.page.get_by_role("button", name="Log in"))
+
+    def click_and_wait(self, locator):
+        """Click a link or submit button and wait until the next page has loaded."""
+        with self.page.expect_navigation():
+            locator.click()
 
     def assert_no_problems(self):
         problems = self.problems.all()

@@ -24,7 +24,7 @@ def test_it_logs_in_through_the_form_and_records_the_login(browser, custodian):
     page = browser.page
     assert page.get_by_text("Signed in as").is_visible()
     browser.screenshot("home after login")
-    page.get_by_role("link", name="Audit").click()
+    browser.click_and_wait(page.get_by_role("link", name="Audit"))
     row = page.get_by_role("row").filter(has_text="Logged in")
     assert row.filter(has_text="custodian").count() == 1
     browser.screenshot("audit log with login")

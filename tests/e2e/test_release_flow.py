@@ -29,9 +29,8 @@ PUBLIC_SCHEMA = {"columns": [
     {"name": "income", "type": "categorical", "categories": ["<=50K", ">50K"]},
 ]}
 RELEASE_TIMEOUT_S = 120
-# MWEM is not registered in `mechanisms` yet: the flow runs on the noisy histogram until it is.
-MECHANISM_CARD = re.compile(r"Noisy histogram")
-MECHANISM_SETTINGS = {}
+MECHANISM_CARD = re.compile(r"Synthetic data \(MWEM\)")
+MECHANISM_SETTINGS = {"MWEM rounds": "3"}
 
 
 @pytest.fixture
@@ -66,13 +65,12 @@ def test_custodian_publishes_an_mwem_release(browser, custodian, celery_worker_p
 
 def upload_dataset(browser, csv_path):
     page = browser.page
-    page.get_by_role("link", name=re.compile("upload", re.I)).first.click()
+    browser.click_and_wait(page.get_by_role("link", name=re.compile("upload", re.I)).first)
     page.get_by_label(re.compile(r"^Name:?$")).fill("Adult census extract")
     page.get_by_label("Table file").set_input_files(str(csv_path))
     page.get_by_label("Total privacy budget ε (epsilon)").fill("2")
     browser.screenshot("upload form filled in")
-    page.get_by_role("button", name=re.compile("upload", re.I)).click()
-    page.wait_for_load_state()
+    browser.click_and_wait(page.get_by_role("button", name=re.compile("upload", re.I)))
     assert page.get_by_text("48,842 rows").first.is_visible()
     browser.screenshot("schema proposal after upload")
 
@@ -92,27 +90,30 @@ def confirm_schema(browser, header):
             page.get_by_label(f"Categories of {name}, one per line", exact=True).fill(
                 "\n".join(column["categories"]))
     browser.screenshot("schema filled in")
-    page.get_by_role("button", name=re.compile("confirm", re.I)).click()
-    page.wait_for_load_state()
+    browser.click_and_wait(page.get_by_role("button", name=re.compile("confirm", re.I)))
     assert page.get_by_text("Schema confirmed").is_visible()
     browser.screenshot("dataset page with confirmed schema")
 
 
 def request_release(browser):
     page = browser.page
-    page.get_by_role("link", name=re.compile("new release", re.I)).first.click()
+    browser.click_and_wait(page.get_by_role("link", name=re.compile("new release", re.I)).first)
     page.get_by_role("radio", name=MECHANISM_CARD).check()
     for name in RELEASED:
         page.get_by_role("checkbox", name=re.compile(rf"^\s*{re.escape(name)} \(")).check()
     page.get_by_label("Privacy cost ε for this release").fill(EPSILON)
-    page.get_by_label("Rows to synthesise").fill("2000")
     for label, value in MECHANISM_SETTINGS.items():
         page.get_by_label(label).fill(value)
     estimate = page.locator("#estimate-body")
     estimate.filter(has_not_text="Choose a kind of release").wait_for()
     browser.screenshot("release form with accuracy estimate")
-    page.get_by_role("button", name="Spend this budget and make the release").click()
-    page.wait_for_load_state()
+    page.wait_for_load_state("networkidle")  # the estimate has caught up with the last input
+    browser.click_and_wait(
+        page.get_by_role("button", name="Spend this budget and make the release"))
+    if not re.search(r"/releases/\d+/$", page.url):
+        browser.screenshot("release form refused")
+        errors = page.locator(".errorlist, [role=alert]").all_text_contents()
+        pytest.fail(f"the release form was refused: {errors}")
 
 
 def watch_release_finish(browser) -> int:
@@ -168,8 +169,8 @@ def download_package(browser, folder):
 
 def check_audit_log(browser, release_id):
     page = browser.page
-    page.get_by_role("navigation", name="Main").get_by_role("link", name="Audit").click()
-    page.wait_for_load_state()
+    browser.click_and_wait(
+        page.get_by_role("navigation", name="Main").get_by_role("link", name="Audit"))
     for action in ("Release requested", "Release done", "Download"):
         rows = page.get_by_role("row").filter(has_text=action)
         assert rows.filter(has_text=str(release_id)).count() >= 1, action
