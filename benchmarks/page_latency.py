@@ -140,11 +140,7 @@ def seed_in_django(users: int):
     call_command("load_demo", password=secrets.token_urlsafe(16), stdout=open(os.devnull, "w"))
     dataset = Dataset.objects.get(name="Adult (demo)")
     user = dataset.owner
-    releases = [
-        services.release_create(dataset=dataset, user=user, mechanism=mechanism, columns=columns,
-                                params=params, epsilon="0.1")
-        for mechanism, columns, params in SEED_RELEASES
-    ]
+    releases = [create_release(dataset, user, spec) for spec in SEED_RELEASES]
     for release in releases[:-2]:  # the last two stay queued: their progress is polled
         services.release_run(release_id=release.pk)
     failed = Release.objects.filter(pk__in=[r.pk for r in releases], status="failed")
@@ -178,13 +174,31 @@ def page_urls(name: str, pks: list[int]) -> list[str]:
         return []
 
 
+# Releases as the new-release form would submit them (the browser sends every field).
+FORM_DEFAULTS = {"epsilon": "0.1", "mwem_marginal_size": "2", "range_workload": "prefixes",
+                 "range_queries": "200", "range_method": "auto"}
 SEED_RELEASES = [
-    ("perturbed_histogram", ["age", "sex"], {"rows": 1000}),
-    ("perturbed_histogram", ["education", "income"], {"rows": 1000}),
-    ("smoothed_histogram", ["age", "race", "sex"], {"rows": 1000}),
-    ("perturbed_histogram", ["age"], {"rows": 100}),
-    ("perturbed_histogram", ["sex"], {"rows": 100}),
+    {"mechanism": "perturbed_histogram", "columns": ["age", "sex"], "rows": "1000"},
+    {"mechanism": "smoothed_histogram", "columns": ["education", "income"]},
+    {"mechanism": "mwem", "columns": ["age", "sex", "race", "income"], "mwem_rounds": "5"},
+    {"mechanism": "range_count", "columns": ["age"]},
+    {"mechanism": "perturbed_histogram", "columns": ["age"]},  # stays queued
+    {"mechanism": "perturbed_histogram", "columns": ["sex"]},  # stays queued
 ]
+
+
+def create_release(dataset, user, spec):
+    """Validate `spec` with the portal's own release form and request the release."""
+    from dpportal import services
+    from dpportal.release_forms import ReleaseForm
+
+    form = ReleaseForm({**FORM_DEFAULTS, **spec}, dataset=dataset)
+    if not form.is_valid():
+        raise SystemExit(f"seed release {spec} refused by the form: {form.errors.as_text()}")
+    data = form.cleaned_data
+    return services.release_create(
+        dataset=dataset, user=user, mechanism=data["mechanism"], columns=data["columns"],
+        params=form.params(), epsilon=data["epsilon"], delta=data["delta"])
 
 
 def free_port() -> int:

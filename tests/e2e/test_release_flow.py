@@ -8,9 +8,11 @@ Kept short (a few columns, small ε, three MWEM rounds): about a minute on two c
 
 import gzip
 import hashlib
+import os
 import re
 import shutil
 import time
+from pathlib import Path
 
 import pytest
 from playwright.sync_api import Error as PlaywrightError
@@ -130,14 +132,21 @@ def watch_release_finish(browser) -> int:
         if status and status != seen[-1]:
             seen.append(status)
             browser.screenshot(f"job page shows {status}")
-    page_text = page.locator("main").inner_text()
-    assert seen[-1] == "Done", f"statuses seen: {seen}; the page says: {page_text}"
+    if seen[-1] != "Done":
+        pytest.fail(f"statuses seen: {seen}; the page says: {page.locator('main').inner_text()}"
+                    f"\n--- worker log (end) ---\n{worker_log_tail()}")
     order = [STATUS_ORDER.index(status) for status in seen]
     assert order == sorted(order), f"status went backwards: {seen}"
     return release_id
 
 
 STATUS_ORDER = ["Queued", "Running", "Done"]
+
+
+def worker_log_tail(characters=4000) -> str:
+    logs = sorted(Path(os.environ["DPPORTAL_DATA_DIR"]).glob("worker-*.log"),
+                  key=lambda path: path.stat().st_mtime)
+    return logs[-1].read_text(errors="replace")[-characters:] if logs else "(no worker log)"
 
 
 def read_status(page) -> str:
