@@ -145,7 +145,6 @@ class Round:
     piece_levels: np.ndarray
     rel_var: np.ndarray  # relative variance per level, index 0 = per-point release
     kappa: float  # variance of level l = kappa * rel_var[l]
-    predicted_mean: float = 0.0  # mean predicted variance over the round's workload (relative)
 
     def variances(self, noise: str) -> np.ndarray:
         return np.array([noise_variance(noise, math.sqrt(self.kappa * w)) for w in self.rel_var])
@@ -389,7 +388,7 @@ def _make_round(active, pack: Packing, j, opt, query_ids, budget) -> Round:
                  centre_levels=np.array(pack.levels[:count]),
                  centre_parents=np.array(pack.parents[:count]), centre_pieces=ids,
                  pieces=[pieces[k] for k in kept], piece_levels=opt["piece_levels"][kept],
-                 rel_var=opt["rel_var"], kappa=kappa, predicted_mean=opt["predicted"])
+                 rel_var=opt["rel_var"], kappa=kappa)
 
 
 def _chain_values(r: Round, y_pieces: np.ndarray, piece_var: np.ndarray):
