@@ -217,6 +217,7 @@ def short_limits(monkeypatch):
 
     monkeypatch.setattr(run_release, "soft_time_limit", 2)
     monkeypatch.setattr(run_release, "time_limit", 5)
+    monkeypatch.setattr(run_release, "_exec_options", None)  # Celery caches them per task
 
 
 @WORKER_DB
