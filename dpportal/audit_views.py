@@ -10,8 +10,9 @@ from decimal import Decimal
 
 from django.core.paginator import Paginator
 from django.db.models import Q
-from django.http import HttpResponse
+from django.http import HttpResponse, HttpResponseBadRequest
 from django.shortcuts import render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
@@ -75,7 +76,9 @@ def _query_without(request, name):
 
 @require_GET
 def release_list_csv(request):
-    _form, releases = _release_filter(request)
+    form, releases = _release_filter(request)
+    if form.is_bound and not form.is_valid():
+        return _invalid_filters(form, "release_list")
     header = ["release", "dataset", "method", "status", "epsilon", "delta", "neighbouring",
               "requested_by", "requested_at", "finished_at"]
     rows = (
@@ -85,6 +88,16 @@ def release_list_csv(request):
         for r in releases
     )
     return _csv_download(f"releases-{date.today():%Y%m%d}.csv", header, rows)
+
+
+def _invalid_filters(form, page_name):
+    """A CSV export never silently ignores a filter: say which one is wrong instead."""
+    problems = "; ".join(f"{form.fields[name].label if name in form.fields else 'Dates'}: "
+                         f"{' '.join(errors)}" for name, errors in form.errors.items())
+    return HttpResponseBadRequest(
+        f"Nothing was exported because a filter is not valid ({problems}). Go back to "
+        f"{reverse(page_name)}, correct it and download again.",
+        content_type="text/plain; charset=utf-8")
 
 
 def _csv_download(filename, header, rows):
@@ -171,7 +184,9 @@ def audit_log(request):
 
 @require_GET
 def audit_log_csv(request):
-    _form, events = _audit_filter(request)
+    form, events = _audit_filter(request)
+    if form.is_bound and not form.is_valid():
+        return _invalid_filters(form, "audit_log")
     header = ["event", "when", "who", "action", "dataset", "release", "from", "details",
               "hash"]
     rows = (

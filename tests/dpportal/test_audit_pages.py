@@ -230,3 +230,14 @@ def test_auditors_do_not_see_details_computed_from_the_raw_file(two_tenants):
 def test_the_releases_list_names_methods_in_plain_words(two_tenants):
     html = two_tenants["alice"].get(reverse("release_list")).content.decode()
     assert "Synthetic data (MWEM)" in html and "Noisy histogram" in html
+
+
+def test_a_csv_export_with_an_invalid_filter_exports_nothing_and_says_why(two_tenants):
+    t = two_tenants
+    response = t["alice"].get(reverse("release_list_csv"), {"dataset": t["bobs"].pk})
+    assert response.status_code == 400
+    text = response.content.decode()
+    assert text.startswith("Nothing was exported because a filter is not valid (Dataset: ")
+    assert "Bob data" not in text
+    response = t["alice"].get(reverse("audit_log_csv"), {"release": "-3"})
+    assert response.status_code == 400 and "Release number" in response.content.decode()
