@@ -10,9 +10,12 @@ the twins (the same page with either element removed) raise a CSP violation.
 from decimal import Decimal
 
 import pytest
+from django.test import Client
 from django.urls import reverse
 
+from dpportal import services
 from dpportal.models import BudgetLedgerEntry, Release
+from tests.dpportal.test_access_matrix import enumerate_routes, object_kwargs, world  # noqa: F401
 from tests.dpportal.test_foundation import make_demo_dataset
 from tests.e2e.conftest import browser, chromium, custodian  # noqa: F401  (fixtures)
 
@@ -76,3 +79,42 @@ def test_without_either_element_plotly_breaks_the_csp(browser, custodian, fragme
     browser.page.wait_for_timeout(300)
     assert browser.page.evaluate("document.querySelectorAll('style').length") >= 1
     assert any("style-src" in v for v in browser.problems.csp_violations)
+
+
+def html_pages(user, world):  # noqa: F811
+    """URLs of every route that answers this user's GET with an HTML page."""
+    client = Client()
+    client.force_login(user)
+    pages = []
+    for name, _route, kwarg_names in enumerate_routes():
+        url = reverse(name, kwargs=object_kwargs(name, kwarg_names, world))
+        response = client.get(url)
+        if (response.status_code == 200 and response["Content-Type"].startswith("text/html")
+                and "attachment" not in response.get("Content-Disposition", "")):
+            pages.append(url)
+    return pages
+
+
+@pytest.fixture
+def no_broker(monkeypatch):
+    """Committed releases are not sent to the broker (the test runs them itself)."""
+    monkeypatch.setattr(services, "release_send", lambda release_id: False)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_every_page_renders_under_the_csp(no_broker, browser, world):  # noqa: F811
+    """Owner and auditor open every HTML page in Chromium: no CSP violation, console error,
+    uncaught exception or failed request (charts and scripts included)."""
+    visited = 0
+    for user in (world.alice, world.carol):
+        browser.page.context.clear_cookies()
+        browser.log_in(user.username, "pw-unused-1")
+        for url in html_pages(user, world):
+            browser.goto(url)
+            browser.page.wait_for_load_state("networkidle")
+            visited += 1
+        browser.screenshot(f"last page as {user.username}")
+    print(f"\nCSP sweep: {visited} page views (owner and auditor) in Chromium, "
+          f"{len(browser.problems.all())} CSP violations, console errors or failed requests")
+    assert visited >= 10
+    browser.assert_no_problems()
