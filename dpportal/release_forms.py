@@ -16,6 +16,10 @@ from mechanisms import workload as mwem_workload
 from . import release_engine
 
 MAX_SYNTHETIC_ROWS = 1_000_000
+# Text boxes with a numeric keyboard rather than type=number: Chromium scrolls the page when a
+# number box loses focus, which can move the submit button away from under the pointer.
+DECIMAL_INPUT = forms.TextInput(attrs={"inputmode": "decimal"})
+WHOLE_NUMBER_INPUT = forms.TextInput(attrs={"inputmode": "numeric"})
 
 
 @dataclass(frozen=True)
@@ -90,13 +94,13 @@ class ReleaseForm(forms.Form):
     )
     epsilon = forms.DecimalField(
         label="Privacy cost ε for this release", max_digits=12, decimal_places=6,
-        min_value=Decimal("0.000001"),
+        min_value=Decimal("0.000001"), widget=DECIMAL_INPUT,
         help_text="Smaller means stronger protection and noisier results. It is taken from "
                   "the dataset's budget.",
     )
     delta = forms.DecimalField(
         label="δ (range counts only)", max_digits=20, decimal_places=15, required=False,
-        min_value=Decimal("0"), max_value=Decimal("0.001"),
+        min_value=Decimal("0"), max_value=Decimal("0.001"), widget=DECIMAL_INPUT,
         help_text="A tiny chance that the guarantee does not hold, such as 0.000001. Leave "
                   "empty for 0 (the guarantee always holds).",
     )
@@ -104,11 +108,13 @@ class ReleaseForm(forms.Form):
         label="Rows to synthesise", required=False, min_value=1, max_value=MAX_SYNTHETIC_ROWS,
         help_text="How many made-up rows synthetic.csv should have. Leave empty for as many "
                   "as the table has (or, if the number of rows is private, its noisy estimate).",
+        widget=WHOLE_NUMBER_INPUT,
     )
     mwem_rounds = forms.IntegerField(
         label="MWEM rounds", required=False, min_value=1, max_value=200,
         help_text="Each round measures one more pattern. More rounds: more patterns, each "
                   "noisier. Leave empty to choose automatically.",
+        widget=WHOLE_NUMBER_INPUT,
     )
     mwem_marginal_size = forms.TypedChoiceField(
         label="Patterns to keep", coerce=int, initial=2, required=False, empty_value=2,
@@ -119,6 +125,7 @@ class ReleaseForm(forms.Form):
         label="Grid points per column", required=False, min_value=2, max_value=4096,
         help_text="Values are rounded to a regular grid between the schema's bounds. "
                   "Leave empty to use the schema's bins.",
+        widget=WHOLE_NUMBER_INPUT,
     )
     range_workload = forms.ChoiceField(label="Ranges to answer", choices=RANGE_WORKLOADS,
                                        initial="prefixes", required=False)
@@ -126,6 +133,7 @@ class ReleaseForm(forms.Form):
         label="Number of random ranges", required=False, min_value=1, max_value=2000,
         initial=200, help_text="For random boxes and regions cut by a line. The ranges are "
                                "drawn at random, without looking at the data.",
+        widget=WHOLE_NUMBER_INPUT,
     )
     range_method = forms.ChoiceField(label="Method", choices=RANGE_METHODS, initial="auto",
                                      required=False)
@@ -241,15 +249,18 @@ class RangeQueryForm(forms.Form):
         choices=[("box", "An interval (one column) or a box: from–to on each column"),
                  ("halfspace", "One side of a line: a₁·x₁ + a₂·x₂ + … ≤ b")],
     )
-    b = forms.FloatField(label="b (the right-hand side)", required=False)
+    b = forms.FloatField(label="b (the right-hand side)", required=False, widget=DECIMAL_INPUT)
 
     def __init__(self, *args, columns, **kwargs):
         super().__init__(*args, **kwargs)
         self.columns = list(columns)
         for i, name in enumerate(self.columns):
-            self.fields[f"lo_{i}"] = forms.FloatField(label=f"{name}: from", required=False)
-            self.fields[f"hi_{i}"] = forms.FloatField(label=f"{name}: to", required=False)
-            self.fields[f"a_{i}"] = forms.FloatField(label=f"{name}: weight a", required=False)
+            self.fields[f"lo_{i}"] = forms.FloatField(label=f"{name}: from", required=False,
+                                                     widget=DECIMAL_INPUT)
+            self.fields[f"hi_{i}"] = forms.FloatField(label=f"{name}: to", required=False,
+                                                     widget=DECIMAL_INPUT)
+            self.fields[f"a_{i}"] = forms.FloatField(label=f"{name}: weight a", required=False,
+                                                    widget=DECIMAL_INPUT)
 
     def box_fields(self):
         return [(self[f"lo_{i}"], self[f"hi_{i}"]) for i in range(len(self.columns))]

@@ -7,6 +7,7 @@
   if (!form || !configElement) { return; }
   var config = JSON.parse(configElement.textContent);
   var output = document.getElementById("estimate-body");
+  var section = document.getElementById("estimate");
   var timer = null;
   var latest = 0;
 
@@ -63,10 +64,12 @@
       .then(function (result) { if (request === latest) { render(result); } })
       .catch(function () {
         output.replaceChildren(paragraph("The estimate is not available right now."));
-      });
+      })
+      .finally(function () { if (request === latest) { section.setAttribute("aria-busy", "false"); } });
   }
 
   function scheduleEstimate() {
+    section.setAttribute("aria-busy", "true");
     showRelevantSettings();
     window.clearTimeout(timer);
     timer = window.setTimeout(estimate, 300);
