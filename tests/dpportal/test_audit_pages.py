@@ -241,3 +241,15 @@ def test_a_csv_export_with_an_invalid_filter_exports_nothing_and_says_why(two_te
     assert "Bob data" not in text
     response = t["alice"].get(reverse("audit_log_csv"), {"release": "-3"})
     assert response.status_code == 400 and "Release number" in response.content.decode()
+
+
+def test_audit_pages_use_a_fixed_number_of_queries(two_tenants, django_assert_max_num_queries):
+    t = two_tenants
+    alice = get_user_model().objects.get(username="alice")
+    for _ in range(20):
+        request_release(t["adult"], alice, "0.01")
+    pages = [reverse("release_list"), reverse("audit_log"), reverse("release_list_csv"),
+             reverse("audit_log_csv"), reverse("dataset_ledger", kwargs={"pk": t["adult"].pk})]
+    for url in pages:
+        with django_assert_max_num_queries(12):  # no query per row
+            assert t["alice"].get(url).status_code == 200
