@@ -565,6 +565,15 @@ def release_store_utility_report(release_pk):
     utility.try_compute_and_store(Release.objects.select_related("dataset").get(pk=release_pk))
 
 
+def release_remove_utility_reports(dataset):
+    """Delete the custodian-only comparisons with the raw data of every release of a dataset
+    (they are derived from the raw data, which is being deleted)."""
+    from . import utility
+
+    for release in dataset.releases.all():
+        utility.report_path(release).unlink(missing_ok=True)
+
+
 # ---------------------------------------------------------------- datasets
 # Files go through dpportal.ingest (validation, Parquet copy, profile) into private storage;
 # nothing is left behind when a file is refused.
@@ -788,6 +797,7 @@ def dataset_delete(*, dataset, user, remote_addr=None):
                      remote_addr=remote_addr, details={"sha256": locked.sha256})
         for name in files:
             transaction.on_commit(lambda name=name: storage.remove(name))
+        transaction.on_commit(lambda: release_remove_utility_reports(locked))
     return locked
 
 

@@ -135,3 +135,15 @@ def test_a_smoothed_histogram_release_shows_its_comparison(owner, dataset):
     report = utility.load_report(release)
     assert report["synthetic_rows"] == 300 and report["cells"] is None
     assert {entry["column"] for entry in report["columns"]} == {"age", "sex"}
+
+
+def test_deleting_the_dataset_removes_the_custodian_only_comparison(
+        owner, dataset, done_release, django_capture_on_commit_callbacks):
+    path = utility.report_path(done_release)
+    assert path.exists()
+    with django_capture_on_commit_callbacks(execute=True):
+        services.dataset_delete(dataset=dataset, user=owner)
+    assert not path.exists()
+    page = client_for(owner).get(reverse("release_detail", args=[done_release.pk]))
+    assert page.status_code == 200 and "Preview of synthetic.csv" in page.content.decode()
+    assert "deleted together with the dataset's raw data" in page.content.decode()
