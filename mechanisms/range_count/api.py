@@ -219,6 +219,8 @@ def answer_queries(structure: dict, queries: list[dict], *, estimator: str | Non
 
     Returns (answers, predicted variances). Accuracy is guaranteed only for ranges close to the
     planned workload (mn12 anchors them at the nearest planned range).
+
+    Privacy: post-processing of the released structure; spends nothing.
     """
     support, plan, noisy = load_structure(structure)
     estimator = estimator or structure.get("estimator", "chain")
