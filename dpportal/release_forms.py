@@ -171,7 +171,20 @@ class ReleaseForm(forms.Form):
                                         "noisy histogram instead.")
         if mechanism and columns:
             self._check_domain(mechanism, columns)
+        if mechanism and columns and data.get("epsilon") and not self.errors:
+            self._dry_run()
         return data
+
+    def _dry_run(self):
+        """Plan the release on public inputs only, so settings the mechanism would refuse are
+        caught here, before any budget is spent; keeps the accuracy estimate for the page."""
+        data = self.cleaned_data
+        try:
+            self.expected_accuracy = release_engine.expected_accuracy(
+                self.dataset, mechanism=data["mechanism"], columns=data["columns"],
+                params=self.params(), epsilon=data["epsilon"], delta=data["delta"])
+        except mechanisms.MechanismError as exc:
+            self.add_error(None, f"These settings cannot work: {exc}")
 
     def _check_domain(self, mechanism, columns):
         if mechanism == "range_count":

@@ -21,7 +21,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 import mechanisms
 
-from . import charts, packaging, release_engine, services, utility
+from . import charts, packaging, services, utility
 from .access import dataset_for_owner, releases_visible_to
 from .models import AuditEvent, BudgetLedgerEntry, Release
 from .release_forms import (
@@ -97,14 +97,8 @@ def release_estimate(request, dataset_pk):
     data = form.cleaned_data
     epsilon_left = dataset.epsilon_remaining - data["epsilon"]
     delta_left = dataset.delta_remaining - data["delta"]
-    try:
-        accuracy = release_engine.expected_accuracy(
-            dataset, mechanism=data["mechanism"], columns=data["columns"], params=form.params(),
-            epsilon=data["epsilon"], delta=data["delta"])
-    except mechanisms.MechanismError as exc:
-        return JsonResponse({"ok": False, "errors": [str(exc)]})
     return JsonResponse({
-        "ok": True, "accuracy": accuracy,
+        "ok": True, "accuracy": form.expected_accuracy,
         "epsilon_left": _plain(epsilon_left), "delta_left": _plain(delta_left),
         "fits": epsilon_left >= 0 and delta_left >= 0,
         "epsilon_total": _plain(dataset.epsilon_total),

@@ -304,3 +304,18 @@ def test_the_smoothed_histogram_is_refused_when_the_row_count_is_private(owner, 
                                       histogram_post(mechanism="smoothed_histogram"))
     assert "needs the number of rows to be public" in response.content.decode()
     assert not Release.objects.exists()
+
+
+def test_settings_the_mechanism_would_refuse_are_caught_before_spending(owner, dataset,
+                                                                         monkeypatch):
+    def refuse(*args, **kwargs):
+        raise mechanisms.MechanismError("rows (0) must be a whole number >= 1")
+
+    monkeypatch.setattr(release_engine, "expected_accuracy", refuse)
+    response = client_for(owner).post(reverse("release_new", args=[dataset.pk]),
+                                      histogram_post())
+    assert "These settings cannot work: rows (0) must be a whole number &gt;= 1" in (
+        response.content.decode())
+    assert not Release.objects.exists()
+    dataset.refresh_from_db()
+    assert dataset.epsilon_spent == 0
