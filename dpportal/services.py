@@ -124,7 +124,10 @@ def release_create(
 
 
 def _locked_dataset(dataset_pk):
-    return Dataset.objects.select_for_update().get(pk=dataset_pk)
+    # NO KEY: rows that merely reference the dataset (audit events, ledger entries) can still be
+    # inserted meanwhile; a plain FOR UPDATE blocks their foreign-key checks and, with the audit
+    # chain's unique previous hash, deadlocks concurrent writers on PostgreSQL.
+    return Dataset.objects.select_for_update(no_key=True).get(pk=dataset_pk)
 
 
 def _pause_for_race_tests():
@@ -272,7 +275,7 @@ def _release_claim(release_id):
     """Take the lease of a queued release, or of a running one whose holder has gone."""
     now = timezone.now()
     with transaction.atomic():
-        release = Release.objects.select_for_update().filter(pk=release_id).first()
+        release = Release.objects.select_for_update(no_key=True).filter(pk=release_id).first()
         if release is None or release.is_terminal or release.output_dir:
             return None
         if release.status == Release.Status.RUNNING and _lease_alive(release, now):
@@ -291,7 +294,16 @@ def _release_claim(release_id):
 
 
 def _this_process() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
+    return f"{_this_machine()}:{os.getpid()}"
+
+
+def _this_machine() -> str:
+    """Host name plus PID namespace: two containers sharing a host name never mix up PIDs."""
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        namespace = ""
+    return f"{socket.gethostname()}/{namespace}"
 
 
 def _lease_alive(release, now) -> bool:
@@ -300,7 +312,7 @@ def _lease_alive(release, now) -> bool:
     if release.heartbeat_at is None or now - release.heartbeat_at > lease:
         return False
     host, _, pid = release.lease_owner.rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
+    if host != _this_machine() or not pid.isdigit():
         return True  # another machine: only its heartbeat can tell
     if int(pid) == os.getpid():
         return False  # this process runs one job at a time, so that execution has ended
@@ -391,7 +403,7 @@ def _release_store(release, token, output, work_dir):
     final_dir = release_output_dir(release).with_name(f"{release.pk}-{token[:12]}")
     final_dir.parent.mkdir(parents=True, exist_ok=True)
     with transaction.atomic():
-        locked = Release.objects.select_for_update().get(pk=release.pk)
+        locked = Release.objects.select_for_update(no_key=True).get(pk=release.pk)
         if locked.lease_token != token or locked.output_dir or locked.is_terminal:
             raise LeaseLost(f"release {release.pk}: output discarded, lease no longer held")
         package.rename(final_dir)
@@ -415,7 +427,8 @@ def _release_fail(release, token, reason):
 
 def _locked_dataset_and_release(dataset_pk, release_pk):
     """Lock in the one order every budget path uses (dataset, then release): no deadlocks."""
-    return _locked_dataset(dataset_pk), Release.objects.select_for_update().get(pk=release_pk)
+    dataset = _locked_dataset(dataset_pk)
+    return dataset, Release.objects.select_for_update(no_key=True).get(pk=release_pk)
 
 
 def _fail_and_refund(dataset, locked, reason):
