@@ -62,15 +62,18 @@ class IngestError(Exception):
 
 
 class ByteScan:
-    """Facts gathered while the bytes stream past: hash, size, NUL bytes, UTF-8 validity."""
+    """Facts gathered while the bytes stream past: hash, size, NUL bytes, UTF-8 validity.
+
+    Kept cheap (plain ASCII chunks skip the UTF-8 decoder); positions are worked out later, and
+    only for files that are refused.
+    """
 
     def __init__(self):
         self.sha256 = hashlib.sha256()
         self.size = 0
-        self.newlines = 0
         self.quotes = 0
         self.head = bytearray()
-        self.nul_line: int | None = None
+        self.nul_offset: int | None = None
         self.utf8_valid = True
         self._utf8 = codecs.getincrementaldecoder("utf-8")()
 
@@ -78,15 +81,15 @@ class ByteScan:
         self.sha256.update(chunk)
         if len(self.head) < HEAD_BYTES:
             self.head += chunk[: HEAD_BYTES - len(self.head)]
-        if self.nul_line is None and b"\0" in chunk:
-            self.nul_line = self.newlines + chunk.count(b"\n", 0, chunk.index(b"\0")) + 1
-        if self.utf8_valid:
+        if self.nul_offset is None and b"\0" in chunk:
+            self.nul_offset = self.size + chunk.index(b"\0")
+        if self.utf8_valid and not (chunk.isascii() and not self._utf8.getstate()[0]):
             try:
                 self._utf8.decode(chunk)
             except UnicodeDecodeError:
                 self.utf8_valid = False
-        self.quotes += chunk.count(b'"')
-        self.newlines += chunk.count(b"\n")
+        if b'"' in chunk:
+            self.quotes += chunk.count(b'"')
         self.size += len(chunk)
 
     def finish(self) -> None:
@@ -220,7 +223,7 @@ def ingest_text(path: Path, scan: ByteScan, parquet_path: Path, *, suffix: str,
 
 def detect_format(path: Path, scan: ByteScan, *, suffix: str, header: bool | None) -> TextFormat:
     """Encoding, delimiter, header and column types, from the bytes and the first lines."""
-    _refuse_binary(scan)
+    _refuse_binary(path, scan)
     encoding = _detect_encoding(path, scan)
     text = _head_text(scan, encoding)
     if not text.strip():
@@ -239,7 +242,7 @@ def detect_format(path: Path, scan: ByteScan, *, suffix: str, header: bool | Non
     return TextFormat(encoding, delimiter, header, names, kinds, quoted=scan.quotes > 0)
 
 
-def _refuse_binary(scan: ByteScan) -> None:
+def _refuse_binary(path: Path, scan: ByteScan) -> None:
     head = bytes(scan.head[:4])
     if scan.size == 0:
         raise IngestError("The file is empty; upload a table with column names in its first line.")
@@ -250,9 +253,23 @@ def _refuse_binary(scan: ByteScan) -> None:
                           "extension .xlsx, or save it as CSV.")
     if head.startswith(b"\x1f\x8b"):
         raise IngestError("The file is compressed (gzip); uncompress it and upload the CSV.")
-    if scan.nul_line is not None:
-        raise IngestError(f"Line {scan.nul_line} contains a NUL byte (\\0), so this is not a "
-                          "plain text table; save it as 'CSV UTF-8' and upload again.")
+    if scan.nul_offset is not None:
+        line = _line_at(path, scan.nul_offset)
+        raise IngestError(f"Line {line} contains a NUL byte (\\0), so this is not a plain text "
+                          "table; save it as 'CSV UTF-8' and upload again.")
+
+
+def _line_at(path: Path, offset: int) -> int:
+    """The line number of a byte offset (counts newlines up to it; refused files only)."""
+    newlines = 0
+    with open(path, "rb") as handle:
+        while offset > 0:
+            chunk = handle.read(min(offset, 1 << 20))
+            if not chunk:
+                break
+            newlines += chunk.count(b"\n")
+            offset -= len(chunk)
+    return newlines + 1
 
 
 def _detect_encoding(path: Path, scan: ByteScan) -> str:

@@ -228,3 +228,25 @@ def test_all_distinct_text_is_proposed_as_ignored(tmp_path):
     name, group = result.proposals
     assert name["type"] == "ignored" and name["from_data"] == []
     assert group["type"] == "categorical" and group["categories"] == ["a", "b"]
+
+
+@pytest.mark.parametrize("chunks, valid", [
+    ([b"ab", b"cd"], True),
+    ([b"a\xc3", b"\xa9b"], True),  # a character split across two chunks
+    ([b"a\xc3", b"b"], False),  # an ASCII chunk cannot finish a started character
+    ([b"a", b"\xc3"], False),  # the file ends inside a character
+    ([b"\xff"], False),
+])
+def test_byte_scan_checks_utf8_across_chunks(chunks, valid):
+    scan = ingest.ByteScan()
+    for chunk in chunks:
+        scan.update(chunk)
+    scan.finish()
+    assert scan.utf8_valid is valid and scan.size == sum(map(len, chunks))
+
+
+def test_byte_scan_finds_the_line_of_a_nul_in_a_later_chunk(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_bytes(b"a,b\n" + b"1,2\n" * 100_000 + b"3,\x00\n")
+    with pytest.raises(ingest.IngestError, match="Line 100002 contains a NUL byte"):
+        read(tmp_path, path.read_bytes())
