@@ -89,3 +89,11 @@ def wait_until(predicate, timeout=60, interval=0.2):
             return value
         time.sleep(interval)
     raise AssertionError(f"condition not met within {timeout}s")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Remove the throwaway data folder that tests/settings.py created for this run."""
+    import shutil
+
+    if os.environ.get("DPPORTAL_TEST_DATA_DIR_OWNER_PID") == str(os.getpid()):
+        shutil.rmtree(os.environ["DPPORTAL_DATA_DIR"], ignore_errors=True)
