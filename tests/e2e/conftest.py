@@ -33,6 +33,13 @@ CHROMIUM_ARGS = [
 FAVICON = "/favicon.ico"
 PASSWORD = "e2e correct horse battery"
 
+# Form controls a screen reader could not name (no <label>, aria-label or aria-labelledby).
+FIND_UNLABELLED = """() => Array.from(document.querySelectorAll('input, select, textarea'))
+  .filter((e) => !['hidden', 'submit', 'button', 'reset'].includes(e.type))
+  .filter((e) => !(e.labels && e.labels.length) && !e.getAttribute('aria-label')
+                 && !e.getAttribute('aria-labelledby'))
+  .map((e) => `${e.tagName.toLowerCase()} name=${e.name || '(none)'}`)"""
+
 # Runs before any page script, in every frame: report CSP violations to the test process.
 CSP_LISTENER = """
 document.addEventListener('securitypolicyviolation', (e) => {
@@ -50,9 +57,11 @@ class PageProblems:
     page_errors: list[str] = field(default_factory=list)
     csp_violations: list[str] = field(default_factory=list)
     http_errors: list[str] = field(default_factory=list)
+    unlabelled_fields: list[str] = field(default_factory=list)
 
     def all(self) -> list[str]:
-        return [*self.console_errors, *self.page_errors, *self.csp_violations, *self.http_errors]
+        return [*self.console_errors, *self.page_errors, *self.csp_violations, *self.http_errors,
+                *self.unlabelled_fields]
 
 
 class Browser:
@@ -87,7 +96,10 @@ class Browser:
         return self.page.goto(self.url(path))
 
     def screenshot(self, name: str) -> Path:
-        """Save a full-page screenshot as the next numbered step of this test."""
+        """Save a full-page screenshot as the next numbered step of this test, and note any
+        form control on the page that has no label."""
+        for control in self.page.evaluate(FIND_UNLABELLED):
+            self.problems.unlabelled_fields.append(f"unlabelled {control} on {self.page.url}")
         self._step += 1
         slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
         path = self.artifacts / f"{self._step:02d}-{slug}.png"

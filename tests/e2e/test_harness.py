@@ -1,8 +1,9 @@
 """The browser harness itself: it logs in through the real form, and it catches what it must.
 
 The second test is the deliberately broken twin of every end-to-end test: a page served with the
-portal's own Content-Security-Policy that breaks it (an inline script and an inline style) and
-throws; the harness must report each problem, or a clean run of the other tests means nothing.
+portal's own Content-Security-Policy that breaks it (an inline script and an inline style), throws,
+and has an input without a label; the harness must report each problem, or a clean run of the
+other tests means nothing.
 """
 
 import pytest
@@ -13,6 +14,8 @@ pytestmark = pytest.mark.e2e
 
 BROKEN_PAGE = """<!doctype html><html><head><title>broken</title></head><body>
 <p style="color: red">inline style</p>
+<form><label for="named">Named</label><input id="named" name="named">
+<input name="nameless"></form>
 <script>document.title = 'inline script ran';</script>
 <script src="/static/js/e2e-broken.js"></script>
 </body></html>"""
@@ -46,15 +49,18 @@ def test_it_reports_csp_violations_console_errors_and_http_errors(browser, custo
     page.route("**/static/js/e2e-broken.js", serve_broken_script)
     browser.goto("/e2e-broken-page")
     page.wait_for_load_state("load")
+    assert page.title() == "broken"  # the inline script was blocked
+    browser.screenshot("broken page")
     browser.goto("/no-such-page-for-e2e/")  # a real 404 from the live server
     page.wait_for_load_state("load")
 
     problems = browser.problems
-    assert page.title() != "inline script ran"
     directives = " ".join(problems.csp_violations)
     assert "script-src" in directives and "style-src" in directives, problems
     assert any("deliberate e2e failure" in error for error in problems.page_errors), problems
     assert any("Content Security Policy" in error for error in problems.console_errors), problems
     assert any(error.startswith("HTTP 404") for error in problems.http_errors), problems
+    assert [error.split(" on ")[0] for error in problems.unlabelled_fields] == [
+        "unlabelled input name=nameless"], problems
     with pytest.raises(AssertionError, match="problems in the browser"):
         browser.assert_no_problems()
