@@ -333,9 +333,12 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
 
 
-def print_table(samples: Samples, elapsed: float, args):
+def print_table(samples: Samples, elapsed: float, args, plan: dict):
     total = sum(len(v) for v in samples.latencies.values())
-    print(f"\n{args.users} users, {elapsed:.0f} s, think time {args.think:g} s "
+    load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
+    print(f"\nMachine: {os.cpu_count()} CPUs, load average before the run {args.load_before}, "
+          f"after {load}")
+    print(f"{args.users} users, {elapsed:.0f} s, think time {args.think:g} s "
           f"(uniform ±50%), gunicorn {args.workers} workers x {args.threads} threads, "
           f"PostgreSQL; {total} requests ({total / elapsed:.0f}/s)")
     reference = samples.latencies[REFERENCE_KIND]
@@ -346,7 +349,8 @@ def print_table(samples: Samples, elapsed: float, args):
     print("-" * len(header))
     for kind, values in samples.latencies.items():
         if not values:
-            print(f"{kind:<22}{0:>9}  NOT MEASURED: the portal has no such page")
+            reason = "no request fell on it" if plan[kind] else "the portal has no such page"
+            print(f"{kind:<22}{0:>9}  NOT MEASURED: {reason}")
             continue
         p50, p95, p99 = (1000 * percentile(values, q) for q in (50, 95, 99))
         verdict = "ok" if p95 < 300 and samples.errors[kind] == 0 else "MISSED"
@@ -366,6 +370,7 @@ def main(argv=None):
     data_dir = Path(tempfile.mkdtemp(prefix="dpportal-bench-"))
     env = bench_environment(args, data_dir)
     print(f"Preparing database {args.database} and static files in {data_dir} ...", flush=True)
+    args.load_before = ", ".join(f"{value:.1f}" for value in os.getloadavg())
     recreate_database(args.pg, args.database)
     process = log = None
     try:
@@ -377,7 +382,7 @@ def main(argv=None):
         print(f"gunicorn on http://{HOST}:{port}/; {args.users} users for {args.seconds:g} s ...",
               flush=True)
         samples, elapsed = run_load(port, seeded, args)
-        print_table(samples, elapsed, args)
+        print_table(samples, elapsed, args, seeded["urls"])
     except BaseException:
         gunicorn_log = data_dir / "gunicorn.log"
         if gunicorn_log.exists():
