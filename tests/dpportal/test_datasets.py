@@ -547,3 +547,38 @@ def test_whole_numbers_with_gaps_match_categories_as_text(owner):
         {"name": "code", "type": "categorical", "categories": ["1", "2"], "unknown": "other"},
         {"name": "x", "type": "ignored"}]})
     assert schema.encode(frame, ["code"])[:, 0].tolist() == [0, 2, 1, 0]  # 2 = "(other)"
+
+
+def test_upload_handler_streams_to_private_storage_and_stops_at_the_limit(private_storage):
+    from django.core.files.uploadhandler import StopFutureHandlers, StopUpload
+
+    from dpportal.storage import PrivateUploadHandler
+
+    handler = PrivateUploadHandler(max_bytes=10)
+    with pytest.raises(StopFutureHandlers):
+        handler.new_file("file", "t.csv", "text/csv", None)
+    handler.receive_data_chunk(b"a,b\n", 0)
+    (part,) = private_storage.iterdir()
+    assert stat.S_IMODE(part.stat().st_mode) == 0o600
+    handler.receive_data_chunk(b"1,2\n", 4)  # 8 bytes so far: within the limit
+    assert part.stat().st_size == 8
+    with pytest.raises(StopUpload):
+        handler.receive_data_chunk(b"345", 8)  # 11 > 10: refused before it is written
+    assert handler.exceeded and list(private_storage.iterdir()) == []
+    assert handler.file_complete(11) is None
+
+
+def test_upload_handler_returns_the_scanned_private_file(private_storage):
+    from django.core.files.uploadhandler import StopFutureHandlers
+
+    from dpportal.storage import PrivateUploadHandler
+
+    handler = PrivateUploadHandler(max_bytes=100)
+    with pytest.raises(StopFutureHandlers):
+        handler.new_file("file", "t.csv", "text/csv", None)
+    handler.receive_data_chunk(SMALL_CSV, 0)
+    upload = handler.file_complete(len(SMALL_CSV))
+    assert upload.name == "t.csv" and upload.size == len(SMALL_CSV)
+    assert upload.path.read_bytes() == SMALL_CSV and upload.scan.utf8_valid
+    upload.discard()
+    assert list(private_storage.iterdir()) == []
