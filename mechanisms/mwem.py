@@ -8,6 +8,7 @@ measured query spans both. ``dense=True`` starts from one group over the whole d
 from __future__ import annotations
 
 import io
+import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,7 +28,9 @@ DEFAULT_MEMORY_CELLS = 25_000_000  # float64 cells per group: 200 MB
 MAX_DEFAULT_ROUNDS = 60
 ADD_REMOVE_INIT_FRACTION = 0.2
 FULL_PASS_EVERY = 4
+SELECTION_GAP = 0.25  # default_rounds: the error (fraction of n) selection must be able to find
 _INTERMEDIATE_CELLS = 1 << 16
+_stamps = itertools.count()  # a fresh stamp marks every change of a group's array
 _SETTLED = 1e-3  # an update that would change no weight by more than this is skipped
 
 
@@ -43,6 +46,7 @@ class _Group:
         self.changed()
 
     def changed(self) -> None:
+        self.stamp = next(_stamps)
         self.partials: dict[tuple[int, ...], np.ndarray] = {self.attrs: self.probs}
 
     def marginal(self, keep: tuple[int, ...]) -> np.ndarray:
@@ -82,6 +86,7 @@ class FactoredDistribution:
         self.group_of: list[_Group] = [None] * len(shape)  # type: ignore[list-item]
         for attrs, probs in groups:
             self._install(_Group(attrs, probs / probs.sum()))
+        self._products: dict[tuple[int, ...], tuple[tuple[int, ...], np.ndarray]] = {}
 
     @classmethod
     def independent(cls, one_way: list[np.ndarray], *, dense: bool = False):
@@ -114,13 +119,19 @@ class FactoredDistribution:
         groups = self._groups_of(attrs)
         if len(groups) == 1:
             return groups[0].marginal(attrs)
+        stamps = tuple(g.stamp for g in groups)
+        cached = self._products.get(attrs)
+        if cached is not None and cached[0] == stamps:
+            return cached[1]
         wanted = set(attrs)
         result, order = np.ones(()), []
         for g in groups:
             keep = tuple(a for a in g.attrs if a in wanted)
             result = np.multiply.outer(result, g.marginal(keep))
             order += keep
-        return result.transpose(np.argsort(order))
+        result = result.transpose(np.argsort(order))
+        self._products[attrs] = (stamps, result)
+        return result
 
     def merge(self, attrs: tuple[int, ...]) -> None:
         """Join the groups holding ``attrs`` into one (outer product of their arrays)."""
@@ -309,47 +320,60 @@ def measure_all(
 def _refit(model, measured, mw_passes, *, last_round, round_index) -> None:
     """MW updates after a new measurement (the paper's practical improvement).
 
-    ``mw_passes`` given: that many passes over all measurements. Default: 10 passes while every
-    group is small (cheap); once a group is large, the newest measurement twice, plus one pass
-    over all every FULL_PASS_EVERY rounds and in the last round.
+    Only measurements inside the newest one's group can change (groups are independent).
+    ``mw_passes`` given: that many passes over them. Default: 10 passes while the group is
+    small (cheap); once it is large, the newest measurement twice, plus one pass over all
+    every FULL_PASS_EVERY rounds and in the last round.
     """
-    largest = max(g.probs.size for g in model.groups())
-    if mw_passes is None and largest > _INTERMEDIATE_CELLS:
+    group = model.group_of[measured[-1][0].attrs[0]]
+    inside = [m for m in measured if model.group_of[m[0].attrs[0]] is group]
+    if mw_passes is None and group.probs.size > _INTERMEDIATE_CELLS:
         for _ in range(2):
-            _mw_update(model, *measured[-1])
+            _mw_update(model, *inside[-1])
         if not (last_round or round_index % FULL_PASS_EVERY == FULL_PASS_EVERY - 1):
             return
         mw_passes = 1
     for _ in range(10 if mw_passes is None else mw_passes):
-        for query, target, floor in measured:
+        for query, target, floor in inside:
             _mw_update(model, query, target, floor)
 
 
 def default_init_fraction(n, epsilon, shape, workload) -> float:
-    """d / (d + T) for the T the whole budget would allow, between 0.1 and 0.9.
+    """d / (d + T) for the T the whole budget would allow, between 0.1 and 0.9; or 0.
 
     The start weighs like d measurements against T rounds: with few affordable rounds (small
-    n·ε) most of the budget goes to the 1-way marginals. Only for replace-one, where n is
-    public; add-remove uses the fixed ADD_REMOVE_INIT_FRACTION.
+    n·ε) most of the budget goes to the 1-way marginals. But when the noise scale of a 1-way
+    cell would exceed a tenth of its mean count (many attributes, small n·ε: an expected
+    1-way TVD over 0.05), the start is not worth it and starts uniform (0).
+    Only for replace-one, where n is public; add-remove uses the fixed ADD_REMOVE_INIT_FRACTION.
     """
+    d = len(shape)
     rounds = default_rounds(n, epsilon, shape, workload, 0.0, 0.25, 2)
-    return min(0.9, max(0.1, len(shape) / (len(shape) + rounds)))
+    fraction = min(0.9, max(0.1, d / (d + rounds)))
+    noise = 2 * d / (fraction * epsilon)
+    return fraction if noise <= n / (10 * float(np.median(shape))) else 0.0
 
 
 def default_rounds(n, epsilon, shape, workload, init_fraction, select_fraction, marginal_l1):
-    """T such that a typical workload query's per-cell noise is about a fifth of its mean cell.
+    """The largest T (1 to min(|workload|, MAX_DEFAULT_ROUNDS)) that keeps two things useful.
 
-    A query with c cells measured at ε_m has noise of scale Δ/ε_m per cell against a mean
-    cell count n/c; T = ε_meas_total·n / (5·Δ·c_median), between 1 and
-    min(|workload|, MAX_DEFAULT_ROUNDS). Uses only public values (n is public under
-    replace-one; under add-remove it is the DP estimate).
+    Measuring: a query with c cells measured at ε_m has noise of scale Δ/ε_m per cell against a
+    mean cell count n/c; ask for a fifth: T ≤ ε_measure_total·n / (5·Δ·c_median).
+    Selecting: the exponential mechanism at ε_s (score sensitivity 1, scores in units of Δ)
+    must tell apart a query whose error is SELECTION_GAP·n from the rest of |W|:
+    ε_s·SELECTION_GAP·n / (2·Δ) ≥ ln|W|, so T ≤ ε_select_total·SELECTION_GAP·n / (2·Δ·ln|W|).
+    Uses only public values (n is public under replace-one; under add-remove it is the DP
+    estimate).
     """
     cap = min(len(workload), MAX_DEFAULT_ROUNDS)
     if math.isinf(epsilon):
         return cap
     cells = float(np.median([q.cells(shape) for q in workload]))
-    measure_eps = epsilon * (1 - init_fraction) * (1 - select_fraction)
-    return int(min(cap, max(1, measure_eps * n / (5 * marginal_l1 * cells))))
+    spend = epsilon * (1 - init_fraction)
+    measuring = spend * (1 - select_fraction) * n / (5 * marginal_l1 * cells)
+    selecting = (spend * select_fraction * SELECTION_GAP * n
+                 / (2 * marginal_l1 * math.log(max(len(workload), 2))))
+    return int(max(1, min(cap, measuring, selecting)))
 
 
 def _check_args(epsilon, neighbouring, init_fraction, select_fraction, output, workload):
@@ -379,12 +403,13 @@ class _TrueAnswers:
     """Exact marginals of the private records, computed once per attribute set."""
 
     def __init__(self, codes: np.ndarray, shape: tuple[int, ...]):
-        self.codes, self.shape, self._cache = codes, shape, {}
+        self.columns = np.ascontiguousarray(np.asarray(codes).T)  # fast per-column reads
+        self.shape, self._cache = shape, {}
 
     def marginal(self, attrs: tuple[int, ...]) -> np.ndarray:
         if attrs not in self._cache:
             dims = tuple(self.shape[a] for a in attrs)
-            flat = np.ravel_multi_index(tuple(self.codes[:, a] for a in attrs), dims)
+            flat = np.ravel_multi_index(tuple(self.columns[a] for a in attrs), dims)
             counts = np.bincount(flat, minlength=math.prod(dims))
             self._cache[attrs] = counts.reshape(dims).astype(np.int64)
         return self._cache[attrs]
