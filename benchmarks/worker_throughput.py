@@ -88,7 +88,8 @@ def main():
         pks = submit(args.jobs)
         rows.append((processes, run_workers(processes, pks)))
     base = args.jobs / rows[0][1]["seconds"]
-    print(f"{args.jobs} queued perturbed-histogram releases (age × sex, Adult 48,842 rows)")
+    print(f"{args.jobs} queued perturbed-histogram releases (age × sex, Adult 48,842 rows); "
+          f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end")
     print(f"{'workers':>8} {'done':>6} {'ran twice':>10} {'seconds':>8} {'jobs/s':>7} "
           f"{'ratio':>6}")
     for processes, r in rows:
