@@ -101,3 +101,36 @@ def test_a_retried_release_shows_at_most_one_output_and_one_debit(release, monke
     assert len(outputs) == 1 and debits == 1
     assert package_dirs(release.pk) == [Path(settings.DATA_DIR) / final.output_dir]
     assert not BudgetLedgerEntry.objects.filter(release=final, kind="refund").exists()
+
+
+def naive_store(release, token, output, work_dir):
+    """The broken twin: publishes whatever it computed, without checking the lease."""
+    final_dir = Path(settings.DATA_DIR) / "releases" / f"{release.pk}-{token[:12]}"
+    final_dir.mkdir(parents=True)
+    for name, content in output.files.items():
+        (final_dir / name).write_bytes(content)
+    Release.objects.filter(pk=release.pk).update(
+        output_dir=str(final_dir.relative_to(settings.DATA_DIR)), status=Release.Status.DONE)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("store", ["lease-checked", "naive twin"])
+def test_a_stalled_execution_that_resumes_after_a_retry_cannot_publish(release, store,
+                                                                       monkeypatch, tmp_path):
+    from dpportal import release_engine
+
+    stalled, token = services._release_claim(release.pk)  # execution A computes, then stalls
+    services._mark_data_read(stalled, token)
+    output = release_engine.compute(stalled, progress=lambda *a: None)
+    services.release_reap(now=timezone.now() + timedelta(hours=1))  # its lease lapses: retried
+    services.release_run(release_id=release.pk)  # execution B publishes
+    seen = {visible_output(release.pk)}
+    if store == "naive twin":
+        monkeypatch.setattr(services, "_release_store", naive_store)
+    try:
+        services._release_store(stalled, token, output, tmp_path)  # A wakes up and publishes
+    except services.LeaseLost:
+        pass
+    seen.add(visible_output(release.pk))
+    print(f"\nT8 [stalled execution resumes, {store} store]: distinct visible outputs={len(seen)}")
+    assert len(seen) == (1 if store == "lease-checked" else 2)
