@@ -191,16 +191,16 @@ def laplace_reading(ns, epsilon=1.0, delta=1e-6):
         print(f"| {n} | {ident.mean():.0f} | {g:.0f} | {lap:.0f} | {lap / g:.2f} |", flush=True)
 
 
-def speed(n: int, m: int, label: str):
+def speed(n: int, m: int, label: str, estimator: str = "auto"):
     support = point_support(["x", "y"], [(0, 1), (0, 1)], points("uniform", n, 2, 11))
     queries = workload("uniform", support, m, 12)
     x = seeded_source(13).integers(20, n)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     r = range_count(x, support, queries, epsilon=1.0, delta=1e-6, mechanism="mn12",
-                    rng=seeded_source(14))
-    secs = time.perf_counter() - start
-    print(f"| {label} | {n} | {m} | mn12 | {secs:.1f} | {len(r.accounting['rounds'])} | "
-          f"{r.variance.mean():.1f} |", flush=True)
+                    estimator=estimator, rng=seeded_source(14))
+    secs, cpu = time.perf_counter() - start, time.process_time() - cpu
+    print(f"| {label} | {n} | {m} | mn12/{r.structure['estimator']} | {secs:.1f} | {cpu:.1f} | "
+          f"{len(r.accounting['rounds'])} | {r.variance.mean():.1f} |", flush=True)
 
 
 def main() -> None:
@@ -209,11 +209,12 @@ def main() -> None:
     parser.add_argument("--big", action="store_true", help="also n = 10^4, m = 10^5 (slow)")
     parser.add_argument("--only-big", action="store_true", help="just the n = 10^4 run")
     parser.add_argument("--only-laplace", action="store_true", help="just the Laplace reading")
+    parser.add_argument("--only-speed", action="store_true", help="just the n = 4096 speed run")
     args = parser.parse_args()
     if args.only_laplace:
         laplace_reading([1024, 2048, 4096])
         return
-    if not args.only_big:
+    if not (args.only_big or args.only_speed):
         ns = [1024, 2048] if args.quick else [1024, 2048, 4096, 8192]
         halfplane_scaling(ns, ("uniform", "grid", "zigzag"))
         growth_in_m()
@@ -222,10 +223,11 @@ def main() -> None:
                           ("uniform",), dim=3)
         laplace_reading([1024, 2048] if args.quick else [1024, 2048, 4096])
     print("\n## speed (planned + measured + answered, 2 cores, wall clock)")
-    print("| case | n | m | mechanism | seconds | rounds | mean variance |")
-    print("|---|---|---|---|---|---|---|")
+    print("| case | n | m | mechanism/estimator | wall s | cpu s | rounds | mean variance |")
+    print("|---|---|---|---|---|---|---|---|")
     if not args.only_big:
-        speed(4096, 16000, "T7-small")
+        speed(4096, 16000, "T7-small", "chain")
+        speed(4096, 16000, "T7-small", "auto")
     if args.big or args.only_big:
         speed(10_000, 100_000, "T7-big")
 
