@@ -27,7 +27,7 @@ from mechanisms.range_count import (
     random_halfspaces,
     range_count,
 )
-from mechanisms.range_count.api import build_plan
+from mechanisms.range_count.api import account, build_plan
 from mechanisms.range_count.core import privacy_target
 from mechanisms.release import run_release
 from mechanisms.schema import Schema
@@ -203,6 +203,19 @@ def test_t1_recomputed_point_loss_is_within_budget_and_points_are_partitioned(
     assert r.structure["plan"]["leftover_scale"] ** 2 == pytest.approx(factor / (2 * rho))
     assert r.accounting["rho"] == pytest.approx(rho)
     assert r.accounting["epsilon"] <= 2.0 * (1 + 1e-9)
+
+
+def test_t1_broken_twin_with_shrunk_variances_is_refused_before_release():
+    support = _uniform_support(400, seed=12)
+    queries = random_halfspaces(support, 1200, seeded_source(13))
+    target = privacy_target(epsilon=1.0, delta=1e-6, neighbouring="replace-one")
+    plan = build_plan("mn12", support, queries, incidence(support, queries), target)
+    assert account(plan, target)["max_point_loss"] <= target.loss_budget
+    plan.rounds[0].kappa *= 0.85  # the twin: 15% less variance than planned
+    structure = {"plan": plan.to_dict()}
+    assert _loss_from_structure(structure)[0].max() > target.loss_budget
+    with pytest.raises(RuntimeError, match="nothing was released"):
+        account(plan, target)
 
 
 @pytest.mark.parametrize("mechanism", ["identity", "per_query", "tree"])
