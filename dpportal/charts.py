@@ -10,7 +10,7 @@ import itertools
 import numpy as np
 import pandas as pd
 
-from mechanisms import metrics
+from . import packaging, utility
 
 RELEASE_COLOUR = "#0b5cad"
 ORIGINAL_COLOUR = "#a35a00"
@@ -108,6 +108,24 @@ def answers_figure(answers, variances) -> dict:
                               yaxis={"title": {"text": "rows"}})}
 
 
+CHARTS_LAYOUT = 1  # bump when the public charts change: recomputes cached chart data
+
+
+def release_charts(release, schema) -> list[dict]:
+    """The public charts of a finished release, computed from its files once and kept."""
+    return packaging.cached_json(release, f"charts-v{CHARTS_LAYOUT}",
+                                 lambda: _charts_from_files(release, schema))
+
+
+def _charts_from_files(release, schema) -> list[dict]:
+    folder, names = packaging.output_dir(release), packaging.stored_names(release)
+    synthetic = (utility.read_csv((folder / "synthetic.csv").read_bytes())
+                 if "synthetic.csv" in names else None)
+    answers = (utility.read_csv((folder / "answers.csv").read_bytes())
+               if "answers.csv" in names else None)
+    return public_charts(schema, release, synthetic, answers)
+
+
 def public_charts(schema, release, synthetic, answers=None) -> list[dict]:
     """Charts of the public release only: per-column distributions, pair heatmaps, MWEM rounds,
     range answers with their predicted uncertainty."""
@@ -120,13 +138,14 @@ def public_charts(schema, release, synthetic, answers=None) -> list[dict]:
             pd.to_numeric(shown["answer"]).tolist(), pd.to_numeric(shown["variance"]).tolist()),
             note))
     if synthetic is not None:
-        for column in columns:
-            shares = metrics.cell_distribution(schema, synthetic, [column]).tolist()
-            charts.append(_chart(f"{column} in the release",
-                                 distribution_figure(column, schema.axis_labels(column), shares)))
-        for a, b in list(itertools.combinations(columns, 2))[:MAX_HEATMAPS]:
+        codes = schema.encode(synthetic, columns)  # once: every marginal below is a bincount
+        for j, column in enumerate(columns):
+            shares = _shares(codes[:, [j]], schema.domain_shape([column]))
+            charts.append(_chart(f"{column} in the release", distribution_figure(
+                column, schema.axis_labels(column), shares.tolist())))
+        for (i, a), (j, b) in list(itertools.combinations(enumerate(columns), 2))[:MAX_HEATMAPS]:
             labels = [schema.axis_labels(a), schema.axis_labels(b)]
-            shares = metrics.cell_distribution(schema, synthetic, [a, b])
+            shares = _shares(codes[:, [i, j]], schema.domain_shape([a, b]))
             charts.append(_chart(f"{a} × {b} in the release", heatmap_figure(
                 [a, b], labels, shares, f"{a} × {b} (release)")))
     rounds = (release.trace or {}).get("trace")
@@ -134,6 +153,13 @@ def public_charts(schema, release, synthetic, answers=None) -> list[dict]:
         charts.append(_chart("MWEM error by round", mwem_rounds_figure(rounds),
                              "From MWEM's public trace: noisy measurements, no raw data."))
     return charts
+
+
+def _shares(codes: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """Share of rows per cell of `shape`, from per-row cell codes (n, len(shape))."""
+    flat = np.ravel_multi_index(tuple(codes.T), shape) if len(codes) else np.zeros(0, int)
+    counts = np.bincount(flat, minlength=int(np.prod(shape))).astype(float).reshape(shape)
+    return counts / counts.sum() if counts.sum() else counts
 
 
 def custodian_charts(schema, report) -> list[dict]:

@@ -8,7 +8,9 @@ Only mechanism output goes in here. The custodian-only utility report lives else
 import csv
 import io
 import json
+import os
 import re
+import secrets
 import zipfile
 from pathlib import Path
 
@@ -18,23 +20,25 @@ import mechanisms
 
 # Spreadsheets treat a cell starting with one of these as a formula (or strip it silently).
 FORMULA_TRIGGERS = ("=", "+", "-", "@", "\t", "\r", "\0")
+_TRIGGER_CHARS = frozenset(FORMULA_TRIGGERS)
 PURE_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+PACKAGE_LAYOUT = 1  # bump when the package's files or README change: rebuilds cached zips
 
 
 def escape_cell(value: str) -> str:
     """Prefix a cell that a spreadsheet would run as a formula with ' (pure numbers stay)."""
-    if value.startswith(FORMULA_TRIGGERS) and not PURE_NUMBER.fullmatch(value):
+    if value[:1] in _TRIGGER_CHARS and not PURE_NUMBER.fullmatch(value):
         return "'" + value
     return value
 
 
 def safe_csv(content: bytes) -> bytes:
     """Rewrite CSV bytes with every cell escaped and quoted per RFC 4180 (CRLF line ends)."""
-    text = content.decode("utf-8")
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\r\n", quoting=csv.QUOTE_MINIMAL)
-    for row in csv.reader(io.StringIO(text, newline="")):
-        writer.writerow([escape_cell(cell) for cell in row])
+    for row in csv.reader(io.StringIO(content.decode("utf-8"), newline="")):
+        writer.writerow([escape_cell(cell) if cell[:1] in _TRIGGER_CHARS else cell
+                         for cell in row])
     return out.getvalue().encode("utf-8")
 
 
@@ -42,12 +46,20 @@ def output_dir(release) -> Path:
     return Path(settings.DATA_DIR) / release.output_dir
 
 
+def stored_names(release) -> list[str]:
+    """Names of the mechanism's public files as stored by the worker (none before it is done)."""
+    if not release.output_dir:
+        return []
+    return sorted(path.name for path in output_dir(release).iterdir() if path.is_file())
+
+
 def stored_files(release) -> dict[str, bytes]:
     """The mechanism's public files as stored by the worker (empty before the release is done)."""
-    if not release.output_dir:
-        return {}
-    folder = output_dir(release)
-    return {path.name: path.read_bytes() for path in sorted(folder.iterdir()) if path.is_file()}
+    return {name: (output_dir(release) / name).read_bytes() for name in stored_names(release)}
+
+
+def package_names(release) -> list[str]:
+    return sorted([*stored_names(release), "manifest.json", "README.txt"])
 
 
 def public_manifest(release) -> dict:
@@ -68,14 +80,47 @@ def package_files(release) -> dict[str, bytes]:
     return files
 
 
-def package_zip(release) -> bytes:
-    """The whole public package as one zip, in a folder named after the release."""
-    buffer = io.BytesIO()
-    folder = f"release-{release.pk}"
-    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for name, content in package_files(release).items():
-            archive.writestr(f"{folder}/{name}", content)
-    return buffer.getvalue()
+def package_zip_path(release) -> Path:
+    """The public package as one zip, built on first use and kept (a release never changes)."""
+    path = cache_dir(release) / f"package-v{PACKAGE_LAYOUT}.zip"
+    if not path.exists():
+        folder = f"release-{release.pk}"
+        temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+        with zipfile.ZipFile(temp, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+            for name, content in package_files(release).items():
+                archive.writestr(f"{folder}/{name}", content)
+        os.chmod(temp, 0o600)
+        temp.replace(path)
+    return path
+
+
+def package_file(release, name) -> bytes | None:
+    """One file of the public package (as in the zip), or None if there is no such file."""
+    if name not in package_names(release):
+        return None
+    with zipfile.ZipFile(package_zip_path(release)) as archive:
+        return archive.read(f"release-{release.pk}/{name}")
+
+
+def cache_dir(release) -> Path:
+    """Derived copies of a release's public files (zip, chart data), rebuilt if removed; named
+    after its output folder, which is unique to the execution that published it."""
+    path = Path(settings.DATA_DIR) / "release-cache" / Path(release.output_dir).name
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return path
+
+
+def cached_json(release, kind: str, build):
+    """`build()`'s JSON-ready result for a finished release, computed once and kept."""
+    path = cache_dir(release) / f"{kind}.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    value = build()
+    temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    temp.write_text(json.dumps(value))
+    os.chmod(temp, 0o600)
+    temp.replace(path)
+    return value
 
 
 FILE_DESCRIPTIONS = {

@@ -5,14 +5,13 @@ everything; auditors see only public parts; everyone else gets 404.
 """
 
 import csv
-import io
 import itertools
 import json
 import math
 from decimal import Decimal
 
 from django.contrib import messages
-from django.http import Http404, HttpResponse, JsonResponse
+from django.http import FileResponse, Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
@@ -136,17 +135,16 @@ def _refunded(release) -> bool:
 
 def _results_context(request, release, is_owner) -> dict:
     schema = mechanisms.Schema.from_dict(release.dataset.schema)
-    files = packaging.stored_files(release)
-    synthetic = utility.read_csv(files["synthetic.csv"]) if "synthetic.csv" in files else None
-    answers = utility.read_csv(files["answers.csv"]) if "answers.csv" in files else None
+    names = packaging.stored_names(release)
     context = {
-        "files": sorted(packaging.package_files(release)),
+        "files": packaging.package_names(release),
         "manifest": packaging.public_manifest(release),
-        "preview": _preview(request, files),
-        "charts": charts.public_charts(schema, release, synthetic, answers),
+        "preview": _preview(request, release, names),
+        "charts": charts.release_charts(release, schema),
     }
-    if "structure.json" in files:
-        context.update(_range_query(request, release, files["structure.json"]))
+    if "structure.json" in names:
+        structure = (packaging.output_dir(release) / "structure.json").read_bytes()
+        context.update(_range_query(request, release, structure))
     if is_owner:
         report = utility.load_report(release)
         context["report"] = report
@@ -181,20 +179,28 @@ def _range_query(request, release, structure: bytes) -> dict:
             "range_answer": {"answer": float(answers[0]), "std": math.sqrt(variances[0])}}
 
 
-def _preview(request, files) -> dict | None:
-    names = [name for name in PREVIEW_FILES if name in files]
+def _preview(request, release, names) -> dict | None:
+    """One page of a public CSV, read from the stored file without loading all of it."""
+    names = [name for name in PREVIEW_FILES if name in names]
     if not names:
         return None
     name = request.GET.get("file") if request.GET.get("file") in names else names[0]
-    reader = csv.reader(io.StringIO(files[name].decode("utf-8"), newline=""))
-    header = next(reader, [])
-    total = files[name].count(b"\n") - 1
+    path = packaging.output_dir(release) / name
+    total = packaging.cached_json(release, f"rows-{name}", lambda: _count_rows(path))
     pages = max(1, math.ceil(total / PREVIEW_ROWS))
     page = min(max(_int(request.GET.get("page"), 1), 1), pages)
-    rows = list(itertools.islice(reader, (page - 1) * PREVIEW_ROWS, page * PREVIEW_ROWS))
+    with open(path, encoding="utf-8", newline="") as handle:
+        reader = csv.reader(handle)
+        header = next(reader, [])
+        rows = list(itertools.islice(reader, (page - 1) * PREVIEW_ROWS, page * PREVIEW_ROWS))
     first = (page - 1) * PREVIEW_ROWS + 1 if rows else 0
     return {"name": name, "names": names, "header": header, "rows": rows, "page": page,
             "pages": pages, "total": total, "first": first, "last": first + len(rows) - 1}
+
+
+def _count_rows(path) -> int:
+    with open(path, encoding="utf-8", newline="") as handle:
+        return max(0, sum(1 for _ in csv.reader(handle)) - 1)
 
 
 def _int(text, default) -> int:
@@ -299,21 +305,24 @@ CONTENT_TYPES = {".csv": "text/csv; charset=utf-8", ".json": "application/json",
 @require_GET
 def release_download_file(request, pk, filename):
     release = _done_release(request.user, pk)
-    files = packaging.package_files(release)
-    if filename not in files:
+    content = packaging.package_file(release, filename)
+    if content is None:
         raise Http404("No such file in this release.")
     _audit_download(request, release, filename)
     suffix = filename[filename.rfind("."):]
-    return _attachment(files[filename], f"release-{release.pk}-{filename}",
+    return _attachment(content, f"release-{release.pk}-{filename}",
                        CONTENT_TYPES.get(suffix, "application/octet-stream"))
 
 
 @require_GET
 def release_download_zip(request, pk):
     release = _done_release(request.user, pk)
+    path = packaging.package_zip_path(release)
     _audit_download(request, release, "package.zip")
-    return _attachment(packaging.package_zip(release), f"release-{release.pk}.zip",
-                       "application/zip")
+    response = FileResponse(open(path, "rb"), as_attachment=True,  # noqa: SIM115 (closed by Django)
+                            filename=f"release-{release.pk}.zip", content_type="application/zip")
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
 
 
 @require_GET

@@ -572,10 +572,11 @@ def release_refund(*, dataset, release, actor=None, remote_addr=None):
 
 def release_store_utility_report(release_pk):
     """Compare a finished release with the raw data and store it custodian-only, apart from the
-    public package. A failure only leaves the report missing: the release stands."""
+    public package; then prepare the package's zip and chart data so pages open fast. A failure
+    here only leaves them to be made later: the release stands."""
     from . import utility
 
-    utility.try_compute_and_store(Release.objects.select_related("dataset").get(pk=release_pk))
+    utility.after_publish(Release.objects.select_related("dataset").get(pk=release_pk))
 
 
 def release_remove_utility_reports(dataset):

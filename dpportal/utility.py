@@ -28,7 +28,9 @@ MAX_SCATTER_POINTS = 2000
 
 
 def report_path(release) -> Path:
-    return Path(settings.DATA_DIR) / "custodian" / f"release-{release.pk}-utility.json"
+    """Named after the release's output folder, unique to the execution that published it."""
+    name = Path(release.output_dir).name or f"release-{release.pk}"
+    return Path(settings.DATA_DIR) / "custodian" / f"{name}-utility.json"
 
 
 def load_report(release) -> dict | None:
@@ -179,9 +181,16 @@ def _range_answer_errors(columns, frame, files) -> dict:
             "predicted_rmse": float(np.sqrt(np.mean(variances)))}
 
 
-def try_compute_and_store(release) -> None:
-    """Compute the report; a failure only leaves the report missing (the release stands)."""
-    try:
-        compute_and_store(release)
-    except Exception:
-        logger.exception("Utility report for release %s failed", release.pk)
+def after_publish(release) -> None:
+    """Compute the custodian-only report, then the public zip and chart data; a failure only
+    leaves them missing (the report) or to be made on first view (the public files)."""
+    from . import charts
+
+    steps = (("utility report", compute_and_store), ("package zip", packaging.package_zip_path),
+             ("charts", lambda r: charts.release_charts(r, mechanisms.Schema.from_dict(
+                 r.dataset.schema))))
+    for what, step in steps:
+        try:
+            step(release)
+        except Exception as exc:  # the message may quote data: log its type only
+            logger.error("Release %s: %s failed (%s)", release.pk, what, type(exc).__name__)

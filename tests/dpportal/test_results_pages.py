@@ -147,3 +147,12 @@ def test_deleting_the_dataset_removes_the_custodian_only_comparison(
     page = client_for(owner).get(reverse("release_detail", args=[done_release.pk]))
     assert page.status_code == 200 and "Preview of synthetic.csv" in page.content.decode()
     assert "deleted together with the dataset's raw data" in page.content.decode()
+
+
+def test_the_worker_prepares_the_zip_and_chart_data_after_publishing(done_release):
+    from dpportal import packaging
+
+    cache = packaging.cache_dir(done_release)
+    names = sorted(path.name for path in cache.iterdir())
+    assert names == ["charts-v1.json", "package-v1.zip"]
+    assert all(stat.S_IMODE((cache / name).stat().st_mode) == 0o600 for name in names)
