@@ -2,9 +2,10 @@
 
 The browser is the system's /usr/bin/chromium (never a browser downloaded by a test tool), headless,
 with the flags that keep it off the network, in a fresh profile. Every page the test opens is
-watched: console errors, uncaught exceptions, Content-Security-Policy violations and HTTP error
-responses are collected, and the test fails if any occurred. Each step saves a full-page
-screenshot under test-artifacts/e2e/<test name>/.
+watched: console errors, uncaught exceptions, Content-Security-Policy violations, HTTP error
+responses and (at each screenshot) form controls without a label are collected, and the test
+fails if any occurred. Each step saves a full-page screenshot under
+test-artifacts/e2e/<test name>/.
 """
 
 import os
