@@ -233,6 +233,7 @@ def mwem(
         init_fraction = (default_init_fraction(len(codes), epsilon, shape, workload)
                          if neighbouring == "replace-one" else ADD_REMOVE_INIT_FRACTION)
     _check_args(epsilon, neighbouring, init_fraction, select_fraction, output, workload)
+    _check_counts(len(codes), rounds=rounds, mw_passes=mw_passes, memory_cells=memory_cells)
     d = len(shape)
     marginal_l1 = 2 if neighbouring == "replace-one" else 1
     true = _TrueAnswers(codes, shape)
@@ -387,6 +388,15 @@ def _check_args(epsilon, neighbouring, init_fraction, select_fraction, output, w
         raise MechanismError(f"output ({output!r}) must be 'last' or 'average'")
     if not workload:
         raise MechanismError("workload (empty) must hold at least one query")
+
+
+def _check_counts(n, **counts) -> None:
+    if n < 1:
+        raise MechanismError("data (0 rows) must have at least one row for MWEM")
+    for name, value in counts.items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 1):
+            raise MechanismError(f"{name} ({value!r}) must be a whole number >= 1")
 
 
 def _check_dense_fits(shape, memory_cells) -> bool:

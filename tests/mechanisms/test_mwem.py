@@ -83,12 +83,21 @@ def max_workload_error(codes, shape, workload, distribution):
         ({"epsilon": 1, "output": "best"}, r"output \('best'\) must be 'last' or 'average'"),
         ({"epsilon": 1, "output": "average", "memory_cells": 10}, r"dense domain \(64 cells\)"),
         ({"epsilon": 1, "neighbouring": "add-remove", "init_fraction": 0}, r"init_fraction \(0\)"),
+        ({"epsilon": 1, "rounds": 0}, r"rounds \(0\) must be a whole number >= 1"),
+        ({"epsilon": 1, "mw_passes": 2.5}, r"mw_passes \(2.5\) must be a whole number"),
+        ({"epsilon": 1, "memory_cells": -1}, r"memory_cells \(-1\)"),
     ],
 )
 def test_it_refuses_bad_parameters_with_one_line(kwargs, message):
     codes, shape, columns = load_table("czech")
     with pytest.raises(MechanismError, match=message):
         mwem(codes, shape, workload_of(columns, shape, 2), rng=seeded_source(0), **kwargs)
+
+
+def test_it_refuses_empty_data():
+    codes, shape, columns = load_table("czech")
+    with pytest.raises(MechanismError, match=r"data \(0 rows\)"):
+        mwem(codes[:0], shape, workload_of(columns, shape, 2), epsilon=1.0)
 
 
 # --- exactness and representations -------------------------------------------------------------
@@ -376,3 +385,23 @@ def test_the_same_seed_gives_the_same_release():
     outputs = [run_release("mwem", small_frame(), SCHEMA, epsilon=1.0, rng=seeded_source(8))
                for _ in range(2)]
     assert outputs[0].files == outputs[1].files
+
+
+def test_the_command_line_writes_the_release_and_explains_bad_input(tmp_path, capsys):
+    from mechanisms.__main__ import main
+
+    data, schema, workload = tmp_path / "d.csv", tmp_path / "s.json", tmp_path / "w.json"
+    small_frame().to_csv(data, index=False)
+    schema.write_text(json.dumps(SCHEMA.to_dict()))
+    workload.write_text(json.dumps({"queries": [{"type": "ranges", "column": "age"}]}))
+    common = ["mwem", "--input", str(data), "--schema", str(schema), "--epsilon", "1",
+              "--seed", "3", "--out", str(tmp_path / "out")]
+    assert main(common + ["--workload", str(workload), "--rounds", "3"]) == 0
+    written = {p.name for p in (tmp_path / "out").iterdir()}
+    assert written == {"synthetic.csv", "measurements.json", "manifest.json"}
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["parameters"]["rounds"] == 3 and manifest["mechanism"] == "mwem"
+    capsys.readouterr()
+    assert main(common + ["--marginals", "7"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error == "error: marginals k (7) must be an integer from 1 to 3"
