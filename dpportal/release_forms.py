@@ -141,6 +141,7 @@ class ReleaseForm(forms.Form):
     def __init__(self, *args, dataset, **kwargs):
         super().__init__(*args, **kwargs)
         self.dataset = dataset
+        self.fields["epsilon"].initial = suggested_epsilon(dataset.epsilon_remaining)
         self.schema = mechanisms.Schema.from_dict(dataset.schema)
         self.fields["mechanism"].choices = [(c.name, c.title) for c in available_mechanisms()]
         self.fields["columns"].choices = [
@@ -246,6 +247,15 @@ class ReleaseForm(forms.Form):
         else:
             params["random_halfspaces"] = count
         return params
+
+
+def suggested_epsilon(remaining: Decimal) -> Decimal | None:
+    """A quarter of what is left, at most 1, rounded down to two significant digits."""
+    if remaining <= 0:
+        return None
+    quarter = min(Decimal(1), remaining / 4)
+    step = Decimal(1).scaleb(quarter.adjusted() - 1)
+    return max((quarter // step) * step, Decimal("0.000001")).normalize()
 
 
 def _describe(spec) -> str:

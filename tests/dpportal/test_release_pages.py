@@ -319,3 +319,13 @@ def test_settings_the_mechanism_would_refuse_are_caught_before_spending(owner, d
     assert not Release.objects.exists()
     dataset.refresh_from_db()
     assert dataset.epsilon_spent == 0
+
+
+@pytest.mark.parametrize("remaining, suggested", [
+    ("10", "1"), ("1", "0.25"), ("0.3", "0.075"), ("0.123", "0.03"), ("0", None),
+])
+def test_the_form_suggests_a_quarter_of_what_is_left_at_most_one(remaining, suggested):
+    from dpportal.release_forms import suggested_epsilon
+
+    result = suggested_epsilon(Decimal(remaining))
+    assert (str(result) if result is not None else None) == suggested
