@@ -4,7 +4,8 @@
 For every mechanism, with identical randomness on D and D':
 - T3: the same sequence of noise calls (primitive, scale; and size, except for MWEM whose
   query sizes follow its private selections), and the inputs of every noise call differ by no
-  more than the declared sensitivity allows (a zero-noise run publishes those inputs);
+  more than the declared sensitivity allows (a zero-noise run publishes those inputs; MWEM's
+  selection scores, the input of report-noisy-max, move by at most 1 for a fixed model);
 - T4: the epsilon recorded over the calls (recorded scale and declared sensitivity) equals the
   requested epsilon (to 1e-9, never above), and so does the manifest's guarantee.
 200 neighbour pairs (100 replace-one, 100 add-remove), derandomised so CI is reproducible
@@ -15,6 +16,7 @@ exceeds the request, are both caught by the same checks (test_*_catches_*).
 
 from __future__ import annotations
 
+import importlib
 import tempfile
 from pathlib import Path
 
@@ -29,6 +31,7 @@ import mechanisms
 from dpportal import ingest
 from mechanisms import histogram
 from mechanisms.noise import RecordingSource, seeded_source
+from mechanisms.workload import expand_workload
 from tests.privacy.replay import (
     approx_equal,
     declared_loss_budget,
@@ -114,6 +117,24 @@ def check_pair(name, columns, params, delta, relation, frame_d, frame_d2):
     return spent
 
 
+mwem_module = importlib.import_module("mechanisms.mwem")  # the package exports a function `mwem`
+
+
+def mwem_score_shift(frame_d, frame_d2, relation) -> float:
+    """Largest change of any MWEM selection score between D and D', for a fixed public model
+    and n (what earlier private outputs fix): the input of report-noisy-max, whose declared
+    sensitivity is 1."""
+    columns = ["x", "g"]
+    shape = SCHEMA.domain_shape(columns)
+    workload = expand_workload(MWEM_WORKLOAD, columns, shape, {"x"})
+    model = mwem_module.FactoredDistribution.independent(
+        [seeded_source(k).uniform(size) + 0.1 for k, size in enumerate(shape)])
+    scores = [mwem_module._selection_scores(
+        model, mwem_module._TrueAnswers(SCHEMA.encode(f, columns), shape), workload,
+        len(frame_d), 0.1, 2 if relation == "replace-one" else 1) for f in (frame_d, frame_d2)]
+    return float(np.abs(scores[0] - scores[1]).max())
+
+
 def _check_all(pair, relation, stats):
     with tempfile.TemporaryDirectory() as folder:
         frame_d = through_ingest(pair[0], Path(folder), "d")
@@ -122,6 +143,8 @@ def _check_all(pair, relation, stats):
         if relation in relations:
             check_pair(name, columns, params, delta, relation, frame_d, frame_d2)
             stats["releases"] += 4
+    shift = mwem_score_shift(frame_d, frame_d2, relation)
+    assert shift <= 1 + 1e-9, f"an MWEM selection score moved by {shift} > 1"
     stats["pairs"] += 1
 
 
@@ -169,6 +192,15 @@ def test_a_data_dependent_scale_is_caught(monkeypatch, tmp_path):
     monkeypatch.setattr(histogram, "perturb_counts", leaky)
     with pytest.raises(AssertionError, match="noise calls differ"):
         check_pair("perturbed_histogram", ["x", "g"], {}, 0.0, "replace-one", *frames)
+
+
+def test_an_under_declared_score_sensitivity_is_caught(monkeypatch, tmp_path):
+    """Twin: MWEM normalises its scores by half the true sensitivity."""
+    frames = _frames(tmp_path)
+    assert mwem_score_shift(*frames, "replace-one") <= 1 + 1e-9
+    honest = mwem_module._sensitivity
+    monkeypatch.setattr(mwem_module, "_sensitivity", lambda q, l1: honest(q, l1) / 2)
+    assert mwem_score_shift(*frames, "replace-one") > 1
 
 
 def test_an_overspending_mechanism_is_caught(monkeypatch, tmp_path):
