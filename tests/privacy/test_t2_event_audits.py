@@ -215,10 +215,10 @@ def mn12_samples(case, epsilon, factor, draws):
     counts = np.zeros(support.n, dtype=np.int64)
     counts2 = counts.copy()
     counts2[int(np.argmax(plan.point_loss()))] = 1
-    zero = ProbeNoise()
+    probe = ProbeNoise()
     exact = [_flat(plan.measure(c, ZeroNoise(0))) for c in (counts, counts2)]
-    coded = _flat(plan.measure(counts, zero))
-    sigma = np.array([zero.sigmas[int(k)] for k in coded])
+    coded = _flat(plan.measure(counts, probe))
+    sigma = np.array([probe.sigmas[int(k)] for k in coded])
     changed = np.flatnonzero(exact[0] != exact[1])
     weights = 1 / sigma[changed] ** 2
     stats = []
