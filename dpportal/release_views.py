@@ -138,7 +138,7 @@ def _results_context(request, release, is_owner) -> dict:
     names = packaging.stored_names(release)
     context = {
         "files": packaging.package_names(release),
-        "manifest": packaging.public_manifest(release),
+        "parameters": _parameters(release),
         "preview": _preview(request, release, names),
         "charts": charts.release_charts(release, schema),
     }
@@ -151,6 +151,14 @@ def _results_context(request, release, is_owner) -> dict:
         context["custodian_charts"] = charts.custodian_charts(schema, report)
     _number_charts([*context["charts"], *context.get("custodian_charts", [])])
     return context
+
+
+def _parameters(release) -> list[tuple[str, str]]:
+    """The settings the mechanism used, as it recorded them (else as requested)."""
+    manifest = release.manifest or {}
+    params = manifest.get("parameters") or manifest.get("params") or release.params or {}
+    return [(key, value if isinstance(value, str | int | float) else json.dumps(value))
+            for key, value in params.items() if key != "columns"]
 
 
 def _number_charts(chart_list) -> None:

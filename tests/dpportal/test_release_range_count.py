@@ -123,3 +123,11 @@ def test_a_per_query_release_says_it_cannot_answer_new_questions(owner, dataset)
     page = client_for(owner).get(reverse("release_detail", args=[release.pk]),
                                  {"ask": "1", "kind": "box"}).content.decode()
     assert "cannot answer new range questions" in page and "Ask a new range" not in page
+
+
+def test_the_summary_lists_the_settings_the_mechanism_recorded(owner, dataset):
+    client_for(owner).post(reverse("release_new", args=[dataset.pk]),
+                           range_post(range_method="tree"))
+    release = run_now(Release.objects.get())
+    page = client_for(owner).get(reverse("release_detail", args=[release.pk])).content.decode()
+    assert "chosen_mechanism = tree" in page and "random_boxes = 40" in page
