@@ -136,6 +136,12 @@ def _mwem_accuracy(schema, columns, params, epsilon, dataset, shape) -> list[str
     ]
 
 
+RANGE_METHOD_NAMES = {"identity": "a noisy count per grid point",
+                      "tree": "a hierarchy of noisy counts",
+                      "mn12": "the halfspace decomposition",
+                      "per_query": "a noisy answer per range"}
+
+
 def _range_count_accuracy(schema, columns, params, epsilon, delta, dataset) -> list[str]:
     """Plan the release on public inputs (schema bounds, grid, a workload drawn like the real
     one) and report the plan's predicted error; counts are never looked at."""
@@ -151,7 +157,7 @@ def _range_count_accuracy(schema, columns, params, epsilon, delta, dataset) -> l
     typical = math.sqrt(predicted[plan.name])
     return [
         f"{len(queries):,} ranges over a grid of {support.n:,} points. The method used will be "
-        f"“{plan.name}”, chosen from public information only.",
+        f"{RANGE_METHOD_NAMES.get(plan.name, plan.name)}, chosen from public information only.",
         f"Each answer will be off by typically ±{typical:,.1f} rows (predicted from the "
         f"method's noise), out of {dataset.row_count:,} rows in the table.",
     ]
