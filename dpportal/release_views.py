@@ -246,9 +246,12 @@ def _stage_label(release) -> str:
         return "Waiting for a worker"
     if release.status != Release.Status.RUNNING:
         return release.get_status_display()
-    if release.mechanism == "mwem" and release.progress_stage == "running":
-        return f"Round {release.progress_done} of {release.progress_total}"
-    return (release.progress_stage or "starting").capitalize()
+    stage = (release.progress_stage or "starting").capitalize()
+    if release.progress_stage == "running" and release.progress_total > 1:
+        if release.mechanism == "mwem":
+            return f"Round {release.progress_done} of {release.progress_total}"
+        return f"{stage}: step {release.progress_done} of {release.progress_total}"
+    return stage
 
 
 def _elapsed_text(release, is_owner: bool) -> str:

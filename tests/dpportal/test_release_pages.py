@@ -223,6 +223,13 @@ def test_progress_json_reports_stage_and_percent(owner, dataset, auditor):
     stranger = make_user("stranger")
     assert client_for(stranger).get(
         reverse("release_progress", args=[release.pk])).status_code == 404
+    Release.objects.filter(pk=release.pk).update(mechanism="range_count")
+    result = client_for(owner).get(reverse("release_progress", args=[release.pk])).json()
+    assert result["stage"] == "Running: step 3 of 12"
+    Release.objects.filter(pk=release.pk).update(progress_stage="reading data", progress_done=0,
+                                                 progress_total=1)
+    result = client_for(owner).get(reverse("release_progress", args=[release.pk])).json()
+    assert result["stage"] == "Reading data" and result["percent"] == 0
 
 
 def test_cancelling_a_queued_release_refunds_its_budget(owner, dataset):
