@@ -11,7 +11,7 @@ import math
 from decimal import Decimal
 
 from django.contrib import messages
-from django.http import FileResponse, Http404, HttpResponse, JsonResponse
+from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
@@ -328,12 +328,9 @@ def release_download_file(request, pk, filename):
 @require_GET
 def release_download_zip(request, pk):
     release = _done_release(request.user, pk)
-    path = packaging.package_zip_path(release)
+    content = packaging.package_zip_path(release).read_bytes()
     _audit_download(request, release, "package.zip")
-    response = FileResponse(open(path, "rb"), as_attachment=True,  # noqa: SIM115 (closed by Django)
-                            filename=f"release-{release.pk}.zip", content_type="application/zip")
-    response["X-Content-Type-Options"] = "nosniff"
-    return response
+    return _attachment(content, f"release-{release.pk}.zip", "application/zip")
 
 
 @require_GET
