@@ -37,17 +37,51 @@ _SETTLED = 1e-3  # an update that would change no weight by more than this is sk
 class _Group:
     """Attributes ``attrs`` (sorted) with their joint probabilities ``probs``.
 
-    Marginals of the current ``probs`` are cached in ``partials``; ``changed()`` clears them.
+    Marginals are cached in ``partials``. Reweighting is lazy: a factor over attrs S multiplies
+    every cached marginal whose attributes contain S (exact: summing out other attributes
+    commutes with it) and waits in ``pending``; the full array is brought up to date, all
+    pending factors in one broadcast, only when it is needed.
     """
 
     def __init__(self, attrs: tuple[int, ...], probs: np.ndarray):
         self.attrs = attrs
-        self.probs = probs
-        self.changed()
-
-    def changed(self) -> None:
+        self.size = probs.size
         self.stamp = next(_stamps)
-        self.partials: dict[tuple[int, ...], np.ndarray] = {self.attrs: self.probs}
+        self._probs = probs
+        self._pending: list[tuple[tuple[int, ...], np.ndarray]] = []
+        self.partials: dict[tuple[int, ...], np.ndarray] = {attrs: probs}
+
+    @property
+    def probs(self) -> np.ndarray:
+        """The full, up-to-date array."""
+        self._flush()
+        return self._probs
+
+    def reweight(self, keep: tuple[int, ...], factor: np.ndarray) -> None:
+        """Multiply by ``factor`` over ``keep`` (lazily for the full array)."""
+        self.stamp = next(_stamps)
+        wanted = set(keep)
+        self.partials = {
+            attrs: array * _spread(factor, keep, attrs)
+            for attrs, array in self.partials.items()
+            if wanted <= set(attrs) and attrs != self.attrs
+        }
+        self._pending.append((keep, factor))
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        union = tuple(sorted({a for keep, _ in self._pending for a in keep}))
+        dims = [self._probs.shape[self.attrs.index(a)] for a in union]
+        if math.prod(dims) <= self.size // 4:  # combine first: one pass over the full array
+            combined = np.ones(dims)
+            for keep, factor in self._pending:
+                combined = combined * _spread(factor, keep, union)
+            self._pending = [(union, combined)]
+        for keep, factor in self._pending:
+            self._probs *= _spread(factor, keep, self.attrs)
+        self._pending = []
+        self.partials[self.attrs] = self._probs
 
     def marginal(self, keep: tuple[int, ...]) -> np.ndarray:
         """Marginal on the sorted ``keep`` ⊆ attrs, summed from the smallest cached superset.
@@ -59,7 +93,11 @@ class _Group:
         if keep in self.partials:
             return self.partials[keep]
         wanted = set(keep)
-        source = min((k for k in self.partials if wanted <= set(k)), key=_cells_of(self))
+        supersets = [k for k in self.partials if wanted <= set(k)]
+        if not supersets:
+            self._flush()
+            supersets = [self.attrs]
+        source = min(supersets, key=_cells_of(self))
         array = self.partials[source]
         unwanted = [a for a in source if a not in wanted]
         if array.size > _INTERMEDIATE_CELLS and len(unwanted) > 1:
@@ -72,6 +110,11 @@ class _Group:
         self.partials[keep] = np.einsum(spec, array) if len(source) <= 52 else array.sum(
             axis=tuple(source.index(a) for a in unwanted))
         return self.partials[keep]
+
+
+def _spread(factor: np.ndarray, keep: tuple[int, ...], attrs: tuple[int, ...]) -> np.ndarray:
+    """``factor`` (axes ``keep``) reshaped to broadcast against an array with axes ``attrs``."""
+    return factor.reshape([factor.shape[keep.index(a)] if a in keep else 1 for a in attrs])
 
 
 def _cells_of(group: _Group):
@@ -112,7 +155,7 @@ class FactoredDistribution:
 
     def merged_size(self, attrs: tuple[int, ...]) -> int:
         """Cells of the group that measuring a query on ``attrs`` would need."""
-        return math.prod(g.probs.size for g in self._groups_of(attrs))
+        return math.prod(g.size for g in self._groups_of(attrs))
 
     def marginal(self, attrs: tuple[int, ...]) -> np.ndarray:
         """Probabilities of the marginal on sorted ``attrs`` (cached until a group changes)."""
@@ -150,11 +193,8 @@ class FactoredDistribution:
 
         The groups holding ``attrs`` must already be merged.
         """
-        group = self.group_of[attrs[0]]
         factor = factor / float(np.sum(self.marginal(attrs) * factor))
-        wanted = set(attrs)
-        group.probs *= factor.reshape([self.shape[a] if a in wanted else 1 for a in group.attrs])
-        group.changed()
+        self.group_of[attrs[0]].reweight(attrs, factor)
 
     def to_dense(self) -> np.ndarray:
         """The full joint array (small domains only: tests and the averaged output)."""
@@ -328,7 +368,7 @@ def _refit(model, measured, mw_passes, *, last_round, round_index) -> None:
     """
     group = model.group_of[measured[-1][0].attrs[0]]
     inside = [m for m in measured if model.group_of[m[0].attrs[0]] is group]
-    if mw_passes is None and group.probs.size > _INTERMEDIATE_CELLS:
+    if mw_passes is None and group.size > _INTERMEDIATE_CELLS:
         for _ in range(2):
             _mw_update(model, *inside[-1])
         if not (last_round or round_index % FULL_PASS_EVERY == FULL_PASS_EVERY - 1):
