@@ -273,7 +273,9 @@ def mwem(
         init_fraction = (default_init_fraction(len(codes), epsilon, shape, workload)
                          if neighbouring == "replace-one" else ADD_REMOVE_INIT_FRACTION)
     _check_args(epsilon, neighbouring, init_fraction, select_fraction, output, workload)
-    _check_counts(len(codes), rounds=rounds, mw_passes=mw_passes, memory_cells=memory_cells)
+    # n is public only under replace-one: under add-remove an empty table must run like any other
+    rows = len(codes) if neighbouring == "replace-one" else 1
+    _check_counts(rows, rounds=rounds, mw_passes=mw_passes, memory_cells=memory_cells)
     d = len(shape)
     marginal_l1 = 2 if neighbouring == "replace-one" else 1
     true = _TrueAnswers(codes, shape)
@@ -296,6 +298,7 @@ def mwem(
     if rounds is None:
         rounds = default_rounds(n, epsilon, shape, workload, init_fraction, select_fraction,
                                 marginal_l1)
+    # The budget split: eps_init (spent above) + rounds × (eps_select + eps_measure) = epsilon.
     eps_round = epsilon * (1 - init_fraction) / rounds
     eps_select = eps_round * select_fraction
     eps_measure = eps_round * (1 - select_fraction)

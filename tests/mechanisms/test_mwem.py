@@ -94,10 +94,14 @@ def test_it_refuses_bad_parameters_with_one_line(kwargs, message):
         mwem(codes, shape, workload_of(columns, shape, 2), rng=seeded_source(0), **kwargs)
 
 
-def test_it_refuses_empty_data():
+def test_it_refuses_empty_data_only_when_the_row_count_is_public():
     codes, shape, columns = load_table("czech")
+    workload = workload_of(columns, shape, 2)
     with pytest.raises(MechanismError, match=r"data \(0 rows\)"):
-        mwem(codes[:0], shape, workload_of(columns, shape, 2), epsilon=1.0)
+        mwem(codes[:0], shape, workload, epsilon=1.0)
+    result = mwem(codes[:0], shape, workload, epsilon=1.0, neighbouring="add-remove",
+                  rng=seeded_source(1))
+    assert result.n >= 1 and len(result.trace) == result.rounds
 
 
 # --- exactness and representations -------------------------------------------------------------
