@@ -9,7 +9,10 @@ times, so the whole-surface test is xfail(strict=True) until they are quantised;
 page, which already quantises, passes, and its owner view (exact by design) is the twin the
 scanner must flag.
 Nightly (slow): Spearman rho(|noise|, duration exposed to an auditor) <= 0.05 over 2,000
-small releases, with the raw sampler's own timing as the twin that must exceed it.
+small releases, with the raw sampler's own timing as the twin that must exceed it. Measured
+today, with exact times exposed: rho = -0.021 and 0.032 in two runs (standard error about
+0.022), so the database work around each release hides the sampler's time; the limit can
+still be crossed by chance about 1 run in 100 until the times are quantised.
 """
 
 from __future__ import annotations
@@ -158,7 +161,9 @@ def test_exposed_run_times_do_not_track_the_noise(finished_release):
         noise.append(abs(counts[0] - 1) + abs(counts[1] - 2))
         ids.append(release.pk)
     durations = exposed_durations(auditor, ids)
-    rho = spearmanr(noise, [durations[pk] for pk in ids]).statistic
+    exposed = [durations[pk] for pk in ids]
+    # once times are quantised every exposed duration may be equal: no information, rho = 0
+    rho = 0.0 if len(set(exposed)) == 1 else float(spearmanr(noise, exposed).statistic)
     twin = _raw_sampler_rho()
     print(f"\nFIGURE T10 Spearman rho(|noise|, auditor-exposed run time) = {rho:.3f} over "
           f"{RUNS} releases (limit {RHO_LIMIT}); raw sampler timing (twin) rho = {twin:.3f}")

@@ -298,7 +298,8 @@ def mwem_init_samples(case, epsilon, factor, draws):
         d, d2 = MWEM_D, np.vstack([MWEM_D[:-1], [[0, 0]]])
     else:
         d, d2 = MWEM_D[:0], MWEM_D[:1]
-    budget, calls = mwem_budget(d, 2 * epsilon, neighbouring, init_fraction=0.5)
+    # the scale is data-independent; MWEM refuses empty data, so it is read from a run on D'
+    budget, calls = mwem_budget(d2, 2 * epsilon, neighbouring, init_fraction=0.5)
     init_scale = calls[0].scale
     out, exact = [], []
     for codes, seed in ((d, 111), (d2, 112)):
