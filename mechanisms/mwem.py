@@ -279,19 +279,8 @@ def mwem(
     d = len(shape)
     marginal_l1 = 2 if neighbouring == "replace-one" else 1
     true = _TrueAnswers(codes, shape)
-    eps_init = epsilon * init_fraction
-    if init_fraction > 0:
-        init_scale = marginal_l1 * d / eps_init
-        one_way = _measure_one_ways(true, d, init_scale, rng)
-        n = len(codes) if neighbouring == "replace-one" else _estimate_n(one_way)
-        start = [np.maximum(m, max(init_scale, 0.5)) for m in one_way]
-    else:
-        if neighbouring != "replace-one":
-            raise MechanismError(
-                f"init_fraction ({init_fraction}) must be > 0 under add-remove: the noisy "
-                "1-way marginals estimate the (private) number of rows"
-            )
-        n, one_way, start, init_scale = len(codes), [], [np.ones(k) for k in shape], 0.0
+    eps_init = epsilon * init_fraction if init_fraction > 0 else 0.0  # (inf·0 would be nan)
+    n, one_way, start, init_scale = _start(true, len(codes), eps_init, neighbouring, rng)
     if output == "average":
         dense = _check_dense_fits(shape, memory_cells)
     model = FactoredDistribution.independent(start, dense=dense)
@@ -487,10 +476,24 @@ def _sensitivity(query: Query, marginal_l1: int) -> int:
     return 1 if query.box is not None else marginal_l1
 
 
-def _measure_one_ways(true, d, scale, rng) -> list[np.ndarray]:
-    return [
-        true.marginal((a,)) + rng.discrete_laplace(scale, size=true.shape[a]) for a in range(d)
-    ]
+def _start(true, rows, eps_init, neighbouring, rng):
+    """Measure every 1-way marginal with ``eps_init`` (none if 0).
+
+    Returns (n, noisy 1-way counts, start weights, noise scale). A noisy count below the noise
+    scale is raised to it (a count that small is not evidence of an empty cell).
+    """
+    shape, d = true.shape, len(true.shape)
+    if eps_init == 0:
+        if neighbouring != "replace-one":
+            raise MechanismError(
+                "init_fraction (0) must be > 0 under add-remove: the noisy 1-way marginals "
+                "estimate the (private) number of rows"
+            )
+        return rows, [], [np.ones(k) for k in shape], 0.0
+    scale = (2 if neighbouring == "replace-one" else 1) * d / eps_init
+    one_way = [true.marginal((a,)) + rng.discrete_laplace(scale, size=shape[a]) for a in range(d)]
+    n = rows if neighbouring == "replace-one" else _estimate_n(one_way)
+    return n, one_way, [np.maximum(m, max(scale, 0.5)) for m in one_way], scale
 
 
 def _estimate_n(one_way: list[np.ndarray]) -> int:
