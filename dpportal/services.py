@@ -735,7 +735,7 @@ def dataset_change_budget(*, dataset, user, epsilon_total, delta_total, neighbou
     """Change the total budget: anything before the first release, only lower afterwards."""
     epsilon_total, delta_total = _budget_values(epsilon_total, delta_total)
     with transaction.atomic():
-        locked = Dataset.objects.select_for_update().get(pk=dataset.pk)
+        locked = _locked_dataset(dataset.pk)
         neighbouring = neighbouring or locked.neighbouring
         _check_neighbouring(neighbouring)
         before = {"epsilon_total": str(locked.epsilon_total),
@@ -775,7 +775,7 @@ def dataset_set_auditor(*, dataset, user, username, add, remote_addr=None):
     from django.contrib.auth import get_user_model
 
     with transaction.atomic():
-        locked = Dataset.objects.select_for_update().get(pk=dataset.pk)
+        locked = _locked_dataset(dataset.pk)
         auditor = get_user_model().objects.filter(username=username).first()
         if auditor is None:
             raise ServiceError(f"There is no user named {username!r}; check the spelling.")
@@ -795,7 +795,7 @@ def dataset_delete(*, dataset, user, remote_addr=None):
     from . import storage
 
     with transaction.atomic():
-        locked = Dataset.objects.select_for_update().get(pk=dataset.pk)
+        locked = _locked_dataset(dataset.pk)
         if locked.is_deleted:
             return locked
         if locked.releases.filter(status__in=[Release.Status.QUEUED,
@@ -828,7 +828,7 @@ def dataset_confirm_schema(*, dataset, user, schema, remote_addr=None):
         raise ServiceError(f"The schema must list the dataset's columns in order "
                            f"({', '.join(dataset.columns)}); it lists {', '.join(names)}.")
     with transaction.atomic():
-        locked = Dataset.objects.select_for_update().get(pk=dataset.pk)
+        locked = _locked_dataset(dataset.pk)
         if locked.is_deleted:
             raise ServiceError("This dataset has been deleted; its schema can no longer change.")
         locked.schema = validated
