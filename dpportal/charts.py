@@ -119,7 +119,7 @@ def release_charts(release, schema) -> list[dict]:
 
 def _charts_from_files(release, schema) -> list[dict]:
     folder, names = packaging.output_dir(release), packaging.stored_names(release)
-    synthetic = (utility.read_csv((folder / "synthetic.csv").read_bytes())
+    synthetic = (utility.read_csv((folder / "synthetic.csv").read_bytes(), schema)
                  if "synthetic.csv" in names else None)
     answers = (utility.read_csv((folder / "answers.csv").read_bytes())
                if "answers.csv" in names else None)

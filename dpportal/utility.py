@@ -64,7 +64,8 @@ def build_report(schema, columns, frame, files, mechanism) -> dict:
     """Per-column and per-pair comparisons, and the error of the released counts."""
     report = {"rows": len(frame), "columns": [], "pairs": [], "ranges": [], "cells": None}
     if "synthetic.csv" in files:
-        synthetic = read_csv(files["synthetic.csv"])
+        synthetic = read_csv(files["synthetic.csv"], schema)
+        frame = with_numbers(frame, schema)
         report["synthetic_rows"] = len(synthetic)
         report["columns"] = [_column_comparison(schema, c, frame, synthetic) for c in columns]
         report["pairs"] = _pair_comparisons(schema, columns, frame, synthetic)
@@ -80,8 +81,18 @@ def build_report(schema, columns, frame, files, mechanism) -> dict:
     return report
 
 
-def read_csv(content: bytes) -> pd.DataFrame:
-    return pd.read_csv(io.BytesIO(content), dtype=str, keep_default_na=False)
+def read_csv(content: bytes, schema=None) -> pd.DataFrame:
+    """A released CSV as text columns, the schema's numeric columns (if given) as numbers."""
+    frame = pd.read_csv(io.BytesIO(content), dtype=str, keep_default_na=False)
+    return with_numbers(frame, schema) if schema is not None else frame
+
+
+def with_numbers(frame: pd.DataFrame, schema) -> pd.DataFrame:
+    """The frame with the schema's numeric columns converted once (not per query or chart)."""
+    numeric = [c for c in frame.columns
+               if c in schema.columns and isinstance(schema.columns[c],
+                                                     mechanisms.schema.NumericColumn)]
+    return frame.assign(**{c: pd.to_numeric(frame[c], errors="coerce") for c in numeric})
 
 
 def _numeric(schema, column) -> bool:
