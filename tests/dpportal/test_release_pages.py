@@ -336,3 +336,12 @@ def test_the_form_suggests_a_quarter_of_what_is_left_at_most_one(remaining, sugg
 
     result = suggested_epsilon(Decimal(remaining))
     assert (str(result) if result is not None else None) == suggested
+
+
+def test_a_deleted_dataset_takes_no_new_releases(owner, dataset):
+    services.dataset_delete(dataset=dataset, user=owner)
+    client = client_for(owner)
+    page = client.get(reverse("release_new", args=[dataset.pk])).content.decode()
+    assert "This dataset has been deleted" in page and "<form" not in page.split("<main")[1]
+    client.post(reverse("release_new", args=[dataset.pk]), histogram_post())
+    assert not Release.objects.exists()
