@@ -76,11 +76,6 @@ def discrete_laplace_std(scale: float) -> float:
     return math.sqrt(2.0 * alpha) / (1.0 - alpha)
 
 
-def count_sensitivity(neighbouring: str) -> int:
-    """How far one person can move a vector of counts (L1): 2 if replacing a row, else 1."""
-    return 2 if neighbouring == "replace-one" else 1
-
-
 def expected_accuracy(dataset, *, mechanism, columns, params, epsilon, delta=0.0) -> list[str]:
     """Plain sentences predicting the release's accuracy from public information only."""
     schema = mechanisms.Schema.from_dict(dataset.schema)
@@ -89,7 +84,7 @@ def expected_accuracy(dataset, *, mechanism, columns, params, epsilon, delta=0.0
         return _range_count_accuracy(schema, columns, params, epsilon, delta, dataset)
     shape = schema.domain_shape(columns)
     cells = math.prod(shape)
-    sensitivity = count_sensitivity(dataset.neighbouring)
+    sensitivity = mechanisms.histogram.count_sensitivity(dataset.neighbouring)
     if mechanism == "mwem":
         return _mwem_accuracy(schema, columns, params, epsilon, dataset, shape)
     if mechanism == "smoothed_histogram":
@@ -118,7 +113,8 @@ def _mwem_accuracy(schema, columns, params, epsilon, dataset, shape) -> list[str
 
     ordered = {c for c in columns if isinstance(schema.column(c), mechanisms.schema.NumericColumn)}
     workload = expand_workload(params["workload"], list(columns), shape, ordered)
-    n, sensitivity = max(dataset.row_count, 1), count_sensitivity(dataset.neighbouring)
+    n = max(dataset.row_count, 1)
+    sensitivity = mechanisms.histogram.count_sensitivity(dataset.neighbouring)
     select_fraction = 0.25
     init_fraction = (default_init_fraction(n, epsilon, shape, workload)
                      if dataset.neighbouring == "replace-one" else ADD_REMOVE_INIT_FRACTION)
