@@ -24,6 +24,7 @@ import json
 import math
 import os
 import random
+import resource
 import secrets
 import shutil
 import socket
@@ -378,11 +379,20 @@ def main(argv=None):
         manage(env, "collectstatic", "--no-input")
         seeded = seed(env, args.users)
         port = free_port()
+        children_before = cpu_seconds(resource.RUSAGE_CHILDREN)
         process, log = start_gunicorn(env, args, port, data_dir / "gunicorn.log")
         print(f"gunicorn on http://{HOST}:{port}/; {args.users} users for {args.seconds:g} s ...",
               flush=True)
+        generator_before = cpu_seconds(resource.RUSAGE_SELF)
         samples, elapsed = run_load(port, seeded, args)
+        generator = cpu_seconds(resource.RUSAGE_SELF) - generator_before
+        stop_gunicorn(process, log)
+        process = None
+        server = cpu_seconds(resource.RUSAGE_CHILDREN) - children_before
         print_table(samples, elapsed, args, seeded["urls"])
+        print(f"CPU time: gunicorn {server:.0f} s (start to stop), this load generator "
+              f"{generator:.0f} s, of {os.cpu_count() * elapsed:.0f} s the CPUs had in the run "
+              f"(PostgreSQL and other processes not counted)")
     except BaseException:
         gunicorn_log = data_dir / "gunicorn.log"
         if gunicorn_log.exists():
@@ -394,6 +404,11 @@ def main(argv=None):
         drop_database(args.pg, args.database)
         shutil.rmtree(data_dir, ignore_errors=True)
         purge_queue(env)
+
+
+def cpu_seconds(who) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
 
 
 def purge_queue(env: dict):
