@@ -31,7 +31,6 @@ CHROMIUM_ARGS = [
     "--disable-default-apps",
     "--disable-extensions",
 ]
-FAVICON = "/favicon.ico"
 PASSWORD = "e2e correct horse battery"
 
 # Form controls a screen reader could not name (no <label>, aria-label or aria-labelledby).
@@ -79,8 +78,7 @@ class Browser:
         page.on("response", self._on_response)
 
     def _on_console(self, message):
-        # The browser asks for /favicon.ico by itself; the portal has no icon (reported, not ours).
-        if message.type == "error" and not message.location.get("url", "").endswith(FAVICON):
+        if message.type == "error":
             self.problems.console_errors.append(f"console error on {self.page.url}: {message.text}")
 
     def record_csp_violation(self, description: str):
