@@ -412,10 +412,13 @@ def cpu_seconds(who) -> float:
 
 
 def purge_queue(env: dict):
-    """Delete the bench's private queue (the queued releases' messages) from the broker."""
+    """Delete the bench's private queues (and their routing keys) from the broker."""
     import redis
 
-    redis.Redis.from_url(env["CELERY_BROKER_URL"]).delete(env["DPPORTAL_CELERY_QUEUE"])
+    broker = redis.Redis.from_url(env["CELERY_BROKER_URL"])
+    queue = env["DPPORTAL_CELERY_QUEUE"]
+    for name in (queue, f"{queue}.long"):
+        broker.delete(name, f"_kombu.binding.{name}", f"_kombu.binding_permanent.{name}")
 
 
 if __name__ == "__main__":
