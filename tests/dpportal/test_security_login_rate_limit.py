@@ -96,3 +96,25 @@ def test_the_admin_login_is_limited_too(alice, settings):
     response = client.post(url, {"username": "alice", "password": PASSWORD})
     assert response.status_code == 429 and "_auth_user_id" not in client.session
     assert attempt("alice", PASSWORD)[0].status_code == 429  # one counter for both doors
+
+
+def test_a_forged_forwarded_for_header_does_not_reset_the_address_limit(alice, settings):
+    settings.LOGIN_MAX_FAILURES_PER_ADDRESS = 2
+    for i in range(2):
+        Client(REMOTE_ADDR="203.0.113.7", HTTP_X_FORWARDED_FOR=f"10.0.0.{i}").post(
+            reverse("login"), {"username": f"user{i}", "password": "wrong"})
+    forged = Client(REMOTE_ADDR="203.0.113.7", HTTP_X_FORWARDED_FOR="10.9.9.9")
+    assert forged.post(reverse("login"), {"username": "alice", "password": PASSWORD}
+                       ).status_code == 429
+
+
+def test_behind_the_tls_proxy_the_address_is_the_one_the_proxy_appended():
+    from django.test import RequestFactory, override_settings
+
+    from dpportal.login_limit import client_address
+
+    request = RequestFactory().get("/", REMOTE_ADDR="10.0.0.2",
+                                   HTTP_X_FORWARDED_FOR="6.6.6.6, 198.51.100.4")
+    assert client_address(request) == "10.0.0.2"  # no proxy configured: the header is ignored
+    with override_settings(SECURE_PROXY_SSL_HEADER=("HTTP_X_FORWARDED_PROTO", "https")):
+        assert client_address(request) == "198.51.100.4"  # the client's own entry is ignored
