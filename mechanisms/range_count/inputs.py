@@ -218,12 +218,18 @@ def _queries_from_csv(text: str, columns) -> list[dict]:
     return queries
 
 
+def _standard_normal_from_uniform(rng, shape) -> np.ndarray:
+    """Box-Muller from the source's uniform draws: public randomness, not a noise primitive."""
+    u1, u2 = rng.uniform(shape), rng.uniform(shape)
+    return np.sqrt(-2.0 * np.log1p(-u1)) * np.cos(2.0 * np.pi * u2)
+
+
 def random_halfspaces(support: Support, m: int, rng) -> list[dict]:
     """M halfspaces a·x <= b with a random direction, through a random support point (public)."""
     if m < 1:
         raise MechanismError(f"number of random halfspaces ({m}) must be >= 1")
     scale = support.upper - support.lower
-    normals = rng.gaussian(1.0, (m, support.dim)) / scale
+    normals = _standard_normal_from_uniform(rng, (m, support.dim)) / scale
     anchors = support.points[np.minimum((rng.uniform(m) * support.n).astype(int), support.n - 1)]
     offsets = (normals * anchors).sum(axis=1)
     return [{"type": "halfspace", "a": a.tolist(), "b": float(b)}
