@@ -25,9 +25,10 @@ from mechanisms.workload import Query, expand_workload, load_workload, marginals
 __all__ = ["FactoredDistribution", "MwemResult", "default_rounds", "measure_all", "mwem"]
 
 DEFAULT_MEMORY_CELLS = 25_000_000  # float64 cells per group: 200 MB
-MAX_DEFAULT_ROUNDS = 60
+MAX_DEFAULT_ROUNDS = 30
 ADD_REMOVE_INIT_FRACTION = 0.2
 FULL_PASS_EVERY = 4
+FINAL_PASSES = 5
 SELECTION_GAP = 0.25  # default_rounds: the error (fraction of n) selection must be able to find
 _INTERMEDIATE_CELLS = 1 << 16
 _stamps = itertools.count()  # a fresh stamp marks every change of a group's array
@@ -365,7 +366,7 @@ def _refit(model, measured, mw_passes, *, last_round, round_index) -> None:
             _mw_update(model, *inside[-1])
         if not (last_round or round_index % FULL_PASS_EVERY == FULL_PASS_EVERY - 1):
             return
-        mw_passes = 1
+        mw_passes = FINAL_PASSES if last_round else 1
     for _ in range(10 if mw_passes is None else mw_passes):
         for query, target, floor in inside:
             _mw_update(model, query, target, floor)
@@ -391,7 +392,7 @@ def default_rounds(n, epsilon, shape, workload, init_fraction, select_fraction, 
     """The largest T (1 to min(|workload|, MAX_DEFAULT_ROUNDS)) that keeps two things useful.
 
     Measuring: a query with c cells measured at ε_m has noise of scale Δ/ε_m per cell against a
-    mean cell count n/c; ask for a fifth: T ≤ ε_measure_total·n / (5·Δ·c_median).
+    mean cell count n/c; ask for a seventh: T ≤ ε_measure_total·n / (7·Δ·c_median).
     Selecting: the exponential mechanism at ε_s (score sensitivity 1, scores in units of Δ)
     must tell apart a query whose error is SELECTION_GAP·n from the rest of |W|:
     ε_s·SELECTION_GAP·n / (2·Δ) ≥ ln|W|, so T ≤ ε_select_total·SELECTION_GAP·n / (2·Δ·ln|W|).
@@ -403,7 +404,7 @@ def default_rounds(n, epsilon, shape, workload, init_fraction, select_fraction, 
         return cap
     cells = float(np.median([q.cells(shape) for q in workload]))
     spend = epsilon * (1 - init_fraction)
-    measuring = spend * (1 - select_fraction) * n / (5 * marginal_l1 * cells)
+    measuring = spend * (1 - select_fraction) * n / (7 * marginal_l1 * cells)
     selecting = (spend * select_fraction * SELECTION_GAP * n
                  / (2 * marginal_l1 * math.log(max(len(workload), 2))))
     return int(max(1, min(cap, measuring, selecting)))
