@@ -136,10 +136,13 @@ def chromium(monkeypatch):
 
     Playwright's synchronous API runs an event loop in this thread, which makes Django refuse ORM
     calls from test code; the live server answers from its own thread, so allowing them here is
-    safe (the test does not share connections with the event loop).
+    safe (the test does not share connections with the event loop). Connections opened while the
+    loop runs belong to its context, so they are closed here, before the loop stops (otherwise
+    PostgreSQL cannot drop the test database at the end).
     """
     if not CHROMIUM.exists():
         pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium)")
+    from django.db import connections
     from playwright.sync_api import sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
@@ -151,6 +154,7 @@ def chromium(monkeypatch):
             yield browser
         finally:
             browser.close()
+            connections.close_all()
 
 
 @pytest.fixture
