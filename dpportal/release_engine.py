@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 from django.conf import settings
 
 import mechanisms
+from mechanisms.schema import CHUNK_ROWS
 
 
 class ReleaseInputError(Exception):
@@ -23,8 +24,8 @@ def dataset_path(dataset) -> Path:
     return Path(settings.DATASET_STORAGE_DIR) / dataset.parquet_name
 
 
-def load_columns(dataset, columns) -> pd.DataFrame:
-    """Read only the requested columns of the stored Parquet copy."""
+def _stored_columns(dataset, columns) -> Path:
+    """The Parquet copy's path, once it is known to exist and hold `columns`."""
     path = dataset_path(dataset)
     if not dataset.parquet_name or not path.exists():
         raise ReleaseInputError("The dataset's file is no longer stored, so it cannot be read.")
@@ -32,25 +33,54 @@ def load_columns(dataset, columns) -> pd.DataFrame:
     if missing:
         raise ReleaseInputError(f"Column {missing[0]!r} is not in the dataset; choose among "
                                 f"{', '.join(dataset.columns)}.")
-    table = pq.read_table(path, columns=list(columns))
+    return path
+
+
+def _to_frame(table, columns) -> pd.DataFrame:
+    """Whole numbers with gaps read as text ("1", not 1.0 or "1.0"), so they match declared
+    categories; a chunk without gaps keeps integers, which encode to the same cells."""
     frame = table.to_pandas()
-    for name in columns:  # whole numbers with gaps read as text ("1", not 1.0 or "1.0")
+    for name in columns:
         if pa.types.is_integer(table.schema.field(name).type) and table.column(name).null_count:
             frame[name] = table.column(name).cast(pa.string()).to_pandas()
     return frame
 
 
+def load_columns(dataset, columns) -> pd.DataFrame:
+    """Read only the requested columns of the stored Parquet copy."""
+    path = _stored_columns(dataset, columns)
+    return _to_frame(pq.read_table(path, columns=list(columns)), columns)
+
+
+def read_in_chunks(dataset, columns) -> mechanisms.ChunkedTable:
+    """The requested columns of the Parquet copy as record batches of CHUNK_ROWS rows, for
+    mechanisms that only count: memory holds one batch, whatever the row count."""
+    path = _stored_columns(dataset, columns)
+    return mechanisms.ChunkedTable(_batches(path, list(columns), CHUNK_ROWS))
+
+
+def _batches(path, columns, chunk_rows):
+    with pq.ParquetFile(path, pre_buffer=False) as parquet:  # pre-buffering grows with the file
+        for batch in parquet.iter_batches(batch_size=chunk_rows, columns=columns):
+            yield _to_frame(batch, columns)
+
+
 def compute(release, progress):
-    """Run the release's mechanism and return its `mechanisms.ReleaseOutput` (public files)."""
+    """Run the release's mechanism and return its `mechanisms.ReleaseOutput` (public files).
+
+    Counting mechanisms (histograms, range counts) read the data in chunks; others whole."""
     dataset = release.dataset
     progress(0, 1, "reading data")
-    frame = load_columns(dataset, release.columns)
+    chunked = dataset.sha256 and mechanisms.reads_in_chunks(release.mechanism)
+    read = read_in_chunks if chunked else load_columns
+    data = read(dataset, release.columns)
     try:
         schema = mechanisms.Schema.from_dict(dataset.schema)
         return mechanisms.run_release(
             release.mechanism,
-            frame,
+            data,
             schema,
+            input_sha256=dataset.sha256,
             columns=release.columns,
             params=release.params,
             epsilon=float(release.epsilon),

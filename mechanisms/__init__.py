@@ -10,6 +10,7 @@ from mechanisms.accounting import (
     approx_dp_to_zcdp,
     zcdp_to_approx_dp,
 )
+from mechanisms.chunks import ChunkedTable
 from mechanisms.errors import MechanismError
 from mechanisms.histogram import (
     max_rows,
@@ -33,6 +34,7 @@ from mechanisms.release import (
     PACKAGE_VERSION,
     ReleaseOutput,
     public_manifest,
+    reads_in_chunks,
     register,
     run_release,
     write_release,
@@ -46,6 +48,7 @@ __all__ = [
     "NEIGHBOURING",
     "Budget",
     "BudgetExceeded",
+    "ChunkedTable",
     "MechanismError",
     "RandomSource",
     "RecordingSource",
@@ -61,6 +64,7 @@ __all__ = [
     "perturbed_histogram",
     "public_manifest",
     "range_count",
+    "reads_in_chunks",
     "recommended_bins",
     "register",
     "resolve_rng",

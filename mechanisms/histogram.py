@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from mechanisms.accounting import check_epsilon, check_neighbouring
+from mechanisms.chunks import ChunkedTable
 from mechanisms.errors import MechanismError
 from mechanisms.noise import RandomSource, resolve_rng
 from mechanisms.release import ReleaseOutput, register
@@ -102,7 +103,7 @@ def _epsilon_text(epsilon: float):
 
 
 def perturbed_histogram(
-    data: pd.DataFrame,
+    data: pd.DataFrame | ChunkedTable,
     schema: Schema,
     *,
     columns,
@@ -116,16 +117,18 @@ def perturbed_histogram(
     Privacy: epsilon-DP (pure), unit one row, neighbouring replace-one (default; count
     sensitivity 2, noise scale 2/epsilon) or add-remove (sensitivity 1, scale 1/epsilon).
     Bounds, bins and categories come from `schema` only. `rows` defaults to the row count under
-    replace-one (public there) and to the rounded noisy total under add-remove.
+    replace-one (public there) and to the rounded noisy total under add-remove. `data` may be
+    a ChunkedTable: only the cell counts are taken from it, in one pass.
     """
     epsilon, neighbouring = check_epsilon(epsilon), check_neighbouring(neighbouring)
     rng = resolve_rng(rng)
     columns = schema.resolve_columns(columns)
     counts = schema.cell_counts(data, columns)
+    n = int(counts.sum())  # every row is in exactly one cell
     noisy = perturb_counts(counts, epsilon=epsilon, neighbouring=neighbouring, rng=rng)
     row_count_public = neighbouring == "replace-one"
     if rows is None:
-        rows = len(data) if row_count_public else max(0, int(noisy.sum()))
+        rows = n if row_count_public else max(0, int(noisy.sum()))
     rows = _check_rows(rows)
     probabilities = clipped_distribution(noisy)
     synthetic = schema.decode_cells(sample_cells(probabilities, rows, rng), columns, rng)
@@ -140,7 +143,7 @@ def perturbed_histogram(
             "columns": columns,
             "rows": rows,
             "cells": int(counts.size),
-            **_bins_advice(schema, columns, len(data), row_count_public),
+            **_bins_advice(schema, columns, n, row_count_public),
         },
         guarantee={
             "type": "pure epsilon-DP",
@@ -222,7 +225,7 @@ def _smoothed_parameters(epsilon, n, m, rows, mix) -> tuple[int, float]:
 
 
 def smoothed_histogram(
-    data: pd.DataFrame,
+    data: pd.DataFrame | ChunkedTable,
     schema: Schema,
     *,
     columns,
@@ -236,12 +239,12 @@ def smoothed_histogram(
     Privacy: epsilon-DP (pure), unit one row, neighbouring replace-one with the row count n
     public (Thm 4.1): requires rows * log(1 + (1 - mix) * m / (n * mix)) <= epsilon, m cells.
     Parameters that break this are refused. Given only rows, mix is the smallest admissible;
-    given only mix, rows is the largest admissible.
+    given only mix, rows is the largest admissible. `data` may be a ChunkedTable (one pass).
     """
     epsilon, rng = check_epsilon(epsilon), resolve_rng(rng)
     columns = schema.resolve_columns(columns)
     counts = schema.cell_counts(data, columns)
-    n, m = len(data), int(counts.size)
+    n, m = int(counts.sum()), int(counts.size)  # every row is in exactly one cell
     if n == 0:
         raise MechanismError("the smoothed histogram needs at least one row of data (n = 0)")
     rows, mix = _smoothed_parameters(epsilon, n, m, rows, mix)
@@ -375,8 +378,8 @@ def _run_smoothed(data, schema, *, columns, params, epsilon, delta, neighbouring
     )
 
 
-register("perturbed_histogram", _run_perturbed)
-register("smoothed_histogram", _run_smoothed)
+register("perturbed_histogram", _run_perturbed, chunked=True)
+register("smoothed_histogram", _run_smoothed, chunked=True)
 
 __all__ = [
     "HistogramRelease",

@@ -31,6 +31,7 @@ from mechanisms.accounting import (
     check_epsilon,
     check_neighbouring,
 )
+from mechanisms.chunks import ChunkedTable
 from mechanisms.errors import MechanismError
 from mechanisms.noise import RandomSource, resolve_rng
 from mechanisms.schema import Schema
@@ -52,12 +53,21 @@ class ReleaseOutput:
 
 MechanismFn = Callable[..., ReleaseOutput]
 MECHANISMS: dict[str, MechanismFn] = {}
+CHUNKED: set[str] = set()  # mechanisms that also take a ChunkedTable (they only count)
 
 
-def register(name: str, function: MechanismFn) -> MechanismFn:
-    """Make `function` available to run_release under `name`."""
+def register(name: str, function: MechanismFn, *, chunked: bool = False) -> MechanismFn:
+    """Make `function` available to run_release under `name`; `chunked` if it reads a
+    ChunkedTable in one pass as well as a DataFrame."""
     MECHANISMS[name] = function
+    (CHUNKED.add if chunked else CHUNKED.discard)(name)
     return function
+
+
+def reads_in_chunks(name: str) -> bool:
+    """Whether the mechanism registered as `name` accepts a ChunkedTable."""
+    _ensure_registered()
+    return name in CHUNKED
 
 
 def _ensure_registered() -> None:
@@ -67,7 +77,7 @@ def _ensure_registered() -> None:
 
 def run_release(
     name: str,
-    data: pd.DataFrame,
+    data: pd.DataFrame | ChunkedTable,
     schema: Schema,
     *,
     epsilon: float,
@@ -83,6 +93,8 @@ def run_release(
 
     Privacy: whatever the named mechanism states; this wrapper adds no privacy loss.
     `input_sha256` is the hash of the input file if known; otherwise one of the DataFrame.
+    `data` may be a ChunkedTable for mechanisms registered as chunked; it then needs
+    `input_sha256`, since the chunks are read only once.
     """
     _ensure_registered()
     if name not in MECHANISMS:
@@ -91,6 +103,11 @@ def run_release(
         )
     if not isinstance(schema, Schema):
         raise MechanismError(f"schema ({type(schema).__name__}) must be a mechanisms.Schema")
+    if isinstance(data, ChunkedTable) and (name not in CHUNKED or not input_sha256):
+        raise MechanismError(
+            f"data in chunks needs input_sha256 and a counting mechanism "
+            f"({', '.join(sorted(CHUNKED))}), not {name!r}; pass a DataFrame instead"
+        )
     output = MECHANISMS[name](
         data,
         schema,

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from mechanisms.chunks import table_chunks
 from mechanisms.errors import MechanismError
 from mechanisms.noise import RandomSource, resolve_rng
 
@@ -118,8 +119,7 @@ class CategoricalColumn:
 
     def encode(self, values, first_row: int = 0) -> np.ndarray:
         """Category indices; unknown values go to the "(other)" cell or are refused."""
-        text = pd.Series(values, copy=False).astype("string")
-        codes = pd.Index(self.categories).get_indexer(text).astype(np.int64)
+        codes = self._category_indices(pd.Series(values, copy=False))
         unknown = codes < 0
         if unknown.any():
             if self.unknown == "reject":
@@ -130,6 +130,17 @@ class CategoricalColumn:
                 )
             codes[unknown] = len(self.categories)
         return codes
+
+    def _category_indices(self, values: pd.Series) -> np.ndarray:
+        """Index of each value's text among the categories, -1 if none. Text and integer
+        columns are compared once per distinct value (their distinct values have distinct
+        texts; floats and mixed objects may not: 0.0 and -0.0, 1 and True)."""
+        categories = pd.Index(self.categories)
+        if values.dtype.kind in "iu" or isinstance(values.dtype, pd.StringDtype):
+            codes, distinct = pd.factorize(values)  # missing values get -1
+            known = categories.get_indexer(pd.Series(distinct).astype("string"))
+            return np.append(known, -1).astype(np.int64)[codes]
+        return categories.get_indexer(values.astype("string")).astype(np.int64)
 
     def decode(self, codes: np.ndarray, rng: RandomSource) -> np.ndarray:
         """The category label of each code."""
@@ -323,19 +334,20 @@ class Schema:
             codes[:, j] = self.column(name).encode(data[name].to_numpy())
         return codes
 
-    def _flat_chunks(self, data: pd.DataFrame, columns):
-        """Yield (start, flat cell index of rows start:start + CHUNK_ROWS), row-major."""
+    def _flat_chunks(self, data, columns):
+        """Yield (start, flat cell index of one chunk's rows), row-major.
+
+        `data` is a DataFrame, encoded CHUNK_ROWS rows at a time, or a ChunkedTable.
+        """
         columns = self.resolve_columns(columns)
         shape = self.domain_shape(columns)
-        _check_present(data, columns)
         dtype = np.int32 if math.prod(shape) < 2**31 else np.int64
-        arrays = [data[name].to_numpy() for name in columns]
-        for start in range(0, len(data), CHUNK_ROWS):
-            stop = min(start + CHUNK_ROWS, len(data))
-            flat = np.zeros(stop - start, dtype=dtype)
-            for name, size, values in zip(columns, shape, arrays, strict=True):
+        for start, piece in table_chunks(data, CHUNK_ROWS):
+            _check_present(piece, columns)
+            flat = np.zeros(len(piece), dtype=dtype)
+            for name, size in zip(columns, shape, strict=True):
                 flat *= size
-                flat += self.column(name).encode(values[start:stop], start).astype(dtype)
+                flat += self.column(name).encode(piece[name], start).astype(dtype)
             yield start, flat
 
     def cell_index(self, data: pd.DataFrame, columns) -> np.ndarray:
@@ -343,10 +355,11 @@ class Schema:
         chunks = [flat for _, flat in self._flat_chunks(data, columns)]
         return np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.int32)
 
-    def cell_counts(self, data: pd.DataFrame, columns) -> np.ndarray:
+    def cell_counts(self, data, columns) -> np.ndarray:
         """Exact count of rows in each cell, shape `domain_shape(columns)`, int64.
 
-        Encodes in chunks of CHUNK_ROWS rows, so memory stays small whatever the row count.
+        `data` is a DataFrame or a ChunkedTable; either is encoded chunk by chunk, so memory
+        beyond the input stays small whatever the row count.
         """
         shape = self.domain_shape(columns)
         counts = np.zeros(math.prod(shape), dtype=np.int64)

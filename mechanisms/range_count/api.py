@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from mechanisms.accounting import zcdp_to_approx_dp
+from mechanisms.chunks import table_chunks
 from mechanisms.errors import MechanismError
 from mechanisms.noise import resolve_rng
 from mechanisms.range_count.core import IdentityPlan, PerQueryPlan, PrivacyTarget, privacy_target
@@ -38,6 +39,7 @@ from mechanisms.range_count.inputs import (
 from mechanisms.range_count.mn12 import N_MIN, QUANTILE, MN12Plan
 from mechanisms.range_count.tree import TreePlan
 from mechanisms.release import ReleaseOutput, json_bytes, register
+from mechanisms.schema import CHUNK_ROWS
 
 MECHANISM_NAMES = ("auto", "mn12", "tree", "identity", "per_query")
 ESTIMATORS = ("auto", "chain", "gls")
@@ -266,17 +268,27 @@ def workload_from_params(support: Support, params: dict, rng) -> list[dict]:
     return normalize_queries(queries, support.dim)
 
 
-def range_count_release(data: pd.DataFrame, schema, *, columns, params: dict, epsilon: float,
+def support_counts(support: Support, data, columns) -> np.ndarray:
+    """Records per support point, from a DataFrame or a ChunkedTable, one chunk at a time."""
+    counts = np.zeros(support.n, dtype=np.int64)
+    for _start, piece in table_chunks(data, CHUNK_ROWS):
+        values = np.column_stack([pd.to_numeric(piece[c], errors="coerce").to_numpy(float)
+                                  for c in columns])
+        counts += support.counts(values)
+    return counts
+
+
+def range_count_release(data, schema, *, columns, params: dict, epsilon: float,
                         delta: float, neighbouring: str, rng, progress=None):
     """release.py entry: answers.csv and structure.json for a workload of range counts.
 
     Privacy: as `range_count`; unit one row, under the declared neighbouring relation.
+    `data` is a DataFrame or a ChunkedTable (counted in one pass).
     """
     support = support_from_schema(schema, columns, params)
     queries = workload_from_params(support, params, rng)
-    values = np.column_stack([pd.to_numeric(data[c], errors="coerce").to_numpy(float)
-                              for c in columns])
-    result = range_count(support.counts(values), support, queries, epsilon=epsilon, delta=delta,
+    counts = support_counts(support, data, columns)
+    result = range_count(counts, support, queries, epsilon=epsilon, delta=delta,
                          neighbouring=neighbouring, mechanism=params.get("mechanism", "auto"),
                          estimator=params.get("estimator", "auto"),
                          quantile=float(params.get("quantile", QUANTILE)),
@@ -329,4 +341,4 @@ def answers_csv(queries: list[dict], answers, variance) -> str:
     return out.getvalue()
 
 
-register("range_count", range_count_release)
+register("range_count", range_count_release, chunked=True)
