@@ -443,9 +443,9 @@ def _fail_and_refund(dataset, locked, reason):
 
 def release_reap(*, now=None) -> dict:
     """One sweep: retry or fail releases whose worker died, send unsent or lost jobs, and remove
-    files left by killed executions. Safe to run from several processes at once."""
+    files left by killed executions and uploads. Safe to run from several processes at once."""
     now = now or timezone.now()
-    counts = {"retried": 0, "failed": 0, "sent": 0, "files_removed": 0}
+    counts = {"retried": 0, "failed": 0, "sent": 0, "files_removed": 0, "uploads_removed": 0}
     retried = []
     running = Release.objects.filter(status=Release.Status.RUNNING)
     for pk, dataset_pk in running.values_list("pk", "dataset_id"):
@@ -457,6 +457,7 @@ def release_reap(*, now=None) -> dict:
     for pk in sorted(set(retried) | set(_releases_to_send(now))):
         counts["sent"] += release_send(pk)
     counts["files_removed"] = _remove_orphan_files(now)
+    counts["uploads_removed"] = dataset_remove_orphan_files()
     return counts
 
 
