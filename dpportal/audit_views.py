@@ -16,10 +16,12 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
+from . import timing
 from .access import dataset_for_reader, datasets_visible_to, releases_visible_to
 from .audit_forms import AuditFilterForm, ReleaseFilterForm, method_title
-from .models import AuditEvent
+from .models import AuditEvent, Release
 from .packaging import escape_cell
+from .timing import shown_status, shown_time, shown_time_text
 
 RELEASE_COLUMNS = [
     ("id", "#"),
@@ -46,6 +48,8 @@ def release_list(request):
     page = Paginator(releases, 50).get_page(request.GET.get("page"))
     for release in page.object_list:
         release.method_title = method_title(release.mechanism)
+        status = shown_status(release, exact=_owns(request.user, release.dataset))
+        release.shown_status_label = Release.Status(status).label
     return render(request, "dpportal/release_list.html", {
         "form": form, "page": page, "nav": "releases",
         "columns": _sort_links(request, form), "query": _query_without(request, "page"),
@@ -81,13 +85,24 @@ def release_list_csv(request):
         return _invalid_filters(form, "release_list")
     header = ["release", "dataset", "method", "status", "epsilon", "delta", "neighbouring",
               "requested_by", "requested_at", "finished_at"]
-    rows = (
-        [r.pk, r.dataset.name, r.mechanism, r.status, r.epsilon.normalize(), r.delta.normalize(),
-         r.neighbouring, r.requested_by.username, r.created_at.isoformat(),
-         r.finished_at.isoformat() if r.finished_at else ""]
-        for r in releases
-    )
+    rows = (_release_row(r, exact=_owns(request.user, r.dataset)) for r in releases)
     return _csv_download(f"releases-{date.today():%Y%m%d}.csv", header, rows)
+
+
+def _owns(user, dataset) -> bool:
+    """Owners see exact times; auditors (and everyone for sign-in events, which have no
+    dataset) see them cut to the minute (dpportal/timing.py)."""
+    return dataset is not None and dataset.owner_id == user.pk
+
+
+def _release_row(release, *, exact) -> list:
+    status = shown_status(release, exact=exact)
+    finished = shown_time(release.finished_at, exact=exact) if status == release.status else None
+    return [release.pk, release.dataset.name, release.mechanism, status,
+            release.epsilon.normalize(), release.delta.normalize(), release.neighbouring,
+            release.requested_by.username,
+            shown_time(release.created_at, exact=exact).isoformat(),
+            finished.isoformat() if finished else ""]
 
 
 def _invalid_filters(form, page_name):
@@ -115,20 +130,26 @@ def _csv_download(filename, header, rows):
 @require_GET
 def dataset_ledger(request, pk):
     dataset = dataset_for_reader(request.user, pk)
-    entries = list(dataset.ledger.select_related("release", "release__requested_by"))
+    exact = _owns(request.user, dataset)
+    entries = dataset.ledger.select_related("release", "release__requested_by")
+    if not exact:  # auditors see entries (e.g. a refund when a release fails) on the minute
+        entries = entries.filter(created_at__lt=timing.last_whole_minute())
+    entries = list(entries)
+    for entry in entries:
+        entry.shown_when = shown_time_text(entry.created_at, exact=exact)
     return render(request, "dpportal/audit_ledger.html", {
-        "dataset": dataset, "entries": entries, "figure": ledger_figure(dataset, entries),
-        "nav": "releases",
+        "dataset": dataset, "entries": entries,
+        "figure": ledger_figure(dataset, entries, exact=exact), "nav": "releases",
     })
 
 
-def ledger_figure(dataset, entries) -> dict:
+def ledger_figure(dataset, entries, *, exact) -> dict:
     """A plotly figure (as JSON data) of ε spent over time, stepping at each ledger entry and
-    ending now at the dataset's current spend."""
+    ending now at the spend after the last entry; times to the minute unless `exact`."""
     times = [dataset.created_at] + [e.created_at for e in entries] + [timezone.now()]
-    spent = ([0.0] + [float(e.epsilon_spent_after) for e in entries]
-             + [float(dataset.epsilon_spent)])
-    times = [t.isoformat() for t in times]
+    spent = [0.0] + [float(e.epsilon_spent_after) for e in entries]
+    spent.append(spent[-1])
+    times = [shown_time(t, exact=exact).isoformat() for t in times]
     total = float(dataset.epsilon_total)
     return {
         "data": [
@@ -149,8 +170,9 @@ def ledger_figure(dataset, entries) -> dict:
 
 
 # Event details computed from the raw file: shown to the dataset's owner only (the hash could
-# confirm a guessed file; the row count is private when rows may be added or removed).
-OWNER_ONLY_DETAILS = {"sha256", "rows", "row_count", "size_bytes"}
+# confirm a guessed file; the row count is private when rows may be added or removed; a failed
+# release's reason can quote data, e.g. how many values fall outside the declared categories).
+OWNER_ONLY_DETAILS = {"sha256", "rows", "row_count", "size_bytes", "reason"}
 
 
 def shown_details(event, user) -> dict:
@@ -160,9 +182,12 @@ def shown_details(event, user) -> dict:
 
 
 def _visible_events(user):
+    """Events of the user's datasets and their own sign-ins; events of datasets they only audit
+    appear on the minute (T10), so polling the log does not time a release to the second."""
     visible = datasets_visible_to(user).values("pk")
+    on_the_minute = Q(dataset__owner=user) | Q(created_at__lt=timing.last_whole_minute())
     return AuditEvent.objects.filter(
-        Q(dataset__in=visible) | Q(actor=user, dataset__isnull=True)
+        (Q(dataset__in=visible) & on_the_minute) | Q(actor=user, dataset__isnull=True)
     ).select_related("dataset")
 
 
@@ -177,6 +202,8 @@ def audit_log(request):
     page = Paginator(events, 100).get_page(request.GET.get("page"))
     for event in page.object_list:
         event.shown_details = shown_details(event, request.user)
+        event.shown_when = shown_time_text(event.created_at, exact=_owns(request.user,
+                                                                         event.dataset))
     return render(request, "dpportal/audit_log.html", {
         "form": form, "page": page, "nav": "audit", "query": _query_without(request, "page"),
     })
@@ -190,7 +217,8 @@ def audit_log_csv(request):
     header = ["event", "when", "who", "action", "dataset", "release", "from", "details",
               "hash"]
     rows = (
-        [e.pk, e.created_at.isoformat(), e.actor_name or "system", e.action,
+        [e.pk, shown_time(e.created_at, exact=_owns(request.user, e.dataset)).isoformat(),
+         e.actor_name or "system", e.action,
          e.dataset.name if e.dataset else "", e.release_id or "", e.remote_addr or "",
          "; ".join(f"{k}={v}" for k, v in sorted(shown_details(e, request.user).items())),
          e.hash]

@@ -31,6 +31,7 @@ from .release_forms import (
     available_mechanisms,
 )
 from .signals import client_address
+from .timing import shown_duration_text, shown_status
 
 PREVIEW_ROWS = 25
 PREVIEW_FILES = ("synthetic.csv", "noisy_counts.csv", "answers.csv")
@@ -115,9 +116,12 @@ def _plain(value: Decimal) -> str:
 # ---------------------------------------------------------------- job page and results
 
 
+GENERIC_FAILURE = "The release failed; the custodian can see why."
+
+
+@require_GET
 def release_detail(request, pk):
-    release = release_for_reader(request.user, pk)
-    is_owner = release.dataset.owner_id == request.user.pk
+    release, is_owner = _release_as_seen(request.user, pk)
     card = CARDS_BY_NAME.get(release.mechanism)
     context = {"release": release, "is_owner": is_owner, "nav": "releases",
                "title": card.title if card else release.mechanism,
@@ -126,6 +130,10 @@ def release_detail(request, pk):
                "refunded": _refunded(release)}
     if release.status == Release.Status.DONE:
         context.update(_results_context(request, release, is_owner))
+    if release.status == Release.Status.FAILED and not is_owner:
+        # the mechanism's reason can quote facts about the data (e.g. how many values fall
+        # outside the declared categories, and the first row): the owner's eyes only
+        release.error_message = GENERIC_FAILURE
     return render(request, "dpportal/release_detail.html", context)
 
 
@@ -218,16 +226,36 @@ def _int(text, default) -> int:
         return default
 
 
+def _release_as_seen(user, pk) -> tuple[Release, bool]:
+    """The release and whether the user owns it. Auditors get it as it was at the last whole
+    minute (this copy is for display only and never saved): watching the job page or its
+    progress endpoint must not time a run to the second (T10)."""
+    release = release_for_reader(user, pk)
+    is_owner = release.dataset.owner_id == user.pk
+    status = shown_status(release, exact=is_owner)
+    if status != release.status:
+        release.status = status
+        release.finished_at = None
+        if status == Release.Status.QUEUED:
+            release.started_at = None
+    return release, is_owner
+
+
 def progress_payload(release, is_owner: bool) -> dict:
-    """Status and progress for the job page; times are rounded to minutes for auditors."""
+    """Status and progress for the job page. Auditors get only coarse state: the status as of
+    the last whole minute (see _release_as_seen), no step counts (each step's moment would time
+    the run) and the elapsed time in whole minutes. Owners, who can see the data anyway, get
+    live steps and exact times."""
     done, total = release.progress_done, release.progress_total
+    if not is_owner:
+        done = total = 0
     return {
         "status": release.status,
         "status_label": release.get_status_display(),
-        "stage": _stage_label(release),
+        "stage": _stage_label(release) if is_owner else release.get_status_display(),
         "done": done,
         "total": total,
-        "percent": _percent(release),
+        "percent": _percent(release) if is_owner else _percent_coarse(release),
         "elapsed": _elapsed_text(release, is_owner),
         "terminal": release.is_terminal,
     }
@@ -239,6 +267,10 @@ def _percent(release) -> int:
     if release.progress_total:
         return min(99, round(100 * release.progress_done / release.progress_total))
     return 0
+
+
+def _percent_coarse(release) -> int:
+    return 100 if release.status == Release.Status.DONE else 0
 
 
 def _stage_label(release) -> str:
@@ -259,17 +291,13 @@ def _elapsed_text(release, is_owner: bool) -> str:
         return ""
     end = release.finished_at or timezone.now()
     seconds = max(0, (end - release.started_at).total_seconds())
-    if not is_owner:  # quantised: exact run times can hint at the data
-        return f"about {max(1, round(seconds / 60))} min"
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    return f"{int(seconds // 60)} min {int(seconds % 60)} s"
+    return shown_duration_text(seconds, exact=is_owner)
 
 
 @require_GET
 def release_progress(request, pk):
-    release = release_for_reader(request.user, pk)
-    return JsonResponse(progress_payload(release, release.dataset.owner_id == request.user.pk))
+    release, is_owner = _release_as_seen(request.user, pk)
+    return JsonResponse(progress_payload(release, is_owner))
 
 
 @require_POST

@@ -80,6 +80,20 @@ def wait_for_worker_ready(log_path: Path, process, timeout=60):
     raise RuntimeError(f"Celery worker not ready in {timeout}s:\n{log_path.read_text()}")
 
 
+@pytest.fixture
+def a_minute_later(monkeypatch):
+    """Show auditors the world as it will be a minute from now: they see events and status
+    changes only once their minute has passed (T10, dpportal/timing.py)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from dpportal import timing
+
+    monkeypatch.setattr(timing, "last_whole_minute", lambda: timing.shown_time(
+        timezone.now() + timedelta(minutes=1), exact=False))
+
+
 def wait_until(predicate, timeout=60, interval=0.2):
     """Poll `predicate` until it returns a truthy value; return it, or fail after `timeout` s."""
     deadline = time.monotonic() + timeout

@@ -6,8 +6,8 @@ route × {anonymous, other custodian, auditor, owner} × {GET, POST, DELETE}:
 - another custodian gets exactly what a non-existent object gives (404, or 405 for a method
   the view never accepts) and never sees the owner's dataset name;
 - auditors read only the views in AUDITOR_READABLE, never see a custodian-only section,
-  everything else answers 403/404/405, and nothing an auditor does (GET or POST, to any route)
-  changes a dataset, release or ledger row;
+  everything else (and any POST or DELETE to an object) answers 403/404/405, and nothing
+  an auditor does (GET or POST, to any route) changes a dataset, release or ledger row;
 - neither sees a value planted in the owner's raw file (RAW_CANARIES);
 - the owner gets no 404;
 - nobody ever gets a server error (a view exception is recorded as a failure, named).
@@ -209,6 +209,8 @@ def judge(role, method, name, kwarg_names, response, world, clients, fail):
             fail(role, method, name, response, "auditors may read this view")
         if not readable and status not in REFUSED:
             fail(role, method, name, response, "auditors must be refused")
+        if readable and method != "GET" and status not in REFUSED:
+            fail(role, method, name, response, "auditors may only read (GET) this view")
         return None
     if role == "owner" and status == 404:
         fail(role, method, name, response, "the owner must reach their own objects")
@@ -300,4 +302,5 @@ def test_the_matrix_catches_a_leaky_view_and_an_auditor_write(world):
     assert "auditor POST dataset_write: 200 (auditors must be refused)" in text
     assert "auditor requests changed a dataset, release or ledger row" in text
     assert "auditor GET dataset_detail: 200 (shows a custodian-only section)" in text
+    assert "auditor POST dataset_detail: 200 (auditors may only read (GET) this view)" in text
     assert "auditor GET dataset_ledger: 200 (shows a value from the raw file)" in text

@@ -65,7 +65,7 @@ def test_every_listed_event_is_recorded_and_shown(lifecycle):
     assert by_action["budget_changed"].details["after"]["epsilon_total"] == "1.5"
 
 
-def test_auditors_see_the_datasets_events_but_not_the_owners_logins(lifecycle):
+def test_auditors_see_the_datasets_events_but_not_the_owners_logins(lifecycle, a_minute_later):
     client = Client()
     client.force_login(lifecycle["auditor_user"])
     shown = {e.action for e in client.get(reverse("audit_log")).context["page"].object_list}

@@ -179,7 +179,7 @@ def test_the_audit_log_shows_who_what_when_and_from_where(two_tenants):
     assert {"upload", "schema_confirmed", "release_requested", "download"} <= actions
 
 
-def test_the_audit_log_hides_other_tenants_events(two_tenants):
+def test_the_audit_log_hides_other_tenants_events(two_tenants, a_minute_later):
     t = two_tenants
     for user, dataset in (("bob", t["bobs"]), ("carol", t["adult"])):
         events = list(t[user].get(reverse("audit_log")).context["page"].object_list)
@@ -214,7 +214,7 @@ def test_audit_pages_refuse_post(two_tenants):
         assert two_tenants["alice"].post(reverse(name)).status_code == 405
 
 
-def test_auditors_do_not_see_details_computed_from_the_raw_file(two_tenants):
+def test_auditors_do_not_see_details_computed_from_the_raw_file(two_tenants, a_minute_later):
     t = two_tenants
     sha256 = t["adult"].sha256
     assert len(sha256) == 64

@@ -1,6 +1,7 @@
 """The new-release form, its accuracy estimate, submission, the job page, progress and cancel."""
 
 import math
+from datetime import timedelta
 from decimal import Decimal
 
 import numpy as np
@@ -8,9 +9,10 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 import mechanisms
-from dpportal import release_engine, services
+from dpportal import release_engine, services, timing
 from dpportal.models import AuditEvent, BudgetLedgerEntry, Release
 from tests.conftest import REPO_ROOT
 from tests.dpportal.test_foundation import DEMO_SCHEMA
@@ -211,15 +213,18 @@ def test_the_job_page_shows_a_queued_release_with_progress_and_cancel(owner, dat
     assert 'id="progress-config"' in page
 
 
-def test_progress_json_reports_stage_and_percent(owner, dataset, auditor):
+def test_progress_json_reports_stage_and_percent(owner, dataset, auditor, a_minute_later):
     release = make_release(owner, dataset, mechanism="mwem")
     Release.objects.filter(pk=release.pk).update(
         status=Release.Status.RUNNING, progress_done=3, progress_total=12,
-        progress_stage="running")
-    for user in (owner, auditor):
-        result = client_for(user).get(reverse("release_progress", args=[release.pk])).json()
-        assert result["status"] == "running" and result["stage"] == "Round 3 of 12"
-        assert result["percent"] == 25 and result["terminal"] is False
+        progress_stage="running", started_at=timezone.now())
+    result = client_for(owner).get(reverse("release_progress", args=[release.pk])).json()
+    assert result["status"] == "running" and result["stage"] == "Round 3 of 12"
+    assert result["percent"] == 25 and result["terminal"] is False
+    result = client_for(auditor).get(reverse("release_progress", args=[release.pk])).json()
+    assert result == {"status": "running", "status_label": "Running", "stage": "Running",
+                      "done": 0, "total": 0, "percent": 0, "elapsed": "about 1 min",
+                      "terminal": False}  # coarse: no steps, whole minutes
     stranger = make_user("stranger")
     assert client_for(stranger).get(
         reverse("release_progress", args=[release.pk])).status_code == 404
@@ -345,3 +350,47 @@ def test_a_deleted_dataset_takes_no_new_releases(owner, dataset):
     assert "This dataset has been deleted" in page and "<form" not in page.split("<main")[1]
     client.post(reverse("release_new", args=[dataset.pk]), histogram_post())
     assert not Release.objects.exists()
+
+
+def test_auditors_see_a_status_change_only_once_its_minute_has_passed(
+        owner, dataset, auditor, monkeypatch):
+    """T10: polling the job page or its progress must not time a run to the second."""
+    release = make_release(owner, dataset)
+    minute = timing.last_whole_minute()
+    Release.objects.filter(pk=release.pk).update(
+        status=Release.Status.DONE, started_at=minute + timedelta(seconds=7),
+        finished_at=minute + timedelta(seconds=19))
+    progress = reverse("release_progress", args=[release.pk])
+    seen = []
+    for now in (minute, minute + timedelta(minutes=1)):
+        monkeypatch.setattr(timing, "last_whole_minute", lambda now=now: now)
+        seen.append([client_for(who).get(progress).json()["status"] for who in (auditor, owner)])
+    assert seen == [["queued", "done"], ["done", "done"]]
+    monkeypatch.setattr(timing, "last_whole_minute", lambda: minute)
+    page = client_for(auditor).get(reverse("release_detail", args=[release.pk])).content.decode()
+    assert "Queued" in page and "Downloads" not in page
+
+
+def test_only_the_owner_sees_why_a_release_failed(owner, monkeypatch, tmp_path, a_minute_later):
+    """The mechanism's reason quotes the data (how many values fall outside the declared
+    categories, and the first row); auditors get a generic reason on every page."""
+    monkeypatch.setattr(services, "release_send", lambda pk: True)
+    path = tmp_path / "codes.csv"
+    path.write_text("code\nA\nB\nZ\nZ\n")
+    schema = {"columns": [{"name": "code", "type": "categorical", "categories": ["A", "B"],
+                           "unknown": "reject"}]}
+    dataset = make_dataset(owner, schema=schema, path=path)
+    auditor = make_user("auditor")
+    dataset.auditors.add(auditor)
+    release = make_release(owner, dataset, columns=["code"])
+    services.release_run(release_id=release.pk)
+    assert Release.objects.get(pk=release.pk).status == Release.Status.FAILED
+    detail = "2 values outside its declared categories (first at row 2)"
+    pages = [reverse("release_detail", args=[release.pk]), reverse("audit_log"),
+             reverse("audit_log_csv")]
+    owner_saw = [detail in client_for(owner).get(url).content.decode() for url in pages]
+    auditor_pages = [client_for(auditor).get(url).content.decode() for url in pages]
+    assert owner_saw == [True, True, True]
+    assert [("outside its declared" in page, "row 2" in page) for page in auditor_pages] == [
+        (False, False)] * 3
+    assert "The release failed; the custodian can see why." in auditor_pages[0]

@@ -71,7 +71,7 @@ def test_the_owner_sees_summary_preview_charts_and_the_custodian_box(owner, done
     assert any(trace["type"] == "heatmap" for figure in figures for trace in figure["data"])
 
 
-def test_auditors_see_only_public_parts(auditor, done_release):
+def test_auditors_see_only_public_parts(auditor, done_release, a_minute_later):
     response = client_for(auditor).get(reverse("release_detail", args=[done_release.pk]))
     page = response.content.decode()
     assert response.status_code == 200
