@@ -18,7 +18,6 @@ means uniform over cells (each cell gets mix/m), for which the theorem's proof h
 
 from __future__ import annotations
 
-import io
 import math
 from dataclasses import dataclass
 
@@ -29,7 +28,7 @@ from mechanisms.accounting import check_epsilon, check_neighbouring
 from mechanisms.chunks import ChunkedTable
 from mechanisms.errors import MechanismError
 from mechanisms.noise import RandomSource, resolve_rng
-from mechanisms.release import ReleaseOutput, register
+from mechanisms.release import ReleaseOutput, csv_bytes, register
 from mechanisms.schema import NumericColumn, Schema
 
 UNIT = "one row of the input table"
@@ -283,12 +282,6 @@ def cell_table(schema: Schema, release: HistogramRelease, value_name: str) -> pd
     return pd.DataFrame(table)
 
 
-def _csv_bytes(frame: pd.DataFrame) -> bytes:
-    buffer = io.StringIO()
-    frame.to_csv(buffer, index=False)
-    return buffer.getvalue().encode()
-
-
 def _release_output(schema, release: HistogramRelease, progress, value_name: str, files_note):
     """Package a release; `progress` hears (1, 2) once sampled and (2, 2) once files are built."""
     if progress:
@@ -302,8 +295,8 @@ def _release_output(schema, release: HistogramRelease, progress, value_name: str
     }
     counts = cell_table(schema, release, value_name)
     files = {
-        "synthetic.csv": _csv_bytes(release.synthetic),
-        "noisy_counts.csv": _csv_bytes(counts),
+        "synthetic.csv": csv_bytes(release.synthetic),
+        "noisy_counts.csv": csv_bytes(counts),
     }
     trace = {"shape": list(release.shape), "counts": release.released_counts.ravel().tolist()}
     if progress:

@@ -7,7 +7,6 @@ measured query spans both. ``dense=True`` starts from one group over the whole d
 
 from __future__ import annotations
 
-import io
 import itertools
 import math
 from collections.abc import Callable
@@ -18,7 +17,7 @@ import numpy as np
 from mechanisms.accounting import check_epsilon, check_neighbouring
 from mechanisms.errors import MechanismError
 from mechanisms.noise import exponential_mechanism, resolve_rng
-from mechanisms.release import ReleaseOutput, json_bytes, register
+from mechanisms.release import ReleaseOutput, csv_bytes, json_bytes, register
 from mechanisms.schema import NumericColumn
 from mechanisms.workload import Query, expand_workload, load_workload, marginals_spec
 
@@ -620,9 +619,7 @@ def _run_mwem(data, schema, *, columns, params, epsilon, delta, neighbouring, rn
         "files": {"synthetic.csv": "rows sampled from MWEM's fitted distribution",
                   "measurements.json": "every noisy measurement MWEM made (itself the DP release)"},
     }
-    buffer = io.StringIO()
-    synthetic.to_csv(buffer, index=False)
-    files = {"synthetic.csv": buffer.getvalue().encode(),
+    files = {"synthetic.csv": csv_bytes(synthetic),
              "measurements.json": json_bytes({
                  "budget_split": result.budget, "cell_order": CELL_ORDER,
                  "measurements": measurements})}

