@@ -22,13 +22,10 @@ from .dataset_forms import (
     schema_initial,
 )
 from .models import Release
+from .signals import client_address
 from .storage import UPLOAD_FIELD, PrivateUploadHandler
 
 FORM_OVERHEAD_BYTES = 64 * 1024  # room for the text fields beside the file
-
-
-def client_address(request):
-    return request.META.get("REMOTE_ADDR")
 
 
 def url_or_none(name, **kwargs):

@@ -1,14 +1,23 @@
 """Record logins, failed logins and logouts in the audit log."""
 
+import ipaddress
+
 from django.contrib.auth.signals import user_logged_in, user_logged_out, user_login_failed
 from django.dispatch import receiver
 
+from .login_limit import client_address as proxy_aware_address
 from .models import AuditEvent
 from .services import audit_record
 
 
 def client_address(request):
-    return request.META.get("REMOTE_ADDR") if request is not None else None
+    """The "from where" of every audit event: the login limit's client address (behind the TLS
+    proxy, the address the proxy appended), or None when unknown or not an IP address."""
+    address = proxy_aware_address(request) if request is not None else ""
+    try:
+        return str(ipaddress.ip_address(address))
+    except ValueError:
+        return None
 
 
 @receiver(user_logged_in)

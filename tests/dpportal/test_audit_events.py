@@ -78,3 +78,39 @@ def test_auditors_see_the_datasets_events_but_not_the_owners_logins(lifecycle, a
 def test_the_chain_over_the_whole_lifecycle_verifies(lifecycle, capsys):
     call_command("verify_audit_chain")
     assert "Audit chain intact" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("behind_proxy, expected", [
+    (True, "198.51.100.4"),  # the address the TLS proxy appended last
+    (False, "203.0.113.7"),  # no proxy: X-Forwarded-For is forged, the socket address counts
+])
+def test_every_audit_event_records_the_address_the_login_limit_uses(
+        settings, behind_proxy, expected):
+    """Sign-in, sign-out, dataset pages and releases all take "from where" from one place
+    (dpportal/signals.client_address, i.e. login_limit.client_address)."""
+    settings.SECURE_PROXY_SSL_HEADER = (
+        ("HTTP_X_FORWARDED_PROTO", "https") if behind_proxy else None)
+    owner = get_user_model().objects.create_user(username="olga", password="pw-unused-1")
+    client = Client(REMOTE_ADDR="203.0.113.7", HTTP_X_FORWARDED_FOR="6.6.6.6, 198.51.100.4",
+                    HTTP_X_FORWARDED_PROTO="https")
+    assert client.post(reverse("login"), {"username": "olga", "password": "pw-unused-1"},
+                       secure=behind_proxy).status_code == 302
+    dataset = make_demo_dataset(owner)
+    assert client.post(reverse("dataset_budget", args=[dataset.pk]),
+                       {"epsilon_total": "0.5", "delta_total": "0",
+                        "neighbouring": dataset.neighbouring},
+                       secure=behind_proxy).status_code == 302
+    client.post(reverse("logout"), secure=behind_proxy)
+    client.post(reverse("login"), {"username": "olga", "password": "wrong"}, secure=behind_proxy)
+    seen = dict(AuditEvent.objects.exclude(action="upload").exclude(action="schema_confirmed")
+                .values_list("action", "remote_addr"))
+    assert seen == {"login": expected, "budget_changed": expected, "logout": expected,
+                    "login_failed": expected}
+
+
+def test_an_address_that_is_not_an_ip_is_recorded_as_unknown(settings):
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    client = Client(REMOTE_ADDR="203.0.113.7", HTTP_X_FORWARDED_FOR="not-an-address")
+    client.post(reverse("login"), {"username": "nobody", "password": "x"}, secure=True)
+    assert list(AuditEvent.objects.values_list("action", "remote_addr")) == [
+        ("login_failed", None)]
