@@ -62,6 +62,12 @@ MECHANISM_CARDS = (
 )
 CARDS_BY_NAME = {card.name: card for card in MECHANISM_CARDS}
 
+
+def mechanism_title(name: str) -> str:
+    """The plain-language title shown to people for a mechanism id (the id if unknown)."""
+    card = CARDS_BY_NAME.get(name)
+    return card.title if card else name
+
 RANGE_WORKLOADS = (
     ("prefixes", "Intervals from the lower bound up to every grid point (with one column, any "
                  "interval is the difference of two of these)"),

@@ -368,7 +368,7 @@ def test_dataset_page_for_owner(owner, dataset):
     response = client_for(owner).get(reverse("dataset_detail", args=[dataset.pk]))
     text = response.content.decode()
     assert response.status_code == 200
-    assert '<progress id="budget-left"' in text and "25% spent" in text
+    assert '<progress id="budget-spent"' in text and "25% spent" in text
     assert f'href="{reverse("release_detail", kwargs={"pk": release.pk})}"' in text
     assert f'href="{reverse("release_new", kwargs={"dataset_pk": dataset.pk})}"' in text
     assert "Read as" in text and "Add auditor" in text and "Change the budget" in text
