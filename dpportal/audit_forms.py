@@ -4,15 +4,14 @@ from django import forms
 from django.contrib.auth import get_user_model
 
 from .models import AuditEvent, Release
-from .release_forms import CARDS_BY_NAME
+from .release_forms import mechanism_title
 
 ANY = [("", "Any")]
 
 
 def method_title(mechanism: str) -> str:
     """The plain-language name of a mechanism, as on the new-release cards."""
-    card = CARDS_BY_NAME.get(mechanism)
-    return card.title if card else mechanism.replace("_", " ")
+    return mechanism_title(mechanism)
 
 
 class DateRangeForm(forms.Form):

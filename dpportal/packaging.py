@@ -11,12 +11,15 @@ import json
 import os
 import re
 import secrets
+import textwrap
 import zipfile
 from pathlib import Path
 
 from django.conf import settings
 
 import mechanisms
+
+from .release_forms import mechanism_title
 
 # Spreadsheets treat a cell starting with one of these as a formula (or strip it silently).
 FORMULA_TRIGGERS = ("=", "+", "-", "@", "\t", "\r", "\0")
@@ -134,44 +137,63 @@ FILE_DESCRIPTIONS = {
 }
 
 
+# Mechanisms whose published counts are counts of made-up rows, so never negative.
+NON_NEGATIVE_OUTPUT = {"mwem", "smoothed_histogram"}
+
+
+def _paragraph(text: str) -> str:
+    return textwrap.fill(" ".join(text.split()), width=78, initial_indent="  ",
+                         subsequent_indent="  ", break_on_hyphens=False)
+
+
 def readme_text(release, names) -> str:
     """A plain-language explanation of the package and its privacy guarantee."""
     delta = release.delta
-    delta_line = (
+    delta_words = (
         f"and delta = {delta.normalize():f} (a tiny chance, at most {delta.normalize():f}, that "
         "the guarantee below does not hold)"
         if delta > 0 else "and delta = 0 (the guarantee always holds)"
     )
-    relation = (
-        "changing any one row of the table into any other row"
-        if release.neighbouring == "replace-one" else "adding or removing any one row"
-    )
-    listing = "\n".join(f"  {name}: {FILE_DESCRIPTIONS.get(name, 'part of the release')}"
-                        for name in names)
-    return f"""Differentially private release {release.pk}
-{"=" * (33 + len(str(release.pk)))}
+    change = "replaced" if release.neighbouring == "replace-one" else "added or removed"
+    negative = ("" if release.mechanism in NON_NEGATIVE_OUTPUT
+                else " Counts can even be negative where noise was added.")
+    listing = "\n".join(
+        textwrap.fill(f"{name}: {FILE_DESCRIPTIONS.get(name, 'part of the release')}", width=78,
+                      initial_indent="  ", subsequent_indent="    ")
+        for name in names)
+    title = f"Differentially private release {release.pk}"
+    what = _paragraph(
+        f'A release of the kind "{mechanism_title(release.mechanism)}", made from the columns '
+        f"{', '.join(release.columns)} of a private table, with epsilon = "
+        f"{release.epsilon.normalize():f} {delta_words}.")
+    meaning = _paragraph(
+        "Random noise was added so that anything you can learn from these files would have "
+        "been almost as likely to be learnt if any one person's row had been "
+        f"{change}. So these files reveal very little about any one person in the table. "
+        "The smaller epsilon is, the stronger the protection and the noisier the numbers. "
+        "The protection holds whatever else you know and whatever you do with these files.")
+    limits = _paragraph(
+        f"The numbers are not exact: small counts in particular can be far off.{negative} "
+        "Patterns that involve many rows are usually reliable. Nothing in these files was "
+        "computed by comparing with the private table.")
+    spreadsheets = _paragraph(
+        "Text cells that begin with = + - @ or a tab were prefixed with an apostrophe (') so "
+        "that a spreadsheet does not run them as formulas.")
+    return f"""{title}
+{"=" * len(title)}
 
 What this is
-  A release made with the "{release.mechanism}" mechanism from the columns
-  {", ".join(release.columns)} of a private table. It was made with epsilon =
-  {release.epsilon.normalize():f} {delta_line}.
+{what}
 
 What the guarantee means, in plain words
-  Random noise was added so that anything you can learn from these files would have been
-  almost as likely to be learnt if {relation}. So these files reveal very little about any
-  one person in the table. The smaller epsilon is, the stronger the protection and the
-  noisier the numbers. The protection holds whatever else you know and whatever you do with
-  these files.
+{meaning}
 
 What it does not mean
-  The numbers are not exact: small counts in particular can be far off, and may even be
-  negative where noise was added. Patterns that involve many rows are usually reliable.
-  Nothing in these files was computed by comparing with the private table.
+{limits}
 
 Files
 {listing}
 
 Spreadsheets
-  Text cells that begin with = + - @ or a tab were prefixed with an apostrophe (') so that a
-  spreadsheet does not run them as formulas.
+{spreadsheets}
 """

@@ -64,9 +64,9 @@ CARDS_BY_NAME = {card.name: card for card in MECHANISM_CARDS}
 
 
 def mechanism_title(name: str) -> str:
-    """The plain-language title shown to people for a mechanism id (the id if unknown)."""
+    """The plain-language title shown to people for a mechanism id (the id in words if unknown)."""
     card = CARDS_BY_NAME.get(name)
-    return card.title if card else name
+    return card.title if card else name.replace("_", " ")
 
 RANGE_WORKLOADS = (
     ("prefixes", "Intervals from the lower bound up to every grid point (with one column, any "

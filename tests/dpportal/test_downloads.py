@@ -126,8 +126,10 @@ def test_the_zip_holds_the_public_package_and_nothing_custodian_only(owner, done
     assert done_release.dataset.sha256.encode() not in everything
     assert b"tvd" not in everything.lower() and b"original" not in everything.lower()
     readme = archive.read(folder + "README.txt").decode()
-    assert "epsilon =\n  0.5" in readme or "epsilon = 0.5" in readme
-    assert "changing any one row" in readme
+    flat = " ".join(readme.split())
+    assert "epsilon = 0.5" in flat and "if any one person's row had been replaced." in flat
+    assert '"Noisy histogram"' in flat and "can even be negative" in flat
+    assert max(len(line) for line in readme.splitlines()) <= 78
 
 
 def test_downloads_are_permission_checked_and_audited(owner, dataset, done_release):
