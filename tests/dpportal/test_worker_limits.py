@@ -208,23 +208,34 @@ def test_reaper_resends_queued_jobs_lost_by_a_redis_restart(
 
 LIMITS = {"DPPORTAL_TASK_SOFT_TIME_LIMIT": "2", "DPPORTAL_TASK_TIME_LIMIT": "5",
           "DPPORTAL_HEARTBEAT_SECONDS": "1", "DPPORTAL_LEASE_SECONDS": "4"}
+# The soft-limit test ends its job at the soft limit (2 s), then the worker records the failure
+# and removes the work folder. With the hard limit 3 s later, a loaded machine (slow database
+# writes, heartbeat thread) could be killed mid-cleanup, leaving the folder: the flake. Its hard
+# limit is therefore far away; the job (20 s) would still finish, and be caught as done, if the
+# soft limit did not stop it.
+SOFT_ONLY = {**LIMITS, "DPPORTAL_TASK_TIME_LIMIT": "120"}
+
+
+def use_limits(monkeypatch, env):
+    """The limits travel in the task message, so the sending side must use them too."""
+    from dpportal.tasks import run_release
+
+    monkeypatch.setattr(run_release, "soft_time_limit", int(env["DPPORTAL_TASK_SOFT_TIME_LIMIT"]))
+    monkeypatch.setattr(run_release, "time_limit", int(env["DPPORTAL_TASK_TIME_LIMIT"]))
+    monkeypatch.setattr(run_release, "_exec_options", None)  # Celery caches them per task
 
 
 @pytest.fixture
 def short_limits(monkeypatch):
-    """The limits travel in the task message, so the sending side must use them too."""
-    from dpportal.tasks import run_release
-
-    monkeypatch.setattr(run_release, "soft_time_limit", 2)
-    monkeypatch.setattr(run_release, "time_limit", 5)
-    monkeypatch.setattr(run_release, "_exec_options", None)  # Celery caches them per task
+    use_limits(monkeypatch, LIMITS)
 
 
 @WORKER_DB
 def test_soft_time_limit_fails_the_release_and_removes_its_temp_files(
-        owner_and_dataset, exec_log, short_limits):
+        owner_and_dataset, exec_log, monkeypatch):
+    use_limits(monkeypatch, SOFT_ONLY)
     owner, dataset = owner_and_dataset
-    with start_worker(connection, env=LIMITS):
+    with start_worker(connection, env=SOFT_ONLY):
         release = submit(owner, dataset, exec_log, "soft", seconds=20)
         done = wait_until(lambda: terminal(release), timeout=60)
     run = executions(exec_log)["soft"][0]
