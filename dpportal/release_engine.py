@@ -120,10 +120,25 @@ def expected_accuracy(dataset, *, mechanism, columns, params, epsilon, delta=0.0
     if mechanism == "smoothed_histogram":
         return _smoothed_accuracy(dataset, params["rows"], cells, epsilon)
     noise = discrete_laplace_std(sensitivity / epsilon)
-    lines = [f"The chosen columns make {cells:,} cells. Each cell's count gets random noise of "
-             f"typically ±{noise:,.1f} rows."]
+    lines = [f"The chosen columns make {combinations(schema, columns)}. Each combination's "
+             f"count gets random noise of typically ±{noise:,.1f} rows."]
     lines.append(_relative_error_line(noise, dataset.row_count / cells))
     return lines
+
+
+def combinations(schema, columns) -> str:
+    """'24 combinations (8 age bins × 3 sex values)': the cells, in words."""
+    parts = []
+    for name in columns:
+        spec = schema.column(name)
+        unit = "bins" if isinstance(spec, mechanisms.schema.NumericColumn) else "values"
+        parts.append(f"{spec.n_cells} {name} {unit}")
+    total = math.prod(schema.column(name).n_cells for name in columns)
+    return f"{total:,} combinations ({' × '.join(parts)})"
+
+
+def _share_text(share: float) -> str:
+    return "under 1%" if share < 0.01 else f"about {share:.0%}"
 
 
 def _relative_error_line(noise: float, rows_per_cell: float) -> str:
@@ -132,8 +147,9 @@ def _relative_error_line(noise: float, rows_per_cell: float) -> str:
     share = noise / rows_per_cell
     verdict = ("small" if share < 0.1 else "noticeable" if share < 0.5 else
                "large: consider fewer columns, fewer bins or a larger ε")
-    return (f"An average cell holds about {rows_per_cell:,.0f} rows, so the typical error is "
-            f"about {share:.0%} of an average cell ({verdict}). Small cells are affected more.")
+    return (f"An average combination holds about {rows_per_cell:,.0f} rows, so the typical "
+            f"error is {_share_text(share)} of that ({verdict}). Rare combinations are "
+            "affected more.")
 
 
 def _mwem_accuracy(schema, columns, params, epsilon, dataset, shape) -> list[str]:

@@ -150,6 +150,7 @@ class ReleaseForm(forms.Form):
         self.fields["epsilon"].initial = suggested_epsilon(dataset.epsilon_remaining)
         self.schema = mechanisms.Schema.from_dict(dataset.schema)
         self.fields["mechanism"].choices = [(c.name, c.title) for c in available_mechanisms()]
+        self.fields["mechanism"].initial = next(iter(self.fields["mechanism"].choices), ("",))[0]
         self.fields["columns"].choices = [
             (name, f"{name} ({_describe(spec)})") for name, spec in self.releasable_columns()
         ]
@@ -267,7 +268,8 @@ def suggested_epsilon(remaining: Decimal) -> Decimal | None:
 def _describe(spec) -> str:
     if isinstance(spec, mechanisms.schema.NumericColumn):
         return f"numeric, {spec.lower:g} to {spec.upper:g}, {spec.n_cells} bins"
-    return f"categorical, {spec.n_cells} categories"
+    other = " + (other)" if spec.unknown == "other" else ""
+    return f"categorical, {len(spec.categories)} categories{other}"
 
 
 class RangeQueryForm(forms.Form):

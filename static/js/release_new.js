@@ -55,6 +55,11 @@
   }
 
   function estimate() {
+    if (!form.querySelector("input[name=columns]:checked")) {
+      output.replaceChildren(paragraph("Now choose the columns to release (step 2) to see the expected accuracy."));
+      section.setAttribute("aria-busy", "false");
+      return;
+    }
     var params = new URLSearchParams(new FormData(form));
     params.delete("csrfmiddlewaretoken");
     var request = ++latest;

@@ -1,6 +1,7 @@
 """The new-release form, its accuracy estimate, submission, the job page, progress and cancel."""
 
 import math
+import re
 from datetime import timedelta
 from decimal import Decimal
 
@@ -72,6 +73,9 @@ def test_it_shows_the_form_with_cards_and_schema_columns(owner, dataset):
     assert "Noisy histogram" in page and "Good for:" in page
     assert 'value="age"' in page and 'value="sex"' in page
     assert 'value="fnlwgt"' not in page  # ignored in the schema: not releasable
+    assert "sex (categorical, 2 categories + (other))" in page
+    # preselected, so the estimate appears at once
+    assert re.search(r'value="perturbed_histogram"\s+checked', page)
     assert "seed" not in page.lower()
 
 
@@ -164,7 +168,8 @@ def test_the_estimate_predicts_accuracy_and_budget_without_the_data(owner, datas
     assert result["epsilon_left"] == "0.75" and result["fits"] is True
     noise = release_engine.discrete_laplace_std(2 / 0.25)
     assert f"±{noise:,.1f} rows" in result["accuracy"][0]
-    assert "24 cells" in result["accuracy"][0]  # age: 8 bins × sex: 2 categories + (other)
+    assert "24 combinations (8 age bins × 3 sex values)" in result["accuracy"][0]
+    assert "error is under 1% of that" in result["accuracy"][1]  # ±11 rows of ~2,000
 
 
 def test_the_estimate_warns_when_the_budget_does_not_fit(owner, dataset):
