@@ -76,6 +76,17 @@ class BudgetForm(forms.Form):
     neighbouring = neighbouring_field()
 
 
+class PublicKnowledgeForm(forms.Form):
+    """The owner's statement, required to confirm a schema, that it is public knowledge."""
+
+    public_knowledge = forms.BooleanField(
+        label="These bounds and categories come from public knowledge (e.g. a code book), not "
+              "from looking at the data",
+        error_messages={"required": "Nothing was saved: tick the box to confirm that these "
+                                    "bounds and categories come from public knowledge, or "
+                                    "replace those that do not first."})
+
+
 class AuditorForm(forms.Form):
     username = forms.CharField(label="Username", max_length=150)
 

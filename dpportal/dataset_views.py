@@ -18,6 +18,7 @@ from .dataset_forms import (
     BudgetForm,
     DatasetUploadForm,
     DeleteForm,
+    PublicKnowledgeForm,
     SchemaFormSet,
     schema_initial,
 )
@@ -231,11 +232,12 @@ def dataset_schema(request, pk):
     entries = _schema_entries(dataset)
     initial = [schema_initial(e) for e in entries]
     formset = SchemaFormSet(request.POST or None, initial=initial)
+    statement = PublicKnowledgeForm(request.POST or None)
     if request.method == "POST" and formset.total_form_count() != len(dataset.columns):
         formset = SchemaFormSet(initial=initial)
         formset._non_form_errors = formset.error_class(
             ["The page was out of date (the columns changed); check the values and confirm again."])
-    elif request.method == "POST" and formset.is_valid():
+    elif request.method == "POST" and all([formset.is_valid(), statement.is_valid()]):
         schema = {"columns": [form.schema_entry(name)
                               for form, name in zip(formset.forms, dataset.columns, strict=True)]}
         try:
@@ -251,6 +253,7 @@ def dataset_schema(request, pk):
     status = 400 if request.method == "POST" else 200
     return render(request, "dpportal/dataset_schema.html",
                   {"dataset": dataset, "formset": formset, "rows": rows, "nav": "datasets",
+                   "statement": statement,
                    "from_proposal": not dataset.schema_confirmed}, status=status)
 
 

@@ -1,6 +1,7 @@
 """Dataset pages and services: upload, budget, schema, dataset page, auditors, deletion."""
 
 import json
+import re
 import stat
 from decimal import Decimal
 from pathlib import Path
@@ -267,9 +268,11 @@ def test_schema_page_proposes_from_data_and_marks_it(owner, dataset):
     assert not dataset.schema_confirmed
 
 
-def schema_post(rows):
+def schema_post(rows, public_knowledge=True):
     data = {"form-TOTAL_FORMS": str(len(rows)), "form-INITIAL_FORMS": str(len(rows)),
             "form-MIN_NUM_FORMS": "1", "form-MAX_NUM_FORMS": "1000"}
+    if public_knowledge:
+        data["public_knowledge"] = "on"
     for i, row in enumerate(rows):
         data |= {f"form-{i}-{key}": value for key, value in row.items()}
     return data
@@ -281,6 +284,18 @@ GOOD_ROWS = [
     {"type": "ignored"},
 ]
 
+
+def test_schema_confirmation_needs_the_public_knowledge_statement(owner, dataset):
+    page = client_for(owner).get(reverse("dataset_schema", args=[dataset.pk])).content.decode()
+    assert re.search(r'<input type="checkbox" name="public_knowledge"[^>]*required', page)
+    assert ("These bounds and categories come from public knowledge (e.g. a code book), not "
+            "from looking at the data</label>") in page
+    response = client_for(owner).post(reverse("dataset_schema", args=[dataset.pk]),
+                                      schema_post(GOOD_ROWS, public_knowledge=False))
+    dataset.refresh_from_db()
+    assert response.status_code == 400 and not dataset.schema_confirmed
+    assert "tick the box to confirm" in response.content.decode()
+    assert not AuditEvent.objects.filter(action=AuditEvent.Action.SCHEMA_CONFIRMED).exists()
 
 def test_schema_confirmation_stores_the_mechanisms_schema(owner, dataset):
     response = client_for(owner).post(reverse("dataset_schema", args=[dataset.pk]),
