@@ -25,6 +25,7 @@ from .dataset_forms import (
 from .models import Release
 from .signals import client_address
 from .storage import UPLOAD_FIELD, PrivateUploadHandler
+from .timing import shown_status
 
 FORM_OVERHEAD_BYTES = 64 * 1024  # room for the text fields beside the file
 
@@ -111,7 +112,9 @@ def _upload_page(request, form, status=200):
 def dataset_detail(request, pk):
     dataset = dataset_for_reader(request.user, pk)
     owner = is_owner(request.user, dataset)
-    releases = Release.objects.filter(dataset=dataset).select_related("requested_by")
+    releases = list(Release.objects.filter(dataset=dataset).select_related("requested_by"))
+    for release in releases:  # auditors: the status as of the last whole minute (T10)
+        release.shown_status_label = Release.Status(shown_status(release, exact=owner)).label
     context = {
         "dataset": dataset,
         "is_owner": owner,
