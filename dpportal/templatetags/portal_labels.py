@@ -1,13 +1,65 @@
-"""Template filters for plain-language labels: {% load portal_labels %}."""
+"""Template filters and tags for plain-language labels: {% load portal_labels %}."""
+
+import json
+import re
 
 from django import template
 
+from dpportal.release_engine import RANGE_METHOD_NAMES
 from dpportal.release_forms import mechanism_title as _mechanism_title
 
 register = template.Library()
+
+PATTERN_WORDS = {1: "each column on its own", 2: "all pairs of columns",
+                 3: "all triples of columns"}
+RANGE_METHOD_WORDS = {"auto": "chosen automatically", **RANGE_METHOD_NAMES}
+PARAMETER_NAMES = {"rows": "synthetic rows", "cells": "combinations of values",
+                   "rounds": "rounds", "mix": "share spread evenly",
+                   "recommended_bins_per_numeric_column": "suggested bins per numeric column",
+                   "grid": "grid points per column", "mechanism": "method",
+                   "random_boxes": "random boxes",
+                   "random_halfspaces": "random regions cut by a line"}
+DECIMAL_NUMBER = re.compile(r"-?\d+\.\d{3,}(e[-+]?\d+)?")
 
 
 @register.filter
 def mechanism_title(name):
     """`{{ release.mechanism|mechanism_title }}` → "Synthetic data (MWEM)"."""
     return _mechanism_title(name)
+
+
+@register.filter
+def short_number(cell):
+    """A preview cell: long decimals rounded to 2 places for display (files are unchanged)."""
+    text = str(cell)
+    return f"{float(text):.2f}" if DECIMAL_NUMBER.fullmatch(text) else text
+
+
+@register.simple_tag
+def parameter_text(key, value):
+    """One recorded mechanism setting as a readable 'name: value'."""
+    if isinstance(value, str) and value[:1] in "[{":
+        value = json.loads(value)
+    if key == "workload" and isinstance(value, dict):
+        return f"patterns: {_workload_words(value)}"
+    if key == "mechanism":
+        value = RANGE_METHOD_WORDS.get(value, value)
+    elif key == "prefixes":
+        return "ranges: intervals from the lower bound up to every grid point"
+    elif key == "mix" and isinstance(value, float):
+        value = f"{value:.0%}"
+    elif isinstance(value, list):
+        value = " × ".join(str(item) for item in value)
+    elif isinstance(value, dict):
+        value = json.dumps(value)
+    return f"{PARAMETER_NAMES.get(key, key.replace('_', ' '))}: {value}"
+
+
+def _workload_words(spec: dict) -> str:
+    words = []
+    for query in spec.get("queries", []):
+        if query.get("type") == "marginals" and query.get("k") in PATTERN_WORDS:
+            words.append(PATTERN_WORDS[query["k"]])
+        else:
+            words.append(json.dumps(query))
+    return "; ".join(words) or "none"

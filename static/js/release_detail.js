@@ -46,6 +46,28 @@
     window.setTimeout(update, 1000);
   }
 
+  // The custodian-only comparison is computed just after the release: fetch this page again
+  // until it is there, then swap in the new box (at most about two minutes).
+  function pollComparison(attempt) {
+    if (!document.getElementById("comparison-pending") || attempt > 40) { return; }
+    window.setTimeout(function () {
+      fetch(window.location.href, { credentials: "same-origin" })
+        .then(function (response) { return response.text(); })
+        .then(function (html) {
+          var page = new DOMParser().parseFromString(html, "text/html");
+          var fresh = page.getElementById("custodian-section");
+          if (fresh && !fresh.querySelector("#comparison-pending")) {
+            document.getElementById("custodian-section").replaceWith(document.adoptNode(fresh));
+            drawCharts();
+          } else {
+            pollComparison(attempt + 1);
+          }
+        })
+        .catch(function () { pollComparison(attempt + 1); });
+    }, 3000);
+  }
+
   drawCharts();
   pollProgress();
+  pollComparison(0);
 })();

@@ -8,8 +8,9 @@ import stat
 import pytest
 from django.urls import reverse
 
-from dpportal import services, utility
+from dpportal import packaging, services, utility
 from dpportal.models import Release
+from dpportal.templatetags.portal_labels import parameter_text, short_number
 from tests.conftest import wait_until
 from tests.dpportal.test_release_pages import (
     client_for,
@@ -69,6 +70,26 @@ def test_the_owner_sees_summary_preview_charts_and_the_custodian_box(owner, done
     names = [trace.get("name") for figure in figures for trace in figure["data"]]
     assert "Original (custodian-only)" in names and "Release" in names
     assert any(trace["type"] == "heatmap" for figure in figures for trace in figure["data"])
+
+
+def test_the_results_page_is_readable(owner, done_release):
+    """Contents list, settings in words, preview numbers rounded (the file keeps them in full)."""
+    page = client_for(owner).get(reverse("release_detail", args=[done_release.pk])).content.decode()
+    assert 'aria-label="On this page"' in page and 'href="#custodian-heading"' in page
+    assert "synthetic rows: 60" in page and "drawn evenly at random within its bin" in page
+    preview = page[page.index('id="preview-heading"'):page.index("Preview pages")]
+    assert not re.search(r"<td>-?\d+\.\d{3,}", preview)
+    full = packaging.package_file(done_release, "synthetic.csv").decode()
+    assert re.search(r"\d+\.\d{3,}", full)  # what the rounding above had to round
+
+
+def test_parameters_in_words():
+    workload = json.dumps({"queries": [{"type": "marginals", "k": 2}]})
+    assert parameter_text("workload", workload) == "patterns: all pairs of columns"
+    assert parameter_text("grid", "[8, 16]") == "grid points per column: 8 × 16"
+    assert parameter_text("mechanism", "tree") == "method: a hierarchy of noisy counts"
+    assert short_number("41.123456789") == "41.12" and short_number("(other)") == "(other)"
+    assert short_number("12") == "12" and short_number("3.5") == "3.5"
 
 
 def test_auditors_see_only_public_parts(auditor, done_release, a_minute_later):
