@@ -49,7 +49,7 @@ class ReleaseFilterForm(DateRangeForm):
         "dataset": "dataset__name",
         "mechanism": "mechanism",
         "epsilon": "epsilon",
-        "status": "status",
+        "status": "shown_status",  # annotated by the view: what this user sees (T10)
         "user": "requested_by__username",
         "created": "created_at",
     }
@@ -80,7 +80,7 @@ class ReleaseFilterForm(DateRangeForm):
         if data["mechanism"]:
             releases = releases.filter(mechanism=data["mechanism"])
         if data["status"]:
-            releases = releases.filter(status=data["status"])
+            releases = releases.filter(shown_status=data["status"])
         if data["user"]:
             releases = releases.filter(requested_by_id=data["user"])
         if data["date_from"]:

@@ -21,7 +21,7 @@ from .access import dataset_for_reader, datasets_visible_to, releases_visible_to
 from .audit_forms import AuditFilterForm, ReleaseFilterForm, method_title
 from .models import AuditEvent, Release
 from .packaging import escape_cell
-from .timing import shown_status, shown_time, shown_time_text
+from .timing import shown_time, shown_time_text
 
 RELEASE_COLUMNS = [
     ("id", "#"),
@@ -35,7 +35,8 @@ RELEASE_COLUMNS = [
 
 
 def _release_filter(request):
-    visible = releases_visible_to(request.user)
+    visible = releases_visible_to(request.user).annotate(
+        shown_status=timing.shown_status_field(request.user))
     form = ReleaseFilterForm(
         request.GET or None, releases=visible, datasets=datasets_visible_to(request.user)
     )
@@ -48,8 +49,7 @@ def release_list(request):
     page = Paginator(releases, 50).get_page(request.GET.get("page"))
     for release in page.object_list:
         release.method_title = method_title(release.mechanism)
-        status = shown_status(release, exact=_owns(request.user, release.dataset))
-        release.shown_status_label = Release.Status(status).label
+        release.shown_status_label = Release.Status(release.shown_status).label
     return render(request, "dpportal/release_list.html", {
         "form": form, "page": page, "nav": "releases",
         "columns": _sort_links(request, form), "query": _query_without(request, "page"),
@@ -96,7 +96,7 @@ def _owns(user, dataset) -> bool:
 
 
 def _release_row(release, *, exact) -> list:
-    status = shown_status(release, exact=exact)
+    status = release.shown_status
     finished = shown_time(release.finished_at, exact=exact) if status == release.status else None
     return [release.pk, release.dataset.name, release.mechanism, status,
             release.epsilon.normalize(), release.delta.normalize(), release.neighbouring,

@@ -5,6 +5,7 @@ Owners see exact values."""
 
 from datetime import datetime, timedelta
 
+from django.db.models import Case, CharField, F, Value, When
 from django.utils import timezone
 from django.utils.dateformat import format as format_date
 
@@ -52,3 +53,14 @@ def shown_status(release, *, exact: bool) -> str:
     if release.started_at is not None and release.started_at < cutoff:
         return Release.Status.RUNNING
     return Release.Status.QUEUED
+
+
+def shown_status_field(user):
+    """shown_status as a database expression, so that filtering and sorting releases by status
+    agree with what the user sees (an annotation, e.g. `shown_status=shown_status_field(user)`)."""
+    cutoff = last_whole_minute()
+    return Case(
+        When(dataset__owner=user, then=F("status")),
+        When(finished_at__lt=cutoff, then=F("status")),
+        When(started_at__lt=cutoff, then=Value(Release.Status.RUNNING)),
+        default=Value(Release.Status.QUEUED), output_field=CharField())

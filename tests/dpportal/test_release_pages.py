@@ -374,9 +374,12 @@ def test_auditors_see_a_status_change_only_once_its_minute_has_passed(
     monkeypatch.setattr(timing, "last_whole_minute", lambda: minute)
     page = client_for(auditor).get(reverse("release_detail", args=[release.pk])).content.decode()
     assert "Queued" in page and "Downloads" not in page
-    for url in (reverse("dataset_detail", args=[dataset.pk]), reverse("release_list")):
+    for url in (reverse("dataset_detail", args=[dataset.pk]), reverse("release_list"),
+                reverse("release_list") + "?status=queued"):
         assert [("<td>Queued</td>" in client_for(who).get(url).content.decode())
                 for who in (auditor, owner)] == [True, False], url
+    rows = client_for(auditor).get(reverse("release_list_csv"), {"status": "done"})
+    assert rows.content.decode().count("\r\n") == 1  # the header only
 
 
 def test_only_the_owner_sees_why_a_release_failed(owner, monkeypatch, tmp_path, a_minute_later):
