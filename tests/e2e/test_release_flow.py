@@ -91,6 +91,7 @@ def confirm_schema(browser, header):
         elif column["type"] == "categorical":
             page.get_by_label(f"Categories of {name}, one per line", exact=True).fill(
                 "\n".join(column["categories"]))
+    page.get_by_label(re.compile("come from public knowledge")).check()
     browser.screenshot("schema filled in")
     browser.click_and_wait(page.get_by_role("button", name=re.compile("confirm", re.I)))
     assert page.get_by_text("Schema confirmed").is_visible()
