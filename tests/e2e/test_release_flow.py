@@ -108,7 +108,7 @@ def request_release(browser):
     for label, value in MECHANISM_SETTINGS.items():
         page.get_by_label(label).fill(value)
     estimate = page.locator("#estimate-body")
-    estimate.filter(has_not_text="Choose a kind of release").wait_for()
+    estimate.filter(has_text="Budget left after this release").wait_for()
     browser.screenshot("release form with accuracy estimate")
     page.wait_for_load_state("networkidle")  # the estimate has caught up with the last input
     browser.click_and_wait(
