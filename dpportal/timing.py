@@ -3,15 +3,13 @@ timestamp and duration shown to someone who does not own the dataset (an auditor
 the whole minute, and a release's state is shown to them as it was at the last whole minute.
 Owners see exact values."""
 
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.db.models import Case, CharField, F, Value, When
 from django.utils import timezone
 from django.utils.dateformat import format as format_date
 
 from .models import Release
-
-QUANTUM = timedelta(minutes=1)
 
 
 def shown_time(moment: datetime | None, *, exact: bool) -> datetime | None:
