@@ -430,6 +430,13 @@ def test_home_lists_owned_and_audited_datasets_with_links(owner, dataset):
     assert reverse("dataset_detail", args=[theirs.pk]) in text and "Auditor" in text
     assert reverse("dataset_detail", args=[hidden.pk]) not in text
     assert reverse("dataset_upload") in text
+    assert "How it works" in text and "Budget left (ε): how much" in text
+    assert reverse("release_new", args=[dataset.pk]) not in text  # schema not confirmed yet
+    services.dataset_confirm_schema(dataset=dataset, user=owner, schema=SMALL_SCHEMA)
+    services.dataset_confirm_schema(dataset=theirs, user=other, schema=SMALL_SCHEMA)
+    text = client_for(owner).get(reverse("home")).content.decode()
+    assert reverse("release_new", args=[dataset.pk]) in text  # the owner's row
+    assert reverse("release_new", args=[theirs.pk]) not in text  # audited: no release link
 
 
 def test_auditors_are_added_and_removed_with_audit_events(owner, dataset):
