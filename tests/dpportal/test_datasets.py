@@ -384,6 +384,9 @@ def test_dataset_page_for_owner(owner, dataset):
     text = response.content.decode()
     assert response.status_code == 200
     assert '<progress id="budget-spent"' in text and "25% spent" in text
+    assert "Spent (dark): 0.25" in text and "Left (light): 0.75" in text
+    assert "what any one person's row contains is protected" in text
+    assert "Noisy histogram" in text  # the releases table names the kind, not its id
     assert f'href="{reverse("release_detail", kwargs={"pk": release.pk})}"' in text
     assert f'href="{reverse("release_new", kwargs={"dataset_pk": dataset.pk})}"' in text
     assert "Read as" in text and "Add auditor" in text and "Change the budget" in text
