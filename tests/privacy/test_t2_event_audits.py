@@ -305,8 +305,10 @@ def mwem_init_samples(case, epsilon, factor, draws):
     for codes, seed in ((d, 111), (d2, 112)):
         true = mwem_module._TrueAnswers(codes, MWEM_SHAPE)
         exact.append(np.concatenate([true.marginal((a,)) for a in range(len(MWEM_SHAPE))]))
-        parts = mwem_module._measure_one_ways(true, len(MWEM_SHAPE), init_scale,
-                                              BatchNoise(seed, draws, factor))
+        _n, parts, _weights, scale = mwem_module._start(
+            true, len(codes), budget["initial_one_way"], neighbouring,
+            BatchNoise(seed, draws, factor))
+        assert scale == init_scale
         out.append(np.concatenate(parts, axis=1))
     (x, l1), (x2, _) = (laplace_loss_statistic(y, *exact) for y in out)
     return x, x2, np.arange(-l1, l1 + 1), budget["initial_one_way"], 0.0, True
