@@ -331,8 +331,10 @@ def _audit_download(request, release, what: str) -> None:
 
 
 def _done_release(user, pk, *, owner_only=False) -> Release:
-    release = (release_for_owner if owner_only else release_for_reader)(user, pk)
-    if release.status != Release.Status.DONE:
+    release, is_owner = _release_as_seen(user, pk)
+    if owner_only and not is_owner:
+        raise Http404("No such release.")
+    if release.status != Release.Status.DONE:  # auditors: done by the last whole minute
         raise Http404("This release has no files yet.")
     return release
 

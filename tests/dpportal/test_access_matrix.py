@@ -217,7 +217,7 @@ def judge(role, method, name, kwarg_names, response, world, clients, fail):
     return None
 
 
-def test_the_access_matrix_has_no_failures(world):
+def test_the_access_matrix_has_no_failures(world, a_minute_later):
     routes = enumerate_routes()
     object_routes = [r for r in routes if r[2]]
     failures, requests = check_matrix(world, routes)
@@ -251,7 +251,7 @@ def test_the_enumeration_finds_the_portals_routes():
     assert not any(name.startswith("admin") for name in names)
 
 
-def test_the_ledger_is_readable_by_owner_and_auditor_only(world):
+def test_the_ledger_is_readable_by_owner_and_auditor_only(world, a_minute_later):
     assert dataset_for_reader(world.carol, world.dataset.pk) == world.dataset
     url = reverse("dataset_ledger", kwargs={"pk": world.dataset.pk})
     assert client_for(world.alice).get(url).status_code == 200

@@ -75,7 +75,7 @@ def redis_dump(url) -> bytes:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_canary_appears_in_no_public_artifact(canary_dataset):
+def test_the_canary_appears_in_no_public_artifact(canary_dataset, a_minute_later):
     owner, auditor, dataset = canary_dataset
     with start_worker(connection) as (_, worker_log):
         releases = [services.release_create(dataset=dataset, user=owner, mechanism=name,

@@ -392,7 +392,7 @@ def test_dataset_page_for_owner(owner, dataset):
     assert "Read as" in text and "Add auditor" in text and "Change the budget" in text
 
 
-def test_dataset_page_for_auditor_shows_public_parts_only(owner, dataset):
+def test_dataset_page_for_auditor_shows_public_parts_only(owner, dataset, a_minute_later):
     auditor = make_user("bob")
     services.dataset_set_auditor(dataset=dataset, user=owner, username="bob", add=True)
     client = client_for(auditor)

@@ -132,7 +132,7 @@ def test_the_zip_holds_the_public_package_and_nothing_custodian_only(owner, done
     assert max(len(line) for line in readme.splitlines()) <= 78
 
 
-def test_downloads_are_permission_checked_and_audited(owner, dataset, done_release):
+def test_downloads_are_permission_checked_and_audited(owner, dataset, done_release, a_minute_later):
     auditor = make_user("auditor")
     dataset.auditors.add(auditor)
     stranger = make_user("stranger")

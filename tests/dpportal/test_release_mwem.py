@@ -44,7 +44,8 @@ def test_the_estimate_describes_rounds_and_noise(owner, dataset):
     assert "noise of typically ±" in result["accuracy"][1]
 
 
-def test_an_mwem_release_shows_its_rounds_publicly_and_its_errors_to_the_owner(owner, dataset):
+def test_an_mwem_release_shows_its_rounds_publicly_and_its_errors_to_the_owner(
+        owner, dataset, a_minute_later):
     client_for(owner).post(reverse("release_new", args=[dataset.pk]), mwem_post())
     release = run_now(Release.objects.get())
     report = utility.load_report(release)

@@ -374,6 +374,8 @@ def test_auditors_see_a_status_change_only_once_its_minute_has_passed(
     monkeypatch.setattr(timing, "last_whole_minute", lambda: minute)
     page = client_for(auditor).get(reverse("release_detail", args=[release.pk])).content.decode()
     assert "Queued" in page and "Downloads" not in page
+    assert client_for(auditor).get(
+        reverse("release_download_zip", args=[release.pk])).status_code == 404
     for url in (reverse("dataset_detail", args=[dataset.pk]), reverse("release_list"),
                 reverse("release_list") + "?status=queued"):
         assert [("<td>Queued</td>" in client_for(who).get(url).content.decode())

@@ -96,7 +96,8 @@ def test_a_range_count_release_answers_new_questions_for_free(owner, dataset):
     assert "Enter a number for age." in missing and "About <strong>" not in missing
 
 
-def test_range_count_results_compare_errors_with_predictions_for_the_owner_only(owner, dataset):
+def test_range_count_results_compare_errors_with_predictions_for_the_owner_only(
+        owner, dataset, a_minute_later):
     client_for(owner).post(reverse("release_new", args=[dataset.pk]),
                            range_post(range_method="identity"))
     release = run_now(Release.objects.get())

@@ -102,7 +102,8 @@ def no_broker(monkeypatch):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_every_page_renders_under_the_csp(no_broker, browser, world):  # noqa: F811
+def test_every_page_renders_under_the_csp(no_broker, browser, world,  # noqa: F811
+                                          a_minute_later):
     """Owner and auditor open every HTML page in Chromium: no CSP violation, console error,
     uncaught exception or failed request (charts and scripts included)."""
     visited = 0
