@@ -17,6 +17,7 @@ PARAMETER_NAMES = {"rows": "synthetic rows", "cells": "combinations of values",
                    "rounds": "rounds", "mix": "share spread evenly",
                    "recommended_bins_per_numeric_column": "suggested bins per numeric column",
                    "grid": "grid points per column", "mechanism": "method",
+                   "chosen_mechanism": "method used",
                    "random_boxes": "random boxes",
                    "random_halfspaces": "random regions cut by a line"}
 DECIMAL_NUMBER = re.compile(r"-?\d+\.\d{3,}(e[-+]?\d+)?")
@@ -42,7 +43,7 @@ def parameter_text(key, value):
         value = json.loads(value)
     if key == "workload" and isinstance(value, dict):
         return f"patterns: {_workload_words(value)}"
-    if key == "mechanism":
+    if key in ("mechanism", "chosen_mechanism"):
         value = RANGE_METHOD_WORDS.get(value, value)
     elif key == "prefixes":
         return "ranges: intervals from the lower bound up to every grid point"

@@ -132,4 +132,4 @@ def test_the_summary_lists_the_settings_the_mechanism_recorded(owner, dataset):
                            range_post(range_method="tree"))
     release = run_now(Release.objects.get())
     page = client_for(owner).get(reverse("release_detail", args=[release.pk])).content.decode()
-    assert "chosen_mechanism = tree" in page and "random_boxes = 40" in page
+    assert "method used: a hierarchy of noisy counts" in page and "random boxes: 40" in page
