@@ -545,8 +545,10 @@ def _measure(true, query: Query, eps_measure: float, marginal_l1: int, rng):
 
 
 def _floor(noise_scale: float, n: int) -> float:
-    """Smallest target (fraction of n) an update trusts: a count below its noise scale is not
-    evidence of an empty cell."""
+    """Smallest target (fraction of n) an update trusts.
+
+    A count below its noise scale is not evidence of an empty cell.
+    """
     return max(noise_scale / n, 1e-9)
 
 
@@ -575,8 +577,11 @@ def _measurement_record(query: Query, noisy: np.ndarray, scale: float) -> dict:
 
 
 def _trace_entry(t, query, noisy, model, measured, shape) -> dict:
-    """Round t's public trace: selected query, its noisy answer, and the largest gap between
-    the model and any noisy measurement so far (fraction of n; post-processing of DP values)."""
+    """Round t's public trace (post-processing of DP values).
+
+    The selected query, its noisy answer, and the largest gap between the model and any noisy
+    measurement so far (fraction of n).
+    """
     gap = max(
         float(np.abs(target - _answer(q, model.marginal(q.attrs))).max())
         for q, target, _ in measured

@@ -60,8 +60,10 @@ CHUNKED: set[str] = set()  # mechanisms that also take a ChunkedTable (they only
 
 
 def register(name: str, function: MechanismFn, *, chunked: bool = False) -> MechanismFn:
-    """Make `function` available to run_release under `name`; `chunked` if it reads a
-    ChunkedTable in one pass as well as a DataFrame."""
+    """Make `function` available to run_release under `name`.
+
+    `chunked`: it reads a ChunkedTable in one pass as well as a DataFrame.
+    """
     MECHANISMS[name] = function
     (CHUNKED.add if chunked else CHUNKED.discard)(name)
     return function

@@ -132,9 +132,11 @@ class CategoricalColumn:
         return codes
 
     def _category_indices(self, values: pd.Series) -> np.ndarray:
-        """Index of each value's text among the categories, -1 if none. Text and integer
-        columns are compared once per distinct value (their distinct values have distinct
-        texts; floats and mixed objects may not: 0.0 and -0.0, 1 and True)."""
+        """Index of each value's text among the categories, -1 if none.
+
+        Text and integer columns are compared once per distinct value (their distinct values
+        have distinct texts; floats and mixed objects may not: 0.0 and -0.0, 1 and True).
+        """
         categories = pd.Index(self.categories)
         if values.dtype.kind in "iu" or isinstance(values.dtype, pd.StringDtype):
             codes, distinct = pd.factorize(values)  # missing values get -1

@@ -1,5 +1,7 @@
-"""Shared pieces of the range-count mechanisms: privacy target, noise draws, bit matrices,
-and the two baselines (identity and per-query noise).
+"""Shared pieces of the range-count mechanisms.
+
+The privacy target, noise draws, bit matrices, and the two baselines (identity and per-query
+noise).
 
 Every mechanism here releases `y = B x + noise` for a public 0/1 matrix B that the plan fixes
 from public inputs only. Gaussian plans are accounted in zCDP: the per-point loss
