@@ -18,6 +18,7 @@ import mechanisms
 from mechanisms.noise import RandomSource, RecordingSource, seeded_source
 from mechanisms.range_count import api as range_api
 from mechanisms.range_count import random_halfspaces
+from tests.privacy.replay import _leaves
 from tests.privacy.test_t3_t4_record_replay import SCHEMA
 
 DATA = pd.DataFrame({"x": np.linspace(0, 100, 60), "y": np.linspace(10, 0, 60),
@@ -47,17 +48,6 @@ def released_noisy_values(name: str, output) -> np.ndarray:
         return np.concatenate([np.asarray(m["noisy_answer"]) for m in measurements])
     noisy = json.loads(output.files["structure.json"])["noisy"]
     return np.concatenate([np.ravel(np.asarray(v, dtype=float)) for v in _leaves(noisy)])
-
-
-def _leaves(value):
-    if isinstance(value, dict):
-        for key in sorted(value):
-            yield from _leaves(value[key])
-    elif value and isinstance(value, list) and isinstance(value[0], dict):
-        for item in value:
-            yield from _leaves(item)
-    else:
-        yield value
 
 
 def integer_valued(values: np.ndarray) -> bool:
