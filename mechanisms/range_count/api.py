@@ -36,17 +36,18 @@ from mechanisms.range_count.inputs import (
     random_halfspaces,
     workload_kinds,
 )
-from mechanisms.range_count.mn12 import N_MIN, QUANTILE, MN12Plan
+from mechanisms.range_count.mn12 import N_MIN, QUANTILE, MN12Plan, laplace_accounting
 from mechanisms.range_count.tree import TreePlan
 from mechanisms.release import ReleaseOutput, json_bytes, register
 from mechanisms.schema import CHUNK_ROWS
 
-MECHANISM_NAMES = ("auto", "mn12", "tree", "identity", "per_query")
+MECHANISM_NAMES = ("auto", "mn12", "mn12_laplace", "tree", "identity", "per_query")
 ESTIMATORS = ("auto", "chain", "gls")
 GLS_FLOPS = 3e11  # `auto` uses GLS for mn12 while its dense solves stay below this
 STRUCTURE_FORMAT = "dpportal.range_count/1"
 PLAN_TYPES = {"mn12": MN12Plan, "tree": TreePlan, "identity": IdentityPlan,
-              "per_query": PerQueryPlan}
+              "per_query": PerQueryPlan,
+              "mn12_laplace": MN12Plan}
 
 
 @dataclass
@@ -86,12 +87,13 @@ def build_plan(name: str, support: Support, queries: list[dict], bits: np.ndarra
         return PerQueryPlan.build(bits, support.n, target)
     if name == "tree":
         return TreePlan.build(support.grid_shape, target)
-    if name == "mn12":
+    if name in ("mn12", "mn12_laplace"):
         if target.kind != "zcdp":
-            raise MechanismError("mn12 needs delta > 0 (it is an (epsilon, delta) mechanism); "
+            raise MechanismError(f"{name} needs delta > 0 (it is an (epsilon, delta) mechanism); "
                                  "use tree or identity for pure epsilon-DP")
         return MN12Plan.build(bits, support.n, shatter_exponent(queries, support.dim), target,
-                              quantile=quantile, n_min=n_min, progress=progress)
+                              quantile=quantile, n_min=n_min, progress=progress,
+                              laplace=name == "mn12_laplace")
     raise MechanismError(f"mechanism ({name!r}) must be one of {', '.join(MECHANISM_NAMES)}")
 
 
@@ -128,8 +130,10 @@ def range_count(counts, support: Support, queries: list[dict], *, epsilon: float
     Privacy: unit = one record (its support point's count changes by one); with delta > 0 the
     release is rho-zCDP with the largest rho meeting (epsilon, delta) (discrete Gaussian noise,
     per-point L2 loss computed exactly from the plan); with delta = 0 it is pure epsilon-DP
-    (discrete Laplace; not available for mn12). Replace-one neighbours halve the per-point
-    budget (sensitivity doubles). The plan reads only the support, workload and budget.
+    (discrete Laplace; not available for mn12). mn12_laplace (delta > 0) is (epsilon, delta)-DP
+    by advanced composition of its discrete Laplace releases per point, the max over points.
+    Replace-one neighbours halve the per-point budget (sensitivity doubles). The plan reads
+    only the support, workload and budget.
     """
     _check_options(mechanism, estimator, quantile, n_min)
     target = privacy_target(epsilon=epsilon, delta=delta, neighbouring=neighbouring)
@@ -162,6 +166,8 @@ def resolve_estimator(estimator: str, plan, queries: int) -> str:
 
 def account(plan, target: PrivacyTarget) -> dict:
     """Privacy accounting recomputed from the plan's per-point loss; refuses any overspend."""
+    if isinstance(plan, MN12Plan) and plan.noise == "laplace":
+        return laplace_accounting(plan, target)
     loss = plan.point_loss()
     worst = float(loss.max()) if len(loss) else 0.0
     if worst > target.loss_budget * (1 + 1e-9):

@@ -12,9 +12,17 @@ Planning reads only public inputs (support size and the workload's incidence, ne
 Release: noisy counts of every level piece (restricted to X) and of every point of X.
 Answers: chain estimator (anchor's chain of pieces plus per-point correction) or GLS.
 
-Privacy: each point lies in exactly one round's X, and in that round its loss
-sum_i d_i(p)/sigma_i^2 + 1/sigma_0^2 is at most the budget, so the whole release is
-rho-zCDP (halved per-point loss for replace-one).
+Two noise readings of the same plan:
+  mn12          discrete Gaussian noise, accounted in zCDP (section 2.4);
+  mn12_laplace  discrete Laplace noise, accounted by advanced composition per point (the seed's
+                reading, section 2.2), for comparison.
+
+Privacy: each point lies in exactly one round's X (or the leftover), and only that round's
+releases contain it. mn12: its loss sum_i d_i(p)/sigma_i^2 + 1/sigma_0^2 is at most the budget,
+so the release is rho-zCDP (halved per-point loss for replace-one). mn12_laplace: a release of
+scale b is (1/b)-DP for the point, and the point's releases compose (Dwork-Rothblum-Vadhan) to
+epsilon(p) = sqrt(2 ln(1/delta) sum_j eps_j^2) + sum_j eps_j (e^eps_j - 1); the release is
+(max_p epsilon(p), delta)-DP (replace-one: the union of both points' releases).
 """
 
 from __future__ import annotations
@@ -146,8 +154,25 @@ class Round:
     rel_var: np.ndarray  # relative variance per level, index 0 = per-point release
     kappa: float  # variance of level l = kappa * rel_var[l]
 
+    def scales(self, noise: str) -> np.ndarray:
+        """Noise scale per level: Gaussian sigma, or Laplace b with 2 b^2 = kappa * rel_var."""
+        share = 1.0 if noise == "gaussian" else 0.5
+        return np.sqrt(self.kappa * self.rel_var * share)
+
     def variances(self, noise: str) -> np.ndarray:
-        return np.array([noise_variance(noise, math.sqrt(self.kappa * w)) for w in self.rel_var])
+        """Exact variance of one integer noise draw at each level (public)."""
+        return np.array([noise_variance(noise, b) for b in self.scales(noise)])
+
+    def loads(self) -> np.ndarray:
+        """Releases of each level containing each point of X_t (column 0: its own count)."""
+        loads = np.zeros((len(self.x_points), len(self.rel_var)))
+        loads[:, 0] = 1
+        for level in np.unique(self.piece_levels):
+            members = [p for p, lv in zip(self.pieces, self.piece_levels, strict=True)
+                       if lv == level]
+            index = np.searchsorted(self.x_points, np.concatenate(members))
+            loads[:, level] = np.bincount(index, minlength=len(self.x_points))
+        return loads
 
 
 def _pieces_for(bits, n, pack: Packing, j: int):
@@ -260,12 +285,19 @@ class MN12Plan:
     leftover: np.ndarray
     leftover_scale: float
     workload_bits: np.ndarray
-    name: str = "mn12"
+    delta: float = 0.0  # mn12_laplace: the delta its scales were calibrated for
     cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def name(self) -> str:
+        """Mechanism name: mn12 (Gaussian, zCDP) or mn12_laplace (advanced composition)."""
+        return "mn12_laplace" if self.noise == "laplace" else "mn12"
 
     @classmethod
     def build(cls, workload_bits: np.ndarray, n: int, shatter: int, target: PrivacyTarget, *,
-              quantile: float = QUANTILE, n_min: int = N_MIN, progress=None) -> MN12Plan:
+              quantile: float = QUANTILE, n_min: int = N_MIN, progress=None,
+              laplace: bool = False) -> MN12Plan:
+        """Plan every round from the support size and workload only; `laplace` for mn12_laplace."""
         active = np.arange(n)
         rounds = []
         budget = target.loss_budget
@@ -282,11 +314,20 @@ class MN12Plan:
             if progress:
                 progress(len(rounds), len(rounds) + 1)
         scale = 0.0 if math.isinf(budget) else math.sqrt(SAFETY / budget)
-        return cls(n, target.noise, rounds, active, scale, workload_bits)
+        plan = cls(n, target.noise, rounds, active, scale, workload_bits)
+        if laplace:
+            calibrate_laplace(plan, target)
+        return plan
 
     # -- accounting -------------------------------------------------------
     def point_loss(self) -> np.ndarray:
-        """Per-point loss recomputed from the released sets and their variances."""
+        """Per-point loss recomputed from the released sets and their scales.
+
+        mn12: sum of 1/sigma^2 over the point's releases; mn12_laplace: its composed epsilon
+        (add/remove; `laplace_accounting` adds the partner for replace-one).
+        """
+        if self.noise == "laplace":
+            return composed_epsilon(*laplace_terms(self), self.delta)
         loss = np.zeros(self.n)
         for r in self.rounds:
             sig2 = np.array([r.kappa * w for w in r.rel_var])
@@ -298,17 +339,18 @@ class MN12Plan:
 
     # -- release ----------------------------------------------------------
     def measure(self, counts: np.ndarray, rng) -> dict:
+        """The one private step: noisy piece counts and point counts of every round."""
         out = {"rounds": []}
         for r in self.rounds:
-            sig = [math.sqrt(r.kappa * w) for w in r.rel_var]
+            scale = r.scales(self.noise)
             exact = np.array([counts[p].sum() for p in r.pieces], dtype=np.int64)
             noise = np.zeros(len(exact), dtype=np.int64)
             for level in np.unique(r.piece_levels):
                 sel = r.piece_levels == level
-                noise[sel] = draw_noise(rng, "gaussian", sig[level], int(sel.sum()))
-            points = counts[r.x_points] + draw_noise(rng, "gaussian", sig[0], len(r.x_points))
+                noise[sel] = draw_noise(rng, self.noise, scale[level], int(sel.sum()))
+            points = counts[r.x_points] + draw_noise(rng, self.noise, scale[0], len(r.x_points))
             out["rounds"].append({"pieces": exact + noise, "points": points})
-        out["leftover"] = counts[self.leftover] + draw_noise(rng, "gaussian", self.leftover_scale,
+        out["leftover"] = counts[self.leftover] + draw_noise(rng, self.noise, self.leftover_scale,
                                                             len(self.leftover))
         return out
 
@@ -325,7 +367,7 @@ class MN12Plan:
             var += v
         left = np.asarray(noisy["leftover"], dtype=float)
         total += dense[:, self.leftover].astype(float) @ left
-        var += dense[:, self.leftover].sum(axis=1) * noise_variance("gaussian", self.leftover_scale)
+        var += dense[:, self.leftover].sum(axis=1) * noise_variance(self.noise, self.leftover_scale)
         return total, var
 
     def centre_sets(self, r: Round) -> np.ndarray:
@@ -345,15 +387,16 @@ class MN12Plan:
 
     # -- serialisation ----------------------------------------------------
     def to_dict(self) -> dict:
-        return {"n": self.n, "noise": self.noise, "leftover": self.leftover.tolist(),
-                "leftover_scale": self.leftover_scale,
-                "rounds": [_round_to_dict(r) for r in self.rounds]}
+        out = {"n": self.n, "noise": self.noise, "leftover": self.leftover.tolist(),
+               "leftover_scale": self.leftover_scale,
+               "rounds": [_round_to_dict(r) for r in self.rounds]}
+        return out | {"delta": self.delta} if self.noise == "laplace" else out
 
     @classmethod
     def from_dict(cls, d: dict, *, workload_bits: np.ndarray, **_) -> MN12Plan:
         return cls(int(d["n"]), d["noise"], [_round_from_dict(r) for r in d["rounds"]],
                    np.array(d["leftover"], dtype=np.int64), float(d["leftover_scale"]),
-                   workload_bits)
+                   workload_bits, float(d.get("delta", 0.0)))
 
     def round_stats(self) -> list[dict]:
         loss = self.point_loss()
@@ -364,6 +407,129 @@ class MN12Plan:
                  .tolist(),
                  "max_loss": float(loss[r.x_points].max()) if len(r.x_points) else 0.0}
                 for r in self.rounds]
+
+
+# ---------------------------------------------------------------- Laplace reading (section 2.2)
+
+
+def composed_epsilon(square: np.ndarray, linear: np.ndarray, delta: float) -> np.ndarray:
+    """Heterogeneous advanced composition (Dwork-Rothblum-Vadhan) of pure-DP releases.
+
+    `square` and `linear` hold, per point, sum_j eps_j^2 and sum_j eps_j (e^eps_j - 1) over the
+    releases containing it; together those releases are (result, delta)-DP for that point.
+    """
+    return np.sqrt(2.0 * math.log(1.0 / delta) * square) + linear
+
+
+def release_terms(scales: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """eps^2 and eps (e^eps - 1) of a discrete Laplace release of each scale (eps = 1/scale)."""
+    with np.errstate(divide="ignore"):
+        eps = 1.0 / np.asarray(scales, dtype=float)
+    return eps**2, eps * np.expm1(eps)
+
+
+def laplace_terms(plan: MN12Plan, stretch: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """Per point: sum_j eps_j^2 and sum_j eps_j (e^eps_j - 1) over the releases containing it.
+
+    `stretch` multiplies every noise variance (for calibration).
+    """
+    square, linear = np.zeros(plan.n), np.zeros(plan.n)
+    for r in plan.rounds:
+        sq, lin = release_terms(r.scales("laplace") * math.sqrt(stretch))
+        loads = memo(plan.cache, ("loads", id(r)), r.loads)
+        square[r.x_points] += _weighted(loads, sq)
+        linear[r.x_points] += _weighted(loads, lin)
+    sq, lin = release_terms(np.array([plan.leftover_scale * math.sqrt(stretch)]))
+    square[plan.leftover] += sq[0]
+    linear[plan.leftover] += lin[0]
+    return square, linear
+
+
+def laplace_epsilon(plan: MN12Plan, neighbouring: str, stretch: float = 1.0) -> float:
+    """Epsilon of an mn12_laplace release at plan.delta: the max over points of epsilon(p).
+
+    Replace-one moves a record from p to q: the releases containing p or q compose, so each
+    point's terms get the largest terms of any other point added (an upper bound).
+    """
+    square, linear = laplace_terms(plan, stretch)
+    if neighbouring == "replace-one":
+        square, linear = square + _largest_other(square), linear + _largest_other(linear)
+    return float(composed_epsilon(square, linear, plan.delta).max(initial=0.0))
+
+
+def calibrate_laplace(plan: MN12Plan, target: PrivacyTarget) -> None:
+    """Scale every round's (and the leftover's) Laplace noise to spend exactly (epsilon, delta).
+
+    Each round separately gets the smallest noise keeping its worst point within epsilon; for
+    replace-one, one common stretch then covers pairs of points in different rounds.
+    """
+    plan.noise, plan.delta = "laplace", target.delta
+    if math.isinf(target.epsilon):
+        for r in plan.rounds:
+            r.kappa = 0.0
+        plan.leftover_scale = 0.0
+        return
+    goal = target.epsilon * (1 - 1e-12)
+    copies = 2.0 if target.neighbouring == "replace-one" else 1.0
+
+    def round_fits(r: Round, loads: np.ndarray, kappa: float) -> bool:
+        r.kappa = kappa
+        sq, lin = release_terms(r.scales("laplace"))
+        worst = composed_epsilon(_weighted(loads, sq), _weighted(loads, lin), plan.delta)
+        return worst.max(initial=0.0) <= goal
+
+    for r in plan.rounds:
+        loads = copies * r.loads()
+        r.kappa = _smallest(lambda k, r=r, loads=loads: round_fits(r, loads, k))
+    leftover = _smallest(lambda v: composed_epsilon(
+        *(copies * t for t in release_terms(np.array([math.sqrt(v)]))), plan.delta)[0] <= goal)
+    plan.leftover_scale = math.sqrt(leftover)
+    if laplace_epsilon(plan, target.neighbouring) > goal:
+        stretch = _smallest(lambda s: laplace_epsilon(plan, target.neighbouring, s) <= goal)
+        for r in plan.rounds:
+            r.kappa *= stretch
+        plan.leftover_scale *= math.sqrt(stretch)
+    plan.cache.clear()
+
+
+def laplace_accounting(plan: MN12Plan, target: PrivacyTarget) -> dict:
+    """(epsilon, delta) of an mn12_laplace plan recomputed per point; refuses any overspend."""
+    epsilon = laplace_epsilon(plan, target.neighbouring)
+    if epsilon > target.epsilon * (1 + 1e-9) or plan.delta > target.delta:
+        raise RuntimeError(f"internal error: ({epsilon}, {plan.delta}) above the budget "
+                           f"({target.epsilon}, {target.delta}); nothing was released")
+    return {"unit": "one record", "neighbouring": target.neighbouring,
+            "privacy": "(epsilon, delta)-DP (discrete Laplace, advanced composition per point)",
+            "epsilon": epsilon, "delta": plan.delta, "rounds": plan.round_stats()}
+
+
+def _weighted(loads: np.ndarray, terms: np.ndarray) -> np.ndarray:
+    """loads @ terms, where a level without releases costs nothing (0 * inf = 0)."""
+    return np.where(loads > 0, loads * terms, 0.0).sum(axis=-1)
+
+
+def _largest_other(values: np.ndarray) -> np.ndarray:
+    """For each entry, the largest of the other entries (0 when there is none)."""
+    if len(values) < 2:
+        return np.zeros_like(values)
+    top = np.argsort(values)[-2:]
+    out = np.full_like(values, values[top[1]])
+    out[top[1]] = values[top[0]]
+    return out
+
+
+def _smallest(fits, start: float = 1.0) -> float:
+    """Smallest positive value, to ~1e-15 relative, passing a test monotone in it (larger fits)."""
+    hi = start
+    while not fits(hi):
+        hi *= 4.0
+    lo = hi / 4.0
+    while lo > 1e-200 and fits(lo):
+        lo, hi = lo / 4.0, lo
+    for _ in range(64):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (lo, mid) if fits(mid) else (mid, hi)
+    return hi
 
 
 def _inv(v: float) -> float:
@@ -443,25 +609,30 @@ def _anchors(plan: MN12Plan, r: Round, dense: np.ndarray):
 
 def _round_gls(plan: MN12Plan, r: Round, y: dict, dense: np.ndarray, key):
     """Generalised least squares over X_t: min-variance linear unbiased estimate."""
-    rel = r.rel_var
-    design, weight, chol = memo(plan.cache, ("gls", id(r)), lambda: _gls_factor(r))
+    var, noiseless = _gls_variances(plan, r)
+    design, weight, chol = memo(plan.cache, ("gls", id(r)), lambda: _gls_factor(r, var))
     rhs = design.T @ (weight * np.asarray(y["pieces"], dtype=float))
-    rhs += np.asarray(y["points"], dtype=float) / rel[0]
+    rhs += np.asarray(y["points"], dtype=float) / var[0]
     estimate = scipy.linalg.cho_solve(chol, rhs)
     w = dense[:, r.x_points].astype(float)
     variance = memo(plan.cache, ("gls-var", id(r), key), lambda: (
-        scipy.linalg.solve_triangular(chol[0], w.T, lower=True) ** 2).sum(axis=0) * r.kappa)
-    return w @ estimate, variance
+        scipy.linalg.solve_triangular(chol[0], w.T, lower=True) ** 2).sum(axis=0))
+    return w @ estimate, variance * (0.0 if noiseless else 1.0)
 
 
-def _gls_factor(r: Round):
+def _gls_variances(plan: MN12Plan, r: Round):
+    """Exact per-level noise variances; without noise any weights are exact (relative ones)."""
+    var = r.variances(plan.noise)
+    return (r.rel_var, True) if (var <= 0).any() else (var, False)
+
+
+def _gls_factor(r: Round, var: np.ndarray):
     """Design matrix of the pieces over X_t, their weights, and the Cholesky factor of B'WB."""
-    rel = r.rel_var
     design = np.zeros((len(r.pieces), len(r.x_points)))
     for k, piece in enumerate(r.pieces):
         design[k, np.searchsorted(r.x_points, piece)] = 1.0
-    weight = 1.0 / rel[r.piece_levels] if len(r.pieces) else np.zeros(0)
-    gram = (design.T * weight) @ design + np.eye(len(r.x_points)) / rel[0]
+    weight = 1.0 / var[r.piece_levels] if len(r.pieces) else np.zeros(0)
+    gram = (design.T * weight) @ design + np.eye(len(r.x_points)) / var[0]
     return design, weight, scipy.linalg.cho_factor(gram, lower=True)
 
 
