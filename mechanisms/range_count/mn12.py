@@ -505,7 +505,8 @@ def laplace_accounting(plan: MN12Plan, target: PrivacyTarget) -> dict:
 
 def _weighted(loads: np.ndarray, terms: np.ndarray) -> np.ndarray:
     """loads @ terms, where a level without releases costs nothing (0 * inf = 0)."""
-    return np.where(loads > 0, loads * terms, 0.0).sum(axis=-1)
+    with np.errstate(invalid="ignore"):
+        return np.where(loads > 0, loads * terms, 0.0).sum(axis=-1)
 
 
 def _largest_other(values: np.ndarray) -> np.ndarray:
