@@ -37,16 +37,17 @@ from mechanisms.range_count.inputs import (
     workload_kinds,
 )
 from mechanisms.range_count.mn12 import N_MIN, QUANTILE, MN12Plan, laplace_accounting
+from mechanisms.range_count.path_tree import PathTreePlan
 from mechanisms.range_count.tree import TreePlan
 from mechanisms.release import ReleaseOutput, json_bytes, register
 from mechanisms.schema import CHUNK_ROWS
 
-MECHANISM_NAMES = ("auto", "mn12", "mn12_laplace", "tree", "identity", "per_query")
+MECHANISM_NAMES = ("auto", "mn12", "mn12_laplace", "tree", "path_tree", "identity", "per_query")
 ESTIMATORS = ("auto", "chain", "gls")
 GLS_FLOPS = 3e11  # `auto` uses GLS for mn12 while its dense solves stay below this
 STRUCTURE_FORMAT = "dpportal.range_count/1"
-PLAN_TYPES = {"mn12": MN12Plan, "tree": TreePlan, "identity": IdentityPlan,
-              "per_query": PerQueryPlan,
+PLAN_TYPES = {"mn12": MN12Plan, "tree": TreePlan, "path_tree": PathTreePlan,
+              "identity": IdentityPlan, "per_query": PerQueryPlan,
               "mn12_laplace": MN12Plan}
 
 
@@ -68,12 +69,14 @@ def shatter_exponent(queries: list[dict], dim: int) -> int:
 
 
 def candidate_mechanisms(support: Support, queries: list[dict], target: PrivacyTarget) -> list:
-    """What `auto` compares: baselines, the tree on grids, mn12 when halfspaces are present."""
+    """What `auto` compares: baselines, the tree on grids, path_tree and mn12 for halfspaces."""
     names = ["identity", "per_query"]
     if support.grid_shape is not None:
         names.append("tree")
-    if "halfspace" in workload_kinds(queries) and target.kind == "zcdp":
-        names.append("mn12")
+    if "halfspace" in workload_kinds(queries):
+        names.append("path_tree")
+        if target.kind == "zcdp":
+            names.append("mn12")
     return names
 
 
@@ -87,6 +90,8 @@ def build_plan(name: str, support: Support, queries: list[dict], bits: np.ndarra
         return PerQueryPlan.build(bits, support.n, target)
     if name == "tree":
         return TreePlan.build(support.grid_shape, target)
+    if name == "path_tree":
+        return PathTreePlan.build(support.points, target)
     if name in ("mn12", "mn12_laplace"):
         if target.kind != "zcdp":
             raise MechanismError(f"{name} needs delta > 0 (it is an (epsilon, delta) mechanism); "
@@ -155,9 +160,11 @@ def range_count(counts, support: Support, queries: list[dict], *, epsilon: float
 
 
 def resolve_estimator(estimator: str, plan, queries: int) -> str:
-    """`auto`: GLS (smaller variance) for mn12 when its cost is moderate, else the chain."""
+    """`auto`: GLS (smaller variance) for path_tree, and for mn12 when its cost is moderate."""
     if estimator != "auto":
         return estimator
+    if isinstance(plan, PathTreePlan):
+        return "gls"
     if not isinstance(plan, MN12Plan):
         return "chain"  # identity/per_query answer directly; the tree always uses least squares
     flops = sum(len(r.x_points) ** 3 / 3 + queries * len(r.x_points) ** 2 for r in plan.rounds)

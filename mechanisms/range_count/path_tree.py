@@ -24,6 +24,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+import scipy.sparse
 
 from mechanisms.errors import MechanismError
 from mechanisms.range_count.core import (
@@ -194,43 +195,44 @@ class PathTreePlan:
         return np.unpackbits(query_bits, axis=1, count=self.n)[:, self.order]
 
     def _chain(self, y: np.ndarray, query_bits: np.ndarray):
-        """Sum of canonical nodes over every run of every query, and the number of nodes used."""
-        total, used = np.zeros(len(query_bits)), np.zeros(len(query_bits))
-        for s in range(0, len(query_bits), self.block):
-            rows = self._path_rows(query_bits[s : s + self.block]).astype(np.int8)
-            edges = np.diff(np.pad(rows, ((0, 0), (1, 1))), axis=1)
-            query, start = np.nonzero(edges == 1)
-            _, stop = np.nonzero(edges == -1)  # row-major: runs pair up in order
-            values, counts = self._canonical_sums(y, start, stop)
-            total[s : s + len(rows)] = np.bincount(query, values, minlength=len(rows))
-            used[s : s + len(rows)] = np.bincount(query, counts, minlength=len(rows))
-        return total, used
+        """Sum of the canonical nodes of every run of every query, and how many nodes that is.
 
-    def _canonical_sums(self, y: np.ndarray, start: np.ndarray, stop: np.ndarray):
-        """Per run [start, stop): sum of its canonical dyadic nodes and how many there are.
-
-        A run reaching the last point is extended to 2^H (the cut nodes cover it exactly);
-        nodes past position n are empty and are not released, so they are skipped.
+        Small workloads keep their query-by-node matrices, so repeated releases reuse them.
         """
+        blocks = range(0, len(query_bits), self.block)
+        build = (self._canonical_nodes(query_bits[s : s + self.block]) for s in blocks)
+        if query_bits.size * 8 <= _BLOCK_CELLS:
+            build = memo(self.cache, ("chain", bits_key(query_bits)), lambda: list(build))
+        parts = [(nodes @ y, nodes @ np.ones(len(y))) for nodes in build]
+        if not parts:
+            return np.zeros(0), np.zeros(0)
+        return np.concatenate([a for a, _ in parts]), np.concatenate([c for _, c in parts])
+
+    def _canonical_nodes(self, query_bits: np.ndarray) -> scipy.sparse.csr_matrix:
+        """0/1 matrix (queries x released nodes): the canonical dyadic nodes of each run.
+
+        A run [start, stop) reaching the last point is extended to 2^H (the cut nodes cover
+        it exactly); nodes past position n hold no point, are not released and are skipped.
+        """
+        rows = self._path_rows(query_bits).astype(np.int8)
+        edges = np.diff(rows, axis=1, prepend=0, append=0)
+        query, lo = np.nonzero(edges == 1)
+        _, hi = np.nonzero(edges == -1)  # row-major order: starts and stops pair up
+        hi = np.where(hi == self.n, 2**self.height, hi)
         sizes = level_sizes(self.n)
         offsets = np.concatenate([[0], np.cumsum(sizes)])
-        lo = start.astype(np.int64)
-        hi = np.where(stop == self.n, 2**self.height, stop).astype(np.int64)
-        values, counts = np.zeros(len(lo)), np.zeros(len(lo))
+        picked_query, picked_node = [], []
         for level in range(self.height, -1, -1):
-            left = (lo < hi) & (lo % 2 == 1)  # odd left end: its node is canonical
-            self._take(y, offsets[level], sizes[level], lo, left, values, counts)
-            lo = lo + left
-            right = (lo < hi) & (hi % 2 == 1)  # odd right end: the node just before it
-            self._take(y, offsets[level], sizes[level], hi - 1, right, values, counts)
-            lo, hi = lo >> 1, hi >> 1
-        return values, counts
-
-    @staticmethod
-    def _take(y, offset, size, node, take, values, counts) -> None:
-        take = take & (node < size)
-        values[take] += y[offset + node[take]]
-        counts[take] += 1
+            left = (lo < hi) & (lo % 2 == 1)  # an odd left end is a canonical node
+            right = (lo + left < hi) & (hi % 2 == 1)  # so is the node before an odd right end
+            for take, node in ((left, lo), (right, hi - 1)):
+                take = take & (node < sizes[level])
+                picked_query.append(query[take])
+                picked_node.append(offsets[level] + node[take])
+            lo, hi = (lo + left) >> 1, hi >> 1
+        picked_query, picked_node = np.concatenate(picked_query), np.concatenate(picked_node)
+        return scipy.sparse.csr_matrix((np.ones(len(picked_query)), (picked_query, picked_node)),
+                                       shape=(len(rows), offsets[-1]))
 
     def _estimate_points(self, y: np.ndarray) -> np.ndarray:
         """Least-squares estimate of every point's count, in path order."""
