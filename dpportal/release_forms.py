@@ -79,6 +79,8 @@ RANGE_METHODS = (
     ("identity", "A noisy count per grid point"),
     ("tree", "A hierarchy of noisy counts (good for intervals and boxes)"),
     ("mn12", "Halfspace decomposition (regions cut by lines; needs δ > 0)"),
+    ("path_tree", "A hierarchy of noisy counts along a path through the grid points (any "
+                  "region)"),
     ("per_query", "A noisy answer per range"),
 )
 MAX_GRID_POINTS = 65_536

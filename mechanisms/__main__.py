@@ -74,8 +74,9 @@ SUBCOMMANDS = {
             Option("random_halfspaces", int, "add M random halfspaces through support points"),
             Option("random_boxes", int, "add M random boxes inside the bounds"),
             Option("mechanism", str,
-                   "auto (default), mn12, mn12_laplace, tree, identity or per_query"),
-            Option("estimator", str, "mn12 answers: auto (default), chain or gls"),
+                   "auto (default), mn12, mn12_laplace, tree, path_tree, identity or "
+                   "per_query"),
+            Option("estimator", str, "mn12/path_tree answers: auto (default), chain or gls"),
         ),
     ),
 }

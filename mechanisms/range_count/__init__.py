@@ -1,8 +1,8 @@
 """Private range counting over a public support (intervals, boxes, halfspaces).
 
 Mechanisms: `mn12` (Muthukrishnan-Nikolov decomposition, zCDP), `tree` (b-ary hierarchy with
-least squares), `identity`, `per_query`, and `auto` (smallest predicted error, chosen from
-public inputs only).
+least squares), `path_tree` (binary tree over a Hilbert path through the support), `identity`,
+`per_query`, and `auto` (smallest predicted error, chosen from public inputs only).
 """
 
 from mechanisms.range_count.api import (
