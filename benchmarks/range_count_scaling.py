@@ -1,12 +1,14 @@
 """Range counting: error scaling of mn12 against the baselines, box routing, and speed.
 
-Run:  .venv/bin/python benchmarks/range_count_scaling.py [--quick] [--big]
+Run:  .venv/bin/python benchmarks/range_count_scaling.py [--quick] [--big] [--only-t4]
 
 Error is the mean over the workload of each answer's exact predicted variance (analytic, from
 the public plan; test T3 checks it against Monte Carlo), at rho = 0.5 zCDP, add/remove.
 Tables (RANGE_COUNT.md section 4.3):
   T4   2-D halfplanes on uniform / grid / zigzag points, n = 1024..8192, m = 4n: fitted log-log
-       slopes (targets: identity ~1, mn12 <= 0.70) and mn12 / identity at the largest n (<= 0.3)
+       slopes (targets: identity ~1, mn12 <= 0.70) and mn12 / identity at the largest n (<= 0.3);
+       path_tree (Hilbert path + binary tree; chain sums and GLS) and the criterion
+       mn12 <= path_tree on zigzag at n >= 2048
   T4b  growth in m at n = 1024: per-query grows ~linearly, mn12 within +-15% of its m = 4n value
   T6   boxes: 1-D N = 4096 prefixes + 2000 random ranges, 2-D 256x256 2000 random rectangles:
        auto never mn12, within 1.25x of the best of tree and identity
@@ -70,7 +72,9 @@ def workload(kind: str, support, m: int, seed: int) -> list[dict]:
 def mean_error(name: str, support, queries, bits, estimator="chain") -> tuple[float, float]:
     start = time.perf_counter()
     plan = build_plan(name, support, queries, bits, TARGET)
-    if estimator == "gls":
+    if name == "path_tree":
+        var = plan.predicted_variance(bits, estimator)
+    elif estimator == "gls":
         zero = {"rounds": [{"pieces": np.zeros(len(r.pieces)), "points": np.zeros(len(r.x_points))}
                            for r in plan.rounds], "leftover": np.zeros(len(plan.leftover))}
         var = plan.answer(zero, bits, "gls")[1]
@@ -85,12 +89,12 @@ def slope(ns, errs) -> float:
 
 def halfplane_scaling(ns, sets, dim=2, gls_upto=8192):
     print(f"\n## T4: {dim}-D halfspaces, m = 4n, mean predicted variance at rho = 0.5")
-    print("| points | n | distinct | identity | per_query | mn12 | mn12 gls | mn12/identity "
-          "| mn12 plan s |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    summary = {}
+    print("| points | n | distinct | identity | per_query | mn12 | mn12 gls | path_tree "
+          "| path_tree gls | mn12/identity | mn12 plan s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    summary, table = {}, {}
     for kind in sets:
-        rows = []
+        rows = table[kind] = []
         for n in ns:
             support = point_support(list("xyz")[:dim], [(0, 1)] * dim, points(kind, n, dim, n))
             queries = workload(kind, support, 4 * n, n + 1)
@@ -101,15 +105,19 @@ def halfplane_scaling(ns, sets, dim=2, gls_upto=8192):
             mn12, secs = mean_error("mn12", support, queries, bits)
             gls = (mean_error("mn12", support, queries, bits, "gls")[0]
                    if kind == "uniform" and dim == 2 and n <= gls_upto else float("nan"))
-            rows.append((n, ident, perq, mn12, gls))
+            path, path_gls = (mean_error("path_tree", support, queries, bits, est)[0]
+                              for est in ("chain", "gls"))
+            rows.append((n, ident, perq, mn12, gls, path, path_gls))
             print(f"| {kind} | {support.n} | {distinct} | {ident:.1f} | {perq:.1f} | {mn12:.1f} | "
-                  f"{gls:.1f} | {mn12 / ident:.3f} | {secs:.1f} |", flush=True)
+                  f"{gls:.1f} | {path:.1f} | {path_gls:.1f} | {mn12 / ident:.3f} | {secs:.1f} |",
+                  flush=True)
         arr = np.array(rows)
         summary[kind] = {"identity": slope(arr[:, 0], arr[:, 1]),
                          "per_query": slope(arr[:, 0], arr[:, 2]),
                          "mn12": slope(arr[:, 0], arr[:, 3]),
                          "mn12 last doubling": slope(arr[-2:, 0], arr[-2:, 3]),
-                         "mn12/identity at max n": arr[-1, 3] / arr[-1, 1]}
+                         "mn12/identity at max n": arr[-1, 3] / arr[-1, 1],
+                         "path_tree": slope(arr[:, 0], arr[:, 5])}
         if not np.isnan(arr[:, 4]).all():
             ok = ~np.isnan(arr[:, 4])
             summary[kind]["mn12 gls"] = slope(arr[ok, 0], arr[ok, 4])
@@ -118,7 +126,21 @@ def halfplane_scaling(ns, sets, dim=2, gls_upto=8192):
     print("| points | " + " | ".join(next(iter(summary.values())).keys()) + " |")
     for kind, values in summary.items():
         print(f"| {kind} | " + " | ".join(f"{v:.3f}" for v in values.values()) + " |")
+    if "zigzag" in sets:
+        print_path_tree_criterion(table["zigzag"])
     return summary
+
+
+def print_path_tree_criterion(rows) -> None:
+    """T4: mn12 <= path_tree on zigzag at n >= 2048 (both chain sums, and against its GLS)."""
+    print("\n### T4 criterion: mn12 <= path_tree on zigzag at n >= 2048")
+    print("| n | mn12 | path_tree | path_tree gls | mn12 <= path_tree | mn12 <= path_tree gls |")
+    print("|---|---|---|---|---|---|")
+    for n, _, _, mn12, _, path, path_gls in rows:
+        if n >= 2048:
+            print(f"| {n:.0f} | {mn12:.1f} | {path:.1f} | {path_gls:.1f} | "
+                  f"{'pass' if mn12 <= path else 'FAIL'} | "
+                  f"{'pass' if mn12 <= path_gls else 'FAIL'} |")
 
 
 def growth_in_m(n=1024, factors=(1, 4, 16, 32)):
@@ -191,7 +213,12 @@ def main() -> None:
     parser.add_argument("--only-big", action="store_true", help="just the n = 10^4 run")
     parser.add_argument("--only-laplace", action="store_true", help="just the Laplace reading")
     parser.add_argument("--only-speed", action="store_true", help="just the n = 4096 speed run")
+    parser.add_argument("--only-t4", action="store_true", help="just the 2-D halfplane table")
     args = parser.parse_args()
+    if args.only_t4:
+        halfplane_scaling([1024, 2048] if args.quick else [1024, 2048, 4096, 8192],
+                          ("uniform", "grid", "zigzag"))
+        return
     if args.only_laplace:
         laplace_reading([1024, 2048, 4096])
         return
