@@ -20,7 +20,6 @@ through PrivacyTarget.loss_budget as in the other plans.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -96,7 +95,7 @@ def path_order(points: np.ndarray) -> np.ndarray:
 
 def tree_height(n: int) -> int:
     """H = ceil(log2 n): levels 0..H, so every point lies in H + 1 nodes."""
-    return max(0, math.ceil(math.log2(n))) if n > 1 else 0
+    return max(n - 1, 0).bit_length()
 
 
 def level_sizes(n: int) -> list[int]:
