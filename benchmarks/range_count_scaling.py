@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mechanisms.noise import seeded_source  # noqa: E402
 from mechanisms.range_count.api import build_plan, choose_plan, range_count  # noqa: E402
-from mechanisms.range_count.core import privacy_target  # noqa: E402
+from mechanisms.range_count.core import popcount, privacy_target, unique_rows  # noqa: E402
 from mechanisms.range_count.inputs import (  # noqa: E402
     all_prefixes,
     grid_support,
@@ -40,6 +40,7 @@ from mechanisms.range_count.inputs import (  # noqa: E402
     random_boxes,
     random_halfspaces,
 )
+from mechanisms.range_count.mn12 import _plan_levels, nested_packing, plan_round  # noqa: E402
 
 TARGET = replace(privacy_target(epsilon=1.0, delta=1e-6, neighbouring="add-remove"), rho=0.5)
 
@@ -176,6 +177,60 @@ def boxes():
               f"{predicted['per_query']:.1f} | {plan.name} | {predicted[plan.name] / best:.3f} |")
 
 
+def first_round_terms(n: int, dim: int, levels: int | None = None):
+    """mn12's first round on uniform points, m = 4n: (J, a, u_0, predicted).
+
+    a_i = sqrt(u_i D_i) per level (u_i pieces a query uses, D_i mean load), u_0 = mean
+    |R diff anchor|; the predicted rate is (sum_i a_i + sqrt(u_0))^2 (RANGE_COUNT.md 2.4, 4.3).
+    With `levels`, J is forced to that value instead of the planner's choice.
+    """
+    support = point_support(list("xyz")[:dim], [(0, 1)] * dim, points("uniform", n, dim, n))
+    bits = incidence(support, workload("uniform", support, 4 * n, n + 1))
+    rows, _, _, mult = unique_rows(bits[popcount(bits) > 0])
+    if levels is None:
+        _, j, opt = plan_round(rows, n, mult.astype(float), dim)
+    else:
+        j = levels
+        opt = _plan_levels(rows, n, mult.astype(float), nested_packing(rows, n, j), j, 0.9)
+    a = np.sqrt(opt["use"][1:] * opt["mean_load"][1:])
+    return j, a, float(opt["use"][0]), opt["predicted"]
+
+
+def rate_formula(ns, dim=3, model_levels=4):
+    """The predicted-rate formula on the planner's own choices, and where its slope goes."""
+    print(f"\n## {dim}-D: predicted rate (sum_i sqrt(u_i D_i) + sqrt(u_0))^2 of mn12's first "
+          "round (relative units; the planner's J)")
+    print("| n | i0 | J | sum sqrt(u_i D_i) | sqrt(u_0) | share of sqrt(u_0) | rate | "
+          "round-1 predicted |")
+    print("|---|---|---|---|---|---|---|---|")
+    rates = []
+    for n in ns:
+        j, a, u0, predicted = first_round_terms(n, dim)
+        rate = (a.sum() + math.sqrt(u0)) ** 2
+        rates.append(rate)
+        print(f"| {n} | {math.log2(n) / dim:.2f} | {j} | {a.sum():.2f} | {math.sqrt(u0):.2f} | "
+              f"{math.sqrt(u0) / (a.sum() + math.sqrt(u0)):.2f} | {rate:.0f} | {predicted:.0f} |")
+    print(f"rate slope {slope(ns, rates):.3f}, last doubling {slope(ns[-2:], rates[-2:]):.3f}")
+    n = ns[-1]
+    _, a, u0, _ = first_round_terms(n, dim, levels=model_levels)
+    ratio = a[-1] / a[-2]
+    print(f"\nModel from n = {n}, J = {model_levels}: a_i measured for i <= {model_levels}, "
+          f"then x{ratio:.2f} per level; u_0 = {u0 / (n / 2**model_levels):.3f} n 2^-J; "
+          f"asymptotic exponent log(r^2)/log(2 r^2) = "
+          f"{math.log(ratio**2) / math.log(2 * ratio**2):.3f}")
+    print("| n | best J | model rate | slope over the last 3 doublings |")
+    print("|---|---|---|---|")
+    previous = None
+    for k in range(9, 28, 3):
+        terms = np.concatenate([a, a[-1] * ratio ** np.arange(1, 40)])
+        options = [(terms[:j].sum() + math.sqrt(u0 * 2.0 ** (k - math.log2(n)) * 2.0 **
+                                                  (model_levels - j))) ** 2 for j in range(1, 40)]
+        best = int(np.argmin(options))
+        note = f"{math.log(options[best] / previous) / math.log(8):.3f}" if previous else ""
+        print(f"| 2^{k} | {best + 1} | {options[best]:.0f} | {note} |")
+        previous = options[best]
+
+
 def laplace_reading(ns, epsilon=1.0, delta=1e-6):
     """mn12 (Gaussian, zCDP) against mn12_laplace (the seed's reading), same plans."""
     target = privacy_target(epsilon=epsilon, delta=delta, neighbouring="add-remove")
@@ -227,8 +282,9 @@ def main() -> None:
         halfplane_scaling(ns, ("uniform", "grid", "zigzag"))
         growth_in_m()
         boxes()
-        halfplane_scaling([512, 1024, 2048] if args.quick else [512, 1024, 2048, 4096],
-                          ("uniform",), dim=3)
+        ns3 = [512, 1024, 2048] if args.quick else [512, 1024, 2048, 4096, 8192]
+        halfplane_scaling(ns3, ("uniform",), dim=3)
+        rate_formula(ns3)
         laplace_reading([1024, 2048] if args.quick else [1024, 2048, 4096])
     print("\n## speed (planned + measured + answered, 2 cores, wall clock)")
     print("| case | n | m | mechanism/estimator | wall s | cpu s | rounds | mean variance |")

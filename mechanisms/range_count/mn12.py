@@ -247,7 +247,7 @@ def _plan_levels(bits, n, mult, pack: Packing, j: int, quantile: float):
     ids = np.where((ids >= 0) & piece_ok[np.maximum(ids, 0)], ids, -1) if len(piece_ok) else ids
     return dict(count=count, ids=ids, piece_bits=piece_bits, piece_levels=piece_levels,
                 piece_ok=piece_ok, rel_var=rel_var, in_x=in_x, kappa=kappa,
-                predicted=float(weights @ per_range) * kappa)
+                predicted=float(weights @ per_range) * kappa, use=use, mean_load=mean_load)
 
 
 def plan_round(bits: np.ndarray, n: int, mult: np.ndarray, shatter: int,
