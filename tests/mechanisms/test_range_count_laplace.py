@@ -54,6 +54,20 @@ def test_it_is_selected_by_name_and_needs_delta():
         _release(support, queries, np.ones(support.n, int), delta=0)
 
 
+def test_plan_is_identical_across_neighbouring_and_unrelated_datasets():
+    support = _uniform_support(300, seed=15)
+    queries = random_halfspaces(support, 600, seeded_source(16))
+    x = seeded_source(17).integers(6, support.n)
+    neighbour = x.copy()
+    neighbour[np.argmax(x)] -= 1
+    neighbour[np.argmin(x)] += 1
+    unrelated = seeded_source(18).integers(50, support.n)
+    plans = {json.dumps([r.structure["plan"], r.accounting], sort_keys=True)
+             for r in (_release(support, queries, c, rng=seeded_source(s))
+                       for c, s in ((x, 19), (neighbour, 20), (unrelated, 21)))}
+    assert len(plans) == 1
+
+
 # ---------------------------------------------------------------- exactness without noise
 
 
