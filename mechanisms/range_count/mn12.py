@@ -152,7 +152,7 @@ class Round:
     pieces: list[np.ndarray]  # support indices of each piece (inside X)
     piece_levels: np.ndarray
     rel_var: np.ndarray  # relative variance per level, index 0 = per-point release
-    kappa: float  # variance of level l = kappa * rel_var[l]
+    kappa: float  # level l: Gaussian sigma^2 or Laplace 2 b^2 = kappa * rel_var[l]
 
     def scales(self, noise: str) -> np.ndarray:
         """Noise scale per level: Gaussian sigma, or Laplace b with 2 b^2 = kappa * rel_var."""
