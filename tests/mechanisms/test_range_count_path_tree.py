@@ -8,7 +8,6 @@ import json
 import math
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from mechanisms.errors import MechanismError
@@ -24,16 +23,15 @@ from mechanisms.range_count import (
 from mechanisms.range_count.api import build_plan
 from mechanisms.range_count.core import noise_variance, privacy_target
 from mechanisms.range_count.path_tree import PathTreePlan, hilbert_keys, level_sizes
-from tests.mechanisms.privacy_audit import audit_neighbours, threshold_grid
 from tests.mechanisms.test_range_count import (
     AUDIT_EPSILON,
-    EVENT_DELTA,
     ZeroNoise,
-    _audit,
     _calibration,
-    _gaussian_epsilon,
     _true_answers,
     _uniform_support,
+)
+from tests.mechanisms.test_range_count import (
+    test_privacy_event_test_on_one_released_range_count as event_test_of_one_range_count,
 )
 
 TARGET = privacy_target(epsilon=1.0, delta=1e-6, neighbouring="add-remove")
@@ -210,30 +208,6 @@ def test_structure_answers_new_queries_after_a_json_round_trip():
         assert np.allclose(got, _true_answers(support, new, x), atol=1e-6)
 
 
-def test_command_line_releases_and_answers_with_path_tree(tmp_path, capsys):
-    from mechanisms.__main__ import main
-
-    schema = {"columns": [{"name": "x", "type": "numeric", "lower": 0, "upper": 1, "bins": 8},
-                          {"name": "y", "type": "numeric", "lower": 0, "upper": 1, "bins": 8}]}
-    (tmp_path / "schema.json").write_text(json.dumps(schema))
-    pd.DataFrame(seeded_source(65).uniform((200, 2)), columns=["x", "y"]).to_csv(
-        tmp_path / "data.csv", index=False)
-    (tmp_path / "w.json").write_text(json.dumps(
-        {"queries": [{"type": "halfspace", "a": [1, 1], "b": 1.0}]}))
-    out = tmp_path / "out"
-    assert main(["range-count", "--input", str(tmp_path / "data.csv"), "--schema",
-                 str(tmp_path / "schema.json"), "--columns", "x,y", "--grid", "16x16",
-                 "--random-halfspaces", "30", "--epsilon", "1", "--delta", "1e-6",
-                 "--mechanism", "path_tree", "--seed", "3", "--out", str(out)]) == 0
-    manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["params"]["chosen_mechanism"] == "path_tree"
-    capsys.readouterr()
-    assert main(["range-query", "--structure", str(out / "structure.json"), "--query",
-                 str(tmp_path / "w.json")]) == 0
-    answered = pd.read_csv(pd.io.common.StringIO(capsys.readouterr().out))
-    assert len(answered) == 1 and answered["variance"].gt(0).all()
-
-
 @pytest.mark.parametrize("delta", [0.0, 1e-6])
 def test_auto_weighs_path_tree_for_halfspaces_by_its_predicted_variance(delta):
     support = _uniform_support(256, seed=66)
@@ -272,21 +246,11 @@ def test_monte_carlo_catches_a_twin_drawing_smaller_noise():
 def test_privacy_event_test_on_one_released_count(delta, factor, monkeypatch):
     """The noisy count of one cell (one leaf of the tree) hides one record as declared.
 
-    Same audit as test_range_count: 10^4 releases per side on neighbours that move one record
-    into cell 0, alpha = 1e-6 family-wise. Claim: Gaussian of the declared variance V at the
-    tight (epsilon, 1e-3) of mu = 1/sqrt(V) (mu ~ 0.6 at epsilon 13, h = 6 levels); discrete
-    Laplace of scale b at epsilon = 1/b. Broken twin (factor 0.5) draws half the noise.
+    test_range_count's event test, run on path_tree: 10^4 releases per side on neighbours that
+    move one record into cell 0, alpha = 1e-6 family-wise. Claim: Gaussian of the declared
+    variance V at the tight (epsilon, 1e-3) of mu = 1/sqrt(V) (mu ~ 0.6 at epsilon 13, h = 6
+    levels); discrete Laplace of scale b at epsilon = 1/b. The broken twin (factor 0.5) draws
+    half the noise and must fail.
     """
     monkeypatch.setitem(AUDIT_EPSILON, "path_tree", 13.0)
-    (sample_d, sample_d2), plan, variance = _audit("path_tree", delta, factor, seed=70)
-    assert variance == pytest.approx(plan.node_variance())  # one leaf: one released count
-    if delta == 0:
-        epsilon, event_delta = 1.0 / plan.scale, 0.0
-        grid = threshold_grid(3, 4, plan.scale)
-    else:
-        epsilon = _gaussian_epsilon(1.0 / math.sqrt(variance), EVENT_DELTA)
-        event_delta = EVENT_DELTA
-        grid = threshold_grid(3, 4, math.sqrt(variance), integer=False, points=81)
-    result = audit_neighbours(sample_d, sample_d2, epsilon=epsilon, delta=event_delta,
-                              thresholds=grid, discrete=delta == 0)
-    assert result.passed == (factor == 1.0), result.summary()
+    event_test_of_one_range_count("path_tree", delta, factor)
