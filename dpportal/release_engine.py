@@ -154,14 +154,19 @@ def _relative_error_line(noise: float, rows_per_cell: float) -> str:
 
 def _mwem_accuracy(schema, columns, params, epsilon, dataset, shape) -> list[str]:
     """MWEM's own public defaults (budget split, rounds) applied to the public row count."""
-    from mechanisms.mwem import ADD_REMOVE_INIT_FRACTION, default_init_fraction, default_rounds
+    from mechanisms.mwem import (
+        ADD_REMOVE_INIT_FRACTION,
+        SELECT_FRACTION,
+        default_init_fraction,
+        default_rounds,
+    )
     from mechanisms.workload import expand_workload
 
     ordered = {c for c in columns if isinstance(schema.column(c), mechanisms.schema.NumericColumn)}
     workload = expand_workload(params["workload"], list(columns), shape, ordered)
     n = max(dataset.row_count, 1)
     sensitivity = mechanisms.histogram.count_sensitivity(dataset.neighbouring)
-    select_fraction = 0.25
+    select_fraction = SELECT_FRACTION
     init_fraction = (default_init_fraction(n, epsilon, shape, workload)
                      if dataset.neighbouring == "replace-one" else ADD_REMOVE_INIT_FRACTION)
     rounds = params.get("rounds") or default_rounds(
