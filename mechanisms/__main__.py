@@ -63,6 +63,8 @@ SUBCOMMANDS = {
             Option("rounds", int, "number of MWEM rounds T (default: from n, epsilon, workload)"),
             Option("workload", str, "workload JSON file (k-way marginals, ranges, boxes, mixes)"),
             Option("marginals", int, "use all K-way marginals as the workload (default 2)"),
+            Option("update", str, "damped (default) or paper (the paper's exp step, slower)"),
+            Option("output", str, "last (default) or average (the iterates' mean; small domains)"),
         ),
     ),
     "range-count": Subcommand(

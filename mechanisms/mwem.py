@@ -245,6 +245,7 @@ def mwem(
     select_fraction: float = SELECT_FRACTION,
     mw_passes: int | None = None,
     output: str = "last",
+    update: str = "damped",
     dense: bool = False,
     memory_cells: int = DEFAULT_MEMORY_CELLS,
     rng=None,
@@ -261,6 +262,8 @@ def mwem(
     Laplace noise. ``init_fraction=0, select_fraction=0.5`` is the paper's ε/(2T) split.
     After each measurement, ``mw_passes`` multiplicative-weights passes over all measurements
     so far (default: see ``_refit``).
+    ``update="damped"`` (default) moves each cell by √(target / current), clipped; ``"paper"`` is
+    the paper's A(x) ← A(x)·exp(q(x)·(m − q(A))/(2n)), which needs many more passes.
     ``output="last"`` returns the last iterate, ``"average"`` the average of the iterates
     (the analysed estimator; needs the dense representation).
 
@@ -274,7 +277,7 @@ def mwem(
     if init_fraction is None:
         init_fraction = (default_init_fraction(len(codes), epsilon, shape, workload)
                          if neighbouring == "replace-one" else ADD_REMOVE_INIT_FRACTION)
-    _check_args(epsilon, neighbouring, init_fraction, select_fraction, output, workload)
+    _check_args(epsilon, neighbouring, init_fraction, select_fraction, output, update, workload)
     # n is public only under replace-one: under add-remove an empty table must run like any other
     rows = len(codes) if neighbouring == "replace-one" else 1
     _check_counts(rows, rounds=rounds, mw_passes=mw_passes, memory_cells=memory_cells)
@@ -308,7 +311,7 @@ def mwem(
         result.measurements.append(_measurement_record(query, noisy, scale))
         measured.append((query, noisy / n, _floor(scale, n)))
         model.merge(query.attrs)
-        _refit(model, measured, mw_passes, last_round=t == rounds - 1, round_index=t)
+        _refit(model, measured, mw_passes, update, last_round=t == rounds - 1, round_index=t)
         if iterate_sum is not None:
             iterate_sum += model.to_dense()
         result.trace.append(_trace_entry(t, query, noisy, model, measured, shape))
@@ -353,7 +356,7 @@ def measure_all(
     return model
 
 
-def _refit(model, measured, mw_passes, *, last_round, round_index) -> None:
+def _refit(model, measured, mw_passes, update, *, last_round, round_index) -> None:
     """MW updates after a new measurement (the paper's practical improvement).
 
     Only measurements inside the newest one's group can change (groups are independent).
@@ -365,13 +368,13 @@ def _refit(model, measured, mw_passes, *, last_round, round_index) -> None:
     inside = [m for m in measured if model.group_of[m[0].attrs[0]] is group]
     if mw_passes is None and group.size > _INTERMEDIATE_CELLS:
         for _ in range(2):
-            _mw_update(model, *inside[-1])
+            _mw_update(model, *inside[-1], update)
         if not (last_round or round_index % FULL_PASS_EVERY == FULL_PASS_EVERY - 1):
             return
         mw_passes = FINAL_PASSES if last_round else 1
     for _ in range(10 if mw_passes is None else mw_passes):
         for query, target, floor in inside:
-            _mw_update(model, query, target, floor)
+            _mw_update(model, query, target, floor, update)
 
 
 def default_init_fraction(n, epsilon, shape, workload) -> float:
@@ -420,7 +423,8 @@ def default_rounds(n, epsilon, shape, workload, init_fraction, select_fraction, 
     return int(max(1, min(cap, measuring, selecting)))
 
 
-def _check_args(epsilon, neighbouring, init_fraction, select_fraction, output, workload):
+def _check_args(epsilon, neighbouring, init_fraction, select_fraction, output, update,
+                workload):
     check_epsilon(epsilon)
     check_neighbouring(neighbouring)
     if not 0 <= init_fraction < 1:
@@ -429,6 +433,8 @@ def _check_args(epsilon, neighbouring, init_fraction, select_fraction, output, w
         raise MechanismError(f"select_fraction ({select_fraction!r}) must be in (0, 1)")
     if output not in ("last", "average"):
         raise MechanismError(f"output ({output!r}) must be 'last' or 'average'")
+    if update not in ("damped", "paper"):
+        raise MechanismError(f"update ({update!r}) must be 'damped' or 'paper'")
     if not workload:
         raise MechanismError("workload (empty) must hold at least one query")
 
@@ -566,25 +572,49 @@ def _floor(noise_scale: float, n: int, share: float = FLOOR_SHARE) -> float:
     return max(share * noise_scale / n, 1e-9)
 
 
-def _mw_update(model: FactoredDistribution, query: Query, target: np.ndarray, floor: float):
-    """One multiplicative-weights step toward the noisy answer ``target`` (as a fraction of n).
-
-    A marginal's cells and a box with its complement partition the domain; each part is
-    scaled by the square root of (target / current), the target floored at ``floor`` and
-    the ratio clipped to [e^-2, e^2] so noisy or zero targets cannot blow up.
-    """
+def _mw_update(model: FactoredDistribution, query: Query, target: np.ndarray, floor: float,
+               update: str = "damped"):
+    """One multiplicative-weights step toward the noisy answer ``target`` (as a fraction of n)."""
     current = model.marginal(query.attrs)
+    if update == "paper":
+        factor = _paper_factor(query, current, target)
+        if np.any(factor != 1):
+            model.reweight(query.attrs, factor)
+        return
+    factor = _damped_factor(query, current, target, floor)
+    if np.abs(factor - 1).max() > _SETTLED:
+        model.reweight(query.attrs, factor)
+
+
+def _damped_factor(query: Query, current: np.ndarray, target: np.ndarray, floor: float):
+    """√(target / current) on each part of the domain the query splits it into.
+
+    A marginal's cells and a box with its complement partition the domain; the target is
+    floored at ``floor`` and the ratio clipped to [e^-2, e^2] so noisy or zero targets cannot
+    blow up.
+    """
     if query.box is None:
-        ratio = (np.maximum(target.reshape(current.shape), floor)
-                 / np.maximum(current, 1e-300))
+        ratio = np.maximum(target.reshape(current.shape), floor) / np.maximum(current, 1e-300)
     else:
         inside = float(current[_box_slices(query)].sum())
         wanted = min(max(float(target[0]), floor), 1 - floor)
         ratio = np.full(current.shape, (1 - wanted) / max(1 - inside, 1e-300))
         ratio[_box_slices(query)] = wanted / max(inside, 1e-300)
-    factor = np.sqrt(np.clip(ratio, math.exp(-2), math.exp(2)))
-    if np.abs(factor - 1).max() > _SETTLED:
-        model.reweight(query.attrs, factor)
+    return np.sqrt(np.clip(ratio, math.exp(-2), math.exp(2)))
+
+
+def _paper_factor(query: Query, current: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """The paper's exp(q(x)·(m − q(A))/(2n)), with answers as fractions of n.
+
+    Each cell of a marginal is its own counting query q; a box is one query (1 inside, 0
+    outside).
+    """
+    if query.box is None:
+        return np.exp((target.reshape(current.shape) - current) / 2)
+    factor = np.ones(current.shape)
+    inside = float(current[_box_slices(query)].sum())
+    factor[_box_slices(query)] = math.exp((float(target[0]) - inside) / 2)
+    return factor
 
 
 def _measurement_record(query: Query, noisy: np.ndarray, scale: float) -> dict:
@@ -607,7 +637,7 @@ def _trace_entry(t, query, noisy, model, measured, shape) -> dict:
 
 CELL_ORDER = "a marginal's answers run over its columns' bins in row-major order (last fastest)"
 RELEASE_PARAMS = {"rounds", "workload", "marginals", "init_fraction", "select_fraction",
-                  "mw_passes", "output", "memory_cells"}
+                  "mw_passes", "output", "update", "memory_cells"}
 
 
 def _run_mwem(data, schema, *, columns, params, epsilon, delta, neighbouring, rng, progress):

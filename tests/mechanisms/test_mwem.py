@@ -81,6 +81,7 @@ def max_workload_error(codes, shape, workload, distribution):
         ({"epsilon": 1, "init_fraction": 1.0}, r"init_fraction \(1.0\) must be in \[0, 1\)"),
         ({"epsilon": 1, "select_fraction": 0}, r"select_fraction \(0\) must be in \(0, 1\)"),
         ({"epsilon": 1, "output": "best"}, r"output \('best'\) must be 'last' or 'average'"),
+        ({"epsilon": 1, "update": "exp"}, r"update \('exp'\) must be 'damped' or 'paper'"),
         ({"epsilon": 1, "output": "average", "memory_cells": 10}, r"dense domain \(64 cells\)"),
         ({"epsilon": 1, "neighbouring": "add-remove", "init_fraction": 0}, r"init_fraction \(0\)"),
         ({"epsilon": 1, "rounds": 0}, r"rounds \(0\) must be a whole number >= 1"),
@@ -107,13 +108,15 @@ def test_it_refuses_empty_data_only_when_the_row_count_is_public():
 # --- exactness and representations -------------------------------------------------------------
 
 
+@pytest.mark.parametrize("update", ["damped", "paper"])
 @pytest.mark.parametrize("k", [2, 3])
-def test_it_converges_to_the_workload_at_infinite_epsilon(k):
+def test_it_converges_to_the_workload_at_infinite_epsilon(k, update):
     codes, shape, columns = load_table("czech")
     workload = workload_of(columns, shape, k)
     before = max_workload_error(codes, shape, workload, FactoredDistribution.independent(
         [np.ones(2)] * len(shape)))
-    result = mwem(codes, shape, workload, epsilon=math.inf, rounds=40, mw_passes=10)
+    result = mwem(codes, shape, workload, epsilon=math.inf, rounds=40, mw_passes=10,
+                  update=update)
     after = max_workload_error(codes, shape, workload, result.distribution)
     assert before > 0.05
     assert after < 0.005, after
