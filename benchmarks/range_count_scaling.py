@@ -264,12 +264,19 @@ def speed(n: int, m: int, label: str, estimator: str = "auto"):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="n up to 2048 only")
-    parser.add_argument("--big", action="store_true", help="also n = 10^4, m = 10^5 (slow)")
+    parser.add_argument("--big", action="store_true",
+                        help="also n = 10^4, m = 10^5, and n = 16384 in 3-D (slow)")
     parser.add_argument("--only-big", action="store_true", help="just the n = 10^4 run")
     parser.add_argument("--only-laplace", action="store_true", help="just the Laplace reading")
     parser.add_argument("--only-speed", action="store_true", help="just the n = 4096 speed run")
     parser.add_argument("--only-t4", action="store_true", help="just the 2-D halfplane table")
+    parser.add_argument("--only-3d", action="store_true", help="just the 3-D halfspace table")
     args = parser.parse_args()
+    ns3 = ([512, 1024, 2048] if args.quick else [512, 1024, 2048, 4096, 8192]
+           + ([16384] if args.big else []))  # --big: n = 16384 plans in about 5 minutes
+    if args.only_3d:
+        halfplane_scaling(ns3, ("uniform",), dim=3)
+        return
     if args.only_t4:
         halfplane_scaling([1024, 2048] if args.quick else [1024, 2048, 4096, 8192],
                           ("uniform", "grid", "zigzag"))
@@ -282,7 +289,6 @@ def main() -> None:
         halfplane_scaling(ns, ("uniform", "grid", "zigzag"))
         growth_in_m()
         boxes()
-        ns3 = [512, 1024, 2048] if args.quick else [512, 1024, 2048, 4096, 8192]
         halfplane_scaling(ns3, ("uniform",), dim=3)
         rate_formula(ns3)
         laplace_reading([1024, 2048] if args.quick else [1024, 2048, 4096])
