@@ -186,6 +186,7 @@ def _mwem_accuracy(schema, columns, params, epsilon, dataset, shape) -> list[str
 RANGE_METHOD_NAMES = {"identity": "a noisy count per grid point",
                       "tree": "a hierarchy of noisy counts",
                       "mn12": "the halfspace decomposition",
+                      "mn12_laplace": "the halfspace decomposition with Laplace noise",
                       "path_tree": "a hierarchy of noisy counts along a path through the points",
                       "per_query": "a noisy answer per range"}
 

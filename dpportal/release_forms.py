@@ -79,6 +79,8 @@ RANGE_METHODS = (
     ("identity", "A noisy count per grid point"),
     ("tree", "A hierarchy of noisy counts (good for intervals and boxes)"),
     ("mn12", "Halfspace decomposition (regions cut by lines; needs δ > 0)"),
+    ("mn12_laplace", "Halfspace decomposition, the paper's Laplace version (for comparison: "
+                     "about twice the error; needs δ > 0)"),
     ("path_tree", "A hierarchy of noisy counts along a path through the grid points (any "
                   "region)"),
     ("per_query", "A noisy answer per range"),
@@ -214,7 +216,7 @@ class ReleaseForm(forms.Form):
             return
         if data["range_workload"] == "halfspaces" and len(columns) < 2:
             self.add_error("columns", "Regions cut by a line need at least two columns.")
-        if data["range_method"] == "mn12" and not data.get("delta"):
+        if data["range_method"] in ("mn12", "mn12_laplace") and not data.get("delta"):
             self.add_error("delta", "The halfspace decomposition needs δ > 0, such as 0.000001.")
         points = math.prod(self._range_grid(columns))
         if points > MAX_GRID_POINTS:

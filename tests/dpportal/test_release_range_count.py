@@ -42,6 +42,7 @@ def range_post(**overrides) -> dict:
     ({"columns": ["age", "sex"]}, "Range counts need numeric columns; sex is categorical."),
     ({"columns": ["age"], "range_workload": "halfspaces"}, "need at least two columns"),
     ({"range_method": "mn12", "delta": ""}, "needs δ &gt; 0"),
+    ({"range_method": "mn12_laplace", "delta": ""}, "needs δ &gt; 0"),
     ({"range_grid": "4096"}, "use at most 65,536"),
 ])
 def test_the_form_refuses_range_counts_it_cannot_run(owner, dataset, overrides, message):
@@ -133,3 +134,11 @@ def test_the_summary_lists_the_settings_the_mechanism_recorded(owner, dataset):
     release = run_now(Release.objects.get())
     page = client_for(owner).get(reverse("release_detail", args=[release.pk])).content.decode()
     assert "method used: a hierarchy of noisy counts" in page and "random boxes: 40" in page
+
+
+def test_the_papers_laplace_version_runs_from_the_form(owner, dataset):
+    client_for(owner).post(reverse("release_new", args=[dataset.pk]),
+                           range_post(range_method="mn12_laplace", range_workload="halfspaces"))
+    release = run_now(Release.objects.get())
+    page = client_for(owner).get(reverse("release_detail", args=[release.pk])).content.decode()
+    assert "method used: the halfspace decomposition with Laplace noise" in page
