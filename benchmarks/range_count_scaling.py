@@ -31,7 +31,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mechanisms.noise import seeded_source  # noqa: E402
 from mechanisms.range_count.api import build_plan, choose_plan, range_count  # noqa: E402
-from mechanisms.range_count.core import popcount, privacy_target, unique_rows  # noqa: E402
+from mechanisms.range_count.core import (  # noqa: E402
+    noise_variance,
+    popcount,
+    privacy_target,
+    unique_rows,
+)
 from mechanisms.range_count.inputs import (  # noqa: E402
     all_prefixes,
     grid_support,
@@ -177,6 +182,36 @@ def boxes():
               f"{predicted['per_query']:.1f} | {plan.name} | {predicted[plan.name] / best:.3f} |")
 
 
+def all_ranges_gram(cells: int) -> np.ndarray:
+    """W^T W for the workload of all intervals of a 1-D axis: ranges holding both i and j."""
+    i = np.arange(cells)
+    return (np.minimum.outer(i, i) + 1.0) * (cells - np.maximum.outer(i, i))
+
+
+def hdmm_reference(side: int = 256, published_rmse: float = 32.69):
+    """Our tree's exact RMSE on ALL 2-D ranges of a side x side grid, in HDMM's convention.
+
+    HDMM's README reports RMSE 32.69 for all 2-D ranges on 256x256 at eps = sqrt(2), pure DP,
+    add/remove (its `error.rootmse`; RANGE_COUNT.md section 3). HDMM is AGPL and not on the
+    package index, so it is not run; its published figure is quoted. Our tree is a Kronecker
+    product of per-axis trees with equal noise and least-squares answers, so the mean variance
+    over the product workload factorises: v * prod_axes tr(G_a (A_a^T A_a)^-1) / m_a.
+    """
+    target = privacy_target(epsilon=math.sqrt(2), delta=0, neighbouring="add-remove")
+    tree = build_plan("tree", grid_support(["x", "y"], [(0, 1)] * 2, (side, side)), [], None,
+                      target)
+    gram, ranges = all_ranges_gram(side), side * (side + 1) / 2
+    per_axis = [float(np.sum(gram * k)) / ranges for k in tree.gram_inverse]  # tr(GK), K symmetric
+    tree_rmse = math.sqrt(noise_variance(tree.noise, tree.scale) * math.prod(per_axis))
+    identity_rmse = math.sqrt(1.0 * (np.trace(gram) / ranges) ** 2)  # Laplace(1/eps): variance 1
+    print(f"\n## all 2-D ranges on {side}x{side}, eps = sqrt(2), pure DP (HDMM's convention)")
+    print("| method | RMSE per query |")
+    print("|---|---|")
+    print(f"| identity | {identity_rmse:.2f} |")
+    print(f"| tree (ours, branching {tree.branching}, least squares) | {tree_rmse:.2f} |")
+    print(f"| HDMM (published, not run here) | {published_rmse:.2f} |")
+
+
 def first_round_terms(n: int, dim: int, levels: int | None = None):
     """mn12's first round on uniform points, m = 4n: (J, a, u_0, predicted).
 
@@ -289,6 +324,7 @@ def main() -> None:
         halfplane_scaling(ns, ("uniform", "grid", "zigzag"))
         growth_in_m()
         boxes()
+        hdmm_reference()
         halfplane_scaling(ns3, ("uniform",), dim=3)
         rate_formula(ns3)
         laplace_reading([1024, 2048] if args.quick else [1024, 2048, 4096])
