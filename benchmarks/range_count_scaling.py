@@ -110,7 +110,7 @@ def halfplane_scaling(ns, sets, dim=2, gls_upto=8192):
             perq, _ = mean_error("per_query", support, queries, bits)
             mn12, secs = mean_error("mn12", support, queries, bits)
             gls = (mean_error("mn12", support, queries, bits, "gls")[0]
-                   if dim == 2 and n <= gls_upto else float("nan"))
+                   if n <= gls_upto else float("nan"))
             path, path_gls = (mean_error("path_tree", support, queries, bits, est)[0]
                               for est in ("chain", "gls"))
             rows.append((n, ident, perq, mn12, gls, path, path_gls))
