@@ -435,14 +435,19 @@ def test_release_writes_public_files_without_raw_values():
     assert out.manifest["guarantee"]["neighbouring"] == "replace-one"
 
 
+def write_xy_inputs(folder, seed: int) -> None:
+    """schema.json (x, y in [0, 1]) and data.csv (200 uniform points) for command-line tests."""
+    schema = {"columns": [{"name": "x", "type": "numeric", "lower": 0, "upper": 1, "bins": 8},
+                          {"name": "y", "type": "numeric", "lower": 0, "upper": 1, "bins": 8}]}
+    (folder / "schema.json").write_text(json.dumps(schema))
+    pd.DataFrame(seeded_source(seed).uniform((200, 2)), columns=["x", "y"]).to_csv(
+        folder / "data.csv", index=False)
+
+
 def test_command_line_releases_and_answers_new_queries(tmp_path, capsys):
     from mechanisms.__main__ import main
 
-    schema = {"columns": [{"name": "x", "type": "numeric", "lower": 0, "upper": 1, "bins": 8},
-                          {"name": "y", "type": "numeric", "lower": 0, "upper": 1, "bins": 8}]}
-    (tmp_path / "schema.json").write_text(json.dumps(schema))
-    pd.DataFrame(seeded_source(31).uniform((200, 2)), columns=["x", "y"]).to_csv(
-        tmp_path / "data.csv", index=False)
+    write_xy_inputs(tmp_path, 31)
     workload = {"queries": [{"type": "halfspace", "a": [1, 1], "b": 1.0},
                             {"type": "box", "lo": [0, 0], "hi": [0.5, 0.5]}]}
     (tmp_path / "w.json").write_text(json.dumps(workload))

@@ -29,6 +29,7 @@ from tests.mechanisms.test_range_count import (
     ZeroNoise,
     _true_answers,
     _uniform_support,
+    write_xy_inputs,
 )
 
 DELTA = 1e-6
@@ -289,11 +290,7 @@ def test_privacy_event_test_on_one_released_range_count(factor):
 def test_command_line_releases_mn12_laplace_and_answers_from_its_structure(tmp_path, capsys):
     from mechanisms.__main__ import main
 
-    schema = {"columns": [{"name": "x", "type": "numeric", "lower": 0, "upper": 1, "bins": 8},
-                          {"name": "y", "type": "numeric", "lower": 0, "upper": 1, "bins": 8}]}
-    (tmp_path / "schema.json").write_text(json.dumps(schema))
-    pd.DataFrame(seeded_source(14).uniform((200, 2)), columns=["x", "y"]).to_csv(
-        tmp_path / "data.csv", index=False)
+    write_xy_inputs(tmp_path, 14)
     query = {"queries": [{"type": "halfspace", "a": [1, 1], "b": 1.0}]}
     (tmp_path / "q.json").write_text(json.dumps(query))
     out = tmp_path / "out"
