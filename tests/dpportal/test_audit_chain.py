@@ -1,6 +1,7 @@
 """The audit log is append-only (ORM and admin refuse changes) and `verify_audit_chain` detects
 tampering done behind the application's back (raw SQL), naming the broken events."""
 
+import hashlib
 import json
 import os
 import subprocess
@@ -240,6 +241,11 @@ def test_events_written_before_salts_existed_still_verify(five_events):
     legacy.save()
     services.audit_record(action=AuditEvent.Action.LOGOUT)
     assert legacy.salt == ""
+    old_format = {"previous": legacy.previous_hash, "created_at": legacy.created_at.isoformat(),
+                  "actor": "", "action": "login", "dataset": None, "release": None,
+                  "details": {"n": "legacy"}, "remote_addr": None}  # the pre-salt payload
+    assert legacy.hash == hashlib.sha256(json.dumps(old_format, sort_keys=True).encode()
+                                         ).hexdigest()
     assert verify()[0]
     sql("UPDATE dpportal_auditevent SET details = %s WHERE id = %s",
         [json.dumps({"n": "forged"}), legacy.pk])
