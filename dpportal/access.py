@@ -3,7 +3,12 @@
 from django.db.models import Q
 from django.http import Http404
 
-from .models import Dataset, Release
+from .models import Dataset, Neighbouring, Release
+
+# Facts about a dataset's raw file (and a failed release's reason, which can quote the data).
+RAW_FACTS = frozenset({"row_count", "size_bytes", "sha256", "original_filename",
+                       "failure_reason"})
+PUBLIC_UNDER_REPLACE_ONE = frozenset({"row_count"})
 
 
 def datasets_visible_to(user):
@@ -35,3 +40,30 @@ def dataset_for_reader(user, pk):
 
 def is_owner(user, dataset) -> bool:
     return dataset.owner_id == user.pk
+
+
+def facts_visible_to(user, dataset) -> frozenset[str]:
+    """Which raw-data facts of `dataset` the user may see: the one rule for every page, export
+    and audit-log detail.
+
+    Privacy: the owner (custodian) sees all of RAW_FACTS. The file's size in bytes, its SHA-256,
+    its name and a failure's reason are the owner's only under every neighbouring relation (the
+    hash confirms a guessed file, the size tracks the row count, a reason can quote values).
+    The row count n is private under add-remove (even whether a person is in the table is
+    protected) and public by definition under replace-one, where auditors may see it. Users
+    who neither own nor audit the dataset see nothing.
+    """
+    if not user.is_authenticated:
+        return frozenset()
+    if dataset.owner_id == user.pk:
+        return RAW_FACTS
+    if dataset.neighbouring == Neighbouring.REPLACE_ONE and dataset.auditors.filter(
+            pk=user.pk).exists():
+        return PUBLIC_UNDER_REPLACE_ONE
+    return frozenset()
+
+
+def raw_facts(user, dataset) -> dict:
+    """The dataset's raw-file facts the user may see, by field name (the others are absent)."""
+    return {name: getattr(dataset, name) for name in facts_visible_to(user, dataset)
+            if name != "failure_reason"}

@@ -17,7 +17,12 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from . import timing
-from .access import dataset_for_reader, datasets_visible_to, releases_visible_to
+from .access import (
+    dataset_for_reader,
+    datasets_visible_to,
+    facts_visible_to,
+    releases_visible_to,
+)
 from .audit_forms import AuditFilterForm, ReleaseFilterForm, method_title
 from .models import AuditEvent, Release
 from .packaging import escape_cell
@@ -169,16 +174,24 @@ def ledger_figure(dataset, entries, *, exact) -> dict:
     }
 
 
-# Event details computed from the raw file: shown to the dataset's owner only (the hash could
-# confirm a guessed file; the row count is private when rows may be added or removed; a failed
-# release's reason can quote data, e.g. how many values fall outside the declared categories).
-OWNER_ONLY_DETAILS = {"sha256", "rows", "row_count", "size_bytes", "reason"}
+# Event details that are raw-data facts (dpportal.access.facts_visible_to decides who sees
+# each); every other detail is public to whoever may see the event.
+DETAIL_FACTS = {"sha256": "sha256", "rows": "row_count", "row_count": "row_count",
+                "size_bytes": "size_bytes", "reason": "failure_reason"}
+UPLOAD_DETAIL_FACTS = {**DETAIL_FACTS, "file": "original_filename"}  # elsewhere: a package file
 
 
-def shown_details(event, user) -> dict:
-    if event.dataset is None or event.dataset.owner_id == user.pk:
+def shown_details(event, user, visible: dict | None = None) -> dict:
+    """The event's details without the raw-data facts the user may not see. `visible` caches
+    facts_visible_to per dataset over one page or export."""
+    if event.dataset is None:
         return event.details
-    return {k: v for k, v in event.details.items() if k not in OWNER_ONLY_DETAILS}
+    visible = {} if visible is None else visible
+    if event.dataset_id not in visible:
+        visible[event.dataset_id] = facts_visible_to(user, event.dataset)
+    facts = UPLOAD_DETAIL_FACTS if event.action == AuditEvent.Action.UPLOAD else DETAIL_FACTS
+    return {k: v for k, v in event.details.items()
+            if k not in facts or facts[k] in visible[event.dataset_id]}
 
 
 def _visible_events(user):
@@ -200,8 +213,9 @@ def _audit_filter(request):
 def audit_log(request):
     form, events = _audit_filter(request)
     page = Paginator(events, 100).get_page(request.GET.get("page"))
+    visible = {}
     for event in page.object_list:
-        event.shown_details = shown_details(event, request.user)
+        event.shown_details = shown_details(event, request.user, visible)
         event.shown_when = shown_time_text(event.created_at, exact=_owns(request.user,
                                                                          event.dataset))
     return render(request, "dpportal/audit_log.html", {
@@ -215,13 +229,15 @@ def audit_log_csv(request):
     if form.is_bound and not form.is_valid():
         return _invalid_filters(form, "audit_log")
     header = ["event", "when", "who", "action", "dataset", "release", "from", "details",
-              "hash"]
+              "previous_hash", "hash"]
+    visible = {}
     rows = (
         [e.pk, shown_time(e.created_at, exact=_owns(request.user, e.dataset)).isoformat(),
          e.actor_name or "system", e.action,
          e.dataset.name if e.dataset else "", e.release_id or "", e.remote_addr or "",
-         "; ".join(f"{k}={v}" for k, v in sorted(shown_details(e, request.user).items())),
-         e.hash]
+         "; ".join(f"{k}={v}" for k, v in sorted(shown_details(e, request.user,
+                                                               visible).items())),
+         e.previous_hash, e.hash]
         for e in events.iterator()
     )
     return _csv_download(f"audit-log-{date.today():%Y%m%d}.csv", header, rows)

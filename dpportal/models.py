@@ -175,7 +175,13 @@ class AppendOnlyQuerySet(models.QuerySet):
 
 
 class AuditEvent(models.Model):
-    """An append-only event. Each carries the hash of the previous one, so edits are detectable."""
+    """An append-only event. Each carries the hash of the previous one, so edits are detectable.
+
+    Privacy: the hash also covers a random 256-bit salt that never leaves the server (no page,
+    export or admin view shows it), so a hash shown next to an auditor's view of the event
+    (details cut down, time cut to the minute) cannot be used to test guesses of what is
+    hidden. Events written before salts existed have salt "" and keep their old hash format.
+    """
 
     class Action(models.TextChoices):
         LOGIN = "login", "Logged in"
@@ -207,6 +213,7 @@ class AuditEvent(models.Model):
     remote_addr = models.GenericIPAddressField(null=True, blank=True)
     previous_hash = models.CharField(max_length=64, unique=True)  # a chain never forks
     hash = models.CharField(max_length=64, unique=True)
+    salt = models.CharField(max_length=64, blank=True, default="", editable=False)
 
     objects = AppendOnlyQuerySet.as_manager()
 
@@ -227,6 +234,8 @@ class AuditEvent(models.Model):
             "details": self.details,
             "remote_addr": self.remote_addr,
         }
+        if self.salt:
+            payload["salt"] = self.salt
         text = json.dumps(payload, sort_keys=True, cls=DjangoJSONEncoder)
         return hashlib.sha256(text.encode()).hexdigest()
 

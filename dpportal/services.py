@@ -38,7 +38,10 @@ class ServiceError(Exception):
 
 
 def audit_record(*, action, actor=None, dataset=None, release=None, details=None, remote_addr=None):
-    """Append one event to the hash-chained audit log (retries if another writer won the race)."""
+    """Append one event to the hash-chained audit log (retries if another writer won the race).
+
+    Each event gets a fresh secret salt (see AuditEvent), so its hash reveals nothing about the
+    details or exact time that an auditor's view of it leaves out."""
     for _attempt in range(20):
         try:
             with transaction.atomic():
@@ -52,6 +55,7 @@ def audit_record(*, action, actor=None, dataset=None, release=None, details=None
                     details=details or {},
                     remote_addr=remote_addr,
                     previous_hash=last.hash if last else GENESIS_HASH,
+                    salt=secrets.token_hex(32),
                 )
                 event.hash = event.compute_hash()
                 event.save()

@@ -1,6 +1,7 @@
 """The audit log is append-only (ORM and admin refuse changes) and `verify_audit_chain` detects
 tampering done behind the application's back (raw SQL), naming the broken events."""
 
+import hashlib
 import json
 import os
 import subprocess
@@ -147,3 +148,114 @@ def test_the_command_exits_non_zero_on_tampering():
     assert f"event {events[1].pk}: contents changed" in broken.stderr
     assert "Traceback" not in broken.stderr
     print(f"\nverify_audit_chain: exit {intact.returncode} intact, {broken.returncode} tampered")
+
+
+# ---------------------------------------------------------------- issue 20, item 3: no oracle
+
+OTHER_REASONS = [
+    "This release took longer than the time limit and was stopped.",
+    "An internal error stopped this release. The team has the details.",
+    "column 'workclass': 3 values are not among the declared categories",
+    "column 'workclass': 4 values are not among the declared categories",
+    "the smoothed histogram needs at least one row of data (n = 0)",
+]
+
+
+@pytest.fixture
+def failed_release(settings, monkeypatch, tmp_path, a_minute_later):
+    """A dataset with an auditor and one release that failed (its reason is owner-only)."""
+    from tests.dpportal.test_foundation import make_user
+
+    settings.DPPORTAL_HEARTBEAT_SECONDS = 0
+    monkeypatch.setattr(services, "release_send", lambda pk: True)
+    path = tmp_path / "small.csv"
+    path.write_text("x\n0.1\n0.7\n0.8\n")
+    owner, auditor = make_user("owner"), make_user("auditor")
+    dataset = services.dataset_create_from_path(owner=owner, name="Small", source_path=path,
+                                                epsilon_total=1)
+    schema = {"columns": [{"name": "x", "type": "numeric", "lower": 0, "upper": 1, "bins": 2}]}
+    dataset = services.dataset_confirm_schema(dataset=dataset, user=owner, schema=schema)
+    dataset.auditors.add(auditor)
+    release = services.release_create(dataset=dataset, user=owner, mechanism="no_such_mechanism",
+                                      columns=["x"], params={}, epsilon="0.5")
+    services.release_run(release_id=release.pk)
+    release.refresh_from_db()
+    assert release.status == "failed" and release.error_message
+    client = Client()
+    client.force_login(auditor)
+    return dataset, release, client
+
+
+def test_an_auditor_cannot_guess_a_hidden_failure_reason_from_the_hashes(failed_release):
+    """The auditor has the CSV (hashes, times cut to the minute, no reason) and a list of
+    candidate reasons that includes the true one. The exact time is searched only within 20 ms
+    of the truth to keep the test fast: the true moment is among the candidates, so a search of
+    the whole minute could only add wrong moments. Old (unsalted) hashes: the reason and the
+    exact moment come out; salted: nothing matches; with the server's salt (twin): found."""
+    from tests.dpportal.audit_guess import audit_csv_rows, guess, minute_moments, previous_hash
+
+    dataset, release, client = failed_release
+    rows = audit_csv_rows(client)
+    row = next(r for r in rows if r["action"] == "release_failed")
+    assert "reason" not in row["details"] and release.error_message not in str(rows)
+    event = AuditEvent.objects.get(pk=row["event"])
+    candidates = [{"reason": reason} for reason in [*OTHER_REASONS, release.error_message]]
+
+    def moments():
+        return minute_moments(row, around=event.created_at, spread_us=20_000)
+
+    search = {"dataset_id": dataset.pk, "hidden_candidates": candidates, "moments": moments}
+    found = guess(row, previous_hash(rows, row), **search)
+    print(f"\nAudit hash oracle: {len(candidates)} reasons x 40,001 moments tried, "
+          f"{len(found)} match{'es' if len(found) != 1 else ''}: {found}")
+    assert found == []
+    twin = guess(row, previous_hash(rows, row), salt=event.salt, **search)
+    assert twin == [({"reason": release.error_message}, event.created_at)]
+
+
+def test_the_csv_lets_an_auditor_check_the_links_but_never_shows_a_salt(failed_release):
+    from tests.dpportal.audit_guess import audit_csv_rows
+
+    _dataset, _release, client = failed_release
+    rows = audit_csv_rows(client)
+    events = {e.pk: e for e in AuditEvent.objects.all()}
+    assert rows and all(events[int(r["event"])].salt for r in rows)
+    for row in rows:  # each row names the hash it chains onto, so gaps are visible
+        assert row["previous_hash"] == events[int(row["event"])].previous_hash
+    exported = client.get(reverse("audit_log_csv")).content.decode()
+    page = client.get(reverse("audit_log")).content.decode()
+    admin = get_user_model().objects.create_superuser("root", "root@example.org", "pw-12345678")
+    client.force_login(admin)
+    admin_pages = "".join(client.get(reverse("admin:dpportal_auditevent_change", args=[pk])
+                                     ).content.decode() for pk in events)
+    assert not any(e.salt in exported + page + admin_pages for e in events.values())
+    assert len({e.salt for e in events.values()}) == len(events)  # one fresh salt per event
+
+
+def test_events_written_before_salts_existed_still_verify(five_events):
+    """An event from before the salt column (salt "") keeps its original hash format."""
+    last = AuditEvent.objects.order_by("-pk").first()
+    legacy = AuditEvent(action=AuditEvent.Action.LOGIN, details={"n": "legacy"},
+                        previous_hash=last.hash)
+    legacy.hash = legacy.compute_hash()
+    legacy.save()
+    services.audit_record(action=AuditEvent.Action.LOGOUT)
+    assert legacy.salt == ""
+    old_format = {"previous": legacy.previous_hash, "created_at": legacy.created_at.isoformat(),
+                  "actor": "", "action": "login", "dataset": None, "release": None,
+                  "details": {"n": "legacy"}, "remote_addr": None}  # the pre-salt payload
+    assert legacy.hash == hashlib.sha256(json.dumps(old_format, sort_keys=True).encode()
+                                         ).hexdigest()
+    assert verify()[0]
+    sql("UPDATE dpportal_auditevent SET details = %s WHERE id = %s",
+        [json.dumps({"n": "forged"}), legacy.pk])
+    ok, _, err = verify()
+    assert not ok and f"event {legacy.pk}: contents changed" in err
+
+
+def test_a_changed_salt_is_detected(five_events):
+    target = five_events[3]
+    sql("UPDATE dpportal_auditevent SET salt = %s WHERE id = %s", ["0" * 64, target.pk])
+    ok, _, err = verify()
+    assert not ok
+    assert err.splitlines() == [f"event {target.pk}: contents changed after it was written"]

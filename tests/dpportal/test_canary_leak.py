@@ -8,6 +8,7 @@ Only the custodian's private storage (the raw file and its Parquet copy) may hol
 import gzip
 import io
 import json
+import re
 import zipfile
 
 import pandas as pd
@@ -15,6 +16,7 @@ import pytest
 import redis
 from django.conf import settings
 from django.db import connection
+from django.template.defaultfilters import filesizeformat
 from django.test import Client
 from django.urls import reverse
 
@@ -114,3 +116,148 @@ def test_the_canary_appears_in_no_public_artifact(canary_dataset, a_minute_later
           f"in the custodian's private raw file (expected): {private}")
     assert private > 0  # the scan can see the canary where it really is
     assert all(count == 0 for count in found.values())
+
+
+# ---------------------------------------------------------------- raw-data aggregates (item 8b)
+# The true row count n, the uploaded file's size in bytes, its SHA-256 and its name are facts
+# about the raw file. Owner: all of them. Auditor: n only under replace-one (public there by
+# definition), never the rest. Anyone else: nothing. n = 1,237 cannot appear by chance.
+
+N_ROWS = 1237
+RAW_NAME = "aggregate-canary-q7z.csv"
+ROLES = ("owner", "auditor", "stranger", "anonymous")
+
+
+def number_pattern(value: int) -> re.Pattern:
+    """`value` as people and programs write it: 1237, 1,237, 1.237, 1 237 (any space), 1'237,
+    1237.0, 1.2k / 1.24k; not inside a longer number, a decimal or a word (hex, tokens)."""
+    digits = str(value)
+    grouped = digits if len(digits) <= 3 else (
+        f"{digits[:-3]}[,. '\u00a0\u202f]?{digits[-3:]}")
+    short = rf"{digits[0]}[.,]{digits[1]}\d?\s?[kK]\b" if len(digits) == 4 else r"(?!)"
+    return re.compile(rf"(?<![\w.,])(?:{grouped}(?![\d]|[.,]\d{{1,2}}\b(?<!\.0))|{short})")
+
+
+def raw_fact_patterns(dataset) -> dict[str, re.Pattern]:
+    sha = dataset.sha256
+    amount, unit = filesizeformat(dataset.size_bytes).replace("\xa0", " ").split(" ")
+    return {
+        "row_count": number_pattern(dataset.row_count),
+        "size_bytes": re.compile(rf"{number_pattern(dataset.size_bytes).pattern}"
+                                 rf"|{re.escape(amount)}\s?{unit}"),
+        "sha256": re.compile(rf"{sha[:12]}|{sha[-12:]}", re.IGNORECASE),
+        "original_filename": re.compile(re.escape(RAW_NAME.removesuffix(".csv"))),
+    }
+
+
+def test_the_number_pattern_finds_every_rendering_and_nothing_else():
+    pattern = number_pattern(1237)
+    for text in ("n=1237", "1,237 rows", "1.237", "1 237", "1\u202f237", "1'237", "1237.0",
+                 "(1.2k)", "1.24 k", '"rows": 1237}'):
+        assert pattern.search(text), text
+    for text in ("12370", "0.1237", "a1237f", "11,237", "1237.5", "1.23", "3.1237", "21.2k"):
+        assert not pattern.search(text), text
+
+
+def allowed_facts(role, neighbouring) -> set[str]:
+    if role == "owner":
+        return {"row_count", "size_bytes", "sha256", "original_filename"}
+    return {"row_count"} if role == "auditor" and neighbouring == "replace-one" else set()
+
+
+@pytest.fixture
+def aggregate_world(tmp_path, monkeypatch, settings, request):
+    """A 1,237-row dataset (with the neighbouring of the test's parameter) owned by `owner` and
+    audited by `auditor`, with one finished release run in this process."""
+    settings.DPPORTAL_HEARTBEAT_SECONDS = 0
+    monkeypatch.setattr(services, "release_send", lambda pk: True)
+    with gzip.open(REPO_ROOT / "demo" / "adult.csv.gz", "rt") as handle:
+        frame = pd.read_csv(handle, nrows=N_ROWS, dtype=str, keep_default_na=False)
+    path = tmp_path / RAW_NAME
+    frame.to_csv(path, index=False)
+    owner, auditor, stranger = make_user("owner"), make_user("auditor"), make_user("stranger")
+    dataset = services.dataset_create_from_path(owner=owner, name="Survey", source_path=path,
+                                                epsilon_total=10, neighbouring=request.param)
+    dataset = services.dataset_confirm_schema(dataset=dataset, user=owner, schema=DEMO_SCHEMA)
+    services.dataset_set_auditor(dataset=dataset, user=owner, username="auditor", add=True)
+    release = services.release_create(dataset=dataset, user=owner,
+                                      mechanism="perturbed_histogram",
+                                      columns=["age", "workclass"], params={"rows": 500},
+                                      epsilon="0.5")
+    services.release_run(release_id=release.pk)
+    release.refresh_from_db()
+    assert release.status == "done", release.error_message
+    assert dataset.row_count == N_ROWS
+    clients = {}
+    for role, user in (("owner", owner), ("auditor", auditor), ("stranger", stranger)):
+        clients[role] = Client()
+        clients[role].force_login(user)
+    clients["anonymous"] = Client()
+    return dataset, release, clients
+
+
+def reachable_urls(dataset, release) -> dict[str, str]:
+    urls = {"home": reverse("home"), "release list": reverse("release_list"),
+            "releases CSV": reverse("release_list_csv"), "audit log": reverse("audit_log"),
+            "audit CSV": reverse("audit_log_csv"),
+            "dataset page": reverse("dataset_detail", args=[dataset.pk]),
+            "ledger": reverse("dataset_ledger", args=[dataset.pk]),
+            "release page": reverse("release_detail", args=[release.pk]),
+            "release progress": reverse("release_progress", args=[release.pk]),
+            "package zip": reverse("release_download_zip", args=[release.pk]),
+            "utility report": reverse("release_utility_report", args=[release.pk])}
+    for name in packaging.package_names(release):
+        urls[f"file {name}"] = reverse("release_download_file", args=[release.pk, name])
+    return urls
+
+
+OBJECT_PAGES = ("dataset page", "ledger", "release page", "release progress", "package zip",
+                "utility report")
+
+
+def scan(clients, dataset, release) -> dict:
+    """{role: {page: (status, facts found)}} over every page and download of the release."""
+    patterns = raw_fact_patterns(dataset)
+    seen = {}
+    for role in ROLES:
+        seen[role] = {}
+        for label, url in reachable_urls(dataset, release).items():
+            response = clients[role].get(url)
+            text = body(response).decode("utf-8", "replace")
+            seen[role][label] = (response.status_code,
+                                 {fact for fact, p in patterns.items() if p.search(text)})
+    return seen
+
+
+def check_roles(seen, neighbouring):
+    leaks = {role: {label: facts - allowed_facts(role, neighbouring)
+                    for label, (_, facts) in pages.items()
+                    if facts - allowed_facts(role, neighbouring)}
+             for role, pages in seen.items()}
+    assert leaks == dict.fromkeys(ROLES, {})
+    owner_page = seen["owner"]["dataset page"]
+    assert owner_page == (200, allowed_facts("owner", neighbouring))  # twin: the scan sees them
+    assert seen["auditor"]["dataset page"] == (200, allowed_facts("auditor", neighbouring))
+    assert seen["auditor"]["utility report"][0] == 404
+    for role in ("stranger", "anonymous"):
+        refused = {seen[role][label][0] for label in OBJECT_PAGES}
+        assert refused <= {302, 403, 404}, (role, refused)
+
+
+@pytest.mark.parametrize("aggregate_world", ["add-remove", "replace-one"], indirect=True)
+@pytest.mark.django_db
+def test_raw_aggregates_reach_only_the_roles_allowed_to_see_them(aggregate_world,
+                                                                  a_minute_later):
+    dataset, release, clients = aggregate_world
+    before = scan(clients, dataset, release)
+    owner = dataset.owner
+    services.dataset_delete(dataset=dataset, user=owner)
+    dataset.refresh_from_db()
+    after = scan(clients, dataset, release)
+    summary = {when: {role: sorted(set().union(*(f for _, f in pages.values())))
+                      for role, pages in seen.items()}
+               for when, seen in (("before deletion", before), ("after deletion", after))}
+    print(f"\nRaw aggregates ({dataset.neighbouring}; n = {N_ROWS:,}, "
+          f"{len(reachable_urls(dataset, release))} pages per role): {summary}")
+    check_roles(before, dataset.neighbouring)
+    check_roles(after, dataset.neighbouring)

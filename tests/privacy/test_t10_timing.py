@@ -120,6 +120,40 @@ def test_nothing_an_auditor_can_open_shows_a_time_finer_than_a_minute(
     assert found == {}
 
 
+SPREAD_US = 100_000  # microseconds each side of the true moment searched per event
+
+
+def test_the_audit_hashes_do_not_give_away_exact_times(finished_release, a_minute_later):
+    """The audit CSV shows times cut to the minute next to each event's hash. Guess-and-check
+    over the exact moment (within SPREAD_US of the truth, which lies in the shown minute: a
+    search of the whole minute adds only wrong moments) must match no event's hash; with the
+    server-side salt (twin) the same search finds each exact moment."""
+    from tests.dpportal.audit_guess import audit_csv_rows, guess, minute_moments, previous_hash
+
+    dataset, release, _, auditor = finished_release
+    client = Client()
+    client.force_login(auditor)
+    rows = audit_csv_rows(client)
+    timed = [r for r in rows if r["action"] in ("release_started", "release_done")]
+    assert len(timed) == 2 and not fine_grained_times(str(timed))
+    found, twins = {}, {}
+    began = time.perf_counter()
+    for row in timed:
+        event = AuditEvent.objects.get(pk=row["event"])
+        search = {"dataset_id": dataset.pk, "hidden_candidates": [{}],
+                  "moments": lambda row=row, event=event: minute_moments(
+                      row, around=event.created_at, spread_us=SPREAD_US)}
+        found[row["action"]] = guess(row, previous_hash(rows, row), **search)
+        twins[row["action"]] = (guess(row, previous_hash(rows, row),
+                                      salt=getattr(event, "salt", None), **search)
+                                == [({}, event.created_at)])
+    seconds = time.perf_counter() - began
+    print(f"\nFIGURE T10 audit hashes: {2 * SPREAD_US + 1:,} moments per event searched (x2 with "
+          f"the twin) in {seconds:.1f} s; exact times recovered: {found}; twin found: {twins}")
+    assert found == {"release_started": [], "release_done": []}
+    assert twins == {"release_started": True, "release_done": True}
+
+
 # ---------------------------------------------------------------- nightly: Spearman rho
 
 RUNS, RHO_LIMIT = 2_000, 0.05

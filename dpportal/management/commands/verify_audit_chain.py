@@ -3,6 +3,9 @@
 Exits 0 when every event still matches its hash and links to the one before it; otherwise
 names each broken event and exits non-zero. Deleting the newest events leaves an intact but
 shorter chain, so keep the printed head hash somewhere safe and pass it back with --expect-head.
+Each event's hash covers its secret salt (stored with it, never exported), so only this command,
+run with database access, can recompute hashes; an auditor holding the audit CSV can check that
+each exported event chains onto the hash before it, not recompute or test guesses against one.
 """
 
 from django.core.management.base import BaseCommand, CommandError

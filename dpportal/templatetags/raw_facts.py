@@ -1,0 +1,14 @@
+"""`{% load raw_facts %}{% raw_facts_of dataset as facts %}`: the dataset's raw-file facts
+(row_count, size_bytes, sha256, original_filename) that the signed-in user may see, by name;
+the rule is `dpportal.access.facts_visible_to`."""
+
+from django import template
+
+from dpportal.access import raw_facts
+
+register = template.Library()
+
+
+@register.simple_tag(takes_context=True)
+def raw_facts_of(context, dataset) -> dict:
+    return raw_facts(context.request.user, dataset)
