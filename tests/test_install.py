@@ -4,7 +4,7 @@ The sources the wheel is built from are copied to a temporary folder (the build 
 `build/` and `*.egg-info` beside them), built offline with the installed setuptools, installed
 with `--target` into another temporary folder, and run from a third one with nothing of the
 repository on the path. Dependencies come from the running environment; the wheel's metadata
-must still declare every package of requirements.txt.
+must still declare every package of requirements.txt, in a range its pinned version meets.
 """
 
 import json
@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from tests.conftest import REPO_ROOT
 
@@ -97,17 +99,18 @@ def test_the_wheel_holds_both_packages_the_licence_the_command_and_the_dependenc
     assert "dpportal/settings.py" in names and "dpportal/migrations/__init__.py" in names
     assert any(n.startswith(info) and "LICENSE" in n for n in names), names
     assert re.search(r"^dp-release = mechanisms\.__main__:main$", entry_points, re.M)
-    declared = {
-        re.split(r"[\[<>=; ]", line.removeprefix("Requires-Dist: "))[0].lower()
-        for line in metadata.splitlines()
-        if line.startswith("Requires-Dist: ")
-    }
-    pinned = {
-        re.split(r"[\[=]", line)[0].lower()
-        for line in (REPO_ROOT / "requirements.txt").read_text().splitlines()
-        if line.strip() and not line.startswith("#")
-    }
-    assert pinned <= declared, pinned - declared
+    declared = {}
+    for line in metadata.splitlines():
+        if line.startswith("Requires-Dist: "):
+            requirement = Requirement(line.removeprefix("Requires-Dist: "))
+            declared[canonicalize_name(requirement.name)] = requirement.specifier
+    for line in (REPO_ROOT / "requirements.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            pin = Requirement(line)
+            (version,) = (s.version for s in pin.specifier)
+            name = canonicalize_name(pin.name)
+            assert name in declared, f"{pin.name} is pinned but not a dependency"
+            assert declared[name].contains(version), (pin.name, version, str(declared[name]))
 
 
 def test_dp_release_runs_a_release_from_a_folder_outside_the_repository(installed, tmp_path):
