@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared" / "data" / "adult.csv.gz"
+DATA = REPO / "demo" / "adult.csv.gz"  # UCI Adult, CC BY 4.0 (demo/README.md)
 WORK = Path("/tmp/mwem_peers")
 PEER_PYTHON = {"aim": "/tmp/peer-aim/bin/python", "snsynth": "/tmp/peer-snsynth/bin/python",
                "mwem_pgm": "/tmp/peer-mbi/bin/python"}

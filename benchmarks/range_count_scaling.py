@@ -4,7 +4,7 @@ Run:  .venv/bin/python benchmarks/range_count_scaling.py [--quick] [--big] [--on
 
 Error is the mean over the workload of each answer's exact predicted variance (analytic, from
 the public plan; test T3 checks it against Monte Carlo), at rho = 0.5 zCDP, add/remove.
-Tables (RANGE_COUNT.md section 4.3):
+Tables (docs/range-count.md section 4.3):
   T4   2-D halfplanes on uniform / grid / zigzag points, n = 1024..8192, m = 4n: fitted log-log
        slopes (targets: identity ~1, mn12 <= 0.70) and mn12 / identity at the largest n (<= 0.3);
        path_tree (Hilbert path + binary tree; chain sums and GLS) and the criterion
@@ -194,7 +194,7 @@ def hdmm_reference(side: int = 256, published_rmse: float = 32.69):
     """Our tree's exact RMSE on ALL 2-D ranges of a side x side grid, in HDMM's convention.
 
     HDMM's README reports RMSE 32.69 for all 2-D ranges on 256x256 at eps = sqrt(2), pure DP,
-    add/remove (its `error.rootmse`; RANGE_COUNT.md section 3). HDMM is AGPL and not on the
+    add/remove (its `error.rootmse`; docs/range-count.md section 3). HDMM is AGPL and not on the
     package index, so it is not run; its published figure is quoted. Our tree is a Kronecker
     product of per-axis trees with equal noise and least-squares answers, so the mean variance
     over the product workload factorises: v * prod_axes tr(G_a (A_a^T A_a)^-1) / m_a.
@@ -218,7 +218,7 @@ def first_round_terms(n: int, dim: int, levels: int | None = None):
     """mn12's first round on uniform points, m = 4n: (J, a, u_0, predicted).
 
     a_i = sqrt(u_i D_i) per level (u_i pieces a query uses, D_i mean load), u_0 = mean
-    |R diff anchor|; the predicted rate is (sum_i a_i + sqrt(u_0))^2 (RANGE_COUNT.md 2.4, 4.3).
+    |R diff anchor|; the predicted rate is (sum_i a_i + sqrt(u_0))^2 (docs/range-count.md 2.4, 4.3).
     With `levels`, J is forced to that value instead of the planner's choice.
     """
     support = point_support(list("xyz")[:dim], [(0, 1)] * dim, points("uniform", n, dim, n))

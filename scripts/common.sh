@@ -6,18 +6,34 @@ PY="$VENV/bin/python"
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 
+# Stop with one line saying what is missing and how to get it.
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# Python 3.11+ with venv, and the files this script installs from.
+check_prerequisites() {
+  local requirements=$1
+  command -v python3 >/dev/null || die "python3 not found: install Python 3.11 or newer (Debian: apt-get install python3 python3-venv)"
+  python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+    || die "python3 is $(python3 -V 2>&1 | cut -d' ' -f2); DP Portal needs Python 3.11 or newer"
+  [ -f "$requirements" ] || die "$requirements is missing: run this script from a complete checkout of the repository"
+}
+
 # Create the virtual environment and install pinned requirements when they changed.
 ensure_venv() {
   local requirements=$1 stamp
+  check_prerequisites "$requirements"
   if [ ! -x "$PY" ]; then
     log "Creating the virtual environment in $VENV"
-    python3 -m venv "$VENV"
+    local why
+    why=$(python3 -m venv "$VENV" 2>&1) || { rm -rf "$VENV" 2>/dev/null
+      die "could not create the virtual environment in $VENV ($(printf '%s' "$why" | grep . | tail -n1)); if Python's venv module is missing: apt-get install python3-venv"; }
   fi
   stamp="$VENV/.installed-$(cat requirements*.txt | sha256sum | cut -c1-16)-$(basename "$requirements")"
   if [ ! -f "$stamp" ]; then
     log "Installing pinned dependencies from $requirements"
-    "$PY" -m pip install --quiet --disable-pip-version-check --upgrade pip
-    "$PY" -m pip install --quiet --disable-pip-version-check -r "$requirements"
+    "$PY" -m pip install --quiet --disable-pip-version-check --upgrade pip \
+      && "$PY" -m pip install --quiet --disable-pip-version-check -r "$requirements" \
+      || die "could not install the pinned dependencies from $requirements (pip's message is above): check that the package index is reachable"
     touch "$stamp"
   fi
 }

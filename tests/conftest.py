@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+DEMO_ADULT = REPO_ROOT / "demo" / "adult.csv.gz"  # UCI Adult, shipped (demo/README.md)
+TEST_DATA = REPO_ROOT / "tests" / "data"  # small tables made for the tests (tests/data/README.md)
 
 
 @pytest.fixture(scope="session")

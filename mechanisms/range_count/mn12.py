@@ -1,4 +1,4 @@
-"""The Muthukrishnan-Nikolov decomposition mechanism (RANGE_COUNT.md section 2.4 variant).
+"""The Muthukrishnan-Nikolov decomposition mechanism (docs/range-count.md section 2.4).
 
 Planning reads only public inputs (support size and the workload's incidence, never counts):
   per round t on the remaining points P_t:

@@ -1,4 +1,4 @@
-"""The low-crossing path + dyadic tree baseline (RANGE_COUNT.md section 2.5, E1 practical instance).
+"""The low-crossing path + dyadic tree baseline (docs/range-count.md section 2.5).
 
 Planning reads only the public support points: they are ordered along a Hilbert curve over their
 bounding box (in 1-D, sorted), and a binary tree is laid over the path positions 0..n-1. Level l

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Error as PlaywrightError
 
-from tests.conftest import SHARED_DATA
+from tests.conftest import DEMO_ADULT
 from tests.e2e.package_checks import problems_in_package
 
 pytestmark = pytest.mark.e2e
@@ -37,9 +37,9 @@ MECHANISM_SETTINGS = {"MWEM rounds": "3"}
 
 @pytest.fixture
 def adult_csv(tmp_path):
-    """The shared Adult table, uncompressed (the upload form takes CSV, TSV or XLSX)."""
+    """The demo Adult table, uncompressed (the upload form takes CSV, TSV or XLSX)."""
     path = tmp_path / "adult.csv"
-    with gzip.open(SHARED_DATA / "adult.csv.gz", "rb") as source, open(path, "wb") as target:
+    with gzip.open(DEMO_ADULT, "rb") as source, open(path, "wb") as target:
         shutil.copyfileobj(source, target)
     return path
 

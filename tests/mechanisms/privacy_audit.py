@@ -1,4 +1,4 @@
-"""The neighbouring-dataset event test of TESTING_PRIVACY.md section 1, as a reusable helper.
+"""The neighbouring-dataset event test of docs/testing-privacy.md section 1, as a reusable helper.
 
 Given n scalar outputs of M(D) and n of M(D') (one bin count, one selected index, ...), an
 epsilon/delta claim and a grid of thresholds fixed from the mechanism's parameters before

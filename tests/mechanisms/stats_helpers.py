@@ -1,4 +1,4 @@
-"""Goodness-of-fit helpers for the sampler tests (TESTING_PRIVACY.md section 3)."""
+"""Goodness-of-fit helpers for the sampler tests (docs/testing-privacy.md section 3)."""
 
 from __future__ import annotations
 

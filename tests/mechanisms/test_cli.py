@@ -3,16 +3,14 @@
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from mechanisms.__main__ import SUBCOMMANDS, main
 from mechanisms.release import MECHANISMS, file_sha256
+from tests.conftest import DEMO_ADULT, REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-ADULT = REPO_ROOT.parent / "shared" / "data" / "adult.csv.gz"
 SCHEMA = {
     "columns": [
         {"name": "age", "type": "numeric", "lower": 17, "upper": 90, "bins": 8},
@@ -180,7 +178,7 @@ def test_it_runs_as_a_module_on_the_adult_data_without_traceback(tmp_path):
         "mechanisms",
         "perturbed-histogram",
         "--input",
-        str(ADULT),
+        str(DEMO_ADULT),
         "--schema",
         str(schema),
         "--epsilon",

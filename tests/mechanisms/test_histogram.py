@@ -389,7 +389,7 @@ def test_the_manifest_recommends_bins_only_when_the_row_count_is_public():
 @pytest.mark.slow
 @pytest.mark.parametrize("factor", [1.0, 1 / 1.5])
 def test_perturbed_event_test_at_small_epsilon_with_a_million_draws(monkeypatch, factor):
-    """The longer run of TESTING_PRIVACY.md: epsilon = 0.1, n = 10^6 per side, alpha = 1e-6.
+    """The longer run of docs/testing-privacy.md: epsilon = 0.1, n = 10^6 per side, alpha = 1e-6.
 
     The twin spends 1.5 x the claimed epsilon (x 1.175, scale x 0.85, is not caught here).
     """

@@ -1,6 +1,7 @@
 """MWEM: validation, convergence at epsilon = inf, factored = dense, record-and-replay accounting,
-the event test (TESTING_PRIVACY.md section 1) on one selection and one measurement with broken
-twins, the paper's contingency-table experiment (small version), scaling, and the release.
+the event test (docs/testing-privacy.md) on one selection and one measurement with broken
+twins, the paper's contingency-table experiment (small version, on tests/data's log-linear
+tables), scaling, and the release.
 
 Event tests: n = 10^5 outputs per side, alpha = 1e-6 family-wise (privacy_audit helper); each
 has a twin with the declared sensitivity halved that the same test must fail.
@@ -12,7 +13,8 @@ import importlib
 import io
 import json
 import math
-from pathlib import Path
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
@@ -24,19 +26,18 @@ from mechanisms.noise import RecordingSource, exponential_mechanism, seeded_sour
 from mechanisms.release import run_release
 from mechanisms.schema import Schema
 from mechanisms.workload import Query, expand_workload, marginals_spec, random_marginals_spec
+from tests.conftest import TEST_DATA
 from tests.mechanisms.privacy_audit import audit_neighbours
 
 mwem_module = importlib.import_module("mechanisms.mwem")  # the package exports the function
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 N_AUDIT = 100_000
 
 
 def load_table(name):
-    records = pd.read_csv(DATA / f"mwem_{name}_records.csv", dtype=str)
-    columns = list(records.columns)
-    codes = np.stack(
-        [np.unique(records[c], return_inverse=True)[1] for c in columns], axis=1
-    ).astype(np.int64)
+    """A binary contingency table of tests/data/ (README there), one row per person."""
+    table = pd.read_csv(TEST_DATA / f"{name}.csv")
+    columns = list(table.columns[:-1])
+    codes = np.repeat(table[columns].to_numpy(np.int64), table["count"].to_numpy(), axis=0)
     return codes, (2,) * len(columns), columns
 
 
@@ -90,13 +91,13 @@ def max_workload_error(codes, shape, workload, distribution):
     ],
 )
 def test_it_refuses_bad_parameters_with_one_line(kwargs, message):
-    codes, shape, columns = load_table("czech")
+    codes, shape, columns = load_table("loglinear6")
     with pytest.raises(MechanismError, match=message):
         mwem(codes, shape, workload_of(columns, shape, 2), rng=seeded_source(0), **kwargs)
 
 
 def test_it_refuses_empty_data_only_when_the_row_count_is_public():
-    codes, shape, columns = load_table("czech")
+    codes, shape, columns = load_table("loglinear6")
     workload = workload_of(columns, shape, 2)
     with pytest.raises(MechanismError, match=r"data \(0 rows\)"):
         mwem(codes[:0], shape, workload, epsilon=1.0)
@@ -111,7 +112,7 @@ def test_it_refuses_empty_data_only_when_the_row_count_is_public():
 @pytest.mark.parametrize("update", ["damped", "paper"])
 @pytest.mark.parametrize("k", [2, 3])
 def test_it_converges_to_the_workload_at_infinite_epsilon(k, update):
-    codes, shape, columns = load_table("czech")
+    codes, shape, columns = load_table("loglinear6")
     workload = workload_of(columns, shape, k)
     before = max_workload_error(codes, shape, workload, FactoredDistribution.independent(
         [np.ones(2)] * len(shape)))
@@ -135,7 +136,7 @@ def test_ranges_converge_at_infinite_epsilon():
 
 @pytest.mark.parametrize("k", [2, 3])
 def test_factored_and_dense_give_the_same_distribution(k):
-    codes, shape, columns = load_table("rochdale")
+    codes, shape, columns = load_table("loglinear8")
     workload = workload_of(columns, shape, k)
     runs = [mwem(codes, shape, workload, epsilon=1.0, dense=dense, rng=seeded_source(5))
             for dense in (False, True)]
@@ -148,7 +149,7 @@ def test_factored_and_dense_give_the_same_distribution(k):
 
 
 def test_average_output_is_the_mean_of_the_iterates():
-    codes, shape, columns = load_table("czech")
+    codes, shape, columns = load_table("loglinear6")
     workload = workload_of(columns, shape, 2)
     iterates = [mwem(codes, shape, workload, epsilon=math.inf, rounds=t, mw_passes=2)
                 .distribution.to_dense() for t in (1, 2, 3)]
@@ -180,7 +181,7 @@ def epsilon_of(call, neighbouring="replace-one"):
 
 
 def test_the_papers_split_spends_epsilon_over_2t_per_selection_and_measurement():
-    codes, shape, columns = load_table("czech")
+    codes, shape, columns = load_table("loglinear6")
     source = RecordingSource(seeded_source(2))
     mwem(codes, shape, workload_of(columns, shape, 2), epsilon=1.0, rounds=5, init_fraction=0,
          select_fraction=0.5, rng=source)
@@ -191,7 +192,7 @@ def test_the_papers_split_spends_epsilon_over_2t_per_selection_and_measurement()
 
 @pytest.mark.parametrize("neighbouring", ["replace-one", "add-remove"])
 def test_the_default_split_sums_to_epsilon_and_is_the_same_on_neighbours(neighbouring):
-    codes, shape, columns = load_table("czech")
+    codes, shape, columns = load_table("loglinear6")
     neighbour = codes.copy()
     neighbour[0] = 1 - neighbour[0]  # replace one record by its complement
     if neighbouring == "add-remove":
@@ -212,7 +213,7 @@ def test_the_default_split_sums_to_epsilon_and_is_the_same_on_neighbours(neighbo
     assert sequences[0] == sequences[1]
 
 
-# --- event tests (TESTING_PRIVACY.md section 1) ------------------------------------------------
+# --- event tests (docs/testing-privacy.md) ----------------------------------------------------
 
 # Two binary attributes, candidates = the two 1-way marginals, model uniform. D has 60 records;
 # D' replaces a (1, 0) record by (0, 1): one L1-error score rises by 2 and the other falls by 2
@@ -289,17 +290,17 @@ def mean_relative_entropy(name, epsilon, fit, seeds=5):
     return float(np.mean(values))
 
 
-@pytest.mark.parametrize("name", ["czech", "rochdale"])
+@pytest.mark.parametrize("name", ["loglinear6", "loglinear8"])
 def test_relative_entropy_falls_as_epsilon_grows(name):
     low, high = (mean_relative_entropy(name, e, "mwem") for e in (0.1, 10.0))
     assert high < low / 2, (low, high)
 
 
-@pytest.mark.parametrize("name", ["czech", "rochdale"])
+@pytest.mark.parametrize("name", ["loglinear6", "loglinear8"])
 def test_at_small_epsilon_selecting_beats_measuring_every_marginal(name):
     ours = mean_relative_entropy(name, 0.5, "mwem")
     theirs = mean_relative_entropy(name, 0.5, "measure_all")
-    assert ours < theirs / 2 if name == "czech" else ours < theirs, (ours, theirs)
+    assert ours < theirs / 2 if name == "loglinear6" else ours < theirs, (ours, theirs)
 
 
 # --- scaling beyond memory ----------------------------------------------------------------------
@@ -412,3 +413,10 @@ def test_the_command_line_writes_the_release_and_explains_bad_input(tmp_path, ca
     assert main(common + ["--marginals", "7"]) == 2
     error = capsys.readouterr().err.strip()
     assert error == "error: marginals k (7) must be an integer from 1 to 3"
+
+
+def test_the_shipped_contingency_tables_are_what_their_generator_writes():
+    """tests/data/loglinear*.csv are a pure function of make_tables.py's documented models."""
+    check = subprocess.run([sys.executable, str(TEST_DATA / "make_tables.py"), "--check"],
+                           capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr

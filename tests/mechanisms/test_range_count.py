@@ -1,6 +1,6 @@
 """Private range counting: validation, public plans, accounting, exactness, calibration, privacy.
 
-Acceptance tests T0-T3 of RANGE_COUNT.md section 4.3 plus the event test of TESTING_PRIVACY.md.
+Checks T0-T3 of docs/range-count.md section 4.3 plus the event test of docs/testing-privacy.md.
 """
 
 from __future__ import annotations

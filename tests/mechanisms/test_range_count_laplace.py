@@ -1,4 +1,4 @@
-"""mn12_laplace: the seed's Laplace reading of mn12 (RANGE_COUNT.md section 2.2) as a mechanism.
+"""mn12_laplace: the seed's Laplace reading of mn12 (docs/range-count.md 2.2) as a mechanism.
 
 Same public plan as mn12; discrete Laplace noise; (epsilon, delta) by advanced composition per
 point. Checks: exactness without noise, the accounting recomputed from the released structure

@@ -1,5 +1,6 @@
 """path_tree range counts: the Hilbert path, exact decompositions and variances, a public plan,
-Monte-Carlo calibration and the privacy event test (RANGE_COUNT.md 2.5 E1, 4.3; TESTING_PRIVACY.md).
+Monte-Carlo calibration and the privacy event test (docs/range-count.md 2.5, 4.3;
+docs/testing-privacy.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Record-and-replay helpers (TESTING_PRIVACY.md section 2): the epsilon each recorded noise call
+"""Record-and-replay helpers (docs/testing-privacy.md 2): the epsilon each recorded noise call
 spends, from its recorded scale and the sensitivity the mechanism declares, and the inputs of
 each noise call as a zero-noise run publishes them."""
 

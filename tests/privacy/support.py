@@ -1,4 +1,4 @@
-"""Shared pieces of the privacy audits (RELIABILITY.md T2-T7, T10): batch and zero-noise random
+"""Shared pieces of the privacy audits (docs/reliability.md T2-T7, T10): batch and zero-noise random
 sources that run a mechanism's own noise step many times at once, the privacy-loss projection,
 and one printed figure line per audit for the README's Guarantees section."""
 
@@ -14,7 +14,7 @@ from tests.mechanisms.privacy_audit import AuditResult
 ALPHA = 1e-6  # family-wise false-alarm rate of every event test
 N_PER_SIDE = 100_000  # per-commit sample size per neighbouring dataset
 N_NIGHTLY = 1_000_000  # the long run (`./test.sh --long`), at epsilon = 0.1
-TWIN_SCALE = 0.85  # the mutation twin's noise-scale factor (TESTING_PRIVACY.md section 1.6)
+TWIN_SCALE = 0.85  # the mutation twin's noise-scale factor (docs/testing-privacy.md section 1.6)
 
 
 class BatchNoise(RandomSource):

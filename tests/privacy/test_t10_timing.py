@@ -1,5 +1,5 @@
 """T10: timing exposure. Run times can hint at the noise drawn (the secure sampler's time
-correlates with |noise|: Spearman rho about 0.3 measured here, 0.58 in RELIABILITY.md), so
+correlates with |noise|: Spearman rho about 0.3 measured here, 0.58 in docs/reliability.md), so
 durations and timestamps shown to non-owners (auditors) must be quantised, e.g. to a minute.
 
 Per commit: a release is run in-process and every page and download an auditor can open is

@@ -15,7 +15,7 @@ edge-bins replace-one, add-remove empty-vs-one; smoothed with a 0.5 twin), test_
 (one released count per plan at 10^4/side, 0.5 twins, the claim derived from the plan's own
 noise), test_noise.py (exponential mechanism).
 The long run (marked slow): n = 10^6 per side at epsilon = 0.1 with a 1/1.5-scale twin (0.85 is
-not detectable at epsilon = 0.1 with 10^6 draws; TESTING_PRIVACY.md 1.5).
+not detectable at epsilon = 0.1 with 10^6 draws; docs/testing-privacy.md 1.5).
 """
 
 from __future__ import annotations
@@ -332,7 +332,7 @@ def _subcase(label: str) -> str:
 
 # The exponential mechanism reaches its full epsilon only on rare events, so a 0.85 twin is
 # beyond 10^5 draws there (measured: honest eps_hat 0.76, twin 0.93 < 1); its twin halves the
-# declared sensitivity (scale x 0.5), the other twin TESTING_PRIVACY.md allows.
+# declared sensitivity (scale x 0.5), the other twin docs/testing-privacy.md allows.
 TWIN_FACTOR = {label: 0.5 if label.startswith("MWEM selection") else TWIN_SCALE for label in CASES}
 
 
