@@ -224,3 +224,39 @@ def test_mwem_at_the_forms_limits_publishes_no_saturated_measurement():
         saturated += len(_saturated(record["noisy_answer"], exact))
         measured += len(exact)
     assert measured >= 200 * 9 and saturated == 0
+
+
+def _portal_dataset():
+    from types import SimpleNamespace
+
+    schema = {
+        "columns": [
+            {"name": "x", "type": "numeric", "lower": 0, "upper": 200, "bins": 20},
+            {"name": "g", "type": "categorical", "categories": ["a", "b"]},
+        ]
+    }
+    return SimpleNamespace(schema=schema, neighbouring="replace-one", row_count=11)
+
+
+@pytest.mark.parametrize(
+    "mechanism, params",
+    [
+        ("perturbed_histogram", {}),
+        ("mwem", {"workload": {"queries": [{"type": "marginals", "k": 2}]}, "rounds": 200}),
+    ],
+)
+def test_the_portal_preview_refuses_a_too_small_epsilon_and_accepts_the_forms_minimum(
+    mechanism, params
+):
+    """The form's dry run turns this MechanismError into a form error (test_release_pages)."""
+    from decimal import Decimal
+
+    from dpportal import release_engine
+
+    kwargs = {"mechanism": mechanism, "columns": ["x", "g"], "params": params}
+    lines = release_engine.expected_accuracy(
+        _portal_dataset(), epsilon=Decimal("0.000001"), **kwargs
+    )
+    assert lines and all(str(float("inf")) not in line for line in lines)
+    with pytest.raises(MechanismError, match=r"epsilon \(1e-20\) is too small"):
+        release_engine.expected_accuracy(_portal_dataset(), epsilon=Decimal("1e-20"), **kwargs)
