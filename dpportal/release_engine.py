@@ -12,6 +12,8 @@ import pyarrow.parquet as pq
 from django.conf import settings
 
 import mechanisms
+from mechanisms.accounting import float_at_most, noise_scale
+from mechanisms.noise import check_count_noise
 from mechanisms.schema import CHUNK_ROWS
 
 
@@ -83,8 +85,8 @@ def compute(release, progress):
             input_sha256=dataset.sha256,
             columns=release.columns,
             params=release.params,
-            epsilon=float(release.epsilon),
-            delta=float(release.delta),
+            epsilon=float_at_most(release.epsilon),  # never above the debited budget
+            delta=float_at_most(release.delta),
             neighbouring=release.neighbouring,
             rng=None,
             progress=lambda done, total: progress(done, total, "running"),
@@ -103,13 +105,17 @@ def discrete_laplace_std(scale: float) -> float:
     if scale <= 0:
         return 0.0
     alpha = math.exp(-1.0 / scale)
-    return math.sqrt(2.0 * alpha) / (1.0 - alpha)
+    return math.sqrt(2.0 * alpha) / -math.expm1(-1.0 / scale)  # 1 - alpha, also at huge scales
 
 
 def expected_accuracy(dataset, *, mechanism, columns, params, epsilon, delta=0.0) -> list[str]:
-    """Plain sentences predicting the release's accuracy from public information only."""
+    """Plain sentences predicting the release's accuracy from public information only.
+
+    Raises MechanismError for settings the mechanism would refuse (such as an epsilon whose
+    noise 64-bit counts cannot carry), so the form shows them before any budget is spent.
+    """
     schema = mechanisms.Schema.from_dict(dataset.schema)
-    epsilon, delta = float(epsilon), float(delta)
+    epsilon, delta = float_at_most(epsilon), float_at_most(delta)
     if mechanism == "range_count":
         return _range_count_accuracy(schema, columns, params, epsilon, delta, dataset)
     shape = schema.domain_shape(columns)
@@ -119,7 +125,7 @@ def expected_accuracy(dataset, *, mechanism, columns, params, epsilon, delta=0.0
         return _mwem_accuracy(schema, columns, params, epsilon, dataset, shape)
     if mechanism == "smoothed_histogram":
         return _smoothed_accuracy(dataset, params["rows"], cells, epsilon)
-    noise = discrete_laplace_std(sensitivity / epsilon)
+    noise = discrete_laplace_std(check_count_noise(noise_scale(sensitivity, epsilon), epsilon))
     lines = [f"The chosen columns make {combinations(schema, columns)}. Each combination's "
              f"count gets random noise of typically ±{noise:,.1f} rows."]
     lines.append(_relative_error_line(noise, dataset.row_count / cells))
@@ -172,7 +178,8 @@ def _mwem_accuracy(schema, columns, params, epsilon, dataset, shape) -> list[str
     rounds = params.get("rounds") or default_rounds(
         n, epsilon, shape, workload, init_fraction, select_fraction, sensitivity)
     measure_epsilon = epsilon * (1 - init_fraction) * (1 - select_fraction) / rounds
-    noise = discrete_laplace_std(sensitivity / measure_epsilon)
+    scale = check_count_noise(noise_scale(sensitivity, measure_epsilon), epsilon)
+    noise = discrete_laplace_std(scale)
     cells = sorted(q.cells(shape) for q in workload)[len(workload) // 2]
     return [
         f"The workload has {len(workload)} patterns (tables of counts); MWEM will measure "

@@ -3,13 +3,19 @@
 `Budget` stores epsilon and delta as `Decimal` built from the shortest decimal text of the
 number given (0.1 is stored as exactly 1/10), so ten spends of 0.1 use up 1.0 exactly.
 Composition is sequential (basic): epsilons add, deltas add.
+
+Floats handed to mechanisms never spend more than the exact budget: `float_at_most` rounds a
+budget down to a float, and `noise_scale` rounds a noise scale up, so the loss a scale realises
+(sensitivity / scale, in exact arithmetic) never exceeds the epsilon it was computed from.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from fractions import Fraction
 
 from mechanisms.errors import MechanismError
 
@@ -21,11 +27,56 @@ class BudgetExceeded(MechanismError):
     """A spend larger than what remains of a budget."""
 
 
+def float_at_most(value) -> float:
+    """The largest float not above `value` (a Decimal, Fraction, int, float or decimal text).
+
+    float() rounds to nearest, so float(Decimal("0.1")) is 0.1000000000000000055...; this is
+    the float just below it instead. Infinities and NaN come back as themselves.
+    """
+    rounded = float(Decimal(value) if isinstance(value, str) else value)
+    if not math.isfinite(rounded):
+        exact = _finite_fraction(value)
+        if exact is None:
+            return rounded
+        rounded = math.copysign(sys.float_info.max, rounded)
+    else:
+        exact = _finite_fraction(value)
+    while Fraction(rounded) > exact:
+        rounded = math.nextafter(rounded, -math.inf)
+    return rounded
+
+
+def _finite_fraction(value) -> Fraction | None:
+    number = Decimal(value) if isinstance(value, str) else value
+    if isinstance(number, float | Decimal) and not math.isfinite(number):
+        return None
+    return Fraction(number)
+
+
+def noise_scale(sensitivity, epsilon) -> float:
+    """The smallest float not below sensitivity / epsilon (exact); 0 when epsilon is inf.
+
+    Privacy: noise of this scale on a query of this sensitivity realises a loss
+    sensitivity / scale <= epsilon exactly, which float division (round to nearest) does not
+    promise.
+    """
+    if math.isinf(epsilon):
+        return 0.0
+    exact = Fraction(sensitivity) / Fraction(epsilon)
+    scale = float(exact)
+    while Fraction(scale) < exact:
+        scale = math.nextafter(scale, math.inf)
+    return scale
+
+
 def check_epsilon(epsilon, *, allow_infinite: bool = True) -> float:
-    """Return epsilon as a float if it is > 0 (inf means no noise, for tests), else raise."""
+    """Return epsilon as a float if it is > 0 (inf means no noise, for tests), else raise.
+
+    Exact values (Decimal, Fraction, decimal text) are rounded down (`float_at_most`).
+    """
     try:
-        value = float(epsilon)
-    except (TypeError, ValueError):
+        value = float(epsilon) if isinstance(epsilon, float | int) else float_at_most(epsilon)
+    except (TypeError, ValueError, ArithmeticError):
         raise MechanismError(f"epsilon ({epsilon!r}) must be a number > 0") from None
     if not value > 0 or (math.isinf(value) and not allow_infinite):
         limit = "> 0" if allow_infinite else "> 0 and finite"
@@ -100,8 +151,8 @@ class Budget:
     __sub__ = spend
 
     def as_floats(self) -> tuple[float, float]:
-        """(epsilon, delta) as floats, for mechanisms."""
-        return float(self.epsilon), float(self.delta)
+        """(epsilon, delta) as floats, for mechanisms: rounded down, never above the budget."""
+        return float_at_most(self.epsilon), float_at_most(self.delta)
 
 
 def zcdp_to_approx_dp(rho: float, delta: float) -> float:

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from mechanisms.accounting import check_epsilon, check_neighbouring
+from mechanisms.accounting import check_epsilon, check_neighbouring, noise_scale
 from mechanisms.chunks import ChunkedTable
 from mechanisms.errors import MechanismError
-from mechanisms.noise import RandomSource, resolve_rng
+from mechanisms.noise import RandomSource, check_count_noise, resolve_rng
 from mechanisms.release import ReleaseOutput, csv_bytes, register
 from mechanisms.schema import NumericColumn, Schema
 
@@ -66,12 +66,15 @@ def perturb_counts(
     """Add discrete Laplace noise of scale count_sensitivity / epsilon to every count.
 
     Privacy: epsilon-DP (pure), unit one row, under `neighbouring`; L1 sensitivity of the count
-    vector 2 (replace-one) or 1 (add-remove). epsilon = inf adds no noise.
+    vector 2 (replace-one) or 1 (add-remove); the scale is rounded up, and the noise is added
+    inside the random source (OpenDP's measurement on 64-bit integers for the secure source).
+    An epsilon whose scale 64-bit counts cannot carry is refused. epsilon = inf adds no noise.
     """
     counts = np.asarray(counts, dtype=np.int64)
     if math.isinf(epsilon):
         return counts.copy()
-    return counts + rng.discrete_laplace(count_sensitivity(neighbouring) / epsilon, counts.shape)
+    scale = check_count_noise(noise_scale(count_sensitivity(neighbouring), epsilon), epsilon)
+    return rng.add_discrete_laplace(counts, scale)
 
 
 def clipped_distribution(noisy_counts: np.ndarray) -> np.ndarray:
@@ -238,7 +241,9 @@ def smoothed_histogram(
     Privacy: epsilon-DP (pure), unit one row, neighbouring replace-one with the row count n
     public (Thm 4.1): requires rows * log(1 + (1 - mix) * m / (n * mix)) <= epsilon, m cells.
     Parameters that break this are refused. Given only rows, mix is the smallest admissible;
-    given only mix, rows is the largest admissible. `data` may be a ChunkedTable (one pass).
+    given only mix, rows is the largest admissible. The rows are drawn by the random source's
+    `smoothed_cells` (os.urandom for the secure source), with mix rounded up to a multiple of
+    2^-62, which keeps the condition. `data` may be a ChunkedTable (one pass).
     """
     epsilon, rng = check_epsilon(epsilon), resolve_rng(rng)
     columns = schema.resolve_columns(columns)
@@ -247,8 +252,7 @@ def smoothed_histogram(
     if n == 0:
         raise MechanismError("the smoothed histogram needs at least one row of data (n = 0)")
     rows, mix = _smoothed_parameters(epsilon, n, m, rows, mix)
-    probabilities = smoothed_distribution(counts, mix)
-    cells = sample_cells(probabilities, rows, rng)
+    cells = rng.smoothed_cells(counts, mix, rows)  # the private step: see smoothed_cells
     released = np.bincount(cells, minlength=m).astype(np.int64).reshape(counts.shape)
     return HistogramRelease(
         columns=columns,

@@ -11,12 +11,13 @@ import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
 
-from mechanisms.accounting import check_epsilon, check_neighbouring
+from mechanisms.accounting import check_epsilon, check_neighbouring, float_at_most, noise_scale
 from mechanisms.errors import MechanismError
-from mechanisms.noise import exponential_mechanism, resolve_rng
+from mechanisms.noise import check_count_noise, exponential_mechanism, resolve_rng
 from mechanisms.release import ReleaseOutput, csv_bytes, json_bytes, register
 from mechanisms.schema import NumericColumn
 from mechanisms.workload import Query, expand_workload, load_workload, marginals_spec
@@ -284,7 +285,11 @@ def mwem(
     d = len(shape)
     marginal_l1 = 2 if neighbouring == "replace-one" else 1
     true = _TrueAnswers(codes, shape)
-    eps_init = epsilon * init_fraction if init_fraction > 0 else 0.0  # (inf·0 would be nan)
+    eps_init = _share(epsilon, init_fraction)
+    # refuse a too small ε before any draw: the most rounds the default could choose
+    _check_noise_fits(epsilon, eps_init, d, marginal_l1,
+                      _split(epsilon, eps_init, rounds or min(len(workload), MAX_DEFAULT_ROUNDS),
+                             select_fraction)[1])
     n, one_way, start, init_scale = _start(true, len(codes), eps_init, neighbouring, rng)
     if output == "average":
         dense = _check_dense_fits(shape, memory_cells)
@@ -292,10 +297,7 @@ def mwem(
     if rounds is None:
         rounds = default_rounds(n, epsilon, shape, workload, init_fraction, select_fraction,
                                 marginal_l1)
-    # The budget split: eps_init (spent above) + rounds × (eps_select + eps_measure) = epsilon.
-    eps_round = epsilon * (1 - init_fraction) / rounds
-    eps_select = eps_round * select_fraction
-    eps_measure = eps_round * (1 - select_fraction)
+    eps_select, eps_measure = _split(epsilon, eps_init, rounds, select_fraction)
 
     result = MwemResult(model, n, rounds=rounds, budget={
         "epsilon": epsilon, "initial_one_way": eps_init, "per_round_select": eps_select,
@@ -344,10 +346,13 @@ def measure_all(
     if neighbouring != "replace-one":
         raise MechanismError(f"neighbouring ({neighbouring!r}) must be replace-one here")
     true, n = _TrueAnswers(codes, shape), len(codes)
+    eps_query = (math.inf if math.isinf(epsilon)
+                 else float_at_most(Fraction(epsilon) / len(workload)))
+    check_count_noise(noise_scale(2, eps_query), epsilon)
     model = FactoredDistribution.independent([np.ones(k) for k in shape])
     measured = []
     for query in workload:
-        noisy, scale = _measure(true, query, epsilon / len(workload), 2, rng)
+        noisy, scale = _measure(true, query, eps_query, 2, rng)
         measured.append((query, noisy / n, _floor(scale, n, share=1.0)))
         model.merge(query.attrs)
     for _ in range(mw_passes):
@@ -442,6 +447,32 @@ def default_rounds(n, epsilon, shape, workload, init_fraction, select_fraction, 
     return int(max(min(cap, minimum), 1, min(cap, measuring, selecting)))
 
 
+def _share(epsilon: float, fraction: float) -> float:
+    """fraction·ε rounded down (0 when fraction is 0, also at ε = inf)."""
+    if fraction == 0 or math.isinf(epsilon):
+        return 0.0 if fraction == 0 else math.inf
+    return float_at_most(Fraction(epsilon) * Fraction(fraction))
+
+
+def _split(epsilon, eps_init, rounds, select_fraction) -> tuple[float, float]:
+    """(ε_select, ε_measure) per round, each rounded down.
+
+    In exact arithmetic eps_init + rounds × (ε_select + ε_measure) <= ε.
+    """
+    if math.isinf(epsilon):
+        return math.inf, math.inf
+    per_round = float_at_most((Fraction(epsilon) - Fraction(eps_init)) / rounds)
+    eps_select = _share(per_round, select_fraction)
+    return eps_select, float_at_most(Fraction(per_round) - Fraction(eps_select))
+
+
+def _check_noise_fits(epsilon, eps_init, d, marginal_l1, eps_measure) -> None:
+    """Refuse an ε whose count noise 64-bit integers cannot carry (see noise.check_count_noise)."""
+    if eps_init > 0:
+        check_count_noise(noise_scale(marginal_l1 * d, eps_init), epsilon)
+    check_count_noise(noise_scale(marginal_l1, eps_measure), epsilon)
+
+
 def _check_args(epsilon, neighbouring, init_fraction, select_fraction, output, update,
                 workload):
     check_epsilon(epsilon)
@@ -526,8 +557,8 @@ def _start(true, rows, eps_init, neighbouring, rng):
                 "estimate the (private) number of rows"
             )
         return rows, [], [np.ones(k) for k in shape], 0.0
-    scale = (2 if neighbouring == "replace-one" else 1) * d / eps_init
-    one_way = [true.marginal((a,)) + rng.discrete_laplace(scale, size=shape[a]) for a in range(d)]
+    scale = noise_scale((2 if neighbouring == "replace-one" else 1) * d, eps_init)
+    one_way = [rng.add_discrete_laplace(true.marginal((a,)), scale) for a in range(d)]
     n = rows if neighbouring == "replace-one" else _estimate_n(one_way)
     return n, one_way, [np.maximum(m, max(scale, 0.5)) for m in one_way], scale
 
@@ -542,7 +573,7 @@ def _expected_abs_noise(scale: float) -> float:
     if scale == 0:
         return 0.0
     alpha = math.exp(-1 / scale)
-    return 2 * alpha / (1 - alpha * alpha)
+    return 2 * alpha / (-math.expm1(-1 / scale) * (1 + alpha))  # 1 - α without cancellation
 
 
 def _select(model, true, workload, n, eps_select, eps_measure, marginal_l1, memory_cells,
@@ -575,9 +606,8 @@ def _selection_scores(model, true, queries, n, eps_measure, marginal_l1) -> np.n
 
 def _measure(true, query: Query, eps_measure: float, marginal_l1: int, rng):
     """The query's answer plus discrete Laplace noise of scale Δ_q/ε; returns (noisy, scale)."""
-    scale = _sensitivity(query, marginal_l1) / eps_measure
-    size = query.cells(true.shape)
-    return true.answer(query) + rng.discrete_laplace(scale, size=size), scale
+    scale = noise_scale(_sensitivity(query, marginal_l1), eps_measure)
+    return rng.add_discrete_laplace(true.answer(query), scale), scale
 
 
 def _floor(noise_scale: float, n: int, share: float = FLOOR_SHARE) -> float:

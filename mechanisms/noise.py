@@ -3,20 +3,29 @@
 Every random draw a mechanism makes goes through a `RandomSource`:
 
 - `secure_source()` (the default whenever a mechanism gets `rng=None`) draws privacy noise with
-  OpenDP's vetted samplers (exact discrete Laplace and discrete Gaussian, OpenDP's Laplace and
-  Gaussian on floats, Gumbel report-noisy-max) and post-processing draws (sampling synthetic rows,
-  values inside a bin, shuffling) from a NumPy generator seeded afresh from OS entropy.
+  OpenDP's vetted samplers (exact discrete Laplace and discrete Gaussian on 64-bit integers,
+  OpenDP's Laplace and Gaussian on floats, Gumbel report-noisy-max); counts are passed into
+  OpenDP's measurement, so its proof covers the addition too. Uniform integers (the smoothed
+  histogram's sampling, whose privacy is the sampling itself) are rejection-sampled from
+  os.urandom. Post-processing draws (synthetic rows of a noisy histogram, values inside a bin,
+  shuffling) come from a NumPy generator seeded afresh from OS entropy.
   OpenDP is fast enough on every hot path measured so far (10^4 cells of discrete Laplace take
   about 0.07 s), so there is no home-made secure sampler.
 - `seeded_source(seed)` is reproducible and exact-in-distribution (discrete Laplace as the
   difference of two geometric variables): for tests, benchmarks and the CLI's `--seed` only.
 - `RecordingSource(inner)` records each call's (primitive, scale, size) for record-and-replay
   privacy tests.
+
+Range: every source refuses, in one line, an integer noise scale above MAX_INTEGER_SCALE (a draw
+beyond +-2^62 would then have probability above 2^-60; with counts below 2^62 the noisy count
+always fits int64) and a float noise scale above MAX_FLOAT_SCALE (same tail, beyond +-2^1020), so
+no draw is ever clamped, wrapped or infinite except with probability below 2^-60.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import secrets
 from dataclasses import dataclass
 from functools import lru_cache
@@ -24,6 +33,7 @@ from functools import lru_cache
 import numpy as np
 import opendp.prelude as dp
 
+from mechanisms.accounting import noise_scale
 from mechanisms.errors import MechanismError
 
 dp.enable_features("contrib")
@@ -39,10 +49,52 @@ def _shape(size: Size) -> tuple[int, ...]:
     return (int(size),) if np.isscalar(size) else tuple(int(s) for s in size)
 
 
-def _check_scale(scale: float, name: str = "scale") -> float:
+# P(|X| >= L) <= 2 exp(-L / scale) for the discrete and continuous Laplace, and the Gaussians'
+# tails are lighter (both are scale^2-subgaussian: 2 exp(-L^2 / (2 scale^2))): at most 2^-60
+# when scale <= L / (61 ln 2).
+TAIL_BITS = 60
+COUNT_LIMIT = 2**62  # |count| and |noise| below this keep count + noise inside int64
+MAX_INTEGER_SCALE = COUNT_LIMIT / ((TAIL_BITS + 1) * math.log(2))  # about 1.09e17
+MAX_FLOAT_SCALE = 2.0**1020 / ((TAIL_BITS + 1) * math.log(2))  # about 2.6e305
+MIX_RESOLUTION = 2**62  # the smoothed histogram's mix is rounded up to a multiple of 1/this
+
+
+def _check_scale(scale: float, name: str = "scale", kind: str = "float") -> float:
     scale = float(scale)
     if not (math.isfinite(scale) and scale >= 0):
         raise MechanismError(f"noise {name} ({scale}) must be a finite number >= 0")
+    limit = MAX_INTEGER_SCALE if kind == "integer" else MAX_FLOAT_SCALE
+    if scale > limit:
+        values = "counts" if kind == "integer" else "floats"
+        raise MechanismError(
+            f"noise {name} ({scale:.3g}) is too large for 64-bit {values}: a draw beyond their "
+            f"range would have probability above 2^-{TAIL_BITS}; use a {name} <= {limit:.3g} "
+            "(a larger epsilon)"
+        )
+    return scale
+
+
+def _check_counts(values) -> np.ndarray:
+    values = np.asarray(values)
+    if values.dtype.kind not in "iub":
+        raise MechanismError(f"counts (dtype {values.dtype}) must be whole numbers")
+    values = values.astype(np.int64)
+    if values.size and int(np.abs(values).max()) >= COUNT_LIMIT:
+        raise MechanismError("counts of 2^62 or more cannot take 64-bit noise without overflow")
+    return values
+
+
+def check_count_noise(scale: float, epsilon: float) -> float:
+    """Refuse a count-noise scale above MAX_INTEGER_SCALE, in terms of the requested epsilon.
+
+    The scale is proportional to 1/epsilon, so the message names the smallest epsilon that fits.
+    """
+    if scale > MAX_INTEGER_SCALE:
+        needed = epsilon * scale / MAX_INTEGER_SCALE * 1.001
+        raise MechanismError(
+            f"epsilon ({epsilon:g}) is too small: its noise scale {scale:.3g} exceeds what 64-bit "
+            f"counts can carry ({MAX_INTEGER_SCALE:.3g}); use epsilon >= {needed:.3g}"
+        )
     return scale
 
 
@@ -52,6 +104,15 @@ class RandomSource:
     def discrete_laplace(self, scale: float, size: Size) -> np.ndarray:
         """Int64 draws with P(k) proportional to exp(-|k|/scale); scale 0 gives zeros."""
         raise NotImplementedError
+
+    def add_discrete_laplace(self, values: np.ndarray, scale: float) -> np.ndarray:
+        """Int64 counts `values` plus discrete Laplace noise of `scale` on each.
+
+        The counts must lie below 2^62 in magnitude and the scale at most MAX_INTEGER_SCALE.
+        """
+        values = _check_counts(values)
+        _check_scale(scale, kind="integer")
+        return values + self.discrete_laplace(scale, values.shape)
 
     def laplace(self, scale: float, size: Size) -> np.ndarray:
         """Float64 Laplace(0, scale) draws."""
@@ -93,6 +154,24 @@ class RandomSource:
         """Shuffle a 1-D array in place: post-processing only."""
         raise NotImplementedError
 
+    def smoothed_cells(self, counts: np.ndarray, mix: float, rows: int) -> np.ndarray:
+        """Flat cell indices of `rows` i.i.d. draws from (1 - mix') counts / n + mix' / m.
+
+        Each draw is, with probability mix' = ceil(mix * 2^62) / 2^62 (>= mix), a uniformly
+        random cell of the m, else the cell of a uniformly random one of the n rows; exact in
+        distribution given exact `integers`. This sampling is the smoothed histogram's privacy
+        mechanism (Wasserman & Zhou, Thm 4.1); its bound rows * log(1 + (1 - mix) m / (n mix))
+        decreases in mix, so rounding mix up keeps every guarantee mix had.
+        """
+        counts = np.asarray(counts, dtype=np.int64).ravel()
+        threshold = math.ceil(float(mix) * MIX_RESOLUTION)  # exact: scaling by a power of 2
+        uniform = self.integers(MIX_RESOLUTION, rows) < threshold
+        cells = np.empty(rows, dtype=np.int64)
+        cells[uniform] = self.integers(counts.size, int(uniform.sum()))
+        picked = self.integers(int(counts.sum()), rows - int(uniform.sum()))
+        cells[~uniform] = np.searchsorted(np.cumsum(counts), picked, side="right")
+        return cells
+
 
 class _NumpySource(RandomSource):
     """Exact-in-distribution samplers on a NumPy generator (seeded, or seeded from OS entropy)."""
@@ -101,7 +180,7 @@ class _NumpySource(RandomSource):
         self._gen = generator
 
     def discrete_laplace(self, scale, size):
-        scale, shape = _check_scale(scale), _shape(size)
+        scale, shape = _check_scale(scale, kind="integer"), _shape(size)
         if scale == 0:
             return np.zeros(shape, dtype=np.int64)
         # Two-sided geometric: the difference of two i.i.d. geometric counts with
@@ -116,7 +195,7 @@ class _NumpySource(RandomSource):
         return self._gen.normal(0.0, _check_scale(sigma, "sigma"), _shape(size))
 
     def discrete_gaussian(self, sigma, size):
-        sigma, shape = _check_scale(sigma, "sigma"), _shape(size)
+        sigma, shape = _check_scale(sigma, "sigma", "integer"), _shape(size)
         if sigma == 0:
             return np.zeros(shape, dtype=np.int64)
         return _discrete_gaussian_by_rejection(self, sigma, int(np.prod(shape))).reshape(shape)
@@ -158,14 +237,19 @@ def _discrete_gaussian_by_rejection(source: _NumpySource, sigma: float, count: i
 
 @lru_cache(maxsize=64)
 def _opendp_noise(kind: str, scale: float) -> dp.Measurement:
+    """OpenDP's measurement adding `kind` noise of `scale` to a vector.
+
+    Integers are i64; a saturation at the type's bounds would be post-processing of OpenDP's
+    own output (and has probability below 2^-60 within the scale limits).
+    """
     if kind == "discrete_laplace":
-        space = dp.vector_domain(dp.atom_domain(T=int)), dp.l1_distance(T=int)
+        space = dp.vector_domain(dp.atom_domain(T="i64")), dp.l1_distance(T="i64")
         return dp.m.make_laplace(*space, scale=scale)
     if kind == "laplace":
         space = dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.l1_distance(T=float)
         return dp.m.make_laplace(*space, scale=scale)
     if kind == "discrete_gaussian":
-        space = dp.vector_domain(dp.atom_domain(T=int)), dp.l2_distance(T=int)
+        space = dp.vector_domain(dp.atom_domain(T="i64")), dp.l2_distance(T="i64")
         return dp.m.make_gaussian(*space, scale=scale)
     space = dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.l2_distance(T=float)
     return dp.m.make_gaussian(*space, scale=scale)
@@ -180,39 +264,63 @@ def _opendp_noisy_max(scale: float) -> dp.Measurement:
     return dp.m.make_noisy_max(*space, dp.zero_concentrated_divergence(), scale=scale)
 
 
+def _urandom_integers(high: int, count: int) -> np.ndarray:
+    """`count` int64 draws uniform on {0, ..., high - 1} (1 <= high <= 2^63) from os.urandom.
+
+    64-bit words below the largest multiple of `high` are kept (rejection), then reduced.
+    """
+    limit = 2**64 - 2**64 % high
+    kept = np.empty(0, dtype=np.uint64)
+    while kept.size < count:
+        words = np.frombuffer(os.urandom(8 * (count - kept.size)), dtype=np.uint64)
+        kept = np.concatenate([kept, words if limit == 2**64 else words[words < limit]])
+    return (kept[:count] % np.uint64(high)).astype(np.int64)
+
+
 class _SecureSource(_NumpySource):
-    """OpenDP samplers for privacy noise; an OS-entropy-seeded generator for post-processing."""
+    """OpenDP samplers for noise, os.urandom for uniform integers, NumPy for the rest.
+
+    The NumPy generator is seeded from OS entropy and serves post-processing draws only.
+    """
 
     def __init__(self):
         seed = np.random.SeedSequence(secrets.randbits(256))
         super().__init__(np.random.Generator(np.random.PCG64DXSM(seed)))
 
-    def _opendp(self, kind: str, scale: float, size: Size, zero) -> np.ndarray:
-        shape = _shape(size)
+    def _add(self, kind: str, values: np.ndarray, scale: float) -> np.ndarray:
         if scale == 0:
-            return np.zeros(shape, dtype=type(zero))
-        noisy = _opendp_noise(kind, scale)([zero] * int(np.prod(shape)))
-        return np.asarray(noisy, dtype=type(zero)).reshape(shape)
+            return values.copy()
+        noisy = _opendp_noise(kind, scale)(values.ravel().tolist())
+        return np.asarray(noisy, dtype=values.dtype).reshape(values.shape)
+
+    def add_discrete_laplace(self, values, scale):
+        values = _check_counts(values)
+        return self._add("discrete_laplace", values, _check_scale(scale, kind="integer"))
 
     def discrete_laplace(self, scale, size):
-        return self._opendp("discrete_laplace", _check_scale(scale), size, 0).astype(np.int64)
-
-    def laplace(self, scale, size):
-        return self._opendp("laplace", _check_scale(scale), size, 0.0)
-
-    def gaussian(self, sigma, size):
-        return self._opendp("gaussian", _check_scale(sigma, "sigma"), size, 0.0)
+        return self.add_discrete_laplace(np.zeros(_shape(size), dtype=np.int64), scale)
 
     def discrete_gaussian(self, sigma, size):
-        return self._opendp("discrete_gaussian", _check_scale(sigma, "sigma"), size, 0).astype(
-            np.int64
-        )
+        sigma = _check_scale(sigma, "sigma", "integer")
+        return self._add("discrete_gaussian", np.zeros(_shape(size), dtype=np.int64), sigma)
+
+    def laplace(self, scale, size):
+        return self._add("laplace", np.zeros(_shape(size)), _check_scale(scale))
+
+    def gaussian(self, sigma, size):
+        return self._add("gaussian", np.zeros(_shape(size)), _check_scale(sigma, "sigma"))
 
     def report_noisy_max(self, scores, scale):
         scores = [float(s) for s in np.asarray(scores, dtype=np.float64).ravel()]
         if _check_scale(scale) == 0:
             return int(np.argmax(scores))
         return int(_opendp_noisy_max(scale)(scores))
+
+    def integers(self, high, size):
+        shape, high = _shape(size), int(high)
+        if not 1 <= high <= 2**63:
+            raise MechanismError(f"high ({high}) must be between 1 and 2^63")
+        return _urandom_integers(high, math.prod(shape)).reshape(shape)
 
     # gumbel() stays on the OS-seeded NumPy generator (inverse-CDF floating point): it is offered
     # for completeness; selection should use report_noisy_max, which is OpenDP's exact sampler.
@@ -269,6 +377,10 @@ class RecordingSource(RandomSource):
         self._record("discrete_laplace", scale, size)
         return self.inner.discrete_laplace(scale, size)
 
+    def add_discrete_laplace(self, values, scale):
+        self._record("discrete_laplace", scale, np.shape(values))
+        return self.inner.add_discrete_laplace(values, scale)
+
     def laplace(self, scale, size):
         self._record("laplace", scale, size)
         return self.inner.laplace(scale, size)
@@ -309,6 +421,10 @@ class RecordingSource(RandomSource):
         self._record("shuffle", None, np.shape(values))
         self.inner.shuffle(values)
 
+    def smoothed_cells(self, counts, mix, rows):
+        self._record("smoothed_cells", None, rows)
+        return self.inner.smoothed_cells(counts, mix, rows)
+
 
 def exponential_mechanism(
     scores, *, epsilon: float, sensitivity: float, rng: RandomSource | None = None
@@ -317,7 +433,8 @@ def exponential_mechanism(
 
     Privacy: epsilon-DP (pure) for scores whose L-infinity sensitivity between neighbouring
     datasets is at most `sensitivity`; implemented as report-noisy-max with Gumbel noise of scale
-    2 * sensitivity / epsilon. epsilon = inf returns the first index of the largest score.
+    2 * sensitivity / epsilon, rounded up (`noise_scale`). epsilon = inf returns the first index
+    of the largest score.
     """
     scores = np.asarray(scores, dtype=np.float64)
     if scores.ndim != 1 or scores.size == 0 or not np.all(np.isfinite(scores)):
@@ -331,4 +448,4 @@ def exponential_mechanism(
         raise MechanismError(f"sensitivity ({sensitivity}) must be a finite number > 0")
     if math.isinf(epsilon):
         return int(np.argmax(scores))
-    return resolve_rng(rng).report_noisy_max(scores, 2.0 * sensitivity / epsilon)
+    return resolve_rng(rng).report_noisy_max(scores, noise_scale(2.0 * sensitivity, epsilon))

@@ -71,11 +71,11 @@ class NumericColumn:
                 f"(first at row {first_row + int(np.argmax(bad))}); clean them or mark the column "
                 "ignored"
             )
-        if self.equal_width:
+        if self.equal_width:  # clamp before the cast: inf or 1e300 would not fit int64
             scaled = (values - self.lower) * (self.n_cells / (self.upper - self.lower))
-            codes = np.floor(scaled, out=scaled).astype(np.int64)
-        else:
-            codes = np.searchsorted(np.asarray(self.edges[1:-1]), values, side="right")
+            np.clip(scaled, 0, self.n_cells - 1, out=scaled)
+            return np.floor(scaled, out=scaled).astype(np.int64)
+        codes = np.searchsorted(np.asarray(self.edges[1:-1]), values, side="right")
         return np.clip(codes, 0, self.n_cells - 1, out=codes)
 
     def decode(self, codes: np.ndarray, rng: RandomSource) -> np.ndarray:

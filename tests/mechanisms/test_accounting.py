@@ -2,6 +2,7 @@
 
 import math
 from decimal import Decimal
+from fractions import Fraction
 
 import pytest
 
@@ -12,6 +13,8 @@ from mechanisms.accounting import (
     check_delta,
     check_epsilon,
     check_neighbouring,
+    float_at_most,
+    noise_scale,
     zcdp_to_approx_dp,
 )
 from mechanisms.errors import MechanismError
@@ -28,7 +31,31 @@ def test_it_uses_up_one_exactly_with_ten_spends_of_a_tenth():
 def test_it_composes_sequentially():
     total = Budget(0.3, 1e-6) + Budget(0.2, 2e-6)
     assert total == Budget("0.5", "0.000003")
-    assert total.as_floats() == (0.5, 3e-6)
+    assert total.as_floats() == (0.5, math.nextafter(3e-6, 0))  # rounded down: 3e-6 is above
+
+
+@pytest.mark.parametrize("text", ["0.1", "0.3", "0.7", "1e-6", "0.000001", "1e-30", "2.5", "1",
+                                  "123456.789012", "0.333333333333333333333333"])
+def test_float_at_most_is_the_largest_float_not_above_the_exact_value(text):
+    value = float_at_most(Decimal(text))
+    assert Fraction(value) <= Fraction(text) < Fraction(math.nextafter(value, math.inf))
+    assert float_at_most(text) == float_at_most(Fraction(text)) == value
+    assert check_epsilon(Decimal(text)) == value and Budget(text).as_floats()[0] == value
+
+
+def test_float_at_most_twin_plain_float_conversion_overshoots():
+    """The broken twin, float(Decimal): above the exact value for some of these texts."""
+    above = [t for t in ("0.1", "0.3", "0.7", "1e-6") if Fraction(float(Decimal(t))) > Fraction(t)]
+    assert above and all(Fraction(float_at_most(Decimal(t))) <= Fraction(t) for t in above)
+
+
+@pytest.mark.parametrize("sensitivity, epsilon", [(2, 0.7), (1, 0.1), (2, 1 / 3), (4, 1e-6),
+                                                  (1, 3.0), (2, 0.3)])
+def test_noise_scale_is_the_smallest_float_whose_loss_is_at_most_epsilon(sensitivity, epsilon):
+    scale = noise_scale(sensitivity, epsilon)
+    exact = Fraction(sensitivity) / Fraction(epsilon)
+    assert Fraction(scale) >= exact > Fraction(math.nextafter(scale, 0))
+    assert noise_scale(sensitivity, math.inf) == 0
 
 
 def test_it_refuses_to_overspend_with_a_clear_message():

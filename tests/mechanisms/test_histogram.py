@@ -7,13 +7,14 @@ Distribution tests: 10^5 draws, p > 1e-6 at the true parameters, p < 1e-6 at 0.7
 
 import io
 import math
+from fractions import Fraction
 
 import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
 
-from mechanisms import histogram
+from mechanisms import histogram, noise
 from mechanisms.errors import MechanismError
 from mechanisms.histogram import (
     clipped_distribution,
@@ -25,7 +26,7 @@ from mechanisms.histogram import (
     smoothed_distribution,
     smoothed_histogram,
 )
-from mechanisms.noise import RecordingSource, seeded_source
+from mechanisms.noise import RecordingSource, secure_source, seeded_source
 from mechanisms.release import run_release
 from mechanisms.schema import Schema
 from tests.mechanisms.privacy_audit import audit_neighbours
@@ -180,7 +181,9 @@ def test_perturbed_rows_follow_the_clipped_distribution_uniformly_within_bins():
     assert stats.kstest(inside_first, "uniform").pvalue > P_ACCEPT
 
 
-def test_smoothed_rows_follow_the_mixture():
+@pytest.mark.parametrize("source", [lambda: seeded_source(5), secure_source])
+def test_smoothed_rows_follow_the_mixture(source):
+    """Chi-square on DRAWS = 10^5 rows over 4 cells, p > 1e-6; twins: mix x0.7 and x1.3."""
     counts_data = pd.DataFrame({"x": [0.1] * 7 + [0.3] * 3, "g": ["a"] * 10})
     mix, rows = 0.3, DRAWS
     epsilon = rows * math.log1p((1 - mix) * 4 / (10 * mix))  # makes (rows, mix) admissible
@@ -191,13 +194,42 @@ def test_smoothed_rows_follow_the_mixture():
         epsilon=epsilon,
         rows=rows,
         mix=mix,
-        rng=seeded_source(5),
+        rng=source(),
     )
     counts = SCHEMA.cell_counts(counts_data, ["x"])
     for factor, accept in ((1, True), (0.7, False), (1.3, False)):
         expected = smoothed_distribution(counts, mix * factor) * rows
         p = stats.chisquare(out.released_counts, expected).pvalue
         assert (p > P_ACCEPT) == accept, f"mix x{factor}: p={p}"
+
+
+class _NoGenerator:
+    def __getattr__(self, name):
+        raise AssertionError(f"the smoothed sampling used NumPy's generator (.{name})")
+
+
+def test_smoothed_sampling_draws_from_os_urandom_not_numpys_generator(monkeypatch):
+    """Audit item 7c: the sampling is the private step, so the secure source draws it from the
+    OS CSPRNG; its NumPy generator (post-processing only) is poisoned here."""
+    source = secure_source()
+    source._gen = _NoGenerator()
+    urandom_bytes = []
+    real_urandom = noise.os.urandom
+    monkeypatch.setattr(noise.os, "urandom", lambda k: urandom_bytes.append(k) or real_urandom(k))
+    cells = source.smoothed_cells(np.array([3, 0, 5, 2]), 0.25, 1000)
+    assert cells.shape == (1000,) and set(cells.tolist()) <= {0, 1, 2, 3}
+    assert sum(urandom_bytes) >= 8 * 2000  # a 64-bit word per row for the mix, one per cell
+    rec = RecordingSource(seeded_source(1))
+    smoothed_histogram(DATA, SCHEMA, columns=["x"], epsilon=5.0, rows=20, rng=rec)
+    primitives = [c.primitive for c in rec.calls]
+    assert "smoothed_cells" in primitives and "multinomial" not in primitives
+    assert "choice" not in primitives
+
+
+def test_smoothed_sampling_is_exact_at_mix_zero_and_one():
+    assert (seeded_source(2).smoothed_cells(np.array([0, 4, 0]), 0.0, 500) == 1).all()
+    cells = secure_source().smoothed_cells(np.array([0, 4, 0]), 1.0, 3000)
+    assert np.bincount(cells, minlength=3).min() > 800  # Bin(3000, 1/3): 800 is 7.7 sd below
 
 
 # --- empirical privacy: event test with broken twins ------------------------------------------
@@ -304,8 +336,11 @@ def test_perturbed_makes_the_same_draws_on_neighbours(case):
         runs.append(rec.calls)
     assert runs[0] == runs[1]
     noise = [c for c in runs[0] if c.primitive == "discrete_laplace"]
-    expected_scale = histogram.count_sensitivity(neighbouring) / 0.7
-    assert [(c.scale, c.size) for c in noise] == [(expected_scale, (4, 3))]
+    [call] = noise
+    assert call.size == (4, 3)
+    # the smallest float whose loss sensitivity / scale, exactly, is at most 0.7
+    exact = Fraction(histogram.count_sensitivity(neighbouring)) / Fraction(0.7)
+    assert Fraction(call.scale) >= exact > Fraction(math.nextafter(call.scale, 0))
     assert len(RecordingSource(seeded_source(1)).noise_calls()) == 0
     diff = SCHEMA.cell_counts(d2, ["x", "g"]) - SCHEMA.cell_counts(d, ["x", "g"])
     assert np.abs(diff).sum() <= histogram.count_sensitivity(neighbouring)

@@ -55,6 +55,14 @@ def test_it_clamps_and_bins_numeric_values(schema):
     assert codes[:, 1].tolist() == [0, 0, 1, 1, 2, 2, 2]
 
 
+@pytest.mark.parametrize("column", ["age", "hours"])  # equal widths and explicit edges
+def test_infinite_and_huge_values_land_in_the_edge_bins(schema, column):
+    """Audit item 7a: values beyond int64 once wrapped into bin 0 when cast before clamping."""
+    values = np.array([np.inf, 1e300, 1e19, -np.inf, -1e300, -1e19])
+    top = schema.column(column).n_cells - 1
+    assert schema.column(column).encode(values).tolist() == [top, top, top, 0, 0, 0]
+
+
 def test_it_maps_unknown_categories_to_other_or_refuses(schema):
     df = pd.DataFrame({"race": ["B", "A", "Z", None], "sex": ["Male", "Female", "Male", "?"]})
     assert schema.encode(df, ["race"])[:, 0].tolist() == [1, 0, 2, 2]

@@ -28,7 +28,7 @@ import pandas as pd
 import pytest
 
 from mechanisms import histogram
-from mechanisms.accounting import approx_dp_to_zcdp
+from mechanisms.accounting import approx_dp_to_zcdp, noise_scale
 from mechanisms.noise import RandomSource, RecordingSource, seeded_source
 from mechanisms.range_count import api as range_api
 from mechanisms.range_count.core import privacy_target
@@ -277,7 +277,7 @@ def mwem_box_measurement_samples(case, epsilon, factor, draws):
     """The round's measurement of the box query at the recorded scale (add-remove, boundary)."""
     budget, _ = mwem_budget(MWEM_D, epsilon / (0.8 * 0.75), "add-remove")
     box = MWEM_WORKLOAD[2]
-    expected_scale = mwem_module._sensitivity(box, 1) / budget["per_round_measure"]
+    expected_scale = noise_scale(mwem_module._sensitivity(box, 1), budget["per_round_measure"])
     out, exact = [], []
     for codes, seed in ((MWEM_D, 109), (MWEM_ADDED, 110)):
         true = mwem_module._TrueAnswers(codes, MWEM_SHAPE)
