@@ -247,7 +247,7 @@ def dataset_schema(request, pk):
             services.dataset_confirm_schema(dataset=dataset, user=request.user, schema=schema,
                                             remote_addr=client_address(request))
         except services.ServiceError as exc:
-            formset._non_form_errors = formset.error_class([str(exc)])
+            formset._non_form_errors = formset.error_class(exc.problems)
         else:
             messages.success(request, "Schema confirmed: releases of this dataset are now "
                                       "possible.")
