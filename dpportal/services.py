@@ -555,7 +555,8 @@ def _children(folder: Path):
 
 
 def release_cancel(*, release, user, remote_addr=None):
-    """Cancel a queued release and refund its budget (its data was never read)."""
+    """Cancel a queued release; refund its budget only if its data was never read (a release
+    queued again after its worker died may already have been read: its budget stays spent)."""
     with transaction.atomic():
         dataset, locked = _locked_dataset_and_release(release.dataset_id, release.pk)
         if locked.status != Release.Status.QUEUED:
