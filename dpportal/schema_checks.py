@@ -44,7 +44,7 @@ def data_problems(parquet_path, schema: mechanisms.Schema) -> list[str]:
     """One message per column and kind of value that a release of this schema would refuse."""
     checked = [
         c
-        for c in schema.columns
+        for c in schema.columns.values()
         if isinstance(c, NumericColumn)
         or (isinstance(c, CategoricalColumn) and c.unknown == "reject")
     ]
