@@ -65,6 +65,12 @@ class Migration(migrations.Migration):
             name='budget',
             field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='datasets', to='dpportal.privacybudget'),
         ),
+        # A default, so that migrating back can add the column again before the copy fills it.
+        migrations.AlterField(
+            model_name='dataset',
+            name='epsilon_total',
+            field=models.DecimalField(decimal_places=6, default=Decimal('0'), max_digits=12),
+        ),
         migrations.RemoveField(
             model_name='dataset',
             name='delta_spent',
