@@ -86,9 +86,38 @@ def _dataset_upload(request):
     except services.ServiceError as exc:
         form.add_error("file", str(exc))
         return _upload_page(request, form, status=400)
+    shared = shared_budget_text(dataset)
+    if shared:
+        messages.warning(request, shared + _kept_totals_text(dataset, form.cleaned_data))
     messages.success(request, f"{dataset.name} is stored: {dataset.row_count:,} rows. Next, "
                               "confirm its schema.")
     return redirect("dataset_schema", pk=dataset.pk)
+
+
+def shared_budget_text(dataset) -> str:
+    """What the owner must know when this content was uploaded before in the budget's scope
+    (by the same owner, or anyone when fingerprints are shared portal-wide); else ""."""
+    earlier = services.dataset_shared_with(dataset)
+    if earlier is None:
+        return ""
+    state = "since deleted" if earlier.is_deleted else "not deleted"
+    return (f"This file has the same content as “{earlier.name}” (uploaded "
+            f"{earlier.created_at:%Y-%m-%d}, {state}): it shares that dataset's privacy budget: "
+            f"ε spent so far {dataset.epsilon_spent.normalize()} of "
+            f"{dataset.epsilon_total.normalize()}.")
+
+
+def _kept_totals_text(dataset, asked) -> str:
+    kept = []
+    if asked["epsilon_total"] != dataset.epsilon_total or \
+            asked["delta_total"] != dataset.delta_total:
+        kept.append(f"the total you asked for (ε = {asked['epsilon_total'].normalize()}, "
+                    f"δ = {asked['delta_total'].normalize()}) was not used: the shared budget "
+                    f"keeps its total of ε = {dataset.epsilon_total.normalize()}, "
+                    f"δ = {dataset.delta_total.normalize()}")
+    if asked["neighbouring"] != dataset.neighbouring:
+        kept.append(f"it keeps its guarantee ({dataset.get_neighbouring_display()})")
+    return (" Note: " + "; ".join(kept) + ".") if kept else ""
 
 
 def _too_large(request, status):
@@ -125,6 +154,7 @@ def dataset_detail(request, pk):
         "schema_rows": _schema_rows(dataset.schema) if dataset.schema_confirmed else [],
         "spent_percent": _percent(dataset.epsilon_spent, dataset.epsilon_total),
         "read_as": (dataset.profile or {}).get("read_as") if owner else None,
+        "shared_budget": shared_budget_text(dataset) if owner else "",
         "budget_form": BudgetForm(initial=_budget_initial(dataset)) if owner else None,
         "auditor_form": AuditorForm() if owner else None,
         "auditors": dataset.auditors.order_by("username") if owner else [],
@@ -247,7 +277,7 @@ def dataset_schema(request, pk):
             services.dataset_confirm_schema(dataset=dataset, user=request.user, schema=schema,
                                             remote_addr=client_address(request))
         except services.ServiceError as exc:
-            formset._non_form_errors = formset.error_class([str(exc)])
+            formset._non_form_errors = formset.error_class(exc.problems)
         else:
             messages.success(request, "Schema confirmed: releases of this dataset are now "
                                       "possible.")

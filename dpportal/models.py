@@ -1,7 +1,8 @@
 """Datasets, their privacy budget, releases, the budget ledger and the append-only audit log.
 
 Privacy budgets are stored as exact decimals; only `services` changes them, inside a transaction
-with the dataset row locked.
+with the budget row locked. A budget belongs to the data, not to the upload: every upload of the
+same table content (same content fingerprint) in the same scope draws on one `PrivacyBudget`.
 """
 
 import hashlib
@@ -20,6 +21,49 @@ DELTA_FIELD = {"max_digits": 20, "decimal_places": 15}
 class Neighbouring(models.TextChoices):
     REPLACE_ONE = "replace-one", "Replace one row (the number of rows is public)"
     ADD_REMOVE = "add-remove", "Add or remove one row"
+
+
+class PrivacyBudget(models.Model):
+    """The total and spent ε/δ of one table content, shared by every upload of that content.
+
+    `scope` is "owner:<user pk>" (the default: uploads of different owners never share, and
+    nothing tells one owner that another holds the same content) or "portal" (when the setting
+    DPPORTAL_SHARE_FINGERPRINTS_ACROSS_OWNERS is on). `fingerprint` is the content fingerprint of
+    the parsed table (`ingest.content_fingerprint`); budgets from before fingerprints existed
+    carry "dataset-<pk>" and match no new upload.
+    """
+
+    scope = models.CharField(max_length=40)
+    fingerprint = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+    neighbouring = models.CharField(
+        max_length=20, choices=Neighbouring.choices, default=Neighbouring.REPLACE_ONE
+    )
+    epsilon_total = models.DecimalField(**EPSILON_FIELD)
+    epsilon_spent = models.DecimalField(**EPSILON_FIELD, default=Decimal("0"))
+    delta_total = models.DecimalField(**DELTA_FIELD, default=Decimal("0"))
+    delta_spent = models.DecimalField(**DELTA_FIELD, default=Decimal("0"))
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["scope", "fingerprint"], name="one_budget_per_content")
+        ]
+
+    def __str__(self):
+        return f"Budget {self.pk} ({self.scope})"
+
+    @property
+    def epsilon_remaining(self) -> Decimal:
+        return self.epsilon_total - self.epsilon_spent
+
+    @property
+    def delta_remaining(self) -> Decimal:
+        return self.delta_total - self.delta_spent
+
+
+def _from_budget(name):
+    return property(lambda dataset: getattr(dataset.budget, name),
+                    doc=f"The shared budget's {name} (read only; `services` changes it).")
 
 
 class Dataset(models.Model):
@@ -50,14 +94,9 @@ class Dataset(models.Model):
     # Public metadata: the schema the mechanisms read. Releases need a confirmed schema.
     schema = models.JSONField(null=True, blank=True)
     schema_confirmed_at = models.DateTimeField(null=True, blank=True)
-    neighbouring = models.CharField(
-        max_length=20, choices=Neighbouring.choices, default=Neighbouring.REPLACE_ONE
-    )
-
-    epsilon_total = models.DecimalField(**EPSILON_FIELD)
-    epsilon_spent = models.DecimalField(**EPSILON_FIELD, default=Decimal("0"))
-    delta_total = models.DecimalField(**DELTA_FIELD, default=Decimal("0"))
-    delta_spent = models.DecimalField(**DELTA_FIELD, default=Decimal("0"))
+    # The privacy budget (and neighbouring relation) of this content, shared with every other
+    # upload of the same content in the same scope, deleted ones included.
+    budget = models.ForeignKey(PrivacyBudget, on_delete=models.PROTECT, related_name="datasets")
 
     deleted_at = models.DateTimeField(null=True, blank=True)
 
@@ -67,13 +106,16 @@ class Dataset(models.Model):
     def __str__(self):
         return self.name
 
-    @property
-    def epsilon_remaining(self) -> Decimal:
-        return self.epsilon_total - self.epsilon_spent
+    neighbouring = _from_budget("neighbouring")
+    epsilon_total = _from_budget("epsilon_total")
+    epsilon_spent = _from_budget("epsilon_spent")
+    delta_total = _from_budget("delta_total")
+    delta_spent = _from_budget("delta_spent")
+    epsilon_remaining = _from_budget("epsilon_remaining")
+    delta_remaining = _from_budget("delta_remaining")
 
-    @property
-    def delta_remaining(self) -> Decimal:
-        return self.delta_total - self.delta_spent
+    def get_neighbouring_display(self) -> str:
+        return self.budget.get_neighbouring_display()
 
     @property
     def is_deleted(self) -> bool:

@@ -304,14 +304,26 @@ def release_progress(request, pk):
 def release_cancel(request, pk):
     release = release_for_owner(request.user, pk)
     try:
-        services.release_cancel(release=release, user=request.user,
-                                remote_addr=client_address(request))
+        cancelled = services.release_cancel(release=release, user=request.user,
+                                            remote_addr=client_address(request))
     except services.ServiceError as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(request, "Release cancelled. Its data was never read, so its privacy "
-                                  "budget was given back to the dataset.")
+        messages.success(request, cancel_text(cancelled, _refunded(cancelled)))
     return redirect("release_detail", pk=release.pk)
+
+
+def cancel_text(release, refunded: bool) -> str:
+    """What cancelling did, from the release's own record: whether its data was read (an
+    earlier attempt may have read it before its worker stopped) and whether ε came back."""
+    epsilon = release.epsilon.normalize()
+    if refunded:
+        return (f"Release cancelled. Its data was never read, so its privacy budget "
+                f"(ε = {epsilon}) was given back to the dataset.")
+    if release.data_was_read:
+        return (f"Release cancelled. An earlier attempt had already read its data before its "
+                f"worker stopped, so its privacy budget (ε = {epsilon}) stays spent.")
+    return f"Release cancelled. Its privacy budget (ε = {epsilon}) was not given back."
 
 
 # ---------------------------------------------------------------- downloads

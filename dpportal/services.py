@@ -23,7 +23,7 @@ from django.conf import settings
 from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
 
-from .models import AuditEvent, BudgetLedgerEntry, Dataset, Release
+from .models import AuditEvent, BudgetLedgerEntry, Dataset, PrivacyBudget, Release
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +32,10 @@ GENESIS_HASH = "0" * 64
 
 class ServiceError(Exception):
     """A refusal to show the user as is: says what is wrong and what to do instead."""
+
+    def __init__(self, message, problems=None):
+        super().__init__(message)
+        self.problems = problems or [message]  # one line each, for forms that list them
 
 
 # ---------------------------------------------------------------- audit log
@@ -81,7 +85,8 @@ def audit_verify_chain() -> list[str]:
 # ---------------------------------------------------------------- releases: submission and budget
 # Lifecycle: queued -> running -> done | failed | cancelled. The budget is debited once, when the
 # release is admitted; it is refunded (release_refund, below) only if the release ends before its
-# data was ever read. Every path that locks both rows locks the dataset first, then the release.
+# data was ever read. Every path that locks both rows locks the dataset first, then the release;
+# the budget row (shared by every upload of the same content) is always locked last.
 # The queued row is the outbox: the job is sent to the broker after commit, and the reaper
 # resends it if the broker was down or lost its messages.
 
@@ -91,8 +96,9 @@ def release_create(
 ):
     """Check and debit the budget, write the queued release and its ledger entry, enqueue the job.
 
-    All in one transaction with the dataset row locked, so concurrent requests can never
-    overspend; the job is sent to the broker only after the transaction commits.
+    All in one transaction with the budget row locked, so concurrent requests can never
+    overspend, even through two uploads of the same content; the job is sent to the broker only
+    after the transaction commits.
     """
     epsilon, delta = Decimal(str(epsilon)), Decimal(str(delta))
     if epsilon <= 0:
@@ -102,7 +108,8 @@ def release_create(
     with transaction.atomic():
         locked = _locked_dataset(dataset.pk)
         _check_releasable(locked)
-        _check_budget(locked, epsilon, delta)
+        locked.budget = _locked_budget(locked.budget_id)
+        _check_budget(locked.budget, epsilon, delta)
         _pause_for_race_tests()
         release = Release.objects.create(
             dataset=locked,
@@ -134,6 +141,11 @@ def _locked_dataset(dataset_pk):
     return Dataset.objects.select_for_update(no_key=True).get(pk=dataset_pk)
 
 
+def _locked_budget(budget_pk):
+    """The shared budget row, locked (NO KEY, as above): always the last lock a path takes."""
+    return PrivacyBudget.objects.select_for_update(no_key=True).get(pk=budget_pk)
+
+
 def _pause_for_race_tests():
     """Widen the check-then-debit window; only the concurrency tests set this setting."""
     pause = getattr(settings, "DPPORTAL_TEST_PAUSE_BEFORE_DEBIT", 0)
@@ -148,30 +160,34 @@ def _check_releasable(dataset):
         raise ServiceError("Confirm the dataset's schema (its public metadata) before releasing.")
 
 
-def _check_budget(dataset, epsilon, delta):
-    if epsilon > dataset.epsilon_remaining:
+def _check_budget(budget, epsilon, delta):
+    """Refuse a release that does not fit in what is left of `budget` (read under its lock)."""
+    if epsilon > budget.epsilon_remaining:
         raise ServiceError(
             f"Not enough privacy budget: this release needs ε = {epsilon.normalize()}, "
-            f"but only ε = {dataset.epsilon_remaining.normalize()} is left of "
-            f"{dataset.epsilon_total.normalize()}."
+            f"but only ε = {budget.epsilon_remaining.normalize()} is left of "
+            f"{budget.epsilon_total.normalize()}."
         )
-    if delta > dataset.delta_remaining:
+    if delta > budget.delta_remaining:
         raise ServiceError(
             f"Not enough δ budget: this release needs δ = {delta:g}, "
-            f"but only δ = {dataset.delta_remaining:g} is left."
+            f"but only δ = {budget.delta_remaining:g} is left."
         )
 
 
 def _ledger_write(locked_dataset, release, kind):
-    """Debit or refund the release's ε and δ on the locked dataset row, with its ledger entry."""
+    """Debit or refund the release's ε and δ on the dataset's shared budget, locked here, with
+    the ledger entry (which records what the budget has spent after it)."""
+    budget = _locked_budget(locked_dataset.budget_id)
     sign = 1 if kind == BudgetLedgerEntry.Kind.DEBIT else -1
-    locked_dataset.epsilon_spent += sign * release.epsilon
-    locked_dataset.delta_spent += sign * release.delta
-    locked_dataset.save(update_fields=["epsilon_spent", "delta_spent"])
+    budget.epsilon_spent += sign * release.epsilon
+    budget.delta_spent += sign * release.delta
+    budget.save(update_fields=["epsilon_spent", "delta_spent"])
+    locked_dataset.budget = budget
     BudgetLedgerEntry.objects.create(
         dataset=locked_dataset, release=release, kind=kind, epsilon=release.epsilon,
-        delta=release.delta, epsilon_spent_after=locked_dataset.epsilon_spent,
-        delta_spent_after=locked_dataset.delta_spent,
+        delta=release.delta, epsilon_spent_after=budget.epsilon_spent,
+        delta_spent_after=budget.delta_spent,
     )
 
 
@@ -543,7 +559,8 @@ def _children(folder: Path):
 
 
 def release_cancel(*, release, user, remote_addr=None):
-    """Cancel a queued release and refund its budget (its data was never read)."""
+    """Cancel a queued release; refund its budget only if its data was never read (a release
+    queued again after its worker died may already have been read: its budget stays spent)."""
     with transaction.atomic():
         dataset, locked = _locked_dataset_and_release(release.dataset_id, release.pk)
         if locked.status != Release.Status.QUEUED:
@@ -656,8 +673,13 @@ def dataset_remove_orphan_files(older_than_hours=6) -> int:
 
 def _dataset_create(*, owner, name, description, attribution, original_path, scan, filename,
                     epsilon_total, delta_total, neighbouring, header, remote_addr=None):
-    """Validate, write the Parquet copy, keep or drop the original, register and audit."""
-    from . import storage
+    """Validate, write the Parquet copy, keep or drop the original, register and audit.
+
+    The dataset draws on the budget of any earlier upload of the same content in its scope
+    (deleted ones included), whose total and neighbouring relation stay as they are; only a new
+    content gets a budget with the totals asked for here.
+    """
+    from . import ingest, storage
 
     epsilon_total, delta_total = _budget_values(epsilon_total, delta_total)
     _check_neighbouring(neighbouring)
@@ -669,29 +691,47 @@ def _dataset_create(*, owner, name, description, attribution, original_path, sca
     kept_name = ""
     try:
         result = _ingest_file(original_path, scan, parquet_path, suffix, header)
+        fingerprint = ingest.content_fingerprint(parquet_path)
         if settings.DPPORTAL_KEEP_ORIGINAL_UPLOADS:
             kept_name, kept_path = storage.new_private_file(suffix)
             Path(original_path).replace(kept_path)
         with transaction.atomic():
+            budget, created = PrivacyBudget.objects.get_or_create(
+                scope=budget_scope(owner), fingerprint=fingerprint,
+                defaults={"epsilon_total": epsilon_total, "delta_total": delta_total,
+                          "neighbouring": neighbouring})
             dataset = Dataset.objects.create(
                 owner=owner, name=name, description=description, attribution=attribution,
                 original_filename=filename[:255], storage_name=kept_name,
                 parquet_name=parquet_name, sha256=scan.hexdigest, size_bytes=scan.size,
                 row_count=result.row_count, columns=result.columns,
                 profile={"read_as": result.details, "proposals": result.proposals},
-                epsilon_total=epsilon_total, delta_total=delta_total, neighbouring=neighbouring,
+                budget=budget,
             )
             audit_record(action=AuditEvent.Action.UPLOAD, actor=owner, dataset=dataset,
                          remote_addr=remote_addr,
                          details={"file": dataset.original_filename, "sha256": scan.hexdigest,
                                   "rows": result.row_count, "columns": len(result.columns),
                                   "epsilon_total": str(epsilon_total),
-                                  "delta_total": str(delta_total)})
+                                  "delta_total": str(delta_total), "budget": budget.pk,
+                                  "shared_budget": not created})
     except BaseException:
         storage.remove(parquet_name)
         storage.remove(kept_name)
         raise
     return dataset
+
+
+def budget_scope(owner) -> str:
+    """Who shares budgets: one owner's uploads (default), or the whole portal (one organisation,
+    DPPORTAL_SHARE_FINGERPRINTS_ACROSS_OWNERS). Across scopes nothing is ever compared."""
+    return "portal" if settings.DPPORTAL_SHARE_FINGERPRINTS_ACROSS_OWNERS else f"owner:{owner.pk}"
+
+
+def dataset_shared_with(dataset):
+    """The earliest other dataset (deleted or not) drawing on the same budget, or None."""
+    return (Dataset.objects.filter(budget_id=dataset.budget_id).exclude(pk=dataset.pk)
+            .order_by("created_at", "pk").first())
 
 
 def _ingest_file(path, scan, parquet_path, suffix, header):
@@ -737,22 +777,27 @@ def _check_neighbouring(neighbouring):
 
 def dataset_change_budget(*, dataset, user, epsilon_total, delta_total, neighbouring=None,
                           remote_addr=None):
-    """Change the total budget: anything before the first release, only lower afterwards."""
+    """Change the total budget: anything before the first release, only lower afterwards.
+
+    The budget is shared by every upload of the same content, so the change applies to all of
+    them, and "the first release" means the first release of any of them.
+    """
     epsilon_total, delta_total = _budget_values(epsilon_total, delta_total)
     with transaction.atomic():
         locked = _locked_dataset(dataset.pk)
-        neighbouring = neighbouring or locked.neighbouring
+        budget = locked.budget = _locked_budget(locked.budget_id)
+        neighbouring = neighbouring or budget.neighbouring
         _check_neighbouring(neighbouring)
-        before = {"epsilon_total": str(locked.epsilon_total),
-                  "delta_total": str(locked.delta_total), "neighbouring": locked.neighbouring}
+        before = {"epsilon_total": str(budget.epsilon_total),
+                  "delta_total": str(budget.delta_total), "neighbouring": budget.neighbouring}
         _check_budget_change(locked, epsilon_total, delta_total, neighbouring)
-        locked.epsilon_total, locked.delta_total = epsilon_total, delta_total
-        locked.neighbouring = neighbouring
+        budget.epsilon_total, budget.delta_total = epsilon_total, delta_total
+        budget.neighbouring = neighbouring
         after = {"epsilon_total": str(epsilon_total), "delta_total": str(delta_total),
                  "neighbouring": neighbouring}
         if after == before:
             return locked
-        locked.save(update_fields=["epsilon_total", "delta_total", "neighbouring"])
+        budget.save(update_fields=["epsilon_total", "delta_total", "neighbouring"])
         audit_record(action=AuditEvent.Action.BUDGET_CHANGED, actor=user, dataset=locked,
                      remote_addr=remote_addr, details={"before": before, "after": after})
     return locked
@@ -761,7 +806,7 @@ def dataset_change_budget(*, dataset, user, epsilon_total, delta_total, neighbou
 def _check_budget_change(locked, epsilon_total, delta_total, neighbouring):
     if locked.is_deleted:
         raise ServiceError("This dataset has been deleted; its budget can no longer change.")
-    if not locked.releases.exists():
+    if not Release.objects.filter(dataset__budget_id=locked.budget_id).exists():
         return
     if epsilon_total > locked.epsilon_total or delta_total > locked.delta_total:
         raise ServiceError(
@@ -821,17 +866,30 @@ def dataset_delete(*, dataset, user, remote_addr=None):
 
 
 def dataset_confirm_schema(*, dataset, user, schema, remote_addr=None):
-    """Validate and store the custodian's public metadata; releases become possible."""
+    """Validate and store the custodian's public metadata; releases become possible.
+
+    The stored table is checked against the schema first (`schema_checks`): a schema is only
+    confirmed if no value in the data would make a release of it fail, so once a release has
+    started, data content can never make it fail.
+    """
     import mechanisms
 
+    from . import release_engine, schema_checks
+
     try:
-        validated = mechanisms.Schema.from_dict(schema).to_dict()
+        parsed = mechanisms.Schema.from_dict(schema)
     except mechanisms.MechanismError as exc:
         raise ServiceError(str(exc)) from exc
+    validated = parsed.to_dict()
     names = [column["name"] for column in validated["columns"]]
     if dataset.columns and names != list(dataset.columns):
         raise ServiceError(f"The schema must list the dataset's columns in order "
                            f"({', '.join(dataset.columns)}); it lists {', '.join(names)}.")
+    path = release_engine.dataset_path(dataset)
+    if dataset.parquet_name and path.exists():
+        problems = schema_checks.data_problems(path, parsed)
+        if problems:
+            raise ServiceError(" ".join(problems), problems)
     with transaction.atomic():
         locked = _locked_dataset(dataset.pk)
         if locked.is_deleted:

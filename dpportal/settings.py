@@ -49,6 +49,11 @@ DATASET_STORAGE_DIR = Path(env("DPPORTAL_STORAGE_DIR", str(DATA_DIR / "storage")
 MAX_UPLOAD_BYTES = env_int("DPPORTAL_MAX_UPLOAD_MB", 200) * 1024 * 1024
 # Keep the uploaded file itself beside its validated Parquet copy (releases read only the copy).
 DPPORTAL_KEEP_ORIGINAL_UPLOADS = env_bool("DPPORTAL_KEEP_ORIGINAL_UPLOADS", True)
+# A privacy budget belongs to the data: uploads of the same table content share one. Off: only
+# one owner's uploads share (nothing tells an owner that another holds the same content). On:
+# uploads by any owner share, for a portal used by one organisation.
+DPPORTAL_SHARE_FINGERPRINTS_ACROSS_OWNERS = env_bool("DPPORTAL_SHARE_FINGERPRINTS_ACROSS_OWNERS",
+                                                     False)
 
 INSTALLED_APPS = [
     "django.contrib.admin",

@@ -4,6 +4,8 @@ Each process has its own database connection; a test-only pause of 10 ms between
 check and the debit widens the race window. Runs on whichever database the suite uses
 (./test.sh runs it on PostgreSQL and again on SQLite with IMMEDIATE transactions).
 The broken twin checks the budget before taking the lock and must overspend.
+T11b: the same race split between two uploads of the same content, which share one budget row;
+its broken twin gives each upload its own budget (as before fingerprints) and must overspend.
 """
 
 import multiprocessing
@@ -15,8 +17,9 @@ from django.db import connections, transaction
 from django.db.models import F, Sum
 
 from dpportal import services
-from dpportal.models import BudgetLedgerEntry, Dataset, Release
-from tests.dpportal.test_foundation import make_demo_dataset, make_user
+from dpportal.models import BudgetLedgerEntry, Dataset, PrivacyBudget, Release
+from tests.conftest import REPO_ROOT
+from tests.dpportal.test_foundation import DEMO_SCHEMA, make_demo_dataset, make_user
 
 PROCESSES, REQUESTS, EPSILON, TOTAL = 8, 40, Decimal("0.1"), Decimal("1.0")
 
@@ -45,8 +48,9 @@ def naive_release_create(*, dataset, user, mechanism, columns, params, epsilon):
     services._check_budget(snapshot, epsilon, Decimal("0"))
     time.sleep(0.01)
     with transaction.atomic():
-        Dataset.objects.filter(pk=dataset.pk).update(epsilon_spent=F("epsilon_spent") + epsilon)
-        spent = Dataset.objects.get(pk=dataset.pk).epsilon_spent
+        budget = PrivacyBudget.objects.filter(pk=snapshot.budget_id)
+        budget.update(epsilon_spent=F("epsilon_spent") + epsilon)
+        spent = budget.get().epsilon_spent
         release = Release.objects.create(dataset=snapshot, requested_by=user, mechanism=mechanism,
                                          columns=columns, params=params, epsilon=epsilon,
                                          neighbouring=snapshot.neighbouring)
@@ -54,29 +58,53 @@ def naive_release_create(*, dataset, user, mechanism, columns, params, epsilon):
                                          epsilon_spent_after=spent, delta_spent_after=0)
 
 
+def per_upload_release_create(*, dataset, user, mechanism, columns, params, epsilon):
+    """The broken twin of T11b: each upload checks only its own debits against the total."""
+    epsilon = Decimal(str(epsilon))
+    with transaction.atomic():
+        locked = services._locked_dataset(dataset.pk)
+        own = locked.ledger.aggregate(total=Sum("epsilon"))["total"] or Decimal("0")
+        if epsilon > locked.epsilon_total - own:
+            raise services.ServiceError("Not enough privacy budget")
+        release = Release.objects.create(dataset=locked, requested_by=user, mechanism=mechanism,
+                                         columns=columns, params=params, epsilon=epsilon,
+                                         neighbouring=locked.neighbouring)
+        services._ledger_write(locked, release, BudgetLedgerEntry.Kind.DEBIT)
+
+
 def _child_init():
     connections.close_all()  # never share the parent's connection: each process opens its own
 
 
-def run_race(create):
+def second_upload(owner):
+    """The demo file uploaded again by the same owner: a second dataset on the same budget."""
+    again = services.dataset_create_from_path(
+        owner=owner, name="Adult again", source_path=REPO_ROOT / "demo" / "adult.csv.gz",
+        epsilon_total=5)
+    return services.dataset_confirm_schema(dataset=again, user=owner, schema=DEMO_SCHEMA)
+
+
+def run_race(create, uploads=1):
     owner = make_user()
-    dataset = make_demo_dataset(owner, epsilon_total=TOTAL)
+    datasets = [make_demo_dataset(owner, epsilon_total=TOTAL)]
+    datasets += [second_upload(owner) for _ in range(uploads - 1)]
     connections.close_all()
     context = multiprocessing.get_context("fork")
     started = time.perf_counter()
+    jobs = [(datasets[i % uploads].pk, owner.pk, create) for i in range(REQUESTS)]
     with context.Pool(PROCESSES, initializer=_child_init) as pool:
-        outcomes = pool.map(request_release, [(dataset.pk, owner.pk, create)] * REQUESTS,
-                            chunksize=1)
+        outcomes = pool.map(request_release, jobs, chunksize=1)
     elapsed = time.perf_counter() - started
-    dataset.refresh_from_db()
-    ledger = BudgetLedgerEntry.objects.filter(dataset=dataset, kind="debit")
+    budget = PrivacyBudget.objects.get(pk=datasets[0].budget_id)
+    ledger = BudgetLedgerEntry.objects.filter(dataset__in=datasets, kind="debit")
     return {
         "admitted": outcomes.count("admitted"),
         "refused": outcomes.count("refused"),
         "errors": [o for o in outcomes if o.startswith("error")],
-        "spent": dataset.epsilon_spent,
+        "spent": budget.epsilon_spent,
         "ledger_sum": ledger.aggregate(total=Sum("epsilon"))["total"],
-        "releases": Release.objects.filter(dataset=dataset).count(),
+        "releases": Release.objects.filter(dataset__in=datasets).count(),
+        "budgets": len({d.budget_id for d in datasets}),
         "seconds": elapsed,
     }
 
@@ -108,3 +136,26 @@ def test_broken_twin_without_the_lock_overspends(race_settings):
     print(f"\nT11 twin [{vendor}] check without lock: admitted={result['admitted']} "
           f"spent={result['spent']} (total {TOTAL}) errors={len(result['errors'])}")
     assert result["admitted"] > 10 and result["spent"] > TOTAL
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_uploads_of_the_same_content_never_overspend_their_shared_budget(race_settings):
+    vendor = connections["default"].vendor
+    result = run_race(services.release_create, uploads=2)
+    print(f"\nT11b [{vendor}] {REQUESTS} requests of ε={EPSILON} split between 2 uploads of one "
+          f"content (total {TOTAL}): admitted={result['admitted']} refused={result['refused']} "
+          f"errors={len(result['errors'])} spent={result['spent']} "
+          f"ledger_sum={result['ledger_sum']} ({result['seconds']:.1f} s)")
+    assert result["budgets"] == 1
+    assert result["errors"] == []
+    assert result["admitted"] == 10 and result["refused"] == 30
+    assert result["spent"] == TOTAL == result["ledger_sum"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_broken_twin_with_a_budget_per_upload_overspends(race_settings):
+    result = run_race(per_upload_release_create, uploads=2)
+    print(f"\nT11b twin: a budget per upload: admitted={result['admitted']} "
+          f"spent={result['spent']} (total {TOTAL}) errors={len(result['errors'])}")
+    assert result["errors"] == []
+    assert result["admitted"] == 20 and result["spent"] == 2 * TOTAL

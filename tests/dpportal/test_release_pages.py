@@ -14,7 +14,7 @@ from django.utils import timezone
 
 import mechanisms
 from dpportal import release_engine, services, timing
-from dpportal.models import AuditEvent, BudgetLedgerEntry, Release
+from dpportal.models import AuditEvent, BudgetLedgerEntry, PrivacyBudget, Release
 from tests.conftest import REPO_ROOT
 from tests.dpportal.test_foundation import DEMO_SCHEMA
 
@@ -316,7 +316,7 @@ def test_smoothed_default_rows_balances_mixing_against_sampling():
 
 
 def test_the_smoothed_histogram_is_refused_when_the_row_count_is_private(owner, dataset):
-    type(dataset).objects.filter(pk=dataset.pk).update(neighbouring="add-remove")
+    PrivacyBudget.objects.filter(pk=dataset.budget_id).update(neighbouring="add-remove")
     response = client_for(owner).post(reverse("release_new", args=[dataset.pk]),
                                       histogram_post(mechanism="smoothed_histogram"))
     assert "needs the number of rows to be public" in response.content.decode()
@@ -392,7 +392,11 @@ def test_only_the_owner_sees_why_a_release_failed(owner, monkeypatch, tmp_path, 
     path.write_text("code\nA\nB\nZ\nZ\n")
     schema = {"columns": [{"name": "code", "type": "categorical", "categories": ["A", "B"],
                            "unknown": "reject"}]}
-    dataset = make_dataset(owner, schema=schema, path=path)
+    dataset = make_dataset(owner, schema=None, path=path)
+    # Confirmation now refuses such a schema; one confirmed before it checked the data remains.
+    type(dataset).objects.filter(pk=dataset.pk).update(schema=schema,
+                                                       schema_confirmed_at=timezone.now())
+    dataset.refresh_from_db()
     auditor = make_user("auditor")
     dataset.auditors.add(auditor)
     release = make_release(owner, dataset, columns=["code"])
