@@ -7,8 +7,8 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-BEFORE = ("dpportal", "0003_dataset_parquet_copy_and_profile")
-AFTER = ("dpportal", "0004_privacy_budget_by_fingerprint")
+BEFORE = ("dpportal", "0004_audit_event_salt")
+AFTER = ("dpportal", "0005_privacy_budget_by_fingerprint")
 
 
 def migrate(target):

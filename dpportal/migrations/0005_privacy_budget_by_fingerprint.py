@@ -33,7 +33,7 @@ def budgets_back_to_datasets(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('dpportal', '0003_dataset_parquet_copy_and_profile'),
+        ('dpportal', '0004_audit_event_salt'),
     ]
 
     operations = [
