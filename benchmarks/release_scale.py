@@ -131,10 +131,11 @@ def child(mode: str, parquet: Path, synthetic_rows: int, limit_mb: int, chunk_ro
     django.setup()
     import mechanisms
     from dpportal import release_engine
-    from dpportal.models import Dataset, Release
+    from dpportal.models import Dataset, PrivacyBudget, Release
 
+    budget = PrivacyBudget(neighbouring="replace-one", epsilon_total=1)
     dataset = Dataset(parquet_name=parquet.name, columns=ARROW_SCHEMA.names, schema=SCHEMA,
-                      sha256="0" * 64, neighbouring="replace-one")
+                      sha256="0" * 64, budget=budget)
     params = {"rows": synthetic_rows} if synthetic_rows else {}
     release = Release(dataset=dataset, mechanism="perturbed_histogram", columns=COLUMNS,
                       params=params, epsilon=1, delta=0, neighbouring="replace-one")
