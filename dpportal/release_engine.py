@@ -80,7 +80,6 @@ def compute(release, progress):
             release.mechanism,
             data,
             schema,
-            input_sha256=dataset.sha256,
             columns=release.columns,
             params=release.params,
             epsilon=float(release.epsilon),
