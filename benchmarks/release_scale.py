@@ -156,7 +156,7 @@ def child(mode: str, parquet: Path, synthetic_rows: int, limit_mb: int, chunk_ro
         frame = release_engine.load_columns(dataset, COLUMNS)
         output = mechanisms.run_release(
             "perturbed_histogram", frame, mechanisms.Schema.from_dict(SCHEMA), columns=COLUMNS,
-            params=params, epsilon=1.0, input_sha256=dataset.sha256)
+            params=params, epsilon=1.0)
         cells = len(output.trace["counts"])
     seconds = time.perf_counter() - start
     print(json.dumps({"seconds": seconds, "peak_mb": peak_mb(), "imports_mb": imports,

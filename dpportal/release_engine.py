@@ -82,7 +82,6 @@ def compute(release, progress):
             release.mechanism,
             data,
             schema,
-            input_sha256=dataset.sha256,
             columns=release.columns,
             params=release.params,
             epsilon=float_at_most(release.epsilon),  # never above the debited budget

@@ -5,7 +5,13 @@
 
 Each subcommand is one row of SUBCOMMANDS: the registered mechanism name and its own options
 (each option's value goes into the mechanism's `params` under the option's name). Bad input
-prints one line to stderr and exits with status 2.
+prints one line to stderr and exits with status 2; the whole input is checked against the
+schema (mechanisms.validation) before any noise is drawn.
+
+The --out folder gets only public files. The custodian record (input file name, its SHA-256,
+the number of rows read: all computed from the raw data, so never for publication) is written
+outside it, to --custodian-record or by default to OUT.custodian.json beside the folder; its
+path is printed to stderr.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 
@@ -20,8 +27,9 @@ from mechanisms.accounting import DEFAULT_NEIGHBOURING, NEIGHBOURING, check_epsi
 from mechanisms.errors import MechanismError
 from mechanisms.noise import secure_source, seeded_source
 from mechanisms.range_count.api import range_query_csv
-from mechanisms.release import file_sha256, run_release, write_release
+from mechanisms.release import file_sha256, json_bytes, run_release, write_release
 from mechanisms.schema import CategoricalColumn, Schema
+from mechanisms.validation import check_data
 
 
 @dataclass(frozen=True)
@@ -102,7 +110,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--neighbouring", choices=NEIGHBOURING, default=DEFAULT_NEIGHBOURING)
         p.add_argument("--columns", help="comma-separated columns (default: all not ignored)")
         p.add_argument("--seed", type=int, help="reproducible, NOT secure noise: tests only")
-        p.add_argument("--out", required=True, help="output folder")
+        p.add_argument("--out", required=True, help="output folder (public files only)")
+        p.add_argument("--custodian-record", dest="custodian_record",
+                       help="custodian-only JSON (input hash, rows) outside --out "
+                            "(default: OUT.custodian.json)")
         for option in spec.options:
             p.add_argument(
                 f"--{option.name.replace('_', '-')}",
@@ -138,7 +149,12 @@ def run(args: argparse.Namespace) -> list:
     check_epsilon(args.epsilon, allow_infinite=False)  # inf (no noise) is for tests, not releases
     schema = Schema.load(args.schema)
     columns = schema.resolve_columns(args.columns.split(",") if args.columns else None)
+    record = custodian_record_path(args.out, args.custodian_record)
     data = read_table(args.input, schema, columns)
+    problems = check_data(data, schema, columns)
+    if problems:
+        raise MechanismError(f"input file ({args.input!r}) does not fit the schema: "
+                             + "; ".join(problems))
     params = {
         o.name: getattr(args, o.name) for o in spec.options if getattr(args, o.name) is not None
     }
@@ -153,10 +169,35 @@ def run(args: argparse.Namespace) -> list:
         columns=columns,
         params=params,
         rng=rng,
-        input_sha256=file_sha256(args.input),
     )
     output.manifest["random_source"] = "secure" if args.seed is None else "seeded: NOT private"
-    return write_release(output, args.out)
+    paths = write_release(output, args.out)
+    write_custodian_record(record, {"input_file": str(args.input),
+                                    "input_sha256": file_sha256(args.input),
+                                    "rows_read": len(data), "mechanism": spec.mechanism,
+                                    "public_folder": str(args.out)})
+    return paths
+
+
+def custodian_record_path(out: str, given: str | None) -> Path:
+    """Where the custodian record goes: `given`, or OUT.custodian.json; never inside OUT."""
+    folder = Path(out).resolve()
+    path = Path(given).resolve() if given else folder.with_name(folder.name + ".custodian.json")
+    if path == folder or folder in path.parents:
+        raise MechanismError(f"custodian record ({str(path)!r}) must be outside the public "
+                             f"output folder ({str(folder)!r}); choose another path")
+    return path
+
+
+def write_custodian_record(path: Path, record: dict) -> None:
+    """Write the custodian-only record and say on stderr where it went."""
+    try:
+        path.write_bytes(json_bytes(record))
+    except OSError as exc:
+        raise MechanismError(f"custodian record ({str(path)!r}) cannot be written: "
+                             f"{exc.strerror}") from None
+    print(f"custodian record (input hash and row count, NOT for publication): {path}",
+          file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,10 +9,11 @@ under its name ("perturbed_histogram", "smoothed_histogram", "mwem", "range_coun
 `run_release` validates the common privacy parameters, calls it and completes the manifest with
 the fields every release carries; `write_release` writes the public files and manifest.json.
 
-The manifest's "input_sha256" is a hash of the raw input file: it lets the custodian tie a
-release to the file it came from, but a hash of the raw data is not differentially private
-(someone who knows all rows but one can test guesses of the last), so the portal must keep it
-custodian-only: `public_manifest` returns the manifest without it.
+Nothing computed from the raw data besides mechanism output goes into a release: a hash of the
+input is not differentially private (someone who knows all rows but one can test guesses of the
+last), so the command line keeps it in a separate custodian record and the portal in its own
+database. `public_manifest` still strips the fields of CUSTODIAN_ONLY_FIELDS, which manifests
+stored before this rule may carry.
 """
 
 from __future__ import annotations
@@ -92,14 +93,12 @@ def run_release(
     params: dict | None = None,
     rng: RandomSource | None = None,
     progress: Progress | None = None,
-    input_sha256: str | None = None,
 ) -> ReleaseOutput:
     """Run the mechanism registered as `name` and complete its manifest.
 
     Privacy: whatever the named mechanism states; this wrapper adds no privacy loss.
-    `input_sha256` is the hash of the input file if known; otherwise one of the DataFrame.
-    `data` may be a ChunkedTable for mechanisms registered as chunked; it then needs
-    `input_sha256`, since the chunks are read only once.
+    `data` may be a ChunkedTable for mechanisms registered as chunked (they read it once).
+    The manifest holds only public fields: nothing computed from the data but mechanism output.
     """
     _ensure_registered()
     if name not in MECHANISMS:
@@ -108,9 +107,9 @@ def run_release(
         )
     if not isinstance(schema, Schema):
         raise MechanismError(f"schema ({type(schema).__name__}) must be a mechanisms.Schema")
-    if isinstance(data, ChunkedTable) and (name not in CHUNKED or not input_sha256):
+    if isinstance(data, ChunkedTable) and name not in CHUNKED:
         raise MechanismError(
-            f"data in chunks needs input_sha256 and a counting mechanism "
+            f"data in chunks needs a counting mechanism "
             f"({', '.join(sorted(CHUNKED))}), not {name!r}; pass a DataFrame instead"
         )
     output = MECHANISMS[name](
@@ -128,14 +127,8 @@ def run_release(
         "mechanism": name,
         **output.manifest,
         "package_version": PACKAGE_VERSION,
-        "input_sha256": input_sha256 or dataframe_sha256(data),
     }
     return output
-
-
-def dataframe_sha256(data: pd.DataFrame) -> str:
-    """Hash of a DataFrame's CSV text (used when the input file's own hash is not given)."""
-    return hashlib.sha256(data.to_csv(index=False).encode()).hexdigest()
 
 
 def file_sha256(path) -> str:
@@ -148,12 +141,15 @@ def file_sha256(path) -> str:
 
 
 def public_manifest(manifest: dict) -> dict:
-    """The manifest without custodian-only fields (the raw input's hash)."""
+    """The manifest without custodian-only fields (the raw input's hash, in old manifests)."""
     return {k: v for k, v in manifest.items() if k not in CUSTODIAN_ONLY_FIELDS}
 
 
 def write_release(output: ReleaseOutput, out_dir) -> list[Path]:
-    """Write each file of `output` and manifest.json into out_dir; return the paths written."""
+    """Write each public file of `output` and manifest.json into out_dir; return the paths.
+
+    Only public content: the mechanism's files and its public manifest (no input hash).
+    """
     out_dir = Path(out_dir)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -162,7 +158,7 @@ def write_release(output: ReleaseOutput, out_dir) -> list[Path]:
             f"output folder ({str(out_dir)!r}) cannot be created: {exc.strerror}"
         ) from None
     written = []
-    files = {**output.files, "manifest.json": json_bytes(output.manifest)}
+    files = {**output.files, "manifest.json": json_bytes(public_manifest(output.manifest))}
     for filename, content in files.items():
         path = out_dir / filename
         path.write_bytes(content)

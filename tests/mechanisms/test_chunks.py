@@ -70,8 +70,7 @@ def recorded_run(spec, data):
     name, columns, params, delta, neighbouring = spec
     source = RecordingSource(seeded_source(11))
     output = run_release(name, data, SCHEMA, columns=columns, params=params, epsilon=0.7,
-                         delta=delta, neighbouring=neighbouring, rng=source,
-                         input_sha256="ab" * 32)
+                         delta=delta, neighbouring=neighbouring, rng=source)
     return source.calls, output
 
 
@@ -88,13 +87,10 @@ def test_chunked_releases_replay_the_same_noise_calls_and_output(spec):
         assert chunked.files == output.files and chunked.manifest == output.manifest
 
 
-def test_a_whole_table_mechanism_refuses_chunks_and_chunks_need_the_file_hash():
+def test_a_whole_table_mechanism_refuses_chunks():
     with pytest.raises(MechanismError, match=r"counting mechanism .* not 'mwem'"):
         run_release("mwem", pieces(table(), [10]), SCHEMA, columns=["x", "c"], epsilon=1,
-                    params={"workload": "all-1way"}, input_sha256="ab" * 32)
-    with pytest.raises(MechanismError, match="needs input_sha256"):
-        run_release("perturbed_histogram", pieces(table(), [10]), SCHEMA, columns=["x"],
-                    epsilon=1)
+                    params={"workload": "all-1way"})
 
 
 def test_a_chunked_table_is_read_once():

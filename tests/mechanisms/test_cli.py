@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -73,7 +74,7 @@ def test_perturbed_histogram_writes_the_release(files, capsys):
     assert manifest["guarantee"]["neighbouring"] == "replace-one"
     assert manifest["guarantee"]["unit"] == "one row of the input table"
     assert manifest["row_count_public"] is True
-    assert manifest["input_sha256"] == file_sha256(data)
+    assert "input_sha256" not in manifest
     assert manifest["random_source"].startswith("seeded")
     for path in out.iterdir():
         assert "canary-7f3a" not in path.read_text()
@@ -194,3 +195,86 @@ def test_it_runs_as_a_module_on_the_adult_data_without_traceback(tmp_path):
     )
     assert good.returncode == 0, good.stderr
     assert len(pd.read_csv(tmp_path / "o" / "synthetic.csv")) == 48842
+
+
+# ---------------------------------------------------------------- custodian record (issue 20.4)
+
+
+def _big_table(tmp_path, rows=1237):
+    rng = np.random.default_rng(5)
+    data = tmp_path / "big.csv"
+    pd.DataFrame({"age": rng.integers(17, 91, rows), "sex": rng.choice(["Male", "Female"], rows),
+                  "note": ["x"] * rows}).to_csv(data, index=False)
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps(SCHEMA))
+    return data, schema
+
+
+@pytest.mark.parametrize("explicit", [False, True], ids=["default-path", "flag"])
+def test_public_folder_holds_neither_the_input_hash_nor_the_row_count(tmp_path, capsys,
+                                                                      explicit):
+    """Add-remove (the row count is private): no public file, manifest.json included, holds the
+    input's SHA-256 or its row count (1237); the custodian record holds both, outside --out."""
+    data, schema = _big_table(tmp_path)
+    out = tmp_path / "public"
+    record = tmp_path / "keep" / "record.json" if explicit else tmp_path / "public.custodian.json"
+    if explicit:
+        record.parent.mkdir()
+    argv = ["perturbed-histogram", "--input", str(data), "--schema", str(schema),
+            "--epsilon", "1", "--neighbouring", "add-remove", "--rows", "30", "--seed", "3",
+            "--out", str(out)] + (["--custodian-record", str(record)] if explicit else [])
+    assert main(argv) == 0
+    digest = file_sha256(data)
+    for path in out.iterdir():
+        text = path.read_text()
+        assert digest not in text and digest.upper() not in text, path.name
+        assert "1237" not in text, path.name
+    kept = json.loads(record.read_text())
+    assert kept["input_sha256"] == digest and kept["rows_read"] == 1237
+    assert f"NOT for publication): {record.resolve()}" in capsys.readouterr().err
+
+
+def test_a_custodian_record_inside_the_public_folder_is_refused(files, capsys):
+    data, schema, out = files
+    argv = ["perturbed-histogram", "--input", str(data), "--schema", str(schema),
+            "--epsilon", "1", "--seed", "3", "--out", str(out),
+            "--custodian-record", str(out / "record.json")]
+    assert main(argv) == 2
+    assert "must be outside the public output folder" in capsys.readouterr().err
+    assert not out.exists()
+
+
+# ---------------------------------------------------------------- whole-input check (issue 20.5)
+
+STRICT = {"columns": [
+    {"name": "age", "type": "numeric", "lower": 17, "upper": 90, "bins": 8},
+    {"name": "sex", "type": "categorical", "categories": ["Female", "Male"],
+     "unknown": "reject"}]}
+
+
+@pytest.mark.parametrize("column, bad, message", [
+    ("age", "", "column 'age' has 1 missing, non-numeric or infinite values (first at row 3)"),
+    ("age", "old", "column 'age' has 1 missing, non-numeric or infinite values (first at row 3)"),
+    ("age", "nan", "column 'age' has 1 missing, non-numeric or infinite values (first at row 3)"),
+    ("age", "inf", "column 'age' has 1 missing, non-numeric or infinite values (first at row 3)"),
+    ("sex", "X", "column 'sex' has 1 values outside its declared categories (first at row 3)"),
+    ("sex", "", "column 'sex' has 1 values outside its declared categories (first at row 3)"),
+], ids=["missing", "text", "nan", "inf", "undeclared-category", "missing-category"])
+def test_bad_values_are_refused_before_any_noise(tmp_path, capsys, monkeypatch, column, bad,
+                                                message):
+    rows = {"age": ["25", "38", "52", "61"], "sex": ["Male", "Female", "Male", "Female"]}
+    rows[column][2] = bad
+    data = tmp_path / "data.csv"
+    data.write_text("age,sex\n" + "".join(f"{a},{s}\n" for a, s in zip(*rows.values())))
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps(STRICT))
+    out = tmp_path / "out"
+    calls = []
+    monkeypatch.setattr("mechanisms.__main__.run_release", lambda *a, **k: calls.append(a))
+    argv = ["perturbed-histogram", "--input", str(data), "--schema", str(schema),
+            "--epsilon", "1", "--seed", "3", "--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert calls == [] and not out.exists()  # refused before the mechanism drew any noise
+    assert not (tmp_path / "out.custodian.json").exists()

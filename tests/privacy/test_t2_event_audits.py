@@ -11,9 +11,10 @@ Only tight cases are used (neighbours for which the mechanism spends its whole b
 can only be caught where the honest mechanism's real loss is close to its claim.
 Existing coverage (not repeated here): tests/mechanisms/test_histogram.py (perturbed middle /
 edge-bins replace-one, add-remove empty-vs-one; smoothed with a 0.5 twin), test_mwem.py
-(replace-one selection and marginal measurement, sensitivity/2 twins), test_range_count.py
-(one released count per plan at 10^4/side, 0.5 twins, the claim derived from the plan's own
-noise), test_noise.py (exponential mechanism).
+(replace-one selection and marginal measurement, sensitivity/2 twins),
+test_range_count_event_audit.py (every range-count mechanism under both relations at the
+requested budget, with a twin that drops the replace-one factor), test_noise.py (exponential
+mechanism).
 The long run (marked slow): n = 10^6 per side at epsilon = 0.1 with a 1/1.5-scale twin (0.85 is
 not detectable at epsilon = 0.1 with 10^6 draws; docs/testing-privacy.md 1.5).
 """
