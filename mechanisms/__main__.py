@@ -23,7 +23,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from mechanisms.accounting import DEFAULT_NEIGHBOURING, NEIGHBOURING, check_epsilon
+from mechanisms.accounting import (
+    DEFAULT_NEIGHBOURING,
+    NEIGHBOURING,
+    check_delta,
+    check_epsilon,
+    float_at_most,
+)
 from mechanisms.errors import MechanismError
 from mechanisms.noise import secure_source, seeded_source
 from mechanisms.range_count.api import range_query_csv
@@ -105,8 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=spec.help, description=spec.help)
         p.add_argument("--input", required=True, help="CSV file of the sensitive table")
         p.add_argument("--schema", required=True, help="schema JSON (public bounds/categories)")
-        p.add_argument("--epsilon", required=True, type=float, help="privacy loss epsilon > 0")
-        p.add_argument("--delta", type=float, default=0.0, help="privacy parameter delta")
+        # Kept as text: the exact decimal is rounded down to a float (accounting.float_at_most).
+        p.add_argument("--epsilon", required=True, help="privacy loss epsilon > 0")
+        p.add_argument("--delta", default="0", help="privacy parameter delta")
         p.add_argument("--neighbouring", choices=NEIGHBOURING, default=DEFAULT_NEIGHBOURING)
         p.add_argument("--columns", help="comma-separated columns (default: all not ignored)")
         p.add_argument("--seed", type=int, help="reproducible, NOT secure noise: tests only")
@@ -146,7 +153,9 @@ def run(args: argparse.Namespace) -> list:
         print(range_query_csv(args.structure, args.query, args.estimator), end="")
         return []
     spec = SUBCOMMANDS[args.subcommand]
-    check_epsilon(args.epsilon, allow_infinite=False)  # inf (no noise) is for tests, not releases
+    epsilon = check_epsilon(args.epsilon, allow_infinite=False)  # inf (no noise): tests only
+    check_delta(args.delta)
+    delta = float_at_most(args.delta)  # validated just above; rounded down like epsilon
     schema = Schema.load(args.schema)
     columns = schema.resolve_columns(args.columns.split(",") if args.columns else None)
     record = custodian_record_path(args.out, args.custodian_record)
@@ -163,8 +172,8 @@ def run(args: argparse.Namespace) -> list:
         spec.mechanism,
         data,
         schema,
-        epsilon=args.epsilon,
-        delta=args.delta,
+        epsilon=epsilon,
+        delta=delta,
         neighbouring=args.neighbouring,
         columns=columns,
         params=params,

@@ -29,9 +29,9 @@ RAW_TOKENS = re.compile(r"\b(inf|infinity|nan|1e309|zebra|Q)\b", re.IGNORECASE)
 
 # cause: (value of x, value of c, data row, what the message says)
 CAUSES = {
-    "missing number": ("", "A", 1050, "1 empty (missing) values"),
+    "missing number": ("", "A", 1050, "1 empty (missing)"),
     "text in a numeric column": ("zebra", "A", 1050, "1 values that are not numbers"),
-    "NaN": ("NaN", "A", 1050, "1 NaN (not a number) values"),
+    "NaN": ("NaN", "A", 1050, "NaN"),
     "inf": ("inf", "A", 1050, "1 infinite values"),
     "-inf": ("-inf", "A", 1050, "1 infinite values"),
     "1e309, among the sampled lines": ("1e309", "A", 3, "1 infinite values"),
