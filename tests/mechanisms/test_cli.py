@@ -3,6 +3,8 @@
 import json
 import subprocess
 import sys
+from decimal import Decimal
+from fractions import Fraction
 
 import numpy as np
 import pandas as pd
@@ -278,3 +280,23 @@ def test_bad_values_are_refused_before_any_noise(tmp_path, capsys, monkeypatch, 
     assert message in err and len(err.strip().splitlines()) == 1
     assert calls == [] and not out.exists()  # refused before the mechanism drew any noise
     assert not (tmp_path / "out.custodian.json").exists()
+
+
+@pytest.mark.parametrize("text", ["0.1", "0.3", "1.1", "1e-6", "2.675"])  # 0.1, 1.1 round up
+def test_epsilon_and_delta_reach_the_mechanism_rounded_down(files, monkeypatch, text):
+    """float("0.1") is above 0.1; the CLI hands the mechanism a float at most the typed value."""
+    data, schema, out = files
+    seen = {}
+
+    def capture(*args, **kwargs):
+        seen.update(epsilon=kwargs["epsilon"], delta=kwargs["delta"])
+        raise SystemExit(0)
+
+    monkeypatch.setattr("mechanisms.__main__.run_release", capture)
+    argv = ["perturbed-histogram", "--input", str(data), "--schema", str(schema),
+            "--epsilon", text, "--delta", "0.1", "--out", str(out)]
+    with pytest.raises(SystemExit):
+        main(argv)
+    exact = Fraction(Decimal(text))
+    assert Fraction(seen["epsilon"]) <= exact and Fraction(seen["delta"]) <= Fraction(1, 10)
+    assert exact - Fraction(seen["epsilon"]) < exact * Fraction(1, 2**50)
