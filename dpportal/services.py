@@ -806,6 +806,11 @@ def dataset_change_budget(*, dataset, user, epsilon_total, delta_total, neighbou
 def _check_budget_change(locked, epsilon_total, delta_total, neighbouring):
     if locked.is_deleted:
         raise ServiceError("This dataset has been deleted; its budget can no longer change.")
+    if neighbouring == "add-remove" != locked.neighbouring and _ever_had_auditors(locked):
+        raise ServiceError(
+            "Under replace-one the number of rows is public, and auditors have already been able "
+            "to see it, so the relation can no longer become add-remove: upload the data as a new "
+            "dataset if its row count must stay private.")
     if not Release.objects.filter(dataset__budget_id=locked.budget_id).exists():
         return
     if epsilon_total > locked.epsilon_total or delta_total > locked.delta_total:
@@ -818,6 +823,14 @@ def _check_budget_change(locked, epsilon_total, delta_total, neighbouring):
             f"ε = {locked.epsilon_spent.normalize()}, δ = {locked.delta_spent.normalize()}.")
     if neighbouring != locked.neighbouring:
         raise ServiceError("The neighbouring relation cannot change once a release exists.")
+
+
+def _ever_had_auditors(dataset) -> bool:
+    """Whether anyone but the owner has had access to a dataset sharing this budget."""
+    sharing = Dataset.objects.filter(budget_id=dataset.budget_id)
+    granted = AuditEvent.objects.filter(action=AuditEvent.Action.ACCESS_CHANGED,
+                                        dataset__in=sharing)
+    return granted.exists() or sharing.filter(auditors__isnull=False).exists()
 
 
 def dataset_set_auditor(*, dataset, user, username, add, remote_addr=None):

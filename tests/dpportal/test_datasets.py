@@ -607,3 +607,22 @@ def test_upload_handler_returns_the_scanned_private_file(private_storage):
     assert upload.path.read_bytes() == SMALL_CSV and upload.scan.utf8_valid
     upload.discard()
     assert list(private_storage.iterdir()) == []
+
+
+@pytest.mark.django_db
+def test_relation_cannot_become_add_remove_once_an_auditor_could_see_n():
+    """Under replace-one an auditor may see n; switching to add-remove later cannot hide it."""
+    owner = make_user("owner-n")
+    dataset = create_dataset(owner)
+    services.dataset_change_budget(dataset=dataset, user=owner, epsilon_total=1, delta_total=0,
+                                   neighbouring="add-remove")  # nobody else has seen it yet
+    services.dataset_change_budget(dataset=dataset, user=owner, epsilon_total=1, delta_total=0,
+                                   neighbouring="replace-one")
+    make_user("auditor-n")
+    services.dataset_set_auditor(dataset=dataset, user=owner, username="auditor-n", add=True)
+    services.dataset_set_auditor(dataset=dataset, user=owner, username="auditor-n", add=False)
+    with pytest.raises(services.ServiceError, match="can no longer become add-remove"):
+        services.dataset_change_budget(dataset=dataset, user=owner, epsilon_total=1,
+                                       delta_total=0, neighbouring="add-remove")
+    dataset.refresh_from_db()
+    assert dataset.neighbouring == "replace-one"
