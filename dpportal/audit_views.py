@@ -24,8 +24,8 @@ from .access import (
     releases_visible_to,
 )
 from .audit_forms import AuditFilterForm, ReleaseFilterForm, method_title
+from .csv_safety import escape_cell
 from .models import AuditEvent, Release
-from .packaging import escape_cell
 from .timing import shown_time, shown_time_text
 
 RELEASE_COLUMNS = [

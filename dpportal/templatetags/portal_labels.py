@@ -2,6 +2,7 @@
 
 import json
 import re
+from decimal import Decimal, InvalidOperation
 
 from django import template
 
@@ -21,12 +22,33 @@ PARAMETER_NAMES = {"rows": "synthetic rows", "cells": "combinations of values",
                    "random_boxes": "random boxes",
                    "random_halfspaces": "random regions cut by a line"}
 DECIMAL_NUMBER = re.compile(r"-?\d+\.\d{3,}(e[-+]?\d+)?")
+BUDGET_KEYS = frozenset({"epsilon", "delta", "epsilon_total", "delta_total"})
 
 
 @register.filter
 def mechanism_title(name):
     """`{{ release.mechanism|mechanism_title }}` → "Synthetic data (MWEM)"."""
     return _mechanism_title(name)
+
+
+@register.filter
+def plain_number(value):
+    """`{{ release.epsilon|plain_number }}`: ε or δ in plain decimal, without trailing zeros
+    or exponent (1E+2 → 100, 0E-15 → 0, 1E-7 → 0.0000001). Anything not a number is shown
+    as it is."""
+    try:
+        number = Decimal(str(value))
+    except InvalidOperation:
+        return "" if value is None else value
+    if not number.is_finite():
+        return str(value)
+    return f"{number.normalize():f}"
+
+
+@register.filter
+def detail_value(value, key):
+    """An audit event's detail for display: budgets (ε, δ) as plain decimals, the rest as is."""
+    return plain_number(value) if key in BUDGET_KEYS else value
 
 
 @register.filter
