@@ -1,6 +1,10 @@
 # DP Portal image: the web server (gunicorn + whitenoise) and the Celery worker share it.
 FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+# Login-failure counters must be shared by the web processes (CMD starts 3): a Redis cache,
+# by default the `redis` service of docker-compose.yml. Override it for another Redis; logins
+# are refused (HTTP 503) while it cannot be reached.
+ENV DPPORTAL_CACHE_URL=redis://redis:6379/1
 WORKDIR /app
 COPY requirements.txt .
 RUN pip install --no-cache-dir -r requirements.txt

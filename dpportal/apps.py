@@ -6,4 +6,4 @@ class DpPortalConfig(AppConfig):
     verbose_name = "DP Portal"
 
     def ready(self):
-        from . import signals  # noqa: F401  (connects the login/logout audit handlers)
+        from . import checks, signals  # noqa: F401  (deploy checks; login/logout audit handlers)

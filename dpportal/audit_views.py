@@ -24,8 +24,9 @@ from .access import (
     releases_visible_to,
 )
 from .audit_forms import AuditFilterForm, ReleaseFilterForm, method_title
+from .csv_safety import escape_cell
+from .formatting import plain_number
 from .models import AuditEvent, Release
-from .packaging import escape_cell
 from .timing import shown_time, shown_time_text
 
 RELEASE_COLUMNS = [
@@ -104,7 +105,7 @@ def _release_row(release, *, exact) -> list:
     status = release.shown_status
     finished = shown_time(release.finished_at, exact=exact) if status == release.status else None
     return [release.pk, release.dataset.name, release.mechanism, status,
-            release.epsilon.normalize(), release.delta.normalize(), release.neighbouring,
+            plain_number(release.epsilon), plain_number(release.delta), release.neighbouring,
             release.requested_by.username,
             shown_time(release.created_at, exact=exact).isoformat(),
             finished.isoformat() if finished else ""]

@@ -21,8 +21,23 @@ BASE_LAYOUT = {"margin": {"l": 60, "r": 20, "t": 40, "b": 80}, "height": 340,
                "font": {"family": "system-ui, sans-serif", "size": 13}}
 
 
+def plotly_text(value) -> str:
+    """Text for a plotly label, title or hover value, shown as written: plotly renders a
+    subset of HTML in these (`<a href>` becomes a live link, `<b>` bold), so & < > are sent as
+    entities, which plotly displays as the characters themselves."""
+    return str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _texts(values) -> list[str]:
+    return [plotly_text(v) for v in values]
+
+
+def _axis(title) -> dict:
+    return {"title": {"text": plotly_text(title)}}
+
+
 def _layout(title, **extra) -> dict:
-    return {**BASE_LAYOUT, "title": {"text": title}, **extra}
+    return {**BASE_LAYOUT, "title": {"text": plotly_text(title)}, **extra}
 
 
 def _chart(title: str, figure: dict, note: str = "") -> dict:
@@ -31,6 +46,7 @@ def _chart(title: str, figure: dict, note: str = "") -> dict:
 
 def distribution_figure(column, labels, release, original=None) -> dict:
     """Bars of each bin's share of rows: the release, and the original when given."""
+    labels = _texts(labels)
     data = [{"type": "bar", "name": "Release", "x": labels, "y": list(release),
              "marker": {"color": RELEASE_COLOUR}}]
     if original is not None:
@@ -38,7 +54,7 @@ def distribution_figure(column, labels, release, original=None) -> dict:
                      "y": list(original), "marker": {"color": ORIGINAL_COLOUR}})
     return {"data": data, "layout": _layout(
         f"{column}: share of rows per bin", barmode="group",
-        yaxis={"title": {"text": "share of rows"}, "tickformat": ".0%"})}
+        yaxis={**_axis("share of rows"), "tickformat": ".0%"})}
 
 
 def heatmap_figure(columns, labels, shares, title) -> dict:
@@ -48,13 +64,14 @@ def heatmap_figure(columns, labels, shares, title) -> dict:
     attributes, which the pages' Content-Security-Policy forbids; each cell shows its value.
     """
     shares = np.asarray(shares)
-    trace = {"type": "heatmap", "z": shares.tolist(), "x": labels[1], "y": labels[0],
+    trace = {"type": "heatmap", "z": shares.tolist(), "x": _texts(labels[1]),
+             "y": _texts(labels[0]),
              "colorscale": "Blues", "reversescale": True, "showscale": False,
              "xgap": 1, "ygap": 1, "hovertemplate": "%{y} × %{x}: %{z:.1%}<extra></extra>"}
     if shares.size <= MAX_LABELLED_CELLS:
         trace["texttemplate"] = "%{z:.1%}"
-    return {"data": [trace], "layout": _layout(title, xaxis={"title": {"text": columns[1]}},
-                                               yaxis={"title": {"text": columns[0]}})}
+    return {"data": [trace], "layout": _layout(title, xaxis=_axis(columns[1]),
+                                               yaxis=_axis(columns[0]))}
 
 
 def scatter_against_truth_figure(true, noisy, title, x_title, y_title) -> dict:
@@ -66,8 +83,7 @@ def scatter_against_truth_figure(true, noisy, title, x_title, y_title) -> dict:
          "marker": {"color": RELEASE_COLOUR, "size": 6, "opacity": 0.7}},
         {"type": "scatter", "mode": "lines", "name": "exact", "x": [low, top], "y": [low, top],
          "line": {"color": "#888", "dash": "dash"}},
-    ], "layout": _layout(title, xaxis={"title": {"text": x_title}},
-                         yaxis={"title": {"text": y_title}})}
+    ], "layout": _layout(title, xaxis=_axis(x_title), yaxis=_axis(y_title))}
 
 
 def mwem_rounds_figure(trace_rounds) -> dict:
@@ -108,7 +124,7 @@ def answers_figure(answers, variances) -> dict:
                               yaxis={"title": {"text": "rows"}})}
 
 
-CHARTS_LAYOUT = 1  # bump when the public charts change: recomputes cached chart data
+CHARTS_LAYOUT = 2  # bump when the public charts change: recomputes cached chart data
 
 
 def release_charts(release, schema) -> list[dict]:

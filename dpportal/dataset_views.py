@@ -22,6 +22,7 @@ from .dataset_forms import (
     SchemaFormSet,
     schema_initial,
 )
+from .formatting import plain_number
 from .models import Release
 from .signals import client_address
 from .storage import UPLOAD_FIELD, PrivateUploadHandler
@@ -103,18 +104,18 @@ def shared_budget_text(dataset) -> str:
     state = "since deleted" if earlier.is_deleted else "not deleted"
     return (f"This file has the same content as “{earlier.name}” (uploaded "
             f"{earlier.created_at:%Y-%m-%d}, {state}): it shares that dataset's privacy budget: "
-            f"ε spent so far {dataset.epsilon_spent.normalize()} of "
-            f"{dataset.epsilon_total.normalize()}.")
+            f"ε spent so far {plain_number(dataset.epsilon_spent)} of "
+            f"{plain_number(dataset.epsilon_total)}.")
 
 
 def _kept_totals_text(dataset, asked) -> str:
     kept = []
     if asked["epsilon_total"] != dataset.epsilon_total or \
             asked["delta_total"] != dataset.delta_total:
-        kept.append(f"the total you asked for (ε = {asked['epsilon_total'].normalize()}, "
-                    f"δ = {asked['delta_total'].normalize()}) was not used: the shared budget "
-                    f"keeps its total of ε = {dataset.epsilon_total.normalize()}, "
-                    f"δ = {dataset.delta_total.normalize()}")
+        kept.append(f"the total you asked for (ε = {plain_number(asked['epsilon_total'])}, "
+                    f"δ = {plain_number(asked['delta_total'])}) was not used: the shared budget "
+                    f"keeps its total of ε = {plain_number(dataset.epsilon_total)}, "
+                    f"δ = {plain_number(dataset.delta_total)}")
     if asked["neighbouring"] != dataset.neighbouring:
         kept.append(f"it keeps its guarantee ({dataset.get_neighbouring_display()})")
     return (" Note: " + "; ".join(kept) + ".") if kept else ""
@@ -167,8 +168,8 @@ def _percent(part, whole) -> int:
 
 
 def _budget_initial(dataset):
-    return {"epsilon_total": dataset.epsilon_total.normalize(),
-            "delta_total": dataset.delta_total.normalize(), "neighbouring": dataset.neighbouring}
+    return {"epsilon_total": plain_number(dataset.epsilon_total),
+            "delta_total": plain_number(dataset.delta_total), "neighbouring": dataset.neighbouring}
 
 
 def _schema_rows(schema):

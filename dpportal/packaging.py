@@ -5,11 +5,8 @@ Only mechanism output goes in here. The custodian-only utility report lives else
 (`dpportal.utility`) and is never added to a package.
 """
 
-import csv
-import io
 import json
 import os
-import re
 import secrets
 import textwrap
 import zipfile
@@ -19,30 +16,10 @@ from django.conf import settings
 
 import mechanisms
 
+from .csv_safety import safe_csv
 from .release_forms import mechanism_title
 
-# Spreadsheets treat a cell starting with one of these as a formula (or strip it silently).
-FORMULA_TRIGGERS = ("=", "+", "-", "@", "\t", "\r", "\0")
-_TRIGGER_CHARS = frozenset(FORMULA_TRIGGERS)
-PURE_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
-PACKAGE_LAYOUT = 1  # bump when the package's files or README change: rebuilds cached zips
-
-
-def escape_cell(value: str) -> str:
-    """Prefix a cell that a spreadsheet would run as a formula with ' (pure numbers stay)."""
-    if value[:1] in _TRIGGER_CHARS and not PURE_NUMBER.fullmatch(value):
-        return "'" + value
-    return value
-
-
-def safe_csv(content: bytes) -> bytes:
-    """Rewrite CSV bytes with every cell escaped and quoted per RFC 4180 (CRLF line ends)."""
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\r\n", quoting=csv.QUOTE_MINIMAL)
-    for row in csv.reader(io.StringIO(content.decode("utf-8"), newline="")):
-        writer.writerow([escape_cell(cell) if cell[:1] in _TRIGGER_CHARS else cell
-                         for cell in row])
-    return out.getvalue().encode("utf-8")
+PACKAGE_LAYOUT = 2  # bump when the package's files or README change: rebuilds cached zips
 
 
 def output_dir(release) -> Path:

@@ -266,7 +266,7 @@ def suggested_epsilon(remaining: Decimal) -> Decimal | None:
         return None
     quarter = min(Decimal(1), remaining / 4)
     step = Decimal(1).scaleb(quarter.adjusted() - 1)
-    return max((quarter // step) * step, Decimal("0.000001")).normalize()
+    return Decimal(f"{max((quarter // step) * step, Decimal('0.000001')).normalize():f}")
 
 
 def _describe(spec) -> str:

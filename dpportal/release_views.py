@@ -8,7 +8,6 @@ import csv
 import itertools
 import json
 import math
-from decimal import Decimal
 
 from django.contrib import messages
 from django.http import Http404, HttpResponse, JsonResponse
@@ -22,6 +21,7 @@ import mechanisms
 
 from . import charts, packaging, services, utility
 from .access import dataset_for_owner, releases_visible_to
+from .formatting import plain_number
 from .models import AuditEvent, BudgetLedgerEntry, Release
 from .release_forms import (
     CARDS_BY_NAME,
@@ -99,18 +99,14 @@ def release_estimate(request, dataset_pk):
     delta_left = dataset.delta_remaining - data["delta"]
     return JsonResponse({
         "ok": True, "accuracy": form.expected_accuracy,
-        "epsilon_left": _plain(epsilon_left), "delta_left": _plain(delta_left),
+        "epsilon_left": plain_number(epsilon_left), "delta_left": plain_number(delta_left),
         "fits": epsilon_left >= 0 and delta_left >= 0,
-        "epsilon_total": _plain(dataset.epsilon_total),
+        "epsilon_total": plain_number(dataset.epsilon_total),
     })
 
 
 def _field_label(form, name) -> str:
     return str(form.fields[name].label) if name in form.fields else name
-
-
-def _plain(value: Decimal) -> str:
-    return f"{value.normalize():f}"
 
 
 # ---------------------------------------------------------------- job page and results
@@ -316,7 +312,7 @@ def release_cancel(request, pk):
 def cancel_text(release, refunded: bool) -> str:
     """What cancelling did, from the release's own record: whether its data was read (an
     earlier attempt may have read it before its worker stopped) and whether ε came back."""
-    epsilon = release.epsilon.normalize()
+    epsilon = plain_number(release.epsilon)
     if refunded:
         return (f"Release cancelled. Its data was never read, so its privacy budget "
                 f"(ε = {epsilon}) was given back to the dataset.")

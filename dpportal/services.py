@@ -23,6 +23,7 @@ from django.conf import settings
 from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
 
+from .formatting import plain_number
 from .models import AuditEvent, BudgetLedgerEntry, Dataset, PrivacyBudget, Release
 
 logger = logging.getLogger(__name__)
@@ -164,9 +165,9 @@ def _check_budget(budget, epsilon, delta):
     """Refuse a release that does not fit in what is left of `budget` (read under its lock)."""
     if epsilon > budget.epsilon_remaining:
         raise ServiceError(
-            f"Not enough privacy budget: this release needs ε = {epsilon.normalize()}, "
-            f"but only ε = {budget.epsilon_remaining.normalize()} is left of "
-            f"{budget.epsilon_total.normalize()}."
+            f"Not enough privacy budget: this release needs ε = {plain_number(epsilon)}, "
+            f"but only ε = {plain_number(budget.epsilon_remaining)} is left of "
+            f"{plain_number(budget.epsilon_total)}."
         )
     if delta > budget.delta_remaining:
         raise ServiceError(
@@ -816,11 +817,11 @@ def _check_budget_change(locked, epsilon_total, delta_total, neighbouring):
     if epsilon_total > locked.epsilon_total or delta_total > locked.delta_total:
         raise ServiceError(
             f"Once a release exists the budget can be lowered but never raised: the total is "
-            f"ε = {locked.epsilon_total.normalize()}, δ = {locked.delta_total.normalize()}.")
+            f"ε = {plain_number(locked.epsilon_total)}, δ = {plain_number(locked.delta_total)}.")
     if epsilon_total < locked.epsilon_spent or delta_total < locked.delta_spent:
         raise ServiceError(
             f"The total cannot go below what releases have already spent: "
-            f"ε = {locked.epsilon_spent.normalize()}, δ = {locked.delta_spent.normalize()}.")
+            f"ε = {plain_number(locked.epsilon_spent)}, δ = {plain_number(locked.delta_spent)}.")
     if neighbouring != locked.neighbouring:
         raise ServiceError("The neighbouring relation cannot change once a release exists.")
 

@@ -119,16 +119,30 @@ LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 
 # Login rate limiting (dpportal/login_limit.py). Failure counters live in the cache: set
-# DPPORTAL_CACHE_URL (e.g. redis://redis:6379/1) so that all web processes share them.
+# DPPORTAL_CACHE_URL (e.g. redis://redis:6379/1) so that all web processes share them; without
+# it each process counts on its own, and `check --deploy` reports dpportal.E001 (error) unless
+# DPPORTAL_ALLOW_LOCAL_CACHE=1 says this deployment runs a single web process.
 LOGIN_MAX_FAILURES = env_int("DPPORTAL_LOGIN_MAX_FAILURES", 5)
 LOGIN_MAX_FAILURES_PER_ADDRESS = env_int("DPPORTAL_LOGIN_MAX_FAILURES_PER_ADDRESS", 30)
 LOGIN_LOCKOUT_SECONDS = env_int("DPPORTAL_LOGIN_LOCKOUT_SECONDS", 900)
+DPPORTAL_ALLOW_LOCAL_CACHE = env_bool("DPPORTAL_ALLOW_LOCAL_CACHE", False)
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
-                "LOCATION": env("DPPORTAL_CACHE_URL")}
+                "LOCATION": env("DPPORTAL_CACHE_URL"),
+                # A Redis that is down or unreachable refuses logins within 2 s, never hangs.
+                "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2}}
     if env("DPPORTAL_CACHE_URL")
     else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
 }
+# Addresses (IPs or CIDR networks, comma-separated) of the reverse proxies in front of the
+# portal. X-Forwarded-For is believed only on requests coming from one of them; empty (the
+# default) means it is never believed and the client is REMOTE_ADDR (login_limit.client_address).
+DPPORTAL_TRUSTED_PROXIES = [p.strip() for p in env("DPPORTAL_TRUSTED_PROXIES").split(",")
+                            if p.strip()]
+# Wide tables: the schema form posts 6 fields per column (dataset_forms.SchemaColumnForm) plus
+# a few for the form set; ingest accepts up to 1000 columns. Django's default (1000) refused
+# the schema of a table of more than about 250 numeric columns with a bare "Bad Request".
+DATA_UPLOAD_MAX_NUMBER_FIELDS = 6 * 1000 + 100
 
 LANGUAGE_CODE = "en-gb"
 TIME_ZONE = env("DJANGO_TIME_ZONE", "UTC")

@@ -30,3 +30,5 @@ urlpatterns = [
     path("admin/login/", rate_limited(admin.site.login)),
     path("admin/", admin.site.urls),
 ]
+
+handler400 = "dpportal.error_views.bad_request"

@@ -5,6 +5,7 @@ import re
 
 from django import template
 
+from dpportal.formatting import plain_number
 from dpportal.release_engine import RANGE_METHOD_NAMES
 from dpportal.release_forms import mechanism_title as _mechanism_title
 
@@ -21,12 +22,22 @@ PARAMETER_NAMES = {"rows": "synthetic rows", "cells": "combinations of values",
                    "random_boxes": "random boxes",
                    "random_halfspaces": "random regions cut by a line"}
 DECIMAL_NUMBER = re.compile(r"-?\d+\.\d{3,}(e[-+]?\d+)?")
+BUDGET_KEYS = frozenset({"epsilon", "delta", "epsilon_total", "delta_total"})
 
 
 @register.filter
 def mechanism_title(name):
     """`{{ release.mechanism|mechanism_title }}` → "Synthetic data (MWEM)"."""
     return _mechanism_title(name)
+
+
+register.filter("plain_number", plain_number)  # {{ release.epsilon|plain_number }}
+
+
+@register.filter
+def detail_value(value, key):
+    """An audit event's detail for display: budgets (ε, δ) as plain decimals, the rest as is."""
+    return plain_number(value) if key in BUDGET_KEYS else value
 
 
 @register.filter

@@ -81,15 +81,15 @@ def test_the_chain_over_the_whole_lifecycle_verifies(lifecycle, capsys):
 
 
 @pytest.mark.parametrize("behind_proxy, expected", [
-    (True, "198.51.100.4"),  # the address the TLS proxy appended last
-    (False, "203.0.113.7"),  # no proxy: X-Forwarded-For is forged, the socket address counts
+    (True, "198.51.100.4"),  # from the trusted proxy: the address it appended last
+    (False, "203.0.113.7"),  # no trusted proxy: X-Forwarded-For may be forged, the socket counts
 ])
 def test_every_audit_event_records_the_address_the_login_limit_uses(
         settings, behind_proxy, expected):
     """Sign-in, sign-out, dataset pages and releases all take "from where" from one place
     (dpportal/signals.client_address, i.e. login_limit.client_address)."""
-    settings.SECURE_PROXY_SSL_HEADER = (
-        ("HTTP_X_FORWARDED_PROTO", "https") if behind_proxy else None)
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    settings.DPPORTAL_TRUSTED_PROXIES = ["203.0.113.7"] if behind_proxy else []
     owner = get_user_model().objects.create_user(username="olga", password="pw-unused-1")
     client = Client(REMOTE_ADDR="203.0.113.7", HTTP_X_FORWARDED_FOR="6.6.6.6, 198.51.100.4",
                     HTTP_X_FORWARDED_PROTO="https")
@@ -109,7 +109,7 @@ def test_every_audit_event_records_the_address_the_login_limit_uses(
 
 
 def test_an_address_that_is_not_an_ip_is_recorded_as_unknown(settings):
-    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    settings.DPPORTAL_TRUSTED_PROXIES = ["203.0.113.7"]
     client = Client(REMOTE_ADDR="203.0.113.7", HTTP_X_FORWARDED_FOR="not-an-address")
     client.post(reverse("login"), {"username": "nobody", "password": "x"}, secure=True)
     assert list(AuditEvent.objects.values_list("action", "remote_addr")) == [

@@ -171,9 +171,10 @@ def test_deleting_the_dataset_removes_the_custodian_only_comparison(
 
 
 def test_the_worker_prepares_the_zip_and_chart_data_after_publishing(done_release):
-    from dpportal import packaging
+    from dpportal import charts, packaging
 
     cache = packaging.cache_dir(done_release)
     names = sorted(path.name for path in cache.iterdir())
-    assert names == ["charts-v1.json", "package-v1.zip"]
+    assert names == [f"charts-v{charts.CHARTS_LAYOUT}.json",
+                     f"package-v{packaging.PACKAGE_LAYOUT}.zip"]
     assert all(stat.S_IMODE((cache / name).stat().st_mode) == 0o600 for name in names)

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 from django.contrib.auth import get_user_model
 from django.http import HttpResponse
 from django.test import Client, override_settings
@@ -18,6 +19,7 @@ from tests.conftest import REPO_ROOT
 PRODUCTION_ENV = {
     "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
     "DJANGO_ALLOWED_HOSTS": "portal.example.org",
+    "DPPORTAL_CACHE_URL": "redis://redis:6379/1",  # as docker-compose.yml and the Dockerfile
 }
 
 
@@ -43,6 +45,16 @@ def test_the_deploy_check_fails_when_a_protection_is_switched_off():
     result = deploy_check(DJANGO_HSTS_SECONDS="0")
     assert result.returncode != 0
     assert "security.W004" in result.stderr + result.stdout
+
+
+def test_the_image_and_compose_share_login_counters_and_publish_only_on_loopback():
+    dockerfile = (REPO_ROOT / "Dockerfile").read_text()
+    assert "ENV DPPORTAL_CACHE_URL=redis://" in dockerfile  # the image's own CMD is covered
+    compose = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())
+    web = compose["services"]["web"]
+    assert web["environment"]["DPPORTAL_CACHE_URL"].startswith("redis://")
+    assert web["ports"] == ["127.0.0.1:8000:8000"]  # the proxy is the only way in
+    assert "DPPORTAL_TRUSTED_PROXIES" in (REPO_ROOT / "docker-compose.yml").read_text()
 
 
 @pytest.fixture
