@@ -18,6 +18,9 @@ ensure_redis
 ensure_chromium
 
 status=0
+log "Lint and format (ruff)"
+"$VENV/bin/ruff" check . || status=$?
+"$VENV/bin/ruff" format --check . || status=$?
 if ensure_postgres; then
   log "Test suite on PostgreSQL"
   DATABASE_URL=$pg_url "$PY" -m pytest -m "$marker" "$@" || status=$?

@@ -54,9 +54,12 @@ peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(json.dumps({"seconds": seconds, "peak_mb": peak, "rows": rows}))
 """
 
-MODES = [("pyarrow read_csv (reference)", "reference"), ("ours: scan + ingest", "ours-full"),
-         ("ours: ingest after upload scan", "ours-parse"),
-         ("release read: 2 columns of Parquet", "parquet-2-columns")]
+MODES = [
+    ("pyarrow read_csv (reference)", "reference"),
+    ("ours: scan + ingest", "ours-full"),
+    ("ours: ingest after upload scan", "ours-parse"),
+    ("release read: 2 columns of Parquet", "parquet-2-columns"),
+]
 
 
 def write_csv(path: Path, rows: int, seed: int = 0) -> None:
@@ -64,9 +67,14 @@ def write_csv(path: Path, rows: int, seed: int = 0) -> None:
     rng = np.random.default_rng(seed)
     words = np.array(["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"])
     chunk = 500_000
-    with pa_csv.CSVWriter(path, pa.schema(
-            [(f"i{k}", pa.int64()) for k in range(5)] + [(f"f{k}", pa.float64()) for k in range(3)]
-            + [(f"s{k}", pa.string()) for k in range(2)])) as writer:
+    with pa_csv.CSVWriter(
+        path,
+        pa.schema(
+            [(f"i{k}", pa.int64()) for k in range(5)]
+            + [(f"f{k}", pa.float64()) for k in range(3)]
+            + [(f"s{k}", pa.string()) for k in range(2)]
+        ),
+    ) as writer:
         for start in range(0, rows, chunk):
             n = min(chunk, rows - start)
             columns = [rng.integers(0, 100_000, n) for _ in range(5)]
@@ -77,8 +85,12 @@ def write_csv(path: Path, rows: int, seed: int = 0) -> None:
 
 
 def run(mode: str, path: Path, out: Path) -> dict:
-    result = subprocess.run([sys.executable, "-c", CHILD, str(REPO), mode, str(path), str(out)],
-                            capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", CHILD, str(REPO), mode, str(path), str(out)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(result.stdout)
 
 
@@ -88,16 +100,22 @@ def bench(rows: int, repeats: int) -> None:
         t0 = time.perf_counter()
         write_csv(path, rows)
         size_mb = path.stat().st_size / 2**20
-        print(f"\n{rows:,} rows x 10 columns, {size_mb:,.0f} MB CSV "
-              f"(generated in {time.perf_counter() - t0:.1f} s); median of {repeats} runs\n")
+        print(
+            f"\n{rows:,} rows x 10 columns, {size_mb:,.0f} MB CSV "
+            f"(generated in {time.perf_counter() - t0:.1f} s); median of {repeats} runs\n"
+        )
         runs = {mode: [] for _label, mode in MODES}
         for _ in range(repeats):  # interleaved, so a busy moment hits every contender alike
             for _label, mode in MODES:
                 runs[mode].append(run(mode, path, out))
         assert all(r["rows"] == rows for mode_runs in runs.values() for r in mode_runs), runs
-        results = {mode: (statistics.median(r["seconds"] for r in mode_runs),
-                          max(r["peak_mb"] for r in mode_runs))
-                   for mode, mode_runs in runs.items()}
+        results = {
+            mode: (
+                statistics.median(r["seconds"] for r in mode_runs),
+                max(r["peak_mb"] for r in mode_runs),
+            )
+            for mode, mode_runs in runs.items()
+        }
         reference = results["reference"][0]
         print(f"| {'contender':<36} | {'seconds':>8} | {'x read_csv':>10} | {'peak RSS MB':>11} |")
         print(f"|{'-' * 38}|{'-' * 10}|{'-' * 12}|{'-' * 13}|")

@@ -58,7 +58,10 @@ def load_paper_table(name: str) -> tuple[np.ndarray, tuple[int, ...], list[str]]
     levels = [sorted(records[c].unique()) for c in columns]
     assert [len(lv) for lv in levels] == [table[c].nunique() for c in columns], name
     codes = np.stack(
-        [pd.Categorical(records[c], categories=lv).codes for c, lv in zip(columns, levels, strict=True)],
+        [
+            pd.Categorical(records[c], categories=lv).codes
+            for c, lv in zip(columns, levels, strict=True)
+        ],
         axis=1,
     ).astype(np.int64)
     return codes, tuple(len(lv) for lv in levels), columns
@@ -91,8 +94,11 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--eps", default="0.1,0.5,1,5,10")
     parser.add_argument("--k", default="2,3")
-    parser.add_argument("--repo-tables", action="store_true",
-                        help="use tests/data's tables even when ../shared/data is present")
+    parser.add_argument(
+        "--repo-tables",
+        action="store_true",
+        help="use tests/data's tables even when ../shared/data is present",
+    )
     args = parser.parse_args()
     tables = TABLES
     if args.repo_tables or not all((DATA / f"mwem_{n}_table.csv").exists() for n in TABLES):

@@ -40,11 +40,22 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "demo" / "adult.csv.gz"  # UCI Adult, CC BY 4.0 (demo/README.md)
 WORK = Path("/tmp/mwem_peers")
-PEER_PYTHON = {"aim": "/tmp/peer-aim/bin/python", "snsynth": "/tmp/peer-snsynth/bin/python",
-               "mwem_pgm": "/tmp/peer-mbi/bin/python"}
+PEER_PYTHON = {
+    "aim": "/tmp/peer-aim/bin/python",
+    "snsynth": "/tmp/peer-snsynth/bin/python",
+    "mwem_pgm": "/tmp/peer-mbi/bin/python",
+}
 COLUMNS = {
-    "adult8": ["age", "workclass", "education", "marital-status", "occupation", "race", "sex",
-               "income"],
+    "adult8": [
+        "age",
+        "workclass",
+        "education",
+        "marital-status",
+        "occupation",
+        "race",
+        "sex",
+        "income",
+    ],
     "adult4": ["age", "education", "marital-status", "occupation"],
 }
 PEER_DELTA = 1e-9  # zCDP peers are run at the ρ that gives (ε, δ)-DP; ours is pure ε-DP
@@ -67,9 +78,14 @@ def prepare(dataset: str) -> tuple[Path, list[int]]:
     spec = [{"name": "age", "type": "numeric", "lower": 17, "upper": 90, "bins": 10}]
     for c in columns[1:]:
         # Categories are Adult's published attribute values (documented with the data set).
-        spec.append({"name": c, "type": "categorical",
-                     "categories": sorted(frame[c].dropna().unique().tolist()),
-                     "unknown": "other" if c in MISSING_ALLOWED else "reject"})
+        spec.append(
+            {
+                "name": c,
+                "type": "categorical",
+                "categories": sorted(frame[c].dropna().unique().tolist()),
+                "unknown": "other" if c in MISSING_ALLOWED else "reject",
+            }
+        )
     schema = Schema.from_dict({"columns": spec})
     codes = schema.encode(frame, columns)
     WORK.mkdir(exist_ok=True)
@@ -96,8 +112,22 @@ def run_worker(method, codes_path, shape, eps, seed, timeout):
     """One run in a subprocess: (seconds, peak MB, synthetic codes) or None on failure."""
     python = PEER_PYTHON.get(method, sys.executable)
     out = WORK / f"syn-{method}-{codes_path.stem}-{eps}-{seed}.npy"
-    args = [python, __file__, "--worker", method, "--codes", str(codes_path), "--shape",
-            json.dumps(shape), "--epsilon", str(eps), "--seed", str(seed), "--out", str(out)]
+    args = [
+        python,
+        __file__,
+        "--worker",
+        method,
+        "--codes",
+        str(codes_path),
+        "--shape",
+        json.dumps(shape),
+        "--epsilon",
+        str(eps),
+        "--seed",
+        str(seed),
+        "--out",
+        str(out),
+    ]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
@@ -127,8 +157,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.worker:
         return worker(args)
-    print(f"{'data':7} {'cells':>9} {'eps':>5} {'method':12} {'time s':>8} {'peak MB':>8} "
-          f"{'2-way TVD':>10} {'3-way TVD':>10}  runs / note")
+    print(
+        f"{'data':7} {'cells':>9} {'eps':>5} {'method':12} {'time s':>8} {'peak MB':>8} "
+        f"{'2-way TVD':>10} {'3-way TVD':>10}  runs / note"
+    )
     for dataset in args.datasets.split(","):
         codes_path, shape = prepare(dataset)
         true = np.load(codes_path)
@@ -147,21 +179,29 @@ def report(dataset, shape, true, codes_path, method, eps, args):
         rows.append((seconds, peak, tvd(synthetic, true, shape, 2), tvd(synthetic, true, shape, 3)))
     cells = int(np.prod(shape))
     if not rows:
-        print(f"{dataset:7} {cells:>9} {eps:>5g} {method:12} {'-':>8} {'-':>8} {'-':>10} "
-              f"{'-':>10}  0 / {note}", flush=True)
+        print(
+            f"{dataset:7} {cells:>9} {eps:>5g} {method:12} {'-':>8} {'-':>8} {'-':>10} "
+            f"{'-':>10}  0 / {note}",
+            flush=True,
+        )
         return
     t, m, t2, t3 = np.mean(rows, axis=0)
     peak = max(r[1] for r in rows)
-    print(f"{dataset:7} {cells:>9} {eps:>5g} {method:12} {t:>8.2f} {peak:>8.0f} {t2:>10.4f} "
-          f"{t3:>10.4f}  {len(rows)} {note}", flush=True)
+    print(
+        f"{dataset:7} {cells:>9} {eps:>5g} {method:12} {t:>8.2f} {peak:>8.0f} {t2:>10.4f} "
+        f"{t3:>10.4f}  {len(rows)} {note}",
+        flush=True,
+    )
 
 
 # --- workers (each runs in its method's own environment) ---------------------------------------
 
 
 LIBRARIES = {
-    "ours": ["mechanisms.mwem"], "independent": ["mechanisms.mwem"],
-    "aim": ["opendp.prelude", "polars", "mbi"], "snsynth": ["snsynth", "pandas"],
+    "ours": ["mechanisms.mwem"],
+    "independent": ["mechanisms.mwem"],
+    "aim": ["opendp.prelude", "polars", "mbi"],
+    "snsynth": ["snsynth", "pandas"],
     "mwem_pgm": ["mbi", "jax"],
 }
 
@@ -172,8 +212,13 @@ def worker(args) -> None:
     sys.path.insert(0, str(REPO))
     codes = np.load(args.codes)
     shape = json.loads(args.shape)
-    fit = {"ours": fit_ours, "independent": fit_independent, "aim": fit_aim,
-           "snsynth": fit_snsynth, "mwem_pgm": fit_mwem_pgm}[args.worker]
+    fit = {
+        "ours": fit_ours,
+        "independent": fit_independent,
+        "aim": fit_aim,
+        "snsynth": fit_snsynth,
+        "mwem_pgm": fit_mwem_pgm,
+    }[args.worker]
     for module in LIBRARIES[args.worker]:  # imported before the clock starts
         importlib.import_module(module)
     start = time.perf_counter()
@@ -203,8 +248,10 @@ def fit_independent(codes, shape, eps, seed):
 
     rng = seeded_source(seed)
     scale = 2 * len(shape) / eps  # replace-one: each 1-way marginal has L1 sensitivity 2
-    noisy = [np.bincount(codes[:, a], minlength=k) + rng.discrete_laplace(scale, size=k)
-             for a, k in enumerate(shape)]
+    noisy = [
+        np.bincount(codes[:, a], minlength=k) + rng.discrete_laplace(scale, size=k)
+        for a, k in enumerate(shape)
+    ]
     model = FactoredDistribution.independent([np.maximum(m, 0) + 1e-9 for m in noisy])
     return model.sample(len(codes), rng)
 
@@ -223,11 +270,19 @@ def fit_aim(codes, shape, eps, seed):
     columns = [f"c{i}" for i in range(len(shape))]
     frame = pl.DataFrame({c: codes[:, i] for i, c in enumerate(columns)})
     rho = zcdp_rho(eps)
-    context = dp.Context.compositor(data=frame.lazy(), privacy_unit=dp.unit_of(contributions=2),
-                                    privacy_loss=dp.loss_of(rho=rho), split_evenly_over=1)
+    context = dp.Context.compositor(
+        data=frame.lazy(),
+        privacy_unit=dp.unit_of(contributions=2),
+        privacy_loss=dp.loss_of(rho=rho),
+        split_evenly_over=1,
+    )
     keys = {c: list(range(k)) for c, k in zip(columns, shape, strict=True)}
-    table = context.query().select(columns).contingency_table(
-        keys=keys, algorithm=dp.mbi.AIM()).release()
+    table = (
+        context.query()
+        .select(columns)
+        .contingency_table(keys=keys, algorithm=dp.mbi.AIM())
+        .release()
+    )
     synthetic = table.synthesize(rows=len(codes))
     # AIM's keys include a null category; rows it puts there match no real cell: count them
     # as wrong by mapping them to code 0 (reported on stderr).
@@ -276,16 +331,21 @@ def fit_mwem_pgm(codes, shape, eps, seed, iters=100):
         errors = []
         for clique in cliques:
             true = data.project(clique).datavector()
-            guess = (model.project(clique).datavector() if model is not None
-                     else np.full(true.size, n / true.size))
+            guess = (
+                model.project(clique).datavector()
+                if model is not None
+                else np.full(true.size, n / true.size)
+            )
             errors.append(np.abs(true - guess).sum())
         scores = eps_select * np.array(errors) / (2 * 2)
         pick = cliques[int(np.argmax(scores + gen.gumbel(size=len(scores))))]
-        noisy = data.project(pick).datavector() + gen.normal(0, sigma, size=int(np.prod(
-            domain.project(pick).shape)))
+        noisy = data.project(pick).datavector() + gen.normal(
+            0, sigma, size=int(np.prod(domain.project(pick).shape))
+        )
         measurements.append(LinearMeasurement(noisy, pick, stddev=sigma))
-        model = MirrorDescent().estimate(domain, measurements, known_total=n, iters=iters,
-                                         warm_start=model)
+        model = MirrorDescent().estimate(
+            domain, measurements, known_total=n, iters=iters, warm_start=model
+        )
     synthetic = model.synthetic_data(n).to_dict()
     return np.stack([np.asarray(synthetic[c]) for c in names], axis=1)
 

@@ -64,24 +64,34 @@ def main() -> None:
     workload = expand_workload(spec, columns, (2,) * args.attributes, set())
     shape = (2,) * args.attributes
     uniform = FactoredDistribution.independent([np.ones(2)] * args.attributes)
-    print(f"domain 2^{args.attributes}, {args.rows} rows, {len(workload)} random 3-way marginals; "
-          "uniform model's workload TVD: mean {:.4f}, planted {:.4f}, max {:.4f}".format(
-              *workload_error(uniform, codes, workload)))
-    print(f"{'eps':>5} {'init':>5} {'T':>4} {'time s':>7} {'RSS MB':>8} {'groups':>7} "
-          f"{'largest':>8} {'mean TVD':>9} {'planted':>8} {'max TVD':>8}")
+    print(
+        f"domain 2^{args.attributes}, {args.rows} rows, {len(workload)} random 3-way marginals; "
+        "uniform model's workload TVD: mean {:.4f}, planted {:.4f}, max {:.4f}".format(
+            *workload_error(uniform, codes, workload)
+        )
+    )
+    print(
+        f"{'eps':>5} {'init':>5} {'T':>4} {'time s':>7} {'RSS MB':>8} {'groups':>7} "
+        f"{'largest':>8} {'mean TVD':>9} {'planted':>8} {'max TVD':>8}"
+    )
     for eps in (float(e) for e in args.eps.split(",")):
         for init in (None, 0.0):
             start = time.perf_counter()
-            result = mwem(codes, shape, workload, epsilon=eps, init_fraction=init,
-                          rng=seeded_source(3))
+            result = mwem(
+                codes, shape, workload, epsilon=eps, init_fraction=init, rng=seeded_source(3)
+            )
             seconds = time.perf_counter() - start
             peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
             groups = result.distribution.groups()
             label = "auto" if init is None else f"{init:g}"
-            print(f"{eps:>5g} {label:>5} {result.rounds:>4} {seconds:>7.1f} {peak:>8.0f} "
-                  f"{len(groups):>7} {max(g.probs.size for g in groups):>8} "
-                  "{:>9.4f} {:>8.4f} {:>8.4f}".format(*workload_error(result.distribution, codes, workload)),
-                  flush=True)
+            print(
+                f"{eps:>5g} {label:>5} {result.rounds:>4} {seconds:>7.1f} {peak:>8.0f} "
+                f"{len(groups):>7} {max(g.probs.size for g in groups):>8} "
+                "{:>9.4f} {:>8.4f} {:>8.4f}".format(
+                    *workload_error(result.distribution, codes, workload)
+                ),
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -56,18 +56,27 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--users", type=int, default=50, help="concurrent simulated users")
     parser.add_argument("--seconds", type=float, default=60, help="length of the load phase")
-    parser.add_argument("--think", type=float, default=1.0,
-                        help="mean pause between one user's clicks in seconds (0 = no pause)")
+    parser.add_argument(
+        "--think",
+        type=float,
+        default=1.0,
+        help="mean pause between one user's clicks in seconds (0 = no pause)",
+    )
     parser.add_argument("--workers", type=int, default=4, help="gunicorn worker processes")
     parser.add_argument("--threads", type=int, default=4, help="threads per gunicorn worker")
     parser.add_argument("--database", default="dpportal_bench", help="PostgreSQL database name")
-    parser.add_argument("--pg", default="postgres://postgres@127.0.0.1:5432",
-                        help="PostgreSQL server URL (without database)")
+    parser.add_argument(
+        "--pg",
+        default="postgres://postgres@127.0.0.1:5432",
+        help="PostgreSQL server URL (without database)",
+    )
     parser.add_argument("--seed", type=int, default=1, help="seed for the users' click choices")
     args = parser.parse_args(argv)
     if args.users < 1 or args.seconds <= 0 or args.think < 0:
-        parser.error(f"--users ({args.users}) must be >= 1, --seconds ({args.seconds}) > 0 "
-                     f"and --think ({args.think}) >= 0")
+        parser.error(
+            f"--users ({args.users}) must be >= 1, --seconds ({args.seconds}) > 0 "
+            f"and --think ({args.think}) >= 0"
+        )
     return args
 
 
@@ -111,15 +120,24 @@ def bench_environment(args, data_dir: Path) -> dict:
 
 
 def manage(env: dict, *command: str):
-    subprocess.run([sys.executable, "manage.py", *command], cwd=REPO_ROOT, env=env, check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "manage.py", *command],
+        cwd=REPO_ROOT,
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
 
 
 def seed(env: dict, users: int) -> dict:
     """Seed the database in a child process; return the URLs per page kind and session cookies."""
     result = subprocess.run(
         [sys.executable, str(Path(__file__).resolve()), "--_seed", str(users)],
-        cwd=REPO_ROOT, env=env, check=True, stdout=subprocess.PIPE, text=True,
+        cwd=REPO_ROOT,
+        env=env,
+        check=True,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -161,8 +179,11 @@ def seed_in_django(users: int):
         client = Client()
         client.force_login(user)
         sessions.append(client.cookies[settings.SESSION_COOKIE_NAME].value)
-    print(json.dumps({"urls": urls, "sessions": sessions,
-                      "cookie_name": settings.SESSION_COOKIE_NAME}))
+    print(
+        json.dumps(
+            {"urls": urls, "sessions": sessions, "cookie_name": settings.SESSION_COOKIE_NAME}
+        )
+    )
 
 
 def page_urls(name: str, pks: list[int]) -> list[str]:
@@ -176,8 +197,13 @@ def page_urls(name: str, pks: list[int]) -> list[str]:
 
 
 # Releases as the new-release form would submit them (the browser sends every field).
-FORM_DEFAULTS = {"epsilon": "0.1", "mwem_marginal_size": "2", "range_workload": "prefixes",
-                 "range_queries": "200", "range_method": "auto"}
+FORM_DEFAULTS = {
+    "epsilon": "0.1",
+    "mwem_marginal_size": "2",
+    "range_workload": "prefixes",
+    "range_queries": "200",
+    "range_method": "auto",
+}
 SEED_RELEASES = [
     {"mechanism": "perturbed_histogram", "columns": ["age", "sex"], "rows": "1000"},
     {"mechanism": "smoothed_histogram", "columns": ["education", "income"]},
@@ -198,8 +224,14 @@ def create_release(dataset, user, spec):
         raise SystemExit(f"seed release {spec} refused by the form: {form.errors.as_text()}")
     data = form.cleaned_data
     return services.release_create(
-        dataset=dataset, user=user, mechanism=data["mechanism"], columns=data["columns"],
-        params=form.params(), epsilon=data["epsilon"], delta=data["delta"])
+        dataset=dataset,
+        user=user,
+        mechanism=data["mechanism"],
+        columns=data["columns"],
+        params=form.params(),
+        epsilon=data["epsilon"],
+        delta=data["delta"],
+    )
 
 
 def free_port() -> int:
@@ -211,10 +243,28 @@ def free_port() -> int:
 def start_gunicorn(env: dict, args, port: int, log_path: Path):
     log = open(log_path, "wb")  # noqa: SIM115 (closed by stop_gunicorn)
     process = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "dpportal.wsgi:application", "--bind",
-         f"{HOST}:{port}", "--workers", str(args.workers), "--threads", str(args.threads),
-         "--worker-class", "gthread", "--keep-alive", "30", "--log-level", "warning"],
-        cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "dpportal.wsgi:application",
+            "--bind",
+            f"{HOST}:{port}",
+            "--workers",
+            str(args.workers),
+            "--threads",
+            str(args.threads),
+            "--worker-class",
+            "gthread",
+            "--keep-alive",
+            "30",
+            "--log-level",
+            "warning",
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -276,8 +326,15 @@ def check_answer(kind: str, status: int, body: bytes) -> str | None:
     return None
 
 
-def simulated_user(port: int, cookie: str, plan: dict, samples: Samples, stop_at: float,
-                   think: float, rng: random.Random):
+def simulated_user(
+    port: int,
+    cookie: str,
+    plan: dict,
+    samples: Samples,
+    stop_at: float,
+    think: float,
+    rng: random.Random,
+):
     kinds = [kind for kind in PAGE_MIX if plan[kind]]
     weights = [PAGE_MIX[kind] for kind in kinds]
     connection = http.client.HTTPConnection(HOST, port, timeout=30)
@@ -296,7 +353,9 @@ def simulated_user(port: int, cookie: str, plan: dict, samples: Samples, stop_at
             connection = http.client.HTTPConnection(HOST, port, timeout=30)
         samples.add(kind, time.perf_counter() - started, problem)
         if think:
-            time.sleep(min(rng.uniform(0.5 * think, 1.5 * think), max(0, stop_at - time.monotonic())))
+            time.sleep(
+                min(rng.uniform(0.5 * think, 1.5 * think), max(0, stop_at - time.monotonic()))
+            )
     connection.close()
 
 
@@ -313,9 +372,19 @@ def run_load(port: int, seeded: dict, args) -> tuple[Samples, float]:
     started = time.monotonic()
     stop_at = started + args.seconds
     threads = [
-        threading.Thread(target=simulated_user, daemon=True, args=(
-            port, cookie, seeded["urls"], samples, stop_at, args.think,
-            random.Random(master.getrandbits(64))))
+        threading.Thread(
+            target=simulated_user,
+            daemon=True,
+            args=(
+                port,
+                cookie,
+                seeded["urls"],
+                samples,
+                stop_at,
+                args.think,
+                random.Random(master.getrandbits(64)),
+            ),
+        )
         for cookie in cookies
     ]
     for thread in threads:
@@ -337,15 +406,21 @@ def percentile(values: list[float], q: float) -> float:
 def print_table(samples: Samples, elapsed: float, args, plan: dict):
     total = sum(len(v) for v in samples.latencies.values())
     load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
-    print(f"\nMachine: {os.cpu_count()} CPUs, load average before the run {args.load_before}, "
-          f"after {load}")
-    print(f"{args.users} users, {elapsed:.0f} s, think time {args.think:g} s "
-          f"(uniform ±50%), gunicorn {args.workers} workers x {args.threads} threads, "
-          f"PostgreSQL; {total} requests ({total / elapsed:.0f}/s)")
+    print(
+        f"\nMachine: {os.cpu_count()} CPUs, load average before the run {args.load_before}, "
+        f"after {load}"
+    )
+    print(
+        f"{args.users} users, {elapsed:.0f} s, think time {args.think:g} s "
+        f"(uniform ±50%), gunicorn {args.workers} workers x {args.threads} threads, "
+        f"PostgreSQL; {total} requests ({total / elapsed:.0f}/s)"
+    )
     reference = samples.latencies[REFERENCE_KIND]
     reference_p95 = percentile(reference, 95) if reference else float("nan")
-    header = (f"{'page kind':<22}{'requests':>9}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}"
-              f"{'max ms':>9}{'errors':>8}{'p95/ref':>9}  goal p95<300ms, 0 errors")
+    header = (
+        f"{'page kind':<22}{'requests':>9}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}"
+        f"{'max ms':>9}{'errors':>8}{'p95/ref':>9}  goal p95<300ms, 0 errors"
+    )
     print(header)
     print("-" * len(header))
     for kind, values in samples.latencies.items():
@@ -355,13 +430,17 @@ def print_table(samples: Samples, elapsed: float, args, plan: dict):
             continue
         p50, p95, p99 = (1000 * percentile(values, q) for q in (50, 95, 99))
         verdict = "ok" if p95 < 300 and samples.errors[kind] == 0 else "MISSED"
-        print(f"{kind:<22}{len(values):>9}{p50:>9.1f}{p95:>9.1f}{p99:>9.1f}"
-              f"{1000 * max(values):>9.1f}{samples.errors[kind]:>8}"
-              f"{p95 / 1000 / reference_p95:>9.1f}  {verdict}")
+        print(
+            f"{kind:<22}{len(values):>9}{p50:>9.1f}{p95:>9.1f}{p99:>9.1f}"
+            f"{1000 * max(values):>9.1f}{samples.errors[kind]:>8}"
+            f"{p95 / 1000 / reference_p95:>9.1f}  {verdict}"
+        )
     everything = [v for values in samples.latencies.values() for v in values]
-    print(f"{'all pages':<22}{len(everything):>9}{1000 * statistics.median(everything):>9.1f}"
-          f"{1000 * percentile(everything, 95):>9.1f}{1000 * percentile(everything, 99):>9.1f}"
-          f"{1000 * max(everything):>9.1f}{sum(samples.errors.values()):>8}")
+    print(
+        f"{'all pages':<22}{len(everything):>9}{1000 * statistics.median(everything):>9.1f}"
+        f"{1000 * percentile(everything, 95):>9.1f}{1000 * percentile(everything, 99):>9.1f}"
+        f"{1000 * max(everything):>9.1f}{sum(samples.errors.values()):>8}"
+    )
     for kind, problem in samples.first_error.items():
         print(f"first error on {kind}: {problem}")
 
@@ -381,8 +460,10 @@ def main(argv=None):
         port = free_port()
         children_before = cpu_seconds(resource.RUSAGE_CHILDREN)
         process, log = start_gunicorn(env, args, port, data_dir / "gunicorn.log")
-        print(f"gunicorn on http://{HOST}:{port}/; {args.users} users for {args.seconds:g} s ...",
-              flush=True)
+        print(
+            f"gunicorn on http://{HOST}:{port}/; {args.users} users for {args.seconds:g} s ...",
+            flush=True,
+        )
         generator_before = cpu_seconds(resource.RUSAGE_SELF)
         samples, elapsed = run_load(port, seeded, args)
         generator = cpu_seconds(resource.RUSAGE_SELF) - generator_before
@@ -390,9 +471,11 @@ def main(argv=None):
         process = None
         server = cpu_seconds(resource.RUSAGE_CHILDREN) - children_before
         print_table(samples, elapsed, args, seeded["urls"])
-        print(f"CPU time: gunicorn {server:.0f} s (start to stop), this load generator "
-              f"{generator:.0f} s, of {os.cpu_count() * elapsed:.0f} s the CPUs had in the run "
-              f"(PostgreSQL and other processes not counted)")
+        print(
+            f"CPU time: gunicorn {server:.0f} s (start to stop), this load generator "
+            f"{generator:.0f} s, of {os.cpu_count() * elapsed:.0f} s the CPUs had in the run "
+            f"(PostgreSQL and other processes not counted)"
+        )
     except BaseException:
         gunicorn_log = data_dir / "gunicorn.log"
         if gunicorn_log.exists():

@@ -27,8 +27,13 @@ COLUMNS = ["age", "sex", "income", "race"]
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, nargs="+", default=[48_842, 250_000, 1_000_000],
-                        help="synthetic rows per release; the first size is the reference")
+    parser.add_argument(
+        "--rows",
+        type=int,
+        nargs="+",
+        default=[48_842, 250_000, 1_000_000],
+        help="synthetic rows per release; the first size is the reference",
+    )
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per measure")
     return parser.parse_args(argv)
 
@@ -63,8 +68,14 @@ def publish(owner, dataset, rows: int):
     from dpportal.models import Release
 
     release = Release.objects.create(
-        dataset=dataset, requested_by=owner, mechanism="perturbed_histogram", columns=COLUMNS,
-        params={"rows": rows}, epsilon="0.5", neighbouring=dataset.neighbouring)
+        dataset=dataset,
+        requested_by=owner,
+        mechanism="perturbed_histogram",
+        columns=COLUMNS,
+        params={"rows": rows},
+        epsilon="0.5",
+        neighbouring=dataset.neighbouring,
+    )
     services.release_run(release_id=release.pk)
     release.refresh_from_db()
     assert release.status == Release.Status.DONE, release.error_message
@@ -92,14 +103,18 @@ def measure(client, release, repeat: int) -> dict:
         "results page, warm": median_seconds(lambda: get(page), repeat),
         "preview, last page": median_seconds(lambda: get(page, page=last_page), repeat),
         "zip, first build": median_seconds(
-            lambda: get(reverse("release_download_zip", args=[release.pk])), repeat,
-            drop_cache),
+            lambda: get(reverse("release_download_zip", args=[release.pk])), repeat, drop_cache
+        ),
         "zip, cached": median_seconds(
-            lambda: get(reverse("release_download_zip", args=[release.pk])), repeat),
-        "synthetic.csv": median_seconds(lambda: get(reverse(
-            "release_download_file", args=[release.pk, "synthetic.csv"])), repeat),
+            lambda: get(reverse("release_download_zip", args=[release.pk])), repeat
+        ),
+        "synthetic.csv": median_seconds(
+            lambda: get(reverse("release_download_file", args=[release.pk, "synthetic.csv"])),
+            repeat,
+        ),
         "worker after-publish step": median_seconds(
-            lambda: utility.after_publish(release), repeat, drop_cache),
+            lambda: utility.after_publish(release), repeat, drop_cache
+        ),
     }
 
 
@@ -116,14 +131,17 @@ def main(argv=None):
 
         owner = get_user_model().objects.create_user("bench", password="bench-password-1")
         dataset = services.dataset_create_from_path(
-            owner=owner, name="Adult", source_path=REPO_ROOT / "demo" / "adult.csv.gz",
-            epsilon_total=100)
-        dataset = services.dataset_confirm_schema(dataset=dataset, user=owner,
-                                                  schema=DEMO_SCHEMA)
+            owner=owner,
+            name="Adult",
+            source_path=REPO_ROOT / "demo" / "adult.csv.gz",
+            epsilon_total=100,
+        )
+        dataset = services.dataset_confirm_schema(dataset=dataset, user=owner, schema=DEMO_SCHEMA)
         client = Client(HTTP_HOST="localhost")  # an allowed host of the default settings
         client.force_login(owner)
-        results = {rows: measure(client, publish(owner, dataset, rows), args.repeat)
-                   for rows in args.rows}
+        results = {
+            rows: measure(client, publish(owner, dataset, rows), args.repeat) for rows in args.rows
+        }
         print_table(results, args.rows, args.repeat)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -131,8 +149,10 @@ def main(argv=None):
 
 def print_table(results: dict, sizes: list[int], repeat: int):
     reference = sizes[0]
-    print(f"Release pages by synthetic rows: median of {repeat} runs, seconds "
-          f"(× = ratio to {reference:,} rows)")
+    print(
+        f"Release pages by synthetic rows: median of {repeat} runs, seconds "
+        f"(× = ratio to {reference:,} rows)"
+    )
     header = f"{'measure':<28}" + "".join(f"{f'{rows:,} rows':>24}" for rows in sizes)
     print(header)
     print("-" * len(header))

@@ -39,16 +39,20 @@ import pyarrow.parquet as pq
 REPO = Path(__file__).resolve().parents[1]
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"]
 COLUMNS = ["f0", "s0"]
-SCHEMA = {"columns": [
-    *({"name": f"i{k}", "type": "ignored"} for k in range(5)),
-    {"name": "f0", "type": "numeric", "lower": 0, "upper": 100, "bins": 20},
-    *({"name": f"f{k}", "type": "ignored"} for k in (1, 2)),
-    {"name": "s0", "type": "categorical", "categories": WORDS, "unknown": "other"},
-    {"name": "s1", "type": "ignored"},
-]}
-ARROW_SCHEMA = pa.schema([(f"i{k}", pa.int64()) for k in range(5)]
-                         + [(f"f{k}", pa.float64()) for k in range(3)]
-                         + [(f"s{k}", pa.string()) for k in range(2)])
+SCHEMA = {
+    "columns": [
+        *({"name": f"i{k}", "type": "ignored"} for k in range(5)),
+        {"name": "f0", "type": "numeric", "lower": 0, "upper": 100, "bins": 20},
+        *({"name": f"f{k}", "type": "ignored"} for k in (1, 2)),
+        {"name": "s0", "type": "categorical", "categories": WORDS, "unknown": "other"},
+        {"name": "s1", "type": "ignored"},
+    ]
+}
+ARROW_SCHEMA = pa.schema(
+    [(f"i{k}", pa.int64()) for k in range(5)]
+    + [(f"f{k}", pa.float64()) for k in range(3)]
+    + [(f"s{k}", pa.string()) for k in range(2)]
+)
 BLOCK_ROWS = 1 << 16
 
 
@@ -88,21 +92,48 @@ def ingest_csv(folder: Path, rows: int, parquet: Path) -> str:
 
 
 def child_environment(folder: Path) -> dict:
-    return {**os.environ, "DJANGO_SETTINGS_MODULE": "dpportal.settings", "DJANGO_DEBUG": "1",
-            "DPPORTAL_DATA_DIR": str(folder), "DPPORTAL_STORAGE_DIR": str(folder),
-            "PYTHONPATH": str(REPO)}
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "dpportal.settings",
+        "DJANGO_DEBUG": "1",
+        "DPPORTAL_DATA_DIR": str(folder),
+        "DPPORTAL_STORAGE_DIR": str(folder),
+        "PYTHONPATH": str(REPO),
+    }
 
 
-def run_child(mode: str, parquet: Path, synthetic_rows: int, limit_mb: int = 0,
-              chunk_rows: int = 0, timeout: float = 600) -> dict:
+def run_child(
+    mode: str,
+    parquet: Path,
+    synthetic_rows: int,
+    limit_mb: int = 0,
+    chunk_rows: int = 0,
+    timeout: float = 600,
+) -> dict:
     """One contender in a fresh process: {"seconds", "peak_mb", "imports_mb", "cells",
     "virtual_growth_mb"}. A child out of memory may also stall instead of failing, so it is
     stopped after `timeout` seconds (subprocess.TimeoutExpired)."""
-    command = [sys.executable, str(Path(__file__).resolve()), "--child", mode,
-               "--parquet", str(parquet), "--synthetic-rows", str(synthetic_rows),
-               "--limit-mb", str(limit_mb), "--chunk-rows", str(chunk_rows)]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
-                            env=child_environment(parquet.parent))
+    command = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        mode,
+        "--parquet",
+        str(parquet),
+        "--synthetic-rows",
+        str(synthetic_rows),
+        "--limit-mb",
+        str(limit_mb),
+        "--chunk-rows",
+        str(chunk_rows),
+    ]
+    result = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=child_environment(parquet.parent),
+    )
     if result.returncode:
         raise RuntimeError(f"{mode} failed: {result.stderr.strip().splitlines()[-1:]}")
     return json.loads(result.stdout)
@@ -134,11 +165,23 @@ def child(mode: str, parquet: Path, synthetic_rows: int, limit_mb: int, chunk_ro
     from dpportal.models import Dataset, PrivacyBudget, Release
 
     budget = PrivacyBudget(neighbouring="replace-one", epsilon_total=1)
-    dataset = Dataset(parquet_name=parquet.name, columns=ARROW_SCHEMA.names, schema=SCHEMA,
-                      sha256="0" * 64, budget=budget)
+    dataset = Dataset(
+        parquet_name=parquet.name,
+        columns=ARROW_SCHEMA.names,
+        schema=SCHEMA,
+        sha256="0" * 64,
+        budget=budget,
+    )
     params = {"rows": synthetic_rows} if synthetic_rows else {}
-    release = Release(dataset=dataset, mechanism="perturbed_histogram", columns=COLUMNS,
-                      params=params, epsilon=1, delta=0, neighbouring="replace-one")
+    release = Release(
+        dataset=dataset,
+        mechanism="perturbed_histogram",
+        columns=COLUMNS,
+        params=params,
+        epsilon=1,
+        delta=0,
+        neighbouring="replace-one",
+    )
     if chunk_rows:
         release_engine.CHUNK_ROWS = chunk_rows
     imports, imports_vm = peak_mb(), process_status_kb("VmSize") / 1024
@@ -155,13 +198,26 @@ def child(mode: str, parquet: Path, synthetic_rows: int, limit_mb: int, chunk_ro
     else:  # the whole table in memory, as before chunked reading
         frame = release_engine.load_columns(dataset, COLUMNS)
         output = mechanisms.run_release(
-            "perturbed_histogram", frame, mechanisms.Schema.from_dict(SCHEMA), columns=COLUMNS,
-            params=params, epsilon=1.0)
+            "perturbed_histogram",
+            frame,
+            mechanisms.Schema.from_dict(SCHEMA),
+            columns=COLUMNS,
+            params=params,
+            epsilon=1.0,
+        )
         cells = len(output.trace["counts"])
     seconds = time.perf_counter() - start
-    print(json.dumps({"seconds": seconds, "peak_mb": peak_mb(), "imports_mb": imports,
-                      "cells": cells,
-                      "virtual_growth_mb": process_status_kb("VmPeak") / 1024 - imports_vm}))
+    print(
+        json.dumps(
+            {
+                "seconds": seconds,
+                "peak_mb": peak_mb(),
+                "imports_mb": imports,
+                "cells": cells,
+                "virtual_growth_mb": process_status_kb("VmPeak") / 1024 - imports_vm,
+            }
+        )
+    )
 
 
 def reference_counts(parquet: Path, bincount: bool) -> int:
@@ -177,16 +233,19 @@ def reference_counts(parquet: Path, bincount: bool) -> int:
         bins = np.minimum((values * 0.2).astype(np.int64), 19)
         counts = np.bincount(bins * (len(WORDS) + 1) + codes, minlength=20 * (len(WORDS) + 1))
     else:
-        counts, _edges = np.histogramdd((values, codes), bins=(
-            np.linspace(0, 100, 21), np.arange(len(WORDS) + 2) - 0.5))
+        counts, _edges = np.histogramdd(
+            (values, codes), bins=(np.linspace(0, 100, 21), np.arange(len(WORDS) + 2) - 0.5)
+        )
     assert counts.sum() == table.num_rows
     return counts.size
 
 
-MODES = [("reference: read_table + histogramdd", "reference"),
-         ("reference: read_table + bincount", "reference-bincount"),
-         ("portal, chunked (release_engine)", "chunked"),
-         ("portal, whole table (before)", "whole")]
+MODES = [
+    ("reference: read_table + histogramdd", "reference"),
+    ("reference: read_table + bincount", "reference-bincount"),
+    ("portal, chunked (release_engine)", "chunked"),
+    ("portal, whole table (before)", "whole"),
+]
 
 
 def bench(rows: int, repeats: int, direct: bool, synthetic_rows: int) -> None:
@@ -199,40 +258,59 @@ def bench(rows: int, repeats: int, direct: bool, synthetic_rows: int) -> None:
             how = f"written directly with pyarrow in {time.perf_counter() - start:.1f} s"
         else:
             how = ingest_csv(folder, rows, parquet)
-        print(f"\n{rows:,} rows x 10 columns; Parquet copy {parquet.stat().st_size / 2**20:,.0f} "
-              f"MB, {how}")
-        print(f"perturbed histogram of {COLUMNS} (180 cells), epsilon 1, "
-              f"{synthetic_rows or rows:,} synthetic rows; median of {repeats} runs; "
-              f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores\n")
+        print(
+            f"\n{rows:,} rows x 10 columns; Parquet copy {parquet.stat().st_size / 2**20:,.0f} "
+            f"MB, {how}"
+        )
+        print(
+            f"perturbed histogram of {COLUMNS} (180 cells), epsilon 1, "
+            f"{synthetic_rows or rows:,} synthetic rows; median of {repeats} runs; "
+            f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores\n"
+        )
         runs = {mode: [] for _label, mode in MODES}
         for _ in range(repeats):  # interleaved, so a busy moment hits every contender alike
             for _label, mode in MODES:
                 runs[mode].append(run_child(mode, parquet, synthetic_rows))
         reference = statistics.median(r["seconds"] for r in runs["reference"])
-        print(f"| {'contender':<36} | {'seconds':>7} | {'x ref':>5} | {'peak RSS MB':>11} | "
-              f"{'above imports MB':>16} |")
+        print(
+            f"| {'contender':<36} | {'seconds':>7} | {'x ref':>5} | {'peak RSS MB':>11} | "
+            f"{'above imports MB':>16} |"
+        )
         print(f"|{'-' * 38}|{'-' * 9}|{'-' * 7}|{'-' * 13}|{'-' * 18}|")
         for label, mode in MODES:
             seconds = statistics.median(r["seconds"] for r in runs[mode])
             peak = max(r["peak_mb"] for r in runs[mode])
             above = max(r["peak_mb"] - r["imports_mb"] for r in runs[mode])
-            print(f"| {label:<36} | {seconds:7.2f} | {seconds / reference:5.2f} | {peak:11.0f} | "
-                  f"{above:16.0f} |")
+            print(
+                f"| {label:<36} | {seconds:7.2f} | {seconds / reference:5.2f} | {peak:11.0f} | "
+                f"{above:16.0f} |"
+            )
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10**7)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--direct", action="store_true",
-                        help="write the Parquet copy with pyarrow instead of ingesting a CSV")
+    parser.add_argument(
+        "--direct",
+        action="store_true",
+        help="write the Parquet copy with pyarrow instead of ingesting a CSV",
+    )
     parser.add_argument("--synthetic-rows", type=int, default=10**5)
     parser.add_argument("--child", choices=[mode for _label, mode in MODES] + ["allocate"])
     parser.add_argument("--parquet", type=Path)
-    parser.add_argument("--limit-mb", type=int, default=0,
-                        help="child only: fail if it needs this much more memory than its imports")
-    parser.add_argument("--chunk-rows", type=int, default=0,
-                        help="child only: rows per record batch (default: the portal's)")
+    parser.add_argument(
+        "--limit-mb",
+        type=int,
+        default=0,
+        help="child only: fail if it needs this much more memory than its imports",
+    )
+    parser.add_argument(
+        "--chunk-rows",
+        type=int,
+        default=0,
+        help="child only: rows per record batch (default: the portal's)",
+    )
     args = parser.parse_args()
     if args.child:
         child(args.child, args.parquet, args.synthetic_rows, args.limit_mb, args.chunk_rows)

@@ -6,8 +6,7 @@ from django.http import Http404
 from .models import Dataset, Neighbouring, Release
 
 # Facts about a dataset's raw file (and a failed release's reason, which can quote the data).
-RAW_FACTS = frozenset({"row_count", "size_bytes", "sha256", "original_filename",
-                       "failure_reason"})
+RAW_FACTS = frozenset({"row_count", "size_bytes", "sha256", "original_filename", "failure_reason"})
 PUBLIC_UNDER_REPLACE_ONE = frozenset({"row_count"})
 
 
@@ -17,9 +16,7 @@ def datasets_visible_to(user):
 
 
 def releases_visible_to(user):
-    return Release.objects.filter(
-        Q(dataset__owner=user) | Q(dataset__auditors=user)
-    ).distinct()
+    return Release.objects.filter(Q(dataset__owner=user) | Q(dataset__auditors=user)).distinct()
 
 
 def dataset_for_owner(user, pk):
@@ -57,13 +54,18 @@ def facts_visible_to(user, dataset) -> frozenset[str]:
         return frozenset()
     if dataset.owner_id == user.pk:
         return RAW_FACTS
-    if dataset.neighbouring == Neighbouring.REPLACE_ONE and dataset.auditors.filter(
-            pk=user.pk).exists():
+    if (
+        dataset.neighbouring == Neighbouring.REPLACE_ONE
+        and dataset.auditors.filter(pk=user.pk).exists()
+    ):
         return PUBLIC_UNDER_REPLACE_ONE
     return frozenset()
 
 
 def raw_facts(user, dataset) -> dict:
     """The dataset's raw-file facts the user may see, by field name (the others are absent)."""
-    return {name: getattr(dataset, name) for name in facts_visible_to(user, dataset)
-            if name != "failure_reason"}
+    return {
+        name: getattr(dataset, name)
+        for name in facts_visible_to(user, dataset)
+        if name != "failure_reason"
+    }

@@ -16,11 +16,15 @@ def method_title(mechanism: str) -> str:
 
 class DateRangeForm(forms.Form):
     date_from = forms.DateField(
-        required=False, label="From (date)", widget=forms.DateInput(attrs={"type": "date"}),
+        required=False,
+        label="From (date)",
+        widget=forms.DateInput(attrs={"type": "date"}),
         help_text="On or after this day.",
     )
     date_to = forms.DateField(
-        required=False, label="To (date)", widget=forms.DateInput(attrs={"type": "date"}),
+        required=False,
+        label="To (date)",
+        widget=forms.DateInput(attrs={"type": "date"}),
         help_text="On or before this day.",
     )
 
@@ -59,7 +63,8 @@ class ReleaseFilterForm(DateRangeForm):
     status = forms.ChoiceField(required=False, label="Status", choices=ANY + Release.Status.choices)
     user = forms.ChoiceField(required=False, label="Requested by")
     sort = forms.ChoiceField(
-        required=False, widget=forms.HiddenInput,
+        required=False,
+        widget=forms.HiddenInput,
         choices=[(key, key) for name in SORTS for key in (name, f"-{name}")],
     )
 
@@ -106,7 +111,9 @@ class AuditFilterForm(DateRangeForm):
     )
     dataset = forms.ChoiceField(required=False, label="Dataset")
     user = forms.CharField(
-        required=False, max_length=150, label="Who (user name)",
+        required=False,
+        max_length=150,
+        label="Who (user name)",
         help_text="Exact user name, e.g. alice. Leave empty for everyone.",
     )
     release = forms.IntegerField(required=False, min_value=1, label="Release number")

@@ -42,7 +42,8 @@ RELEASE_COLUMNS = [
 
 def _release_filter(request):
     visible = releases_visible_to(request.user).annotate(
-        shown_status=timing.shown_status_field(request.user))
+        shown_status=timing.shown_status_field(request.user)
+    )
     form = ReleaseFilterForm(
         request.GET or None, releases=visible, datasets=datasets_visible_to(request.user)
     )
@@ -56,10 +57,17 @@ def release_list(request):
     for release in page.object_list:
         release.method_title = method_title(release.mechanism)
         release.shown_status_label = Release.Status(release.shown_status).label
-    return render(request, "dpportal/release_list.html", {
-        "form": form, "page": page, "nav": "releases",
-        "columns": _sort_links(request, form), "query": _query_without(request, "page"),
-    })
+    return render(
+        request,
+        "dpportal/release_list.html",
+        {
+            "form": form,
+            "page": page,
+            "nav": "releases",
+            "columns": _sort_links(request, form),
+            "query": _query_without(request, "page"),
+        },
+    )
 
 
 def _sort_links(request, form):
@@ -89,8 +97,18 @@ def release_list_csv(request):
     form, releases = _release_filter(request)
     if form.is_bound and not form.is_valid():
         return _invalid_filters(form, "release_list")
-    header = ["release", "dataset", "method", "status", "epsilon", "delta", "neighbouring",
-              "requested_by", "requested_at", "finished_at"]
+    header = [
+        "release",
+        "dataset",
+        "method",
+        "status",
+        "epsilon",
+        "delta",
+        "neighbouring",
+        "requested_by",
+        "requested_at",
+        "finished_at",
+    ]
     rows = (_release_row(r, exact=_owns(request.user, r.dataset)) for r in releases)
     return _csv_download(f"releases-{date.today():%Y%m%d}.csv", header, rows)
 
@@ -104,21 +122,31 @@ def _owns(user, dataset) -> bool:
 def _release_row(release, *, exact) -> list:
     status = release.shown_status
     finished = shown_time(release.finished_at, exact=exact) if status == release.status else None
-    return [release.pk, release.dataset.name, release.mechanism, status,
-            plain_number(release.epsilon), plain_number(release.delta), release.neighbouring,
-            release.requested_by.username,
-            shown_time(release.created_at, exact=exact).isoformat(),
-            finished.isoformat() if finished else ""]
+    return [
+        release.pk,
+        release.dataset.name,
+        release.mechanism,
+        status,
+        plain_number(release.epsilon),
+        plain_number(release.delta),
+        release.neighbouring,
+        release.requested_by.username,
+        shown_time(release.created_at, exact=exact).isoformat(),
+        finished.isoformat() if finished else "",
+    ]
 
 
 def _invalid_filters(form, page_name):
     """A CSV export never silently ignores a filter: say which one is wrong instead."""
-    problems = "; ".join(f"{form.fields[name].label if name in form.fields else 'Dates'}: "
-                         f"{' '.join(errors)}" for name, errors in form.errors.items())
+    problems = "; ".join(
+        f"{form.fields[name].label if name in form.fields else 'Dates'}: {' '.join(errors)}"
+        for name, errors in form.errors.items()
+    )
     return HttpResponseBadRequest(
         f"Nothing was exported because a filter is not valid ({problems}). Go back to "
         f"{reverse(page_name)}, correct it and download again.",
-        content_type="text/plain; charset=utf-8")
+        content_type="text/plain; charset=utf-8",
+    )
 
 
 def _csv_download(filename, header, rows):
@@ -128,8 +156,9 @@ def _csv_download(filename, header, rows):
     writer = csv.writer(response, lineterminator="\r\n")
     writer.writerow(header)
     for row in rows:
-        writer.writerow([escape_cell(f"{cell:f}" if isinstance(cell, Decimal) else str(cell))
-                         for cell in row])
+        writer.writerow(
+            [escape_cell(f"{cell:f}" if isinstance(cell, Decimal) else str(cell)) for cell in row]
+        )
     return response
 
 
@@ -143,10 +172,16 @@ def dataset_ledger(request, pk):
     entries = list(entries)
     for entry in entries:
         entry.shown_when = shown_time_text(entry.created_at, exact=exact)
-    return render(request, "dpportal/audit_ledger.html", {
-        "dataset": dataset, "entries": entries,
-        "figure": ledger_figure(dataset, entries, exact=exact), "nav": "releases",
-    })
+    return render(
+        request,
+        "dpportal/audit_ledger.html",
+        {
+            "dataset": dataset,
+            "entries": entries,
+            "figure": ledger_figure(dataset, entries, exact=exact),
+            "nav": "releases",
+        },
+    )
 
 
 def ledger_figure(dataset, entries, *, exact) -> dict:
@@ -159,16 +194,29 @@ def ledger_figure(dataset, entries, *, exact) -> dict:
     total = float(dataset.epsilon_total)
     return {
         "data": [
-            {"type": "scatter", "mode": "lines+markers", "name": "Spent",
-             "x": times, "y": spent, "line": {"shape": "hv", "color": "#0b5cad"}},
-            {"type": "scatter", "mode": "lines", "name": "Total budget",
-             "x": [times[0], times[-1]], "y": [total, total],
-             "line": {"dash": "dash", "color": "#a4121c"}},
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "name": "Spent",
+                "x": times,
+                "y": spent,
+                "line": {"shape": "hv", "color": "#0b5cad"},
+            },
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": "Total budget",
+                "x": [times[0], times[-1]],
+                "y": [total, total],
+                "line": {"dash": "dash", "color": "#a4121c"},
+            },
         ],
         "layout": {
             "xaxis": {"title": {"text": "When"}},
-            "yaxis": {"title": {"text": "Privacy budget spent (ε)"},
-                      "range": [0, max([total, *spent]) * 1.1 or 1]},
+            "yaxis": {
+                "title": {"text": "Privacy budget spent (ε)"},
+                "range": [0, max([total, *spent]) * 1.1 or 1],
+            },
             "margin": {"t": 40, "r": 20},
             "legend": {"orientation": "h", "x": 0, "y": 1.12},
         },
@@ -177,8 +225,13 @@ def ledger_figure(dataset, entries, *, exact) -> dict:
 
 # Event details that are raw-data facts (dpportal.access.facts_visible_to decides who sees
 # each); every other detail is public to whoever may see the event.
-DETAIL_FACTS = {"sha256": "sha256", "rows": "row_count", "row_count": "row_count",
-                "size_bytes": "size_bytes", "reason": "failure_reason"}
+DETAIL_FACTS = {
+    "sha256": "sha256",
+    "rows": "row_count",
+    "row_count": "row_count",
+    "size_bytes": "size_bytes",
+    "reason": "failure_reason",
+}
 UPLOAD_DETAIL_FACTS = {**DETAIL_FACTS, "file": "original_filename"}  # elsewhere: a package file
 
 
@@ -191,8 +244,11 @@ def shown_details(event, user, visible: dict | None = None) -> dict:
     if event.dataset_id not in visible:
         visible[event.dataset_id] = facts_visible_to(user, event.dataset)
     facts = UPLOAD_DETAIL_FACTS if event.action == AuditEvent.Action.UPLOAD else DETAIL_FACTS
-    return {k: v for k, v in event.details.items()
-            if k not in facts or facts[k] in visible[event.dataset_id]}
+    return {
+        k: v
+        for k, v in event.details.items()
+        if k not in facts or facts[k] in visible[event.dataset_id]
+    }
 
 
 def _visible_events(user):
@@ -217,11 +273,19 @@ def audit_log(request):
     visible = {}
     for event in page.object_list:
         event.shown_details = shown_details(event, request.user, visible)
-        event.shown_when = shown_time_text(event.created_at, exact=_owns(request.user,
-                                                                         event.dataset))
-    return render(request, "dpportal/audit_log.html", {
-        "form": form, "page": page, "nav": "audit", "query": _query_without(request, "page"),
-    })
+        event.shown_when = shown_time_text(
+            event.created_at, exact=_owns(request.user, event.dataset)
+        )
+    return render(
+        request,
+        "dpportal/audit_log.html",
+        {
+            "form": form,
+            "page": page,
+            "nav": "audit",
+            "query": _query_without(request, "page"),
+        },
+    )
 
 
 @require_GET
@@ -229,16 +293,34 @@ def audit_log_csv(request):
     form, events = _audit_filter(request)
     if form.is_bound and not form.is_valid():
         return _invalid_filters(form, "audit_log")
-    header = ["event", "when", "who", "action", "dataset", "release", "from", "details",
-              "previous_hash", "hash"]
+    header = [
+        "event",
+        "when",
+        "who",
+        "action",
+        "dataset",
+        "release",
+        "from",
+        "details",
+        "previous_hash",
+        "hash",
+    ]
     visible = {}
     rows = (
-        [e.pk, shown_time(e.created_at, exact=_owns(request.user, e.dataset)).isoformat(),
-         e.actor_name or "system", e.action,
-         e.dataset.name if e.dataset else "", e.release_id or "", e.remote_addr or "",
-         "; ".join(f"{k}={v}" for k, v in sorted(shown_details(e, request.user,
-                                                               visible).items())),
-         e.previous_hash, e.hash]
+        [
+            e.pk,
+            shown_time(e.created_at, exact=_owns(request.user, e.dataset)).isoformat(),
+            e.actor_name or "system",
+            e.action,
+            e.dataset.name if e.dataset else "",
+            e.release_id or "",
+            e.remote_addr or "",
+            "; ".join(
+                f"{k}={v}" for k, v in sorted(shown_details(e, request.user, visible).items())
+            ),
+            e.previous_hash,
+            e.hash,
+        ]
         for e in events.iterator()
     )
     return _csv_download(f"audit-log-{date.today():%Y%m%d}.csv", header, rows)

@@ -17,8 +17,11 @@ ORIGINAL_COLOUR = "#a35a00"
 MAX_HEATMAPS = 6
 MAX_ANSWERS_SHOWN = 100
 MAX_LABELLED_CELLS = 120
-BASE_LAYOUT = {"margin": {"l": 60, "r": 20, "t": 40, "b": 80}, "height": 340,
-               "font": {"family": "system-ui, sans-serif", "size": 13}}
+BASE_LAYOUT = {
+    "margin": {"l": 60, "r": 20, "t": 40, "b": 80},
+    "height": 340,
+    "font": {"family": "system-ui, sans-serif", "size": 13},
+}
 
 
 def plotly_text(value) -> str:
@@ -47,14 +50,33 @@ def _chart(title: str, figure: dict, note: str = "") -> dict:
 def distribution_figure(column, labels, release, original=None) -> dict:
     """Bars of each bin's share of rows: the release, and the original when given."""
     labels = _texts(labels)
-    data = [{"type": "bar", "name": "Release", "x": labels, "y": list(release),
-             "marker": {"color": RELEASE_COLOUR}}]
+    data = [
+        {
+            "type": "bar",
+            "name": "Release",
+            "x": labels,
+            "y": list(release),
+            "marker": {"color": RELEASE_COLOUR},
+        }
+    ]
     if original is not None:
-        data.append({"type": "bar", "name": "Original (custodian-only)", "x": labels,
-                     "y": list(original), "marker": {"color": ORIGINAL_COLOUR}})
-    return {"data": data, "layout": _layout(
-        f"{column}: share of rows per bin", barmode="group",
-        yaxis={**_axis("share of rows"), "tickformat": ".0%"})}
+        data.append(
+            {
+                "type": "bar",
+                "name": "Original (custodian-only)",
+                "x": labels,
+                "y": list(original),
+                "marker": {"color": ORIGINAL_COLOUR},
+            }
+        )
+    return {
+        "data": data,
+        "layout": _layout(
+            f"{column}: share of rows per bin",
+            barmode="group",
+            yaxis={**_axis("share of rows"), "tickformat": ".0%"},
+        ),
+    }
 
 
 def heatmap_figure(columns, labels, shares, title) -> dict:
@@ -64,50 +86,103 @@ def heatmap_figure(columns, labels, shares, title) -> dict:
     attributes, which the pages' Content-Security-Policy forbids; each cell shows its value.
     """
     shares = np.asarray(shares)
-    trace = {"type": "heatmap", "z": shares.tolist(), "x": _texts(labels[1]),
-             "y": _texts(labels[0]),
-             "colorscale": "Blues", "reversescale": True, "showscale": False,
-             "xgap": 1, "ygap": 1, "hovertemplate": "%{y} × %{x}: %{z:.1%}<extra></extra>"}
+    trace = {
+        "type": "heatmap",
+        "z": shares.tolist(),
+        "x": _texts(labels[1]),
+        "y": _texts(labels[0]),
+        "colorscale": "Blues",
+        "reversescale": True,
+        "showscale": False,
+        "xgap": 1,
+        "ygap": 1,
+        "hovertemplate": "%{y} × %{x}: %{z:.1%}<extra></extra>",
+    }
     if shares.size <= MAX_LABELLED_CELLS:
         trace["texttemplate"] = "%{z:.1%}"
-    return {"data": [trace], "layout": _layout(title, xaxis=_axis(columns[1]),
-                                               yaxis=_axis(columns[0]))}
+    return {
+        "data": [trace],
+        "layout": _layout(title, xaxis=_axis(columns[1]), yaxis=_axis(columns[0])),
+    }
 
 
 def scatter_against_truth_figure(true, noisy, title, x_title, y_title) -> dict:
     """Released value against the true one; points on the diagonal are exact."""
     top = max([1, *true, *noisy])
     low = min([0, *true, *noisy])
-    return {"data": [
-        {"type": "scatter", "mode": "markers", "name": "cells", "x": list(true), "y": list(noisy),
-         "marker": {"color": RELEASE_COLOUR, "size": 6, "opacity": 0.7}},
-        {"type": "scatter", "mode": "lines", "name": "exact", "x": [low, top], "y": [low, top],
-         "line": {"color": "#888", "dash": "dash"}},
-    ], "layout": _layout(title, xaxis=_axis(x_title), yaxis=_axis(y_title))}
+    return {
+        "data": [
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": "cells",
+                "x": list(true),
+                "y": list(noisy),
+                "marker": {"color": RELEASE_COLOUR, "size": 6, "opacity": 0.7},
+            },
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": "exact",
+                "x": [low, top],
+                "y": [low, top],
+                "line": {"color": "#888", "dash": "dash"},
+            },
+        ],
+        "layout": _layout(title, xaxis=_axis(x_title), yaxis=_axis(y_title)),
+    }
 
 
 def mwem_rounds_figure(trace_rounds) -> dict:
     """MWEM's own (public, noisy) estimate of its largest error after each round."""
     rounds = [entry["round"] for entry in trace_rounds]
     errors = [entry["max_error_estimate"] for entry in trace_rounds]
-    return {"data": [{"type": "scatter", "mode": "lines+markers", "x": rounds, "y": errors,
-                      "line": {"color": RELEASE_COLOUR}}],
-            "layout": _layout("MWEM: largest gap to the noisy measurements, by round",
-                              xaxis={"title": {"text": "round"}, "dtick": 1},
-                              yaxis={"title": {"text": "share of rows"}, "tickformat": ".1%"})}
+    return {
+        "data": [
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "x": rounds,
+                "y": errors,
+                "line": {"color": RELEASE_COLOUR},
+            }
+        ],
+        "layout": _layout(
+            "MWEM: largest gap to the noisy measurements, by round",
+            xaxis={"title": {"text": "round"}, "dtick": 1},
+            yaxis={"title": {"text": "share of rows"}, "tickformat": ".1%"},
+        ),
+    }
 
 
 def range_error_figure(squared_errors, variances) -> dict:
     """Squared error of each range answer against its predicted variance (public)."""
     top = max([1.0, *variances, *squared_errors])
-    return {"data": [
-        {"type": "scatter", "mode": "markers", "name": "answers", "x": list(variances),
-         "y": list(squared_errors), "marker": {"color": RELEASE_COLOUR, "opacity": 0.6}},
-        {"type": "scatter", "mode": "lines", "name": "error = predicted", "x": [0, top],
-         "y": [0, top], "line": {"color": "#888", "dash": "dash"}},
-    ], "layout": _layout("Range answers: squared error against predicted variance",
-                         xaxis={"title": {"text": "predicted variance"}},
-                         yaxis={"title": {"text": "squared error"}})}
+    return {
+        "data": [
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": "answers",
+                "x": list(variances),
+                "y": list(squared_errors),
+                "marker": {"color": RELEASE_COLOUR, "opacity": 0.6},
+            },
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": "error = predicted",
+                "x": [0, top],
+                "y": [0, top],
+                "line": {"color": "#888", "dash": "dash"},
+            },
+        ],
+        "layout": _layout(
+            "Range answers: squared error against predicted variance",
+            xaxis={"title": {"text": "predicted variance"}},
+            yaxis={"title": {"text": "squared error"}},
+        ),
+    }
 
 
 # ---------------------------------------------------------------- chart sets for a page
@@ -115,13 +190,28 @@ def range_error_figure(squared_errors, variances) -> dict:
 
 def answers_figure(answers, variances) -> dict:
     """Noisy range answers with bars of two predicted standard deviations (public)."""
-    return {"data": [{"type": "scatter", "mode": "markers", "x": list(range(len(answers))),
-                      "y": list(answers), "marker": {"color": RELEASE_COLOUR},
-                      "error_y": {"type": "data", "array": [2 * v ** 0.5 for v in variances],
-                                  "visible": True, "color": "#888"}}],
-            "layout": _layout("Range answers with ±2 predicted standard deviations",
-                              xaxis={"title": {"text": "range number"}},
-                              yaxis={"title": {"text": "rows"}})}
+    return {
+        "data": [
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "x": list(range(len(answers))),
+                "y": list(answers),
+                "marker": {"color": RELEASE_COLOUR},
+                "error_y": {
+                    "type": "data",
+                    "array": [2 * v**0.5 for v in variances],
+                    "visible": True,
+                    "color": "#888",
+                },
+            }
+        ],
+        "layout": _layout(
+            "Range answers with ±2 predicted standard deviations",
+            xaxis={"title": {"text": "range number"}},
+            yaxis={"title": {"text": "rows"}},
+        ),
+    }
 
 
 CHARTS_LAYOUT = 2  # bump when the public charts change: recomputes cached chart data
@@ -129,16 +219,21 @@ CHARTS_LAYOUT = 2  # bump when the public charts change: recomputes cached chart
 
 def release_charts(release, schema) -> list[dict]:
     """The public charts of a finished release, computed from its files once and kept."""
-    return packaging.cached_json(release, f"charts-v{CHARTS_LAYOUT}",
-                                 lambda: _charts_from_files(release, schema))
+    return packaging.cached_json(
+        release, f"charts-v{CHARTS_LAYOUT}", lambda: _charts_from_files(release, schema)
+    )
 
 
 def _charts_from_files(release, schema) -> list[dict]:
     folder, names = packaging.output_dir(release), packaging.stored_names(release)
-    synthetic = (utility.read_csv((folder / "synthetic.csv").read_bytes(), schema)
-                 if "synthetic.csv" in names else None)
-    answers = (utility.read_csv((folder / "answers.csv").read_bytes())
-               if "answers.csv" in names else None)
+    synthetic = (
+        utility.read_csv((folder / "synthetic.csv").read_bytes(), schema)
+        if "synthetic.csv" in names
+        else None
+    )
+    answers = (
+        utility.read_csv((folder / "answers.csv").read_bytes()) if "answers.csv" in names else None
+    )
     return public_charts(schema, release, synthetic, answers)
 
 
@@ -148,26 +243,49 @@ def public_charts(schema, release, synthetic, answers=None) -> list[dict]:
     charts, columns = [], release.columns
     if answers is not None:
         shown = answers.head(MAX_ANSWERS_SHOWN)
-        note = (f"Showing the first {len(shown)} of {len(answers)} answers."
-                if len(shown) < len(answers) else "")
-        charts.append(_chart("Range answers", answers_figure(
-            pd.to_numeric(shown["answer"]).tolist(), pd.to_numeric(shown["variance"]).tolist()),
-            note))
+        note = (
+            f"Showing the first {len(shown)} of {len(answers)} answers."
+            if len(shown) < len(answers)
+            else ""
+        )
+        charts.append(
+            _chart(
+                "Range answers",
+                answers_figure(
+                    pd.to_numeric(shown["answer"]).tolist(),
+                    pd.to_numeric(shown["variance"]).tolist(),
+                ),
+                note,
+            )
+        )
     if synthetic is not None:
         codes = schema.encode(synthetic, columns)  # once: every marginal below is a bincount
         for j, column in enumerate(columns):
             shares = _shares(codes[:, [j]], schema.domain_shape([column]))
-            charts.append(_chart(f"{column} in the release", distribution_figure(
-                column, schema.axis_labels(column), shares.tolist())))
+            charts.append(
+                _chart(
+                    f"{column} in the release",
+                    distribution_figure(column, schema.axis_labels(column), shares.tolist()),
+                )
+            )
         for (i, a), (j, b) in list(itertools.combinations(enumerate(columns), 2))[:MAX_HEATMAPS]:
             labels = [schema.axis_labels(a), schema.axis_labels(b)]
             shares = _shares(codes[:, [i, j]], schema.domain_shape([a, b]))
-            charts.append(_chart(f"{a} × {b} in the release", heatmap_figure(
-                [a, b], labels, shares, f"{a} × {b} (release)")))
+            charts.append(
+                _chart(
+                    f"{a} × {b} in the release",
+                    heatmap_figure([a, b], labels, shares, f"{a} × {b} (release)"),
+                )
+            )
     rounds = (release.trace or {}).get("trace")
     if release.mechanism == "mwem" and rounds:
-        charts.append(_chart("MWEM error by round", mwem_rounds_figure(rounds),
-                             "From MWEM's public trace: noisy measurements, no raw data."))
+        charts.append(
+            _chart(
+                "MWEM error by round",
+                mwem_rounds_figure(rounds),
+                "From MWEM's public trace: noisy measurements, no raw data.",
+            )
+        )
     return charts
 
 
@@ -183,22 +301,40 @@ def custodian_charts(schema, report) -> list[dict]:
     if not report:
         return []
     charts = [
-        _chart(f"{entry['column']}: release against original",
-               distribution_figure(entry["column"], entry["labels"], entry["release"],
-                                   entry["original"]))
+        _chart(
+            f"{entry['column']}: release against original",
+            distribution_figure(
+                entry["column"], entry["labels"], entry["release"], entry["original"]
+            ),
+        )
         for entry in report.get("columns", [])
     ]
-    for key, title in (("cells", "Noisy counts against true counts"),
-                       ("workload", "Workload queries: noisy measurements against true counts")):
+    for key, title in (
+        ("cells", "Noisy counts against true counts"),
+        ("workload", "Workload queries: noisy measurements against true counts"),
+    ):
         points = report.get(key)
         if points:
-            note = (f"Showing {points['shown']:,} of {points['cells']:,} counts."
-                    if points["shown"] < points["cells"] else "")
-            charts.append(_chart(title, scatter_against_truth_figure(
-                points["true"], points["noisy"], title, "true count", "released count"), note))
+            note = (
+                f"Showing {points['shown']:,} of {points['cells']:,} counts."
+                if points["shown"] < points["cells"]
+                else ""
+            )
+            charts.append(
+                _chart(
+                    title,
+                    scatter_against_truth_figure(
+                        points["true"], points["noisy"], title, "true count", "released count"
+                    ),
+                    note,
+                )
+            )
     answers = report.get("answers")
     if answers:
-        charts.append(_chart("Range answers: error against prediction",
-                             range_error_figure(answers["squared_errors"],
-                                                answers["variances"])))
+        charts.append(
+            _chart(
+                "Range answers: error against prediction",
+                range_error_figure(answers["squared_errors"], answers["variances"]),
+            )
+        )
     return charts

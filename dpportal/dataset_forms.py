@@ -21,38 +21,55 @@ MAX_BINS = 1000
 
 def epsilon_field(**kwargs):
     return forms.DecimalField(
-        label="Total privacy budget ε (epsilon)", max_digits=12, decimal_places=6,
+        label="Total privacy budget ε (epsilon)",
+        max_digits=12,
+        decimal_places=6,
         validators=[MinValueValidator(Decimal("0.000001")), MaxValueValidator(Decimal("100"))],
-        help_text="Shared by every release of this dataset. Smaller is more private.", **kwargs)
+        help_text="Shared by every release of this dataset. Smaller is more private.",
+        **kwargs,
+    )
 
 
 def delta_field(**kwargs):
     return forms.DecimalField(
-        label="Total δ (delta), optional", max_digits=20, decimal_places=15, initial=0,
+        label="Total δ (delta), optional",
+        max_digits=20,
+        decimal_places=15,
+        initial=0,
         validators=[MinValueValidator(Decimal("0")), MaxValueValidator(Decimal("0.001"))],
         help_text="Only some mechanisms (range counts with Gaussian noise) use δ. Leave 0 if "
-                  "unsure; otherwise use a tiny value such as 0.000001, well below 1 / rows.",
-        **kwargs)
+        "unsure; otherwise use a tiny value such as 0.000001, well below 1 / rows.",
+        **kwargs,
+    )
 
 
 def neighbouring_field(**kwargs):
     return forms.ChoiceField(
-        label="What does the guarantee protect?", choices=Neighbouring.choices,
-        widget=forms.RadioSelect, initial=Neighbouring.REPLACE_ONE, **kwargs)
+        label="What does the guarantee protect?",
+        choices=Neighbouring.choices,
+        widget=forms.RadioSelect,
+        initial=Neighbouring.REPLACE_ONE,
+        **kwargs,
+    )
 
 
 class DatasetUploadForm(forms.Form):
-    name = forms.CharField(label="Name", max_length=200,
-                           help_text="A short name your colleagues will recognise.")
-    description = forms.CharField(label="Description (optional)", required=False,
-                                  widget=forms.Textarea(attrs={"rows": 3}))
+    name = forms.CharField(
+        label="Name", max_length=200, help_text="A short name your colleagues will recognise."
+    )
+    description = forms.CharField(
+        label="Description (optional)", required=False, widget=forms.Textarea(attrs={"rows": 3})
+    )
     file = forms.FileField(
         label="Table file",
-        error_messages={"empty": "The file is empty; upload a table with column names in its "
-                                 "first line.",
-                        "required": "Choose the file to upload."})
-    header = forms.ChoiceField(label="Does the first line hold the column names?",
-                               choices=HEADER_CHOICES, initial="auto")
+        error_messages={
+            "empty": "The file is empty; upload a table with column names in its first line.",
+            "required": "Choose the file to upload.",
+        },
+    )
+    header = forms.ChoiceField(
+        label="Does the first line hold the column names?", choices=HEADER_CHOICES, initial="auto"
+    )
     epsilon_total = epsilon_field(initial=Decimal("1"))
     delta_total = delta_field()
     neighbouring = neighbouring_field()
@@ -60,10 +77,14 @@ class DatasetUploadForm(forms.Form):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         limit_mb = settings.MAX_UPLOAD_BYTES / (1024 * 1024)
-        self.fields["file"].help_text = (f"CSV, TSV or Excel (.xlsx), up to {limit_mb:g} MB. "
-                                         "Text files may be UTF-8 or Latin-1.")
+        self.fields[
+            "file"
+        ].help_text = (
+            f"CSV, TSV or Excel (.xlsx), up to {limit_mb:g} MB. Text files may be UTF-8 or Latin-1."
+        )
         self.fields["file"].widget.attrs.update(
-            {"accept": ".csv,.tsv,.txt,.xlsx", "data-max-bytes": settings.MAX_UPLOAD_BYTES})
+            {"accept": ".csv,.tsv,.txt,.xlsx", "data-max-bytes": settings.MAX_UPLOAD_BYTES}
+        )
 
     @property
     def header_choice(self):
@@ -81,10 +102,13 @@ class PublicKnowledgeForm(forms.Form):
 
     public_knowledge = forms.BooleanField(
         label="These bounds and categories come from public knowledge (e.g. a code book), not "
-              "from looking at the data",
-        error_messages={"required": "Nothing was saved: tick the box to confirm that these "
-                                    "bounds and categories come from public knowledge, or "
-                                    "replace those that do not first."})
+        "from looking at the data",
+        error_messages={
+            "required": "Nothing was saved: tick the box to confirm that these "
+            "bounds and categories come from public knowledge, or "
+            "replace those that do not first."
+        },
+    )
 
 
 class AuditorForm(forms.Form):
@@ -111,14 +135,20 @@ class SchemaColumnForm(forms.Form):
     type = forms.ChoiceField(label="Type", choices=TYPE_CHOICES)
     lower = forms.FloatField(label="Lower bound", required=False)
     upper = forms.FloatField(label="Upper bound", required=False)
-    bins = forms.CharField(label="Bins", required=False, max_length=2000,
-                           widget=forms.TextInput(attrs={"size": 8}),
-                           help_text="A number of equal-width bins, or the bin edges from lower "
-                                     "to upper separated by commas (0, 18, 65, 120).")
-    categories = forms.CharField(label="Categories, one per line", required=False,
-                                 widget=forms.Textarea(attrs={"rows": 4}))
-    unknown = forms.ChoiceField(label="Values not in the list", choices=UNKNOWN_CHOICES,
-                                required=False)
+    bins = forms.CharField(
+        label="Bins",
+        required=False,
+        max_length=2000,
+        widget=forms.TextInput(attrs={"size": 8}),
+        help_text="A number of equal-width bins, or the bin edges from lower "
+        "to upper separated by commas (0, 18, 65, 120).",
+    )
+    categories = forms.CharField(
+        label="Categories, one per line", required=False, widget=forms.Textarea(attrs={"rows": 4})
+    )
+    unknown = forms.ChoiceField(
+        label="Values not in the list", choices=UNKNOWN_CHOICES, required=False
+    )
 
     def clean(self):
         data = super().clean()
@@ -135,8 +165,9 @@ class SchemaColumnForm(forms.Form):
             if value is None and name not in self.errors:
                 self.add_error(name, "Required for a numeric column.")
         if lower is not None and upper is not None and not lower < upper:
-            self.add_error("upper", f"The upper bound ({upper:g}) must be above the lower "
-                                    f"bound ({lower:g}).")
+            self.add_error(
+                "upper", f"The upper bound ({upper:g}) must be above the lower bound ({lower:g})."
+            )
         if bins and "bins" not in self.errors:
             try:
                 data["bins"] = parse_bins(bins, lower, upper)
@@ -149,8 +180,9 @@ class SchemaColumnForm(forms.Form):
             self.add_error("categories", "List at least one category, one per line.")
         duplicates = sorted({c for c in categories if categories.count(c) > 1})
         if duplicates:
-            self.add_error("categories", f"Each category must appear once; repeated: "
-                                         f"{', '.join(duplicates)}.")
+            self.add_error(
+                "categories", f"Each category must appear once; repeated: {', '.join(duplicates)}."
+            )
         if "(other)" in categories:
             self.add_error("categories", '"(other)" is reserved for values not in the list.')
         data["category_list"] = categories
@@ -158,11 +190,20 @@ class SchemaColumnForm(forms.Form):
     def schema_entry(self, name: str) -> dict:
         data = self.cleaned_data
         if data["type"] == "numeric":
-            return {"name": name, "type": "numeric", "lower": _number(data["lower"]),
-                    "upper": _number(data["upper"]), "bins": data["bins"]}
+            return {
+                "name": name,
+                "type": "numeric",
+                "lower": _number(data["lower"]),
+                "upper": _number(data["upper"]),
+                "bins": data["bins"],
+            }
         if data["type"] == "categorical":
-            return {"name": name, "type": "categorical", "categories": data["category_list"],
-                    "unknown": data.get("unknown") or "other"}
+            return {
+                "name": name,
+                "type": "categorical",
+                "categories": data["category_list"],
+                "unknown": data.get("unknown") or "other",
+            }
         return {"name": name, "type": "ignored"}
 
 
@@ -171,8 +212,10 @@ def parse_bins(text: str, lower, upper):
     parts = [p.strip() for p in text.split(",")]
     if len(parts) == 1:
         if not parts[0].isdigit() or not 1 <= int(parts[0]) <= MAX_BINS:
-            raise ValueError(f"Bins ({text}) must be a whole number from 1 to {MAX_BINS}, or "
-                             "edges separated by commas.")
+            raise ValueError(
+                f"Bins ({text}) must be a whole number from 1 to {MAX_BINS}, or "
+                "edges separated by commas."
+            )
         return int(parts[0])
     try:
         edges = [_number(float(p)) for p in parts]
@@ -181,8 +224,10 @@ def parse_bins(text: str, lower, upper):
     if len(edges) - 1 > MAX_BINS or any(a >= b for a, b in zip(edges, edges[1:], strict=False)):
         raise ValueError(f"Bin edges ({text}) must increase, with at most {MAX_BINS} bins.")
     if lower is not None and upper is not None and (edges[0] != lower or edges[-1] != upper):
-        raise ValueError(f"Bin edges ({text}) must start at the lower bound ({lower:g}) and end "
-                         f"at the upper bound ({upper:g}).")
+        raise ValueError(
+            f"Bin edges ({text}) must start at the lower bound ({lower:g}) and end "
+            f"at the upper bound ({upper:g})."
+        )
     return edges
 
 
@@ -202,9 +247,11 @@ def schema_initial(entry: dict) -> dict:
     initial = {"type": entry.get("type", "ignored"), "unknown": entry.get("unknown", "other")}
     if entry.get("type") == "numeric":
         bins = entry.get("bins")
-        initial |= {"lower": _number(entry["lower"]), "upper": _number(entry["upper"]),
-                    "bins": bins if isinstance(bins, int) else
-                    ", ".join(f"{_number(e)}" for e in bins)}
+        initial |= {
+            "lower": _number(entry["lower"]),
+            "upper": _number(entry["upper"]),
+            "bins": bins if isinstance(bins, int) else ", ".join(f"{_number(e)}" for e in bins),
+        }
     if entry.get("type") == "categorical":
         initial["categories"] = "\n".join(str(c) for c in entry.get("categories", []))
     return initial

@@ -77,11 +77,14 @@ def _dataset_upload(request):
         if not form.is_valid():
             return _upload_page(request, form, status=400)
         dataset = services.dataset_create_from_upload(
-            owner=request.user, upload=upload, name=form.cleaned_data["name"],
+            owner=request.user,
+            upload=upload,
+            name=form.cleaned_data["name"],
             description=form.cleaned_data["description"],
             epsilon_total=form.cleaned_data["epsilon_total"],
             delta_total=form.cleaned_data["delta_total"],
-            neighbouring=form.cleaned_data["neighbouring"], header=form.header_choice,
+            neighbouring=form.cleaned_data["neighbouring"],
+            header=form.header_choice,
             remote_addr=client_address(request),
         )
     except services.ServiceError as exc:
@@ -90,8 +93,9 @@ def _dataset_upload(request):
     shared = shared_budget_text(dataset)
     if shared:
         messages.warning(request, shared + _kept_totals_text(dataset, form.cleaned_data))
-    messages.success(request, f"{dataset.name} is stored: {dataset.row_count:,} rows. Next, "
-                              "confirm its schema.")
+    messages.success(
+        request, f"{dataset.name} is stored: {dataset.row_count:,} rows. Next, confirm its schema."
+    )
     return redirect("dataset_schema", pk=dataset.pk)
 
 
@@ -102,20 +106,26 @@ def shared_budget_text(dataset) -> str:
     if earlier is None:
         return ""
     state = "since deleted" if earlier.is_deleted else "not deleted"
-    return (f"This file has the same content as “{earlier.name}” (uploaded "
-            f"{earlier.created_at:%Y-%m-%d}, {state}): it shares that dataset's privacy budget: "
-            f"ε spent so far {plain_number(dataset.epsilon_spent)} of "
-            f"{plain_number(dataset.epsilon_total)}.")
+    return (
+        f"This file has the same content as “{earlier.name}” (uploaded "
+        f"{earlier.created_at:%Y-%m-%d}, {state}): it shares that dataset's privacy budget: "
+        f"ε spent so far {plain_number(dataset.epsilon_spent)} of "
+        f"{plain_number(dataset.epsilon_total)}."
+    )
 
 
 def _kept_totals_text(dataset, asked) -> str:
     kept = []
-    if asked["epsilon_total"] != dataset.epsilon_total or \
-            asked["delta_total"] != dataset.delta_total:
-        kept.append(f"the total you asked for (ε = {plain_number(asked['epsilon_total'])}, "
-                    f"δ = {plain_number(asked['delta_total'])}) was not used: the shared budget "
-                    f"keeps its total of ε = {plain_number(dataset.epsilon_total)}, "
-                    f"δ = {plain_number(dataset.delta_total)}")
+    if (
+        asked["epsilon_total"] != dataset.epsilon_total
+        or asked["delta_total"] != dataset.delta_total
+    ):
+        kept.append(
+            f"the total you asked for (ε = {plain_number(asked['epsilon_total'])}, "
+            f"δ = {plain_number(asked['delta_total'])}) was not used: the shared budget "
+            f"keeps its total of ε = {plain_number(dataset.epsilon_total)}, "
+            f"δ = {plain_number(dataset.delta_total)}"
+        )
     if asked["neighbouring"] != dataset.neighbouring:
         kept.append(f"it keeps its guarantee ({dataset.get_neighbouring_display()})")
     return (" Note: " + "; ".join(kept) + ".") if kept else ""
@@ -124,15 +134,19 @@ def _kept_totals_text(dataset, asked) -> str:
 def _too_large(request, status):
     form = DatasetUploadForm()
     limit_mb = settings.MAX_UPLOAD_BYTES / (1024 * 1024)
-    form.errors["file"] = form.error_class([
-        f"The file is larger than the limit of {limit_mb:g} MB; nothing was stored. Remove "
-        "columns or rows you do not need, or ask the administrator to raise the limit."])
+    form.errors["file"] = form.error_class(
+        [
+            f"The file is larger than the limit of {limit_mb:g} MB; nothing was stored. Remove "
+            "columns or rows you do not need, or ask the administrator to raise the limit."
+        ]
+    )
     return _upload_page(request, form, status=status)
 
 
 def _upload_page(request, form, status=200):
-    return render(request, "dpportal/dataset_upload.html", {"form": form, "nav": "datasets"},
-                  status=status)
+    return render(
+        request, "dpportal/dataset_upload.html", {"form": form, "nav": "datasets"}, status=status
+    )
 
 
 # ---------------------------------------------------------------- dataset page
@@ -168,8 +182,11 @@ def _percent(part, whole) -> int:
 
 
 def _budget_initial(dataset):
-    return {"epsilon_total": plain_number(dataset.epsilon_total),
-            "delta_total": plain_number(dataset.delta_total), "neighbouring": dataset.neighbouring}
+    return {
+        "epsilon_total": plain_number(dataset.epsilon_total),
+        "delta_total": plain_number(dataset.delta_total),
+        "neighbouring": dataset.neighbouring,
+    }
 
 
 def _schema_rows(schema):
@@ -177,12 +194,17 @@ def _schema_rows(schema):
     for column in schema["columns"]:
         if column["type"] == "numeric":
             bins = column["bins"]
-            detail = (f"from {column['lower']:g} to {column['upper']:g}, "
-                      f"{bins if isinstance(bins, int) else len(bins) - 1} bins")
+            detail = (
+                f"from {column['lower']:g} to {column['upper']:g}, "
+                f"{bins if isinstance(bins, int) else len(bins) - 1} bins"
+            )
         elif column["type"] == "categorical":
             extra = ' plus "(other)"' if column.get("unknown") == "other" else ""
-            detail = f"{len(column['categories'])} categories{extra}: " + ", ".join(
-                column["categories"][:12]) + (" ..." if len(column["categories"]) > 12 else "")
+            detail = (
+                f"{len(column['categories'])} categories{extra}: "
+                + ", ".join(column["categories"][:12])
+                + (" ..." if len(column["categories"]) > 12 else "")
+            )
         else:
             detail = "not used in releases"
         rows.append({"name": column["name"], "type": column["type"], "detail": detail})
@@ -199,10 +221,13 @@ def dataset_budget(request, pk):
     if form.is_valid():
         try:
             services.dataset_change_budget(
-                dataset=dataset, user=request.user, remote_addr=client_address(request),
+                dataset=dataset,
+                user=request.user,
+                remote_addr=client_address(request),
                 epsilon_total=form.cleaned_data["epsilon_total"],
                 delta_total=form.cleaned_data["delta_total"],
-                neighbouring=form.cleaned_data["neighbouring"])
+                neighbouring=form.cleaned_data["neighbouring"],
+            )
         except services.ServiceError as exc:
             messages.error(request, str(exc))
             return redirect("dataset_detail", pk=dataset.pk)
@@ -223,15 +248,21 @@ def dataset_auditors(request, pk):
         messages.error(request, "Enter the username of the person to add or remove.")
         return redirect("dataset_detail", pk=dataset.pk)
     try:
-        services.dataset_set_auditor(dataset=dataset, user=request.user, add=add,
-                                     username=form.cleaned_data["username"].strip(),
-                                     remote_addr=client_address(request))
+        services.dataset_set_auditor(
+            dataset=dataset,
+            user=request.user,
+            add=add,
+            username=form.cleaned_data["username"].strip(),
+            remote_addr=client_address(request),
+        )
     except services.ServiceError as exc:
         messages.error(request, str(exc))
     else:
         verb = "can now see" if add else "can no longer see"
-        messages.success(request, f"{form.cleaned_data['username']} {verb} this dataset's "
-                                  "releases and audit log.")
+        messages.success(
+            request,
+            f"{form.cleaned_data['username']} {verb} this dataset's releases and audit log.",
+        )
     return redirect("dataset_detail", pk=dataset.pk)
 
 
@@ -241,17 +272,25 @@ def dataset_delete(request, pk):
     form = DeleteForm(request.POST or None, dataset=dataset)
     if request.method == "POST" and form.is_valid():
         try:
-            services.dataset_delete(dataset=dataset, user=request.user,
-                                    remote_addr=client_address(request))
+            services.dataset_delete(
+                dataset=dataset, user=request.user, remote_addr=client_address(request)
+            )
         except services.ServiceError as exc:
             form.add_error(None, str(exc))
         else:
-            messages.success(request, f"{dataset.name} was deleted: its stored files are gone; "
-                                      "its releases and audit trail remain.")
+            messages.success(
+                request,
+                f"{dataset.name} was deleted: its stored files are gone; "
+                "its releases and audit trail remain.",
+            )
             return redirect("home")
     status = 400 if request.method == "POST" else 200
-    return render(request, "dpportal/dataset_delete.html",
-                  {"dataset": dataset, "form": form, "nav": "datasets"}, status=status)
+    return render(
+        request,
+        "dpportal/dataset_delete.html",
+        {"dataset": dataset, "form": form, "nav": "datasets"},
+        status=status,
+    )
 
 
 # ---------------------------------------------------------------- schema
@@ -270,25 +309,44 @@ def dataset_schema(request, pk):
     if request.method == "POST" and formset.total_form_count() != len(dataset.columns):
         formset = SchemaFormSet(initial=initial)
         formset._non_form_errors = formset.error_class(
-            ["The page was out of date (the columns changed); check the values and confirm again."])
+            ["The page was out of date (the columns changed); check the values and confirm again."]
+        )
     elif request.method == "POST" and all([formset.is_valid(), statement.is_valid()]):
-        schema = {"columns": [form.schema_entry(name)
-                              for form, name in zip(formset.forms, dataset.columns, strict=True)]}
+        schema = {
+            "columns": [
+                form.schema_entry(name)
+                for form, name in zip(formset.forms, dataset.columns, strict=True)
+            ]
+        }
         try:
-            services.dataset_confirm_schema(dataset=dataset, user=request.user, schema=schema,
-                                            remote_addr=client_address(request))
+            services.dataset_confirm_schema(
+                dataset=dataset,
+                user=request.user,
+                schema=schema,
+                remote_addr=client_address(request),
+            )
         except services.ServiceError as exc:
             formset._non_form_errors = formset.error_class(exc.problems)
         else:
-            messages.success(request, "Schema confirmed: releases of this dataset are now "
-                                      "possible.")
+            messages.success(
+                request, "Schema confirmed: releases of this dataset are now possible."
+            )
             return redirect("dataset_detail", pk=dataset.pk)
     rows = _schema_form_rows(dataset, entries, formset)
     status = 400 if request.method == "POST" else 200
-    return render(request, "dpportal/dataset_schema.html",
-                  {"dataset": dataset, "formset": formset, "rows": rows, "nav": "datasets",
-                   "statement": statement,
-                   "from_proposal": not dataset.schema_confirmed}, status=status)
+    return render(
+        request,
+        "dpportal/dataset_schema.html",
+        {
+            "dataset": dataset,
+            "formset": formset,
+            "rows": rows,
+            "nav": "datasets",
+            "statement": statement,
+            "from_proposal": not dataset.schema_confirmed,
+        },
+        status=status,
+    )
 
 
 def _schema_entries(dataset) -> list[dict]:
@@ -306,10 +364,16 @@ def _schema_form_rows(dataset, entries, formset):
     for name, entry, form in zip(dataset.columns, entries, formset.forms, strict=True):
         proposal = proposals.get(name, {})
         from_data = proposal.get("from_data", []) if entry is proposal else []
-        rows.append({"name": name, "form": form, "from_data": from_data,
-                     "missing": proposal.get("missing", 0),
-                     "proposed_type": proposal.get("type"),
-                     "echoes_data": _echoes_data(entry, proposal)})
+        rows.append(
+            {
+                "name": name,
+                "form": form,
+                "from_data": from_data,
+                "missing": proposal.get("missing", 0),
+                "proposed_type": proposal.get("type"),
+                "echoes_data": _echoes_data(entry, proposal),
+            }
+        )
     return rows
 
 

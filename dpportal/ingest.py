@@ -160,18 +160,29 @@ class ColumnProfile:
         base = {"name": self.name, "missing": self.missing}
         if self.kind != "text" and self.minimum is not None:
             upper = self.maximum if self.maximum > self.minimum else self.minimum + 1
-            proposal = base | {"type": "numeric", "lower": _plain(self.minimum),
-                               "upper": _plain(upper), "bins": DEFAULT_BINS,
-                               "from_data": ["lower", "upper"]}
+            proposal = base | {
+                "type": "numeric",
+                "lower": _plain(self.minimum),
+                "upper": _plain(upper),
+                "bins": DEFAULT_BINS,
+                "from_data": ["lower", "upper"],
+            }
             if self.kind == "int" and upper - self.minimum < DEFAULT_BINS:
                 proposal["bins"] = int(upper - self.minimum) + 1  # one bin per whole number
                 proposal["from_data"].append("bins")
             return proposal
-        usable = (self.categories and all(len(c) <= MAX_CATEGORY_CHARS for c in self.categories)
-                  and (len(self.categories) == 1 or len(self.categories) < self.present))
+        usable = (
+            self.categories
+            and all(len(c) <= MAX_CATEGORY_CHARS for c in self.categories)
+            and (len(self.categories) == 1 or len(self.categories) < self.present)
+        )
         if usable:
-            return base | {"type": "categorical", "categories": sorted(self.categories),
-                           "unknown": "other", "from_data": ["categories"]}
+            return base | {
+                "type": "categorical",
+                "categories": sorted(self.categories),
+                "unknown": "other",
+                "from_data": ["categories"],
+            }
         return base | {"type": "ignored", "from_data": []}
 
 
@@ -227,9 +238,15 @@ def content_fingerprint(parquet_path: Path) -> str:
             for name in names:
                 if frame[name].dtype.kind in "iuf":
                     frame[name] = frame[name].astype("float64") + 0.0  # -0.0 becomes 0.0
-            sums += np.array([hash_pandas_object(frame[names], index=False, hash_key=key)
-                              .to_numpy().sum(dtype=np.uint64) for key in FINGERPRINT_HASH_KEYS],
-                             dtype=np.uint64)  # arrays wrap around silently: sums modulo 2^64
+            sums += np.array(
+                [
+                    hash_pandas_object(frame[names], index=False, hash_key=key)
+                    .to_numpy()
+                    .sum(dtype=np.uint64)
+                    for key in FINGERPRINT_HASH_KEYS
+                ],
+                dtype=np.uint64,
+            )  # arrays wrap around silently: sums modulo 2^64
     summary = "\x1f".join([*names, str(rows), *(str(int(total)) for total in sums)])
     return hashlib.sha256(summary.encode()).hexdigest()
 
@@ -237,8 +254,9 @@ def content_fingerprint(parquet_path: Path) -> str:
 # ---------------------------------------------------------------- CSV / TSV
 
 
-def ingest_text(path: Path, scan: ByteScan, parquet_path: Path, *, suffix: str,
-                header: bool | None = None) -> IngestResult:
+def ingest_text(
+    path: Path, scan: ByteScan, parquet_path: Path, *, suffix: str, header: bool | None = None
+) -> IngestResult:
     """Validate a CSV/TSV file and write its typed Parquet copy to `parquet_path`."""
     fmt = detect_format(path, scan, suffix=suffix, header=header)
     if scan.quotes % 2:  # an odd number of quotes: look for one that is never closed
@@ -253,9 +271,12 @@ def ingest_text(path: Path, scan: ByteScan, parquet_path: Path, *, suffix: str,
     if rows == 0:
         parquet_path.unlink(missing_ok=True)
         raise IngestError(NO_ROWS)
-    details = {"format": "TSV" if fmt.delimiter == "\t" else "CSV",
-               "encoding": "UTF-8" if fmt.encoding == "utf-8" else "Latin-1 / Windows-1252",
-               "delimiter": DELIMITERS[fmt.delimiter], "header": fmt.header}
+    details = {
+        "format": "TSV" if fmt.delimiter == "\t" else "CSV",
+        "encoding": "UTF-8" if fmt.encoding == "utf-8" else "Latin-1 / Windows-1252",
+        "delimiter": DELIMITERS[fmt.delimiter],
+        "header": fmt.header,
+    }
     return IngestResult(rows, fmt.names, details, [p.proposal() for p in profiles])
 
 
@@ -287,14 +308,18 @@ def _refuse_binary(path: Path, scan: ByteScan) -> None:
     if head[:2] in (b"\xff\xfe", b"\xfe\xff"):
         raise IngestError("The file is UTF-16 text; save it as 'CSV UTF-8' and upload again.")
     if head.startswith(b"PK\x03\x04"):
-        raise IngestError("This is a zip or Excel file, not CSV text; upload it with the "
-                          "extension .xlsx, or save it as CSV.")
+        raise IngestError(
+            "This is a zip or Excel file, not CSV text; upload it with the "
+            "extension .xlsx, or save it as CSV."
+        )
     if head.startswith(b"\x1f\x8b"):
         raise IngestError("The file is compressed (gzip); uncompress it and upload the CSV.")
     if scan.nul_offset is not None:
         line = _line_at(path, scan.nul_offset)
-        raise IngestError(f"Line {line} contains a NUL byte (\\0), so this is not a plain text "
-                          "table; save it as 'CSV UTF-8' and upload again.")
+        raise IngestError(
+            f"Line {line} contains a NUL byte (\\0), so this is not a plain text "
+            "table; save it as 'CSV UTF-8' and upload again."
+        )
 
 
 def _line_at(path: Path, offset: int) -> int:
@@ -369,11 +394,14 @@ def _check_width(first: list[str], text: str, delimiter: str) -> None:
     first_line = text.split("\n", 1)[0]
     width = max(len(first), first_line.count(delimiter) + 1)
     if width > MAX_COLUMNS:
-        raise IngestError(f"The file has {width} columns; the limit is {MAX_COLUMNS}. "
-                          "Keep only the columns you need and upload again.")
+        raise IngestError(
+            f"The file has {width} columns; the limit is {MAX_COLUMNS}. "
+            "Keep only the columns you need and upload again."
+        )
     if not first:
-        raise IngestError("The first line could not be read as column names; check the file "
-                          "is a CSV table.")
+        raise IngestError(
+            "The first line could not be read as column names; check the file is a CSV table."
+        )
 
 
 def _kind_of(values: list[str]) -> str:
@@ -389,8 +417,9 @@ def _kind_of(values: list[str]) -> str:
 
 def _looks_like_header(first: list[str], kinds: list[str]) -> bool:
     """No header when a numeric column's first value is a number too (data, not a name)."""
-    return not any(k != "text" and _kind_of([v]) != "text" for v, k in zip(first, kinds,
-                                                                           strict=False))
+    return not any(
+        k != "text" and _kind_of([v]) != "text" for v, k in zip(first, kinds, strict=False)
+    )
 
 
 def _column_names(first: list[str]) -> list[str]:
@@ -398,14 +427,19 @@ def _column_names(first: list[str]) -> list[str]:
     seen: dict[str, int] = {}
     for position, name in enumerate(names, start=1):
         if not name:
-            raise IngestError(f"Column {position} has no name in the first line; give every "
-                              "column a name.")
+            raise IngestError(
+                f"Column {position} has no name in the first line; give every column a name."
+            )
         if len(name) > MAX_NAME_CHARS:
-            raise IngestError(f"Column {position}'s name is {len(name)} characters long; the "
-                              f"limit is {MAX_NAME_CHARS}.")
+            raise IngestError(
+                f"Column {position}'s name is {len(name)} characters long; the "
+                f"limit is {MAX_NAME_CHARS}."
+            )
         if name in seen:
-            raise IngestError(f"Column names must be unique: {name!r} is the name of columns "
-                              f"{seen[name]} and {position}; rename one of them.")
+            raise IngestError(
+                f"Column names must be unique: {name!r} is the name of columns "
+                f"{seen[name]} and {position}; rename one of them."
+            )
         seen[name] = position
     return names
 
@@ -434,30 +468,39 @@ def _failed_conversion_column(message: str) -> int | None:
 
 
 def _generic_problem() -> str:
-    return ("The file could not be read as a table; check it is a CSV or TSV file with the same "
-            "number of values on every line.")
+    return (
+        "The file could not be read as a table; check it is a CSV or TSV file with the same "
+        "number of values on every line."
+    )
 
 
 def _write_parquet_once(path: Path, fmt: TextFormat, parquet_path: Path):
     reader = pa_csv.open_csv(
         path,
-        read_options=pa_csv.ReadOptions(column_names=fmt.names, skip_rows=int(fmt.header),
-                                        block_size=BLOCK_BYTES,
-                                        encoding="utf8" if fmt.encoding == "utf-8" else "cp1252"),
-        parse_options=pa_csv.ParseOptions(delimiter=fmt.delimiter,
-                                          newlines_in_values=fmt.quoted),
+        read_options=pa_csv.ReadOptions(
+            column_names=fmt.names,
+            skip_rows=int(fmt.header),
+            block_size=BLOCK_BYTES,
+            encoding="utf8" if fmt.encoding == "utf-8" else "cp1252",
+        ),
+        parse_options=pa_csv.ParseOptions(delimiter=fmt.delimiter, newlines_in_values=fmt.quoted),
         convert_options=pa_csv.ConvertOptions(
             column_types={n: ARROW_TYPES[k] for n, k in zip(fmt.names, fmt.kinds, strict=True)},
-            null_values=[""], strings_can_be_null=False, quoted_strings_can_be_null=False,
-            check_utf8=fmt.encoding != "utf-8"),
+            null_values=[""],
+            strings_can_be_null=False,
+            quoted_strings_can_be_null=False,
+            check_utf8=fmt.encoding != "utf-8",
+        ),
     )
     profiles = [ColumnProfile(n, k) for n, k in zip(fmt.names, fmt.kinds, strict=True)]
     text_columns = [n for n, k in zip(fmt.names, fmt.kinds, strict=True) if k == "text"]
     rows, pending = 0, None
     fd = os.open(parquet_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with (os.fdopen(fd, "wb") as sink,
-          pq.ParquetWriter(sink, reader.schema, use_dictionary=text_columns) as writer,
-          ThreadPoolExecutor(max_workers=1) as write_thread):
+    with (
+        os.fdopen(fd, "wb") as sink,
+        pq.ParquetWriter(sink, reader.schema, use_dictionary=text_columns) as writer,
+        ThreadPoolExecutor(max_workers=1) as write_thread,
+    ):
         for batch in reader:  # parse the next block while the previous one is written
             _check_field_sizes(batch, fmt, rows)
             for profile, column in zip(profiles, batch.columns, strict=True):
@@ -479,9 +522,11 @@ def _check_field_sizes(batch: pa.RecordBatch, fmt: TextFormat, rows_before: int)
         longest = pc.max(lengths).as_py()
         if longest > MAX_FIELD_BYTES:
             row = rows_before + pc.index(lengths, longest).as_py() + 1
-            raise IngestError(f"The value in column {name!r} on data row {row:,} is "
-                              f"{longest:,} bytes long; the limit is {MAX_FIELD_BYTES:,}. "
-                              "Shorten it, or remove the column before uploading.")
+            raise IngestError(
+                f"The value in column {name!r} on data row {row:,} is "
+                f"{longest:,} bytes long; the limit is {MAX_FIELD_BYTES:,}. "
+                "Shorten it, or remove the column before uploading."
+            )
 
 
 def _diagnose(path: Path, fmt: TextFormat, quotes_only: bool = False) -> str | None:
@@ -504,22 +549,30 @@ def _diagnose(path: Path, fmt: TextFormat, quotes_only: bool = False) -> str | N
 
 def _row_problem(row: list[str], fmt: TextFormat, line: int) -> str | None:
     if row and len(row) != len(fmt.names):
-        return (f"Line {line} has {len(row)} values but the first line has {len(fmt.names)} "
-                "columns; every line needs one value per column (quote values that contain "
-                f"the {DELIMITERS[fmt.delimiter]}).")
+        return (
+            f"Line {line} has {len(row)} values but the first line has {len(fmt.names)} "
+            "columns; every line needs one value per column (quote values that contain "
+            f"the {DELIMITERS[fmt.delimiter]})."
+        )
     return None
 
 
 def _csv_error_message(error: str, row_start: int, line: int) -> str:
     if "field larger than field limit" in error:
-        return (f"Line {row_start} starts a value longer than {MAX_FIELD_BYTES} characters, "
-                "usually a quote (\") that is never closed; close the quote or shorten the value.")
+        return (
+            f"Line {row_start} starts a value longer than {MAX_FIELD_BYTES} characters, "
+            'usually a quote (") that is never closed; close the quote or shorten the value.'
+        )
     if "unexpected end of data" in error or "EOF" in error:
-        return (f"Line {row_start} starts a quoted value whose closing quote (\") is missing; "
-                "add the closing quote.")
+        return (
+            f'Line {row_start} starts a quoted value whose closing quote (") is missing; '
+            "add the closing quote."
+        )
     if "expected after" in error:
-        return (f"Line {line} has a closing quote followed by other characters; double the "
-                "quote (\"\") inside quoted values.")
+        return (
+            f"Line {line} has a closing quote followed by other characters; double the "
+            'quote ("") inside quoted values.'
+        )
     return f"Line {line} cannot be read as CSV ({error}); fix that line and upload again."
 
 
@@ -531,8 +584,10 @@ def check_xlsx_container(path: Path) -> None:
     try:
         archive = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError):
-        raise IngestError("The file is not a valid .xlsx workbook (it is not a zip archive); "
-                          "save it again from your spreadsheet program.") from None
+        raise IngestError(
+            "The file is not a valid .xlsx workbook (it is not a zip archive); "
+            "save it again from your spreadsheet program."
+        ) from None
     with archive:
         members = archive.infolist()
         _check_xlsx_members(members)
@@ -544,38 +599,54 @@ def check_xlsx_container(path: Path) -> None:
 def _check_xlsx_members(members) -> None:
     names = {m.filename for m in members}
     if len(members) > XLSX_MAX_MEMBERS:
-        raise IngestError(f"The workbook has {len(members)} parts; the limit is "
-                          f"{XLSX_MAX_MEMBERS}. Save the sheet on its own and upload again.")
+        raise IngestError(
+            f"The workbook has {len(members)} parts; the limit is "
+            f"{XLSX_MAX_MEMBERS}. Save the sheet on its own and upload again."
+        )
     if "xl/workbook.xml" not in names:
-        raise IngestError("The file is a zip archive but not an Excel workbook (no "
-                          "xl/workbook.xml); save it as .xlsx and upload again.")
+        raise IngestError(
+            "The file is a zip archive but not an Excel workbook (no "
+            "xl/workbook.xml); save it as .xlsx and upload again."
+        )
     if any(n.startswith("xl/externalLinks/") for n in names):
-        raise IngestError("The workbook links to other files (external links); copy the values "
-                          "into this workbook (Paste values), remove the links, and upload again.")
+        raise IngestError(
+            "The workbook links to other files (external links); copy the values "
+            "into this workbook (Paste values), remove the links, and upload again."
+        )
     if any(n.lower().endswith("vbaproject.bin") for n in names):
         raise IngestError("The workbook contains macros; save it as a plain .xlsx workbook.")
     total = sum(m.file_size for m in members)
     if total > XLSX_MAX_TOTAL_BYTES:
-        raise IngestError(f"The workbook unpacks to {total:,} bytes; the limit is "
-                          f"{XLSX_MAX_TOTAL_BYTES:,}. Upload it as CSV instead.")
+        raise IngestError(
+            f"The workbook unpacks to {total:,} bytes; the limit is "
+            f"{XLSX_MAX_TOTAL_BYTES:,}. Upload it as CSV instead."
+        )
     for member in members:
         ratio = member.file_size / max(member.compress_size, 1)
         if member.file_size > XLSX_RATIO_FLOOR and ratio > XLSX_MAX_RATIO:
-            raise IngestError(f"The workbook part {member.filename!r} unpacks {ratio:,.0f} times "
-                              "larger than its stored size (a 'zip bomb'); upload CSV instead.")
-        if "sharedstrings" in member.filename.lower() and \
-                member.file_size > XLSX_MAX_SHARED_STRINGS_BYTES:
-            raise IngestError(f"The workbook's text table (shared strings) is "
-                              f"{member.file_size:,} bytes; the limit is "
-                              f"{XLSX_MAX_SHARED_STRINGS_BYTES:,}. Upload it as CSV instead.")
+            raise IngestError(
+                f"The workbook part {member.filename!r} unpacks {ratio:,.0f} times "
+                "larger than its stored size (a 'zip bomb'); upload CSV instead."
+            )
+        if (
+            "sharedstrings" in member.filename.lower()
+            and member.file_size > XLSX_MAX_SHARED_STRINGS_BYTES
+        ):
+            raise IngestError(
+                f"The workbook's text table (shared strings) is "
+                f"{member.file_size:,} bytes; the limit is "
+                f"{XLSX_MAX_SHARED_STRINGS_BYTES:,}. Upload it as CSV instead."
+            )
 
 
 def _refuse_doctype(archive: zipfile.ZipFile, member) -> None:
     with archive.open(member) as part:
         start = part.read(4096)
     if b"<!DOCTYPE" in start.upper() or b"<!ENTITY" in start.upper():
-        raise IngestError(f"The workbook part {member.filename!r} declares XML entities, which "
-                          "Excel never writes; save the workbook again from Excel.")
+        raise IngestError(
+            f"The workbook part {member.filename!r} declares XML entities, which "
+            "Excel never writes; save the workbook again from Excel."
+        )
 
 
 def xlsx_to_csv(path: Path, csv_path: Path) -> None:
@@ -585,11 +656,13 @@ def xlsx_to_csv(path: Path, csv_path: Path) -> None:
     check_xlsx_container(path)
     with open(path, "rb") as source:  # a handle: openpyxl would judge a path by its suffix
         try:
-            workbook = openpyxl.load_workbook(source, read_only=True, data_only=False,
-                                              keep_links=False)
+            workbook = openpyxl.load_workbook(
+                source, read_only=True, data_only=False, keep_links=False
+            )
         except Exception as exc:  # openpyxl raises many kinds on damaged files
-            raise IngestError("The workbook could not be opened; save it again as .xlsx "
-                              f"({type(exc).__name__}).") from None
+            raise IngestError(
+                f"The workbook could not be opened; save it again as .xlsx ({type(exc).__name__})."
+            ) from None
         fd = os.open(csv_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
             with os.fdopen(fd, "w", encoding="utf-8", newline="") as out:
@@ -603,8 +676,10 @@ def _write_sheet(sheet, writer) -> None:
     width, blank = None, None
     for number, row in enumerate(sheet.iter_rows(max_col=MAX_COLUMNS + 1), start=1):
         if number > EXCEL_MAX_ROWS:
-            raise IngestError(f"The sheet has more than {EXCEL_MAX_ROWS:,} rows, more than "
-                              "Excel allows; save it again from your spreadsheet program.")
+            raise IngestError(
+                f"The sheet has more than {EXCEL_MAX_ROWS:,} rows, more than "
+                "Excel allows; save it again from your spreadsheet program."
+            )
         if row is blank:
             continue
         values = [_cell_value(cell) for cell in row]
@@ -616,18 +691,24 @@ def _write_sheet(sheet, writer) -> None:
         if width is None:
             width = len(values)
             if width > MAX_COLUMNS:
-                raise IngestError(f"The sheet has more than {MAX_COLUMNS} columns; keep only "
-                                  "the columns you need and upload again.")
+                raise IngestError(
+                    f"The sheet has more than {MAX_COLUMNS} columns; keep only "
+                    "the columns you need and upload again."
+                )
         elif len(values) > width:
-            raise IngestError(f"Row {number} has a value in column {len(values)}, to the right "
-                              f"of the last named column ({width}); remove it or name the column.")
+            raise IngestError(
+                f"Row {number} has a value in column {len(values)}, to the right "
+                f"of the last named column ({width}); remove it or name the column."
+            )
         writer.writerow(values + [""] * (width - len(values)))
 
 
 def _cell_value(cell) -> str:
     if getattr(cell, "data_type", None) == "f":
-        raise IngestError(f"Cell {cell.coordinate} holds a formula; turn formulas into plain "
-                          "numbers (Copy, then Paste special: values) and upload again.")
+        raise IngestError(
+            f"Cell {cell.coordinate} holds a formula; turn formulas into plain "
+            "numbers (Copy, then Paste special: values) and upload again."
+        )
     return _cell_text(getattr(cell, "value", None))
 
 

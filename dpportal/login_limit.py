@@ -92,8 +92,7 @@ def _keys(username: str, address: str) -> dict[str, str]:
 
 
 def _limits() -> dict[str, int]:
-    return {"user": settings.LOGIN_MAX_FAILURES,
-            "address": settings.LOGIN_MAX_FAILURES_PER_ADDRESS}
+    return {"user": settings.LOGIN_MAX_FAILURES, "address": settings.LOGIN_MAX_FAILURES_PER_ADDRESS}
 
 
 def _increment(key: str) -> int:
@@ -169,12 +168,16 @@ def rate_limited(login_view):
 def _refusal(request, status: int):
     if status == 429:
         minutes = max(1, settings.LOGIN_LOCKOUT_SECONDS // 60)
-        text = (f"Too many failed login attempts. Wait {minutes} minutes and try again, "
-                "or ask your administrator to reset your password.")
+        text = (
+            f"Too many failed login attempts. Wait {minutes} minutes and try again, "
+            "or ask your administrator to reset your password."
+        )
     else:
-        text = ("Signing in is unavailable right now: the server cannot reach the store that "
-                "counts failed logins. Nothing was checked. Try again in a few minutes; if it "
-                "persists, tell your administrator (the cache's Redis is down).")
+        text = (
+            "Signing in is unavailable right now: the server cannot reach the store that "
+            "counts failed logins. Nothing was checked. Try again in a few minutes; if it "
+            "persists, tell your administrator (the cache's Redis is down)."
+        )
     messages.error(request, text)
     context = {"form": AuthenticationForm(request), "next": request.POST.get("next", "")}
     response = render(request, "registration/login.html", context, status=status)

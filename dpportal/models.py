@@ -62,8 +62,10 @@ class PrivacyBudget(models.Model):
 
 
 def _from_budget(name):
-    return property(lambda dataset: getattr(dataset.budget, name),
-                    doc=f"The shared budget's {name} (read only; `services` changes it).")
+    return property(
+        lambda dataset: getattr(dataset.budget, name),
+        doc=f"The shared budget's {name} (read only; `services` changes it).",
+    )
 
 
 class Dataset(models.Model):

@@ -119,8 +119,13 @@ NON_NEGATIVE_OUTPUT = {"mwem", "smoothed_histogram"}
 
 
 def _paragraph(text: str) -> str:
-    return textwrap.fill(" ".join(text.split()), width=78, initial_indent="  ",
-                         subsequent_indent="  ", break_on_hyphens=False)
+    return textwrap.fill(
+        " ".join(text.split()),
+        width=78,
+        initial_indent="  ",
+        subsequent_indent="  ",
+        break_on_hyphens=False,
+    )
 
 
 def readme_text(release, names) -> str:
@@ -129,33 +134,46 @@ def readme_text(release, names) -> str:
     delta_words = (
         f"and delta = {delta.normalize():f} (a tiny chance, at most {delta.normalize():f}, that "
         "the guarantee below does not hold)"
-        if delta > 0 else "and delta = 0 (the guarantee always holds)"
+        if delta > 0
+        else "and delta = 0 (the guarantee always holds)"
     )
     change = "replaced" if release.neighbouring == "replace-one" else "added or removed"
-    negative = ("" if release.mechanism in NON_NEGATIVE_OUTPUT
-                else " Counts can even be negative where noise was added.")
+    negative = (
+        ""
+        if release.mechanism in NON_NEGATIVE_OUTPUT
+        else " Counts can even be negative where noise was added."
+    )
     listing = "\n".join(
-        textwrap.fill(f"{name}: {FILE_DESCRIPTIONS.get(name, 'part of the release')}", width=78,
-                      initial_indent="  ", subsequent_indent="    ")
-        for name in names)
+        textwrap.fill(
+            f"{name}: {FILE_DESCRIPTIONS.get(name, 'part of the release')}",
+            width=78,
+            initial_indent="  ",
+            subsequent_indent="    ",
+        )
+        for name in names
+    )
     title = f"Differentially private release {release.pk}"
     what = _paragraph(
         f'A release of the kind "{mechanism_title(release.mechanism)}", made from the columns '
         f"{', '.join(release.columns)} of a private table, with epsilon = "
-        f"{release.epsilon.normalize():f} {delta_words}.")
+        f"{release.epsilon.normalize():f} {delta_words}."
+    )
     meaning = _paragraph(
         "Random noise was added so that anything you can learn from these files would have "
         "been almost as likely to be learnt if any one person's row had been "
         f"{change}. So these files reveal very little about any one person in the table. "
         "The smaller epsilon is, the stronger the protection and the noisier the numbers. "
-        "The protection holds whatever else you know and whatever you do with these files.")
+        "The protection holds whatever else you know and whatever you do with these files."
+    )
     limits = _paragraph(
         f"The numbers are not exact: small counts in particular can be far off.{negative} "
         "Patterns that involve many rows are usually reliable. Nothing in these files was "
-        "computed by comparing with the private table.")
+        "computed by comparing with the private table."
+    )
     spreadsheets = _paragraph(
         "Text cells that begin with = + - @ or a tab were prefixed with an apostrophe (') so "
-        "that a spreadsheet does not run them as formulas.")
+        "that a spreadsheet does not run them as formulas."
+    )
     return f"""{title}
 {"=" * len(title)}
 

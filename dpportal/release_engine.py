@@ -33,8 +33,10 @@ def _stored_columns(dataset, columns) -> Path:
         raise ReleaseInputError("The dataset's file is no longer stored, so it cannot be read.")
     missing = [c for c in columns if c not in dataset.columns]
     if missing:
-        raise ReleaseInputError(f"Column {missing[0]!r} is not in the dataset; choose among "
-                                f"{', '.join(dataset.columns)}.")
+        raise ReleaseInputError(
+            f"Column {missing[0]!r} is not in the dataset; choose among "
+            f"{', '.join(dataset.columns)}."
+        )
     return path
 
 
@@ -125,8 +127,10 @@ def expected_accuracy(dataset, *, mechanism, columns, params, epsilon, delta=0.0
     if mechanism == "smoothed_histogram":
         return _smoothed_accuracy(dataset, params["rows"], cells, epsilon)
     noise = discrete_laplace_std(check_count_noise(noise_scale(sensitivity, epsilon), epsilon))
-    lines = [f"The chosen columns make {combinations(schema, columns)}. Each combination's "
-             f"count gets random noise of typically ±{noise:,.1f} rows."]
+    lines = [
+        f"The chosen columns make {combinations(schema, columns)}. Each combination's "
+        f"count gets random noise of typically ±{noise:,.1f} rows."
+    ]
     lines.append(_relative_error_line(noise, dataset.row_count / cells))
     return lines
 
@@ -150,11 +154,18 @@ def _relative_error_line(noise: float, rows_per_cell: float) -> str:
     if rows_per_cell <= 0:
         return "The table is empty, so every count will be pure noise."
     share = noise / rows_per_cell
-    verdict = ("small" if share < 0.1 else "noticeable" if share < 0.5 else
-               "large: consider fewer columns, fewer bins or a larger ε")
-    return (f"An average combination holds about {rows_per_cell:,.0f} rows, so the typical "
-            f"error is {_share_text(share)} of that ({verdict}). Rare combinations are "
-            "affected more.")
+    verdict = (
+        "small"
+        if share < 0.1
+        else "noticeable"
+        if share < 0.5
+        else "large: consider fewer columns, fewer bins or a larger ε"
+    )
+    return (
+        f"An average combination holds about {rows_per_cell:,.0f} rows, so the typical "
+        f"error is {_share_text(share)} of that ({verdict}). Rare combinations are "
+        "affected more."
+    )
 
 
 def _mwem_accuracy(schema, columns, params, epsilon, dataset, shape) -> list[str]:
@@ -172,10 +183,14 @@ def _mwem_accuracy(schema, columns, params, epsilon, dataset, shape) -> list[str
     n = max(dataset.row_count, 1)
     sensitivity = mechanisms.histogram.count_sensitivity(dataset.neighbouring)
     select_fraction = SELECT_FRACTION
-    init_fraction = (default_init_fraction(n, epsilon, shape, workload)
-                     if dataset.neighbouring == "replace-one" else ADD_REMOVE_INIT_FRACTION)
+    init_fraction = (
+        default_init_fraction(n, epsilon, shape, workload)
+        if dataset.neighbouring == "replace-one"
+        else ADD_REMOVE_INIT_FRACTION
+    )
     rounds = params.get("rounds") or default_rounds(
-        n, epsilon, shape, workload, init_fraction, select_fraction, sensitivity)
+        n, epsilon, shape, workload, init_fraction, select_fraction, sensitivity
+    )
     measure_epsilon = epsilon * (1 - init_fraction) * (1 - select_fraction) / rounds
     scale = check_count_noise(noise_scale(sensitivity, measure_epsilon), epsilon)
     noise = discrete_laplace_std(scale)
@@ -189,12 +204,14 @@ def _mwem_accuracy(schema, columns, params, epsilon, dataset, shape) -> list[str
     ]
 
 
-RANGE_METHOD_NAMES = {"identity": "a noisy count per grid point",
-                      "tree": "a hierarchy of noisy counts",
-                      "mn12": "the halfspace decomposition",
-                      "mn12_laplace": "the halfspace decomposition with Laplace noise",
-                      "path_tree": "a hierarchy of noisy counts along a path through the points",
-                      "per_query": "a noisy answer per range"}
+RANGE_METHOD_NAMES = {
+    "identity": "a noisy count per grid point",
+    "tree": "a hierarchy of noisy counts",
+    "mn12": "the halfspace decomposition",
+    "mn12_laplace": "the halfspace decomposition with Laplace noise",
+    "path_tree": "a hierarchy of noisy counts along a path through the points",
+    "per_query": "a noisy answer per range",
+}
 
 
 def _range_count_accuracy(schema, columns, params, epsilon, delta, dataset) -> list[str]:
@@ -207,8 +224,9 @@ def _range_count_accuracy(schema, columns, params, epsilon, delta, dataset) -> l
     support = api.support_from_schema(schema, columns, params)
     queries = api.workload_from_params(support, params, mechanisms.secure_source())
     target = privacy_target(epsilon=epsilon, delta=delta, neighbouring=dataset.neighbouring)
-    plan, predicted = api.choose_plan(params.get("mechanism", "auto"), support, queries,
-                                      incidence(support, queries), target)
+    plan, predicted = api.choose_plan(
+        params.get("mechanism", "auto"), support, queries, incidence(support, queries), target
+    )
     typical = math.sqrt(predicted[plan.name])
     return [
         f"{len(queries):,} ranges over a grid of {support.n:,} points. The method used will be "
@@ -227,8 +245,12 @@ def smoothed_default_rows(n: int, cells: int, epsilon: float) -> int:
     from mechanisms.histogram import min_admissible_mix
 
     sizes = sorted({max(1, round(n * 10 ** (-k / 8))) for k in range(33)})
-    return min(sizes, key=lambda rows: 0.5 * min_admissible_mix(epsilon, n, cells, rows)
-               + 0.4 * math.sqrt(cells / rows))
+    return min(
+        sizes,
+        key=lambda rows: (
+            0.5 * min_admissible_mix(epsilon, n, cells, rows) + 0.4 * math.sqrt(cells / rows)
+        ),
+    )
 
 
 def _smoothed_accuracy(dataset, rows, cells, epsilon) -> list[str]:
@@ -236,11 +258,14 @@ def _smoothed_accuracy(dataset, rows, cells, epsilon) -> list[str]:
 
     mix = min_admissible_mix(epsilon, max(dataset.row_count, 1), cells, rows)
     per_cell = rows / cells
-    lines = [f"{rows:,} synthetic rows will be drawn over {cells:,} cells. To protect privacy, "
-             f"{mix:.0%} of them are spread evenly over all cells, whatever the data.",
-             f"The rest follow the real distribution, with a sampling error of about "
-             f"±{math.sqrt(per_cell):,.1f} rows in an average cell of {per_cell:,.1f} rows."]
+    lines = [
+        f"{rows:,} synthetic rows will be drawn over {cells:,} cells. To protect privacy, "
+        f"{mix:.0%} of them are spread evenly over all cells, whatever the data.",
+        f"The rest follow the real distribution, with a sampling error of about "
+        f"±{math.sqrt(per_cell):,.1f} rows in an average cell of {per_cell:,.1f} rows.",
+    ]
     if mix > 0.5:
-        lines.append("That is a lot of evenly spread rows: ask for fewer rows, fewer columns "
-                     "or a larger ε.")
+        lines.append(
+            "That is a lot of evenly spread rows: ask for fewer rows, fewer columns or a larger ε."
+        )
     return lines

@@ -33,27 +33,31 @@ class MechanismCard:
 
 MECHANISM_CARDS = (
     MechanismCard(
-        "perturbed_histogram", "Noisy histogram",
+        "perturbed_histogram",
+        "Noisy histogram",
         "Counts of people per combination of a few columns (for example age group × sex), "
         "and a synthetic table with the same counts. Simple and predictable.",
         "noisy_counts.csv (one noisy count per cell) and synthetic.csv (made-up rows).",
     ),
     MechanismCard(
-        "smoothed_histogram", "Smoothed histogram",
+        "smoothed_histogram",
+        "Smoothed histogram",
         "Made-up rows drawn from a blend of the real histogram and an even spread over all "
         "cells; the blend, not added noise, protects privacy. Best with few cells. Needs the "
         "number of rows to be public.",
         "synthetic.csv (made-up rows) and noisy_counts.csv (how many made-up rows per cell).",
     ),
     MechanismCard(
-        "mwem", "Synthetic data (MWEM)",
+        "mwem",
+        "Synthetic data (MWEM)",
         "A synthetic table over many columns that keeps the patterns between pairs (or "
         "triples) of columns. Best when you need realistic made-up rows.",
         "synthetic.csv (made-up rows, as many as the table has) and measurements.json (what "
         "was measured, with noise).",
     ),
     MechanismCard(
-        "range_count", "Range counts",
+        "range_count",
+        "Range counts",
         "Answers to 'how many rows fall in this range?' for numeric columns: intervals, "
         "boxes, or regions cut by a straight line. New ranges can be answered later for free.",
         "answers.csv (noisy answers) and structure.json (to answer new ranges later).",
@@ -68,9 +72,13 @@ def mechanism_title(name: str) -> str:
     card = CARDS_BY_NAME.get(name)
     return card.title if card else name.replace("_", " ")
 
+
 RANGE_WORKLOADS = (
-    ("prefixes", "Intervals from the lower bound up to every grid point (with one column, any "
-                 "interval is the difference of two of these)"),
+    (
+        "prefixes",
+        "Intervals from the lower bound up to every grid point (with one column, any "
+        "interval is the difference of two of these)",
+    ),
     ("boxes", "Random boxes (random intervals with one column)"),
     ("halfspaces", "Random regions on one side of a straight line (two or more columns)"),
 )
@@ -79,10 +87,12 @@ RANGE_METHODS = (
     ("identity", "A noisy count per grid point"),
     ("tree", "A hierarchy of noisy counts (good for intervals and boxes)"),
     ("mn12", "Halfspace decomposition (regions cut by lines; needs δ > 0)"),
-    ("mn12_laplace", "Halfspace decomposition, the paper's Laplace version (for comparison: "
-                     "about twice the error; needs δ > 0)"),
-    ("path_tree", "A hierarchy of noisy counts along a path through the grid points (any "
-                  "region)"),
+    (
+        "mn12_laplace",
+        "Halfspace decomposition, the paper's Laplace version (for comparison: "
+        "about twice the error; needs δ > 0)",
+    ),
+    ("path_tree", "A hierarchy of noisy counts along a path through the grid points (any region)"),
     ("per_query", "A noisy answer per range"),
 )
 MAX_GRID_POINTS = 65_536
@@ -99,54 +109,81 @@ def available_mechanisms() -> list[MechanismCard]:
 class ReleaseForm(forms.Form):
     mechanism = forms.ChoiceField(widget=forms.RadioSelect, label="Kind of release")
     columns = forms.MultipleChoiceField(
-        widget=forms.CheckboxSelectMultiple, label="Columns to release",
+        widget=forms.CheckboxSelectMultiple,
+        label="Columns to release",
         help_text="Only columns declared numeric or categorical in the schema can be released.",
     )
     epsilon = forms.DecimalField(
-        label="Privacy cost ε for this release", max_digits=12, decimal_places=6,
-        min_value=Decimal("0.000001"), widget=DECIMAL_INPUT,
+        label="Privacy cost ε for this release",
+        max_digits=12,
+        decimal_places=6,
+        min_value=Decimal("0.000001"),
+        widget=DECIMAL_INPUT,
         help_text="Smaller means stronger protection and noisier results. It is taken from "
-                  "the dataset's budget.",
+        "the dataset's budget.",
     )
     delta = forms.DecimalField(
-        label="δ (range counts only)", max_digits=20, decimal_places=15, required=False,
-        min_value=Decimal("0"), max_value=Decimal("0.001"), widget=DECIMAL_INPUT,
+        label="δ (range counts only)",
+        max_digits=20,
+        decimal_places=15,
+        required=False,
+        min_value=Decimal("0"),
+        max_value=Decimal("0.001"),
+        widget=DECIMAL_INPUT,
         help_text="A tiny chance that the guarantee does not hold, such as 0.000001. Leave "
-                  "empty for 0 (the guarantee always holds).",
+        "empty for 0 (the guarantee always holds).",
     )
     rows = forms.IntegerField(
-        label="Rows to synthesise", required=False, min_value=1, max_value=MAX_SYNTHETIC_ROWS,
+        label="Rows to synthesise",
+        required=False,
+        min_value=1,
+        max_value=MAX_SYNTHETIC_ROWS,
         help_text="How many made-up rows synthetic.csv should have. Leave empty for as many "
-                  "as the table has (or, if the number of rows is private, its noisy estimate).",
+        "as the table has (or, if the number of rows is private, its noisy estimate).",
         widget=WHOLE_NUMBER_INPUT,
     )
     mwem_rounds = forms.IntegerField(
-        label="MWEM rounds", required=False, min_value=1, max_value=200,
+        label="MWEM rounds",
+        required=False,
+        min_value=1,
+        max_value=200,
         help_text="Each round measures one more pattern. More rounds: more patterns, each "
-                  "noisier. Leave empty to choose automatically.",
+        "noisier. Leave empty to choose automatically.",
         widget=WHOLE_NUMBER_INPUT,
     )
     mwem_marginal_size = forms.TypedChoiceField(
-        label="Patterns to keep", coerce=int, initial=2, required=False, empty_value=2,
-        choices=[(1, "Each column on its own"), (2, "Pairs of columns"),
-                 (3, "Triples of columns")],
+        label="Patterns to keep",
+        coerce=int,
+        initial=2,
+        required=False,
+        empty_value=2,
+        choices=[(1, "Each column on its own"), (2, "Pairs of columns"), (3, "Triples of columns")],
     )
     range_grid = forms.IntegerField(
-        label="Grid points per column", required=False, min_value=2, max_value=4096,
+        label="Grid points per column",
+        required=False,
+        min_value=2,
+        max_value=4096,
         help_text="Values are rounded to a regular grid between the schema's bounds. "
-                  "Leave empty to use the schema's bins.",
+        "Leave empty to use the schema's bins.",
         widget=WHOLE_NUMBER_INPUT,
     )
-    range_workload = forms.ChoiceField(label="Ranges to answer", choices=RANGE_WORKLOADS,
-                                       initial="prefixes", required=False)
+    range_workload = forms.ChoiceField(
+        label="Ranges to answer", choices=RANGE_WORKLOADS, initial="prefixes", required=False
+    )
     range_queries = forms.IntegerField(
-        label="Number of random ranges", required=False, min_value=1, max_value=2000,
-        initial=200, help_text="For random boxes and regions cut by a line. The ranges are "
-                               "drawn at random, without looking at the data.",
+        label="Number of random ranges",
+        required=False,
+        min_value=1,
+        max_value=2000,
+        initial=200,
+        help_text="For random boxes and regions cut by a line. The ranges are "
+        "drawn at random, without looking at the data.",
         widget=WHOLE_NUMBER_INPUT,
     )
-    range_method = forms.ChoiceField(label="Method", choices=RANGE_METHODS, initial="auto",
-                                     required=False)
+    range_method = forms.ChoiceField(
+        label="Method", choices=RANGE_METHODS, initial="auto", required=False
+    )
 
     def __init__(self, *args, dataset, **kwargs):
         super().__init__(*args, **kwargs)
@@ -161,12 +198,18 @@ class ReleaseForm(forms.Form):
 
     def releasable_columns(self):
         releasable = mechanisms.schema.NumericColumn | mechanisms.schema.CategoricalColumn
-        return [(name, spec) for name, spec in self.schema.columns.items()
-                if isinstance(spec, releasable)]
+        return [
+            (name, spec)
+            for name, spec in self.schema.columns.items()
+            if isinstance(spec, releasable)
+        ]
 
     def numeric_columns(self) -> set[str]:
-        return {name for name, spec in self.releasable_columns()
-                if isinstance(spec, mechanisms.schema.NumericColumn)}
+        return {
+            name
+            for name, spec in self.releasable_columns()
+            if isinstance(spec, mechanisms.schema.NumericColumn)
+        }
 
     def clean(self):
         data = super().clean()
@@ -178,9 +221,12 @@ class ReleaseForm(forms.Form):
         if mechanism != "range_count":
             data["delta"] = Decimal("0")
         if mechanism == "smoothed_histogram" and self.dataset.neighbouring != "replace-one":
-            self.add_error("mechanism", "The smoothed histogram needs the number of rows to be "
-                                        "public (neighbouring: replace one row); choose the "
-                                        "noisy histogram instead.")
+            self.add_error(
+                "mechanism",
+                "The smoothed histogram needs the number of rows to be "
+                "public (neighbouring: replace one row); choose the "
+                "noisy histogram instead.",
+            )
         if mechanism and columns:
             self._check_domain(mechanism, columns)
         if mechanism and columns and data.get("epsilon") and not self.errors:
@@ -193,8 +239,13 @@ class ReleaseForm(forms.Form):
         data = self.cleaned_data
         try:
             self.expected_accuracy = release_engine.expected_accuracy(
-                self.dataset, mechanism=data["mechanism"], columns=data["columns"],
-                params=self.params(), epsilon=data["epsilon"], delta=data["delta"])
+                self.dataset,
+                mechanism=data["mechanism"],
+                columns=data["columns"],
+                params=self.params(),
+                epsilon=data["epsilon"],
+                delta=data["delta"],
+            )
         except mechanisms.MechanismError as exc:
             self.add_error(None, f"These settings cannot work: {exc}")
 
@@ -211,8 +262,10 @@ class ReleaseForm(forms.Form):
         data = self.cleaned_data
         non_numeric = [c for c in columns if c not in self.numeric_columns()]
         if non_numeric:
-            self.add_error("columns", f"Range counts need numeric columns; "
-                                      f"{', '.join(non_numeric)} is categorical.")
+            self.add_error(
+                "columns",
+                f"Range counts need numeric columns; {', '.join(non_numeric)} is categorical.",
+            )
             return
         if data["range_workload"] == "halfspaces" and len(columns) < 2:
             self.add_error("columns", "Regions cut by a line need at least two columns.")
@@ -220,8 +273,11 @@ class ReleaseForm(forms.Form):
             self.add_error("delta", "The halfspace decomposition needs δ > 0, such as 0.000001.")
         points = math.prod(self._range_grid(columns))
         if points > MAX_GRID_POINTS:
-            self.add_error("range_grid", f"The grid has {points:,} points; use at most "
-                                         f"{MAX_GRID_POINTS:,} (fewer points per column).")
+            self.add_error(
+                "range_grid",
+                f"The grid has {points:,} points; use at most "
+                f"{MAX_GRID_POINTS:,} (fewer points per column).",
+            )
 
     def _range_grid(self, columns) -> list[int]:
         size = self.cleaned_data.get("range_grid")
@@ -237,7 +293,8 @@ class ReleaseForm(forms.Form):
         if mechanism == "smoothed_histogram" and "rows" not in params:
             cells = math.prod(self.schema.domain_shape(data["columns"]))
             params["rows"] = release_engine.smoothed_default_rows(
-                max(self.dataset.row_count, 1), cells, float(data["epsilon"]))
+                max(self.dataset.row_count, 1), cells, float(data["epsilon"])
+            )
         if mechanism == "mwem":
             k = min(data.get("mwem_marginal_size") or 2, len(data["columns"]))
             params["workload"] = mwem_workload.marginals_spec(k)
@@ -280,9 +337,13 @@ class RangeQueryForm(forms.Form):
     """A new range question for a released range-count structure (answered for free)."""
 
     kind = forms.ChoiceField(
-        label="Kind of range", widget=forms.RadioSelect, initial="box",
-        choices=[("box", "An interval (one column) or a box: from–to on each column"),
-                 ("halfspace", "One side of a line: a₁·x₁ + a₂·x₂ + … ≤ b")],
+        label="Kind of range",
+        widget=forms.RadioSelect,
+        initial="box",
+        choices=[
+            ("box", "An interval (one column) or a box: from–to on each column"),
+            ("halfspace", "One side of a line: a₁·x₁ + a₂·x₂ + … ≤ b"),
+        ],
     )
     b = forms.FloatField(label="b (the right-hand side)", required=False, widget=DECIMAL_INPUT)
 
@@ -290,12 +351,15 @@ class RangeQueryForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.columns = list(columns)
         for i, name in enumerate(self.columns):
-            self.fields[f"lo_{i}"] = forms.FloatField(label=f"{name}: from", required=False,
-                                                     widget=DECIMAL_INPUT)
-            self.fields[f"hi_{i}"] = forms.FloatField(label=f"{name}: to", required=False,
-                                                     widget=DECIMAL_INPUT)
-            self.fields[f"a_{i}"] = forms.FloatField(label=f"{name}: weight a", required=False,
-                                                    widget=DECIMAL_INPUT)
+            self.fields[f"lo_{i}"] = forms.FloatField(
+                label=f"{name}: from", required=False, widget=DECIMAL_INPUT
+            )
+            self.fields[f"hi_{i}"] = forms.FloatField(
+                label=f"{name}: to", required=False, widget=DECIMAL_INPUT
+            )
+            self.fields[f"a_{i}"] = forms.FloatField(
+                label=f"{name}: weight a", required=False, widget=DECIMAL_INPUT
+            )
 
     def box_fields(self):
         return [(self[f"lo_{i}"], self[f"hi_{i}"]) for i in range(len(self.columns))]
@@ -305,7 +369,7 @@ class RangeQueryForm(forms.Form):
 
     def clean(self):
         data = super().clean()
-        keys = (["lo", "hi"] if data.get("kind") == "box" else ["a"])
+        keys = ["lo", "hi"] if data.get("kind") == "box" else ["a"]
         for key in keys:
             for i, name in enumerate(self.columns):
                 if data.get(f"{key}_{i}") is None:
@@ -317,6 +381,9 @@ class RangeQueryForm(forms.Form):
     def query(self) -> dict:
         data, indices = self.cleaned_data, range(len(self.columns))
         if data["kind"] == "box":
-            return {"type": "box", "lo": [data[f"lo_{i}"] for i in indices],
-                    "hi": [data[f"hi_{i}"] for i in indices]}
+            return {
+                "type": "box",
+                "lo": [data[f"lo_{i}"] for i in indices],
+                "hi": [data[f"hi_{i}"] for i in indices],
+            }
         return {"type": "halfspace", "a": [data[f"a_{i}"] for i in indices], "b": data["b"]}

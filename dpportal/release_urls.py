@@ -6,15 +6,27 @@ from . import release_views as views
 
 urlpatterns = [
     path("datasets/<int:dataset_pk>/releases/new/", views.release_new, name="release_new"),
-    path("datasets/<int:dataset_pk>/releases/estimate/", views.release_estimate,
-         name="release_estimate"),
+    path(
+        "datasets/<int:dataset_pk>/releases/estimate/",
+        views.release_estimate,
+        name="release_estimate",
+    ),
     path("releases/<int:pk>/", views.release_detail, name="release_detail"),
     path("releases/<int:pk>/progress/", views.release_progress, name="release_progress"),
     path("releases/<int:pk>/cancel/", views.release_cancel, name="release_cancel"),
-    path("releases/<int:pk>/download/package.zip", views.release_download_zip,
-         name="release_download_zip"),
-    path("releases/<int:pk>/download/<str:filename>", views.release_download_file,
-         name="release_download_file"),
-    path("releases/<int:pk>/utility-report.html", views.release_utility_report,
-         name="release_utility_report"),
+    path(
+        "releases/<int:pk>/download/package.zip",
+        views.release_download_zip,
+        name="release_download_zip",
+    ),
+    path(
+        "releases/<int:pk>/download/<str:filename>",
+        views.release_download_file,
+        name="release_download_file",
+    ),
+    path(
+        "releases/<int:pk>/utility-report.html",
+        views.release_utility_report,
+        name="release_utility_report",
+    ),
 ]

@@ -39,8 +39,9 @@ PREVIEW_FILES = ("synthetic.csv", "noisy_counts.csv", "answers.csv")
 
 def release_for_reader(user, pk) -> Release:
     """The release if the user owns or audits its dataset; otherwise 404."""
-    release = releases_visible_to(user).filter(pk=pk).select_related(
-        "dataset", "requested_by").first()
+    release = (
+        releases_visible_to(user).filter(pk=pk).select_related("dataset", "requested_by").first()
+    )
     if release is None:
         raise Http404("No such release.")
     return release
@@ -65,9 +66,13 @@ def release_new(request, dataset_pk):
     if request.method == "POST" and form.is_valid():
         try:
             release = services.release_create(
-                dataset=dataset, user=request.user, mechanism=form.cleaned_data["mechanism"],
-                columns=form.cleaned_data["columns"], params=form.params(),
-                epsilon=form.cleaned_data["epsilon"], delta=form.cleaned_data["delta"],
+                dataset=dataset,
+                user=request.user,
+                mechanism=form.cleaned_data["mechanism"],
+                columns=form.cleaned_data["columns"],
+                params=form.params(),
+                epsilon=form.cleaned_data["epsilon"],
+                delta=form.cleaned_data["delta"],
                 remote_addr=client_address(request),
             )
         except services.ServiceError as exc:
@@ -76,11 +81,17 @@ def release_new(request, dataset_pk):
             messages.success(request, "Release requested: it is queued and will start shortly.")
             return redirect("release_detail", pk=release.pk)
     available = {card.name for card in available_mechanisms()}
-    return render(request, "dpportal/release_new.html", {
-        "dataset": dataset, "form": form, "nav": "datasets",
-        "cards": [(card, card.name in available) for card in MECHANISM_CARDS],
-        "page_config": {"estimate_url": reverse("release_estimate", args=[dataset.pk])},
-    })
+    return render(
+        request,
+        "dpportal/release_new.html",
+        {
+            "dataset": dataset,
+            "form": form,
+            "nav": "datasets",
+            "cards": [(card, card.name in available) for card in MECHANISM_CARDS],
+            "page_config": {"estimate_url": reverse("release_estimate", args=[dataset.pk])},
+        },
+    )
 
 
 @require_GET
@@ -91,18 +102,25 @@ def release_estimate(request, dataset_pk):
         return JsonResponse({"ok": False, "errors": ["Confirm the schema first."]})
     form = ReleaseForm(request.GET, dataset=dataset)
     if not form.is_valid():
-        errors = [f"{_field_label(form, name)}: {error}" if name != "__all__" else error
-                  for name, errs in form.errors.items() for error in errs]
+        errors = [
+            f"{_field_label(form, name)}: {error}" if name != "__all__" else error
+            for name, errs in form.errors.items()
+            for error in errs
+        ]
         return JsonResponse({"ok": False, "errors": errors})
     data = form.cleaned_data
     epsilon_left = dataset.epsilon_remaining - data["epsilon"]
     delta_left = dataset.delta_remaining - data["delta"]
-    return JsonResponse({
-        "ok": True, "accuracy": form.expected_accuracy,
-        "epsilon_left": plain_number(epsilon_left), "delta_left": plain_number(delta_left),
-        "fits": epsilon_left >= 0 and delta_left >= 0,
-        "epsilon_total": plain_number(dataset.epsilon_total),
-    })
+    return JsonResponse(
+        {
+            "ok": True,
+            "accuracy": form.expected_accuracy,
+            "epsilon_left": plain_number(epsilon_left),
+            "delta_left": plain_number(delta_left),
+            "fits": epsilon_left >= 0 and delta_left >= 0,
+            "epsilon_total": plain_number(dataset.epsilon_total),
+        }
+    )
 
 
 def _field_label(form, name) -> str:
@@ -119,11 +137,15 @@ GENERIC_FAILURE = "The release failed; the custodian can see why."
 def release_detail(request, pk):
     release, is_owner = _release_as_seen(request.user, pk)
     card = CARDS_BY_NAME.get(release.mechanism)
-    context = {"release": release, "is_owner": is_owner, "nav": "releases",
-               "title": card.title if card else release.mechanism,
-               "progress": progress_payload(release, is_owner),
-               "progress_config": {"url": reverse("release_progress", args=[release.pk])},
-               "refunded": _refunded(release)}
+    context = {
+        "release": release,
+        "is_owner": is_owner,
+        "nav": "releases",
+        "title": card.title if card else release.mechanism,
+        "progress": progress_payload(release, is_owner),
+        "progress_config": {"url": reverse("release_progress", args=[release.pk])},
+        "refunded": _refunded(release),
+    }
     if release.status == Release.Status.DONE:
         context.update(_results_context(request, release, is_owner))
     if release.status == Release.Status.FAILED and not is_owner:
@@ -161,8 +183,11 @@ def _parameters(release) -> list[tuple[str, str]]:
     """The settings the mechanism used, as it recorded them (else as requested)."""
     manifest = release.manifest or {}
     params = manifest.get("parameters") or manifest.get("params") or release.params or {}
-    return [(key, value if isinstance(value, str | int | float) else json.dumps(value))
-            for key, value in params.items() if key != "columns"]
+    return [
+        (key, value if isinstance(value, str | int | float) else json.dumps(value))
+        for key, value in params.items()
+        if key != "columns"
+    ]
 
 
 def _number_charts(chart_list) -> None:
@@ -187,8 +212,10 @@ def _range_query(request, release, structure: bytes) -> dict:
     except mechanisms.MechanismError as exc:
         form.add_error(None, str(exc))
         return {"query_form": form}
-    return {"query_form": form,
-            "range_answer": {"answer": float(answers[0]), "std": math.sqrt(variances[0])}}
+    return {
+        "query_form": form,
+        "range_answer": {"answer": float(answers[0]), "std": math.sqrt(variances[0])},
+    }
 
 
 def _preview(request, release, names) -> dict | None:
@@ -206,8 +233,17 @@ def _preview(request, release, names) -> dict | None:
         header = next(reader, [])
         rows = list(itertools.islice(reader, (page - 1) * PREVIEW_ROWS, page * PREVIEW_ROWS))
     first = (page - 1) * PREVIEW_ROWS + 1 if rows else 0
-    return {"name": name, "names": names, "header": header, "rows": rows, "page": page,
-            "pages": pages, "total": total, "first": first, "last": first + len(rows) - 1}
+    return {
+        "name": name,
+        "names": names,
+        "header": header,
+        "rows": rows,
+        "page": page,
+        "pages": pages,
+        "total": total,
+        "first": first,
+        "last": first + len(rows) - 1,
+    }
 
 
 def _count_rows(path) -> int:
@@ -300,8 +336,9 @@ def release_progress(request, pk):
 def release_cancel(request, pk):
     release = release_for_owner(request.user, pk)
     try:
-        cancelled = services.release_cancel(release=release, user=request.user,
-                                            remote_addr=client_address(request))
+        cancelled = services.release_cancel(
+            release=release, user=request.user, remote_addr=client_address(request)
+        )
     except services.ServiceError as exc:
         messages.error(request, str(exc))
     else:
@@ -314,11 +351,15 @@ def cancel_text(release, refunded: bool) -> str:
     earlier attempt may have read it before its worker stopped) and whether ε came back."""
     epsilon = plain_number(release.epsilon)
     if refunded:
-        return (f"Release cancelled. Its data was never read, so its privacy budget "
-                f"(ε = {epsilon}) was given back to the dataset.")
+        return (
+            f"Release cancelled. Its data was never read, so its privacy budget "
+            f"(ε = {epsilon}) was given back to the dataset."
+        )
     if release.data_was_read:
-        return (f"Release cancelled. An earlier attempt had already read its data before its "
-                f"worker stopped, so its privacy budget (ε = {epsilon}) stays spent.")
+        return (
+            f"Release cancelled. An earlier attempt had already read its data before its "
+            f"worker stopped, so its privacy budget (ε = {epsilon}) stays spent."
+        )
     return f"Release cancelled. Its privacy budget (ε = {epsilon}) was not given back."
 
 
@@ -333,9 +374,14 @@ def _attachment(content: bytes, filename: str, content_type: str) -> HttpRespons
 
 
 def _audit_download(request, release, what: str) -> None:
-    services.audit_record(action=AuditEvent.Action.DOWNLOAD, actor=request.user,
-                          dataset=release.dataset, release=release, details={"file": what},
-                          remote_addr=client_address(request))
+    services.audit_record(
+        action=AuditEvent.Action.DOWNLOAD,
+        actor=request.user,
+        dataset=release.dataset,
+        release=release,
+        details={"file": what},
+        remote_addr=client_address(request),
+    )
 
 
 def _done_release(user, pk, *, owner_only=False) -> Release:
@@ -347,8 +393,11 @@ def _done_release(user, pk, *, owner_only=False) -> Release:
     return release
 
 
-CONTENT_TYPES = {".csv": "text/csv; charset=utf-8", ".json": "application/json",
-                 ".txt": "text/plain; charset=utf-8"}
+CONTENT_TYPES = {
+    ".csv": "text/csv; charset=utf-8",
+    ".json": "application/json",
+    ".txt": "text/plain; charset=utf-8",
+}
 
 
 @require_GET
@@ -358,9 +407,12 @@ def release_download_file(request, pk, filename):
     if content is None:
         raise Http404("No such file in this release.")
     _audit_download(request, release, filename)
-    suffix = filename[filename.rfind("."):]
-    return _attachment(content, f"release-{release.pk}-{filename}",
-                       CONTENT_TYPES.get(suffix, "application/octet-stream"))
+    suffix = filename[filename.rfind(".") :]
+    return _attachment(
+        content,
+        f"release-{release.pk}-{filename}",
+        CONTENT_TYPES.get(suffix, "application/octet-stream"),
+    )
 
 
 @require_GET
@@ -381,8 +433,10 @@ def release_utility_report(request, pk):
     _audit_download(request, release, "utility-report.html")
     for entry in report["columns"]:
         entry["rows"] = list(zip(entry["labels"], entry["release"], entry["original"], strict=True))
-    html = render_to_string("dpportal/release_utility_report.html",
-                            {"release": release, "report": report,
-                             "generated": timezone.now()})
-    return _attachment(html.encode(), f"release-{release.pk}-utility-report.html",
-                       "text/html; charset=utf-8")
+    html = render_to_string(
+        "dpportal/release_utility_report.html",
+        {"release": release, "report": report, "generated": timezone.now()},
+    )
+    return _attachment(
+        html.encode(), f"release-{release.pk}-utility-report.html", "text/html; charset=utf-8"
+    )

@@ -186,8 +186,12 @@ def _ledger_write(locked_dataset, release, kind):
     budget.save(update_fields=["epsilon_spent", "delta_spent"])
     locked_dataset.budget = budget
     BudgetLedgerEntry.objects.create(
-        dataset=locked_dataset, release=release, kind=kind, epsilon=release.epsilon,
-        delta=release.delta, epsilon_spent_after=budget.epsilon_spent,
+        dataset=locked_dataset,
+        release=release,
+        kind=kind,
+        epsilon=release.epsilon,
+        delta=release.delta,
+        epsilon_spent_after=budget.epsilon_spent,
         delta_spent_after=budget.delta_spent,
     )
 
@@ -237,8 +241,11 @@ def release_send(release_id) -> bool:
     try:
         run_release.apply_async(args=[release.pk], queue=release_queue(release))
     except (OperationalError, OSError) as exc:
-        logger.warning("Job broker unreachable (%s): release %s waits to be sent by the reaper",
-                       type(exc).__name__, release.pk)
+        logger.warning(
+            "Job broker unreachable (%s): release %s waits to be sent by the reaper",
+            type(exc).__name__,
+            release.pk,
+        )
         return False
     Release.objects.filter(pk=release.pk).update(enqueued_at=timezone.now())
     return True
@@ -250,8 +257,10 @@ def release_send(release_id) -> bool:
 # and does nothing, so one release never runs twice at once and never publishes two outputs.
 
 
-TIME_LIMIT_MESSAGE = ("This release took longer than the time limit and was stopped. "
-                      "Try fewer columns, bins or rounds.")
+TIME_LIMIT_MESSAGE = (
+    "This release took longer than the time limit and was stopped. "
+    "Try fewer columns, bins or rounds."
+)
 
 
 def release_output_dir(release) -> Path:
@@ -286,10 +295,15 @@ def release_run(*, release_id):
             _release_fail(release, token, str(exc))
         except Exception as exc:
             # Type and stack only: exception messages can quote raw values from the data.
-            logger.error("Release %s failed with %s:\n%s", release.pk, type(exc).__name__,
-                         "".join(traceback.format_tb(exc.__traceback__)))
-            _release_fail(release, token,
-                          "An internal error stopped this release. The team has the details.")
+            logger.error(
+                "Release %s failed with %s:\n%s",
+                release.pk,
+                type(exc).__name__,
+                "".join(traceback.format_tb(exc.__traceback__)),
+            )
+            _release_fail(
+                release, token, "An internal error stopped this release. The team has the details."
+            )
 
 
 def _release_claim(release_id):
@@ -307,10 +321,23 @@ def _release_claim(release_id):
         release.started_at = release.started_at or now
         release.attempt_started_at = release.heartbeat_at = now
         release.lease_token, release.lease_owner = token, _this_process()
-        release.save(update_fields=["status", "attempts", "started_at", "attempt_started_at",
-                                    "heartbeat_at", "lease_token", "lease_owner"])
-        audit_record(action=AuditEvent.Action.RELEASE_STARTED, dataset=release.dataset,
-                     release=release, details={"attempt": release.attempts})
+        release.save(
+            update_fields=[
+                "status",
+                "attempts",
+                "started_at",
+                "attempt_started_at",
+                "heartbeat_at",
+                "lease_token",
+                "lease_owner",
+            ]
+        )
+        audit_record(
+            action=AuditEvent.Action.RELEASE_STARTED,
+            dataset=release.dataset,
+            release=release,
+            details={"attempt": release.attempts},
+        )
     return release, token
 
 
@@ -368,11 +395,13 @@ def _heartbeat(release_pk, token):
             while not stop.wait(every):
                 try:
                     if not Release.objects.filter(pk=release_pk, lease_token=token).update(
-                            heartbeat_at=timezone.now()):
+                        heartbeat_at=timezone.now()
+                    ):
                         return  # lease lost: the store step will refuse this execution
                 except DatabaseError as exc:
-                    logger.warning("Heartbeat of release %s failed (%s)", release_pk,
-                                   type(exc).__name__)
+                    logger.warning(
+                        "Heartbeat of release %s failed (%s)", release_pk, type(exc).__name__
+                    )
         finally:
             connection.close()
 
@@ -407,7 +436,9 @@ def _work_dir(release, token):
 def _progress_writer(release_pk, token):
     def report(done: int, total: int, stage: str = ""):
         Release.objects.filter(pk=release_pk, lease_token=token).update(
-            progress_done=done, progress_total=total, progress_stage=stage[:100],
+            progress_done=done,
+            progress_total=total,
+            progress_stage=stage[:100],
             heartbeat_at=timezone.now(),
         )
 
@@ -433,8 +464,7 @@ def _release_store(release, token, output, work_dir):
         locked.trace = output.trace
         _finish(locked, Release.Status.DONE)
         locked.save(update_fields=["output_dir", "manifest", "trace"])
-        audit_record(action=AuditEvent.Action.RELEASE_DONE, dataset=locked.dataset,
-                     release=locked)
+        audit_record(action=AuditEvent.Action.RELEASE_DONE, dataset=locked.dataset, release=locked)
 
 
 def _release_fail(release, token, reason):
@@ -454,8 +484,12 @@ def _locked_dataset_and_release(dataset_pk, release_pk):
 
 def _fail_and_refund(dataset, locked, reason):
     _finish(locked, Release.Status.FAILED, reason)
-    audit_record(action=AuditEvent.Action.RELEASE_FAILED, dataset=dataset, release=locked,
-                 details={"reason": reason})
+    audit_record(
+        action=AuditEvent.Action.RELEASE_FAILED,
+        dataset=dataset,
+        release=locked,
+        details={"reason": reason},
+    )
     release_refund(dataset=dataset, release=locked)
 
 
@@ -492,13 +526,21 @@ def _reap_running(release_pk, dataset_pk, now):
             _fail_and_refund(dataset, locked, TIME_LIMIT_MESSAGE)
             return "failed"
         if locked.attempts >= settings.DPPORTAL_RELEASE_MAX_ATTEMPTS:
-            _fail_and_refund(dataset, locked, "The worker running this release stopped "
-                               f"{locked.attempts} times, so it was given up.")
+            _fail_and_refund(
+                dataset,
+                locked,
+                "The worker running this release stopped "
+                f"{locked.attempts} times, so it was given up.",
+            )
             return "failed"
         locked.status, locked.lease_token, locked.enqueued_at = Release.Status.QUEUED, "", None
         locked.save(update_fields=["status", "lease_token", "enqueued_at"])
-        audit_record(action=AuditEvent.Action.RELEASE_RETRIED, dataset=locked.dataset,
-                     release=locked, details={"after_attempt": locked.attempts})
+        audit_record(
+            action=AuditEvent.Action.RELEASE_RETRIED,
+            dataset=locked.dataset,
+            release=locked,
+            details={"after_attempt": locked.attempts},
+        )
     return "retried"
 
 
@@ -534,8 +576,9 @@ def _remove_orphan_files(now) -> int:
     """Remove scratch folders and unpublished packages of executions that no longer run."""
     data_dir = Path(settings.DATA_DIR)
     cutoff = (now - timedelta(seconds=settings.DPPORTAL_LEASE_SECONDS)).timestamp()
-    live_tokens = set(Release.objects.filter(status=Release.Status.RUNNING)
-                      .values_list("lease_token", flat=True))
+    live_tokens = set(
+        Release.objects.filter(status=Release.Status.RUNNING).values_list("lease_token", flat=True)
+    )
     published = set(Release.objects.exclude(output_dir="").values_list("output_dir", flat=True))
     removed = 0
     for path in _children(data_dir / "work"):
@@ -543,8 +586,11 @@ def _remove_orphan_files(now) -> int:
             shutil.rmtree(path, ignore_errors=True)
             removed += 1
     for path in _children(data_dir / "releases"):
-        if (str(path.relative_to(data_dir)) not in published and "-" in path.name
-                and path.stat().st_mtime < cutoff):
+        if (
+            str(path.relative_to(data_dir)) not in published
+            and "-" in path.name
+            and path.stat().st_mtime < cutoff
+        ):
             shutil.rmtree(path, ignore_errors=True)
             removed += 1
     return removed
@@ -570,8 +616,13 @@ def release_cancel(*, release, user, remote_addr=None):
                 f"{locked.get_status_display().lower()}."
             )
         _finish(locked, Release.Status.CANCELLED)
-        audit_record(action=AuditEvent.Action.RELEASE_CANCELLED, actor=user, dataset=dataset,
-                     release=locked, remote_addr=remote_addr)
+        audit_record(
+            action=AuditEvent.Action.RELEASE_CANCELLED,
+            actor=user,
+            dataset=dataset,
+            release=locked,
+            remote_addr=remote_addr,
+        )
         release_refund(dataset=dataset, release=locked, actor=user, remote_addr=remote_addr)
     return locked
 
@@ -587,9 +638,14 @@ def release_refund(*, dataset, release, actor=None, remote_addr=None):
     if release.ledger.filter(kind=BudgetLedgerEntry.Kind.REFUND).exists():
         return False
     _ledger_write(dataset, release, BudgetLedgerEntry.Kind.REFUND)
-    audit_record(action=AuditEvent.Action.RELEASE_REFUNDED, actor=actor, dataset=dataset,
-                 release=release, remote_addr=remote_addr,
-                 details={"epsilon": str(release.epsilon), "delta": str(release.delta)})
+    audit_record(
+        action=AuditEvent.Action.RELEASE_REFUNDED,
+        actor=actor,
+        dataset=dataset,
+        release=release,
+        remote_addr=remote_addr,
+        details={"epsilon": str(release.epsilon), "delta": str(release.delta)},
+    )
     return True
 
 
@@ -620,8 +676,16 @@ DATASET_SUFFIXES = (".csv", ".tsv", ".txt", ".xlsx")
 
 
 def dataset_create_from_path(
-    *, owner, name, source_path, epsilon_total, delta_total=Decimal("0"), description="",
-    attribution="", neighbouring="replace-one", header=None,
+    *,
+    owner,
+    name,
+    source_path,
+    epsilon_total,
+    delta_total=Decimal("0"),
+    description="",
+    attribution="",
+    neighbouring="replace-one",
+    header=None,
 ):
     """Ingest a file on disk (CSV/TSV/XLSX, optionally gzip-compressed) as a new dataset."""
     import gzip
@@ -633,30 +697,55 @@ def dataset_create_from_path(
     opener = gzip.open if source_path.suffix == ".gz" else open
     scan = ingest.ByteScan()
     with opener(source_path, "rb") as handle:
-        _name, path = storage.write_private(iter(lambda: handle.read(1 << 20), b""), ".upload",
-                                            scan)
+        _name, path = storage.write_private(
+            iter(lambda: handle.read(1 << 20), b""), ".upload", scan
+        )
     try:
         return _dataset_create(
-            owner=owner, name=name, description=description, attribution=attribution,
-            original_path=path, scan=scan, filename=filename, epsilon_total=epsilon_total,
-            delta_total=delta_total, neighbouring=neighbouring, header=header,
+            owner=owner,
+            name=name,
+            description=description,
+            attribution=attribution,
+            original_path=path,
+            scan=scan,
+            filename=filename,
+            epsilon_total=epsilon_total,
+            delta_total=delta_total,
+            neighbouring=neighbouring,
+            header=header,
         )
     finally:
         path.unlink(missing_ok=True)
 
 
 def dataset_create_from_upload(
-    *, owner, upload, name, epsilon_total, delta_total=Decimal("0"), description="",
-    neighbouring="replace-one", header=None, remote_addr=None,
+    *,
+    owner,
+    upload,
+    name,
+    epsilon_total,
+    delta_total=Decimal("0"),
+    description="",
+    neighbouring="replace-one",
+    header=None,
+    remote_addr=None,
 ):
     """Register an upload that streamed into private storage (`storage.PrivateUpload`)."""
     dataset_remove_orphan_files()
     try:
         return _dataset_create(
-            owner=owner, name=name, description=description, attribution="",
-            original_path=upload.path, scan=upload.scan, filename=upload.name,
-            epsilon_total=epsilon_total, delta_total=delta_total, neighbouring=neighbouring,
-            header=header, remote_addr=remote_addr,
+            owner=owner,
+            name=name,
+            description=description,
+            attribution="",
+            original_path=upload.path,
+            scan=upload.scan,
+            filename=upload.name,
+            epsilon_total=epsilon_total,
+            delta_total=delta_total,
+            neighbouring=neighbouring,
+            header=header,
+            remote_addr=remote_addr,
         )
     finally:
         upload.discard()
@@ -672,8 +761,21 @@ def dataset_remove_orphan_files(older_than_hours=6) -> int:
     return storage.remove_orphans(referenced - {""}, older_than_hours * 3600)
 
 
-def _dataset_create(*, owner, name, description, attribution, original_path, scan, filename,
-                    epsilon_total, delta_total, neighbouring, header, remote_addr=None):
+def _dataset_create(
+    *,
+    owner,
+    name,
+    description,
+    attribution,
+    original_path,
+    scan,
+    filename,
+    epsilon_total,
+    delta_total,
+    neighbouring,
+    header,
+    remote_addr=None,
+):
     """Validate, write the Parquet copy, keep or drop the original, register and audit.
 
     The dataset draws on the budget of any earlier upload of the same content in its scope
@@ -686,8 +788,10 @@ def _dataset_create(*, owner, name, description, attribution, original_path, sca
     _check_neighbouring(neighbouring)
     suffix = Path(filename).suffix.lower()
     if suffix not in DATASET_SUFFIXES:
-        raise ServiceError(f"Files of type {suffix or '(none)'!r} cannot be read; upload a CSV, "
-                           "TSV or Excel (.xlsx) file.")
+        raise ServiceError(
+            f"Files of type {suffix or '(none)'!r} cannot be read; upload a CSV, "
+            "TSV or Excel (.xlsx) file."
+        )
     parquet_name, parquet_path = storage.new_private_file(".parquet")
     kept_name = ""
     try:
@@ -698,24 +802,45 @@ def _dataset_create(*, owner, name, description, attribution, original_path, sca
             Path(original_path).replace(kept_path)
         with transaction.atomic():
             budget, created = PrivacyBudget.objects.get_or_create(
-                scope=budget_scope(owner), fingerprint=fingerprint,
-                defaults={"epsilon_total": epsilon_total, "delta_total": delta_total,
-                          "neighbouring": neighbouring})
+                scope=budget_scope(owner),
+                fingerprint=fingerprint,
+                defaults={
+                    "epsilon_total": epsilon_total,
+                    "delta_total": delta_total,
+                    "neighbouring": neighbouring,
+                },
+            )
             dataset = Dataset.objects.create(
-                owner=owner, name=name, description=description, attribution=attribution,
-                original_filename=filename[:255], storage_name=kept_name,
-                parquet_name=parquet_name, sha256=scan.hexdigest, size_bytes=scan.size,
-                row_count=result.row_count, columns=result.columns,
+                owner=owner,
+                name=name,
+                description=description,
+                attribution=attribution,
+                original_filename=filename[:255],
+                storage_name=kept_name,
+                parquet_name=parquet_name,
+                sha256=scan.hexdigest,
+                size_bytes=scan.size,
+                row_count=result.row_count,
+                columns=result.columns,
                 profile={"read_as": result.details, "proposals": result.proposals},
                 budget=budget,
             )
-            audit_record(action=AuditEvent.Action.UPLOAD, actor=owner, dataset=dataset,
-                         remote_addr=remote_addr,
-                         details={"file": dataset.original_filename, "sha256": scan.hexdigest,
-                                  "rows": result.row_count, "columns": len(result.columns),
-                                  "epsilon_total": str(epsilon_total),
-                                  "delta_total": str(delta_total), "budget": budget.pk,
-                                  "shared_budget": not created})
+            audit_record(
+                action=AuditEvent.Action.UPLOAD,
+                actor=owner,
+                dataset=dataset,
+                remote_addr=remote_addr,
+                details={
+                    "file": dataset.original_filename,
+                    "sha256": scan.hexdigest,
+                    "rows": result.row_count,
+                    "columns": len(result.columns),
+                    "epsilon_total": str(epsilon_total),
+                    "delta_total": str(delta_total),
+                    "budget": budget.pk,
+                    "shared_budget": not created,
+                },
+            )
     except BaseException:
         storage.remove(parquet_name)
         storage.remove(kept_name)
@@ -731,8 +856,12 @@ def budget_scope(owner) -> str:
 
 def dataset_shared_with(dataset):
     """The earliest other dataset (deleted or not) drawing on the same budget, or None."""
-    return (Dataset.objects.filter(budget_id=dataset.budget_id).exclude(pk=dataset.pk)
-            .order_by("created_at", "pk").first())
+    return (
+        Dataset.objects.filter(budget_id=dataset.budget_id)
+        .exclude(pk=dataset.pk)
+        .order_by("created_at", "pk")
+        .first()
+    )
 
 
 def _ingest_file(path, scan, parquet_path, suffix, header):
@@ -743,8 +872,9 @@ def _ingest_file(path, scan, parquet_path, suffix, header):
         if suffix == ".xlsx":
             text_name, text_path = storage.new_private_file(".csv")
             ingest.xlsx_to_csv(path, text_path)
-            result = ingest.ingest_text(text_path, ingest.scan_file(text_path), parquet_path,
-                                        suffix=".csv", header=header)
+            result = ingest.ingest_text(
+                text_path, ingest.scan_file(text_path), parquet_path, suffix=".csv", header=header
+            )
             result.details["format"] = "Excel workbook (first sheet)"
             return result
         return ingest.ingest_text(path, scan, parquet_path, suffix=suffix, header=header)
@@ -758,11 +888,13 @@ def _budget_values(epsilon_total, delta_total):
     try:
         epsilon, delta = Decimal(str(epsilon_total)), Decimal(str(delta_total))
     except ArithmeticError:
-        raise ServiceError(f"The budget ({epsilon_total!r}, {delta_total!r}) must be numbers.")\
-            from None
+        raise ServiceError(
+            f"The budget ({epsilon_total!r}, {delta_total!r}) must be numbers."
+        ) from None
     if not (0 < epsilon <= MAX_EPSILON_TOTAL):
-        raise ServiceError(f"Total ε ({epsilon}) must be greater than 0 and at most "
-                           f"{MAX_EPSILON_TOTAL}.")
+        raise ServiceError(
+            f"Total ε ({epsilon}) must be greater than 0 and at most {MAX_EPSILON_TOTAL}."
+        )
     if not (0 <= delta < 1):
         raise ServiceError(f"Total δ ({delta}) must be at least 0 and below 1.")
     return epsilon, delta
@@ -772,12 +904,15 @@ def _check_neighbouring(neighbouring):
     from .models import Neighbouring
 
     if neighbouring not in Neighbouring.values:
-        raise ServiceError(f"Neighbouring relation ({neighbouring!r}) must be one of "
-                           f"{', '.join(Neighbouring.values)}.")
+        raise ServiceError(
+            f"Neighbouring relation ({neighbouring!r}) must be one of "
+            f"{', '.join(Neighbouring.values)}."
+        )
 
 
-def dataset_change_budget(*, dataset, user, epsilon_total, delta_total, neighbouring=None,
-                          remote_addr=None):
+def dataset_change_budget(
+    *, dataset, user, epsilon_total, delta_total, neighbouring=None, remote_addr=None
+):
     """Change the total budget: anything before the first release, only lower afterwards.
 
     The budget is shared by every upload of the same content, so the change applies to all of
@@ -789,18 +924,29 @@ def dataset_change_budget(*, dataset, user, epsilon_total, delta_total, neighbou
         budget = locked.budget = _locked_budget(locked.budget_id)
         neighbouring = neighbouring or budget.neighbouring
         _check_neighbouring(neighbouring)
-        before = {"epsilon_total": str(budget.epsilon_total),
-                  "delta_total": str(budget.delta_total), "neighbouring": budget.neighbouring}
+        before = {
+            "epsilon_total": str(budget.epsilon_total),
+            "delta_total": str(budget.delta_total),
+            "neighbouring": budget.neighbouring,
+        }
         _check_budget_change(locked, epsilon_total, delta_total, neighbouring)
         budget.epsilon_total, budget.delta_total = epsilon_total, delta_total
         budget.neighbouring = neighbouring
-        after = {"epsilon_total": str(epsilon_total), "delta_total": str(delta_total),
-                 "neighbouring": neighbouring}
+        after = {
+            "epsilon_total": str(epsilon_total),
+            "delta_total": str(delta_total),
+            "neighbouring": neighbouring,
+        }
         if after == before:
             return locked
         budget.save(update_fields=["epsilon_total", "delta_total", "neighbouring"])
-        audit_record(action=AuditEvent.Action.BUDGET_CHANGED, actor=user, dataset=locked,
-                     remote_addr=remote_addr, details={"before": before, "after": after})
+        audit_record(
+            action=AuditEvent.Action.BUDGET_CHANGED,
+            actor=user,
+            dataset=locked,
+            remote_addr=remote_addr,
+            details={"before": before, "after": after},
+        )
     return locked
 
 
@@ -811,17 +957,20 @@ def _check_budget_change(locked, epsilon_total, delta_total, neighbouring):
         raise ServiceError(
             "Under replace-one the number of rows is public, and auditors have already been able "
             "to see it, so the relation can no longer become add-remove: upload the data as a new "
-            "dataset if its row count must stay private.")
+            "dataset if its row count must stay private."
+        )
     if not Release.objects.filter(dataset__budget_id=locked.budget_id).exists():
         return
     if epsilon_total > locked.epsilon_total or delta_total > locked.delta_total:
         raise ServiceError(
             f"Once a release exists the budget can be lowered but never raised: the total is "
-            f"ε = {plain_number(locked.epsilon_total)}, δ = {plain_number(locked.delta_total)}.")
+            f"ε = {plain_number(locked.epsilon_total)}, δ = {plain_number(locked.delta_total)}."
+        )
     if epsilon_total < locked.epsilon_spent or delta_total < locked.delta_spent:
         raise ServiceError(
             f"The total cannot go below what releases have already spent: "
-            f"ε = {plain_number(locked.epsilon_spent)}, δ = {plain_number(locked.delta_spent)}.")
+            f"ε = {plain_number(locked.epsilon_spent)}, δ = {plain_number(locked.delta_spent)}."
+        )
     if neighbouring != locked.neighbouring:
         raise ServiceError("The neighbouring relation cannot change once a release exists.")
 
@@ -829,8 +978,9 @@ def _check_budget_change(locked, epsilon_total, delta_total, neighbouring):
 def _ever_had_auditors(dataset) -> bool:
     """Whether anyone but the owner has had access to a dataset sharing this budget."""
     sharing = Dataset.objects.filter(budget_id=dataset.budget_id)
-    granted = AuditEvent.objects.filter(action=AuditEvent.Action.ACCESS_CHANGED,
-                                        dataset__in=sharing)
+    granted = AuditEvent.objects.filter(
+        action=AuditEvent.Action.ACCESS_CHANGED, dataset__in=sharing
+    )
     return granted.exists() or sharing.filter(auditors__isnull=False).exists()
 
 
@@ -848,9 +998,13 @@ def dataset_set_auditor(*, dataset, user, username, add, remote_addr=None):
         if add == locked.auditors.filter(pk=auditor.pk).exists():
             return locked
         (locked.auditors.add if add else locked.auditors.remove)(auditor)
-        audit_record(action=AuditEvent.Action.ACCESS_CHANGED, actor=user, dataset=locked,
-                     remote_addr=remote_addr,
-                     details={"auditor": auditor.username, "change": "added" if add else "removed"})
+        audit_record(
+            action=AuditEvent.Action.ACCESS_CHANGED,
+            actor=user,
+            dataset=locked,
+            remote_addr=remote_addr,
+            details={"auditor": auditor.username, "change": "added" if add else "removed"},
+        )
     return locked
 
 
@@ -862,17 +1016,25 @@ def dataset_delete(*, dataset, user, remote_addr=None):
         locked = _locked_dataset(dataset.pk)
         if locked.is_deleted:
             return locked
-        if locked.releases.filter(status__in=[Release.Status.QUEUED,
-                                              Release.Status.RUNNING]).exists():
-            raise ServiceError("Releases of this dataset are still queued or running; wait for "
-                               "them to finish or cancel them, then delete the dataset.")
+        if locked.releases.filter(
+            status__in=[Release.Status.QUEUED, Release.Status.RUNNING]
+        ).exists():
+            raise ServiceError(
+                "Releases of this dataset are still queued or running; wait for "
+                "them to finish or cancel them, then delete the dataset."
+            )
         files = [locked.storage_name, locked.parquet_name]
         locked.deleted_at = timezone.now()
         locked.storage_name = locked.parquet_name = ""
         locked.profile = None
         locked.save(update_fields=["deleted_at", "storage_name", "parquet_name", "profile"])
-        audit_record(action=AuditEvent.Action.DELETION, actor=user, dataset=locked,
-                     remote_addr=remote_addr, details={"sha256": locked.sha256})
+        audit_record(
+            action=AuditEvent.Action.DELETION,
+            actor=user,
+            dataset=locked,
+            remote_addr=remote_addr,
+            details={"sha256": locked.sha256},
+        )
         for name in files:
             transaction.on_commit(lambda name=name: storage.remove(name))
         transaction.on_commit(lambda: release_remove_utility_reports(locked))
@@ -897,8 +1059,10 @@ def dataset_confirm_schema(*, dataset, user, schema, remote_addr=None):
     validated = parsed.to_dict()
     names = [column["name"] for column in validated["columns"]]
     if dataset.columns and names != list(dataset.columns):
-        raise ServiceError(f"The schema must list the dataset's columns in order "
-                           f"({', '.join(dataset.columns)}); it lists {', '.join(names)}.")
+        raise ServiceError(
+            f"The schema must list the dataset's columns in order "
+            f"({', '.join(dataset.columns)}); it lists {', '.join(names)}."
+        )
     path = release_engine.dataset_path(dataset)
     if dataset.parquet_name and path.exists():
         problems = schema_checks.data_problems(path, parsed)
@@ -911,6 +1075,10 @@ def dataset_confirm_schema(*, dataset, user, schema, remote_addr=None):
         locked.schema = validated
         locked.schema_confirmed_at = timezone.now()
         locked.save(update_fields=["schema", "schema_confirmed_at"])
-        audit_record(action=AuditEvent.Action.SCHEMA_CONFIRMED, actor=user, dataset=locked,
-                     remote_addr=remote_addr)
+        audit_record(
+            action=AuditEvent.Action.SCHEMA_CONFIRMED,
+            actor=user,
+            dataset=locked,
+            remote_addr=remote_addr,
+        )
     return locked

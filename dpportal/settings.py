@@ -52,8 +52,9 @@ DPPORTAL_KEEP_ORIGINAL_UPLOADS = env_bool("DPPORTAL_KEEP_ORIGINAL_UPLOADS", True
 # A privacy budget belongs to the data: uploads of the same table content share one. Off: only
 # one owner's uploads share (nothing tells an owner that another holds the same content). On:
 # uploads by any owner share, for a portal used by one organisation.
-DPPORTAL_SHARE_FINGERPRINTS_ACROSS_OWNERS = env_bool("DPPORTAL_SHARE_FINGERPRINTS_ACROSS_OWNERS",
-                                                     False)
+DPPORTAL_SHARE_FINGERPRINTS_ACROSS_OWNERS = env_bool(
+    "DPPORTAL_SHARE_FINGERPRINTS_ACROSS_OWNERS", False
+)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -127,18 +128,21 @@ LOGIN_MAX_FAILURES_PER_ADDRESS = env_int("DPPORTAL_LOGIN_MAX_FAILURES_PER_ADDRES
 LOGIN_LOCKOUT_SECONDS = env_int("DPPORTAL_LOGIN_LOCKOUT_SECONDS", 900)
 DPPORTAL_ALLOW_LOCAL_CACHE = env_bool("DPPORTAL_ALLOW_LOCAL_CACHE", False)
 CACHES = {
-    "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
-                "LOCATION": env("DPPORTAL_CACHE_URL"),
-                # A Redis that is down or unreachable refuses logins within 2 s, never hangs.
-                "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2}}
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": env("DPPORTAL_CACHE_URL"),
+        # A Redis that is down or unreachable refuses logins within 2 s, never hangs.
+        "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2},
+    }
     if env("DPPORTAL_CACHE_URL")
     else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
 }
 # Addresses (IPs or CIDR networks, comma-separated) of the reverse proxies in front of the
 # portal. X-Forwarded-For is believed only on requests coming from one of them; empty (the
 # default) means it is never believed and the client is REMOTE_ADDR (login_limit.client_address).
-DPPORTAL_TRUSTED_PROXIES = [p.strip() for p in env("DPPORTAL_TRUSTED_PROXIES").split(",")
-                            if p.strip()]
+DPPORTAL_TRUSTED_PROXIES = [
+    p.strip() for p in env("DPPORTAL_TRUSTED_PROXIES").split(",") if p.strip()
+]
 # Wide tables: the schema form posts 6 fields per column (dataset_forms.SchemaColumnForm) plus
 # a few for the form set; ingest accepts up to 1000 columns. Django's default (1000) refused
 # the schema of a table of more than about 250 numeric columns with a bare "Bad Request".
@@ -201,8 +205,12 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # A submission never waits long for a broker that is down: the job stays queued in the
 # database and the reaper sends it once the broker is back.
 CELERY_BROKER_CONNECTION_TIMEOUT = 2
-CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0,
-                                    "interval_step": 0.5, "interval_max": 0.5}
+CELERY_TASK_PUBLISH_RETRY_POLICY = {
+    "max_retries": 1,
+    "interval_start": 0,
+    "interval_step": 0.5,
+    "interval_max": 0.5,
+}
 CELERY_TASK_DEFAULT_QUEUE = env("DPPORTAL_CELERY_QUEUE", "celery")
 # Long jobs (MWEM, supports larger than DPPORTAL_LONG_JOB_CELLS) get their own queue and workers.
 DPPORTAL_CELERY_LONG_QUEUE = env("DPPORTAL_CELERY_LONG_QUEUE", f"{CELERY_TASK_DEFAULT_QUEUE}.long")

@@ -28,8 +28,9 @@ def audit_login(sender, request, user, **kwargs):
 @receiver(user_logged_out)
 def audit_logout(sender, request, user, **kwargs):
     if user is not None:
-        audit_record(action=AuditEvent.Action.LOGOUT, actor=user,
-                     remote_addr=client_address(request))
+        audit_record(
+            action=AuditEvent.Action.LOGOUT, actor=user, remote_addr=client_address(request)
+        )
 
 
 @receiver(user_login_failed)

@@ -61,4 +61,6 @@ def shown_status_field(user):
         When(dataset__owner=user, then=F("status")),
         When(finished_at__lt=cutoff, then=F("status")),
         When(started_at__lt=cutoff, then=Value(Release.Status.RUNNING)),
-        default=Value(Release.Status.QUEUED), output_field=CharField())
+        default=Value(Release.Status.QUEUED),
+        output_field=CharField(),
+    )

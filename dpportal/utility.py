@@ -45,8 +45,9 @@ def compute_and_store(release) -> dict:
     """Compare the published files with the raw data and store the report privately."""
     schema = mechanisms.Schema.from_dict(release.dataset.schema)
     frame = release_engine.load_columns(release.dataset, release.columns)
-    report = build_report(schema, release.columns, frame, packaging.stored_files(release),
-                          release.mechanism)
+    report = build_report(
+        schema, release.columns, frame, packaging.stored_files(release), release.mechanism
+    )
     _write_private(report_path(release), json.dumps(report).encode())
     return report
 
@@ -69,13 +70,17 @@ def build_report(schema, columns, frame, files, mechanism) -> dict:
         report["synthetic_rows"] = len(synthetic)
         report["columns"] = [_column_comparison(schema, c, frame, synthetic) for c in columns]
         report["pairs"] = _pair_comparisons(schema, columns, frame, synthetic)
-        report["ranges"] = [_range_errors(schema, c, frame, synthetic) for c in columns
-                            if isinstance(schema.column(c), mechanisms.schema.NumericColumn)]
+        report["ranges"] = [
+            _range_errors(schema, c, frame, synthetic)
+            for c in columns
+            if isinstance(schema.column(c), mechanisms.schema.NumericColumn)
+        ]
     if "noisy_counts.csv" in files and mechanism == "perturbed_histogram":
         report["cells"] = _cell_errors(schema, columns, frame, read_csv(files["noisy_counts.csv"]))
     if "measurements.json" in files:
         report["workload"] = _measurement_errors(
-            schema, frame, json.loads(files["measurements.json"])["measurements"])
+            schema, frame, json.loads(files["measurements.json"])["measurements"]
+        )
     if "structure.json" in files and "answers.csv" in files:
         report["answers"] = _range_answer_errors(columns, frame, files)
     return report
@@ -89,9 +94,11 @@ def read_csv(content: bytes, schema=None) -> pd.DataFrame:
 
 def with_numbers(frame: pd.DataFrame, schema) -> pd.DataFrame:
     """The frame with the schema's numeric columns converted once (not per query or chart)."""
-    numeric = [c for c in frame.columns
-               if c in schema.columns and isinstance(schema.columns[c],
-                                                     mechanisms.schema.NumericColumn)]
+    numeric = [
+        c
+        for c in frame.columns
+        if c in schema.columns and isinstance(schema.columns[c], mechanisms.schema.NumericColumn)
+    ]
     return frame.assign(**{c: pd.to_numeric(frame[c], errors="coerce") for c in numeric})
 
 
@@ -123,17 +130,26 @@ def _ks(spec, frame, synthetic) -> float | None:
 
 def _pair_comparisons(schema, columns, frame, synthetic) -> list[dict]:
     pairs = list(itertools.combinations(columns, 2))[:MAX_PAIRS]
-    return [{"columns": [a, b], "tvd": metrics.total_variation(
-        *(metrics.cell_distribution(schema, data, [a, b]) for data in (frame, synthetic)))}
-        for a, b in pairs]
+    return [
+        {
+            "columns": [a, b],
+            "tvd": metrics.total_variation(
+                *(metrics.cell_distribution(schema, data, [a, b]) for data in (frame, synthetic))
+            ),
+        }
+        for a, b in pairs
+    ]
 
 
 def _range_errors(schema, column, frame, synthetic) -> dict:
     """Error (rows) of every interval of whole bins on one numeric column, answered from the
     synthetic rows rescaled to the raw row count."""
     edges = schema.column(column).edges
-    queries = [{column: (edges[i], edges[j])} for i in range(len(edges) - 1)
-               for j in range(i + 1, len(edges))]
+    queries = [
+        {column: (edges[i], edges[j])}
+        for i in range(len(edges) - 1)
+        for j in range(i + 1, len(edges))
+    ]
     errors = metrics.synthetic_range_errors(frame, synthetic, queries)
     return {"column": column, "intervals": len(queries), **errors}
 
@@ -144,9 +160,14 @@ def _cell_errors(schema, columns, frame, noisy_table) -> dict:
     noisy = pd.to_numeric(noisy_table.iloc[:, -1]).to_numpy()
     error = noisy - true
     keep = slice(0, MAX_SCATTER_POINTS)
-    return {"true": true[keep].tolist(), "noisy": noisy[keep].tolist(), "shown": len(true[keep]),
-            "cells": len(true), "mean_abs_error": float(np.mean(np.abs(error))),
-            "rmse": float(np.sqrt(np.mean(error.astype(float) ** 2)))}
+    return {
+        "true": true[keep].tolist(),
+        "noisy": noisy[keep].tolist(),
+        "shown": len(true[keep]),
+        "cells": len(true),
+        "mean_abs_error": float(np.mean(np.abs(error))),
+        "rmse": float(np.sqrt(np.mean(error.astype(float) ** 2))),
+    }
 
 
 def _measurement_errors(schema, frame, measurements) -> dict:
@@ -161,10 +182,14 @@ def _measurement_errors(schema, frame, measurements) -> dict:
         true.extend(np.atleast_1d(counts).ravel().tolist())
         noisy.extend(measurement["noisy_answer"])
     error = np.asarray(noisy, dtype=float) - np.asarray(true, dtype=float)
-    return {"true": true[:MAX_SCATTER_POINTS], "noisy": noisy[:MAX_SCATTER_POINTS],
-            "shown": min(len(true), MAX_SCATTER_POINTS), "cells": len(true),
-            "mean_abs_error": float(np.mean(np.abs(error))) if len(error) else 0.0,
-            "rmse": float(np.sqrt(np.mean(error ** 2))) if len(error) else 0.0}
+    return {
+        "true": true[:MAX_SCATTER_POINTS],
+        "noisy": noisy[:MAX_SCATTER_POINTS],
+        "shown": min(len(true), MAX_SCATTER_POINTS),
+        "cells": len(true),
+        "mean_abs_error": float(np.mean(np.abs(error))) if len(error) else 0.0,
+        "rmse": float(np.sqrt(np.mean(error**2))) if len(error) else 0.0,
+    }
 
 
 def _range_answer_errors(columns, frame, files) -> dict:
@@ -176,8 +201,9 @@ def _range_answer_errors(columns, frame, files) -> dict:
 
     structure = json.loads(files["structure.json"])
     support, _plan, _noisy = api.load_structure(structure)
-    values = np.column_stack([pd.to_numeric(frame[c], errors="coerce").to_numpy(float)
-                              for c in columns])
+    values = np.column_stack(
+        [pd.to_numeric(frame[c], errors="coerce").to_numpy(float) for c in columns]
+    )
     bits = incidence(support, structure["workload"])
     true = unpack(bits, support.n).astype(float) @ support.counts(values)
     answers = read_csv(files["answers.csv"])
@@ -185,11 +211,14 @@ def _range_answer_errors(columns, frame, files) -> dict:
     variances = pd.to_numeric(answers["variance"]).to_numpy()
     squared = (released - true) ** 2
     keep = slice(0, MAX_SCATTER_POINTS)
-    return {"count": len(true), "squared_errors": squared[keep].tolist(),
-            "variances": variances[keep].tolist(),
-            "mean_abs_error": float(np.mean(np.sqrt(squared))),
-            "rmse": float(np.sqrt(np.mean(squared))),
-            "predicted_rmse": float(np.sqrt(np.mean(variances)))}
+    return {
+        "count": len(true),
+        "squared_errors": squared[keep].tolist(),
+        "variances": variances[keep].tolist(),
+        "mean_abs_error": float(np.mean(np.sqrt(squared))),
+        "rmse": float(np.sqrt(np.mean(squared))),
+        "predicted_rmse": float(np.sqrt(np.mean(variances))),
+    }
 
 
 def after_publish(release) -> None:
@@ -197,9 +226,14 @@ def after_publish(release) -> None:
     leaves them missing (the report) or to be made on first view (the public files)."""
     from . import charts
 
-    steps = (("utility report", compute_and_store), ("package zip", packaging.package_zip_path),
-             ("charts", lambda r: charts.release_charts(r, mechanisms.Schema.from_dict(
-                 r.dataset.schema))))
+    steps = (
+        ("utility report", compute_and_store),
+        ("package zip", packaging.package_zip_path),
+        (
+            "charts",
+            lambda r: charts.release_charts(r, mechanisms.Schema.from_dict(r.dataset.schema)),
+        ),
+    )
     for what, step in steps:
         try:
             step(release)

@@ -12,8 +12,11 @@ from .access import datasets_visible_to, releases_visible_to
 def home(request):
     datasets = datasets_visible_to(request.user).filter(deleted_at__isnull=True)
     releases = releases_visible_to(request.user).select_related("dataset")[:10]
-    return render(request, "dpportal/home.html",
-                  {"datasets": datasets, "releases": releases, "nav": "datasets"})
+    return render(
+        request,
+        "dpportal/home.html",
+        {"datasets": datasets, "releases": releases, "nav": "datasets"},
+    )
 
 
 @login_not_required

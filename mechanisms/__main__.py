@@ -89,9 +89,11 @@ SUBCOMMANDS = {
             Option("workload", str, "workload JSON or CSV file of intervals, boxes, halfspaces"),
             Option("random_halfspaces", int, "add M random halfspaces through support points"),
             Option("random_boxes", int, "add M random boxes inside the bounds"),
-            Option("mechanism", str,
-                   "auto (default), mn12, mn12_laplace, tree, path_tree, identity or "
-                   "per_query"),
+            Option(
+                "mechanism",
+                str,
+                "auto (default), mn12, mn12_laplace, tree, path_tree, identity or per_query",
+            ),
             Option("estimator", str, "mn12/path_tree answers: auto (default), chain or gls"),
         ),
     ),
@@ -118,9 +120,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--columns", help="comma-separated columns (default: all not ignored)")
         p.add_argument("--seed", type=int, help="reproducible, NOT secure noise: tests only")
         p.add_argument("--out", required=True, help="output folder (public files only)")
-        p.add_argument("--custodian-record", dest="custodian_record",
-                       help="custodian-only JSON (input hash, rows) outside --out "
-                            "(default: OUT.custodian.json)")
+        p.add_argument(
+            "--custodian-record",
+            dest="custodian_record",
+            help="custodian-only JSON (input hash, rows) outside --out "
+            "(default: OUT.custodian.json)",
+        )
         for option in spec.options:
             p.add_argument(
                 f"--{option.name.replace('_', '-')}",
@@ -131,8 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     q = sub.add_parser("range-query", help="answer new ranges from a released structure (free)")
     q.add_argument("--structure", required=True, help="structure.json of a range-count release")
     q.add_argument("--query", required=True, help="JSON or CSV file of intervals/boxes/halfspaces")
-    q.add_argument("--estimator", choices=("auto", "chain", "gls"),
-                   help="default: the structure's")
+    q.add_argument("--estimator", choices=("auto", "chain", "gls"), help="default: the structure's")
     return parser
 
 
@@ -162,8 +166,9 @@ def run(args: argparse.Namespace) -> list:
     data = read_table(args.input, schema, columns)
     problems = check_data(data, schema, columns)
     if problems:
-        raise MechanismError(f"input file ({args.input!r}) does not fit the schema: "
-                             + "; ".join(problems))
+        raise MechanismError(
+            f"input file ({args.input!r}) does not fit the schema: " + "; ".join(problems)
+        )
     params = {
         o.name: getattr(args, o.name) for o in spec.options if getattr(args, o.name) is not None
     }
@@ -181,10 +186,16 @@ def run(args: argparse.Namespace) -> list:
     )
     output.manifest["random_source"] = "secure" if args.seed is None else "seeded: NOT private"
     paths = write_release(output, args.out)
-    write_custodian_record(record, {"input_file": str(args.input),
-                                    "input_sha256": file_sha256(args.input),
-                                    "rows_read": len(data), "mechanism": spec.mechanism,
-                                    "public_folder": str(args.out)})
+    write_custodian_record(
+        record,
+        {
+            "input_file": str(args.input),
+            "input_sha256": file_sha256(args.input),
+            "rows_read": len(data),
+            "mechanism": spec.mechanism,
+            "public_folder": str(args.out),
+        },
+    )
     return paths
 
 
@@ -193,8 +204,10 @@ def custodian_record_path(out: str, given: str | None) -> Path:
     folder = Path(out).resolve()
     path = Path(given).resolve() if given else folder.with_name(folder.name + ".custodian.json")
     if path == folder or folder in path.parents:
-        raise MechanismError(f"custodian record ({str(path)!r}) must be outside the public "
-                             f"output folder ({str(folder)!r}); choose another path")
+        raise MechanismError(
+            f"custodian record ({str(path)!r}) must be outside the public "
+            f"output folder ({str(folder)!r}); choose another path"
+        )
     return path
 
 
@@ -203,10 +216,12 @@ def write_custodian_record(path: Path, record: dict) -> None:
     try:
         path.write_bytes(json_bytes(record))
     except OSError as exc:
-        raise MechanismError(f"custodian record ({str(path)!r}) cannot be written: "
-                             f"{exc.strerror}") from None
-    print(f"custodian record (input hash and row count, NOT for publication): {path}",
-          file=sys.stderr)
+        raise MechanismError(
+            f"custodian record ({str(path)!r}) cannot be written: {exc.strerror}"
+        ) from None
+    print(
+        f"custodian record (input hash and row count, NOT for publication): {path}", file=sys.stderr
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

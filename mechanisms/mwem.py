@@ -110,8 +110,11 @@ class _Group:
             return self.marginal(keep)
         letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"[: len(source)]
         spec = letters + "->" + "".join(letters[source.index(a)] for a in keep)
-        self.partials[keep] = np.einsum(spec, array) if len(source) <= 52 else array.sum(
-            axis=tuple(source.index(a) for a in unwanted))
+        self.partials[keep] = (
+            np.einsum(spec, array)
+            if len(source) <= 52
+            else array.sum(axis=tuple(source.index(a) for a in unwanted))
+        )
         return self.partials[keep]
 
 
@@ -276,8 +279,11 @@ def mwem(
     """
     rng = resolve_rng(rng)
     if init_fraction is None:
-        init_fraction = (default_init_fraction(len(codes), epsilon, shape, workload)
-                         if neighbouring == "replace-one" else ADD_REMOVE_INIT_FRACTION)
+        init_fraction = (
+            default_init_fraction(len(codes), epsilon, shape, workload)
+            if neighbouring == "replace-one"
+            else ADD_REMOVE_INIT_FRACTION
+        )
     _check_args(epsilon, neighbouring, init_fraction, select_fraction, output, update, workload)
     # n is public only under replace-one: under add-remove an empty table must run like any other
     rows = len(codes) if neighbouring == "replace-one" else 1
@@ -287,28 +293,45 @@ def mwem(
     true = _TrueAnswers(codes, shape)
     eps_init = _share(epsilon, init_fraction)
     # refuse a too small ε before any draw: the most rounds the default could choose
-    _check_noise_fits(epsilon, eps_init, d, marginal_l1,
-                      _split(epsilon, eps_init, rounds or min(len(workload), MAX_DEFAULT_ROUNDS),
-                             select_fraction)[1])
+    _check_noise_fits(
+        epsilon,
+        eps_init,
+        d,
+        marginal_l1,
+        _split(
+            epsilon, eps_init, rounds or min(len(workload), MAX_DEFAULT_ROUNDS), select_fraction
+        )[1],
+    )
     n, one_way, start, init_scale = _start(true, len(codes), eps_init, neighbouring, rng)
     if output == "average":
         dense = _check_dense_fits(shape, memory_cells)
     model = FactoredDistribution.independent(start, dense=dense)
     if rounds is None:
-        rounds = default_rounds(n, epsilon, shape, workload, init_fraction, select_fraction,
-                                marginal_l1)
+        rounds = default_rounds(
+            n, epsilon, shape, workload, init_fraction, select_fraction, marginal_l1
+        )
     eps_select, eps_measure = _split(epsilon, eps_init, rounds, select_fraction)
 
-    result = MwemResult(model, n, rounds=rounds, budget={
-        "epsilon": epsilon, "initial_one_way": eps_init, "per_round_select": eps_select,
-        "per_round_measure": eps_measure, "rounds": rounds})
+    result = MwemResult(
+        model,
+        n,
+        rounds=rounds,
+        budget={
+            "epsilon": epsilon,
+            "initial_one_way": eps_init,
+            "per_round_select": eps_select,
+            "per_round_measure": eps_measure,
+            "rounds": rounds,
+        },
+    )
     for a, noisy in enumerate(one_way):
         result.measurements.append(_measurement_record(Query((a,)), noisy, init_scale))
     measured = [(Query((a,)), m / n, _floor(init_scale, n)) for a, m in enumerate(one_way)]
     iterate_sum = np.zeros(shape) if output == "average" else None
     for t in range(rounds):
-        query = _select(model, true, workload, n, eps_select, eps_measure, marginal_l1,
-                        memory_cells, rng)
+        query = _select(
+            model, true, workload, n, eps_select, eps_measure, marginal_l1, memory_cells, rng
+        )
         noisy, scale = _measure(true, query, eps_measure, marginal_l1, rng)
         result.measurements.append(_measurement_record(query, noisy, scale))
         measured.append((query, noisy / n, _floor(scale, n)))
@@ -346,8 +369,9 @@ def measure_all(
     if neighbouring != "replace-one":
         raise MechanismError(f"neighbouring ({neighbouring!r}) must be replace-one here")
     true, n = _TrueAnswers(codes, shape), len(codes)
-    eps_query = (math.inf if math.isinf(epsilon)
-                 else float_at_most(Fraction(epsilon) / len(workload)))
+    eps_query = (
+        math.inf if math.isinf(epsilon) else float_at_most(Fraction(epsilon) / len(workload))
+    )
     check_count_noise(noise_scale(2, eps_query), epsilon)
     model = FactoredDistribution.independent([np.ones(k) for k in shape])
     measured = []
@@ -412,8 +436,16 @@ def default_init_fraction(n, epsilon, shape, workload) -> float:
     return fraction if noise <= n / (10 * float(np.median(shape))) else 0.0
 
 
-def default_rounds(n, epsilon, shape, workload, init_fraction, select_fraction, marginal_l1,
-                   minimum=MIN_DEFAULT_ROUNDS):
+def default_rounds(
+    n,
+    epsilon,
+    shape,
+    workload,
+    init_fraction,
+    select_fraction,
+    marginal_l1,
+    minimum=MIN_DEFAULT_ROUNDS,
+):
     """The largest T (``minimum`` to min(|W|, MAX_DEFAULT_ROUNDS)) that keeps two things useful.
 
     At least MIN_DEFAULT_ROUNDS (or |W|): even when no round can measure a typical query well,
@@ -442,8 +474,13 @@ def default_rounds(n, epsilon, shape, workload, init_fraction, select_fraction, 
     cells = float(np.median([q.cells(shape) for q in workload]))
     spend = epsilon * (1 - init_fraction)
     measuring = spend * (1 - select_fraction) * n / (7 * marginal_l1 * cells)
-    selecting = (spend * select_fraction * SELECTION_GAP * n
-                 / (2 * marginal_l1 * math.log(max(len(workload), 2))))
+    selecting = (
+        spend
+        * select_fraction
+        * SELECTION_GAP
+        * n
+        / (2 * marginal_l1 * math.log(max(len(workload), 2)))
+    )
     return int(max(min(cap, minimum), 1, min(cap, measuring, selecting)))
 
 
@@ -473,8 +510,7 @@ def _check_noise_fits(epsilon, eps_init, d, marginal_l1, eps_measure) -> None:
     check_count_noise(noise_scale(marginal_l1, eps_measure), epsilon)
 
 
-def _check_args(epsilon, neighbouring, init_fraction, select_fraction, output, update,
-                workload):
+def _check_args(epsilon, neighbouring, init_fraction, select_fraction, output, update, workload):
     check_epsilon(epsilon)
     check_neighbouring(neighbouring)
     if not 0 <= init_fraction < 1:
@@ -493,8 +529,9 @@ def _check_counts(n, **counts) -> None:
     if n < 1:
         raise MechanismError("data (0 rows) must have at least one row for MWEM")
     for name, value in counts.items():
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                  or value < 1):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 1
+        ):
             raise MechanismError(f"{name} ({value!r}) must be a whole number >= 1")
 
 
@@ -576,8 +613,9 @@ def _expected_abs_noise(scale: float) -> float:
     return 2 * alpha / (-math.expm1(-1 / scale) * (1 + alpha))  # 1 - α without cancellation
 
 
-def _select(model, true, workload, n, eps_select, eps_measure, marginal_l1, memory_cells,
-            rng) -> Query:
+def _select(
+    model, true, workload, n, eps_select, eps_measure, marginal_l1, memory_cells, rng
+) -> Query:
     """Exponential mechanism over the queries the memory budget allows.
 
     Score of q = (‖q(B) − q(A)‖₁ − expected ‖noise‖₁ of measuring q) / Δ_q, so every score has
@@ -621,8 +659,13 @@ def _floor(noise_scale: float, n: int, share: float = FLOOR_SHARE) -> float:
     return max(share * noise_scale / n, 1e-9)
 
 
-def _mw_update(model: FactoredDistribution, query: Query, target: np.ndarray, floor: float,
-               update: str = "damped"):
+def _mw_update(
+    model: FactoredDistribution,
+    query: Query,
+    target: np.ndarray,
+    floor: float,
+    update: str = "damped",
+):
     """One multiplicative-weights step toward the noisy answer ``target`` (as a fraction of n)."""
     current = model.marginal(query.attrs)
     if update == "paper":
@@ -680,13 +723,26 @@ def _trace_entry(t, query, noisy, model, measured, shape) -> dict:
         float(np.abs(target - _answer(q, model.marginal(q.attrs))).max())
         for q, target, _ in measured
     )
-    return {"round": t + 1, "query": query, "noisy_answer": [int(v) for v in noisy],
-            "max_error_estimate": gap}
+    return {
+        "round": t + 1,
+        "query": query,
+        "noisy_answer": [int(v) for v in noisy],
+        "max_error_estimate": gap,
+    }
 
 
 CELL_ORDER = "a marginal's answers run over its columns' bins in row-major order (last fastest)"
-RELEASE_PARAMS = {"rounds", "workload", "marginals", "init_fraction", "select_fraction",
-                  "mw_passes", "output", "update", "memory_cells"}
+RELEASE_PARAMS = {
+    "rounds",
+    "workload",
+    "marginals",
+    "init_fraction",
+    "select_fraction",
+    "mw_passes",
+    "output",
+    "update",
+    "memory_cells",
+}
 
 
 def _run_mwem(data, schema, *, columns, params, epsilon, delta, neighbouring, rng, progress):
@@ -700,30 +756,48 @@ def _run_mwem(data, schema, *, columns, params, epsilon, delta, neighbouring, rn
         raise MechanismError(f"delta ({delta}) must be 0: mwem is pure epsilon-DP")
     shape = schema.domain_shape(columns)
     spec = _workload_spec(params, len(columns))
-    workload = expand_workload(spec, columns, shape,
-                               {c for c in columns if isinstance(schema.column(c), NumericColumn)})
+    workload = expand_workload(
+        spec, columns, shape, {c for c in columns if isinstance(schema.column(c), NumericColumn)}
+    )
     options = {k: params[k] for k in RELEASE_PARAMS - {"workload", "marginals"} if k in params}
-    result = mwem(schema.encode(data, columns), shape, workload, epsilon=epsilon,
-                  neighbouring=neighbouring, rng=rng, progress=progress, **options)
+    result = mwem(
+        schema.encode(data, columns),
+        shape,
+        workload,
+        epsilon=epsilon,
+        neighbouring=neighbouring,
+        rng=rng,
+        progress=progress,
+        **options,
+    )
     synthetic = schema.decode(result.distribution.sample(result.n, rng), columns, rng)
     measurements = [dict(m, query=m["query"].describe(columns)) for m in result.measurements]
     trace = [dict(t, query=t["query"].describe(columns)) for t in result.trace]
     manifest = {
         "parameters": {**options, "rounds": result.rounds, "workload": spec},
-        "guarantee": {"epsilon": epsilon, "delta": 0.0, "unit": "one row",
-                      "neighbouring": neighbouring},
+        "guarantee": {
+            "epsilon": epsilon,
+            "delta": 0.0,
+            "unit": "one row",
+            "neighbouring": neighbouring,
+        },
         "budget_split": result.budget,
         "row_count_public": neighbouring == "replace-one",
         "schema": {"columns": [schema.column(c).to_dict() for c in columns]},
-        "files": {"synthetic.csv": "rows sampled from MWEM's fitted distribution",
-                  "measurements.json": "every noisy measurement MWEM made (itself the DP release)"},
+        "files": {
+            "synthetic.csv": "rows sampled from MWEM's fitted distribution",
+            "measurements.json": "every noisy measurement MWEM made (itself the DP release)",
+        },
     }
-    files = {"synthetic.csv": csv_bytes(synthetic),
-             "measurements.json": json_bytes({
-                 "budget_split": result.budget, "cell_order": CELL_ORDER,
-                 "measurements": measurements})}
-    return ReleaseOutput(files=files, manifest=manifest,
-                         trace={"rounds": result.rounds, "trace": trace})
+    files = {
+        "synthetic.csv": csv_bytes(synthetic),
+        "measurements.json": json_bytes(
+            {"budget_split": result.budget, "cell_order": CELL_ORDER, "measurements": measurements}
+        ),
+    }
+    return ReleaseOutput(
+        files=files, manifest=manifest, trace={"rounds": result.rounds, "trace": trace}
+    )
 
 
 def _workload_spec(params: dict, d: int) -> dict:

@@ -201,4 +201,3 @@ def random_boxes_spec(columns: list[str], bins: list[int], count: int, rng) -> d
     ends = (rng.uniform(size=(count, len(columns), 2)) * scale).astype(int)
     boxes = [[sorted(pair) for pair in box.tolist()] for box in ends]
     return {"queries": [{"type": "boxes", "columns": list(columns), "boxes": boxes}]}
-

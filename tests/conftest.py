@@ -41,15 +41,34 @@ def celery_worker_process(transactional_db):
     """Start `celery worker` as a separate process on the real Redis broker; stop it afterwards."""
     from django.db import connection
 
-    env = dict(os.environ, DATABASE_URL=test_database_url(connection),
-               DJANGO_SETTINGS_MODULE="tests.settings")
+    env = dict(
+        os.environ,
+        DATABASE_URL=test_database_url(connection),
+        DJANGO_SETTINGS_MODULE="tests.settings",
+    )
     log_path = Path(os.environ["DPPORTAL_DATA_DIR"]) / f"worker-{time.time_ns()}.log"
     log = open(log_path, "wb")  # noqa: SIM115  (closed below)
     process = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "dpportal", "worker", "--loglevel=INFO",
-         "--concurrency=1", "--pool=prefork", "--without-gossip", "--without-mingle",
-         "--without-heartbeat", "-Q", worker_queues()],
-        cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "dpportal",
+            "worker",
+            "--loglevel=INFO",
+            "--concurrency=1",
+            "--pool=prefork",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "-Q",
+            worker_queues(),
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     try:
         wait_for_worker_ready(log_path, process)
@@ -91,8 +110,11 @@ def a_minute_later(monkeypatch):
 
     from dpportal import timing
 
-    monkeypatch.setattr(timing, "last_whole_minute", lambda: timing.shown_time(
-        timezone.now() + timedelta(minutes=1), exact=False))
+    monkeypatch.setattr(
+        timing,
+        "last_whole_minute",
+        lambda: timing.shown_time(timezone.now() + timedelta(minutes=1), exact=False),
+    )
 
 
 def wait_until(predicate, timeout=60, interval=0.2):

@@ -11,16 +11,24 @@ from dpportal.release_forms import mechanism_title as _mechanism_title
 
 register = template.Library()
 
-PATTERN_WORDS = {1: "each column on its own", 2: "all pairs of columns",
-                 3: "all triples of columns"}
+PATTERN_WORDS = {
+    1: "each column on its own",
+    2: "all pairs of columns",
+    3: "all triples of columns",
+}
 RANGE_METHOD_WORDS = {"auto": "chosen automatically", **RANGE_METHOD_NAMES}
-PARAMETER_NAMES = {"rows": "synthetic rows", "cells": "combinations of values",
-                   "rounds": "rounds", "mix": "share spread evenly",
-                   "recommended_bins_per_numeric_column": "suggested bins per numeric column",
-                   "grid": "grid points per column", "mechanism": "method",
-                   "chosen_mechanism": "method used",
-                   "random_boxes": "random boxes",
-                   "random_halfspaces": "random regions cut by a line"}
+PARAMETER_NAMES = {
+    "rows": "synthetic rows",
+    "cells": "combinations of values",
+    "rounds": "rounds",
+    "mix": "share spread evenly",
+    "recommended_bins_per_numeric_column": "suggested bins per numeric column",
+    "grid": "grid points per column",
+    "mechanism": "method",
+    "chosen_mechanism": "method used",
+    "random_boxes": "random boxes",
+    "random_halfspaces": "random regions cut by a line",
+}
 DECIMAL_NUMBER = re.compile(r"-?\d+\.\d{3,}(e[-+]?\d+)?")
 BUDGET_KEYS = frozenset({"epsilon", "delta", "epsilon_total", "delta_total"})
 

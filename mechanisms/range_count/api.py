@@ -46,9 +46,14 @@ MECHANISM_NAMES = ("auto", "mn12", "mn12_laplace", "tree", "path_tree", "identit
 ESTIMATORS = ("auto", "chain", "gls")
 GLS_FLOPS = 3e11  # `auto` uses GLS for mn12 while its dense solves stay below this
 STRUCTURE_FORMAT = "dpportal.range_count/1"
-PLAN_TYPES = {"mn12": MN12Plan, "tree": TreePlan, "path_tree": PathTreePlan,
-              "identity": IdentityPlan, "per_query": PerQueryPlan,
-              "mn12_laplace": MN12Plan}
+PLAN_TYPES = {
+    "mn12": MN12Plan,
+    "tree": TreePlan,
+    "path_tree": PathTreePlan,
+    "identity": IdentityPlan,
+    "per_query": PerQueryPlan,
+    "mn12_laplace": MN12Plan,
+}
 
 
 @dataclass
@@ -80,9 +85,17 @@ def candidate_mechanisms(support: Support, queries: list[dict], target: PrivacyT
     return names
 
 
-def build_plan(name: str, support: Support, queries: list[dict], bits: np.ndarray,
-               target: PrivacyTarget, *, quantile: float = QUANTILE, n_min: int = N_MIN,
-               progress=None):
+def build_plan(
+    name: str,
+    support: Support,
+    queries: list[dict],
+    bits: np.ndarray,
+    target: PrivacyTarget,
+    *,
+    quantile: float = QUANTILE,
+    n_min: int = N_MIN,
+    progress=None,
+):
     """Public plan of one mechanism: depends on support, workload and budget, never on counts."""
     if name == "identity":
         return IdentityPlan.build(support.n, target)
@@ -94,16 +107,31 @@ def build_plan(name: str, support: Support, queries: list[dict], bits: np.ndarra
         return PathTreePlan.build(support.points, target)
     if name in ("mn12", "mn12_laplace"):
         if target.kind != "zcdp":
-            raise MechanismError(f"{name} needs delta > 0 (it is an (epsilon, delta) mechanism); "
-                                 "use tree or identity for pure epsilon-DP")
-        return MN12Plan.build(bits, support.n, shatter_exponent(queries, support.dim), target,
-                              quantile=quantile, n_min=n_min, progress=progress,
-                              laplace=name == "mn12_laplace")
+            raise MechanismError(
+                f"{name} needs delta > 0 (it is an (epsilon, delta) mechanism); "
+                "use tree or identity for pure epsilon-DP"
+            )
+        return MN12Plan.build(
+            bits,
+            support.n,
+            shatter_exponent(queries, support.dim),
+            target,
+            quantile=quantile,
+            n_min=n_min,
+            progress=progress,
+            laplace=name == "mn12_laplace",
+        )
     raise MechanismError(f"mechanism ({name!r}) must be one of {', '.join(MECHANISM_NAMES)}")
 
 
-def choose_plan(mechanism: str, support: Support, queries: list[dict], bits: np.ndarray,
-                target: PrivacyTarget, **options):
+def choose_plan(
+    mechanism: str,
+    support: Support,
+    queries: list[dict],
+    bits: np.ndarray,
+    target: PrivacyTarget,
+    **options,
+):
     """The named plan, or for `auto` the candidate with the smallest predicted mean variance."""
     names = candidate_mechanisms(support, queries, target) if mechanism == "auto" else [mechanism]
     plans, predicted = {}, {}
@@ -116,8 +144,9 @@ def choose_plan(mechanism: str, support: Support, queries: list[dict], bits: np.
 
 def _check_options(mechanism: str, estimator: str, quantile: float, n_min: int) -> None:
     if mechanism not in MECHANISM_NAMES:
-        raise MechanismError(f"mechanism ({mechanism!r}) must be one of "
-                             f"{', '.join(MECHANISM_NAMES)}")
+        raise MechanismError(
+            f"mechanism ({mechanism!r}) must be one of {', '.join(MECHANISM_NAMES)}"
+        )
     if estimator not in ESTIMATORS:
         raise MechanismError(f"estimator ({estimator!r}) must be one of {', '.join(ESTIMATORS)}")
     if not 0 < quantile <= 1:
@@ -126,10 +155,21 @@ def _check_options(mechanism: str, estimator: str, quantile: float, n_min: int) 
         raise MechanismError(f"n_min ({n_min!r}) must be an integer >= 1")
 
 
-def range_count(counts, support: Support, queries: list[dict], *, epsilon: float, delta: float,
-                neighbouring: str = "replace-one", mechanism: str = "auto",
-                estimator: str = "auto", quantile: float = QUANTILE, n_min: int = N_MIN,
-                rng=None, progress=None) -> RangeCountResult:
+def range_count(
+    counts,
+    support: Support,
+    queries: list[dict],
+    *,
+    epsilon: float,
+    delta: float,
+    neighbouring: str = "replace-one",
+    mechanism: str = "auto",
+    estimator: str = "auto",
+    quantile: float = QUANTILE,
+    n_min: int = N_MIN,
+    rng=None,
+    progress=None,
+) -> RangeCountResult:
     """Answer a workload of range counts over a public support under differential privacy.
 
     Privacy: unit = one record (its support point's count changes by one); with delta > 0 the
@@ -147,15 +187,23 @@ def range_count(counts, support: Support, queries: list[dict], *, epsilon: float
     if counts.shape != (support.n,) or (counts < 0).any():
         raise MechanismError(f"counts (shape {counts.shape}) must be {support.n} counts >= 0")
     bits = incidence(support, queries)
-    plan, predicted = choose_plan(mechanism, support, queries, bits, target, quantile=quantile,
-                                  n_min=n_min, progress=progress)
+    plan, predicted = choose_plan(
+        mechanism, support, queries, bits, target, quantile=quantile, n_min=n_min, progress=progress
+    )
     accounting = account(plan, target)
     noisy = plan.measure(counts, resolve_rng(rng))
     estimator = resolve_estimator(estimator, plan, len(bits))
     answers, variance = plan.answer(noisy, bits, estimator)
-    structure = {"format": STRUCTURE_FORMAT, "mechanism": plan.name, "estimator": estimator,
-                 "support": support.to_dict(), "workload": queries, "plan": plan.to_dict(),
-                 "noisy": _jsonable(noisy), "guarantee": accounting}
+    structure = {
+        "format": STRUCTURE_FORMAT,
+        "mechanism": plan.name,
+        "estimator": estimator,
+        "support": support.to_dict(),
+        "workload": queries,
+        "plan": plan.to_dict(),
+        "noisy": _jsonable(noisy),
+        "guarantee": accounting,
+    }
     return RangeCountResult(answers, variance, plan.name, accounting, structure, predicted)
 
 
@@ -178,19 +226,32 @@ def account(plan, target: PrivacyTarget) -> dict:
     loss = plan.point_loss()
     worst = float(loss.max()) if len(loss) else 0.0
     if worst > target.loss_budget * (1 + 1e-9):
-        raise RuntimeError(f"internal error: per-point loss {worst} above budget "
-                           f"{target.loss_budget}; nothing was released")
+        raise RuntimeError(
+            f"internal error: per-point loss {worst} above budget "
+            f"{target.loss_budget}; nothing was released"
+        )
     factor = 2.0 if target.neighbouring == "replace-one" else 1.0
-    out = {"unit": "one record", "neighbouring": target.neighbouring, "max_point_loss": worst,
-           "point_loss_budget": target.loss_budget}
+    out = {
+        "unit": "one record",
+        "neighbouring": target.neighbouring,
+        "max_point_loss": worst,
+        "point_loss_budget": target.loss_budget,
+    }
     if target.kind == "zcdp":
         rho = worst * factor / 2.0
         eps = math.inf if math.isinf(rho) else zcdp_to_approx_dp(rho, target.delta)
-        out |= {"privacy": "zCDP (discrete Gaussian)", "rho": rho, "epsilon": eps,
-                "delta": target.delta}
+        out |= {
+            "privacy": "zCDP (discrete Gaussian)",
+            "rho": rho,
+            "epsilon": eps,
+            "delta": target.delta,
+        }
     else:
-        out |= {"privacy": "pure epsilon-DP (discrete Laplace)", "epsilon": worst * factor,
-                "delta": 0.0}
+        out |= {
+            "privacy": "pure epsilon-DP (discrete Laplace)",
+            "epsilon": worst * factor,
+            "delta": 0.0,
+        }
     if isinstance(plan, MN12Plan):
         out["rounds"] = plan.round_stats()
     return out
@@ -215,13 +276,15 @@ def _arrays(value):
 def load_structure(structure: dict):
     """(support, plan, noisy) from a released structure; raises MechanismError if malformed."""
     if not isinstance(structure, dict) or structure.get("format") != STRUCTURE_FORMAT:
-        raise MechanismError(f"structure is not a range-count structure (format must be "
-                             f"{STRUCTURE_FORMAT!r})")
+        raise MechanismError(
+            f"structure is not a range-count structure (format must be {STRUCTURE_FORMAT!r})"
+        )
     try:
         support = Support.from_dict(structure["support"])
         workload_bits = incidence(support, normalize_queries(structure["workload"], support.dim))
-        plan = PLAN_TYPES[structure["mechanism"]].from_dict(structure["plan"],
-                                                            workload_bits=workload_bits)
+        plan = PLAN_TYPES[structure["mechanism"]].from_dict(
+            structure["plan"], workload_bits=workload_bits
+        )
         return support, plan, _arrays(structure["noisy"])
     except (KeyError, TypeError, ValueError) as exc:
         if isinstance(exc, MechanismError):
@@ -270,8 +333,11 @@ def support_from_schema(schema, columns, params: dict) -> Support:
 def workload_from_params(support: Support, params: dict, rng) -> list[dict]:
     """The public workload: given queries plus generated halfspaces, boxes or prefixes."""
     workload = params.get("workload") or []
-    queries = read_queries_file(workload, support.columns) if isinstance(workload, str) else \
-        list(workload)
+    queries = (
+        read_queries_file(workload, support.columns)
+        if isinstance(workload, str)
+        else list(workload)
+    )
     if params.get("random_halfspaces"):
         queries += random_halfspaces(support, int(params["random_halfspaces"]), rng)
     if params.get("random_boxes"):
@@ -285,14 +351,25 @@ def support_counts(support: Support, data, columns) -> np.ndarray:
     """Records per support point, from a DataFrame or a ChunkedTable, one chunk at a time."""
     counts = np.zeros(support.n, dtype=np.int64)
     for _start, piece in table_chunks(data, CHUNK_ROWS):
-        values = np.column_stack([pd.to_numeric(piece[c], errors="coerce").to_numpy(float)
-                                  for c in columns])
+        values = np.column_stack(
+            [pd.to_numeric(piece[c], errors="coerce").to_numpy(float) for c in columns]
+        )
         counts += support.counts(values)
     return counts
 
 
-def range_count_release(data, schema, *, columns, params: dict, epsilon: float,
-                        delta: float, neighbouring: str, rng, progress=None):
+def range_count_release(
+    data,
+    schema,
+    *,
+    columns,
+    params: dict,
+    epsilon: float,
+    delta: float,
+    neighbouring: str,
+    rng,
+    progress=None,
+):
     """release.py entry: answers.csv and structure.json for a workload of range counts.
 
     Privacy: as `range_count`; unit one row, under the declared neighbouring relation.
@@ -301,21 +378,52 @@ def range_count_release(data, schema, *, columns, params: dict, epsilon: float,
     support = support_from_schema(schema, columns, params)
     queries = workload_from_params(support, params, rng)
     counts = support_counts(support, data, columns)
-    result = range_count(counts, support, queries, epsilon=epsilon, delta=delta,
-                         neighbouring=neighbouring, mechanism=params.get("mechanism", "auto"),
-                         estimator=params.get("estimator", "auto"),
-                         quantile=float(params.get("quantile", QUANTILE)),
-                         n_min=int(params.get("n_min", N_MIN)), rng=rng, progress=progress)
-    public_params = {k: params[k] for k in ("grid", "mechanism", "estimator", "quantile", "n_min",
-                                            "random_halfspaces", "random_boxes", "prefixes")
-                     if k in params}
-    manifest = {"params": {"columns": list(columns), **public_params,
-                           "chosen_mechanism": result.mechanism, "queries": len(queries)},
-                "guarantee": result.accounting}
-    files = {"answers.csv": answers_csv(queries, result.answers, result.variance).encode(),
-             "structure.json": json_bytes(result.structure)}
-    trace = {"predicted_mean_variance": result.predicted, "chosen": result.mechanism,
-             "rounds": result.accounting.get("rounds", [])}
+    result = range_count(
+        counts,
+        support,
+        queries,
+        epsilon=epsilon,
+        delta=delta,
+        neighbouring=neighbouring,
+        mechanism=params.get("mechanism", "auto"),
+        estimator=params.get("estimator", "auto"),
+        quantile=float(params.get("quantile", QUANTILE)),
+        n_min=int(params.get("n_min", N_MIN)),
+        rng=rng,
+        progress=progress,
+    )
+    public_params = {
+        k: params[k]
+        for k in (
+            "grid",
+            "mechanism",
+            "estimator",
+            "quantile",
+            "n_min",
+            "random_halfspaces",
+            "random_boxes",
+            "prefixes",
+        )
+        if k in params
+    }
+    manifest = {
+        "params": {
+            "columns": list(columns),
+            **public_params,
+            "chosen_mechanism": result.mechanism,
+            "queries": len(queries),
+        },
+        "guarantee": result.accounting,
+    }
+    files = {
+        "answers.csv": answers_csv(queries, result.answers, result.variance).encode(),
+        "structure.json": json_bytes(result.structure),
+    }
+    trace = {
+        "predicted_mean_variance": result.predicted,
+        "chosen": result.mechanism,
+        "rounds": result.accounting.get("rounds", []),
+    }
     return ReleaseOutput(files=files, manifest=manifest, trace=trace)
 
 
@@ -335,8 +443,9 @@ def range_query_csv(structure_path: str, query_path: str, estimator: str | None 
         structure = json.loads(Path(structure_path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         reason = getattr(exc, "strerror", None) or type(exc).__name__
-        raise MechanismError(f"structure file ({structure_path!r}) cannot be read as JSON: "
-                             f"{reason}") from None
+        raise MechanismError(
+            f"structure file ({structure_path!r}) cannot be read as JSON: {reason}"
+        ) from None
     support, _, _ = load_structure(structure)
     queries = read_queries_file(query_path, support.columns)
     answers, variance = answer_queries(structure, queries, estimator=estimator)

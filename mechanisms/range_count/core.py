@@ -131,8 +131,9 @@ def restrict_columns(bits: np.ndarray, n: int, keep: np.ndarray, block: int = 81
 def unique_rows(bits: np.ndarray):
     """Distinct packed rows: (unique, first index of each, inverse, counts)."""
     view = np.ascontiguousarray(bits).view(np.dtype((np.void, bits.shape[1])))
-    _, first, inverse, counts = np.unique(view.ravel(), return_index=True,
-                                          return_inverse=True, return_counts=True)
+    _, first, inverse, counts = np.unique(
+        view.ravel(), return_index=True, return_inverse=True, return_counts=True
+    )
     return bits[first], first, inverse, counts
 
 
@@ -180,8 +181,13 @@ class IdentityPlan:
 
     def answer(self, noisy: dict, query_bits: np.ndarray, estimator: str = "chain"):
         y = np.asarray(noisy["points"], dtype=float)
-        answers = np.concatenate([unpack(query_bits[s : s + 4096], self.n).astype(float) @ y
-                                  for s in range(0, len(query_bits), 4096)] or [np.zeros(0)])
+        answers = np.concatenate(
+            [
+                unpack(query_bits[s : s + 4096], self.n).astype(float) @ y
+                for s in range(0, len(query_bits), 4096)
+            ]
+            or [np.zeros(0)]
+        )
         return answers, self.predicted_variance(query_bits)
 
     def to_dict(self) -> dict:
@@ -205,8 +211,12 @@ class PerQueryPlan:
     @classmethod
     def build(cls, query_bits: np.ndarray, n: int, target: PrivacyTarget) -> PerQueryPlan:
         max_load = float(_column_sums(query_bits, n).max())
-        return cls(query_bits, n, target.noise, scale_for(target.noise, max(max_load, 1.0),
-                                                          target.loss_budget))
+        return cls(
+            query_bits,
+            n,
+            target.noise,
+            scale_for(target.noise, max(max_load, 1.0), target.loss_budget),
+        )
 
     def point_loss(self) -> np.ndarray:
         return per_point_loss(self.noise, _column_sums(self.query_bits, self.n), self.scale)
@@ -215,9 +225,12 @@ class PerQueryPlan:
         return np.full(len(query_bits), noise_variance(self.noise, self.scale))
 
     def measure(self, counts: np.ndarray, rng) -> dict:
-        exact = np.concatenate([unpack(b, self.n).astype(np.int64) @ counts
-                                for b in np.array_split(self.query_bits,
-                                                        max(1, len(self.query_bits) // 4096))])
+        exact = np.concatenate(
+            [
+                unpack(b, self.n).astype(np.int64) @ counts
+                for b in np.array_split(self.query_bits, max(1, len(self.query_bits) // 4096))
+            ]
+        )
         return {"answers": exact + draw_noise(rng, self.noise, self.scale, len(exact))}
 
     def answer(self, noisy: dict, query_bits: np.ndarray, estimator: str = "chain"):
@@ -225,8 +238,10 @@ class PerQueryPlan:
         rows = [index.get(key) for key in row_keys(query_bits)]
         missing = [k for k, r in enumerate(rows) if r is None]
         if missing:
-            raise MechanismError(f"query {missing[0]} was not in the released workload; a "
-                                 "per_query release answers only its own queries")
+            raise MechanismError(
+                f"query {missing[0]} was not in the released workload; a "
+                "per_query release answers only its own queries"
+            )
         y = np.asarray(noisy["answers"], dtype=float)
         return y[rows], self.predicted_variance(query_bits)
 

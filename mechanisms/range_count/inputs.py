@@ -71,8 +71,11 @@ class Support:
         return np.bincount(self.snap(values), minlength=self.n).astype(np.int64)
 
     def to_dict(self) -> dict:
-        out = {"columns": list(self.columns), "lower": self.lower.tolist(),
-               "upper": self.upper.tolist()}
+        out = {
+            "columns": list(self.columns),
+            "lower": self.lower.tolist(),
+            "upper": self.upper.tolist(),
+        }
         if self.grid_shape is not None:
             out["grid"] = list(self.grid_shape)
         else:
@@ -96,8 +99,9 @@ def _check_bounds(columns, bounds) -> tuple[np.ndarray, np.ndarray]:
     upper = np.array([float(hi) for _, hi in bounds])
     for name, lo, hi in zip(columns, lower, upper, strict=True):
         if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-            raise MechanismError(f"bounds of column {name!r} ({lo}, {hi}) must be finite, "
-                                 "lower < upper")
+            raise MechanismError(
+                f"bounds of column {name!r} ({lo}, {hi}) must be finite, lower < upper"
+            )
     return lower, upper
 
 
@@ -106,13 +110,18 @@ def grid_support(columns, bounds, shape) -> Support:
     lower, upper = _check_bounds(columns, bounds)
     shape = tuple(int(g) for g in shape)
     if len(shape) != len(columns) or min(shape) < 1:
-        raise MechanismError(f"grid {'x'.join(map(str, shape))} must give >= 1 cell per column "
-                             f"for {len(columns)} columns")
+        raise MechanismError(
+            f"grid {'x'.join(map(str, shape))} must give >= 1 cell per column "
+            f"for {len(columns)} columns"
+        )
     if math.prod(shape) > 200_000:
-        raise MechanismError(f"grid {'x'.join(map(str, shape))} has more than 200000 cells; "
-                             "use a coarser grid")
-    axes = [lo + (np.arange(g) + 0.5) * (hi - lo) / g
-            for lo, hi, g in zip(lower, upper, shape, strict=True)]
+        raise MechanismError(
+            f"grid {'x'.join(map(str, shape))} has more than 200000 cells; use a coarser grid"
+        )
+    axes = [
+        lo + (np.arange(g) + 0.5) * (hi - lo) / g
+        for lo, hi, g in zip(lower, upper, shape, strict=True)
+    ]
     mesh = np.meshgrid(*axes, indexing="ij")
     points = np.stack([m.ravel() for m in mesh], axis=1)
     return Support(tuple(columns), lower, upper, points, shape)
@@ -138,8 +147,9 @@ def parse_grid(text: str, dims: int) -> tuple[int, ...]:
     if len(parts) == 1:
         parts = parts * dims
     if len(parts) != dims or min(parts) < 1:
-        raise MechanismError(f"grid ({text!r}) needs {dims} positive sizes, like "
-                             f"{'x'.join(['64'] * dims)}")
+        raise MechanismError(
+            f"grid ({text!r}) needs {dims} positive sizes, like {'x'.join(['64'] * dims)}"
+        )
     return tuple(parts)
 
 
@@ -195,8 +205,9 @@ def load_workload(text: str, columns: tuple[str, ...], *, fmt: str = "json") -> 
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise MechanismError(f"workload is not valid JSON ({exc.msg} at line "
-                             f"{exc.lineno})") from None
+        raise MechanismError(
+            f"workload is not valid JSON ({exc.msg} at line {exc.lineno})"
+        ) from None
     queries = doc.get("queries") if isinstance(doc, dict) else doc
     return normalize_queries(queries, dim)
 
@@ -207,14 +218,25 @@ def _queries_from_csv(text: str, columns) -> list[dict]:
         kind = (row.get("type") or "").strip()
         try:
             if kind == "halfspace":
-                queries.append({"type": kind, "a": [float(row[f"a_{c}"]) for c in columns],
-                                "b": float(row["b"])})
+                queries.append(
+                    {
+                        "type": kind,
+                        "a": [float(row[f"a_{c}"]) for c in columns],
+                        "b": float(row["b"]),
+                    }
+                )
             else:
-                queries.append({"type": kind, "lo": [float(row[f"lo_{c}"]) for c in columns],
-                                "hi": [float(row[f"hi_{c}"]) for c in columns]})
+                queries.append(
+                    {
+                        "type": kind,
+                        "lo": [float(row[f"lo_{c}"]) for c in columns],
+                        "hi": [float(row[f"hi_{c}"]) for c in columns],
+                    }
+                )
         except (KeyError, ValueError, TypeError) as exc:
-            raise MechanismError(f"workload CSV row {len(queries) + 1}: bad or missing field "
-                                 f"{exc}") from None
+            raise MechanismError(
+                f"workload CSV row {len(queries) + 1}: bad or missing field {exc}"
+            ) from None
     return queries
 
 
@@ -232,8 +254,10 @@ def random_halfspaces(support: Support, m: int, rng) -> list[dict]:
     normals = _standard_normal_from_uniform(rng, (m, support.dim)) / scale
     anchors = support.points[np.minimum((rng.uniform(m) * support.n).astype(int), support.n - 1)]
     offsets = (normals * anchors).sum(axis=1)
-    return [{"type": "halfspace", "a": a.tolist(), "b": float(b)}
-            for a, b in zip(normals, offsets, strict=True)]
+    return [
+        {"type": "halfspace", "a": a.tolist(), "b": float(b)}
+        for a, b in zip(normals, offsets, strict=True)
+    ]
 
 
 def random_boxes(support: Support, m: int, rng) -> list[dict]:
@@ -243,8 +267,9 @@ def random_boxes(support: Support, m: int, rng) -> list[dict]:
     span = support.upper - support.lower
     u = support.lower + rng.uniform((m, 2, support.dim)) * span
     lo, hi = u.min(axis=1), u.max(axis=1)
-    return [{"type": "box", "lo": a.tolist(), "hi": b.tolist()}
-            for a, b in zip(lo, hi, strict=True)]
+    return [
+        {"type": "box", "lo": a.tolist(), "hi": b.tolist()} for a, b in zip(lo, hi, strict=True)
+    ]
 
 
 def all_prefixes(support: Support) -> list[dict]:

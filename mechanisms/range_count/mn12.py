@@ -105,8 +105,9 @@ def add_level(pack: Packing, bits: np.ndarray, n: int, level: int) -> None:
             pack.rows.append(int(block[j]))
             pack.levels.append(level)
             pack.parents.append(int(previous[block[j]]))
-        _update_nearest(pack, bits, n, dense[chosen], sizes[block[chosen]], first,
-                        nearest_dist, nearest)
+        _update_nearest(
+            pack, bits, n, dense[chosen], sizes[block[chosen]], first, nearest_dist, nearest
+        )
     pack.anchors.append(nearest)
     pack.distances.append(nearest_dist)
 
@@ -121,8 +122,9 @@ def _greedy(dist: np.ndarray, threshold: float) -> list[int]:
     return chosen
 
 
-def _update_nearest(pack, bits, n, centres, centre_sizes, first, nearest_dist, nearest,
-                    block: int = 8192):
+def _update_nearest(
+    pack, bits, n, centres, centre_sizes, first, nearest_dist, nearest, block: int = 8192
+):
     sizes = pack.distances[0]
     for s in range(0, len(bits), block):
         dense = pack.rows_dense(bits, n, slice(s, s + block))[:, :n]
@@ -168,8 +170,9 @@ class Round:
         loads = np.zeros((len(self.x_points), len(self.rel_var)))
         loads[:, 0] = 1
         for level in np.unique(self.piece_levels):
-            members = [p for p, lv in zip(self.pieces, self.piece_levels, strict=True)
-                       if lv == level]
+            members = [
+                p for p, lv in zip(self.pieces, self.piece_levels, strict=True) if lv == level
+            ]
             index = np.searchsorted(self.x_points, np.concatenate(members))
             loads[:, level] = np.bincount(index, minlength=len(self.x_points))
         return loads
@@ -245,13 +248,24 @@ def _plan_levels(bits, n, mult, pack: Packing, j: int, quantile: float):
     outside = popcount((bits ^ anchor_rows) & x_bits)
     per_range = chains[anchors] @ rel_var + outside * rel_var[0]
     ids = np.where((ids >= 0) & piece_ok[np.maximum(ids, 0)], ids, -1) if len(piece_ok) else ids
-    return dict(count=count, ids=ids, piece_bits=piece_bits, piece_levels=piece_levels,
-                piece_ok=piece_ok, rel_var=rel_var, in_x=in_x, kappa=kappa,
-                predicted=float(weights @ per_range) * kappa, use=use, mean_load=mean_load)
+    return dict(
+        count=count,
+        ids=ids,
+        piece_bits=piece_bits,
+        piece_levels=piece_levels,
+        piece_ok=piece_ok,
+        rel_var=rel_var,
+        in_x=in_x,
+        kappa=kappa,
+        predicted=float(weights @ per_range) * kappa,
+        use=use,
+        mean_load=mean_load,
+    )
 
 
-def plan_round(bits: np.ndarray, n: int, mult: np.ndarray, shatter: int,
-               quantile: float = QUANTILE) -> tuple[Packing, int, dict]:
+def plan_round(
+    bits: np.ndarray, n: int, mult: np.ndarray, shatter: int, quantile: float = QUANTILE
+) -> tuple[Packing, int, dict]:
     """Choose J by the smallest predicted mean error (public) and return that round's plan.
 
     J runs upwards from max(1, floor(i0) - 3) and stops once the predicted error rises
@@ -294,9 +308,18 @@ class MN12Plan:
         return "mn12_laplace" if self.noise == "laplace" else "mn12"
 
     @classmethod
-    def build(cls, workload_bits: np.ndarray, n: int, shatter: int, target: PrivacyTarget, *,
-              quantile: float = QUANTILE, n_min: int = N_MIN, progress=None,
-              laplace: bool = False) -> MN12Plan:
+    def build(
+        cls,
+        workload_bits: np.ndarray,
+        n: int,
+        shatter: int,
+        target: PrivacyTarget,
+        *,
+        quantile: float = QUANTILE,
+        n_min: int = N_MIN,
+        progress=None,
+        laplace: bool = False,
+    ) -> MN12Plan:
         """Plan every round from the support size and workload only; `laplace` for mn12_laplace."""
         active = np.arange(n)
         rounds = []
@@ -350,8 +373,9 @@ class MN12Plan:
                 noise[sel] = draw_noise(rng, self.noise, scale[level], int(sel.sum()))
             points = counts[r.x_points] + draw_noise(rng, self.noise, scale[0], len(r.x_points))
             out["rounds"].append({"pieces": exact + noise, "points": points})
-        out["leftover"] = counts[self.leftover] + draw_noise(rng, self.noise, self.leftover_scale,
-                                                            len(self.leftover))
+        out["leftover"] = counts[self.leftover] + draw_noise(
+            rng, self.noise, self.leftover_scale, len(self.leftover)
+        )
         return out
 
     # -- answers ----------------------------------------------------------
@@ -375,38 +399,62 @@ class MN12Plan:
         return memo(self.cache, ("centres", id(r)), lambda: self._centre_sets(r))
 
     def _centre_sets(self, r: Round) -> np.ndarray:
-        local = np.unpackbits(self.workload_bits[np.maximum(r.centre_queries, 0)], axis=1,
-                              count=self.n)[:, r.active].astype(np.float32)
+        local = np.unpackbits(
+            self.workload_bits[np.maximum(r.centre_queries, 0)], axis=1, count=self.n
+        )[:, r.active].astype(np.float32)
         local[r.centre_queries < 0] = 0
         return local
 
     def predicted_variance(self, query_bits: np.ndarray) -> np.ndarray:
-        zero = {"rounds": [{"pieces": np.zeros(len(r.pieces)), "points": np.zeros(len(r.x_points))}
-                           for r in self.rounds], "leftover": np.zeros(len(self.leftover))}
+        zero = {
+            "rounds": [
+                {"pieces": np.zeros(len(r.pieces)), "points": np.zeros(len(r.x_points))}
+                for r in self.rounds
+            ],
+            "leftover": np.zeros(len(self.leftover)),
+        }
         return self.answer(zero, query_bits)[1]
 
     # -- serialisation ----------------------------------------------------
     def to_dict(self) -> dict:
-        out = {"n": self.n, "noise": self.noise, "leftover": self.leftover.tolist(),
-               "leftover_scale": self.leftover_scale,
-               "rounds": [_round_to_dict(r) for r in self.rounds]}
+        out = {
+            "n": self.n,
+            "noise": self.noise,
+            "leftover": self.leftover.tolist(),
+            "leftover_scale": self.leftover_scale,
+            "rounds": [_round_to_dict(r) for r in self.rounds],
+        }
         return out | {"delta": self.delta} if self.noise == "laplace" else out
 
     @classmethod
     def from_dict(cls, d: dict, *, workload_bits: np.ndarray, **_) -> MN12Plan:
-        return cls(int(d["n"]), d["noise"], [_round_from_dict(r) for r in d["rounds"]],
-                   np.array(d["leftover"], dtype=np.int64), float(d["leftover_scale"]),
-                   workload_bits, float(d.get("delta", 0.0)))
+        return cls(
+            int(d["n"]),
+            d["noise"],
+            [_round_from_dict(r) for r in d["rounds"]],
+            np.array(d["leftover"], dtype=np.int64),
+            float(d["leftover_scale"]),
+            workload_bits,
+            float(d.get("delta", 0.0)),
+        )
 
     def round_stats(self) -> list[dict]:
         loss = self.point_loss()
-        return [{"n_t": len(r.active), "x_size": len(r.x_points), "levels": r.levels,
-                 "centres_per_level": np.bincount(r.centre_levels, minlength=r.levels + 1)[1:]
-                 .tolist(),
-                 "pieces_per_level": np.bincount(r.piece_levels, minlength=r.levels + 1)[1:]
-                 .tolist(),
-                 "max_loss": float(loss[r.x_points].max()) if len(r.x_points) else 0.0}
-                for r in self.rounds]
+        return [
+            {
+                "n_t": len(r.active),
+                "x_size": len(r.x_points),
+                "levels": r.levels,
+                "centres_per_level": np.bincount(r.centre_levels, minlength=r.levels + 1)[
+                    1:
+                ].tolist(),
+                "pieces_per_level": np.bincount(r.piece_levels, minlength=r.levels + 1)[
+                    1:
+                ].tolist(),
+                "max_loss": float(loss[r.x_points].max()) if len(r.x_points) else 0.0,
+            }
+            for r in self.rounds
+        ]
 
 
 # ---------------------------------------------------------------- Laplace reading (section 2.2)
@@ -481,8 +529,14 @@ def calibrate_laplace(plan: MN12Plan, target: PrivacyTarget) -> None:
     for r in plan.rounds:
         loads = copies * r.loads()
         r.kappa = _smallest(lambda k, r=r, loads=loads: round_fits(r, loads, k))
-    leftover = _smallest(lambda v: composed_epsilon(
-        *(copies * t for t in release_terms(np.array([math.sqrt(v)]))), plan.delta)[0] <= goal)
+    leftover = _smallest(
+        lambda v: (
+            composed_epsilon(
+                *(copies * t for t in release_terms(np.array([math.sqrt(v)]))), plan.delta
+            )[0]
+            <= goal
+        )
+    )
     plan.leftover_scale = math.sqrt(leftover)
     if laplace_epsilon(plan, target.neighbouring) > goal:
         stretch = _smallest(lambda s: laplace_epsilon(plan, target.neighbouring, s) <= goal)
@@ -496,11 +550,18 @@ def laplace_accounting(plan: MN12Plan, target: PrivacyTarget) -> dict:
     """(epsilon, delta) of an mn12_laplace plan recomputed per point; refuses any overspend."""
     epsilon = laplace_epsilon(plan, target.neighbouring)
     if epsilon > target.epsilon * (1 + 1e-9) or plan.delta > target.delta:
-        raise RuntimeError(f"internal error: ({epsilon}, {plan.delta}) above the budget "
-                           f"({target.epsilon}, {target.delta}); nothing was released")
-    return {"unit": "one record", "neighbouring": target.neighbouring,
-            "privacy": "(epsilon, delta)-DP (discrete Laplace, advanced composition per point)",
-            "epsilon": epsilon, "delta": plan.delta, "rounds": plan.round_stats()}
+        raise RuntimeError(
+            f"internal error: ({epsilon}, {plan.delta}) above the budget "
+            f"({target.epsilon}, {target.delta}); nothing was released"
+        )
+    return {
+        "unit": "one record",
+        "neighbouring": target.neighbouring,
+        "privacy": "(epsilon, delta)-DP (discrete Laplace, advanced composition per point)",
+        "epsilon": epsilon,
+        "delta": plan.delta,
+        "rounds": plan.round_stats(),
+    }
 
 
 def _weighted(loads: np.ndarray, terms: np.ndarray) -> np.ndarray:
@@ -551,11 +612,19 @@ def _make_round(active, pack: Packing, j, opt, query_ids, budget) -> Round:
     renumber[kept] = np.arange(len(kept))
     ids = np.where(opt["ids"] >= 0, renumber[opt["ids"]], -1)
     kappa = 0.0 if math.isinf(budget) else opt["kappa"] / budget * SAFETY
-    return Round(active=active, x_points=active[in_x], levels=j, centre_queries=centre_queries,
-                 centre_levels=np.array(pack.levels[:count]),
-                 centre_parents=np.array(pack.parents[:count]), centre_pieces=ids,
-                 pieces=[pieces[k] for k in kept], piece_levels=opt["piece_levels"][kept],
-                 rel_var=opt["rel_var"], kappa=kappa)
+    return Round(
+        active=active,
+        x_points=active[in_x],
+        levels=j,
+        centre_queries=centre_queries,
+        centre_levels=np.array(pack.levels[:count]),
+        centre_parents=np.array(pack.parents[:count]),
+        centre_pieces=ids,
+        pieces=[pieces[k] for k in kept],
+        piece_levels=opt["piece_levels"][kept],
+        rel_var=opt["rel_var"],
+        kappa=kappa,
+    )
 
 
 def _chain_values(r: Round, y_pieces: np.ndarray, piece_var: np.ndarray):
@@ -616,8 +685,11 @@ def _round_gls(plan: MN12Plan, r: Round, y: dict, dense: np.ndarray, key):
     rhs += np.asarray(y["points"], dtype=float) / var[0]
     estimate = scipy.linalg.cho_solve(chol, rhs)
     w = dense[:, r.x_points].astype(float)
-    variance = memo(plan.cache, ("gls-var", id(r), key), lambda: (
-        scipy.linalg.solve_triangular(chol[0], w.T, lower=True) ** 2).sum(axis=0))
+    variance = memo(
+        plan.cache,
+        ("gls-var", id(r), key),
+        lambda: (scipy.linalg.solve_triangular(chol[0], w.T, lower=True) ** 2).sum(axis=0),
+    )
     return w @ estimate, variance * (0.0 if noiseless else 1.0)
 
 
@@ -638,20 +710,33 @@ def _gls_factor(r: Round, var: np.ndarray):
 
 
 def _round_to_dict(r: Round) -> dict:
-    return {"active": r.active.tolist(), "x_points": r.x_points.tolist(), "levels": r.levels,
-            "centre_queries": r.centre_queries.tolist(), "centre_levels": r.centre_levels.tolist(),
-            "centre_parents": r.centre_parents.tolist(),
-            "centre_pieces": r.centre_pieces.tolist(), "pieces": [p.tolist() for p in r.pieces],
-            "piece_levels": r.piece_levels.tolist(), "relative_variance": r.rel_var.tolist(),
-            "kappa": r.kappa}
+    return {
+        "active": r.active.tolist(),
+        "x_points": r.x_points.tolist(),
+        "levels": r.levels,
+        "centre_queries": r.centre_queries.tolist(),
+        "centre_levels": r.centre_levels.tolist(),
+        "centre_parents": r.centre_parents.tolist(),
+        "centre_pieces": r.centre_pieces.tolist(),
+        "pieces": [p.tolist() for p in r.pieces],
+        "piece_levels": r.piece_levels.tolist(),
+        "relative_variance": r.rel_var.tolist(),
+        "kappa": r.kappa,
+    }
 
 
 def _round_from_dict(d: dict) -> Round:
     arr = np.array
-    return Round(arr(d["active"], dtype=np.int64), arr(d["x_points"], dtype=np.int64),
-                 int(d["levels"]), arr(d["centre_queries"], dtype=np.int64),
-                 arr(d["centre_levels"], dtype=np.int64), arr(d["centre_parents"], dtype=np.int64),
-                 arr(d["centre_pieces"], dtype=np.int64).reshape(-1, 2),
-                 [arr(p, dtype=np.int64) for p in d["pieces"]],
-                 arr(d["piece_levels"], dtype=np.int64), arr(d["relative_variance"]),
-                 float(d["kappa"]))
+    return Round(
+        arr(d["active"], dtype=np.int64),
+        arr(d["x_points"], dtype=np.int64),
+        int(d["levels"]),
+        arr(d["centre_queries"], dtype=np.int64),
+        arr(d["centre_levels"], dtype=np.int64),
+        arr(d["centre_parents"], dtype=np.int64),
+        arr(d["centre_pieces"], dtype=np.int64).reshape(-1, 2),
+        [arr(p, dtype=np.int64) for p in d["pieces"]],
+        arr(d["piece_levels"], dtype=np.int64),
+        arr(d["relative_variance"]),
+        float(d["kappa"]),
+    )

@@ -119,11 +119,14 @@ class PathTreePlan:
         """Plan from the public support points and the budget: h = H + 1 nodes per point."""
         points = np.asarray(points, dtype=float)
         if points.ndim != 2 or not 1 <= points.shape[1] <= 3 or len(points) == 0:
-            raise MechanismError(f"path_tree needs 1 to 3 coordinates per support point, got "
-                                 f"an array of shape {points.shape}")
+            raise MechanismError(
+                f"path_tree needs 1 to 3 coordinates per support point, got "
+                f"an array of shape {points.shape}"
+            )
         depth = float(tree_height(len(points)) + 1)
-        return cls(path_order(points), target.noise,
-                   scale_for(target.noise, depth, target.loss_budget))
+        return cls(
+            path_order(points), target.noise, scale_for(target.noise, depth, target.loss_budget)
+        )
 
     @property
     def n(self) -> int:
@@ -157,8 +160,9 @@ class PathTreePlan:
     def _level_sums(self, path_values: np.ndarray) -> list[np.ndarray]:
         padded = self._pad(path_values)
         sizes = level_sizes(self.n)
-        return [padded.reshape(2**level, -1).sum(axis=1)[:count]
-                for level, count in enumerate(sizes)]
+        return [
+            padded.reshape(2**level, -1).sum(axis=1)[:count] for level, count in enumerate(sizes)
+        ]
 
     def _pad(self, path_values: np.ndarray) -> np.ndarray:
         out = np.zeros((2**self.height, *path_values.shape[1:]), dtype=path_values.dtype)
@@ -173,8 +177,13 @@ class PathTreePlan:
             total, nodes = self._chain(y, query_bits)
             return total, nodes * self.node_variance()
         estimate = self._estimate_points(y)
-        answers = np.concatenate([self._path_rows(query_bits[s : s + self.block]) @ estimate
-                                  for s in range(0, len(query_bits), self.block)] or [np.zeros(0)])
+        answers = np.concatenate(
+            [
+                self._path_rows(query_bits[s : s + self.block]) @ estimate
+                for s in range(0, len(query_bits), self.block)
+            ]
+            or [np.zeros(0)]
+        )
         return answers, self.predicted_variance(query_bits, estimator)
 
     def predicted_variance(self, query_bits: np.ndarray, estimator: str = "chain") -> np.ndarray:
@@ -184,10 +193,15 @@ class PathTreePlan:
         the same footing (each one's GLS variance is smaller still).
         """
         if estimator == "chain":
-            return self._chain(np.zeros(sum(level_sizes(self.n))), query_bits)[1] * \
-                self.node_variance()
-        return memo(self.cache, ("gls", bits_key(query_bits)),
-                    lambda: self._gls_quadratic(query_bits) * self.node_variance())
+            return (
+                self._chain(np.zeros(sum(level_sizes(self.n))), query_bits)[1]
+                * self.node_variance()
+            )
+        return memo(
+            self.cache,
+            ("gls", bits_key(query_bits)),
+            lambda: self._gls_quadratic(query_bits) * self.node_variance(),
+        )
 
     def _path_rows(self, query_bits: np.ndarray) -> np.ndarray:
         """Dense 0/1 rows (queries x n) with columns in path order."""
@@ -230,8 +244,10 @@ class PathTreePlan:
                 picked_node.append(offsets[level] + node[take])
             lo, hi = (lo + left) >> 1, hi >> 1
         picked_query, picked_node = np.concatenate(picked_query), np.concatenate(picked_node)
-        return scipy.sparse.csr_matrix((np.ones(len(picked_query)), (picked_query, picked_node)),
-                                       shape=(len(rows), offsets[-1]))
+        return scipy.sparse.csr_matrix(
+            (np.ones(len(picked_query)), (picked_query, picked_node)),
+            shape=(len(rows), offsets[-1]),
+        )
 
     def _estimate_points(self, y: np.ndarray) -> np.ndarray:
         """Least-squares estimate of every point's count, in path order."""
@@ -276,14 +292,14 @@ class PathTreePlan:
     # -- serialisation ----------------------------------------------------
     def to_dict(self) -> dict:
         """Public plan: the path order and the noise scale."""
-        return {"n": self.n, "order": self.order.tolist(), "noise": self.noise,
-                "scale": self.scale}
+        return {"n": self.n, "order": self.order.tolist(), "noise": self.noise, "scale": self.scale}
 
     @classmethod
     def from_dict(cls, d: dict, **_) -> PathTreePlan:
         """The plan saved by `to_dict`."""
         order = np.asarray(d["order"], dtype=np.int64)
         if len(order) != int(d["n"]) or sorted(order.tolist()) != list(range(len(order))):
-            raise MechanismError("structure is damaged (path_tree order is not a permutation "
-                                 "of the support points)")
+            raise MechanismError(
+                "structure is damaged (path_tree order is not a permutation of the support points)"
+            )
         return cls(order, d["noise"], float(d["scale"]))

@@ -68,8 +68,10 @@ class TreePlan:
     name: str = "tree"
 
     def __post_init__(self):
-        self.axes = [axis_tree(g, b, h) for g, b, h in
-                     zip(self.grid_shape, self.branching, self.heights, strict=True)]
+        self.axes = [
+            axis_tree(g, b, h)
+            for g, b, h in zip(self.grid_shape, self.branching, self.heights, strict=True)
+        ]
         self.gram_inverse = [np.linalg.inv(a.T @ a) for a in self.axes]
         self.cache = {}
 
@@ -78,14 +80,21 @@ class TreePlan:
         if grid_shape is None:
             raise MechanismError("the tree mechanism needs a grid support; use --grid")
         if max(grid_shape) > MAX_AXIS_CELLS:
-            raise MechanismError(f"grid axis of {max(grid_shape)} cells is above "
-                                 f"{MAX_AXIS_CELLS} for the tree; use a coarser grid")
+            raise MechanismError(
+                f"grid axis of {max(grid_shape)} cells is above "
+                f"{MAX_AXIS_CELLS} for the tree; use a coarser grid"
+            )
         shape = tuple(int(g) for g in grid_shape)
         bh = [qyl_branching(g) for g in shape]
         branching, heights = tuple(b for b, _ in bh), tuple(h for _, h in bh)
         depth = math.prod(max(h, 1) for h in heights)  # nodes containing each cell
-        return cls(shape, branching, heights, target.noise,
-                   scale_for(target.noise, float(depth), target.loss_budget))
+        return cls(
+            shape,
+            branching,
+            heights,
+            target.noise,
+            scale_for(target.noise, float(depth), target.loss_budget),
+        )
 
     @property
     def n(self) -> int:
@@ -99,21 +108,26 @@ class TreePlan:
 
     def _apply(self, tensor: np.ndarray, mats, first_axis: int) -> np.ndarray:
         for j, mat in enumerate(mats):
-            tensor = np.moveaxis(np.tensordot(mat, tensor, axes=([1], [first_axis + j])),
-                                 0, first_axis + j)
+            tensor = np.moveaxis(
+                np.tensordot(mat, tensor, axes=([1], [first_axis + j])), 0, first_axis + j
+            )
         return tensor
 
     def measure(self, counts: np.ndarray, rng) -> dict:
-        exact = self._apply(counts.reshape(self.grid_shape).astype(np.int64),
-                            [a.astype(np.int64) for a in self.axes], 0)
+        exact = self._apply(
+            counts.reshape(self.grid_shape).astype(np.int64),
+            [a.astype(np.int64) for a in self.axes],
+            0,
+        )
         return {"nodes": (exact + draw_noise(rng, self.noise, self.scale, exact.shape)).ravel()}
 
     def estimate_cells(self, noisy: dict) -> np.ndarray:
         """Least-squares (consistent) estimate of every grid cell's count."""
         shape = tuple(len(a) for a in self.axes)
         y = np.asarray(noisy["nodes"], dtype=float).reshape(shape)
-        return self._apply(y, [k @ a.T for k, a in zip(self.gram_inverse, self.axes, strict=True)],
-                           0).ravel()
+        return self._apply(
+            y, [k @ a.T for k, a in zip(self.gram_inverse, self.axes, strict=True)], 0
+        ).ravel()
 
     def predicted_variance(self, query_bits: np.ndarray, block: int = 256) -> np.ndarray:
         v = noise_variance(self.noise, self.scale)
@@ -127,17 +141,32 @@ class TreePlan:
 
     def answer(self, noisy: dict, query_bits: np.ndarray, estimator: str = "gls"):
         cells = self.estimate_cells(noisy)
-        answers = np.concatenate([unpack(query_bits[s : s + 4096], self.n).astype(float) @ cells
-                                  for s in range(0, len(query_bits), 4096)])
-        variance = memo(self.cache, bits_key(query_bits),
-                        lambda: self.predicted_variance(query_bits))
+        answers = np.concatenate(
+            [
+                unpack(query_bits[s : s + 4096], self.n).astype(float) @ cells
+                for s in range(0, len(query_bits), 4096)
+            ]
+        )
+        variance = memo(
+            self.cache, bits_key(query_bits), lambda: self.predicted_variance(query_bits)
+        )
         return answers, variance
 
     def to_dict(self) -> dict:
-        return {"grid": list(self.grid_shape), "branching": list(self.branching),
-                "heights": list(self.heights), "noise": self.noise, "scale": self.scale}
+        return {
+            "grid": list(self.grid_shape),
+            "branching": list(self.branching),
+            "heights": list(self.heights),
+            "noise": self.noise,
+            "scale": self.scale,
+        }
 
     @classmethod
     def from_dict(cls, d: dict, **_) -> TreePlan:
-        return cls(tuple(d["grid"]), tuple(d["branching"]), tuple(d["heights"]), d["noise"],
-                   float(d["scale"]))
+        return cls(
+            tuple(d["grid"]),
+            tuple(d["branching"]),
+            tuple(d["heights"]),
+            d["noise"],
+            float(d["scale"]),
+        )

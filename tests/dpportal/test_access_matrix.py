@@ -38,9 +38,20 @@ MISSING_PK = 10**9
 
 # URL names an auditor may read (GET). Every other route must refuse auditors.
 AUDITOR_READABLE = {
-    "home", "release_list", "release_list_csv", "audit_log", "audit_log_csv", "logout",
-    "password_change", "password_change_done", "dataset_ledger", "dataset_detail",
-    "release_detail", "release_progress", "release_download_zip", "release_download_file",
+    "home",
+    "release_list",
+    "release_list_csv",
+    "audit_log",
+    "audit_log_csv",
+    "logout",
+    "password_change",
+    "password_change_done",
+    "dataset_ledger",
+    "dataset_detail",
+    "release_detail",
+    "release_progress",
+    "release_download_zip",
+    "release_download_file",
 }
 # Routes anyone may reach without logging in.
 PUBLIC = {"login", "healthz"}
@@ -60,8 +71,9 @@ def enumerate_routes(resolver=None, prefix=""):
                 continue
             routes += enumerate_routes(entry, prefix + str(entry.pattern))
         elif isinstance(entry, URLPattern) and entry.name:
-            routes.append((entry.name, prefix + str(entry.pattern),
-                           sorted(entry.pattern.converters)))
+            routes.append(
+                (entry.name, prefix + str(entry.pattern), sorted(entry.pattern.converters))
+            )
     return routes
 
 
@@ -78,7 +90,8 @@ def object_kwargs(name, kwarg_names, world, missing=False):
         else:
             raise AssertionError(
                 f"route {name!r} has URL argument {kwarg!r}: teach object_kwargs() in "
-                f"{__file__} which object it names, so the access matrix covers it")
+                f"{__file__} which object it names, so the access matrix covers it"
+            )
     return values
 
 
@@ -94,18 +107,29 @@ def world(settings, tmp_path):
     """Owner Alice's dataset (auditor Carol) with one done release; Bob owns another dataset."""
     settings.DATA_DIR = tmp_path  # release folders are named by pk, which tests reuse
     settings.DATASET_STORAGE_DIR = tmp_path / "storage"
-    users = {name: get_user_model().objects.create_user(username=name, password="pw-unused-1")
-             for name in ("alice", "bob", "carol")}
+    users = {
+        name: get_user_model().objects.create_user(username=name, password="pw-unused-1")
+        for name in ("alice", "bob", "carol")
+    }
     dataset = services.dataset_create_from_path(
-        owner=users["alice"], name=CANARY, source_path=demo_file_with_canaries(tmp_path),
-        epsilon_total=2)
-    dataset = services.dataset_confirm_schema(dataset=dataset, user=users["alice"],
-                                              schema=DEMO_SCHEMA)
+        owner=users["alice"],
+        name=CANARY,
+        source_path=demo_file_with_canaries(tmp_path),
+        epsilon_total=2,
+    )
+    dataset = services.dataset_confirm_schema(
+        dataset=dataset, user=users["alice"], schema=DEMO_SCHEMA
+    )
     dataset.auditors.add(users["carol"])
     make_demo_dataset(users["bob"])
     release = services.release_create(
-        dataset=dataset, user=users["alice"], mechanism="perturbed_histogram",
-        columns=["age", "workclass"], params={"rows": 200}, epsilon="0.5")
+        dataset=dataset,
+        user=users["alice"],
+        mechanism="perturbed_histogram",
+        columns=["age", "workclass"],
+        params={"rows": 200},
+        epsilon="0.5",
+    )
     services.release_run(release_id=release.pk)
     release.refresh_from_db()
     assert release.status == Release.Status.DONE, release.error_message
@@ -123,18 +147,25 @@ def demo_file_with_canaries(folder):
 
 
 def state_snapshot():
-    return (list(Dataset.objects.order_by("pk").values()),
-            list(Release.objects.order_by("pk").values()),
-            list(BudgetLedgerEntry.objects.order_by("pk").values()))
+    return (
+        list(Dataset.objects.order_by("pk").values()),
+        list(Release.objects.order_by("pk").values()),
+        list(BudgetLedgerEntry.objects.order_by("pk").values()),
+    )
 
 
 def check_matrix(world, routes):
     """Run the matrix; return (failures, number of requests)."""
     failures, requests = [], 0
-    users = {"anonymous": None, "other custodian": world.bob, "auditor": world.carol,
-             "owner": world.alice}
-    clients = {role: SimpleNamespace(client=client_for(user), user=user)
-               for role, user in users.items()}
+    users = {
+        "anonymous": None,
+        "other custodian": world.bob,
+        "auditor": world.carol,
+        "owner": world.alice,
+    }
+    clients = {
+        role: SimpleNamespace(client=client_for(user), user=user) for role, user in users.items()
+    }
 
     def fail(role, method, name, response, why):
         failures.append(f"{role} {method} {name}: {response.status_code} ({why})")
@@ -155,8 +186,9 @@ def check_matrix(world, routes):
         url = reverse(name, kwargs=object_kwargs(name, kwarg_names, world))
         response = send(clients["owner"], "POST", url)
         if response.status_code >= 500:
-            fail("owner", "POST", name, response,
-                 getattr(response, "exception_text", "server error"))
+            fail(
+                "owner", "POST", name, response, getattr(response, "exception_text", "server error")
+            )
     return failures, requests
 
 
@@ -221,13 +253,16 @@ def test_the_access_matrix_has_no_failures(world, a_minute_later):
     routes = enumerate_routes()
     object_routes = [r for r in routes if r[2]]
     failures, requests = check_matrix(world, routes)
-    print(f"\nT20 access matrix: {len(routes)} routes ({len(object_routes)} object-bearing) × "
-          f"4 roles × GET/POST/DELETE = {requests} requests; {len(failures)} failures; "
-          f"0 server errors allowed, 0 cross-tenant reads allowed")
+    print(
+        f"\nT20 access matrix: {len(routes)} routes ({len(object_routes)} object-bearing) × "
+        f"4 roles × GET/POST/DELETE = {requests} requests; {len(failures)} failures; "
+        f"0 server errors allowed, 0 cross-tenant reads allowed"
+    )
     print("object-bearing routes: " + ", ".join(sorted(r[0] for r in object_routes)))
     assert failures == [], "\n".join(failures)
     owner_page = client_for(world.alice).get(
-        reverse("release_detail", kwargs={"pk": world.release.pk}))
+        reverse("release_detail", kwargs={"pk": world.release.pk})
+    )
     assert CUSTODIAN_ONLY.search(owner_page.content)  # the marker the auditor check looks for
 
 

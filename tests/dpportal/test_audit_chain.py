@@ -24,9 +24,13 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def five_events():
-    actions = [AuditEvent.Action.LOGIN, AuditEvent.Action.UPLOAD,
-               AuditEvent.Action.SCHEMA_CONFIRMED, AuditEvent.Action.DOWNLOAD,
-               AuditEvent.Action.LOGOUT]
+    actions = [
+        AuditEvent.Action.LOGIN,
+        AuditEvent.Action.UPLOAD,
+        AuditEvent.Action.SCHEMA_CONFIRMED,
+        AuditEvent.Action.DOWNLOAD,
+        AuditEvent.Action.LOGOUT,
+    ]
     return [services.audit_record(action=a, details={"n": i}) for i, a in enumerate(actions)]
 
 
@@ -77,9 +81,10 @@ def test_the_admin_refuses_to_add_change_or_delete_events(five_events):
     assert client.get(delete_url).status_code == 403
     assert client.post(delete_url, {"post": "yes"}).status_code == 403
     assert client.get(reverse("admin:dpportal_auditevent_add")).status_code == 403
-    bulk = client.post(reverse("admin:dpportal_auditevent_changelist"),
-                       {"action": "delete_selected", "_selected_action": [event.pk],
-                        "post": "yes"})
+    bulk = client.post(
+        reverse("admin:dpportal_auditevent_changelist"),
+        {"action": "delete_selected", "_selected_action": [event.pk], "post": "yes"},
+    )
     assert bulk.status_code in (200, 302, 403)
     assert AuditEvent.objects.get(pk=event.pk).action == AuditEvent.Action.UPLOAD
     assert AuditEvent.objects.count() >= 5
@@ -94,8 +99,10 @@ def test_it_reports_an_intact_chain(five_events):
 
 def test_it_names_an_event_whose_contents_were_changed(five_events):
     target = five_events[2]
-    sql("UPDATE dpportal_auditevent SET details = %s WHERE id = %s",
-        [json.dumps({"n": 99}), target.pk])
+    sql(
+        "UPDATE dpportal_auditevent SET details = %s WHERE id = %s",
+        [json.dumps({"n": 99}), target.pk],
+    )
     ok, _, err = verify()
     assert not ok
     assert err.splitlines() == [f"event {target.pk}: contents changed after it was written"]
@@ -106,8 +113,10 @@ def test_it_names_the_next_event_when_the_forger_recomputes_the_hash(five_events
     target = five_events[1]
     forged = AuditEvent.objects.get(pk=target.pk)
     forged.actor_name = "someone-else"
-    sql("UPDATE dpportal_auditevent SET actor_name = %s, hash = %s WHERE id = %s",
-        ["someone-else", forged.compute_hash(), target.pk])
+    sql(
+        "UPDATE dpportal_auditevent SET actor_name = %s, hash = %s WHERE id = %s",
+        ["someone-else", forged.compute_hash(), target.pk],
+    )
     ok, _, err = verify()
     assert not ok
     assert f"event {five_events[2].pk}: previous hash does not match" in err
@@ -132,13 +141,23 @@ def test_it_detects_removed_newest_events_against_a_remembered_head(five_events)
 @pytest.mark.django_db(transaction=True)
 def test_the_command_exits_non_zero_on_tampering():
     events = [services.audit_record(action=AuditEvent.Action.LOGIN) for _ in range(3)]
-    env = dict(os.environ, DATABASE_URL=conftest.test_database_url(connection),
-               DJANGO_SETTINGS_MODULE="tests.settings")
+    env = dict(
+        os.environ,
+        DATABASE_URL=conftest.test_database_url(connection),
+        DJANGO_SETTINGS_MODULE="tests.settings",
+    )
     command = [sys.executable, "manage.py", "verify_audit_chain"]
 
     def run():
-        return subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True,
-                              timeout=120, check=False)
+        return subprocess.run(
+            command,
+            cwd=REPO_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
 
     intact = run()
     assert intact.returncode == 0, intact.stderr
@@ -171,13 +190,20 @@ def failed_release(settings, monkeypatch, tmp_path, a_minute_later):
     path = tmp_path / "small.csv"
     path.write_text("x\n0.1\n0.7\n0.8\n")
     owner, auditor = make_user("owner"), make_user("auditor")
-    dataset = services.dataset_create_from_path(owner=owner, name="Small", source_path=path,
-                                                epsilon_total=1)
+    dataset = services.dataset_create_from_path(
+        owner=owner, name="Small", source_path=path, epsilon_total=1
+    )
     schema = {"columns": [{"name": "x", "type": "numeric", "lower": 0, "upper": 1, "bins": 2}]}
     dataset = services.dataset_confirm_schema(dataset=dataset, user=owner, schema=schema)
     dataset.auditors.add(auditor)
-    release = services.release_create(dataset=dataset, user=owner, mechanism="no_such_mechanism",
-                                      columns=["x"], params={}, epsilon="0.5")
+    release = services.release_create(
+        dataset=dataset,
+        user=owner,
+        mechanism="no_such_mechanism",
+        columns=["x"],
+        params={},
+        epsilon="0.5",
+    )
     services.release_run(release_id=release.pk)
     release.refresh_from_db()
     assert release.status == "failed" and release.error_message
@@ -206,8 +232,10 @@ def test_an_auditor_cannot_guess_a_hidden_failure_reason_from_the_hashes(failed_
 
     search = {"dataset_id": dataset.pk, "hidden_candidates": candidates, "moments": moments}
     found = guess(row, previous_hash(rows, row), **search)
-    print(f"\nAudit hash oracle: {len(candidates)} reasons x 40,001 moments tried, "
-          f"{len(found)} match{'es' if len(found) != 1 else ''}: {found}")
+    print(
+        f"\nAudit hash oracle: {len(candidates)} reasons x 40,001 moments tried, "
+        f"{len(found)} match{'es' if len(found) != 1 else ''}: {found}"
+    )
     assert found == []
     twin = guess(row, previous_hash(rows, row), salt=event.salt, **search)
     assert twin == [({"reason": release.error_message}, event.created_at)]
@@ -226,8 +254,10 @@ def test_the_csv_lets_an_auditor_check_the_links_but_never_shows_a_salt(failed_r
     page = client.get(reverse("audit_log")).content.decode()
     admin = get_user_model().objects.create_superuser("root", "root@example.org", "pw-12345678")
     client.force_login(admin)
-    admin_pages = "".join(client.get(reverse("admin:dpportal_auditevent_change", args=[pk])
-                                     ).content.decode() for pk in events)
+    admin_pages = "".join(
+        client.get(reverse("admin:dpportal_auditevent_change", args=[pk])).content.decode()
+        for pk in events
+    )
     assert not any(e.salt in exported + page + admin_pages for e in events.values())
     assert len({e.salt for e in events.values()}) == len(events)  # one fresh salt per event
 
@@ -235,20 +265,31 @@ def test_the_csv_lets_an_auditor_check_the_links_but_never_shows_a_salt(failed_r
 def test_events_written_before_salts_existed_still_verify(five_events):
     """An event from before the salt column (salt "") keeps its original hash format."""
     last = AuditEvent.objects.order_by("-pk").first()
-    legacy = AuditEvent(action=AuditEvent.Action.LOGIN, details={"n": "legacy"},
-                        previous_hash=last.hash)
+    legacy = AuditEvent(
+        action=AuditEvent.Action.LOGIN, details={"n": "legacy"}, previous_hash=last.hash
+    )
     legacy.hash = legacy.compute_hash()
     legacy.save()
     services.audit_record(action=AuditEvent.Action.LOGOUT)
     assert legacy.salt == ""
-    old_format = {"previous": legacy.previous_hash, "created_at": legacy.created_at.isoformat(),
-                  "actor": "", "action": "login", "dataset": None, "release": None,
-                  "details": {"n": "legacy"}, "remote_addr": None}  # the pre-salt payload
-    assert legacy.hash == hashlib.sha256(json.dumps(old_format, sort_keys=True).encode()
-                                         ).hexdigest()
+    old_format = {
+        "previous": legacy.previous_hash,
+        "created_at": legacy.created_at.isoformat(),
+        "actor": "",
+        "action": "login",
+        "dataset": None,
+        "release": None,
+        "details": {"n": "legacy"},
+        "remote_addr": None,
+    }  # the pre-salt payload
+    assert (
+        legacy.hash == hashlib.sha256(json.dumps(old_format, sort_keys=True).encode()).hexdigest()
+    )
     assert verify()[0]
-    sql("UPDATE dpportal_auditevent SET details = %s WHERE id = %s",
-        [json.dumps({"n": "forged"}), legacy.pk])
+    sql(
+        "UPDATE dpportal_auditevent SET details = %s WHERE id = %s",
+        [json.dumps({"n": "forged"}), legacy.pk],
+    )
     ok, _, err = verify()
     assert not ok and f"event {legacy.pk}: contents changed" in err
 

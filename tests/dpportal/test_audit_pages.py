@@ -27,8 +27,9 @@ def login(username):
 
 
 def request_release(dataset, user, epsilon, mechanism="perturbed_histogram"):
-    return services.release_create(dataset=dataset, user=user, mechanism=mechanism,
-                                   columns=["age"], params={}, epsilon=epsilon)
+    return services.release_create(
+        dataset=dataset, user=user, mechanism=mechanism, columns=["age"], params={}, epsilon=epsilon
+    )
 
 
 @pytest.fixture
@@ -46,8 +47,16 @@ def two_tenants():
     second = request_release(adult, alice, "0.5", mechanism="mwem")
     Release.objects.filter(pk=second.pk).update(status=Release.Status.DONE)
     theirs = request_release(bobs, bob, "0.1")
-    return {"alice": alice_client, "bob": bob_client, "carol": carol_client, "adult": adult,
-            "bobs": bobs, "first": first, "second": second, "theirs": theirs}
+    return {
+        "alice": alice_client,
+        "bob": bob_client,
+        "carol": carol_client,
+        "adult": adult,
+        "bobs": bobs,
+        "first": first,
+        "second": second,
+        "theirs": theirs,
+    }
 
 
 def listed_ids(response):
@@ -65,14 +74,17 @@ def test_it_lists_only_releases_of_visible_datasets(two_tenants):
     assert b"Adult" not in bob_view.content
 
 
-@pytest.mark.parametrize("query, expected", [
-    ({"status": "done"}, ["second"]),
-    ({"status": "queued"}, ["first"]),
-    ({"mechanism": "mwem"}, ["second"]),
-    ({"sort": "epsilon"}, ["first", "second"]),
-    ({"sort": "-epsilon"}, ["second", "first"]),
-    ({"sort": "id"}, ["first", "second"]),
-])
+@pytest.mark.parametrize(
+    "query, expected",
+    [
+        ({"status": "done"}, ["second"]),
+        ({"status": "queued"}, ["first"]),
+        ({"mechanism": "mwem"}, ["second"]),
+        ({"sort": "epsilon"}, ["first", "second"]),
+        ({"sort": "-epsilon"}, ["second", "first"]),
+        ({"sort": "id"}, ["first", "second"]),
+    ],
+)
 def test_it_filters_and_sorts_releases(two_tenants, query, expected):
     response = two_tenants["alice"].get(reverse("release_list"), query)
     assert listed_ids(response) == [two_tenants[name].pk for name in expected]
@@ -87,24 +99,28 @@ def test_it_filters_releases_by_dataset_user_and_date(two_tenants):
     by_dataset = t["alice"].get(reverse("release_list"), {"dataset": t["bobs"].pk})
     assert listed_ids(by_dataset) == [t["theirs"].pk]
     bob_id = get_user_model().objects.get(username="bob").pk
-    assert listed_ids(t["alice"].get(reverse("release_list"), {"user": bob_id})) == [
-        t["theirs"].pk]
-    Release.objects.filter(pk=t["first"].pk).update(
-        created_at=timezone.now() - timedelta(days=10))
+    assert listed_ids(t["alice"].get(reverse("release_list"), {"user": bob_id})) == [t["theirs"].pk]
+    Release.objects.filter(pk=t["first"].pk).update(created_at=timezone.now() - timedelta(days=10))
     today = timezone.now().date().isoformat()
     recent = listed_ids(t["alice"].get(reverse("release_list"), {"date_from": today}))
     assert t["first"].pk not in recent and len(recent) == 2
-    old = listed_ids(t["alice"].get(reverse("release_list"), {
-        "date_to": (timezone.now() - timedelta(days=5)).date().isoformat()}))
+    old = listed_ids(
+        t["alice"].get(
+            reverse("release_list"),
+            {"date_to": (timezone.now() - timedelta(days=5)).date().isoformat()},
+        )
+    )
     assert old == [t["first"].pk]
 
 
 def test_it_explains_a_reversed_date_range(two_tenants):
     response = two_tenants["alice"].get(
-        reverse("release_list"), {"date_from": "2026-03-02", "date_to": "2026-03-01"})
+        reverse("release_list"), {"date_from": "2026-03-02", "date_to": "2026-03-01"}
+    )
     assert response.status_code == 200
     assert "The start date (2026-03-02) is after the end date (2026-03-01)" in (
-        response.content.decode())
+        response.content.decode()
+    )
 
 
 def test_it_ignores_filter_choices_outside_the_users_datasets(two_tenants):
@@ -117,7 +133,7 @@ def test_it_ignores_filter_choices_outside_the_users_datasets(two_tenants):
 
 def test_it_exports_releases_as_formula_safe_csv(two_tenants):
     t = two_tenants
-    t["adult"].name = "=HYPERLINK(\"http://evil\")"
+    t["adult"].name = '=HYPERLINK("http://evil")'
     t["adult"].save(update_fields=["name"])
     tab_user = get_user_model().objects.create_user(username="\tmallory")
     t["adult"].auditors.add(tab_user)
@@ -128,7 +144,7 @@ def test_it_exports_releases_as_formula_safe_csv(two_tenants):
     rows = list(csv.reader(io.StringIO(response.content.decode(), newline="")))
     assert rows[0][:5] == ["release", "dataset", "method", "status", "epsilon"]
     assert [row[4] for row in rows[1:]] == ["0.125", "0.25", "0.5"]  # numbers stay numbers
-    assert {row[1] for row in rows[1:]} == {"'=HYPERLINK(\"http://evil\")"}
+    assert {row[1] for row in rows[1:]} == {'\'=HYPERLINK("http://evil")'}
     assert rows[1][7] == "'\tmallory"
     print(f"\nCSV export: {len(rows) - 1} rows, formula cells escaped, round-trips csv.reader")
 
@@ -150,7 +166,7 @@ def test_the_ledger_shows_every_debit_with_running_totals_and_a_chart(two_tenant
     ]
     html = response.content.decode()
     start = html.index('<script id="ledger-figure" type="application/json">')
-    figure = json.loads(html[html.index(">", start) + 1:html.index("</script>", start)])
+    figure = json.loads(html[html.index(">", start) + 1 : html.index("</script>", start)])
     assert figure["data"][0]["y"] == [0.0, 0.25, 0.75, 0.75]  # ... and on until now
     assert figure["data"][1]["y"] == [2.0, 2.0]
     assert "js/audit_ledger.js" in html and "js/vendor/plotly.min.js" in html
@@ -168,9 +184,14 @@ def test_the_ledger_is_visible_to_auditors_and_hidden_from_others(two_tenants):
 def test_the_audit_log_shows_who_what_when_and_from_where(two_tenants):
     t = two_tenants
     alice = get_user_model().objects.get(username="alice")
-    services.audit_record(action=AuditEvent.Action.DOWNLOAD, actor=alice, dataset=t["adult"],
-                          release=t["second"], details={"file": "package.zip"},
-                          remote_addr="192.0.2.7")
+    services.audit_record(
+        action=AuditEvent.Action.DOWNLOAD,
+        actor=alice,
+        dataset=t["adult"],
+        release=t["second"],
+        details={"file": "package.zip"},
+        remote_addr="192.0.2.7",
+    )
     response = t["alice"].get(reverse("audit_log"))
     html = response.content.decode()
     assert response.status_code == 200
@@ -248,8 +269,13 @@ def test_audit_pages_use_a_fixed_number_of_queries(two_tenants, django_assert_ma
     alice = get_user_model().objects.get(username="alice")
     for _ in range(20):
         request_release(t["adult"], alice, "0.01")
-    pages = [reverse("release_list"), reverse("audit_log"), reverse("release_list_csv"),
-             reverse("audit_log_csv"), reverse("dataset_ledger", kwargs={"pk": t["adult"].pk})]
+    pages = [
+        reverse("release_list"),
+        reverse("audit_log"),
+        reverse("release_list_csv"),
+        reverse("audit_log_csv"),
+        reverse("dataset_ledger", kwargs={"pk": t["adult"].pk}),
+    ]
     for url in pages:
         with django_assert_max_num_queries(12):  # no query per row
             assert t["alice"].get(url).status_code == 200

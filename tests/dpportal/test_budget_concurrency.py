@@ -32,8 +32,14 @@ def request_release(args):
     user = get_user_model().objects.get(pk=user_pk)
     dataset = Dataset.objects.get(pk=dataset_pk)
     try:
-        create(dataset=dataset, user=user, mechanism="perturbed_histogram", columns=["age"],
-               params={}, epsilon=EPSILON)
+        create(
+            dataset=dataset,
+            user=user,
+            mechanism="perturbed_histogram",
+            columns=["age"],
+            params={},
+            epsilon=EPSILON,
+        )
         return "admitted"
     except services.ServiceError:
         return "refused"
@@ -51,11 +57,22 @@ def naive_release_create(*, dataset, user, mechanism, columns, params, epsilon):
         budget = PrivacyBudget.objects.filter(pk=snapshot.budget_id)
         budget.update(epsilon_spent=F("epsilon_spent") + epsilon)
         spent = budget.get().epsilon_spent
-        release = Release.objects.create(dataset=snapshot, requested_by=user, mechanism=mechanism,
-                                         columns=columns, params=params, epsilon=epsilon,
-                                         neighbouring=snapshot.neighbouring)
-        BudgetLedgerEntry.objects.create(dataset=snapshot, release=release, epsilon=epsilon,
-                                         epsilon_spent_after=spent, delta_spent_after=0)
+        release = Release.objects.create(
+            dataset=snapshot,
+            requested_by=user,
+            mechanism=mechanism,
+            columns=columns,
+            params=params,
+            epsilon=epsilon,
+            neighbouring=snapshot.neighbouring,
+        )
+        BudgetLedgerEntry.objects.create(
+            dataset=snapshot,
+            release=release,
+            epsilon=epsilon,
+            epsilon_spent_after=spent,
+            delta_spent_after=0,
+        )
 
 
 def per_upload_release_create(*, dataset, user, mechanism, columns, params, epsilon):
@@ -66,9 +83,15 @@ def per_upload_release_create(*, dataset, user, mechanism, columns, params, epsi
         own = locked.ledger.aggregate(total=Sum("epsilon"))["total"] or Decimal("0")
         if epsilon > locked.epsilon_total - own:
             raise services.ServiceError("Not enough privacy budget")
-        release = Release.objects.create(dataset=locked, requested_by=user, mechanism=mechanism,
-                                         columns=columns, params=params, epsilon=epsilon,
-                                         neighbouring=locked.neighbouring)
+        release = Release.objects.create(
+            dataset=locked,
+            requested_by=user,
+            mechanism=mechanism,
+            columns=columns,
+            params=params,
+            epsilon=epsilon,
+            neighbouring=locked.neighbouring,
+        )
         services._ledger_write(locked, release, BudgetLedgerEntry.Kind.DEBIT)
 
 
@@ -79,8 +102,11 @@ def _child_init():
 def second_upload(owner):
     """The demo file uploaded again by the same owner: a second dataset on the same budget."""
     again = services.dataset_create_from_path(
-        owner=owner, name="Adult again", source_path=REPO_ROOT / "demo" / "adult.csv.gz",
-        epsilon_total=5)
+        owner=owner,
+        name="Adult again",
+        source_path=REPO_ROOT / "demo" / "adult.csv.gz",
+        epsilon_total=5,
+    )
     return services.dataset_confirm_schema(dataset=again, user=owner, schema=DEMO_SCHEMA)
 
 
@@ -119,10 +145,12 @@ def race_settings(settings, monkeypatch):
 def test_concurrent_requests_never_overspend(race_settings):
     vendor = connections["default"].vendor
     result = run_race(services.release_create)
-    print(f"\nT11 [{vendor}] {REQUESTS} requests of ε={EPSILON} against {TOTAL} from "
-          f"{PROCESSES} processes: admitted={result['admitted']} refused={result['refused']} "
-          f"errors={len(result['errors'])} spent={result['spent']} "
-          f"ledger_sum={result['ledger_sum']} ({result['seconds']:.1f} s)")
+    print(
+        f"\nT11 [{vendor}] {REQUESTS} requests of ε={EPSILON} against {TOTAL} from "
+        f"{PROCESSES} processes: admitted={result['admitted']} refused={result['refused']} "
+        f"errors={len(result['errors'])} spent={result['spent']} "
+        f"ledger_sum={result['ledger_sum']} ({result['seconds']:.1f} s)"
+    )
     assert result["errors"] == []
     assert result["admitted"] == 10 and result["refused"] == 30
     assert result["spent"] == TOTAL == result["ledger_sum"]
@@ -133,8 +161,10 @@ def test_concurrent_requests_never_overspend(race_settings):
 def test_broken_twin_without_the_lock_overspends(race_settings):
     vendor = connections["default"].vendor
     result = run_race(naive_release_create)
-    print(f"\nT11 twin [{vendor}] check without lock: admitted={result['admitted']} "
-          f"spent={result['spent']} (total {TOTAL}) errors={len(result['errors'])}")
+    print(
+        f"\nT11 twin [{vendor}] check without lock: admitted={result['admitted']} "
+        f"spent={result['spent']} (total {TOTAL}) errors={len(result['errors'])}"
+    )
     assert result["admitted"] > 10 and result["spent"] > TOTAL
 
 
@@ -142,10 +172,12 @@ def test_broken_twin_without_the_lock_overspends(race_settings):
 def test_two_uploads_of_the_same_content_never_overspend_their_shared_budget(race_settings):
     vendor = connections["default"].vendor
     result = run_race(services.release_create, uploads=2)
-    print(f"\nT11b [{vendor}] {REQUESTS} requests of ε={EPSILON} split between 2 uploads of one "
-          f"content (total {TOTAL}): admitted={result['admitted']} refused={result['refused']} "
-          f"errors={len(result['errors'])} spent={result['spent']} "
-          f"ledger_sum={result['ledger_sum']} ({result['seconds']:.1f} s)")
+    print(
+        f"\nT11b [{vendor}] {REQUESTS} requests of ε={EPSILON} split between 2 uploads of one "
+        f"content (total {TOTAL}): admitted={result['admitted']} refused={result['refused']} "
+        f"errors={len(result['errors'])} spent={result['spent']} "
+        f"ledger_sum={result['ledger_sum']} ({result['seconds']:.1f} s)"
+    )
     assert result["budgets"] == 1
     assert result["errors"] == []
     assert result["admitted"] == 10 and result["refused"] == 30
@@ -155,7 +187,9 @@ def test_two_uploads_of_the_same_content_never_overspend_their_shared_budget(rac
 @pytest.mark.django_db(transaction=True)
 def test_broken_twin_with_a_budget_per_upload_overspends(race_settings):
     result = run_race(per_upload_release_create, uploads=2)
-    print(f"\nT11b twin: a budget per upload: admitted={result['admitted']} "
-          f"spent={result['spent']} (total {TOTAL}) errors={len(result['errors'])}")
+    print(
+        f"\nT11b twin: a budget per upload: admitted={result['admitted']} "
+        f"spent={result['spent']} (total {TOTAL}) errors={len(result['errors'])}"
+    )
     assert result["errors"] == []
     assert result["admitted"] == 20 and result["spent"] == 2 * TOTAL

@@ -53,8 +53,9 @@ class BudgetMachine(RuleBasedStateMachine):
         self.atomic = transaction.atomic()
         self.atomic.__enter__()
         self.data_dir = tempfile.TemporaryDirectory(prefix="t12-")
-        self.override = override_settings(DATA_DIR=Path(self.data_dir.name),
-                                          DPPORTAL_HEARTBEAT_SECONDS=0)
+        self.override = override_settings(
+            DATA_DIR=Path(self.data_dir.name), DPPORTAL_HEARTBEAT_SECONDS=0
+        )
         self.override.enable()
         self.dataset = Dataset.objects.get(pk=self.dataset_pk)  # budget 1.0, nothing spent
         self.owner = self.dataset.owner
@@ -76,8 +77,13 @@ class BudgetMachine(RuleBasedStateMachine):
     def submit(self, epsilon, fails):
         try:
             release = services.release_create(
-                dataset=self.dataset, user=self.owner, mechanism="stand_in", columns=["age"],
-                params=FAILING if fails else {}, epsilon=epsilon)
+                dataset=self.dataset,
+                user=self.owner,
+                mechanism="stand_in",
+                columns=["age"],
+                params=FAILING if fails else {},
+                epsilon=epsilon,
+            )
         except services.ServiceError as exc:
             assert "Not enough privacy budget" in str(exc)
             dataset = Dataset.objects.get(pk=self.dataset.pk)
@@ -124,8 +130,11 @@ class BudgetMachine(RuleBasedStateMachine):
     def invariants_hold(self):
         dataset = Dataset.objects.get(pk=self.dataset.pk)
         assert Decimal("0") <= dataset.epsilon_spent <= dataset.epsilon_total
-        ledger = list(BudgetLedgerEntry.objects.filter(dataset=dataset)
-                      .values_list("release_id", "kind", "epsilon"))
+        ledger = list(
+            BudgetLedgerEntry.objects.filter(dataset=dataset).values_list(
+                "release_id", "kind", "epsilon"
+            )
+        )
         signed = {"debit": 1, "refund": -1}
         assert dataset.epsilon_spent == sum(signed[kind] * eps for _, kind, eps in ledger)
         assert len(ledger) == len({(pk, kind) for pk, kind, _ in ledger}), "two debits/refunds"
@@ -137,15 +146,17 @@ class BudgetMachine(RuleBasedStateMachine):
         for release in releases.values():  # at most one output per release, ever
             if release.output_dir:
                 assert release.status == Release.Status.DONE
-                content = (Path(self.data_dir.name) / release.output_dir / "noise.txt")
+                content = Path(self.data_dir.name) / release.output_dir / "noise.txt"
                 self.seen_outputs.setdefault(release.pk, set()).add(content.read_bytes())
                 assert len(self.seen_outputs[release.pk]) == 1
         events = list(AuditEvent.objects.values_list("pk", "hash", "action", "details"))
         assert [e[:2] for e in events[: len(self.audit_seen)]] == self.audit_seen  # append-only
         self.audit_seen = [e[:2] for e in events]
-        audit_spent = sum(Decimal(d["epsilon"]) * (1 if action == "release_requested" else -1)
-                          for _, _, action, d in events
-                          if action in ("release_requested", "release_refunded"))
+        audit_spent = sum(
+            Decimal(d["epsilon"]) * (1 if action == "release_requested" else -1)
+            for _, _, action, d in events
+            if action in ("release_requested", "release_refunded")
+        )
         assert audit_spent == dataset.epsilon_spent
 
 
@@ -162,12 +173,21 @@ def prepare(monkeypatch):
 def test_budget_invariants_hold_under_random_interleavings(monkeypatch):
     prepare(monkeypatch)
     started = time.perf_counter()
-    run_state_machine_as_test(BudgetMachine, settings=settings(
-        max_examples=200, stateful_step_count=10, deadline=None, derandomize=False,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]))
+    run_state_machine_as_test(
+        BudgetMachine,
+        settings=settings(
+            max_examples=200,
+            stateful_step_count=10,
+            deadline=None,
+            derandomize=False,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+        ),
+    )
     assert services.audit_verify_chain() == []
-    print(f"\nT12: 200 examples × up to 10 steps, invariants held "
-          f"({time.perf_counter() - started:.1f} s)")
+    print(
+        f"\nT12: 200 examples × up to 10 steps, invariants held "
+        f"({time.perf_counter() - started:.1f} s)"
+    )
 
 
 @pytest.mark.django_db
@@ -176,6 +196,13 @@ def test_broken_twin_refunding_after_the_data_was_read_is_caught(monkeypatch):
     prepare(monkeypatch)
     monkeypatch.setattr(services, "_mark_data_read", lambda release, token: None)
     with pytest.raises(AssertionError):
-        run_state_machine_as_test(BudgetMachine, settings=settings(
-            max_examples=200, stateful_step_count=10, deadline=None, phases=[Phase.generate],
-            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]))
+        run_state_machine_as_test(
+            BudgetMachine,
+            settings=settings(
+                max_examples=200,
+                stateful_step_count=10,
+                deadline=None,
+                phases=[Phase.generate],
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+            ),
+        )

@@ -28,10 +28,12 @@ from tests.dpportal.worker_app import start_worker
 
 CANARY_VALUE = b"987654321"
 CANARY_CATEGORY = b"Qzxv-canary-category"
-RELEASES = [("perturbed_histogram", ["age", "workclass"], {}),
-            ("smoothed_histogram", ["age", "workclass"], {"rows": 300}),
-            ("mwem", ["age", "workclass", "sex"], {"rounds": 3}),
-            ("range_count", ["age"], {"grid": [16], "prefixes": True})]
+RELEASES = [
+    ("perturbed_histogram", ["age", "workclass"], {}),
+    ("smoothed_histogram", ["age", "workclass"], {"rows": 300}),
+    ("mwem", ["age", "workclass", "sex"], {"rounds": 3}),
+    ("range_count", ["age"], {"grid": [16], "prefixes": True}),
+]
 
 
 def hits(blob: bytes) -> int:
@@ -48,8 +50,9 @@ def canary_dataset(tmp_path):
     path = tmp_path / "canary.csv"
     frame.to_csv(path, index=False)
     owner, auditor = make_user("owner"), make_user("auditor")
-    dataset = services.dataset_create_from_path(owner=owner, name="Canary", source_path=path,
-                                                epsilon_total=10)
+    dataset = services.dataset_create_from_path(
+        owner=owner, name="Canary", source_path=path, epsilon_total=10
+    )
     dataset = services.dataset_confirm_schema(dataset=dataset, user=owner, schema=DEMO_SCHEMA)
     dataset.auditors.add(auditor)
     return owner, auditor, dataset
@@ -66,9 +69,13 @@ def body(response) -> bytes:
 
 def redis_dump(url) -> bytes:
     client = redis.Redis.from_url(url)
-    readers = {b"string": client.get, b"list": lambda k: client.lrange(k, 0, -1),
-               b"hash": client.hgetall, b"set": client.smembers,
-               b"zset": lambda k: client.zrange(k, 0, -1)}
+    readers = {
+        b"string": client.get,
+        b"list": lambda k: client.lrange(k, 0, -1),
+        b"hash": client.hgetall,
+        b"set": client.smembers,
+        b"zset": lambda k: client.zrange(k, 0, -1),
+    }
     parts = []
     for key in client.scan_iter(count=1000):
         kind = client.type(key)
@@ -80,40 +87,66 @@ def redis_dump(url) -> bytes:
 def test_the_canary_appears_in_no_public_artifact(canary_dataset, a_minute_later):
     owner, auditor, dataset = canary_dataset
     with start_worker(connection) as (_, worker_log):
-        releases = [services.release_create(dataset=dataset, user=owner, mechanism=name,
-                                            columns=columns, params=params, epsilon="0.5")
-                    for name, columns, params in RELEASES]
+        releases = [
+            services.release_create(
+                dataset=dataset,
+                user=owner,
+                mechanism=name,
+                columns=columns,
+                params=params,
+                epsilon="0.5",
+            )
+            for name, columns, params in RELEASES
+        ]
         during_run = redis_dump(settings.CELERY_BROKER_URL)
-        releases = [wait_until(lambda r=r: Release.objects.filter(
-            pk=r.pk, status__in=Release.TERMINAL).first(), timeout=180) for r in releases]
-    assert {r.mechanism: r.status for r in releases} == {n: "done" for n, _, _ in RELEASES}, \
-        {r.mechanism: r.error_message for r in releases}
+        releases = [
+            wait_until(
+                lambda r=r: Release.objects.filter(pk=r.pk, status__in=Release.TERMINAL).first(),
+                timeout=180,
+            )
+            for r in releases
+        ]
+    assert {r.mechanism: r.status for r in releases} == {n: "done" for n, _, _ in RELEASES}, {
+        r.mechanism: r.error_message for r in releases
+    }
     client = Client()
     client.force_login(auditor)
-    pages = [reverse("release_list"), reverse("release_list_csv"), reverse("audit_log"),
-             reverse("audit_log_csv"), reverse("dataset_ledger", args=[dataset.pk])]
+    pages = [
+        reverse("release_list"),
+        reverse("release_list_csv"),
+        reverse("audit_log"),
+        reverse("audit_log_csv"),
+        reverse("dataset_ledger", args=[dataset.pk]),
+    ]
     for release in releases:
-        pages += [reverse("release_detail", args=[release.pk]),
-                  reverse("release_progress", args=[release.pk]),
-                  reverse("release_download_zip", args=[release.pk])]
+        pages += [
+            reverse("release_detail", args=[release.pk]),
+            reverse("release_progress", args=[release.pk]),
+            reverse("release_download_zip", args=[release.pk]),
+        ]
     responses = [client.get(url) for url in pages]
     assert [r.status_code for r in responses] == [200] * len(pages)  # real pages, not 404s
     found = {
-        "release packages": sum(hits(b"".join(packaging.package_files(r).values()))
-                                for r in releases),
-        "manifests, traces, messages": sum(hits(json.dumps(
-            [r.manifest, r.trace, r.error_message, r.progress_stage]).encode())
-            for r in releases),
+        "release packages": sum(
+            hits(b"".join(packaging.package_files(r).values())) for r in releases
+        ),
+        "manifests, traces, messages": sum(
+            hits(json.dumps([r.manifest, r.trace, r.error_message, r.progress_stage]).encode())
+            for r in releases
+        ),
         "auditor pages and downloads": sum(hits(body(response)) for response in responses),
-        "audit log": hits(json.dumps(list(AuditEvent.objects.values_list("details", flat=True)))
-                          .encode()),
+        "audit log": hits(
+            json.dumps(list(AuditEvent.objects.values_list("details", flat=True))).encode()
+        ),
         "Redis while running": hits(during_run),
         "Redis afterwards": hits(redis_dump(settings.CELERY_BROKER_URL)),
         "worker log": hits(worker_log.read_bytes()),
     }
     private = hits((settings.DATASET_STORAGE_DIR / dataset.storage_name).read_bytes())
-    print(f"\nT9 canary hits ({len(releases)} releases, {len(pages)} auditor pages): {found}; "
-          f"in the custodian's private raw file (expected): {private}")
+    print(
+        f"\nT9 canary hits ({len(releases)} releases, {len(pages)} auditor pages): {found}; "
+        f"in the custodian's private raw file (expected): {private}"
+    )
     assert private > 0  # the scan can see the canary where it really is
     assert all(count == 0 for count in found.values())
 
@@ -132,8 +165,7 @@ def number_pattern(value: int) -> re.Pattern:
     """`value` as people and programs write it: 1237, 1,237, 1.237, 1 237 (any space), 1'237,
     1237.0, 1.2k / 1.24k; not inside a longer number, a decimal or a word (hex, tokens)."""
     digits = str(value)
-    grouped = digits if len(digits) <= 3 else (
-        f"{digits[:-3]}[,. '\u00a0\u202f]?{digits[-3:]}")
+    grouped = digits if len(digits) <= 3 else (f"{digits[:-3]}[,. '\u00a0\u202f]?{digits[-3:]}")
     short = rf"{digits[0]}[.,]{digits[1]}\d?\s?[kK]\b" if len(digits) == 4 else r"(?!)"
     return re.compile(rf"(?<![\w.,])(?:{grouped}(?![\d]|[.,]\d{{1,2}}\b(?<!\.0))|{short})")
 
@@ -143,8 +175,10 @@ def raw_fact_patterns(dataset) -> dict[str, re.Pattern]:
     amount, unit = filesizeformat(dataset.size_bytes).replace("\xa0", " ").split(" ")
     return {
         "row_count": number_pattern(dataset.row_count),
-        "size_bytes": re.compile(rf"{number_pattern(dataset.size_bytes).pattern}"
-                                 rf"|{re.escape(amount)}\s?{unit}"),
+        "size_bytes": re.compile(
+            rf"{number_pattern(dataset.size_bytes).pattern}"
+            rf"|{re.escape(amount)}\s?{unit}"
+        ),
         "sha256": re.compile(rf"{sha[:12]}|{sha[-12:]}", re.IGNORECASE),
         "original_filename": re.compile(re.escape(RAW_NAME.removesuffix(".csv"))),
     }
@@ -152,8 +186,18 @@ def raw_fact_patterns(dataset) -> dict[str, re.Pattern]:
 
 def test_the_number_pattern_finds_every_rendering_and_nothing_else():
     pattern = number_pattern(1237)
-    for text in ("n=1237", "1,237 rows", "1.237", "1 237", "1\u202f237", "1'237", "1237.0",
-                 "(1.2k)", "1.24 k", '"rows": 1237}'):
+    for text in (
+        "n=1237",
+        "1,237 rows",
+        "1.237",
+        "1 237",
+        "1\u202f237",
+        "1'237",
+        "1237.0",
+        "(1.2k)",
+        "1.24 k",
+        '"rows": 1237}',
+    ):
         assert pattern.search(text), text
     for text in ("12370", "0.1237", "a1237f", "11,237", "1237.5", "1.23", "3.1237", "21.2k"):
         assert not pattern.search(text), text
@@ -176,14 +220,19 @@ def aggregate_world(tmp_path, monkeypatch, settings, request):
     path = tmp_path / RAW_NAME
     frame.to_csv(path, index=False)
     owner, auditor, stranger = make_user("owner"), make_user("auditor"), make_user("stranger")
-    dataset = services.dataset_create_from_path(owner=owner, name="Survey", source_path=path,
-                                                epsilon_total=10, neighbouring=request.param)
+    dataset = services.dataset_create_from_path(
+        owner=owner, name="Survey", source_path=path, epsilon_total=10, neighbouring=request.param
+    )
     dataset = services.dataset_confirm_schema(dataset=dataset, user=owner, schema=DEMO_SCHEMA)
     services.dataset_set_auditor(dataset=dataset, user=owner, username="auditor", add=True)
-    release = services.release_create(dataset=dataset, user=owner,
-                                      mechanism="perturbed_histogram",
-                                      columns=["age", "workclass"], params={"rows": 500},
-                                      epsilon="0.5")
+    release = services.release_create(
+        dataset=dataset,
+        user=owner,
+        mechanism="perturbed_histogram",
+        columns=["age", "workclass"],
+        params={"rows": 500},
+        epsilon="0.5",
+    )
     services.release_run(release_id=release.pk)
     release.refresh_from_db()
     assert release.status == "done", release.error_message
@@ -197,22 +246,32 @@ def aggregate_world(tmp_path, monkeypatch, settings, request):
 
 
 def reachable_urls(dataset, release) -> dict[str, str]:
-    urls = {"home": reverse("home"), "release list": reverse("release_list"),
-            "releases CSV": reverse("release_list_csv"), "audit log": reverse("audit_log"),
-            "audit CSV": reverse("audit_log_csv"),
-            "dataset page": reverse("dataset_detail", args=[dataset.pk]),
-            "ledger": reverse("dataset_ledger", args=[dataset.pk]),
-            "release page": reverse("release_detail", args=[release.pk]),
-            "release progress": reverse("release_progress", args=[release.pk]),
-            "package zip": reverse("release_download_zip", args=[release.pk]),
-            "utility report": reverse("release_utility_report", args=[release.pk])}
+    urls = {
+        "home": reverse("home"),
+        "release list": reverse("release_list"),
+        "releases CSV": reverse("release_list_csv"),
+        "audit log": reverse("audit_log"),
+        "audit CSV": reverse("audit_log_csv"),
+        "dataset page": reverse("dataset_detail", args=[dataset.pk]),
+        "ledger": reverse("dataset_ledger", args=[dataset.pk]),
+        "release page": reverse("release_detail", args=[release.pk]),
+        "release progress": reverse("release_progress", args=[release.pk]),
+        "package zip": reverse("release_download_zip", args=[release.pk]),
+        "utility report": reverse("release_utility_report", args=[release.pk]),
+    }
     for name in packaging.package_names(release):
         urls[f"file {name}"] = reverse("release_download_file", args=[release.pk, name])
     return urls
 
 
-OBJECT_PAGES = ("dataset page", "ledger", "release page", "release progress", "package zip",
-                "utility report")
+OBJECT_PAGES = (
+    "dataset page",
+    "ledger",
+    "release page",
+    "release progress",
+    "package zip",
+    "utility report",
+)
 
 
 def scan(clients, dataset, release) -> dict:
@@ -224,16 +283,22 @@ def scan(clients, dataset, release) -> dict:
         for label, url in reachable_urls(dataset, release).items():
             response = clients[role].get(url)
             text = body(response).decode("utf-8", "replace")
-            seen[role][label] = (response.status_code,
-                                 {fact for fact, p in patterns.items() if p.search(text)})
+            seen[role][label] = (
+                response.status_code,
+                {fact for fact, p in patterns.items() if p.search(text)},
+            )
     return seen
 
 
 def check_roles(seen, neighbouring):
-    leaks = {role: {label: facts - allowed_facts(role, neighbouring)
-                    for label, (_, facts) in pages.items()
-                    if facts - allowed_facts(role, neighbouring)}
-             for role, pages in seen.items()}
+    leaks = {
+        role: {
+            label: facts - allowed_facts(role, neighbouring)
+            for label, (_, facts) in pages.items()
+            if facts - allowed_facts(role, neighbouring)
+        }
+        for role, pages in seen.items()
+    }
     assert leaks == dict.fromkeys(ROLES, {})
     owner_page = seen["owner"]["dataset page"]
     assert owner_page == (200, allowed_facts("owner", neighbouring))  # twin: the scan sees them
@@ -246,18 +311,23 @@ def check_roles(seen, neighbouring):
 
 @pytest.mark.parametrize("aggregate_world", ["add-remove", "replace-one"], indirect=True)
 @pytest.mark.django_db
-def test_raw_aggregates_reach_only_the_roles_allowed_to_see_them(aggregate_world,
-                                                                  a_minute_later):
+def test_raw_aggregates_reach_only_the_roles_allowed_to_see_them(aggregate_world, a_minute_later):
     dataset, release, clients = aggregate_world
     before = scan(clients, dataset, release)
     owner = dataset.owner
     services.dataset_delete(dataset=dataset, user=owner)
     dataset.refresh_from_db()
     after = scan(clients, dataset, release)
-    summary = {when: {role: sorted(set().union(*(f for _, f in pages.values())))
-                      for role, pages in seen.items()}
-               for when, seen in (("before deletion", before), ("after deletion", after))}
-    print(f"\nRaw aggregates ({dataset.neighbouring}; n = {N_ROWS:,}, "
-          f"{len(reachable_urls(dataset, release))} pages per role): {summary}")
+    summary = {
+        when: {
+            role: sorted(set().union(*(f for _, f in pages.values())))
+            for role, pages in seen.items()
+        }
+        for when, seen in (("before deletion", before), ("after deletion", after))
+    }
+    print(
+        f"\nRaw aggregates ({dataset.neighbouring}; n = {N_ROWS:,}, "
+        f"{len(reachable_urls(dataset, release))} pages per role): {summary}"
+    )
     check_roles(before, dataset.neighbouring)
     check_roles(after, dataset.neighbouring)

@@ -37,8 +37,9 @@ def posts_accepted_without_token(world, routes):  # noqa: F811
         url = reverse(name, kwargs=object_kwargs(name, kwarg_names, world))
         for role, client in clients.items():
             response = client.post(url, {"username": "alice", "password": "pw-unused-1"})
-            to_login = (response.status_code == 302
-                        and response["Location"].startswith(reverse("login")))
+            to_login = response.status_code == 302 and response["Location"].startswith(
+                reverse("login")
+            )
             if response.status_code != 403 and not (
                 role == "anonymous" and to_login and name in CSRF_EXEMPT_ALLOWED
             ):
@@ -49,9 +50,11 @@ def posts_accepted_without_token(world, routes):  # noqa: F811
 def test_every_post_without_a_token_is_refused(world):  # noqa: F811
     routes = enumerate_routes()
     accepted = posts_accepted_without_token(world, routes)
-    print(f"\nT21 CSRF: {len(routes)} routes × 2 roles = {2 * len(routes)} token-less POSTs, "
-          f"{2 * len(routes) - len(accepted)} refused, {len(accepted)} accepted; "
-          f"csrf_exempt allow-list: {len(CSRF_EXEMPT_ALLOWED)} entries")
+    print(
+        f"\nT21 CSRF: {len(routes)} routes × 2 roles = {2 * len(routes)} token-less POSTs, "
+        f"{2 * len(routes) - len(accepted)} refused, {len(accepted)} accepted; "
+        f"csrf_exempt allow-list: {len(CSRF_EXEMPT_ALLOWED)} entries"
+    )
     assert accepted == [], "\n".join(accepted)
 
 
@@ -63,8 +66,10 @@ def test_a_post_with_the_token_is_accepted(world):  # noqa: F811
     client = strict_client()
     page = client.get(reverse("login"))
     token = re.search(rb'name="csrfmiddlewaretoken" value="([^"]+)"', page.content).group(1)
-    response = client.post(reverse("login"), {
-        "username": "alice", "password": "pw-unused-1", "csrfmiddlewaretoken": token.decode()})
+    response = client.post(
+        reverse("login"),
+        {"username": "alice", "password": "pw-unused-1", "csrfmiddlewaretoken": token.decode()},
+    )
     assert response.status_code == 302  # logged in: the check passes a proper form
 
 

@@ -41,27 +41,38 @@ def storage_files():
 def upload(client, content=SMALL_CSV, filename="people.csv", **fields):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
-    data = {"name": "People", "description": "", "header": "auto", "epsilon_total": "1",
-            "delta_total": "0", "neighbouring": "replace-one"} | fields
+    data = {
+        "name": "People",
+        "description": "",
+        "header": "auto",
+        "epsilon_total": "1",
+        "delta_total": "0",
+        "neighbouring": "replace-one",
+    } | fields
     data["file"] = SimpleUploadedFile(filename, content)
     return client.post(reverse("dataset_upload"), data)
 
 
-def create_dataset(owner, content=SMALL_CSV, name="People", filename="people.csv",
-                   epsilon_total=1, tmp_path=None):
+def create_dataset(
+    owner, content=SMALL_CSV, name="People", filename="people.csv", epsilon_total=1, tmp_path=None
+):
     path = Path(tmp_path or settings.DATA_DIR) / filename
     path.write_bytes(content)
     try:
-        return services.dataset_create_from_path(owner=owner, name=name, source_path=path,
-                                                 epsilon_total=epsilon_total)
+        return services.dataset_create_from_path(
+            owner=owner, name=name, source_path=path, epsilon_total=epsilon_total
+        )
     finally:
         path.unlink()
 
 
-SMALL_SCHEMA = {"columns": [
-    {"name": "age", "type": "numeric", "lower": 0, "upper": 100, "bins": 5},
-    {"name": "sex", "type": "categorical", "categories": ["F", "M"], "unknown": "other"},
-    {"name": "city", "type": "ignored"}]}
+SMALL_SCHEMA = {
+    "columns": [
+        {"name": "age", "type": "numeric", "lower": 0, "upper": 100, "bins": 5},
+        {"name": "sex", "type": "categorical", "categories": ["F", "M"], "unknown": "other"},
+        {"name": "city", "type": "ignored"},
+    ]
+}
 
 
 @pytest.fixture(autouse=True)
@@ -88,8 +99,13 @@ def test_upload_page_renders_with_budget_guidance(owner):
     response = client_for(owner).get(reverse("dataset_upload"))
     assert response.status_code == 200
     text = response.content.decode()
-    for phrase in ("0.1", "Very strong", "Weak", "Replace one row",
-                   'enctype="multipart/form-data"'):
+    for phrase in (
+        "0.1",
+        "Very strong",
+        "Weak",
+        "Replace one row",
+        'enctype="multipart/form-data"',
+    ):
         assert phrase in text
     assert 'data-max-bytes="' in text
 
@@ -126,16 +142,24 @@ def test_upload_can_discard_the_original(owner, settings):
 
 def test_storage_folder_is_outside_served_folders():
     storage = Path(settings.DATASET_STORAGE_DIR).resolve()
-    for served in [Path(settings.STATIC_ROOT), *map(Path, settings.STATICFILES_DIRS),
-                   Path(settings.MEDIA_ROOT or "/nonexistent-media-root")]:
+    for served in [
+        Path(settings.STATIC_ROOT),
+        *map(Path, settings.STATICFILES_DIRS),
+        Path(settings.MEDIA_ROOT or "/nonexistent-media-root"),
+    ]:
         assert not storage.is_relative_to(served.resolve())
 
 
 def test_no_url_serves_stored_files(owner, dataset):
     client = client_for(owner)
     for name in (dataset.storage_name, dataset.parquet_name):
-        for url in (f"/{name}", f"/static/{name}", f"/media/{name}", f"/storage/{name}",
-                    f"/static/../storage/{name}"):
+        for url in (
+            f"/{name}",
+            f"/static/{name}",
+            f"/media/{name}",
+            f"/storage/{name}",
+            f"/static/../storage/{name}",
+        ):
             assert client.get(url).status_code == 404
 
 
@@ -183,8 +207,11 @@ def test_upload_exactly_at_the_limit_is_accepted(owner, settings):
 def test_upload_with_declared_length_far_over_limit_is_refused_unread(owner, settings):
     settings.MAX_UPLOAD_BYTES = 1000
     client = client_for(owner)
-    response = client.post(reverse("dataset_upload"), data=b"x" * 200_000,
-                           content_type="multipart/form-data; boundary=zzz")
+    response = client.post(
+        reverse("dataset_upload"),
+        data=b"x" * 200_000,
+        content_type="multipart/form-data; boundary=zzz",
+    )
     assert response.status_code == 413 and storage_files() == []
 
 
@@ -192,9 +219,10 @@ def test_upload_with_declared_length_far_over_limit_is_refused_unread(owner, set
 
 
 def test_budget_can_be_raised_before_the_first_release(owner, dataset):
-    response = client_for(owner).post(reverse("dataset_budget", args=[dataset.pk]),
-                                      {"epsilon_total": "2", "delta_total": "0",
-                                       "neighbouring": "add-remove"})
+    response = client_for(owner).post(
+        reverse("dataset_budget", args=[dataset.pk]),
+        {"epsilon_total": "2", "delta_total": "0", "neighbouring": "add-remove"},
+    )
     dataset.refresh_from_db()
     assert response.status_code == 302
     assert dataset.epsilon_total == Decimal("2") and dataset.neighbouring == "add-remove"
@@ -207,8 +235,14 @@ def make_release(dataset, owner, epsilon="0.25"):
     """A queued release (its job is sent on commit, which a `db` test never reaches)."""
     services.dataset_confirm_schema(dataset=dataset, user=owner, schema=SMALL_SCHEMA)
     dataset.refresh_from_db()
-    return services.release_create(dataset=dataset, user=owner, mechanism="perturbed_histogram",
-                                   columns=["age"], params={}, epsilon=Decimal(epsilon))
+    return services.release_create(
+        dataset=dataset,
+        user=owner,
+        mechanism="perturbed_histogram",
+        columns=["age"],
+        params={},
+        epsilon=Decimal(epsilon),
+    )
 
 
 def test_budget_can_only_be_lowered_once_a_release_exists(owner, dataset):
@@ -221,8 +255,11 @@ def test_budget_can_only_be_lowered_once_a_release_exists(owner, dataset):
     client.post(url, {"epsilon_total": "0.2", "delta_total": "0", "neighbouring": "replace-one"})
     dataset.refresh_from_db()
     assert dataset.epsilon_total == Decimal("1")  # below the 0.25 already spent
-    response = client.post(url, {"epsilon_total": "0.5", "delta_total": "0",
-                                 "neighbouring": "replace-one"}, follow=True)
+    response = client.post(
+        url,
+        {"epsilon_total": "0.5", "delta_total": "0", "neighbouring": "replace-one"},
+        follow=True,
+    )
     dataset.refresh_from_db()
     assert dataset.epsilon_total == Decimal("0.5")
     assert "budget was updated" in response.content.decode()
@@ -232,23 +269,25 @@ def test_budget_can_only_be_lowered_once_a_release_exists(owner, dataset):
 def test_budget_refusals_say_why(owner, dataset):
     make_release(dataset, owner)
     with pytest.raises(services.ServiceError, match="never raised"):
-        services.dataset_change_budget(dataset=dataset, user=owner, epsilon_total=2,
-                                       delta_total=0)
+        services.dataset_change_budget(dataset=dataset, user=owner, epsilon_total=2, delta_total=0)
     with pytest.raises(services.ServiceError, match="already spent"):
-        services.dataset_change_budget(dataset=dataset, user=owner, epsilon_total="0.1",
-                                       delta_total=0)
+        services.dataset_change_budget(
+            dataset=dataset, user=owner, epsilon_total="0.1", delta_total=0
+        )
     with pytest.raises(services.ServiceError, match="neighbouring relation cannot change"):
-        services.dataset_change_budget(dataset=dataset, user=owner, epsilon_total=1,
-                                       delta_total=0, neighbouring="add-remove")
+        services.dataset_change_budget(
+            dataset=dataset, user=owner, epsilon_total=1, delta_total=0, neighbouring="add-remove"
+        )
     with pytest.raises(services.ServiceError, match=r"Total ε \(0\)"):
-        services.dataset_change_budget(dataset=dataset, user=owner, epsilon_total=0,
-                                       delta_total=0)
+        services.dataset_change_budget(dataset=dataset, user=owner, epsilon_total=0, delta_total=0)
 
 
 def test_budget_form_errors_are_shown_not_applied(owner, dataset):
-    response = client_for(owner).post(reverse("dataset_budget", args=[dataset.pk]),
-                                      {"epsilon_total": "abc", "delta_total": "0",
-                                       "neighbouring": "replace-one"}, follow=True)
+    response = client_for(owner).post(
+        reverse("dataset_budget", args=[dataset.pk]),
+        {"epsilon_total": "abc", "delta_total": "0", "neighbouring": "replace-one"},
+        follow=True,
+    )
     dataset.refresh_from_db()
     assert dataset.epsilon_total == Decimal("1")
     assert "Budget not changed" in response.content.decode()
@@ -269,8 +308,12 @@ def test_schema_page_proposes_from_data_and_marks_it(owner, dataset):
 
 
 def schema_post(rows, public_knowledge=True):
-    data = {"form-TOTAL_FORMS": str(len(rows)), "form-INITIAL_FORMS": str(len(rows)),
-            "form-MIN_NUM_FORMS": "1", "form-MAX_NUM_FORMS": "1000"}
+    data = {
+        "form-TOTAL_FORMS": str(len(rows)),
+        "form-INITIAL_FORMS": str(len(rows)),
+        "form-MIN_NUM_FORMS": "1",
+        "form-MAX_NUM_FORMS": "1000",
+    }
     if public_knowledge:
         data["public_knowledge"] = "on"
     for i, row in enumerate(rows):
@@ -288,25 +331,38 @@ GOOD_ROWS = [
 def test_schema_confirmation_needs_the_public_knowledge_statement(owner, dataset):
     page = client_for(owner).get(reverse("dataset_schema", args=[dataset.pk])).content.decode()
     assert re.search(r'<input type="checkbox" name="public_knowledge"[^>]*required', page)
-    assert ("These bounds and categories come from public knowledge (e.g. a code book), not "
-            "from looking at the data</label>") in page
-    response = client_for(owner).post(reverse("dataset_schema", args=[dataset.pk]),
-                                      schema_post(GOOD_ROWS, public_knowledge=False))
+    assert (
+        "These bounds and categories come from public knowledge (e.g. a code book), not "
+        "from looking at the data</label>"
+    ) in page
+    response = client_for(owner).post(
+        reverse("dataset_schema", args=[dataset.pk]), schema_post(GOOD_ROWS, public_knowledge=False)
+    )
     dataset.refresh_from_db()
     assert response.status_code == 400 and not dataset.schema_confirmed
     assert "tick the box to confirm" in response.content.decode()
     assert not AuditEvent.objects.filter(action=AuditEvent.Action.SCHEMA_CONFIRMED).exists()
 
+
 def test_schema_confirmation_stores_the_mechanisms_schema(owner, dataset):
-    response = client_for(owner).post(reverse("dataset_schema", args=[dataset.pk]),
-                                      schema_post(GOOD_ROWS))
+    response = client_for(owner).post(
+        reverse("dataset_schema", args=[dataset.pk]), schema_post(GOOD_ROWS)
+    )
     dataset.refresh_from_db()
     assert response.status_code == 302
     assert dataset.schema_confirmed
-    assert dataset.schema == {"columns": [
-        {"name": "age", "type": "numeric", "lower": 0, "upper": 120, "bins": 12},
-        {"name": "sex", "type": "categorical", "categories": ["F", "M", "X"], "unknown": "reject"},
-        {"name": "city", "type": "ignored"}]}
+    assert dataset.schema == {
+        "columns": [
+            {"name": "age", "type": "numeric", "lower": 0, "upper": 120, "bins": 12},
+            {
+                "name": "sex",
+                "type": "categorical",
+                "categories": ["F", "M", "X"],
+                "unknown": "reject",
+            },
+            {"name": "city", "type": "ignored"},
+        ]
+    }
     import mechanisms
 
     assert mechanisms.Schema.from_dict(dataset.schema).to_dict() == dataset.schema
@@ -316,22 +372,26 @@ def test_schema_confirmation_stores_the_mechanisms_schema(owner, dataset):
     assert 'value="120"' in text and 'class="from-data"' not in text
 
 
-@pytest.mark.parametrize("row, message", [
-    ({"type": "numeric", "lower": "5", "upper": "5", "bins": "3"}, "must be above the lower"),
-    ({"type": "numeric", "lower": "", "upper": "5", "bins": "3"}, "Required for a numeric"),
-    ({"type": "numeric", "lower": "0", "upper": "5", "bins": "0"}, "whole number from 1"),
-    ({"type": "numeric", "lower": "0", "upper": "5", "bins": "0, 3, 4"}, "must start at the"),
-    ({"type": "numeric", "lower": "0", "upper": "5", "bins": "0, 3, 3, 5"}, "must increase"),
-    ({"type": "numeric", "lower": "0", "upper": "5", "bins": "0, x, 5"}, "must be numbers"),
-    ({"type": "categorical", "categories": "  \n "}, "at least one category"),
-    ({"type": "categorical", "categories": "F\nF"}, "repeated: F"),
-    ({"type": "categorical", "categories": "(other)"}, "reserved"),
-    ({"type": "bogus"}, "Select a valid choice"),
-])
+@pytest.mark.parametrize(
+    "row, message",
+    [
+        ({"type": "numeric", "lower": "5", "upper": "5", "bins": "3"}, "must be above the lower"),
+        ({"type": "numeric", "lower": "", "upper": "5", "bins": "3"}, "Required for a numeric"),
+        ({"type": "numeric", "lower": "0", "upper": "5", "bins": "0"}, "whole number from 1"),
+        ({"type": "numeric", "lower": "0", "upper": "5", "bins": "0, 3, 4"}, "must start at the"),
+        ({"type": "numeric", "lower": "0", "upper": "5", "bins": "0, 3, 3, 5"}, "must increase"),
+        ({"type": "numeric", "lower": "0", "upper": "5", "bins": "0, x, 5"}, "must be numbers"),
+        ({"type": "categorical", "categories": "  \n "}, "at least one category"),
+        ({"type": "categorical", "categories": "F\nF"}, "repeated: F"),
+        ({"type": "categorical", "categories": "(other)"}, "reserved"),
+        ({"type": "bogus"}, "Select a valid choice"),
+    ],
+)
 def test_schema_errors_rerender_with_a_message(owner, dataset, row, message):
     rows = [row, GOOD_ROWS[1], GOOD_ROWS[2]]
-    response = client_for(owner).post(reverse("dataset_schema", args=[dataset.pk]),
-                                      schema_post(rows))
+    response = client_for(owner).post(
+        reverse("dataset_schema", args=[dataset.pk]), schema_post(rows)
+    )
     dataset.refresh_from_db()
     assert response.status_code == 400
     assert message in response.content.decode()
@@ -341,8 +401,9 @@ def test_schema_errors_rerender_with_a_message(owner, dataset, row, message):
 def test_schema_accepts_explicit_bin_edges_and_shows_them_again(owner, dataset):
     rows = [{"type": "numeric", "lower": "0", "upper": "120", "bins": "0, 18, 65.5, 120"}]
     client = client_for(owner)
-    response = client.post(reverse("dataset_schema", args=[dataset.pk]),
-                           schema_post(rows + GOOD_ROWS[1:]))
+    response = client.post(
+        reverse("dataset_schema", args=[dataset.pk]), schema_post(rows + GOOD_ROWS[1:])
+    )
     dataset.refresh_from_db()
     assert response.status_code == 302
     assert dataset.schema["columns"][0]["bins"] == [0, 18, 65.5, 120]
@@ -351,8 +412,9 @@ def test_schema_accepts_explicit_bin_edges_and_shows_them_again(owner, dataset):
 
 
 def test_schema_post_with_wrong_column_count_is_refused(owner, dataset):
-    response = client_for(owner).post(reverse("dataset_schema", args=[dataset.pk]),
-                                      schema_post(GOOD_ROWS[:2]))
+    response = client_for(owner).post(
+        reverse("dataset_schema", args=[dataset.pk]), schema_post(GOOD_ROWS[:2])
+    )
     assert response.status_code == 400 and "out of date" in response.content.decode()
 
 
@@ -363,8 +425,14 @@ def test_schema_service_refuses_columns_that_are_not_the_datasets(owner, dataset
 
 def test_releases_impossible_until_schema_confirmed(owner, dataset):
     with pytest.raises(services.ServiceError, match="Confirm the dataset's schema"):
-        services.release_create(dataset=dataset, user=owner, mechanism="perturbed_histogram",
-                                columns=["age"], params={}, epsilon=Decimal("0.1"))
+        services.release_create(
+            dataset=dataset,
+            user=owner,
+            mechanism="perturbed_histogram",
+            columns=["age"],
+            params={},
+            epsilon=Decimal("0.1"),
+        )
 
 
 def test_confirmed_bounds_equal_to_data_extremes_are_flagged(owner, dataset):
@@ -407,10 +475,18 @@ def test_dataset_page_for_auditor_shows_public_parts_only(owner, dataset, a_minu
         assert client.post(reverse(name, args=[dataset.pk]), {}).status_code == 404
 
 
-@pytest.mark.parametrize("name, method", [
-    ("dataset_detail", "get"), ("dataset_schema", "get"), ("dataset_schema", "post"),
-    ("dataset_budget", "post"), ("dataset_auditors", "post"), ("dataset_delete", "get"),
-    ("dataset_delete", "post")])
+@pytest.mark.parametrize(
+    "name, method",
+    [
+        ("dataset_detail", "get"),
+        ("dataset_schema", "get"),
+        ("dataset_schema", "post"),
+        ("dataset_budget", "post"),
+        ("dataset_auditors", "post"),
+        ("dataset_delete", "get"),
+        ("dataset_delete", "post"),
+    ],
+)
 def test_other_custodians_get_404(owner, dataset, name, method):
     stranger = client_for(make_user("mallory"))
     response = getattr(stranger, method)(reverse(name, args=[dataset.pk]))
@@ -461,8 +537,9 @@ def test_auditors_are_added_and_removed_with_audit_events(owner, dataset):
 # ---------------------------------------------------------------- deletion
 
 
-def test_delete_removes_files_keeps_releases_ledger_and_audit(owner, dataset,
-                                                             django_capture_on_commit_callbacks):
+def test_delete_removes_files_keeps_releases_ledger_and_audit(
+    owner, dataset, django_capture_on_commit_callbacks
+):
     release = make_release(dataset, owner)
     Release.objects.filter(pk=release.pk).update(status=Release.Status.DONE)
     client = client_for(owner)
@@ -479,8 +556,10 @@ def test_delete_removes_files_keeps_releases_ledger_and_audit(owner, dataset,
     assert Release.objects.filter(pk=release.pk).exists()
     assert BudgetLedgerEntry.objects.filter(dataset=dataset).count() == 1
     assert AuditEvent.objects.filter(action=AuditEvent.Action.DELETION).count() == 1
-    assert reverse("dataset_detail", args=[dataset.pk]) not in client.get(
-        reverse("home")).content.decode()
+    assert (
+        reverse("dataset_detail", args=[dataset.pk])
+        not in client.get(reverse("home")).content.decode()
+    )
     page = client.get(reverse("dataset_detail", args=[dataset.pk])).content.decode()
     assert "(deleted)" in page and f"Release {release.pk}" in page
     with pytest.raises(services.ServiceError, match="deleted"):
@@ -538,8 +617,9 @@ def files_containing(folder: Path, needle: bytes) -> list[Path]:
     return [p for p in folder.rglob("*") if p.is_file() and needle in p.read_bytes()]
 
 
-def test_no_canary_bytes_remain_after_deletion(owner, private_storage,
-                                               django_capture_on_commit_callbacks):
+def test_no_canary_bytes_remain_after_deletion(
+    owner, private_storage, django_capture_on_commit_callbacks
+):
     content = b"age,secret\n" + b"".join(b"%d,%s-%d\n" % (i, CANARY, i % 3) for i in range(50))
     upload(client_for(owner), content=content)
     dataset = Dataset.objects.get()
@@ -559,8 +639,9 @@ def test_orphaned_files_are_swept_only_when_old(owner, dataset, private_storage)
         path.write_bytes(b"partial upload")
     os.utime(old, (time.time() - 7 * 3600,) * 2)
     assert services.dataset_remove_orphan_files() == 1
-    assert sorted(storage_files()) == sorted([dataset.storage_name, dataset.parquet_name,
-                                              "young.upload"])
+    assert sorted(storage_files()) == sorted(
+        [dataset.storage_name, dataset.parquet_name, "young.upload"]
+    )
 
 
 def test_whole_numbers_with_gaps_match_categories_as_text(owner):
@@ -568,9 +649,19 @@ def test_whole_numbers_with_gaps_match_categories_as_text(owner):
 
     dataset = create_dataset(owner, content=b"code,x\n1,a\n,b\n2,c\n1,d\n")
     frame = release_engine.load_columns(dataset, ["code"])
-    schema = mechanisms.Schema.from_dict({"columns": [
-        {"name": "code", "type": "categorical", "categories": ["1", "2"], "unknown": "other"},
-        {"name": "x", "type": "ignored"}]})
+    schema = mechanisms.Schema.from_dict(
+        {
+            "columns": [
+                {
+                    "name": "code",
+                    "type": "categorical",
+                    "categories": ["1", "2"],
+                    "unknown": "other",
+                },
+                {"name": "x", "type": "ignored"},
+            ]
+        }
+    )
     assert schema.encode(frame, ["code"])[:, 0].tolist() == [0, 2, 1, 0]  # 2 = "(other)"
 
 
@@ -614,15 +705,18 @@ def test_relation_cannot_become_add_remove_once_an_auditor_could_see_n():
     """Under replace-one an auditor may see n; switching to add-remove later cannot hide it."""
     owner = make_user("owner-n")
     dataset = create_dataset(owner)
-    services.dataset_change_budget(dataset=dataset, user=owner, epsilon_total=1, delta_total=0,
-                                   neighbouring="add-remove")  # nobody else has seen it yet
-    services.dataset_change_budget(dataset=dataset, user=owner, epsilon_total=1, delta_total=0,
-                                   neighbouring="replace-one")
+    services.dataset_change_budget(
+        dataset=dataset, user=owner, epsilon_total=1, delta_total=0, neighbouring="add-remove"
+    )  # nobody else has seen it yet
+    services.dataset_change_budget(
+        dataset=dataset, user=owner, epsilon_total=1, delta_total=0, neighbouring="replace-one"
+    )
     make_user("auditor-n")
     services.dataset_set_auditor(dataset=dataset, user=owner, username="auditor-n", add=True)
     services.dataset_set_auditor(dataset=dataset, user=owner, username="auditor-n", add=False)
     with pytest.raises(services.ServiceError, match="can no longer become add-remove"):
-        services.dataset_change_budget(dataset=dataset, user=owner, epsilon_total=1,
-                                       delta_total=0, neighbouring="add-remove")
+        services.dataset_change_budget(
+            dataset=dataset, user=owner, epsilon_total=1, delta_total=0, neighbouring="add-remove"
+        )
     dataset.refresh_from_db()
     assert dataset.neighbouring == "replace-one"

@@ -25,7 +25,9 @@ def make_user(username="alice", password="correct horse battery"):
 
 def make_demo_dataset(owner, epsilon_total=1):
     dataset = services.dataset_create_from_path(
-        owner=owner, name="Adult", source_path=REPO_ROOT / "demo" / "adult.csv.gz",
+        owner=owner,
+        name="Adult",
+        source_path=REPO_ROOT / "demo" / "adult.csv.gz",
         epsilon_total=epsilon_total,
     )
     return services.dataset_confirm_schema(dataset=dataset, user=owner, schema=DEMO_SCHEMA)
@@ -35,7 +37,11 @@ def test_it_refuses_production_start_without_secret_key():
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DPPORTAL_"))}
     result = subprocess.run(
         [sys.executable, "-c", "import dpportal.settings"],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=False,
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert result.returncode != 0
     assert "DJANGO_SECRET_KEY" in result.stderr
@@ -68,8 +74,9 @@ def test_it_redirects_anonymous_users_to_login(name):
 def test_it_logs_in_and_out_and_audits_both():
     make_user()
     client = Client()
-    response = client.post(reverse("login"), {"username": "alice",
-                                              "password": "correct horse battery"})
+    response = client.post(
+        reverse("login"), {"username": "alice", "password": "correct horse battery"}
+    )
     assert response.status_code == 302
     assert client.get(reverse("home")).status_code == 200
     assert client.post(reverse("logout")).status_code == 302
@@ -87,8 +94,10 @@ def test_it_detects_a_tampered_audit_chain():
     from django.db import connection
 
     with connection.cursor() as cursor:  # bypass the ORM as an attacker with SQL access would
-        cursor.execute("UPDATE dpportal_auditevent SET action = 'download' WHERE id = "
-                       "(SELECT MIN(id) FROM dpportal_auditevent)")
+        cursor.execute(
+            "UPDATE dpportal_auditevent SET action = 'download' WHERE id = "
+            "(SELECT MIN(id) FROM dpportal_auditevent)"
+        )
     assert services.audit_verify_chain() != []
 
 
@@ -109,11 +118,17 @@ def test_it_runs_a_release_through_a_real_worker(celery_worker_process):
     owner = make_user()
     dataset = make_demo_dataset(owner)
     release = services.release_create(
-        dataset=dataset, user=owner, mechanism="perturbed_histogram",
-        columns=["age", "sex"], params={"rows": 500}, epsilon="0.5",
+        dataset=dataset,
+        user=owner,
+        mechanism="perturbed_histogram",
+        columns=["age", "sex"],
+        params={"rows": 500},
+        epsilon="0.5",
     )
-    done = wait_until(lambda: Release.objects.filter(
-        pk=release.pk, status__in=Release.TERMINAL).first(), timeout=90)
+    done = wait_until(
+        lambda: Release.objects.filter(pk=release.pk, status__in=Release.TERMINAL).first(),
+        timeout=90,
+    )
     assert done.status == Release.Status.DONE, done.error_message
     output = settings.DATA_DIR / done.output_dir
     assert (output / "synthetic.csv").read_text().count("\n") == 501

@@ -58,11 +58,15 @@ def test_quoted_newlines_delimiters_and_quotes(tmp_path):
     assert table.column("note").to_pylist() == ["line one\nline two", 'say "hi"']
 
 
-@pytest.mark.parametrize("delimiter, name", [("\t", "tab"), (";", "semicolon"),
-                                             ("|", "vertical bar"), (",", "comma")])
+@pytest.mark.parametrize(
+    "delimiter, name", [("\t", "tab"), (";", "semicolon"), ("|", "vertical bar"), (",", "comma")]
+)
 def test_delimiter_detection(tmp_path, delimiter, name):
-    content = delimiter.join(["a", "b", "c"]) + "\n" + delimiter.join(["1", "x,y" if delimiter
-                                                                      != "," else "x", "3"])
+    content = (
+        delimiter.join(["a", "b", "c"])
+        + "\n"
+        + delimiter.join(["1", "x,y" if delimiter != "," else "x", "3"])
+    )
     result, table = read(tmp_path, (content + "\n").encode())
     assert result.details["delimiter"] == name and result.columns == ["a", "b", "c"]
 
@@ -111,12 +115,18 @@ def test_blank_lines_and_single_column(tmp_path):
 
 
 def test_proposals(tmp_path):
-    rows = ["age,sex,id,empty"] + [f"{20 + i % 50},{'FM'[i % 2]},id{i},"
-                                   for i in range(200)]
+    rows = ["age,sex,id,empty"] + [f"{20 + i % 50},{'FM'[i % 2]},id{i}," for i in range(200)]
     result, _ = read(tmp_path, ("\n".join(rows) + "\n").encode())
     proposals = {p["name"]: p for p in result.proposals}
-    assert proposals["age"] == {"name": "age", "missing": 0, "type": "numeric", "lower": 20,
-                                "upper": 69, "bins": 10, "from_data": ["lower", "upper"]}
+    assert proposals["age"] == {
+        "name": "age",
+        "missing": 0,
+        "type": "numeric",
+        "lower": 20,
+        "upper": 69,
+        "bins": 10,
+        "from_data": ["lower", "upper"],
+    }
     assert proposals["sex"]["type"] == "categorical"
     assert proposals["sex"]["categories"] == ["F", "M"]
     assert proposals["id"]["type"] == "ignored"  # 200 distinct values: not a category
@@ -190,14 +200,28 @@ def roundtrip_once(tmp_path: Path, rows: list[list[str]]):
     assert [list(r.values()) for r in table.to_pylist()] == rows
 
 
-TEXT_ROWS = st.integers(1, 4).flatmap(lambda width: st.lists(
-    st.lists(st.text(alphabet=st.sampled_from(list('ab ,;"\né€\t')), min_size=1, max_size=8)
-             .map(lambda s: "t" + s), min_size=width, max_size=width), min_size=1, max_size=20))
+TEXT_ROWS = st.integers(1, 4).flatmap(
+    lambda width: st.lists(
+        st.lists(
+            st.text(alphabet=st.sampled_from(list('ab ,;"\né€\t')), min_size=1, max_size=8).map(
+                lambda s: "t" + s
+            ),
+            min_size=width,
+            max_size=width,
+        ),
+        min_size=1,
+        max_size=20,
+    )
+)
 
 
 @settings(max_examples=60, **FUZZ_SETTINGS)
-@given(content=st.lists(ALPHABET, max_size=200).map(lambda cs: "".join(cs).encode(
-    "utf-8", "surrogatepass")) | st.binary(max_size=200))
+@given(
+    content=st.lists(ALPHABET, max_size=200).map(
+        lambda cs: "".join(cs).encode("utf-8", "surrogatepass")
+    )
+    | st.binary(max_size=200)
+)
 def test_fuzz_parser_never_crashes(tmp_path, content):
     fuzz_once(tmp_path, content)
 
@@ -210,8 +234,10 @@ def test_fuzz_well_formed_tables_round_trip(tmp_path, rows):
 
 @pytest.mark.slow
 @settings(max_examples=30_000, **FUZZ_SETTINGS)  # about 4 minutes on 2 cores
-@given(content=st.lists(ALPHABET, max_size=2000).map(lambda cs: "".join(cs).encode())
-       | st.binary(max_size=2000))
+@given(
+    content=st.lists(ALPHABET, max_size=2000).map(lambda cs: "".join(cs).encode())
+    | st.binary(max_size=2000)
+)
 def test_fuzz_parser_never_crashes_long(tmp_path, content):
     fuzz_once(tmp_path, content)
 
@@ -230,13 +256,16 @@ def test_all_distinct_text_is_proposed_as_ignored(tmp_path):
     assert group["type"] == "categorical" and group["categories"] == ["a", "b"]
 
 
-@pytest.mark.parametrize("chunks, valid", [
-    ([b"ab", b"cd"], True),
-    ([b"a\xc3", b"\xa9b"], True),  # a character split across two chunks
-    ([b"a\xc3", b"b"], False),  # an ASCII chunk cannot finish a started character
-    ([b"a", b"\xc3"], False),  # the file ends inside a character
-    ([b"\xff"], False),
-])
+@pytest.mark.parametrize(
+    "chunks, valid",
+    [
+        ([b"ab", b"cd"], True),
+        ([b"a\xc3", b"\xa9b"], True),  # a character split across two chunks
+        ([b"a\xc3", b"b"], False),  # an ASCII chunk cannot finish a started character
+        ([b"a", b"\xc3"], False),  # the file ends inside a character
+        ([b"\xff"], False),
+    ],
+)
 def test_byte_scan_checks_utf8_across_chunks(chunks, valid):
     scan = ingest.ByteScan()
     for chunk in chunks:

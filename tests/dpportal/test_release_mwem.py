@@ -25,27 +25,37 @@ def dataset(owner):
 
 
 def mwem_post(**overrides) -> dict:
-    return {"mechanism": "mwem", "columns": COLUMNS, "epsilon": "1", "rows": "500",
-            "mwem_marginal_size": "2", "mwem_rounds": "3", **overrides}
+    return {
+        "mechanism": "mwem",
+        "columns": COLUMNS,
+        "epsilon": "1",
+        "rows": "500",
+        "mwem_marginal_size": "2",
+        "mwem_rounds": "3",
+        **overrides,
+    }
 
 
 def test_the_form_passes_a_marginal_workload_and_rounds_but_no_row_count(owner, dataset):
     client_for(owner).post(reverse("release_new", args=[dataset.pk]), mwem_post())
     release = Release.objects.get()
-    assert release.params == {"workload": {"queries": [{"type": "marginals", "k": 2}]},
-                              "rounds": 3}
+    assert release.params == {"workload": {"queries": [{"type": "marginals", "k": 2}]}, "rounds": 3}
 
 
 def test_the_estimate_describes_rounds_and_noise(owner, dataset):
-    result = client_for(owner).get(reverse("release_estimate", args=[dataset.pk]),
-                                   mwem_post(mwem_rounds="")).json()
+    result = (
+        client_for(owner)
+        .get(reverse("release_estimate", args=[dataset.pk]), mwem_post(mwem_rounds=""))
+        .json()
+    )
     assert result["ok"], result
     assert "The workload has 3 patterns" in result["accuracy"][0]
     assert "noise of typically ±" in result["accuracy"][1]
 
 
 def test_an_mwem_release_shows_its_rounds_publicly_and_its_errors_to_the_owner(
-        owner, dataset, a_minute_later):
+    owner, dataset, a_minute_later
+):
     client_for(owner).post(reverse("release_new", args=[dataset.pk]), mwem_post())
     release = run_now(Release.objects.get())
     report = utility.load_report(release)
@@ -57,14 +67,18 @@ def test_an_mwem_release_shows_its_rounds_publicly_and_its_errors_to_the_owner(
     for user in (owner, auditor):
         page = client_for(user).get(reverse("release_detail", args=[release.pk]))
         assert page.status_code == 200
-        titles[user.username] = [f["layout"]["title"]["text"]
-                                 for f in chart_figures(page.content.decode())]
+        titles[user.username] = [
+            f["layout"]["title"]["text"] for f in chart_figures(page.content.decode())
+        ]
     rounds_title = "MWEM: largest gap to the noisy measurements, by round"
     workload_title = "Workload queries: noisy measurements against true counts"
     assert rounds_title in titles["owner"] and rounds_title in titles["auditor"]
     assert workload_title in titles["owner"] and workload_title not in titles["auditor"]
-    rounds = next(f for f in chart_figures(page.content.decode())
-                  if f["layout"]["title"]["text"] == rounds_title)
+    rounds = next(
+        f
+        for f in chart_figures(page.content.decode())
+        if f["layout"]["title"]["text"] == rounds_title
+    )
     assert rounds["data"][0]["x"] == [1, 2, 3]
 
 
@@ -73,8 +87,7 @@ def test_measurement_errors_are_zero_when_the_measurements_are_exact():
     frame = pd.DataFrame({"age": ["20", "30", "80", "85"], "sex": ["Male"] * 3 + ["Female"]})
     exact_marginal = schema.cell_counts(frame, ["age", "sex"]).ravel().tolist()
     measurements = [
-        {"query": {"type": "marginal", "columns": ["age", "sex"]},
-         "noisy_answer": exact_marginal},
+        {"query": {"type": "marginal", "columns": ["age", "sex"]}, "noisy_answer": exact_marginal},
         {"query": {"type": "box", "columns": ["age"], "bins": [[6, 7]]}, "noisy_answer": [2]},
     ]
     errors = utility._measurement_errors(schema, frame, measurements)

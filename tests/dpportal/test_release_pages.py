@@ -33,8 +33,11 @@ def client_for(user) -> Client:
 
 def make_dataset(owner, *, epsilon_total=1, delta_total=0, schema=DEMO_SCHEMA, path=None):
     dataset = services.dataset_create_from_path(
-        owner=owner, name="Adult", source_path=path or REPO_ROOT / "demo" / "adult.csv.gz",
-        epsilon_total=epsilon_total, delta_total=delta_total,
+        owner=owner,
+        name="Adult",
+        source_path=path or REPO_ROOT / "demo" / "adult.csv.gz",
+        epsilon_total=epsilon_total,
+        delta_total=delta_total,
     )
     if schema is None:
         return dataset
@@ -42,8 +45,13 @@ def make_dataset(owner, *, epsilon_total=1, delta_total=0, schema=DEMO_SCHEMA, p
 
 
 def histogram_post(**overrides) -> dict:
-    return {"mechanism": "perturbed_histogram", "columns": ["age", "sex"], "epsilon": "0.5",
-            "rows": "200", **overrides}
+    return {
+        "mechanism": "perturbed_histogram",
+        "columns": ["age", "sex"],
+        "epsilon": "0.5",
+        "rows": "200",
+        **overrides,
+    }
 
 
 @pytest.fixture
@@ -84,8 +92,10 @@ def test_it_answers_404_to_auditors_and_strangers(dataset, auditor):
     for user in (auditor, stranger):
         client = client_for(user)
         assert client.get(reverse("release_new", args=[dataset.pk])).status_code == 404
-        assert client.post(reverse("release_new", args=[dataset.pk]),
-                           histogram_post()).status_code == 404
+        assert (
+            client.post(reverse("release_new", args=[dataset.pk]), histogram_post()).status_code
+            == 404
+        )
         assert client.get(reverse("release_estimate", args=[dataset.pk])).status_code == 404
     assert not Release.objects.exists()
 
@@ -101,8 +111,7 @@ def test_it_asks_for_a_confirmed_schema_first(owner):
 
 
 def test_it_creates_a_queued_release_and_redirects_to_its_page(owner, dataset):
-    response = client_for(owner).post(reverse("release_new", args=[dataset.pk]),
-                                      histogram_post())
+    response = client_for(owner).post(reverse("release_new", args=[dataset.pk]), histogram_post())
     release = Release.objects.get()
     assert response.status_code == 302
     assert response["Location"] == reverse("release_detail", args=[release.pk])
@@ -117,8 +126,7 @@ def test_it_creates_a_queued_release_and_redirects_to_its_page(owner, dataset):
 def test_it_refuses_overspending_and_says_what_is_left(owner, dataset):
     client = client_for(owner)
     client.post(reverse("release_new", args=[dataset.pk]), histogram_post(epsilon="0.75"))
-    response = client.post(reverse("release_new", args=[dataset.pk]),
-                           histogram_post(epsilon="0.5"))
+    response = client.post(reverse("release_new", args=[dataset.pk]), histogram_post(epsilon="0.5"))
     assert response.status_code == 200
     assert "only ε = 0.25 is left of 1" in response.content.decode()
     assert Release.objects.count() == 1
@@ -126,15 +134,19 @@ def test_it_refuses_overspending_and_says_what_is_left(owner, dataset):
     assert dataset.epsilon_spent == Decimal("0.75")
 
 
-@pytest.mark.parametrize("field, value, message", [
-    ("epsilon", "-1", "greater than or equal to 0.000001"),
-    ("epsilon", "abc", "Enter a number"),
-    ("rows", "0", "greater than or equal to 1"),
-    ("columns", [], "This field is required"),
-])
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("epsilon", "-1", "greater than or equal to 0.000001"),
+        ("epsilon", "abc", "Enter a number"),
+        ("rows", "0", "greater than or equal to 1"),
+        ("columns", [], "This field is required"),
+    ],
+)
 def test_it_explains_bad_input_on_the_form(owner, dataset, field, value, message):
-    response = client_for(owner).post(reverse("release_new", args=[dataset.pk]),
-                                      histogram_post(**{field: value}))
+    response = client_for(owner).post(
+        reverse("release_new", args=[dataset.pk]), histogram_post(**{field: value})
+    )
     assert response.status_code == 200
     assert message in response.content.decode()
     assert not Release.objects.exists()
@@ -147,8 +159,9 @@ def test_it_never_takes_a_seed_from_the_request(owner, dataset):
 
 def test_it_forces_delta_to_zero_for_pure_mechanisms(owner):
     dataset = make_dataset(owner, delta_total="0.00001")
-    client_for(owner).post(reverse("release_new", args=[dataset.pk]),
-                           histogram_post(delta="0.000001"))
+    client_for(owner).post(
+        reverse("release_new", args=[dataset.pk]), histogram_post(delta="0.000001")
+    )
     assert Release.objects.get().delta == 0
 
 
@@ -161,8 +174,9 @@ def test_the_estimate_predicts_accuracy_and_budget_without_the_data(owner, datas
 
     monkeypatch.setattr(release_engine, "load_columns", no_raw_data)
     monkeypatch.setattr("pandas.read_csv", no_raw_data)
-    response = client_for(owner).get(reverse("release_estimate", args=[dataset.pk]),
-                                     histogram_post(epsilon="0.25"))
+    response = client_for(owner).get(
+        reverse("release_estimate", args=[dataset.pk]), histogram_post(epsilon="0.25")
+    )
     result = response.json()
     assert response.status_code == 200 and result["ok"], result
     assert result["epsilon_left"] == "0.75" and result["fits"] is True
@@ -173,14 +187,20 @@ def test_the_estimate_predicts_accuracy_and_budget_without_the_data(owner, datas
 
 
 def test_the_estimate_warns_when_the_budget_does_not_fit(owner, dataset):
-    result = client_for(owner).get(reverse("release_estimate", args=[dataset.pk]),
-                                   histogram_post(epsilon="3")).json()
+    result = (
+        client_for(owner)
+        .get(reverse("release_estimate", args=[dataset.pk]), histogram_post(epsilon="3"))
+        .json()
+    )
     assert result["ok"] and result["fits"] is False and result["epsilon_left"] == "-2"
 
 
 def test_the_estimate_lists_what_to_fix(owner, dataset):
-    result = client_for(owner).get(reverse("release_estimate", args=[dataset.pk]),
-                                   histogram_post(epsilon="")).json()
+    result = (
+        client_for(owner)
+        .get(reverse("release_estimate", args=[dataset.pk]), histogram_post(epsilon=""))
+        .json()
+    )
     assert result["ok"] is False
     assert any(error.startswith("Privacy cost ε") for error in result["errors"])
 
@@ -203,8 +223,13 @@ def test_discrete_laplace_std_matches_samples_and_differs_from_continuous():
 
 
 def make_release(owner, dataset, **kwargs) -> Release:
-    arguments = {"mechanism": "perturbed_histogram", "columns": ["age", "sex"],
-                 "params": {"rows": 100}, "epsilon": "0.5", **kwargs}
+    arguments = {
+        "mechanism": "perturbed_histogram",
+        "columns": ["age", "sex"],
+        "params": {"rows": 100},
+        "epsilon": "0.5",
+        **kwargs,
+    }
     return services.release_create(dataset=dataset, user=owner, **arguments)
 
 
@@ -221,23 +246,36 @@ def test_the_job_page_shows_a_queued_release_with_progress_and_cancel(owner, dat
 def test_progress_json_reports_stage_and_percent(owner, dataset, auditor, a_minute_later):
     release = make_release(owner, dataset, mechanism="mwem")
     Release.objects.filter(pk=release.pk).update(
-        status=Release.Status.RUNNING, progress_done=3, progress_total=12,
-        progress_stage="running", started_at=timezone.now())
+        status=Release.Status.RUNNING,
+        progress_done=3,
+        progress_total=12,
+        progress_stage="running",
+        started_at=timezone.now(),
+    )
     result = client_for(owner).get(reverse("release_progress", args=[release.pk])).json()
     assert result["status"] == "running" and result["stage"] == "Round 3 of 12"
     assert result["percent"] == 25 and result["terminal"] is False
     result = client_for(auditor).get(reverse("release_progress", args=[release.pk])).json()
-    assert result == {"status": "running", "status_label": "Running", "stage": "Running",
-                      "done": 0, "total": 0, "percent": 0, "elapsed": "about 1 min",
-                      "terminal": False}  # coarse: no steps, whole minutes
+    assert result == {
+        "status": "running",
+        "status_label": "Running",
+        "stage": "Running",
+        "done": 0,
+        "total": 0,
+        "percent": 0,
+        "elapsed": "about 1 min",
+        "terminal": False,
+    }  # coarse: no steps, whole minutes
     stranger = make_user("stranger")
-    assert client_for(stranger).get(
-        reverse("release_progress", args=[release.pk])).status_code == 404
+    assert (
+        client_for(stranger).get(reverse("release_progress", args=[release.pk])).status_code == 404
+    )
     Release.objects.filter(pk=release.pk).update(mechanism="range_count")
     result = client_for(owner).get(reverse("release_progress", args=[release.pk])).json()
     assert result["stage"] == "Running: step 3 of 12"
-    Release.objects.filter(pk=release.pk).update(progress_stage="reading data", progress_done=0,
-                                                 progress_total=1)
+    Release.objects.filter(pk=release.pk).update(
+        progress_stage="reading data", progress_done=0, progress_total=1
+    )
     result = client_for(owner).get(reverse("release_progress", args=[release.pk])).json()
     assert result["stage"] == "Reading data" and result["percent"] == 0
 
@@ -260,12 +298,12 @@ def test_cancelling_a_queued_release_refunds_its_budget(owner, dataset):
 
 def test_only_queued_releases_can_be_cancelled_and_only_by_the_owner(owner, dataset, auditor):
     release = make_release(owner, dataset)
-    assert client_for(auditor).post(
-        reverse("release_cancel", args=[release.pk])).status_code == 404
+    assert client_for(auditor).post(reverse("release_cancel", args=[release.pk])).status_code == 404
     Release.objects.filter(pk=release.pk).update(status=Release.Status.RUNNING)
     response = client_for(owner).post(reverse("release_cancel", args=[release.pk]), follow=True)
     assert "Only a queued release can be cancelled; this one is running." in (
-        response.content.decode())
+        response.content.decode()
+    )
     release.refresh_from_db()
     assert release.status == Release.Status.RUNNING
     assert not release.ledger.filter(kind=BudgetLedgerEntry.Kind.REFUND).exists()
@@ -279,8 +317,10 @@ def test_cancel_needs_post(owner, dataset):
 def test_a_failed_release_says_why_and_that_its_budget_stays_spent(owner, dataset):
     release = make_release(owner, dataset)
     Release.objects.filter(pk=release.pk).update(
-        status=Release.Status.FAILED, data_was_read=True,
-        error_message="column 'age' has 3 missing or non-numeric values (first at row 7)")
+        status=Release.Status.FAILED,
+        data_was_read=True,
+        error_message="column 'age' has 3 missing or non-numeric values (first at row 7)",
+    )
     page = client_for(owner).get(reverse("release_detail", args=[release.pk])).content.decode()
     assert "This release failed." in page and "first at row 7" in page
     assert "stays spent" in page
@@ -317,30 +357,39 @@ def test_smoothed_default_rows_balances_mixing_against_sampling():
 
 def test_the_smoothed_histogram_is_refused_when_the_row_count_is_private(owner, dataset):
     PrivacyBudget.objects.filter(pk=dataset.budget_id).update(neighbouring="add-remove")
-    response = client_for(owner).post(reverse("release_new", args=[dataset.pk]),
-                                      histogram_post(mechanism="smoothed_histogram"))
+    response = client_for(owner).post(
+        reverse("release_new", args=[dataset.pk]), histogram_post(mechanism="smoothed_histogram")
+    )
     assert "needs the number of rows to be public" in response.content.decode()
     assert not Release.objects.exists()
 
 
-def test_settings_the_mechanism_would_refuse_are_caught_before_spending(owner, dataset,
-                                                                         monkeypatch):
+def test_settings_the_mechanism_would_refuse_are_caught_before_spending(
+    owner, dataset, monkeypatch
+):
     def refuse(*args, **kwargs):
         raise mechanisms.MechanismError("rows (0) must be a whole number >= 1")
 
     monkeypatch.setattr(release_engine, "expected_accuracy", refuse)
-    response = client_for(owner).post(reverse("release_new", args=[dataset.pk]),
-                                      histogram_post())
+    response = client_for(owner).post(reverse("release_new", args=[dataset.pk]), histogram_post())
     assert "These settings cannot work: rows (0) must be a whole number &gt;= 1" in (
-        response.content.decode())
+        response.content.decode()
+    )
     assert not Release.objects.exists()
     dataset.refresh_from_db()
     assert dataset.epsilon_spent == 0
 
 
-@pytest.mark.parametrize("remaining, suggested", [
-    ("10", "1"), ("1", "0.25"), ("0.3", "0.075"), ("0.123", "0.03"), ("0", None),
-])
+@pytest.mark.parametrize(
+    "remaining, suggested",
+    [
+        ("10", "1"),
+        ("1", "0.25"),
+        ("0.3", "0.075"),
+        ("0.123", "0.03"),
+        ("0", None),
+    ],
+)
 def test_the_form_suggests_a_quarter_of_what_is_left_at_most_one(remaining, suggested):
     from dpportal.release_forms import suggested_epsilon
 
@@ -358,13 +407,16 @@ def test_a_deleted_dataset_takes_no_new_releases(owner, dataset):
 
 
 def test_auditors_see_a_status_change_only_once_its_minute_has_passed(
-        owner, dataset, auditor, monkeypatch):
+    owner, dataset, auditor, monkeypatch
+):
     """T10: polling the job page or its progress must not time a run to the second."""
     release = make_release(owner, dataset)
     minute = timing.last_whole_minute()
     Release.objects.filter(pk=release.pk).update(
-        status=Release.Status.DONE, started_at=minute + timedelta(seconds=7),
-        finished_at=minute + timedelta(seconds=19))
+        status=Release.Status.DONE,
+        started_at=minute + timedelta(seconds=7),
+        finished_at=minute + timedelta(seconds=19),
+    )
     progress = reverse("release_progress", args=[release.pk])
     seen = []
     for now in (minute, minute + timedelta(minutes=1)):
@@ -374,12 +426,19 @@ def test_auditors_see_a_status_change_only_once_its_minute_has_passed(
     monkeypatch.setattr(timing, "last_whole_minute", lambda: minute)
     page = client_for(auditor).get(reverse("release_detail", args=[release.pk])).content.decode()
     assert "Queued" in page and "Downloads" not in page
-    assert client_for(auditor).get(
-        reverse("release_download_zip", args=[release.pk])).status_code == 404
-    for url in (reverse("dataset_detail", args=[dataset.pk]), reverse("release_list"),
-                reverse("release_list") + "?status=queued"):
-        assert [("<td>Queued</td>" in client_for(who).get(url).content.decode())
-                for who in (auditor, owner)] == [True, False], url
+    assert (
+        client_for(auditor).get(reverse("release_download_zip", args=[release.pk])).status_code
+        == 404
+    )
+    for url in (
+        reverse("dataset_detail", args=[dataset.pk]),
+        reverse("release_list"),
+        reverse("release_list") + "?status=queued",
+    ):
+        assert [
+            ("<td>Queued</td>" in client_for(who).get(url).content.decode())
+            for who in (auditor, owner)
+        ] == [True, False], url
     rows = client_for(auditor).get(reverse("release_list_csv"), {"status": "done"})
     assert rows.content.decode().count("\r\n") == 1  # the header only
 
@@ -390,12 +449,16 @@ def test_only_the_owner_sees_why_a_release_failed(owner, monkeypatch, tmp_path, 
     monkeypatch.setattr(services, "release_send", lambda pk: True)
     path = tmp_path / "codes.csv"
     path.write_text("code\nA\nB\nZ\nZ\n")
-    schema = {"columns": [{"name": "code", "type": "categorical", "categories": ["A", "B"],
-                           "unknown": "reject"}]}
+    schema = {
+        "columns": [
+            {"name": "code", "type": "categorical", "categories": ["A", "B"], "unknown": "reject"}
+        ]
+    }
     dataset = make_dataset(owner, schema=None, path=path)
     # Confirmation now refuses such a schema; one confirmed before it checked the data remains.
-    type(dataset).objects.filter(pk=dataset.pk).update(schema=schema,
-                                                       schema_confirmed_at=timezone.now())
+    type(dataset).objects.filter(pk=dataset.pk).update(
+        schema=schema, schema_confirmed_at=timezone.now()
+    )
     dataset.refresh_from_db()
     auditor = make_user("auditor")
     dataset.auditors.add(auditor)
@@ -403,11 +466,15 @@ def test_only_the_owner_sees_why_a_release_failed(owner, monkeypatch, tmp_path, 
     services.release_run(release_id=release.pk)
     assert Release.objects.get(pk=release.pk).status == Release.Status.FAILED
     detail = "2 values outside its declared categories (first at row 2)"
-    pages = [reverse("release_detail", args=[release.pk]), reverse("audit_log"),
-             reverse("audit_log_csv")]
+    pages = [
+        reverse("release_detail", args=[release.pk]),
+        reverse("audit_log"),
+        reverse("audit_log_csv"),
+    ]
     owner_saw = [detail in client_for(owner).get(url).content.decode() for url in pages]
     auditor_pages = [client_for(auditor).get(url).content.decode() for url in pages]
     assert owner_saw == [True, True, True]
     assert [("outside its declared" in page, "row 2" in page) for page in auditor_pages] == [
-        (False, False)] * 3
+        (False, False)
+    ] * 3
     assert "The release failed; the custodian can see why." in auditor_pages[0]

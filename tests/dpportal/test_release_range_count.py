@@ -33,21 +33,33 @@ def dataset(owner):
 
 
 def range_post(**overrides) -> dict:
-    return {"mechanism": "range_count", "columns": ["age", "hours-per-week"], "epsilon": "1",
-            "delta": "0.000001", "range_workload": "boxes", "range_queries": "40",
-            "range_grid": "16", "range_method": "auto", **overrides}
+    return {
+        "mechanism": "range_count",
+        "columns": ["age", "hours-per-week"],
+        "epsilon": "1",
+        "delta": "0.000001",
+        "range_workload": "boxes",
+        "range_queries": "40",
+        "range_grid": "16",
+        "range_method": "auto",
+        **overrides,
+    }
 
 
-@pytest.mark.parametrize("overrides, message", [
-    ({"columns": ["age", "sex"]}, "Range counts need numeric columns; sex is categorical."),
-    ({"columns": ["age"], "range_workload": "halfspaces"}, "need at least two columns"),
-    ({"range_method": "mn12", "delta": ""}, "needs δ &gt; 0"),
-    ({"range_method": "mn12_laplace", "delta": ""}, "needs δ &gt; 0"),
-    ({"range_grid": "4096"}, "use at most 65,536"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"columns": ["age", "sex"]}, "Range counts need numeric columns; sex is categorical."),
+        ({"columns": ["age"], "range_workload": "halfspaces"}, "need at least two columns"),
+        ({"range_method": "mn12", "delta": ""}, "needs δ &gt; 0"),
+        ({"range_method": "mn12_laplace", "delta": ""}, "needs δ &gt; 0"),
+        ({"range_grid": "4096"}, "use at most 65,536"),
+    ],
+)
 def test_the_form_refuses_range_counts_it_cannot_run(owner, dataset, overrides, message):
-    response = client_for(owner).post(reverse("release_new", args=[dataset.pk]),
-                                      range_post(**overrides))
+    response = client_for(owner).post(
+        reverse("release_new", args=[dataset.pk]), range_post(**overrides)
+    )
     assert message in response.content.decode()
     assert not Release.objects.exists()
 
@@ -64,18 +76,21 @@ def test_the_estimate_plans_without_reading_the_data(owner, dataset, monkeypatch
         raise AssertionError("the estimate must not read the raw data")
 
     monkeypatch.setattr(release_engine, "load_columns", no_raw_data)
-    result = client_for(owner).get(reverse("release_estimate", args=[dataset.pk]),
-                                   range_post()).json()
+    result = (
+        client_for(owner).get(reverse("release_estimate", args=[dataset.pk]), range_post()).json()
+    )
     assert result["ok"], result
-    assert "40 ranges over a grid of 256 points. The method used will be a" in (
-        result["accuracy"][0])
+    assert (
+        "40 ranges over a grid of 256 points. The method used will be a" in (result["accuracy"][0])
+    )
     assert "off by typically ±" in result["accuracy"][1]
     assert result["delta_left"] == "0.000009"
 
 
 def test_a_range_count_release_answers_new_questions_for_free(owner, dataset):
-    client_for(owner).post(reverse("release_new", args=[dataset.pk]),
-                           range_post(range_method="tree"))
+    client_for(owner).post(
+        reverse("release_new", args=[dataset.pk]), range_post(range_method="tree")
+    )
     release = run_now(Release.objects.get())
     dataset.refresh_from_db()
     spent, entries = dataset.epsilon_spent, BudgetLedgerEntry.objects.count()
@@ -98,47 +113,58 @@ def test_a_range_count_release_answers_new_questions_for_free(owner, dataset):
 
 
 def test_range_count_results_compare_errors_with_predictions_for_the_owner_only(
-        owner, dataset, a_minute_later):
-    client_for(owner).post(reverse("release_new", args=[dataset.pk]),
-                           range_post(range_method="identity"))
+    owner, dataset, a_minute_later
+):
+    client_for(owner).post(
+        reverse("release_new", args=[dataset.pk]), range_post(range_method="identity")
+    )
     release = run_now(Release.objects.get())
     report = utility.load_report(release)
     assert report["answers"]["count"] == 40
     assert report["answers"]["rmse"] > 0 and report["answers"]["predicted_rmse"] > 0
     owner_page = client_for(owner).get(reverse("release_detail", args=[release.pk]))
-    titles = [figure["layout"]["title"]["text"] for figure in
-              chart_figures(owner_page.content.decode())]
+    titles = [
+        figure["layout"]["title"]["text"] for figure in chart_figures(owner_page.content.decode())
+    ]
     assert "Range answers: squared error against predicted variance" in titles
     assert "Range answers with ±2 predicted standard deviations" in titles
     auditor = make_user("auditor")
     dataset.auditors.add(auditor)
     auditor_page = client_for(auditor).get(reverse("release_detail", args=[release.pk]))
-    titles = [figure["layout"]["title"]["text"] for figure in
-              chart_figures(auditor_page.content.decode())]
+    titles = [
+        figure["layout"]["title"]["text"] for figure in chart_figures(auditor_page.content.decode())
+    ]
     assert titles == ["Range answers with ±2 predicted standard deviations"]
     assert "Ask a new range question" in auditor_page.content.decode()
 
 
 def test_a_per_query_release_says_it_cannot_answer_new_questions(owner, dataset):
-    client_for(owner).post(reverse("release_new", args=[dataset.pk]),
-                           range_post(range_method="per_query"))
+    client_for(owner).post(
+        reverse("release_new", args=[dataset.pk]), range_post(range_method="per_query")
+    )
     release = run_now(Release.objects.get())
-    page = client_for(owner).get(reverse("release_detail", args=[release.pk]),
-                                 {"ask": "1", "kind": "box"}).content.decode()
+    page = (
+        client_for(owner)
+        .get(reverse("release_detail", args=[release.pk]), {"ask": "1", "kind": "box"})
+        .content.decode()
+    )
     assert "cannot answer new range questions" in page and "Ask a new range" not in page
 
 
 def test_the_summary_lists_the_settings_the_mechanism_recorded(owner, dataset):
-    client_for(owner).post(reverse("release_new", args=[dataset.pk]),
-                           range_post(range_method="tree"))
+    client_for(owner).post(
+        reverse("release_new", args=[dataset.pk]), range_post(range_method="tree")
+    )
     release = run_now(Release.objects.get())
     page = client_for(owner).get(reverse("release_detail", args=[release.pk])).content.decode()
     assert "method used: a hierarchy of noisy counts" in page and "random boxes: 40" in page
 
 
 def test_the_papers_laplace_version_runs_from_the_form(owner, dataset):
-    client_for(owner).post(reverse("release_new", args=[dataset.pk]),
-                           range_post(range_method="mn12_laplace", range_workload="halfspaces"))
+    client_for(owner).post(
+        reverse("release_new", args=[dataset.pk]),
+        range_post(range_method="mn12_laplace", range_workload="halfspaces"),
+    )
     release = run_now(Release.objects.get())
     page = client_for(owner).get(reverse("release_detail", args=[release.pk])).content.decode()
     assert "method used: the halfspace decomposition with Laplace noise" in page

@@ -22,7 +22,8 @@ LIMIT_MB = 80  # fails near 40 MB (pyarrow's buffers, the synthetic rows, the pa
 
 def benchmark_module():
     spec = importlib.util.spec_from_file_location(
-        "release_scale", REPO_ROOT / "benchmarks" / "release_scale.py")
+        "release_scale", REPO_ROOT / "benchmarks" / "release_scale.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -42,9 +43,11 @@ def parquet(scale, tmp_path_factory):
 
 def test_a_release_of_a_million_rows_runs_within_a_memory_cap(scale, parquet):
     result = scale.run_child("chunked", parquet, 1000, limit_mb=LIMIT_MB, chunk_rows=CHUNK_ROWS)
-    print(f"\nrelease of {ROWS:,} rows in batches of {CHUNK_ROWS:,} under imports + {LIMIT_MB} "
-          f"MB of address space: peak RSS {result['peak_mb']:.0f} MB "
-          f"({result['peak_mb'] - result['imports_mb']:.0f} MB above imports)")
+    print(
+        f"\nrelease of {ROWS:,} rows in batches of {CHUNK_ROWS:,} under imports + {LIMIT_MB} "
+        f"MB of address space: peak RSS {result['peak_mb']:.0f} MB "
+        f"({result['peak_mb'] - result['imports_mb']:.0f} MB above imports)"
+    )
     assert result["cells"] == 180
 
 

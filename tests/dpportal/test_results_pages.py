@@ -53,8 +53,9 @@ def done_release(owner, dataset):
 
 
 def chart_figures(page: str) -> list[dict]:
-    found = re.findall(r'<script id="chart-data-\d+" type="application/json">(.*?)</script>',
-                       page, re.S)
+    found = re.findall(
+        r'<script id="chart-data-\d+" type="application/json">(.*?)</script>', page, re.S
+    )
     return [json.loads(text) for text in found]
 
 
@@ -62,9 +63,18 @@ def test_the_owner_sees_summary_preview_charts_and_the_custodian_box(owner, done
     response = client_for(owner).get(reverse("release_detail", args=[done_release.pk]))
     page = response.content.decode()
     assert response.status_code == 200
-    for text in ("Summary", "Noisy histogram", "Replace one row", "Requested by", "owner",
-                 "Preview of synthetic.csv", "Rows 1–25 of 60", CUSTODIAN_BADGE,
-                 done_release.dataset.sha256, "Total variation distance"):
+    for text in (
+        "Summary",
+        "Noisy histogram",
+        "Replace one row",
+        "Requested by",
+        "owner",
+        "Preview of synthetic.csv",
+        "Rows 1–25 of 60",
+        CUSTODIAN_BADGE,
+        done_release.dataset.sha256,
+        "Total variation distance",
+    ):
         assert text in page, text
     figures = chart_figures(page)
     names = [trace.get("name") for figure in figures for trace in figure["data"]]
@@ -77,7 +87,7 @@ def test_the_results_page_is_readable(owner, done_release):
     page = client_for(owner).get(reverse("release_detail", args=[done_release.pk])).content.decode()
     assert 'aria-label="On this page"' in page and 'href="#custodian-heading"' in page
     assert "synthetic rows: 60" in page and "drawn evenly at random within its bin" in page
-    preview = page[page.index('id="preview-heading"'):page.index("Preview pages")]
+    preview = page[page.index('id="preview-heading"') : page.index("Preview pages")]
     assert not re.search(r"<td>-?\d+\.\d{3,}", preview)
     full = packaging.package_file(done_release, "synthetic.csv").decode()
     assert re.search(r"\d+\.\d{3,}", full)  # what the rounding above had to round
@@ -136,8 +146,10 @@ def test_a_release_runs_end_to_end_through_a_real_worker(celery_worker_process):
     response = client.post(reverse("release_new", args=[dataset.pk]), histogram_post())
     assert response.status_code == 302
     release = Release.objects.get()
-    done = wait_until(lambda: Release.objects.filter(
-        pk=release.pk, status__in=Release.TERMINAL).first(), timeout=90)
+    done = wait_until(
+        lambda: Release.objects.filter(pk=release.pk, status__in=Release.TERMINAL).first(),
+        timeout=90,
+    )
     assert done.status == Release.Status.DONE, done.error_message
     progress = client.get(reverse("release_progress", args=[release.pk])).json()
     assert progress["terminal"] and progress["percent"] == 100
@@ -149,8 +161,11 @@ def test_a_release_runs_end_to_end_through_a_real_worker(celery_worker_process):
 
 
 def test_a_smoothed_histogram_release_shows_its_comparison(owner, dataset):
-    release = run_now(make_release(owner, dataset, mechanism="smoothed_histogram",
-                                   params={"rows": 300}, epsilon="1"))
+    release = run_now(
+        make_release(
+            owner, dataset, mechanism="smoothed_histogram", params={"rows": 300}, epsilon="1"
+        )
+    )
     page = client_for(owner).get(reverse("release_detail", args=[release.pk])).content.decode()
     assert "Smoothed histogram" in page and "Rows 1–25 of 300" in page
     report = utility.load_report(release)
@@ -159,7 +174,8 @@ def test_a_smoothed_histogram_release_shows_its_comparison(owner, dataset):
 
 
 def test_deleting_the_dataset_removes_the_custodian_only_comparison(
-        owner, dataset, done_release, django_capture_on_commit_callbacks):
+    owner, dataset, done_release, django_capture_on_commit_callbacks
+):
     path = utility.report_path(done_release)
     assert path.exists()
     with django_capture_on_commit_callbacks(execute=True):
@@ -175,6 +191,8 @@ def test_the_worker_prepares_the_zip_and_chart_data_after_publishing(done_releas
 
     cache = packaging.cache_dir(done_release)
     names = sorted(path.name for path in cache.iterdir())
-    assert names == [f"charts-v{charts.CHARTS_LAYOUT}.json",
-                     f"package-v{packaging.PACKAGE_LAYOUT}.zip"]
+    assert names == [
+        f"charts-v{charts.CHARTS_LAYOUT}.json",
+        f"package-v{packaging.PACKAGE_LAYOUT}.zip",
+    ]
     assert all(stat.S_IMODE((cache / name).stat().st_mode) == 0o600 for name in names)

@@ -41,8 +41,14 @@ def release(settings, monkeypatch):
     monkeypatch.setattr(services, "release_send", lambda pk: True)
     owner = make_user()
     dataset = make_demo_dataset(owner)
-    return services.release_create(dataset=dataset, user=owner, mechanism="perturbed_histogram",
-                                   columns=["age", "sex"], params={}, epsilon="0.5")
+    return services.release_create(
+        dataset=dataset,
+        user=owner,
+        mechanism="perturbed_histogram",
+        columns=["age", "sex"],
+        params={},
+        epsilon="0.5",
+    )
 
 
 def die_once_inside(monkeypatch, target, name):
@@ -72,9 +78,14 @@ def die_when_done_is_audited(monkeypatch):
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("death", ["after noise, before persisting",
-                                   "after persisting files, before the status commit",
-                                   "after the commit"])
+@pytest.mark.parametrize(
+    "death",
+    [
+        "after noise, before persisting",
+        "after persisting files, before the status commit",
+        "after the commit",
+    ],
+)
 def test_a_retried_release_shows_at_most_one_output_and_one_debit(release, monkeypatch, death):
     if death == "after noise, before persisting":
         die_once_inside(monkeypatch, services, "_release_store")
@@ -94,9 +105,11 @@ def test_a_retried_release_shows_at_most_one_output_and_one_debit(release, monke
     final = Release.objects.get(pk=release.pk)
     outputs = {s for s in seen if s is not None}
     debits = BudgetLedgerEntry.objects.filter(release=final, kind="debit").count()
-    print(f"\nT8 [{death}]: {runs} deliveries, attempts={final.attempts}, status={final.status}, "
-          f"distinct visible outputs={len(outputs)}, debits={debits}, "
-          f"package folders on disk={len(package_dirs(release.pk))}")
+    print(
+        f"\nT8 [{death}]: {runs} deliveries, attempts={final.attempts}, status={final.status}, "
+        f"distinct visible outputs={len(outputs)}, debits={debits}, "
+        f"package folders on disk={len(package_dirs(release.pk))}"
+    )
     assert final.status == Release.Status.DONE
     assert len(outputs) == 1 and debits == 1
     assert package_dirs(release.pk) == [Path(settings.DATA_DIR) / final.output_dir]
@@ -110,13 +123,15 @@ def naive_store(release, token, output, work_dir):
     for name, content in output.files.items():
         (final_dir / name).write_bytes(content)
     Release.objects.filter(pk=release.pk).update(
-        output_dir=str(final_dir.relative_to(settings.DATA_DIR)), status=Release.Status.DONE)
+        output_dir=str(final_dir.relative_to(settings.DATA_DIR)), status=Release.Status.DONE
+    )
 
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("store", ["lease-checked", "naive twin"])
-def test_a_stalled_execution_that_resumes_after_a_retry_cannot_publish(release, store,
-                                                                       monkeypatch, tmp_path):
+def test_a_stalled_execution_that_resumes_after_a_retry_cannot_publish(
+    release, store, monkeypatch, tmp_path
+):
     from dpportal import release_engine
 
     stalled, token = services._release_claim(release.pk)  # execution A computes, then stalls

@@ -21,11 +21,18 @@ def test_confirmations_made_without_the_data_check_are_withdrawn():
     apps = migrate(BEFORE)
     user = apps.get_model("auth", "User").objects.create(username="alice")
     budget = apps.get_model("dpportal", "PrivacyBudget").objects.create(
-        scope=f"owner:{user.pk}", fingerprint="f", epsilon_total=1)
+        scope=f"owner:{user.pk}", fingerprint="f", epsilon_total=1
+    )
     Dataset = apps.get_model("dpportal", "Dataset")
     schema = {"columns": [{"name": "x", "type": "ignored"}]}
-    confirmed = Dataset.objects.create(name="one", owner=user, sha256="a" * 64, budget=budget,
-                                       schema=schema, schema_confirmed_at=timezone.now())
+    confirmed = Dataset.objects.create(
+        name="one",
+        owner=user,
+        sha256="a" * 64,
+        budget=budget,
+        schema=schema,
+        schema_confirmed_at=timezone.now(),
+    )
     try:
         apps = migrate(AFTER)
         after = apps.get_model("dpportal", "Dataset").objects.get(pk=confirmed.pk)

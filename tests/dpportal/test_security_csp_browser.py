@@ -26,12 +26,22 @@ def ledger_with_two_debits(owner):
     dataset = make_demo_dataset(owner, epsilon_total=2)
     spent = Decimal("0")
     for epsilon in (Decimal("0.5"), Decimal("0.25")):
-        release = Release.objects.create(dataset=dataset, requested_by=owner, mechanism="mwem",
-                                         columns=["age"], epsilon=epsilon,
-                                         neighbouring=dataset.neighbouring)
+        release = Release.objects.create(
+            dataset=dataset,
+            requested_by=owner,
+            mechanism="mwem",
+            columns=["age"],
+            epsilon=epsilon,
+            neighbouring=dataset.neighbouring,
+        )
         spent += epsilon
-        BudgetLedgerEntry.objects.create(dataset=dataset, release=release, epsilon=epsilon,
-                                         epsilon_spent_after=spent, delta_spent_after=0)
+        BudgetLedgerEntry.objects.create(
+            dataset=dataset,
+            release=release,
+            epsilon=epsilon,
+            epsilon_spent_after=spent,
+            delta_spent_after=0,
+        )
     dataset.epsilon_spent = spent
     dataset.save(update_fields=["epsilon_spent"])
     return dataset
@@ -50,8 +60,10 @@ def test_the_ledger_chart_draws_under_the_csp(browser, custodian):  # noqa: F811
     browser.page.wait_for_timeout(300)
     browser.screenshot("ledger chart")
     styles = browser.page.evaluate("document.querySelectorAll('style').length")
-    print(f"\nCSP and plotly: ledger chart drew {traces} traces, {styles} inline <style> "
-          f"elements, {len(browser.problems.all())} CSP violations or console errors")
+    print(
+        f"\nCSP and plotly: ledger chart drew {traces} traces, {styles} inline <style> "
+        f"elements, {len(browser.problems.all())} CSP violations or console errors"
+    )
     assert traces == 2 and styles == 0
     browser.assert_no_problems()
 
@@ -89,8 +101,11 @@ def html_pages(user, world):  # noqa: F811
     for name, _route, kwarg_names in enumerate_routes():
         url = reverse(name, kwargs=object_kwargs(name, kwarg_names, world))
         response = client.get(url)
-        if (response.status_code == 200 and response["Content-Type"].startswith("text/html")
-                and "attachment" not in response.get("Content-Disposition", "")):
+        if (
+            response.status_code == 200
+            and response["Content-Type"].startswith("text/html")
+            and "attachment" not in response.get("Content-Disposition", "")
+        ):
             pages.append(url)
     return pages
 
@@ -102,8 +117,12 @@ def no_broker(monkeypatch):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_every_page_renders_under_the_csp(no_broker, browser, world,  # noqa: F811
-                                          a_minute_later):
+def test_every_page_renders_under_the_csp(
+    no_broker,
+    browser,  # noqa: F811
+    world,  # noqa: F811
+    a_minute_later,
+):
     """Owner and auditor open every HTML page in Chromium: no CSP violation, console error,
     uncaught exception or failed request (charts and scripts included)."""
     visited = 0
@@ -115,7 +134,9 @@ def test_every_page_renders_under_the_csp(no_broker, browser, world,  # noqa: F8
             browser.page.wait_for_load_state("networkidle")
             visited += 1
         browser.screenshot(f"last page as {user.username}")
-    print(f"\nCSP sweep: {visited} page views (owner and auditor) in Chromium, "
-          f"{len(browser.problems.all())} CSP violations, console errors or failed requests")
+    print(
+        f"\nCSP sweep: {visited} page views (owner and auditor) in Chromium, "
+        f"{len(browser.problems.all())} CSP violations, console errors or failed requests"
+    )
     assert visited >= 10
     browser.assert_no_problems()

@@ -29,14 +29,21 @@ def deploy_check(**extra_env):
     env.update(PRODUCTION_ENV, **extra_env)
     return subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
 
 
 def test_the_deploy_check_passes_with_production_settings():
     result = deploy_check()
-    print(f"\nT19 deploy gate: `check --deploy --fail-level WARNING` exit {result.returncode}: "
-          f"{result.stdout.strip() or result.stderr.strip()}")
+    print(
+        f"\nT19 deploy gate: `check --deploy --fail-level WARNING` exit {result.returncode}: "
+        f"{result.stdout.strip() or result.stderr.strip()}"
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no issues" in result.stdout
 
@@ -69,7 +76,8 @@ def test_responses_carry_the_security_headers(alice):
         response = client.get(reverse(name), secure=True)
         assert response.status_code == 200, name
         assert response["Strict-Transport-Security"] == (
-            "max-age=31536000; includeSubDomains; preload")
+            "max-age=31536000; includeSubDomains; preload"
+        )
         assert response["X-Content-Type-Options"] == "nosniff"
         assert response["X-Frame-Options"] == "DENY"
         assert response["Referrer-Policy"] == "same-origin"
@@ -81,8 +89,10 @@ def test_responses_carry_the_security_headers(alice):
     assert "unsafe-eval" not in CONTENT_SECURITY_POLICY
     assert policy["script-src"] == policy["style-src"] == "'self'"
     assert policy["frame-ancestors"] == "'none'" and policy["object-src"] == "'none'"
-    print(f"\nT19 headers: HSTS 1 year + preload, nosniff, X-Frame-Options DENY, CSP: "
-          f"{CONTENT_SECURITY_POLICY}")
+    print(
+        f"\nT19 headers: HSTS 1 year + preload, nosniff, X-Frame-Options DENY, CSP: "
+        f"{CONTENT_SECURITY_POLICY}"
+    )
 
 
 def test_pages_for_anonymous_users_may_be_cached_normally(db):
@@ -102,8 +112,11 @@ def test_session_and_csrf_cookies_are_secure_and_http_only(alice):
     page = client.get(reverse("login"), secure=True)
     csrf_cookie = page.cookies["csrftoken"]
     token = page.context["csrf_token"]
-    response = client.post(reverse("login"), secure=True, data={
-        "username": "alice", "password": "pw-unused-1", "csrfmiddlewaretoken": str(token)})
+    response = client.post(
+        reverse("login"),
+        secure=True,
+        data={"username": "alice", "password": "pw-unused-1", "csrfmiddlewaretoken": str(token)},
+    )
     assert response.status_code == 302
     session_cookie = response.cookies["sessionid"]
     for cookie in (csrf_cookie, session_cookie):

@@ -42,9 +42,11 @@ def test_it_blocks_a_user_name_after_too_many_failures(alice, settings):
     assert response.status_code == 429 and not logged_in  # spaces around the name don't help
     response, logged_in = attempt("ALICE", PASSWORD, address="198.51.100.9")
     assert not logged_in  # names are case-sensitive: ALICE is not alice's account
-    print(f"\nLogin rate limit: after {settings.LOGIN_MAX_FAILURES} failures the next attempt "
-          f"is refused (429) for {settings.LOGIN_LOCKOUT_SECONDS // 60} minutes, even with the "
-          "right password")
+    print(
+        f"\nLogin rate limit: after {settings.LOGIN_MAX_FAILURES} failures the next attempt "
+        f"is refused (429) for {settings.LOGIN_LOCKOUT_SECONDS // 60} minutes, even with the "
+        "right password"
+    )
 
 
 def test_it_lets_the_user_in_again_after_the_lockout(alice, settings):
@@ -104,10 +106,13 @@ def test_a_forged_forwarded_for_header_does_not_reset_the_address_limit(alice, s
     settings.LOGIN_MAX_FAILURES_PER_ADDRESS = 2
     for i in range(2):
         Client(REMOTE_ADDR="203.0.113.7", HTTP_X_FORWARDED_FOR=f"10.0.0.{i}").post(
-            reverse("login"), {"username": f"user{i}", "password": "wrong"})
+            reverse("login"), {"username": f"user{i}", "password": "wrong"}
+        )
     forged = Client(REMOTE_ADDR="203.0.113.7", HTTP_X_FORWARDED_FOR="10.9.9.9")
-    assert forged.post(reverse("login"), {"username": "alice", "password": PASSWORD}
-                       ).status_code == 429
+    assert (
+        forged.post(reverse("login"), {"username": "alice", "password": PASSWORD}).status_code
+        == 429
+    )
 
 
 def test_behind_a_trusted_proxy_the_address_is_the_one_the_proxy_appended():
@@ -115,8 +120,9 @@ def test_behind_a_trusted_proxy_the_address_is_the_one_the_proxy_appended():
 
     from dpportal.login_limit import client_address
 
-    request = RequestFactory().get("/", REMOTE_ADDR="10.0.0.2",
-                                   HTTP_X_FORWARDED_FOR="6.6.6.6, 198.51.100.4")
+    request = RequestFactory().get(
+        "/", REMOTE_ADDR="10.0.0.2", HTTP_X_FORWARDED_FOR="6.6.6.6, 198.51.100.4"
+    )
     assert client_address(request) == "10.0.0.2"  # no proxy configured: the header is ignored
     with override_settings(DPPORTAL_TRUSTED_PROXIES=["10.0.0.2"]):
         assert client_address(request) == "198.51.100.4"  # the client's own entry is ignored

@@ -21,8 +21,11 @@ PORTAL_FILES = sorted((REPO_ROOT / "dpportal").rglob("*.py"))
 MECHANISM_FILES = sorted((REPO_ROOT / "mechanisms").rglob("*.py"))
 TEMPLATES = sorted((REPO_ROOT / "templates").rglob("*.html"))
 # The CLI's --seed (tests and demos only) and the noise module itself may name seeds.
-SEED_ALLOWED_IN_MECHANISMS = {"mechanisms/__main__.py", "mechanisms/noise.py",
-                              "mechanisms/__init__.py"}
+SEED_ALLOWED_IN_MECHANISMS = {
+    "mechanisms/__main__.py",
+    "mechanisms/noise.py",
+    "mechanisms/__init__.py",
+}
 
 
 def relative(path):
@@ -71,21 +74,25 @@ def test_the_portal_code_never_names_a_seed():
 
 def test_mechanisms_read_no_seed_outside_the_cli_and_the_noise_module():
     offenders = {
-        relative(f): m for f in MECHANISM_FILES
+        relative(f): m
+        for f in MECHANISM_FILES
         if relative(f) not in SEED_ALLOWED_IN_MECHANISMS and (m := seed_mentions(f.read_text()))
     }
     assert offenders == {}
 
 
-@pytest.mark.parametrize("snippet", [
-    "seed = request.POST['seed']",
-    "value = request.GET.get('Seed')",
-    "from mechanisms import seeded_source",
-    "run(rng=seeded_source(1))",
-    "class F(forms.Form):\n    random_seed = forms.IntegerField()",
-    "def view(request, seed): pass",
-    "params = {'seed': 3}",
-])
+@pytest.mark.parametrize(
+    "snippet",
+    [
+        "seed = request.POST['seed']",
+        "value = request.GET.get('Seed')",
+        "from mechanisms import seeded_source",
+        "run(rng=seeded_source(1))",
+        "class F(forms.Form):\n    random_seed = forms.IntegerField()",
+        "def view(request, seed): pass",
+        "params = {'seed': 3}",
+    ],
+)
 def test_the_seed_rule_catches(snippet):
     assert seed_mentions(snippet)
 
@@ -158,23 +165,33 @@ def unsafe_code(source: str) -> list[int]:
 def test_nothing_is_marked_safe():
     code = {relative(f): lines for f in PORTAL_FILES if (lines := unsafe_code(f.read_text()))}
     templates = [relative(t) for t in TEMPLATES if UNSAFE_TEMPLATE.search(t.read_text())]
-    print(f"\nT25 escaping rule: {len(PORTAL_FILES)} modules and {len(TEMPLATES)} templates, "
-          f"{len(code) + len(templates)} mark anything safe")
+    print(
+        f"\nT25 escaping rule: {len(PORTAL_FILES)} modules and {len(TEMPLATES)} templates, "
+        f"{len(code) + len(templates)} mark anything safe"
+    )
     assert code == {} and templates == []
 
 
-@pytest.mark.parametrize("snippet", [
-    "from django.utils.safestring import mark_safe",
-    "html = safestring.mark_safe(name)",
-    "x = SafeString(value)",
-])
+@pytest.mark.parametrize(
+    "snippet",
+    [
+        "from django.utils.safestring import mark_safe",
+        "html = safestring.mark_safe(name)",
+        "x = SafeString(value)",
+    ],
+)
 def test_the_escaping_rule_catches_code(snippet):
     assert unsafe_code(snippet)
 
 
-@pytest.mark.parametrize("snippet", [
-    "{{ dataset.name|safe }}", "{{ rows | safeseq }}", "{% autoescape off %}x{% endautoescape %}",
-])
+@pytest.mark.parametrize(
+    "snippet",
+    [
+        "{{ dataset.name|safe }}",
+        "{{ rows | safeseq }}",
+        "{% autoescape off %}x{% endautoescape %}",
+    ],
+)
 def test_the_escaping_rule_catches_templates(snippet):
     assert UNSAFE_TEMPLATE.search(snippet)
 
@@ -190,8 +207,9 @@ INLINE_CODE = {
 }
 
 
-TEMPLATE_COMMENTS = re.compile(r"\{% comment %\}.*?\{% endcomment %\}|\{#.*?#\}|<!--.*?-->",
-                               re.DOTALL)
+TEMPLATE_COMMENTS = re.compile(
+    r"\{% comment %\}.*?\{% endcomment %\}|\{#.*?#\}|<!--.*?-->", re.DOTALL
+)
 
 
 def inline_code(text: str) -> list[str]:
@@ -204,10 +222,16 @@ def test_templates_have_no_inline_code_the_csp_would_block():
     assert offenders == {}
 
 
-@pytest.mark.parametrize("snippet", [
-    "<script>alert(1)</script>", "<style>p{}</style>", '<p style="color:red">',
-    '<button onclick="go()">', '<a href="javascript:go()">',
-])
+@pytest.mark.parametrize(
+    "snippet",
+    [
+        "<script>alert(1)</script>",
+        "<style>p{}</style>",
+        '<p style="color:red">',
+        '<button onclick="go()">',
+        '<a href="javascript:go()">',
+    ],
+)
 def test_the_csp_rule_catches(snippet):
     assert inline_code(snippet)
 
@@ -229,29 +253,38 @@ def built_sql(source: str) -> list[int]:
     for node in ast.walk(ast.parse(source)):
         if not isinstance(node, ast.Call) or not node.args:
             continue
-        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(
-            node.func, "id", "")
+        name = (
+            node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        )
         query = node.args[0]
         built = isinstance(query, ast.JoinedStr | ast.BinOp) or (
-            isinstance(query, ast.Call) and isinstance(query.func, ast.Attribute)
-            and query.func.attr == "format")
+            isinstance(query, ast.Call)
+            and isinstance(query.func, ast.Attribute)
+            and query.func.attr == "format"
+        )
         if name in SQL_CALLS and built:
             lines.append(node.lineno)
     return lines
 
 
 def test_no_raw_sql_is_built_from_strings():
-    offenders = {relative(f): lines for f in PORTAL_FILES + MECHANISM_FILES
-                 if (lines := built_sql(f.read_text()))}
+    offenders = {
+        relative(f): lines
+        for f in PORTAL_FILES + MECHANISM_FILES
+        if (lines := built_sql(f.read_text()))
+    }
     assert offenders == {}
 
 
-@pytest.mark.parametrize("snippet", [
-    'cursor.execute(f"SELECT * FROM t WHERE id = {pk}")',
-    'cursor.execute("SELECT * FROM t WHERE id = %s" % pk)',
-    'Model.objects.raw("SELECT * FROM t WHERE name = \'" + name + "\'")',
-    'RawSQL("SELECT {}".format(column), [])',
-])
+@pytest.mark.parametrize(
+    "snippet",
+    [
+        'cursor.execute(f"SELECT * FROM t WHERE id = {pk}")',
+        'cursor.execute("SELECT * FROM t WHERE id = %s" % pk)',
+        'Model.objects.raw("SELECT * FROM t WHERE name = \'" + name + "\'")',
+        'RawSQL("SELECT {}".format(column), [])',
+    ],
+)
 def test_the_sql_rule_catches(snippet):
     assert built_sql(snippet)
 

@@ -55,28 +55,37 @@ GOOD_BOOK = [["age", "sex"], [34, "F"], [51, "M"]]
 def sheet_with_entities() -> bytes:
     book = workbook_bytes(GOOD_BOOK)
     sheet = zipfile.ZipFile(io.BytesIO(book)).read("xl/worksheets/sheet1.xml")
-    evil = (b'<?xml version="1.0"?><!DOCTYPE x [<!ENTITY a "aaaaaaaaaa">'
-            b'<!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]>')
+    evil = (
+        b'<?xml version="1.0"?><!DOCTYPE x [<!ENTITY a "aaaaaaaaaa">'
+        b'<!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]>'
+    )
     body = sheet.split(b"?>", 1)[1] if sheet.startswith(b"<?xml") else sheet
     return rezip(book, replace={"xl/worksheets/sheet1.xml": evil + body})
 
 
 def zip_bomb() -> bytes:
-    return rezip(workbook_bytes(GOOD_BOOK),
-                 replace={"xl/worksheets/sheet1.xml": b" " * (20 << 20)}, compresslevel=9)
+    return rezip(
+        workbook_bytes(GOOD_BOOK),
+        replace={"xl/worksheets/sheet1.xml": b" " * (20 << 20)},
+        compresslevel=9,
+    )
 
 
 def many_parts() -> bytes:
-    return rezip(workbook_bytes(GOOD_BOOK),
-                 add={f"xl/media/p{i}.bin": b"x" for i in range(ingest.XLSX_MAX_MEMBERS)})
+    return rezip(
+        workbook_bytes(GOOD_BOOK),
+        add={f"xl/media/p{i}.bin": b"x" for i in range(ingest.XLSX_MAX_MEMBERS)},
+    )
 
 
 def huge_shared_strings() -> bytes:
     import os
 
     strings = "".join(f"<si><t>{os.urandom(40).hex()}</t></si>" for _ in range(4000))
-    xml = ('<?xml version="1.0"?><sst xmlns="http://schemas.openxmlformats.org/spreadsheetml'
-           f'/2006/main">{strings}</sst>').encode()
+    xml = (
+        '<?xml version="1.0"?><sst xmlns="http://schemas.openxmlformats.org/spreadsheetml'
+        f'/2006/main">{strings}</sst>'
+    ).encode()
     return rezip(workbook_bytes(GOOD_BOOK), add={"xl/sharedStrings.xml": xml})
 
 
@@ -90,76 +99,177 @@ def wide_header(columns: int) -> bytes:
 
 # (id, filename, content or factory, fragment of the message, expected status, setup)
 CORPUS = [
-    ("over-limit-by-one-byte", "t.csv", b"a,b\n1,2\n" + b"3" * 10, "larger than the limit", 413,
-     "limit"),
+    (
+        "over-limit-by-one-byte",
+        "t.csv",
+        b"a,b\n1,2\n" + b"3" * 10,
+        "larger than the limit",
+        413,
+        "limit",
+    ),
     ("empty", "t.csv", b"", "The file is empty", 400, None),
     ("blank-lines-only", "t.csv", b"\n\n   \r\n", "The file is empty", 400, None),
     ("header-only", "t.csv", b"a,b\n", "no data rows", 400, None),
     ("header-only-no-newline", "t.csv", b"a,b", "no data rows", 400, None),
     ("header-only-with-bom", "t.csv", codecs.BOM_UTF8 + b"a,b\r\n", "no data rows", 400, None),
-    ("unterminated-quote", "t.csv", b'a,b\n1,"abc\n2,3\n4,5\n', "Line 2 starts a quoted value",
-     400, None),
-    ("long-value-in-multibyte-text", "t.csv", ("a,b\n1,2\n3," + "é" * 70_000 + "\n").encode(),
-     "column 'b' on data row 2 is 140,000 bytes long", 400, None),
-    ("unterminated-quote-swallowing-the-file", "t.csv",
-     b'a,b\n1,"' + b"x,y\n" * 40_000, "Line 2", 400, None),
+    (
+        "unterminated-quote",
+        "t.csv",
+        b'a,b\n1,"abc\n2,3\n4,5\n',
+        "Line 2 starts a quoted value",
+        400,
+        None,
+    ),
+    (
+        "long-value-in-multibyte-text",
+        "t.csv",
+        ("a,b\n1,2\n3," + "é" * 70_000 + "\n").encode(),
+        "column 'b' on data row 2 is 140,000 bytes long",
+        400,
+        None,
+    ),
+    (
+        "unterminated-quote-swallowing-the-file",
+        "t.csv",
+        b'a,b\n1,"' + b"x,y\n" * 40_000,
+        "Line 2",
+        400,
+        None,
+    ),
     ("1e5-columns", "t.csv", lambda: wide_header(100_000), "100000 columns", 400, None),
     ("1001-columns", "t.csv", lambda: wide_header(1001), "1001 columns", 400, None),
-    ("1MB-field", "t.csv", b"a,b\n1,2\n3," + b"x" * (1 << 20) + b"\n",
-     "The value in column 'b' on data row 2 is 1,048,576 bytes long", 400, None),
-    ("field-just-over-131072", "t.csv", b"a,b\n1," + b"x" * 131073 + b"\n",
-     "The value in column 'b' on data row 1 is 131,073 bytes long", 400, None),
-    ("nul-byte-in-data", "t.csv", b"a,b\n1,2\n3,\x004\n", "Line 3 contains a NUL byte", 400,
-     None),
+    (
+        "1MB-field",
+        "t.csv",
+        b"a,b\n1,2\n3," + b"x" * (1 << 20) + b"\n",
+        "The value in column 'b' on data row 2 is 1,048,576 bytes long",
+        400,
+        None,
+    ),
+    (
+        "field-just-over-131072",
+        "t.csv",
+        b"a,b\n1," + b"x" * 131073 + b"\n",
+        "The value in column 'b' on data row 1 is 131,073 bytes long",
+        400,
+        None,
+    ),
+    ("nul-byte-in-data", "t.csv", b"a,b\n1,2\n3,\x004\n", "Line 3 contains a NUL byte", 400, None),
     ("nul-byte-in-header", "t.csv", b"a\x00,b\n1,2\n", "Line 1 contains a NUL byte", 400, None),
-    ("neither-utf8-nor-latin1", "t.csv", b"a,b\n1,2\n3,\x81\x8d\n", "Line 3 has a byte (0x81)",
-     400, None),
-    ("utf16", "t.csv", codecs.BOM_UTF16_LE + "a,b\n1,2\n".encode("utf-16-le"), "UTF-16", 400,
-     None),
+    (
+        "neither-utf8-nor-latin1",
+        "t.csv",
+        b"a,b\n1,2\n3,\x81\x8d\n",
+        "Line 3 has a byte (0x81)",
+        400,
+        None,
+    ),
+    ("utf16", "t.csv", codecs.BOM_UTF16_LE + "a,b\n1,2\n".encode("utf-16-le"), "UTF-16", 400, None),
     ("png-named-csv", "t.csv", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "NUL byte", 400, None),
-    ("gzip-named-csv", "t.csv", lambda: gzip.compress(b"a,b\n1,2\n"), "compressed (gzip)", 400,
-     None),
-    ("xlsx-named-csv", "t.csv", lambda: workbook_bytes(GOOD_BOOK), "zip or Excel file", 400,
-     None),
-    ("duplicate-headers", "t.csv", b"a,b,a\n1,2,3\n", "'a' is the name of columns 1 and 3",
-     400, None),
-    ("duplicate-headers-after-trim", "t.csv", b"a, a\n1,2\n", "'a' is the name of columns 1 "
-     "and 2", 400, None),
+    (
+        "gzip-named-csv",
+        "t.csv",
+        lambda: gzip.compress(b"a,b\n1,2\n"),
+        "compressed (gzip)",
+        400,
+        None,
+    ),
+    ("xlsx-named-csv", "t.csv", lambda: workbook_bytes(GOOD_BOOK), "zip or Excel file", 400, None),
+    (
+        "duplicate-headers",
+        "t.csv",
+        b"a,b,a\n1,2,3\n",
+        "'a' is the name of columns 1 and 3",
+        400,
+        None,
+    ),
+    (
+        "duplicate-headers-after-trim",
+        "t.csv",
+        b"a, a\n1,2\n",
+        "'a' is the name of columns 1 and 2",
+        400,
+        None,
+    ),
     ("empty-header-name", "t.csv", b"a,,c\n1,2,3\n", "Column 2 has no name", 400, None),
-    ("overlong-column-name", "t.csv", b"a," + b"n" * 300 + b"\n1,2\n", "300 characters", 400,
-     None),
+    ("overlong-column-name", "t.csv", b"a," + b"n" * 300 + b"\n1,2\n", "300 characters", 400, None),
     ("too-many-values", "t.csv", b"a,b\n1,2\n3,4,5\n", "Line 3 has 3 values", 400, None),
     ("too-few-values", "t.csv", b"a,b,c\n1,2,3\n4,5\n", "Line 3 has 2 values", 400, None),
     ("unsupported-extension", "t.json", b'{"a": 1}', "cannot be read", 400, None),
     ("no-extension", "datafile", b"a,b\n1,2\n", "cannot be read", 400, None),
     ("xlsx-not-a-zip", "t.xlsx", b"a,b\n1,2\n", "not a zip archive", 400, None),
-    ("zip-without-workbook", "t.xlsx",
-     lambda: _plain_zip(), "not an Excel workbook", 400, None),
-    ("xlsx-external-link", "t.xlsx",
-     lambda: rezip(workbook_bytes(GOOD_BOOK), add={"xl/externalLinks/externalLink1.xml":
-                                                   b"<externalLink/>"}),
-     "external links", 400, None),
-    ("xlsx-macros", "t.xlsx", lambda: rezip(workbook_bytes(GOOD_BOOK),
-                                            add={"xl/vbaProject.bin": b"\x00" * 10}),
-     "macros", 400, None),
+    ("zip-without-workbook", "t.xlsx", lambda: _plain_zip(), "not an Excel workbook", 400, None),
+    (
+        "xlsx-external-link",
+        "t.xlsx",
+        lambda: rezip(
+            workbook_bytes(GOOD_BOOK),
+            add={"xl/externalLinks/externalLink1.xml": b"<externalLink/>"},
+        ),
+        "external links",
+        400,
+        None,
+    ),
+    (
+        "xlsx-macros",
+        "t.xlsx",
+        lambda: rezip(workbook_bytes(GOOD_BOOK), add={"xl/vbaProject.bin": b"\x00" * 10}),
+        "macros",
+        400,
+        None,
+    ),
     ("xlsx-zip-bomb", "t.xlsx", zip_bomb, "zip bomb", 400, None),
-    ("xlsx-huge-shared-strings", "t.xlsx", huge_shared_strings, "shared strings", 400,
-     "shared-strings"),
+    (
+        "xlsx-huge-shared-strings",
+        "t.xlsx",
+        huge_shared_strings,
+        "shared strings",
+        400,
+        "shared-strings",
+    ),
     ("xlsx-xml-entities", "t.xlsx", sheet_with_entities, "declares XML entities", 400, None),
     ("xlsx-too-many-parts", "t.xlsx", many_parts, "parts; the limit", 400, None),
-    ("xlsx-formula-cell", "t.xlsx", lambda: workbook_bytes(GOOD_BOOK, formula_cell="A4"),
-     "Cell A4 holds a formula", 400, None),
+    (
+        "xlsx-formula-cell",
+        "t.xlsx",
+        lambda: workbook_bytes(GOOD_BOOK, formula_cell="A4"),
+        "Cell A4 holds a formula",
+        400,
+        None,
+    ),
     ("xlsx-empty-sheet", "t.xlsx", lambda: workbook_bytes([]), "The file is empty", 400, None),
-    ("xlsx-header-only", "t.xlsx", lambda: workbook_bytes([["age", "sex"]]), "no data rows",
-     400, None),
-    ("xlsx-duplicate-headers", "t.xlsx", lambda: workbook_bytes([["a", "a"], [1, 2]]),
-     "must be unique", 400, None),
-    ("xlsx-value-beyond-last-column", "t.xlsx",
-     lambda: workbook_bytes([["a", "b"], [1, 2, 3]]), "Row 2 has a value in column 3", 400,
-     None),
-    ("xlsx-damaged", "t.xlsx", lambda: rezip(workbook_bytes(GOOD_BOOK),
-                                             replace={"xl/workbook.xml": b"<not-xml"}),
-     "could not be opened", 400, None),
+    (
+        "xlsx-header-only",
+        "t.xlsx",
+        lambda: workbook_bytes([["age", "sex"]]),
+        "no data rows",
+        400,
+        None,
+    ),
+    (
+        "xlsx-duplicate-headers",
+        "t.xlsx",
+        lambda: workbook_bytes([["a", "a"], [1, 2]]),
+        "must be unique",
+        400,
+        None,
+    ),
+    (
+        "xlsx-value-beyond-last-column",
+        "t.xlsx",
+        lambda: workbook_bytes([["a", "b"], [1, 2, 3]]),
+        "Row 2 has a value in column 3",
+        400,
+        None,
+    ),
+    (
+        "xlsx-damaged",
+        "t.xlsx",
+        lambda: rezip(workbook_bytes(GOOD_BOOK), replace={"xl/workbook.xml": b"<not-xml"}),
+        "could not be opened",
+        400,
+        None,
+    ),
 ]
 
 
@@ -198,9 +308,17 @@ def test_hostile_upload_is_refused_cleanly(case, clean_dirs, settings, monkeypat
     user = get_user_model().objects.create_user(username="alice", password="x")
     client = Client(raise_request_exception=False)
     client.force_login(user)
-    response = client.post(reverse("dataset_upload"), {
-        "name": "Hostile", "header": "auto", "epsilon_total": "1", "delta_total": "0",
-        "neighbouring": "replace-one", "file": SimpleUploadedFile(filename, content)})
+    response = client.post(
+        reverse("dataset_upload"),
+        {
+            "name": "Hostile",
+            "header": "auto",
+            "epsilon_total": "1",
+            "delta_total": "0",
+            "neighbouring": "replace-one",
+            "file": SimpleUploadedFile(filename, content),
+        },
+    )
     text = html.unescape(response.content.decode())
     assert response.status_code == status, text[-3000:]
     assert message in text, text[-3000:]
@@ -234,9 +352,15 @@ print(next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
 MEMORY_CAP_MB = 400
 
 
-@pytest.mark.parametrize("name, content", [
-    ("bomb.xlsx", zip_bomb), ("field.csv", lambda: b"a,b\n1," + b"x" * (1 << 24) + b"\n"),
-    ("wide.csv", lambda: wide_header(100_000)), ("lines.csv", lambda: b"a,b\n" + b"1,2\n" * 10**6)])
+@pytest.mark.parametrize(
+    "name, content",
+    [
+        ("bomb.xlsx", zip_bomb),
+        ("field.csv", lambda: b"a,b\n1," + b"x" * (1 << 24) + b"\n"),
+        ("wide.csv", lambda: wide_header(100_000)),
+        ("lines.csv", lambda: b"a,b\n" + b"1,2\n" * 10**6),
+    ],
+)
 def test_hostile_files_stay_under_a_memory_cap(tmp_path, name, content):
     """Ingest in a child process under RLIMIT_AS; print and check its peak resident memory."""
     path = tmp_path / name
@@ -248,8 +372,13 @@ def test_hostile_files_stay_under_a_memory_cap(tmp_path, name, content):
 
     result = subprocess.run(
         [sys.executable, "-c", MEMORY_SCRIPT, str(path), str(tmp_path / "out.parquet")],
-        cwd=REPO_ROOT, capture_output=True, text=True, preexec_fn=limit, timeout=120,
-        env={"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "tests.settings"})
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        preexec_fn=limit,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "tests.settings"},
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     verdict, peak_mb = result.stdout.splitlines()[0], int(result.stdout.splitlines()[-1])
     print(f"{name}: {verdict[:60]} peak RSS {peak_mb} MB (cap {MEMORY_CAP_MB} MB)")

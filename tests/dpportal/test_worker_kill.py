@@ -27,9 +27,13 @@ from tests.dpportal.worker_app import child_pids, executions, max_concurrent, st
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-FAST_RECOVERY = {"DPPORTAL_HEARTBEAT_SECONDS": "1", "DPPORTAL_LEASE_SECONDS": "5",
-                 "DPPORTAL_REAPER_SECONDS": "1", "DPPORTAL_VISIBILITY_TIMEOUT": "10",
-                 "DPPORTAL_RESTORE_SWEEP_SECONDS": "2"}
+FAST_RECOVERY = {
+    "DPPORTAL_HEARTBEAT_SECONDS": "1",
+    "DPPORTAL_LEASE_SECONDS": "5",
+    "DPPORTAL_REAPER_SECONDS": "1",
+    "DPPORTAL_VISIBILITY_TIMEOUT": "10",
+    "DPPORTAL_RESTORE_SWEEP_SECONDS": "2",
+}
 
 
 @pytest.fixture
@@ -40,20 +44,35 @@ def jobs(tmp_path, settings):
     log = tmp_path / "executions.log"
 
     def submit(count, seconds):
-        return [services.release_create(
-            dataset=dataset, user=owner, mechanism="test_sleep", columns=["age"], epsilon="0.1",
-            params={"seconds": seconds, "tag": f"job{i}", "log": str(log)})
-            for i in range(count)]
+        return [
+            services.release_create(
+                dataset=dataset,
+                user=owner,
+                mechanism="test_sleep",
+                columns=["age"],
+                epsilon="0.1",
+                params={"seconds": seconds, "tag": f"job{i}", "log": str(log)},
+            )
+            for i in range(count)
+        ]
 
     return submit, log
 
 
 @pytest.fixture
 def reaper():
-    env = dict(os.environ, DATABASE_URL=conftest.test_database_url(connection),
-               DJANGO_SETTINGS_MODULE="tests.settings", **FAST_RECOVERY)
-    process = subprocess.Popen([sys.executable, "manage.py", "reap_releases", "--loop"],
-                               cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL)
+    env = dict(
+        os.environ,
+        DATABASE_URL=conftest.test_database_url(connection),
+        DJANGO_SETTINGS_MODULE="tests.settings",
+        **FAST_RECOVERY,
+    )
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "reap_releases", "--loop"],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+    )
     yield process
     process.terminate()
     process.wait(timeout=20)
@@ -82,10 +101,12 @@ def report_and_check(name, watch, log, started, killed_at):
     statuses = {s: sum(r.status == s for r in releases) for s in ("done", "failed", "running")}
     debits = [BudgetLedgerEntry.objects.filter(release=r, kind="debit").count() for r in releases]
     overlap = max(max_concurrent(runs.get(f"job{i}", []), killed_at) for i in range(len(releases)))
-    print(f"\n{name}: {len(releases)} jobs → {statuses} in {time.monotonic() - started:.0f} s; "
-          f"executions {sum(len(v) for v in runs.values())}, max concurrent per release "
-          f"{overlap}, max outputs per release {max(len(s) for s in watch.seen.values())}, "
-          f"max debits per release {max(debits)}")
+    print(
+        f"\n{name}: {len(releases)} jobs → {statuses} in {time.monotonic() - started:.0f} s; "
+        f"executions {sum(len(v) for v in runs.values())}, max concurrent per release "
+        f"{overlap}, max outputs per release {max(len(s) for s in watch.seen.values())}, "
+        f"max debits per release {max(debits)}"
+    )
     assert statuses["done"] + statuses["failed"] == len(releases) and statuses["running"] == 0
     assert all(len(s) <= 1 for s in watch.seen.values())
     assert set(debits) == {1} and overlap == 1
@@ -125,8 +146,13 @@ def test_t15_a_job_longer_than_the_visibility_timeout_never_runs_twice_at_once(j
     heartbeat-renewed lease refuses the copy. The twin without a heartbeat lets the lease lapse
     and runs the job twice at once (the store's lease check still publishes only one output)."""
     submit, log = jobs
-    env = {**FAST_RECOVERY, "DPPORTAL_VISIBILITY_TIMEOUT": "3", "DPPORTAL_LEASE_SECONDS": "2",
-           "DPPORTAL_RESTORE_SWEEP_SECONDS": "1", "DPPORTAL_HEARTBEAT_SECONDS": heartbeat}
+    env = {
+        **FAST_RECOVERY,
+        "DPPORTAL_VISIBILITY_TIMEOUT": "3",
+        "DPPORTAL_LEASE_SECONDS": "2",
+        "DPPORTAL_RESTORE_SWEEP_SECONDS": "1",
+        "DPPORTAL_HEARTBEAT_SECONDS": heartbeat,
+    }
     with start_worker(connection, concurrency=2, env=env) as (_, worker_log):
         watch = OutputWatch(submit(1, seconds=7))
         watch.wait_all_terminal(timeout=60)
@@ -134,10 +160,12 @@ def test_t15_a_job_longer_than_the_visibility_timeout_never_runs_twice_at_once(j
         received = worker_log.read_text().count("] received")
     runs = executions(log)["job0"]
     overlap = max_concurrent(runs)
-    print(f"\nT15 [{'heartbeat every 1 s' if heartbeat == '1' else 'twin: no heartbeat'}]: "
-          f"7 s job, visibility timeout 3 s, lease 2 s: delivered {received} times, executed "
-          f"{len(runs)} times, max concurrent {overlap}, outputs ever shown "
-          f"{len(watch.seen[watch.pks[0]])}")
+    print(
+        f"\nT15 [{'heartbeat every 1 s' if heartbeat == '1' else 'twin: no heartbeat'}]: "
+        f"7 s job, visibility timeout 3 s, lease 2 s: delivered {received} times, executed "
+        f"{len(runs)} times, max concurrent {overlap}, outputs ever shown "
+        f"{len(watch.seen[watch.pks[0]])}"
+    )
     assert received >= 2  # the redelivery really happened
     assert len(watch.seen[watch.pks[0]]) == 1
     if heartbeat == "1":

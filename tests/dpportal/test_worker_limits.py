@@ -26,8 +26,13 @@ WORKER_DB = pytest.mark.django_db(transaction=True)  # a worker process must see
 
 def submit(owner, dataset, log, tag, seconds, **params):
     return services.release_create(
-        dataset=dataset, user=owner, mechanism="test_sleep", columns=["age"], epsilon="0.1",
-        params={"seconds": seconds, "tag": tag, "log": str(log), **params})
+        dataset=dataset,
+        user=owner,
+        mechanism="test_sleep",
+        columns=["age"],
+        epsilon="0.1",
+        params={"seconds": seconds, "tag": tag, "log": str(log), **params},
+    )
 
 
 def terminal(release):
@@ -48,6 +53,7 @@ def exec_log(tmp_path):
 @pytest.fixture
 def broker_url():
     """Point the web side's Celery app at another broker URL for one test."""
+
     def switch(url):
         celery_app.conf.broker_write_url = url  # what the web side publishes to
         celery_app._after_fork()  # drop pooled connections to the previous broker
@@ -61,23 +67,36 @@ def broker_url():
 
 @pytest.mark.django_db
 def test_rolled_back_submission_enqueues_nothing_and_a_committed_one_exactly_once(
-        owner_and_dataset, django_capture_on_commit_callbacks, monkeypatch):
+    owner_and_dataset, django_capture_on_commit_callbacks, monkeypatch
+):
     owner, dataset = owner_and_dataset
     sent = []
-    monkeypatch.setattr("dpportal.tasks.run_release.apply_async",
-                        lambda args, queue: sent.append((args, queue)))
+    monkeypatch.setattr(
+        "dpportal.tasks.run_release.apply_async", lambda args, queue: sent.append((args, queue))
+    )
     with django_capture_on_commit_callbacks(execute=True) as rolled_back:
         with pytest.raises(RuntimeError), transaction.atomic():
-            services.release_create(dataset=dataset, user=owner, mechanism="perturbed_histogram",
-                                    columns=["age"], params={}, epsilon="0.1")
+            services.release_create(
+                dataset=dataset,
+                user=owner,
+                mechanism="perturbed_histogram",
+                columns=["age"],
+                params={},
+                epsilon="0.1",
+            )
             raise RuntimeError("the request failed after the release was written")
     dataset.refresh_from_db()
     assert (len(rolled_back), len(sent), Release.objects.count()) == (0, 0, 0)
     assert dataset.epsilon_spent == 0 and not BudgetLedgerEntry.objects.exists()
     with django_capture_on_commit_callbacks(execute=True) as committed:
-        release = services.release_create(dataset=dataset, user=owner,
-                                          mechanism="perturbed_histogram", columns=["age"],
-                                          params={}, epsilon="0.1")
+        release = services.release_create(
+            dataset=dataset,
+            user=owner,
+            mechanism="perturbed_histogram",
+            columns=["age"],
+            params={},
+            epsilon="0.1",
+        )
     queue = django_settings.CELERY_TASK_DEFAULT_QUEUE
     assert len(committed) == 1 and sent == [([release.pk], queue)]
     assert Release.objects.get(pk=release.pk).enqueued_at is not None
@@ -86,13 +105,19 @@ def test_rolled_back_submission_enqueues_nothing_and_a_committed_one_exactly_onc
 
 @WORKER_DB
 def test_broker_down_keeps_the_job_and_it_runs_when_the_broker_returns(
-        owner_and_dataset, broker_url):
+    owner_and_dataset, broker_url
+):
     owner, dataset = owner_and_dataset
     broker_url("redis://127.0.0.1:1/15")  # nothing listens on port 1
     started = time.monotonic()
-    release = services.release_create(dataset=dataset, user=owner,
-                                      mechanism="perturbed_histogram", columns=["age"],
-                                      params={}, epsilon="0.1")
+    release = services.release_create(
+        dataset=dataset,
+        user=owner,
+        mechanism="perturbed_histogram",
+        columns=["age"],
+        params={},
+        epsilon="0.1",
+    )
     seconds = time.monotonic() - started
     release.refresh_from_db()
     assert release.status == Release.Status.QUEUED and release.enqueued_at is None
@@ -104,8 +129,10 @@ def test_broker_down_keeps_the_job_and_it_runs_when_the_broker_returns(
     assert done.status == Release.Status.DONE, done.error_message
     dataset.refresh_from_db()
     assert dataset.epsilon_spent == release.epsilon  # spent once, on a release that ran
-    print(f"\nT18: broker down → submission answered in {seconds:.1f} s, job kept in the "
-          f"database; after the broker returned the reaper sent it and it ended {done.status}")
+    print(
+        f"\nT18: broker down → submission answered in {seconds:.1f} s, job kept in the "
+        f"database; after the broker returned the reaper sent it and it ended {done.status}"
+    )
 
 
 # ---------------------------------------------------------------- T16: the reaper
@@ -113,14 +140,16 @@ def test_broker_down_keeps_the_job_and_it_runs_when_the_broker_returns(
 
 @pytest.mark.django_db
 def test_reaper_retries_a_release_whose_heartbeat_stopped_then_gives_up(
-        owner_and_dataset, monkeypatch, settings):
+    owner_and_dataset, monkeypatch, settings
+):
     settings.DPPORTAL_RELEASE_MAX_ATTEMPTS = 2
     owner, dataset = owner_and_dataset
     sent = []
     monkeypatch.setattr(services, "release_send", lambda pk: sent.append(pk) or True)
     monkeypatch.setattr(services, "_broker_lost_its_messages", lambda: False)
-    release = services.release_create(dataset=dataset, user=owner, mechanism="x",
-                                      columns=["age"], params={}, epsilon="0.1")
+    release = services.release_create(
+        dataset=dataset, user=owner, mechanism="x", columns=["age"], params={}, epsilon="0.1"
+    )
     lease = timedelta(seconds=settings.DPPORTAL_LEASE_SECONDS)
     for attempt in (1, 2):
         services._release_claim(release.pk)
@@ -152,9 +181,22 @@ def throwaway_redis(tmp_path):
         pytest.skip("redis-server is not installed")
 
     def start():
-        process = subprocess.Popen([server, "--port", str(port), "--bind", "127.0.0.1", "--save",
-                                    "", "--appendonly", "no", "--dir", str(tmp_path)],
-                                   stdout=subprocess.DEVNULL)
+        process = subprocess.Popen(
+            [
+                server,
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(tmp_path),
+            ],
+            stdout=subprocess.DEVNULL,
+        )
         url = f"redis://127.0.0.1:{port}/0"
         wait_until(lambda: _pings(url), timeout=10, interval=0.05)
         return process
@@ -180,16 +222,25 @@ def _pings(url):
 
 @WORKER_DB
 def test_reaper_resends_queued_jobs_lost_by_a_redis_restart(
-        owner_and_dataset, throwaway_redis, broker_url, settings):
+    owner_and_dataset, throwaway_redis, broker_url, settings
+):
     owner, dataset = owner_and_dataset
     url, restart = throwaway_redis
     settings.CELERY_BROKER_URL = url
     broker_url(url)
     queue = redis.Redis.from_url(url)
     services.release_reap()  # first sweep on this broker: marks it
-    releases = [services.release_create(dataset=dataset, user=owner,
-                                        mechanism="perturbed_histogram", columns=["age"],
-                                        params={}, epsilon="0.1") for _ in range(2)]
+    releases = [
+        services.release_create(
+            dataset=dataset,
+            user=owner,
+            mechanism="perturbed_histogram",
+            columns=["age"],
+            params={},
+            epsilon="0.1",
+        )
+        for _ in range(2)
+    ]
     name = settings.CELERY_TASK_DEFAULT_QUEUE
     before = queue.llen(name)
     restart()
@@ -198,16 +249,22 @@ def test_reaper_resends_queued_jobs_lost_by_a_redis_restart(
     resent = queue.llen(name)
     with start_worker(connection, env={"CELERY_BROKER_URL": url}):
         done = [wait_until(lambda r=r: terminal(r), timeout=90) for r in releases]
-    print(f"\nT16: queued jobs in Redis: {before} → restart → {after_restart} → reaper "
-          f"({counts}) → {resent}; then {[r.status for r in done]}")
+    print(
+        f"\nT16: queued jobs in Redis: {before} → restart → {after_restart} → reaper "
+        f"({counts}) → {resent}; then {[r.status for r in done]}"
+    )
     assert (before, after_restart, counts["sent"], resent) == (2, 0, 2, 2)
     assert all(r.status == Release.Status.DONE for r in done)
 
 
 # ---------------------------------------------------------------- T17: time limits
 
-LIMITS = {"DPPORTAL_TASK_SOFT_TIME_LIMIT": "2", "DPPORTAL_TASK_TIME_LIMIT": "5",
-          "DPPORTAL_HEARTBEAT_SECONDS": "1", "DPPORTAL_LEASE_SECONDS": "4"}
+LIMITS = {
+    "DPPORTAL_TASK_SOFT_TIME_LIMIT": "2",
+    "DPPORTAL_TASK_TIME_LIMIT": "5",
+    "DPPORTAL_HEARTBEAT_SECONDS": "1",
+    "DPPORTAL_LEASE_SECONDS": "4",
+}
 # The soft-limit test ends its job at the soft limit (2 s), then the worker records the failure
 # and removes the work folder. With the hard limit 3 s later, a loaded machine (slow database
 # writes, heartbeat thread) could be killed mid-cleanup, leaving the folder: the flake. Its hard
@@ -232,7 +289,8 @@ def short_limits(monkeypatch):
 
 @WORKER_DB
 def test_soft_time_limit_fails_the_release_and_removes_its_temp_files(
-        owner_and_dataset, exec_log, monkeypatch):
+    owner_and_dataset, exec_log, monkeypatch
+):
     use_limits(monkeypatch, SOFT_ONLY)
     owner, dataset = owner_and_dataset
     with start_worker(connection, env=SOFT_ONLY):
@@ -240,9 +298,11 @@ def test_soft_time_limit_fails_the_release_and_removes_its_temp_files(
         done = wait_until(lambda: terminal(release), timeout=60)
     run = executions(exec_log)["soft"][0]
     work_dirs = list((Path(django_settings.DATA_DIR) / "work").glob(f"{release.pk}-*"))
-    print(f"\nT17 soft limit 2 s on a 20 s job: {done.status} after "
-          f"{(done.finished_at - done.started_at).total_seconds():.1f} s, temp file left: "
-          f"{Path(run['temp']).exists()}, work dirs left: {len(work_dirs)}")
+    print(
+        f"\nT17 soft limit 2 s on a 20 s job: {done.status} after "
+        f"{(done.finished_at - done.started_at).total_seconds():.1f} s, temp file left: "
+        f"{Path(run['temp']).exists()}, work dirs left: {len(work_dirs)}"
+    )
     assert done.status == Release.Status.FAILED and "time limit" in done.error_message
     assert run["end"] is None and not Path(run["temp"]).exists() and work_dirs == []
     assert done.data_was_read and not BudgetLedgerEntry.objects.filter(kind="refund").exists()
@@ -250,20 +310,27 @@ def test_soft_time_limit_fails_the_release_and_removes_its_temp_files(
 
 @WORKER_DB
 def test_hard_time_limit_kills_the_job_and_the_reaper_ends_it(
-        owner_and_dataset, exec_log, settings, short_limits):
+    owner_and_dataset, exec_log, settings, short_limits
+):
     settings.CELERY_TASK_TIME_LIMIT, settings.DPPORTAL_LEASE_SECONDS = 5, 4
     owner, dataset = owner_and_dataset
     with start_worker(connection, env=LIMITS):
         release = submit(owner, dataset, exec_log, "hard", seconds=30, ignore_soft_limit=True)
         wait_until(lambda: executions(exec_log).get("hard"), timeout=30)
-        done = wait_until(lambda: services.release_reap() and terminal(release), timeout=60,
-                          interval=1)
+        done = wait_until(
+            lambda: services.release_reap() and terminal(release), timeout=60, interval=1
+        )
         temp = Path(executions(exec_log)["hard"][0]["temp"])
-        wait_until(lambda: services.release_reap() is not None and not temp.exists(), timeout=30,
-                   interval=1)
+        wait_until(
+            lambda: services.release_reap() is not None and not temp.exists(),
+            timeout=30,
+            interval=1,
+        )
     runs = executions(exec_log)["hard"]
-    print(f"\nT17 hard limit 5 s on a job ignoring the soft limit: {len(runs)} execution(s), "
-          f"killed: {runs[0]['end'] is None}; reaper → {done.status}: {done.error_message!r}; "
-          "its temp files removed")
+    print(
+        f"\nT17 hard limit 5 s on a job ignoring the soft limit: {len(runs)} execution(s), "
+        f"killed: {runs[0]['end'] is None}; reaper → {done.status}: {done.error_message!r}; "
+        "its temp files removed"
+    )
     assert runs[0]["end"] is None and done.status == Release.Status.FAILED
     assert "time limit" in done.error_message

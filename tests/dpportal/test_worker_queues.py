@@ -21,9 +21,16 @@ def test_it_routes_releases_by_expected_size(settings, monkeypatch):
     dataset = make_demo_dataset(owner, epsilon_total=5)
 
     def queue_of(mechanism, columns, params):
-        return services.release_queue(services.release_create(
-            dataset=dataset, user=owner, mechanism=mechanism, columns=columns, params=params,
-            epsilon="0.1"))
+        return services.release_queue(
+            services.release_create(
+                dataset=dataset,
+                user=owner,
+                mechanism=mechanism,
+                columns=columns,
+                params=params,
+                epsilon="0.1",
+            )
+        )
 
     small, long = settings.CELERY_TASK_DEFAULT_QUEUE, settings.DPPORTAL_CELERY_LONG_QUEUE
     assert queue_of("perturbed_histogram", ["age", "sex"], {}) == small
@@ -43,8 +50,13 @@ def small_jobs_finish_first(tmp_path, settings, separate_queues):
 
     def submit(tag, seconds, grid):
         return services.release_create(
-            dataset=dataset, user=owner, mechanism="test_sleep", columns=["age"], epsilon="0.1",
-            params={"seconds": seconds, "tag": tag, "log": str(log), "grid": grid})
+            dataset=dataset,
+            user=owner,
+            mechanism="test_sleep",
+            columns=["age"],
+            epsilon="0.1",
+            params={"seconds": seconds, "tag": tag, "log": str(log), "grid": grid},
+        )
 
     small, long = settings.CELERY_TASK_DEFAULT_QUEUE, settings.DPPORTAL_CELERY_LONG_QUEUE
     long_release = submit("long", 12, [1000])
@@ -56,8 +68,9 @@ def small_jobs_finish_first(tmp_path, settings, separate_queues):
             stack.enter_context(start_worker(connection, queues=[small], name="small"))
         else:
             stack.enter_context(start_worker(connection, queues=[small, long], name="shared"))
-        wait_until(lambda: Release.objects.filter(pk__in=pks, status="done").count() == 4,
-                   timeout=120)
+        wait_until(
+            lambda: Release.objects.filter(pk__in=pks, status="done").count() == 4, timeout=120
+        )
     finished = {r.pk: r.finished_at for r in Release.objects.filter(pk__in=pks)}
     last_small = max(finished[r.pk] for r in smalls)
     return last_small < finished[long_release.pk], (finished[long_release.pk] - last_small)
@@ -68,8 +81,10 @@ def small_jobs_finish_first(tmp_path, settings, separate_queues):
 def test_small_releases_do_not_wait_behind_a_long_one(tmp_path, settings):
     separate, ahead = small_jobs_finish_first(tmp_path, settings, separate_queues=True)
     shared, behind = small_jobs_finish_first(tmp_path, settings, separate_queues=False)
-    print(f"\nQueues: 3 small releases submitted after a 12 s one: a worker per queue → small "
-          f"ones done first: {separate} ({ahead.total_seconds():.1f} s before the long one); "
-          f"one worker on both queues (twin) → {shared} "
-          f"({-behind.total_seconds():.1f} s after it)")
+    print(
+        f"\nQueues: 3 small releases submitted after a 12 s one: a worker per queue → small "
+        f"ones done first: {separate} ({ahead.total_seconds():.1f} s before the long one); "
+        f"one worker on both queues (twin) → {shared} "
+        f"({-behind.total_seconds():.1f} s after it)"
+    )
     assert separate and not shared

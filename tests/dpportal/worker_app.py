@@ -21,8 +21,7 @@ from dpportal.celery import app  # noqa: F401  (celery -A finds it here)
 from tests.conftest import REPO_ROOT, test_database_url, wait_for_worker_ready
 
 
-def _sleep_mechanism(data, schema, *, columns, params, epsilon, delta, neighbouring, rng,
-                     progress):
+def _sleep_mechanism(data, schema, *, columns, params, epsilon, delta, neighbouring, rng, progress):
     from celery.exceptions import SoftTimeLimitExceeded
 
     log = params["log"]
@@ -38,8 +37,9 @@ def _sleep_mechanism(data, schema, *, columns, params, epsilon, delta, neighbour
             if not params.get("ignore_soft_limit"):
                 raise
     _log(log, f"end {params['tag']} {os.getpid()} {time.time():.3f}")
-    return mechanisms.ReleaseOutput(files={"noise.txt": secrets.token_hex(16).encode()},
-                                    manifest={}, trace={})
+    return mechanisms.ReleaseOutput(
+        files={"noise.txt": secrets.token_hex(16).encode()}, manifest={}, trace={}
+    )
 
 
 def _log(path, line):
@@ -61,8 +61,9 @@ def executions(log_path) -> dict[str, list[dict]]:
     for line in Path(log_path).read_text().splitlines():
         kind, tag, pid, stamp, *rest = line.split()
         if kind == "start":
-            runs.setdefault(tag, []).append({"pid": int(pid), "start": float(stamp), "end": None,
-                                             "temp": rest[0]})
+            runs.setdefault(tag, []).append(
+                {"pid": int(pid), "start": float(stamp), "end": None, "temp": rest[0]}
+            )
         else:
             run = next(r for r in runs[tag] if r["pid"] == int(pid) and r["end"] is None)
             run["end"] = float(stamp)
@@ -87,16 +88,37 @@ def start_worker(connection, *, concurrency=1, queues=None, env=None, name="w"):
     from django.conf import settings
 
     queues = queues or [settings.CELERY_TASK_DEFAULT_QUEUE, settings.DPPORTAL_CELERY_LONG_QUEUE]
-    full_env = dict(os.environ, DATABASE_URL=test_database_url(connection),
-                    DJANGO_SETTINGS_MODULE="tests.settings", **(env or {}))
+    full_env = dict(
+        os.environ,
+        DATABASE_URL=test_database_url(connection),
+        DJANGO_SETTINGS_MODULE="tests.settings",
+        **(env or {}),
+    )
     log_path = Path(settings.DATA_DIR) / f"worker-{name}-{time.time_ns()}.log"
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "tests.dpportal.worker_app", "worker",
-             "--loglevel=INFO", f"--concurrency={concurrency}", "--pool=prefork",
-             "--without-gossip", "--without-mingle", "--without-heartbeat",
-             "-n", f"{name}-{time.time_ns()}@%h", "-Q", ",".join(queues)],
-            cwd=REPO_ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "tests.dpportal.worker_app",
+                "worker",
+                "--loglevel=INFO",
+                f"--concurrency={concurrency}",
+                "--pool=prefork",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "-n",
+                f"{name}-{time.time_ns()}@%h",
+                "-Q",
+                ",".join(queues),
+            ],
+            cwd=REPO_ROOT,
+            env=full_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         try:
             wait_for_worker_ready(log_path, process)

@@ -60,8 +60,13 @@ class PageProblems:
     unlabelled_fields: list[str] = field(default_factory=list)
 
     def all(self) -> list[str]:
-        return [*self.console_errors, *self.page_errors, *self.csp_violations, *self.http_errors,
-                *self.unlabelled_fields]
+        return [
+            *self.console_errors,
+            *self.page_errors,
+            *self.csp_violations,
+            *self.http_errors,
+            *self.unlabelled_fields,
+        ]
 
 
 class Browser:

@@ -22,19 +22,30 @@ def read_package(zip_bytes: bytes) -> dict[str, bytes]:
     with zipfile.ZipFile(io.BytesIO(zip_bytes)) as archive:
         return {
             name.rsplit("/", 1)[-1]: archive.read(name)
-            for name in archive.namelist() if not name.endswith("/")
+            for name in archive.namelist()
+            if not name.endswith("/")
         }
 
 
-def problems_in_package(zip_bytes: bytes, *, epsilon: str, columns: list[str], schema: dict,
-                        raw_bytes: bytes, raw_sha256: str) -> list[str]:
+def problems_in_package(
+    zip_bytes: bytes,
+    *,
+    epsilon: str,
+    columns: list[str],
+    schema: dict,
+    raw_bytes: bytes,
+    raw_sha256: str,
+) -> list[str]:
     """Everything wrong with a public package for a release of `columns` at `epsilon`."""
     files = read_package(zip_bytes)
     problems = [f"missing {name}" for name in sorted(REQUIRED_FILES - set(files))]
     if not DATA_FILES & set(files):
         problems.append(f"no data file (one of {sorted(DATA_FILES)}) in {sorted(files)}")
-    problems += [f"custodian-only file {name} in the public package"
-                 for name in files if any(word in name.lower() for word in CUSTODIAN_ONLY_WORDS)]
+    problems += [
+        f"custodian-only file {name} in the public package"
+        for name in files
+        if any(word in name.lower() for word in CUSTODIAN_ONLY_WORDS)
+    ]
     if "manifest.json" in files:
         problems += manifest_problems(json.loads(files["manifest.json"]), epsilon)
     for name, content in files.items():

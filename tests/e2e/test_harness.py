@@ -38,8 +38,12 @@ def test_it_reports_csp_violations_console_errors_and_http_errors(browser, custo
     page = browser.page
 
     def serve_broken_page(route):
-        route.fulfill(status=200, body=BROKEN_PAGE, content_type="text/html",
-                      headers={"Content-Security-Policy": CONTENT_SECURITY_POLICY})
+        route.fulfill(
+            status=200,
+            body=BROKEN_PAGE,
+            content_type="text/html",
+            headers={"Content-Security-Policy": CONTENT_SECURITY_POLICY},
+        )
 
     def serve_broken_script(route):
         route.fulfill(status=200, body=BROKEN_SCRIPT, content_type="text/javascript")
@@ -61,6 +65,7 @@ def test_it_reports_csp_violations_console_errors_and_http_errors(browser, custo
     assert any("Content Security Policy" in error for error in problems.console_errors), problems
     assert any(error.startswith("HTTP 404") for error in problems.http_errors), problems
     assert [error.split(" on ")[0] for error in problems.unlabelled_fields] == [
-        "unlabelled input name=nameless"], problems
+        "unlabelled input name=nameless"
+    ], problems
     with pytest.raises(AssertionError, match="problems in the browser"):
         browser.assert_no_problems()

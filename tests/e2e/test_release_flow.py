@@ -25,11 +25,13 @@ pytestmark = pytest.mark.e2e
 EPSILON = "0.5"
 RELEASED = ["age", "sex", "income"]
 # The custodian's public knowledge, typed in by hand (never copied from the data).
-PUBLIC_SCHEMA = {"columns": [
-    {"name": "age", "type": "numeric", "lower": 17, "upper": 90, "bins": 8},
-    {"name": "sex", "type": "categorical", "categories": ["Female", "Male"]},
-    {"name": "income", "type": "categorical", "categories": ["<=50K", ">50K"]},
-]}
+PUBLIC_SCHEMA = {
+    "columns": [
+        {"name": "age", "type": "numeric", "lower": 17, "upper": 90, "bins": 8},
+        {"name": "sex", "type": "categorical", "categories": ["Female", "Male"]},
+        {"name": "income", "type": "categorical", "categories": ["<=50K", ">50K"]},
+    ]
+}
 RELEASE_TIMEOUT_S = 120
 MECHANISM_CARD = re.compile(r"Synthetic data \(MWEM\)")
 MECHANISM_SETTINGS = {"MWEM rounds": "3"}
@@ -45,8 +47,9 @@ def adult_csv(tmp_path):
 
 
 @pytest.mark.timeout(300)
-def test_custodian_publishes_an_mwem_release(browser, custodian, celery_worker_process,
-                                             adult_csv, tmp_path):
+def test_custodian_publishes_an_mwem_release(
+    browser, custodian, celery_worker_process, adult_csv, tmp_path
+):
     browser.log_in("custodian")
     upload_dataset(browser, adult_csv)
     confirm_schema(browser, adult_csv.open().readline().strip().split(","))
@@ -57,9 +60,14 @@ def test_custodian_publishes_an_mwem_release(browser, custodian, celery_worker_p
     raw = adult_csv.read_bytes()
     assert fingerprint.inner_text() == hashlib.sha256(raw).hexdigest()
     zip_path = download_package(browser, tmp_path)
-    problems = problems_in_package(zip_path.read_bytes(), epsilon=EPSILON, columns=RELEASED,
-                                   schema=PUBLIC_SCHEMA, raw_bytes=raw,
-                                   raw_sha256=hashlib.sha256(raw).hexdigest())
+    problems = problems_in_package(
+        zip_path.read_bytes(),
+        epsilon=EPSILON,
+        columns=RELEASED,
+        schema=PUBLIC_SCHEMA,
+        raw_bytes=raw,
+        raw_sha256=hashlib.sha256(raw).hexdigest(),
+    )
     assert problems == []
     check_audit_log(browser, release_id)
     browser.assert_no_problems()
@@ -85,12 +93,16 @@ def confirm_schema(browser, header):
         column = wanted.get(name, {"type": "ignored"})
         page.get_by_label(f"Type of {name}", exact=True).select_option(column["type"])
         if column["type"] == "numeric":
-            for key, label in (("lower", "Lower bound"), ("upper", "Upper bound"),
-                               ("bins", "Bins")):
+            for key, label in (
+                ("lower", "Lower bound"),
+                ("upper", "Upper bound"),
+                ("bins", "Bins"),
+            ):
                 page.get_by_label(f"{label} of {name}", exact=True).fill(str(column[key]))
         elif column["type"] == "categorical":
             page.get_by_label(f"Categories of {name}, one per line", exact=True).fill(
-                "\n".join(column["categories"]))
+                "\n".join(column["categories"])
+            )
     page.get_by_label(re.compile("come from public knowledge")).check()
     browser.screenshot("schema filled in")
     browser.click_and_wait(page.get_by_role("button", name=re.compile("confirm", re.I)))
@@ -112,7 +124,8 @@ def request_release(browser):
     browser.screenshot("release form with accuracy estimate")
     page.wait_for_load_state("networkidle")  # the estimate has caught up with the last input
     browser.click_and_wait(
-        page.get_by_role("button", name="Spend this budget and make the release"))
+        page.get_by_role("button", name="Spend this budget and make the release")
+    )
     if not re.search(r"/releases/\d+/$", page.url):
         browser.screenshot("release form refused")
         errors = page.locator(".errorlist, [role=alert]").all_text_contents()
@@ -134,8 +147,10 @@ def watch_release_finish(browser) -> int:
             seen.append(status)
             browser.screenshot(f"job page shows {status}")
     if seen[-1] != "Done":
-        pytest.fail(f"statuses seen: {seen}; the page says: {page.locator('main').inner_text()}"
-                    f"\n--- worker log (end) ---\n{worker_log_tail()}")
+        pytest.fail(
+            f"statuses seen: {seen}; the page says: {page.locator('main').inner_text()}"
+            f"\n--- worker log (end) ---\n{worker_log_tail()}"
+        )
     order = [STATUS_ORDER.index(status) for status in seen]
     assert order == sorted(order), f"status went backwards: {seen}"
     return release_id
@@ -145,8 +160,10 @@ STATUS_ORDER = ["Queued", "Running", "Done"]
 
 
 def worker_log_tail(characters=4000) -> str:
-    logs = sorted(Path(os.environ["DPPORTAL_DATA_DIR"]).glob("worker-*.log"),
-                  key=lambda path: path.stat().st_mtime)
+    logs = sorted(
+        Path(os.environ["DPPORTAL_DATA_DIR"]).glob("worker-*.log"),
+        key=lambda path: path.stat().st_mtime,
+    )
     return logs[-1].read_text(errors="replace")[-characters:] if logs else "(no worker log)"
 
 
@@ -181,7 +198,8 @@ def download_package(browser, folder):
 def check_audit_log(browser, release_id):
     page = browser.page
     browser.click_and_wait(
-        page.get_by_role("navigation", name="Main").get_by_role("link", name="Audit"))
+        page.get_by_role("navigation", name="Main").get_by_role("link", name="Audit")
+    )
     this_release = page.get_by_role("link", name=f"Release {release_id}", exact=True)
     for action in ("Release requested", "Release started", "Release done", "Download"):
         rows = page.get_by_role("row").filter(has_text=action).filter(has=this_release)

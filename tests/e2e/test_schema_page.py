@@ -7,8 +7,12 @@ from tests.conftest import REPO_ROOT
 
 def test_a_from_your_data_mark_goes_once_the_value_is_edited(browser, custodian):
     dataset = services.dataset_create_from_path(
-        owner=custodian, name="Fresh upload", source_path=REPO_ROOT / "demo" / "adult.csv.gz",
-        epsilon_total=1, delta_total=0)
+        owner=custodian,
+        name="Fresh upload",
+        source_path=REPO_ROOT / "demo" / "adult.csv.gz",
+        epsilon_total=1,
+        delta_total=0,
+    )
     browser.log_in(custodian.username)
     browser.goto(f"/datasets/{dataset.pk}/schema/")
     page = browser.page

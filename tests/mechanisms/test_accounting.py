@@ -34,8 +34,21 @@ def test_it_composes_sequentially():
     assert total.as_floats() == (0.5, math.nextafter(3e-6, 0))  # rounded down: 3e-6 is above
 
 
-@pytest.mark.parametrize("text", ["0.1", "0.3", "0.7", "1e-6", "0.000001", "1e-30", "2.5", "1",
-                                  "123456.789012", "0.333333333333333333333333"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "0.1",
+        "0.3",
+        "0.7",
+        "1e-6",
+        "0.000001",
+        "1e-30",
+        "2.5",
+        "1",
+        "123456.789012",
+        "0.333333333333333333333333",
+    ],
+)
 def test_float_at_most_is_the_largest_float_not_above_the_exact_value(text):
     value = float_at_most(Decimal(text))
     assert Fraction(value) <= Fraction(text) < Fraction(math.nextafter(value, math.inf))
@@ -49,8 +62,9 @@ def test_float_at_most_twin_plain_float_conversion_overshoots():
     assert above and all(Fraction(float_at_most(Decimal(t))) <= Fraction(t) for t in above)
 
 
-@pytest.mark.parametrize("sensitivity, epsilon", [(2, 0.7), (1, 0.1), (2, 1 / 3), (4, 1e-6),
-                                                  (1, 3.0), (2, 0.3)])
+@pytest.mark.parametrize(
+    "sensitivity, epsilon", [(2, 0.7), (1, 0.1), (2, 1 / 3), (4, 1e-6), (1, 3.0), (2, 0.3)]
+)
 def test_noise_scale_is_the_smallest_float_whose_loss_is_at_most_epsilon(sensitivity, epsilon):
     scale = noise_scale(sensitivity, epsilon)
     exact = Fraction(sensitivity) / Fraction(epsilon)

@@ -205,16 +205,20 @@ def test_it_runs_as_a_module_on_the_adult_data_without_traceback(tmp_path):
 def _big_table(tmp_path, rows=1237):
     rng = np.random.default_rng(5)
     data = tmp_path / "big.csv"
-    pd.DataFrame({"age": rng.integers(17, 91, rows), "sex": rng.choice(["Male", "Female"], rows),
-                  "note": ["x"] * rows}).to_csv(data, index=False)
+    pd.DataFrame(
+        {
+            "age": rng.integers(17, 91, rows),
+            "sex": rng.choice(["Male", "Female"], rows),
+            "note": ["x"] * rows,
+        }
+    ).to_csv(data, index=False)
     schema = tmp_path / "schema.json"
     schema.write_text(json.dumps(SCHEMA))
     return data, schema
 
 
 @pytest.mark.parametrize("explicit", [False, True], ids=["default-path", "flag"])
-def test_public_folder_holds_neither_the_input_hash_nor_the_row_count(tmp_path, capsys,
-                                                                      explicit):
+def test_public_folder_holds_neither_the_input_hash_nor_the_row_count(tmp_path, capsys, explicit):
     """Add-remove (the row count is private): no public file, manifest.json included, holds the
     input's SHA-256 or its row count (1237); the custodian record holds both, outside --out."""
     data, schema = _big_table(tmp_path)
@@ -222,9 +226,23 @@ def test_public_folder_holds_neither_the_input_hash_nor_the_row_count(tmp_path, 
     record = tmp_path / "keep" / "record.json" if explicit else tmp_path / "public.custodian.json"
     if explicit:
         record.parent.mkdir()
-    argv = ["perturbed-histogram", "--input", str(data), "--schema", str(schema),
-            "--epsilon", "1", "--neighbouring", "add-remove", "--rows", "30", "--seed", "3",
-            "--out", str(out)] + (["--custodian-record", str(record)] if explicit else [])
+    argv = [
+        "perturbed-histogram",
+        "--input",
+        str(data),
+        "--schema",
+        str(schema),
+        "--epsilon",
+        "1",
+        "--neighbouring",
+        "add-remove",
+        "--rows",
+        "30",
+        "--seed",
+        "3",
+        "--out",
+        str(out),
+    ] + (["--custodian-record", str(record)] if explicit else [])
     assert main(argv) == 0
     digest = file_sha256(data)
     for path in out.iterdir():
@@ -238,9 +256,21 @@ def test_public_folder_holds_neither_the_input_hash_nor_the_row_count(tmp_path, 
 
 def test_a_custodian_record_inside_the_public_folder_is_refused(files, capsys):
     data, schema, out = files
-    argv = ["perturbed-histogram", "--input", str(data), "--schema", str(schema),
-            "--epsilon", "1", "--seed", "3", "--out", str(out),
-            "--custodian-record", str(out / "record.json")]
+    argv = [
+        "perturbed-histogram",
+        "--input",
+        str(data),
+        "--schema",
+        str(schema),
+        "--epsilon",
+        "1",
+        "--seed",
+        "3",
+        "--out",
+        str(out),
+        "--custodian-record",
+        str(out / "record.json"),
+    ]
     assert main(argv) == 2
     assert "must be outside the public output folder" in capsys.readouterr().err
     assert not out.exists()
@@ -248,22 +278,34 @@ def test_a_custodian_record_inside_the_public_folder_is_refused(files, capsys):
 
 # ---------------------------------------------------------------- whole-input check (issue 20.5)
 
-STRICT = {"columns": [
-    {"name": "age", "type": "numeric", "lower": 17, "upper": 90, "bins": 8},
-    {"name": "sex", "type": "categorical", "categories": ["Female", "Male"],
-     "unknown": "reject"}]}
+STRICT = {
+    "columns": [
+        {"name": "age", "type": "numeric", "lower": 17, "upper": 90, "bins": 8},
+        {
+            "name": "sex",
+            "type": "categorical",
+            "categories": ["Female", "Male"],
+            "unknown": "reject",
+        },
+    ]
+}
 
 
-@pytest.mark.parametrize("column, bad, message", [
-    ("age", "", "column 'age' cannot be numeric: it has 1 empty (missing)"),
-    ("age", "old", "column 'age' cannot be numeric: it has 1 values that are not numbers"),
-    ("age", "nan", "column 'age' cannot be numeric: it has 1 empty (missing) or NaN"),
-    ("age", "inf", "column 'age' cannot be numeric: it has 1 infinite values"),
-    ("sex", "X", "column 'sex': 1 value is not among its declared categories"),
-    ("sex", "", "column 'sex': 1 value is not among its declared categories"),
-], ids=["missing", "text", "nan", "inf", "undeclared-category", "missing-category"])
-def test_bad_values_are_refused_before_any_noise(tmp_path, capsys, monkeypatch, column, bad,
-                                                message):
+@pytest.mark.parametrize(
+    "column, bad, message",
+    [
+        ("age", "", "column 'age' cannot be numeric: it has 1 empty (missing)"),
+        ("age", "old", "column 'age' cannot be numeric: it has 1 values that are not numbers"),
+        ("age", "nan", "column 'age' cannot be numeric: it has 1 empty (missing) or NaN"),
+        ("age", "inf", "column 'age' cannot be numeric: it has 1 infinite values"),
+        ("sex", "X", "column 'sex': 1 value is not among its declared categories"),
+        ("sex", "", "column 'sex': 1 value is not among its declared categories"),
+    ],
+    ids=["missing", "text", "nan", "inf", "undeclared-category", "missing-category"],
+)
+def test_bad_values_are_refused_before_any_noise(
+    tmp_path, capsys, monkeypatch, column, bad, message
+):
     rows = {"age": ["25", "38", "52", "61"], "sex": ["Male", "Female", "Male", "Female"]}
     rows[column][2] = bad
     data = tmp_path / "data.csv"
@@ -273,8 +315,19 @@ def test_bad_values_are_refused_before_any_noise(tmp_path, capsys, monkeypatch, 
     out = tmp_path / "out"
     calls = []
     monkeypatch.setattr("mechanisms.__main__.run_release", lambda *a, **k: calls.append(a))
-    argv = ["perturbed-histogram", "--input", str(data), "--schema", str(schema),
-            "--epsilon", "1", "--seed", "3", "--out", str(out)]
+    argv = [
+        "perturbed-histogram",
+        "--input",
+        str(data),
+        "--schema",
+        str(schema),
+        "--epsilon",
+        "1",
+        "--seed",
+        "3",
+        "--out",
+        str(out),
+    ]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
@@ -293,8 +346,19 @@ def test_epsilon_and_delta_reach_the_mechanism_rounded_down(files, monkeypatch, 
         raise SystemExit(0)
 
     monkeypatch.setattr("mechanisms.__main__.run_release", capture)
-    argv = ["perturbed-histogram", "--input", str(data), "--schema", str(schema),
-            "--epsilon", text, "--delta", "0.1", "--out", str(out)]
+    argv = [
+        "perturbed-histogram",
+        "--input",
+        str(data),
+        "--schema",
+        str(schema),
+        "--epsilon",
+        text,
+        "--delta",
+        "0.1",
+        "--out",
+        str(out),
+    ]
     with pytest.raises(SystemExit):
         main(argv)
     exact = Fraction(Decimal(text))

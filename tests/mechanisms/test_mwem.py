@@ -101,8 +101,9 @@ def test_it_refuses_empty_data_only_when_the_row_count_is_public():
     workload = workload_of(columns, shape, 2)
     with pytest.raises(MechanismError, match=r"data \(0 rows\)"):
         mwem(codes[:0], shape, workload, epsilon=1.0)
-    result = mwem(codes[:0], shape, workload, epsilon=1.0, neighbouring="add-remove",
-                  rng=seeded_source(1))
+    result = mwem(
+        codes[:0], shape, workload, epsilon=1.0, neighbouring="add-remove", rng=seeded_source(1)
+    )
     assert result.n >= 1 and len(result.trace) == result.rounds
 
 
@@ -114,10 +115,10 @@ def test_it_refuses_empty_data_only_when_the_row_count_is_public():
 def test_it_converges_to_the_workload_at_infinite_epsilon(k, update):
     codes, shape, columns = load_table("loglinear6")
     workload = workload_of(columns, shape, k)
-    before = max_workload_error(codes, shape, workload, FactoredDistribution.independent(
-        [np.ones(2)] * len(shape)))
-    result = mwem(codes, shape, workload, epsilon=math.inf, rounds=40, mw_passes=10,
-                  update=update)
+    before = max_workload_error(
+        codes, shape, workload, FactoredDistribution.independent([np.ones(2)] * len(shape))
+    )
+    result = mwem(codes, shape, workload, epsilon=math.inf, rounds=40, mw_passes=10, update=update)
     after = max_workload_error(codes, shape, workload, result.distribution)
     assert before > 0.05
     assert after < 0.005, after
@@ -128,8 +129,9 @@ def test_ranges_converge_at_infinite_epsilon():
     rng = seeded_source(3)
     codes = np.stack([(rng.uniform(500) ** 2 * 8).astype(int), rng.integers(3, 500)], axis=1)
     shape = (8, 3)
-    workload = expand_workload({"queries": [{"type": "ranges", "column": "x"}]}, ["x", "g"],
-                               shape, {"x"})
+    workload = expand_workload(
+        {"queries": [{"type": "ranges", "column": "x"}]}, ["x", "g"], shape, {"x"}
+    )
     result = mwem(codes, shape, workload, epsilon=math.inf, rounds=60, mw_passes=10)
     assert max_workload_error(codes, shape, workload, result.distribution) < 0.01
 
@@ -138,23 +140,31 @@ def test_ranges_converge_at_infinite_epsilon():
 def test_factored_and_dense_give_the_same_distribution(k):
     codes, shape, columns = load_table("loglinear8")
     workload = workload_of(columns, shape, k)
-    runs = [mwem(codes, shape, workload, epsilon=1.0, dense=dense, rng=seeded_source(5))
-            for dense in (False, True)]
+    runs = [
+        mwem(codes, shape, workload, epsilon=1.0, dense=dense, rng=seeded_source(5))
+        for dense in (False, True)
+    ]
     factored, dense = runs
     assert len(dense.distribution.groups()) == 1
     assert len(factored.distribution.groups()) > 1 or k == 3
     assert [t["query"] for t in factored.trace] == [t["query"] for t in dense.trace]
-    np.testing.assert_allclose(factored.distribution.to_dense(), dense.distribution.to_dense(),
-                               rtol=1e-9, atol=1e-14)
+    np.testing.assert_allclose(
+        factored.distribution.to_dense(), dense.distribution.to_dense(), rtol=1e-9, atol=1e-14
+    )
 
 
 def test_average_output_is_the_mean_of_the_iterates():
     codes, shape, columns = load_table("loglinear6")
     workload = workload_of(columns, shape, 2)
-    iterates = [mwem(codes, shape, workload, epsilon=math.inf, rounds=t, mw_passes=2)
-                .distribution.to_dense() for t in (1, 2, 3)]
-    averaged = mwem(codes, shape, workload, epsilon=math.inf, rounds=3, mw_passes=2,
-                    output="average").distribution.to_dense()
+    iterates = [
+        mwem(
+            codes, shape, workload, epsilon=math.inf, rounds=t, mw_passes=2
+        ).distribution.to_dense()
+        for t in (1, 2, 3)
+    ]
+    averaged = mwem(
+        codes, shape, workload, epsilon=math.inf, rounds=3, mw_passes=2, output="average"
+    ).distribution.to_dense()
     np.testing.assert_allclose(averaged, np.mean(iterates, axis=0), rtol=1e-9)
     assert not np.allclose(averaged, iterates[-1])
 
@@ -183,8 +193,16 @@ def epsilon_of(call, neighbouring="replace-one"):
 def test_the_papers_split_spends_epsilon_over_2t_per_selection_and_measurement():
     codes, shape, columns = load_table("loglinear6")
     source = RecordingSource(seeded_source(2))
-    mwem(codes, shape, workload_of(columns, shape, 2), epsilon=1.0, rounds=5, init_fraction=0,
-         select_fraction=0.5, rng=source)
+    mwem(
+        codes,
+        shape,
+        workload_of(columns, shape, 2),
+        epsilon=1.0,
+        rounds=5,
+        init_fraction=0,
+        select_fraction=0.5,
+        rng=source,
+    )
     calls = source.noise_calls()
     assert [c.primitive for c in calls] == ["report_noisy_max", "discrete_laplace"] * 5
     assert all(epsilon_of(c) == pytest.approx(1.0 / 10) for c in calls)
@@ -200,13 +218,20 @@ def test_the_default_split_sums_to_epsilon_and_is_the_same_on_neighbours(neighbo
     sequences = []
     for data in (codes, neighbour):
         source = RecordingSource(seeded_source(9))
-        result = mwem(data, shape, workload_of(columns, shape, 3), epsilon=0.7,
-                      neighbouring=neighbouring, rng=source)
+        result = mwem(
+            data,
+            shape,
+            workload_of(columns, shape, 3),
+            epsilon=0.7,
+            neighbouring=neighbouring,
+            rng=source,
+        )
         calls = source.noise_calls()
         assert sum(epsilon_of(c, neighbouring) for c in calls) == pytest.approx(0.7, rel=1e-12)
         rounds = result.rounds
         assert [c.primitive for c in calls] == (
-            ["discrete_laplace"] * 6 + ["report_noisy_max", "discrete_laplace"] * rounds)
+            ["discrete_laplace"] * 6 + ["report_noisy_max", "discrete_laplace"] * rounds
+        )
         assert len(result.measurements) == 6 + rounds and len(result.trace) == rounds
         sequences.append([(c.primitive, c.scale) for c in calls])
     # every scale depends only on public values (selected query sizes may differ, scales may not)
@@ -231,8 +256,12 @@ def selection_samples(codes, epsilon, draws=N_AUDIT):
     true = mwem_module._TrueAnswers(codes, PAIR_SHAPE)
     scores = mwem_module._selection_scores(model, true, PAIR_WORKLOAD, len(codes), 1.0, 2)
     rng = seeded_source(11)
-    return np.array([exponential_mechanism(scores, epsilon=epsilon, sensitivity=1, rng=rng)
-                     for _ in range(draws)])
+    return np.array(
+        [
+            exponential_mechanism(scores, epsilon=epsilon, sensitivity=1, rng=rng)
+            for _ in range(draws)
+        ]
+    )
 
 
 def measurement_samples(codes, epsilon, draws=N_AUDIT):
@@ -256,9 +285,12 @@ def test_one_selection_passes_the_event_test_and_its_twin_fails(monkeypatch, bro
     if broken:
         halve_sensitivity(monkeypatch)
     epsilon = 0.5
-    result = audit_neighbours(selection_samples(PAIR_D, epsilon),
-                              selection_samples(PAIR_D2, epsilon),
-                              epsilon=epsilon, thresholds=np.arange(2))
+    result = audit_neighbours(
+        selection_samples(PAIR_D, epsilon),
+        selection_samples(PAIR_D2, epsilon),
+        epsilon=epsilon,
+        thresholds=np.arange(2),
+    )
     assert result.passed != broken, result.summary()
 
 
@@ -315,8 +347,16 @@ def test_wide_binary_data_runs_factored_and_merges_only_measured_groups():
     spec = random_marginals_spec(columns, 3, 400, seeded_source(22))
     spec["queries"].append({"type": "marginals", "subsets": [["b0", "b1"]]})
     workload = expand_workload(spec, columns, (2,) * d, set())
-    result = mwem(base, (2,) * d, workload, epsilon=5.0, rounds=10, init_fraction=0,
-                  memory_cells=2**12, rng=seeded_source(23))
+    result = mwem(
+        base,
+        (2,) * d,
+        workload,
+        epsilon=5.0,
+        rounds=10,
+        init_fraction=0,
+        memory_cells=2**12,
+        rng=seeded_source(23),
+    )
     sizes = [g.probs.size for g in result.distribution.groups()]
     assert max(sizes) <= 2**12 and len(sizes) >= d - 10 * 3
     assert result.distribution.sample(10, seeded_source(1)).shape == (10, d)
@@ -330,8 +370,9 @@ def test_the_papers_scaling_case_runs_on_1000_binary_attributes():
     hidden = rng.integers(2, (n, d // 5))
     codes = (hidden[:, np.arange(d) // 5] ^ (rng.uniform((n, d)) < 0.2)).astype(np.int64)
     columns = [f"b{i}" for i in range(d)]
-    workload = expand_workload(random_marginals_spec(columns, 3, 3000, seeded_source(32)),
-                               columns, (2,) * d, set())
+    workload = expand_workload(
+        random_marginals_spec(columns, 3, 3000, seeded_source(32)), columns, (2,) * d, set()
+    )
     result = mwem(codes, (2,) * d, workload, epsilon=1.0, rng=seeded_source(33))
     planted = [q for q in workload if len({a // 5 for a in q.attrs}) < 3]
     chosen = [t["query"] for t in result.trace]
@@ -342,27 +383,39 @@ def test_the_papers_scaling_case_runs_on_1000_binary_attributes():
 
 # --- the release --------------------------------------------------------------------------------
 
-SCHEMA = Schema.from_dict({"columns": [
-    {"name": "age", "type": "numeric", "lower": 0, "upper": 100, "bins": 5},
-    {"name": "sex", "type": "categorical", "categories": ["F", "M"], "unknown": "reject"},
-    {"name": "job", "type": "categorical", "categories": ["a", "b", "c"]},
-]})
+SCHEMA = Schema.from_dict(
+    {
+        "columns": [
+            {"name": "age", "type": "numeric", "lower": 0, "upper": 100, "bins": 5},
+            {"name": "sex", "type": "categorical", "categories": ["F", "M"], "unknown": "reject"},
+            {"name": "job", "type": "categorical", "categories": ["a", "b", "c"]},
+        ]
+    }
+)
 
 
 def small_frame(rows=300):
     rng = seeded_source(30)
-    return pd.DataFrame({
-        "age": rng.uniform(rows) * 100,
-        "sex": np.where(rng.uniform(rows) < 0.4, "F", "M"),
-        "job": np.array(["a", "b", "c", "zz"])[rng.integers(4, rows)],
-    })
+    return pd.DataFrame(
+        {
+            "age": rng.uniform(rows) * 100,
+            "sex": np.where(rng.uniform(rows) < 0.4, "F", "M"),
+            "job": np.array(["a", "b", "c", "zz"])[rng.integers(4, rows)],
+        }
+    )
 
 
 def test_the_release_has_synthetic_rows_measurements_trace_and_progress():
     seen = []
-    output = run_release("mwem", small_frame(), SCHEMA, epsilon=1.0,
-                         params={"marginals": 2, "init_fraction": 0.3},
-                         rng=seeded_source(4), progress=lambda t, total: seen.append((t, total)))
+    output = run_release(
+        "mwem",
+        small_frame(),
+        SCHEMA,
+        epsilon=1.0,
+        params={"marginals": 2, "init_fraction": 0.3},
+        rng=seeded_source(4),
+        progress=lambda t, total: seen.append((t, total)),
+    )
     synthetic = pd.read_csv(io.BytesIO(output.files["synthetic.csv"]))
     assert len(synthetic) == 300 and list(synthetic.columns) == ["age", "sex", "job"]
     assert set(synthetic["job"]) <= {"a", "b", "c", "(other)"}
@@ -372,16 +425,27 @@ def test_the_release_has_synthetic_rows_measurements_trace_and_progress():
     assert seen == [(t, rounds) for t in range(1, rounds + 1)]
     assert len(output.trace["trace"]) == rounds
     assert output.manifest["guarantee"] == {
-        "epsilon": 1.0, "delta": 0.0, "unit": "one row", "neighbouring": "replace-one"}
+        "epsilon": 1.0,
+        "delta": 0.0,
+        "unit": "one row",
+        "neighbouring": "replace-one",
+    }
     json.dumps(output.trace, allow_nan=False)
 
 
 def test_the_release_accepts_a_range_workload_and_refuses_unknown_parameters():
     spec = {"queries": [{"type": "ranges", "column": "age"}, {"type": "marginals", "k": 2}]}
-    output = run_release("mwem", small_frame(), SCHEMA, epsilon=2.0,
-                         params={"workload": spec, "rounds": 4}, rng=seeded_source(5))
-    kinds = {m["query"]["type"] for m in json.loads(output.files["measurements.json"])[
-        "measurements"]}
+    output = run_release(
+        "mwem",
+        small_frame(),
+        SCHEMA,
+        epsilon=2.0,
+        params={"workload": spec, "rounds": 4},
+        rng=seeded_source(5),
+    )
+    kinds = {
+        m["query"]["type"] for m in json.loads(output.files["measurements.json"])["measurements"]
+    }
     assert "marginal" in kinds
     with pytest.raises(MechanismError, match=r"parameter \('mix'\) is not used by mwem"):
         run_release("mwem", small_frame(), SCHEMA, epsilon=1.0, params={"mix": 0.1})
@@ -390,8 +454,10 @@ def test_the_release_accepts_a_range_workload_and_refuses_unknown_parameters():
 
 
 def test_the_same_seed_gives_the_same_release():
-    outputs = [run_release("mwem", small_frame(), SCHEMA, epsilon=1.0, rng=seeded_source(8))
-               for _ in range(2)]
+    outputs = [
+        run_release("mwem", small_frame(), SCHEMA, epsilon=1.0, rng=seeded_source(8))
+        for _ in range(2)
+    ]
     assert outputs[0].files == outputs[1].files
 
 
@@ -402,8 +468,19 @@ def test_the_command_line_writes_the_release_and_explains_bad_input(tmp_path, ca
     small_frame().to_csv(data, index=False)
     schema.write_text(json.dumps(SCHEMA.to_dict()))
     workload.write_text(json.dumps({"queries": [{"type": "ranges", "column": "age"}]}))
-    common = ["mwem", "--input", str(data), "--schema", str(schema), "--epsilon", "1",
-              "--seed", "3", "--out", str(tmp_path / "out")]
+    common = [
+        "mwem",
+        "--input",
+        str(data),
+        "--schema",
+        str(schema),
+        "--epsilon",
+        "1",
+        "--seed",
+        "3",
+        "--out",
+        str(tmp_path / "out"),
+    ]
     assert main(common + ["--workload", str(workload), "--rounds", "3"]) == 0
     written = {p.name for p in (tmp_path / "out").iterdir()}
     assert written == {"synthetic.csv", "measurements.json", "manifest.json"}
@@ -417,6 +494,9 @@ def test_the_command_line_writes_the_release_and_explains_bad_input(tmp_path, ca
 
 def test_the_shipped_contingency_tables_are_what_their_generator_writes():
     """tests/data/loglinear*.csv are a pure function of make_tables.py's documented models."""
-    check = subprocess.run([sys.executable, str(TEST_DATA / "make_tables.py"), "--check"],
-                           capture_output=True, text=True)
+    check = subprocess.run(
+        [sys.executable, str(TEST_DATA / "make_tables.py"), "--check"],
+        capture_output=True,
+        text=True,
+    )
     assert check.returncode == 0, check.stderr

@@ -74,14 +74,17 @@ class ShrunkNoise(RandomSource):
 # ---------------------------------------------------------------- validation
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"epsilon": -1}, r"epsilon \(-1"),
-    ({"delta": 2}, r"delta \(2"),
-    ({"neighbouring": "swap"}, r"neighbouring \('swap'\)"),
-    ({"mechanism": "magic"}, r"mechanism \('magic'\)"),
-    ({"estimator": "mle"}, r"estimator \('mle'\)"),
-    ({"mechanism": "mn12", "delta": 0}, "mn12 needs delta > 0"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"epsilon": -1}, r"epsilon \(-1"),
+        ({"delta": 2}, r"delta \(2"),
+        ({"neighbouring": "swap"}, r"neighbouring \('swap'\)"),
+        ({"mechanism": "magic"}, r"mechanism \('magic'\)"),
+        ({"estimator": "mle"}, r"estimator \('mle'\)"),
+        ({"mechanism": "mn12", "delta": 0}, "mn12 needs delta > 0"),
+    ],
+)
 def test_it_rejects_bad_parameters_in_one_line(kwargs, message):
     support = grid_support(["x"], [(0, 1)], (8,))
     args = {"epsilon": 1.0, "delta": 1e-6, **kwargs}
@@ -90,13 +93,16 @@ def test_it_rejects_bad_parameters_in_one_line(kwargs, message):
     assert "\n" not in str(info.value)
 
 
-@pytest.mark.parametrize("query, message", [
-    ({"type": "circle"}, r"type \('circle'\)"),
-    ({"type": "box", "lo": [0.5, 0], "hi": [0.1, 1]}, r"lo \(\[0.5, 0.0\]\) must be <= hi"),
-    ({"type": "halfspace", "a": [1, 2, 3], "b": 0}, r"'a' \(\[1, 2, 3\]\) must be 2 finite"),
-    ({"type": "halfspace", "a": [1, 2], "b": "x"}, r"b \('x'\)"),
-    ({"type": "interval", "lo": 0, "hi": 1}, "an interval needs 1 column"),
-])
+@pytest.mark.parametrize(
+    "query, message",
+    [
+        ({"type": "circle"}, r"type \('circle'\)"),
+        ({"type": "box", "lo": [0.5, 0], "hi": [0.1, 1]}, r"lo \(\[0.5, 0.0\]\) must be <= hi"),
+        ({"type": "halfspace", "a": [1, 2, 3], "b": 0}, r"'a' \(\[1, 2, 3\]\) must be 2 finite"),
+        ({"type": "halfspace", "a": [1, 2], "b": "x"}, r"b \('x'\)"),
+        ({"type": "interval", "lo": 0, "hi": 1}, "an interval needs 1 column"),
+    ],
+)
 def test_it_rejects_bad_queries(query, message):
     support = grid_support(["x", "y"], [(0, 1), (0, 1)], (4, 4))
     with pytest.raises(MechanismError, match=message):
@@ -112,8 +118,9 @@ def test_it_rejects_bad_support_and_counts():
         grid_support(["x", "y"], [(0, 1), (0, 1)], (8,))
     support = grid_support(["x"], [(0, 1)], (4,))
     with pytest.raises(MechanismError, match=r"counts \(shape \(3,\)\)"):
-        range_count(np.ones(3, int), support, [{"type": "interval", "lo": 0, "hi": 1}],
-                    epsilon=1, delta=0)
+        range_count(
+            np.ones(3, int), support, [{"type": "interval", "lo": 0, "hi": 1}], epsilon=1, delta=0
+        )
     with pytest.raises(MechanismError, match="workload is empty"):
         range_count(np.ones(4, int), support, [], epsilon=1, delta=0)
 
@@ -124,8 +131,10 @@ def test_workload_reads_json_and_csv():
     assert load_workload(text, cols) == [{"type": "halfspace", "a": [1.0, -1.0], "b": 0.2}]
     csv_text = "type,lo_x,lo_y,hi_x,hi_y,a_x,a_y,b\nbox,0,0,1,0.5,,,\nhalfspace,,,,,2,1,0.3\n"
     got = load_workload(csv_text, cols, fmt="csv")
-    assert got == [{"type": "box", "lo": [0.0, 0.0], "hi": [1.0, 0.5]},
-                   {"type": "halfspace", "a": [2.0, 1.0], "b": 0.3}]
+    assert got == [
+        {"type": "box", "lo": [0.0, 0.0], "hi": [1.0, 0.5]},
+        {"type": "halfspace", "a": [2.0, 1.0], "b": 0.3},
+    ]
     with pytest.raises(MechanismError, match="not valid JSON"):
         load_workload("{", cols)
 
@@ -159,8 +168,15 @@ def test_t0_plan_is_identical_across_neighbouring_and_unrelated_datasets(mechani
         support = grid_support(["x", "y"], [(0, 1), (0, 1)], (15, 20))
     plans = set()
     for counts, seed in ((x, 5), (neighbour, 6), (unrelated, 7)):
-        r = range_count(counts, support, queries, epsilon=1.0, delta=1e-6, mechanism=mechanism,
-                        rng=seeded_source(seed))
+        r = range_count(
+            counts,
+            support,
+            queries,
+            epsilon=1.0,
+            delta=1e-6,
+            mechanism=mechanism,
+            rng=seeded_source(seed),
+        )
         plans.add(json.dumps([r.mechanism, r.structure["plan"], r.accounting], sort_keys=True))
     assert len(plans) == 1
 
@@ -188,12 +204,24 @@ def _loss_from_structure(structure, budget_kind="gaussian"):
 @pytest.mark.parametrize("neighbouring, factor", [("replace-one", 2.0), ("add-remove", 1.0)])
 @pytest.mark.parametrize("support_kind", ["uniform", "grid"])
 def test_t1_recomputed_point_loss_is_within_budget_and_points_are_partitioned(
-        neighbouring, factor, support_kind):
-    support = (_uniform_support(700, seed=8) if support_kind == "uniform"
-               else grid_support(["x", "y"], [(0, 1), (0, 1)], (24, 30)))
+    neighbouring, factor, support_kind
+):
+    support = (
+        _uniform_support(700, seed=8)
+        if support_kind == "uniform"
+        else grid_support(["x", "y"], [(0, 1), (0, 1)], (24, 30))
+    )
     queries = random_halfspaces(support, 2000, seeded_source(9))
-    r = range_count(np.zeros(support.n, int), support, queries, epsilon=2.0, delta=1e-6,
-                    neighbouring=neighbouring, mechanism="mn12", rng=seeded_source(10))
+    r = range_count(
+        np.zeros(support.n, int),
+        support,
+        queries,
+        epsilon=2.0,
+        delta=1e-6,
+        neighbouring=neighbouring,
+        mechanism="mn12",
+        rng=seeded_source(10),
+    )
     rho = privacy_target(epsilon=2.0, delta=1e-6, neighbouring=neighbouring).rho
     loss, covered = _loss_from_structure(r.structure)
     assert len(r.structure["plan"]["rounds"]) >= 2  # the recursion really happens
@@ -223,29 +251,53 @@ def test_t1_broken_twin_with_shrunk_variances_is_refused_before_release():
 def test_t1_baselines_use_exactly_the_budget(mechanism, delta):
     support = grid_support(["x", "y"], [(0, 1), (0, 1)], (16, 16))
     queries = random_boxes(support, 300, seeded_source(11))
-    plan = build_plan(mechanism, support, queries, incidence(support, queries),
-                      privacy_target(epsilon=0.7, delta=delta, neighbouring="replace-one"))
+    plan = build_plan(
+        mechanism,
+        support,
+        queries,
+        incidence(support, queries),
+        privacy_target(epsilon=0.7, delta=delta, neighbouring="replace-one"),
+    )
     loss = plan.point_loss()
-    budget = 0.7 / 2 if delta == 0 else 2 * privacy_target(
-        epsilon=0.7, delta=delta, neighbouring="replace-one").rho / 2
+    budget = (
+        0.7 / 2
+        if delta == 0
+        else 2 * privacy_target(epsilon=0.7, delta=delta, neighbouring="replace-one").rho / 2
+    )
     assert loss.max() == pytest.approx(budget, rel=1e-9)
 
 
 # ---------------------------------------------------------------- T2: exact decomposition
 
 
-@pytest.mark.parametrize("mechanism, estimator", [("mn12", "chain"), ("mn12", "gls"),
-                                                  ("tree", "gls"), ("identity", "chain"),
-                                                  ("per_query", "chain")])
+@pytest.mark.parametrize(
+    "mechanism, estimator",
+    [
+        ("mn12", "chain"),
+        ("mn12", "gls"),
+        ("tree", "gls"),
+        ("identity", "chain"),
+        ("per_query", "chain"),
+    ],
+)
 @pytest.mark.parametrize("rng", ["zero-noise", "epsilon-inf"])
 def test_t2_without_noise_every_answer_is_exact(mechanism, estimator, rng):
     support = grid_support(["x", "y"], [(0, 1), (0, 1)], (20, 24))
-    queries = (random_halfspaces(support, 900, seeded_source(12))
-               + random_boxes(support, 100, seeded_source(13)))
+    queries = random_halfspaces(support, 900, seeded_source(12)) + random_boxes(
+        support, 100, seeded_source(13)
+    )
     x = seeded_source(14).integers(9, support.n)
     epsilon, source = (1.0, ZeroNoise()) if rng == "zero-noise" else (math.inf, seeded_source(1))
-    r = range_count(x, support, queries, epsilon=epsilon, delta=1e-6, mechanism=mechanism,
-                    estimator=estimator, rng=source)
+    r = range_count(
+        x,
+        support,
+        queries,
+        epsilon=epsilon,
+        delta=1e-6,
+        mechanism=mechanism,
+        estimator=estimator,
+        rng=source,
+    )
     truth = _true_answers(support, queries, x)
     tolerance = 0 if estimator == "chain" else 1e-6
     assert np.max(np.abs(r.answers - truth)) <= tolerance
@@ -257,8 +309,9 @@ def test_t2_new_queries_from_the_structure_match_and_cost_nothing():
     support = grid_support(["x", "y"], [(0, 1), (0, 1)], (16, 16))
     queries = random_halfspaces(support, 500, seeded_source(15))
     x = seeded_source(16).integers(9, support.n)
-    r = range_count(x, support, queries, epsilon=1.0, delta=1e-6, mechanism="mn12",
-                    rng=seeded_source(17))
+    r = range_count(
+        x, support, queries, epsilon=1.0, delta=1e-6, mechanism="mn12", rng=seeded_source(17)
+    )
     assert r.structure["estimator"] == "gls"  # `auto` picks least squares when it is cheap
     saved = json.loads(json.dumps(r.structure))
     again, var = answer_queries(saved, queries[:50])
@@ -266,7 +319,8 @@ def test_t2_new_queries_from_the_structure_match_and_cost_nothing():
     chain, chain_var = answer_queries(saved, queries[:50], estimator="chain")
     assert (chain_var >= var * (1 - 1e-9)).all()  # GLS is the minimum-variance unbiased one
     new = random_halfspaces(support, 20, seeded_source(18)) + [
-        {"type": "box", "lo": [0.1, 0.2], "hi": [0.6, 0.9]}]
+        {"type": "box", "lo": [0.1, 0.2], "hi": [0.6, 0.9]}
+    ]
     exact = range_count(x, support, queries, epsilon=math.inf, delta=1e-6, mechanism="mn12")
     for estimator in ("chain", "gls"):
         got, _ = answer_queries(exact.structure, new, estimator=estimator)
@@ -276,8 +330,15 @@ def test_t2_new_queries_from_the_structure_match_and_cost_nothing():
 def test_per_query_structure_refuses_queries_it_did_not_release():
     support = grid_support(["x"], [(0, 1)], (8,))
     queries = [{"type": "interval", "lo": 0, "hi": 0.5}]
-    r = range_count(np.ones(8, int), support, queries, epsilon=1.0, delta=0,
-                    mechanism="per_query", rng=seeded_source(1))
+    r = range_count(
+        np.ones(8, int),
+        support,
+        queries,
+        epsilon=1.0,
+        delta=0,
+        mechanism="per_query",
+        rng=seeded_source(1),
+    )
     with pytest.raises(MechanismError, match="not in the released workload"):
         answer_queries(r.structure, [{"type": "interval", "lo": 0, "hi": 0.9}])
     with pytest.raises(MechanismError, match="not a range-count structure"):
@@ -306,12 +367,16 @@ def _calibration(mechanism, estimator, source_factor=1.0):
         errors.append(answers - truth)
     errors = np.array(errors)
     per_run = errors.mean(axis=1)
-    return per_run.mean(), per_run.std(ddof=1) / math.sqrt(RUNS), \
-        (errors**2).mean() / predicted.mean()
+    return (
+        per_run.mean(),
+        per_run.std(ddof=1) / math.sqrt(RUNS),
+        (errors**2).mean() / predicted.mean(),
+    )
 
 
-@pytest.mark.parametrize("mechanism, estimator", [("mn12", "chain"), ("mn12", "gls"),
-                                                  ("identity", "chain")])
+@pytest.mark.parametrize(
+    "mechanism, estimator", [("mn12", "chain"), ("mn12", "gls"), ("identity", "chain")]
+)
 def test_t3_monte_carlo_error_matches_the_predicted_variance(mechanism, estimator):
     # 300 releases x 2048 queries; the relative SE of the MSE ratio is ~3%, so the [0.9, 1.1]
     # window is ~3 SE wide (false-alarm rate ~0.3%); the 4-SE bias check ~1e-4.
@@ -342,16 +407,20 @@ def _gaussian_epsilon(mu, delta):
 
 
 AUDIT_SUPPORT = grid_support(["x", "y"], [(0, 1), (0, 1)], (5, 6))
-AUDIT_QUERIES = (random_halfspaces(AUDIT_SUPPORT, 60, seeded_source(23))
-                 + [{"type": "box", "lo": [0, 0], "hi": [0.1, 0.1]}])  # the single cell 0
+AUDIT_QUERIES = random_halfspaces(AUDIT_SUPPORT, 60, seeded_source(23)) + [
+    {"type": "box", "lo": [0, 0], "hi": [0.1, 0.1]}
+]  # the single cell 0
 # epsilons giving mu = 1/sqrt(V) of 0.5-1 (noise std >= 1) for the audited count
 AUDIT_EPSILON = {"identity": 8.0, "per_query": 30.0, "tree": 8.0, "mn12": 8.0, "pure": 2.0}
 
 
 def _audit(mechanism, delta, factor, seed):
     """N_AUDIT releases on D and D' (one record moved into cell 0), projected to its count."""
-    target = privacy_target(epsilon=AUDIT_EPSILON["pure" if delta == 0 else mechanism], delta=delta,
-                            neighbouring="replace-one")
+    target = privacy_target(
+        epsilon=AUDIT_EPSILON["pure" if delta == 0 else mechanism],
+        delta=delta,
+        neighbouring="replace-one",
+    )
     bits = incidence(AUDIT_SUPPORT, AUDIT_QUERIES)
     plan = build_plan(mechanism, AUDIT_SUPPORT, AUDIT_QUERIES, bits, target, n_min=4)
     box = bits[-1:]
@@ -362,13 +431,16 @@ def _audit(mechanism, delta, factor, seed):
     samples = []
     for counts, s in ((x, seed), (x2, seed + 1)):
         source = ShrunkNoise(seeded_source(s), factor)
-        samples.append(np.array([plan.answer(plan.measure(counts, source), box)[0][0]
-                                 for _ in range(N_AUDIT)]))
+        samples.append(
+            np.array([plan.answer(plan.measure(counts, source), box)[0][0] for _ in range(N_AUDIT)])
+        )
     return samples, plan, float(plan.predicted_variance(box)[0])
 
 
-@pytest.mark.parametrize("mechanism, delta", [("identity", 1e-6), ("per_query", 1e-6),
-                                              ("tree", 1e-6), ("mn12", 1e-6), ("tree", 0.0)])
+@pytest.mark.parametrize(
+    "mechanism, delta",
+    [("identity", 1e-6), ("per_query", 1e-6), ("tree", 1e-6), ("mn12", 1e-6), ("tree", 0.0)],
+)
 @pytest.mark.parametrize("factor", [1.0, 0.5])
 def test_privacy_event_test_on_one_released_range_count(mechanism, delta, factor):
     """A released count hides one record as well as its declared noise says.
@@ -385,8 +457,14 @@ def test_privacy_event_test_on_one_released_range_count(mechanism, delta, factor
         epsilon = _gaussian_epsilon(1.0 / math.sqrt(variance), EVENT_DELTA)
         event_delta = EVENT_DELTA
         grid = threshold_grid(3, 4, math.sqrt(variance), integer=False, points=81)
-    result = audit_neighbours(sample_d, sample_d2, epsilon=epsilon, delta=event_delta,
-                              thresholds=grid, discrete=delta == 0)
+    result = audit_neighbours(
+        sample_d,
+        sample_d2,
+        epsilon=epsilon,
+        delta=event_delta,
+        thresholds=grid,
+        discrete=delta == 0,
+    )
     assert result.passed == (factor == 1.0), result.summary()
 
 
@@ -409,21 +487,43 @@ def test_auto_never_picks_mn12_for_boxes_and_prefers_it_for_many_halfplanes():
 def test_same_seed_same_release():
     support = grid_support(["x"], [(0, 1)], (64,))
     queries = random_boxes(support, 50, seeded_source(27))
-    a, b = (range_count(np.arange(64), support, queries, epsilon=1, delta=1e-6,
-                        mechanism="tree", rng=seeded_source(28)) for _ in range(2))
+    a, b = (
+        range_count(
+            np.arange(64),
+            support,
+            queries,
+            epsilon=1,
+            delta=1e-6,
+            mechanism="tree",
+            rng=seeded_source(28),
+        )
+        for _ in range(2)
+    )
     assert json.dumps(a.structure) == json.dumps(b.structure)
 
 
 def test_release_writes_public_files_without_raw_values():
-    schema = Schema.from_dict({"columns": [
-        {"name": "lon", "type": "numeric", "lower": -180, "upper": -60, "bins": 24},
-        {"name": "lat", "type": "numeric", "lower": 15, "upper": 75, "bins": 12}]})
-    data = pd.DataFrame({"lon": [-123.456789, -75.5, -90.25, -100.0],
-                         "lat": [45.678912, 40.1, 35.2, 50.0]})
-    out = run_release("range_count", data, schema, epsilon=1.0, delta=1e-6,
-                      columns=["lon", "lat"],
-                      params={"random_halfspaces": 40, "mechanism": "auto"},
-                      rng=seeded_source(29))
+    schema = Schema.from_dict(
+        {
+            "columns": [
+                {"name": "lon", "type": "numeric", "lower": -180, "upper": -60, "bins": 24},
+                {"name": "lat", "type": "numeric", "lower": 15, "upper": 75, "bins": 12},
+            ]
+        }
+    )
+    data = pd.DataFrame(
+        {"lon": [-123.456789, -75.5, -90.25, -100.0], "lat": [45.678912, 40.1, 35.2, 50.0]}
+    )
+    out = run_release(
+        "range_count",
+        data,
+        schema,
+        epsilon=1.0,
+        delta=1e-6,
+        columns=["lon", "lat"],
+        params={"random_halfspaces": 40, "mechanism": "auto"},
+        rng=seeded_source(29),
+    )
     assert set(out.files) == {"answers.csv", "structure.json"}
     structure = json.loads(out.files["structure.json"])
     assert structure["support"]["grid"] == [24, 12]
@@ -437,36 +537,87 @@ def test_release_writes_public_files_without_raw_values():
 
 def write_xy_inputs(folder, seed: int) -> None:
     """schema.json (x, y in [0, 1]) and data.csv (200 uniform points) for command-line tests."""
-    schema = {"columns": [{"name": "x", "type": "numeric", "lower": 0, "upper": 1, "bins": 8},
-                          {"name": "y", "type": "numeric", "lower": 0, "upper": 1, "bins": 8}]}
+    schema = {
+        "columns": [
+            {"name": "x", "type": "numeric", "lower": 0, "upper": 1, "bins": 8},
+            {"name": "y", "type": "numeric", "lower": 0, "upper": 1, "bins": 8},
+        ]
+    }
     (folder / "schema.json").write_text(json.dumps(schema))
     pd.DataFrame(seeded_source(seed).uniform((200, 2)), columns=["x", "y"]).to_csv(
-        folder / "data.csv", index=False)
+        folder / "data.csv", index=False
+    )
 
 
 def test_command_line_releases_and_answers_new_queries(tmp_path, capsys):
     from mechanisms.__main__ import main
 
     write_xy_inputs(tmp_path, 31)
-    workload = {"queries": [{"type": "halfspace", "a": [1, 1], "b": 1.0},
-                            {"type": "box", "lo": [0, 0], "hi": [0.5, 0.5]}]}
+    workload = {
+        "queries": [
+            {"type": "halfspace", "a": [1, 1], "b": 1.0},
+            {"type": "box", "lo": [0, 0], "hi": [0.5, 0.5]},
+        ]
+    }
     (tmp_path / "w.json").write_text(json.dumps(workload))
     out = tmp_path / "out"
-    status = main(["range-count", "--input", str(tmp_path / "data.csv"), "--schema",
-                   str(tmp_path / "schema.json"), "--columns", "x,y", "--grid", "16x16",
-                   "--workload", str(tmp_path / "w.json"), "--random-halfspaces", "30",
-                   "--epsilon", "1", "--delta", "1e-6", "--mechanism", "mn12", "--seed", "3",
-                   "--out", str(out)])
+    status = main(
+        [
+            "range-count",
+            "--input",
+            str(tmp_path / "data.csv"),
+            "--schema",
+            str(tmp_path / "schema.json"),
+            "--columns",
+            "x,y",
+            "--grid",
+            "16x16",
+            "--workload",
+            str(tmp_path / "w.json"),
+            "--random-halfspaces",
+            "30",
+            "--epsilon",
+            "1",
+            "--delta",
+            "1e-6",
+            "--mechanism",
+            "mn12",
+            "--seed",
+            "3",
+            "--out",
+            str(out),
+        ]
+    )
     assert status == 0
     assert {p.name for p in out.iterdir()} == {"answers.csv", "structure.json", "manifest.json"}
     assert len(pd.read_csv(out / "answers.csv")) == 32
     capsys.readouterr()
-    assert main(["range-query", "--structure", str(out / "structure.json"), "--query",
-                 str(tmp_path / "w.json")]) == 0
+    assert (
+        main(
+            [
+                "range-query",
+                "--structure",
+                str(out / "structure.json"),
+                "--query",
+                str(tmp_path / "w.json"),
+            ]
+        )
+        == 0
+    )
     answered = pd.read_csv(pd.io.common.StringIO(capsys.readouterr().out))
     released = pd.read_csv(out / "answers.csv").head(2)
     assert np.allclose(answered["answer"], released["answer"])
-    assert main(["range-query", "--structure", str(tmp_path / "nope.json"), "--query",
-                 str(tmp_path / "w.json")]) == 2
+    assert (
+        main(
+            [
+                "range-query",
+                "--structure",
+                str(tmp_path / "nope.json"),
+                "--query",
+                str(tmp_path / "w.json"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "nope.json" in err and err.count("\n") == 1

@@ -37,8 +37,12 @@ DELTA = 1e-6
 
 
 def _release(support, queries, counts, **kwargs):
-    args = {"epsilon": 1.0, "delta": DELTA, "mechanism": "mn12_laplace",
-            "rng": seeded_source(1)} | kwargs
+    args = {
+        "epsilon": 1.0,
+        "delta": DELTA,
+        "mechanism": "mn12_laplace",
+        "rng": seeded_source(1),
+    } | kwargs
     return release_counts(counts, support, queries, **args)
 
 
@@ -64,9 +68,13 @@ def test_plan_is_identical_across_neighbouring_and_unrelated_datasets():
     neighbour[np.argmax(x)] -= 1
     neighbour[np.argmin(x)] += 1
     unrelated = seeded_source(18).integers(50, support.n)
-    plans = {json.dumps([r.structure["plan"], r.accounting], sort_keys=True)
-             for r in (_release(support, queries, c, rng=seeded_source(s))
-                       for c, s in ((x, 19), (neighbour, 20), (unrelated, 21)))}
+    plans = {
+        json.dumps([r.structure["plan"], r.accounting], sort_keys=True)
+        for r in (
+            _release(support, queries, c, rng=seeded_source(s))
+            for c, s in ((x, 19), (neighbour, 20), (unrelated, 21))
+        )
+    }
     assert len(plans) == 1
 
 
@@ -124,8 +132,10 @@ def _recomputed_epsilon(structure, neighbouring):
         return _advanced(sq @ member, lin @ member)
     one_sq, one_lin = sq @ member, lin @ member
     both_sq, both_lin = (member.T * sq) @ member, (member.T * lin) @ member
-    pair = _advanced(one_sq[:, None] + one_sq[None] - 2 * both_sq,
-                     one_lin[:, None] + one_lin[None] - 2 * both_lin)
+    pair = _advanced(
+        one_sq[:, None] + one_sq[None] - 2 * both_sq,
+        one_lin[:, None] + one_lin[None] - 2 * both_lin,
+    )
     np.fill_diagonal(pair, 0)
     return pair
 
@@ -134,8 +144,7 @@ def _recomputed_epsilon(structure, neighbouring):
 def test_recomputed_epsilon_of_every_point_is_within_budget(neighbouring):
     support = _uniform_support(400, seed=6)
     queries = random_halfspaces(support, 1200, seeded_source(7))
-    r = _release(support, queries, np.zeros(support.n, int), epsilon=1.5,
-                 neighbouring=neighbouring)
+    r = _release(support, queries, np.zeros(support.n, int), epsilon=1.5, neighbouring=neighbouring)
     plan = r.structure["plan"]
     covered = np.zeros(support.n, int)
     for rd in plan["rounds"]:
@@ -156,15 +165,23 @@ def test_recomputation_catches_the_twin_that_drops_the_replace_one_factor(monkey
     from mechanisms.range_count import mn12
 
     calibrate, epsilon_of = mn12.calibrate_laplace, mn12.laplace_epsilon
-    monkeypatch.setattr(mn12, "calibrate_laplace", lambda plan, target: calibrate(
-        plan, dataclasses.replace(target, neighbouring="add-remove")))
-    monkeypatch.setattr(mn12, "laplace_epsilon",
-                        lambda plan, _relation, stretch=1.0: epsilon_of(plan, "add-remove",
-                                                                         stretch))
+    monkeypatch.setattr(
+        mn12,
+        "calibrate_laplace",
+        lambda plan, target: calibrate(
+            plan, dataclasses.replace(target, neighbouring="add-remove")
+        ),
+    )
+    monkeypatch.setattr(
+        mn12,
+        "laplace_epsilon",
+        lambda plan, _relation, stretch=1.0: epsilon_of(plan, "add-remove", stretch),
+    )
     support = _uniform_support(400, seed=6)
     queries = random_halfspaces(support, 1200, seeded_source(7))
-    r = _release(support, queries, np.zeros(support.n, int), epsilon=1.5,
-                 neighbouring="replace-one")
+    r = _release(
+        support, queries, np.zeros(support.n, int), epsilon=1.5, neighbouring="replace-one"
+    )
     assert r.accounting["epsilon"] <= 1.5  # the twin's own accounting does not notice
     assert _recomputed_epsilon(r.structure, "replace-one").max() > 1.5 * 1.2
 
@@ -242,8 +259,9 @@ def _noise_pmf(plan, box):
 
     The answer is linear in the released values; probing each value finds its weight.
     """
-    zero = json.loads(json.dumps(plan.measure(np.zeros(plan.n, int), ZeroNoise()),
-                                 default=np.ndarray.tolist))
+    zero = json.loads(
+        json.dumps(plan.measure(np.zeros(plan.n, int), ZeroNoise()), default=np.ndarray.tolist)
+    )
     base = plan.answer(zero, box)[0][0]
     values = np.arange(-400, 401)
     pmf = np.ones(1)
@@ -268,8 +286,9 @@ def _tight_epsilon(pmf, delta):
     lo, hi = 0.0, 50.0
     for _ in range(100):
         eps = (lo + hi) / 2
-        lo, hi = (eps, hi) if np.maximum(pmf - math.exp(eps) * shifted, 0).sum() > delta \
-            else (lo, eps)
+        lo, hi = (
+            (eps, hi) if np.maximum(pmf - math.exp(eps) * shifted, 0).sum() > delta else (lo, eps)
+        )
     return hi
 
 
@@ -293,15 +312,17 @@ def test_privacy_event_test_on_one_released_range_count(factor):
     samples = []
     for counts, seed in ((x, 40), (x2, 41)):
         source = ShrunkNoise(seeded_source(seed), factor)
-        samples.append([plan.answer(plan.measure(counts, source), box)[0][0]
-                        for _ in range(N_AUDIT)])
+        samples.append(
+            [plan.answer(plan.measure(counts, source), box)[0][0] for _ in range(N_AUDIT)]
+        )
     pmf = _noise_pmf(plan, box)
     offsets = np.arange(len(pmf)) - len(pmf) // 2
     assert (pmf * offsets**2).sum() == pytest.approx(plan.predicted_variance(box)[0], rel=1e-9)
     epsilon = _tight_epsilon(pmf, EVENT_DELTA)
     grid = threshold_grid(3, 4, math.sqrt(plan.predicted_variance(box)[0]))
-    result = audit_neighbours(*samples, epsilon=epsilon, delta=EVENT_DELTA, thresholds=grid,
-                              discrete=True)
+    result = audit_neighbours(
+        *samples, epsilon=epsilon, delta=EVENT_DELTA, thresholds=grid, discrete=True
+    )
     assert result.passed == (factor == 1.0), result.summary()
 
 
@@ -315,15 +336,49 @@ def test_command_line_releases_mn12_laplace_and_answers_from_its_structure(tmp_p
     query = {"queries": [{"type": "halfspace", "a": [1, 1], "b": 1.0}]}
     (tmp_path / "q.json").write_text(json.dumps(query))
     out = tmp_path / "out"
-    assert main(["range-count", "--input", str(tmp_path / "data.csv"), "--schema",
-                 str(tmp_path / "schema.json"), "--columns", "x,y", "--grid", "16x16",
-                 "--random-halfspaces", "300", "--epsilon", "1", "--delta", "1e-6",
-                 "--mechanism", "mn12_laplace", "--seed", "3", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "range-count",
+                "--input",
+                str(tmp_path / "data.csv"),
+                "--schema",
+                str(tmp_path / "schema.json"),
+                "--columns",
+                "x,y",
+                "--grid",
+                "16x16",
+                "--random-halfspaces",
+                "300",
+                "--epsilon",
+                "1",
+                "--delta",
+                "1e-6",
+                "--mechanism",
+                "mn12_laplace",
+                "--seed",
+                "3",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["params"]["chosen_mechanism"] == "mn12_laplace"
     assert 0.99 <= manifest["guarantee"]["epsilon"] <= 1.0 * (1 + 1e-9)
     capsys.readouterr()
-    assert main(["range-query", "--structure", str(out / "structure.json"), "--query",
-                 str(tmp_path / "q.json")]) == 0
+    assert (
+        main(
+            [
+                "range-query",
+                "--structure",
+                str(out / "structure.json"),
+                "--query",
+                str(tmp_path / "q.json"),
+            ]
+        )
+        == 0
+    )
     answered = pd.read_csv(pd.io.common.StringIO(capsys.readouterr().out))
     assert len(answered) == 1 and answered["variance"].gt(0).all()

@@ -55,8 +55,9 @@ def _interval(support, first, last):
 
 
 def _mixed_workload(support, seed):
-    return (random_halfspaces(support, 300, seeded_source(seed))
-            + random_boxes(support, 100, seeded_source(seed + 1)))
+    return random_halfspaces(support, 300, seeded_source(seed)) + random_boxes(
+        support, 100, seeded_source(seed + 1)
+    )
 
 
 # ---------------------------------------------------------------- the path
@@ -127,13 +128,24 @@ def test_gls_equals_dense_least_squares_and_never_loses_to_the_chain(n):
 @pytest.mark.parametrize("rng", ["zero-noise", "epsilon-inf"])
 @pytest.mark.parametrize("dim", [1, 2, 3])
 def test_without_noise_every_answer_is_exact(dim, rng, estimator):
-    support = _uniform_support(300, seed=43) if dim == 2 else point_support(
-        list("xyz")[:dim], [(0, 1)] * dim, seeded_source(44).uniform((300, dim)))
+    support = (
+        _uniform_support(300, seed=43)
+        if dim == 2
+        else point_support(list("xyz")[:dim], [(0, 1)] * dim, seeded_source(44).uniform((300, dim)))
+    )
     queries = _mixed_workload(support, 45)
     x = seeded_source(46).integers(9, support.n)
     epsilon, source = (1.0, ZeroNoise()) if rng == "zero-noise" else (math.inf, seeded_source(1))
-    r = range_count(x, support, queries, epsilon=epsilon, delta=1e-6, mechanism="path_tree",
-                    estimator=estimator, rng=source)
+    r = range_count(
+        x,
+        support,
+        queries,
+        epsilon=epsilon,
+        delta=1e-6,
+        mechanism="path_tree",
+        estimator=estimator,
+        rng=source,
+    )
     tolerance = 0 if estimator == "chain" else 1e-6
     assert np.max(np.abs(r.answers - _true_answers(support, queries, x))) <= tolerance
 
@@ -150,8 +162,16 @@ def test_plan_is_identical_across_neighbouring_and_unrelated_datasets():
 def test_every_point_spends_exactly_the_budget(neighbouring, delta):
     support = _uniform_support(100, seed=54)  # h = 8 levels
     queries = random_halfspaces(support, 50, seeded_source(55))
-    r = range_count(np.zeros(support.n, int), support, queries, epsilon=0.7, delta=delta,
-                    neighbouring=neighbouring, mechanism="path_tree", rng=seeded_source(56))
+    r = range_count(
+        np.zeros(support.n, int),
+        support,
+        queries,
+        epsilon=0.7,
+        delta=delta,
+        neighbouring=neighbouring,
+        mechanism="path_tree",
+        rng=seeded_source(56),
+    )
     target = privacy_target(epsilon=0.7, delta=delta, neighbouring=neighbouring)
     plan = build_plan("path_tree", support, queries, incidence(support, queries), target)
     scale = r.structure["plan"]["scale"]
@@ -165,8 +185,15 @@ def test_every_point_spends_exactly_the_budget(neighbouring, delta):
 def test_a_damaged_structure_is_refused():
     support = _uniform_support(20, seed=57)
     queries = random_halfspaces(support, 10, seeded_source(58))
-    r = range_count(np.ones(20, int), support, queries, epsilon=1.0, delta=1e-6,
-                    mechanism="path_tree", rng=seeded_source(59))
+    r = range_count(
+        np.ones(20, int),
+        support,
+        queries,
+        epsilon=1.0,
+        delta=1e-6,
+        mechanism="path_tree",
+        rng=seeded_source(59),
+    )
     damaged = json.loads(json.dumps(r.structure))
     damaged["plan"]["order"][0] = damaged["plan"]["order"][1]
     with pytest.raises(MechanismError, match="not a permutation of the support points"):
@@ -180,8 +207,9 @@ def test_structure_answers_new_queries_after_a_json_round_trip():
     support = _uniform_support(400, seed=60)
     queries = random_halfspaces(support, 500, seeded_source(61))
     x = seeded_source(62).integers(9, support.n)
-    r = range_count(x, support, queries, epsilon=1.0, delta=1e-6, mechanism="path_tree",
-                    rng=seeded_source(63))
+    r = range_count(
+        x, support, queries, epsilon=1.0, delta=1e-6, mechanism="path_tree", rng=seeded_source(63)
+    )
     assert r.structure["estimator"] == "gls"  # `auto` picks least squares for path_tree
     saved = json.loads(json.dumps(r.structure))
     again, var = answer_queries(saved, queries[:50])
@@ -189,9 +217,15 @@ def test_structure_answers_new_queries_after_a_json_round_trip():
     _, chain_var = answer_queries(saved, queries[:50], estimator="chain")
     assert (chain_var >= var).all() and chain_var.mean() > 1.5 * var.mean()
     new = random_halfspaces(support, 20, seeded_source(64)) + [
-        {"type": "box", "lo": [0.1, 0.2], "hi": [0.6, 0.9]}]
-    exact = json.loads(json.dumps(range_count(x, support, queries, epsilon=math.inf,
-                                              delta=1e-6, mechanism="path_tree").structure))
+        {"type": "box", "lo": [0.1, 0.2], "hi": [0.6, 0.9]}
+    ]
+    exact = json.loads(
+        json.dumps(
+            range_count(
+                x, support, queries, epsilon=math.inf, delta=1e-6, mechanism="path_tree"
+            ).structure
+        )
+    )
     for estimator in ("chain", "gls"):
         got, _ = answer_queries(exact, new, estimator=estimator)
         assert np.allclose(got, _true_answers(support, new, x), atol=1e-6)
@@ -205,8 +239,12 @@ def test_auto_weighs_path_tree_for_halfspaces_by_its_predicted_variance(delta):
     assert "path_tree" in r.predicted and ("mn12" in r.predicted) == (delta > 0)
     assert r.predicted[r.mechanism] == min(r.predicted.values())
     boxes = random_boxes(support, 100, seeded_source(68))
-    assert "path_tree" not in range_count(np.zeros(support.n, int), support, boxes, epsilon=1,
-                                          delta=delta).predicted
+    assert (
+        "path_tree"
+        not in range_count(
+            np.zeros(support.n, int), support, boxes, epsilon=1, delta=delta
+        ).predicted
+    )
 
 
 # ---------------------------------------------------------------- calibration

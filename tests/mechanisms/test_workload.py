@@ -51,17 +51,22 @@ def test_ranges_are_every_interval_of_an_ordered_column():
 
 
 def test_boxes_and_a_mix_are_deduplicated():
-    spec = {"queries": [
-        {"type": "boxes", "columns": ["hours", "age"], "boxes": [[[0, 1], [2, 4]]]},
-        {"type": "marginals", "k": 1},
-        {"type": "marginals", "subsets": [["sex"]]},
-    ]}
+    spec = {
+        "queries": [
+            {"type": "boxes", "columns": ["hours", "age"], "boxes": [[[0, 1], [2, 4]]]},
+            {"type": "marginals", "k": 1},
+            {"type": "marginals", "subsets": [["sex"]]},
+        ]
+    }
     queries = expand(spec)
     assert len(queries) == 1 + 4
     # columns are sorted to schema order; each range stays with its column
     assert queries[0] == Query((0, 3), ((2, 4), (0, 1)))
     assert queries[0].describe(COLUMNS) == {
-        "type": "box", "columns": ["age", "hours"], "bins": [[2, 4], [0, 1]]}
+        "type": "box",
+        "columns": ["age", "hours"],
+        "bins": [[2, 4], [0, 1]],
+    }
 
 
 @pytest.mark.parametrize(
@@ -72,8 +77,10 @@ def test_boxes_and_a_mix_are_deduplicated():
         ({"queries": [{"type": "marginals", "k": 5}]}, r"marginals k \(5\) must be an integer"),
         ({"queries": [{"type": "marginals", "subsets": [["zip"]]}]}, r"column \('zip'\) is not"),
         ({"queries": [{"type": "ranges", "column": "sex"}]}, r"column \('sex'\) is not an ordered"),
-        ({"queries": [{"type": "boxes", "columns": ["age"], "boxes": [[[3, 9]]]}]},
-         r"box range \(\[3, 9\]\) must be \[lo, hi\] with 0 <= lo <= hi < 5"),
+        (
+            {"queries": [{"type": "boxes", "columns": ["age"], "boxes": [[[3, 9]]]}]},
+            r"box range \(\[3, 9\]\) must be \[lo, hi\] with 0 <= lo <= hi < 5",
+        ),
         ({"queries": [{"type": "marginals", "subsets": [["age", "age"]]}]}, r"repeat a column"),
     ],
 )

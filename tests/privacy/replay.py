@@ -106,14 +106,19 @@ def realised_loss(name: str, out_d, out_d2, calls, *, neighbouring: str) -> floa
         scale = scales[0].scale
         gaussian = scales[0].primitive == "discrete_gaussian"
         diff = np.concatenate([np.ravel(a) - np.ravel(b) for a, b in inputs])
-        return float((diff**2).sum() / (2 * scale**2)) if gaussian else \
-            float(np.abs(diff).sum() / scale)
-    return float(sum(np.abs(a - b).sum() / c.scale
-                     for (a, b), c in zip(inputs, scales, strict=True)))
+        return (
+            float((diff**2).sum() / (2 * scale**2))
+            if gaussian
+            else float(np.abs(diff).sum() / scale)
+        )
+    return float(
+        sum(np.abs(a - b).sum() / c.scale for (a, b), c in zip(inputs, scales, strict=True))
+    )
 
 
-def declared_loss_budget(name: str, output, *, epsilon: float, delta: float,
-                         neighbouring: str) -> float:
+def declared_loss_budget(
+    name: str, output, *, epsilon: float, delta: float, neighbouring: str
+) -> float:
     """The budget `realised_loss` must stay within: epsilon (pure) or rho (zCDP)."""
     if name == "range_count" and delta > 0:
         return float(output.manifest["guarantee"]["rho"]) * (1 + 1e-9)

@@ -93,17 +93,21 @@ def laplace_loss_statistic(noisy: np.ndarray, exact_d: np.ndarray, exact_d2: np.
     return stat, int(np.abs(exact_d - exact_d2).sum())
 
 
-def report(label: str, result: AuditResult, *, epsilon: float, delta: float, twin: str,
-           expect_pass: bool):
+def report(
+    label: str, result: AuditResult, *, epsilon: float, delta: float, twin: str, expect_pass: bool
+):
     """Print the audit's figure line (pytest -s or -rP shows it) and return whether the
     outcome is the expected one (passed for the honest mechanism, failed for its twin).
     eps_hat is the largest log(LB / UB) over the events: a lower confidence bound on the real
     epsilon when delta = 0; with delta > 0 it ignores the slack (compare with delta's events)."""
-    caught = "" if expect_pass else (" -> twin CAUGHT" if not result.passed else
-                                     " -> twin NOT caught")
-    print(f"\nFIGURE T2 {label}: n={result.samples_per_side}/side alpha={ALPHA:g} "
-          f"claimed eps={epsilon:.4g} delta={delta:g} eps_hat={result.epsilon_hat:.4f} "
-          f"{'PASS' if result.passed else 'FAIL'} twin={twin}{caught}")
+    caught = (
+        "" if expect_pass else (" -> twin CAUGHT" if not result.passed else " -> twin NOT caught")
+    )
+    print(
+        f"\nFIGURE T2 {label}: n={result.samples_per_side}/side alpha={ALPHA:g} "
+        f"claimed eps={epsilon:.4g} delta={delta:g} eps_hat={result.epsilon_hat:.4f} "
+        f"{'PASS' if result.passed else 'FAIL'} twin={twin}{caught}"
+    )
     return result.passed == expect_pass
 
 

@@ -42,8 +42,11 @@ DURATION = re.compile(r"\b\d+(?:\.\d+)? ?(?:s|sec|secs|seconds)\b")
 
 def fine_grained_times(text: str) -> list[str]:
     """Timestamps with seconds other than :00 or with a fraction, and durations in seconds."""
-    found = [m.group(0) for m in TIMESTAMP.finditer(text)
-             if (m.group(1) not in (None, "00")) or (m.group(2) and set(m.group(2)[1:]) != {"0"})]
+    found = [
+        m.group(0)
+        for m in TIMESTAMP.finditer(text)
+        if (m.group(1) not in (None, "00")) or (m.group(2) and set(m.group(2)[1:]) != {"0"})
+    ]
     return found + DURATION.findall(text)
 
 
@@ -62,13 +65,19 @@ def finished_release(db, settings, monkeypatch, tmp_path):
     path = tmp_path / "t.csv"
     pd.DataFrame({"x": [0.1, 0.7, 0.8]}).to_csv(path, index=False)
     owner, auditor = make_user("owner"), make_user("auditor")
-    dataset = services.dataset_create_from_path(owner=owner, name="T10", source_path=path,
-                                                epsilon_total=1)
+    dataset = services.dataset_create_from_path(
+        owner=owner, name="T10", source_path=path, epsilon_total=1
+    )
     dataset = services.dataset_confirm_schema(dataset=dataset, user=owner, schema=SCHEMA)
     services.dataset_set_auditor(dataset=dataset, user=owner, username="auditor", add=True)
-    release = services.release_create(dataset=dataset, user=owner,
-                                      mechanism="perturbed_histogram", columns=["x"],
-                                      params={}, epsilon="0.2")
+    release = services.release_create(
+        dataset=dataset,
+        user=owner,
+        mechanism="perturbed_histogram",
+        columns=["x"],
+        params={},
+        epsilon="0.2",
+    )
     time.sleep(1.3)  # a run time of over a second, so an exact display shows it
     services.release_run(release_id=release.pk)
     return dataset, Release.objects.get(pk=release.pk), owner, auditor
@@ -103,20 +112,27 @@ def exposures(user, dataset, release) -> dict[str, list[str]]:
 def test_the_job_page_quantises_run_time_for_auditors_only(finished_release, a_minute_later):
     dataset, release, owner, auditor = finished_release
     pages = ("release page", "release progress")
-    seen = {who.username: {k: v for k, v in exposures(who, dataset, release).items() if k in pages}
-            for who in (owner, auditor)}
-    print(f"\nFIGURE T10 job page: auditor sees {seen['auditor'] or 'no exact time'}; owner "
-          f"sees {seen['owner']}")
+    seen = {
+        who.username: {k: v for k, v in exposures(who, dataset, release).items() if k in pages}
+        for who in (owner, auditor)
+    }
+    print(
+        f"\nFIGURE T10 job page: auditor sees {seen['auditor'] or 'no exact time'}; owner "
+        f"sees {seen['owner']}"
+    )
     assert seen["auditor"] == {}
     assert seen["owner"], "twin: the owner's exact run time must be flagged by the scanner"
 
 
 def test_nothing_an_auditor_can_open_shows_a_time_finer_than_a_minute(
-        finished_release, a_minute_later):
+    finished_release, a_minute_later
+):
     dataset, release, _, auditor = finished_release
     found = exposures(auditor, dataset, release)
-    print(f"\nFIGURE T10 auditor-visible exact times: {len(found)} of "
-          f"{len(auditor_views(dataset, release))} views: {found}")
+    print(
+        f"\nFIGURE T10 auditor-visible exact times: {len(found)} of "
+        f"{len(auditor_views(dataset, release))} views: {found}"
+    )
     assert found == {}
 
 
@@ -140,16 +156,22 @@ def test_the_audit_hashes_do_not_give_away_exact_times(finished_release, a_minut
     began = time.perf_counter()
     for row in timed:
         event = AuditEvent.objects.get(pk=row["event"])
-        search = {"dataset_id": dataset.pk, "hidden_candidates": [{}],
-                  "moments": lambda row=row, event=event: minute_moments(
-                      row, around=event.created_at, spread_us=SPREAD_US)}
+        search = {
+            "dataset_id": dataset.pk,
+            "hidden_candidates": [{}],
+            "moments": lambda row=row, event=event: minute_moments(
+                row, around=event.created_at, spread_us=SPREAD_US
+            ),
+        }
         found[row["action"]] = guess(row, previous_hash(rows, row), **search)
-        twins[row["action"]] = (guess(row, previous_hash(rows, row),
-                                      salt=getattr(event, "salt", None), **search)
-                                == [({}, event.created_at)])
+        twins[row["action"]] = guess(
+            row, previous_hash(rows, row), salt=getattr(event, "salt", None), **search
+        ) == [({}, event.created_at)]
     seconds = time.perf_counter() - began
-    print(f"\nFIGURE T10 audit hashes: {2 * SPREAD_US + 1:,} moments per event searched (x2 with "
-          f"the twin) in {seconds:.1f} s; exact times recovered: {found}; twin found: {twins}")
+    print(
+        f"\nFIGURE T10 audit hashes: {2 * SPREAD_US + 1:,} moments per event searched (x2 with "
+        f"the twin) in {seconds:.1f} s; exact times recovered: {found}; twin found: {twins}"
+    )
     assert found == {"release_started": [], "release_done": []}
     assert twins == {"release_started": True, "release_done": True}
 
@@ -182,9 +204,14 @@ def test_exposed_run_times_do_not_track_the_noise(finished_release):
     dataset.save(update_fields=["epsilon_total"])
     noise, ids = [], []
     for _ in range(RUNS):
-        release = services.release_create(dataset=dataset, user=owner,
-                                          mechanism="perturbed_histogram", columns=["x"],
-                                          params={"rows": 0}, epsilon="0.2")
+        release = services.release_create(
+            dataset=dataset,
+            user=owner,
+            mechanism="perturbed_histogram",
+            columns=["x"],
+            params={"rows": 0},
+            epsilon="0.2",
+        )
         services.release_run(release_id=release.pk)
         counts = Release.objects.get(pk=release.pk).trace["counts"]  # the noisy counts
         noise.append(abs(counts[0] - 1) + abs(counts[1] - 2))
@@ -195,8 +222,10 @@ def test_exposed_run_times_do_not_track_the_noise(finished_release):
     # once times are quantised every exposed duration may be equal: no information, rho = 0
     rho = 0.0 if len(set(exposed)) == 1 else float(spearmanr(noise, exposed).statistic)
     twin = _raw_sampler_rho()
-    print(f"\nFIGURE T10 Spearman rho(|noise|, auditor-exposed run time) = {rho:.3f} over "
-          f"{RUNS} releases (limit {RHO_LIMIT}); raw sampler timing (twin) rho = {twin:.3f}")
+    print(
+        f"\nFIGURE T10 Spearman rho(|noise|, auditor-exposed run time) = {rho:.3f} over "
+        f"{RUNS} releases (limit {RHO_LIMIT}); raw sampler timing (twin) rho = {twin:.3f}"
+    )
     assert twin > RHO_LIMIT, "the twin must show the leak this test looks for"
     assert rho <= RHO_LIMIT
 

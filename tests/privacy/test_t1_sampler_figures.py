@@ -19,9 +19,13 @@ from tests.mechanisms.stats_helpers import (
 def test_secure_discrete_laplace_fits_its_pmf_and_rejects_wrong_scales(scale):
     draws = secure_source().discrete_laplace(scale, DRAWS)
     width = int(60 * scale) + 60
-    p = {factor: chi_square_p(draws, lambda k, f=factor: discrete_laplace_pmf(scale * f, k), width)
-         for factor in (1.0, 0.7, 1.3)}
-    print(f"\nFIGURE T1 secure discrete Laplace scale {scale:g}, n={DRAWS}: p={p[1.0]:.3g} "
-          f"(need > {P_ACCEPT:g}); twins x0.7 p={p[0.7]:.3g}, x1.3 p={p[1.3]:.3g} (need < "
-          f"{P_ACCEPT:g})")
+    p = {
+        factor: chi_square_p(draws, lambda k, f=factor: discrete_laplace_pmf(scale * f, k), width)
+        for factor in (1.0, 0.7, 1.3)
+    }
+    print(
+        f"\nFIGURE T1 secure discrete Laplace scale {scale:g}, n={DRAWS}: p={p[1.0]:.3g} "
+        f"(need > {P_ACCEPT:g}); twins x0.7 p={p[0.7]:.3g}, x1.3 p={p[1.3]:.3g} (need < "
+        f"{P_ACCEPT:g})"
+    )
     assert p[1.0] > P_ACCEPT and p[0.7] < P_ACCEPT and p[1.3] < P_ACCEPT

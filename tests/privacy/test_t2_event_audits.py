@@ -51,10 +51,14 @@ from tests.privacy.support import (
 
 mwem_module = importlib.import_module("mechanisms.mwem")  # the package exports a function `mwem`
 
-HIST = Schema.from_dict({"columns": [
-    {"name": "x", "type": "numeric", "lower": 0, "upper": 1, "bins": 4},
-    {"name": "g", "type": "categorical", "categories": ["a", "b"], "unknown": "other"},
-]})
+HIST = Schema.from_dict(
+    {
+        "columns": [
+            {"name": "x", "type": "numeric", "lower": 0, "upper": 1, "bins": 4},
+            {"name": "g", "type": "categorical", "categories": ["a", "b"], "unknown": "other"},
+        ]
+    }
+)
 BASE = pd.DataFrame({"x": [0.1, 0.3, 0.6, 0.8, 0.2], "g": ["a", "b", "a", "b", "a"]})
 
 
@@ -66,15 +70,22 @@ def _rows(*rows):
 
 HISTOGRAM_CASES = {
     # a record exactly on a bin edge (0.5 opens bin 2) replaced by one just below it (bin 1)
-    "bin-boundary, replace-one": (pd.concat([BASE, _rows((0.5, "a"))], ignore_index=True),
-                                  pd.concat([BASE, _rows((0.4999999, "a"))], ignore_index=True),
-                                  "replace-one"),
+    "bin-boundary, replace-one": (
+        pd.concat([BASE, _rows((0.5, "a"))], ignore_index=True),
+        pd.concat([BASE, _rows((0.4999999, "a"))], ignore_index=True),
+        "replace-one",
+    ),
     # the closed upper bound and a huge outlier clamped into the same top bin, vs the lower bound
-    "edge bins, replace-one": (pd.concat([BASE, _rows((1.0, "b"))], ignore_index=True),
-                               pd.concat([BASE, _rows((0.0, "a"))], ignore_index=True),
-                               "replace-one"),
-    "edge bin outlier, add-remove": (BASE, pd.concat([BASE, _rows((1e12, "zz"))],
-                                                     ignore_index=True), "add-remove"),
+    "edge bins, replace-one": (
+        pd.concat([BASE, _rows((1.0, "b"))], ignore_index=True),
+        pd.concat([BASE, _rows((0.0, "a"))], ignore_index=True),
+        "replace-one",
+    ),
+    "edge bin outlier, add-remove": (
+        BASE,
+        pd.concat([BASE, _rows((1e12, "zz"))], ignore_index=True),
+        "add-remove",
+    ),
 }
 
 
@@ -83,8 +94,9 @@ def histogram_samples(case, epsilon, factor, draws):
     exact = [HIST.cell_counts(x, ["x", "g"]) for x in (d, d2)]
     out = []
     for counts, seed in zip(exact, (101, 102), strict=True):
-        noisy = histogram.perturb_counts(counts, epsilon=epsilon, neighbouring=neighbouring,
-                                         rng=BatchNoise(seed, draws, factor))
+        noisy = histogram.perturb_counts(
+            counts, epsilon=epsilon, neighbouring=neighbouring, rng=BatchNoise(seed, draws, factor)
+        )
         out.append(laplace_loss_statistic(noisy, *exact))
     (x, l1), (x2, _) = out
     return x, x2, np.arange(-l1, l1 + 1), epsilon, 0.0, True
@@ -93,7 +105,8 @@ def histogram_samples(case, epsilon, factor, draws):
 # ---------------------------------------------------------------- smoothed histogram
 
 SMOOTH = Schema.from_dict(
-    {"columns": [{"name": "x", "type": "numeric", "lower": 0, "upper": 1, "bins": 2}]})
+    {"columns": [{"name": "x", "type": "numeric", "lower": 0, "upper": 1, "bins": 2}]}
+)
 SMOOTH_D, SMOOTH_D2 = pd.DataFrame({"x": [0.1, 0.2]}), pd.DataFrame({"x": [0.1, 0.9]})
 
 
@@ -112,21 +125,42 @@ def smoothed_samples(case, epsilon, factor, draws):
 # ---------------------------------------------------------------- range counts
 
 RANGE = Schema.from_dict(
-    {"columns": [{"name": "x", "type": "numeric", "lower": 0, "upper": 1, "bins": 8}]})
+    {"columns": [{"name": "x", "type": "numeric", "lower": 0, "upper": 1, "bins": 8}]}
+)
 RANGE_BASE = [0.05, 0.3, 0.3, 0.55, 0.8]
 RANGE_CASES = {
     # (mechanism, delta, neighbouring, values of D, values of D')
     # 0.5 is the boundary between grid points 3 and 4: the record moves across it
-    "identity, range boundary, replace-one": ("identity", 0.0, "replace-one",
-                                              RANGE_BASE + [0.5], RANGE_BASE + [0.49999]),
+    "identity, range boundary, replace-one": (
+        "identity",
+        0.0,
+        "replace-one",
+        RANGE_BASE + [0.5],
+        RANGE_BASE + [0.49999],
+    ),
     "identity, empty vs one, add-remove": ("identity", 0.0, "add-remove", [], [0.5]),
     # point 0 lies in two of the three boxes: the point of largest load
     "per_query, empty vs one at the lower bound, add-remove": (
-        "per_query", 0.0, "add-remove", [], [0.0]),
-    "tree, clamped outlier, add-remove": ("tree", 0.0, "add-remove", RANGE_BASE,
-                                          RANGE_BASE + [-1e12]),
-    "identity zCDP, range boundary, replace-one": ("identity", 1e-6, "replace-one",
-                                                   RANGE_BASE + [0.5], RANGE_BASE + [0.49999]),
+        "per_query",
+        0.0,
+        "add-remove",
+        [],
+        [0.0],
+    ),
+    "tree, clamped outlier, add-remove": (
+        "tree",
+        0.0,
+        "add-remove",
+        RANGE_BASE,
+        RANGE_BASE + [-1e12],
+    ),
+    "identity zCDP, range boundary, replace-one": (
+        "identity",
+        1e-6,
+        "replace-one",
+        RANGE_BASE + [0.5],
+        RANGE_BASE + [0.49999],
+    ),
 }
 # Gaussian plans are audited at delta = 0.1, where the tight epsilon of a 1-sd shift (1.16)
 # is far enough from the twin's (1.55) for 10^5 draws; at 1e-3 (3.14 vs 3.84) it is not.
@@ -136,9 +170,15 @@ EVENT_DELTA = 0.1
 # per_query adds noise to every workload answer at the scale of the most loaded point; with
 # all prefixes (load 8) the loss spreads over 8 answers, too thin an edge for 10^5 draws, so
 # its audit uses three boxes (load 2).
-RANGE_WORKLOADS = {"per_query": {"workload": [{"type": "box", "lo": [0], "hi": [0.5]},
-                                              {"type": "box", "lo": [0], "hi": [0.25]},
-                                              {"type": "box", "lo": [0.5], "hi": [1]}]}}
+RANGE_WORKLOADS = {
+    "per_query": {
+        "workload": [
+            {"type": "box", "lo": [0], "hi": [0.5]},
+            {"type": "box", "lo": [0], "hi": [0.25]},
+            {"type": "box", "lo": [0.5], "hi": [1]},
+        ]
+    }
+}
 
 
 def range_plan(mechanism, epsilon, delta, neighbouring):
@@ -163,8 +203,10 @@ def range_samples(case, epsilon, factor, draws):
     support, plan = range_plan(mechanism, epsilon, delta, neighbouring)
     counts = [support.counts(np.array(v, dtype=float)) for v in (values, values2)]
     exact = [_measurement(plan, c, BatchNoise(0, 1, 0.0))[0] for c in counts]
-    noisy = [_measurement(plan, c, BatchNoise(s, draws, factor)).reshape(draws, -1)
-             for c, s in zip(counts, (105, 106), strict=True)]
+    noisy = [
+        _measurement(plan, c, BatchNoise(s, draws, factor)).reshape(draws, -1)
+        for c, s in zip(counts, (105, 106), strict=True)
+    ]
     if not delta:
         (x, l1), (x2, _) = (laplace_loss_statistic(y, *exact) for y in noisy)
         return x, x2, np.arange(-l1, l1 + 1), epsilon, 0.0, True
@@ -173,8 +215,12 @@ def range_samples(case, epsilon, factor, draws):
     mu = math.sqrt(2 * approx_dp_to_zcdp(epsilon, delta))
     diff = exact[1] - exact[0]
     changed = np.flatnonzero(diff)
-    stats = [((y[:, changed] - exact[0][changed]) ** 2
-              - (y[:, changed] - exact[1][changed]) ** 2).sum(axis=1) for y in noisy]
+    stats = [
+        ((y[:, changed] - exact[0][changed]) ** 2 - (y[:, changed] - exact[1][changed]) ** 2).sum(
+            axis=1
+        )
+        for y in noisy
+    ]
     spread = 2 * plan.scale * math.sqrt(float((diff**2).sum())) * 12 + (diff**2).sum()
     grid = np.arange(-math.ceil(spread), math.ceil(spread) + 1)
     return stats[0], stats[1], grid, gaussian_tight_epsilon(mu, EVENT_DELTA), EVENT_DELTA, True
@@ -191,9 +237,14 @@ class ProbeNoise(RandomSource):
         return np.full(size, round(1000 * sigma), dtype=np.int64)
 
 
-MN12_SCHEMA = Schema.from_dict({"columns": [
-    {"name": "x", "type": "numeric", "lower": 0, "upper": 1, "bins": 8},
-    {"name": "y", "type": "numeric", "lower": 0, "upper": 1, "bins": 8}]})
+MN12_SCHEMA = Schema.from_dict(
+    {
+        "columns": [
+            {"name": "x", "type": "numeric", "lower": 0, "upper": 1, "bins": 8},
+            {"name": "y", "type": "numeric", "lower": 0, "upper": 1, "bins": 8},
+        ]
+    }
+)
 
 
 def _flat(measured: dict) -> np.ndarray:
@@ -209,8 +260,7 @@ def mn12_samples(case, epsilon, factor, draws):
     so it cannot be batched; the exact part and the sigmas are the real plan's."""
     epsilon = 5.75 * epsilon
     support = range_api.support_from_schema(MN12_SCHEMA, ["x", "y"], {})
-    queries = range_api.workload_from_params(support, {"random_halfspaces": 40},
-                                             seeded_source(3))
+    queries = range_api.workload_from_params(support, {"random_halfspaces": 40}, seeded_source(3))
     target = privacy_target(epsilon=epsilon, delta=1e-6, neighbouring="add-remove")
     plan = range_api.build_plan("mn12", support, queries, incidence(support, queries), target)
     counts = np.zeros(support.n, dtype=np.int64)
@@ -228,9 +278,11 @@ def mn12_samples(case, epsilon, factor, draws):
         for s in np.unique(sigma[changed]):
             cols = np.flatnonzero(sigma[changed] == s)
             y[:, cols] = base[changed][cols] + seeded_source(seed).discrete_gaussian(
-                s * factor, (draws, len(cols)))
-        stats.append((((y - exact[0][changed]) ** 2 - (y - exact[1][changed]) ** 2)
-                      * weights).sum(axis=1))
+                s * factor, (draws, len(cols))
+            )
+        stats.append(
+            (((y - exact[0][changed]) ** 2 - (y - exact[1][changed]) ** 2) * weights).sum(axis=1)
+        )
     mu2 = float((weights * (exact[1][changed] - exact[0][changed]) ** 2).sum())
     grid = np.linspace(-mu2 - 20 * math.sqrt(mu2), mu2 + 20 * math.sqrt(mu2), 201)
     mu = math.sqrt(2 * approx_dp_to_zcdp(epsilon, 1e-6))
@@ -252,8 +304,16 @@ MWEM_ADDED = np.vstack([MWEM_D, [[1, 0]]])
 def mwem_budget(codes, epsilon, neighbouring, init_fraction=None):
     """Run the real MWEM (one round) and return its budget split and recorded noise calls."""
     source = RecordingSource(seeded_source(7))
-    result = mwem_module.mwem(codes, MWEM_SHAPE, MWEM_WORKLOAD, epsilon=epsilon, rounds=1,
-                              neighbouring=neighbouring, init_fraction=init_fraction, rng=source)
+    result = mwem_module.mwem(
+        codes,
+        MWEM_SHAPE,
+        MWEM_WORKLOAD,
+        epsilon=epsilon,
+        rounds=1,
+        neighbouring=neighbouring,
+        init_fraction=init_fraction,
+        rng=source,
+    )
     return result.budget, source.noise_calls()
 
 
@@ -267,8 +327,9 @@ def mwem_selection_samples(case, epsilon, factor, draws):
     out = []
     for codes, seed in ((MWEM_D, 107), (MWEM_ADDED, 108)):
         true = mwem_module._TrueAnswers(codes, MWEM_SHAPE)
-        scores = mwem_module._selection_scores(model, true, MWEM_WORKLOAD, len(MWEM_D),
-                                               budget["per_round_measure"], 1)
+        scores = mwem_module._selection_scores(
+            model, true, MWEM_WORKLOAD, len(MWEM_D), budget["per_round_measure"], 1
+        )
         gumbel = seeded_source(seed).gumbel(scale * factor, (draws, len(scores)))
         out.append(np.argmax(scores + gumbel, axis=1))
     return out[0], out[1], np.arange(len(MWEM_WORKLOAD)), budget["per_round_select"], 0.0, True
@@ -283,8 +344,9 @@ def mwem_box_measurement_samples(case, epsilon, factor, draws):
     for codes, seed in ((MWEM_D, 109), (MWEM_ADDED, 110)):
         true = mwem_module._TrueAnswers(codes, MWEM_SHAPE)
         exact.append(true.answer(box))
-        noisy, scale = mwem_module._measure(true, box, budget["per_round_measure"], 1,
-                                            BatchNoise(seed, draws, factor))
+        noisy, scale = mwem_module._measure(
+            true, box, budget["per_round_measure"], 1, BatchNoise(seed, draws, factor)
+        )
         assert scale == expected_scale
         out.append(noisy)
     (x, l1), (x2, _) = (laplace_loss_statistic(y, *exact) for y in out)
@@ -307,8 +369,12 @@ def mwem_init_samples(case, epsilon, factor, draws):
         true = mwem_module._TrueAnswers(codes, MWEM_SHAPE)
         exact.append(np.concatenate([true.marginal((a,)) for a in range(len(MWEM_SHAPE))]))
         _n, parts, _weights, scale = mwem_module._start(
-            true, len(codes), budget["initial_one_way"], neighbouring,
-            BatchNoise(seed, draws, factor))
+            true,
+            len(codes),
+            budget["initial_one_way"],
+            neighbouring,
+            BatchNoise(seed, draws, factor),
+        )
         assert scale == init_scale
         out.append(np.concatenate(parts, axis=1))
     (x, l1), (x2, _) = (laplace_loss_statistic(y, *exact) for y in out)
@@ -339,10 +405,10 @@ TWIN_FACTOR = {label: 0.5 if label.startswith("MWEM selection") else TWIN_SCALE 
 
 def run_case(label, *, epsilon, factor, draws, twin):
     x, x2, grid, claim, delta, discrete = CASES[label](_subcase(label), epsilon, factor, draws)
-    result = audit_neighbours(x, x2, epsilon=claim, delta=delta, alpha=ALPHA, thresholds=grid,
-                              discrete=discrete)
-    ok = report(label, result, epsilon=claim, delta=delta, twin=twin,
-                expect_pass=factor == 1.0)
+    result = audit_neighbours(
+        x, x2, epsilon=claim, delta=delta, alpha=ALPHA, thresholds=grid, discrete=discrete
+    )
+    ok = report(label, result, epsilon=claim, delta=delta, twin=twin, expect_pass=factor == 1.0)
     return ok, result
 
 
@@ -350,26 +416,34 @@ def run_case(label, *, epsilon, factor, draws, twin):
 @pytest.mark.parametrize("label", CASES)
 def test_event_audit(label, broken):
     factor = TWIN_FACTOR[label]
-    ok, result = run_case(label, epsilon=1.0, factor=factor if broken else 1.0,
-                          draws=N_PER_SIDE, twin=f"scale x {factor}")
+    ok, result = run_case(
+        label,
+        epsilon=1.0,
+        factor=factor if broken else 1.0,
+        draws=N_PER_SIDE,
+        twin=f"scale x {factor}",
+    )
     assert ok, result.summary()
 
 
 # MWEM's selection is not in the long run: at epsilon = 0.1 the exponential mechanism is far
 # from its bound on every event (measured eps_hat 0.046), so no twin is detectable there.
-NIGHTLY = ["perturbed histogram: edge bin outlier, add-remove",
-           "smoothed histogram: one row, edge bin, replace-one",
-           "range count: per_query, empty vs one at the lower bound, add-remove",
-           "range count: identity, range boundary, replace-one",
-           "range count: tree, clamped outlier, add-remove",
-           "MWEM measurement: box boundary, add-remove",
-           "MWEM initial 1-way marginals: empty vs one, add-remove"]
+NIGHTLY = [
+    "perturbed histogram: edge bin outlier, add-remove",
+    "smoothed histogram: one row, edge bin, replace-one",
+    "range count: per_query, empty vs one at the lower bound, add-remove",
+    "range count: identity, range boundary, replace-one",
+    "range count: tree, clamped outlier, add-remove",
+    "MWEM measurement: box boundary, add-remove",
+    "MWEM initial 1-way marginals: empty vs one, add-remove",
+]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("broken", [False, True], ids=["honest", "twin-1/1.5"])
 @pytest.mark.parametrize("label", NIGHTLY)
 def test_event_audit_at_small_epsilon_with_a_million_draws(label, broken):
-    ok, result = run_case(label, epsilon=0.1, factor=1 / 1.5 if broken else 1.0,
-                          draws=N_NIGHTLY, twin="scale / 1.5")
+    ok, result = run_case(
+        label, epsilon=0.1, factor=1 / 1.5 if broken else 1.0, draws=N_NIGHTLY, twin="scale / 1.5"
+    )
     assert ok, result.summary()

@@ -40,11 +40,15 @@ from tests.privacy.replay import (
 )
 from tests.privacy.support import ZeroNoise
 
-SCHEMA = mechanisms.Schema.from_dict({"columns": [
-    {"name": "x", "type": "numeric", "lower": 0, "upper": 100, "bins": 5},
-    {"name": "y", "type": "numeric", "lower": 0, "upper": 10, "bins": 3},
-    {"name": "g", "type": "categorical", "categories": ["a", "b", "c"], "unknown": "other"},
-]})
+SCHEMA = mechanisms.Schema.from_dict(
+    {
+        "columns": [
+            {"name": "x", "type": "numeric", "lower": 0, "upper": 100, "bins": 5},
+            {"name": "y", "type": "numeric", "lower": 0, "upper": 10, "bins": 3},
+            {"name": "g", "type": "categorical", "categories": ["a", "b", "c"], "unknown": "other"},
+        ]
+    }
+)
 EPSILON = 0.7
 MWEM_WORKLOAD = {"queries": [{"type": "marginals", "k": 1}, {"type": "ranges", "column": "x"}]}
 # (name, columns, params, delta, relations); rounds are fixed for MWEM so that under add-remove
@@ -52,14 +56,34 @@ MWEM_WORKLOAD = {"queries": [{"type": "marginals", "k": 1}, {"type": "ranges", "
 RELEASES = [
     ("perturbed_histogram", ["x", "g"], {}, 0.0, ("replace-one", "add-remove")),
     ("smoothed_histogram", ["x", "g"], {"rows": 3}, 0.0, ("replace-one",)),
-    ("mwem", ["x", "g"], {"rounds": 2, "workload": MWEM_WORKLOAD}, 0.0,
-     ("replace-one", "add-remove")),
-    ("range_count", ["x", "y"], {"mechanism": "tree", "prefixes": True}, 0.0,
-     ("replace-one", "add-remove")),
-    ("range_count", ["x", "y"], {"mechanism": "per_query", "random_boxes": 6}, 0.0,
-     ("replace-one", "add-remove")),
-    ("range_count", ["x", "y"], {"mechanism": "identity", "prefixes": True}, 1e-6,
-     ("replace-one", "add-remove")),
+    (
+        "mwem",
+        ["x", "g"],
+        {"rounds": 2, "workload": MWEM_WORKLOAD},
+        0.0,
+        ("replace-one", "add-remove"),
+    ),
+    (
+        "range_count",
+        ["x", "y"],
+        {"mechanism": "tree", "prefixes": True},
+        0.0,
+        ("replace-one", "add-remove"),
+    ),
+    (
+        "range_count",
+        ["x", "y"],
+        {"mechanism": "per_query", "random_boxes": 6},
+        0.0,
+        ("replace-one", "add-remove"),
+    ),
+    (
+        "range_count",
+        ["x", "y"],
+        {"mechanism": "identity", "prefixes": True},
+        1e-6,
+        ("replace-one", "add-remove"),
+    ),
 ]
 
 values_x = st.one_of(st.floats(-50, 150), st.sampled_from([0.0, 20.0, 100.0, -1e12, 1e12]))
@@ -73,10 +97,10 @@ def neighbours(draw, relation):
     base = draw(st.lists(rows, min_size=2, max_size=12))
     index = draw(st.integers(0, len(base) - 1))
     if relation == "replace-one":
-        return base, base[:index] + [draw(rows)] + base[index + 1:]
+        return base, base[:index] + [draw(rows)] + base[index + 1 :]
     if draw(st.booleans()):
         return base, base + [draw(rows)]
-    return base, base[:index] + base[index + 1:]
+    return base, base[:index] + base[index + 1 :]
 
 
 def through_ingest(row_list, folder: Path, tag: str) -> pd.DataFrame:
@@ -89,8 +113,17 @@ def through_ingest(row_list, folder: Path, tag: str) -> pd.DataFrame:
 
 
 def run(name, frame, columns, params, delta, relation, source):
-    return mechanisms.run_release(name, frame, SCHEMA, columns=columns, params=params,
-                                  epsilon=EPSILON, delta=delta, neighbouring=relation, rng=source)
+    return mechanisms.run_release(
+        name,
+        frame,
+        SCHEMA,
+        columns=columns,
+        params=params,
+        epsilon=EPSILON,
+        delta=delta,
+        neighbouring=relation,
+        rng=source,
+    )
 
 
 def check_pair(name, columns, params, delta, relation, frame_d, frame_d2):
@@ -108,11 +141,11 @@ def check_pair(name, columns, params, delta, relation, frame_d, frame_d2):
     spent = recorded_epsilon(name, calls, output, neighbouring=relation, delta=delta)
     assert spent <= EPSILON * (1 + 1e-12) and approx_equal(spent, EPSILON), (name, spent)
     assert approx_equal(float(output.manifest["guarantee"]["epsilon"]), EPSILON)
-    zero = [run(name, f, columns, params, delta, relation, ZeroNoise(5))
-            for f in (frame_d, frame_d2)]
+    zero = [
+        run(name, f, columns, params, delta, relation, ZeroNoise(5)) for f in (frame_d, frame_d2)
+    ]
     loss = realised_loss(name, *zero, calls, neighbouring=relation)
-    budget = declared_loss_budget(name, output, epsilon=EPSILON, delta=delta,
-                                  neighbouring=relation)
+    budget = declared_loss_budget(name, output, epsilon=EPSILON, delta=delta, neighbouring=relation)
     assert loss <= budget, f"{name}: inputs differ by loss {loss} > declared {budget}"
     return spent
 
@@ -128,10 +161,19 @@ def mwem_score_shift(frame_d, frame_d2, relation) -> float:
     shape = SCHEMA.domain_shape(columns)
     workload = expand_workload(MWEM_WORKLOAD, columns, shape, {"x"})
     model = mwem_module.FactoredDistribution.independent(
-        [seeded_source(k).uniform(size) + 0.1 for k, size in enumerate(shape)])
-    scores = [mwem_module._selection_scores(
-        model, mwem_module._TrueAnswers(SCHEMA.encode(f, columns), shape), workload,
-        len(frame_d), 0.1, 2 if relation == "replace-one" else 1) for f in (frame_d, frame_d2)]
+        [seeded_source(k).uniform(size) + 0.1 for k, size in enumerate(shape)]
+    )
+    scores = [
+        mwem_module._selection_scores(
+            model,
+            mwem_module._TrueAnswers(SCHEMA.encode(f, columns), shape),
+            workload,
+            len(frame_d),
+            0.1,
+            2 if relation == "replace-one" else 1,
+        )
+        for f in (frame_d, frame_d2)
+    ]
     return float(np.abs(scores[0] - scores[1]).max())
 
 
@@ -148,8 +190,12 @@ def _check_all(pair, relation, stats):
     stats["pairs"] += 1
 
 
-REPLAY = settings(max_examples=100, deadline=None, derandomize=True,
-                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+REPLAY = settings(
+    max_examples=100,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 @pytest.mark.parametrize("relation", ["replace-one", "add-remove"])
@@ -162,10 +208,12 @@ def test_neighbours_make_the_same_calls_and_spend_exactly_epsilon(relation):
         _check_all(pair, relation, stats)
 
     every_pair()
-    print(f"\nFIGURE T3/T4 record-and-replay ({relation}): {stats['pairs']} neighbour pairs "
-          f"through CSV ingest, {stats['releases']} releases: identical noise calls, recorded "
-          f"epsilon == requested {EPSILON} (rel 1e-9), input differences within the declared "
-          "sensitivity")
+    print(
+        f"\nFIGURE T3/T4 record-and-replay ({relation}): {stats['pairs']} neighbour pairs "
+        f"through CSV ingest, {stats['releases']} releases: identical noise calls, recorded "
+        f"epsilon == requested {EPSILON} (rel 1e-9), input differences within the declared "
+        "sensitivity"
+    )
     assert stats["pairs"] >= 100
 
 

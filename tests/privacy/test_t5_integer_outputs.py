@@ -21,13 +21,15 @@ from mechanisms.range_count import random_halfspaces
 from tests.privacy.replay import _leaves
 from tests.privacy.test_t3_t4_record_replay import SCHEMA
 
-DATA = pd.DataFrame({"x": np.linspace(0, 100, 60), "y": np.linspace(10, 0, 60),
-                     "g": list("abcz") * 15})
+DATA = pd.DataFrame(
+    {"x": np.linspace(0, 100, 60), "y": np.linspace(10, 0, 60), "g": list("abcz") * 15}
+)
 EXACT_PRIMITIVES = {"discrete_laplace", "discrete_gaussian", "report_noisy_max"}
 # random_halfspaces draws its public directions with the source's (float) gaussian: drawn here
 # beforehand, so that the release's recording holds only the noise added to data.
-HALFSPACES = random_halfspaces(range_api.support_from_schema(SCHEMA, ["x", "y"], {}), 12,
-                               seeded_source(2))
+HALFSPACES = random_halfspaces(
+    range_api.support_from_schema(SCHEMA, ["x", "y"], {}), 12, seeded_source(2)
+)
 RELEASES = [  # (name, columns, params, delta)
     ("perturbed_histogram", ["x", "g"], {}, 0.0),
     ("smoothed_histogram", ["x", "g"], {"rows": 30}, 0.0),
@@ -56,19 +58,25 @@ def integer_valued(values: np.ndarray) -> bool:
 
 
 def run(name, columns, params, delta, source):
-    return mechanisms.run_release(name, DATA, SCHEMA, columns=columns, params=params,
-                                  epsilon=1.0, delta=delta, rng=source)
+    return mechanisms.run_release(
+        name, DATA, SCHEMA, columns=columns, params=params, epsilon=1.0, delta=delta, rng=source
+    )
 
 
-@pytest.mark.parametrize("name, columns, params, delta", RELEASES,
-                         ids=[f"{r[0]}-{r[2].get('mechanism', '')}" for r in RELEASES])
+@pytest.mark.parametrize(
+    "name, columns, params, delta",
+    RELEASES,
+    ids=[f"{r[0]}-{r[2].get('mechanism', '')}" for r in RELEASES],
+)
 def test_released_noisy_values_are_integers_from_exact_samplers(name, columns, params, delta):
     source = RecordingSource(seeded_source(4))
     output = run(name, columns, params, delta, source)
     values = released_noisy_values(name, output)
     primitives = {c.primitive for c in source.noise_calls()}
-    print(f"\nFIGURE T5 {name} {params.get('mechanism', '')}: {values.size} released noisy "
-          f"values, all integers; primitives {sorted(primitives) or ['none (sampling)']}")
+    print(
+        f"\nFIGURE T5 {name} {params.get('mechanism', '')}: {values.size} released noisy "
+        f"values, all integers; primitives {sorted(primitives) or ['none (sampling)']}"
+    )
     assert values.size > 0 and integer_valued(values)
     assert primitives <= EXACT_PRIMITIVES
 

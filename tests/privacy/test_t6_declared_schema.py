@@ -25,12 +25,27 @@ MWEM_WORKLOAD = {"queries": [{"type": "marginals", "k": 2}, {"type": "ranges", "
 RELEASES = [  # (name, columns, params, delta, relations)
     ("perturbed_histogram", ["x", "g"], {}, 0.0, ("replace-one", "add-remove")),
     ("smoothed_histogram", ["x", "g"], {"rows": 40}, 0.0, ("replace-one",)),
-    ("mwem", ["x", "g"], {"rounds": 3, "workload": MWEM_WORKLOAD}, 0.0,
-     ("replace-one", "add-remove")),
-    ("range_count", ["x", "y"], {"mechanism": "tree", "prefixes": True}, 0.0,
-     ("replace-one", "add-remove")),
-    ("range_count", ["x", "y"], {"mechanism": "mn12", "random_halfspaces": 12}, 1e-6,
-     ("replace-one", "add-remove")),
+    (
+        "mwem",
+        ["x", "g"],
+        {"rounds": 3, "workload": MWEM_WORKLOAD},
+        0.0,
+        ("replace-one", "add-remove"),
+    ),
+    (
+        "range_count",
+        ["x", "y"],
+        {"mechanism": "tree", "prefixes": True},
+        0.0,
+        ("replace-one", "add-remove"),
+    ),
+    (
+        "range_count",
+        ["x", "y"],
+        {"mechanism": "mn12", "random_halfspaces": 12},
+        1e-6,
+        ("replace-one", "add-remove"),
+    ),
 ]
 OUTLIER, UNSEEN = 987654321987.0, "zz_never_declared"
 BASE = [(5.0 + 9 * i, (i * 7) % 10 + 0.5, "abc"[i % 3]) for i in range(11)]
@@ -53,59 +68,92 @@ def footprint(name: str, output, calls, relation: str) -> dict:
             frame = pd.read_csv(io.BytesIO(content), keep_default_na=False)
             labels = [c for c in frame.columns if c in ("x", "y", "g")]
             public_rows = relation == "replace-one" or filename != "synthetic.csv"
-            tables[filename] = (list(frame.columns), len(frame) if public_rows else None,
-                                frame[labels].to_csv(index=False) if filename != "synthetic.csv"
-                                else None)
+            tables[filename] = (
+                list(frame.columns),
+                len(frame) if public_rows else None,
+                frame[labels].to_csv(index=False) if filename != "synthetic.csv" else None,
+            )
     structure = json.loads(output.files.get("structure.json", b"{}"))
-    scales = [(c.primitive, c.scale) if name == "mwem" else (c.primitive, c.scale, c.size)
-              for c in calls]
-    return {"schema": output.manifest.get("schema"), "support": structure.get("support"),
-            "plan": structure.get("plan") if name == "range_count" else None,
-            "noise": scales, "tables": tables}
+    scales = [
+        (c.primitive, c.scale) if name == "mwem" else (c.primitive, c.scale, c.size) for c in calls
+    ]
+    return {
+        "schema": output.manifest.get("schema"),
+        "support": structure.get("support"),
+        "plan": structure.get("plan") if name == "range_count" else None,
+        "noise": scales,
+        "tables": tables,
+    }
 
 
 def release(name, rows, columns, params, delta, relation, tmp_path, tag, schema=SCHEMA):
     frame = through_ingest(rows, tmp_path, tag)
     source = RecordingSource(seeded_source(8))
-    output = mechanisms.run_release(name, frame, schema, columns=columns, params=params,
-                                    epsilon=1.0, delta=delta, neighbouring=relation, rng=source)
+    output = mechanisms.run_release(
+        name,
+        frame,
+        schema,
+        columns=columns,
+        params=params,
+        epsilon=1.0,
+        delta=delta,
+        neighbouring=relation,
+        rng=source,
+    )
     return output, source.noise_calls()
 
 
 def public_bytes(output) -> bytes:
-    return b"".join(output.files.values()) + json.dumps(
-        [mechanisms.public_manifest(output.manifest), output.trace], default=str).encode()
+    return (
+        b"".join(output.files.values())
+        + json.dumps(
+            [mechanisms.public_manifest(output.manifest), output.trace], default=str
+        ).encode()
+    )
 
 
 CASES = [(r, kind, relation) for r in RELEASES for kind in ALTERED for relation in r[4]]
 
 
-@pytest.mark.parametrize("spec, kind, relation", CASES,
-                         ids=[f"{r[0]}-{r[2].get('mechanism', '')}-{k}-{rel}"
-                              for r, k, rel in CASES])
-def test_an_outlier_or_undeclared_category_changes_nothing_but_noise(spec, kind, relation,
-                                                                     tmp_path):
+@pytest.mark.parametrize(
+    "spec, kind, relation",
+    CASES,
+    ids=[f"{r[0]}-{r[2].get('mechanism', '')}-{k}-{rel}" for r, k, rel in CASES],
+)
+def test_an_outlier_or_undeclared_category_changes_nothing_but_noise(
+    spec, kind, relation, tmp_path
+):
     name, columns, params, delta, _ = spec
     out_d, calls_d = release(name, BASE, columns, params, delta, relation, tmp_path, "d")
-    out_d2, calls_d2 = release(name, neighbour(kind, relation), columns, params, delta,
-                               relation, tmp_path, "d2")
-    assert footprint(name, out_d, calls_d, relation) == footprint(name, out_d2, calls_d2,
-                                                                  relation)
+    out_d2, calls_d2 = release(
+        name, neighbour(kind, relation), columns, params, delta, relation, tmp_path, "d2"
+    )
+    assert footprint(name, out_d, calls_d, relation) == footprint(name, out_d2, calls_d2, relation)
     leaked = public_bytes(out_d2)
     assert UNSEEN.encode() not in leaked
     assert b"987654321987" not in leaked and b"9.87654321987e" not in leaked
-    print(f"\nFIGURE T6 {name} {params.get('mechanism', '')} {kind} ({relation}): same "
-          f"bounds, categories, noise scales of {len(calls_d)} noise calls, output shape; "
-          "unseen value absent")
+    print(
+        f"\nFIGURE T6 {name} {params.get('mechanism', '')} {kind} ({relation}): same "
+        f"bounds, categories, noise scales of {len(calls_d)} noise calls, output shape; "
+        "unseen value absent"
+    )
 
 
 def test_a_rejecting_schema_refuses_the_unseen_category_without_quoting_it(tmp_path):
     strict = SCHEMA.to_dict()
     strict["columns"][2]["unknown"] = "reject"
     with pytest.raises(MechanismError, match="outside its declared categories") as error:
-        release("perturbed_histogram", neighbour("undeclared category", "add-remove"),
-                ["x", "g"], {}, 0.0, "add-remove", tmp_path, "d2",
-                schema=mechanisms.Schema.from_dict(strict))
+        release(
+            "perturbed_histogram",
+            neighbour("undeclared category", "add-remove"),
+            ["x", "g"],
+            {},
+            0.0,
+            "add-remove",
+            tmp_path,
+            "d2",
+            schema=mechanisms.Schema.from_dict(strict),
+        )
     assert UNSEEN not in str(error.value)
 
 
@@ -127,8 +175,9 @@ def test_the_comparison_catches_a_data_derived_schema(kind, tmp_path):
     prints = []
     for tag, data in rows.items():
         schema = data_derived_schema(through_ingest(data, tmp_path, tag))
-        output, calls = release(name, data, columns, params, delta, "add-remove", tmp_path, tag,
-                                schema=schema)
+        output, calls = release(
+            name, data, columns, params, delta, "add-remove", tmp_path, tag, schema=schema
+        )
         prints.append(footprint(name, output, calls, "add-remove"))
     assert prints[0] != prints[1]
     if kind == "undeclared category":

@@ -39,10 +39,14 @@ from mechanisms.noise import RandomSource, seeded_source
 from tests.dpportal.test_foundation import make_demo_dataset, make_user
 
 RELEASES, ALPHA, SCALE = 1_000, 1e-6, 10.0
-SCHEMA = mechanisms.Schema.from_dict({"columns": [
-    {"name": "x", "type": "numeric", "lower": 0, "upper": 1, "bins": 5},
-    {"name": "g", "type": "categorical", "categories": ["a", "b", "c"], "unknown": "other"},
-]})
+SCHEMA = mechanisms.Schema.from_dict(
+    {
+        "columns": [
+            {"name": "x", "type": "numeric", "lower": 0, "upper": 1, "bins": 5},
+            {"name": "g", "type": "categorical", "categories": ["a", "b", "c"], "unknown": "other"},
+        ]
+    }
+)
 DATA = pd.DataFrame({"x": np.linspace(0, 1, 40), "g": list("abcd") * 10})
 TRUE = SCHEMA.cell_counts(DATA, ["x", "g"]).ravel()
 
@@ -51,8 +55,14 @@ def noise_vectors(make_source, releases=RELEASES) -> np.ndarray:
     """(releases, cells) noise of repeated whole releases, read back from noisy_counts.csv."""
     out = np.empty((releases, TRUE.size), dtype=np.int64)
     for i in range(releases):
-        release = mechanisms.run_release("perturbed_histogram", DATA, SCHEMA, epsilon=2 / SCALE,
-                                         params={"rows": 0}, rng=make_source())
+        release = mechanisms.run_release(
+            "perturbed_histogram",
+            DATA,
+            SCHEMA,
+            epsilon=2 / SCALE,
+            params={"rows": 0},
+            rng=make_source(),
+        )
         noisy = pd.read_csv(io.BytesIO(release.files["noisy_counts.csv"]))["noisy_count"]
         out[i] = noisy.to_numpy() - TRUE
     return out
@@ -67,14 +77,18 @@ def collision_probability(scale: float) -> float:
 def sanity(vectors: np.ndarray) -> tuple[bool, str]:
     pairs = vectors[0::2] == vectors[1::2]  # disjoint pairs: independent Bernoulli(p)
     trials, equal = pairs.size, int(pairs.sum())
-    low, high = binom.ppf(ALPHA / 2, trials, collision_probability(SCALE)), binom.isf(
-        ALPHA / 2, trials, collision_probability(SCALE))
+    low, high = (
+        binom.ppf(ALPHA / 2, trials, collision_probability(SCALE)),
+        binom.isf(ALPHA / 2, trials, collision_probability(SCALE)),
+    )
     distinct = len({row.tobytes() for row in vectors})
     ok = low <= equal <= high and distinct == len(vectors)
-    return ok, (f"{len(vectors)} releases x {vectors.shape[1]} cells at scale {SCALE:g}: "
-                f"{equal} equal pairs of {trials} (expected "
-                f"{trials * collision_probability(SCALE):.0f}, 1e-6 interval [{low:.0f}, "
-                f"{high:.0f}]), {distinct} distinct noise vectors")
+    return ok, (
+        f"{len(vectors)} releases x {vectors.shape[1]} cells at scale {SCALE:g}: "
+        f"{equal} equal pairs of {trials} (expected "
+        f"{trials * collision_probability(SCALE):.0f}, 1e-6 interval [{low:.0f}, "
+        f"{high:.0f}]), {distinct} distinct noise vectors"
+    )
 
 
 def test_repeated_secure_releases_look_independent():
@@ -139,8 +153,10 @@ def test_no_form_has_a_seed_or_random_source_field():
     assert len(found) >= 8
     fields = {f"{cls.__name__}.{name}" for cls in found for name in cls.base_fields}
     offending = seed_fields(found)
-    print(f"\nFIGURE T7 forms: {len(found)} form classes, {len(fields)} fields, "
-          f"{len(offending)} accept a seed or random source")
+    print(
+        f"\nFIGURE T7 forms: {len(found)} form classes, {len(fields)} fields, "
+        f"{len(offending)} accept a seed or random source"
+    )
     assert offending == []
 
     class TwinForm(forms.Form):
@@ -157,25 +173,41 @@ def test_a_release_post_with_seed_fields_stores_no_seed(settings, monkeypatch):
     dataset = make_demo_dataset(owner)
     client = Client()
     client.force_login(owner)
-    response = client.post(reverse("release_new", args=[dataset.pk]), {
-        "mechanism": "perturbed_histogram", "columns": ["age", "sex"], "epsilon": "0.5",
-        "rows": "200", "seed": "1", "random_seed": "1", "rng": "seeded", "params": '{"seed": 1}'})
+    response = client.post(
+        reverse("release_new", args=[dataset.pk]),
+        {
+            "mechanism": "perturbed_histogram",
+            "columns": ["age", "sex"],
+            "epsilon": "0.5",
+            "rows": "200",
+            "seed": "1",
+            "random_seed": "1",
+            "rng": "seeded",
+            "params": '{"seed": 1}',
+        },
+    )
     assert response.status_code == 302
     (release,) = Release.objects.all()
     assert "seed" not in str(release.params).lower() and "rng" not in release.params
 
 
-@pytest.mark.parametrize("name, columns, params", [
-    ("perturbed_histogram", ["x", "g"], {}),
-    ("smoothed_histogram", ["x", "g"], {"rows": 20}),
-    ("mwem", ["x", "g"], {"rounds": 2}),
-    ("range_count", ["x"], {"prefixes": True}),
-])
+@pytest.mark.parametrize(
+    "name, columns, params",
+    [
+        ("perturbed_histogram", ["x", "g"], {}),
+        ("smoothed_histogram", ["x", "g"], {"rows": 20}),
+        ("mwem", ["x", "g"], {"rounds": 2}),
+        ("range_count", ["x"], {"prefixes": True}),
+    ],
+)
 def test_a_seed_parameter_never_steers_a_mechanism(name, columns, params):
     """Refused as an unknown parameter, or ignored: two runs with the same 'seed' differ."""
+
     def run():
-        return mechanisms.run_release(name, DATA, SCHEMA, columns=columns, epsilon=1.0,
-                                      params={**params, "seed": 7})
+        return mechanisms.run_release(
+            name, DATA, SCHEMA, columns=columns, epsilon=1.0, params={**params, "seed": 7}
+        )
+
     try:
         first, second = run(), run()
     except MechanismError as exc:

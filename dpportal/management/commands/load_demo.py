@@ -31,8 +31,12 @@ class Command(BaseCommand):
             user.save()
         if not Dataset.objects.filter(owner=user, name="Adult (demo)").exists():
             dataset = services.dataset_create_from_path(
-                owner=user, name="Adult (demo)", source_path=DEMO_DIR / "adult.csv.gz",
-                epsilon_total=3, delta_total="0.000001", attribution=ATTRIBUTION,
+                owner=user,
+                name="Adult (demo)",
+                source_path=DEMO_DIR / "adult.csv.gz",
+                epsilon_total=3,
+                delta_total="0.000001",
+                attribution=ATTRIBUTION,
                 description="US census extract, 1994: demographics and income (public demo data).",
             )
             schema = json.loads((DEMO_DIR / "adult_schema.json").read_text())

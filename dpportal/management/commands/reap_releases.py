@@ -9,9 +9,11 @@ from dpportal import services
 
 
 class Command(BaseCommand):
-    help = ("Retry or fail releases whose worker stopped, resend jobs the broker never got or "
-            "lost, and remove files of killed executions and uploads. One sweep, or with --loop "
-            "one every DPPORTAL_REAPER_SECONDS until stopped.")
+    help = (
+        "Retry or fail releases whose worker stopped, resend jobs the broker never got or "
+        "lost, and remove files of killed executions and uploads. One sweep, or with --loop "
+        "one every DPPORTAL_REAPER_SECONDS until stopped."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--loop", action="store_true", help="keep sweeping until stopped")

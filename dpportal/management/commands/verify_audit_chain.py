@@ -19,7 +19,8 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument(
-            "--expect-head", metavar="HASH",
+            "--expect-head",
+            metavar="HASH",
             help="a head hash printed by an earlier run; fail if that event is missing",
         )
 
