@@ -14,7 +14,7 @@ from django.test import Client
 from django.urls import reverse
 
 from dpportal import services
-from dpportal.models import BudgetLedgerEntry, Release
+from dpportal.models import BudgetLedgerEntry, PrivacyBudget, Release
 from tests.dpportal.test_access_matrix import enumerate_routes, object_kwargs, world  # noqa: F401
 from tests.dpportal.test_foundation import make_demo_dataset
 from tests.e2e.conftest import browser, chromium, custodian  # noqa: F401  (fixtures)
@@ -42,8 +42,7 @@ def ledger_with_two_debits(owner):
             epsilon_spent_after=spent,
             delta_spent_after=0,
         )
-    dataset.epsilon_spent = spent
-    dataset.save(update_fields=["epsilon_spent"])
+    PrivacyBudget.objects.filter(pk=dataset.budget_id).update(epsilon_spent=spent)
     return dataset
 
 
