@@ -6,6 +6,7 @@ from django import forms
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 
+from .form_fields import DisplayTextField, PlainDecimalField
 from .models import Neighbouring
 
 HEADER_CHOICES = [
@@ -17,10 +18,11 @@ HEADER_VALUES = {"auto": None, "yes": True, "no": False}
 TYPE_CHOICES = [("numeric", "Numeric"), ("categorical", "Categorical"), ("ignored", "Ignored")]
 UNKNOWN_CHOICES = [("other", 'Group as "(other)"'), ("reject", "Stop the release")]
 MAX_BINS = 1000
+MAX_DESCRIPTION_CHARACTERS = 5000
 
 
 def epsilon_field(**kwargs):
-    return forms.DecimalField(
+    return PlainDecimalField(
         label="Total privacy budget ε (epsilon)",
         max_digits=12,
         decimal_places=6,
@@ -31,7 +33,7 @@ def epsilon_field(**kwargs):
 
 
 def delta_field(**kwargs):
-    return forms.DecimalField(
+    return PlainDecimalField(
         label="Total δ (delta), optional",
         max_digits=20,
         decimal_places=15,
@@ -54,11 +56,15 @@ def neighbouring_field(**kwargs):
 
 
 class DatasetUploadForm(forms.Form):
-    name = forms.CharField(
+    name = DisplayTextField(
         label="Name", max_length=200, help_text="A short name your colleagues will recognise."
     )
-    description = forms.CharField(
-        label="Description (optional)", required=False, widget=forms.Textarea(attrs={"rows": 3})
+    description = DisplayTextField(
+        label="Description (optional)",
+        required=False,
+        multiline=True,
+        max_length=MAX_DESCRIPTION_CHARACTERS,
+        widget=forms.Textarea(attrs={"rows": 3}),
     )
     file = forms.FileField(
         label="Table file",

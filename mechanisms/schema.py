@@ -68,8 +68,8 @@ class NumericColumn:
         if bad.any():
             raise MechanismError(
                 f"column {self.name!r} has {int(bad.sum())} missing or non-numeric values "
-                f"(first at row {first_row + int(np.argmax(bad))}); clean them or mark the column "
-                "ignored"
+                f"(first on data row {first_row + int(np.argmax(bad)) + 1}); clean them or mark "
+                "the column ignored"
             )
         if self.equal_width:  # clamp before the cast: inf or 1e300 would not fit int64
             scaled = (values - self.lower) * (self.n_cells / (self.upper - self.lower))
@@ -125,8 +125,8 @@ class CategoricalColumn:
             if self.unknown == "reject":
                 raise MechanismError(
                     f"column {self.name!r} has {int(unknown.sum())} values outside its declared "
-                    f"categories (first at row {first_row + int(np.argmax(unknown))}); add them "
-                    'to the schema or set "unknown": "other"'
+                    f"categories (first on data row {first_row + int(np.argmax(unknown)) + 1}); "
+                    'add them to the schema or set "unknown": "other"'
                 )
             codes[unknown] = len(self.categories)
         return codes

@@ -129,9 +129,9 @@ def test_errors_name_the_row_in_the_whole_table():
     frame.loc[1_500, "k"] = 5  # an undeclared value in a "reject" column, in the third chunk
     frame.loc[1_700, "x"] = np.nan
     for data in (frame, pieces(frame, [999, 1])):
-        with pytest.raises(MechanismError, match=r"'k' has 1 values .*first at row 1500"):
+        with pytest.raises(MechanismError, match=r"'k' has 1 values .*first on data row 1501"):
             SCHEMA.cell_counts(data, ["k"])
-    with pytest.raises(MechanismError, match=r"'x' has 1 missing .*first at row 1700"):
+    with pytest.raises(MechanismError, match=r"'x' has 1 missing .*first on data row 1701"):
         SCHEMA.cell_counts(pieces(frame, [1_600]), ["x"])
 
 
