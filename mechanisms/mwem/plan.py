@@ -219,8 +219,8 @@ def _check_noise_fits(epsilon, eps_init, d, marginal_l1, eps_measure) -> None:
     check_count_noise(noise_scale(marginal_l1, eps_measure), epsilon)
 
 
-def _check_args(epsilon, neighbouring, init_fraction, select_fraction, output, update, workload):
-    check_epsilon(epsilon)
+def _check_args(neighbouring, init_fraction, select_fraction, output, update, workload):
+    """MWEM's options other than ε (checked before the split, which divides by ε)."""
     check_neighbouring(neighbouring)
     _check_fractions(init_fraction, select_fraction)
     if output not in ("last", "average"):

@@ -96,10 +96,11 @@ def mwem(
     halved (1, 1, d), and n is not public: it is estimated from the noisy 1-way marginals.
     """
     rng = resolve_rng(rng)
+    check_epsilon(epsilon)  # before the default split divides by it
     init_fraction = initial_fraction(
         len(codes), epsilon, shape, workload, neighbouring, init_fraction
     )
-    _check_args(epsilon, neighbouring, init_fraction, select_fraction, output, update, workload)
+    _check_args(neighbouring, init_fraction, select_fraction, output, update, workload)
     # n is public only under replace-one: under add-remove an empty table must run like any other
     rows = len(codes) if neighbouring == "replace-one" else 1
     _check_counts(rows, rounds=rounds, mw_passes=mw_passes, memory_cells=memory_cells)

@@ -108,3 +108,9 @@ def test_the_expected_error_is_that_of_the_planned_noise():
 def test_bad_input_is_refused_in_one_line(n, epsilon, options, message):
     with pytest.raises(MechanismError, match=message):
         plan_budget(n, epsilon, SHAPE, MARGINALS, "replace-one", **options)
+
+
+@pytest.mark.parametrize("epsilon", [0, 0.0, "x", None])
+def test_mwem_refuses_a_bad_epsilon_before_planning(epsilon):
+    with pytest.raises(MechanismError, match=r"epsilon"):
+        mwem(CODES, SHAPE, MARGINALS, epsilon=epsilon)
