@@ -69,8 +69,8 @@ def _start(true, rows, eps_init, neighbouring, rng):
     scale is raised to it (a count that small is not evidence of an empty cell).
     Privacy: spends ``eps_init`` (ε-DP): the d marginals together have L1 sensitivity
     d × ``marginal_sensitivity`` and each cell gets discrete Laplace noise of scale
-    ``noise_scale(that, eps_init)``. ``rows`` (n) is used only under replace-one, where it is
-    public; under add-remove n is ``_estimate_n`` of the noisy marginals (post-processing).
+    ``noise_scale(that, eps_init)``. ``rows`` is the public n under replace-one (None under
+    add-remove, where n is ``_estimate_n`` of the noisy marginals: post-processing).
     """
     shape, d = true.shape, len(true.shape)
     if eps_init == 0:

@@ -119,7 +119,7 @@ def initial_fraction(n, epsilon, shape, workload, neighbouring, init_fraction=No
     """``init_fraction`` if given, else the default share of ε for the 1-way start.
 
     replace-one: ``default_init_fraction`` of the public n; add-remove: the fixed
-    ADD_REMOVE_INIT_FRACTION (n is not public there and is not used).
+    ADD_REMOVE_INIT_FRACTION (n is not public there and is not used: pass None).
     """
     if init_fraction is not None:
         return init_fraction

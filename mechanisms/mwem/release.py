@@ -97,12 +97,13 @@ def mwem(
     """
     rng = resolve_rng(rng)
     check_epsilon(epsilon)  # before the default split divides by it
+    public_n = len(codes) if neighbouring == "replace-one" else None  # private under add-remove
     init_fraction = initial_fraction(
-        len(codes), epsilon, shape, workload, neighbouring, init_fraction
+        public_n, epsilon, shape, workload, neighbouring, init_fraction
     )
     _check_args(neighbouring, init_fraction, select_fraction, output, update, workload)
-    # n is public only under replace-one: under add-remove an empty table must run like any other
-    rows = len(codes) if neighbouring == "replace-one" else 1
+    # under add-remove an empty table must run like any other
+    rows = 1 if public_n is None else public_n
     _check_counts(rows, rounds=rounds, mw_passes=mw_passes, memory_cells=memory_cells)
     marginal_l1 = marginal_sensitivity(neighbouring)
     true = _TrueAnswers(codes, shape)
@@ -112,7 +113,7 @@ def mwem(
         epsilon, eps_init, rounds or min(len(workload), MAX_DEFAULT_ROUNDS), select_fraction
     )
     _check_noise_fits(epsilon, eps_init, len(shape), marginal_l1, worst[1])
-    n, one_way, start, init_scale = _start(true, len(codes), eps_init, neighbouring, rng)
+    n, one_way, start, init_scale = _start(true, public_n, eps_init, neighbouring, rng)
     if output == "average":
         dense = _check_dense_fits(shape, memory_cells)
     model = FactoredDistribution.independent(start, dense=dense)
