@@ -1,0 +1,140 @@
+"""MWEM's measurements: the ONLY part of MWEM that touches the data.
+
+Counting marginals and query answers on the private records, the noisy 1-way start, the
+exponential-mechanism selection and the noisy measurements; every privacy draw goes through
+the RandomSource. Everything else in ``mechanisms.mwem`` post-processes what these return.
+
+Privacy, unit = one record (each function states what it spends):
+
+* A marginal's cell vector, and the L1-error score of a marginal query, have L1 sensitivity
+  ``marginal_sensitivity(neighbouring)``: 2 under replace-one (one cell −1, another +1), 1
+  under add-remove. A box count and its absolute error have ``BOX_SENSITIVITY`` = 1 under both.
+* The d 1-way marginals measured together have L1 sensitivity d × the marginal sensitivity.
+* Noise is discrete Laplace of scale ``noise_scale(Δ, ε)`` (at least Δ/ε exactly), so each
+  measurement is ε-DP; a selection is the exponential mechanism at ε on sensitivity-1 scores.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from mechanisms.accounting import noise_scale
+from mechanisms.errors import MechanismError
+from mechanisms.mwem.distribution import _answer
+from mechanisms.noise import exponential_mechanism
+from mechanisms.workload import Query
+
+BOX_SENSITIVITY = 1
+
+
+def marginal_sensitivity(neighbouring: str) -> int:
+    """L1 sensitivity of a marginal's cell vector: 2 under replace-one, 1 under add-remove."""
+    return 2 if neighbouring == "replace-one" else 1
+
+
+def _sensitivity(query: Query, marginal_l1: int) -> int:
+    """L1 sensitivity of the query's answer vector (and of its L1-error score)."""
+    return BOX_SENSITIVITY if query.box is not None else marginal_l1
+
+
+class _TrueAnswers:
+    """Exact marginals of the private records, computed once per attribute set.
+
+    Private: these counts leave this module only through ``_start``, ``_select`` and
+    ``_measure`` (noisy or as a selection), never as they are.
+    """
+
+    def __init__(self, codes: np.ndarray, shape: tuple[int, ...]):
+        self.columns = np.ascontiguousarray(np.asarray(codes).T)  # fast per-column reads
+        self.shape, self._cache = shape, {}
+
+    def marginal(self, attrs: tuple[int, ...]) -> np.ndarray:
+        if attrs not in self._cache:
+            dims = tuple(self.shape[a] for a in attrs)
+            flat = np.ravel_multi_index(tuple(self.columns[a] for a in attrs), dims)
+            counts = np.bincount(flat, minlength=math.prod(dims))
+            self._cache[attrs] = counts.reshape(dims).astype(np.int64)
+        return self._cache[attrs]
+
+    def answer(self, query: Query) -> np.ndarray:
+        return _answer(query, self.marginal(query.attrs))
+
+
+def _start(true, rows, eps_init, neighbouring, rng):
+    """Measure every 1-way marginal with ``eps_init`` (none if 0).
+
+    Returns (n, noisy 1-way counts, start weights, noise scale). A noisy count below the noise
+    scale is raised to it (a count that small is not evidence of an empty cell).
+    Privacy: spends ``eps_init`` (ε-DP): the d marginals together have L1 sensitivity
+    d × ``marginal_sensitivity`` and each cell gets discrete Laplace noise of scale
+    ``noise_scale(that, eps_init)``. ``rows`` is the public n under replace-one (None under
+    add-remove, where n is ``_estimate_n`` of the noisy marginals: post-processing).
+    """
+    shape, d = true.shape, len(true.shape)
+    if eps_init == 0:
+        if neighbouring != "replace-one":
+            raise MechanismError(
+                "init_fraction (0) must be > 0 under add-remove: the noisy 1-way marginals "
+                "estimate the (private) number of rows"
+            )
+        return rows, [], [np.ones(k) for k in shape], 0.0
+    scale = noise_scale(marginal_sensitivity(neighbouring) * d, eps_init)
+    one_way = [rng.add_discrete_laplace(true.marginal((a,)), scale) for a in range(d)]
+    n = rows if neighbouring == "replace-one" else _estimate_n(one_way)
+    return n, one_way, [np.maximum(m, max(scale, 0.5)) for m in one_way], scale
+
+
+def _estimate_n(one_way: list[np.ndarray]) -> int:
+    """Post-processing: the mean total of the noisy 1-way marginals, at least 1."""
+    return max(1, round(float(np.mean([m.sum() for m in one_way]))))
+
+
+def _expected_abs_noise(scale: float) -> float:
+    """E|Z| for the discrete Laplace P(k) ∝ exp(-|k|/scale) (public: a function of the scale)."""
+    if scale == 0:
+        return 0.0
+    alpha = math.exp(-1 / scale)
+    return 2 * alpha / (-math.expm1(-1 / scale) * (1 + alpha))  # 1 - α without cancellation
+
+
+def _select(
+    model, true, workload, n, eps_select, eps_measure, marginal_l1, memory_cells, rng
+) -> Query:
+    """Exponential mechanism over the queries the memory budget allows.
+
+    Score of q = (‖q(B) − q(A)‖₁ − expected ‖noise‖₁ of measuring q) / Δ_q, so every score has
+    sensitivity 1; the penalty is data-independent. Which queries fit the memory budget depends
+    only on earlier (DP) selections. Privacy: spends ``eps_select`` (ε-DP, the exponential
+    mechanism at ``eps_select`` with sensitivity 1); ``n`` must be public (the row count under
+    replace-one, the DP estimate under add-remove).
+    """
+    allowed = [q for q in workload if model.merged_size(q.attrs) <= memory_cells]
+    if not allowed:
+        raise MechanismError(
+            f"no workload query fits memory_cells ({memory_cells}); raise it or use smaller queries"
+        )
+    scores = _selection_scores(model, true, allowed, n, eps_measure, marginal_l1)
+    return allowed[exponential_mechanism(scores, epsilon=eps_select, sensitivity=1, rng=rng)]
+
+
+def _selection_scores(model, true, queries, n, eps_measure, marginal_l1) -> np.ndarray:
+    """(‖q(B) − q(A)‖₁ − expected ‖noise‖₁ of measuring q) / Δ_q: sensitivity 1 each."""
+    scores = np.empty(len(queries))
+    for i, q in enumerate(queries):
+        delta = _sensitivity(q, marginal_l1)
+        error = np.abs(true.answer(q) - n * _answer(q, model.marginal(q.attrs))).sum()
+        penalty = q.cells(true.shape) * _expected_abs_noise(delta / eps_measure)
+        scores[i] = (error - penalty) / delta
+    return scores
+
+
+def _measure(true, query: Query, eps_measure: float, marginal_l1: int, rng):
+    """The query's answer plus discrete Laplace noise of scale Δ_q/ε; returns (noisy, scale).
+
+    Privacy: spends ``eps_measure`` (ε-DP): Δ_q = ``_sensitivity(query, marginal_l1)``, scale
+    ``noise_scale(Δ_q, eps_measure)``.
+    """
+    scale = noise_scale(_sensitivity(query, marginal_l1), eps_measure)
+    return rng.add_discrete_laplace(true.answer(query), scale), scale

@@ -1,0 +1,258 @@
+"""MWEM's plan: the budget split and the number of rounds, from public quantities only.
+
+Pure functions of n (public under replace-one; under add-remove the DP estimate from the noisy
+1-way marginals), ε, the public domain shape and the public workload: the share of ε for the
+1-way start, the rounds, each round's selection and measurement ε, their noise scales and the
+expected error of a measurement. ``plan_budget`` is the one entry point; ``mwem`` spends
+exactly what it returns, so an accuracy preview can ask it instead of rebuilding the split.
+Touches no data. Also here: the checks of MWEM's arguments, before anything is spent.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from mechanisms.accounting import check_epsilon, check_neighbouring, float_at_most, noise_scale
+from mechanisms.errors import MechanismError
+from mechanisms.mwem.measure import BOX_SENSITIVITY, _expected_abs_noise, marginal_sensitivity
+from mechanisms.noise import check_count_noise
+from mechanisms.workload import Query
+
+MAX_DEFAULT_ROUNDS = 30
+MIN_DEFAULT_ROUNDS = 3
+SELECT_FRACTION = 0.15  # of each round's budget; the rest measures (measured best on Adult)
+ADD_REMOVE_INIT_FRACTION = 0.2
+SELECTION_GAP = 0.25  # default_rounds: the error (fraction of n) selection must be able to find
+
+
+@dataclass(frozen=True)
+class MwemPlan:
+    """Every share and scale of one MWEM run (public: made from public quantities only).
+
+    ε is spent as ``eps_init`` on the d 1-way marginals together (noise scale ``init_scale``
+    each cell; 0 when there is no 1-way start), then ``rounds`` × (``eps_select`` on one
+    selection + ``eps_measure`` on one measurement). In exact arithmetic
+    eps_init + rounds × (eps_select + eps_measure) <= epsilon.
+    """
+
+    n: int
+    epsilon: float
+    neighbouring: str
+    init_fraction: float
+    select_fraction: float
+    rounds: int
+    eps_init: float
+    eps_select: float
+    eps_measure: float
+    marginal_l1: int  # L1 sensitivity of a marginal's cell vector (a box count: BOX_SENSITIVITY)
+    init_scale: float
+    marginal_scale: float  # discrete Laplace scale of each measured marginal cell
+    box_scale: float  # and of a measured box count
+    expected_cell_error: float  # E|noise| of one measured marginal cell, in rows
+
+    @property
+    def budget(self) -> dict:
+        """The split as MWEM's result and manifest state it (``budget_split``)."""
+        return {
+            "epsilon": self.epsilon,
+            "initial_one_way": self.eps_init,
+            "per_round_select": self.eps_select,
+            "per_round_measure": self.eps_measure,
+            "rounds": self.rounds,
+        }
+
+
+def plan_budget(
+    n: int,
+    epsilon: float,
+    shape: tuple[int, ...],
+    workload: list[Query],
+    neighbouring: str,
+    *,
+    rounds: int | None = None,
+    init_fraction: float | None = None,
+    select_fraction: float = SELECT_FRACTION,
+) -> MwemPlan:
+    """MWEM's budget split and rounds for ``n`` rows: what ``mwem`` itself spends.
+
+    ``n`` is the public row count under replace-one; under add-remove pass a public or DP
+    estimate (``mwem`` passes its estimate from the noisy 1-way marginals). ``rounds`` and
+    ``init_fraction`` default as in ``mwem`` (``default_rounds``, ``initial_fraction``).
+    Post-processing of public values only: it spends nothing.
+    """
+    check_epsilon(epsilon)
+    check_neighbouring(neighbouring)
+    _check_counts(n, rounds=rounds)
+    init_fraction = initial_fraction(n, epsilon, shape, workload, neighbouring, init_fraction)
+    _check_fractions(init_fraction, select_fraction)
+    marginal_l1 = marginal_sensitivity(neighbouring)
+    eps_init = _share(epsilon, init_fraction)
+    if rounds is None:
+        rounds = default_rounds(
+            n, epsilon, shape, workload, init_fraction, select_fraction, marginal_l1
+        )
+    eps_select, eps_measure = _split(epsilon, eps_init, rounds, select_fraction)
+    marginal_scale = noise_scale(marginal_l1, eps_measure)
+    return MwemPlan(
+        n=n,
+        epsilon=epsilon,
+        neighbouring=neighbouring,
+        init_fraction=init_fraction,
+        select_fraction=select_fraction,
+        rounds=rounds,
+        eps_init=eps_init,
+        eps_select=eps_select,
+        eps_measure=eps_measure,
+        marginal_l1=marginal_l1,
+        init_scale=noise_scale(marginal_l1 * len(shape), eps_init) if eps_init > 0 else 0.0,
+        marginal_scale=marginal_scale,
+        box_scale=noise_scale(BOX_SENSITIVITY, eps_measure),
+        expected_cell_error=_expected_abs_noise(marginal_scale),
+    )
+
+
+def initial_fraction(n, epsilon, shape, workload, neighbouring, init_fraction=None) -> float:
+    """``init_fraction`` if given, else the default share of ε for the 1-way start.
+
+    replace-one: ``default_init_fraction`` of the public n; add-remove: the fixed
+    ADD_REMOVE_INIT_FRACTION (n is not public there and is not used: pass None).
+    """
+    if init_fraction is not None:
+        return init_fraction
+    if neighbouring == "replace-one":
+        return default_init_fraction(n, epsilon, shape, workload)
+    return ADD_REMOVE_INIT_FRACTION
+
+
+def default_init_fraction(n, epsilon, shape, workload) -> float:
+    """1 / (1 + T) for the T the whole budget would allow (no minimum), at least 0.1; or 0.
+
+    All d 1-way marginals together weigh like one more round: with a single affordable round
+    (small n·ε) half the budget goes to them. (Adult, 8 columns, ε = 1, T = 16: 2-/3-way TVD
+    .0270/.0583 at 0.1 against .0307/.0646 at d / (d + T) = 0.33.) But when the noise scale
+    of a 1-way cell would exceed a tenth of its mean count (many attributes, small n·ε: an expected
+    1-way TVD over 0.05), the start is not worth it and starts uniform (0).
+    Only for replace-one, where n is public; add-remove uses the fixed ADD_REMOVE_INIT_FRACTION.
+    """
+    d = len(shape)
+    rounds = default_rounds(n, epsilon, shape, workload, 0.0, SELECT_FRACTION, 2, minimum=1)
+    fraction = max(0.1, 1 / (1 + rounds))
+    noise = 2 * d / (fraction * epsilon)
+    return fraction if noise <= n / (10 * float(np.median(shape))) else 0.0
+
+
+def default_rounds(
+    n,
+    epsilon,
+    shape,
+    workload,
+    init_fraction,
+    select_fraction,
+    marginal_l1,
+    minimum=MIN_DEFAULT_ROUNDS,
+):
+    """The largest T (``minimum`` to min(|W|, MAX_DEFAULT_ROUNDS)) that keeps two things useful.
+
+    At least MIN_DEFAULT_ROUNDS (or |W|): even when no round can measure a typical query well,
+    the exponential mechanism picks the ones worth measuring, and one round is little more
+    than the independent start (Adult at ε = 0.1, 2-/3-way TVD: 8 columns .0888/.1628 at T = 3
+    against .1033/.1908 at T = 1; 4 columns .1245/.2384 against .1273/.2453).
+
+    A workload of marginals alone is also capped at 2d rounds: beyond about two marginals per
+    attribute, the noise that more rounds add outweighs what further marginals explain (Adult,
+    8 columns, ε = 10: 2-/3-way TVD .0060/.0199 at T = 16, .0065/.0206 at 24, .0069/.0223 at
+    30). Box queries are single numbers, so they keep the larger cap.
+
+    Measuring: a query with c cells measured at ε_m has noise of scale Δ/ε_m per cell against a
+    mean cell count n/c; ask for a seventh: T ≤ ε_measure_total·n / (7·Δ·c_median).
+    Selecting: the exponential mechanism at ε_s (score sensitivity 1, scores in units of Δ)
+    must tell apart a query whose error is SELECTION_GAP·n from the rest of |W|:
+    ε_s·SELECTION_GAP·n / (2·Δ) ≥ ln|W|, so T ≤ ε_select_total·SELECTION_GAP·n / (2·Δ·ln|W|).
+    Uses only public values (n is public under replace-one; under add-remove it is the DP
+    estimate).
+    """
+    cap = min(len(workload), MAX_DEFAULT_ROUNDS)
+    if all(q.box is None for q in workload):
+        cap = min(cap, 2 * len(shape))
+    if math.isinf(epsilon):
+        return cap
+    cells = float(np.median([q.cells(shape) for q in workload]))
+    spend = epsilon * (1 - init_fraction)
+    measuring = spend * (1 - select_fraction) * n / (7 * marginal_l1 * cells)
+    selecting = (
+        spend
+        * select_fraction
+        * SELECTION_GAP
+        * n
+        / (2 * marginal_l1 * math.log(max(len(workload), 2)))
+    )
+    return int(max(min(cap, minimum), 1, min(cap, measuring, selecting)))
+
+
+def _share(epsilon: float, fraction: float) -> float:
+    """fraction·ε rounded down (0 when fraction is 0, also at ε = inf)."""
+    if fraction == 0 or math.isinf(epsilon):
+        return 0.0 if fraction == 0 else math.inf
+    return float_at_most(Fraction(epsilon) * Fraction(fraction))
+
+
+def _split(epsilon, eps_init, rounds, select_fraction) -> tuple[float, float]:
+    """(ε_select, ε_measure) per round, each rounded down.
+
+    In exact arithmetic eps_init + rounds × (ε_select + ε_measure) <= ε.
+    """
+    if math.isinf(epsilon):
+        return math.inf, math.inf
+    per_round = float_at_most((Fraction(epsilon) - Fraction(eps_init)) / rounds)
+    eps_select = _share(per_round, select_fraction)
+    return eps_select, float_at_most(Fraction(per_round) - Fraction(eps_select))
+
+
+def _check_noise_fits(epsilon, eps_init, d, marginal_l1, eps_measure) -> None:
+    """Refuse an ε whose count noise 64-bit integers cannot carry (see noise.check_count_noise)."""
+    if eps_init > 0:
+        check_count_noise(noise_scale(marginal_l1 * d, eps_init), epsilon)
+    check_count_noise(noise_scale(marginal_l1, eps_measure), epsilon)
+
+
+def _check_args(neighbouring, init_fraction, select_fraction, output, update, workload):
+    """MWEM's options other than ε (checked before the split, which divides by ε)."""
+    check_neighbouring(neighbouring)
+    _check_fractions(init_fraction, select_fraction)
+    if output not in ("last", "average"):
+        raise MechanismError(f"output ({output!r}) must be 'last' or 'average'")
+    if update not in ("damped", "paper"):
+        raise MechanismError(f"update ({update!r}) must be 'damped' or 'paper'")
+    if not workload:
+        raise MechanismError("workload (empty) must hold at least one query")
+
+
+def _check_fractions(init_fraction, select_fraction) -> None:
+    if not 0 <= init_fraction < 1:
+        raise MechanismError(f"init_fraction ({init_fraction!r}) must be in [0, 1)")
+    if not 0 < select_fraction < 1:
+        raise MechanismError(f"select_fraction ({select_fraction!r}) must be in (0, 1)")
+
+
+def _check_counts(n, **counts) -> None:
+    if n < 1:
+        raise MechanismError("data (0 rows) must have at least one row for MWEM")
+    for name, value in counts.items():
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 1
+        ):
+            raise MechanismError(f"{name} ({value!r}) must be a whole number >= 1")
+
+
+def _check_dense_fits(shape, memory_cells) -> bool:
+    cells = math.prod(shape)
+    if cells > memory_cells:
+        raise MechanismError(
+            f"output 'average' needs the dense domain ({cells} cells) within memory_cells "
+            f"({memory_cells}); use output 'last' or raise memory_cells"
+        )
+    return True

@@ -1,0 +1,290 @@
+"""MWEM, the mechanism: ``mwem`` and ``measure_all``, and ``_run_mwem`` that writes a release.
+
+They hold the records only to hand them to ``measure`` (the one part that touches data) and
+read their number, which is public under replace-one; the rest is ``plan`` (budget, from
+public values), ``fit`` and ``distribution`` (post-processing of the noisy measurements).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+
+from mechanisms.accounting import check_epsilon, float_at_most, noise_scale
+from mechanisms.errors import MechanismError
+from mechanisms.mwem.distribution import FactoredDistribution, _answer
+from mechanisms.mwem.fit import _floor, _mw_update, _refit
+from mechanisms.mwem.measure import _measure, _select, _start, _TrueAnswers, marginal_sensitivity
+from mechanisms.mwem.plan import (
+    MAX_DEFAULT_ROUNDS,
+    SELECT_FRACTION,
+    _check_args,
+    _check_counts,
+    _check_dense_fits,
+    _check_noise_fits,
+    _share,
+    _split,
+    initial_fraction,
+    plan_budget,
+)
+from mechanisms.noise import check_count_noise, resolve_rng
+from mechanisms.release import ReleaseOutput, csv_bytes, json_bytes
+from mechanisms.schema import NumericColumn
+from mechanisms.workload import Query, expand_workload, load_workload, marginals_spec
+
+DEFAULT_MEMORY_CELLS = 25_000_000  # float64 cells per group: 200 MB
+
+
+@dataclass
+class MwemResult:
+    """What MWEM releases: the fitted distribution, its noisy measurements and a trace.
+
+    Everything here is differentially private (measurements) or post-processing of it.
+    """
+
+    distribution: FactoredDistribution
+    n: int
+    measurements: list[dict] = field(default_factory=list)
+    trace: list[dict] = field(default_factory=list)
+    rounds: int = 0
+    budget: dict = field(default_factory=dict)
+
+
+def mwem(
+    codes: np.ndarray,
+    shape: tuple[int, ...],
+    workload: list[Query],
+    *,
+    epsilon: float,
+    rounds: int | None = None,
+    neighbouring: str = "replace-one",
+    init_fraction: float | None = None,
+    select_fraction: float = SELECT_FRACTION,
+    mw_passes: int | None = None,
+    output: str = "last",
+    update: str = "damped",
+    dense: bool = False,
+    memory_cells: int = DEFAULT_MEMORY_CELLS,
+    rng=None,
+    progress: Callable[[int, int], None] | None = None,
+) -> MwemResult:
+    """Fit a synthetic-data distribution to ``workload`` with MWEM.
+
+    ``codes`` are the encoded records (n × d cell indices), ``shape`` the public domain shape
+    from the schema. Budget split (the whole ε, nothing else is spent):
+    ``init_fraction·ε`` measures every 1-way marginal (the start is their product; 0 starts
+    from uniform), then each of T rounds spends ``select_fraction`` of ``(1 - init_fraction)·ε/T``
+    on selecting a query (exponential mechanism, score = L1 error of the current model minus the
+    expected L1 size of the measurement noise) and the rest on measuring it with discrete
+    Laplace noise. ``init_fraction=0, select_fraction=0.5`` is the paper's ε/(2T) split.
+    The shares, T and the noise scales are ``plan_budget``'s (``mechanisms.mwem.plan``).
+    After each measurement, ``mw_passes`` multiplicative-weights passes over all measurements
+    so far (default: see ``_refit``).
+    ``update="damped"`` (default) moves each cell by √(target / current), clipped; ``"paper"`` is
+    the paper's A(x) ← A(x)·exp(q(x)·(m − q(A))/(2n)), which needs many more passes.
+    ``output="last"`` returns the last iterate, ``"average"`` the average of the iterates
+    (the analysed estimator; needs the dense representation).
+
+    Privacy: unit = one record; pure ε-DP by sequential composition under ``neighbouring``.
+    Sensitivities: replace-one: a marginal's cell vector has L1 sensitivity 2 (one cell −1,
+    another +1), so does its L1-error score; a box count and its absolute error have 1; the
+    d initial 1-way marginals jointly have L1 sensitivity 2d. add-remove: all of these are
+    halved (1, 1, d), and n is not public: it is estimated from the noisy 1-way marginals.
+    """
+    rng = resolve_rng(rng)
+    check_epsilon(epsilon)  # before the default split divides by it
+    public_n = len(codes) if neighbouring == "replace-one" else None  # private under add-remove
+    init_fraction = initial_fraction(
+        public_n, epsilon, shape, workload, neighbouring, init_fraction
+    )
+    _check_args(neighbouring, init_fraction, select_fraction, output, update, workload)
+    # under add-remove an empty table must run like any other
+    rows = 1 if public_n is None else public_n
+    _check_counts(rows, rounds=rounds, mw_passes=mw_passes, memory_cells=memory_cells)
+    marginal_l1 = marginal_sensitivity(neighbouring)
+    true = _TrueAnswers(codes, shape)
+    eps_init = _share(epsilon, init_fraction)
+    # refuse a too small ε before any draw: the most rounds the default could choose
+    worst = _split(
+        epsilon, eps_init, rounds or min(len(workload), MAX_DEFAULT_ROUNDS), select_fraction
+    )
+    _check_noise_fits(epsilon, eps_init, len(shape), marginal_l1, worst[1])
+    n, one_way, start, init_scale = _start(true, public_n, eps_init, neighbouring, rng)
+    if output == "average":
+        dense = _check_dense_fits(shape, memory_cells)
+    model = FactoredDistribution.independent(start, dense=dense)
+    plan = plan_budget(
+        n,
+        epsilon,
+        shape,
+        workload,
+        neighbouring,
+        rounds=rounds,
+        init_fraction=init_fraction,
+        select_fraction=select_fraction,
+    )
+    rounds, eps_select, eps_measure = plan.rounds, plan.eps_select, plan.eps_measure
+    result = MwemResult(model, n, rounds=rounds, budget=plan.budget)
+    for a, noisy in enumerate(one_way):
+        result.measurements.append(_measurement_record(Query((a,)), noisy, init_scale))
+    measured = [(Query((a,)), m / n, _floor(init_scale, n)) for a, m in enumerate(one_way)]
+    iterate_sum = np.zeros(shape) if output == "average" else None
+    for t in range(rounds):
+        query = _select(
+            model, true, workload, n, eps_select, eps_measure, marginal_l1, memory_cells, rng
+        )
+        noisy, scale = _measure(true, query, eps_measure, marginal_l1, rng)
+        result.measurements.append(_measurement_record(query, noisy, scale))
+        measured.append((query, noisy / n, _floor(scale, n)))
+        model.merge(query.attrs)
+        _refit(model, measured, mw_passes, update, last_round=t == rounds - 1)
+        if iterate_sum is not None:
+            iterate_sum += model.to_dense()
+        result.trace.append(_trace_entry(t, query, noisy, model, measured, shape))
+        if progress is not None:
+            progress(t + 1, rounds)
+    if iterate_sum is not None:
+        result.distribution = FactoredDistribution(shape, [(tuple(range(len(shape))), iterate_sum)])
+    return result
+
+
+def measure_all(
+    codes: np.ndarray,
+    shape: tuple[int, ...],
+    workload: list[Query],
+    *,
+    epsilon: float,
+    neighbouring: str = "replace-one",
+    mw_passes: int = 20,
+    rng=None,
+) -> FactoredDistribution:
+    """The non-adaptive baseline: measure every workload query at ε/|W|, then fit by MW passes.
+
+    Privacy: unit = one record; pure ε-DP by sequential composition over the |W| queries, each
+    with discrete Laplace noise of scale Δ_q·|W|/ε (Δ_q as in ``mwem``). Replace-one only (the
+    fit uses the public n). Its targets are floored at the whole noise scale, which suits its
+    tiny per-query ε best (MWEM's smaller floor raises this baseline's relative entropy).
+    """
+    rng = resolve_rng(rng)
+    check_epsilon(epsilon)
+    if neighbouring != "replace-one":
+        raise MechanismError(f"neighbouring ({neighbouring!r}) must be replace-one here")
+    true, n = _TrueAnswers(codes, shape), len(codes)
+    eps_query = (
+        math.inf if math.isinf(epsilon) else float_at_most(Fraction(epsilon) / len(workload))
+    )
+    check_count_noise(noise_scale(2, eps_query), epsilon)
+    model = FactoredDistribution.independent([np.ones(k) for k in shape])
+    measured = []
+    for query in workload:
+        noisy, scale = _measure(true, query, eps_query, 2, rng)
+        measured.append((query, noisy / n, _floor(scale, n, share=1.0)))
+        model.merge(query.attrs)
+    for _ in range(mw_passes):
+        for query, target, floor in measured:
+            _mw_update(model, query, target, floor)
+    return model
+
+
+def _measurement_record(query: Query, noisy: np.ndarray, scale: float) -> dict:
+    return {"query": query, "noisy_answer": [int(v) for v in noisy], "noise_scale": scale}
+
+
+def _trace_entry(t, query, noisy, model, measured, shape) -> dict:
+    """Round t's public trace (post-processing of DP values).
+
+    The selected query, its noisy answer, and the largest gap between the model and any noisy
+    measurement so far (fraction of n).
+    """
+    gap = max(
+        float(np.abs(target - _answer(q, model.marginal(q.attrs))).max())
+        for q, target, _ in measured
+    )
+    return {
+        "round": t + 1,
+        "query": query,
+        "noisy_answer": [int(v) for v in noisy],
+        "max_error_estimate": gap,
+    }
+
+
+CELL_ORDER = "a marginal's answers run over its columns' bins in row-major order (last fastest)"
+RELEASE_PARAMS = {
+    "rounds",
+    "workload",
+    "marginals",
+    "init_fraction",
+    "select_fraction",
+    "mw_passes",
+    "output",
+    "update",
+    "memory_cells",
+}
+
+
+def _run_mwem(data, schema, *, columns, params, epsilon, delta, neighbouring, rng, progress):
+    """The registry entry: encode, run MWEM, decode ``n`` synthetic rows, package the files."""
+    unknown = sorted(set(params) - RELEASE_PARAMS)
+    if unknown:
+        raise MechanismError(
+            f"parameter ({unknown[0]!r}) is not used by mwem; allowed: {sorted(RELEASE_PARAMS)}"
+        )
+    if delta != 0:
+        raise MechanismError(f"delta ({delta}) must be 0: mwem is pure epsilon-DP")
+    shape = schema.domain_shape(columns)
+    spec = _workload_spec(params, len(columns))
+    workload = expand_workload(
+        spec, columns, shape, {c for c in columns if isinstance(schema.column(c), NumericColumn)}
+    )
+    options = {k: params[k] for k in RELEASE_PARAMS - {"workload", "marginals"} if k in params}
+    result = mwem(
+        schema.encode(data, columns),
+        shape,
+        workload,
+        epsilon=epsilon,
+        neighbouring=neighbouring,
+        rng=rng,
+        progress=progress,
+        **options,
+    )
+    synthetic = schema.decode(result.distribution.sample(result.n, rng), columns, rng)
+    measurements = [dict(m, query=m["query"].describe(columns)) for m in result.measurements]
+    trace = [dict(t, query=t["query"].describe(columns)) for t in result.trace]
+    manifest = {
+        "parameters": {**options, "rounds": result.rounds, "workload": spec},
+        "guarantee": {
+            "epsilon": epsilon,
+            "delta": 0.0,
+            "unit": "one row",
+            "neighbouring": neighbouring,
+        },
+        "budget_split": result.budget,
+        "row_count_public": neighbouring == "replace-one",
+        "schema": {"columns": [schema.column(c).to_dict() for c in columns]},
+        "files": {
+            "synthetic.csv": "rows sampled from MWEM's fitted distribution",
+            "measurements.json": "every noisy measurement MWEM made (itself the DP release)",
+        },
+    }
+    files = {
+        "synthetic.csv": csv_bytes(synthetic),
+        "measurements.json": json_bytes(
+            {"budget_split": result.budget, "cell_order": CELL_ORDER, "measurements": measurements}
+        ),
+    }
+    return ReleaseOutput(
+        files=files, manifest=manifest, trace={"rounds": result.rounds, "trace": trace}
+    )
+
+
+def _workload_spec(params: dict, d: int) -> dict:
+    if "workload" in params and "marginals" in params:
+        raise MechanismError("workload and marginals are both given; pass only one of them")
+    if "workload" in params:
+        spec = params["workload"]
+        return load_workload(spec) if isinstance(spec, str) else spec
+    return marginals_spec(params.get("marginals", min(2, d)))

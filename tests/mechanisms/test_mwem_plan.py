@@ -1,0 +1,116 @@
+"""plan_budget: MWEM's budget split from public values, the one an accuracy preview can ask for.
+
+Deterministic checks (no sampling): the plan is what ``mwem`` spends (its budget and every noise
+scale it draws with, recorded by RecordingSource), the plan never adds up to more than the
+REQUESTED ε in exact arithmetic (40 ε values × 3 rounds × 2 relations; its twin, the float
+split, does overspend), its expected error is E|Z| of its own scale, and bad input is refused.
+"""
+
+import importlib
+import math
+from decimal import Decimal
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from mechanisms.accounting import float_at_most
+from mechanisms.errors import MechanismError
+from mechanisms.mwem import MwemPlan, mwem, plan_budget
+from mechanisms.noise import RecordingSource, seeded_source
+from mechanisms.workload import Query
+
+plan_module = importlib.import_module("mechanisms.mwem.plan")
+SHAPE = (4, 3, 5)
+CODES = np.random.default_rng(0).integers(0, 3, (300, 3))
+MARGINALS = [Query(a) for a in ((0, 1), (0, 2), (1, 2), (0,))]
+MIXED = MARGINALS + [Query((0,), ((1, 2),)), Query((0, 2), ((0, 1), (2, 4)))]
+TEXTS = ["0.1", "0.3", "0.7", "0.000001", "1", "10"] + [
+    f"{x:.6f}" for x in np.random.default_rng(5).uniform(0.000001, 3, 34)
+]
+
+
+@pytest.mark.parametrize(
+    "neighbouring, workload, options",
+    [
+        ("replace-one", MARGINALS, {}),
+        ("replace-one", MIXED, {"rounds": 5, "init_fraction": 0.3}),
+        ("replace-one", MIXED, {"init_fraction": 0.0, "select_fraction": 0.5}),
+        ("add-remove", MIXED, {}),
+    ],
+)
+def test_the_plan_is_what_mwem_spends(neighbouring, workload, options):
+    source = RecordingSource(seeded_source(2))
+    result = mwem(
+        CODES, SHAPE, workload, epsilon=1.0, neighbouring=neighbouring, rng=source, **options
+    )
+    plan = plan_budget(result.n, 1.0, SHAPE, workload, neighbouring, **options)
+    assert isinstance(plan, MwemPlan)
+    assert result.budget == plan.budget
+    laplace = [c.scale for c in source.noise_calls() if c.primitive == "discrete_laplace"]
+    start = len(SHAPE) if plan.eps_init > 0 else 0
+    assert laplace[:start] == [plan.init_scale] * start
+    assert len(laplace) == start + plan.rounds
+    assert set(laplace[start:]) <= {plan.marginal_scale, plan.box_scale}
+
+
+@pytest.mark.parametrize("neighbouring", ["replace-one", "add-remove"])
+@pytest.mark.parametrize("rounds", [None, 7, 200])
+def test_the_plan_never_exceeds_the_requested_epsilon(neighbouring, rounds):
+    assert _overspent(neighbouring, rounds) == []
+
+
+def test_its_twin_the_float_split_overspends(monkeypatch):
+    monkeypatch.setattr(plan_module, "_split", _float_split)
+    monkeypatch.setattr(plan_module, "_share", lambda epsilon, fraction: epsilon * fraction)
+    over = _overspent("replace-one", 7)
+    print(f"\nFIGURE plan twin: {len(over)} of {len(TEXTS)} epsilons overspent")
+    assert over
+
+
+def _overspent(neighbouring, rounds) -> list:
+    over = []
+    for text in TEXTS:
+        requested = Fraction(Decimal(text))
+        plan = plan_budget(300, float_at_most(requested), SHAPE, MIXED, neighbouring, rounds=rounds)
+        spent = Fraction(plan.eps_init) + plan.rounds * (
+            Fraction(plan.eps_select) + Fraction(plan.eps_measure)
+        )
+        if spent > requested:
+            over.append(text)
+    return over
+
+
+def _float_split(epsilon, eps_init, rounds, select_fraction):
+    per_round = (epsilon - eps_init) / rounds
+    return per_round * select_fraction, per_round * (1 - select_fraction)
+
+
+def test_the_expected_error_is_that_of_the_planned_noise():
+    plan = plan_budget(300, 0.5, SHAPE, MARGINALS, "replace-one", rounds=4)
+    alpha = math.exp(-1 / plan.marginal_scale)
+    k = np.arange(1, 20_000)
+    mean_abs = 2 * np.sum(k * alpha**k) * (1 - alpha) / (1 + alpha)  # P(k) ∝ α^|k|
+    assert plan.expected_cell_error == pytest.approx(mean_abs, rel=1e-9)
+    assert plan_budget(300, math.inf, SHAPE, MARGINALS, "replace-one").expected_cell_error == 0
+
+
+@pytest.mark.parametrize(
+    "n, epsilon, options, message",
+    [
+        (0, 1.0, {}, r"data \(0 rows\) must have at least one row"),
+        (100, -1.0, {}, r"epsilon"),
+        (100, 1.0, {"rounds": 0}, r"rounds \(0\) must be a whole number >= 1"),
+        (100, 1.0, {"init_fraction": 1.0}, r"init_fraction \(1.0\) must be in \[0, 1\)"),
+        (100, 1.0, {"select_fraction": 0}, r"select_fraction \(0\) must be in \(0, 1\)"),
+    ],
+)
+def test_bad_input_is_refused_in_one_line(n, epsilon, options, message):
+    with pytest.raises(MechanismError, match=message):
+        plan_budget(n, epsilon, SHAPE, MARGINALS, "replace-one", **options)
+
+
+@pytest.mark.parametrize("epsilon", [0, 0.0, "x", None])
+def test_mwem_refuses_a_bad_epsilon_before_planning(epsilon):
+    with pytest.raises(MechanismError, match=r"epsilon"):
+        mwem(CODES, SHAPE, MARGINALS, epsilon=epsilon)
