@@ -13,11 +13,6 @@ Split along measure / post-process lines:
 Every name of the former single module ``mechanisms/mwem.py`` is importable from here.
 """
 
-import sys
-import types
-
-from mechanisms.accounting import noise_scale  # noqa: F401  (tests patch it here)
-from mechanisms.mwem import distribution, fit, measure, plan, release
 from mechanisms.mwem.distribution import (  # noqa: F401
     _INTERMEDIATE_CELLS,
     FactoredDistribution,
@@ -93,24 +88,5 @@ __all__ = [
     "mwem",
     "plan_budget",
 ]
-
-_PARTS = (distribution, plan, measure, fit, release)
-
-
-class _Package(types.ModuleType):
-    """Setting a name here sets it in every part that holds it, as in the former single module.
-
-    So ``monkeypatch.setattr(mechanisms.mwem, "_sensitivity", ...)`` (the privacy tests'
-    broken twins) still reaches the code that calls it, and undoing it restores every part.
-    """
-
-    def __setattr__(self, name, value):
-        for part in self.__dict__.get("_PARTS", ()):
-            if name in vars(part):
-                setattr(part, name, value)
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
 
 register("mwem", _run_mwem)

@@ -25,6 +25,9 @@ from mechanisms.noise import RecordingSource, seeded_source
 from mechanisms.workload import Query
 
 mwem_module = importlib.import_module("mechanisms.mwem")  # the package exports mwem()
+MWEM_PARTS = [
+    importlib.import_module(f"mechanisms.mwem.{part}") for part in ("plan", "measure", "release")
+]
 CODES = np.random.default_rng(11).integers(0, 3, size=(400, 3))
 SHAPE = (3, 3, 3)
 WORKLOAD = [Query(a) for a in ((0, 1), (0, 2), (1, 2), (0,), (1,))]
@@ -85,9 +88,14 @@ def _naive_split(epsilon, eps_init, rounds, select_fraction):
 
 def test_the_old_float_split_is_caught(monkeypatch):
     """Twin: ε from float(Decimal), splits and scales in plain float arithmetic."""
-    monkeypatch.setattr(mwem_module, "_split", _naive_split)
-    monkeypatch.setattr(mwem_module, "_share", lambda e, f: e * f)
-    monkeypatch.setattr(mwem_module, "noise_scale", lambda s, e: s / e)
+    for part in MWEM_PARTS:  # every part of the package that splits or scales
+        for name, naive in (
+            ("_split", _naive_split),
+            ("_share", lambda e, f: e * f),
+            ("noise_scale", lambda s, e: s / e),
+        ):
+            if hasattr(part, name):
+                monkeypatch.setattr(part, name, naive)
     monkeypatch.setattr(noise, "noise_scale", lambda s, e: s / e)
     requested = [Decimal(t) for t in TEXTS]
     over = []
