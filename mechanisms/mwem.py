@@ -18,7 +18,7 @@ import numpy as np
 from mechanisms.accounting import check_epsilon, check_neighbouring, float_at_most, noise_scale
 from mechanisms.errors import MechanismError
 from mechanisms.noise import check_count_noise, exponential_mechanism, resolve_rng
-from mechanisms.release import ReleaseOutput, csv_bytes, json_bytes, register
+from mechanisms.release import ReleaseOutput, csv_bytes, json_bytes
 from mechanisms.schema import NumericColumn
 from mechanisms.workload import Query, expand_workload, load_workload, marginals_spec
 
@@ -807,6 +807,3 @@ def _workload_spec(params: dict, d: int) -> dict:
         spec = params["workload"]
         return load_workload(spec) if isinstance(spec, str) else spec
     return marginals_spec(params.get("marginals", min(2, d)))
-
-
-register("mwem", _run_mwem)
