@@ -19,7 +19,7 @@ from fractions import Fraction
 
 import pandas as pd
 
-from mechanisms import histogram, mwem, plans
+from mechanisms import histogram, plans
 from mechanisms.accounting import (
     DEFAULT_NEIGHBOURING,
     approx_dp_to_zcdp,
@@ -30,6 +30,7 @@ from mechanisms.accounting import (
 )
 from mechanisms.chunks import ChunkedTable
 from mechanisms.errors import MechanismError
+from mechanisms.mwem import _run_mwem
 from mechanisms.noise import RandomSource, resolve_rng
 from mechanisms.range_count.api import MECHANISM_NAMES, range_count_release
 from mechanisms.release import PACKAGE_VERSION, Progress, ReleaseOutput
@@ -122,7 +123,7 @@ def range_count_guarantee(epsilon, delta, neighbouring, params) -> Guarantee:
 
 def _mwem_release(data, schema, **kwargs) -> ReleaseOutput:
     """MWEM's release; its recorded budget split becomes the spend (exact sum, rounded up)."""
-    output = mwem._run_mwem(data, schema, **kwargs)
+    output = _run_mwem(data, schema, **kwargs)
     split = output.manifest["budget_split"]
     total = split["initial_one_way"] + split["rounds"] * (
         split["per_round_select"] + split["per_round_measure"]

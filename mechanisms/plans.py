@@ -17,8 +17,18 @@ from dataclasses import dataclass, field
 
 from mechanisms.accounting import noise_scale
 from mechanisms.histogram import count_sensitivity, min_admissible_mix
+from mechanisms.mwem import (
+    ADD_REMOVE_INIT_FRACTION,
+    SELECT_FRACTION,
+    _share,
+    _split,
+    _workload_spec,
+    default_init_fraction,
+    default_rounds,
+)
 from mechanisms.noise import check_count_noise, secure_source
 from mechanisms.schema import NumericColumn, Schema
+from mechanisms.workload import expand_workload
 
 
 @dataclass(frozen=True)
@@ -91,28 +101,25 @@ def mwem_plan(schema, columns, params, *, epsilon, delta, neighbouring, n) -> No
     init_fraction·ε measures the 1-way marginals, then T rounds select and measure
     (`default_init_fraction`, `default_rounds`, `_share`, `_split`).
     """
-    from mechanisms import mwem
-    from mechanisms.workload import expand_workload
-
     columns = list(columns)
     shape = schema.domain_shape(columns)
     ordered = {c for c in columns if isinstance(schema.column(c), NumericColumn)}
-    workload = expand_workload(mwem._workload_spec(params, len(columns)), columns, shape, ordered)
+    workload = expand_workload(_workload_spec(params, len(columns)), columns, shape, ordered)
     n = max(n or 0, 1)
     sensitivity = count_sensitivity(neighbouring)
-    select = params.get("select_fraction", mwem.SELECT_FRACTION)
+    select = params.get("select_fraction", SELECT_FRACTION)
     init = params.get("init_fraction")
     if init is None:
         init = (
-            mwem.default_init_fraction(n, epsilon, shape, workload)
+            default_init_fraction(n, epsilon, shape, workload)
             if neighbouring == "replace-one"
-            else mwem.ADD_REMOVE_INIT_FRACTION
+            else ADD_REMOVE_INIT_FRACTION
         )
-    rounds = params.get("rounds") or mwem.default_rounds(
+    rounds = params.get("rounds") or default_rounds(
         n, epsilon, shape, workload, init, select, sensitivity
     )
-    eps_init = mwem._share(epsilon, init)
-    eps_select, eps_measure = mwem._split(epsilon, eps_init, rounds, select)
+    eps_init = _share(epsilon, init)
+    eps_select, eps_measure = _split(epsilon, eps_init, rounds, select)
     scale = check_count_noise(noise_scale(sensitivity, eps_measure), epsilon)
     cells = sorted(q.cells(shape) for q in workload)[len(workload) // 2]
     details = {
