@@ -3,8 +3,8 @@
 from django import forms
 from django.contrib.auth import get_user_model
 
+from .catalogue import mechanism_title
 from .models import AuditEvent, Release
-from .release_forms import mechanism_title
 
 ANY = [("", "Any")]
 

@@ -16,8 +16,8 @@ from django.conf import settings
 
 import mechanisms
 
+from .catalogue import mechanism_title
 from .csv_safety import safe_csv
-from .release_forms import mechanism_title
 
 PACKAGE_LAYOUT = 2  # bump when the package's files or README change: rebuilds cached zips
 

@@ -5,74 +5,21 @@ No field accepts a random seed: releases always use the secure, unseeded noise s
 """
 
 import math
-from dataclasses import dataclass
 from decimal import Decimal
 
 from django import forms
 
 import mechanisms
 from mechanisms import workload as mwem_workload
+from mechanisms.plans import smoothed_default_rows
 
-from . import release_engine
+from . import catalogue, release_engine
+from .catalogue import DECIMAL_INPUT, WHOLE_NUMBER_INPUT
 
 MAX_SYNTHETIC_ROWS = 1_000_000
-# Text boxes with a numeric keyboard rather than type=number: Chromium scrolls the page when a
-# number box loses focus, which can move the submit button away from under the pointer.
-DECIMAL_INPUT = forms.TextInput(attrs={"inputmode": "decimal"})
-WHOLE_NUMBER_INPUT = forms.TextInput(attrs={"inputmode": "numeric"})
-
-
-@dataclass(frozen=True)
-class MechanismCard:
-    name: str
-    title: str
-    good_for: str
-    outputs: str
-    needs_delta: bool = False
-
-
-MECHANISM_CARDS = (
-    MechanismCard(
-        "perturbed_histogram",
-        "Noisy histogram",
-        "Counts of people per combination of a few columns (for example age group × sex), "
-        "and a synthetic table with the same counts. Simple and predictable.",
-        "noisy_counts.csv (one noisy count per cell) and synthetic.csv (made-up rows).",
-    ),
-    MechanismCard(
-        "smoothed_histogram",
-        "Smoothed histogram",
-        "Made-up rows drawn from a blend of the real histogram and an even spread over all "
-        "cells; the blend, not added noise, protects privacy. Best with few cells. Needs the "
-        "number of rows to be public.",
-        "synthetic.csv (made-up rows) and noisy_counts.csv (how many made-up rows per cell).",
-    ),
-    MechanismCard(
-        "mwem",
-        "Synthetic data (MWEM)",
-        "A synthetic table over many columns that keeps the patterns between pairs (or "
-        "triples) of columns. Best when you need realistic made-up rows.",
-        "synthetic.csv (made-up rows, as many as the table has) and measurements.json (what "
-        "was measured, with noise).",
-    ),
-    MechanismCard(
-        "range_count",
-        "Range counts",
-        "Answers to 'how many rows fall in this range?' for numeric columns: intervals, "
-        "boxes, or regions cut by a straight line. New ranges can be answered later for free.",
-        "answers.csv (noisy answers) and structure.json (to answer new ranges later).",
-        needs_delta=True,
-    ),
-)
-CARDS_BY_NAME = {card.name: card for card in MECHANISM_CARDS}
-
-
-def mechanism_title(name: str) -> str:
-    """The plain-language title shown to people for a mechanism id (the id in words if unknown)."""
-    card = CARDS_BY_NAME.get(name)
-    return card.title if card else name.replace("_", " ")
-
-
+# Text boxes with a numeric keyboard rather than type=number (catalogue.DECIMAL_INPUT): Chromium
+# scrolls the page when a number box loses focus, which can move the submit button away from
+# under the pointer.
 RANGE_WORKLOADS = (
     (
         "prefixes",
@@ -82,28 +29,7 @@ RANGE_WORKLOADS = (
     ("boxes", "Random boxes (random intervals with one column)"),
     ("halfspaces", "Random regions on one side of a straight line (two or more columns)"),
 )
-RANGE_METHODS = (
-    ("auto", "Automatic: the most accurate for these ranges, chosen without the data"),
-    ("identity", "A noisy count per grid point"),
-    ("tree", "A hierarchy of noisy counts (good for intervals and boxes)"),
-    ("mn12", "Halfspace decomposition (regions cut by lines; needs δ > 0)"),
-    (
-        "mn12_laplace",
-        "Halfspace decomposition, the paper's Laplace version (for comparison: "
-        "about twice the error; needs δ > 0)",
-    ),
-    ("path_tree", "A hierarchy of noisy counts along a path through the grid points (any region)"),
-    ("per_query", "A noisy answer per range"),
-)
 MAX_GRID_POINTS = 65_536
-
-
-def available_mechanisms() -> list[MechanismCard]:
-    """The cards of the mechanisms this installation can run."""
-    import mechanisms.release as registry
-
-    registry._ensure_registered()
-    return [card for card in MECHANISM_CARDS if card.name in mechanisms.MECHANISMS]
 
 
 class ReleaseForm(forms.Form):
@@ -182,7 +108,7 @@ class ReleaseForm(forms.Form):
         widget=WHOLE_NUMBER_INPUT,
     )
     range_method = forms.ChoiceField(
-        label="Method", choices=RANGE_METHODS, initial="auto", required=False
+        label="Method", choices=catalogue.range_method_choices, initial="auto", required=False
     )
 
     def __init__(self, *args, dataset, **kwargs):
@@ -190,11 +116,23 @@ class ReleaseForm(forms.Form):
         self.dataset = dataset
         self.fields["epsilon"].initial = suggested_epsilon(dataset.epsilon_remaining)
         self.schema = mechanisms.Schema.from_dict(dataset.schema)
-        self.fields["mechanism"].choices = [(c.name, c.title) for c in available_mechanisms()]
+        self.fields.update(catalogue.generic_fields())
+        self.fields["mechanism"].choices = [(c.name, c.title) for c in catalogue.cards()]
         self.fields["mechanism"].initial = next(iter(self.fields["mechanism"].choices), ("",))[0]
         self.fields["columns"].choices = [
             (name, f"{name} ({_describe(spec)})") for name, spec in self.releasable_columns()
         ]
+
+    def settings(self) -> list:
+        """(legend, mechanism names, bound fields) for each fieldset of mechanism settings."""
+        return [
+            (legend, names, [self[name] for name in fields])
+            for legend, names, fields in catalogue.settings_groups()
+        ]
+
+    def delta_for(self) -> str:
+        """The mechanisms that ask for delta, space-separated (for the page's script)."""
+        return " ".join(c.name for c in catalogue.cards() if c.needs_delta)
 
     def releasable_columns(self):
         releasable = mechanisms.schema.NumericColumn | mechanisms.schema.CategoricalColumn
@@ -218,9 +156,12 @@ class ReleaseForm(forms.Form):
             data["delta"] = Decimal("0")
         data["range_workload"] = data.get("range_workload") or "prefixes"
         data["range_method"] = data.get("range_method") or "auto"
-        if mechanism != "range_count":
+        if not catalogue.needs_delta(mechanism):
             data["delta"] = Decimal("0")
-        if mechanism == "smoothed_histogram" and self.dataset.neighbouring != "replace-one":
+        if (
+            mechanism in catalogue.NEEDS_PUBLIC_ROW_COUNT
+            and self.dataset.neighbouring != "replace-one"
+        ):
             self.add_error(
                 "mechanism",
                 "The smoothed histogram needs the number of rows to be "
@@ -250,7 +191,7 @@ class ReleaseForm(forms.Form):
             self.add_error(None, f"These settings cannot work: {exc}")
 
     def _check_domain(self, mechanism, columns):
-        if mechanism == "range_count":
+        if mechanism in catalogue.NEEDS_NUMERIC:
             self._check_range_count(columns)
             return
         try:
@@ -269,7 +210,7 @@ class ReleaseForm(forms.Form):
             return
         if data["range_workload"] == "halfspaces" and len(columns) < 2:
             self.add_error("columns", "Regions cut by a line need at least two columns.")
-        if data["range_method"] in ("mn12", "mn12_laplace") and not data.get("delta"):
+        if data["range_method"] in catalogue.NEEDS_DELTA_METHODS and not data.get("delta"):
             self.add_error("delta", "The halfspace decomposition needs δ > 0, such as 0.000001.")
         points = math.prod(self._range_grid(columns))
         if points > MAX_GRID_POINTS:
@@ -287,12 +228,12 @@ class ReleaseForm(forms.Form):
         """The mechanism's parameters, from the cleaned form (defaults left to the mechanism)."""
         data = self.cleaned_data
         mechanism = data["mechanism"]
-        params = {}
-        if mechanism in ("perturbed_histogram", "smoothed_histogram") and data.get("rows"):
+        params = catalogue.generic_params(mechanism, data)
+        if mechanism in catalogue.ASKS_ROWS and data.get("rows"):
             params["rows"] = data["rows"]
         if mechanism == "smoothed_histogram" and "rows" not in params:
             cells = math.prod(self.schema.domain_shape(data["columns"]))
-            params["rows"] = release_engine.smoothed_default_rows(
+            params["rows"] = smoothed_default_rows(
                 max(self.dataset.row_count, 1), cells, float(data["epsilon"])
             )
         if mechanism == "mwem":
@@ -300,7 +241,7 @@ class ReleaseForm(forms.Form):
             params["workload"] = mwem_workload.marginals_spec(k)
             if data.get("mwem_rounds"):
                 params["rounds"] = data["mwem_rounds"]
-        if mechanism == "range_count":
+        if mechanism in catalogue.NEEDS_NUMERIC:
             params.update(self._range_params())
         return params
 

@@ -4,11 +4,6 @@ Thin views: permission helper → form → one service call → render or redire
 everything; auditors see only public parts; everyone else gets 404.
 """
 
-import csv
-import itertools
-import json
-import math
-
 from django.contrib import messages
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
@@ -17,24 +12,14 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-import mechanisms
-
-from . import charts, packaging, services, utility
+from . import catalogue, packaging, services, utility
 from .access import dataset_for_owner, releases_visible_to
 from .formatting import plain_number
 from .models import AuditEvent, BudgetLedgerEntry, Release
-from .release_forms import (
-    CARDS_BY_NAME,
-    MECHANISM_CARDS,
-    RangeQueryForm,
-    ReleaseForm,
-    available_mechanisms,
-)
+from .release_forms import ReleaseForm
+from .release_results import results_context
 from .signals import client_address
 from .timing import shown_duration_text, shown_status
-
-PREVIEW_ROWS = 25
-PREVIEW_FILES = ("synthetic.csv", "noisy_counts.csv", "answers.csv")
 
 
 def release_for_reader(user, pk) -> Release:
@@ -80,7 +65,6 @@ def release_new(request, dataset_pk):
         else:
             messages.success(request, "Release requested: it is queued and will start shortly.")
             return redirect("release_detail", pk=release.pk)
-    available = {card.name for card in available_mechanisms()}
     return render(
         request,
         "dpportal/release_new.html",
@@ -88,7 +72,7 @@ def release_new(request, dataset_pk):
             "dataset": dataset,
             "form": form,
             "nav": "datasets",
-            "cards": [(card, card.name in available) for card in MECHANISM_CARDS],
+            "cards": catalogue.cards(),
             "page_config": {"estimate_url": reverse("release_estimate", args=[dataset.pk])},
         },
     )
@@ -136,18 +120,17 @@ GENERIC_FAILURE = "The release failed; the custodian can see why."
 @require_GET
 def release_detail(request, pk):
     release, is_owner = _release_as_seen(request.user, pk)
-    card = CARDS_BY_NAME.get(release.mechanism)
     context = {
         "release": release,
         "is_owner": is_owner,
         "nav": "releases",
-        "title": card.title if card else release.mechanism,
+        "title": catalogue.mechanism_title(release.mechanism),
         "progress": progress_payload(release, is_owner),
         "progress_config": {"url": reverse("release_progress", args=[release.pk])},
         "refunded": _refunded(release),
     }
     if release.status == Release.Status.DONE:
-        context.update(_results_context(request, release, is_owner))
+        context.update(results_context(request, release, is_owner))
     if release.status == Release.Status.FAILED and not is_owner:
         # the mechanism's reason can quote facts about the data (e.g. how many values fall
         # outside the declared categories, and the first row): the owner's eyes only
@@ -157,105 +140,6 @@ def release_detail(request, pk):
 
 def _refunded(release) -> bool:
     return release.ledger.filter(kind=BudgetLedgerEntry.Kind.REFUND).exists()
-
-
-def _results_context(request, release, is_owner) -> dict:
-    schema = mechanisms.Schema.from_dict(release.dataset.schema)
-    names = packaging.stored_names(release)
-    context = {
-        "files": packaging.package_names(release),
-        "parameters": _parameters(release),
-        "preview": _preview(request, release, names),
-        "charts": charts.release_charts(release, schema),
-    }
-    if "structure.json" in names:
-        structure = (packaging.output_dir(release) / "structure.json").read_bytes()
-        context.update(_range_query(request, release, structure))
-    if is_owner:
-        report = utility.load_report(release)
-        context["report"] = report
-        context["custodian_charts"] = charts.custodian_charts(schema, report)
-    _number_charts([*context["charts"], *context.get("custodian_charts", [])])
-    return context
-
-
-def _parameters(release) -> list[tuple[str, str]]:
-    """The settings the mechanism used, as it recorded them (else as requested)."""
-    manifest = release.manifest or {}
-    params = manifest.get("parameters") or manifest.get("params") or release.params or {}
-    return [
-        (key, value if isinstance(value, str | int | float) else json.dumps(value))
-        for key, value in params.items()
-        if key != "columns"
-    ]
-
-
-def _number_charts(chart_list) -> None:
-    """Give each chart's JSON element a unique, data-free id."""
-    for index, chart in enumerate(chart_list):
-        chart["json_id"] = f"chart-data-{index}"
-
-
-def _range_query(request, release, structure: bytes) -> dict:
-    """Answer a new range from the released structure: post-processing, no budget, no data."""
-    from mechanisms.range_count import answer_queries
-
-    structure = json.loads(structure)
-    if structure.get("mechanism") == "per_query":
-        return {"query_form": None, "query_unavailable": True}
-    asked = "ask" in request.GET
-    form = RangeQueryForm(request.GET if asked else None, columns=release.columns)
-    if not (asked and form.is_valid()):
-        return {"query_form": form}
-    try:
-        answers, variances = answer_queries(structure, [form.query()])
-    except mechanisms.MechanismError as exc:
-        form.add_error(None, str(exc))
-        return {"query_form": form}
-    return {
-        "query_form": form,
-        "range_answer": {"answer": float(answers[0]), "std": math.sqrt(variances[0])},
-    }
-
-
-def _preview(request, release, names) -> dict | None:
-    """One page of a public CSV, read from the stored file without loading all of it."""
-    names = [name for name in PREVIEW_FILES if name in names]
-    if not names:
-        return None
-    name = request.GET.get("file") if request.GET.get("file") in names else names[0]
-    path = packaging.output_dir(release) / name
-    total = packaging.cached_json(release, f"rows-{name}", lambda: _count_rows(path))
-    pages = max(1, math.ceil(total / PREVIEW_ROWS))
-    page = min(max(_int(request.GET.get("page"), 1), 1), pages)
-    with open(path, encoding="utf-8", newline="") as handle:
-        reader = csv.reader(handle)
-        header = next(reader, [])
-        rows = list(itertools.islice(reader, (page - 1) * PREVIEW_ROWS, page * PREVIEW_ROWS))
-    first = (page - 1) * PREVIEW_ROWS + 1 if rows else 0
-    return {
-        "name": name,
-        "names": names,
-        "header": header,
-        "rows": rows,
-        "page": page,
-        "pages": pages,
-        "total": total,
-        "first": first,
-        "last": first + len(rows) - 1,
-    }
-
-
-def _count_rows(path) -> int:
-    with open(path, encoding="utf-8", newline="") as handle:
-        return max(0, sum(1 for _ in csv.reader(handle)) - 1)
-
-
-def _int(text, default) -> int:
-    try:
-        return int(text)
-    except (TypeError, ValueError):
-        return default
 
 
 def _release_as_seen(user, pk) -> tuple[Release, bool]:
@@ -310,12 +194,9 @@ def _stage_label(release) -> str:
         return "Waiting for a worker"
     if release.status != Release.Status.RUNNING:
         return release.get_status_display()
-    stage = (release.progress_stage or "starting").capitalize()
-    if release.progress_stage == "running" and release.progress_total > 1:
-        if release.mechanism == "mwem":
-            return f"Round {release.progress_done} of {release.progress_total}"
-        return f"{stage}: step {release.progress_done} of {release.progress_total}"
-    return stage
+    return catalogue.stage_label(
+        release.mechanism, release.progress_stage, release.progress_done, release.progress_total
+    )
 
 
 def _elapsed_text(release, is_owner: bool) -> str:

@@ -1,14 +1,20 @@
 """Differentially private release mechanisms: pure Python + NumPy, never Django.
 
-Public API; each mechanism module adds its exports here.
+Public API. Every mechanism is a row of mechanisms.catalogue.CATALOGUE (no self-registration).
 """
 
 from mechanisms.accounting import (
     NEIGHBOURING,
-    Budget,
-    BudgetExceeded,
     approx_dp_to_zcdp,
     zcdp_to_approx_dp,
+)
+from mechanisms.catalogue import (
+    CATALOGUE,
+    Guarantee,
+    MechanismSpec,
+    Parameter,
+    reads_in_chunks,
+    run_release,
 )
 from mechanisms.chunks import ChunkedTable
 from mechanisms.errors import MechanismError
@@ -28,28 +34,22 @@ from mechanisms.noise import (
     secure_source,
     seeded_source,
 )
+from mechanisms.plans import NoisePlan
 from mechanisms.range_count import answer_queries, range_count
-from mechanisms.release import (
-    MECHANISMS,
-    PACKAGE_VERSION,
-    ReleaseOutput,
-    public_manifest,
-    reads_in_chunks,
-    register,
-    run_release,
-    write_release,
-)
+from mechanisms.release import PACKAGE_VERSION, ReleaseOutput, public_manifest, write_release
 from mechanisms.schema import Schema
 
 __version__ = PACKAGE_VERSION
 
 __all__ = [
-    "MECHANISMS",
+    "CATALOGUE",
     "NEIGHBOURING",
-    "Budget",
-    "BudgetExceeded",
     "ChunkedTable",
+    "Guarantee",
     "MechanismError",
+    "MechanismSpec",
+    "NoisePlan",
+    "Parameter",
     "RandomSource",
     "RecordingSource",
     "ReleaseOutput",
@@ -66,7 +66,6 @@ __all__ = [
     "range_count",
     "reads_in_chunks",
     "recommended_bins",
-    "register",
     "resolve_rng",
     "run_release",
     "secure_source",

@@ -3,9 +3,9 @@
     python -m mechanisms perturbed-histogram --input data.csv --schema schema.json \
         --epsilon 1 [--rows K] [--seed S] --out DIR
 
-Each subcommand is one row of SUBCOMMANDS: the registered mechanism name and its own options
-(each option's value goes into the mechanism's `params` under the option's name). Bad input
-prints one line to stderr and exits with status 2; the whole input is checked against the
+Each subcommand is one row of mechanisms.catalogue.CATALOGUE, its options the row's parameter
+schema (each option's value goes into the mechanism's `params` under the parameter's name).
+Bad input prints one line to stderr and exits with status 2; the whole input is checked against the
 schema (mechanisms.validation) before any noise is drawn.
 
 The --out folder gets only public files. The custodian record (input file name, its SHA-256,
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -30,74 +29,18 @@ from mechanisms.accounting import (
     check_epsilon,
     float_at_most,
 )
+from mechanisms.catalogue import CATALOGUE, MechanismSpec, run_release
 from mechanisms.errors import MechanismError
 from mechanisms.noise import secure_source, seeded_source
 from mechanisms.range_count.api import range_query_csv
-from mechanisms.release import file_sha256, json_bytes, run_release, write_release
+from mechanisms.release import file_sha256, json_bytes, write_release
 from mechanisms.schema import CategoricalColumn, Schema
 from mechanisms.validation import check_data
 
 
-@dataclass(frozen=True)
-class Option:
-    """A mechanism-specific option; its value is passed as params[name]."""
-
-    name: str
-    type: type
-    help: str
-
-
-@dataclass(frozen=True)
-class Subcommand:
-    """A command-line name for a registered mechanism and its own options."""
-
-    mechanism: str
-    help: str
-    options: tuple[Option, ...] = ()
-
-
-ROWS = Option("rows", int, "number of synthetic rows to release")
-MIX = Option("mix", float, "mixing weight of the uniform component (the paper's delta)")
-
-SUBCOMMANDS = {
-    "perturbed-histogram": Subcommand(
-        "perturbed_histogram",
-        "noisy cell counts and synthetic rows (Wasserman & Zhou 4.2)",
-        (ROWS,),
-    ),
-    "smoothed-histogram": Subcommand(
-        "smoothed_histogram",
-        "synthetic rows from a smoothed histogram (Wasserman & Zhou 4.1)",
-        (ROWS, MIX),
-    ),
-    "mwem": Subcommand(
-        "mwem",
-        "synthetic rows fitted to a workload of marginals or ranges (Hardt, Ligett & McSherry)",
-        (
-            Option("rounds", int, "number of MWEM rounds T (default: from n, epsilon, workload)"),
-            Option("workload", str, "workload JSON file (k-way marginals, ranges, boxes, mixes)"),
-            Option("marginals", int, "use all K-way marginals as the workload (default 2)"),
-            Option("update", str, "damped (default) or paper (the paper's exp step, slower)"),
-            Option("output", str, "last (default) or average (the iterates' mean; small domains)"),
-        ),
-    ),
-    "range-count": Subcommand(
-        "range_count",
-        "private range counts (intervals, boxes, halfspaces) over a grid or point support",
-        (
-            Option("grid", str, "support grid, e.g. 64x64 (default: the schema's bins)"),
-            Option("workload", str, "workload JSON or CSV file of intervals, boxes, halfspaces"),
-            Option("random_halfspaces", int, "add M random halfspaces through support points"),
-            Option("random_boxes", int, "add M random boxes inside the bounds"),
-            Option(
-                "mechanism",
-                str,
-                "auto (default), mn12, mn12_laplace, tree, path_tree, identity or per_query",
-            ),
-            Option("estimator", str, "mn12/path_tree answers: auto (default), chain or gls"),
-        ),
-    ),
-}
+def subcommands() -> dict[str, MechanismSpec]:
+    """One subcommand per catalogue row: its name with hyphens ("perturbed-histogram")."""
+    return {name.replace("_", "-"): spec for name, spec in CATALOGUE.items()}
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -106,11 +49,11 @@ class _OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with one sub-parser per row of SUBCOMMANDS."""
+    """The argument parser with one sub-parser per catalogue row."""
     parser = _OneLineParser(prog="python -m mechanisms", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="subcommand", required=True, parser_class=_OneLineParser)
-    for name, spec in SUBCOMMANDS.items():
-        p = sub.add_parser(name, help=spec.help, description=spec.help)
+    for name, spec in subcommands().items():
+        p = sub.add_parser(name, help=spec.summary, description=spec.summary)
         p.add_argument("--input", required=True, help="CSV file of the sensitive table")
         p.add_argument("--schema", required=True, help="schema JSON (public bounds/categories)")
         # Kept as text: the exact decimal is rounded down to a float (accounting.float_at_most).
@@ -126,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
             help="custodian-only JSON (input hash, rows) outside --out "
             "(default: OUT.custodian.json)",
         )
-        for option in spec.options:
+        for option in spec.parameters:
             p.add_argument(
                 f"--{option.name.replace('_', '-')}",
                 dest=option.name,
@@ -156,7 +99,7 @@ def run(args: argparse.Namespace) -> list:
     if args.subcommand == "range-query":
         print(range_query_csv(args.structure, args.query, args.estimator), end="")
         return []
-    spec = SUBCOMMANDS[args.subcommand]
+    spec = subcommands()[args.subcommand]
     epsilon = check_epsilon(args.epsilon, allow_infinite=False)  # inf (no noise): tests only
     check_delta(args.delta)
     delta = float_at_most(args.delta)  # validated just above; rounded down like epsilon
@@ -170,11 +113,11 @@ def run(args: argparse.Namespace) -> list:
             f"input file ({args.input!r}) does not fit the schema: " + "; ".join(problems)
         )
     params = {
-        o.name: getattr(args, o.name) for o in spec.options if getattr(args, o.name) is not None
+        o.name: getattr(args, o.name) for o in spec.parameters if getattr(args, o.name) is not None
     }
     rng = secure_source() if args.seed is None else seeded_source(args.seed)
     output = run_release(
-        spec.mechanism,
+        spec.name,
         data,
         schema,
         epsilon=epsilon,
@@ -192,7 +135,7 @@ def run(args: argparse.Namespace) -> list:
             "input_file": str(args.input),
             "input_sha256": file_sha256(args.input),
             "rows_read": len(data),
-            "mechanism": spec.mechanism,
+            "mechanism": spec.name,
             "public_folder": str(args.out),
         },
     )

@@ -1,8 +1,7 @@
-"""Privacy parameters and budgets with exact arithmetic.
+"""Privacy parameters with exact arithmetic.
 
-`Budget` stores epsilon and delta as `Decimal` built from the shortest decimal text of the
-number given (0.1 is stored as exactly 1/10), so ten spends of 0.1 use up 1.0 exactly.
-Composition is sequential (basic): epsilons add, deltas add.
+The portal keeps each dataset's budget as exact decimals in its database ledger; a release's
+recorded spend is checked against its request by mechanisms.catalogue.run_release.
 
 Floats handed to mechanisms never spend more than the exact budget: `float_at_most` rounds a
 budget down to a float, and `noise_scale` rounds a noise scale up, so the loss a scale realises
@@ -13,18 +12,13 @@ from __future__ import annotations
 
 import math
 import sys
-from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from fractions import Fraction
 
 from mechanisms.errors import MechanismError
 
 NEIGHBOURING = ("replace-one", "add-remove")
 DEFAULT_NEIGHBOURING = "replace-one"
-
-
-class BudgetExceeded(MechanismError):
-    """A spend larger than what remains of a budget."""
 
 
 def float_at_most(value) -> float:
@@ -104,55 +98,6 @@ def check_neighbouring(neighbouring: str) -> str:
             f"neighbouring ({neighbouring!r}) must be one of {', '.join(NEIGHBOURING)}"
         )
     return neighbouring
-
-
-def _to_decimal(value, name: str) -> Decimal:
-    try:
-        number = value if isinstance(value, Decimal) else Decimal(str(value))
-    except (InvalidOperation, ValueError):
-        raise MechanismError(f"{name} ({value!r}) must be a number >= 0") from None
-    if number.is_nan() or number < 0:
-        raise MechanismError(f"{name} ({value!r}) must be a number >= 0")
-    return number
-
-
-@dataclass(frozen=True, order=False)
-class Budget:
-    """An (epsilon, delta) amount of privacy loss, exact; immutable."""
-
-    epsilon: Decimal
-    delta: Decimal = Decimal(0)
-
-    def __init__(self, epsilon, delta=0):
-        object.__setattr__(self, "epsilon", _to_decimal(epsilon, "epsilon"))
-        object.__setattr__(self, "delta", _to_decimal(delta, "delta"))
-        if self.delta >= 1:
-            raise MechanismError(f"delta ({delta!r}) must be in [0, 1)")
-
-    def __add__(self, other: Budget) -> Budget:
-        return Budget(self.epsilon + other.epsilon, self.delta + other.delta)
-
-    def __le__(self, other: Budget) -> bool:
-        return self.epsilon <= other.epsilon and self.delta <= other.delta
-
-    def __ge__(self, other: Budget) -> bool:
-        return other <= self
-
-    def spend(self, cost: Budget) -> Budget:
-        """Return what remains after spending `cost`; raise BudgetExceeded if it does not fit."""
-        if not cost <= self:
-            raise BudgetExceeded(
-                f"spending epsilon={cost.epsilon}, delta={cost.delta} exceeds the remaining "
-                f"budget epsilon={self.epsilon}, delta={self.delta}; "
-                "lower epsilon/delta to at most what remains"
-            )
-        return Budget(self.epsilon - cost.epsilon, self.delta - cost.delta)
-
-    __sub__ = spend
-
-    def as_floats(self) -> tuple[float, float]:
-        """(epsilon, delta) as floats, for mechanisms: rounded down, never above the budget."""
-        return float_at_most(self.epsilon), float_at_most(self.delta)
 
 
 def zcdp_to_approx_dp(rho: float, delta: float) -> float:

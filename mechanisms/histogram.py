@@ -28,10 +28,8 @@ from mechanisms.accounting import check_epsilon, check_neighbouring, noise_scale
 from mechanisms.chunks import ChunkedTable
 from mechanisms.errors import MechanismError
 from mechanisms.noise import RandomSource, check_count_noise, resolve_rng
-from mechanisms.release import ReleaseOutput, csv_bytes, register
+from mechanisms.release import ReleaseOutput, csv_bytes
 from mechanisms.schema import NumericColumn, Schema
-
-UNIT = "one row of the input table"
 
 
 @dataclass
@@ -44,7 +42,7 @@ class HistogramRelease:
     probabilities: np.ndarray | None  # sampling distribution; public for the perturbed only
     synthetic: pd.DataFrame
     parameters: dict
-    guarantee: dict
+    spent: dict  # the privacy loss this release realises: epsilon, delta and how
     row_count_public: bool
 
 
@@ -73,8 +71,11 @@ def perturb_counts(
     counts = np.asarray(counts, dtype=np.int64)
     if math.isinf(epsilon):
         return counts.copy()
-    scale = check_count_noise(noise_scale(count_sensitivity(neighbouring), epsilon), epsilon)
-    return rng.add_discrete_laplace(counts, scale)
+    return rng.add_discrete_laplace(counts, _scale(count_sensitivity(neighbouring), epsilon))
+
+
+def _scale(sensitivity: int, epsilon: float) -> float:
+    return check_count_noise(noise_scale(sensitivity, epsilon), epsilon)
 
 
 def clipped_distribution(noisy_counts: np.ndarray) -> np.ndarray:
@@ -147,13 +148,14 @@ def perturbed_histogram(
             "cells": int(counts.size),
             **_bins_advice(schema, columns, n, row_count_public),
         },
-        guarantee={
-            "type": "pure epsilon-DP",
-            "epsilon": _epsilon_text(epsilon),
-            "delta": 0,
-            "unit": UNIT,
-            "neighbouring": neighbouring,
-            "sensitivity": sensitivity,
+        spent={
+            # sensitivity / scale, rounded up: noise_scale(a, b) is the smallest float >= a / b
+            "epsilon": _epsilon_text(
+                epsilon
+                if math.isinf(epsilon)
+                else noise_scale(sensitivity, _scale(sensitivity, epsilon))
+            ),
+            "delta": 0.0,
             "noise": f"discrete Laplace of scale {sensitivity}/epsilon on every cell count",
         },
         row_count_public=row_count_public,
@@ -261,14 +263,10 @@ def smoothed_histogram(
         probabilities=None,  # the mixture itself is computed from raw counts: never public
         synthetic=schema.decode_cells(cells, columns, rng),
         parameters={"columns": columns, "rows": rows, "mix": mix, "cells": m, "n": n},
-        guarantee={
-            "type": "pure epsilon-DP",
-            "epsilon": _epsilon_text(epsilon),
-            "delta": 0,
-            "unit": UNIT,
-            "neighbouring": "replace-one",
+        spent={
+            "epsilon": rows * math.log1p((1 - mix) * m / (n * mix)) if mix > 0 else "inf",
+            "delta": 0.0,
             "condition": "rows * log(1 + (1 - mix) * cells / (n * mix)) <= epsilon (Thm 4.1)",
-            "epsilon_bound": rows * math.log1p((1 - mix) * m / (n * mix)) if mix > 0 else "inf",
             "note": "requires the row count n to be public; mix is a mixing weight, not DP delta",
         },
         row_count_public=True,
@@ -286,17 +284,21 @@ def cell_table(schema: Schema, release: HistogramRelease, value_name: str) -> pd
     return pd.DataFrame(table)
 
 
-def _release_output(schema, release: HistogramRelease, progress, value_name: str, files_note):
+PERTURBED_FILES = {
+    "noisy_counts.csv": "unclipped noisy count of every cell (unbiased)",
+    "synthetic.csv": "rows sampled from the clipped, renormalised noisy histogram",
+}
+SMOOTHED_FILES = {
+    "noisy_counts.csv": "number of synthetic rows in every cell (no separate noisy counts "
+    "exist for this mechanism)",
+    "synthetic.csv": "rows drawn i.i.d. from (1 - mix) * histogram + mix * uniform",
+}
+
+
+def _release_output(schema, release: HistogramRelease, progress, value_name: str, spent: dict):
     """Package a release; `progress` hears (1, 2) once sampled and (2, 2) once files are built."""
     if progress:
         progress(1, 2)
-    manifest = {
-        "parameters": release.parameters,
-        "guarantee": release.guarantee,
-        "row_count_public": release.row_count_public,
-        "schema": {"columns": [schema.column(c).to_dict() for c in release.columns]},
-        "files": files_note,
-    }
     counts = cell_table(schema, release, value_name)
     files = {
         "synthetic.csv": csv_bytes(release.synthetic),
@@ -305,7 +307,9 @@ def _release_output(schema, release: HistogramRelease, progress, value_name: str
     trace = {"shape": list(release.shape), "counts": release.released_counts.ravel().tolist()}
     if progress:
         progress(2, 2)
-    return ReleaseOutput(files=files, manifest=manifest, trace=trace)
+    return ReleaseOutput(
+        files=files, manifest={"parameters": release.parameters}, trace=trace, spent=spent
+    )
 
 
 def _only_params(params: dict, allowed: set[str], mechanism: str) -> None:
@@ -321,7 +325,7 @@ def _pure_only(delta: float, mechanism: str) -> None:
         raise MechanismError(f"delta ({delta}) must be 0: {mechanism} is pure epsilon-DP")
 
 
-def _run_perturbed(data, schema, *, columns, params, epsilon, delta, neighbouring, rng, progress):
+def run_perturbed(data, schema, *, columns, params, epsilon, delta, neighbouring, rng, progress):
     _only_params(params, {"rows"}, "perturbed_histogram")
     _pure_only(delta, "perturbed_histogram")
     release = perturbed_histogram(
@@ -333,19 +337,10 @@ def _run_perturbed(data, schema, *, columns, params, epsilon, delta, neighbourin
         neighbouring=neighbouring,
         rng=rng,
     )
-    return _release_output(
-        schema,
-        release,
-        progress,
-        "noisy_count",
-        {
-            "noisy_counts.csv": "unclipped noisy count of every cell (unbiased)",
-            "synthetic.csv": "rows sampled from the clipped, renormalised noisy histogram",
-        },
-    )
+    return _release_output(schema, release, progress, "noisy_count", release.spent)
 
 
-def _run_smoothed(data, schema, *, columns, params, epsilon, delta, neighbouring, rng, progress):
+def run_smoothed(data, schema, *, columns, params, epsilon, delta, neighbouring, rng, progress):
     _only_params(params, {"rows", "mix"}, "smoothed_histogram")
     _pure_only(delta, "smoothed_histogram")
     if neighbouring != "replace-one":
@@ -362,21 +357,8 @@ def _run_smoothed(data, schema, *, columns, params, epsilon, delta, neighbouring
         mix=params.get("mix"),
         rng=rng,
     )
-    return _release_output(
-        schema,
-        release,
-        progress,
-        "synthetic_count",
-        {
-            "noisy_counts.csv": "number of synthetic rows in every cell (no separate noisy counts "
-            "exist for this mechanism)",
-            "synthetic.csv": "rows drawn i.i.d. from (1 - mix) * histogram + mix * uniform",
-        },
-    )
+    return _release_output(schema, release, progress, "synthetic_count", release.spent)
 
-
-register("perturbed_histogram", _run_perturbed, chunked=True)
-register("smoothed_histogram", _run_smoothed, chunked=True)
 
 __all__ = [
     "HistogramRelease",

@@ -1,13 +1,8 @@
-"""One entry point for every mechanism, shared by the command line and the portal worker.
+"""What every mechanism returns, and writing a release's public files.
 
-A mechanism registers a function
-
-    fn(data, schema, *, columns, params, epsilon, delta, neighbouring, rng, progress)
-        -> ReleaseOutput
-
-under its name ("perturbed_histogram", "smoothed_histogram", "mwem", "range_count").
-`run_release` validates the common privacy parameters, calls it and completes the manifest with
-the fields every release carries; `write_release` writes the public files and manifest.json.
+A mechanism (a row of mechanisms.catalogue.CATALOGUE) returns a ReleaseOutput: its public
+files, its parameters, what it spent and public plot data; `catalogue.run_release` completes
+the manifest and `write_release` writes the files and manifest.json.
 
 Nothing computed from the raw data besides mechanism output goes into a release: a hash of the
 input is not differentially private (someone who knows all rows but one can test guesses of the
@@ -29,16 +24,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 
-from mechanisms.accounting import (
-    DEFAULT_NEIGHBOURING,
-    check_delta,
-    check_epsilon,
-    check_neighbouring,
-)
-from mechanisms.chunks import ChunkedTable
 from mechanisms.errors import MechanismError
-from mechanisms.noise import RandomSource, resolve_rng
-from mechanisms.schema import Schema
 
 PACKAGE_VERSION = "0.1.0"
 CUSTODIAN_ONLY_FIELDS = ("input_sha256",)
@@ -48,87 +34,12 @@ Progress = Callable[[int, int], None]
 
 @dataclass
 class ReleaseOutput:
-    """Public files of a release, its manifest and public plot data."""
+    """Public files of a release, its manifest, public plot data and what it spent."""
 
     files: dict[str, bytes]
-    manifest: dict
+    manifest: dict  # from a mechanism: {"parameters": ...}; run_release completes it
     trace: dict = field(default_factory=dict)
-
-
-MechanismFn = Callable[..., ReleaseOutput]
-MECHANISMS: dict[str, MechanismFn] = {}
-CHUNKED: set[str] = set()  # mechanisms that also take a ChunkedTable (they only count)
-
-
-def register(name: str, function: MechanismFn, *, chunked: bool = False) -> MechanismFn:
-    """Make `function` available to run_release under `name`.
-
-    `chunked`: it reads a ChunkedTable in one pass as well as a DataFrame.
-    """
-    MECHANISMS[name] = function
-    (CHUNKED.add if chunked else CHUNKED.discard)(name)
-    return function
-
-
-def reads_in_chunks(name: str) -> bool:
-    """Whether the mechanism registered as `name` accepts a ChunkedTable."""
-    _ensure_registered()
-    return name in CHUNKED
-
-
-def _ensure_registered() -> None:
-    # The mechanism modules register themselves on import; importing the package does that.
-    import mechanisms  # noqa: F401
-
-
-def run_release(
-    name: str,
-    data: pd.DataFrame | ChunkedTable,
-    schema: Schema,
-    *,
-    epsilon: float,
-    delta: float = 0.0,
-    neighbouring: str = DEFAULT_NEIGHBOURING,
-    columns=None,
-    params: dict | None = None,
-    rng: RandomSource | None = None,
-    progress: Progress | None = None,
-) -> ReleaseOutput:
-    """Run the mechanism registered as `name` and complete its manifest.
-
-    Privacy: whatever the named mechanism states; this wrapper adds no privacy loss.
-    `data` may be a ChunkedTable for mechanisms registered as chunked (they read it once).
-    The manifest holds only public fields: nothing computed from the data but mechanism output.
-    """
-    _ensure_registered()
-    if name not in MECHANISMS:
-        raise MechanismError(
-            f"mechanism ({name!r}) is unknown; choose one of {', '.join(MECHANISMS)}"
-        )
-    if not isinstance(schema, Schema):
-        raise MechanismError(f"schema ({type(schema).__name__}) must be a mechanisms.Schema")
-    if isinstance(data, ChunkedTable) and name not in CHUNKED:
-        raise MechanismError(
-            f"data in chunks needs a counting mechanism "
-            f"({', '.join(sorted(CHUNKED))}), not {name!r}; pass a DataFrame instead"
-        )
-    output = MECHANISMS[name](
-        data,
-        schema,
-        columns=schema.resolve_columns(columns),
-        params=dict(params or {}),
-        epsilon=check_epsilon(epsilon),
-        delta=check_delta(delta),
-        neighbouring=check_neighbouring(neighbouring),
-        rng=resolve_rng(rng),
-        progress=progress,
-    )
-    output.manifest = {
-        "mechanism": name,
-        **output.manifest,
-        "package_version": PACKAGE_VERSION,
-    }
-    return output
+    spent: dict = field(default_factory=dict)  # {"epsilon", "delta", ...}: the recorded spend
 
 
 def file_sha256(path) -> str:

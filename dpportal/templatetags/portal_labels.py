@@ -5,9 +5,8 @@ import re
 
 from django import template
 
+from dpportal import catalogue
 from dpportal.formatting import plain_number
-from dpportal.release_engine import RANGE_METHOD_NAMES
-from dpportal.release_forms import mechanism_title as _mechanism_title
 
 register = template.Library()
 
@@ -16,7 +15,6 @@ PATTERN_WORDS = {
     2: "all pairs of columns",
     3: "all triples of columns",
 }
-RANGE_METHOD_WORDS = {"auto": "chosen automatically", **RANGE_METHOD_NAMES}
 PARAMETER_NAMES = {
     "rows": "synthetic rows",
     "cells": "combinations of values",
@@ -33,11 +31,7 @@ DECIMAL_NUMBER = re.compile(r"-?\d+\.\d{3,}(e[-+]?\d+)?")
 BUDGET_KEYS = frozenset({"epsilon", "delta", "epsilon_total", "delta_total"})
 
 
-@register.filter
-def mechanism_title(name):
-    """`{{ release.mechanism|mechanism_title }}` → "Synthetic data (MWEM)"."""
-    return _mechanism_title(name)
-
+register.filter("mechanism_title", catalogue.mechanism_title)  # → "Synthetic data (MWEM)"
 
 register.filter("plain_number", plain_number)  # {{ release.epsilon|plain_number }}
 
@@ -63,7 +57,7 @@ def parameter_text(key, value):
     if key == "workload" and isinstance(value, dict):
         return f"patterns: {_workload_words(value)}"
     if key in ("mechanism", "chosen_mechanism"):
-        value = RANGE_METHOD_WORDS.get(value, value)
+        value = catalogue.range_method_words(value)
     elif key == "prefixes":
         return "ranges: intervals from the lower bound up to every grid point"
     elif key == "mix" and isinstance(value, float):

@@ -77,7 +77,6 @@ from mechanisms.mwem.release import (  # noqa: F401
     measure_all,
     mwem,
 )
-from mechanisms.release import register
 
 __all__ = [
     "FactoredDistribution",
@@ -88,5 +87,3 @@ __all__ = [
     "mwem",
     "plan_budget",
 ]
-
-register("mwem", _run_mwem)

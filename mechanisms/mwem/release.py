@@ -254,22 +254,7 @@ def _run_mwem(data, schema, *, columns, params, epsilon, delta, neighbouring, rn
     synthetic = schema.decode(result.distribution.sample(result.n, rng), columns, rng)
     measurements = [dict(m, query=m["query"].describe(columns)) for m in result.measurements]
     trace = [dict(t, query=t["query"].describe(columns)) for t in result.trace]
-    manifest = {
-        "parameters": {**options, "rounds": result.rounds, "workload": spec},
-        "guarantee": {
-            "epsilon": epsilon,
-            "delta": 0.0,
-            "unit": "one row",
-            "neighbouring": neighbouring,
-        },
-        "budget_split": result.budget,
-        "row_count_public": neighbouring == "replace-one",
-        "schema": {"columns": [schema.column(c).to_dict() for c in columns]},
-        "files": {
-            "synthetic.csv": "rows sampled from MWEM's fitted distribution",
-            "measurements.json": "every noisy measurement MWEM made (itself the DP release)",
-        },
-    }
+    manifest = {"parameters": {**options, "rounds": result.rounds, "workload": spec}}
     files = {
         "synthetic.csv": csv_bytes(synthetic),
         "measurements.json": json_bytes(
@@ -277,8 +262,25 @@ def _run_mwem(data, schema, *, columns, params, epsilon, delta, neighbouring, rn
         ),
     }
     return ReleaseOutput(
-        files=files, manifest=manifest, trace={"rounds": result.rounds, "trace": trace}
+        files=files,
+        manifest=manifest,
+        trace={"rounds": result.rounds, "trace": trace},
+        spent=spent_by(result.budget),
     )
+
+
+def spent_by(budget: dict) -> dict:
+    """What a run with this budget split spent: the exact sum of its parts, rounded up to a float.
+
+    Pure epsilon-DP by sequential composition: the 1-way start, then per round one selection
+    and one measurement.
+    """
+    parts = (budget["initial_one_way"], budget["per_round_select"], budget["per_round_measure"])
+    if any(math.isinf(part) for part in parts):
+        return {"epsilon": math.inf, "delta": 0.0, **budget}
+    start, select, measure = (Fraction(part) for part in parts)
+    total = noise_scale(start + budget["rounds"] * (select + measure), 1)  # smallest float >= sum
+    return {"epsilon": total, "delta": 0.0, **budget}
 
 
 def _workload_spec(params: dict, d: int) -> dict:

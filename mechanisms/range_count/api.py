@@ -39,7 +39,7 @@ from mechanisms.range_count.inputs import (
 from mechanisms.range_count.mn12 import N_MIN, QUANTILE, MN12Plan, laplace_accounting
 from mechanisms.range_count.path_tree import PathTreePlan
 from mechanisms.range_count.tree import TreePlan
-from mechanisms.release import ReleaseOutput, json_bytes, register
+from mechanisms.release import ReleaseOutput, json_bytes
 from mechanisms.schema import CHUNK_ROWS
 
 MECHANISM_NAMES = ("auto", "mn12", "mn12_laplace", "tree", "path_tree", "identity", "per_query")
@@ -232,7 +232,7 @@ def account(plan, target: PrivacyTarget) -> dict:
         )
     factor = 2.0 if target.neighbouring == "replace-one" else 1.0
     out = {
-        "unit": "one record",
+        "unit": "one row of the input table",
         "neighbouring": target.neighbouring,
         "max_point_loss": worst,
         "point_loss_budget": target.loss_budget,
@@ -406,14 +406,11 @@ def range_count_release(
         )
         if k in params
     }
-    manifest = {
-        "params": {
-            "columns": list(columns),
-            **public_params,
-            "chosen_mechanism": result.mechanism,
-            "queries": len(queries),
-        },
-        "guarantee": result.accounting,
+    parameters = {
+        "columns": list(columns),
+        **public_params,
+        "chosen_mechanism": result.mechanism,
+        "queries": len(queries),
     }
     files = {
         "answers.csv": answers_csv(queries, result.answers, result.variance).encode(),
@@ -424,7 +421,9 @@ def range_count_release(
         "chosen": result.mechanism,
         "rounds": result.accounting.get("rounds", []),
     }
-    return ReleaseOutput(files=files, manifest=manifest, trace=trace)
+    return ReleaseOutput(
+        files=files, manifest={"parameters": parameters}, trace=trace, spent=result.accounting
+    )
 
 
 def read_queries_file(path: str, columns) -> list[dict]:
@@ -461,6 +460,3 @@ def answers_csv(queries: list[dict], answers, variance) -> str:
         definition = {key: val for key, val in q.items() if key != "type"}
         writer.writerow([k, q["type"], json.dumps(definition), f"{a:.6g}", f"{v:.6g}"])
     return out.getvalue()
-
-
-register("range_count", range_count_release, chunked=True)

@@ -15,6 +15,7 @@ from django.utils import timezone
 import mechanisms
 from dpportal import release_engine, services, timing
 from dpportal.models import AuditEvent, BudgetLedgerEntry, PrivacyBudget, Release
+from mechanisms import plans
 from tests.conftest import REPO_ROOT
 from tests.dpportal.test_foundation import DEMO_SCHEMA
 
@@ -180,7 +181,7 @@ def test_the_estimate_predicts_accuracy_and_budget_without_the_data(owner, datas
     result = response.json()
     assert response.status_code == 200 and result["ok"], result
     assert result["epsilon_left"] == "0.75" and result["fits"] is True
-    noise = release_engine.discrete_laplace_std(2 / 0.25)
+    noise = plans.discrete_laplace_std(2 / 0.25)
     assert f"±{noise:,.1f} rows" in result["accuracy"][0]
     assert "24 combinations (8 age bins × 3 sex values)" in result["accuracy"][0]
     assert "error is under 1% of that" in result["accuracy"][1]  # ±11 rows of ~2,000
@@ -213,7 +214,7 @@ def test_discrete_laplace_std_matches_samples_and_differs_from_continuous():
     rng = mechanisms.seeded_source(2026)
     for scale in (1.0, 4.0):
         samples = np.asarray(rng.discrete_laplace(scale, 200_000), dtype=float)
-        predicted = release_engine.discrete_laplace_std(scale)
+        predicted = plans.discrete_laplace_std(scale)
         assert abs(samples.std() / predicted - 1) < 0.01
     samples = np.asarray(rng.discrete_laplace(1.0, 200_000), dtype=float)
     assert abs(samples.std() / (math.sqrt(2) * 1.0) - 1) > 0.01
@@ -342,16 +343,16 @@ def test_the_smoothed_histogram_gets_a_balanced_default_row_count(owner, dataset
     assert result["ok"] and "spread evenly over all cells" in result["accuracy"][0]
     client.post(reverse("release_new", args=[dataset.pk]), post)
     rows = Release.objects.get().params["rows"]
-    assert rows == release_engine.smoothed_default_rows(dataset.row_count, 24, 1.0)
+    assert rows == plans.smoothed_default_rows(dataset.row_count, 24, 1.0)
     assert 1 <= rows < dataset.row_count
 
 
 def test_smoothed_default_rows_balances_mixing_against_sampling():
     from mechanisms.histogram import min_admissible_mix
 
-    rows = release_engine.smoothed_default_rows(48842, 24, 1.0)
+    rows = plans.smoothed_default_rows(48842, 24, 1.0)
     assert 0 < min_admissible_mix(1.0, 48842, 24, rows) < 0.5
-    more = release_engine.smoothed_default_rows(48842, 24, 4.0)
+    more = plans.smoothed_default_rows(48842, 24, 4.0)
     assert more > rows  # a larger budget affords more rows
 
 

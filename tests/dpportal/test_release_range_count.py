@@ -4,22 +4,10 @@ questions answered from the released structure at no budget cost."""
 import pytest
 from django.urls import reverse
 
-import mechanisms
-import mechanisms.release as registry
 from dpportal import release_engine, utility
 from dpportal.models import BudgetLedgerEntry, Release
 from tests.dpportal.test_release_pages import client_for, make_dataset, make_user
 from tests.dpportal.test_results_pages import chart_figures, run_now
-
-
-@pytest.fixture(autouse=True)
-def range_count_registered(monkeypatch):
-    """Use the mechanism's own registration when it exists, its entry point otherwise."""
-    from mechanisms.range_count import range_count_release
-
-    registry._ensure_registered()
-    if "range_count" not in mechanisms.MECHANISMS:
-        monkeypatch.setitem(mechanisms.MECHANISMS, "range_count", range_count_release)
 
 
 @pytest.fixture

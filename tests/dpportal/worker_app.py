@@ -38,7 +38,10 @@ def _sleep_mechanism(data, schema, *, columns, params, epsilon, delta, neighbour
                 raise
     _log(log, f"end {params['tag']} {os.getpid()} {time.time():.3f}")
     return mechanisms.ReleaseOutput(
-        files={"noise.txt": secrets.token_hex(16).encode()}, manifest={}, trace={}
+        files={"noise.txt": secrets.token_hex(16).encode()},
+        manifest={},
+        trace={},
+        spent={"epsilon": epsilon, "delta": delta},
     )
 
 
@@ -50,7 +53,16 @@ def _log(path, line):
         os.close(fd)
 
 
-mechanisms.register("test_sleep", _sleep_mechanism)
+mechanisms.CATALOGUE["test_sleep"] = mechanisms.MechanismSpec(
+    name="test_sleep",
+    title="Test sleep",
+    summary="a stand-in for a long release (tests only)",
+    run=_sleep_mechanism,
+    parameters=(),
+    plan=mechanisms.catalogue.CATALOGUE["perturbed_histogram"].plan,
+    guarantee=mechanisms.catalogue.pure_guarantee,
+    files={"noise.txt": "random bytes"},
+)
 
 
 def executions(log_path) -> dict[str, list[dict]]:

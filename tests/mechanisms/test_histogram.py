@@ -15,6 +15,7 @@ import pytest
 from scipy import stats
 
 from mechanisms import histogram, noise
+from mechanisms.catalogue import run_release
 from mechanisms.errors import MechanismError
 from mechanisms.histogram import (
     clipped_distribution,
@@ -27,7 +28,6 @@ from mechanisms.histogram import (
     smoothed_histogram,
 )
 from mechanisms.noise import RecordingSource, secure_source, seeded_source
-from mechanisms.release import run_release
 from mechanisms.schema import Schema
 from tests.mechanisms.privacy_audit import audit_neighbours
 from tests.mechanisms.stats_helpers import DRAWS, P_ACCEPT, chi_square_p, discrete_laplace_pmf

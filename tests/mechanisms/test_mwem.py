@@ -20,10 +20,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from mechanisms.catalogue import run_release
 from mechanisms.errors import MechanismError
 from mechanisms.mwem import FactoredDistribution, measure_all, mwem
 from mechanisms.noise import RecordingSource, exponential_mechanism, seeded_source
-from mechanisms.release import run_release
 from mechanisms.schema import Schema
 from mechanisms.workload import Query, expand_workload, marginals_spec, random_marginals_spec
 from tests.conftest import TEST_DATA
@@ -426,10 +426,13 @@ def test_the_release_has_synthetic_rows_measurements_trace_and_progress():
     assert seen == [(t, rounds) for t in range(1, rounds + 1)]
     assert len(output.trace["trace"]) == rounds
     assert output.manifest["guarantee"] == {
+        "unit": "one row of the input table",
+        "neighbouring": "replace-one",
+        "definition": "pure epsilon-DP",
         "epsilon": 1.0,
         "delta": 0.0,
-        "unit": "one row",
-        "neighbouring": "replace-one",
+        "rho": None,
+        "sensitivity": 2,
     }
     json.dumps(output.trace, allow_nan=False)
 

@@ -365,8 +365,8 @@ def test_command_line_releases_mn12_laplace_and_answers_from_its_structure(tmp_p
         == 0
     )
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["params"]["chosen_mechanism"] == "mn12_laplace"
-    assert 0.99 <= manifest["guarantee"]["epsilon"] <= 1.0 * (1 + 1e-9)
+    assert manifest["parameters"]["chosen_mechanism"] == "mn12_laplace"
+    assert 0.99 <= manifest["accounting"]["epsilon"] <= 1.0
     capsys.readouterr()
     assert (
         main(

@@ -34,7 +34,7 @@ def recorded_epsilon(name: str, calls, output, *, neighbouring: str, delta: floa
         return output.manifest["guarantee"]["sensitivity"] / call.scale
     if name == "smoothed_histogram":
         assert calls == []
-        return float(output.manifest["guarantee"]["epsilon_bound"])
+        return float(output.manifest["accounting"]["epsilon"])
     if name == "mwem":
         return _mwem_epsilon(calls, output, neighbouring)
     if name == "range_count":
@@ -123,7 +123,7 @@ def declared_loss_budget(
     if name == "range_count" and delta > 0:
         return float(output.manifest["guarantee"]["rho"]) * (1 + 1e-9)
     if name == "mwem":  # measurements only (selections are audited in T2)
-        split = output.manifest["budget_split"]
+        split = output.manifest["accounting"]
         return split["epsilon"] - split["per_round_select"] * split["rounds"] + 1e-12
     return epsilon * (1 + 1e-9)
 

@@ -1,0 +1,119 @@
+"""The results part of a finished release's page: parameters, CSV preview, charts, range queries.
+
+Public parts only, except the custodian's comparison with the raw data (`report`), which the
+view adds for the owner alone.
+"""
+
+import csv
+import itertools
+import json
+import math
+
+import mechanisms
+
+from . import catalogue, charts, packaging, utility
+from .release_forms import RangeQueryForm
+
+PREVIEW_ROWS = 25
+PREVIEW_FILES = ("synthetic.csv", "noisy_counts.csv", "answers.csv")
+
+
+def results_context(request, release, is_owner) -> dict:
+    """What the page shows of a done release; the owner also gets the comparison report."""
+    schema = mechanisms.Schema.from_dict(release.dataset.schema)
+    names = packaging.stored_names(release)
+    context = {
+        "files": packaging.package_names(release),
+        "parameters": _parameters(release),
+        "preview": _preview(request, release, names),
+        "charts": charts.release_charts(release, schema),
+    }
+    if "structure.json" in names:
+        structure = (packaging.output_dir(release) / "structure.json").read_bytes()
+        context.update(_range_query(request, release, structure))
+    if is_owner:
+        report = utility.load_report(release)
+        context["report"] = report
+        context["custodian_charts"] = charts.custodian_charts(schema, report)
+    _number_charts([*context["charts"], *context.get("custodian_charts", [])])
+    return context
+
+
+def _parameters(release) -> list[tuple[str, str]]:
+    """The settings the mechanism used, as it recorded them (else as requested)."""
+    manifest = release.manifest or {}
+    # "params": the range-count key of manifests stored before the one manifest shape
+    params = manifest.get("parameters") or manifest.get("params") or release.params or {}
+    return [
+        (key, value if isinstance(value, str | int | float) else json.dumps(value))
+        for key, value in params.items()
+        if key != "columns"
+    ]
+
+
+def _number_charts(chart_list) -> None:
+    """Give each chart's JSON element a unique, data-free id."""
+    for index, chart in enumerate(chart_list):
+        chart["json_id"] = f"chart-data-{index}"
+
+
+def _range_query(request, release, structure: bytes) -> dict:
+    """Answer a new range from the released structure: post-processing, no budget, no data."""
+    from mechanisms.range_count import answer_queries
+
+    structure = json.loads(structure)
+    if structure.get("mechanism") in catalogue.NO_NEW_RANGES_METHODS:
+        return {"query_form": None, "query_unavailable": True}
+    asked = "ask" in request.GET
+    form = RangeQueryForm(request.GET if asked else None, columns=release.columns)
+    if not (asked and form.is_valid()):
+        return {"query_form": form}
+    try:
+        answers, variances = answer_queries(structure, [form.query()])
+    except mechanisms.MechanismError as exc:
+        form.add_error(None, str(exc))
+        return {"query_form": form}
+    return {
+        "query_form": form,
+        "range_answer": {"answer": float(answers[0]), "std": math.sqrt(variances[0])},
+    }
+
+
+def _preview(request, release, names) -> dict | None:
+    """One page of a public CSV, read from the stored file without loading all of it."""
+    names = [name for name in PREVIEW_FILES if name in names]
+    if not names:
+        return None
+    name = request.GET.get("file") if request.GET.get("file") in names else names[0]
+    path = packaging.output_dir(release) / name
+    total = packaging.cached_json(release, f"rows-{name}", lambda: _count_rows(path))
+    pages = max(1, math.ceil(total / PREVIEW_ROWS))
+    page = min(max(_int(request.GET.get("page"), 1), 1), pages)
+    with open(path, encoding="utf-8", newline="") as handle:
+        reader = csv.reader(handle)
+        header = next(reader, [])
+        rows = list(itertools.islice(reader, (page - 1) * PREVIEW_ROWS, page * PREVIEW_ROWS))
+    first = (page - 1) * PREVIEW_ROWS + 1 if rows else 0
+    return {
+        "name": name,
+        "names": names,
+        "header": header,
+        "rows": rows,
+        "page": page,
+        "pages": pages,
+        "total": total,
+        "first": first,
+        "last": first + len(rows) - 1,
+    }
+
+
+def _count_rows(path) -> int:
+    with open(path, encoding="utf-8", newline="") as handle:
+        return max(0, sum(1 for _ in csv.reader(handle)) - 1)
+
+
+def _int(text, default) -> int:
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        return default

@@ -1,0 +1,326 @@
+"""The catalogue: one explicit table of every mechanism, and the one entry point that runs them.
+
+Each row of CATALOGUE is a MechanismSpec: the name, a plain-language title, the function that
+runs it, its parameter schema (enough to build form fields and command-line options), its
+public noise plan (mechanisms.plans), whether it reads data in chunks, and its guarantee as a
+function of the request. The command line and the portal read only this table; adding a
+mechanism is adding one row.
+
+`run_release` validates the common privacy parameters, runs the mechanism, refuses an output
+whose recorded spend exceeds the request, and writes the one manifest shape of MANIFEST_KEYS.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from fractions import Fraction
+
+import pandas as pd
+
+from mechanisms import histogram, plans
+from mechanisms.accounting import (
+    DEFAULT_NEIGHBOURING,
+    approx_dp_to_zcdp,
+    check_delta,
+    check_epsilon,
+    check_neighbouring,
+)
+from mechanisms.chunks import ChunkedTable
+from mechanisms.errors import MechanismError
+from mechanisms.mwem import _run_mwem
+from mechanisms.noise import RandomSource, resolve_rng
+from mechanisms.range_count.api import MECHANISM_NAMES, range_count_release
+from mechanisms.release import PACKAGE_VERSION, Progress, ReleaseOutput
+from mechanisms.schema import Schema
+
+UNIT = "one row of the input table"
+MANIFEST_KEYS = (
+    "mechanism",
+    "package_version",
+    "parameters",
+    "guarantee",
+    "accounting",
+    "row_count_public",
+    "schema",
+    "files",
+)
+
+
+@dataclass(frozen=True)
+class Guarantee:
+    """What a release promises, at the requested (epsilon, delta).
+
+    `definition` (e.g. pure epsilon-DP), or rho-zCDP when rho is set, for the unit `unit` under
+    `neighbouring`; `sensitivity` is the L1 change one unit makes to the counts the noise
+    protects.
+    """
+
+    unit: str
+    neighbouring: str
+    definition: str
+    epsilon: float
+    delta: float
+    rho: float | None
+    sensitivity: int
+
+    def as_manifest(self) -> dict:
+        """The manifest's guarantee block (the same keys for every mechanism)."""
+        record = asdict(self)
+        record["epsilon"] = "inf" if math.isinf(self.epsilon) else self.epsilon
+        return record
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One mechanism setting: its params key, type, default, bounds or choices, and help."""
+
+    name: str
+    type: type
+    help: str
+    default: object = None
+    bounds: tuple = (None, None)
+    choices: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class MechanismSpec:
+    """Everything the package knows about one mechanism; see the module docstring."""
+
+    name: str
+    title: str
+    summary: str
+    run: Callable[..., ReleaseOutput]
+    parameters: tuple[Parameter, ...]
+    plan: Callable[..., plans.NoisePlan]
+    guarantee: Callable[[float, float, str, dict], Guarantee]
+    files: dict[str, str]
+    reads_in_chunks: bool = False
+
+
+def pure_guarantee(epsilon, delta, neighbouring, params) -> Guarantee:
+    """Pure epsilon-DP on counts of L1 sensitivity 2 (replace-one) or 1 (add-remove)."""
+    sensitivity = histogram.count_sensitivity(neighbouring)
+    return Guarantee(UNIT, neighbouring, "pure epsilon-DP", epsilon, 0.0, None, sensitivity)
+
+
+def range_count_guarantee(epsilon, delta, neighbouring, params) -> Guarantee:
+    """Pure epsilon-DP at delta = 0; else the largest rho-zCDP meeting (epsilon, delta).
+
+    mn12_laplace with delta > 0 is (epsilon, delta)-DP by advanced composition instead.
+    """
+    base = pure_guarantee(epsilon, 0.0, neighbouring, params)
+    if delta == 0:
+        return base
+    if params.get("mechanism") == "mn12_laplace":
+        return Guarantee(**{**asdict(base), "definition": "(epsilon, delta)-DP", "delta": delta})
+    rho = math.inf if math.isinf(epsilon) else approx_dp_to_zcdp(epsilon, delta)
+    definition = "rho-zCDP, which implies (epsilon, delta)-DP"
+    return Guarantee(**{**asdict(base), "definition": definition, "delta": delta, "rho": rho})
+
+
+ROWS = Parameter("rows", int, "number of synthetic rows to release", bounds=(0, None))
+CATALOGUE: dict[str, MechanismSpec] = {
+    "perturbed_histogram": MechanismSpec(
+        name="perturbed_histogram",
+        title="Noisy histogram",
+        summary="noisy cell counts and synthetic rows (Wasserman & Zhou 4.2)",
+        run=histogram.run_perturbed,
+        parameters=(ROWS,),
+        plan=plans.perturbed_plan,
+        guarantee=pure_guarantee,
+        files=histogram.PERTURBED_FILES,
+        reads_in_chunks=True,
+    ),
+    "smoothed_histogram": MechanismSpec(
+        name="smoothed_histogram",
+        title="Smoothed histogram",
+        summary="synthetic rows from a smoothed histogram (Wasserman & Zhou 4.1)",
+        run=histogram.run_smoothed,
+        parameters=(
+            ROWS,
+            Parameter(
+                "mix",
+                float,
+                "mixing weight of the uniform component (the paper's delta)",
+                None,
+                (0, 1),
+            ),
+        ),
+        plan=plans.smoothed_plan,
+        guarantee=pure_guarantee,
+        files=histogram.SMOOTHED_FILES,
+        reads_in_chunks=True,
+    ),
+    "mwem": MechanismSpec(
+        name="mwem",
+        title="Synthetic data (MWEM)",
+        summary="synthetic rows fitted to a workload of marginals or ranges "
+        "(Hardt, Ligett & McSherry)",
+        run=_run_mwem,
+        parameters=(
+            Parameter(
+                "rounds",
+                int,
+                "number of MWEM rounds T (default: from n, epsilon, workload)",
+                bounds=(1, 200),
+            ),
+            Parameter(
+                "workload", str, "workload JSON file (k-way marginals, ranges, boxes, mixes)"
+            ),
+            Parameter(
+                "marginals", int, "use all K-way marginals as the workload (default 2)", 2, (1, 3)
+            ),
+            Parameter(
+                "update",
+                str,
+                "damped (default) or paper (the paper's exp step, slower)",
+                "damped",
+                choices=("damped", "paper"),
+            ),
+            Parameter(
+                "output",
+                str,
+                "last (default) or average (the iterates' mean; small domains)",
+                "last",
+                choices=("last", "average"),
+            ),
+        ),
+        plan=plans.mwem_plan,
+        guarantee=pure_guarantee,
+        files={
+            "synthetic.csv": "rows sampled from MWEM's fitted distribution",
+            "measurements.json": "every noisy measurement MWEM made (itself the DP release)",
+        },
+    ),
+    "range_count": MechanismSpec(
+        name="range_count",
+        title="Range counts",
+        summary="private range counts (intervals, boxes, halfspaces) over a grid or point support",
+        run=range_count_release,
+        parameters=(
+            Parameter("grid", str, "support grid, e.g. 64x64 (default: the schema's bins)"),
+            Parameter("workload", str, "workload JSON or CSV file of intervals, boxes, halfspaces"),
+            Parameter("random_halfspaces", int, "add M random halfspaces through support points"),
+            Parameter("random_boxes", int, "add M random boxes inside the bounds"),
+            Parameter(
+                "mechanism",
+                str,
+                f"{', '.join(MECHANISM_NAMES)} (default auto)",
+                "auto",
+                choices=MECHANISM_NAMES,
+            ),
+            Parameter(
+                "estimator",
+                str,
+                "mn12/path_tree answers: auto (default), chain or gls",
+                "auto",
+                choices=("auto", "chain", "gls"),
+            ),
+        ),
+        plan=plans.range_count_plan,
+        guarantee=range_count_guarantee,
+        files={
+            "answers.csv": "noisy answer and predicted variance of every range",
+            "structure.json": "the released structure: answers new ranges at no privacy cost",
+        },
+        reads_in_chunks=True,
+    ),
+}
+
+
+def spec(name: str) -> MechanismSpec:
+    """The catalogue row of `name`, or a MechanismError naming the known mechanisms."""
+    if name not in CATALOGUE:
+        raise MechanismError(
+            f"mechanism ({name!r}) is unknown; choose one of {', '.join(CATALOGUE)}"
+        )
+    return CATALOGUE[name]
+
+
+def reads_in_chunks(name: str) -> bool:
+    """Whether the mechanism `name` accepts a ChunkedTable (it only counts, in one pass)."""
+    return name in CATALOGUE and CATALOGUE[name].reads_in_chunks
+
+
+def run_release(
+    name: str,
+    data: pd.DataFrame | ChunkedTable,
+    schema: Schema,
+    *,
+    epsilon: float,
+    delta: float = 0.0,
+    neighbouring: str = DEFAULT_NEIGHBOURING,
+    columns=None,
+    params: dict | None = None,
+    rng: RandomSource | None = None,
+    progress: Progress | None = None,
+) -> ReleaseOutput:
+    """Run the catalogue's mechanism `name` and write its manifest in the one shape.
+
+    Privacy: the spec's guarantee at the requested (epsilon, delta); this wrapper adds no
+    privacy loss. The mechanism reports what it spent (ReleaseOutput.spent); an output whose
+    spend exceeds the request (exact comparison) is refused and nothing is returned.
+    The manifest holds only public fields: nothing computed from the data but mechanism output.
+    """
+    entry = spec(name)
+    if not isinstance(schema, Schema):
+        raise MechanismError(f"schema ({type(schema).__name__}) must be a mechanisms.Schema")
+    if isinstance(data, ChunkedTable) and not entry.reads_in_chunks:
+        chunked = sorted(n for n, s in CATALOGUE.items() if s.reads_in_chunks)
+        raise MechanismError(
+            f"data in chunks needs a counting mechanism ({', '.join(chunked)}), "
+            f"not {name!r}; pass a DataFrame instead"
+        )
+    columns, params = schema.resolve_columns(columns), dict(params or {})
+    epsilon, delta = check_epsilon(epsilon), check_delta(delta)
+    neighbouring = check_neighbouring(neighbouring)
+    output = entry.run(
+        data,
+        schema,
+        columns=columns,
+        params=params,
+        epsilon=epsilon,
+        delta=delta,
+        neighbouring=neighbouring,
+        rng=resolve_rng(rng),
+        progress=progress,
+    )
+    spent = _checked_spend(name, output, epsilon, delta)
+    output.manifest = {
+        "mechanism": name,
+        "package_version": PACKAGE_VERSION,
+        "parameters": output.manifest.get("parameters", {}),
+        "guarantee": entry.guarantee(epsilon, delta, neighbouring, params).as_manifest(),
+        "accounting": spent,
+        "row_count_public": neighbouring == "replace-one",
+        "schema": {"columns": [schema.column(c).to_dict() for c in columns]},
+        "files": dict(entry.files),
+    }
+    return output
+
+
+def _checked_spend(name: str, output: ReleaseOutput, epsilon: float, delta: float) -> dict:
+    """The mechanism's recorded spend, if it is within the request (exactly); else refuse."""
+    spent = dict(output.spent or {})
+    if set(output.manifest) - {"parameters"} or "epsilon" not in spent or "delta" not in spent:
+        raise MechanismError(
+            f"mechanism {name!r} did not report its spend (epsilon, delta) and parameters only; "
+            "nothing was released"
+        )
+    for key, asked in (("epsilon", epsilon), ("delta", delta)):
+        if _above(spent[key], asked):
+            raise MechanismError(
+                f"mechanism {name!r} recorded a spend of {key}={spent[key]!r}, above the "
+                f"requested {asked!r}; nothing was released"
+            )
+    return spent
+
+
+def _above(spent, asked: float) -> bool:
+    """spent > asked, exactly (floats compared as the rationals they are)."""
+    spent = float("inf") if spent == "inf" else float(spent)
+    if math.isinf(asked):
+        return False
+    return math.isinf(spent) or math.isnan(spent) or Fraction(spent) > Fraction(asked)

@@ -1,0 +1,141 @@
+"""Public noise plans: what each mechanism will add, predicted from public quantities only.
+
+A plan reads the schema, the chosen columns, the parameters, epsilon, delta, the neighbouring
+relation and `n`, the row count (public under replace-one; under add-remove only the custodian's
+own preview may pass it). It never reads the data, so it can size a job or preview accuracy
+before any budget is spent. It raises MechanismError for settings the mechanism would refuse
+(such as an epsilon whose noise 64-bit counts cannot carry).
+
+Every plan uses the mechanism's own functions (MWEM's budget split, the range-count planner),
+so the preview is the split the release will use, not a copy of it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from mechanisms.accounting import noise_scale
+from mechanisms.histogram import count_sensitivity, min_admissible_mix
+from mechanisms.mwem import SELECT_FRACTION, _workload_spec, plan_budget
+from mechanisms.noise import check_count_noise, secure_source
+from mechanisms.schema import NumericColumn, Schema
+from mechanisms.workload import expand_workload
+
+
+@dataclass(frozen=True)
+class NoisePlan:
+    """What a release will add, from public quantities only.
+
+    `noise`: the distribution on each output; `scale`: its scale (0 when no noise is added);
+    `expected_error`: the typical error (standard deviation) of one output, in rows;
+    `outputs`: how many noisy outputs; `support`: cells or points the mechanism works over.
+    """
+
+    noise: str
+    scale: float
+    expected_error: float
+    outputs: int
+    support: int
+    details: dict = field(default_factory=dict)
+
+
+def discrete_laplace_std(scale: float) -> float:
+    """Standard deviation of the discrete Laplace noise P(k) ∝ exp(-|k|/scale)."""
+    if scale <= 0:
+        return 0.0
+    alpha = math.exp(-1.0 / scale)
+    return math.sqrt(2.0 * alpha) / -math.expm1(-1.0 / scale)  # 1 - alpha, also at huge scales
+
+
+def _cells(schema: Schema, columns) -> int:
+    return math.prod(schema.domain_shape(columns))
+
+
+def perturbed_plan(schema, columns, params, *, epsilon, delta, neighbouring, n) -> NoisePlan:
+    """Discrete Laplace of scale sensitivity/epsilon on every cell count."""
+    scale = check_count_noise(noise_scale(count_sensitivity(neighbouring), epsilon), epsilon)
+    cells = _cells(schema, columns)
+    return NoisePlan("discrete Laplace", scale, discrete_laplace_std(scale), cells, cells)
+
+
+def smoothed_default_rows(n: int, cells: int, epsilon: float) -> int:
+    """Rows for the smoothed histogram that balance its two errors (public inputs only).
+
+    More rows need more uniform mixing (bias about mix/2 in total variation); fewer rows
+    mean more sampling error (about 0.4·sqrt(cells/rows)). Pick the best on a grid of sizes.
+    """
+    sizes = sorted({max(1, round(n * 10 ** (-k / 8))) for k in range(33)})
+    return min(
+        sizes,
+        key=lambda rows: (
+            0.5 * min_admissible_mix(epsilon, n, cells, rows) + 0.4 * math.sqrt(cells / rows)
+        ),
+    )
+
+
+def smoothed_plan(schema, columns, params, *, epsilon, delta, neighbouring, n) -> NoisePlan:
+    """No added noise: `rows` draws from (1 - mix)·histogram + mix·uniform (Thm 4.1)."""
+    n, cells = max(n or 0, 1), _cells(schema, columns)
+    rows = params.get("rows") or smoothed_default_rows(n, cells, epsilon)
+    mix = params.get("mix")
+    if mix is None:
+        mix = min_admissible_mix(epsilon, n, cells, rows)
+    per_cell = rows / cells
+    return NoisePlan(
+        "sampling", 0.0, math.sqrt(per_cell), rows, cells, {"rows": rows, "mix": float(mix)}
+    )
+
+
+def mwem_plan(schema, columns, params, *, epsilon, delta, neighbouring, n) -> NoisePlan:
+    """MWEM's own budget split (`mechanisms.mwem.plan_budget`, what `mwem` itself spends).
+
+    init_fraction·ε measures the 1-way marginals, then T rounds select and measure.
+    """
+    columns = list(columns)
+    shape = schema.domain_shape(columns)
+    ordered = {c for c in columns if isinstance(schema.column(c), NumericColumn)}
+    workload = expand_workload(_workload_spec(params, len(columns)), columns, shape, ordered)
+    plan = plan_budget(
+        max(n or 0, 1),
+        epsilon,
+        shape,
+        workload,
+        neighbouring,
+        rounds=params.get("rounds"),
+        init_fraction=params.get("init_fraction"),
+        select_fraction=params.get("select_fraction", SELECT_FRACTION),
+    )
+    scale = check_count_noise(plan.marginal_scale, epsilon)
+    cells = sorted(q.cells(shape) for q in workload)[len(workload) // 2]
+    details = {"workload": len(workload), **plan.budget, "median_cells": cells}
+    return NoisePlan(
+        "discrete Laplace",
+        scale,
+        discrete_laplace_std(scale),
+        plan.rounds,
+        math.prod(shape),
+        details,
+    )
+
+
+def range_count_plan(schema, columns, params, *, epsilon, delta, neighbouring, n) -> NoisePlan:
+    """The range-count planner on public inputs: bounds, grid, a workload drawn like the real one.
+
+    The expected error is the chosen plan's predicted standard deviation per answer.
+    """
+    from mechanisms.range_count import api
+    from mechanisms.range_count.core import privacy_target
+    from mechanisms.range_count.inputs import incidence
+
+    support = api.support_from_schema(schema, columns, params)
+    queries = api.workload_from_params(support, params, secure_source())
+    target = privacy_target(epsilon=epsilon, delta=delta, neighbouring=neighbouring)
+    plan, predicted = api.choose_plan(
+        params.get("mechanism", "auto"), support, queries, incidence(support, queries), target
+    )
+    noise = "discrete Gaussian" if target.kind == "zcdp" else "discrete Laplace"
+    if getattr(plan, "noise", None) == "laplace":
+        noise = "discrete Laplace"
+    std = math.sqrt(predicted[plan.name])
+    return NoisePlan(noise, std, std, len(queries), support.n, {"method": plan.name})

@@ -1,0 +1,134 @@
+"""Adding a mechanism is adding one catalogue row: a toy noisy row count, defined here and put
+into mechanisms.CATALOGUE (monkeypatched) and nowhere else, is listed and run by the command
+line, gets the one manifest shape from run_release, is offered by the portal's release form as
+a card with its parameter fields, and runs as a portal release through release_engine.compute.
+"""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from django.urls import reverse
+
+from dpportal import release_engine
+from dpportal.models import Release
+from mechanisms import catalogue
+from mechanisms.__main__ import main
+from mechanisms.accounting import noise_scale
+from mechanisms.catalogue import CATALOGUE, MechanismSpec, Parameter, pure_guarantee
+from mechanisms.noise import check_count_noise, seeded_source
+from mechanisms.plans import NoisePlan, discrete_laplace_std
+from mechanisms.release import ReleaseOutput, csv_bytes
+from mechanisms.schema import Schema
+from tests.dpportal.test_release_pages import client_for, make_dataset, make_user
+from tests.dpportal.test_results_pages import run_now
+
+
+def noisy_count(data, schema, *, columns, params, epsilon, delta, neighbouring, rng, progress):
+    """The number of rows plus discrete Laplace noise of scale 1/epsilon.
+
+    Privacy: pure epsilon-DP; one row changes the count by at most 1 (add-remove; 0 under
+    replace-one).
+    """
+    rows = len(data)
+    scale = check_count_noise(noise_scale(1, epsilon), epsilon)
+    noisy = int(rng.add_discrete_laplace(np.array([rows], dtype=np.int64), scale)[0])
+    label = params.get("label", "rows")
+    return ReleaseOutput(
+        files={"count.csv": csv_bytes(pd.DataFrame({label: [noisy]}))},
+        manifest={"parameters": {"label": label}},
+        spent={"epsilon": noise_scale(1, scale), "delta": 0.0},  # 1 / scale, rounded up
+    )
+
+
+def noisy_count_plan(schema, columns, params, *, epsilon, delta, neighbouring, n) -> NoisePlan:
+    scale = check_count_noise(noise_scale(1, epsilon), epsilon)
+    return NoisePlan("discrete Laplace", scale, discrete_laplace_std(scale), 1, 1)
+
+
+TOY = MechanismSpec(
+    name="noisy_count",
+    title="Noisy row count",
+    summary="the number of rows, plus discrete Laplace noise",
+    run=noisy_count,
+    parameters=(
+        Parameter("label", str, "column header of the released count", "rows"),
+        Parameter("spare", int, "an unused whole number, to show typed fields", None, (1, 9)),
+    ),
+    plan=noisy_count_plan,
+    guarantee=pure_guarantee,
+    files={"count.csv": "the noisy number of rows"},
+)
+
+
+@pytest.fixture(autouse=True)
+def toy(monkeypatch):
+    monkeypatch.setitem(CATALOGUE, "noisy_count", TOY)
+
+
+def test_the_command_line_lists_and_runs_it(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "noisy-count" in capsys.readouterr().out
+    data, schema = tmp_path / "data.csv", tmp_path / "schema.json"
+    pd.DataFrame({"age": [20, 30, 40]}).to_csv(data, index=False)
+    schema.write_text(
+        json.dumps(
+            {"columns": [{"name": "age", "type": "numeric", "lower": 0, "upper": 99, "bins": 3}]}
+        )
+    )
+    argv = ["noisy-count", "--input", str(data), "--schema", str(schema), "--epsilon", "50"]
+    assert main(argv + ["--label", "people", "--seed", "1", "--out", str(tmp_path / "o")]) == 0
+    count = pd.read_csv(tmp_path / "o" / "count.csv")
+    assert list(count.columns) == ["people"]
+    manifest = json.loads((tmp_path / "o" / "manifest.json").read_text())
+    assert manifest["mechanism"] == "noisy_count" and manifest["parameters"] == {"label": "people"}
+
+
+def test_run_release_writes_the_one_manifest_shape_for_it():
+    schema = Schema.from_dict(
+        {"columns": [{"name": "x", "type": "categorical", "categories": ["a"]}]}
+    )
+    out = catalogue.run_release(
+        "noisy_count", pd.DataFrame({"x": ["a"] * 7}), schema, epsilon=1, rng=seeded_source(3)
+    )
+    assert tuple(out.manifest) == catalogue.MANIFEST_KEYS
+    assert out.manifest["guarantee"] == {
+        "unit": "one row of the input table",
+        "neighbouring": "replace-one",
+        "definition": "pure epsilon-DP",
+        "epsilon": 1.0,
+        "delta": 0.0,
+        "rho": None,
+        "sensitivity": 2,
+    }
+    assert out.manifest["files"] == {"count.csv": "the noisy number of rows"}
+
+
+def test_the_portal_offers_it_and_runs_it_through_release_engine(db, monkeypatch):
+    owner = make_user("owner")
+    dataset = make_dataset(owner)
+    client = client_for(owner)
+    page = client.get(reverse("release_new", args=[dataset.pk])).content.decode()
+    assert 'id="id_mechanism_noisy_count"' in page and "Noisy row count" in page
+    assert 'name="noisy_count__label"' in page and 'name="noisy_count__spare"' in page
+    assert 'data-for="noisy_count"' in page
+    post = {"mechanism": "noisy_count", "columns": ["age"], "epsilon": "0.5"}
+    estimate = client.get(reverse("release_estimate", args=[dataset.pk]), post).json()
+    assert estimate["ok"], estimate
+    assert "discrete Laplace noise of typically ±" in estimate["accuracy"][0]
+    client.post(reverse("release_new", args=[dataset.pk]), {**post, "noisy_count__label": "n"})
+    release = Release.objects.get()
+    assert release.mechanism == "noisy_count" and release.params == {"label": "n"}
+    computed = []
+    honest = release_engine.compute
+    monkeypatch.setattr(
+        release_engine, "compute", lambda *a, **k: computed.append(1) or honest(*a, **k)
+    )
+    release = run_now(release)
+    assert computed == [1]
+    assert tuple(release.manifest) == catalogue.MANIFEST_KEYS
+    assert release.manifest["parameters"] == {"label": "n"}
+    detail = client.get(reverse("release_detail", args=[release.pk])).content.decode()
+    assert "Noisy row count" in detail
