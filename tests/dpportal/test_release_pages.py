@@ -466,7 +466,7 @@ def test_only_the_owner_sees_why_a_release_failed(owner, monkeypatch, tmp_path, 
     release = make_release(owner, dataset, columns=["code"])
     services.release_run(release_id=release.pk)
     assert Release.objects.get(pk=release.pk).status == Release.Status.FAILED
-    detail = "2 values outside its declared categories (first at row 2)"
+    detail = "2 values outside its declared categories (first on data row 3)"
     pages = [
         reverse("release_detail", args=[release.pk]),
         reverse("audit_log"),
@@ -475,7 +475,7 @@ def test_only_the_owner_sees_why_a_release_failed(owner, monkeypatch, tmp_path, 
     owner_saw = [detail in client_for(owner).get(url).content.decode() for url in pages]
     auditor_pages = [client_for(auditor).get(url).content.decode() for url in pages]
     assert owner_saw == [True, True, True]
-    assert [("outside its declared" in page, "row 2" in page) for page in auditor_pages] == [
+    assert [("outside its declared" in page, "data row 3" in page) for page in auditor_pages] == [
         (False, False)
     ] * 3
     assert "The release failed; the custodian can see why." in auditor_pages[0]
