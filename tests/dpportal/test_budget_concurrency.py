@@ -1,7 +1,8 @@
 """T11: 40 concurrent release requests of ε = 0.1 against a total of 1.0, from 8 processes.
 
-Each process has its own database connection; a test-only pause of 10 ms between the budget
-check and the debit widens the race window. Runs on whichever database the suite uses
+Each process has its own database connection; a pause of 10 ms after the budget check (the
+test wraps `releases.check_budget`, before the pool forks) widens the race window between the
+check and the debit. Runs on whichever database the suite uses
 (./test.sh runs it on PostgreSQL and again on SQLite with IMMEDIATE transactions).
 The broken twin checks the budget before taking the lock and must overspend.
 T11b: the same race split between two uploads of the same content, which share one budget row;
@@ -22,6 +23,7 @@ from tests.conftest import REPO_ROOT
 from tests.dpportal.test_foundation import DEMO_SCHEMA, make_demo_dataset, make_user
 
 PROCESSES, REQUESTS, EPSILON, TOTAL = 8, 40, Decimal("0.1"), Decimal("1.0")
+PAUSE_AFTER_CHECK = 0.01  # seconds
 
 
 def request_release(args):
@@ -51,8 +53,8 @@ def naive_release_create(*, dataset, user, mechanism, columns, params, epsilon):
     """The broken twin: the same check and debit, but the check reads the row without a lock."""
     epsilon = Decimal(str(epsilon))
     snapshot = Dataset.objects.get(pk=dataset.pk)
-    services._check_budget(snapshot, epsilon, Decimal("0"))
-    time.sleep(0.01)
+    services.budget.check_budget(snapshot, epsilon, Decimal("0"))
+    time.sleep(PAUSE_AFTER_CHECK)
     with transaction.atomic():
         budget = PrivacyBudget.objects.filter(pk=snapshot.budget_id)
         budget.update(epsilon_spent=F("epsilon_spent") + epsilon)
@@ -79,7 +81,7 @@ def per_upload_release_create(*, dataset, user, mechanism, columns, params, epsi
     """The broken twin of T11b: each upload checks only its own debits against the total."""
     epsilon = Decimal(str(epsilon))
     with transaction.atomic():
-        locked = services._locked_dataset(dataset.pk)
+        locked = services.budget.locked_dataset(dataset.pk)
         own = locked.ledger.aggregate(total=Sum("epsilon"))["total"] or Decimal("0")
         if epsilon > locked.epsilon_total - own:
             raise services.ServiceError("Not enough privacy budget")
@@ -92,7 +94,7 @@ def per_upload_release_create(*, dataset, user, mechanism, columns, params, epsi
             epsilon=epsilon,
             neighbouring=locked.neighbouring,
         )
-        services._ledger_write(locked, release, BudgetLedgerEntry.Kind.DEBIT)
+        services.budget.ledger_write(locked, release, BudgetLedgerEntry.Kind.DEBIT)
 
 
 def _child_init():
@@ -136,9 +138,17 @@ def run_race(create, uploads=1):
 
 
 @pytest.fixture
-def race_settings(settings, monkeypatch):
-    settings.DPPORTAL_TEST_PAUSE_BEFORE_DEBIT = 0.01
-    monkeypatch.setattr(services, "release_send", lambda pk: True)  # no broker traffic here
+def race_settings(monkeypatch):
+    """Widen the check-then-debit window of the real release_create: its budget check (made
+    under the lock) is followed by a pause, in every forked child."""
+    check = services.releases.check_budget
+
+    def check_then_pause(budget, epsilon, delta):
+        check(budget, epsilon, delta)
+        time.sleep(PAUSE_AFTER_CHECK)
+
+    monkeypatch.setattr(services.releases, "check_budget", check_then_pause)
+    monkeypatch.setattr(services.delivery, "release_send", lambda pk: True)  # no broker traffic
 
 
 @pytest.mark.django_db(transaction=True)
