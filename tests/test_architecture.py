@@ -168,40 +168,67 @@ def test_no_dpportal_module_is_over_400_lines(module):
     assert lines <= MAX_LINES, f"{module} has {lines} lines (limit {MAX_LINES})"
 
 
-def test_mechanisms_source_never_imports_django():
-    modules = module_files()
+def django_imports(root: Path) -> list[str]:
+    """Imports of django or dpportal anywhere in the package at `root` (read with `ast`)."""
     offenders = []
-    for name, path in modules.items():
-        if not name.startswith("mechanisms"):
-            continue
+    for path in sorted(root.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
-            names = (
-                [a.name for a in node.names]
-                if isinstance(node, ast.Import)
-                else [node.module or ""]
-                if isinstance(node, ast.ImportFrom) and not node.level
-                else []
-            )
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            else:
+                continue
             offenders += [
-                f"{name}: {n}" for n in names if n.split(".")[0] in ("django", "dpportal")
+                f"{path.relative_to(root.parent)}: {name}"
+                for name in names
+                if name.split(".")[0] in ("django", "dpportal")
             ]
-    assert offenders == []
+    return offenders
+
+
+IMPORT_ALL = """
+import importlib, pkgutil, sys
+package = importlib.import_module(sys.argv[1])
+for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+    if not info.name.endswith("__main__"):
+        importlib.import_module(info.name)
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("django", "dpportal"))
+assert not loaded, loaded
+print(len([m for m in sys.modules if m.split(".")[0] == package.__name__]))
+"""
+
+
+def import_everything(package: str, search_path: Path):
+    """Import every module of `package` in a fresh interpreter with a clean environment (no
+    DJANGO_SETTINGS_MODULE); fail if django or dpportal got loaded."""
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(search_path)}
+    return subprocess.run(
+        [sys.executable, "-c", IMPORT_ALL, package],
+        cwd=search_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+
+
+def test_mechanisms_source_never_imports_django():
+    assert django_imports(REPO_ROOT / "mechanisms") == []
 
 
 def test_importing_mechanisms_loads_no_django():
-    """In a fresh interpreter with a clean environment (no DJANGO_SETTINGS_MODULE)."""
-    code = (
-        "import sys, pkgutil, importlib, mechanisms\n"
-        "for info in pkgutil.walk_packages(mechanisms.__path__, 'mechanisms.'):\n"
-        "    if info.name != 'mechanisms.__main__':\n"
-        "        importlib.import_module(info.name)\n"
-        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('django', 'dpportal'))\n"
-        "assert not loaded, loaded\n"
-        "print(len([m for m in sys.modules if m.startswith('mechanisms')]))\n"
-    )
-    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO_ROOT)}
-    result = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO_ROOT, env=env, capture_output=True, text=True
-    )
+    result = import_everything("mechanisms", REPO_ROOT)
     assert result.returncode == 0, result.stderr
     assert int(result.stdout) > 5  # the submodules really were imported
+
+
+def test_the_django_checks_catch_a_planted_import(tmp_path):
+    """Guard for the two tests above: a package that imports django in a function (AST) or at
+    its top (subprocess) is caught."""
+    package = tmp_path / "planted"
+    package.mkdir()
+    (package / "__init__.py").write_text("import django\n")
+    (package / "deep.py").write_text("def f():\n    from django.db import models\n")
+    assert django_imports(package) == ["planted/__init__.py: django", "planted/deep.py: django.db"]
+    result = import_everything("planted", tmp_path)
+    assert result.returncode != 0 and "django" in result.stderr

@@ -10,6 +10,7 @@ its broken twin gives each upload its own budget (as before fingerprints) and mu
 """
 
 import multiprocessing
+import os
 import time
 from decimal import Decimal
 
@@ -138,17 +139,26 @@ def run_race(create, uploads=1):
 
 
 @pytest.fixture
-def race_settings(monkeypatch):
+def race_settings(monkeypatch, tmp_path):
     """Widen the check-then-debit window of the real release_create: its budget check (made
-    under the lock) is followed by a pause, in every forked child."""
-    check = services.releases.check_budget
+    under the lock) is followed by a pause, in every forked child. Each pause is logged (one
+    byte in a file), so a test can show that the pause really ran. Yields the log's path."""
+    check, log = services.releases.check_budget, tmp_path / "pauses"
 
     def check_then_pause(budget, epsilon, delta):
         check(budget, epsilon, delta)
         time.sleep(PAUSE_AFTER_CHECK)
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        os.write(fd, b".")
+        os.close(fd)
 
     monkeypatch.setattr(services.releases, "check_budget", check_then_pause)
     monkeypatch.setattr(services.delivery, "release_send", lambda pk: True)  # no broker traffic
+    return log
+
+
+def pauses(log) -> int:
+    return log.stat().st_size if log.exists() else 0
 
 
 @pytest.mark.django_db(transaction=True)
@@ -165,6 +175,7 @@ def test_concurrent_requests_never_overspend(race_settings):
     assert result["admitted"] == 10 and result["refused"] == 30
     assert result["spent"] == TOTAL == result["ledger_sum"]
     assert result["releases"] == 10
+    assert pauses(race_settings) == 10  # every admitted request paused between check and debit
 
 
 @pytest.mark.django_db(transaction=True)
@@ -192,6 +203,7 @@ def test_two_uploads_of_the_same_content_never_overspend_their_shared_budget(rac
     assert result["errors"] == []
     assert result["admitted"] == 10 and result["refused"] == 30
     assert result["spent"] == TOTAL == result["ledger_sum"]
+    assert pauses(race_settings) == 10
 
 
 @pytest.mark.django_db(transaction=True)
