@@ -232,3 +232,39 @@ def test_the_django_checks_catch_a_planted_import(tmp_path):
     assert django_imports(package) == ["planted/__init__.py: django", "planted/deep.py: django.db"]
     result = import_everything("planted", tmp_path)
     assert result.returncode != 0 and "django" in result.stderr
+
+
+FILE_WRITES = {"write_bytes", "write_text", "chmod", "mkstemp", "NamedTemporaryFile"}
+
+
+def private_file_writes(root: Path) -> list[str]:
+    """Calls that write or create a file other than through dpportal.files (os.open, open in a
+    writing mode, Path.write_bytes/write_text, chmod, temp files)."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if "migrations" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            mode = node.args[1] if len(node.args) > 1 else None
+            writes_open = (
+                name == "open"
+                and isinstance(mode, ast.Constant)
+                and any(c in str(mode.value) for c in "wax+")
+            )
+            os_open = name == "open" and getattr(getattr(func, "value", None), "id", "") == "os"
+            if name in FILE_WRITES or writes_open or os_open:
+                found.append(f"{path.relative_to(root.parent)}:{node.lineno} {name}")
+    return found
+
+
+def test_private_files_are_written_only_through_dpportal_files():
+    found = [
+        f
+        for f in private_file_writes(REPO_ROOT / "dpportal")
+        if not f.startswith("dpportal/files.py")
+    ]
+    assert found == []
