@@ -85,7 +85,8 @@ def publish(owner, dataset, rows: int):
 def measure(client, release, repeat: int) -> dict:
     from django.urls import reverse
 
-    from dpportal import packaging, utility
+    from dpportal import packaging
+    from dpportal.services import publishing
 
     page = reverse("release_detail", args=[release.pk])
     cache = packaging.cache_dir(release)
@@ -113,7 +114,7 @@ def measure(client, release, repeat: int) -> dict:
             repeat,
         ),
         "worker after-publish step": median_seconds(
-            lambda: utility.after_publish(release), repeat, drop_cache
+            lambda: publishing.release_store_utility_report(release.pk), repeat, drop_cache
         ),
     }
 

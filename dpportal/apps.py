@@ -6,4 +6,6 @@ class DpPortalConfig(AppConfig):
     verbose_name = "DP Portal"
 
     def ready(self):
-        from . import checks, signals  # noqa: F401  (deploy checks; login/logout audit handlers)
+        # Imported here, not at the top: they import the models, which Django loads only once
+        # every app is registered (this hook). They register deploy checks and audit handlers.
+        from . import checks, signals  # noqa: F401

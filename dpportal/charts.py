@@ -10,7 +10,7 @@ import itertools
 import numpy as np
 import pandas as pd
 
-from . import packaging, utility
+from . import packaging
 
 RELEASE_COLOUR = "#0b5cad"
 ORIGINAL_COLOUR = "#a35a00"
@@ -227,12 +227,14 @@ def release_charts(release, schema) -> list[dict]:
 def _charts_from_files(release, schema) -> list[dict]:
     folder, names = packaging.output_dir(release), packaging.stored_names(release)
     synthetic = (
-        utility.read_csv((folder / "synthetic.csv").read_bytes(), schema)
+        packaging.read_csv((folder / "synthetic.csv").read_bytes(), schema)
         if "synthetic.csv" in names
         else None
     )
     answers = (
-        utility.read_csv((folder / "answers.csv").read_bytes()) if "answers.csv" in names else None
+        packaging.read_csv((folder / "answers.csv").read_bytes())
+        if "answers.csv" in names
+        else None
     )
     return public_charts(schema, release, synthetic, answers)
 
@@ -278,7 +280,7 @@ def public_charts(schema, release, synthetic, answers=None) -> list[dict]:
                 )
             )
     rounds = (release.trace or {}).get("trace")
-    if release.mechanism == "mwem" and rounds:
+    if rounds:  # an iterative mechanism's trace (MWEM's rounds)
         charts.append(
             _chart(
                 "MWEM error by round",

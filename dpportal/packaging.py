@@ -5,17 +5,17 @@ Only mechanism output goes in here. The custodian-only utility report lives else
 (`dpportal.utility`) and is never added to a package.
 """
 
+import io
 import json
-import os
-import secrets
 import textwrap
 import zipfile
 from pathlib import Path
 
-from django.conf import settings
+import pandas as pd
 
 import mechanisms
 
+from . import files
 from .catalogue import mechanism_title
 from .csv_safety import safe_csv
 
@@ -23,7 +23,7 @@ PACKAGE_LAYOUT = 2  # bump when the package's files or README change: rebuilds c
 
 
 def output_dir(release) -> Path:
-    return Path(settings.DATA_DIR) / release.output_dir
+    return files.output_dir(release)
 
 
 def stored_names(release) -> list[str]:
@@ -65,12 +65,12 @@ def package_zip_path(release) -> Path:
     path = cache_dir(release) / f"package-v{PACKAGE_LAYOUT}.zip"
     if not path.exists():
         folder = f"release-{release.pk}"
-        temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-        with zipfile.ZipFile(temp, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        with (
+            files.PrivateWriter(path) as out,
+            zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as archive,
+        ):
             for name, content in package_files(release).items():
                 archive.writestr(f"{folder}/{name}", content)
-        os.chmod(temp, 0o600)
-        temp.replace(path)
     return path
 
 
@@ -83,11 +83,8 @@ def package_file(release, name) -> bytes | None:
 
 
 def cache_dir(release) -> Path:
-    """Derived copies of a release's public files (zip, chart data), rebuilt if removed; named
-    after its output folder, which is unique to the execution that published it."""
-    path = Path(settings.DATA_DIR) / "release-cache" / Path(release.output_dir).name
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return path
+    """Derived copies of a release's public files (zip, chart data), rebuilt if removed."""
+    return files.release_cache_dir(release)
 
 
 def cached_json(release, kind: str, build):
@@ -96,11 +93,24 @@ def cached_json(release, kind: str, build):
     if path.exists():
         return json.loads(path.read_text())
     value = build()
-    temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    temp.write_text(json.dumps(value))
-    os.chmod(temp, 0o600)
-    temp.replace(path)
+    files.write_private(path, json.dumps(value).encode())
     return value
+
+
+def read_csv(content: bytes, schema=None) -> pd.DataFrame:
+    """A released CSV as text columns, the schema's numeric columns (if given) as numbers."""
+    frame = pd.read_csv(io.BytesIO(content), dtype=str, keep_default_na=False)
+    return with_numbers(frame, schema) if schema is not None else frame
+
+
+def with_numbers(frame: pd.DataFrame, schema) -> pd.DataFrame:
+    """The frame with the schema's numeric columns converted once (not per query or chart)."""
+    numeric = [
+        c
+        for c in frame.columns
+        if c in schema.columns and isinstance(schema.columns[c], mechanisms.schema.NumericColumn)
+    ]
+    return frame.assign(**{c: pd.to_numeric(frame[c], errors="coerce") for c in numeric})
 
 
 FILE_DESCRIPTIONS = {
@@ -112,10 +122,6 @@ FILE_DESCRIPTIONS = {
     "manifest.json": "the technical record: mechanism, settings and privacy guarantee",
     "README.txt": "this file",
 }
-
-
-# Mechanisms whose published counts are counts of made-up rows, so never negative.
-NON_NEGATIVE_OUTPUT = {"mwem", "smoothed_histogram"}
 
 
 def _paragraph(text: str) -> str:
@@ -140,7 +146,7 @@ def readme_text(release, names) -> str:
     change = "replaced" if release.neighbouring == "replace-one" else "added or removed"
     negative = (
         ""
-        if release.mechanism in NON_NEGATIVE_OUTPUT
+        if mechanisms.catalogue.spec(release.mechanism).synthetic_rows
         else " Counts can even be negative where noise was added."
     )
     listing = "\n".join(

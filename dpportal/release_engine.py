@@ -8,22 +8,17 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-from django.conf import settings
 
 import mechanisms
 from mechanisms.accounting import float_at_most
 from mechanisms.schema import CHUNK_ROWS
 
 from . import catalogue
+from .files import dataset_path
 
 
 class ReleaseInputError(Exception):
     """The release cannot run on this input; the message is shown to the custodian."""
-
-
-def dataset_path(dataset) -> Path:
-    """The dataset's typed columnar copy (Parquet), which every release reads."""
-    return Path(settings.DATASET_STORAGE_DIR) / dataset.parquet_name
 
 
 def _stored_columns(dataset, columns) -> Path:

@@ -16,11 +16,11 @@ import mechanisms
 from mechanisms.schema import CHUNK_ROWS
 from mechanisms.validation import DataCheck
 
+from .release_engine import _to_frame
+
 
 def data_problems(parquet_path, schema: mechanisms.Schema) -> list[str]:
     """One message per column and kind of value that a release of this schema would refuse."""
-    from .release_engine import _to_frame
-
     check = DataCheck(schema, list(schema.columns))
     names = [column.name for column in check.columns]
     if not names:

@@ -5,37 +5,28 @@ apart from the public package (DATA_DIR/custodian/, owner-only file modes). It i
 the dataset's owner and is never part of a public package.
 """
 
-import io
 import itertools
 import json
-import logging
-import os
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from django.conf import settings
 
 import mechanisms
 from mechanisms import metrics
+from mechanisms.range_count import api
+from mechanisms.range_count.core import unpack
+from mechanisms.range_count.inputs import incidence
 
-from . import packaging, release_engine
-
-logger = logging.getLogger(__name__)
+from . import files, packaging, release_engine
+from .packaging import read_csv, with_numbers
 
 MAX_PAIRS = 15
 MAX_SCATTER_POINTS = 2000
 
 
-def report_path(release) -> Path:
-    """Named after the release's output folder, unique to the execution that published it."""
-    name = Path(release.output_dir).name or f"release-{release.pk}"
-    return Path(settings.DATA_DIR) / "custodian" / f"{name}-utility.json"
-
-
 def load_report(release) -> dict | None:
     """The stored report, or None if it has not been computed (yet)."""
-    path = report_path(release)
+    path = files.utility_report_path(release)
     if not path.exists():
         return None
     return json.loads(path.read_text())
@@ -48,17 +39,8 @@ def compute_and_store(release) -> dict:
     report = build_report(
         schema, release.columns, frame, packaging.stored_files(release), release.mechanism
     )
-    _write_private(report_path(release), json.dumps(report).encode())
+    files.write_private(files.utility_report_path(release), json.dumps(report).encode())
     return report
-
-
-def _write_private(path: Path, content: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    temp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as out:
-        out.write(content)
-    temp.replace(path)
 
 
 def build_report(schema, columns, frame, files, mechanism) -> dict:
@@ -84,22 +66,6 @@ def build_report(schema, columns, frame, files, mechanism) -> dict:
     if "structure.json" in files and "answers.csv" in files:
         report["answers"] = _range_answer_errors(columns, frame, files)
     return report
-
-
-def read_csv(content: bytes, schema=None) -> pd.DataFrame:
-    """A released CSV as text columns, the schema's numeric columns (if given) as numbers."""
-    frame = pd.read_csv(io.BytesIO(content), dtype=str, keep_default_na=False)
-    return with_numbers(frame, schema) if schema is not None else frame
-
-
-def with_numbers(frame: pd.DataFrame, schema) -> pd.DataFrame:
-    """The frame with the schema's numeric columns converted once (not per query or chart)."""
-    numeric = [
-        c
-        for c in frame.columns
-        if c in schema.columns and isinstance(schema.columns[c], mechanisms.schema.NumericColumn)
-    ]
-    return frame.assign(**{c: pd.to_numeric(frame[c], errors="coerce") for c in numeric})
 
 
 def _numeric(schema, column) -> bool:
@@ -195,10 +161,6 @@ def _measurement_errors(schema, frame, measurements) -> dict:
 def _range_answer_errors(columns, frame, files) -> dict:
     """Each released range answer against the true count of the rows snapped to the grid, with
     the answer's predicted variance (public) for comparison."""
-    from mechanisms.range_count import api
-    from mechanisms.range_count.core import unpack
-    from mechanisms.range_count.inputs import incidence
-
     structure = json.loads(files["structure.json"])
     support, _plan, _noisy = api.load_structure(structure)
     values = np.column_stack(
@@ -219,23 +181,3 @@ def _range_answer_errors(columns, frame, files) -> dict:
         "rmse": float(np.sqrt(np.mean(squared))),
         "predicted_rmse": float(np.sqrt(np.mean(variances))),
     }
-
-
-def after_publish(release) -> None:
-    """Compute the custodian-only report, then the public zip and chart data; a failure only
-    leaves them missing (the report) or to be made on first view (the public files)."""
-    from . import charts
-
-    steps = (
-        ("utility report", compute_and_store),
-        ("package zip", packaging.package_zip_path),
-        (
-            "charts",
-            lambda r: charts.release_charts(r, mechanisms.Schema.from_dict(r.dataset.schema)),
-        ),
-    )
-    for what, step in steps:
-        try:
-            step(release)
-        except Exception as exc:  # the message may quote data: log its type only
-            logger.error("Release %s: %s failed (%s)", release.pk, what, type(exc).__name__)

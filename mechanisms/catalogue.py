@@ -97,6 +97,8 @@ class MechanismSpec:
     guarantee: Callable[[float, float, str, dict], Guarantee]
     files: dict[str, str]
     reads_in_chunks: bool = False
+    long_running: bool = False  # iterative: always a long job, whatever its support size
+    synthetic_rows: bool = False  # publishes counts of made-up rows (so never negative)
 
 
 def pure_guarantee(epsilon, delta, neighbouring, params) -> Guarantee:
@@ -152,6 +154,7 @@ CATALOGUE: dict[str, MechanismSpec] = {
         guarantee=pure_guarantee,
         files=histogram.SMOOTHED_FILES,
         reads_in_chunks=True,
+        synthetic_rows=True,
     ),
     "mwem": MechanismSpec(
         name="mwem",
@@ -193,6 +196,8 @@ CATALOGUE: dict[str, MechanismSpec] = {
             "synthetic.csv": "rows sampled from MWEM's fitted distribution",
             "measurements.json": "every noisy measurement MWEM made (itself the DP release)",
         },
+        long_running=True,
+        synthetic_rows=True,
     ),
     "range_count": MechanismSpec(
         name="range_count",

@@ -186,7 +186,7 @@ def failed_release(settings, monkeypatch, tmp_path, a_minute_later):
     from tests.dpportal.test_foundation import make_user
 
     settings.DPPORTAL_HEARTBEAT_SECONDS = 0
-    monkeypatch.setattr(services, "release_send", lambda pk: True)
+    monkeypatch.setattr(services.delivery, "release_send", lambda pk: True)
     path = tmp_path / "small.csv"
     path.write_text("x\n0.1\n0.7\n0.8\n")
     owner, auditor = make_user("owner"), make_user("auditor")

@@ -1,7 +1,8 @@
 """T11: 40 concurrent release requests of ε = 0.1 against a total of 1.0, from 8 processes.
 
-Each process has its own database connection; a test-only pause of 10 ms between the budget
-check and the debit widens the race window. Runs on whichever database the suite uses
+Each process has its own database connection; a pause of 10 ms after the budget check (the
+test wraps `releases.check_budget`, before the pool forks) widens the race window between the
+check and the debit. Runs on whichever database the suite uses
 (./test.sh runs it on PostgreSQL and again on SQLite with IMMEDIATE transactions).
 The broken twin checks the budget before taking the lock and must overspend.
 T11b: the same race split between two uploads of the same content, which share one budget row;
@@ -9,6 +10,7 @@ its broken twin gives each upload its own budget (as before fingerprints) and mu
 """
 
 import multiprocessing
+import os
 import time
 from decimal import Decimal
 
@@ -22,6 +24,7 @@ from tests.conftest import REPO_ROOT
 from tests.dpportal.test_foundation import DEMO_SCHEMA, make_demo_dataset, make_user
 
 PROCESSES, REQUESTS, EPSILON, TOTAL = 8, 40, Decimal("0.1"), Decimal("1.0")
+PAUSE_AFTER_CHECK = 0.01  # seconds
 
 
 def request_release(args):
@@ -51,8 +54,8 @@ def naive_release_create(*, dataset, user, mechanism, columns, params, epsilon):
     """The broken twin: the same check and debit, but the check reads the row without a lock."""
     epsilon = Decimal(str(epsilon))
     snapshot = Dataset.objects.get(pk=dataset.pk)
-    services._check_budget(snapshot, epsilon, Decimal("0"))
-    time.sleep(0.01)
+    services.budget.check_budget(snapshot, epsilon, Decimal("0"))
+    time.sleep(PAUSE_AFTER_CHECK)
     with transaction.atomic():
         budget = PrivacyBudget.objects.filter(pk=snapshot.budget_id)
         budget.update(epsilon_spent=F("epsilon_spent") + epsilon)
@@ -79,7 +82,7 @@ def per_upload_release_create(*, dataset, user, mechanism, columns, params, epsi
     """The broken twin of T11b: each upload checks only its own debits against the total."""
     epsilon = Decimal(str(epsilon))
     with transaction.atomic():
-        locked = services._locked_dataset(dataset.pk)
+        locked = services.budget.locked_dataset(dataset.pk)
         own = locked.ledger.aggregate(total=Sum("epsilon"))["total"] or Decimal("0")
         if epsilon > locked.epsilon_total - own:
             raise services.ServiceError("Not enough privacy budget")
@@ -92,7 +95,7 @@ def per_upload_release_create(*, dataset, user, mechanism, columns, params, epsi
             epsilon=epsilon,
             neighbouring=locked.neighbouring,
         )
-        services._ledger_write(locked, release, BudgetLedgerEntry.Kind.DEBIT)
+        services.budget.ledger_write(locked, release, BudgetLedgerEntry.Kind.DEBIT)
 
 
 def _child_init():
@@ -136,9 +139,26 @@ def run_race(create, uploads=1):
 
 
 @pytest.fixture
-def race_settings(settings, monkeypatch):
-    settings.DPPORTAL_TEST_PAUSE_BEFORE_DEBIT = 0.01
-    monkeypatch.setattr(services, "release_send", lambda pk: True)  # no broker traffic here
+def race_settings(monkeypatch, tmp_path):
+    """Widen the check-then-debit window of the real release_create: its budget check (made
+    under the lock) is followed by a pause, in every forked child. Each pause is logged (one
+    byte in a file), so a test can show that the pause really ran. Yields the log's path."""
+    check, log = services.releases.check_budget, tmp_path / "pauses"
+
+    def check_then_pause(budget, epsilon, delta):
+        check(budget, epsilon, delta)
+        time.sleep(PAUSE_AFTER_CHECK)
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        os.write(fd, b".")
+        os.close(fd)
+
+    monkeypatch.setattr(services.releases, "check_budget", check_then_pause)
+    monkeypatch.setattr(services.delivery, "release_send", lambda pk: True)  # no broker traffic
+    return log
+
+
+def pauses(log) -> int:
+    return log.stat().st_size if log.exists() else 0
 
 
 @pytest.mark.django_db(transaction=True)
@@ -155,6 +175,7 @@ def test_concurrent_requests_never_overspend(race_settings):
     assert result["admitted"] == 10 and result["refused"] == 30
     assert result["spent"] == TOTAL == result["ledger_sum"]
     assert result["releases"] == 10
+    assert pauses(race_settings) == 10  # every admitted request paused between check and debit
 
 
 @pytest.mark.django_db(transaction=True)
@@ -182,6 +203,7 @@ def test_two_uploads_of_the_same_content_never_overspend_their_shared_budget(rac
     assert result["errors"] == []
     assert result["admitted"] == 10 and result["refused"] == 30
     assert result["spent"] == TOTAL == result["ledger_sum"]
+    assert pauses(race_settings) == 10
 
 
 @pytest.mark.django_db(transaction=True)

@@ -162,10 +162,12 @@ class BudgetMachine(RuleBasedStateMachine):
 
 def prepare(monkeypatch):
     monkeypatch.setattr(release_engine, "compute", fake_compute)
-    monkeypatch.setattr(services, "release_send", lambda pk: True)
-    monkeypatch.setattr(services, "_broker_lost_its_messages", lambda: False)
-    if hasattr(services, "release_store_utility_report"):  # custodian-only extra, not budget
-        monkeypatch.setattr(services, "release_store_utility_report", lambda pk: None)
+    monkeypatch.setattr(services.delivery, "release_send", lambda pk: True)
+    monkeypatch.setattr(services.reaper, "_broker_lost_its_messages", lambda: False)
+    if hasattr(
+        services.publishing, "release_store_utility_report"
+    ):  # custodian-only extra, not budget
+        monkeypatch.setattr(services.publishing, "release_store_utility_report", lambda pk: None)
     BudgetMachine.dataset_pk = make_demo_dataset(make_user(), epsilon_total=TOTAL).pk
 
 
@@ -194,7 +196,7 @@ def test_budget_invariants_hold_under_random_interleavings(monkeypatch):
 def test_broken_twin_refunding_after_the_data_was_read_is_caught(monkeypatch):
     """The twin forgets to record the read, so a failure after reading gets a refund."""
     prepare(monkeypatch)
-    monkeypatch.setattr(services, "_mark_data_read", lambda release, token: None)
+    monkeypatch.setattr(services.execution, "_mark_data_read", lambda release, token: None)
     with pytest.raises(AssertionError):
         run_state_machine_as_test(
             BudgetMachine,

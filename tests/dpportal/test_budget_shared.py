@@ -30,7 +30,9 @@ SAME_MESSAGE = "This file has the same content as"
 @pytest.fixture(autouse=True)
 def private_storage(settings, tmp_path, monkeypatch):
     settings.DATASET_STORAGE_DIR = tmp_path / "storage"
-    monkeypatch.setattr(services, "release_send", lambda pk: True)  # no broker traffic here
+    monkeypatch.setattr(
+        services.delivery, "release_send", lambda pk: True
+    )  # no broker traffic here
 
 
 def fingerprint(tmp_path: Path, content: bytes, suffix=".csv") -> str:

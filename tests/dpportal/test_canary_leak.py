@@ -214,7 +214,7 @@ def aggregate_world(tmp_path, monkeypatch, settings, request):
     """A 1,237-row dataset (with the neighbouring of the test's parameter) owned by `owner` and
     audited by `auditor`, with one finished release run in this process."""
     settings.DPPORTAL_HEARTBEAT_SECONDS = 0
-    monkeypatch.setattr(services, "release_send", lambda pk: True)
+    monkeypatch.setattr(services.delivery, "release_send", lambda pk: True)
     with gzip.open(REPO_ROOT / "demo" / "adult.csv.gz", "rt") as handle:
         frame = pd.read_csv(handle, nrows=N_ROWS, dtype=str, keep_default_na=False)
     path = tmp_path / RAW_NAME

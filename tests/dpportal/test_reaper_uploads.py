@@ -9,12 +9,12 @@ import time
 import pytest
 from django.core.management import call_command
 
-from dpportal import storage
+from dpportal import files
 
 
 @pytest.mark.django_db
 def test_a_reaper_sweep_removes_old_orphan_uploads_only():
-    folder = storage.storage_dir()
+    folder = files.storage_dir()
     old, young = folder / "reaper-old.upload", folder / "reaper-young.upload"
     for path in (old, young):
         path.write_bytes(b"partial upload")

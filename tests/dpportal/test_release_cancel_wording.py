@@ -21,7 +21,7 @@ from tests.dpportal.test_foundation import make_demo_dataset, make_user
 @pytest.fixture
 def owner_release(settings, monkeypatch, db):
     settings.DPPORTAL_HEARTBEAT_SECONDS = 0
-    monkeypatch.setattr(services, "release_send", lambda pk: True)
+    monkeypatch.setattr(services.delivery, "release_send", lambda pk: True)
     owner = make_user()
     dataset = make_demo_dataset(owner)
     release = services.release_create(

@@ -447,7 +447,7 @@ def test_auditors_see_a_status_change_only_once_its_minute_has_passed(
 def test_only_the_owner_sees_why_a_release_failed(owner, monkeypatch, tmp_path, a_minute_later):
     """The mechanism's reason quotes the data (how many values fall outside the declared
     categories, and the first row); auditors get a generic reason on every page."""
-    monkeypatch.setattr(services, "release_send", lambda pk: True)
+    monkeypatch.setattr(services.delivery, "release_send", lambda pk: True)
     path = tmp_path / "codes.csv"
     path.write_text("code\nA\nB\nZ\nZ\n")
     schema = {

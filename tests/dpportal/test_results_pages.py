@@ -8,7 +8,7 @@ import stat
 import pytest
 from django.urls import reverse
 
-from dpportal import packaging, services, utility
+from dpportal import files, packaging, services, utility
 from dpportal.models import Release
 from dpportal.templatetags.portal_labels import parameter_text, short_number
 from tests.conftest import wait_until
@@ -125,7 +125,7 @@ def test_the_preview_is_paginated(owner, done_release):
 
 
 def test_the_utility_report_is_stored_privately_apart_from_the_package(done_release):
-    path = utility.report_path(done_release)
+    path = files.utility_report_path(done_release)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     from dpportal import packaging
 
@@ -176,7 +176,7 @@ def test_a_smoothed_histogram_release_shows_its_comparison(owner, dataset):
 def test_deleting_the_dataset_removes_the_custodian_only_comparison(
     owner, dataset, done_release, django_capture_on_commit_callbacks
 ):
-    path = utility.report_path(done_release)
+    path = files.utility_report_path(done_release)
     assert path.exists()
     with django_capture_on_commit_callbacks(execute=True):
         services.dataset_delete(dataset=dataset, user=owner)

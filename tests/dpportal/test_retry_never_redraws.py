@@ -38,7 +38,7 @@ def package_dirs(release_pk):
 @pytest.fixture
 def release(settings, monkeypatch):
     settings.DPPORTAL_HEARTBEAT_SECONDS = 0
-    monkeypatch.setattr(services, "release_send", lambda pk: True)
+    monkeypatch.setattr(services.delivery, "release_send", lambda pk: True)
     owner = make_user()
     dataset = make_demo_dataset(owner)
     return services.release_create(
@@ -66,7 +66,7 @@ def die_once_inside(monkeypatch, target, name):
 
 def die_when_done_is_audited(monkeypatch):
     """Kill the 'worker' after the package is renamed into place, before the commit."""
-    original, calls = services.audit_record, []
+    original, calls = services.audit.audit_record, []
 
     def dying(**kwargs):
         if kwargs["action"] == AuditEvent.Action.RELEASE_DONE and not calls:
@@ -74,7 +74,7 @@ def die_when_done_is_audited(monkeypatch):
             raise WorkerDied("after the package was written, before the commit")
         return original(**kwargs)
 
-    monkeypatch.setattr(services, "audit_record", dying)
+    monkeypatch.setattr(services.audit, "audit_record", dying)
 
 
 @pytest.mark.django_db
@@ -88,7 +88,7 @@ def die_when_done_is_audited(monkeypatch):
 )
 def test_a_retried_release_shows_at_most_one_output_and_one_debit(release, monkeypatch, death):
     if death == "after noise, before persisting":
-        die_once_inside(monkeypatch, services, "_release_store")
+        die_once_inside(monkeypatch, services.execution, "_release_store")
     elif death == "after persisting files, before the status commit":
         die_when_done_is_audited(monkeypatch)
     seen = set()
@@ -141,9 +141,11 @@ def test_a_stalled_execution_that_resumes_after_a_retry_cannot_publish(
     services.release_run(release_id=release.pk)  # execution B publishes
     seen = {visible_output(release.pk)}
     if store == "naive twin":
-        monkeypatch.setattr(services, "_release_store", naive_store)
+        monkeypatch.setattr(services.execution, "_release_store", naive_store)
     try:
-        services._release_store(stalled, token, output, tmp_path)  # A wakes up and publishes
+        services.execution._release_store(
+            stalled, token, output, tmp_path
+        )  # A wakes up and publishes
     except services.LeaseLost:
         pass
     seen.add(visible_output(release.pk))

@@ -58,7 +58,7 @@ def confirm(client, dataset, rows=(NUMERIC_X, REJECTING_C)):
 @pytest.mark.django_db
 @pytest.mark.parametrize("cause", list(CAUSES))
 def test_every_cause_of_a_failed_release_is_refused_at_confirmation(cause, caplog, monkeypatch):
-    monkeypatch.setattr(services, "release_send", lambda pk: True)
+    monkeypatch.setattr(services.delivery, "release_send", lambda pk: True)
     caplog.set_level("DEBUG")
     x, c, row, says = CAUSES[cause]
     owner = make_user("alice")

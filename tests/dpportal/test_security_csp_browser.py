@@ -112,7 +112,7 @@ def html_pages(user, world):  # noqa: F811
 @pytest.fixture
 def no_broker(monkeypatch):
     """Committed releases are not sent to the broker (the test runs them itself)."""
-    monkeypatch.setattr(services, "release_send", lambda release_id: False)
+    monkeypatch.setattr(services.delivery, "release_send", lambda release_id: False)
 
 
 @pytest.mark.django_db(transaction=True)

@@ -90,7 +90,7 @@ def huge_shared_strings() -> bytes:
 
 
 def lower_shared_strings_limit(monkeypatch):
-    monkeypatch.setattr(ingest, "XLSX_MAX_SHARED_STRINGS_BYTES", 100_000)
+    monkeypatch.setattr(ingest.xlsx, "XLSX_MAX_SHARED_STRINGS_BYTES", 100_000)
 
 
 def wide_header(columns: int) -> bytes:

@@ -72,7 +72,7 @@ def test_rolled_back_submission_enqueues_nothing_and_a_committed_one_exactly_onc
     owner, dataset = owner_and_dataset
     sent = []
     monkeypatch.setattr(
-        "dpportal.tasks.run_release.apply_async", lambda args, queue: sent.append((args, queue))
+        celery_app, "send_task", lambda name, args, queue: sent.append((name, args, queue))
     )
     with django_capture_on_commit_callbacks(execute=True) as rolled_back:
         with pytest.raises(RuntimeError), transaction.atomic():
@@ -98,7 +98,7 @@ def test_rolled_back_submission_enqueues_nothing_and_a_committed_one_exactly_onc
             epsilon="0.1",
         )
     queue = django_settings.CELERY_TASK_DEFAULT_QUEUE
-    assert len(committed) == 1 and sent == [([release.pk], queue)]
+    assert len(committed) == 1 and sent == [("dpportal.run_release", [release.pk], queue)]
     assert Release.objects.get(pk=release.pk).enqueued_at is not None
     print(f"\nT18: rolled back → {len(rolled_back)} tasks, ε spent 0; committed → {len(sent)} task")
 
@@ -145,8 +145,8 @@ def test_reaper_retries_a_release_whose_heartbeat_stopped_then_gives_up(
     settings.DPPORTAL_RELEASE_MAX_ATTEMPTS = 2
     owner, dataset = owner_and_dataset
     sent = []
-    monkeypatch.setattr(services, "release_send", lambda pk: sent.append(pk) or True)
-    monkeypatch.setattr(services, "_broker_lost_its_messages", lambda: False)
+    monkeypatch.setattr(services.delivery, "release_send", lambda pk: sent.append(pk) or True)
+    monkeypatch.setattr(services.reaper, "_broker_lost_its_messages", lambda: False)
     release = services.release_create(
         dataset=dataset, user=owner, mechanism="x", columns=["age"], params={}, epsilon="0.1"
     )

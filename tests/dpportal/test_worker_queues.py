@@ -16,7 +16,7 @@ from tests.dpportal.worker_app import start_worker
 
 @pytest.mark.django_db
 def test_it_routes_releases_by_expected_size(settings, monkeypatch):
-    monkeypatch.setattr(services, "release_send", lambda pk: True)
+    monkeypatch.setattr(services.delivery, "release_send", lambda pk: True)
     owner = make_user()
     dataset = make_demo_dataset(owner, epsilon_total=5)
 

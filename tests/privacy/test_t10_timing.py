@@ -61,7 +61,7 @@ def test_the_scanner_tells_quantised_from_exact_times():
 def finished_release(db, settings, monkeypatch, tmp_path):
     """A dataset with an auditor and one release run to completion in this process."""
     settings.DPPORTAL_HEARTBEAT_SECONDS = 0
-    monkeypatch.setattr(services, "release_send", lambda pk: True)
+    monkeypatch.setattr(services.delivery, "release_send", lambda pk: True)
     path = tmp_path / "t.csv"
     pd.DataFrame({"x": [0.1, 0.7, 0.8]}).to_csv(path, index=False)
     owner, auditor = make_user("owner"), make_user("auditor")

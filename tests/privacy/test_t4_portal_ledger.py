@@ -45,7 +45,7 @@ RELEASES = [  # (mechanism, columns, params, epsilon, delta)
 @pytest.fixture
 def dataset(settings, monkeypatch, tmp_path):
     settings.DPPORTAL_HEARTBEAT_SECONDS = 0
-    monkeypatch.setattr(services, "release_send", lambda pk: True)
+    monkeypatch.setattr(services.delivery, "release_send", lambda pk: True)
     rng = np.random.default_rng(3)
     frame = pd.DataFrame(
         {

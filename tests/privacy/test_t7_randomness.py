@@ -168,7 +168,7 @@ def test_no_form_has_a_seed_or_random_source_field():
 @pytest.mark.django_db
 def test_a_release_post_with_seed_fields_stores_no_seed(settings, monkeypatch):
     settings.DPPORTAL_HEARTBEAT_SECONDS = 0
-    monkeypatch.setattr(services, "release_send", lambda pk: True)
+    monkeypatch.setattr(services.delivery, "release_send", lambda pk: True)
     owner = make_user()
     dataset = make_demo_dataset(owner)
     client = Client()

@@ -1,0 +1,30 @@
+"""Reading uploaded tables: CSV, TSV and XLSX into one typed, columnar (Parquet) copy.
+
+Everything streams in bounded memory: bytes are checked while they are written (`scan`), the
+text is parsed in blocks by pyarrow and written block by block to Parquet (`text`), and the
+profile used for schema proposals is accumulated per block (`profile`). Workbooks are checked
+and turned into CSV first (`xlsx`). The budget follows the parsed content (`fingerprint`).
+Problems raise `IngestError` with a message for the custodian that says what is wrong, where
+(line, column) and how to fix it.
+
+The profile is computed from the raw data: it is shown to the owner only, marked "from your
+data", and never becomes part of a release.
+"""
+
+from .detect import MAX_COLUMNS
+from .fingerprint import content_fingerprint
+from .scan import ByteScan, IngestError, scan_file
+from .text import IngestResult, ingest_text
+from .xlsx import XLSX_MAX_MEMBERS, xlsx_to_csv
+
+__all__ = [
+    "MAX_COLUMNS",
+    "XLSX_MAX_MEMBERS",
+    "ByteScan",
+    "IngestError",
+    "IngestResult",
+    "content_fingerprint",
+    "ingest_text",
+    "scan_file",
+    "xlsx_to_csv",
+]

@@ -1,0 +1,193 @@
+"""How a text table is written: encoding, delimiter, header, column names and types,
+worked out from its bytes and first lines."""
+
+import csv
+import io
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .scan import ByteScan, IngestError
+
+MAX_COLUMNS = 1000
+MAX_NAME_CHARS = 200
+SAMPLE_ROWS = 1000
+DELIMITERS = {",": "comma", "\t": "tab", ";": "semicolon", "|": "vertical bar"}
+INT_RE = re.compile(r"[+-]?(0|[1-9][0-9]{0,17})")
+FLOAT_RE = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+CP1252_UNDEFINED = re.compile(rb"[\x81\x8d\x8f\x90\x9d]")
+EMPTY = "The file is empty; upload a table with column names in its first line."
+
+
+@dataclass
+class TextFormat:
+    encoding: str
+    delimiter: str
+    header: bool
+    names: list[str]
+    kinds: list[str]
+    quoted: bool
+
+
+def detect_format(path: Path, scan: ByteScan, *, suffix: str, header: bool | None) -> TextFormat:
+    """Encoding, delimiter, header and column types, from the bytes and the first lines."""
+    _refuse_binary(path, scan)
+    encoding = _detect_encoding(path, scan)
+    text = _head_text(scan, encoding)
+    if not text.strip():
+        raise IngestError(EMPTY)
+    delimiter = "\t" if suffix == ".tsv" else _detect_delimiter(text)
+    rows = _sample_rows(text, delimiter)
+    first = rows[0] if rows else []
+    _check_width(first, text, delimiter)
+    data_rows = rows[1:]
+    kinds = [_kind_of([r[i] for r in data_rows if i < len(r)]) for i in range(len(first))]
+    if header is None:
+        header = _looks_like_header(first, kinds)
+    names = _column_names(first) if header else [f"column_{i + 1}" for i in range(len(first))]
+    if not header:
+        kinds = [_kind_of([r[i] for r in rows if i < len(r)]) for i in range(len(first))]
+    return TextFormat(encoding, delimiter, header, names, kinds, quoted=scan.quotes > 0)
+
+
+def _refuse_binary(path: Path, scan: ByteScan) -> None:
+    head = bytes(scan.head[:4])
+    if scan.size == 0:
+        raise IngestError(EMPTY)
+    if head[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        raise IngestError("The file is UTF-16 text; save it as 'CSV UTF-8' and upload again.")
+    if head.startswith(b"PK\x03\x04"):
+        raise IngestError(
+            "This is a zip or Excel file, not CSV text; upload it with the "
+            "extension .xlsx, or save it as CSV."
+        )
+    if head.startswith(b"\x1f\x8b"):
+        raise IngestError("The file is compressed (gzip); uncompress it and upload the CSV.")
+    if scan.nul_offset is not None:
+        line = _line_at(path, scan.nul_offset)
+        raise IngestError(
+            f"Line {line} contains a NUL byte (\\0), so this is not a plain text "
+            "table; save it as 'CSV UTF-8' and upload again."
+        )
+
+
+def _line_at(path: Path, offset: int) -> int:
+    """The line number of a byte offset (counts newlines up to it; refused files only)."""
+    newlines = 0
+    with open(path, "rb") as handle:
+        while offset > 0:
+            chunk = handle.read(min(offset, 1 << 20))
+            if not chunk:
+                break
+            newlines += chunk.count(b"\n")
+            offset -= len(chunk)
+    return newlines + 1
+
+
+def _detect_encoding(path: Path, scan: ByteScan) -> str:
+    """UTF-8 (with or without BOM) if valid, else Windows-1252 (a superset of Latin-1)."""
+    if scan.utf8_valid:
+        return "utf-8"
+    newlines = 0
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            match = CP1252_UNDEFINED.search(chunk)
+            if match:
+                line = newlines + chunk.count(b"\n", 0, match.start()) + 1
+                raise IngestError(
+                    f"Line {line} has a byte (0x{match.group()[0]:02x}) that is neither UTF-8 "
+                    "nor Latin-1 text; save the file as 'CSV UTF-8' and upload again."
+                )
+            newlines += chunk.count(b"\n")
+    return "cp1252"
+
+
+def _head_text(scan: ByteScan, encoding: str) -> str:
+    head = bytes(scan.head)
+    if scan.size > len(head) and b"\n" in head:
+        head = head[: head.rindex(b"\n") + 1]  # whole lines only
+    text = head.decode("utf-8-sig" if encoding == "utf-8" else encoding, errors="replace")
+    return text
+
+
+def _sample_rows(text: str, delimiter: str) -> list[list[str]]:
+    rows = []
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    try:
+        for row in reader:
+            if row:
+                rows.append(row)
+            if len(rows) > SAMPLE_ROWS:
+                break
+    except csv.Error:
+        pass  # e.g. a quoted value running past the sample; the full parse will say where
+    return rows
+
+
+def _detect_delimiter(text: str) -> str:
+    """The candidate that splits the first lines into the same number (> 1) of fields."""
+    best, best_score = ",", (0, 0)
+    for delimiter in DELIMITERS:
+        rows = _sample_rows(text, delimiter)[:50]
+        if not rows:
+            continue
+        width = len(rows[0])
+        consistent = sum(len(r) == width for r in rows)
+        score = (consistent, width) if width > 1 else (0, 0)
+        if score > best_score:
+            best, best_score = delimiter, score
+    return best
+
+
+def _check_width(first: list[str], text: str, delimiter: str) -> None:
+    first_line = text.split("\n", 1)[0]
+    width = max(len(first), first_line.count(delimiter) + 1)
+    if width > MAX_COLUMNS:
+        raise IngestError(
+            f"The file has {width} columns; the limit is {MAX_COLUMNS}. "
+            "Keep only the columns you need and upload again."
+        )
+    if not first:
+        raise IngestError(
+            "The first line could not be read as column names; check the file is a CSV table."
+        )
+
+
+def _kind_of(values: list[str]) -> str:
+    present = [v for v in values if v != ""]
+    if not present:
+        return "text"
+    if all(INT_RE.fullmatch(v) for v in present):
+        return "int"
+    if all(FLOAT_RE.fullmatch(v) and not re.match(r"[+-]?0[0-9]", v) for v in present):
+        return "float"
+    return "text"
+
+
+def _looks_like_header(first: list[str], kinds: list[str]) -> bool:
+    """No header when a numeric column's first value is a number too (data, not a name)."""
+    return not any(
+        k != "text" and _kind_of([v]) != "text" for v, k in zip(first, kinds, strict=False)
+    )
+
+
+def _column_names(first: list[str]) -> list[str]:
+    names = [n.strip() for n in first]
+    seen: dict[str, int] = {}
+    for position, name in enumerate(names, start=1):
+        if not name:
+            raise IngestError(
+                f"Column {position} has no name in the first line; give every column a name."
+            )
+        if len(name) > MAX_NAME_CHARS:
+            raise IngestError(
+                f"Column {position}'s name is {len(name)} characters long; the "
+                f"limit is {MAX_NAME_CHARS}."
+            )
+        if name in seen:
+            raise IngestError(
+                f"Column names must be unique: {name!r} is the name of columns "
+                f"{seen[name]} and {position}; rename one of them."
+            )
+        seen[name] = position
+    return names

@@ -1,0 +1,160 @@
+"""Excel workbooks (.xlsx): the container checked first, then the first sheet's values
+written out as a UTF-8 CSV (which `text.ingest_text` then reads)."""
+
+import csv
+import zipfile
+from pathlib import Path
+
+import openpyxl
+
+from .. import files
+from .detect import MAX_COLUMNS
+from .scan import IngestError
+
+# XLSX (a zip of XML parts): limits checked on the zip directory before anything is parsed.
+XLSX_MAX_MEMBERS = 500
+XLSX_MAX_TOTAL_BYTES = 1 << 30
+XLSX_MAX_SHARED_STRINGS_BYTES = 32 << 20
+XLSX_MAX_RATIO = 200
+XLSX_RATIO_FLOOR = 1 << 20  # parts smaller than this may compress as well as they like
+EXCEL_MAX_ROWS = 1_048_576
+
+
+def check_xlsx_container(path: Path) -> None:
+    """Refuse zip bombs, external links, macros and XML entity tricks before parsing."""
+    try:
+        archive = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError):
+        raise IngestError(
+            "The file is not a valid .xlsx workbook (it is not a zip archive); "
+            "save it again from your spreadsheet program."
+        ) from None
+    with archive:
+        members = archive.infolist()
+        _check_xlsx_members(members)
+        for member in members:
+            if member.filename.endswith((".xml", ".rels")):
+                _refuse_doctype(archive, member)
+
+
+def _check_xlsx_members(members) -> None:
+    names = {m.filename for m in members}
+    if len(members) > XLSX_MAX_MEMBERS:
+        raise IngestError(
+            f"The workbook has {len(members)} parts; the limit is "
+            f"{XLSX_MAX_MEMBERS}. Save the sheet on its own and upload again."
+        )
+    if "xl/workbook.xml" not in names:
+        raise IngestError(
+            "The file is a zip archive but not an Excel workbook (no "
+            "xl/workbook.xml); save it as .xlsx and upload again."
+        )
+    if any(n.startswith("xl/externalLinks/") for n in names):
+        raise IngestError(
+            "The workbook links to other files (external links); copy the values "
+            "into this workbook (Paste values), remove the links, and upload again."
+        )
+    if any(n.lower().endswith("vbaproject.bin") for n in names):
+        raise IngestError("The workbook contains macros; save it as a plain .xlsx workbook.")
+    total = sum(m.file_size for m in members)
+    if total > XLSX_MAX_TOTAL_BYTES:
+        raise IngestError(
+            f"The workbook unpacks to {total:,} bytes; the limit is "
+            f"{XLSX_MAX_TOTAL_BYTES:,}. Upload it as CSV instead."
+        )
+    for member in members:
+        ratio = member.file_size / max(member.compress_size, 1)
+        if member.file_size > XLSX_RATIO_FLOOR and ratio > XLSX_MAX_RATIO:
+            raise IngestError(
+                f"The workbook part {member.filename!r} unpacks {ratio:,.0f} times "
+                "larger than its stored size (a 'zip bomb'); upload CSV instead."
+            )
+        if (
+            "sharedstrings" in member.filename.lower()
+            and member.file_size > XLSX_MAX_SHARED_STRINGS_BYTES
+        ):
+            raise IngestError(
+                f"The workbook's text table (shared strings) is "
+                f"{member.file_size:,} bytes; the limit is "
+                f"{XLSX_MAX_SHARED_STRINGS_BYTES:,}. Upload it as CSV instead."
+            )
+
+
+def _refuse_doctype(archive: zipfile.ZipFile, member) -> None:
+    with archive.open(member) as part:
+        start = part.read(4096)
+    if b"<!DOCTYPE" in start.upper() or b"<!ENTITY" in start.upper():
+        raise IngestError(
+            f"The workbook part {member.filename!r} declares XML entities, which "
+            "Excel never writes; save the workbook again from Excel."
+        )
+
+
+def xlsx_to_csv(path: Path, csv_path: Path) -> None:
+    """Write the first sheet's values to a UTF-8 CSV; refuse formulas (values only)."""
+    check_xlsx_container(path)
+    with open(path, "rb") as source:  # a handle: openpyxl would judge a path by its suffix
+        try:
+            workbook = openpyxl.load_workbook(
+                source, read_only=True, data_only=False, keep_links=False
+            )
+        except Exception as exc:  # openpyxl raises many kinds on damaged files
+            raise IngestError(
+                f"The workbook could not be opened; save it again as .xlsx ({type(exc).__name__})."
+            ) from None
+        try:
+            with files.PrivateWriter(csv_path, "w", encoding="utf-8", newline="") as out:
+                _write_sheet(workbook.worksheets[0], csv.writer(out))
+        finally:
+            workbook.close()
+
+
+def _write_sheet(sheet, writer) -> None:
+    sheet.reset_dimensions()  # trust the cells, not the sheet's declared size
+    width, blank = None, None
+    for number, row in enumerate(sheet.iter_rows(max_col=MAX_COLUMNS + 1), start=1):
+        if number > EXCEL_MAX_ROWS:
+            raise IngestError(
+                f"The sheet has more than {EXCEL_MAX_ROWS:,} rows, more than "
+                "Excel allows; save it again from your spreadsheet program."
+            )
+        if row is blank:
+            continue
+        values = [_cell_value(cell) for cell in row]
+        while values and values[-1] == "":
+            values.pop()
+        if not values:
+            blank = row  # openpyxl repeats one tuple for missing rows: skip those fast
+            continue
+        if width is None:
+            width = len(values)
+            if width > MAX_COLUMNS:
+                raise IngestError(
+                    f"The sheet has more than {MAX_COLUMNS} columns; keep only "
+                    "the columns you need and upload again."
+                )
+        elif len(values) > width:
+            raise IngestError(
+                f"Row {number} has a value in column {len(values)}, to the right "
+                f"of the last named column ({width}); remove it or name the column."
+            )
+        writer.writerow(values + [""] * (width - len(values)))
+
+
+def _cell_value(cell) -> str:
+    if getattr(cell, "data_type", None) == "f":
+        raise IngestError(
+            f"Cell {cell.coordinate} holds a formula; turn formulas into plain "
+            "numbers (Copy, then Paste special: values) and upload again."
+        )
+    return _cell_text(getattr(cell, "value", None))
+
+
+def _cell_text(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return str(value)

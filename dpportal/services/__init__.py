@@ -1,0 +1,58 @@
+"""Workflows that change datasets, budgets and releases. The only code that spends budget.
+
+Views and tasks stay thin: they check permission, validate input and call one function here.
+One module per concept:
+
+    audit        the hash-chained audit log
+    budget       admission locks, the budget check, ledger debits and refunds, budget changes
+    releases     a release's life: create, cancel, finish
+    delivery     sending a queued release to the job broker, and which queue
+    execution    running a release on a worker: lease, heartbeat, storing the output
+    reaper       retrying or failing releases whose worker died, resending lost jobs
+    publishing   after publication: utility report, zip and chart data
+    datasets     upload, auditors, schema confirmation, deletion
+
+The names below are the ones views, commands and tests call as `services.<name>`. A test that
+replaces a function must replace it in the module that calls it (`services.delivery.release_send`),
+not here: replacing a re-exported name would not reach its callers.
+"""
+
+from .audit import audit_record, audit_verify_chain
+from .budget import dataset_change_budget
+from .datasets import (
+    dataset_confirm_schema,
+    dataset_create_from_path,
+    dataset_create_from_upload,
+    dataset_delete,
+    dataset_remove_orphan_files,
+    dataset_set_auditor,
+    dataset_shared_with,
+)
+from .delivery import release_queue
+from .errors import ServiceError
+from .execution import LeaseLost, _mark_data_read, _release_claim, _release_fail, release_run
+from .reaper import release_reap
+from .releases import release_cancel, release_create
+
+__all__ = [
+    "LeaseLost",
+    "ServiceError",
+    "_mark_data_read",
+    "_release_claim",
+    "_release_fail",
+    "audit_record",
+    "audit_verify_chain",
+    "dataset_change_budget",
+    "dataset_confirm_schema",
+    "dataset_create_from_path",
+    "dataset_create_from_upload",
+    "dataset_delete",
+    "dataset_remove_orphan_files",
+    "dataset_set_auditor",
+    "dataset_shared_with",
+    "release_cancel",
+    "release_create",
+    "release_queue",
+    "release_reap",
+    "release_run",
+]

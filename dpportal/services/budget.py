@@ -1,0 +1,204 @@
+"""Admission and the privacy budget: the row locks, the budget check, ledger writes (debits
+and refunds) and changes to a budget's totals. The only code that moves ε and δ.
+
+Every path that locks both rows locks the dataset first, then the release; the budget row
+(shared by every upload of the same content) is always locked last.
+Refund rule: a release cancelled (or failed) before its data was read gets its budget back
+with a REFUND ledger entry; once the data was read, the budget stays spent.
+"""
+
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import transaction
+
+from ..formatting import plain_number
+from ..models import AuditEvent, BudgetLedgerEntry, Dataset, Neighbouring, PrivacyBudget, Release
+from . import audit
+from .errors import ServiceError
+
+MAX_EPSILON_TOTAL = Decimal("100")
+
+
+def locked_dataset(dataset_pk):
+    """The dataset row, locked. NO KEY: rows that merely reference the dataset (audit events,
+    ledger entries) can still be inserted meanwhile; a plain FOR UPDATE blocks their foreign-key
+    checks and, with the audit chain's unique previous hash, deadlocks concurrent writers on
+    PostgreSQL."""
+    return Dataset.objects.select_for_update(no_key=True).get(pk=dataset_pk)
+
+
+def locked_budget(budget_pk):
+    """The shared budget row, locked (NO KEY, as above): always the last lock a path takes."""
+    return PrivacyBudget.objects.select_for_update(no_key=True).get(pk=budget_pk)
+
+
+def locked_dataset_and_release(dataset_pk, release_pk):
+    """Lock in the one order every budget path uses (dataset, then release): no deadlocks."""
+    dataset = locked_dataset(dataset_pk)
+    return dataset, Release.objects.select_for_update(no_key=True).get(pk=release_pk)
+
+
+def check_budget(budget, epsilon, delta):
+    """Refuse a release that does not fit in what is left of `budget` (read under its lock)."""
+    if epsilon > budget.epsilon_remaining:
+        raise ServiceError(
+            f"Not enough privacy budget: this release needs ε = {plain_number(epsilon)}, "
+            f"but only ε = {plain_number(budget.epsilon_remaining)} is left of "
+            f"{plain_number(budget.epsilon_total)}."
+        )
+    if delta > budget.delta_remaining:
+        raise ServiceError(
+            f"Not enough δ budget: this release needs δ = {delta:g}, "
+            f"but only δ = {budget.delta_remaining:g} is left."
+        )
+
+
+def ledger_write(locked_dataset, release, kind):
+    """Debit or refund the release's ε and δ on the dataset's shared budget, locked here, with
+    the ledger entry (which records what the budget has spent after it)."""
+    budget = locked_budget(locked_dataset.budget_id)
+    sign = 1 if kind == BudgetLedgerEntry.Kind.DEBIT else -1
+    budget.epsilon_spent += sign * release.epsilon
+    budget.delta_spent += sign * release.delta
+    budget.save(update_fields=["epsilon_spent", "delta_spent"])
+    locked_dataset.budget = budget
+    BudgetLedgerEntry.objects.create(
+        dataset=locked_dataset,
+        release=release,
+        kind=kind,
+        epsilon=release.epsilon,
+        delta=release.delta,
+        epsilon_spent_after=budget.epsilon_spent,
+        delta_spent_after=budget.delta_spent,
+    )
+
+
+def release_refund(*, dataset, release, actor=None, remote_addr=None):
+    """Give a release's budget back to its dataset, once, if its data was never read.
+
+    Call inside a transaction holding the locks on `dataset` and `release` (in that order).
+    Returns True if a refund was made.
+    """
+    if release.data_was_read or release.output_dir:
+        return False
+    if release.ledger.filter(kind=BudgetLedgerEntry.Kind.REFUND).exists():
+        return False
+    ledger_write(dataset, release, BudgetLedgerEntry.Kind.REFUND)
+    audit.audit_record(
+        action=AuditEvent.Action.RELEASE_REFUNDED,
+        actor=actor,
+        dataset=dataset,
+        release=release,
+        remote_addr=remote_addr,
+        details={"epsilon": str(release.epsilon), "delta": str(release.delta)},
+    )
+    return True
+
+
+# ---------------------------------------------------------------- a budget's totals
+
+
+def budget_scope(owner) -> str:
+    """Who shares budgets: one owner's uploads (default), or the whole portal (one organisation,
+    DPPORTAL_SHARE_FINGERPRINTS_ACROSS_OWNERS). Across scopes nothing is ever compared."""
+    return "portal" if settings.DPPORTAL_SHARE_FINGERPRINTS_ACROSS_OWNERS else f"owner:{owner.pk}"
+
+
+def budget_values(epsilon_total, delta_total):
+    """The totals asked for, as Decimals, once they are in range."""
+    try:
+        epsilon, delta = Decimal(str(epsilon_total)), Decimal(str(delta_total))
+    except ArithmeticError:
+        raise ServiceError(
+            f"The budget ({epsilon_total!r}, {delta_total!r}) must be numbers."
+        ) from None
+    if not (0 < epsilon <= MAX_EPSILON_TOTAL):
+        raise ServiceError(
+            f"Total ε ({epsilon}) must be greater than 0 and at most {MAX_EPSILON_TOTAL}."
+        )
+    if not (0 <= delta < 1):
+        raise ServiceError(f"Total δ ({delta}) must be at least 0 and below 1.")
+    return epsilon, delta
+
+
+def check_neighbouring(neighbouring):
+    if neighbouring not in Neighbouring.values:
+        raise ServiceError(
+            f"Neighbouring relation ({neighbouring!r}) must be one of "
+            f"{', '.join(Neighbouring.values)}."
+        )
+
+
+def dataset_change_budget(
+    *, dataset, user, epsilon_total, delta_total, neighbouring=None, remote_addr=None
+):
+    """Change the total budget: anything before the first release, only lower afterwards.
+
+    The budget is shared by every upload of the same content, so the change applies to all of
+    them, and "the first release" means the first release of any of them.
+    """
+    epsilon_total, delta_total = budget_values(epsilon_total, delta_total)
+    with transaction.atomic():
+        locked = locked_dataset(dataset.pk)
+        budget = locked.budget = locked_budget(locked.budget_id)
+        neighbouring = neighbouring or budget.neighbouring
+        check_neighbouring(neighbouring)
+        before = {
+            "epsilon_total": str(budget.epsilon_total),
+            "delta_total": str(budget.delta_total),
+            "neighbouring": budget.neighbouring,
+        }
+        _check_budget_change(locked, epsilon_total, delta_total, neighbouring)
+        budget.epsilon_total, budget.delta_total = epsilon_total, delta_total
+        budget.neighbouring = neighbouring
+        after = {
+            "epsilon_total": str(epsilon_total),
+            "delta_total": str(delta_total),
+            "neighbouring": neighbouring,
+        }
+        if after == before:
+            return locked
+        budget.save(update_fields=["epsilon_total", "delta_total", "neighbouring"])
+        audit.audit_record(
+            action=AuditEvent.Action.BUDGET_CHANGED,
+            actor=user,
+            dataset=locked,
+            remote_addr=remote_addr,
+            details={"before": before, "after": after},
+        )
+    return locked
+
+
+def _check_budget_change(locked, epsilon_total, delta_total, neighbouring):
+    if locked.is_deleted:
+        raise ServiceError("This dataset has been deleted; its budget can no longer change.")
+    if neighbouring == "add-remove" != locked.neighbouring and _ever_had_auditors(locked):
+        raise ServiceError(
+            "Under replace-one the number of rows is public, and auditors have already been able "
+            "to see it, so the relation can no longer become add-remove: upload the data as a new "
+            "dataset if its row count must stay private."
+        )
+    if not Release.objects.filter(dataset__budget_id=locked.budget_id).exists():
+        return
+    if epsilon_total > locked.epsilon_total or delta_total > locked.delta_total:
+        raise ServiceError(
+            f"Once a release exists the budget can be lowered but never raised: the total is "
+            f"ε = {plain_number(locked.epsilon_total)}, δ = {plain_number(locked.delta_total)}."
+        )
+    if epsilon_total < locked.epsilon_spent or delta_total < locked.delta_spent:
+        raise ServiceError(
+            f"The total cannot go below what releases have already spent: "
+            f"ε = {plain_number(locked.epsilon_spent)}, δ = {plain_number(locked.delta_spent)}."
+        )
+    if neighbouring != locked.neighbouring:
+        raise ServiceError("The neighbouring relation cannot change once a release exists.")
+
+
+def _ever_had_auditors(dataset) -> bool:
+    """Whether anyone but the owner has had access to a dataset sharing this budget."""
+    sharing = Dataset.objects.filter(budget_id=dataset.budget_id)
+    granted = AuditEvent.objects.filter(
+        action=AuditEvent.Action.ACCESS_CHANGED, dataset__in=sharing
+    )
+    return granted.exists() or sharing.filter(auditors__isnull=False).exists()

@@ -1,0 +1,308 @@
+"""Datasets: upload (validation, Parquet copy, profile, budget by content), auditors, schema
+confirmation and deletion.
+
+Files go through `dpportal.ingest` into private storage (`dpportal.files`); nothing is left
+behind when a file is refused.
+"""
+
+import gzip
+from decimal import Decimal
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.utils import timezone
+
+import mechanisms
+
+from .. import files, ingest, schema_checks, storage
+from ..models import AuditEvent, Dataset, PrivacyBudget, Release
+from . import audit, publishing
+from .budget import budget_scope, budget_values, check_neighbouring, locked_dataset
+from .errors import ServiceError
+
+DATASET_SUFFIXES = (".csv", ".tsv", ".txt", ".xlsx")
+
+
+def dataset_create_from_path(
+    *,
+    owner,
+    name,
+    source_path,
+    epsilon_total,
+    delta_total=Decimal("0"),
+    description="",
+    attribution="",
+    neighbouring="replace-one",
+    header=None,
+):
+    """Ingest a file on disk (CSV/TSV/XLSX, optionally gzip-compressed) as a new dataset."""
+    source_path = Path(source_path)
+    filename = source_path.name.removesuffix(".gz")
+    opener = gzip.open if source_path.suffix == ".gz" else open
+    scan = ingest.ByteScan()
+    with opener(source_path, "rb") as handle:
+        _name, path = storage.store_stream(iter(lambda: handle.read(1 << 20), b""), ".upload", scan)
+    try:
+        return _dataset_create(
+            owner=owner,
+            name=name,
+            description=description,
+            attribution=attribution,
+            original_path=path,
+            scan=scan,
+            filename=filename,
+            epsilon_total=epsilon_total,
+            delta_total=delta_total,
+            neighbouring=neighbouring,
+            header=header,
+        )
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def dataset_create_from_upload(
+    *,
+    owner,
+    upload,
+    name,
+    epsilon_total,
+    delta_total=Decimal("0"),
+    description="",
+    neighbouring="replace-one",
+    header=None,
+    remote_addr=None,
+):
+    """Register an upload that streamed into private storage (`storage.PrivateUpload`)."""
+    dataset_remove_orphan_files()
+    try:
+        return _dataset_create(
+            owner=owner,
+            name=name,
+            description=description,
+            attribution="",
+            original_path=upload.path,
+            scan=upload.scan,
+            filename=upload.name,
+            epsilon_total=epsilon_total,
+            delta_total=delta_total,
+            neighbouring=neighbouring,
+            header=header,
+            remote_addr=remote_addr,
+        )
+    finally:
+        upload.discard()
+
+
+def dataset_remove_orphan_files(older_than_hours=6) -> int:
+    """Remove stored files no dataset refers to: parts of uploads cut off by a killed process."""
+    referenced = set()
+    for names in Dataset.objects.values_list("storage_name", "parquet_name"):
+        referenced.update(names)
+    return files.remove_orphan_stored_files(referenced - {""}, older_than_hours * 3600)
+
+
+def _dataset_create(
+    *,
+    owner,
+    name,
+    description,
+    attribution,
+    original_path,
+    scan,
+    filename,
+    epsilon_total,
+    delta_total,
+    neighbouring,
+    header,
+    remote_addr=None,
+):
+    """Validate, write the Parquet copy, keep or drop the original, register and audit.
+
+    The dataset draws on the budget of any earlier upload of the same content in its scope
+    (deleted ones included), whose total and neighbouring relation stay as they are; only a new
+    content gets a budget with the totals asked for here.
+    """
+    epsilon_total, delta_total = budget_values(epsilon_total, delta_total)
+    check_neighbouring(neighbouring)
+    suffix = Path(filename).suffix.lower()
+    if suffix not in DATASET_SUFFIXES:
+        raise ServiceError(
+            f"Files of type {suffix or '(none)'!r} cannot be read; upload a CSV, "
+            "TSV or Excel (.xlsx) file."
+        )
+    parquet_name, parquet_path = files.new_storage_name(".parquet")
+    kept_name = ""
+    try:
+        result = _ingest_file(original_path, scan, parquet_path, suffix, header)
+        fingerprint = ingest.content_fingerprint(parquet_path)
+        if settings.DPPORTAL_KEEP_ORIGINAL_UPLOADS:
+            kept_name, kept_path = files.new_storage_name(suffix)
+            Path(original_path).replace(kept_path)
+        with transaction.atomic():
+            budget, created = PrivacyBudget.objects.get_or_create(
+                scope=budget_scope(owner),
+                fingerprint=fingerprint,
+                defaults={
+                    "epsilon_total": epsilon_total,
+                    "delta_total": delta_total,
+                    "neighbouring": neighbouring,
+                },
+            )
+            dataset = Dataset.objects.create(
+                owner=owner,
+                name=name,
+                description=description,
+                attribution=attribution,
+                original_filename=filename[:255],
+                storage_name=kept_name,
+                parquet_name=parquet_name,
+                sha256=scan.hexdigest,
+                size_bytes=scan.size,
+                row_count=result.row_count,
+                columns=result.columns,
+                profile={"read_as": result.details, "proposals": result.proposals},
+                budget=budget,
+            )
+            audit.audit_record(
+                action=AuditEvent.Action.UPLOAD,
+                actor=owner,
+                dataset=dataset,
+                remote_addr=remote_addr,
+                details={
+                    "file": dataset.original_filename,
+                    "sha256": scan.hexdigest,
+                    "rows": result.row_count,
+                    "columns": len(result.columns),
+                    "epsilon_total": str(epsilon_total),
+                    "delta_total": str(delta_total),
+                    "budget": budget.pk,
+                    "shared_budget": not created,
+                },
+            )
+    except BaseException:
+        files.remove_stored(parquet_name)
+        files.remove_stored(kept_name)
+        raise
+    return dataset
+
+
+def dataset_shared_with(dataset):
+    """The earliest other dataset (deleted or not) drawing on the same budget, or None."""
+    return (
+        Dataset.objects.filter(budget_id=dataset.budget_id)
+        .exclude(pk=dataset.pk)
+        .order_by("created_at", "pk")
+        .first()
+    )
+
+
+def _ingest_file(path, scan, parquet_path, suffix, header):
+    text_name = ""
+    try:
+        if suffix == ".xlsx":
+            text_name, text_path = files.new_storage_name(".csv")
+            ingest.xlsx_to_csv(path, text_path)
+            result = ingest.ingest_text(
+                text_path, ingest.scan_file(text_path), parquet_path, suffix=".csv", header=header
+            )
+            result.details["format"] = "Excel workbook (first sheet)"
+            return result
+        return ingest.ingest_text(path, scan, parquet_path, suffix=suffix, header=header)
+    except ingest.IngestError as exc:
+        raise ServiceError(str(exc)) from None
+    finally:
+        files.remove_stored(text_name)
+
+
+def dataset_set_auditor(*, dataset, user, username, add, remote_addr=None):
+    """Give or take away read-only access to the dataset's releases, ledger and audit log."""
+    with transaction.atomic():
+        locked = locked_dataset(dataset.pk)
+        auditor = get_user_model().objects.filter(username=username).first()
+        if auditor is None:
+            raise ServiceError(f"There is no user named {username!r}; check the spelling.")
+        if auditor.pk == locked.owner_id:
+            raise ServiceError(f"{username!r} owns this dataset and already sees everything.")
+        if add == locked.auditors.filter(pk=auditor.pk).exists():
+            return locked
+        (locked.auditors.add if add else locked.auditors.remove)(auditor)
+        audit.audit_record(
+            action=AuditEvent.Action.ACCESS_CHANGED,
+            actor=user,
+            dataset=locked,
+            remote_addr=remote_addr,
+            details={"auditor": auditor.username, "change": "added" if add else "removed"},
+        )
+    return locked
+
+
+def dataset_delete(*, dataset, user, remote_addr=None):
+    """Remove the raw file, the Parquet copy and the data profile; releases, ledger, audit stay."""
+    with transaction.atomic():
+        locked = locked_dataset(dataset.pk)
+        if locked.is_deleted:
+            return locked
+        if locked.releases.filter(
+            status__in=[Release.Status.QUEUED, Release.Status.RUNNING]
+        ).exists():
+            raise ServiceError(
+                "Releases of this dataset are still queued or running; wait for "
+                "them to finish or cancel them, then delete the dataset."
+            )
+        stored = [locked.storage_name, locked.parquet_name]
+        locked.deleted_at = timezone.now()
+        locked.storage_name = locked.parquet_name = ""
+        locked.profile = None
+        locked.save(update_fields=["deleted_at", "storage_name", "parquet_name", "profile"])
+        audit.audit_record(
+            action=AuditEvent.Action.DELETION,
+            actor=user,
+            dataset=locked,
+            remote_addr=remote_addr,
+            details={"sha256": locked.sha256},
+        )
+        for name in stored:
+            transaction.on_commit(lambda name=name: files.remove_stored(name))
+        transaction.on_commit(lambda: publishing.release_remove_utility_reports(locked))
+    return locked
+
+
+def dataset_confirm_schema(*, dataset, user, schema, remote_addr=None):
+    """Validate and store the custodian's public metadata; releases become possible.
+
+    The stored table is checked against the schema first (`schema_checks`): a schema is only
+    confirmed if no value in the data would make a release of it fail, so once a release has
+    started, data content can never make it fail.
+    """
+    try:
+        parsed = mechanisms.Schema.from_dict(schema)
+    except mechanisms.MechanismError as exc:
+        raise ServiceError(str(exc)) from exc
+    validated = parsed.to_dict()
+    names = [column["name"] for column in validated["columns"]]
+    if dataset.columns and names != list(dataset.columns):
+        raise ServiceError(
+            f"The schema must list the dataset's columns in order "
+            f"({', '.join(dataset.columns)}); it lists {', '.join(names)}."
+        )
+    path = files.dataset_path(dataset)
+    if dataset.parquet_name and path.exists():
+        problems = schema_checks.data_problems(path, parsed)
+        if problems:
+            raise ServiceError(" ".join(problems), problems)
+    with transaction.atomic():
+        locked = locked_dataset(dataset.pk)
+        if locked.is_deleted:
+            raise ServiceError("This dataset has been deleted; its schema can no longer change.")
+        locked.schema = validated
+        locked.schema_confirmed_at = timezone.now()
+        locked.save(update_fields=["schema", "schema_confirmed_at"])
+        audit.audit_record(
+            action=AuditEvent.Action.SCHEMA_CONFIRMED,
+            actor=user,
+            dataset=locked,
+            remote_addr=remote_addr,
+        )
+    return locked
