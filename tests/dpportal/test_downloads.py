@@ -14,8 +14,7 @@ from hypothesis import strategies as st
 
 from dpportal import csv_safety
 from dpportal.models import AuditEvent
-from tests.dpportal.test_release_pages import client_for, make_dataset, make_release, make_user
-from tests.dpportal.test_results_pages import run_now
+from tests.helpers import client_for, make_dataset, make_release, make_user, run_now
 
 TRIGGERS = ("=", "+", "-", "@", "\t", "\r", "\0")
 NASTY_CATEGORIES = [
@@ -79,11 +78,6 @@ def test_safe_csv_round_trips_through_csv_reader(rows):
             assert not cell.startswith(TRIGGERS) or csv_safety.PURE_NUMBER.fullmatch(cell)
 
 
-@pytest.fixture
-def owner(db):
-    return make_user("owner")
-
-
 def release_with_categories(owner, folder, categories):
     """A finished release of a table whose public categories are `categories`."""
     lines = ["city,delta"] + [
@@ -137,11 +131,6 @@ def test_downloaded_csvs_are_escaped_quoted_and_parse_back(owner, nasty_release)
     ).content.decode()
     negative = [row[1] for row in csv.reader(io.StringIO(synthetic)) if row[1].startswith("-")]
     assert negative and all(float(value) < 0 for value in negative)  # numbers stay numbers
-
-
-@pytest.fixture
-def dataset(owner):
-    return make_dataset(owner)
 
 
 @pytest.fixture

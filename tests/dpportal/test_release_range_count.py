@@ -8,8 +8,7 @@ import mechanisms
 import mechanisms.release as registry
 from dpportal import release_engine, utility
 from dpportal.models import BudgetLedgerEntry, Release
-from tests.dpportal.test_release_pages import client_for, make_dataset, make_user
-from tests.dpportal.test_results_pages import chart_figures, run_now
+from tests.helpers import chart_figures, client_for, make_dataset, make_user, run_now
 
 
 @pytest.fixture(autouse=True)
@@ -20,11 +19,6 @@ def range_count_registered(monkeypatch):
     registry._ensure_registered()
     if "range_count" not in mechanisms.MECHANISMS:
         monkeypatch.setitem(mechanisms.MECHANISMS, "range_count", range_count_release)
-
-
-@pytest.fixture
-def owner(db):
-    return make_user("owner")
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from mechanisms.noise import (
     secure_source,
     seeded_source,
 )
+from tests.helpers import randomness_uses
 from tests.mechanisms.privacy_audit import audit_neighbours
 from tests.mechanisms.stats_helpers import (
     DRAWS,
@@ -35,6 +36,7 @@ WRONG_FACTORS = (0.7, 1.3)
 SOURCES = {"seeded": lambda: seeded_source(20261129), "secure": secure_source}
 
 
+@pytest.mark.audit
 @pytest.mark.parametrize("source", SOURCES)
 @pytest.mark.parametrize("scale", [0.5, 2.0, 20.0])
 def test_it_draws_discrete_laplace_with_the_exact_pmf(source, scale):
@@ -50,6 +52,7 @@ def test_it_draws_discrete_laplace_with_the_exact_pmf(source, scale):
         assert p_value(factor) < P_ACCEPT, f"scale x{factor} not rejected"
 
 
+@pytest.mark.audit
 @pytest.mark.parametrize("source", SOURCES)
 @pytest.mark.parametrize("sigma", [1.5, 8.0])
 def test_it_draws_discrete_gaussian_with_the_exact_pmf(source, sigma):
@@ -72,6 +75,7 @@ CONTINUOUS = {
 }
 
 
+@pytest.mark.audit
 @pytest.mark.parametrize("source", SOURCES)
 @pytest.mark.parametrize("primitive", CONTINUOUS)
 def test_it_draws_continuous_noise_with_the_exact_cdf(source, primitive):
@@ -88,6 +92,7 @@ def _exponential_probabilities(scores, epsilon, sensitivity):
     return weights / weights.sum()
 
 
+@pytest.mark.audit
 @pytest.mark.parametrize("source", SOURCES)
 def test_it_selects_with_exponential_mechanism_probabilities(source):
     scores, epsilon, sensitivity = [0.0, 1.0, 2.0, 3.5], 1.0, 1.0
@@ -176,24 +181,6 @@ def test_recording_does_not_change_the_draws():
     assert np.array_equal(RecordingSource(seeded_source(3)).discrete_laplace(4, 30), plain)
 
 
-FORBIDDEN_MODULES = ("random", "numpy.random", "secrets")
-
-
-def _randomness_uses(tree: ast.AST) -> list[str]:
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found += [a.name for a in node.names if a.name in FORBIDDEN_MODULES]
-        elif isinstance(node, ast.ImportFrom):
-            if node.module in FORBIDDEN_MODULES or any(a.name == "random" for a in node.names):
-                found.append(f"from {node.module} import ...")
-        elif isinstance(node, ast.Attribute) and node.attr in ("random", "default_rng"):
-            found.append(f"attribute .{node.attr}")
-        elif isinstance(node, ast.Name) and node.id == "default_rng":
-            found.append("default_rng")
-    return found
-
-
 def test_no_mechanism_module_but_noise_touches_random_state():
     modules = sorted((REPO_ROOT / "mechanisms").rglob("*.py"))
     assert len(modules) >= 5
@@ -201,7 +188,7 @@ def test_no_mechanism_module_but_noise_touches_random_state():
     offenders = {
         str(m.relative_to(REPO_ROOT)): uses
         for m in modules
-        if m != noise_module and (uses := _randomness_uses(ast.parse(m.read_text())))
+        if m != noise_module and (uses := randomness_uses(ast.parse(m.read_text())))
     }
     assert offenders == {}
 
@@ -215,8 +202,8 @@ def test_the_ast_guard_catches_forbidden_randomness():
         "rng = default_rng(1)",
         "from random import choice",
     ):
-        assert _randomness_uses(ast.parse(source)), source
-    assert _randomness_uses(ast.parse((REPO_ROOT / "mechanisms" / "noise.py").read_text()))
+        assert randomness_uses(ast.parse(source)), source
+    assert randomness_uses(ast.parse((REPO_ROOT / "mechanisms" / "noise.py").read_text()))
 
 
 def _selections(scores, claimed_sensitivity, seed, n=100_000):
@@ -229,6 +216,7 @@ def _selections(scores, claimed_sensitivity, seed, n=100_000):
     )
 
 
+@pytest.mark.audit
 @pytest.mark.parametrize("claimed, should_pass", [(1.0, True), (0.5, False)])
 def test_exponential_mechanism_event_test_and_its_broken_twin(claimed, should_pass):
     """Event test, n = 10^5 per side, alpha = 1e-6; neighbours move every score by 1 (the true
