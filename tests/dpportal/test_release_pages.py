@@ -18,6 +18,7 @@ from tests.helpers import (
     client_for,
     histogram_post,
     make_dataset,
+    make_demo_dataset,
     make_release,
     make_user,
 )
@@ -119,7 +120,9 @@ def test_it_forces_delta_to_zero_for_pure_mechanisms(owner):
 # ---------------------------------------------------------------- the estimate
 
 
-def test_the_estimate_predicts_accuracy_and_budget_without_the_data(owner, dataset, monkeypatch):
+def test_the_estimate_predicts_accuracy_and_budget_without_the_data(owner, monkeypatch):
+    dataset = make_demo_dataset(owner)  # the full table: ~2,000 rows per combination
+
     def no_raw_data(*args, **kwargs):
         raise AssertionError("the estimate must not read the raw data")
 
