@@ -1,5 +1,7 @@
-"""Shared fixtures: a file-backed test database (so worker processes can share it) and a real
-Celery worker process against the real Redis broker."""
+"""Shared fixtures: a file-backed test database (so worker processes can share it), a real
+Celery worker process against the real Redis broker, and the people and data most tests use
+(`owner`, `auditor`, `stranger`, `small_dataset`, and the two-tenant `world`). Plain helper
+functions are in tests/helpers.py."""
 
 import os
 import subprocess
@@ -11,7 +13,6 @@ import pytest
 
 from tests.helpers import (  # noqa: F401  (REPO_ROOT, DEMO_ADULT, TEST_DATA: old import path)
     DEMO_ADULT,
-    DEMO_SCHEMA,
     REPO_ROOT,
     SMALL_ADULT,
     TEST_DATA,
@@ -177,7 +178,6 @@ def world(db, settings, tmp_path):
     from types import SimpleNamespace
 
     from dpportal import services
-    from dpportal.models import Release
 
     settings.DATA_DIR = tmp_path  # release folders are named by pk, which tests reuse
     settings.DATASET_STORAGE_DIR = tmp_path / "storage"
@@ -195,10 +195,7 @@ def world(db, settings, tmp_path):
         params={"rows": 200},
         epsilon="0.5",
     )
-    services.release_run(release_id=release.pk)
-    release.refresh_from_db()
-    assert release.status == Release.Status.DONE, release.error_message
-    return SimpleNamespace(dataset=dataset, release=release, **users)
+    return SimpleNamespace(dataset=dataset, release=run_now(release), **users)
 
 
 @pytest.fixture
