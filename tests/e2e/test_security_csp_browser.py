@@ -7,39 +7,20 @@ In real Chromium: the ledger chart draws with no inline style, CSP violation or 
 the twins (the same page with either element removed) raise a CSP violation.
 """
 
-from decimal import Decimal
-
 import pytest
 from django.urls import reverse
 
-from dpportal.models import BudgetLedgerEntry, Release
-from tests.helpers import html_pages, make_dataset
+from tests.helpers import html_pages, make_dataset, make_release
 
 pytestmark = pytest.mark.e2e
 
 
 def ledger_with_two_debits(owner):
+    """A dataset whose ledger has two debits (ε 0.5 and 0.25), made by the real submission path;
+    the releases stay queued (no_broker)."""
     dataset = make_dataset(owner, epsilon_total=2)
-    spent = Decimal("0")
-    for epsilon in (Decimal("0.5"), Decimal("0.25")):
-        release = Release.objects.create(
-            dataset=dataset,
-            requested_by=owner,
-            mechanism="mwem",
-            columns=["age"],
-            epsilon=epsilon,
-            neighbouring=dataset.neighbouring,
-        )
-        spent += epsilon
-        BudgetLedgerEntry.objects.create(
-            dataset=dataset,
-            release=release,
-            epsilon=epsilon,
-            epsilon_spent_after=spent,
-            delta_spent_after=0,
-        )
-    dataset.epsilon_spent = spent
-    dataset.save(update_fields=["epsilon_spent"])
+    for epsilon in ("0.5", "0.25"):
+        make_release(owner, dataset, epsilon=epsilon)
     return dataset
 
 
@@ -49,7 +30,7 @@ def open_ledger(browser, dataset):
     browser.page.wait_for_selector("#ledger-chart .main-svg")
 
 
-def test_the_ledger_chart_draws_under_the_csp(browser, custodian):
+def test_the_ledger_chart_draws_under_the_csp(no_broker, browser, custodian):
     open_ledger(browser, ledger_with_two_debits(custodian))
     traces = browser.page.locator("#ledger-chart .scatterlayer .trace").count()
     browser.page.hover("#ledger-chart .nsewdrag")  # the modebar and hover labels appear
@@ -81,7 +62,7 @@ def serve_without(browser, fragment):
 
 
 @pytest.mark.parametrize("fragment", ['id="plotly.js-style-global"', f'id="{MAP_STYLES_ID}"'])
-def test_without_either_element_plotly_breaks_the_csp(browser, custodian, fragment):
+def test_without_either_element_plotly_breaks_the_csp(no_broker, browser, custodian, fragment):
     serve_without(browser, fragment)
     open_ledger(browser, ledger_with_two_debits(custodian))
     browser.page.wait_for_timeout(300)
