@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from dpportal import csv_safety
 from dpportal.models import AuditEvent
-from tests.helpers import client_for, make_dataset, make_release, make_user, run_now
+from tests.helpers import client_for, make_dataset, make_release, run_now
 
 TRIGGERS = ("=", "+", "-", "@", "\t", "\r", "\0")
 NASTY_CATEGORIES = [
@@ -161,10 +161,9 @@ def test_the_zip_holds_the_public_package_and_nothing_custodian_only(owner, done
     assert max(len(line) for line in readme.splitlines()) <= 78
 
 
-def test_downloads_are_permission_checked_and_audited(owner, dataset, done_release, a_minute_later):
-    auditor = make_user("auditor")
-    dataset.auditors.add(auditor)
-    stranger = make_user("stranger")
+def test_downloads_are_permission_checked_and_audited(
+    owner, auditor, stranger, done_release, a_minute_later
+):
     file_url = reverse("release_download_file", args=[done_release.pk, "synthetic.csv"])
     zip_url = reverse("release_download_zip", args=[done_release.pk])
     report_url = reverse("release_utility_report", args=[done_release.pk])

@@ -39,8 +39,7 @@ def test_it_shows_the_form_with_cards_and_schema_columns(owner, dataset):
     assert "seed" not in page.lower()
 
 
-def test_it_answers_404_to_auditors_and_strangers(dataset, auditor):
-    stranger = make_user("stranger")
+def test_it_answers_404_to_auditors_and_strangers(dataset, auditor, stranger):
     for user in (auditor, stranger):
         client = client_for(user)
         assert client.get(reverse("release_new", args=[dataset.pk])).status_code == 404
@@ -269,9 +268,9 @@ def test_a_failed_release_says_why_and_that_its_budget_stays_spent(owner, datase
     assert "stays spent" in page
 
 
-def test_job_pages_answer_404_to_strangers(owner, dataset):
+def test_job_pages_answer_404_to_strangers(owner, dataset, stranger):
     release = make_release(owner, dataset)
-    client = client_for(make_user("stranger"))
+    client = client_for(stranger)
     assert client.get(reverse("release_detail", args=[release.pk])).status_code == 404
     assert client.get(reverse("release_detail", args=[999])).status_code == 404
     anonymous = Client().get(reverse("release_detail", args=[release.pk]))
