@@ -1,5 +1,7 @@
-"""Shared fixtures: a file-backed test database (so worker processes can share it) and a real
-Celery worker process against the real Redis broker."""
+"""Shared fixtures: a file-backed test database (so worker processes can share it), a real
+Celery worker process against the real Redis broker, and the people and data most tests use
+(`owner`, `auditor`, `stranger`, `small_dataset`, and the two-tenant `world`). Plain helper
+functions are in tests/helpers.py."""
 
 import os
 import subprocess
@@ -9,9 +11,16 @@ from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-DEMO_ADULT = REPO_ROOT / "demo" / "adult.csv.gz"  # UCI Adult, shipped (demo/README.md)
-TEST_DATA = REPO_ROOT / "tests" / "data"  # small tables made for the tests (tests/data/README.md)
+from tests.helpers import (  # noqa: F401  (REPO_ROOT, DEMO_ADULT, TEST_DATA: old import path)
+    DEMO_ADULT,
+    REPO_ROOT,
+    SMALL_ADULT,
+    TEST_DATA,
+    client_for,
+    make_dataset,
+    make_user,
+    run_now,
+)
 
 
 @pytest.fixture(scope="session")
@@ -126,6 +135,103 @@ def wait_until(predicate, timeout=60, interval=0.2):
             return value
         time.sleep(interval)
     raise AssertionError(f"condition not met within {timeout}s")
+
+
+# ---------------------------------------------------------------- people and data
+
+
+@pytest.fixture
+def owner(db):
+    """A custodian, owner of `small_dataset`."""
+    return make_user("owner")
+
+
+@pytest.fixture
+def stranger(db):
+    """Another custodian, with no rights on the owner's datasets."""
+    return make_user("stranger")
+
+
+@pytest.fixture
+def small_dataset(owner):
+    """The owner's 2,000-row Adult sample (tests/data/adult_sample.csv), schema confirmed, ε 1."""
+    return make_dataset(owner)
+
+
+@pytest.fixture
+def auditor(small_dataset):
+    """An auditor of `small_dataset`."""
+    user = make_user("auditor")
+    small_dataset.auditors.add(user)
+    return user
+
+
+# The owner's dataset name (other custodians never see it) and values planted in the owner's raw
+# file (neither other custodians nor auditors ever see them): see test_access_matrix.py.
+CANARY = "Tenant-A-canary-5d1e"
+RAW_CANARIES = {"workclass": "Canary-workclass-5d1e", "fnlwgt": "987654321"}
+
+
+@pytest.fixture
+def world(db, settings, tmp_path):
+    """Owner Alice's dataset (auditor Carol) with one done release; Bob owns another dataset."""
+    from types import SimpleNamespace
+
+    from dpportal import services
+
+    settings.DATA_DIR = tmp_path  # release folders are named by pk, which tests reuse
+    settings.DATASET_STORAGE_DIR = tmp_path / "storage"
+    users = {name: make_user(name, "pw-unused-1") for name in ("alice", "bob", "carol")}
+    dataset = make_dataset(
+        users["alice"], epsilon_total=2, name=CANARY, path=_canary_file(tmp_path)
+    )
+    dataset.auditors.add(users["carol"])
+    make_dataset(users["bob"])
+    release = services.release_create(
+        dataset=dataset,
+        user=users["alice"],
+        mechanism="perturbed_histogram",
+        columns=["age", "workclass"],
+        params={"rows": 200},
+        epsilon="0.5",
+    )
+    return SimpleNamespace(dataset=dataset, release=run_now(release), **users)
+
+
+@pytest.fixture
+def pages_world(world):
+    """The world plus a done range-count release of Alice's, whose page has a query form."""
+    from django.urls import reverse
+
+    from dpportal.models import Release
+
+    response = client_for(world.alice).post(
+        reverse("release_new", args=[world.dataset.pk]),
+        {
+            "mechanism": "range_count",
+            "columns": ["age", "hours-per-week"],
+            "epsilon": "0.5",
+            "range_workload": "boxes",
+            "range_queries": "20",
+            "range_grid": "8",
+            "range_method": "auto",
+        },
+    )
+    assert response.status_code == 302, response.content.decode()[:2000]
+    world.range_release = run_now(Release.objects.get(mechanism="range_count"))
+    return world
+
+
+def _canary_file(folder):
+    """The 2,000-row Adult sample with RAW_CANARIES written into its first row."""
+    import pandas as pd
+
+    frame = pd.read_csv(SMALL_ADULT, dtype=str, keep_default_na=False)
+    for column, value in RAW_CANARIES.items():
+        frame.loc[0, column] = value
+    path = folder / "adult-with-canaries.csv"
+    frame.to_csv(path, index=False)
+    return path
 
 
 def pytest_sessionfinish(session, exitstatus):

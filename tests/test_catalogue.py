@@ -21,8 +21,7 @@ from mechanisms.noise import check_count_noise, seeded_source
 from mechanisms.plans import NoisePlan, discrete_laplace_std
 from mechanisms.release import ReleaseOutput, csv_bytes
 from mechanisms.schema import Schema
-from tests.dpportal.test_release_pages import client_for, make_dataset, make_user
-from tests.dpportal.test_results_pages import run_now
+from tests.helpers import client_for, make_dataset, make_user, run_now
 
 
 def noisy_count(data, schema, *, columns, params, epsilon, delta, neighbouring, rng, progress):

@@ -16,25 +16,18 @@ route × {anonymous, other custodian, auditor, owner} × {GET, POST, DELETE}:
 import re
 from types import SimpleNamespace
 
-import pandas as pd
 import pytest
-from django.contrib.auth import get_user_model
 from django.http import HttpResponse
-from django.test import Client, override_settings
+from django.test import override_settings
 from django.urls import URLPattern, URLResolver, get_resolver, path, reverse
 
-from dpportal import services
 from dpportal.access import dataset_for_reader
 from dpportal.models import BudgetLedgerEntry, Dataset, Release
-from tests.conftest import REPO_ROOT
-from tests.dpportal.test_foundation import DEMO_SCHEMA, make_demo_dataset
+from tests.conftest import CANARY, RAW_CANARIES
+from tests.helpers import client_for, enumerate_routes, object_kwargs
 
 pytestmark = pytest.mark.django_db
 
-CANARY = "Tenant-A-canary-5d1e"  # the owner's dataset name: other custodians never see it
-# Values planted in the owner's raw file: neither other custodians nor auditors ever see them.
-RAW_CANARIES = {"workclass": "Canary-workclass-5d1e", "fnlwgt": "987654321"}
-MISSING_PK = 10**9
 
 # URL names an auditor may read (GET). Every other route must refuse auditors.
 AUDITOR_READABLE = {
@@ -58,92 +51,6 @@ PUBLIC = {"login", "healthz"}
 REFUSED = {403, 404, 405}
 # How pages mark what is computed from the raw data (never shown to auditors).
 CUSTODIAN_ONLY = re.compile(rb'class="custodian-only"|Custodian-only: not part of the release')
-
-
-def enumerate_routes(resolver=None, prefix=""):
-    """(name, route, URL argument names) for every named pattern, skipping the admin site
-    (staff only). Unnamed patterns are refused by a test below, so none escapes the matrix."""
-    resolver = resolver or get_resolver()
-    routes = []
-    for entry in resolver.url_patterns:
-        if isinstance(entry, URLResolver):
-            if entry.app_name == "admin":
-                continue
-            routes += enumerate_routes(entry, prefix + str(entry.pattern))
-        elif isinstance(entry, URLPattern) and entry.name:
-            routes.append(
-                (entry.name, prefix + str(entry.pattern), sorted(entry.pattern.converters))
-            )
-    return routes
-
-
-def object_kwargs(name, kwarg_names, world, missing=False):
-    """URL kwargs pointing at the owner's objects (or at objects that do not exist)."""
-    values = {}
-    for kwarg in kwarg_names:
-        if kwarg == "dataset_pk" or (kwarg == "pk" and name.startswith("dataset")):
-            values[kwarg] = MISSING_PK if missing else world.dataset.pk
-        elif kwarg == "pk" and name.startswith("release"):
-            values[kwarg] = MISSING_PK if missing else world.release.pk
-        elif kwarg == "filename":
-            values[kwarg] = "manifest.json"
-        else:
-            raise AssertionError(
-                f"route {name!r} has URL argument {kwarg!r}: teach object_kwargs() in "
-                f"{__file__} which object it names, so the access matrix covers it"
-            )
-    return values
-
-
-def client_for(user):
-    client = Client()
-    if user is not None:
-        client.force_login(user)
-    return client
-
-
-@pytest.fixture
-def world(settings, tmp_path):
-    """Owner Alice's dataset (auditor Carol) with one done release; Bob owns another dataset."""
-    settings.DATA_DIR = tmp_path  # release folders are named by pk, which tests reuse
-    settings.DATASET_STORAGE_DIR = tmp_path / "storage"
-    users = {
-        name: get_user_model().objects.create_user(username=name, password="pw-unused-1")
-        for name in ("alice", "bob", "carol")
-    }
-    dataset = services.dataset_create_from_path(
-        owner=users["alice"],
-        name=CANARY,
-        source_path=demo_file_with_canaries(tmp_path),
-        epsilon_total=2,
-    )
-    dataset = services.dataset_confirm_schema(
-        dataset=dataset, user=users["alice"], schema=DEMO_SCHEMA
-    )
-    dataset.auditors.add(users["carol"])
-    make_demo_dataset(users["bob"])
-    release = services.release_create(
-        dataset=dataset,
-        user=users["alice"],
-        mechanism="perturbed_histogram",
-        columns=["age", "workclass"],
-        params={"rows": 200},
-        epsilon="0.5",
-    )
-    services.release_run(release_id=release.pk)
-    release.refresh_from_db()
-    assert release.status == Release.Status.DONE, release.error_message
-    return SimpleNamespace(dataset=dataset, release=release, **users)
-
-
-def demo_file_with_canaries(folder):
-    """The demo CSV with RAW_CANARIES written into its first row."""
-    frame = pd.read_csv(REPO_ROOT / "demo" / "adult.csv.gz", dtype=str, keep_default_na=False)
-    for column, value in RAW_CANARIES.items():
-        frame.loc[0, column] = value
-    path = folder / "adult-with-canaries.csv"
-    frame.to_csv(path, index=False)
-    return path
 
 
 def state_snapshot():

@@ -183,7 +183,7 @@ OTHER_REASONS = [
 @pytest.fixture
 def failed_release(settings, monkeypatch, tmp_path, a_minute_later):
     """A dataset with an auditor and one release that failed (its reason is owner-only)."""
-    from tests.dpportal.test_foundation import make_user
+    from tests.helpers import make_user
 
     settings.DPPORTAL_HEARTBEAT_SECONDS = 0
     monkeypatch.setattr(services.delivery, "release_send", lambda pk: True)

@@ -9,7 +9,7 @@ from django.urls import reverse
 
 from dpportal import services
 from dpportal.models import AuditEvent, Release
-from tests.dpportal.test_foundation import make_demo_dataset
+from tests.helpers import make_dataset
 
 pytestmark = pytest.mark.django_db
 
@@ -50,7 +50,7 @@ def lifecycle(settings, tmp_path):
         client.post(reverse("login"), {"username": "olga", "password": "pw-unused-1"}).status_code
         == 302
     )
-    dataset = make_demo_dataset(owner, epsilon_total=2)
+    dataset = make_dataset(owner, epsilon_total=2)
     dataset.auditors.add(auditor)
     services.dataset_change_budget(
         dataset=dataset, user=owner, epsilon_total="1.5", delta_total="0"
@@ -131,7 +131,7 @@ def test_every_audit_event_records_the_address_the_login_limit_uses(
         ).status_code
         == 302
     )
-    dataset = make_demo_dataset(owner)
+    dataset = make_dataset(owner)
     assert (
         client.post(
             reverse("dataset_budget", args=[dataset.pk]),

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from dpportal import services
 from dpportal.models import AuditEvent, Release
-from tests.dpportal.test_foundation import make_demo_dataset
+from tests.helpers import make_dataset
 
 pytestmark = pytest.mark.django_db
 
@@ -38,9 +38,9 @@ def two_tenants():
     alice, alice_client = login("alice")
     bob, bob_client = login("bob")
     carol, carol_client = login("carol")
-    adult = make_demo_dataset(alice, epsilon_total=2)
+    adult = make_dataset(alice, epsilon_total=2)
     adult.auditors.add(carol)
-    bobs = make_demo_dataset(bob)
+    bobs = make_dataset(bob)
     bobs.name = "Bob data"
     bobs.save(update_fields=["name"])
     first = request_release(adult, alice, "0.25")

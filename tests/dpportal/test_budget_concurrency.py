@@ -21,7 +21,7 @@ from django.db.models import F, Sum
 from dpportal import services
 from dpportal.models import BudgetLedgerEntry, Dataset, PrivacyBudget, Release
 from tests.conftest import REPO_ROOT
-from tests.dpportal.test_foundation import DEMO_SCHEMA, make_demo_dataset, make_user
+from tests.helpers import DEMO_SCHEMA, make_demo_dataset, make_user
 
 PROCESSES, REQUESTS, EPSILON, TOTAL = 8, 40, Decimal("0.1"), Decimal("1.0")
 PAUSE_AFTER_CHECK = 0.01  # seconds

@@ -30,7 +30,7 @@ from hypothesis.stateful import (
 from dpportal import release_engine, services
 from dpportal.models import AuditEvent, BudgetLedgerEntry, Dataset, Release
 from mechanisms import ReleaseOutput
-from tests.dpportal.test_foundation import make_demo_dataset, make_user
+from tests.helpers import make_dataset, make_user
 
 TOTAL = Decimal("1.0")
 FAILING = {"fail": True}
@@ -168,7 +168,7 @@ def prepare(monkeypatch):
         services.publishing, "release_store_utility_report"
     ):  # custodian-only extra, not budget
         monkeypatch.setattr(services.publishing, "release_store_utility_report", lambda pk: None)
-    BudgetMachine.dataset_pk = make_demo_dataset(make_user(), epsilon_total=TOTAL).pk
+    BudgetMachine.dataset_pk = make_dataset(make_user(), epsilon_total=TOTAL).pk
 
 
 @pytest.mark.django_db

@@ -20,7 +20,7 @@ from django.urls import reverse
 
 from dpportal import ingest, services
 from dpportal.models import AuditEvent
-from tests.dpportal.test_datasets import SMALL_SCHEMA, client_for, make_user, upload
+from tests.helpers import SMALL_SCHEMA, client_for, make_user, upload
 
 ROWS = [["34", "F", "Leeds"], ["51", "M", "Zürich"], ["29", "F", "Leeds"], ["29", "F", "Leeds"]]
 TABLE = b"age,sex,city\n" + b"".join(",".join(r).encode() + b"\n" for r in ROWS)

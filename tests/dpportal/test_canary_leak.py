@@ -23,8 +23,8 @@ from django.urls import reverse
 from dpportal import packaging, services
 from dpportal.models import AuditEvent, Release
 from tests.conftest import REPO_ROOT, wait_until
-from tests.dpportal.test_foundation import DEMO_SCHEMA, make_user
 from tests.dpportal.worker_app import start_worker
+from tests.helpers import DEMO_SCHEMA, make_user
 
 CANARY_VALUE = b"987654321"
 CANARY_CATEGORY = b"Qzxv-canary-category"

@@ -11,7 +11,7 @@ from django.urls import get_resolver, path, reverse
 from django.views.decorators.csrf import csrf_exempt
 
 from tests.conftest import REPO_ROOT
-from tests.dpportal.test_access_matrix import enumerate_routes, object_kwargs, world  # noqa: F401
+from tests.helpers import enumerate_routes, object_kwargs
 
 pytestmark = pytest.mark.django_db
 

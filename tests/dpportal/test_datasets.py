@@ -9,48 +9,26 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 
 from dpportal import release_engine, services
 from dpportal.models import AuditEvent, BudgetLedgerEntry, Dataset, Release
-from tests.conftest import REPO_ROOT
-
-PASSWORD = "correct horse battery"
-DEMO_SCHEMA = json.loads((REPO_ROOT / "demo" / "adult_schema.json").read_text())
-SMALL_CSV = b"age,sex,city\n34,F,Leeds\n51,M,York\n29,F,Leeds\n"
-
-
-def make_user(username):
-    return get_user_model().objects.create_user(username=username, password=PASSWORD)
-
-
-def client_for(user):
-    client = Client()
-    client.force_login(user)
-    return client
+from tests.helpers import (
+    DEMO_SCHEMA,
+    SMALL_CSV,
+    SMALL_SCHEMA,
+    client_for,
+    make_user,
+    schema_post,
+    upload,
+)
 
 
 def storage_files():
     folder = Path(settings.DATASET_STORAGE_DIR)
     return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
-
-
-def upload(client, content=SMALL_CSV, filename="people.csv", **fields):
-    from django.core.files.uploadedfile import SimpleUploadedFile
-
-    data = {
-        "name": "People",
-        "description": "",
-        "header": "auto",
-        "epsilon_total": "1",
-        "delta_total": "0",
-        "neighbouring": "replace-one",
-    } | fields
-    data["file"] = SimpleUploadedFile(filename, content)
-    return client.post(reverse("dataset_upload"), data)
 
 
 def create_dataset(
@@ -64,15 +42,6 @@ def create_dataset(
         )
     finally:
         path.unlink()
-
-
-SMALL_SCHEMA = {
-    "columns": [
-        {"name": "age", "type": "numeric", "lower": 0, "upper": 100, "bins": 5},
-        {"name": "sex", "type": "categorical", "categories": ["F", "M"], "unknown": "other"},
-        {"name": "city", "type": "ignored"},
-    ]
-}
 
 
 @pytest.fixture(autouse=True)
@@ -305,20 +274,6 @@ def test_schema_page_proposes_from_data_and_marks_it(owner, dataset):
     assert 'value="29"' in text and 'value="51"' in text  # the data's own min and max
     assert "F\nM</textarea>" in text
     assert not dataset.schema_confirmed
-
-
-def schema_post(rows, public_knowledge=True):
-    data = {
-        "form-TOTAL_FORMS": str(len(rows)),
-        "form-INITIAL_FORMS": str(len(rows)),
-        "form-MIN_NUM_FORMS": "1",
-        "form-MAX_NUM_FORMS": "1000",
-    }
-    if public_knowledge:
-        data["public_knowledge"] = "on"
-    for i, row in enumerate(rows):
-        data |= {f"form-{i}-{key}": value for key, value in row.items()}
-    return data
 
 
 GOOD_ROWS = [

@@ -14,8 +14,7 @@ from hypothesis import strategies as st
 
 from dpportal import csv_safety
 from dpportal.models import AuditEvent
-from tests.dpportal.test_release_pages import client_for, make_dataset, make_release, make_user
-from tests.dpportal.test_results_pages import run_now
+from tests.helpers import client_for, make_dataset, make_release, run_now
 
 TRIGGERS = ("=", "+", "-", "@", "\t", "\r", "\0")
 NASTY_CATEGORIES = [
@@ -79,11 +78,6 @@ def test_safe_csv_round_trips_through_csv_reader(rows):
             assert not cell.startswith(TRIGGERS) or csv_safety.PURE_NUMBER.fullmatch(cell)
 
 
-@pytest.fixture
-def owner(db):
-    return make_user("owner")
-
-
 def release_with_categories(owner, folder, categories):
     """A finished release of a table whose public categories are `categories`."""
     lines = ["city,delta"] + [
@@ -140,11 +134,6 @@ def test_downloaded_csvs_are_escaped_quoted_and_parse_back(owner, nasty_release)
 
 
 @pytest.fixture
-def dataset(owner):
-    return make_dataset(owner)
-
-
-@pytest.fixture
 def done_release(owner, dataset):
     return run_now(make_release(owner, dataset, params={"rows": 50}))
 
@@ -172,10 +161,9 @@ def test_the_zip_holds_the_public_package_and_nothing_custodian_only(owner, done
     assert max(len(line) for line in readme.splitlines()) <= 78
 
 
-def test_downloads_are_permission_checked_and_audited(owner, dataset, done_release, a_minute_later):
-    auditor = make_user("auditor")
-    dataset.auditors.add(auditor)
-    stranger = make_user("stranger")
+def test_downloads_are_permission_checked_and_audited(
+    owner, auditor, stranger, done_release, a_minute_later
+):
     file_url = reverse("release_download_file", args=[done_release.pk, "synthetic.csv"])
     zip_url = reverse("release_download_zip", args=[done_release.pk])
     report_url = reverse("release_utility_report", args=[done_release.pk])

@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 
 from dpportal.form_fields import PlainDecimalField, clean_display_text
 from dpportal.models import Dataset
-from tests.dpportal.test_datasets import client_for, make_user, upload
+from tests.helpers import client_for, make_user, upload
 
 
 @pytest.mark.parametrize(

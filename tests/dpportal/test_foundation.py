@@ -1,6 +1,5 @@
 """The foundation: settings, login wall, Celery configuration and a real worker round trip."""
 
-import json
 import os
 import subprocess
 import sys
@@ -15,22 +14,7 @@ from dpportal import services
 from dpportal.celery import app as celery_app
 from dpportal.models import AuditEvent, Release
 from tests.conftest import REPO_ROOT, wait_until
-
-DEMO_SCHEMA = json.loads((REPO_ROOT / "demo" / "adult_schema.json").read_text())
-
-
-def make_user(username="alice", password="correct horse battery"):
-    return get_user_model().objects.create_user(username=username, password=password)
-
-
-def make_demo_dataset(owner, epsilon_total=1):
-    dataset = services.dataset_create_from_path(
-        owner=owner,
-        name="Adult",
-        source_path=REPO_ROOT / "demo" / "adult.csv.gz",
-        epsilon_total=epsilon_total,
-    )
-    return services.dataset_confirm_schema(dataset=dataset, user=owner, schema=DEMO_SCHEMA)
+from tests.helpers import make_dataset, make_user
 
 
 def test_it_refuses_production_start_without_secret_key():
@@ -116,7 +100,7 @@ def test_load_demo_creates_custodian_and_confirmed_dataset():
 
 def test_it_runs_a_release_through_a_real_worker(celery_worker_process):
     owner = make_user()
-    dataset = make_demo_dataset(owner)
+    dataset = make_dataset(owner)
     release = services.release_create(
         dataset=dataset,
         user=owner,

@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from dpportal import ingest, services
 from dpportal.dataset_forms import SchemaColumnForm
-from tests.dpportal.test_release_pages import client_for, make_user
+from tests.helpers import client_for, make_user
 
 WIDE = 400
 

@@ -14,7 +14,7 @@ from django.urls import reverse
 
 from dpportal.login_limit import client_address
 from dpportal.models import AuditEvent
-from tests.dpportal.test_security_deploy import deploy_check
+from tests.helpers import deploy_check
 
 PASSWORD = "correct horse battery"
 TEST_REDIS = "redis://127.0.0.1:6379/14"

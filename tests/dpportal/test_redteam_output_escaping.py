@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import mechanisms
 from dpportal import charts, csv_safety
-from tests.dpportal.test_release_pages import client_for, make_dataset, make_release, make_user
+from tests.helpers import client_for, make_dataset, make_release, make_user
 
 TRIGGERS = "=+-@\t\r\0"
 SEPARATORS = ",;\t|\r\n"  # what a spreadsheet may split a line on, whatever the file uses

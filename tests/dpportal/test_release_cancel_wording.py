@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from dpportal import services
 from dpportal.models import BudgetLedgerEntry, Release
-from tests.dpportal.test_foundation import make_demo_dataset, make_user
+from tests.helpers import make_dataset, make_user
 
 
 @pytest.fixture
@@ -23,7 +23,7 @@ def owner_release(settings, monkeypatch, db):
     settings.DPPORTAL_HEARTBEAT_SECONDS = 0
     monkeypatch.setattr(services.delivery, "release_send", lambda pk: True)
     owner = make_user()
-    dataset = make_demo_dataset(owner)
+    dataset = make_dataset(owner)
     release = services.release_create(
         dataset=dataset,
         user=owner,

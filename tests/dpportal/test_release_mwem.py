@@ -1,27 +1,14 @@
 """MWEM releases in the portal: parameters from the form, the estimate, results and charts."""
 
 import pandas as pd
-import pytest
 from django.urls import reverse
 
 import mechanisms
 from dpportal import utility
 from dpportal.models import Release
-from tests.dpportal.test_foundation import DEMO_SCHEMA
-from tests.dpportal.test_release_pages import client_for, make_dataset, make_user
-from tests.dpportal.test_results_pages import chart_figures, run_now
+from tests.helpers import DEMO_SCHEMA, chart_figures, client_for, make_user, run_now
 
 COLUMNS = ["age", "sex", "income"]
-
-
-@pytest.fixture
-def owner(db):
-    return make_user("owner")
-
-
-@pytest.fixture
-def dataset(owner):
-    return make_dataset(owner)
 
 
 def mwem_post(**overrides) -> dict:

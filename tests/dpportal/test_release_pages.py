@@ -7,7 +7,6 @@ from decimal import Decimal
 
 import numpy as np
 import pytest
-from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -16,61 +15,14 @@ import mechanisms
 from dpportal import release_engine, services, timing
 from dpportal.models import AuditEvent, BudgetLedgerEntry, PrivacyBudget, Release
 from mechanisms import plans
-from tests.conftest import REPO_ROOT
-from tests.dpportal.test_foundation import DEMO_SCHEMA
-
-PASSWORD = "correct horse battery"
-
-
-def make_user(username):
-    return get_user_model().objects.create_user(username=username, password=PASSWORD)
-
-
-def client_for(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-def make_dataset(owner, *, epsilon_total=1, delta_total=0, schema=DEMO_SCHEMA, path=None):
-    dataset = services.dataset_create_from_path(
-        owner=owner,
-        name="Adult",
-        source_path=path or REPO_ROOT / "demo" / "adult.csv.gz",
-        epsilon_total=epsilon_total,
-        delta_total=delta_total,
-    )
-    if schema is None:
-        return dataset
-    return services.dataset_confirm_schema(dataset=dataset, user=owner, schema=schema)
-
-
-def histogram_post(**overrides) -> dict:
-    return {
-        "mechanism": "perturbed_histogram",
-        "columns": ["age", "sex"],
-        "epsilon": "0.5",
-        "rows": "200",
-        **overrides,
-    }
-
-
-@pytest.fixture
-def owner(db):
-    return make_user("owner")
-
-
-@pytest.fixture
-def dataset(owner):
-    return make_dataset(owner)
-
-
-@pytest.fixture
-def auditor(dataset):
-    user = make_user("auditor")
-    dataset.auditors.add(user)
-    return user
-
+from tests.helpers import (
+    client_for,
+    histogram_post,
+    make_dataset,
+    make_demo_dataset,
+    make_release,
+    make_user,
+)
 
 # ---------------------------------------------------------------- the form
 
@@ -88,8 +40,7 @@ def test_it_shows_the_form_with_cards_and_schema_columns(owner, dataset):
     assert "seed" not in page.lower()
 
 
-def test_it_answers_404_to_auditors_and_strangers(dataset, auditor):
-    stranger = make_user("stranger")
+def test_it_answers_404_to_auditors_and_strangers(dataset, auditor, stranger):
     for user in (auditor, stranger):
         client = client_for(user)
         assert client.get(reverse("release_new", args=[dataset.pk])).status_code == 404
@@ -169,7 +120,9 @@ def test_it_forces_delta_to_zero_for_pure_mechanisms(owner):
 # ---------------------------------------------------------------- the estimate
 
 
-def test_the_estimate_predicts_accuracy_and_budget_without_the_data(owner, dataset, monkeypatch):
+def test_the_estimate_predicts_accuracy_and_budget_without_the_data(owner, monkeypatch):
+    dataset = make_demo_dataset(owner)  # the full table: ~2,000 rows per combination
+
     def no_raw_data(*args, **kwargs):
         raise AssertionError("the estimate must not read the raw data")
 
@@ -221,17 +174,6 @@ def test_discrete_laplace_std_matches_samples_and_differs_from_continuous():
 
 
 # ---------------------------------------------------------------- job page, progress, cancel
-
-
-def make_release(owner, dataset, **kwargs) -> Release:
-    arguments = {
-        "mechanism": "perturbed_histogram",
-        "columns": ["age", "sex"],
-        "params": {"rows": 100},
-        "epsilon": "0.5",
-        **kwargs,
-    }
-    return services.release_create(dataset=dataset, user=owner, **arguments)
 
 
 def test_the_job_page_shows_a_queued_release_with_progress_and_cancel(owner, dataset):
@@ -327,9 +269,9 @@ def test_a_failed_release_says_why_and_that_its_budget_stays_spent(owner, datase
     assert "stays spent" in page
 
 
-def test_job_pages_answer_404_to_strangers(owner, dataset):
+def test_job_pages_answer_404_to_strangers(owner, dataset, stranger):
     release = make_release(owner, dataset)
-    client = client_for(make_user("stranger"))
+    client = client_for(stranger)
     assert client.get(reverse("release_detail", args=[release.pk])).status_code == 404
     assert client.get(reverse("release_detail", args=[999])).status_code == 404
     anonymous = Client().get(reverse("release_detail", args=[release.pk]))

@@ -6,13 +6,7 @@ from django.urls import reverse
 
 from dpportal import release_engine, utility
 from dpportal.models import BudgetLedgerEntry, Release
-from tests.dpportal.test_release_pages import client_for, make_dataset, make_user
-from tests.dpportal.test_results_pages import chart_figures, run_now
-
-
-@pytest.fixture
-def owner(db):
-    return make_user("owner")
+from tests.helpers import chart_figures, client_for, make_dataset, make_user, run_now
 
 
 @pytest.fixture

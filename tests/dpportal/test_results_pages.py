@@ -12,51 +12,22 @@ from dpportal import files, packaging, services, utility
 from dpportal.models import Release
 from dpportal.templatetags.portal_labels import parameter_text, short_number
 from tests.conftest import wait_until
-from tests.dpportal.test_release_pages import (
+from tests.helpers import (
+    chart_figures,
     client_for,
     histogram_post,
     make_dataset,
     make_release,
     make_user,
+    run_now,
 )
 
 CUSTODIAN_BADGE = "Custodian-only: not part of the release"
 
 
-def run_now(release) -> Release:
-    services.release_run(release_id=release.pk)
-    release.refresh_from_db()
-    assert release.status == Release.Status.DONE, release.error_message
-    return release
-
-
-@pytest.fixture
-def owner(db):
-    return make_user("owner")
-
-
-@pytest.fixture
-def dataset(owner):
-    return make_dataset(owner)
-
-
-@pytest.fixture
-def auditor(dataset):
-    user = make_user("auditor")
-    dataset.auditors.add(user)
-    return user
-
-
 @pytest.fixture
 def done_release(owner, dataset):
     return run_now(make_release(owner, dataset, params={"rows": 60}))
-
-
-def chart_figures(page: str) -> list[dict]:
-    found = re.findall(
-        r'<script id="chart-data-\d+" type="application/json">(.*?)</script>', page, re.S
-    )
-    return [json.loads(text) for text in found]
 
 
 def test_the_owner_sees_summary_preview_charts_and_the_custodian_box(owner, done_release):

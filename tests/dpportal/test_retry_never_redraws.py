@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from dpportal import services
 from dpportal.models import AuditEvent, BudgetLedgerEntry, Release
-from tests.dpportal.test_foundation import make_demo_dataset, make_user
+from tests.helpers import make_dataset, make_user
 
 
 class WorkerDied(BaseException):
@@ -40,7 +40,7 @@ def release(settings, monkeypatch):
     settings.DPPORTAL_HEARTBEAT_SECONDS = 0
     monkeypatch.setattr(services.delivery, "release_send", lambda pk: True)
     owner = make_user()
-    dataset = make_demo_dataset(owner)
+    dataset = make_dataset(owner)
     return services.release_create(
         dataset=dataset,
         user=owner,

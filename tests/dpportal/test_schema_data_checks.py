@@ -20,7 +20,7 @@ from django.utils import timezone
 from dpportal import release_engine, services
 from dpportal.models import Dataset, Release
 from tests.conftest import wait_until
-from tests.dpportal.test_datasets import client_for, make_user, schema_post, upload
+from tests.helpers import client_for, make_user, schema_post, upload
 
 GOOD = 1100  # more than the 1000 lines the type guess samples: late values reach the parser
 NUMERIC_X = {"type": "numeric", "lower": "0", "upper": "100", "bins": "10"}

@@ -1,11 +1,6 @@
 """T19: the deploy gate (`check --deploy` with production settings), security headers and
 cookies on real responses, and no debug page on a server error."""
 
-import os
-import secrets
-import subprocess
-import sys
-
 import pytest
 import yaml
 from django.contrib.auth import get_user_model
@@ -15,27 +10,7 @@ from django.urls import path, reverse
 
 from dpportal.middleware import CONTENT_SECURITY_POLICY, PERMISSIONS_POLICY
 from tests.conftest import REPO_ROOT
-
-PRODUCTION_ENV = {
-    "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
-    "DJANGO_ALLOWED_HOSTS": "portal.example.org",
-    "DPPORTAL_CACHE_URL": "redis://redis:6379/1",  # as docker-compose.yml and the Dockerfile
-}
-
-
-def deploy_check(**extra_env):
-    """Run `manage.py check --deploy --fail-level WARNING` with production settings."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DPPORTAL_"))}
-    env.update(PRODUCTION_ENV, **extra_env)
-    return subprocess.run(
-        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+from tests.helpers import deploy_check
 
 
 def test_the_deploy_check_passes_with_production_settings():

@@ -2,9 +2,10 @@
 `.venv/bin/pytest tests/dpportal/test_worker_kill.py -m slow -s`).
 
 Ten 4-second jobs run on a two-process worker while a reaper process sweeps every second.
-Checked: every release ends done or failed, none stays running, no release ever shows two
-different outputs (polled while running), one debit per release, and no two executions of one
-release overlap in time.
+Checked: every release ends done (a kill costs an attempt, never the release: 10/10 done), no
+release ever shows two different outputs (polled while running), one debit per release, and no
+two executions of one release overlap in time. A release that is not done fails the test with
+its error message.
 """
 
 import os
@@ -22,8 +23,8 @@ from dpportal import services
 from dpportal.models import BudgetLedgerEntry, Release
 from tests import conftest
 from tests.conftest import REPO_ROOT, wait_until
-from tests.dpportal.test_foundation import make_demo_dataset, make_user
 from tests.dpportal.worker_app import child_pids, executions, max_concurrent, start_worker
+from tests.helpers import make_dataset, make_user
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -40,7 +41,7 @@ FAST_RECOVERY = {
 def jobs(tmp_path, settings):
     settings.DPPORTAL_LEASE_SECONDS = 5
     owner = make_user()
-    dataset = make_demo_dataset(owner, epsilon_total=5)
+    dataset = make_dataset(owner, epsilon_total=5)
     log = tmp_path / "executions.log"
 
     def submit(count, seconds):
@@ -107,7 +108,8 @@ def report_and_check(name, watch, log, started, killed_at):
         f"{overlap}, max outputs per release {max(len(s) for s in watch.seen.values())}, "
         f"max debits per release {max(debits)}"
     )
-    assert statuses["done"] + statuses["failed"] == len(releases) and statuses["running"] == 0
+    failed = {r.pk: r.error_message for r in releases if r.status != "done"}
+    assert statuses["done"] == len(releases), f"not done: {failed}"
     assert all(len(s) <= 1 for s in watch.seen.values())
     assert set(debits) == {1} and overlap == 1
 

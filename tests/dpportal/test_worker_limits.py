@@ -18,8 +18,8 @@ from dpportal import services
 from dpportal.celery import app as celery_app
 from dpportal.models import BudgetLedgerEntry, Release
 from tests.conftest import wait_until
-from tests.dpportal.test_foundation import make_demo_dataset, make_user
 from tests.dpportal.worker_app import executions, start_worker
+from tests.helpers import make_dataset, make_user
 
 WORKER_DB = pytest.mark.django_db(transaction=True)  # a worker process must see committed rows
 
@@ -42,7 +42,7 @@ def terminal(release):
 @pytest.fixture
 def owner_and_dataset():
     owner = make_user()
-    return owner, make_demo_dataset(owner)
+    return owner, make_dataset(owner)
 
 
 @pytest.fixture

@@ -10,15 +10,15 @@ from django.db import connection
 from dpportal import services
 from dpportal.models import Release
 from tests.conftest import wait_until
-from tests.dpportal.test_foundation import make_demo_dataset, make_user
 from tests.dpportal.worker_app import start_worker
+from tests.helpers import make_dataset, make_user
 
 
 @pytest.mark.django_db
 def test_it_routes_releases_by_expected_size(settings, monkeypatch):
     monkeypatch.setattr(services.delivery, "release_send", lambda pk: True)
     owner = make_user()
-    dataset = make_demo_dataset(owner, epsilon_total=5)
+    dataset = make_dataset(owner, epsilon_total=5)
 
     def queue_of(mechanism, columns, params):
         return services.release_queue(
@@ -45,7 +45,7 @@ def small_jobs_finish_first(tmp_path, settings, separate_queues):
     """Submit a 12 s long release, then 3 small ones; did all small ones end before the long?"""
     settings.DPPORTAL_LONG_JOB_CELLS = 100
     owner = make_user(f"owner-{separate_queues}")
-    dataset = make_demo_dataset(owner, epsilon_total=5)
+    dataset = make_dataset(owner, epsilon_total=5)
     log = tmp_path / f"executions-{separate_queues}.log"
 
     def submit(tag, seconds, grid):

@@ -184,3 +184,11 @@ def custodian(transactional_db):
     from django.contrib.auth import get_user_model
 
     return get_user_model().objects.create_user(username="custodian", password=PASSWORD)
+
+
+@pytest.fixture
+def no_broker(monkeypatch):
+    """Committed releases are not sent to the broker (the test runs them itself)."""
+    from dpportal import services
+
+    monkeypatch.setattr(services, "release_send", lambda release_id: False)

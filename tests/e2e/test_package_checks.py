@@ -10,6 +10,8 @@ import pytest
 
 from tests.e2e.package_checks import problems_in_package
 
+pytestmark = pytest.mark.e2e
+
 SCHEMA = {
     "columns": [
         {"name": "age", "type": "numeric", "lower": 17, "upper": 90, "bins": 8},

@@ -1,15 +1,19 @@
 """Schema page in a real browser: a "from your data" mark disappears once the custodian types a
 value of their own, and the type dropdown shows its whole label."""
 
+import pytest
+
 from dpportal import services
-from tests.conftest import REPO_ROOT
+from tests.helpers import SMALL_ADULT
+
+pytestmark = pytest.mark.e2e
 
 
 def test_a_from_your_data_mark_goes_once_the_value_is_edited(browser, custodian):
     dataset = services.dataset_create_from_path(
         owner=custodian,
         name="Fresh upload",
-        source_path=REPO_ROOT / "demo" / "adult.csv.gz",
+        source_path=SMALL_ADULT,
         epsilon_total=1,
         delta_total=0,
     )

@@ -145,6 +145,7 @@ BIG = Schema.from_dict(
 )
 
 
+@pytest.mark.audit
 @pytest.mark.parametrize("neighbouring, sensitivity", [("replace-one", 2), ("add-remove", 1)])
 def test_perturbed_noise_has_the_declared_discrete_laplace_scale(neighbouring, sensitivity):
     epsilon = 0.5
@@ -169,6 +170,7 @@ def test_perturbed_noise_has_the_declared_discrete_laplace_scale(neighbouring, s
     assert p_value(0.7) < P_ACCEPT and p_value(1.3) < P_ACCEPT
 
 
+@pytest.mark.audit
 def test_perturbed_rows_follow_the_clipped_distribution_uniformly_within_bins():
     data = pd.DataFrame({"x": [0.05] * 600 + [0.6] * 300 + [0.8] * 100, "g": ["a"] * 1000})
     out = perturbed_histogram(
@@ -181,6 +183,7 @@ def test_perturbed_rows_follow_the_clipped_distribution_uniformly_within_bins():
     assert stats.kstest(inside_first, "uniform").pvalue > P_ACCEPT
 
 
+@pytest.mark.audit
 @pytest.mark.parametrize("source", [lambda: seeded_source(5), secure_source])
 def test_smoothed_rows_follow_the_mixture(source):
     """Chi-square on DRAWS = 10^5 rows over 4 cells, p > 1e-6; twins: mix x0.7 and x1.3."""
@@ -266,6 +269,7 @@ NEIGHBOURS = {
 }
 
 
+@pytest.mark.audit
 @pytest.mark.parametrize("case", NEIGHBOURS)
 @pytest.mark.parametrize("epsilon", [0.5, 1.0])
 def test_perturbed_passes_the_event_test(case, epsilon):
@@ -276,6 +280,7 @@ def test_perturbed_passes_the_event_test(case, epsilon):
     assert result.passed, result.summary()
 
 
+@pytest.mark.audit
 @pytest.mark.parametrize(
     "case, factor",
     [("middle", 0.5), ("edge-bins", 0.85), ("empty-vs-one", 0.5), ("empty-vs-one", 0.85)],
@@ -305,6 +310,7 @@ def _smoothed_last_bin_hits(data, rows, mix, seed):
     return (draws == 3).sum(axis=1)
 
 
+@pytest.mark.audit
 @pytest.mark.parametrize("rows, twin_factor", [(1, 1.0), (3, 1.0), (1, 0.5), (3, 0.5)])
 def test_smoothed_event_test_and_its_broken_twin(rows, twin_factor):
     """The broken twins mix half as much as eq. (6) requires.
@@ -421,6 +427,7 @@ def test_the_manifest_recommends_bins_only_when_the_row_count_is_public():
     assert "recommended_bins_per_numeric_column" not in private.parameters
 
 
+@pytest.mark.audit
 @pytest.mark.slow
 @pytest.mark.parametrize("factor", [1.0, 1 / 1.5])
 def test_perturbed_event_test_at_small_epsilon_with_a_million_draws(monkeypatch, factor):
@@ -451,6 +458,7 @@ def test_the_registry_reports_progress():
     assert seen == [(1, 2), (2, 2)]
 
 
+@pytest.mark.audit
 @pytest.mark.slow
 @pytest.mark.parametrize("factor", [1.0, 0.5])
 def test_the_whole_perturbed_release_passes_the_event_test_and_its_twin_fails(monkeypatch, factor):

@@ -281,6 +281,7 @@ def halve_sensitivity(monkeypatch):
     monkeypatch.setattr(mwem_measure, "_sensitivity", lambda q, l1: honest(q, l1) / 2)
 
 
+@pytest.mark.audit
 @pytest.mark.parametrize("broken", [False, True])
 def test_one_selection_passes_the_event_test_and_its_twin_fails(monkeypatch, broken):
     if broken:
@@ -295,6 +296,7 @@ def test_one_selection_passes_the_event_test_and_its_twin_fails(monkeypatch, bro
     assert result.passed != broken, result.summary()
 
 
+@pytest.mark.audit
 @pytest.mark.parametrize("broken", [False, True])
 def test_one_measurement_passes_the_event_test_and_its_twin_fails(monkeypatch, broken):
     if broken:

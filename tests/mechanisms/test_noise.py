@@ -21,6 +21,7 @@ from mechanisms.noise import (
     secure_source,
     seeded_source,
 )
+from tests.helpers import randomness_uses
 from tests.mechanisms.privacy_audit import audit_neighbours
 from tests.mechanisms.stats_helpers import (
     DRAWS,
@@ -35,6 +36,7 @@ WRONG_FACTORS = (0.7, 1.3)
 SOURCES = {"seeded": lambda: seeded_source(20261129), "secure": secure_source}
 
 
+@pytest.mark.audit
 @pytest.mark.parametrize("source", SOURCES)
 @pytest.mark.parametrize("scale", [0.5, 2.0, 20.0])
 def test_it_draws_discrete_laplace_with_the_exact_pmf(source, scale):
@@ -50,6 +52,7 @@ def test_it_draws_discrete_laplace_with_the_exact_pmf(source, scale):
         assert p_value(factor) < P_ACCEPT, f"scale x{factor} not rejected"
 
 
+@pytest.mark.audit
 @pytest.mark.parametrize("source", SOURCES)
 @pytest.mark.parametrize("sigma", [1.5, 8.0])
 def test_it_draws_discrete_gaussian_with_the_exact_pmf(source, sigma):
@@ -72,6 +75,7 @@ CONTINUOUS = {
 }
 
 
+@pytest.mark.audit
 @pytest.mark.parametrize("source", SOURCES)
 @pytest.mark.parametrize("primitive", CONTINUOUS)
 def test_it_draws_continuous_noise_with_the_exact_cdf(source, primitive):
@@ -83,22 +87,30 @@ def test_it_draws_continuous_noise_with_the_exact_cdf(source, primitive):
         assert stats.kstest(draws, wrong).pvalue < P_ACCEPT, f"scale x{factor} not rejected"
 
 
+SELECTIONS = 20_000
+
+
 def _exponential_probabilities(scores, epsilon, sensitivity):
     weights = np.exp(epsilon * np.asarray(scores) / (2 * sensitivity))
     return weights / weights.sum()
 
 
+@pytest.mark.audit
 @pytest.mark.parametrize("source", SOURCES)
 def test_it_selects_with_exponential_mechanism_probabilities(source):
+    """20,000 selections, chi-square against the exact probabilities: the true epsilon must give
+    p > P_ACCEPT (1e-6, the false-alarm rate); the twins (epsilon x0.7, x1.3) must give p below
+    it. At 20,000 draws each twin's noncentrality is 671 against a critical value of 33 (3
+    degrees of freedom), so a twin is missed with probability < 1e-100, as at 10^5 draws."""
     scores, epsilon, sensitivity = [0.0, 1.0, 2.0, 3.5], 1.0, 1.0
     rng = SOURCES[source]()
     picks = [
         exponential_mechanism(scores, epsilon=epsilon, sensitivity=sensitivity, rng=rng)
-        for _ in range(DRAWS)
+        for _ in range(SELECTIONS)
     ]
     observed = np.bincount(picks, minlength=len(scores))
     for factor, should_accept in ((1.0, True), (0.7, False), (1.3, False)):
-        expected = _exponential_probabilities(scores, epsilon * factor, sensitivity) * DRAWS
+        expected = _exponential_probabilities(scores, epsilon * factor, sensitivity) * SELECTIONS
         p = stats.chisquare(observed, expected).pvalue
         assert (p > P_ACCEPT) == should_accept, f"epsilon x{factor}: p={p}"
 
@@ -176,24 +188,6 @@ def test_recording_does_not_change_the_draws():
     assert np.array_equal(RecordingSource(seeded_source(3)).discrete_laplace(4, 30), plain)
 
 
-FORBIDDEN_MODULES = ("random", "numpy.random", "secrets")
-
-
-def _randomness_uses(tree: ast.AST) -> list[str]:
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found += [a.name for a in node.names if a.name in FORBIDDEN_MODULES]
-        elif isinstance(node, ast.ImportFrom):
-            if node.module in FORBIDDEN_MODULES or any(a.name == "random" for a in node.names):
-                found.append(f"from {node.module} import ...")
-        elif isinstance(node, ast.Attribute) and node.attr in ("random", "default_rng"):
-            found.append(f"attribute .{node.attr}")
-        elif isinstance(node, ast.Name) and node.id == "default_rng":
-            found.append("default_rng")
-    return found
-
-
 def test_no_mechanism_module_but_noise_touches_random_state():
     modules = sorted((REPO_ROOT / "mechanisms").rglob("*.py"))
     assert len(modules) >= 5
@@ -201,7 +195,7 @@ def test_no_mechanism_module_but_noise_touches_random_state():
     offenders = {
         str(m.relative_to(REPO_ROOT)): uses
         for m in modules
-        if m != noise_module and (uses := _randomness_uses(ast.parse(m.read_text())))
+        if m != noise_module and (uses := randomness_uses(ast.parse(m.read_text())))
     }
     assert offenders == {}
 
@@ -215,8 +209,8 @@ def test_the_ast_guard_catches_forbidden_randomness():
         "rng = default_rng(1)",
         "from random import choice",
     ):
-        assert _randomness_uses(ast.parse(source)), source
-    assert _randomness_uses(ast.parse((REPO_ROOT / "mechanisms" / "noise.py").read_text()))
+        assert randomness_uses(ast.parse(source)), source
+    assert randomness_uses(ast.parse((REPO_ROOT / "mechanisms" / "noise.py").read_text()))
 
 
 def _selections(scores, claimed_sensitivity, seed, n=100_000):
@@ -229,6 +223,7 @@ def _selections(scores, claimed_sensitivity, seed, n=100_000):
     )
 
 
+@pytest.mark.audit
 @pytest.mark.parametrize("claimed, should_pass", [(1.0, True), (0.5, False)])
 def test_exponential_mechanism_event_test_and_its_broken_twin(claimed, should_pass):
     """Event test, n = 10^5 per side, alpha = 1e-6; neighbours move every score by 1 (the true

@@ -26,6 +26,7 @@ def _outputs(epsilon, scale_factor, seed):
     return 0 + rng.discrete_laplace(scale, N), 1 + rng.discrete_laplace(scale, N), scale
 
 
+@pytest.mark.audit
 @pytest.mark.parametrize("epsilon", [0.5, 1.0, 2.0])
 def test_it_passes_correct_noise(epsilon):
     out_d, out_d2, scale = _outputs(epsilon, 1.0, seed=11)
@@ -36,6 +37,7 @@ def test_it_passes_correct_noise(epsilon):
     assert result.epsilon_hat <= epsilon
 
 
+@pytest.mark.audit
 @pytest.mark.parametrize("epsilon, factor", [(0.5, 0.5), (1.0, 0.5), (1.0, 0.85), (2.0, 0.85)])
 def test_it_catches_the_broken_twin(epsilon, factor):
     out_d, out_d2, _ = _outputs(epsilon, factor, seed=12)
@@ -45,6 +47,7 @@ def test_it_catches_the_broken_twin(epsilon, factor):
     assert result.epsilon_hat > epsilon
 
 
+@pytest.mark.audit
 def test_it_allows_delta_slack():
     out_d, out_d2, scale = _outputs(1.0, 0.85, seed=12)
     grid = threshold_grid(0, 1, scale)

@@ -13,17 +13,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from scipy.stats import norm
 
 from mechanisms.catalogue import run_release
 from mechanisms.errors import MechanismError
-from mechanisms.noise import RandomSource, seeded_source
+from mechanisms.noise import seeded_source
 from mechanisms.range_count import (
     answer_queries,
     grid_support,
     incidence,
     load_workload,
-    point_support,
     random_boxes,
     random_halfspaces,
     range_count,
@@ -31,44 +29,19 @@ from mechanisms.range_count import (
 from mechanisms.range_count.api import account, build_plan
 from mechanisms.range_count.core import privacy_target
 from mechanisms.schema import Schema
-from tests.mechanisms.privacy_audit import audit_neighbours, threshold_grid
-from tests.mechanisms.test_noise import _randomness_uses
+from tests.helpers import randomness_uses as _randomness_uses
+from tests.mechanisms.range_count_helpers import (
+    ZeroNoise,
+    _calibration,
+    _true_answers,
+    _uniform_support,
+    event_test_of_one_range_count,
+    plan_is_public,
+    write_xy_inputs,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MECHS = ("identity", "per_query", "tree", "mn12")
-
-
-def _true_answers(support, queries, counts):
-    bits = incidence(support, queries)
-    return np.unpackbits(bits, axis=1, count=support.n).astype(float) @ counts
-
-
-def _uniform_support(n, seed):
-    pts = seeded_source(seed).uniform((n, 2))
-    return point_support(["x", "y"], [(0, 1), (0, 1)], pts)
-
-
-class ZeroNoise(RandomSource):
-    """Noise of the declared scale that always comes out zero: for exactness tests."""
-
-    def discrete_gaussian(self, sigma, size):
-        return np.zeros(size, dtype=np.int64)
-
-    def discrete_laplace(self, scale, size):
-        return np.zeros(size, dtype=np.int64)
-
-
-class ShrunkNoise(RandomSource):
-    """Broken twin: draws noise at `factor` times the scale the plan asks for."""
-
-    def __init__(self, inner, factor):
-        self.inner, self.factor = inner, factor
-
-    def discrete_gaussian(self, sigma, size):
-        return self.inner.discrete_gaussian(sigma * self.factor, size)
-
-    def discrete_laplace(self, scale, size):
-        return self.inner.discrete_laplace(scale * self.factor, size)
 
 
 # ---------------------------------------------------------------- validation
@@ -157,28 +130,7 @@ def test_it_has_no_module_touching_random_state():
 
 @pytest.mark.parametrize("mechanism", [*MECHS, "auto"])
 def test_t0_plan_is_identical_across_neighbouring_and_unrelated_datasets(mechanism):
-    support = _uniform_support(300, seed=1)
-    queries = random_halfspaces(support, 600, seeded_source(2))
-    x = seeded_source(3).integers(6, support.n)
-    neighbour = x.copy()
-    neighbour[np.argmax(x)] -= 1  # replace-one: one record moves between points
-    neighbour[np.argmin(x)] += 1
-    unrelated = seeded_source(4).integers(50, support.n)
-    if mechanism == "tree":
-        support = grid_support(["x", "y"], [(0, 1), (0, 1)], (15, 20))
-    plans = set()
-    for counts, seed in ((x, 5), (neighbour, 6), (unrelated, 7)):
-        r = range_count(
-            counts,
-            support,
-            queries,
-            epsilon=1.0,
-            delta=1e-6,
-            mechanism=mechanism,
-            rng=seeded_source(seed),
-        )
-        plans.add(json.dumps([r.mechanism, r.structure["plan"], r.accounting], sort_keys=True))
-    assert len(plans) == 1
+    plan_is_public(mechanism)
 
 
 # ---------------------------------------------------------------- T1: accounting
@@ -347,33 +299,8 @@ def test_per_query_structure_refuses_queries_it_did_not_release():
 
 # ---------------------------------------------------------------- T3: calibration
 
-RUNS = 300
 
-
-def _calibration(mechanism, estimator, source_factor=1.0):
-    """Monte-Carlo (RUNS releases, n = 512) mean error, its SE, and empirical/predicted MSE."""
-    support = _uniform_support(512, seed=19)
-    queries = random_halfspaces(support, 2048, seeded_source(20))
-    bits = incidence(support, queries)
-    target = privacy_target(epsilon=1.0, delta=1e-6, neighbouring="add-remove")
-    plan = build_plan(mechanism, support, queries, bits, target)
-    x = seeded_source(21).integers(20, support.n)
-    truth = _true_answers(support, queries, x)
-    base = seeded_source(22)
-    source = base if source_factor == 1 else ShrunkNoise(base, source_factor)
-    errors, predicted = [], None
-    for _ in range(RUNS):
-        answers, predicted = plan.answer(plan.measure(x, source), bits, estimator)
-        errors.append(answers - truth)
-    errors = np.array(errors)
-    per_run = errors.mean(axis=1)
-    return (
-        per_run.mean(),
-        per_run.std(ddof=1) / math.sqrt(RUNS),
-        (errors**2).mean() / predicted.mean(),
-    )
-
-
+@pytest.mark.audit
 @pytest.mark.parametrize(
     "mechanism, estimator", [("mn12", "chain"), ("mn12", "gls"), ("identity", "chain")]
 )
@@ -385,6 +312,7 @@ def test_t3_monte_carlo_error_matches_the_predicted_variance(mechanism, estimato
     assert 0.9 <= ratio <= 1.1
 
 
+@pytest.mark.audit
 def test_t3_broken_twin_with_smaller_noise_is_caught():
     _, _, ratio = _calibration("mn12", "chain", source_factor=0.85)  # expected ratio 0.72
     assert not 0.9 <= ratio <= 1.1
@@ -392,51 +320,8 @@ def test_t3_broken_twin_with_smaller_noise_is_caught():
 
 # ---------------------------------------------------------------- privacy event test
 
-N_AUDIT = 10_000  # per side; the broken twins draw noise at half the planned scale
-EVENT_DELTA = 1e-3
 
-
-def _gaussian_epsilon(mu, delta):
-    """Tight epsilon of a Gaussian shift with mu = sensitivity / std at the given delta."""
-    lo, hi = 0.0, 50.0
-    for _ in range(100):
-        eps = (lo + hi) / 2
-        d = norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * norm.cdf(-eps / mu - mu / 2)
-        lo, hi = (eps, hi) if d > delta else (lo, eps)
-    return hi
-
-
-AUDIT_SUPPORT = grid_support(["x", "y"], [(0, 1), (0, 1)], (5, 6))
-AUDIT_QUERIES = random_halfspaces(AUDIT_SUPPORT, 60, seeded_source(23)) + [
-    {"type": "box", "lo": [0, 0], "hi": [0.1, 0.1]}
-]  # the single cell 0
-# epsilons giving mu = 1/sqrt(V) of 0.5-1 (noise std >= 1) for the audited count
-AUDIT_EPSILON = {"identity": 8.0, "per_query": 30.0, "tree": 8.0, "mn12": 8.0, "pure": 2.0}
-
-
-def _audit(mechanism, delta, factor, seed):
-    """N_AUDIT releases on D and D' (one record moved into cell 0), projected to its count."""
-    target = privacy_target(
-        epsilon=AUDIT_EPSILON["pure" if delta == 0 else mechanism],
-        delta=delta,
-        neighbouring="replace-one",
-    )
-    bits = incidence(AUDIT_SUPPORT, AUDIT_QUERIES)
-    plan = build_plan(mechanism, AUDIT_SUPPORT, AUDIT_QUERIES, bits, target, n_min=4)
-    box = bits[-1:]
-    x = np.full(AUDIT_SUPPORT.n, 3)
-    x2 = x.copy()
-    x2[0] += 1
-    x2[-1] -= 1
-    samples = []
-    for counts, s in ((x, seed), (x2, seed + 1)):
-        source = ShrunkNoise(seeded_source(s), factor)
-        samples.append(
-            np.array([plan.answer(plan.measure(counts, source), box)[0][0] for _ in range(N_AUDIT)])
-        )
-    return samples, plan, float(plan.predicted_variance(box)[0])
-
-
+@pytest.mark.audit
 @pytest.mark.parametrize(
     "mechanism, delta",
     [("identity", 1e-6), ("per_query", 1e-6), ("tree", 1e-6), ("mn12", 1e-6), ("tree", 0.0)],
@@ -449,23 +334,7 @@ def test_privacy_event_test_on_one_released_range_count(mechanism, delta, factor
     (epsilon, 1e-3) of mu = 1/sqrt(V); discrete Laplace of declared scale b at epsilon = 1/b.
     alpha = 1e-6 (family-wise false alarms); the broken twin (factor 0.5) draws half the noise.
     """
-    (sample_d, sample_d2), plan, variance = _audit(mechanism, delta, factor, seed=30)
-    if delta == 0:
-        epsilon, event_delta = 1.0 / plan.scale, 0.0
-        grid = threshold_grid(3, 4, plan.scale)
-    else:
-        epsilon = _gaussian_epsilon(1.0 / math.sqrt(variance), EVENT_DELTA)
-        event_delta = EVENT_DELTA
-        grid = threshold_grid(3, 4, math.sqrt(variance), integer=False, points=81)
-    result = audit_neighbours(
-        sample_d,
-        sample_d2,
-        epsilon=epsilon,
-        delta=event_delta,
-        thresholds=grid,
-        discrete=delta == 0,
-    )
-    assert result.passed == (factor == 1.0), result.summary()
+    event_test_of_one_range_count(mechanism, delta, factor)
 
 
 # ---------------------------------------------------------------- routing, seeds, release
@@ -533,20 +402,6 @@ def test_release_writes_public_files_without_raw_values():
     assert "123.456789" not in blob and "45.678912" not in blob
     assert out.manifest["accounting"]["epsilon"] <= 1.0
     assert out.manifest["guarantee"]["neighbouring"] == "replace-one"
-
-
-def write_xy_inputs(folder, seed: int) -> None:
-    """schema.json (x, y in [0, 1]) and data.csv (200 uniform points) for command-line tests."""
-    schema = {
-        "columns": [
-            {"name": "x", "type": "numeric", "lower": 0, "upper": 1, "bins": 8},
-            {"name": "y", "type": "numeric", "lower": 0, "upper": 1, "bins": 8},
-        ]
-    }
-    (folder / "schema.json").write_text(json.dumps(schema))
-    pd.DataFrame(seeded_source(seed).uniform((200, 2)), columns=["x", "y"]).to_csv(
-        folder / "data.csv", index=False
-    )
 
 
 def test_command_line_releases_and_answers_new_queries(tmp_path, capsys):

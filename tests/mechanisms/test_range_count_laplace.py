@@ -22,7 +22,7 @@ from mechanisms.range_count import range_count as release_counts
 from mechanisms.range_count.api import account, build_plan
 from mechanisms.range_count.core import privacy_target
 from tests.mechanisms.privacy_audit import audit_neighbours, threshold_grid
-from tests.mechanisms.test_range_count import (
+from tests.mechanisms.range_count_helpers import (
     AUDIT_QUERIES,
     AUDIT_SUPPORT,
     N_AUDIT,
@@ -222,6 +222,7 @@ def _calibration(factor=1.0):
     return np.array(ratios), np.array(means)
 
 
+@pytest.mark.audit
 def test_monte_carlo_error_matches_the_predicted_variance():
     # RUNS = 300 independent releases; each run's MSE ratio is one draw, so the mean ratio's SE
     # is estimated from the runs themselves. A 4-SE window: false-alarm rate ~6e-5 (normal).
@@ -232,6 +233,7 @@ def test_monte_carlo_error_matches_the_predicted_variance():
     assert abs(means.mean()) <= 4 * means.std(ddof=1) / math.sqrt(RUNS)
 
 
+@pytest.mark.audit
 def test_broken_twin_with_smaller_noise_is_caught():
     ratios, _ = _calibration(factor=0.85)  # expected ratio ~0.72
     se = ratios.std(ddof=1) / math.sqrt(RUNS)
@@ -292,6 +294,7 @@ def _tight_epsilon(pmf, delta):
     return hi
 
 
+@pytest.mark.audit
 @pytest.mark.parametrize("factor", [1.0, 0.5])
 def test_privacy_event_test_on_one_released_range_count(factor):
     """A released count hides one record as well as its declared noise says.

@@ -24,19 +24,15 @@ from mechanisms.range_count import (
 from mechanisms.range_count.api import build_plan
 from mechanisms.range_count.core import noise_variance, privacy_target
 from mechanisms.range_count.path_tree import PathTreePlan, hilbert_keys, level_sizes
-from tests.mechanisms.test_range_count import (
+from tests.mechanisms.range_count_helpers import (
     AUDIT_EPSILON,
     ZeroNoise,
     _calibration,
     _true_answers,
     _uniform_support,
+    event_test_of_one_range_count,
 )
-from tests.mechanisms.test_range_count import (
-    test_privacy_event_test_on_one_released_range_count as event_test_of_one_range_count,
-)
-from tests.mechanisms.test_range_count import (
-    test_t0_plan_is_identical_across_neighbouring_and_unrelated_datasets as plan_is_public_test,
-)
+from tests.mechanisms.range_count_helpers import plan_is_public as plan_is_public_test
 
 TARGET = privacy_target(epsilon=1.0, delta=1e-6, neighbouring="add-remove")
 
@@ -250,6 +246,7 @@ def test_auto_weighs_path_tree_for_halfspaces_by_its_predicted_variance(delta):
 # ---------------------------------------------------------------- calibration
 
 
+@pytest.mark.audit
 @pytest.mark.parametrize("estimator", ["chain", "gls"])
 def test_monte_carlo_error_matches_the_predicted_variance(estimator):
     # 300 releases x 2048 halfplanes over 512 points (test_range_count's T3 set-up): the relative
@@ -260,6 +257,7 @@ def test_monte_carlo_error_matches_the_predicted_variance(estimator):
     assert 0.9 <= ratio <= 1.1
 
 
+@pytest.mark.audit
 def test_monte_carlo_catches_a_twin_drawing_smaller_noise():
     _, _, ratio = _calibration("path_tree", "chain", source_factor=0.7)  # expected ratio 0.49
     assert not 0.9 <= ratio <= 1.1
@@ -268,6 +266,7 @@ def test_monte_carlo_catches_a_twin_drawing_smaller_noise():
 # ---------------------------------------------------------------- privacy event test
 
 
+@pytest.mark.audit
 @pytest.mark.parametrize("delta", [1e-6, 0.0])
 @pytest.mark.parametrize("factor", [1.0, 0.5])
 def test_privacy_event_test_on_one_released_count(delta, factor, monkeypatch):

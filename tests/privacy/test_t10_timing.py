@@ -33,7 +33,7 @@ from scipy.stats import spearmanr
 from dpportal import services
 from dpportal.models import AuditEvent, Release
 from mechanisms.noise import secure_source
-from tests.dpportal.test_foundation import make_user
+from tests.helpers import make_user
 
 SCHEMA = {"columns": [{"name": "x", "type": "numeric", "lower": 0, "upper": 1, "bins": 2}]}
 TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::(\d{2})(\.\d+)?)?")

@@ -22,7 +22,7 @@ import mechanisms
 from dpportal import services
 from dpportal.models import BudgetLedgerEntry, Release
 from mechanisms.noise import RecordingSource, secure_source
-from tests.dpportal.test_foundation import make_user
+from tests.helpers import make_user
 from tests.privacy.replay import recorded_epsilon
 
 SCHEMA = {

@@ -36,7 +36,7 @@ from dpportal import services
 from dpportal.models import Release
 from mechanisms.errors import MechanismError
 from mechanisms.noise import RandomSource, seeded_source
-from tests.dpportal.test_foundation import make_demo_dataset, make_user
+from tests.helpers import make_dataset, make_user
 
 RELEASES, ALPHA, SCALE = 1_000, 1e-6, 10.0
 SCHEMA = mechanisms.Schema.from_dict(
@@ -170,7 +170,7 @@ def test_a_release_post_with_seed_fields_stores_no_seed(settings, monkeypatch):
     settings.DPPORTAL_HEARTBEAT_SECONDS = 0
     monkeypatch.setattr(services.delivery, "release_send", lambda pk: True)
     owner = make_user()
-    dataset = make_demo_dataset(owner)
+    dataset = make_dataset(owner)
     client = Client()
     client.force_login(owner)
     response = client.post(

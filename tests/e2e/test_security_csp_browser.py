@@ -7,52 +7,30 @@ In real Chromium: the ledger chart draws with no inline style, CSP violation or 
 the twins (the same page with either element removed) raise a CSP violation.
 """
 
-from decimal import Decimal
-
 import pytest
-from django.test import Client
 from django.urls import reverse
 
-from dpportal import services
-from dpportal.models import BudgetLedgerEntry, PrivacyBudget, Release
-from tests.dpportal.test_access_matrix import enumerate_routes, object_kwargs, world  # noqa: F401
-from tests.dpportal.test_foundation import make_demo_dataset
-from tests.e2e.conftest import browser, chromium, custodian  # noqa: F401  (fixtures)
+from tests.helpers import html_pages, make_dataset, make_release
 
 pytestmark = pytest.mark.e2e
 
 
 def ledger_with_two_debits(owner):
-    dataset = make_demo_dataset(owner, epsilon_total=2)
-    spent = Decimal("0")
-    for epsilon in (Decimal("0.5"), Decimal("0.25")):
-        release = Release.objects.create(
-            dataset=dataset,
-            requested_by=owner,
-            mechanism="mwem",
-            columns=["age"],
-            epsilon=epsilon,
-            neighbouring=dataset.neighbouring,
-        )
-        spent += epsilon
-        BudgetLedgerEntry.objects.create(
-            dataset=dataset,
-            release=release,
-            epsilon=epsilon,
-            epsilon_spent_after=spent,
-            delta_spent_after=0,
-        )
-    PrivacyBudget.objects.filter(pk=dataset.budget_id).update(epsilon_spent=spent)
+    """A dataset whose ledger has two debits (ε 0.5 and 0.25), made by the real submission path;
+    the releases stay queued (no_broker)."""
+    dataset = make_dataset(owner, epsilon_total=2)
+    for epsilon in ("0.5", "0.25"):
+        make_release(owner, dataset, epsilon=epsilon)
     return dataset
 
 
-def open_ledger(browser, dataset):  # noqa: F811
+def open_ledger(browser, dataset):
     browser.log_in("custodian")
     browser.goto(reverse("dataset_ledger", kwargs={"pk": dataset.pk}))
     browser.page.wait_for_selector("#ledger-chart .main-svg")
 
 
-def test_the_ledger_chart_draws_under_the_csp(browser, custodian):  # noqa: F811
+def test_the_ledger_chart_draws_under_the_csp(no_broker, browser, custodian):
     open_ledger(browser, ledger_with_two_debits(custodian))
     traces = browser.page.locator("#ledger-chart .scatterlayer .trace").count()
     browser.page.hover("#ledger-chart .nsewdrag")  # the modebar and hover labels appear
@@ -70,7 +48,7 @@ def test_the_ledger_chart_draws_under_the_csp(browser, custodian):  # noqa: F811
 MAP_STYLES_ID = "9f215cf04c5486422605d13261cb87401f4e7763b6296af81e98efbc0130da53"
 
 
-def serve_without(browser, fragment):  # noqa: F811
+def serve_without(browser, fragment):
     """Serve the ledger page (with its real CSP header) minus the element naming `fragment`."""
 
     def strip(route):
@@ -84,7 +62,7 @@ def serve_without(browser, fragment):  # noqa: F811
 
 
 @pytest.mark.parametrize("fragment", ['id="plotly.js-style-global"', f'id="{MAP_STYLES_ID}"'])
-def test_without_either_element_plotly_breaks_the_csp(browser, custodian, fragment):  # noqa: F811
+def test_without_either_element_plotly_breaks_the_csp(no_broker, browser, custodian, fragment):
     serve_without(browser, fragment)
     open_ledger(browser, ledger_with_two_debits(custodian))
     browser.page.wait_for_timeout(300)
@@ -92,34 +70,11 @@ def test_without_either_element_plotly_breaks_the_csp(browser, custodian, fragme
     assert any("style-src" in v for v in browser.problems.csp_violations)
 
 
-def html_pages(user, world):  # noqa: F811
-    """URLs of every route that answers this user's GET with an HTML page."""
-    client = Client()
-    client.force_login(user)
-    pages = []
-    for name, _route, kwarg_names in enumerate_routes():
-        url = reverse(name, kwargs=object_kwargs(name, kwarg_names, world))
-        response = client.get(url)
-        if (
-            response.status_code == 200
-            and response["Content-Type"].startswith("text/html")
-            and "attachment" not in response.get("Content-Disposition", "")
-        ):
-            pages.append(url)
-    return pages
-
-
-@pytest.fixture
-def no_broker(monkeypatch):
-    """Committed releases are not sent to the broker (the test runs them itself)."""
-    monkeypatch.setattr(services.delivery, "release_send", lambda release_id: False)
-
-
 @pytest.mark.django_db(transaction=True)
 def test_every_page_renders_under_the_csp(
     no_broker,
-    browser,  # noqa: F811
-    world,  # noqa: F811
+    browser,
+    world,
     a_minute_later,
 ):
     """Owner and auditor open every HTML page in Chromium: no CSP violation, console error,
