@@ -191,4 +191,4 @@ def no_broker(monkeypatch):
     """Committed releases are not sent to the broker (the test runs them itself)."""
     from dpportal import services
 
-    monkeypatch.setattr(services, "release_send", lambda release_id: False)
+    monkeypatch.setattr(services.delivery, "release_send", lambda release_id: False)

@@ -156,7 +156,10 @@ def test_every_real_mechanism_writes_the_one_manifest_shape():
     """Same top-level keys and the same guarantee block for every mechanism of the catalogue
     (each run at least once), the guarantee at the requested epsilon and delta, and a recorded
     spend within them."""
-    assert {run[0] for run in REAL_RUNS} == set(CATALOGUE)
+    real = {
+        name for name, spec in CATALOGUE.items() if spec.run.__module__.startswith("mechanisms")
+    }
+    assert {run[0] for run in REAL_RUNS} == real  # tests/dpportal/worker_app.py adds test_sleep
     for name, columns, params, delta, neighbouring in REAL_RUNS:
         out = run_release(
             name,
