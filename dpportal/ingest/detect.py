@@ -23,6 +23,13 @@ UTF8_MULTIBYTE = re.compile(
     rb"|\xed[\x80-\x9f][\x80-\xbf]|\xf0[\x90-\xbf][\x80-\xbf]{2}|[\xf1-\xf3][\x80-\xbf]{3}"
     rb"|\xf4[\x80-\x8f][\x80-\xbf]{2}"
 )
+COMPRESSED = (
+    (b"\x1f\x8b", "gzip"),
+    (b"BZh", "bzip2"),
+    (b"\xfd7zXZ\x00", "xz"),
+    (b"\x28\xb5\x2f\xfd", "zstd"),
+    (b"7z\xbc\xaf\x27\x1c", "7-Zip"),
+)
 EMPTY = "The file is empty; upload a table with column names in its first line."
 
 
@@ -58,7 +65,7 @@ def detect_format(path: Path, scan: ByteScan, *, suffix: str, header: bool | Non
 
 
 def _refuse_binary(path: Path, scan: ByteScan) -> None:
-    head = bytes(scan.head[:4])
+    head = bytes(scan.head[:6])
     if scan.size == 0:
         raise IngestError(EMPTY)
     if head[:2] in (b"\xff\xfe", b"\xfe\xff"):
@@ -68,8 +75,9 @@ def _refuse_binary(path: Path, scan: ByteScan) -> None:
             "This is a zip or Excel file, not CSV text; upload it with the "
             "extension .xlsx, or save it as CSV."
         )
-    if head.startswith(b"\x1f\x8b"):
-        raise IngestError("The file is compressed (gzip); uncompress it and upload the CSV.")
+    for magic, kind in COMPRESSED:
+        if head.startswith(magic):
+            raise IngestError(f"The file is compressed ({kind}); uncompress it and upload the CSV.")
     if scan.nul_offset is not None:
         line = _line_at(path, scan.nul_offset)
         raise IngestError(

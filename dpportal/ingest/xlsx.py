@@ -25,6 +25,7 @@ XLSX_MAX_SHARED_STRINGS_BYTES = 32 << 20
 XLSX_MAX_RATIO = 200
 XLSX_RATIO_FLOOR = 1 << 20  # parts smaller than this may compress as well as they like
 EXCEL_MAX_ROWS = 1_048_576
+CFB_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # Excel's encrypted workbooks and old .xls
 # Parts that are not XML (images, embedded objects, printer settings); every other part is
 # parsed in full before openpyxl sees the workbook.
 NOT_XML_FOLDERS = ("xl/media/", "xl/embeddings/", "xl/printerSettings/", "docProps/thumbnail")
@@ -33,6 +34,12 @@ NOT_XML_SUFFIXES = (".bin", ".png", ".jpeg", ".jpg", ".gif", ".bmp", ".tif", ".t
 
 def check_xlsx_container(path: Path) -> None:
     """Refuse zip bombs, external links, macros and XML entity tricks before parsing."""
+    with open(path, "rb") as handle:
+        if handle.read(len(CFB_MAGIC)) == CFB_MAGIC:
+            raise IngestError(
+                "The workbook is password-protected (encrypted) or an old .xls file; remove "
+                "the password or save it as .xlsx (Excel Workbook), then upload again."
+            )
     try:
         archive = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError):
@@ -49,6 +56,17 @@ def check_xlsx_container(path: Path) -> None:
 
 def _check_xlsx_members(members) -> None:
     names = {m.filename for m in members}
+    for name in names:
+        if name.startswith(("/", "\\")) or "\\" in name or ".." in name.split("/"):
+            raise IngestError(
+                f"The workbook has a part named {name!r}, a path outside the workbook that "
+                "Excel never writes; save the workbook again from Excel."
+            )
+    if any(m.flag_bits & 0x1 for m in members):
+        raise IngestError(
+            "The workbook's parts are encrypted (password-protected zip); remove the password "
+            "and upload again."
+        )
     if len(members) > XLSX_MAX_MEMBERS:
         raise IngestError(
             f"The workbook has {len(members)} parts; the limit is "
