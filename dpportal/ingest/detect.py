@@ -16,6 +16,20 @@ DELIMITERS = {",": "comma", "\t": "tab", ";": "semicolon", "|": "vertical bar"}
 INT_RE = re.compile(r"[+-]?(0|[1-9][0-9]{0,17})")
 FLOAT_RE = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 CP1252_UNDEFINED = re.compile(rb"[\x81\x8d\x8f\x90\x9d]")
+# One well-formed multi-byte UTF-8 character (no overlong forms, surrogates or code points
+# above U+10FFFF). Latin-1 text almost never contains one (it would read like "Ã¼").
+UTF8_MULTIBYTE = re.compile(
+    rb"[\xc2-\xdf][\x80-\xbf]|\xe0[\xa0-\xbf][\x80-\xbf]|[\xe1-\xec\xee\xef][\x80-\xbf]{2}"
+    rb"|\xed[\x80-\x9f][\x80-\xbf]|\xf0[\x90-\xbf][\x80-\xbf]{2}|[\xf1-\xf3][\x80-\xbf]{3}"
+    rb"|\xf4[\x80-\x8f][\x80-\xbf]{2}"
+)
+COMPRESSED = (
+    (b"\x1f\x8b", "gzip"),
+    (b"BZh", "bzip2"),
+    (b"\xfd7zXZ\x00", "xz"),
+    (b"\x28\xb5\x2f\xfd", "zstd"),
+    (b"7z\xbc\xaf\x27\x1c", "7-Zip"),
+)
 EMPTY = "The file is empty; upload a table with column names in its first line."
 
 
@@ -51,7 +65,7 @@ def detect_format(path: Path, scan: ByteScan, *, suffix: str, header: bool | Non
 
 
 def _refuse_binary(path: Path, scan: ByteScan) -> None:
-    head = bytes(scan.head[:4])
+    head = bytes(scan.head[:6])
     if scan.size == 0:
         raise IngestError(EMPTY)
     if head[:2] in (b"\xff\xfe", b"\xfe\xff"):
@@ -61,8 +75,9 @@ def _refuse_binary(path: Path, scan: ByteScan) -> None:
             "This is a zip or Excel file, not CSV text; upload it with the "
             "extension .xlsx, or save it as CSV."
         )
-    if head.startswith(b"\x1f\x8b"):
-        raise IngestError("The file is compressed (gzip); uncompress it and upload the CSV.")
+    for magic, kind in COMPRESSED:
+        if head.startswith(magic):
+            raise IngestError(f"The file is compressed ({kind}); uncompress it and upload the CSV.")
     if scan.nul_offset is not None:
         line = _line_at(path, scan.nul_offset)
         raise IngestError(
@@ -85,21 +100,46 @@ def _line_at(path: Path, offset: int) -> int:
 
 
 def _detect_encoding(path: Path, scan: ByteScan) -> str:
-    """UTF-8 (with or without BOM) if valid, else Windows-1252 (a superset of Latin-1)."""
+    """UTF-8 (with or without BOM) if valid, else Windows-1252 (a superset of Latin-1).
+
+    A file that is not valid UTF-8 but holds valid multi-byte UTF-8 sequences (such as ü as
+    C3 BC) is a mix of encodings: read as Latin-1 it would turn Zürich into ZÃ¼rich, so it is
+    refused, naming the first line that is not UTF-8.
+    """
     if scan.utf8_valid:
         return "utf-8"
-    newlines = 0
+    newlines, first_bad, mixed, undefined = 0, None, False, None
+    for chunk in _whole_line_chunks(path):
+        if first_bad is None:
+            try:
+                chunk.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                first_bad = newlines + chunk.count(b"\n", 0, exc.start) + 1
+        mixed = mixed or UTF8_MULTIBYTE.search(chunk) is not None
+        match = undefined is None and CP1252_UNDEFINED.search(chunk)
+        if match:
+            undefined = (newlines + chunk.count(b"\n", 0, match.start()) + 1, match.group()[0])
+        newlines += chunk.count(b"\n")
+    if mixed:
+        raise IngestError(
+            f"Line {first_bad} is not UTF-8, but other lines are: the file mixes two "
+            "encodings. Open it in a spreadsheet or text editor, fix that line (and any "
+            "others), and save the whole file as 'CSV UTF-8'."
+        )
+    if undefined:
+        line, byte = undefined
+        raise IngestError(
+            f"Line {line} has a byte (0x{byte:02x}) that is neither UTF-8 "
+            "nor Latin-1 text; save the file as 'CSV UTF-8' and upload again."
+        )
+    return "cp1252"
+
+
+def _whole_line_chunks(path: Path):
+    """The file in blocks of about 1 MB that end at a newline (so no character is split)."""
     with open(path, "rb") as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
-            match = CP1252_UNDEFINED.search(chunk)
-            if match:
-                line = newlines + chunk.count(b"\n", 0, match.start()) + 1
-                raise IngestError(
-                    f"Line {line} has a byte (0x{match.group()[0]:02x}) that is neither UTF-8 "
-                    "nor Latin-1 text; save the file as 'CSV UTF-8' and upload again."
-                )
-            newlines += chunk.count(b"\n")
-    return "cp1252"
+            yield chunk + (handle.readline() if not chunk.endswith(b"\n") else b"")
 
 
 def _head_text(scan: ByteScan, encoding: str) -> str:

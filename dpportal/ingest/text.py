@@ -38,7 +38,7 @@ def ingest_text(
 ) -> IngestResult:
     """Validate a CSV/TSV file and write its typed Parquet copy to `parquet_path`."""
     fmt = detect_format(path, scan, suffix=suffix, header=header)
-    if scan.quotes % 2:  # an odd number of quotes: look for one that is never closed
+    if fmt.quoted:  # pyarrow accepts text after a closing quote and unclosed quotes silently
         problem = _diagnose(path, fmt, quotes_only=True)
         if problem:
             raise IngestError(problem)
@@ -157,8 +157,45 @@ def _diagnose(path: Path, fmt: TextFormat, quotes_only: bool = False) -> str | N
                     return problem
                 row_start = reader.line_num + 1
         except csv.Error as exc:
+            if "expected after" in str(exc):
+                return _text_after_quote(handle, fmt, row_start)
             return _csv_error_message(str(exc), row_start, reader.line_num)
     return None
+
+
+def _text_after_quote(handle, fmt: TextFormat, row_start: int) -> str:
+    """Where in the record starting on line `row_start` a closing quote is followed by text."""
+    handle.seek(0)
+    for _ in range(row_start - 1):
+        handle.readline()
+    line, column, state, previous = row_start, 1, "start", ""
+    for text in iter(lambda: handle.read(1 << 16), ""):
+        for char in text:
+            if char == "\r" or (char == "\n" and previous != "\r"):
+                line += 1
+            if state == "closed" and char not in (fmt.delimiter, '"', "\r", "\n"):
+                name = fmt.names[column - 1] if column <= len(fmt.names) else "?"
+                return (
+                    f"Line {line}, column {column} ({name!r}) has text after a closing quote "
+                    f"({char!r} follows the quote); put the whole value in quotes and double "
+                    'any quote inside it (write "" for ").'
+                )
+            state, column = _next_state(state, char, fmt.delimiter, column)
+            previous = char
+    return _generic_problem()
+
+
+def _next_state(state: str, char: str, delimiter: str, column: int) -> tuple[str, int]:
+    """One step of RFC 4180 quoting: start of a field, unquoted, quoted, just after a quote."""
+    if state in ("start", "unquoted", "closed") and char == delimiter:
+        return "start", column + 1
+    if state == "start":
+        return ("quoted" if char == '"' else "unquoted"), column
+    if state == "quoted":
+        return ("closed" if char == '"' else "quoted"), column
+    if state == "closed":  # a doubled quote inside a quoted value, or the end of the record
+        return ("start", 1) if char in "\r\n" else ("quoted", column)
+    return state, column
 
 
 def _row_problem(row: list[str], fmt: TextFormat, line: int) -> str | None:
@@ -181,10 +218,5 @@ def _csv_error_message(error: str, row_start: int, line: int) -> str:
         return (
             f'Line {row_start} starts a quoted value whose closing quote (") is missing; '
             "add the closing quote."
-        )
-    if "expected after" in error:
-        return (
-            f"Line {line} has a closing quote followed by other characters; double the "
-            'quote ("") inside quoted values.'
         )
     return f"Line {line} cannot be read as CSV ({error}); fix that line and upload again."

@@ -1,9 +1,16 @@
 """Excel workbooks (.xlsx): the container checked first, then the first sheet's values
-written out as a UTF-8 CSV (which `text.ingest_text` then reads)."""
+written out as a UTF-8 CSV (which `text.ingest_text` then reads).
+
+XML safety, twice over: every XML part is parsed in full here and refused if it declares a
+DOCTYPE or an entity (anywhere, in any encoding), and openpyxl itself parses through defusedxml
+(pinned; openpyxl uses it whenever it is installed), which forbids entities and external
+references.
+"""
 
 import csv
 import zipfile
 from pathlib import Path
+from xml.parsers import expat
 
 import openpyxl
 
@@ -18,10 +25,21 @@ XLSX_MAX_SHARED_STRINGS_BYTES = 32 << 20
 XLSX_MAX_RATIO = 200
 XLSX_RATIO_FLOOR = 1 << 20  # parts smaller than this may compress as well as they like
 EXCEL_MAX_ROWS = 1_048_576
+CFB_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # Excel's encrypted workbooks and old .xls
+# Parts that are not XML (images, embedded objects, printer settings); every other part is
+# parsed in full before openpyxl sees the workbook.
+NOT_XML_FOLDERS = ("xl/media/", "xl/embeddings/", "xl/printerSettings/", "docProps/thumbnail")
+NOT_XML_SUFFIXES = (".bin", ".png", ".jpeg", ".jpg", ".gif", ".bmp", ".tif", ".tiff", ".emf")
 
 
 def check_xlsx_container(path: Path) -> None:
     """Refuse zip bombs, external links, macros and XML entity tricks before parsing."""
+    with open(path, "rb") as handle:
+        if handle.read(len(CFB_MAGIC)) == CFB_MAGIC:
+            raise IngestError(
+                "The workbook is password-protected (encrypted) or an old .xls file; remove "
+                "the password or save it as .xlsx (Excel Workbook), then upload again."
+            )
     try:
         archive = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError):
@@ -33,12 +51,22 @@ def check_xlsx_container(path: Path) -> None:
         members = archive.infolist()
         _check_xlsx_members(members)
         for member in members:
-            if member.filename.endswith((".xml", ".rels")):
-                _refuse_doctype(archive, member)
+            _refuse_doctype(archive, member)
 
 
 def _check_xlsx_members(members) -> None:
     names = {m.filename for m in members}
+    for name in names:
+        if name.startswith(("/", "\\")) or "\\" in name or ".." in name.split("/"):
+            raise IngestError(
+                f"The workbook has a part named {name!r}, a path outside the workbook that "
+                "Excel never writes; save the workbook again from Excel."
+            )
+    if any(m.flag_bits & 0x1 for m in members):
+        raise IngestError(
+            "The workbook's parts are encrypted (password-protected zip); remove the password "
+            "and upload again."
+        )
     if len(members) > XLSX_MAX_MEMBERS:
         raise IngestError(
             f"The workbook has {len(members)} parts; the limit is "
@@ -81,13 +109,38 @@ def _check_xlsx_members(members) -> None:
 
 
 def _refuse_doctype(archive: zipfile.ZipFile, member) -> None:
-    with archive.open(member) as part:
-        start = part.read(4096)
-    if b"<!DOCTYPE" in start.upper() or b"<!ENTITY" in start.upper():
+    """Parse the whole part (streaming, any encoding the XML declares or its byte-order mark
+    says) and refuse a document type declaration or entity anywhere in it."""
+    name = member.filename
+    if name.startswith(NOT_XML_FOLDERS) or name.lower().endswith(NOT_XML_SUFFIXES):
+        return  # openpyxl never parses these
+    parser = expat.ParserCreate()
+    parser.StartDoctypeDeclHandler = _forbidden
+    parser.EntityDeclHandler = _forbidden
+    parser.ExternalEntityRefHandler = _forbidden
+    try:
+        with archive.open(member) as part:
+            for chunk in iter(lambda: part.read(1 << 20), b""):
+                parser.Parse(chunk, False)
+            parser.Parse(b"", True)
+    except _Declared:
         raise IngestError(
-            f"The workbook part {member.filename!r} declares XML entities, which "
-            "Excel never writes; save the workbook again from Excel."
-        )
+            f"The workbook part {member.filename!r} declares XML entities or a document type "
+            "(<!DOCTYPE>), which Excel never writes; save the workbook again from Excel."
+        ) from None
+    except expat.ExpatError as exc:
+        raise IngestError(
+            f"The workbook part {member.filename!r} is not well-formed XML (line {exc.lineno}); "
+            "save the workbook again from Excel."
+        ) from None
+
+
+class _Declared(Exception):
+    """A part declares a DOCTYPE or an entity."""
+
+
+def _forbidden(*_args):
+    raise _Declared
 
 
 def xlsx_to_csv(path: Path, csv_path: Path) -> None:

@@ -97,6 +97,45 @@ def wide_header(columns: int) -> bytes:
     return (",".join(f"c{i}" for i in range(columns)) + "\n").encode() + b"1" * 1 + b"\n"
 
 
+MAIN_NS = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
+
+
+def with_entities(part: str, padding: int = 0, encoding: str = "utf-8", bom: bool = False):
+    """A good workbook whose `part` declares a DOCTYPE with entities, after `padding` bytes of
+    whitespace in its prolog, written in `encoding` (with a byte-order mark if asked)."""
+    book = workbook_bytes(GOOD_BOOK)
+    names = zipfile.ZipFile(io.BytesIO(book)).namelist()
+    original = (
+        zipfile.ZipFile(io.BytesIO(book)).read(part).decode("utf-8")
+        if part in names
+        else f'<sst xmlns="{MAIN_NS}" count="0" uniqueCount="0"/>'
+    )
+    body = original.split("?>", 1)[1] if original.startswith("<?xml") else original
+    text = (
+        f'<?xml version="1.0" encoding="{encoding}"?>'
+        + " " * padding
+        + '<!DOCTYPE x [<!ENTITY a "aaaaaaaaaa">]>'
+        + body
+    )
+    data = text.encode(encoding)
+    if bom and encoding == "utf-8":
+        data = codecs.BOM_UTF8 + data
+    if part in names:
+        return lambda: rezip(book, replace={part: data})
+    return lambda: rezip(book, add={part: data})
+
+
+ENTITY_CASES = [
+    ("xlsx-doctype-after-4096-bytes", "xl/worksheets/sheet1.xml", 5000, "utf-8", False),
+    ("xlsx-doctype-in-workbook-xml", "xl/workbook.xml", 5000, "utf-8", False),
+    ("xlsx-doctype-in-shared-strings", "xl/sharedStrings.xml", 5000, "utf-8", False),
+    ("xlsx-doctype-in-rels", "_rels/.rels", 5000, "utf-8", False),
+    ("xlsx-doctype-in-content-types", "[Content_Types].xml", 5000, "utf-8", False),
+    ("xlsx-doctype-with-bom", "xl/worksheets/sheet1.xml", 5000, "utf-8", True),
+    ("xlsx-doctype-utf16-part", "xl/worksheets/sheet1.xml", 0, "utf-16", False),
+]
+
+
 # (id, filename, content or factory, fragment of the message, expected status, setup)
 CORPUS = [
     (
@@ -266,7 +305,35 @@ CORPUS = [
         "xlsx-damaged",
         "t.xlsx",
         lambda: rezip(workbook_bytes(GOOD_BOOK), replace={"xl/workbook.xml": b"<not-xml"}),
-        "could not be opened",
+        "'xl/workbook.xml' is not well-formed XML",
+        400,
+        None,
+    ),
+    *[
+        (case_id, "t.xlsx", with_entities(part, pad, enc, bom), "declares XML entities", 400, None)
+        for case_id, part, pad, enc, bom in ENTITY_CASES
+    ],
+    (
+        "utf8-with-some-latin1-lines",
+        "t.csv",
+        "name,city\n1,Zürich\n".encode() + "2,Zürich\n".encode("latin-1"),
+        "Line 3 is not UTF-8",
+        400,
+        None,
+    ),
+    (
+        "text-after-closing-quote",
+        "t.csv",
+        b'a,b\n1,2\n"abc"def,1\n',
+        "Line 3, column 1 ('a') has text after a closing quote",
+        400,
+        None,
+    ),
+    (
+        "text-after-closing-quote-in-a-multiline-value",
+        "t.csv",
+        b'a,b\n1,"x\ny"z\n',
+        "Line 3, column 2 ('b') has text after a closing quote",
         400,
         None,
     ),
@@ -384,3 +451,10 @@ def test_hostile_files_stay_under_a_memory_cap(tmp_path, name, content):
     print(f"{name}: {verdict[:60]} peak RSS {peak_mb} MB (cap {MEMORY_CAP_MB} MB)")
     assert peak_mb < MEMORY_CAP_MB
     assert verdict.startswith("refused") == (name != "lines.csv")
+
+
+def test_openpyxl_parses_workbooks_through_defusedxml():
+    """defusedxml is pinned in requirements.txt; openpyxl uses it only when it is importable."""
+    import openpyxl
+
+    assert openpyxl.DEFUSEDXML is True
