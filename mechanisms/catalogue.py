@@ -16,6 +16,7 @@ import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from fractions import Fraction
+from typing import Any
 
 import pandas as pd
 
@@ -65,7 +66,7 @@ class Guarantee:
     rho: float | None
     sensitivity: int
 
-    def as_manifest(self) -> dict:
+    def as_manifest(self) -> dict[str, Any]:
         """The manifest's guarantee block (the same keys for every mechanism)."""
         record = asdict(self)
         record["epsilon"] = "inf" if math.isinf(self.epsilon) else self.epsilon
@@ -80,7 +81,7 @@ class Parameter:
     type: type
     help: str
     default: object = None
-    bounds: tuple = (None, None)
+    bounds: tuple[Any, ...] = (None, None)
     choices: tuple[str, ...] = ()
 
 
@@ -258,7 +259,7 @@ def run_release(
     delta: float = 0.0,
     neighbouring: str = DEFAULT_NEIGHBOURING,
     columns=None,
-    params: dict | None = None,
+    params: dict[str, Any] | None = None,
     rng: RandomSource | None = None,
     progress: Progress | None = None,
 ) -> ReleaseOutput:
@@ -306,7 +307,9 @@ def run_release(
     return output
 
 
-def _checked_spend(name: str, output: ReleaseOutput, epsilon: float, delta: float) -> dict:
+def _checked_spend(
+    name: str, output: ReleaseOutput, epsilon: float, delta: float
+) -> dict[str, Any]:
     """The mechanism's recorded spend, if it is within the request (exactly); else refuse."""
     spent = dict(output.spent or {})
     if set(output.manifest) - {"parameters"} or "epsilon" not in spent or "delta" not in spent:

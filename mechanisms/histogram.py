@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from mechanisms.accounting import check_epsilon, check_neighbouring, noise_scale
+from mechanisms.arrays import AnyArray
 from mechanisms.chunks import ChunkedTable
 from mechanisms.errors import MechanismError
 from mechanisms.noise import RandomSource, check_count_noise, resolve_rng
@@ -38,11 +40,11 @@ class HistogramRelease:
 
     columns: list[str]
     shape: tuple[int, ...]
-    released_counts: np.ndarray  # noisy counts (perturbed) or synthetic-row counts (smoothed)
-    probabilities: np.ndarray | None  # sampling distribution; public for the perturbed only
+    released_counts: AnyArray  # noisy counts (perturbed) or synthetic-row counts (smoothed)
+    probabilities: AnyArray | None  # sampling distribution; public for the perturbed only
     synthetic: pd.DataFrame
-    parameters: dict
-    spent: dict  # the privacy loss this release realises: epsilon, delta and how
+    parameters: dict[str, Any]
+    spent: dict[str, Any]  # the privacy loss this release realises: epsilon, delta and how
     row_count_public: bool
 
 
@@ -59,8 +61,8 @@ def recommended_bins(n: int, dimensions: int) -> int:
 
 
 def perturb_counts(
-    counts: np.ndarray, *, epsilon: float, neighbouring: str, rng: RandomSource
-) -> np.ndarray:
+    counts: AnyArray, *, epsilon: float, neighbouring: str, rng: RandomSource
+) -> AnyArray:
     """Add discrete Laplace noise of scale count_sensitivity / epsilon to every count.
 
     Privacy: epsilon-DP (pure), unit one row, under `neighbouring`; L1 sensitivity of the count
@@ -78,14 +80,14 @@ def _scale(sensitivity: int, epsilon: float) -> float:
     return check_count_noise(noise_scale(sensitivity, epsilon), epsilon)
 
 
-def clipped_distribution(noisy_counts: np.ndarray) -> np.ndarray:
+def clipped_distribution(noisy_counts: AnyArray) -> AnyArray:
     """Noisy counts clipped at zero and renormalised, uniform if none is left (post-processing)."""
     clipped = np.maximum(np.asarray(noisy_counts, dtype=np.float64), 0.0)
     total = clipped.sum()
     return clipped / total if total > 0 else np.full(clipped.shape, 1.0 / clipped.size)
 
 
-def sample_cells(probabilities: np.ndarray, rows: int, rng: RandomSource) -> np.ndarray:
+def sample_cells(probabilities: AnyArray, rows: int, rng: RandomSource) -> AnyArray:
     """Flat indices of `rows` cells drawn i.i.d. from `probabilities`, in random order."""
     p = np.asarray(probabilities, dtype=np.float64).ravel()
     per_cell = rng.multinomial(rows, p / p.sum())
@@ -162,7 +164,7 @@ def perturbed_histogram(
     )
 
 
-def _bins_advice(schema: Schema, columns, n: int, row_count_public: bool) -> dict:
+def _bins_advice(schema: Schema, columns, n: int, row_count_public: bool) -> dict[str, Any]:
     """Rate-optimal bins per numeric column, only where the row count is public."""
     numeric = [c for c in columns if isinstance(schema.column(c), NumericColumn)]
     if not (numeric and row_count_public):
@@ -195,7 +197,7 @@ def _admissible(epsilon: float, n: int, m: int, mix: float, rows: int) -> bool:
     return mix > 0 and rows * math.log1p((1 - mix) * m / (n * mix)) <= epsilon
 
 
-def smoothed_distribution(counts: np.ndarray, mix: float) -> np.ndarray:
+def smoothed_distribution(counts: AnyArray, mix: float) -> AnyArray:
     """(1 - mix) * counts / n + mix / m for every cell (counts must not all be zero)."""
     counts = np.asarray(counts, dtype=np.float64)
     return (1 - mix) * counts / counts.sum() + mix / counts.size
@@ -295,7 +297,9 @@ SMOOTHED_FILES = {
 }
 
 
-def _release_output(schema, release: HistogramRelease, progress, value_name: str, spent: dict):
+def _release_output(
+    schema, release: HistogramRelease, progress, value_name: str, spent: dict[str, Any]
+):
     """Package a release; `progress` hears (1, 2) once sampled and (2, 2) once files are built."""
     if progress:
         progress(1, 2)
@@ -312,7 +316,7 @@ def _release_output(schema, release: HistogramRelease, progress, value_name: str
     )
 
 
-def _only_params(params: dict, allowed: set[str], mechanism: str) -> None:
+def _only_params(params: dict[str, Any], allowed: set[str], mechanism: str) -> None:
     unknown = sorted(set(params) - allowed)
     if unknown:
         raise MechanismError(

@@ -7,10 +7,12 @@ differentially private and must never go into a public package (`ReleaseOutput`)
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from mechanisms.arrays import AnyArray
 from mechanisms.errors import MechanismError
 from mechanisms.schema import NumericColumn, Schema
 
@@ -31,7 +33,7 @@ def squared_l2(p, q, volumes) -> float:
     return float(np.sum((p - q) ** 2 / volumes))
 
 
-def cell_volumes(schema: Schema, columns) -> np.ndarray:
+def cell_volumes(schema: Schema, columns) -> AnyArray:
     """Volume of every cell (product of bin widths; categories count as width 1)."""
     widths = []
     for name in schema.resolve_columns(columns):
@@ -42,7 +44,7 @@ def cell_volumes(schema: Schema, columns) -> np.ndarray:
     return np.prod(np.meshgrid(*widths, indexing="ij"), axis=0)
 
 
-def cell_distribution(schema: Schema, data: pd.DataFrame, columns) -> np.ndarray:
+def cell_distribution(schema: Schema, data: pd.DataFrame, columns) -> AnyArray:
     """Share of rows in every cell (zeros for an empty table)."""
     counts = schema.cell_counts(data, columns).astype(np.float64)
     total = counts.sum()
@@ -83,11 +85,11 @@ def orthant_ks_distance(a, b, max_points: int = ORTHANT_POINTS) -> float:
     return float(np.abs(_orthant_cdf(a, points) - _orthant_cdf(b, points)).max())
 
 
-def _spread(sample: np.ndarray, count: int) -> np.ndarray:
+def _spread(sample: AnyArray, count: int) -> AnyArray:
     return sample[np.linspace(0, len(sample) - 1, min(count, len(sample))).astype(int)]
 
 
-def _orthant_cdf(sample: np.ndarray, points: np.ndarray, block: int = 256) -> np.ndarray:
+def _orthant_cdf(sample: AnyArray, points: AnyArray, block: int = 256) -> AnyArray:
     out = np.empty(len(points))
     for start in range(0, len(points), block):
         p = points[start : start + block]
@@ -96,7 +98,9 @@ def _orthant_cdf(sample: np.ndarray, points: np.ndarray, block: int = 256) -> np
     return out
 
 
-def marginal_tvds(schema: Schema, raw: pd.DataFrame, synthetic: pd.DataFrame, columns) -> dict:
+def marginal_tvds(
+    schema: Schema, raw: pd.DataFrame, synthetic: pd.DataFrame, columns
+) -> dict[str, Any]:
     """Total variation distance of every 1-way and 2-way marginal (on the schema's cells)."""
     columns = schema.resolve_columns(columns)
     one = {
@@ -112,7 +116,7 @@ def marginal_tvds(schema: Schema, raw: pd.DataFrame, synthetic: pd.DataFrame, co
     return {"1-way": one, "2-way": two}
 
 
-def range_counts(data: pd.DataFrame, queries: list[dict]) -> np.ndarray:
+def range_counts(data: pd.DataFrame, queries: list[dict[str, Any]]) -> AnyArray:
     """Rows inside each query; a query maps column -> (low, high), both ends included."""
     answers = np.empty(len(queries))
     for i, query in enumerate(queries):
@@ -124,7 +128,7 @@ def range_counts(data: pd.DataFrame, queries: list[dict]) -> np.ndarray:
     return answers
 
 
-def range_query_errors(true_answers, released_answers) -> dict:
+def range_query_errors(true_answers, released_answers) -> dict[str, Any]:
     """Mean and max absolute error over a set of range queries."""
     error = np.abs(np.asarray(released_answers, float) - np.asarray(true_answers, float))
     if error.size == 0:
@@ -132,7 +136,7 @@ def range_query_errors(true_answers, released_answers) -> dict:
     return {"mean_abs_error": float(error.mean()), "max_abs_error": float(error.max())}
 
 
-def synthetic_range_errors(raw: pd.DataFrame, synthetic: pd.DataFrame, queries) -> dict:
+def synthetic_range_errors(raw: pd.DataFrame, synthetic: pd.DataFrame, queries) -> dict[str, Any]:
     """Errors of range counts answered from synthetic rows, rescaled to the raw row count."""
     scale = len(raw) / len(synthetic) if len(synthetic) else 0.0
     return range_query_errors(range_counts(raw, queries), range_counts(synthetic, queries) * scale)

@@ -19,6 +19,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
@@ -37,9 +38,11 @@ class ReleaseOutput:
     """Public files of a release, its manifest, public plot data and what it spent."""
 
     files: dict[str, bytes]
-    manifest: dict  # from a mechanism: {"parameters": ...}; run_release completes it
-    trace: dict = field(default_factory=dict)
-    spent: dict = field(default_factory=dict)  # {"epsilon", "delta", ...}: the recorded spend
+    manifest: dict[str, Any]  # from a mechanism: {"parameters": ...}; run_release completes it
+    trace: dict[str, Any] = field(default_factory=dict)
+    spent: dict[str, Any] = field(
+        default_factory=dict
+    )  # {"epsilon", "delta", ...}: the recorded spend
 
 
 def file_sha256(path) -> str:
@@ -51,7 +54,7 @@ def file_sha256(path) -> str:
     return digest.hexdigest()
 
 
-def public_manifest(manifest: dict) -> dict:
+def public_manifest(manifest: dict[str, Any]) -> dict[str, Any]:
     """The manifest without custodian-only fields (the raw input's hash, in old manifests)."""
     return {k: v for k, v in manifest.items() if k not in CUSTODIAN_ONLY_FIELDS}
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from mechanisms.arrays import AnyArray
 from mechanisms.schema import CategoricalColumn, Column, NumericColumn, Schema
 
 NUMERIC_PROBLEMS = {
@@ -32,7 +33,7 @@ CATEGORY_FIX = (
 )
 
 
-def refused_values(column: Column, values: pd.Series) -> dict[str, np.ndarray]:
+def refused_values(column: Column, values: pd.Series) -> dict[str, AnyArray]:
     """Boolean masks, by kind of problem, of the values a release of `column` would refuse."""
     if isinstance(column, CategoricalColumn):
         if column.unknown != "reject":

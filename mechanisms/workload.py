@@ -22,6 +22,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -52,7 +53,7 @@ class Query:
         """Number of answers this query releases (1 for a box)."""
         return 1 if self.box is not None else math.prod(shape[a] for a in self.attrs)
 
-    def describe(self, columns: list[str]) -> dict:
+    def describe(self, columns: list[str]) -> dict[str, Any]:
         """A JSON-ready description with column names, for measurements.json and traces."""
         names = [columns[a] for a in self.attrs]
         if self.box is None:
@@ -60,12 +61,12 @@ class Query:
         return {"type": "box", "columns": names, "bins": [list(r) for r in self.box]}
 
 
-def marginals_spec(k: int) -> dict:
+def marginals_spec(k: int) -> dict[str, Any]:
     """The workload document for all k-way marginals (``--marginals K`` on the CLI)."""
     return {"queries": [{"type": "marginals", "k": k}]}
 
 
-def load_workload(path: str | Path) -> dict:
+def load_workload(path: str | Path) -> dict[str, Any]:
     """Read a workload JSON document; a missing or malformed file raises MechanismError."""
     try:
         return json.loads(Path(path).read_text())
@@ -76,7 +77,7 @@ def load_workload(path: str | Path) -> dict:
 
 
 def expand_workload(
-    spec: dict, columns: list[str], shape: tuple[int, ...], ordered: set[str]
+    spec: dict[str, Any], columns: list[str], shape: tuple[int, ...], ordered: set[str]
 ) -> list[Query]:
     """Turn a workload document into a de-duplicated list of queries over ``columns``.
 
@@ -161,7 +162,7 @@ def _int_in(value, what, lo, hi) -> int:
     return value
 
 
-def _list(value, what) -> list:
+def _list(value, what) -> list[Any]:
     if not isinstance(value, list) or not value:
         raise MechanismError(f"workload {what} ({_short(value)}) must be a non-empty list")
     return value
@@ -172,7 +173,7 @@ def _short(value) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def random_marginals_spec(columns: list[str], k: int, count: int, rng) -> dict:
+def random_marginals_spec(columns: list[str], k: int, count: int, rng) -> dict[str, Any]:
     """A workload of ``count`` distinct k-way marginals drawn uniformly from a public source.
 
     ``rng`` is a RandomSource used for public randomness only (the workload is public);
@@ -192,7 +193,7 @@ def random_marginals_spec(columns: list[str], k: int, count: int, rng) -> dict:
     return {"queries": [{"type": "marginals", "subsets": subsets}]}
 
 
-def random_boxes_spec(columns: list[str], bins: list[int], count: int, rng) -> dict:
+def random_boxes_spec(columns: list[str], bins: list[int], count: int, rng) -> dict[str, Any]:
     """A workload of ``count`` random boxes over ordered ``columns`` with ``bins`` bins each.
 
     Each side is the interval between two uniform bin indices (public randomness from ``rng``).

@@ -21,6 +21,7 @@ import math
 import numpy as np
 
 from mechanisms.accounting import noise_scale
+from mechanisms.arrays import AnyArray
 from mechanisms.errors import MechanismError
 from mechanisms.mwem.distribution import _answer
 from mechanisms.noise import exponential_mechanism
@@ -46,11 +47,11 @@ class _TrueAnswers:
     ``_measure`` (noisy or as a selection), never as they are.
     """
 
-    def __init__(self, codes: np.ndarray, shape: tuple[int, ...]):
+    def __init__(self, codes: AnyArray, shape: tuple[int, ...]):
         self.columns = np.ascontiguousarray(np.asarray(codes).T)  # fast per-column reads
         self.shape, self._cache = shape, {}
 
-    def marginal(self, attrs: tuple[int, ...]) -> np.ndarray:
+    def marginal(self, attrs: tuple[int, ...]) -> AnyArray:
         if attrs not in self._cache:
             dims = tuple(self.shape[a] for a in attrs)
             flat = np.ravel_multi_index(tuple(self.columns[a] for a in attrs), dims)
@@ -58,7 +59,7 @@ class _TrueAnswers:
             self._cache[attrs] = counts.reshape(dims).astype(np.int64)
         return self._cache[attrs]
 
-    def answer(self, query: Query) -> np.ndarray:
+    def answer(self, query: Query) -> AnyArray:
         return _answer(query, self.marginal(query.attrs))
 
 
@@ -86,7 +87,7 @@ def _start(true, rows, eps_init, neighbouring, rng):
     return n, one_way, [np.maximum(m, max(scale, 0.5)) for m in one_way], scale
 
 
-def _estimate_n(one_way: list[np.ndarray]) -> int:
+def _estimate_n(one_way: list[AnyArray]) -> int:
     """Post-processing: the mean total of the noisy 1-way marginals, at least 1."""
     return max(1, round(float(np.mean([m.sum() for m in one_way]))))
 
@@ -119,7 +120,7 @@ def _select(
     return allowed[exponential_mechanism(scores, epsilon=eps_select, sensitivity=1, rng=rng)]
 
 
-def _selection_scores(model, true, queries, n, eps_measure, marginal_l1) -> np.ndarray:
+def _selection_scores(model, true, queries, n, eps_measure, marginal_l1) -> AnyArray:
     """(‖q(B) − q(A)‖₁ − expected ‖noise‖₁ of measuring q) / Δ_q: sensitivity 1 each."""
     scores = np.empty(len(queries))
     for i, q in enumerate(queries):

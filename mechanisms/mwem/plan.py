@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -55,7 +56,7 @@ class MwemPlan:
     expected_cell_error: float  # E|noise| of one measured marginal cell, in rows
 
     @property
-    def budget(self) -> dict:
+    def budget(self) -> dict[str, Any]:
         """The split as MWEM's result and manifest state it (``budget_split``)."""
         return {
             "epsilon": self.epsilon,

@@ -11,10 +11,12 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
 from mechanisms.accounting import check_epsilon, float_at_most, noise_scale
+from mechanisms.arrays import AnyArray
 from mechanisms.errors import MechanismError
 from mechanisms.mwem.distribution import FactoredDistribution, _answer
 from mechanisms.mwem.fit import _floor, _mw_update, _refit
@@ -48,14 +50,14 @@ class MwemResult:
 
     distribution: FactoredDistribution
     n: int
-    measurements: list[dict] = field(default_factory=list)
-    trace: list[dict] = field(default_factory=list)
+    measurements: list[dict[str, Any]] = field(default_factory=list)
+    trace: list[dict[str, Any]] = field(default_factory=list)
     rounds: int = 0
-    budget: dict = field(default_factory=dict)
+    budget: dict[str, Any] = field(default_factory=dict)
 
 
 def mwem(
-    codes: np.ndarray,
+    codes: AnyArray,
     shape: tuple[int, ...],
     workload: list[Query],
     *,
@@ -153,7 +155,7 @@ def mwem(
 
 
 def measure_all(
-    codes: np.ndarray,
+    codes: AnyArray,
     shape: tuple[int, ...],
     workload: list[Query],
     *,
@@ -190,11 +192,11 @@ def measure_all(
     return model
 
 
-def _measurement_record(query: Query, noisy: np.ndarray, scale: float) -> dict:
+def _measurement_record(query: Query, noisy: AnyArray, scale: float) -> dict[str, Any]:
     return {"query": query, "noisy_answer": [int(v) for v in noisy], "noise_scale": scale}
 
 
-def _trace_entry(t, query, noisy, model, measured, shape) -> dict:
+def _trace_entry(t, query, noisy, model, measured, shape) -> dict[str, Any]:
     """Round t's public trace (post-processing of DP values).
 
     The selected query, its noisy answer, and the largest gap between the model and any noisy
@@ -269,7 +271,7 @@ def _run_mwem(data, schema, *, columns, params, epsilon, delta, neighbouring, rn
     )
 
 
-def spent_by(budget: dict) -> dict:
+def spent_by(budget: dict[str, Any]) -> dict[str, Any]:
     """What a run with this budget split spent: the exact sum of its parts, rounded up to a float.
 
     Pure epsilon-DP by sequential composition: the 1-way start, then per round one selection
@@ -283,7 +285,7 @@ def spent_by(budget: dict) -> dict:
     return {"epsilon": total, "delta": 0.0, **budget}
 
 
-def _workload_spec(params: dict, d: int) -> dict:
+def _workload_spec(params: dict[str, Any], d: int) -> dict[str, Any]:
     if "workload" in params and "marginals" in params:
         raise MechanismError("workload and marginals are both given; pass only one of them")
     if "workload" in params:
