@@ -45,7 +45,7 @@ def subcommands() -> dict[str, MechanismSpec]:
 
 
 class _OneLineParser(argparse.ArgumentParser):
-    def error(self, message):
+    def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 

@@ -13,7 +13,7 @@ whose recorded spend exceeds the request, and writes the one manifest shape of M
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 from typing import Any
@@ -102,13 +102,17 @@ class MechanismSpec:
     synthetic_rows: bool = False  # publishes counts of made-up rows (so never negative)
 
 
-def pure_guarantee(epsilon, delta, neighbouring, params) -> Guarantee:
+def pure_guarantee(
+    epsilon: float, delta: float, neighbouring: str, params: dict[str, Any]
+) -> Guarantee:
     """Pure epsilon-DP on counts of L1 sensitivity 2 (replace-one) or 1 (add-remove)."""
     sensitivity = histogram.count_sensitivity(neighbouring)
     return Guarantee(UNIT, neighbouring, "pure epsilon-DP", epsilon, 0.0, None, sensitivity)
 
 
-def range_count_guarantee(epsilon, delta, neighbouring, params) -> Guarantee:
+def range_count_guarantee(
+    epsilon: float, delta: float, neighbouring: str, params: dict[str, Any]
+) -> Guarantee:
     """Pure epsilon-DP at delta = 0; else the largest rho-zCDP meeting (epsilon, delta).
 
     mn12_laplace with delta > 0 is (epsilon, delta)-DP by advanced composition instead.
@@ -258,7 +262,7 @@ def run_release(
     epsilon: float,
     delta: float = 0.0,
     neighbouring: str = DEFAULT_NEIGHBOURING,
-    columns=None,
+    columns: Sequence[str] | None = None,
     params: dict[str, Any] | None = None,
     rng: RandomSource | None = None,
     progress: Progress | None = None,
@@ -326,7 +330,7 @@ def _checked_spend(
     return spent
 
 
-def _above(spent, asked: float) -> bool:
+def _above(spent: Any, asked: float) -> bool:
     """spent > asked, exactly (floats compared as the rationals they are)."""
     spent = float("inf") if spent == "inf" else float(spent)
     if math.isinf(asked):

@@ -19,8 +19,9 @@ means uniform over cells (each cell gets mix/m), for which the theorem's proof h
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -32,6 +33,9 @@ from mechanisms.errors import MechanismError
 from mechanisms.noise import RandomSource, check_count_noise, resolve_rng
 from mechanisms.release import ReleaseOutput, csv_bytes
 from mechanisms.schema import NumericColumn, Schema
+
+if TYPE_CHECKING:
+    from mechanisms.release import Progress
 
 
 @dataclass
@@ -97,7 +101,7 @@ def sample_cells(probabilities: AnyArray, rows: int, rng: RandomSource) -> AnyAr
     return cells
 
 
-def _check_rows(rows, name: str = "rows") -> int:
+def _check_rows(rows: int, name: str = "rows") -> int:
     if isinstance(rows, bool) or not isinstance(rows, int | np.integer) or rows < 0:
         raise MechanismError(f"{name} ({rows!r}) must be a whole number >= 0")
     return int(rows)
@@ -111,7 +115,7 @@ def perturbed_histogram(
     data: pd.DataFrame | ChunkedTable,
     schema: Schema,
     *,
-    columns,
+    columns: Sequence[str] | None,
     epsilon: float,
     rows: int | None = None,
     neighbouring: str = "replace-one",
@@ -164,7 +168,9 @@ def perturbed_histogram(
     )
 
 
-def _bins_advice(schema: Schema, columns, n: int, row_count_public: bool) -> dict[str, Any]:
+def _bins_advice(
+    schema: Schema, columns: Sequence[str] | None, n: int, row_count_public: bool
+) -> dict[str, Any]:
     """Rate-optimal bins per numeric column, only where the row count is public."""
     numeric = [c for c in columns if isinstance(schema.column(c), NumericColumn)]
     if not (numeric and row_count_public):
@@ -203,7 +209,9 @@ def smoothed_distribution(counts: AnyArray, mix: float) -> AnyArray:
     return (1 - mix) * counts / counts.sum() + mix / counts.size
 
 
-def _smoothed_parameters(epsilon, n, m, rows, mix) -> tuple[int, float]:
+def _smoothed_parameters(
+    epsilon: float, n: int, m: int, rows: int, mix: float
+) -> tuple[int, float]:
     if rows is None and mix is None:
         if math.isinf(epsilon):
             return n, 0.0
@@ -234,7 +242,7 @@ def smoothed_histogram(
     data: pd.DataFrame | ChunkedTable,
     schema: Schema,
     *,
-    columns,
+    columns: Sequence[str] | None,
     epsilon: float,
     rows: int | None = None,
     mix: float | None = None,
@@ -298,7 +306,11 @@ SMOOTHED_FILES = {
 
 
 def _release_output(
-    schema, release: HistogramRelease, progress, value_name: str, spent: dict[str, Any]
+    schema: Schema,
+    release: HistogramRelease,
+    progress: Progress | None,
+    value_name: str,
+    spent: dict[str, Any],
 ):
     """Package a release; `progress` hears (1, 2) once sampled and (2, 2) once files are built."""
     if progress:
@@ -329,7 +341,18 @@ def _pure_only(delta: float, mechanism: str) -> None:
         raise MechanismError(f"delta ({delta}) must be 0: {mechanism} is pure epsilon-DP")
 
 
-def run_perturbed(data, schema, *, columns, params, epsilon, delta, neighbouring, rng, progress):
+def run_perturbed(
+    data: pd.DataFrame | ChunkedTable,
+    schema: Schema,
+    *,
+    columns: Sequence[str] | None,
+    params: dict[str, Any],
+    epsilon: float,
+    delta: float,
+    neighbouring: str,
+    rng: RandomSource,
+    progress: Progress | None,
+):
     _only_params(params, {"rows"}, "perturbed_histogram")
     _pure_only(delta, "perturbed_histogram")
     release = perturbed_histogram(
@@ -344,7 +367,18 @@ def run_perturbed(data, schema, *, columns, params, epsilon, delta, neighbouring
     return _release_output(schema, release, progress, "noisy_count", release.spent)
 
 
-def run_smoothed(data, schema, *, columns, params, epsilon, delta, neighbouring, rng, progress):
+def run_smoothed(
+    data: pd.DataFrame | ChunkedTable,
+    schema: Schema,
+    *,
+    columns: Sequence[str] | None,
+    params: dict[str, Any],
+    epsilon: float,
+    delta: float,
+    neighbouring: str,
+    rng: RandomSource,
+    progress: Progress | None,
+):
     _only_params(params, {"rows", "mix"}, "smoothed_histogram")
     _pure_only(delta, "smoothed_histogram")
     if neighbouring != "replace-one":

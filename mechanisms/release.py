@@ -45,7 +45,7 @@ class ReleaseOutput:
     )  # {"epsilon", "delta", ...}: the recorded spend
 
 
-def file_sha256(path) -> str:
+def file_sha256(path: str | Path) -> str:
     """Hash of a file's bytes, read in blocks."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
@@ -59,7 +59,7 @@ def public_manifest(manifest: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in manifest.items() if k not in CUSTODIAN_ONLY_FIELDS}
 
 
-def write_release(output: ReleaseOutput, out_dir) -> list[Path]:
+def write_release(output: ReleaseOutput, out_dir: str | Path) -> list[Path]:
     """Write each public file of `output` and manifest.json into out_dir; return the paths.
 
     Only public content: the mechanism's files and its public manifest (no input hash).
@@ -91,6 +91,6 @@ def csv_bytes(frame: pd.DataFrame) -> bytes:
     return buffer.getvalue()
 
 
-def json_bytes(document) -> bytes:
+def json_bytes(document: Any) -> bytes:
     """Stable, readable JSON encoding of a manifest or trace."""
     return (json.dumps(document, indent=2, sort_keys=True, allow_nan=False) + "\n").encode()

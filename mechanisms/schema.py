@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -34,12 +35,16 @@ from mechanisms.chunks import table_chunks
 from mechanisms.errors import MechanismError
 from mechanisms.noise import RandomSource, resolve_rng
 
+if TYPE_CHECKING:
+    from mechanisms.chunks import ChunkedTable
+
+
 OTHER_LABEL = "(other)"
 MAX_CELLS = 10**8
 CHUNK_ROWS = 1 << 20
 
 
-def _is_number(value) -> bool:
+def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -119,7 +124,7 @@ class CategoricalColumn:
     def labels(self) -> list[str]:
         return list(self.categories) + ([OTHER_LABEL] if self.unknown == "other" else [])
 
-    def encode(self, values, first_row: int = 0) -> AnyArray:
+    def encode(self, values: AnyArray, first_row: int = 0) -> AnyArray:
         """Category indices; unknown values go to the "(other)" cell or are refused."""
         codes = self._category_indices(pd.Series(values, copy=False))
         unknown = codes < 0
@@ -172,7 +177,7 @@ class IgnoredColumn:
 Column = NumericColumn | CategoricalColumn
 
 
-def _as_float(values, name: str) -> AnyArray:
+def _as_float(values: AnyArray, name: str) -> AnyArray:
     values = np.asarray(values)
     if values.dtype.kind in "iuf":
         return values.astype(np.float64, copy=False)
@@ -233,7 +238,7 @@ def _categorical_from_dict(d: dict[str, Any]) -> CategoricalColumn:
     return CategoricalColumn(name, labels, unknown)
 
 
-def _column_from_dict(d) -> Column | IgnoredColumn:
+def _column_from_dict(d: dict[str, Any]) -> Column | IgnoredColumn:
     if not isinstance(d, dict) or not isinstance(d.get("name"), str) or not d["name"]:
         raise MechanismError(f'schema column ({d!r}) must be an object with a non-empty "name"')
     kind = d.get("type")
@@ -261,7 +266,7 @@ class Schema:
             )
 
     @classmethod
-    def from_dict(cls, d) -> Schema:
+    def from_dict(cls, d: dict[str, Any]) -> Schema:
         """Build and validate a schema from its JSON form."""
         if not isinstance(d, dict) or not isinstance(d.get("columns"), list) or not d["columns"]:
             raise MechanismError(
@@ -270,7 +275,7 @@ class Schema:
         return cls([_column_from_dict(c) for c in d["columns"]])
 
     @classmethod
-    def load(cls, path) -> Schema:
+    def load(cls, path: str | Path) -> Schema:
         """Read a schema JSON file."""
         try:
             document = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -300,7 +305,7 @@ class Schema:
             )
         return spec
 
-    def resolve_columns(self, columns=None) -> list[str]:
+    def resolve_columns(self, columns: Sequence[str] | None = None) -> list[str]:
         """The requested column names, validated; None means every column that is not ignored."""
         if columns is None:
             columns = [n for n, c in self.columns.items() if not isinstance(c, IgnoredColumn)]
@@ -315,7 +320,7 @@ class Schema:
             self.column(name)
         return columns
 
-    def domain_shape(self, columns) -> tuple[int, ...]:
+    def domain_shape(self, columns: Sequence[str] | None) -> tuple[int, ...]:
         """Number of cells along each column, in order."""
         shape = tuple(self.column(n).n_cells for n in self.resolve_columns(columns))
         if math.prod(shape) > MAX_CELLS:
@@ -329,7 +334,7 @@ class Schema:
         """Human-readable label of each cell along a column."""
         return self.column(column).labels()
 
-    def encode(self, data: pd.DataFrame, columns) -> AnyArray:
+    def encode(self, data: pd.DataFrame, columns: Sequence[str] | None) -> AnyArray:
         """Cell index per column, shape (n, k), int64."""
         columns = self.resolve_columns(columns)
         _check_present(data, columns)
@@ -338,7 +343,7 @@ class Schema:
             codes[:, j] = self.column(name).encode(data[name].to_numpy())
         return codes
 
-    def _flat_chunks(self, data, columns):
+    def _flat_chunks(self, data: pd.DataFrame | ChunkedTable, columns: Sequence[str] | None):
         """Yield (start, flat cell index of one chunk's rows), row-major.
 
         `data` is a DataFrame, encoded CHUNK_ROWS rows at a time, or a ChunkedTable.
@@ -354,12 +359,14 @@ class Schema:
                 flat += self.column(name).encode(piece[name], start).astype(dtype)
             yield start, flat
 
-    def cell_index(self, data: pd.DataFrame, columns) -> AnyArray:
+    def cell_index(self, data: pd.DataFrame, columns: Sequence[str] | None) -> AnyArray:
         """Flat (row-major) cell index of each row."""
         chunks = [flat for _, flat in self._flat_chunks(data, columns)]
         return np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.int32)
 
-    def cell_counts(self, data, columns) -> AnyArray:
+    def cell_counts(
+        self, data: pd.DataFrame | ChunkedTable, columns: Sequence[str] | None
+    ) -> AnyArray:
         """Exact count of rows in each cell, shape `domain_shape(columns)`, int64.
 
         `data` is a DataFrame or a ChunkedTable; either is encoded chunk by chunk, so memory
@@ -371,7 +378,9 @@ class Schema:
             counts += np.bincount(flat, minlength=counts.size)
         return counts.reshape(shape)
 
-    def decode(self, codes: AnyArray, columns, rng: RandomSource | None = None) -> pd.DataFrame:
+    def decode(
+        self, codes: AnyArray, columns: Sequence[str] | None, rng: RandomSource | None = None
+    ) -> pd.DataFrame:
         """Rows from cell codes (n, k): uniform inside numeric bins, the label for categories."""
         columns, rng = self.resolve_columns(columns), resolve_rng(rng)
         codes = np.asarray(codes, dtype=np.int64).reshape(-1, len(columns))
@@ -380,7 +389,7 @@ class Schema:
         )
 
     def decode_cells(
-        self, flat: AnyArray, columns, rng: RandomSource | None = None
+        self, flat: AnyArray, columns: Sequence[str] | None, rng: RandomSource | None = None
     ) -> pd.DataFrame:
         """Rows from flat cell indices, decoded in chunks into preallocated columns."""
         columns, rng = self.resolve_columns(columns), resolve_rng(rng)

@@ -20,13 +20,18 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from mechanisms.errors import MechanismError
+
+if TYPE_CHECKING:
+    from mechanisms.noise import RandomSource
+
 
 __all__ = [
     "Query",
@@ -96,7 +101,9 @@ def expand_workload(
     return list(queries)
 
 
-def _expand_entry(entry, columns, shape, ordered) -> list[Query]:
+def _expand_entry(
+    entry, columns: Sequence[str] | None, shape: tuple[int, ...], ordered: Any
+) -> list[Query]:
     kind = entry.get("type") if isinstance(entry, dict) else None
     d = len(columns)
     if kind == "marginals" and "k" in entry:
@@ -122,7 +129,9 @@ def _expand_entry(entry, columns, shape, ordered) -> list[Query]:
     )
 
 
-def _positions(names, columns, ordered=None) -> tuple[int, ...]:
+def _positions(
+    names: list[str], columns: Sequence[str] | None, ordered: Any = None
+) -> tuple[int, ...]:
     if not isinstance(names, list) or not names:
         raise MechanismError(f"workload columns ({_short(names)}) must be a non-empty list")
     for name in names:
@@ -140,7 +149,7 @@ def _positions(names, columns, ordered=None) -> tuple[int, ...]:
     return tuple(sorted(columns.index(n) for n in names))
 
 
-def _box(attrs, ranges, shape) -> Query:
+def _box(attrs: Any, ranges, shape: tuple[int, ...]) -> Query:
     """A box from one [lo, hi] per column in ``attrs`` (listed order), stored in column order."""
     if not isinstance(ranges, list) or len(ranges) != len(attrs):
         raise MechanismError(f"box ({_short(ranges)}) needs one [lo, hi] bin range per column")
@@ -156,24 +165,26 @@ def _box(attrs, ranges, shape) -> Query:
     return Query(tuple(a for a, _ in checked), tuple(r for _, r in checked))
 
 
-def _int_in(value, what, lo, hi) -> int:
+def _int_in(value: Any, what: str, lo: float, hi: float) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
         raise MechanismError(f"{what} ({value!r}) must be an integer from {lo} to {hi}")
     return value
 
 
-def _list(value, what) -> list[Any]:
+def _list(value: Any, what: str) -> list[Any]:
     if not isinstance(value, list) or not value:
         raise MechanismError(f"workload {what} ({_short(value)}) must be a non-empty list")
     return value
 
 
-def _short(value) -> str:
+def _short(value: Any) -> str:
     text = json.dumps(value, default=str)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def random_marginals_spec(columns: list[str], k: int, count: int, rng) -> dict[str, Any]:
+def random_marginals_spec(
+    columns: list[str], k: int, count: int, rng: RandomSource
+) -> dict[str, Any]:
     """A workload of ``count`` distinct k-way marginals drawn uniformly from a public source.
 
     ``rng`` is a RandomSource used for public randomness only (the workload is public);
@@ -193,7 +204,9 @@ def random_marginals_spec(columns: list[str], k: int, count: int, rng) -> dict[s
     return {"queries": [{"type": "marginals", "subsets": subsets}]}
 
 
-def random_boxes_spec(columns: list[str], bins: list[int], count: int, rng) -> dict[str, Any]:
+def random_boxes_spec(
+    columns: list[str], bins: list[int], count: int, rng: RandomSource
+) -> dict[str, Any]:
     """A workload of ``count`` random boxes over ordered ``columns`` with ``bins`` bins each.
 
     Each side is the interval between two uniform bin indices (public randomness from ``rng``).

@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from mechanisms.arrays import AnyArray
 from mechanisms.workload import Query
+
+if TYPE_CHECKING:
+    from mechanisms.noise import RandomSource
+
 
 _INTERMEDIATE_CELLS = 1 << 16
 _stamps = itertools.count()  # a fresh stamp marks every change of a group's array
@@ -140,7 +145,7 @@ class FactoredDistribution:
         for a in group.attrs:
             self.group_of[a] = group
 
-    def _groups_of(self, attrs) -> list[_Group]:
+    def _groups_of(self, attrs: Any) -> list[_Group]:
         return list({id(self.group_of[a]): self.group_of[a] for a in attrs}.values())
 
     def merged_size(self, attrs: tuple[int, ...]) -> int:
@@ -190,7 +195,7 @@ class FactoredDistribution:
         """The full joint array (small domains only: tests and the averaged output)."""
         return self.marginal(tuple(range(len(self.shape)))).copy()
 
-    def sample(self, n: int, rng) -> AnyArray:
+    def sample(self, n: int, rng: RandomSource) -> AnyArray:
         """``n`` records (cell codes, shape (n, d)) drawn from the distribution.
 
         Each group is sampled systematically (cell counts within one of n·p) and the groups'

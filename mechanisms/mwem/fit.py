@@ -81,7 +81,9 @@ def _paper_factor(query: Query, current: AnyArray, target: AnyArray) -> AnyArray
     return factor
 
 
-def _refit(model, measured, mw_passes, update, *, last_round) -> None:
+def _refit(
+    model: Any, measured: Any, mw_passes: int | None, update: str, *, last_round: bool
+) -> None:
     """MW updates after a new measurement (the paper's practical improvement).
 
     Only measurements linked to the newest one through shared attributes are refitted: the

@@ -17,6 +17,7 @@ Privacy, unit = one record (each function states what it spends):
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -26,6 +27,10 @@ from mechanisms.errors import MechanismError
 from mechanisms.mwem.distribution import _answer
 from mechanisms.noise import exponential_mechanism
 from mechanisms.workload import Query
+
+if TYPE_CHECKING:
+    from mechanisms.noise import RandomSource
+
 
 BOX_SENSITIVITY = 1
 
@@ -63,7 +68,7 @@ class _TrueAnswers:
         return _answer(query, self.marginal(query.attrs))
 
 
-def _start(true, rows, eps_init, neighbouring, rng):
+def _start(true: AnyArray, rows: int, eps_init: float, neighbouring: str, rng: RandomSource):
     """Measure every 1-way marginal with ``eps_init`` (none if 0).
 
     Returns (n, noisy 1-way counts, start weights, noise scale). A noisy count below the noise
@@ -101,7 +106,15 @@ def _expected_abs_noise(scale: float) -> float:
 
 
 def _select(
-    model, true, workload, n, eps_select, eps_measure, marginal_l1, memory_cells, rng
+    model: Any,
+    true: AnyArray,
+    workload: Any,
+    n: int,
+    eps_select: float,
+    eps_measure: float,
+    marginal_l1: int,
+    memory_cells: int | None,
+    rng: RandomSource,
 ) -> Query:
     """Exponential mechanism over the queries the memory budget allows.
 
@@ -120,7 +133,14 @@ def _select(
     return allowed[exponential_mechanism(scores, epsilon=eps_select, sensitivity=1, rng=rng)]
 
 
-def _selection_scores(model, true, queries, n, eps_measure, marginal_l1) -> AnyArray:
+def _selection_scores(
+    model: Any,
+    true: AnyArray,
+    queries: list[dict[str, Any]],
+    n: int,
+    eps_measure: float,
+    marginal_l1: int,
+) -> AnyArray:
     """(‖q(B) − q(A)‖₁ − expected ‖noise‖₁ of measuring q) / Δ_q: sensitivity 1 each."""
     scores = np.empty(len(queries))
     for i, q in enumerate(queries):
@@ -131,7 +151,7 @@ def _selection_scores(model, true, queries, n, eps_measure, marginal_l1) -> AnyA
     return scores
 
 
-def _measure(true, query: Query, eps_measure: float, marginal_l1: int, rng):
+def _measure(true: AnyArray, query: Query, eps_measure: float, marginal_l1: int, rng: RandomSource):
     """The query's answer plus discrete Laplace noise of scale Δ_q/ε; returns (noisy, scale).
 
     Privacy: spends ``eps_measure`` (ε-DP): Δ_q = ``_sensitivity(query, marginal_l1)``, scale

@@ -8,12 +8,13 @@ public values), ``fit`` and ``distribution`` (post-processing of the noisy measu
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pandas as pd
 
 from mechanisms.accounting import check_epsilon, float_at_most, noise_scale
 from mechanisms.arrays import AnyArray
@@ -37,6 +38,13 @@ from mechanisms.noise import check_count_noise, resolve_rng
 from mechanisms.release import ReleaseOutput, csv_bytes, json_bytes
 from mechanisms.schema import NumericColumn
 from mechanisms.workload import Query, expand_workload, load_workload, marginals_spec
+
+if TYPE_CHECKING:
+    from mechanisms.chunks import ChunkedTable
+    from mechanisms.noise import RandomSource
+    from mechanisms.release import Progress
+    from mechanisms.schema import Schema
+
 
 DEFAULT_MEMORY_CELLS = 25_000_000  # float64 cells per group: 200 MB
 
@@ -71,7 +79,7 @@ def mwem(
     update: str = "damped",
     dense: bool = False,
     memory_cells: int = DEFAULT_MEMORY_CELLS,
-    rng=None,
+    rng: RandomSource | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> MwemResult:
     """Fit a synthetic-data distribution to ``workload`` with MWEM.
@@ -162,7 +170,7 @@ def measure_all(
     epsilon: float,
     neighbouring: str = "replace-one",
     mw_passes: int = 20,
-    rng=None,
+    rng: RandomSource | None = None,
 ) -> FactoredDistribution:
     """The non-adaptive baseline: measure every workload query at ε/|W|, then fit by MW passes.
 
@@ -196,7 +204,9 @@ def _measurement_record(query: Query, noisy: AnyArray, scale: float) -> dict[str
     return {"query": query, "noisy_answer": [int(v) for v in noisy], "noise_scale": scale}
 
 
-def _trace_entry(t, query, noisy, model, measured, shape) -> dict[str, Any]:
+def _trace_entry(
+    t, query, noisy, model: Any, measured: Any, shape: tuple[int, ...]
+) -> dict[str, Any]:
     """Round t's public trace (post-processing of DP values).
 
     The selected query, its noisy answer, and the largest gap between the model and any noisy
@@ -228,7 +238,18 @@ RELEASE_PARAMS = {
 }
 
 
-def _run_mwem(data, schema, *, columns, params, epsilon, delta, neighbouring, rng, progress):
+def _run_mwem(
+    data: pd.DataFrame | ChunkedTable,
+    schema: Schema,
+    *,
+    columns: Sequence[str] | None,
+    params: dict[str, Any],
+    epsilon: float,
+    delta: float,
+    neighbouring: str,
+    rng: RandomSource,
+    progress: Progress | None,
+):
     """The registry entry: encode, run MWEM, decode ``n`` synthetic rows, package the files."""
     unknown = sorted(set(params) - RELEASE_PARAMS)
     if unknown:

@@ -12,9 +12,10 @@ import csv
 import io
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -43,6 +44,13 @@ from mechanisms.range_count.path_tree import PathTreePlan
 from mechanisms.range_count.tree import TreePlan
 from mechanisms.release import ReleaseOutput, json_bytes
 from mechanisms.schema import CHUNK_ROWS
+
+if TYPE_CHECKING:
+    from mechanisms.chunks import ChunkedTable
+    from mechanisms.noise import RandomSource
+    from mechanisms.release import Progress
+    from mechanisms.schema import Schema
+
 
 MECHANISM_NAMES = ("auto", "mn12", "mn12_laplace", "tree", "path_tree", "identity", "per_query")
 ESTIMATORS = ("auto", "chain", "gls")
@@ -100,7 +108,7 @@ def build_plan(
     *,
     quantile: float = QUANTILE,
     n_min: int = N_MIN,
-    progress=None,
+    progress: Progress | None = None,
 ):
     """Public plan of one mechanism: depends on support, workload and budget, never on counts."""
     if name == "identity":
@@ -136,7 +144,7 @@ def choose_plan(
     queries: list[dict[str, Any]],
     bits: AnyArray,
     target: PrivacyTarget,
-    **options,
+    **options: Any,
 ):
     """The named plan, or for `auto` the candidate with the smallest predicted mean variance."""
     names = candidate_mechanisms(support, queries, target) if mechanism == "auto" else [mechanism]
@@ -162,7 +170,7 @@ def _check_options(mechanism: str, estimator: str, quantile: float, n_min: int) 
 
 
 def range_count(
-    counts,
+    counts: AnyArray,
     support: Support,
     queries: list[dict[str, Any]],
     *,
@@ -173,8 +181,8 @@ def range_count(
     estimator: str = "auto",
     quantile: float = QUANTILE,
     n_min: int = N_MIN,
-    rng=None,
-    progress=None,
+    rng: RandomSource | None = None,
+    progress: Progress | None = None,
 ) -> RangeCountResult:
     """Answer a workload of range counts over a public support under differential privacy.
 
@@ -213,7 +221,7 @@ def range_count(
     return RangeCountResult(answers, variance, plan.name, accounting, structure, predicted)
 
 
-def resolve_estimator(estimator: str, plan, queries: int) -> str:
+def resolve_estimator(estimator: str, plan: Any, queries: int) -> str:
     """`auto`: GLS (smaller variance) for path_tree, and for mn12 when its cost is moderate."""
     if estimator != "auto":
         return estimator
@@ -225,7 +233,7 @@ def resolve_estimator(estimator: str, plan, queries: int) -> str:
     return "gls" if flops <= GLS_FLOPS else "chain"
 
 
-def account(plan, target: PrivacyTarget) -> dict[str, Any]:
+def account(plan: Any, target: PrivacyTarget) -> dict[str, Any]:
     """Privacy accounting recomputed from the plan's per-point loss; refuses any overspend."""
     if isinstance(plan, MN12Plan) and plan.noise == "laplace":
         return laplace_accounting(plan, target)
@@ -263,7 +271,7 @@ def account(plan, target: PrivacyTarget) -> dict[str, Any]:
     return out
 
 
-def _jsonable(value):
+def _jsonable(value: Any):
     if isinstance(value, dict):
         return {k: _jsonable(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -271,7 +279,7 @@ def _jsonable(value):
     return np.asarray(value).tolist()
 
 
-def _arrays(value):
+def _arrays(value: Any):
     if isinstance(value, dict):
         return {k: _arrays(v) for k, v in value.items()}
     if isinstance(value, list) and value and isinstance(value[0], dict):
@@ -319,7 +327,9 @@ def answer_queries(
 # ---------------------------------------------------------------- release.py entry point
 
 
-def support_from_schema(schema, columns, params: dict[str, Any]) -> Support:
+def support_from_schema(
+    schema: Schema, columns: Sequence[str] | None, params: dict[str, Any]
+) -> Support:
     """Support from the schema's public bounds plus a grid (params or schema bins) or points."""
     specs = [schema.column(c) for c in columns]
     bad = [s.name for s in specs if not hasattr(s, "lower")]
@@ -338,7 +348,9 @@ def support_from_schema(schema, columns, params: dict[str, Any]) -> Support:
     return grid_support(columns, bounds, shape)
 
 
-def workload_from_params(support: Support, params: dict[str, Any], rng) -> list[dict[str, Any]]:
+def workload_from_params(
+    support: Support, params: dict[str, Any], rng: RandomSource
+) -> list[dict[str, Any]]:
     """The public workload: given queries plus generated halfspaces, boxes or prefixes."""
     workload = params.get("workload") or []
     queries = (
@@ -355,7 +367,9 @@ def workload_from_params(support: Support, params: dict[str, Any], rng) -> list[
     return normalize_queries(queries, support.dim)
 
 
-def support_counts(support: Support, data, columns) -> AnyArray:
+def support_counts(
+    support: Support, data: pd.DataFrame | ChunkedTable, columns: Sequence[str] | None
+) -> AnyArray:
     """Records per support point, from a DataFrame or a ChunkedTable, one chunk at a time."""
     counts = np.zeros(support.n, dtype=np.int64)
     for _start, piece in table_chunks(data, CHUNK_ROWS):
@@ -367,16 +381,16 @@ def support_counts(support: Support, data, columns) -> AnyArray:
 
 
 def range_count_release(
-    data,
-    schema,
+    data: pd.DataFrame | ChunkedTable,
+    schema: Schema,
     *,
-    columns,
+    columns: Sequence[str] | None,
     params: dict[str, Any],
     epsilon: float,
     delta: float,
     neighbouring: str,
-    rng,
-    progress=None,
+    rng: RandomSource,
+    progress: Progress | None = None,
 ):
     """release.py entry: answers.csv and structure.json for a workload of range counts.
 
@@ -434,7 +448,7 @@ def range_count_release(
     )
 
 
-def read_queries_file(path: str, columns) -> list[dict[str, Any]]:
+def read_queries_file(path: str, columns: Sequence[str] | None) -> list[dict[str, Any]]:
     """Queries from a JSON or CSV file (CSV when the name ends in .csv)."""
     try:
         text = Path(path).read_text(encoding="utf-8")

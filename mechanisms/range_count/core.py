@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,6 +29,10 @@ from mechanisms.accounting import (
 )
 from mechanisms.arrays import AnyArray
 from mechanisms.errors import MechanismError
+
+if TYPE_CHECKING:
+    from mechanisms.noise import RandomSource
+
 
 SAFETY = 1.0 + 1e-12  # noise scales are rounded up so float error never overspends
 
@@ -68,7 +73,7 @@ def privacy_target(*, epsilon: float, delta: float, neighbouring: str) -> Privac
 # ---------------------------------------------------------------- noise
 
 
-def draw_noise(rng, noise: str, scale: float, size) -> AnyArray:
+def draw_noise(rng: RandomSource, noise: str, scale: float, size: Any) -> AnyArray:
     """Integer noise for integer counts: discrete Gaussian (std `scale`) or discrete Laplace."""
     if scale == 0:
         return np.zeros(size, dtype=np.int64)
@@ -139,7 +144,7 @@ def unique_rows(bits: AnyArray):
     return bits[first], first, inverse, counts
 
 
-def memo(cache: dict[str, Any], key, compute):
+def memo(cache: dict[str, Any], key: Any, compute: Callable[[], Any]):
     """cache[key], computed once: plans cache what depends only on public inputs."""
     if key not in cache:
         cache[key] = compute()
@@ -178,7 +183,7 @@ class IdentityPlan:
     def predicted_variance(self, query_bits: AnyArray) -> AnyArray:
         return popcount(query_bits) * noise_variance(self.noise, self.scale)
 
-    def measure(self, counts: AnyArray, rng) -> dict[str, Any]:
+    def measure(self, counts: AnyArray, rng: RandomSource) -> dict[str, Any]:
         return {"points": counts + draw_noise(rng, self.noise, self.scale, self.n)}
 
     def answer(self, noisy: dict[str, Any], query_bits: AnyArray, estimator: str = "chain"):
@@ -196,7 +201,7 @@ class IdentityPlan:
         return {"n": self.n, "noise": self.noise, "scale": self.scale}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any], **_) -> IdentityPlan:
+    def from_dict(cls, d: dict[str, Any], **_: Any) -> IdentityPlan:
         return cls(int(d["n"]), d["noise"], float(d["scale"]))
 
 
@@ -226,7 +231,7 @@ class PerQueryPlan:
     def predicted_variance(self, query_bits: AnyArray) -> AnyArray:
         return np.full(len(query_bits), noise_variance(self.noise, self.scale))
 
-    def measure(self, counts: AnyArray, rng) -> dict[str, Any]:
+    def measure(self, counts: AnyArray, rng: RandomSource) -> dict[str, Any]:
         exact = np.concatenate(
             [
                 unpack(b, self.n).astype(np.int64) @ counts
@@ -251,7 +256,7 @@ class PerQueryPlan:
         return {"n": self.n, "noise": self.noise, "scale": self.scale}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any], *, workload_bits: AnyArray, **_) -> PerQueryPlan:
+    def from_dict(cls, d: dict[str, Any], *, workload_bits: AnyArray, **_: Any) -> PerQueryPlan:
         return cls(workload_bits, int(d["n"]), d["noise"], float(d["scale"]))
 
 

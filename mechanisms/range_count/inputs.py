@@ -11,13 +11,18 @@ import csv
 import io
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from mechanisms.arrays import AnyArray
 from mechanisms.errors import MechanismError
+
+if TYPE_CHECKING:
+    from mechanisms.noise import RandomSource
+
 
 QUERY_TYPES = ("interval", "box", "halfspace")
 _HALFSPACE_TOLERANCE = 1e-9
@@ -92,7 +97,7 @@ class Support:
         return point_support(d["columns"], bounds, d["points"])
 
 
-def _check_bounds(columns, bounds) -> tuple[AnyArray, AnyArray]:
+def _check_bounds(columns: Sequence[str] | None, bounds: Any) -> tuple[AnyArray, AnyArray]:
     if not 1 <= len(columns) <= 3:
         raise MechanismError(f"range counting takes 1 to 3 numeric columns, got {len(columns)}")
     if len(bounds) != len(columns):
@@ -107,7 +112,7 @@ def _check_bounds(columns, bounds) -> tuple[AnyArray, AnyArray]:
     return lower, upper
 
 
-def grid_support(columns, bounds, shape) -> Support:
+def grid_support(columns: Sequence[str] | None, bounds: Any, shape: tuple[int, ...]) -> Support:
     """Support = centres of a regular grid with `shape` cells over the public `bounds`."""
     lower, upper = _check_bounds(columns, bounds)
     shape = tuple(int(g) for g in shape)
@@ -129,7 +134,7 @@ def grid_support(columns, bounds, shape) -> Support:
     return Support(tuple(columns), lower, upper, points, shape)
 
 
-def point_support(columns, bounds, points) -> Support:
+def point_support(columns: Sequence[str] | None, bounds: Any, points) -> Support:
     """Support = a public list of points (e.g. published centroids) inside the public bounds."""
     lower, upper = _check_bounds(columns, bounds)
     pts = np.asarray(points, dtype=float)
@@ -189,7 +194,7 @@ def normalize_query(q: dict[str, Any], dim: int, k: int = 0) -> dict[str, Any]:
     return {"type": "box", "lo": lo.tolist(), "hi": hi.tolist()}
 
 
-def normalize_queries(queries, dim: int) -> list[dict[str, Any]]:
+def normalize_queries(queries: list[dict[str, Any]], dim: int) -> list[dict[str, Any]]:
     """Validate a list of queries; an empty workload is an error."""
     if not isinstance(queries, list) or not queries:
         raise MechanismError("the workload is empty; give queries or generate some")
@@ -216,7 +221,7 @@ def load_workload(
     return normalize_queries(queries, dim)
 
 
-def _queries_from_csv(text: str, columns) -> list[dict[str, Any]]:
+def _queries_from_csv(text: str, columns: Sequence[str] | None) -> list[dict[str, Any]]:
     queries = []
     for row in csv.DictReader(io.StringIO(text)):
         kind = (row.get("type") or "").strip()
@@ -244,13 +249,13 @@ def _queries_from_csv(text: str, columns) -> list[dict[str, Any]]:
     return queries
 
 
-def _standard_normal_from_uniform(rng, shape) -> AnyArray:
+def _standard_normal_from_uniform(rng: RandomSource, shape: tuple[int, ...]) -> AnyArray:
     """Box-Muller from the source's uniform draws: public randomness, not a noise primitive."""
     u1, u2 = rng.uniform(shape), rng.uniform(shape)
     return np.sqrt(-2.0 * np.log1p(-u1)) * np.cos(2.0 * np.pi * u2)
 
 
-def random_halfspaces(support: Support, m: int, rng) -> list[dict[str, Any]]:
+def random_halfspaces(support: Support, m: int, rng: RandomSource) -> list[dict[str, Any]]:
     """M halfspaces a·x <= b with a random direction, through a random support point (public)."""
     if m < 1:
         raise MechanismError(f"number of random halfspaces ({m}) must be >= 1")
@@ -264,7 +269,7 @@ def random_halfspaces(support: Support, m: int, rng) -> list[dict[str, Any]]:
     ]
 
 
-def random_boxes(support: Support, m: int, rng) -> list[dict[str, Any]]:
+def random_boxes(support: Support, m: int, rng: RandomSource) -> list[dict[str, Any]]:
     """M boxes with uniformly random corners inside the public bounds."""
     if m < 1:
         raise MechanismError(f"number of random boxes ({m}) must be >= 1")

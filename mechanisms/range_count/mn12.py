@@ -28,8 +28,9 @@ epsilon(p) = sqrt(2 ln(1/delta) sum_j eps_j^2) + sum_j eps_j (e^eps_j - 1); the 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.linalg
@@ -47,6 +48,11 @@ from mechanisms.range_count.core import (
     unique_rows,
     unpack,
 )
+
+if TYPE_CHECKING:
+    from mechanisms.noise import RandomSource
+    from mechanisms.release import Progress
+
 
 N_MIN = 16
 QUANTILE = 0.9
@@ -68,7 +74,7 @@ class Packing:
     distances: list[AnyArray] = field(default_factory=list)  # per level: distance to it
     dense: AnyArray | None = None  # float32 copy of all rows when it fits in memory
 
-    def rows_dense(self, bits: AnyArray, n: int, index) -> AnyArray:
+    def rows_dense(self, bits: AnyArray, n: int, index: Any) -> AnyArray:
         return self.dense[index] if self.dense is not None else unpack(bits[index], n)
 
 
@@ -125,7 +131,15 @@ def _greedy(dist: AnyArray, threshold: float) -> list[int]:
 
 
 def _update_nearest(
-    pack, bits, n, centres, centre_sizes, first, nearest_dist, nearest, block: int = 8192
+    pack,
+    bits: AnyArray,
+    n: int,
+    centres,
+    centre_sizes,
+    first,
+    nearest_dist,
+    nearest,
+    block: int = 8192,
 ):
     sizes = pack.distances[0]
     for s in range(0, len(bits), block):
@@ -180,7 +194,7 @@ class Round:
         return loads
 
 
-def _pieces_for(bits, n, pack: Packing, j: int):
+def _pieces_for(bits: AnyArray, n: int, pack: Packing, j: int):
     """F/G bit rows of every centre of level <= j, deduplicated within each level."""
     count = sum(1 for lv in pack.levels if lv <= j)
     width = bits.shape[1]
@@ -209,7 +223,7 @@ def _pieces_for(bits, n, pack: Packing, j: int):
     return count, ids, np.array(piece_rows).reshape(-1, width), np.array(piece_levels, dtype=int)
 
 
-def _chain_counts(parents, ids, piece_levels, piece_ok, j):
+def _chain_counts(parents, ids, piece_levels, piece_ok, j: int):
     """Per centre: number of usable pieces at each level along its chain to the empty set."""
     counts = np.zeros((len(parents), j + 1))
     for c in range(1, len(parents)):
@@ -220,7 +234,7 @@ def _chain_counts(parents, ids, piece_levels, piece_ok, j):
     return counts
 
 
-def _plan_levels(bits, n, mult, pack: Packing, j: int, quantile: float):
+def _plan_levels(bits: AnyArray, n: int, mult, pack: Packing, j: int, quantile: float):
     """Allocation, X and predicted error for one choice of J (all relative to kappa)."""
     count, ids, piece_bits, piece_levels = _pieces_for(bits, n, pack, j)
     parents = np.array(pack.parents[:count])
@@ -319,7 +333,7 @@ class MN12Plan:
         *,
         quantile: float = QUANTILE,
         n_min: int = N_MIN,
-        progress=None,
+        progress: Progress | None = None,
         laplace: bool = False,
     ) -> MN12Plan:
         """Plan every round from the support size and workload only; `laplace` for mn12_laplace."""
@@ -363,7 +377,7 @@ class MN12Plan:
         return loss
 
     # -- release ----------------------------------------------------------
-    def measure(self, counts: AnyArray, rng) -> dict[str, Any]:
+    def measure(self, counts: AnyArray, rng: RandomSource) -> dict[str, Any]:
         """The one private step: noisy piece counts and point counts of every round."""
         out = {"rounds": []}
         for r in self.rounds:
@@ -429,7 +443,7 @@ class MN12Plan:
         return out | {"delta": self.delta} if self.noise == "laplace" else out
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any], *, workload_bits: AnyArray, **_) -> MN12Plan:
+    def from_dict(cls, d: dict[str, Any], *, workload_bits: AnyArray, **_: Any) -> MN12Plan:
         return cls(
             int(d["n"]),
             d["noise"],
@@ -582,7 +596,7 @@ def _largest_other(values: AnyArray) -> AnyArray:
     return out
 
 
-def _smallest(fits, start: float = 1.0) -> float:
+def _smallest(fits: Callable[[float], bool], start: float = 1.0) -> float:
     """Smallest positive value, to ~1e-15 relative, passing a test monotone in it (larger fits)."""
     hi = start
     while not fits(hi):
@@ -600,7 +614,7 @@ def _inv(v: float) -> float:
     return math.inf if v == 0 else 1.0 / v
 
 
-def _make_round(active, pack: Packing, j, opt, query_ids, budget) -> Round:
+def _make_round(active, pack: Packing, j: int, opt, query_ids, budget) -> Round:
     count = opt["count"]
     rows = np.array(pack.rows[:count])
     centre_queries = np.where(rows >= 0, query_ids[np.maximum(rows, 0)], -1)
@@ -641,7 +655,7 @@ def _chain_values(r: Round, y_pieces: AnyArray, piece_var: AnyArray):
     return value, var
 
 
-def _round_chain(plan: MN12Plan, r: Round, y: dict[str, Any], dense: AnyArray, key):
+def _round_chain(plan: MN12Plan, r: Round, y: dict[str, Any], dense: AnyArray, key: Any):
     """Anchor's chain of noisy pieces plus the noisy points of X_t in R minus those in a(R)."""
     sig2 = r.variances(plan.noise)
     piece_var = sig2[r.piece_levels] if len(r.piece_levels) else np.zeros(0)
@@ -679,7 +693,7 @@ def _anchors(plan: MN12Plan, r: Round, dense: AnyArray):
     return anchor, outside
 
 
-def _round_gls(plan: MN12Plan, r: Round, y: dict[str, Any], dense: AnyArray, key):
+def _round_gls(plan: MN12Plan, r: Round, y: dict[str, Any], dense: AnyArray, key: Any):
     """Generalised least squares over X_t: min-variance linear unbiased estimate."""
     var, noiseless = _gls_variances(plan, r)
     design, weight, chol = memo(plan.cache, ("gls", id(r)), lambda: _gls_factor(r, var))

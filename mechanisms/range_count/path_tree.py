@@ -21,7 +21,7 @@ through PrivacyTarget.loss_budget as in the other plans.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.sparse
@@ -37,6 +37,10 @@ from mechanisms.range_count.core import (
     per_point_loss,
     scale_for,
 )
+
+if TYPE_CHECKING:
+    from mechanisms.noise import RandomSource
+
 
 _BLOCK_CELLS = 1 << 22  # queries x path positions expanded at once (32 MB of floats)
 
@@ -154,7 +158,7 @@ class PathTreePlan:
         return per_point_loss(self.noise, np.full(self.n, self.height + 1.0), self.scale)
 
     # -- release ----------------------------------------------------------
-    def measure(self, counts: AnyArray, rng) -> dict[str, Any]:
+    def measure(self, counts: AnyArray, rng: RandomSource) -> dict[str, Any]:
         """Noisy count of every node, level by level from the root."""
         exact = np.concatenate(self._level_sums(np.asarray(counts, dtype=np.int64)[self.order]))
         return {"nodes": exact + draw_noise(rng, self.noise, self.scale, len(exact))}
@@ -297,7 +301,7 @@ class PathTreePlan:
         return {"n": self.n, "order": self.order.tolist(), "noise": self.noise, "scale": self.scale}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any], **_) -> PathTreePlan:
+    def from_dict(cls, d: dict[str, Any], **_: Any) -> PathTreePlan:
         """The plan saved by `to_dict`."""
         order = np.asarray(d["order"], dtype=np.int64)
         if len(order) != int(d["n"]) or sorted(order.tolist()) != list(range(len(order))):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,6 +27,10 @@ from mechanisms.range_count.core import (
     scale_for,
     unpack,
 )
+
+if TYPE_CHECKING:
+    from mechanisms.noise import RandomSource
+
 
 MAX_AXIS_CELLS = 8192
 
@@ -115,7 +119,7 @@ class TreePlan:
             )
         return tensor
 
-    def measure(self, counts: AnyArray, rng) -> dict[str, Any]:
+    def measure(self, counts: AnyArray, rng: RandomSource) -> dict[str, Any]:
         exact = self._apply(
             counts.reshape(self.grid_shape).astype(np.int64),
             [a.astype(np.int64) for a in self.axes],
@@ -164,7 +168,7 @@ class TreePlan:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any], **_) -> TreePlan:
+    def from_dict(cls, d: dict[str, Any], **_: Any) -> TreePlan:
         return cls(
             tuple(d["grid"]),
             tuple(d["branching"]),
