@@ -15,6 +15,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 from django.utils import timezone
 
+
 class _DecimalDigits(TypedDict):
     max_digits: int
     decimal_places: int
