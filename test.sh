@@ -21,6 +21,8 @@ status=0
 log "Lint and format (ruff)"
 "$VENV/bin/ruff" check . || status=$?
 "$VENV/bin/ruff" format --check . || status=$?
+log "Type check (mypy: strict on mechanisms/, basic on dpportal/; config in pyproject.toml)"
+"$VENV/bin/mypy" || status=$?
 if ensure_postgres; then
   log "Test suite on PostgreSQL"
   DATABASE_URL=$pg_url "$PY" -m pytest -m "$marker" "$@" || status=$?

@@ -113,7 +113,7 @@ def mechanism_title(name: str) -> str:
 def needs_delta(name: str) -> bool:
     """Whether the mechanism's guarantee can use delta > 0 (only such releases ask for it)."""
     spec = mechanisms.CATALOGUE.get(name)
-    return bool(spec) and spec.guarantee(1.0, 1e-6, "replace-one", {}).delta > 0
+    return spec is not None and spec.guarantee(1.0, 1e-6, "replace-one", {}).delta > 0
 
 
 def cards() -> list[Card]:

@@ -8,14 +8,21 @@ same table content (same content fingerprint) in the same scope draws on one `Pr
 import hashlib
 import json
 from decimal import Decimal
+from typing import TypedDict
 
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 from django.utils import timezone
 
-EPSILON_FIELD = {"max_digits": 12, "decimal_places": 6}
-DELTA_FIELD = {"max_digits": 20, "decimal_places": 15}
+
+class _DecimalDigits(TypedDict):
+    max_digits: int
+    decimal_places: int
+
+
+EPSILON_FIELD: _DecimalDigits = {"max_digits": 12, "decimal_places": 6}
+DELTA_FIELD: _DecimalDigits = {"max_digits": 20, "decimal_places": 15}
 
 
 class Neighbouring(models.TextChoices):

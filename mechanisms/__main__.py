@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -44,7 +45,7 @@ def subcommands() -> dict[str, MechanismSpec]:
 
 
 class _OneLineParser(argparse.ArgumentParser):
-    def error(self, message):
+    def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
@@ -94,7 +95,7 @@ def read_table(path: str, schema: Schema, columns: list[str]) -> pd.DataFrame:
         raise MechanismError(f"input file ({path!r}) cannot be read as CSV: {reason}") from None
 
 
-def run(args: argparse.Namespace) -> list:
+def run(args: argparse.Namespace) -> list[Any]:
     """Run the chosen subcommand; return the paths written."""
     if args.subcommand == "range-query":
         print(range_query_csv(args.structure, args.query, args.estimator), end="")
@@ -154,7 +155,7 @@ def custodian_record_path(out: str, given: str | None) -> Path:
     return path
 
 
-def write_custodian_record(path: Path, record: dict) -> None:
+def write_custodian_record(path: Path, record: dict[str, Any]) -> None:
     """Write the custodian-only record and say on stderr where it went."""
     try:
         path.write_bytes(json_bytes(record))

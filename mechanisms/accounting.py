@@ -14,6 +14,7 @@ import math
 import sys
 from decimal import Decimal
 from fractions import Fraction
+from typing import Any
 
 from mechanisms.errors import MechanismError
 
@@ -21,7 +22,7 @@ NEIGHBOURING = ("replace-one", "add-remove")
 DEFAULT_NEIGHBOURING = "replace-one"
 
 
-def float_at_most(value) -> float:
+def float_at_most(value: Any) -> float:
     """The largest float not above `value` (a Decimal, Fraction, int, float or decimal text).
 
     float() rounds to nearest, so float(Decimal("0.1")) is 0.1000000000000000055...; this is
@@ -40,14 +41,14 @@ def float_at_most(value) -> float:
     return rounded
 
 
-def _finite_fraction(value) -> Fraction | None:
+def _finite_fraction(value: Any) -> Fraction | None:
     number = Decimal(value) if isinstance(value, str) else value
     if isinstance(number, float | Decimal) and not math.isfinite(number):
         return None
     return Fraction(number)
 
 
-def noise_scale(sensitivity, epsilon) -> float:
+def noise_scale(sensitivity: float, epsilon: float) -> float:
     """The smallest float not below sensitivity / epsilon (exact); 0 when epsilon is inf.
 
     Privacy: noise of this scale on a query of this sensitivity realises a loss
@@ -63,7 +64,7 @@ def noise_scale(sensitivity, epsilon) -> float:
     return scale
 
 
-def check_epsilon(epsilon, *, allow_infinite: bool = True) -> float:
+def check_epsilon(epsilon: float, *, allow_infinite: bool = True) -> float:
     """Return epsilon as a float if it is > 0 (inf means no noise, for tests), else raise.
 
     Exact values (Decimal, Fraction, decimal text) are rounded down (`float_at_most`).
@@ -78,7 +79,7 @@ def check_epsilon(epsilon, *, allow_infinite: bool = True) -> float:
     return value
 
 
-def check_delta(delta, *, allow_zero: bool = True) -> float:
+def check_delta(delta: float, *, allow_zero: bool = True) -> float:
     """Return delta as a float if it lies in [0, 1) (or (0, 1) when zero is not allowed)."""
     try:
         value = float(delta)

@@ -13,9 +13,10 @@ whose recorded spend exceeds the request, and writes the one manifest shape of M
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from fractions import Fraction
+from typing import Any
 
 import pandas as pd
 
@@ -65,7 +66,7 @@ class Guarantee:
     rho: float | None
     sensitivity: int
 
-    def as_manifest(self) -> dict:
+    def as_manifest(self) -> dict[str, Any]:
         """The manifest's guarantee block (the same keys for every mechanism)."""
         record = asdict(self)
         record["epsilon"] = "inf" if math.isinf(self.epsilon) else self.epsilon
@@ -80,7 +81,7 @@ class Parameter:
     type: type
     help: str
     default: object = None
-    bounds: tuple = (None, None)
+    bounds: tuple[Any, ...] = (None, None)
     choices: tuple[str, ...] = ()
 
 
@@ -101,13 +102,17 @@ class MechanismSpec:
     synthetic_rows: bool = False  # publishes counts of made-up rows (so never negative)
 
 
-def pure_guarantee(epsilon, delta, neighbouring, params) -> Guarantee:
+def pure_guarantee(
+    epsilon: float, delta: float, neighbouring: str, params: dict[str, Any]
+) -> Guarantee:
     """Pure epsilon-DP on counts of L1 sensitivity 2 (replace-one) or 1 (add-remove)."""
     sensitivity = histogram.count_sensitivity(neighbouring)
     return Guarantee(UNIT, neighbouring, "pure epsilon-DP", epsilon, 0.0, None, sensitivity)
 
 
-def range_count_guarantee(epsilon, delta, neighbouring, params) -> Guarantee:
+def range_count_guarantee(
+    epsilon: float, delta: float, neighbouring: str, params: dict[str, Any]
+) -> Guarantee:
     """Pure epsilon-DP at delta = 0; else the largest rho-zCDP meeting (epsilon, delta).
 
     mn12_laplace with delta > 0 is (epsilon, delta)-DP by advanced composition instead.
@@ -257,8 +262,8 @@ def run_release(
     epsilon: float,
     delta: float = 0.0,
     neighbouring: str = DEFAULT_NEIGHBOURING,
-    columns=None,
-    params: dict | None = None,
+    columns: Sequence[str] | None = None,
+    params: dict[str, Any] | None = None,
     rng: RandomSource | None = None,
     progress: Progress | None = None,
 ) -> ReleaseOutput:
@@ -306,7 +311,9 @@ def run_release(
     return output
 
 
-def _checked_spend(name: str, output: ReleaseOutput, epsilon: float, delta: float) -> dict:
+def _checked_spend(
+    name: str, output: ReleaseOutput, epsilon: float, delta: float
+) -> dict[str, Any]:
     """The mechanism's recorded spend, if it is within the request (exactly); else refuse."""
     spent = dict(output.spent or {})
     if set(output.manifest) - {"parameters"} or "epsilon" not in spent or "delta" not in spent:
@@ -323,7 +330,7 @@ def _checked_spend(name: str, output: ReleaseOutput, epsilon: float, delta: floa
     return spent
 
 
-def _above(spent, asked: float) -> bool:
+def _above(spent: Any, asked: float) -> bool:
     """spent > asked, exactly (floats compared as the rationals they are)."""
     spent = float("inf") if spent == "inf" else float(spent)
     if math.isinf(asked):

@@ -28,7 +28,9 @@ class ChunkedTable:
         return self._chunks
 
 
-def table_chunks(data, chunk_rows: int) -> Iterator[tuple[int, pd.DataFrame]]:
+def table_chunks(
+    data: pd.DataFrame | ChunkedTable, chunk_rows: int
+) -> Iterator[tuple[int, pd.DataFrame]]:
     """(first row, rows) pieces of a DataFrame (`chunk_rows` at a time) or of a ChunkedTable.
 
     A DataFrame always yields at least one piece, so an empty table still has its columns.

@@ -19,17 +19,23 @@ means uniform over cells (each cell gets mix/m), for which the theorem's proof h
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from mechanisms.accounting import check_epsilon, check_neighbouring, noise_scale
+from mechanisms.arrays import AnyArray
 from mechanisms.chunks import ChunkedTable
 from mechanisms.errors import MechanismError
 from mechanisms.noise import RandomSource, check_count_noise, resolve_rng
 from mechanisms.release import ReleaseOutput, csv_bytes
 from mechanisms.schema import NumericColumn, Schema
+
+if TYPE_CHECKING:
+    from mechanisms.release import Progress
 
 
 @dataclass
@@ -38,11 +44,11 @@ class HistogramRelease:
 
     columns: list[str]
     shape: tuple[int, ...]
-    released_counts: np.ndarray  # noisy counts (perturbed) or synthetic-row counts (smoothed)
-    probabilities: np.ndarray | None  # sampling distribution; public for the perturbed only
+    released_counts: AnyArray  # noisy counts (perturbed) or synthetic-row counts (smoothed)
+    probabilities: AnyArray | None  # sampling distribution; public for the perturbed only
     synthetic: pd.DataFrame
-    parameters: dict
-    spent: dict  # the privacy loss this release realises: epsilon, delta and how
+    parameters: dict[str, Any]
+    spent: dict[str, Any]  # the privacy loss this release realises: epsilon, delta and how
     row_count_public: bool
 
 
@@ -59,8 +65,8 @@ def recommended_bins(n: int, dimensions: int) -> int:
 
 
 def perturb_counts(
-    counts: np.ndarray, *, epsilon: float, neighbouring: str, rng: RandomSource
-) -> np.ndarray:
+    counts: AnyArray, *, epsilon: float, neighbouring: str, rng: RandomSource
+) -> AnyArray:
     """Add discrete Laplace noise of scale count_sensitivity / epsilon to every count.
 
     Privacy: epsilon-DP (pure), unit one row, under `neighbouring`; L1 sensitivity of the count
@@ -78,14 +84,14 @@ def _scale(sensitivity: int, epsilon: float) -> float:
     return check_count_noise(noise_scale(sensitivity, epsilon), epsilon)
 
 
-def clipped_distribution(noisy_counts: np.ndarray) -> np.ndarray:
+def clipped_distribution(noisy_counts: AnyArray) -> AnyArray:
     """Noisy counts clipped at zero and renormalised, uniform if none is left (post-processing)."""
     clipped = np.maximum(np.asarray(noisy_counts, dtype=np.float64), 0.0)
     total = clipped.sum()
     return clipped / total if total > 0 else np.full(clipped.shape, 1.0 / clipped.size)
 
 
-def sample_cells(probabilities: np.ndarray, rows: int, rng: RandomSource) -> np.ndarray:
+def sample_cells(probabilities: AnyArray, rows: int, rng: RandomSource) -> AnyArray:
     """Flat indices of `rows` cells drawn i.i.d. from `probabilities`, in random order."""
     p = np.asarray(probabilities, dtype=np.float64).ravel()
     per_cell = rng.multinomial(rows, p / p.sum())
@@ -95,7 +101,7 @@ def sample_cells(probabilities: np.ndarray, rows: int, rng: RandomSource) -> np.
     return cells
 
 
-def _check_rows(rows, name: str = "rows") -> int:
+def _check_rows(rows: int, name: str = "rows") -> int:
     if isinstance(rows, bool) or not isinstance(rows, int | np.integer) or rows < 0:
         raise MechanismError(f"{name} ({rows!r}) must be a whole number >= 0")
     return int(rows)
@@ -109,7 +115,7 @@ def perturbed_histogram(
     data: pd.DataFrame | ChunkedTable,
     schema: Schema,
     *,
-    columns,
+    columns: Sequence[str] | None,
     epsilon: float,
     rows: int | None = None,
     neighbouring: str = "replace-one",
@@ -162,7 +168,9 @@ def perturbed_histogram(
     )
 
 
-def _bins_advice(schema: Schema, columns, n: int, row_count_public: bool) -> dict:
+def _bins_advice(
+    schema: Schema, columns: Sequence[str] | None, n: int, row_count_public: bool
+) -> dict[str, Any]:
     """Rate-optimal bins per numeric column, only where the row count is public."""
     numeric = [c for c in columns if isinstance(schema.column(c), NumericColumn)]
     if not (numeric and row_count_public):
@@ -195,13 +203,15 @@ def _admissible(epsilon: float, n: int, m: int, mix: float, rows: int) -> bool:
     return mix > 0 and rows * math.log1p((1 - mix) * m / (n * mix)) <= epsilon
 
 
-def smoothed_distribution(counts: np.ndarray, mix: float) -> np.ndarray:
+def smoothed_distribution(counts: AnyArray, mix: float) -> AnyArray:
     """(1 - mix) * counts / n + mix / m for every cell (counts must not all be zero)."""
     counts = np.asarray(counts, dtype=np.float64)
     return (1 - mix) * counts / counts.sum() + mix / counts.size
 
 
-def _smoothed_parameters(epsilon, n, m, rows, mix) -> tuple[int, float]:
+def _smoothed_parameters(
+    epsilon: float, n: int, m: int, rows: int, mix: float
+) -> tuple[int, float]:
     if rows is None and mix is None:
         if math.isinf(epsilon):
             return n, 0.0
@@ -232,7 +242,7 @@ def smoothed_histogram(
     data: pd.DataFrame | ChunkedTable,
     schema: Schema,
     *,
-    columns,
+    columns: Sequence[str] | None,
     epsilon: float,
     rows: int | None = None,
     mix: float | None = None,
@@ -295,7 +305,13 @@ SMOOTHED_FILES = {
 }
 
 
-def _release_output(schema, release: HistogramRelease, progress, value_name: str, spent: dict):
+def _release_output(
+    schema: Schema,
+    release: HistogramRelease,
+    progress: Progress | None,
+    value_name: str,
+    spent: dict[str, Any],
+):
     """Package a release; `progress` hears (1, 2) once sampled and (2, 2) once files are built."""
     if progress:
         progress(1, 2)
@@ -312,7 +328,7 @@ def _release_output(schema, release: HistogramRelease, progress, value_name: str
     )
 
 
-def _only_params(params: dict, allowed: set[str], mechanism: str) -> None:
+def _only_params(params: dict[str, Any], allowed: set[str], mechanism: str) -> None:
     unknown = sorted(set(params) - allowed)
     if unknown:
         raise MechanismError(
@@ -325,7 +341,18 @@ def _pure_only(delta: float, mechanism: str) -> None:
         raise MechanismError(f"delta ({delta}) must be 0: {mechanism} is pure epsilon-DP")
 
 
-def run_perturbed(data, schema, *, columns, params, epsilon, delta, neighbouring, rng, progress):
+def run_perturbed(
+    data: pd.DataFrame | ChunkedTable,
+    schema: Schema,
+    *,
+    columns: Sequence[str] | None,
+    params: dict[str, Any],
+    epsilon: float,
+    delta: float,
+    neighbouring: str,
+    rng: RandomSource,
+    progress: Progress | None,
+):
     _only_params(params, {"rows"}, "perturbed_histogram")
     _pure_only(delta, "perturbed_histogram")
     release = perturbed_histogram(
@@ -340,7 +367,18 @@ def run_perturbed(data, schema, *, columns, params, epsilon, delta, neighbouring
     return _release_output(schema, release, progress, "noisy_count", release.spent)
 
 
-def run_smoothed(data, schema, *, columns, params, epsilon, delta, neighbouring, rng, progress):
+def run_smoothed(
+    data: pd.DataFrame | ChunkedTable,
+    schema: Schema,
+    *,
+    columns: Sequence[str] | None,
+    params: dict[str, Any],
+    epsilon: float,
+    delta: float,
+    neighbouring: str,
+    rng: RandomSource,
+    progress: Progress | None,
+):
     _only_params(params, {"rows", "mix"}, "smoothed_histogram")
     _pure_only(delta, "smoothed_histogram")
     if neighbouring != "replace-one":

@@ -7,17 +7,20 @@ differentially private and must never go into a public package (`ReleaseOutput`)
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from mechanisms.arrays import AnyArray
 from mechanisms.errors import MechanismError
 from mechanisms.schema import NumericColumn, Schema
 
 ORTHANT_POINTS = 2000
 
 
-def squared_l2(p, q, volumes) -> float:
+def squared_l2(p: Any, q: Any, volumes) -> float:
     """Integral of (f_p - f_q)^2 for piecewise-constant densities with cell masses p, q.
 
     f_p = p / volume on each cell, so the integral is sum((p - q)^2 / volume).
@@ -31,7 +34,7 @@ def squared_l2(p, q, volumes) -> float:
     return float(np.sum((p - q) ** 2 / volumes))
 
 
-def cell_volumes(schema: Schema, columns) -> np.ndarray:
+def cell_volumes(schema: Schema, columns: Sequence[str] | None) -> AnyArray:
     """Volume of every cell (product of bin widths; categories count as width 1)."""
     widths = []
     for name in schema.resolve_columns(columns):
@@ -42,19 +45,21 @@ def cell_volumes(schema: Schema, columns) -> np.ndarray:
     return np.prod(np.meshgrid(*widths, indexing="ij"), axis=0)
 
 
-def cell_distribution(schema: Schema, data: pd.DataFrame, columns) -> np.ndarray:
+def cell_distribution(
+    schema: Schema, data: pd.DataFrame, columns: Sequence[str] | None
+) -> AnyArray:
     """Share of rows in every cell (zeros for an empty table)."""
     counts = schema.cell_counts(data, columns).astype(np.float64)
     total = counts.sum()
     return counts / total if total else counts
 
 
-def total_variation(p, q) -> float:
+def total_variation(p: Any, q: Any) -> float:
     """Half the L1 distance between two distributions over the same cells."""
     return float(0.5 * np.abs(np.ravel(p) - np.ravel(q)).sum())
 
 
-def ks_distance(a, b) -> float:
+def ks_distance(a: Any, b: Any) -> float:
     """Two-sample Kolmogorov-Smirnov distance sup_x |F_a(x) - F_b(x)| of 1-D samples."""
     a, b = np.sort(np.asarray(a, dtype=np.float64)), np.sort(np.asarray(b, dtype=np.float64))
     if a.size == 0 or b.size == 0:
@@ -65,7 +70,7 @@ def ks_distance(a, b) -> float:
     return float(np.abs(cdf_a - cdf_b).max())
 
 
-def orthant_ks_distance(a, b, max_points: int = ORTHANT_POINTS) -> float:
+def orthant_ks_distance(a: Any, b: Any, max_points: int = ORTHANT_POINTS) -> float:
     """sup over x of |F_a(x) - F_b(x)| with F(x) = share of points <= x in every coordinate.
 
     The distance of Thm 4.2 for r > 1. Evaluated at up to `max_points` points of each sample
@@ -83,11 +88,11 @@ def orthant_ks_distance(a, b, max_points: int = ORTHANT_POINTS) -> float:
     return float(np.abs(_orthant_cdf(a, points) - _orthant_cdf(b, points)).max())
 
 
-def _spread(sample: np.ndarray, count: int) -> np.ndarray:
+def _spread(sample: AnyArray, count: int) -> AnyArray:
     return sample[np.linspace(0, len(sample) - 1, min(count, len(sample))).astype(int)]
 
 
-def _orthant_cdf(sample: np.ndarray, points: np.ndarray, block: int = 256) -> np.ndarray:
+def _orthant_cdf(sample: AnyArray, points: AnyArray, block: int = 256) -> AnyArray:
     out = np.empty(len(points))
     for start in range(0, len(points), block):
         p = points[start : start + block]
@@ -96,7 +101,9 @@ def _orthant_cdf(sample: np.ndarray, points: np.ndarray, block: int = 256) -> np
     return out
 
 
-def marginal_tvds(schema: Schema, raw: pd.DataFrame, synthetic: pd.DataFrame, columns) -> dict:
+def marginal_tvds(
+    schema: Schema, raw: pd.DataFrame, synthetic: pd.DataFrame, columns: Sequence[str] | None
+) -> dict[str, Any]:
     """Total variation distance of every 1-way and 2-way marginal (on the schema's cells)."""
     columns = schema.resolve_columns(columns)
     one = {
@@ -112,7 +119,7 @@ def marginal_tvds(schema: Schema, raw: pd.DataFrame, synthetic: pd.DataFrame, co
     return {"1-way": one, "2-way": two}
 
 
-def range_counts(data: pd.DataFrame, queries: list[dict]) -> np.ndarray:
+def range_counts(data: pd.DataFrame, queries: list[dict[str, Any]]) -> AnyArray:
     """Rows inside each query; a query maps column -> (low, high), both ends included."""
     answers = np.empty(len(queries))
     for i, query in enumerate(queries):
@@ -124,7 +131,7 @@ def range_counts(data: pd.DataFrame, queries: list[dict]) -> np.ndarray:
     return answers
 
 
-def range_query_errors(true_answers, released_answers) -> dict:
+def range_query_errors(true_answers, released_answers) -> dict[str, Any]:
     """Mean and max absolute error over a set of range queries."""
     error = np.abs(np.asarray(released_answers, float) - np.asarray(true_answers, float))
     if error.size == 0:
@@ -132,7 +139,9 @@ def range_query_errors(true_answers, released_answers) -> dict:
     return {"mean_abs_error": float(error.mean()), "max_abs_error": float(error.max())}
 
 
-def synthetic_range_errors(raw: pd.DataFrame, synthetic: pd.DataFrame, queries) -> dict:
+def synthetic_range_errors(
+    raw: pd.DataFrame, synthetic: pd.DataFrame, queries: list[dict[str, Any]]
+) -> dict[str, Any]:
     """Errors of range counts answered from synthetic rows, rescaled to the raw row count."""
     scale = len(raw) / len(synthetic) if len(synthetic) else 0.0
     return range_query_errors(range_counts(raw, queries), range_counts(synthetic, queries) * scale)

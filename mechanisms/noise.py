@@ -27,13 +27,16 @@ from __future__ import annotations
 import math
 import os
 import secrets
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
+import numpy.typing as npt
 import opendp.prelude as dp
 
 from mechanisms.accounting import noise_scale
+from mechanisms.arrays import AnyArray, FloatArray, IntArray
 from mechanisms.errors import MechanismError
 
 dp.enable_features("contrib")
@@ -46,7 +49,7 @@ NOISE_PRIMITIVES = frozenset(
 
 
 def _shape(size: Size) -> tuple[int, ...]:
-    return (int(size),) if np.isscalar(size) else tuple(int(s) for s in size)
+    return tuple(int(s) for s in size) if isinstance(size, Iterable) else (int(size),)
 
 
 # P(|X| >= L) <= 2 exp(-L / scale) for the discrete and continuous Laplace, and the Gaussians'
@@ -74,14 +77,14 @@ def _check_scale(scale: float, name: str = "scale", kind: str = "float") -> floa
     return scale
 
 
-def _check_counts(values) -> np.ndarray:
-    values = np.asarray(values)
-    if values.dtype.kind not in "iub":
-        raise MechanismError(f"counts (dtype {values.dtype}) must be whole numbers")
-    values = values.astype(np.int64)
-    if values.size and int(np.abs(values).max()) >= COUNT_LIMIT:
+def _check_counts(values: npt.ArrayLike) -> IntArray:
+    raw = np.asarray(values)
+    if raw.dtype.kind not in "iub":
+        raise MechanismError(f"counts (dtype {raw.dtype}) must be whole numbers")
+    counts = raw.astype(np.int64)
+    if counts.size and int(np.abs(counts).max()) >= COUNT_LIMIT:
         raise MechanismError("counts of 2^62 or more cannot take 64-bit noise without overflow")
-    return values
+    return counts
 
 
 def check_count_noise(scale: float, epsilon: float) -> float:
@@ -101,60 +104,60 @@ def check_count_noise(scale: float, epsilon: float) -> float:
 class RandomSource:
     """All random draws of a mechanism. Subclasses implement the primitives."""
 
-    def discrete_laplace(self, scale: float, size: Size) -> np.ndarray:
+    def discrete_laplace(self, scale: float, size: Size) -> IntArray:
         """Int64 draws with P(k) proportional to exp(-|k|/scale); scale 0 gives zeros."""
         raise NotImplementedError
 
-    def add_discrete_laplace(self, values: np.ndarray, scale: float) -> np.ndarray:
+    def add_discrete_laplace(self, values: npt.ArrayLike, scale: float) -> IntArray:
         """Int64 counts `values` plus discrete Laplace noise of `scale` on each.
 
         The counts must lie below 2^62 in magnitude and the scale at most MAX_INTEGER_SCALE.
         """
-        values = _check_counts(values)
+        counts = _check_counts(values)
         _check_scale(scale, kind="integer")
-        return values + self.discrete_laplace(scale, values.shape)
+        return counts + self.discrete_laplace(scale, counts.shape)
 
-    def laplace(self, scale: float, size: Size) -> np.ndarray:
+    def laplace(self, scale: float, size: Size) -> FloatArray:
         """Float64 Laplace(0, scale) draws."""
         raise NotImplementedError
 
-    def gaussian(self, sigma: float, size: Size) -> np.ndarray:
+    def gaussian(self, sigma: float, size: Size) -> FloatArray:
         """Float64 Normal(0, sigma^2) draws."""
         raise NotImplementedError
 
-    def discrete_gaussian(self, sigma: float, size: Size) -> np.ndarray:
+    def discrete_gaussian(self, sigma: float, size: Size) -> IntArray:
         """Int64 draws with P(k) proportional to exp(-k^2 / (2 sigma^2))."""
         raise NotImplementedError
 
-    def gumbel(self, scale: float, size: Size) -> np.ndarray:
+    def gumbel(self, scale: float, size: Size) -> FloatArray:
         """Float64 Gumbel(0, scale) draws."""
         raise NotImplementedError
 
-    def report_noisy_max(self, scores: np.ndarray, scale: float) -> int:
+    def report_noisy_max(self, scores: npt.ArrayLike, scale: float) -> int:
         """Index of the largest score after adding Gumbel(scale) noise to each."""
         raise NotImplementedError
 
-    def uniform(self, size: Size) -> np.ndarray:
+    def uniform(self, size: Size) -> FloatArray:
         """Float64 draws in [0, 1): post-processing only."""
         raise NotImplementedError
 
-    def integers(self, high: int, size: Size) -> np.ndarray:
+    def integers(self, high: int, size: Size) -> IntArray:
         """Int64 draws uniform on {0, ..., high - 1}: post-processing only."""
         raise NotImplementedError
 
-    def choice(self, probabilities: np.ndarray, size: Size) -> np.ndarray:
+    def choice(self, probabilities: FloatArray, size: Size) -> IntArray:
         """Indices drawn i.i.d. with the given probabilities: post-processing only."""
         raise NotImplementedError
 
-    def multinomial(self, n: int, probabilities: np.ndarray) -> np.ndarray:
+    def multinomial(self, n: int, probabilities: FloatArray) -> IntArray:
         """One Multinomial(n, probabilities) count vector: post-processing only."""
         raise NotImplementedError
 
-    def shuffle(self, values: np.ndarray) -> None:
+    def shuffle(self, values: AnyArray) -> None:
         """Shuffle a 1-D array in place: post-processing only."""
         raise NotImplementedError
 
-    def smoothed_cells(self, counts: np.ndarray, mix: float, rows: int) -> np.ndarray:
+    def smoothed_cells(self, counts: npt.ArrayLike, mix: float, rows: int) -> IntArray:
         """Flat cell indices of `rows` i.i.d. draws from (1 - mix') counts / n + mix' / m.
 
         Each draw is, with probability mix' = ceil(mix * 2^62) / 2^62 (>= mix), a uniformly
@@ -163,13 +166,13 @@ class RandomSource:
         mechanism (Wasserman & Zhou, Thm 4.1); its bound rows * log(1 + (1 - mix) m / (n mix))
         decreases in mix, so rounding mix up keeps every guarantee mix had.
         """
-        counts = np.asarray(counts, dtype=np.int64).ravel()
+        flat = np.asarray(counts, dtype=np.int64).ravel()
         threshold = math.ceil(float(mix) * MIX_RESOLUTION)  # exact: scaling by a power of 2
         uniform = self.integers(MIX_RESOLUTION, rows) < threshold
         cells = np.empty(rows, dtype=np.int64)
-        cells[uniform] = self.integers(counts.size, int(uniform.sum()))
-        picked = self.integers(int(counts.sum()), rows - int(uniform.sum()))
-        cells[~uniform] = np.searchsorted(np.cumsum(counts), picked, side="right")
+        cells[uniform] = self.integers(flat.size, int(uniform.sum()))
+        picked = self.integers(int(flat.sum()), rows - int(uniform.sum()))
+        cells[~uniform] = np.searchsorted(np.cumsum(flat), picked, side="right")
         return cells
 
 
@@ -179,7 +182,7 @@ class _NumpySource(RandomSource):
     def __init__(self, generator: np.random.Generator):
         self._gen = generator
 
-    def discrete_laplace(self, scale, size):
+    def discrete_laplace(self, scale: float, size: Size) -> IntArray:
         scale, shape = _check_scale(scale, kind="integer"), _shape(size)
         if scale == 0:
             return np.zeros(shape, dtype=np.int64)
@@ -188,42 +191,42 @@ class _NumpySource(RandomSource):
         p = -math.expm1(-1.0 / scale)
         return self._gen.geometric(p, shape) - self._gen.geometric(p, shape)
 
-    def laplace(self, scale, size):
+    def laplace(self, scale: float, size: Size) -> FloatArray:
         return self._gen.laplace(0.0, _check_scale(scale), _shape(size))
 
-    def gaussian(self, sigma, size):
+    def gaussian(self, sigma: float, size: Size) -> FloatArray:
         return self._gen.normal(0.0, _check_scale(sigma, "sigma"), _shape(size))
 
-    def discrete_gaussian(self, sigma, size):
+    def discrete_gaussian(self, sigma: float, size: Size) -> IntArray:
         sigma, shape = _check_scale(sigma, "sigma", "integer"), _shape(size)
         if sigma == 0:
             return np.zeros(shape, dtype=np.int64)
         return _discrete_gaussian_by_rejection(self, sigma, int(np.prod(shape))).reshape(shape)
 
-    def gumbel(self, scale, size):
+    def gumbel(self, scale: float, size: Size) -> FloatArray:
         return self._gen.gumbel(0.0, _check_scale(scale), _shape(size))
 
-    def report_noisy_max(self, scores, scale):
+    def report_noisy_max(self, scores: npt.ArrayLike, scale: float) -> int:
         scores = np.asarray(scores, dtype=np.float64)
         return int(np.argmax(scores + self.gumbel(scale, scores.shape)))
 
-    def uniform(self, size):
+    def uniform(self, size: Size) -> FloatArray:
         return self._gen.random(_shape(size))
 
-    def integers(self, high, size):
+    def integers(self, high: int, size: Size) -> IntArray:
         return self._gen.integers(0, high, _shape(size), dtype=np.int64)
 
-    def choice(self, probabilities, size):
+    def choice(self, probabilities: FloatArray, size: Size) -> IntArray:
         return self._gen.choice(len(probabilities), size=_shape(size), p=probabilities)
 
-    def multinomial(self, n, probabilities):
+    def multinomial(self, n: int, probabilities: FloatArray) -> IntArray:
         return self._gen.multinomial(n, probabilities)
 
-    def shuffle(self, values):
+    def shuffle(self, values: AnyArray) -> None:
         self._gen.shuffle(values)
 
 
-def _discrete_gaussian_by_rejection(source: _NumpySource, sigma: float, count: int) -> np.ndarray:
+def _discrete_gaussian_by_rejection(source: _NumpySource, sigma: float, count: int) -> IntArray:
     """Exact discrete Gaussian (Canonne, Kamath & Steinke 2020, Alg. 3) for the seeded source."""
     t = math.floor(sigma) + 1
     out = np.empty(0, dtype=np.int64)
@@ -264,7 +267,7 @@ def _opendp_noisy_max(scale: float) -> dp.Measurement:
     return dp.m.make_noisy_max(*space, dp.zero_concentrated_divergence(), scale=scale)
 
 
-def _urandom_integers(high: int, count: int) -> np.ndarray:
+def _urandom_integers(high: int, count: int) -> IntArray:
     """`count` int64 draws uniform on {0, ..., high - 1} (1 <= high <= 2^63) from os.urandom.
 
     64-bit words below the largest multiple of `high` are kept (rejection), then reduced.
@@ -283,40 +286,40 @@ class _SecureSource(_NumpySource):
     The NumPy generator is seeded from OS entropy and serves post-processing draws only.
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         seed = np.random.SeedSequence(secrets.randbits(256))
         super().__init__(np.random.Generator(np.random.PCG64DXSM(seed)))
 
-    def _add(self, kind: str, values: np.ndarray, scale: float) -> np.ndarray:
+    def _add(self, kind: str, values: AnyArray, scale: float) -> AnyArray:
         if scale == 0:
             return values.copy()
         noisy = _opendp_noise(kind, scale)(values.ravel().tolist())
         return np.asarray(noisy, dtype=values.dtype).reshape(values.shape)
 
-    def add_discrete_laplace(self, values, scale):
+    def add_discrete_laplace(self, values: npt.ArrayLike, scale: float) -> IntArray:
         values = _check_counts(values)
         return self._add("discrete_laplace", values, _check_scale(scale, kind="integer"))
 
-    def discrete_laplace(self, scale, size):
+    def discrete_laplace(self, scale: float, size: Size) -> IntArray:
         return self.add_discrete_laplace(np.zeros(_shape(size), dtype=np.int64), scale)
 
-    def discrete_gaussian(self, sigma, size):
+    def discrete_gaussian(self, sigma: float, size: Size) -> IntArray:
         sigma = _check_scale(sigma, "sigma", "integer")
         return self._add("discrete_gaussian", np.zeros(_shape(size), dtype=np.int64), sigma)
 
-    def laplace(self, scale, size):
+    def laplace(self, scale: float, size: Size) -> FloatArray:
         return self._add("laplace", np.zeros(_shape(size)), _check_scale(scale))
 
-    def gaussian(self, sigma, size):
+    def gaussian(self, sigma: float, size: Size) -> FloatArray:
         return self._add("gaussian", np.zeros(_shape(size)), _check_scale(sigma, "sigma"))
 
-    def report_noisy_max(self, scores, scale):
+    def report_noisy_max(self, scores: npt.ArrayLike, scale: float) -> int:
         scores = [float(s) for s in np.asarray(scores, dtype=np.float64).ravel()]
         if _check_scale(scale) == 0:
             return int(np.argmax(scores))
         return int(_opendp_noisy_max(scale)(scores))
 
-    def integers(self, high, size):
+    def integers(self, high: int, size: Size) -> IntArray:
         shape, high = _shape(size), int(high)
         if not 1 <= high <= 2**63:
             raise MechanismError(f"high ({high}) must be between 1 and 2^63")
@@ -370,64 +373,64 @@ class RecordingSource(RandomSource):
         """The recorded calls that draw privacy noise (not post-processing)."""
         return [c for c in self.calls if c.primitive in NOISE_PRIMITIVES]
 
-    def _record(self, primitive: str, scale: float | None, size) -> None:
+    def _record(self, primitive: str, scale: float | None, size: Size) -> None:
         self.calls.append(Call(primitive, None if scale is None else float(scale), _shape(size)))
 
-    def discrete_laplace(self, scale, size):
+    def discrete_laplace(self, scale: float, size: Size) -> IntArray:
         self._record("discrete_laplace", scale, size)
         return self.inner.discrete_laplace(scale, size)
 
-    def add_discrete_laplace(self, values, scale):
+    def add_discrete_laplace(self, values: npt.ArrayLike, scale: float) -> IntArray:
         self._record("discrete_laplace", scale, np.shape(values))
         return self.inner.add_discrete_laplace(values, scale)
 
-    def laplace(self, scale, size):
+    def laplace(self, scale: float, size: Size) -> FloatArray:
         self._record("laplace", scale, size)
         return self.inner.laplace(scale, size)
 
-    def gaussian(self, sigma, size):
+    def gaussian(self, sigma: float, size: Size) -> FloatArray:
         self._record("gaussian", sigma, size)
         return self.inner.gaussian(sigma, size)
 
-    def discrete_gaussian(self, sigma, size):
+    def discrete_gaussian(self, sigma: float, size: Size) -> IntArray:
         self._record("discrete_gaussian", sigma, size)
         return self.inner.discrete_gaussian(sigma, size)
 
-    def gumbel(self, scale, size):
+    def gumbel(self, scale: float, size: Size) -> FloatArray:
         self._record("gumbel", scale, size)
         return self.inner.gumbel(scale, size)
 
-    def report_noisy_max(self, scores, scale):
+    def report_noisy_max(self, scores: npt.ArrayLike, scale: float) -> int:
         self._record("report_noisy_max", scale, np.shape(scores))
         return self.inner.report_noisy_max(scores, scale)
 
-    def uniform(self, size):
+    def uniform(self, size: Size) -> FloatArray:
         self._record("uniform", None, size)
         return self.inner.uniform(size)
 
-    def integers(self, high, size):
+    def integers(self, high: int, size: Size) -> IntArray:
         self._record("integers", None, size)
         return self.inner.integers(high, size)
 
-    def choice(self, probabilities, size):
+    def choice(self, probabilities: FloatArray, size: Size) -> IntArray:
         self._record("choice", None, size)
         return self.inner.choice(probabilities, size)
 
-    def multinomial(self, n, probabilities):
+    def multinomial(self, n: int, probabilities: FloatArray) -> IntArray:
         self._record("multinomial", None, np.shape(probabilities))
         return self.inner.multinomial(n, probabilities)
 
-    def shuffle(self, values):
+    def shuffle(self, values: AnyArray) -> None:
         self._record("shuffle", None, np.shape(values))
         self.inner.shuffle(values)
 
-    def smoothed_cells(self, counts, mix, rows):
+    def smoothed_cells(self, counts: npt.ArrayLike, mix: float, rows: int) -> IntArray:
         self._record("smoothed_cells", None, rows)
         return self.inner.smoothed_cells(counts, mix, rows)
 
 
 def exponential_mechanism(
-    scores, *, epsilon: float, sensitivity: float, rng: RandomSource | None = None
+    scores: npt.ArrayLike, *, epsilon: float, sensitivity: float, rng: RandomSource | None = None
 ) -> int:
     """Select an index with probability proportional to exp(epsilon * score / (2 * sensitivity)).
 

@@ -13,7 +13,9 @@ so the preview is the split the release will use, not a copy of it.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from mechanisms.accounting import noise_scale
 from mechanisms.histogram import count_sensitivity, min_admissible_mix
@@ -37,7 +39,7 @@ class NoisePlan:
     expected_error: float
     outputs: int
     support: int
-    details: dict = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
 
 
 def discrete_laplace_std(scale: float) -> float:
@@ -48,11 +50,20 @@ def discrete_laplace_std(scale: float) -> float:
     return math.sqrt(2.0 * alpha) / -math.expm1(-1.0 / scale)  # 1 - alpha, also at huge scales
 
 
-def _cells(schema: Schema, columns) -> int:
+def _cells(schema: Schema, columns: Sequence[str] | None) -> int:
     return math.prod(schema.domain_shape(columns))
 
 
-def perturbed_plan(schema, columns, params, *, epsilon, delta, neighbouring, n) -> NoisePlan:
+def perturbed_plan(
+    schema: Schema,
+    columns: Sequence[str] | None,
+    params: dict[str, Any],
+    *,
+    epsilon: float,
+    delta: float,
+    neighbouring: str,
+    n: int,
+) -> NoisePlan:
     """Discrete Laplace of scale sensitivity/epsilon on every cell count."""
     scale = check_count_noise(noise_scale(count_sensitivity(neighbouring), epsilon), epsilon)
     cells = _cells(schema, columns)
@@ -74,7 +85,16 @@ def smoothed_default_rows(n: int, cells: int, epsilon: float) -> int:
     )
 
 
-def smoothed_plan(schema, columns, params, *, epsilon, delta, neighbouring, n) -> NoisePlan:
+def smoothed_plan(
+    schema: Schema,
+    columns: Sequence[str] | None,
+    params: dict[str, Any],
+    *,
+    epsilon: float,
+    delta: float,
+    neighbouring: str,
+    n: int,
+) -> NoisePlan:
     """No added noise: `rows` draws from (1 - mix)·histogram + mix·uniform (Thm 4.1)."""
     n, cells = max(n or 0, 1), _cells(schema, columns)
     rows = params.get("rows") or smoothed_default_rows(n, cells, epsilon)
@@ -87,7 +107,16 @@ def smoothed_plan(schema, columns, params, *, epsilon, delta, neighbouring, n) -
     )
 
 
-def mwem_plan(schema, columns, params, *, epsilon, delta, neighbouring, n) -> NoisePlan:
+def mwem_plan(
+    schema: Schema,
+    columns: Sequence[str] | None,
+    params: dict[str, Any],
+    *,
+    epsilon: float,
+    delta: float,
+    neighbouring: str,
+    n: int,
+) -> NoisePlan:
     """MWEM's own budget split (`mechanisms.mwem.plan_budget`, what `mwem` itself spends).
 
     init_fraction·ε measures the 1-way marginals, then T rounds select and measure.
@@ -119,7 +148,16 @@ def mwem_plan(schema, columns, params, *, epsilon, delta, neighbouring, n) -> No
     )
 
 
-def range_count_plan(schema, columns, params, *, epsilon, delta, neighbouring, n) -> NoisePlan:
+def range_count_plan(
+    schema: Schema,
+    columns: Sequence[str] | None,
+    params: dict[str, Any],
+    *,
+    epsilon: float,
+    delta: float,
+    neighbouring: str,
+    n: int,
+) -> NoisePlan:
     """The range-count planner on public inputs: bounds, grid, a workload drawn like the real one.
 
     The expected error is the chosen plan's predicted standard deviation per answer.

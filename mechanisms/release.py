@@ -19,6 +19,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
@@ -37,12 +38,14 @@ class ReleaseOutput:
     """Public files of a release, its manifest, public plot data and what it spent."""
 
     files: dict[str, bytes]
-    manifest: dict  # from a mechanism: {"parameters": ...}; run_release completes it
-    trace: dict = field(default_factory=dict)
-    spent: dict = field(default_factory=dict)  # {"epsilon", "delta", ...}: the recorded spend
+    manifest: dict[str, Any]  # from a mechanism: {"parameters": ...}; run_release completes it
+    trace: dict[str, Any] = field(default_factory=dict)
+    spent: dict[str, Any] = field(
+        default_factory=dict
+    )  # {"epsilon", "delta", ...}: the recorded spend
 
 
-def file_sha256(path) -> str:
+def file_sha256(path: str | Path) -> str:
     """Hash of a file's bytes, read in blocks."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
@@ -51,12 +54,12 @@ def file_sha256(path) -> str:
     return digest.hexdigest()
 
 
-def public_manifest(manifest: dict) -> dict:
+def public_manifest(manifest: dict[str, Any]) -> dict[str, Any]:
     """The manifest without custodian-only fields (the raw input's hash, in old manifests)."""
     return {k: v for k, v in manifest.items() if k not in CUSTODIAN_ONLY_FIELDS}
 
 
-def write_release(output: ReleaseOutput, out_dir) -> list[Path]:
+def write_release(output: ReleaseOutput, out_dir: str | Path) -> list[Path]:
     """Write each public file of `output` and manifest.json into out_dir; return the paths.
 
     Only public content: the mechanism's files and its public manifest (no input hash).
@@ -88,6 +91,6 @@ def csv_bytes(frame: pd.DataFrame) -> bytes:
     return buffer.getvalue()
 
 
-def json_bytes(document) -> bytes:
+def json_bytes(document: Any) -> bytes:
     """Stable, readable JSON encoding of a manifest or trace."""
     return (json.dumps(document, indent=2, sort_keys=True, allow_nan=False) + "\n").encode()

@@ -22,22 +22,29 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
+from mechanisms.arrays import AnyArray
 from mechanisms.chunks import table_chunks
 from mechanisms.errors import MechanismError
 from mechanisms.noise import RandomSource, resolve_rng
+
+if TYPE_CHECKING:
+    from mechanisms.chunks import ChunkedTable
+
 
 OTHER_LABEL = "(other)"
 MAX_CELLS = 10**8
 CHUNK_ROWS = 1 << 20
 
 
-def _is_number(value) -> bool:
+def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -61,7 +68,7 @@ class NumericColumn:
             f"[{e[i]:g}, {e[i + 1]:g}{']' if i == len(e) - 2 else ')'}" for i in range(len(e) - 1)
         ]
 
-    def encode(self, values: np.ndarray, first_row: int = 0) -> np.ndarray:
+    def encode(self, values: AnyArray, first_row: int = 0) -> AnyArray:
         """Bin indices of `values` after clamping to [lower, upper]."""
         values = _as_float(values, self.name)
         bad = np.isnan(values)
@@ -78,7 +85,7 @@ class NumericColumn:
         codes = np.searchsorted(np.asarray(self.edges[1:-1]), values, side="right")
         return np.clip(codes, 0, self.n_cells - 1, out=codes)
 
-    def decode(self, codes: np.ndarray, rng: RandomSource) -> np.ndarray:
+    def decode(self, codes: AnyArray, rng: RandomSource) -> AnyArray:
         """A value drawn uniformly inside each code's bin."""
         values = rng.uniform(len(codes))
         if self.equal_width:  # lower + (code + u) * width, in place
@@ -91,7 +98,7 @@ class NumericColumn:
         values += edges[codes]
         return values
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         bins = self.n_cells if self.equal_width else list(self.edges)
         return {
             "name": self.name,
@@ -117,7 +124,7 @@ class CategoricalColumn:
     def labels(self) -> list[str]:
         return list(self.categories) + ([OTHER_LABEL] if self.unknown == "other" else [])
 
-    def encode(self, values, first_row: int = 0) -> np.ndarray:
+    def encode(self, values: AnyArray, first_row: int = 0) -> AnyArray:
         """Category indices; unknown values go to the "(other)" cell or are refused."""
         codes = self._category_indices(pd.Series(values, copy=False))
         unknown = codes < 0
@@ -131,7 +138,7 @@ class CategoricalColumn:
             codes[unknown] = len(self.categories)
         return codes
 
-    def _category_indices(self, values: pd.Series) -> np.ndarray:
+    def _category_indices(self, values: pd.Series) -> AnyArray:
         """Index of each value's text among the categories, -1 if none.
 
         Text and integer columns are compared once per distinct value (their distinct values
@@ -144,11 +151,11 @@ class CategoricalColumn:
             return np.append(known, -1).astype(np.int64)[codes]
         return categories.get_indexer(values.astype("string")).astype(np.int64)
 
-    def decode(self, codes: np.ndarray, rng: RandomSource) -> np.ndarray:
+    def decode(self, codes: AnyArray, rng: RandomSource) -> AnyArray:
         """The category label of each code."""
         return np.asarray(self.labels(), dtype=object)[codes]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "type": "categorical",
@@ -163,21 +170,21 @@ class IgnoredColumn:
 
     name: str
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "type": "ignored"}
 
 
 Column = NumericColumn | CategoricalColumn
 
 
-def _as_float(values, name: str) -> np.ndarray:
+def _as_float(values: AnyArray, name: str) -> AnyArray:
     values = np.asarray(values)
     if values.dtype.kind in "iuf":
         return values.astype(np.float64, copy=False)
     return pd.to_numeric(pd.Series(values), errors="coerce").to_numpy(dtype=np.float64)
 
 
-def _numeric_from_dict(d: dict) -> NumericColumn:
+def _numeric_from_dict(d: dict[str, Any]) -> NumericColumn:
     name, lower, upper, bins = d["name"], d.get("lower"), d.get("upper"), d.get("bins")
     if not (_is_number(lower) and _is_number(upper)):
         raise MechanismError(
@@ -210,7 +217,7 @@ def _numeric_from_dict(d: dict) -> NumericColumn:
     return NumericColumn(name, float(lower), float(upper), tuple(float(e) for e in bins), False)
 
 
-def _categorical_from_dict(d: dict) -> CategoricalColumn:
+def _categorical_from_dict(d: dict[str, Any]) -> CategoricalColumn:
     name, categories, unknown = d["name"], d.get("categories"), d.get("unknown", "other")
     if not (
         isinstance(categories, list)
@@ -231,7 +238,7 @@ def _categorical_from_dict(d: dict) -> CategoricalColumn:
     return CategoricalColumn(name, labels, unknown)
 
 
-def _column_from_dict(d) -> Column | IgnoredColumn:
+def _column_from_dict(d: dict[str, Any]) -> Column | IgnoredColumn:
     if not isinstance(d, dict) or not isinstance(d.get("name"), str) or not d["name"]:
         raise MechanismError(f'schema column ({d!r}) must be an object with a non-empty "name"')
     kind = d.get("type")
@@ -259,7 +266,7 @@ class Schema:
             )
 
     @classmethod
-    def from_dict(cls, d) -> Schema:
+    def from_dict(cls, d: dict[str, Any]) -> Schema:
         """Build and validate a schema from its JSON form."""
         if not isinstance(d, dict) or not isinstance(d.get("columns"), list) or not d["columns"]:
             raise MechanismError(
@@ -268,7 +275,7 @@ class Schema:
         return cls([_column_from_dict(c) for c in d["columns"]])
 
     @classmethod
-    def load(cls, path) -> Schema:
+    def load(cls, path: str | Path) -> Schema:
         """Read a schema JSON file."""
         try:
             document = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -280,7 +287,7 @@ class Schema:
             raise MechanismError(f"schema file ({str(path)!r}) is not valid JSON: {exc}") from None
         return cls.from_dict(document)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """The JSON form."""
         return {"columns": [c.to_dict() for c in self.columns.values()]}
 
@@ -298,7 +305,7 @@ class Schema:
             )
         return spec
 
-    def resolve_columns(self, columns=None) -> list[str]:
+    def resolve_columns(self, columns: Sequence[str] | None = None) -> list[str]:
         """The requested column names, validated; None means every column that is not ignored."""
         if columns is None:
             columns = [n for n, c in self.columns.items() if not isinstance(c, IgnoredColumn)]
@@ -313,7 +320,7 @@ class Schema:
             self.column(name)
         return columns
 
-    def domain_shape(self, columns) -> tuple[int, ...]:
+    def domain_shape(self, columns: Sequence[str] | None) -> tuple[int, ...]:
         """Number of cells along each column, in order."""
         shape = tuple(self.column(n).n_cells for n in self.resolve_columns(columns))
         if math.prod(shape) > MAX_CELLS:
@@ -327,7 +334,7 @@ class Schema:
         """Human-readable label of each cell along a column."""
         return self.column(column).labels()
 
-    def encode(self, data: pd.DataFrame, columns) -> np.ndarray:
+    def encode(self, data: pd.DataFrame, columns: Sequence[str] | None) -> AnyArray:
         """Cell index per column, shape (n, k), int64."""
         columns = self.resolve_columns(columns)
         _check_present(data, columns)
@@ -336,7 +343,7 @@ class Schema:
             codes[:, j] = self.column(name).encode(data[name].to_numpy())
         return codes
 
-    def _flat_chunks(self, data, columns):
+    def _flat_chunks(self, data: pd.DataFrame | ChunkedTable, columns: Sequence[str] | None):
         """Yield (start, flat cell index of one chunk's rows), row-major.
 
         `data` is a DataFrame, encoded CHUNK_ROWS rows at a time, or a ChunkedTable.
@@ -352,12 +359,14 @@ class Schema:
                 flat += self.column(name).encode(piece[name], start).astype(dtype)
             yield start, flat
 
-    def cell_index(self, data: pd.DataFrame, columns) -> np.ndarray:
+    def cell_index(self, data: pd.DataFrame, columns: Sequence[str] | None) -> AnyArray:
         """Flat (row-major) cell index of each row."""
         chunks = [flat for _, flat in self._flat_chunks(data, columns)]
         return np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.int32)
 
-    def cell_counts(self, data, columns) -> np.ndarray:
+    def cell_counts(
+        self, data: pd.DataFrame | ChunkedTable, columns: Sequence[str] | None
+    ) -> AnyArray:
         """Exact count of rows in each cell, shape `domain_shape(columns)`, int64.
 
         `data` is a DataFrame or a ChunkedTable; either is encoded chunk by chunk, so memory
@@ -369,7 +378,9 @@ class Schema:
             counts += np.bincount(flat, minlength=counts.size)
         return counts.reshape(shape)
 
-    def decode(self, codes: np.ndarray, columns, rng: RandomSource | None = None) -> pd.DataFrame:
+    def decode(
+        self, codes: AnyArray, columns: Sequence[str] | None, rng: RandomSource | None = None
+    ) -> pd.DataFrame:
         """Rows from cell codes (n, k): uniform inside numeric bins, the label for categories."""
         columns, rng = self.resolve_columns(columns), resolve_rng(rng)
         codes = np.asarray(codes, dtype=np.int64).reshape(-1, len(columns))
@@ -378,7 +389,7 @@ class Schema:
         )
 
     def decode_cells(
-        self, flat: np.ndarray, columns, rng: RandomSource | None = None
+        self, flat: AnyArray, columns: Sequence[str] | None, rng: RandomSource | None = None
     ) -> pd.DataFrame:
         """Rows from flat cell indices, decoded in chunks into preallocated columns."""
         columns, rng = self.resolve_columns(columns), resolve_rng(rng)

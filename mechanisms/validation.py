@@ -13,9 +13,12 @@ value itself); they are for the custodian only and must never appear in a public
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 
+from mechanisms.arrays import AnyArray
 from mechanisms.schema import CategoricalColumn, Column, NumericColumn, Schema
 
 NUMERIC_PROBLEMS = {
@@ -32,7 +35,7 @@ CATEGORY_FIX = (
 )
 
 
-def refused_values(column: Column, values: pd.Series) -> dict[str, np.ndarray]:
+def refused_values(column: Column, values: pd.Series) -> dict[str, AnyArray]:
     """Boolean masks, by kind of problem, of the values a release of `column` would refuse."""
     if isinstance(column, CategoricalColumn):
         if column.unknown != "reject":
@@ -56,7 +59,7 @@ def refused_values(column: Column, values: pd.Series) -> dict[str, np.ndarray]:
 class DataCheck:
     """Tally of refused values over a table read in consecutive chunks (or in one piece)."""
 
-    def __init__(self, schema: Schema, columns):
+    def __init__(self, schema: Schema, columns: Sequence[str] | None):
         specs = [schema.columns.get(name) for name in columns]
         self.columns = [c for c in specs if isinstance(c, NumericColumn | CategoricalColumn)]
         self.rows_seen = 0
@@ -77,7 +80,7 @@ class DataCheck:
         return [_message(name, kind, *tally) for (name, kind), tally in self._found.items()]
 
 
-def check_data(data: pd.DataFrame, schema: Schema, columns) -> list[str]:
+def check_data(data: pd.DataFrame, schema: Schema, columns: Sequence[str] | None) -> list[str]:
     """Every problem of `data` for a release of `columns` under `schema`; [] if none."""
     absent = [name for name in columns if name not in data.columns]
     check = DataCheck(schema, [name for name in columns if name in data.columns])

@@ -20,12 +20,18 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from mechanisms.errors import MechanismError
+
+if TYPE_CHECKING:
+    from mechanisms.noise import RandomSource
+
 
 __all__ = [
     "Query",
@@ -52,7 +58,7 @@ class Query:
         """Number of answers this query releases (1 for a box)."""
         return 1 if self.box is not None else math.prod(shape[a] for a in self.attrs)
 
-    def describe(self, columns: list[str]) -> dict:
+    def describe(self, columns: list[str]) -> dict[str, Any]:
         """A JSON-ready description with column names, for measurements.json and traces."""
         names = [columns[a] for a in self.attrs]
         if self.box is None:
@@ -60,12 +66,12 @@ class Query:
         return {"type": "box", "columns": names, "bins": [list(r) for r in self.box]}
 
 
-def marginals_spec(k: int) -> dict:
+def marginals_spec(k: int) -> dict[str, Any]:
     """The workload document for all k-way marginals (``--marginals K`` on the CLI)."""
     return {"queries": [{"type": "marginals", "k": k}]}
 
 
-def load_workload(path: str | Path) -> dict:
+def load_workload(path: str | Path) -> dict[str, Any]:
     """Read a workload JSON document; a missing or malformed file raises MechanismError."""
     try:
         return json.loads(Path(path).read_text())
@@ -76,7 +82,7 @@ def load_workload(path: str | Path) -> dict:
 
 
 def expand_workload(
-    spec: dict, columns: list[str], shape: tuple[int, ...], ordered: set[str]
+    spec: dict[str, Any], columns: list[str], shape: tuple[int, ...], ordered: set[str]
 ) -> list[Query]:
     """Turn a workload document into a de-duplicated list of queries over ``columns``.
 
@@ -95,7 +101,9 @@ def expand_workload(
     return list(queries)
 
 
-def _expand_entry(entry, columns, shape, ordered) -> list[Query]:
+def _expand_entry(
+    entry, columns: Sequence[str] | None, shape: tuple[int, ...], ordered: Any
+) -> list[Query]:
     kind = entry.get("type") if isinstance(entry, dict) else None
     d = len(columns)
     if kind == "marginals" and "k" in entry:
@@ -121,7 +129,9 @@ def _expand_entry(entry, columns, shape, ordered) -> list[Query]:
     )
 
 
-def _positions(names, columns, ordered=None) -> tuple[int, ...]:
+def _positions(
+    names: list[str], columns: Sequence[str] | None, ordered: Any = None
+) -> tuple[int, ...]:
     if not isinstance(names, list) or not names:
         raise MechanismError(f"workload columns ({_short(names)}) must be a non-empty list")
     for name in names:
@@ -139,7 +149,7 @@ def _positions(names, columns, ordered=None) -> tuple[int, ...]:
     return tuple(sorted(columns.index(n) for n in names))
 
 
-def _box(attrs, ranges, shape) -> Query:
+def _box(attrs: Any, ranges, shape: tuple[int, ...]) -> Query:
     """A box from one [lo, hi] per column in ``attrs`` (listed order), stored in column order."""
     if not isinstance(ranges, list) or len(ranges) != len(attrs):
         raise MechanismError(f"box ({_short(ranges)}) needs one [lo, hi] bin range per column")
@@ -155,24 +165,26 @@ def _box(attrs, ranges, shape) -> Query:
     return Query(tuple(a for a, _ in checked), tuple(r for _, r in checked))
 
 
-def _int_in(value, what, lo, hi) -> int:
+def _int_in(value: Any, what: str, lo: float, hi: float) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
         raise MechanismError(f"{what} ({value!r}) must be an integer from {lo} to {hi}")
     return value
 
 
-def _list(value, what) -> list:
+def _list(value: Any, what: str) -> list[Any]:
     if not isinstance(value, list) or not value:
         raise MechanismError(f"workload {what} ({_short(value)}) must be a non-empty list")
     return value
 
 
-def _short(value) -> str:
+def _short(value: Any) -> str:
     text = json.dumps(value, default=str)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def random_marginals_spec(columns: list[str], k: int, count: int, rng) -> dict:
+def random_marginals_spec(
+    columns: list[str], k: int, count: int, rng: RandomSource
+) -> dict[str, Any]:
     """A workload of ``count`` distinct k-way marginals drawn uniformly from a public source.
 
     ``rng`` is a RandomSource used for public randomness only (the workload is public);
@@ -192,7 +204,9 @@ def random_marginals_spec(columns: list[str], k: int, count: int, rng) -> dict:
     return {"queries": [{"type": "marginals", "subsets": subsets}]}
 
 
-def random_boxes_spec(columns: list[str], bins: list[int], count: int, rng) -> dict:
+def random_boxes_spec(
+    columns: list[str], bins: list[int], count: int, rng: RandomSource
+) -> dict[str, Any]:
     """A workload of ``count`` random boxes over ordered ``columns`` with ``bins`` bins each.
 
     Each side is the interval between two uniform bin indices (public randomness from ``rng``).

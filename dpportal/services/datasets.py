@@ -97,7 +97,7 @@ def dataset_create_from_upload(
 
 def dataset_remove_orphan_files(older_than_hours=6) -> int:
     """Remove stored files no dataset refers to: parts of uploads cut off by a killed process."""
-    referenced = set()
+    referenced: set[str] = set()
     for names in Dataset.objects.values_list("storage_name", "parquet_name"):
         referenced.update(names)
     return files.remove_orphan_stored_files(referenced - {""}, older_than_hours * 3600)

@@ -11,10 +11,16 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mechanisms.arrays import AnyArray
 from mechanisms.workload import Query
+
+if TYPE_CHECKING:
+    from mechanisms.noise import RandomSource
+
 
 _INTERMEDIATE_CELLS = 1 << 16
 _stamps = itertools.count()  # a fresh stamp marks every change of a group's array
@@ -29,21 +35,21 @@ class _Group:
     pending factors in one broadcast, only when it is needed.
     """
 
-    def __init__(self, attrs: tuple[int, ...], probs: np.ndarray):
+    def __init__(self, attrs: tuple[int, ...], probs: AnyArray):
         self.attrs = attrs
         self.size = probs.size
         self.stamp = next(_stamps)
         self._probs = probs
-        self._pending: list[tuple[tuple[int, ...], np.ndarray]] = []
-        self.partials: dict[tuple[int, ...], np.ndarray] = {attrs: probs}
+        self._pending: list[tuple[tuple[int, ...], AnyArray]] = []
+        self.partials: dict[tuple[int, ...], AnyArray] = {attrs: probs}
 
     @property
-    def probs(self) -> np.ndarray:
+    def probs(self) -> AnyArray:
         """The full, up-to-date array."""
         self._flush()
         return self._probs
 
-    def reweight(self, keep: tuple[int, ...], factor: np.ndarray) -> None:
+    def reweight(self, keep: tuple[int, ...], factor: AnyArray) -> None:
         """Multiply by ``factor`` over ``keep`` (lazily for the full array)."""
         self.stamp = next(_stamps)
         wanted = set(keep)
@@ -69,7 +75,7 @@ class _Group:
         self._pending = []
         self.partials[self.attrs] = self._probs
 
-    def marginal(self, keep: tuple[int, ...]) -> np.ndarray:
+    def marginal(self, keep: tuple[int, ...]) -> AnyArray:
         """Marginal on the sorted ``keep`` ⊆ attrs, summed from the smallest cached superset.
 
         Summing a large array over many axes is the hot path, so the first marginal asked of a
@@ -101,7 +107,7 @@ class _Group:
         return self.partials[keep]
 
 
-def _spread(factor: np.ndarray, keep: tuple[int, ...], attrs: tuple[int, ...]) -> np.ndarray:
+def _spread(factor: AnyArray, keep: tuple[int, ...], attrs: tuple[int, ...]) -> AnyArray:
     """``factor`` (axes ``keep``) reshaped to broadcast against an array with axes ``attrs``."""
     return factor.reshape([factor.shape[keep.index(a)] if a in keep else 1 for a in attrs])
 
@@ -113,15 +119,15 @@ def _cells_of(group: _Group):
 class FactoredDistribution:
     """A product of independent attribute groups, each a dense array of probabilities."""
 
-    def __init__(self, shape: tuple[int, ...], groups: list[tuple[tuple[int, ...], np.ndarray]]):
+    def __init__(self, shape: tuple[int, ...], groups: list[tuple[tuple[int, ...], AnyArray]]):
         self.shape = tuple(shape)
         self.group_of: list[_Group] = [None] * len(shape)  # type: ignore[list-item]
         for attrs, probs in groups:
             self._install(_Group(attrs, probs / probs.sum()))
-        self._products: dict[tuple[int, ...], tuple[tuple[int, ...], np.ndarray]] = {}
+        self._products: dict[tuple[int, ...], tuple[tuple[int, ...], AnyArray]] = {}
 
     @classmethod
-    def independent(cls, one_way: list[np.ndarray], *, dense: bool = False):
+    def independent(cls, one_way: list[AnyArray], *, dense: bool = False):
         """The product of the 1-way distributions; one group per attribute unless ``dense``."""
         shape = tuple(len(p) for p in one_way)
         if not dense:
@@ -139,14 +145,14 @@ class FactoredDistribution:
         for a in group.attrs:
             self.group_of[a] = group
 
-    def _groups_of(self, attrs) -> list[_Group]:
+    def _groups_of(self, attrs: Any) -> list[_Group]:
         return list({id(self.group_of[a]): self.group_of[a] for a in attrs}.values())
 
     def merged_size(self, attrs: tuple[int, ...]) -> int:
         """Cells of the group that measuring a query on ``attrs`` would need."""
         return math.prod(g.size for g in self._groups_of(attrs))
 
-    def marginal(self, attrs: tuple[int, ...]) -> np.ndarray:
+    def marginal(self, attrs: tuple[int, ...]) -> AnyArray:
         """Probabilities of the marginal on sorted ``attrs`` (cached until a group changes)."""
         groups = self._groups_of(attrs)
         if len(groups) == 1:
@@ -177,7 +183,7 @@ class FactoredDistribution:
         perm = np.argsort(order)
         self._install(_Group(tuple(sorted(order)), np.ascontiguousarray(joint.transpose(perm))))
 
-    def reweight(self, attrs: tuple[int, ...], factor: np.ndarray) -> None:
+    def reweight(self, attrs: tuple[int, ...], factor: AnyArray) -> None:
         """Multiply by ``factor`` (an array over ``attrs``) in one broadcast and renormalise.
 
         The groups holding ``attrs`` must already be merged.
@@ -185,11 +191,11 @@ class FactoredDistribution:
         factor = factor / float(np.sum(self.marginal(attrs) * factor))
         self.group_of[attrs[0]].reweight(attrs, factor)
 
-    def to_dense(self) -> np.ndarray:
+    def to_dense(self) -> AnyArray:
         """The full joint array (small domains only: tests and the averaged output)."""
         return self.marginal(tuple(range(len(self.shape)))).copy()
 
-    def sample(self, n: int, rng) -> np.ndarray:
+    def sample(self, n: int, rng: RandomSource) -> AnyArray:
         """``n`` records (cell codes, shape (n, d)) drawn from the distribution.
 
         Each group is sampled systematically (cell counts within one of n·p) and the groups'
@@ -205,7 +211,7 @@ class FactoredDistribution:
         return codes
 
 
-def _answer(query: Query, marginal: np.ndarray) -> np.ndarray:
+def _answer(query: Query, marginal: AnyArray) -> AnyArray:
     """The query's answer vector from the marginal on its attributes (length 1 for a box)."""
     if query.box is None:
         return marginal.ravel()

@@ -7,9 +7,11 @@ and the model, never the data, and draws nothing.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
+from mechanisms.arrays import AnyArray
 from mechanisms.mwem.distribution import _INTERMEDIATE_CELLS, FactoredDistribution, _box_slices
 from mechanisms.workload import Query
 
@@ -32,7 +34,7 @@ def _floor(noise_scale: float, n: int, share: float = FLOOR_SHARE) -> float:
 def _mw_update(
     model: FactoredDistribution,
     query: Query,
-    target: np.ndarray,
+    target: AnyArray,
     floor: float,
     update: str = "damped",
 ):
@@ -48,7 +50,7 @@ def _mw_update(
         model.reweight(query.attrs, factor)
 
 
-def _damped_factor(query: Query, current: np.ndarray, target: np.ndarray, floor: float):
+def _damped_factor(query: Query, current: AnyArray, target: AnyArray, floor: float):
     """√(target / current) on each part of the domain the query splits it into.
 
     A marginal's cells and a box with its complement partition the domain; the target is
@@ -65,7 +67,7 @@ def _damped_factor(query: Query, current: np.ndarray, target: np.ndarray, floor:
     return np.sqrt(np.clip(ratio, math.exp(-2), math.exp(2)))
 
 
-def _paper_factor(query: Query, current: np.ndarray, target: np.ndarray) -> np.ndarray:
+def _paper_factor(query: Query, current: AnyArray, target: AnyArray) -> AnyArray:
     """The paper's exp(q(x)·(m − q(A))/(2n)), with answers as fractions of n.
 
     Each cell of a marginal is its own counting query q; a box is one query (1 inside, 0
@@ -79,7 +81,9 @@ def _paper_factor(query: Query, current: np.ndarray, target: np.ndarray) -> np.n
     return factor
 
 
-def _refit(model, measured, mw_passes, update, *, last_round) -> None:
+def _refit(
+    model: Any, measured: Any, mw_passes: int | None, update: str, *, last_round: bool
+) -> None:
     """MW updates after a new measurement (the paper's practical improvement).
 
     Only measurements linked to the newest one through shared attributes are refitted: the
@@ -101,7 +105,7 @@ def _refit(model, measured, mw_passes, update, *, last_round) -> None:
             _mw_update(model, query, target, floor, update)
 
 
-def _linked(measured: list) -> list:
+def _linked(measured: list[Any]) -> list[Any]:
     """The measurements connected to the newest one by chains of shared attributes."""
     reach, grew = set(measured[-1][0].attrs), True
     while grew:

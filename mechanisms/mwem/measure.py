@@ -17,14 +17,20 @@ Privacy, unit = one record (each function states what it spends):
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from mechanisms.accounting import noise_scale
+from mechanisms.arrays import AnyArray
 from mechanisms.errors import MechanismError
 from mechanisms.mwem.distribution import _answer
 from mechanisms.noise import exponential_mechanism
 from mechanisms.workload import Query
+
+if TYPE_CHECKING:
+    from mechanisms.noise import RandomSource
+
 
 BOX_SENSITIVITY = 1
 
@@ -46,11 +52,11 @@ class _TrueAnswers:
     ``_measure`` (noisy or as a selection), never as they are.
     """
 
-    def __init__(self, codes: np.ndarray, shape: tuple[int, ...]):
+    def __init__(self, codes: AnyArray, shape: tuple[int, ...]):
         self.columns = np.ascontiguousarray(np.asarray(codes).T)  # fast per-column reads
         self.shape, self._cache = shape, {}
 
-    def marginal(self, attrs: tuple[int, ...]) -> np.ndarray:
+    def marginal(self, attrs: tuple[int, ...]) -> AnyArray:
         if attrs not in self._cache:
             dims = tuple(self.shape[a] for a in attrs)
             flat = np.ravel_multi_index(tuple(self.columns[a] for a in attrs), dims)
@@ -58,11 +64,11 @@ class _TrueAnswers:
             self._cache[attrs] = counts.reshape(dims).astype(np.int64)
         return self._cache[attrs]
 
-    def answer(self, query: Query) -> np.ndarray:
+    def answer(self, query: Query) -> AnyArray:
         return _answer(query, self.marginal(query.attrs))
 
 
-def _start(true, rows, eps_init, neighbouring, rng):
+def _start(true: AnyArray, rows: int, eps_init: float, neighbouring: str, rng: RandomSource):
     """Measure every 1-way marginal with ``eps_init`` (none if 0).
 
     Returns (n, noisy 1-way counts, start weights, noise scale). A noisy count below the noise
@@ -86,7 +92,7 @@ def _start(true, rows, eps_init, neighbouring, rng):
     return n, one_way, [np.maximum(m, max(scale, 0.5)) for m in one_way], scale
 
 
-def _estimate_n(one_way: list[np.ndarray]) -> int:
+def _estimate_n(one_way: list[AnyArray]) -> int:
     """Post-processing: the mean total of the noisy 1-way marginals, at least 1."""
     return max(1, round(float(np.mean([m.sum() for m in one_way]))))
 
@@ -100,7 +106,15 @@ def _expected_abs_noise(scale: float) -> float:
 
 
 def _select(
-    model, true, workload, n, eps_select, eps_measure, marginal_l1, memory_cells, rng
+    model: Any,
+    true: AnyArray,
+    workload: Any,
+    n: int,
+    eps_select: float,
+    eps_measure: float,
+    marginal_l1: int,
+    memory_cells: int | None,
+    rng: RandomSource,
 ) -> Query:
     """Exponential mechanism over the queries the memory budget allows.
 
@@ -119,7 +133,14 @@ def _select(
     return allowed[exponential_mechanism(scores, epsilon=eps_select, sensitivity=1, rng=rng)]
 
 
-def _selection_scores(model, true, queries, n, eps_measure, marginal_l1) -> np.ndarray:
+def _selection_scores(
+    model: Any,
+    true: AnyArray,
+    queries: list[dict[str, Any]],
+    n: int,
+    eps_measure: float,
+    marginal_l1: int,
+) -> AnyArray:
     """(‖q(B) − q(A)‖₁ − expected ‖noise‖₁ of measuring q) / Δ_q: sensitivity 1 each."""
     scores = np.empty(len(queries))
     for i, q in enumerate(queries):
@@ -130,7 +151,7 @@ def _selection_scores(model, true, queries, n, eps_measure, marginal_l1) -> np.n
     return scores
 
 
-def _measure(true, query: Query, eps_measure: float, marginal_l1: int, rng):
+def _measure(true: AnyArray, query: Query, eps_measure: float, marginal_l1: int, rng: RandomSource):
     """The query's answer plus discrete Laplace noise of scale Δ_q/ε; returns (noisy, scale).
 
     Privacy: spends ``eps_measure`` (ε-DP): Δ_q = ``_sensitivity(query, marginal_l1)``, scale

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -21,6 +22,10 @@ from mechanisms.errors import MechanismError
 from mechanisms.mwem.measure import BOX_SENSITIVITY, _expected_abs_noise, marginal_sensitivity
 from mechanisms.noise import check_count_noise
 from mechanisms.workload import Query
+
+if TYPE_CHECKING:
+    from mechanisms.arrays import AnyArray
+
 
 MAX_DEFAULT_ROUNDS = 30
 MIN_DEFAULT_ROUNDS = 3
@@ -55,7 +60,7 @@ class MwemPlan:
     expected_cell_error: float  # E|noise| of one measured marginal cell, in rows
 
     @property
-    def budget(self) -> dict:
+    def budget(self) -> dict[str, Any]:
         """The split as MWEM's result and manifest state it (``budget_split``)."""
         return {
             "epsilon": self.epsilon,
@@ -115,7 +120,14 @@ def plan_budget(
     )
 
 
-def initial_fraction(n, epsilon, shape, workload, neighbouring, init_fraction=None) -> float:
+def initial_fraction(
+    n: int,
+    epsilon: float,
+    shape: tuple[int, ...],
+    workload: Any,
+    neighbouring: str,
+    init_fraction: float | None = None,
+) -> float:
     """``init_fraction`` if given, else the default share of ε for the 1-way start.
 
     replace-one: ``default_init_fraction`` of the public n; add-remove: the fixed
@@ -128,7 +140,7 @@ def initial_fraction(n, epsilon, shape, workload, neighbouring, init_fraction=No
     return ADD_REMOVE_INIT_FRACTION
 
 
-def default_init_fraction(n, epsilon, shape, workload) -> float:
+def default_init_fraction(n: int, epsilon: float, shape: tuple[int, ...], workload: Any) -> float:
     """1 / (1 + T) for the T the whole budget would allow (no minimum), at least 0.1; or 0.
 
     All d 1-way marginals together weigh like one more round: with a single affordable round
@@ -146,13 +158,13 @@ def default_init_fraction(n, epsilon, shape, workload) -> float:
 
 
 def default_rounds(
-    n,
-    epsilon,
-    shape,
-    workload,
-    init_fraction,
-    select_fraction,
-    marginal_l1,
+    n: int,
+    epsilon: float,
+    shape: tuple[int, ...],
+    workload: Any,
+    init_fraction: float,
+    select_fraction: float,
+    marginal_l1: int,
     minimum=MIN_DEFAULT_ROUNDS,
 ):
     """The largest T (``minimum`` to min(|W|, MAX_DEFAULT_ROUNDS)) that keeps two things useful.
@@ -200,7 +212,7 @@ def _share(epsilon: float, fraction: float) -> float:
     return float_at_most(Fraction(epsilon) * Fraction(fraction))
 
 
-def _split(epsilon, eps_init, rounds, select_fraction) -> tuple[float, float]:
+def _split(epsilon: float, eps_init: float, rounds, select_fraction: float) -> tuple[float, float]:
     """(ε_select, ε_measure) per round, each rounded down.
 
     In exact arithmetic eps_init + rounds × (ε_select + ε_measure) <= ε.
@@ -212,14 +224,23 @@ def _split(epsilon, eps_init, rounds, select_fraction) -> tuple[float, float]:
     return eps_select, float_at_most(Fraction(per_round) - Fraction(eps_select))
 
 
-def _check_noise_fits(epsilon, eps_init, d, marginal_l1, eps_measure) -> None:
+def _check_noise_fits(
+    epsilon: float, eps_init: float, d: dict[str, Any], marginal_l1: int, eps_measure: float
+) -> None:
     """Refuse an ε whose count noise 64-bit integers cannot carry (see noise.check_count_noise)."""
     if eps_init > 0:
         check_count_noise(noise_scale(marginal_l1 * d, eps_init), epsilon)
     check_count_noise(noise_scale(marginal_l1, eps_measure), epsilon)
 
 
-def _check_args(neighbouring, init_fraction, select_fraction, output, update, workload):
+def _check_args(
+    neighbouring: str,
+    init_fraction: float,
+    select_fraction: float,
+    output: str,
+    update: str,
+    workload: Any,
+):
     """MWEM's options other than ε (checked before the split, which divides by ε)."""
     check_neighbouring(neighbouring)
     _check_fractions(init_fraction, select_fraction)
@@ -231,14 +252,14 @@ def _check_args(neighbouring, init_fraction, select_fraction, output, update, wo
         raise MechanismError("workload (empty) must hold at least one query")
 
 
-def _check_fractions(init_fraction, select_fraction) -> None:
+def _check_fractions(init_fraction: float, select_fraction: float) -> None:
     if not 0 <= init_fraction < 1:
         raise MechanismError(f"init_fraction ({init_fraction!r}) must be in [0, 1)")
     if not 0 < select_fraction < 1:
         raise MechanismError(f"select_fraction ({select_fraction!r}) must be in (0, 1)")
 
 
-def _check_counts(n, **counts) -> None:
+def _check_counts(n: int, **counts: AnyArray) -> None:
     if n < 1:
         raise MechanismError("data (0 rows) must have at least one row for MWEM")
     for name, value in counts.items():
@@ -248,7 +269,7 @@ def _check_counts(n, **counts) -> None:
             raise MechanismError(f"{name} ({value!r}) must be a whole number >= 1")
 
 
-def _check_dense_fits(shape, memory_cells) -> bool:
+def _check_dense_fits(shape: tuple[int, ...], memory_cells: int | None) -> bool:
     cells = math.prod(shape)
     if cells > memory_cells:
         raise MechanismError(

@@ -8,13 +8,16 @@ public values), ``fit`` and ``distribution`` (post-processing of the noisy measu
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pandas as pd
 
 from mechanisms.accounting import check_epsilon, float_at_most, noise_scale
+from mechanisms.arrays import AnyArray
 from mechanisms.errors import MechanismError
 from mechanisms.mwem.distribution import FactoredDistribution, _answer
 from mechanisms.mwem.fit import _floor, _mw_update, _refit
@@ -36,6 +39,13 @@ from mechanisms.release import ReleaseOutput, csv_bytes, json_bytes
 from mechanisms.schema import NumericColumn
 from mechanisms.workload import Query, expand_workload, load_workload, marginals_spec
 
+if TYPE_CHECKING:
+    from mechanisms.chunks import ChunkedTable
+    from mechanisms.noise import RandomSource
+    from mechanisms.release import Progress
+    from mechanisms.schema import Schema
+
+
 DEFAULT_MEMORY_CELLS = 25_000_000  # float64 cells per group: 200 MB
 
 
@@ -48,14 +58,14 @@ class MwemResult:
 
     distribution: FactoredDistribution
     n: int
-    measurements: list[dict] = field(default_factory=list)
-    trace: list[dict] = field(default_factory=list)
+    measurements: list[dict[str, Any]] = field(default_factory=list)
+    trace: list[dict[str, Any]] = field(default_factory=list)
     rounds: int = 0
-    budget: dict = field(default_factory=dict)
+    budget: dict[str, Any] = field(default_factory=dict)
 
 
 def mwem(
-    codes: np.ndarray,
+    codes: AnyArray,
     shape: tuple[int, ...],
     workload: list[Query],
     *,
@@ -69,7 +79,7 @@ def mwem(
     update: str = "damped",
     dense: bool = False,
     memory_cells: int = DEFAULT_MEMORY_CELLS,
-    rng=None,
+    rng: RandomSource | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> MwemResult:
     """Fit a synthetic-data distribution to ``workload`` with MWEM.
@@ -153,14 +163,14 @@ def mwem(
 
 
 def measure_all(
-    codes: np.ndarray,
+    codes: AnyArray,
     shape: tuple[int, ...],
     workload: list[Query],
     *,
     epsilon: float,
     neighbouring: str = "replace-one",
     mw_passes: int = 20,
-    rng=None,
+    rng: RandomSource | None = None,
 ) -> FactoredDistribution:
     """The non-adaptive baseline: measure every workload query at ε/|W|, then fit by MW passes.
 
@@ -190,11 +200,13 @@ def measure_all(
     return model
 
 
-def _measurement_record(query: Query, noisy: np.ndarray, scale: float) -> dict:
+def _measurement_record(query: Query, noisy: AnyArray, scale: float) -> dict[str, Any]:
     return {"query": query, "noisy_answer": [int(v) for v in noisy], "noise_scale": scale}
 
 
-def _trace_entry(t, query, noisy, model, measured, shape) -> dict:
+def _trace_entry(
+    t, query, noisy, model: Any, measured: Any, shape: tuple[int, ...]
+) -> dict[str, Any]:
     """Round t's public trace (post-processing of DP values).
 
     The selected query, its noisy answer, and the largest gap between the model and any noisy
@@ -226,7 +238,18 @@ RELEASE_PARAMS = {
 }
 
 
-def _run_mwem(data, schema, *, columns, params, epsilon, delta, neighbouring, rng, progress):
+def _run_mwem(
+    data: pd.DataFrame | ChunkedTable,
+    schema: Schema,
+    *,
+    columns: Sequence[str] | None,
+    params: dict[str, Any],
+    epsilon: float,
+    delta: float,
+    neighbouring: str,
+    rng: RandomSource,
+    progress: Progress | None,
+):
     """The registry entry: encode, run MWEM, decode ``n`` synthetic rows, package the files."""
     unknown = sorted(set(params) - RELEASE_PARAMS)
     if unknown:
@@ -269,7 +292,7 @@ def _run_mwem(data, schema, *, columns, params, epsilon, delta, neighbouring, rn
     )
 
 
-def spent_by(budget: dict) -> dict:
+def spent_by(budget: dict[str, Any]) -> dict[str, Any]:
     """What a run with this budget split spent: the exact sum of its parts, rounded up to a float.
 
     Pure epsilon-DP by sequential composition: the 1-way start, then per round one selection
@@ -283,7 +306,7 @@ def spent_by(budget: dict) -> dict:
     return {"epsilon": total, "delta": 0.0, **budget}
 
 
-def _workload_spec(params: dict, d: int) -> dict:
+def _workload_spec(params: dict[str, Any], d: int) -> dict[str, Any]:
     if "workload" in params and "marginals" in params:
         raise MechanismError("workload and marginals are both given; pass only one of them")
     if "workload" in params:

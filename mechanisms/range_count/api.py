@@ -12,13 +12,16 @@ import csv
 import io
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from mechanisms.accounting import zcdp_to_approx_dp
+from mechanisms.arrays import AnyArray
 from mechanisms.chunks import table_chunks
 from mechanisms.errors import MechanismError
 from mechanisms.noise import resolve_rng
@@ -42,6 +45,13 @@ from mechanisms.range_count.tree import TreePlan
 from mechanisms.release import ReleaseOutput, json_bytes
 from mechanisms.schema import CHUNK_ROWS
 
+if TYPE_CHECKING:
+    from mechanisms.chunks import ChunkedTable
+    from mechanisms.noise import RandomSource
+    from mechanisms.release import Progress
+    from mechanisms.schema import Schema
+
+
 MECHANISM_NAMES = ("auto", "mn12", "mn12_laplace", "tree", "path_tree", "identity", "per_query")
 ESTIMATORS = ("auto", "chain", "gls")
 GLS_FLOPS = 3e11  # `auto` uses GLS for mn12 while its dense solves stay below this
@@ -60,20 +70,24 @@ PLAN_TYPES = {
 class RangeCountResult:
     """Noisy answers, their predicted variances, the accounting and the released structure."""
 
-    answers: np.ndarray
-    variance: np.ndarray
+    answers: AnyArray
+    variance: AnyArray
     mechanism: str
-    accounting: dict
-    structure: dict
-    predicted: dict  # mechanism -> predicted mean variance (public), for the candidates planned
+    accounting: dict[str, Any]
+    structure: dict[str, Any]
+    predicted: dict[
+        str, Any
+    ]  # mechanism -> predicted mean variance (public), for the candidates planned
 
 
-def shatter_exponent(queries: list[dict], dim: int) -> int:
+def shatter_exponent(queries: list[dict[str, Any]], dim: int) -> int:
     """Exponent d of the shatter function: halfspaces in R^dim -> dim, boxes -> 2 dim."""
     return max(dim if q["type"] == "halfspace" else 2 * dim for q in queries)
 
 
-def candidate_mechanisms(support: Support, queries: list[dict], target: PrivacyTarget) -> list:
+def candidate_mechanisms(
+    support: Support, queries: list[dict[str, Any]], target: PrivacyTarget
+) -> list[Any]:
     """What `auto` compares: baselines, the tree on grids, path_tree and mn12 for halfspaces."""
     names = ["identity", "per_query"]
     if support.grid_shape is not None:
@@ -88,13 +102,13 @@ def candidate_mechanisms(support: Support, queries: list[dict], target: PrivacyT
 def build_plan(
     name: str,
     support: Support,
-    queries: list[dict],
-    bits: np.ndarray,
+    queries: list[dict[str, Any]],
+    bits: AnyArray,
     target: PrivacyTarget,
     *,
     quantile: float = QUANTILE,
     n_min: int = N_MIN,
-    progress=None,
+    progress: Progress | None = None,
 ):
     """Public plan of one mechanism: depends on support, workload and budget, never on counts."""
     if name == "identity":
@@ -127,10 +141,10 @@ def build_plan(
 def choose_plan(
     mechanism: str,
     support: Support,
-    queries: list[dict],
-    bits: np.ndarray,
+    queries: list[dict[str, Any]],
+    bits: AnyArray,
     target: PrivacyTarget,
-    **options,
+    **options: Any,
 ):
     """The named plan, or for `auto` the candidate with the smallest predicted mean variance."""
     names = candidate_mechanisms(support, queries, target) if mechanism == "auto" else [mechanism]
@@ -156,9 +170,9 @@ def _check_options(mechanism: str, estimator: str, quantile: float, n_min: int) 
 
 
 def range_count(
-    counts,
+    counts: AnyArray,
     support: Support,
-    queries: list[dict],
+    queries: list[dict[str, Any]],
     *,
     epsilon: float,
     delta: float,
@@ -167,8 +181,8 @@ def range_count(
     estimator: str = "auto",
     quantile: float = QUANTILE,
     n_min: int = N_MIN,
-    rng=None,
-    progress=None,
+    rng: RandomSource | None = None,
+    progress: Progress | None = None,
 ) -> RangeCountResult:
     """Answer a workload of range counts over a public support under differential privacy.
 
@@ -207,7 +221,7 @@ def range_count(
     return RangeCountResult(answers, variance, plan.name, accounting, structure, predicted)
 
 
-def resolve_estimator(estimator: str, plan, queries: int) -> str:
+def resolve_estimator(estimator: str, plan: Any, queries: int) -> str:
     """`auto`: GLS (smaller variance) for path_tree, and for mn12 when its cost is moderate."""
     if estimator != "auto":
         return estimator
@@ -219,7 +233,7 @@ def resolve_estimator(estimator: str, plan, queries: int) -> str:
     return "gls" if flops <= GLS_FLOPS else "chain"
 
 
-def account(plan, target: PrivacyTarget) -> dict:
+def account(plan: Any, target: PrivacyTarget) -> dict[str, Any]:
     """Privacy accounting recomputed from the plan's per-point loss; refuses any overspend."""
     if isinstance(plan, MN12Plan) and plan.noise == "laplace":
         return laplace_accounting(plan, target)
@@ -257,7 +271,7 @@ def account(plan, target: PrivacyTarget) -> dict:
     return out
 
 
-def _jsonable(value):
+def _jsonable(value: Any):
     if isinstance(value, dict):
         return {k: _jsonable(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -265,7 +279,7 @@ def _jsonable(value):
     return np.asarray(value).tolist()
 
 
-def _arrays(value):
+def _arrays(value: Any):
     if isinstance(value, dict):
         return {k: _arrays(v) for k, v in value.items()}
     if isinstance(value, list) and value and isinstance(value[0], dict):
@@ -273,7 +287,7 @@ def _arrays(value):
     return np.asarray(value, dtype=float)
 
 
-def load_structure(structure: dict):
+def load_structure(structure: dict[str, Any]):
     """(support, plan, noisy) from a released structure; raises MechanismError if malformed."""
     if not isinstance(structure, dict) or structure.get("format") != STRUCTURE_FORMAT:
         raise MechanismError(
@@ -292,7 +306,9 @@ def load_structure(structure: dict):
         raise MechanismError(f"structure is damaged ({type(exc).__name__}: {exc})") from None
 
 
-def answer_queries(structure: dict, queries: list[dict], *, estimator: str | None = None):
+def answer_queries(
+    structure: dict[str, Any], queries: list[dict[str, Any]], *, estimator: str | None = None
+):
     """Answer new ranges from a released structure: post-processing, no privacy cost.
 
     Returns (answers, predicted variances). Accuracy is guaranteed only for ranges close to the
@@ -311,7 +327,9 @@ def answer_queries(structure: dict, queries: list[dict], *, estimator: str | Non
 # ---------------------------------------------------------------- release.py entry point
 
 
-def support_from_schema(schema, columns, params: dict) -> Support:
+def support_from_schema(
+    schema: Schema, columns: Sequence[str] | None, params: dict[str, Any]
+) -> Support:
     """Support from the schema's public bounds plus a grid (params or schema bins) or points."""
     specs = [schema.column(c) for c in columns]
     bad = [s.name for s in specs if not hasattr(s, "lower")]
@@ -330,7 +348,9 @@ def support_from_schema(schema, columns, params: dict) -> Support:
     return grid_support(columns, bounds, shape)
 
 
-def workload_from_params(support: Support, params: dict, rng) -> list[dict]:
+def workload_from_params(
+    support: Support, params: dict[str, Any], rng: RandomSource
+) -> list[dict[str, Any]]:
     """The public workload: given queries plus generated halfspaces, boxes or prefixes."""
     workload = params.get("workload") or []
     queries = (
@@ -347,7 +367,9 @@ def workload_from_params(support: Support, params: dict, rng) -> list[dict]:
     return normalize_queries(queries, support.dim)
 
 
-def support_counts(support: Support, data, columns) -> np.ndarray:
+def support_counts(
+    support: Support, data: pd.DataFrame | ChunkedTable, columns: Sequence[str] | None
+) -> AnyArray:
     """Records per support point, from a DataFrame or a ChunkedTable, one chunk at a time."""
     counts = np.zeros(support.n, dtype=np.int64)
     for _start, piece in table_chunks(data, CHUNK_ROWS):
@@ -359,16 +381,16 @@ def support_counts(support: Support, data, columns) -> np.ndarray:
 
 
 def range_count_release(
-    data,
-    schema,
+    data: pd.DataFrame | ChunkedTable,
+    schema: Schema,
     *,
-    columns,
-    params: dict,
+    columns: Sequence[str] | None,
+    params: dict[str, Any],
     epsilon: float,
     delta: float,
     neighbouring: str,
-    rng,
-    progress=None,
+    rng: RandomSource,
+    progress: Progress | None = None,
 ):
     """release.py entry: answers.csv and structure.json for a workload of range counts.
 
@@ -426,7 +448,7 @@ def range_count_release(
     )
 
 
-def read_queries_file(path: str, columns) -> list[dict]:
+def read_queries_file(path: str, columns: Sequence[str] | None) -> list[dict[str, Any]]:
     """Queries from a JSON or CSV file (CSV when the name ends in .csv)."""
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -451,7 +473,7 @@ def range_query_csv(structure_path: str, query_path: str, estimator: str | None 
     return answers_csv(queries, answers, variance)
 
 
-def answers_csv(queries: list[dict], answers, variance) -> str:
+def answers_csv(queries: list[dict[str, Any]], answers, variance) -> str:
     """CSV text: query index, its definition (JSON), noisy answer, predicted variance."""
     out = io.StringIO()
     writer = csv.writer(out)

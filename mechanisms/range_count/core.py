@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -25,7 +27,12 @@ from mechanisms.accounting import (
     check_epsilon,
     check_neighbouring,
 )
+from mechanisms.arrays import AnyArray
 from mechanisms.errors import MechanismError
+
+if TYPE_CHECKING:
+    from mechanisms.noise import RandomSource
+
 
 SAFETY = 1.0 + 1e-12  # noise scales are rounded up so float error never overspends
 
@@ -66,7 +73,7 @@ def privacy_target(*, epsilon: float, delta: float, neighbouring: str) -> Privac
 # ---------------------------------------------------------------- noise
 
 
-def draw_noise(rng, noise: str, scale: float, size) -> np.ndarray:
+def draw_noise(rng: RandomSource, noise: str, scale: float, size: Any) -> AnyArray:
     """Integer noise for integer counts: discrete Gaussian (std `scale`) or discrete Laplace."""
     if scale == 0:
         return np.zeros(size, dtype=np.int64)
@@ -97,7 +104,7 @@ def scale_for(noise: str, loss: float, loss_budget: float) -> float:
     return math.sqrt(ratio) if noise == "gaussian" else ratio
 
 
-def per_point_loss(noise: str, loads: np.ndarray, scale: float) -> np.ndarray:
+def per_point_loss(noise: str, loads: AnyArray, scale: float) -> AnyArray:
     """Loss of each point with `loads` released sets at one noise scale."""
     if scale == 0:
         return np.where(loads > 0, math.inf, 0.0)
@@ -107,17 +114,17 @@ def per_point_loss(noise: str, loads: np.ndarray, scale: float) -> np.ndarray:
 # ---------------------------------------------------------------- bit matrices
 
 
-def unpack(bits: np.ndarray, n: int) -> np.ndarray:
+def unpack(bits: AnyArray, n: int) -> AnyArray:
     """Packed 0/1 rows -> float32 dense rows (exact for GEMM while n < 2**24)."""
     return np.unpackbits(bits, axis=-1, count=n).astype(np.float32)
 
 
-def popcount(bits: np.ndarray) -> np.ndarray:
+def popcount(bits: AnyArray) -> AnyArray:
     """Number of ones in each packed row."""
     return np.bitwise_count(bits).sum(axis=-1, dtype=np.int64)
 
 
-def restrict_columns(bits: np.ndarray, n: int, keep: np.ndarray, block: int = 8192) -> np.ndarray:
+def restrict_columns(bits: AnyArray, n: int, keep: AnyArray, block: int = 8192) -> AnyArray:
     """Packed rows restricted to the columns `keep` (sorted indices), repacked."""
     if len(keep) == n:
         return bits
@@ -128,7 +135,7 @@ def restrict_columns(bits: np.ndarray, n: int, keep: np.ndarray, block: int = 81
     return out
 
 
-def unique_rows(bits: np.ndarray):
+def unique_rows(bits: AnyArray):
     """Distinct packed rows: (unique, first index of each, inverse, counts)."""
     view = np.ascontiguousarray(bits).view(np.dtype((np.void, bits.shape[1])))
     _, first, inverse, counts = np.unique(
@@ -137,19 +144,19 @@ def unique_rows(bits: np.ndarray):
     return bits[first], first, inverse, counts
 
 
-def memo(cache: dict, key, compute):
+def memo(cache: dict[str, Any], key: Any, compute: Callable[[], Any]):
     """cache[key], computed once: plans cache what depends only on public inputs."""
     if key not in cache:
         cache[key] = compute()
     return cache[key]
 
 
-def bits_key(bits: np.ndarray) -> tuple:
+def bits_key(bits: AnyArray) -> tuple[Any, ...]:
     """A cache key for a packed query matrix."""
     return bits.shape, hashlib.sha1(bits.tobytes(), usedforsecurity=False).hexdigest()
 
 
-def row_keys(bits: np.ndarray) -> list[bytes]:
+def row_keys(bits: AnyArray) -> list[bytes]:
     """Hashable key of each packed row."""
     return [row.tobytes() for row in bits]
 
@@ -170,16 +177,16 @@ class IdentityPlan:
     def build(cls, n: int, target: PrivacyTarget) -> IdentityPlan:
         return cls(n, target.noise, scale_for(target.noise, 1.0, target.loss_budget))
 
-    def point_loss(self) -> np.ndarray:
+    def point_loss(self) -> AnyArray:
         return per_point_loss(self.noise, np.ones(self.n), self.scale)
 
-    def predicted_variance(self, query_bits: np.ndarray) -> np.ndarray:
+    def predicted_variance(self, query_bits: AnyArray) -> AnyArray:
         return popcount(query_bits) * noise_variance(self.noise, self.scale)
 
-    def measure(self, counts: np.ndarray, rng) -> dict:
+    def measure(self, counts: AnyArray, rng: RandomSource) -> dict[str, Any]:
         return {"points": counts + draw_noise(rng, self.noise, self.scale, self.n)}
 
-    def answer(self, noisy: dict, query_bits: np.ndarray, estimator: str = "chain"):
+    def answer(self, noisy: dict[str, Any], query_bits: AnyArray, estimator: str = "chain"):
         y = np.asarray(noisy["points"], dtype=float)
         answers = np.concatenate(
             [
@@ -190,11 +197,11 @@ class IdentityPlan:
         )
         return answers, self.predicted_variance(query_bits)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"n": self.n, "noise": self.noise, "scale": self.scale}
 
     @classmethod
-    def from_dict(cls, d: dict, **_) -> IdentityPlan:
+    def from_dict(cls, d: dict[str, Any], **_: Any) -> IdentityPlan:
         return cls(int(d["n"]), d["noise"], float(d["scale"]))
 
 
@@ -202,14 +209,14 @@ class IdentityPlan:
 class PerQueryPlan:
     """Noise on each workload answer; the scale covers the point in the most queries."""
 
-    query_bits: np.ndarray
+    query_bits: AnyArray
     n: int
     noise: str
     scale: float
     name: str = "per_query"
 
     @classmethod
-    def build(cls, query_bits: np.ndarray, n: int, target: PrivacyTarget) -> PerQueryPlan:
+    def build(cls, query_bits: AnyArray, n: int, target: PrivacyTarget) -> PerQueryPlan:
         max_load = float(_column_sums(query_bits, n).max())
         return cls(
             query_bits,
@@ -218,13 +225,13 @@ class PerQueryPlan:
             scale_for(target.noise, max(max_load, 1.0), target.loss_budget),
         )
 
-    def point_loss(self) -> np.ndarray:
+    def point_loss(self) -> AnyArray:
         return per_point_loss(self.noise, _column_sums(self.query_bits, self.n), self.scale)
 
-    def predicted_variance(self, query_bits: np.ndarray) -> np.ndarray:
+    def predicted_variance(self, query_bits: AnyArray) -> AnyArray:
         return np.full(len(query_bits), noise_variance(self.noise, self.scale))
 
-    def measure(self, counts: np.ndarray, rng) -> dict:
+    def measure(self, counts: AnyArray, rng: RandomSource) -> dict[str, Any]:
         exact = np.concatenate(
             [
                 unpack(b, self.n).astype(np.int64) @ counts
@@ -233,7 +240,7 @@ class PerQueryPlan:
         )
         return {"answers": exact + draw_noise(rng, self.noise, self.scale, len(exact))}
 
-    def answer(self, noisy: dict, query_bits: np.ndarray, estimator: str = "chain"):
+    def answer(self, noisy: dict[str, Any], query_bits: AnyArray, estimator: str = "chain"):
         index = {key: k for k, key in enumerate(row_keys(self.query_bits))}
         rows = [index.get(key) for key in row_keys(query_bits)]
         missing = [k for k, r in enumerate(rows) if r is None]
@@ -245,15 +252,15 @@ class PerQueryPlan:
         y = np.asarray(noisy["answers"], dtype=float)
         return y[rows], self.predicted_variance(query_bits)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"n": self.n, "noise": self.noise, "scale": self.scale}
 
     @classmethod
-    def from_dict(cls, d: dict, *, workload_bits: np.ndarray, **_) -> PerQueryPlan:
+    def from_dict(cls, d: dict[str, Any], *, workload_bits: AnyArray, **_: Any) -> PerQueryPlan:
         return cls(workload_bits, int(d["n"]), d["noise"], float(d["scale"]))
 
 
-def _column_sums(bits: np.ndarray, n: int, block: int = 8192) -> np.ndarray:
+def _column_sums(bits: AnyArray, n: int, block: int = 8192) -> AnyArray:
     total = np.zeros(n, dtype=np.int64)
     for s in range(0, len(bits), block):
         total += np.unpackbits(bits[s : s + block], axis=1, count=n).sum(axis=0, dtype=np.int64)

@@ -11,11 +11,18 @@ import csv
 import io
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mechanisms.arrays import AnyArray
 from mechanisms.errors import MechanismError
+
+if TYPE_CHECKING:
+    from mechanisms.noise import RandomSource
+
 
 QUERY_TYPES = ("interval", "box", "halfspace")
 _HALFSPACE_TOLERANCE = 1e-9
@@ -26,9 +33,9 @@ class Support:
     """The public point set P: a grid of cell centres over the bounds, or a public point list."""
 
     columns: tuple[str, ...]
-    lower: np.ndarray  # (d,) public bounds from the schema
-    upper: np.ndarray
-    points: np.ndarray  # (n, d) coordinates of the support points
+    lower: AnyArray  # (d,) public bounds from the schema
+    upper: AnyArray
+    points: AnyArray  # (n, d) coordinates of the support points
     grid_shape: tuple[int, ...] | None = None
 
     @property
@@ -39,7 +46,7 @@ class Support:
     def dim(self) -> int:
         return int(self.points.shape[1])
 
-    def snap(self, values: np.ndarray) -> np.ndarray:
+    def snap(self, values: AnyArray) -> AnyArray:
         """Map records (N, d) to support indices; values are clamped to the public bounds."""
         values = np.asarray(values, dtype=float).reshape(-1, self.dim)
         if np.isnan(values).any():
@@ -49,14 +56,14 @@ class Support:
             return self._snap_grid(clamped)
         return self._snap_nearest(clamped)
 
-    def _snap_grid(self, values: np.ndarray) -> np.ndarray:
+    def _snap_grid(self, values: AnyArray) -> AnyArray:
         shape = np.asarray(self.grid_shape)
         width = (self.upper - self.lower) / shape
         cells = np.floor((values - self.lower) / width).astype(np.int64)
         cells = np.clip(cells, 0, shape - 1)
         return np.ravel_multi_index(tuple(cells.T), self.grid_shape)
 
-    def _snap_nearest(self, values: np.ndarray, block: int = 4096) -> np.ndarray:
+    def _snap_nearest(self, values: AnyArray, block: int = 4096) -> AnyArray:
         scale = self.upper - self.lower
         pts = self.points / scale
         out = np.empty(len(values), dtype=np.int64)
@@ -66,11 +73,11 @@ class Support:
             out[start : start + block] = dist.argmin(axis=1)
         return out
 
-    def counts(self, values: np.ndarray) -> np.ndarray:
+    def counts(self, values: AnyArray) -> AnyArray:
         """Private count vector x (n,): number of records snapped to each support point."""
         return np.bincount(self.snap(values), minlength=self.n).astype(np.int64)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         out = {
             "columns": list(self.columns),
             "lower": self.lower.tolist(),
@@ -83,14 +90,14 @@ class Support:
         return out
 
     @classmethod
-    def from_dict(cls, d: dict) -> Support:
+    def from_dict(cls, d: dict[str, Any]) -> Support:
         bounds = list(zip(d["lower"], d["upper"], strict=True))
         if "grid" in d:
             return grid_support(d["columns"], bounds, d["grid"])
         return point_support(d["columns"], bounds, d["points"])
 
 
-def _check_bounds(columns, bounds) -> tuple[np.ndarray, np.ndarray]:
+def _check_bounds(columns: Sequence[str] | None, bounds: Any) -> tuple[AnyArray, AnyArray]:
     if not 1 <= len(columns) <= 3:
         raise MechanismError(f"range counting takes 1 to 3 numeric columns, got {len(columns)}")
     if len(bounds) != len(columns):
@@ -105,7 +112,7 @@ def _check_bounds(columns, bounds) -> tuple[np.ndarray, np.ndarray]:
     return lower, upper
 
 
-def grid_support(columns, bounds, shape) -> Support:
+def grid_support(columns: Sequence[str] | None, bounds: Any, shape: tuple[int, ...]) -> Support:
     """Support = centres of a regular grid with `shape` cells over the public `bounds`."""
     lower, upper = _check_bounds(columns, bounds)
     shape = tuple(int(g) for g in shape)
@@ -127,7 +134,7 @@ def grid_support(columns, bounds, shape) -> Support:
     return Support(tuple(columns), lower, upper, points, shape)
 
 
-def point_support(columns, bounds, points) -> Support:
+def point_support(columns: Sequence[str] | None, bounds: Any, points) -> Support:
     """Support = a public list of points (e.g. published centroids) inside the public bounds."""
     lower, upper = _check_bounds(columns, bounds)
     pts = np.asarray(points, dtype=float)
@@ -156,7 +163,7 @@ def parse_grid(text: str, dims: int) -> tuple[int, ...]:
 # ---------------------------------------------------------------- workload
 
 
-def _vector(q: dict, key: str, dim: int, k: int) -> np.ndarray:
+def _vector(q: dict[str, Any], key: str, dim: int, k: int) -> AnyArray:
     value = q.get(key)
     if value is None:
         raise MechanismError(f"query {k}: missing {key!r}")
@@ -166,7 +173,7 @@ def _vector(q: dict, key: str, dim: int, k: int) -> np.ndarray:
     return arr
 
 
-def normalize_query(q: dict, dim: int, k: int = 0) -> dict:
+def normalize_query(q: dict[str, Any], dim: int, k: int = 0) -> dict[str, Any]:
     """Validate one query dict and return it in canonical form (lists of floats)."""
     if not isinstance(q, dict):
         raise MechanismError(f"query {k} ({q!r}) must be an object with a 'type'")
@@ -187,14 +194,16 @@ def normalize_query(q: dict, dim: int, k: int = 0) -> dict:
     return {"type": "box", "lo": lo.tolist(), "hi": hi.tolist()}
 
 
-def normalize_queries(queries, dim: int) -> list[dict]:
+def normalize_queries(queries: list[dict[str, Any]], dim: int) -> list[dict[str, Any]]:
     """Validate a list of queries; an empty workload is an error."""
     if not isinstance(queries, list) or not queries:
         raise MechanismError("the workload is empty; give queries or generate some")
     return [normalize_query(q, dim, k) for k, q in enumerate(queries)]
 
 
-def load_workload(text: str, columns: tuple[str, ...], *, fmt: str = "json") -> list[dict]:
+def load_workload(
+    text: str, columns: tuple[str, ...], *, fmt: str = "json"
+) -> list[dict[str, Any]]:
     """Read a workload from JSON ({"queries": [...]} or a list) or CSV text.
 
     CSV columns: `type`, then `lo_<col>`, `hi_<col>` for boxes, `a_<col>` and `b` for halfspaces.
@@ -212,7 +221,7 @@ def load_workload(text: str, columns: tuple[str, ...], *, fmt: str = "json") -> 
     return normalize_queries(queries, dim)
 
 
-def _queries_from_csv(text: str, columns) -> list[dict]:
+def _queries_from_csv(text: str, columns: Sequence[str] | None) -> list[dict[str, Any]]:
     queries = []
     for row in csv.DictReader(io.StringIO(text)):
         kind = (row.get("type") or "").strip()
@@ -240,13 +249,13 @@ def _queries_from_csv(text: str, columns) -> list[dict]:
     return queries
 
 
-def _standard_normal_from_uniform(rng, shape) -> np.ndarray:
+def _standard_normal_from_uniform(rng: RandomSource, shape: tuple[int, ...]) -> AnyArray:
     """Box-Muller from the source's uniform draws: public randomness, not a noise primitive."""
     u1, u2 = rng.uniform(shape), rng.uniform(shape)
     return np.sqrt(-2.0 * np.log1p(-u1)) * np.cos(2.0 * np.pi * u2)
 
 
-def random_halfspaces(support: Support, m: int, rng) -> list[dict]:
+def random_halfspaces(support: Support, m: int, rng: RandomSource) -> list[dict[str, Any]]:
     """M halfspaces a·x <= b with a random direction, through a random support point (public)."""
     if m < 1:
         raise MechanismError(f"number of random halfspaces ({m}) must be >= 1")
@@ -260,7 +269,7 @@ def random_halfspaces(support: Support, m: int, rng) -> list[dict]:
     ]
 
 
-def random_boxes(support: Support, m: int, rng) -> list[dict]:
+def random_boxes(support: Support, m: int, rng: RandomSource) -> list[dict[str, Any]]:
     """M boxes with uniformly random corners inside the public bounds."""
     if m < 1:
         raise MechanismError(f"number of random boxes ({m}) must be >= 1")
@@ -272,12 +281,12 @@ def random_boxes(support: Support, m: int, rng) -> list[dict]:
     ]
 
 
-def all_prefixes(support: Support) -> list[dict]:
+def all_prefixes(support: Support) -> list[dict[str, Any]]:
     """One box from the lower corner to each support point (all prefixes on a grid)."""
     return [{"type": "box", "lo": support.lower.tolist(), "hi": p.tolist()} for p in support.points]
 
 
-def incidence(support: Support, queries: list[dict], block: int = 4096) -> np.ndarray:
+def incidence(support: Support, queries: list[dict[str, Any]], block: int = 4096) -> AnyArray:
     """Bit-packed incidence (m, ceil(n/8)) of the queries restricted to the support points."""
     m, n = len(queries), support.n
     out = np.zeros((m, (n + 7) // 8), dtype=np.uint8)
@@ -287,7 +296,7 @@ def incidence(support: Support, queries: list[dict], block: int = 4096) -> np.nd
     return out
 
 
-def _dense_incidence(support: Support, queries: list[dict]) -> np.ndarray:
+def _dense_incidence(support: Support, queries: list[dict[str, Any]]) -> AnyArray:
     pts = support.points
     rows = np.zeros((len(queries), support.n), dtype=bool)
     half = [k for k, q in enumerate(queries) if q["type"] == "halfspace"]
@@ -304,6 +313,6 @@ def _dense_incidence(support: Support, queries: list[dict]) -> np.ndarray:
     return rows
 
 
-def workload_kinds(queries: list[dict]) -> set[str]:
+def workload_kinds(queries: list[dict[str, Any]]) -> set[str]:
     """The set of query types present ('box' covers intervals)."""
     return {q["type"] for q in queries}

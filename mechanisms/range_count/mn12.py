@@ -28,11 +28,14 @@ epsilon(p) = sqrt(2 ln(1/delta) sum_j eps_j^2) + sum_j eps_j (e^eps_j - 1); the 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.linalg
 
+from mechanisms.arrays import AnyArray
 from mechanisms.range_count.core import (
     SAFETY,
     PrivacyTarget,
@@ -45,6 +48,11 @@ from mechanisms.range_count.core import (
     unique_rows,
     unpack,
 )
+
+if TYPE_CHECKING:
+    from mechanisms.noise import RandomSource
+    from mechanisms.release import Progress
+
 
 N_MIN = 16
 QUANTILE = 0.9
@@ -62,15 +70,15 @@ class Packing:
     rows: list[int]  # centre -> row of bits; centre 0 is the empty set (row -1)
     levels: list[int]
     parents: list[int]
-    anchors: list[np.ndarray] = field(default_factory=list)  # per level: nearest centre per row
-    distances: list[np.ndarray] = field(default_factory=list)  # per level: distance to it
-    dense: np.ndarray | None = None  # float32 copy of all rows when it fits in memory
+    anchors: list[AnyArray] = field(default_factory=list)  # per level: nearest centre per row
+    distances: list[AnyArray] = field(default_factory=list)  # per level: distance to it
+    dense: AnyArray | None = None  # float32 copy of all rows when it fits in memory
 
-    def rows_dense(self, bits: np.ndarray, n: int, index) -> np.ndarray:
+    def rows_dense(self, bits: AnyArray, n: int, index: Any) -> AnyArray:
         return self.dense[index] if self.dense is not None else unpack(bits[index], n)
 
 
-def nested_packing(bits: np.ndarray, n: int, j_max: int) -> Packing:
+def nested_packing(bits: AnyArray, n: int, j_max: int) -> Packing:
     """Greedy maximal packings S_1..S_jmax, nested, with pairwise distance >= n 2^-i."""
     pack = start_packing(bits)
     for level in range(1, j_max + 1):
@@ -78,14 +86,14 @@ def nested_packing(bits: np.ndarray, n: int, j_max: int) -> Packing:
     return pack
 
 
-def start_packing(bits: np.ndarray) -> Packing:
+def start_packing(bits: AnyArray) -> Packing:
     """S_0 = {empty set}: every range's nearest centre is the empty set, at distance |R|."""
     sizes = popcount(bits).astype(np.float64)
     dense = unpack(bits, bits.shape[1] * 8) if bits.size * 32 <= _CACHE_BYTES else None
     return Packing([-1], [0], [-1], [np.zeros(len(bits), dtype=np.int64)], [sizes], dense)
 
 
-def add_level(pack: Packing, bits: np.ndarray, n: int, level: int) -> None:
+def add_level(pack: Packing, bits: AnyArray, n: int, level: int) -> None:
     """Extend S_{level-1} greedily to a maximal packing with pairwise distance >= n 2^-level."""
     sizes = pack.distances[0]
     nearest_dist, nearest = pack.distances[-1].copy(), pack.anchors[-1].copy()
@@ -112,7 +120,7 @@ def add_level(pack: Packing, bits: np.ndarray, n: int, level: int) -> None:
     pack.distances.append(nearest_dist)
 
 
-def _greedy(dist: np.ndarray, threshold: float) -> list[int]:
+def _greedy(dist: AnyArray, threshold: float) -> list[int]:
     ok = np.ones(len(dist), dtype=bool)
     chosen = []
     for j in range(len(dist)):
@@ -123,7 +131,15 @@ def _greedy(dist: np.ndarray, threshold: float) -> list[int]:
 
 
 def _update_nearest(
-    pack, bits, n, centres, centre_sizes, first, nearest_dist, nearest, block: int = 8192
+    pack,
+    bits: AnyArray,
+    n: int,
+    centres,
+    centre_sizes,
+    first,
+    nearest_dist,
+    nearest,
+    block: int = 8192,
 ):
     sizes = pack.distances[0]
     for s in range(0, len(bits), block):
@@ -144,28 +160,28 @@ def _update_nearest(
 class Round:
     """Public plan of one recursion round (indices are support indices)."""
 
-    active: np.ndarray  # P_t
-    x_points: np.ndarray  # X_t, subset of P_t
+    active: AnyArray  # P_t
+    x_points: AnyArray  # X_t, subset of P_t
     levels: int  # J
-    centre_queries: np.ndarray  # workload query index representing each centre (-1: empty set)
-    centre_levels: np.ndarray
-    centre_parents: np.ndarray
-    centre_pieces: np.ndarray  # (centres, 2): piece id of F and G, -1 when empty on X
-    pieces: list[np.ndarray]  # support indices of each piece (inside X)
-    piece_levels: np.ndarray
-    rel_var: np.ndarray  # relative variance per level, index 0 = per-point release
+    centre_queries: AnyArray  # workload query index representing each centre (-1: empty set)
+    centre_levels: AnyArray
+    centre_parents: AnyArray
+    centre_pieces: AnyArray  # (centres, 2): piece id of F and G, -1 when empty on X
+    pieces: list[AnyArray]  # support indices of each piece (inside X)
+    piece_levels: AnyArray
+    rel_var: AnyArray  # relative variance per level, index 0 = per-point release
     kappa: float  # level l: Gaussian sigma^2 or Laplace 2 b^2 = kappa * rel_var[l]
 
-    def scales(self, noise: str) -> np.ndarray:
+    def scales(self, noise: str) -> AnyArray:
         """Noise scale per level: Gaussian sigma, or Laplace b with 2 b^2 = kappa * rel_var."""
         share = 1.0 if noise == "gaussian" else 0.5
         return np.sqrt(self.kappa * self.rel_var * share)
 
-    def variances(self, noise: str) -> np.ndarray:
+    def variances(self, noise: str) -> AnyArray:
         """Exact variance of one integer noise draw at each level (public)."""
         return np.array([noise_variance(noise, b) for b in self.scales(noise)])
 
-    def loads(self) -> np.ndarray:
+    def loads(self) -> AnyArray:
         """Releases of each level containing each point of X_t (column 0: its own count)."""
         loads = np.zeros((len(self.x_points), len(self.rel_var)))
         loads[:, 0] = 1
@@ -178,7 +194,7 @@ class Round:
         return loads
 
 
-def _pieces_for(bits, n, pack: Packing, j: int):
+def _pieces_for(bits: AnyArray, n: int, pack: Packing, j: int):
     """F/G bit rows of every centre of level <= j, deduplicated within each level."""
     count = sum(1 for lv in pack.levels if lv <= j)
     width = bits.shape[1]
@@ -207,7 +223,7 @@ def _pieces_for(bits, n, pack: Packing, j: int):
     return count, ids, np.array(piece_rows).reshape(-1, width), np.array(piece_levels, dtype=int)
 
 
-def _chain_counts(parents, ids, piece_levels, piece_ok, j):
+def _chain_counts(parents, ids, piece_levels, piece_ok, j: int):
     """Per centre: number of usable pieces at each level along its chain to the empty set."""
     counts = np.zeros((len(parents), j + 1))
     for c in range(1, len(parents)):
@@ -218,7 +234,7 @@ def _chain_counts(parents, ids, piece_levels, piece_ok, j):
     return counts
 
 
-def _plan_levels(bits, n, mult, pack: Packing, j: int, quantile: float):
+def _plan_levels(bits: AnyArray, n: int, mult, pack: Packing, j: int, quantile: float):
     """Allocation, X and predicted error for one choice of J (all relative to kappa)."""
     count, ids, piece_bits, piece_levels = _pieces_for(bits, n, pack, j)
     parents = np.array(pack.parents[:count])
@@ -264,7 +280,7 @@ def _plan_levels(bits, n, mult, pack: Packing, j: int, quantile: float):
 
 
 def plan_round(
-    bits: np.ndarray, n: int, mult: np.ndarray, shatter: int, quantile: float = QUANTILE
+    bits: AnyArray, n: int, mult: AnyArray, shatter: int, quantile: float = QUANTILE
 ) -> tuple[Packing, int, dict]:
     """Choose J by the smallest predicted mean error (public) and return that round's plan.
 
@@ -296,11 +312,11 @@ class MN12Plan:
     n: int
     noise: str
     rounds: list[Round]
-    leftover: np.ndarray
+    leftover: AnyArray
     leftover_scale: float
-    workload_bits: np.ndarray
+    workload_bits: AnyArray
     delta: float = 0.0  # mn12_laplace: the delta its scales were calibrated for
-    cache: dict = field(default_factory=dict, repr=False, compare=False)
+    cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -310,14 +326,14 @@ class MN12Plan:
     @classmethod
     def build(
         cls,
-        workload_bits: np.ndarray,
+        workload_bits: AnyArray,
         n: int,
         shatter: int,
         target: PrivacyTarget,
         *,
         quantile: float = QUANTILE,
         n_min: int = N_MIN,
-        progress=None,
+        progress: Progress | None = None,
         laplace: bool = False,
     ) -> MN12Plan:
         """Plan every round from the support size and workload only; `laplace` for mn12_laplace."""
@@ -343,7 +359,7 @@ class MN12Plan:
         return plan
 
     # -- accounting -------------------------------------------------------
-    def point_loss(self) -> np.ndarray:
+    def point_loss(self) -> AnyArray:
         """Per-point loss recomputed from the released sets and their scales.
 
         mn12: sum of 1/sigma^2 over the point's releases; mn12_laplace: its composed epsilon
@@ -361,7 +377,7 @@ class MN12Plan:
         return loss
 
     # -- release ----------------------------------------------------------
-    def measure(self, counts: np.ndarray, rng) -> dict:
+    def measure(self, counts: AnyArray, rng: RandomSource) -> dict[str, Any]:
         """The one private step: noisy piece counts and point counts of every round."""
         out = {"rounds": []}
         for r in self.rounds:
@@ -379,7 +395,7 @@ class MN12Plan:
         return out
 
     # -- answers ----------------------------------------------------------
-    def answer(self, noisy: dict, query_bits: np.ndarray, estimator: str = "chain"):
+    def answer(self, noisy: dict[str, Any], query_bits: AnyArray, estimator: str = "chain"):
         dense = np.unpackbits(query_bits, axis=1, count=self.n).astype(bool)
         key = bits_key(query_bits)
         total = np.zeros(len(dense))
@@ -394,18 +410,18 @@ class MN12Plan:
         var += dense[:, self.leftover].sum(axis=1) * noise_variance(self.noise, self.leftover_scale)
         return total, var
 
-    def centre_sets(self, r: Round) -> np.ndarray:
+    def centre_sets(self, r: Round) -> AnyArray:
         """Dense (centres x |P_t|) sets of a round's centres, rebuilt from the public workload."""
         return memo(self.cache, ("centres", id(r)), lambda: self._centre_sets(r))
 
-    def _centre_sets(self, r: Round) -> np.ndarray:
+    def _centre_sets(self, r: Round) -> AnyArray:
         local = np.unpackbits(
             self.workload_bits[np.maximum(r.centre_queries, 0)], axis=1, count=self.n
         )[:, r.active].astype(np.float32)
         local[r.centre_queries < 0] = 0
         return local
 
-    def predicted_variance(self, query_bits: np.ndarray) -> np.ndarray:
+    def predicted_variance(self, query_bits: AnyArray) -> AnyArray:
         zero = {
             "rounds": [
                 {"pieces": np.zeros(len(r.pieces)), "points": np.zeros(len(r.x_points))}
@@ -416,7 +432,7 @@ class MN12Plan:
         return self.answer(zero, query_bits)[1]
 
     # -- serialisation ----------------------------------------------------
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         out = {
             "n": self.n,
             "noise": self.noise,
@@ -427,7 +443,7 @@ class MN12Plan:
         return out | {"delta": self.delta} if self.noise == "laplace" else out
 
     @classmethod
-    def from_dict(cls, d: dict, *, workload_bits: np.ndarray, **_) -> MN12Plan:
+    def from_dict(cls, d: dict[str, Any], *, workload_bits: AnyArray, **_: Any) -> MN12Plan:
         return cls(
             int(d["n"]),
             d["noise"],
@@ -438,7 +454,7 @@ class MN12Plan:
             float(d.get("delta", 0.0)),
         )
 
-    def round_stats(self) -> list[dict]:
+    def round_stats(self) -> list[dict[str, Any]]:
         loss = self.point_loss()
         return [
             {
@@ -460,7 +476,7 @@ class MN12Plan:
 # ---------------------------------------------------------------- Laplace reading (section 2.2)
 
 
-def composed_epsilon(square: np.ndarray, linear: np.ndarray, delta: float) -> np.ndarray:
+def composed_epsilon(square: AnyArray, linear: AnyArray, delta: float) -> AnyArray:
     """Heterogeneous advanced composition (Dwork-Rothblum-Vadhan) of pure-DP releases.
 
     `square` and `linear` hold, per point, sum_j eps_j^2 and sum_j eps_j (e^eps_j - 1) over the
@@ -469,14 +485,14 @@ def composed_epsilon(square: np.ndarray, linear: np.ndarray, delta: float) -> np
     return np.sqrt(2.0 * math.log(1.0 / delta) * square) + linear
 
 
-def release_terms(scales: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def release_terms(scales: AnyArray) -> tuple[AnyArray, AnyArray]:
     """eps^2 and eps (e^eps - 1) of a discrete Laplace release of each scale (eps = 1/scale)."""
     with np.errstate(divide="ignore"):
         eps = 1.0 / np.asarray(scales, dtype=float)
     return eps**2, eps * np.expm1(eps)
 
 
-def laplace_terms(plan: MN12Plan, stretch: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+def laplace_terms(plan: MN12Plan, stretch: float = 1.0) -> tuple[AnyArray, AnyArray]:
     """Per point: sum_j eps_j^2 and sum_j eps_j (e^eps_j - 1) over the releases containing it.
 
     `stretch` multiplies every noise variance (for calibration).
@@ -520,7 +536,7 @@ def calibrate_laplace(plan: MN12Plan, target: PrivacyTarget) -> None:
     goal = target.epsilon * (1 - 1e-12)
     copies = 2.0 if target.neighbouring == "replace-one" else 1.0
 
-    def round_fits(r: Round, loads: np.ndarray, kappa: float) -> bool:
+    def round_fits(r: Round, loads: AnyArray, kappa: float) -> bool:
         r.kappa = kappa
         sq, lin = release_terms(r.scales("laplace"))
         worst = composed_epsilon(_weighted(loads, sq), _weighted(loads, lin), plan.delta)
@@ -546,7 +562,7 @@ def calibrate_laplace(plan: MN12Plan, target: PrivacyTarget) -> None:
     plan.cache.clear()
 
 
-def laplace_accounting(plan: MN12Plan, target: PrivacyTarget) -> dict:
+def laplace_accounting(plan: MN12Plan, target: PrivacyTarget) -> dict[str, Any]:
     """(epsilon, delta) of an mn12_laplace plan recomputed per point; refuses any overspend."""
     epsilon = laplace_epsilon(plan, target.neighbouring)
     if epsilon > target.epsilon * (1 + 1e-9) or plan.delta > target.delta:
@@ -564,13 +580,13 @@ def laplace_accounting(plan: MN12Plan, target: PrivacyTarget) -> dict:
     }
 
 
-def _weighted(loads: np.ndarray, terms: np.ndarray) -> np.ndarray:
+def _weighted(loads: AnyArray, terms: AnyArray) -> AnyArray:
     """loads @ terms, where a level without releases costs nothing (0 * inf = 0)."""
     with np.errstate(invalid="ignore"):
         return np.where(loads > 0, loads * terms, 0.0).sum(axis=-1)
 
 
-def _largest_other(values: np.ndarray) -> np.ndarray:
+def _largest_other(values: AnyArray) -> AnyArray:
     """For each entry, the largest of the other entries (0 when there is none)."""
     if len(values) < 2:
         return np.zeros_like(values)
@@ -580,7 +596,7 @@ def _largest_other(values: np.ndarray) -> np.ndarray:
     return out
 
 
-def _smallest(fits, start: float = 1.0) -> float:
+def _smallest(fits: Callable[[float], bool], start: float = 1.0) -> float:
     """Smallest positive value, to ~1e-15 relative, passing a test monotone in it (larger fits)."""
     hi = start
     while not fits(hi):
@@ -598,7 +614,7 @@ def _inv(v: float) -> float:
     return math.inf if v == 0 else 1.0 / v
 
 
-def _make_round(active, pack: Packing, j, opt, query_ids, budget) -> Round:
+def _make_round(active, pack: Packing, j: int, opt, query_ids, budget) -> Round:
     count = opt["count"]
     rows = np.array(pack.rows[:count])
     centre_queries = np.where(rows >= 0, query_ids[np.maximum(rows, 0)], -1)
@@ -627,7 +643,7 @@ def _make_round(active, pack: Packing, j, opt, query_ids, budget) -> Round:
     )
 
 
-def _chain_values(r: Round, y_pieces: np.ndarray, piece_var: np.ndarray):
+def _chain_values(r: Round, y_pieces: AnyArray, piece_var: AnyArray):
     """Noisy count and variance of every centre by walking its chain of pieces."""
     value = np.zeros(len(r.centre_levels))
     var = np.zeros(len(r.centre_levels))
@@ -639,7 +655,7 @@ def _chain_values(r: Round, y_pieces: np.ndarray, piece_var: np.ndarray):
     return value, var
 
 
-def _round_chain(plan: MN12Plan, r: Round, y: dict, dense: np.ndarray, key):
+def _round_chain(plan: MN12Plan, r: Round, y: dict[str, Any], dense: AnyArray, key: Any):
     """Anchor's chain of noisy pieces plus the noisy points of X_t in R minus those in a(R)."""
     sig2 = r.variances(plan.noise)
     piece_var = sig2[r.piece_levels] if len(r.piece_levels) else np.zeros(0)
@@ -655,7 +671,7 @@ def _round_chain(plan: MN12Plan, r: Round, y: dict, dense: np.ndarray, key):
     return answers, cvar[anchor] + outside * sig2[0]
 
 
-def _anchors(plan: MN12Plan, r: Round, dense: np.ndarray):
+def _anchors(plan: MN12Plan, r: Round, dense: AnyArray):
     """Best centre for every query and |(R diff a) in X_t|.
 
     Any centre gives an unbiased answer; the one with the smallest predicted variance (chain
@@ -677,7 +693,7 @@ def _anchors(plan: MN12Plan, r: Round, dense: np.ndarray):
     return anchor, outside
 
 
-def _round_gls(plan: MN12Plan, r: Round, y: dict, dense: np.ndarray, key):
+def _round_gls(plan: MN12Plan, r: Round, y: dict[str, Any], dense: AnyArray, key: Any):
     """Generalised least squares over X_t: min-variance linear unbiased estimate."""
     var, noiseless = _gls_variances(plan, r)
     design, weight, chol = memo(plan.cache, ("gls", id(r)), lambda: _gls_factor(r, var))
@@ -699,7 +715,7 @@ def _gls_variances(plan: MN12Plan, r: Round):
     return (r.rel_var, True) if (var <= 0).any() else (var, False)
 
 
-def _gls_factor(r: Round, var: np.ndarray):
+def _gls_factor(r: Round, var: AnyArray):
     """Design matrix of the pieces over X_t, their weights, and the Cholesky factor of B'WB."""
     design = np.zeros((len(r.pieces), len(r.x_points)))
     for k, piece in enumerate(r.pieces):
@@ -709,7 +725,7 @@ def _gls_factor(r: Round, var: np.ndarray):
     return design, weight, scipy.linalg.cho_factor(gram, lower=True)
 
 
-def _round_to_dict(r: Round) -> dict:
+def _round_to_dict(r: Round) -> dict[str, Any]:
     return {
         "active": r.active.tolist(),
         "x_points": r.x_points.tolist(),
@@ -725,7 +741,7 @@ def _round_to_dict(r: Round) -> dict:
     }
 
 
-def _round_from_dict(d: dict) -> Round:
+def _round_from_dict(d: dict[str, Any]) -> Round:
     arr = np.array
     return Round(
         arr(d["active"], dtype=np.int64),

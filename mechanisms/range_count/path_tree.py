@@ -21,10 +21,12 @@ through PrivacyTarget.loss_budget as in the other plans.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.sparse
 
+from mechanisms.arrays import AnyArray
 from mechanisms.errors import MechanismError
 from mechanisms.range_count.core import (
     PrivacyTarget,
@@ -36,13 +38,17 @@ from mechanisms.range_count.core import (
     scale_for,
 )
 
+if TYPE_CHECKING:
+    from mechanisms.noise import RandomSource
+
+
 _BLOCK_CELLS = 1 << 22  # queries x path positions expanded at once (32 MB of floats)
 
 
 # ---------------------------------------------------------------- the path (public)
 
 
-def hilbert_keys(cells: np.ndarray, bits: int) -> np.ndarray:
+def hilbert_keys(cells: AnyArray, bits: int) -> AnyArray:
     """Position along a d-dimensional Hilbert curve of integer cells (N, d) in [0, 2^bits).
 
     Skilling's transpose method (AIP Conf. Proc. 707, 2004): undo the curve's rotations and
@@ -74,7 +80,7 @@ def hilbert_keys(cells: np.ndarray, bits: int) -> np.ndarray:
     return key
 
 
-def path_order(points: np.ndarray) -> np.ndarray:
+def path_order(points: AnyArray) -> AnyArray:
     """Support indices in Hilbert-curve order over the points' bounding box (1-D: sorted).
 
     Public: uses the support coordinates only. Ties (points in one curve cell) keep index order.
@@ -108,14 +114,14 @@ def level_sizes(n: int) -> list[int]:
 class PathTreePlan:
     """A binary tree over a Hilbert path through the support, uniform noise on every node."""
 
-    order: np.ndarray  # support index at each path position
+    order: AnyArray  # support index at each path position
     noise: str
     scale: float
     name: str = "path_tree"
-    cache: dict = field(default_factory=dict, repr=False, compare=False)
+    cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def build(cls, points: np.ndarray, target: PrivacyTarget) -> PathTreePlan:
+    def build(cls, points: AnyArray, target: PrivacyTarget) -> PathTreePlan:
         """Plan from the public support points and the budget: h = H + 1 nodes per point."""
         points = np.asarray(points, dtype=float)
         if points.ndim != 2 or not 1 <= points.shape[1] <= 3 or len(points) == 0:
@@ -147,30 +153,30 @@ class PathTreePlan:
         """Exact variance of one released node (public)."""
         return noise_variance(self.noise, self.scale)
 
-    def point_loss(self) -> np.ndarray:
+    def point_loss(self) -> AnyArray:
         """Per-point loss: every point is in height + 1 released nodes."""
         return per_point_loss(self.noise, np.full(self.n, self.height + 1.0), self.scale)
 
     # -- release ----------------------------------------------------------
-    def measure(self, counts: np.ndarray, rng) -> dict:
+    def measure(self, counts: AnyArray, rng: RandomSource) -> dict[str, Any]:
         """Noisy count of every node, level by level from the root."""
         exact = np.concatenate(self._level_sums(np.asarray(counts, dtype=np.int64)[self.order]))
         return {"nodes": exact + draw_noise(rng, self.noise, self.scale, len(exact))}
 
-    def _level_sums(self, path_values: np.ndarray) -> list[np.ndarray]:
+    def _level_sums(self, path_values: AnyArray) -> list[AnyArray]:
         padded = self._pad(path_values)
         sizes = level_sizes(self.n)
         return [
             padded.reshape(2**level, -1).sum(axis=1)[:count] for level, count in enumerate(sizes)
         ]
 
-    def _pad(self, path_values: np.ndarray) -> np.ndarray:
+    def _pad(self, path_values: AnyArray) -> AnyArray:
         out = np.zeros((2**self.height, *path_values.shape[1:]), dtype=path_values.dtype)
         out[: self.n] = path_values
         return out
 
     # -- answers ----------------------------------------------------------
-    def answer(self, noisy: dict, query_bits: np.ndarray, estimator: str = "chain"):
+    def answer(self, noisy: dict[str, Any], query_bits: AnyArray, estimator: str = "chain"):
         """(answers, exact predicted variances) of queries given as packed rows over the support."""
         y = np.asarray(noisy["nodes"], dtype=float)
         if estimator == "chain":
@@ -186,7 +192,7 @@ class PathTreePlan:
         )
         return answers, self.predicted_variance(query_bits, estimator)
 
-    def predicted_variance(self, query_bits: np.ndarray, estimator: str = "chain") -> np.ndarray:
+    def predicted_variance(self, query_bits: AnyArray, estimator: str = "chain") -> AnyArray:
         """Exact variance of each answer under the estimator; public and data-independent.
 
         The default is the chain's, as for mn12, so `auto` compares the two decompositions on
@@ -203,11 +209,11 @@ class PathTreePlan:
             lambda: self._gls_quadratic(query_bits) * self.node_variance(),
         )
 
-    def _path_rows(self, query_bits: np.ndarray) -> np.ndarray:
+    def _path_rows(self, query_bits: AnyArray) -> AnyArray:
         """Dense 0/1 rows (queries x n) with columns in path order."""
         return np.unpackbits(query_bits, axis=1, count=self.n)[:, self.order]
 
-    def _chain(self, y: np.ndarray, query_bits: np.ndarray):
+    def _chain(self, y: AnyArray, query_bits: AnyArray):
         """Sum of the canonical nodes of every run of every query, and how many nodes that is.
 
         Small workloads keep their query-by-node matrices, so repeated releases reuse them.
@@ -221,7 +227,7 @@ class PathTreePlan:
             return np.zeros(0), np.zeros(0)
         return np.concatenate([a for a, _ in parts]), np.concatenate([c for _, c in parts])
 
-    def _canonical_nodes(self, query_bits: np.ndarray) -> scipy.sparse.csr_matrix:
+    def _canonical_nodes(self, query_bits: AnyArray) -> scipy.sparse.csr_matrix:
         """0/1 matrix (queries x released nodes): the canonical dyadic nodes of each run.
 
         A run [start, stop) reaching the last point is extended to 2^H (the cut nodes cover
@@ -249,7 +255,7 @@ class PathTreePlan:
             shape=(len(rows), offsets[-1]),
         )
 
-    def _estimate_points(self, y: np.ndarray) -> np.ndarray:
+    def _estimate_points(self, y: AnyArray) -> AnyArray:
         """Least-squares estimate of every point's count, in path order."""
         sizes = level_sizes(self.n)
         offsets = np.concatenate([[0], np.cumsum(sizes)])
@@ -262,7 +268,7 @@ class PathTreePlan:
         projected[self.n :] = 0.0  # padding holds no point
         return self._solve(projected[:, None])[: self.n, 0]
 
-    def _gls_quadratic(self, query_bits: np.ndarray) -> np.ndarray:
+    def _gls_quadratic(self, query_bits: AnyArray) -> AnyArray:
         """w'(B'B)^-1 w for every query w."""
         out = []
         for s in range(0, len(query_bits), self.block):
@@ -270,7 +276,7 @@ class PathTreePlan:
             out.append((w * self._solve(w)).sum(axis=0))
         return np.concatenate(out) if out else np.zeros(0)
 
-    def _solve(self, rhs: np.ndarray) -> np.ndarray:
+    def _solve(self, rhs: AnyArray) -> AnyArray:
         """(B'B)^-1 rhs for padded columns rhs (2^H x k), bottom-up by Sherman-Morrison.
 
         Below a node v, B'B is the block diagonal of its children's plus the all-ones block
@@ -290,12 +296,12 @@ class PathTreePlan:
         return z
 
     # -- serialisation ----------------------------------------------------
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """Public plan: the path order and the noise scale."""
         return {"n": self.n, "order": self.order.tolist(), "noise": self.noise, "scale": self.scale}
 
     @classmethod
-    def from_dict(cls, d: dict, **_) -> PathTreePlan:
+    def from_dict(cls, d: dict[str, Any], **_: Any) -> PathTreePlan:
         """The plan saved by `to_dict`."""
         order = np.asarray(d["order"], dtype=np.int64)
         if len(order) != int(d["n"]) or sorted(order.tolist()) != list(range(len(order))):

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mechanisms.arrays import AnyArray
 from mechanisms.errors import MechanismError
 from mechanisms.range_count.core import (
     PrivacyTarget,
@@ -25,6 +27,10 @@ from mechanisms.range_count.core import (
     scale_for,
     unpack,
 )
+
+if TYPE_CHECKING:
+    from mechanisms.noise import RandomSource
+
 
 MAX_AXIS_CELLS = 8192
 
@@ -42,7 +48,7 @@ def qyl_branching(cells: int) -> tuple[int, int]:
     return best[1], best[2]
 
 
-def axis_tree(cells: int, branching: int, height: int) -> np.ndarray:
+def axis_tree(cells: int, branching: int, height: int) -> AnyArray:
     """0/1 matrix (nodes x cells) of levels 1..height of a b-ary tree over `cells` leaves."""
     if height == 0:
         return np.ones((1, cells))
@@ -100,20 +106,20 @@ class TreePlan:
     def n(self) -> int:
         return math.prod(self.grid_shape)
 
-    def point_loss(self) -> np.ndarray:
+    def point_loss(self) -> AnyArray:
         loads = np.ones(())
         for a in self.axes:
             loads = np.multiply.outer(loads, a.sum(axis=0))
         return per_point_loss(self.noise, loads.ravel(), self.scale)
 
-    def _apply(self, tensor: np.ndarray, mats, first_axis: int) -> np.ndarray:
+    def _apply(self, tensor: AnyArray, mats, first_axis: int) -> AnyArray:
         for j, mat in enumerate(mats):
             tensor = np.moveaxis(
                 np.tensordot(mat, tensor, axes=([1], [first_axis + j])), 0, first_axis + j
             )
         return tensor
 
-    def measure(self, counts: np.ndarray, rng) -> dict:
+    def measure(self, counts: AnyArray, rng: RandomSource) -> dict[str, Any]:
         exact = self._apply(
             counts.reshape(self.grid_shape).astype(np.int64),
             [a.astype(np.int64) for a in self.axes],
@@ -121,7 +127,7 @@ class TreePlan:
         )
         return {"nodes": (exact + draw_noise(rng, self.noise, self.scale, exact.shape)).ravel()}
 
-    def estimate_cells(self, noisy: dict) -> np.ndarray:
+    def estimate_cells(self, noisy: dict[str, Any]) -> AnyArray:
         """Least-squares (consistent) estimate of every grid cell's count."""
         shape = tuple(len(a) for a in self.axes)
         y = np.asarray(noisy["nodes"], dtype=float).reshape(shape)
@@ -129,7 +135,7 @@ class TreePlan:
             y, [k @ a.T for k, a in zip(self.gram_inverse, self.axes, strict=True)], 0
         ).ravel()
 
-    def predicted_variance(self, query_bits: np.ndarray, block: int = 256) -> np.ndarray:
+    def predicted_variance(self, query_bits: AnyArray, block: int = 256) -> AnyArray:
         v = noise_variance(self.noise, self.scale)
         out = []
         for s in range(0, len(query_bits), block):
@@ -139,7 +145,7 @@ class TreePlan:
             out.append((kw * wt).reshape(len(w), -1).sum(axis=1) * v)
         return np.concatenate(out) if out else np.zeros(0)
 
-    def answer(self, noisy: dict, query_bits: np.ndarray, estimator: str = "gls"):
+    def answer(self, noisy: dict[str, Any], query_bits: AnyArray, estimator: str = "gls"):
         cells = self.estimate_cells(noisy)
         answers = np.concatenate(
             [
@@ -152,7 +158,7 @@ class TreePlan:
         )
         return answers, variance
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "grid": list(self.grid_shape),
             "branching": list(self.branching),
@@ -162,7 +168,7 @@ class TreePlan:
         }
 
     @classmethod
-    def from_dict(cls, d: dict, **_) -> TreePlan:
+    def from_dict(cls, d: dict[str, Any], **_: Any) -> TreePlan:
         return cls(
             tuple(d["grid"]),
             tuple(d["branching"]),
