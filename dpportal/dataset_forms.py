@@ -256,7 +256,9 @@ def schema_initial(entry: dict) -> dict:
         initial |= {
             "lower": _number(entry["lower"]),
             "upper": _number(entry["upper"]),
-            "bins": bins if isinstance(bins, int) else ", ".join(f"{_number(e)}" for e in bins),
+            "bins": bins
+            if isinstance(bins, int)
+            else ", ".join(f"{_number(e)}" for e in bins or ()),
         }
     if entry.get("type") == "categorical":
         initial["categories"] = "\n".join(str(c) for c in entry.get("categories", []))

@@ -9,7 +9,6 @@
 """
 
 import unicodedata
-from decimal import Decimal
 
 from django import forms
 from django.core.exceptions import ValidationError
@@ -21,7 +20,7 @@ ALLOWED_CONTROLS = frozenset("\n\r\t")
 class PlainDecimalField(forms.DecimalField):
     """A DecimalField that accepts only the digits 0-9 (with sign, point and exponent)."""
 
-    def to_python(self, value) -> Decimal | None:
+    def to_python(self, value):  # Decimal | None (the stubs type DecimalField as IntegerField's)
         if isinstance(value, str) and not value.strip().isascii():
             raise ValidationError(
                 "Type the number with the digits 0-9 (for example 0.5).", code="digits"

@@ -83,7 +83,7 @@ def _within(address: str, networks) -> bool:
 def login_name(raw: str) -> str:
     """The user name as Django's sign-in looks it up: AuthenticationForm's UsernameField strips
     it and NFKC-normalises it, and ModelBackend then matches it exactly (case-sensitively)."""
-    return UsernameField().to_python(raw)
+    return UsernameField().to_python(raw) or ""
 
 
 def _keys(username: str, address: str) -> dict[str, str]:

@@ -82,7 +82,7 @@ class ReleaseForm(forms.Form):
         coerce=int,
         initial=2,
         required=False,
-        empty_value=2,
+        empty_value=2,  # type: ignore[arg-type]  # returned as is when empty; the stubs want str
         choices=[(1, "Each column on its own"), (2, "Pairs of columns"), (3, "Triples of columns")],
     )
     range_grid = forms.IntegerField(

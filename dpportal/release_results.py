@@ -8,6 +8,7 @@ import csv
 import itertools
 import json
 import math
+from typing import Any
 
 import mechanisms
 
@@ -22,7 +23,7 @@ def results_context(request, release, is_owner) -> dict:
     """What the page shows of a done release; the owner also gets the comparison report."""
     schema = mechanisms.Schema.from_dict(release.dataset.schema)
     names = packaging.stored_names(release)
-    context = {
+    context: dict[str, Any] = {
         "files": packaging.package_names(release),
         "parameters": _parameters(release),
         "preview": _preview(request, release, names),
@@ -35,11 +36,11 @@ def results_context(request, release, is_owner) -> dict:
         report = utility.load_report(release)
         context["report"] = report
         context["custodian_charts"] = charts.custodian_charts(schema, report)
-    _number_charts([*context["charts"], *context.get("custodian_charts", [])])
+    _number_charts([*context["charts"], *(context.get("custodian_charts") or [])])
     return context
 
 
-def _parameters(release) -> list[tuple[str, str]]:
+def _parameters(release) -> list[tuple[str, str | int | float]]:
     """The settings the mechanism used, as it recorded them (else as requested)."""
     manifest = release.manifest or {}
     # "params": the range-count key of manifests stored before the one manifest shape
@@ -57,11 +58,11 @@ def _number_charts(chart_list) -> None:
         chart["json_id"] = f"chart-data-{index}"
 
 
-def _range_query(request, release, structure: bytes) -> dict:
+def _range_query(request, release, structure_json: bytes) -> dict:
     """Answer a new range from the released structure: post-processing, no budget, no data."""
     from mechanisms.range_count import answer_queries
 
-    structure = json.loads(structure)
+    structure = json.loads(structure_json)
     if structure.get("mechanism") in catalogue.NO_NEW_RANGES_METHODS:
         return {"query_form": None, "query_unavailable": True}
     asked = "ask" in request.GET

@@ -4,6 +4,7 @@ the whole minute, and a release's state is shown to them as it was at the last w
 Owners see exact values."""
 
 from datetime import datetime
+from typing import overload
 
 from django.db.models import Case, CharField, F, Value, When
 from django.utils import timezone
@@ -12,6 +13,10 @@ from django.utils.dateformat import format as format_date
 from .models import Release
 
 
+@overload
+def shown_time(moment: datetime, *, exact: bool) -> datetime: ...
+@overload
+def shown_time(moment: None, *, exact: bool) -> None: ...
 def shown_time(moment: datetime | None, *, exact: bool) -> datetime | None:
     """The moment itself for owners; otherwise cut down to the start of its minute."""
     if moment is None or exact:

@@ -5,6 +5,7 @@ data", and never becomes part of a release.
 """
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -54,29 +55,32 @@ class ColumnProfile:
         Text with a few repeated values is proposed as categorical; text whose values are all
         different (identifiers, free text) or too many is proposed as ignored.
         """
-        base = {"name": self.name, "missing": self.missing}
-        if self.kind != "text" and self.minimum is not None:
-            upper = self.maximum if self.maximum > self.minimum else self.minimum + 1
+        base: dict[str, Any] = {"name": self.name, "missing": self.missing}
+        low, high = self.minimum, self.maximum
+        if self.kind != "text" and low is not None and high is not None:
+            upper = high if high > low else low + 1
             proposal = base | {
                 "type": "numeric",
-                "lower": _plain(self.minimum),
+                "lower": _plain(low),
                 "upper": _plain(upper),
                 "bins": DEFAULT_BINS,
                 "from_data": ["lower", "upper"],
             }
-            if self.kind == "int" and upper - self.minimum < DEFAULT_BINS:
-                proposal["bins"] = int(upper - self.minimum) + 1  # one bin per whole number
+            if self.kind == "int" and upper - low < DEFAULT_BINS:
+                proposal["bins"] = int(upper - low) + 1  # one bin per whole number
                 proposal["from_data"].append("bins")
             return proposal
+        categories = self.categories
         usable = (
-            self.categories
-            and all(len(c) <= MAX_CATEGORY_CHARS for c in self.categories)
-            and (len(self.categories) == 1 or len(self.categories) < self.present)
+            bool(categories)
+            and categories is not None
+            and all(len(c) <= MAX_CATEGORY_CHARS for c in categories)
+            and (len(categories) == 1 or len(categories) < self.present)
         )
-        if usable:
+        if usable and categories is not None:
             return base | {
                 "type": "categorical",
-                "categories": sorted(self.categories),
+                "categories": sorted(categories),
                 "unknown": "other",
                 "from_data": ["categories"],
             }
