@@ -29,13 +29,11 @@ def float_at_most(value: Any) -> float:
     the float just below it instead. Infinities and NaN come back as themselves.
     """
     rounded = float(Decimal(value) if isinstance(value, str) else value)
-    if not math.isfinite(rounded):
-        exact = _finite_fraction(value)
-        if exact is None:
-            return rounded
+    exact = _finite_fraction(value)
+    if exact is None:  # an infinity or NaN (then `rounded` is one too)
+        return rounded
+    if not math.isfinite(rounded):  # finite but beyond the float range
         rounded = math.copysign(sys.float_info.max, rounded)
-    else:
-        exact = _finite_fraction(value)
     while Fraction(rounded) > exact:
         rounded = math.nextafter(rounded, -math.inf)
     return rounded

@@ -95,7 +95,7 @@ class MechanismSpec:
     run: Callable[..., ReleaseOutput]
     parameters: tuple[Parameter, ...]
     plan: Callable[..., plans.NoisePlan]
-    guarantee: Callable[[float, float, str, dict], Guarantee]
+    guarantee: Callable[[float, float, str, dict[str, Any]], Guarantee]
     files: dict[str, str]
     reads_in_chunks: bool = False
     long_running: bool = False  # iterative: always a long job, whatever its support size

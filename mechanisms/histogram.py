@@ -61,7 +61,7 @@ def recommended_bins(n: int, dimensions: int) -> int:
     """Rate-optimal bins per dimension, h ~ n^(-1/(2+r)) (Thm 4.4): round(n^(1/(2+r)))."""
     if n < 0 or dimensions < 1:
         raise MechanismError(f"n ({n}) must be >= 0 and dimensions ({dimensions}) >= 1")
-    return max(1, round(n ** (1.0 / (2 + dimensions))))
+    return max(1, round(math.pow(n, 1.0 / (2 + dimensions))))
 
 
 def perturb_counts(
@@ -107,7 +107,7 @@ def _check_rows(rows: int, name: str = "rows") -> int:
     return int(rows)
 
 
-def _epsilon_text(epsilon: float):
+def _epsilon_text(epsilon: float) -> str | float:
     return "inf" if math.isinf(epsilon) else epsilon
 
 
@@ -169,7 +169,7 @@ def perturbed_histogram(
 
 
 def _bins_advice(
-    schema: Schema, columns: Sequence[str] | None, n: int, row_count_public: bool
+    schema: Schema, columns: Sequence[str], n: int, row_count_public: bool
 ) -> dict[str, Any]:
     """Rate-optimal bins per numeric column, only where the row count is public."""
     numeric = [c for c in columns if isinstance(schema.column(c), NumericColumn)]
@@ -206,11 +206,12 @@ def _admissible(epsilon: float, n: int, m: int, mix: float, rows: int) -> bool:
 def smoothed_distribution(counts: AnyArray, mix: float) -> AnyArray:
     """(1 - mix) * counts / n + mix / m for every cell (counts must not all be zero)."""
     counts = np.asarray(counts, dtype=np.float64)
-    return (1 - mix) * counts / counts.sum() + mix / counts.size
+    smoothed: AnyArray = (1 - mix) * counts / counts.sum() + mix / counts.size
+    return smoothed
 
 
 def _smoothed_parameters(
-    epsilon: float, n: int, m: int, rows: int, mix: float
+    epsilon: float, n: int, m: int, rows: int | None, mix: float | None
 ) -> tuple[int, float]:
     if rows is None and mix is None:
         if math.isinf(epsilon):
@@ -219,6 +220,7 @@ def _smoothed_parameters(
     if mix is not None and not (isinstance(mix, int | float) and 0 <= mix <= 1):
         raise MechanismError(f"mix ({mix!r}) must be a number between 0 and 1")
     if rows is None:
+        assert mix is not None  # rows and mix both None returned or raised above
         limit = max_rows(epsilon, n, m, mix)
         if limit < 1:
             raise MechanismError(
@@ -311,7 +313,7 @@ def _release_output(
     progress: Progress | None,
     value_name: str,
     spent: dict[str, Any],
-):
+) -> ReleaseOutput:
     """Package a release; `progress` hears (1, 2) once sampled and (2, 2) once files are built."""
     if progress:
         progress(1, 2)
@@ -352,7 +354,7 @@ def run_perturbed(
     neighbouring: str,
     rng: RandomSource,
     progress: Progress | None,
-):
+) -> ReleaseOutput:
     _only_params(params, {"rows"}, "perturbed_histogram")
     _pure_only(delta, "perturbed_histogram")
     release = perturbed_histogram(
@@ -378,7 +380,7 @@ def run_smoothed(
     neighbouring: str,
     rng: RandomSource,
     progress: Progress | None,
-):
+) -> ReleaseOutput:
     _only_params(params, {"rows", "mix"}, "smoothed_histogram")
     _pure_only(delta, "smoothed_histogram")
     if neighbouring != "replace-one":

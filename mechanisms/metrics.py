@@ -20,7 +20,7 @@ from mechanisms.schema import NumericColumn, Schema
 ORTHANT_POINTS = 2000
 
 
-def squared_l2(p: Any, q: Any, volumes) -> float:
+def squared_l2(p: Any, q: Any, volumes: Any) -> float:
     """Integral of (f_p - f_q)^2 for piecewise-constant densities with cell masses p, q.
 
     f_p = p / volume on each cell, so the integral is sum((p - q)^2 / volume).
@@ -42,7 +42,8 @@ def cell_volumes(schema: Schema, columns: Sequence[str] | None) -> AnyArray:
         widths.append(
             np.diff(spec.edges) if isinstance(spec, NumericColumn) else np.ones(spec.n_cells)
         )
-    return np.prod(np.meshgrid(*widths, indexing="ij"), axis=0)
+    volumes: AnyArray = np.prod(np.meshgrid(*widths, indexing="ij"), axis=0)
+    return volumes
 
 
 def cell_distribution(
@@ -89,7 +90,8 @@ def orthant_ks_distance(a: Any, b: Any, max_points: int = ORTHANT_POINTS) -> flo
 
 
 def _spread(sample: AnyArray, count: int) -> AnyArray:
-    return sample[np.linspace(0, len(sample) - 1, min(count, len(sample))).astype(int)]
+    rows: AnyArray = sample[np.linspace(0, len(sample) - 1, min(count, len(sample))).astype(int)]
+    return rows
 
 
 def _orthant_cdf(sample: AnyArray, points: AnyArray, block: int = 256) -> AnyArray:
@@ -131,7 +133,7 @@ def range_counts(data: pd.DataFrame, queries: list[dict[str, Any]]) -> AnyArray:
     return answers
 
 
-def range_query_errors(true_answers, released_answers) -> dict[str, Any]:
+def range_query_errors(true_answers: Any, released_answers: Any) -> dict[str, Any]:
     """Mean and max absolute error over a set of range queries."""
     error = np.abs(np.asarray(released_answers, float) - np.asarray(true_answers, float))
     if error.size == 0:

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import numpy as np
 import pandas as pd
@@ -44,7 +44,7 @@ MAX_CELLS = 10**8
 CHUNK_ROWS = 1 << 20
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -68,7 +68,7 @@ class NumericColumn:
             f"[{e[i]:g}, {e[i + 1]:g}{']' if i == len(e) - 2 else ')'}" for i in range(len(e) - 1)
         ]
 
-    def encode(self, values: AnyArray, first_row: int = 0) -> AnyArray:
+    def encode(self, values: AnyArray | pd.Series[Any], first_row: int = 0) -> AnyArray:
         """Bin indices of `values` after clamping to [lower, upper]."""
         values = _as_float(values, self.name)
         bad = np.isnan(values)
@@ -124,7 +124,7 @@ class CategoricalColumn:
     def labels(self) -> list[str]:
         return list(self.categories) + ([OTHER_LABEL] if self.unknown == "other" else [])
 
-    def encode(self, values: AnyArray, first_row: int = 0) -> AnyArray:
+    def encode(self, values: AnyArray | pd.Series[Any], first_row: int = 0) -> AnyArray:
         """Category indices; unknown values go to the "(other)" cell or are refused."""
         codes = self._category_indices(pd.Series(values, copy=False))
         unknown = codes < 0
@@ -147,9 +147,9 @@ class CategoricalColumn:
         categories = pd.Index(self.categories)
         if values.dtype.kind in "iu" or isinstance(values.dtype, pd.StringDtype):
             codes, distinct = pd.factorize(values)  # missing values get -1
-            known = categories.get_indexer(pd.Series(distinct).astype("string"))
+            known = categories.get_indexer(pd.Index(pd.Series(distinct).astype("string")))
             return np.append(known, -1).astype(np.int64)[codes]
-        return categories.get_indexer(values.astype("string")).astype(np.int64)
+        return categories.get_indexer(pd.Index(values.astype("string"))).astype(np.int64)
 
     def decode(self, codes: AnyArray, rng: RandomSource) -> AnyArray:
         """The category label of each code."""
@@ -177,7 +177,7 @@ class IgnoredColumn:
 Column = NumericColumn | CategoricalColumn
 
 
-def _as_float(values: AnyArray, name: str) -> AnyArray:
+def _as_float(values: AnyArray | pd.Series[Any], name: str) -> AnyArray:
     values = np.asarray(values)
     if values.dtype.kind in "iuf":
         return values.astype(np.float64, copy=False)
@@ -322,10 +322,11 @@ class Schema:
 
     def domain_shape(self, columns: Sequence[str] | None) -> tuple[int, ...]:
         """Number of cells along each column, in order."""
-        shape = tuple(self.column(n).n_cells for n in self.resolve_columns(columns))
+        names = self.resolve_columns(columns)
+        shape = tuple(self.column(n).n_cells for n in names)
         if math.prod(shape) > MAX_CELLS:
             raise MechanismError(
-                f"columns {list(columns)} make {math.prod(shape)} cells, more than {MAX_CELLS}; "
+                f"columns {names} make {math.prod(shape)} cells, more than {MAX_CELLS}; "
                 "use fewer bins or columns"
             )
         return shape
@@ -343,7 +344,9 @@ class Schema:
             codes[:, j] = self.column(name).encode(data[name].to_numpy())
         return codes
 
-    def _flat_chunks(self, data: pd.DataFrame | ChunkedTable, columns: Sequence[str] | None):
+    def _flat_chunks(
+        self, data: pd.DataFrame | ChunkedTable, columns: Sequence[str] | None
+    ) -> Iterator[tuple[int, AnyArray]]:
         """Yield (start, flat cell index of one chunk's rows), row-major.
 
         `data` is a DataFrame, encoded CHUNK_ROWS rows at a time, or a ChunkedTable.
@@ -353,7 +356,7 @@ class Schema:
         dtype = np.int32 if math.prod(shape) < 2**31 else np.int64
         for start, piece in table_chunks(data, CHUNK_ROWS):
             _check_present(piece, columns)
-            flat = np.zeros(len(piece), dtype=dtype)
+            flat: AnyArray = np.zeros(len(piece), dtype=dtype)
             for name, size in zip(columns, shape, strict=True):
                 flat *= size
                 flat += self.column(name).encode(piece[name], start).astype(dtype)

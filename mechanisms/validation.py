@@ -59,7 +59,7 @@ def refused_values(column: Column, values: pd.Series) -> dict[str, AnyArray]:
 class DataCheck:
     """Tally of refused values over a table read in consecutive chunks (or in one piece)."""
 
-    def __init__(self, schema: Schema, columns: Sequence[str] | None):
+    def __init__(self, schema: Schema, columns: Sequence[str]) -> None:
         specs = [schema.columns.get(name) for name in columns]
         self.columns = [c for c in specs if isinstance(c, NumericColumn | CategoricalColumn)]
         self.rows_seen = 0
@@ -80,7 +80,7 @@ class DataCheck:
         return [_message(name, kind, *tally) for (name, kind), tally in self._found.items()]
 
 
-def check_data(data: pd.DataFrame, schema: Schema, columns: Sequence[str] | None) -> list[str]:
+def check_data(data: pd.DataFrame, schema: Schema, columns: Sequence[str]) -> list[str]:
     """Every problem of `data` for a release of `columns` under `schema`; [] if none."""
     absent = [name for name in columns if name not in data.columns]
     check = DataCheck(schema, [name for name in columns if name in data.columns])

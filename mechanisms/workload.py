@@ -74,7 +74,9 @@ def marginals_spec(k: int) -> dict[str, Any]:
 def load_workload(path: str | Path) -> dict[str, Any]:
     """Read a workload JSON document; a missing or malformed file raises MechanismError."""
     try:
-        return json.loads(Path(path).read_text())
+        # Typed as the object it should be; expand_workload checks what it really is.
+        spec: dict[str, Any] = json.loads(Path(path).read_text())
+        return spec
     except OSError as exc:
         raise MechanismError(f"workload file ({path}) cannot be read: {exc.strerror}") from None
     except json.JSONDecodeError as exc:
@@ -102,7 +104,7 @@ def expand_workload(
 
 
 def _expand_entry(
-    entry, columns: Sequence[str] | None, shape: tuple[int, ...], ordered: Any
+    entry: Any, columns: Sequence[str], shape: tuple[int, ...], ordered: set[str]
 ) -> list[Query]:
     kind = entry.get("type") if isinstance(entry, dict) else None
     d = len(columns)
@@ -130,7 +132,7 @@ def _expand_entry(
 
 
 def _positions(
-    names: list[str], columns: Sequence[str] | None, ordered: Any = None
+    names: Any, columns: Sequence[str], ordered: set[str] | None = None
 ) -> tuple[int, ...]:
     if not isinstance(names, list) or not names:
         raise MechanismError(f"workload columns ({_short(names)}) must be a non-empty list")
@@ -149,7 +151,7 @@ def _positions(
     return tuple(sorted(columns.index(n) for n in names))
 
 
-def _box(attrs: Any, ranges, shape: tuple[int, ...]) -> Query:
+def _box(attrs: list[int], ranges: Any, shape: tuple[int, ...]) -> Query:
     """A box from one [lo, hi] per column in ``attrs`` (listed order), stored in column order."""
     if not isinstance(ranges, list) or len(ranges) != len(attrs):
         raise MechanismError(f"box ({_short(ranges)}) needs one [lo, hi] bin range per column")

@@ -13,7 +13,7 @@ Split along measure / post-process lines:
 Every name of the former single module ``mechanisms/mwem.py`` is importable from here.
 """
 
-from mechanisms.mwem.distribution import (  # noqa: F401
+from mechanisms.mwem.distribution import (
     _INTERMEDIATE_CELLS,
     FactoredDistribution,
     _answer,
@@ -23,7 +23,7 @@ from mechanisms.mwem.distribution import (  # noqa: F401
     _spread,
     _stamps,
 )
-from mechanisms.mwem.fit import (  # noqa: F401
+from mechanisms.mwem.fit import (
     _SETTLED,
     FINAL_PASSES,
     FLOOR_SHARE,
@@ -34,7 +34,7 @@ from mechanisms.mwem.fit import (  # noqa: F401
     _paper_factor,
     _refit,
 )
-from mechanisms.mwem.measure import (  # noqa: F401
+from mechanisms.mwem.measure import (
     BOX_SENSITIVITY,
     _estimate_n,
     _expected_abs_noise,
@@ -46,7 +46,7 @@ from mechanisms.mwem.measure import (  # noqa: F401
     _TrueAnswers,
     marginal_sensitivity,
 )
-from mechanisms.mwem.plan import (  # noqa: F401
+from mechanisms.mwem.plan import (
     ADD_REMOVE_INIT_FRACTION,
     MAX_DEFAULT_ROUNDS,
     MIN_DEFAULT_ROUNDS,
@@ -65,7 +65,7 @@ from mechanisms.mwem.plan import (  # noqa: F401
     initial_fraction,
     plan_budget,
 )
-from mechanisms.mwem.release import (  # noqa: F401
+from mechanisms.mwem.release import (
     CELL_ORDER,
     DEFAULT_MEMORY_CELLS,
     RELEASE_PARAMS,
@@ -86,4 +86,62 @@ __all__ = [
     "measure_all",
     "mwem",
     "plan_budget",
+]
+
+# Explicit re-exports (mypy runs with implicit_reexport = false).
+__all__ = [
+    "_INTERMEDIATE_CELLS",
+    "FactoredDistribution",
+    "_answer",
+    "_box_slices",
+    "_cells_of",
+    "_Group",
+    "_spread",
+    "_stamps",
+    "_SETTLED",
+    "FINAL_PASSES",
+    "FLOOR_SHARE",
+    "_damped_factor",
+    "_floor",
+    "_linked",
+    "_mw_update",
+    "_paper_factor",
+    "_refit",
+    "BOX_SENSITIVITY",
+    "_estimate_n",
+    "_expected_abs_noise",
+    "_measure",
+    "_select",
+    "_selection_scores",
+    "_sensitivity",
+    "_start",
+    "_TrueAnswers",
+    "marginal_sensitivity",
+    "ADD_REMOVE_INIT_FRACTION",
+    "MAX_DEFAULT_ROUNDS",
+    "MIN_DEFAULT_ROUNDS",
+    "SELECT_FRACTION",
+    "SELECTION_GAP",
+    "MwemPlan",
+    "_check_args",
+    "_check_counts",
+    "_check_dense_fits",
+    "_check_fractions",
+    "_check_noise_fits",
+    "_share",
+    "_split",
+    "default_init_fraction",
+    "default_rounds",
+    "initial_fraction",
+    "plan_budget",
+    "CELL_ORDER",
+    "DEFAULT_MEMORY_CELLS",
+    "RELEASE_PARAMS",
+    "MwemResult",
+    "_measurement_record",
+    "_run_mwem",
+    "_trace_entry",
+    "_workload_spec",
+    "measure_all",
+    "mwem",
 ]

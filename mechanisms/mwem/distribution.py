@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -112,7 +113,7 @@ def _spread(factor: AnyArray, keep: tuple[int, ...], attrs: tuple[int, ...]) -> 
     return factor.reshape([factor.shape[keep.index(a)] if a in keep else 1 for a in attrs])
 
 
-def _cells_of(group: _Group):
+def _cells_of(group: _Group) -> Callable[[tuple[int, ...]], int]:
     return lambda attrs: group.partials[attrs].size
 
 
@@ -127,7 +128,7 @@ class FactoredDistribution:
         self._products: dict[tuple[int, ...], tuple[tuple[int, ...], AnyArray]] = {}
 
     @classmethod
-    def independent(cls, one_way: list[AnyArray], *, dense: bool = False):
+    def independent(cls, one_way: list[AnyArray], *, dense: bool = False) -> FactoredDistribution:
         """The product of the 1-way distributions; one group per attribute unless ``dense``."""
         shape = tuple(len(p) for p in one_way)
         if not dense:
@@ -162,7 +163,7 @@ class FactoredDistribution:
         if cached is not None and cached[0] == stamps:
             return cached[1]
         wanted = set(attrs)
-        result, order = np.ones(()), []
+        result, order = np.ones(()), list[int]()
         for g in groups:
             keep = tuple(a for a in g.attrs if a in wanted)
             result = np.multiply.outer(result, g.marginal(keep))
@@ -219,4 +220,5 @@ def _answer(query: Query, marginal: AnyArray) -> AnyArray:
 
 
 def _box_slices(query: Query) -> tuple[slice, ...]:
+    assert query.box is not None, "only a box query has bin ranges"
     return tuple(slice(lo, hi + 1) for lo, hi in query.box)

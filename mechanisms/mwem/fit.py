@@ -7,13 +7,15 @@ and the model, never the data, and draws nothing.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 
 from mechanisms.arrays import AnyArray
 from mechanisms.mwem.distribution import _INTERMEDIATE_CELLS, FactoredDistribution, _box_slices
 from mechanisms.workload import Query
+
+# One noisy measurement: the query, its noisy answer (a fraction of n) and the target floor.
+Measurement = tuple[Query, AnyArray, float]
 
 FINAL_PASSES = 5
 _SETTLED = 1e-3  # an update that would change no weight by more than this is skipped
@@ -37,7 +39,7 @@ def _mw_update(
     target: AnyArray,
     floor: float,
     update: str = "damped",
-):
+) -> None:
     """One multiplicative-weights step toward the noisy answer ``target`` (as a fraction of n)."""
     current = model.marginal(query.attrs)
     if update == "paper":
@@ -50,7 +52,7 @@ def _mw_update(
         model.reweight(query.attrs, factor)
 
 
-def _damped_factor(query: Query, current: AnyArray, target: AnyArray, floor: float):
+def _damped_factor(query: Query, current: AnyArray, target: AnyArray, floor: float) -> AnyArray:
     """√(target / current) on each part of the domain the query splits it into.
 
     A marginal's cells and a box with its complement partition the domain; the target is
@@ -82,7 +84,12 @@ def _paper_factor(query: Query, current: AnyArray, target: AnyArray) -> AnyArray
 
 
 def _refit(
-    model: Any, measured: Any, mw_passes: int | None, update: str, *, last_round: bool
+    model: FactoredDistribution,
+    measured: list[Measurement],
+    mw_passes: int | None,
+    update: str,
+    *,
+    last_round: bool,
 ) -> None:
     """MW updates after a new measurement (the paper's practical improvement).
 
@@ -98,14 +105,15 @@ def _refit(
     inside = _linked(measured)
     if mw_passes is None and group.size > _INTERMEDIATE_CELLS:
         for _ in range(2):
-            _mw_update(model, *inside[-1], update)
+            query, target, floor = inside[-1]
+            _mw_update(model, query, target, floor, update)
         mw_passes = FINAL_PASSES if last_round else 1
     for _ in range(10 if mw_passes is None else mw_passes):
         for query, target, floor in inside:
             _mw_update(model, query, target, floor, update)
 
 
-def _linked(measured: list[Any]) -> list[Any]:
+def _linked(measured: list[Measurement]) -> list[Measurement]:
     """The measurements connected to the newest one by chains of shared attributes."""
     reach, grew = set(measured[-1][0].attrs), True
     while grew:

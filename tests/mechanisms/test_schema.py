@@ -187,3 +187,6 @@ def test_it_refuses_bad_documents_and_requests(schema, tmp_path):
     )
     with pytest.raises(MechanismError, match="more than"):
         huge.domain_shape(["a", "b", "c"])
+    # Omitted columns mean every schema column: the message names them (no TypeError on None).
+    with pytest.raises(MechanismError, match=r"columns \['a', 'b', 'c'\] make"):
+        huge.domain_shape(None)
