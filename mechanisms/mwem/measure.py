@@ -54,7 +54,8 @@ class _TrueAnswers:
 
     def __init__(self, codes: AnyArray, shape: tuple[int, ...]):
         self.columns = np.ascontiguousarray(np.asarray(codes).T)  # fast per-column reads
-        self.shape, self._cache = shape, {}
+        self.shape = shape
+        self._cache: dict[tuple[int, ...], AnyArray] = {}
 
     def marginal(self, attrs: tuple[int, ...]) -> AnyArray:
         if attrs not in self._cache:
@@ -68,7 +69,9 @@ class _TrueAnswers:
         return _answer(query, self.marginal(query.attrs))
 
 
-def _start(true: AnyArray, rows: int, eps_init: float, neighbouring: str, rng: RandomSource):
+def _start(
+    true: _TrueAnswers, rows: int | None, eps_init: float, neighbouring: str, rng: RandomSource
+) -> tuple[int, list[AnyArray], list[AnyArray], float]:
     """Measure every 1-way marginal with ``eps_init`` (none if 0).
 
     Returns (n, noisy 1-way counts, start weights, noise scale). A noisy count below the noise
@@ -80,7 +83,7 @@ def _start(true: AnyArray, rows: int, eps_init: float, neighbouring: str, rng: R
     """
     shape, d = true.shape, len(true.shape)
     if eps_init == 0:
-        if neighbouring != "replace-one":
+        if neighbouring != "replace-one" or rows is None:
             raise MechanismError(
                 "init_fraction (0) must be > 0 under add-remove: the noisy 1-way marginals "
                 "estimate the (private) number of rows"
@@ -88,7 +91,7 @@ def _start(true: AnyArray, rows: int, eps_init: float, neighbouring: str, rng: R
         return rows, [], [np.ones(k) for k in shape], 0.0
     scale = noise_scale(marginal_sensitivity(neighbouring) * d, eps_init)
     one_way = [rng.add_discrete_laplace(true.marginal((a,)), scale) for a in range(d)]
-    n = rows if neighbouring == "replace-one" else _estimate_n(one_way)
+    n = rows if neighbouring == "replace-one" and rows is not None else _estimate_n(one_way)
     return n, one_way, [np.maximum(m, max(scale, 0.5)) for m in one_way], scale
 
 
@@ -107,8 +110,8 @@ def _expected_abs_noise(scale: float) -> float:
 
 def _select(
     model: Any,
-    true: AnyArray,
-    workload: Any,
+    true: _TrueAnswers,
+    workload: list[Query],
     n: int,
     eps_select: float,
     eps_measure: float,
@@ -135,8 +138,8 @@ def _select(
 
 def _selection_scores(
     model: Any,
-    true: AnyArray,
-    queries: list[dict[str, Any]],
+    true: _TrueAnswers,
+    queries: list[Query],
     n: int,
     eps_measure: float,
     marginal_l1: int,
@@ -151,7 +154,9 @@ def _selection_scores(
     return scores
 
 
-def _measure(true: AnyArray, query: Query, eps_measure: float, marginal_l1: int, rng: RandomSource):
+def _measure(
+    true: _TrueAnswers, query: Query, eps_measure: float, marginal_l1: int, rng: RandomSource
+) -> tuple[AnyArray, float]:
     """The query's answer plus discrete Laplace noise of scale Δ_q/ε; returns (noisy, scale).
 
     Privacy: spends ``eps_measure`` (ε-DP): Δ_q = ``_sensitivity(query, marginal_l1)``, scale

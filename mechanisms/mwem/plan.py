@@ -24,7 +24,7 @@ from mechanisms.noise import check_count_noise
 from mechanisms.workload import Query
 
 if TYPE_CHECKING:
-    from mechanisms.arrays import AnyArray
+    pass
 
 
 MAX_DEFAULT_ROUNDS = 30
@@ -121,7 +121,7 @@ def plan_budget(
 
 
 def initial_fraction(
-    n: int,
+    n: int | None,
     epsilon: float,
     shape: tuple[int, ...],
     workload: Any,
@@ -135,7 +135,7 @@ def initial_fraction(
     """
     if init_fraction is not None:
         return init_fraction
-    if neighbouring == "replace-one":
+    if neighbouring == "replace-one" and n is not None:
         return default_init_fraction(n, epsilon, shape, workload)
     return ADD_REMOVE_INIT_FRACTION
 
@@ -165,8 +165,8 @@ def default_rounds(
     init_fraction: float,
     select_fraction: float,
     marginal_l1: int,
-    minimum=MIN_DEFAULT_ROUNDS,
-):
+    minimum: int = MIN_DEFAULT_ROUNDS,
+) -> int:
     """The largest T (``minimum`` to min(|W|, MAX_DEFAULT_ROUNDS)) that keeps two things useful.
 
     At least MIN_DEFAULT_ROUNDS (or |W|): even when no round can measure a typical query well,
@@ -212,7 +212,9 @@ def _share(epsilon: float, fraction: float) -> float:
     return float_at_most(Fraction(epsilon) * Fraction(fraction))
 
 
-def _split(epsilon: float, eps_init: float, rounds, select_fraction: float) -> tuple[float, float]:
+def _split(
+    epsilon: float, eps_init: float, rounds: int, select_fraction: float
+) -> tuple[float, float]:
     """(ε_select, ε_measure) per round, each rounded down.
 
     In exact arithmetic eps_init + rounds × (ε_select + ε_measure) <= ε.
@@ -225,7 +227,7 @@ def _split(epsilon: float, eps_init: float, rounds, select_fraction: float) -> t
 
 
 def _check_noise_fits(
-    epsilon: float, eps_init: float, d: dict[str, Any], marginal_l1: int, eps_measure: float
+    epsilon: float, eps_init: float, d: int, marginal_l1: int, eps_measure: float
 ) -> None:
     """Refuse an ε whose count noise 64-bit integers cannot carry (see noise.check_count_noise)."""
     if eps_init > 0:
@@ -240,7 +242,7 @@ def _check_args(
     output: str,
     update: str,
     workload: Any,
-):
+) -> None:
     """MWEM's options other than ε (checked before the split, which divides by ε)."""
     check_neighbouring(neighbouring)
     _check_fractions(init_fraction, select_fraction)
@@ -259,7 +261,7 @@ def _check_fractions(init_fraction: float, select_fraction: float) -> None:
         raise MechanismError(f"select_fraction ({select_fraction!r}) must be in (0, 1)")
 
 
-def _check_counts(n: int, **counts: AnyArray) -> None:
+def _check_counts(n: int, **counts: int | None) -> None:
     if n < 1:
         raise MechanismError("data (0 rows) must have at least one row for MWEM")
     for name, value in counts.items():
@@ -271,7 +273,7 @@ def _check_counts(n: int, **counts: AnyArray) -> None:
 
 def _check_dense_fits(shape: tuple[int, ...], memory_cells: int | None) -> bool:
     cells = math.prod(shape)
-    if cells > memory_cells:
+    if memory_cells is not None and cells > memory_cells:
         raise MechanismError(
             f"output 'average' needs the dense domain ({cells} cells) within memory_cells "
             f"({memory_cells}); use output 'last' or raise memory_cells"

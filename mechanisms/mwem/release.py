@@ -8,7 +8,7 @@ public values), ``fit`` and ``distribution`` (post-processing of the noisy measu
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -40,7 +40,6 @@ from mechanisms.schema import NumericColumn
 from mechanisms.workload import Query, expand_workload, load_workload, marginals_spec
 
 if TYPE_CHECKING:
-    from mechanisms.chunks import ChunkedTable
     from mechanisms.noise import RandomSource
     from mechanisms.release import Progress
     from mechanisms.schema import Schema
@@ -205,7 +204,7 @@ def _measurement_record(query: Query, noisy: AnyArray, scale: float) -> dict[str
 
 
 def _trace_entry(
-    t, query, noisy, model: Any, measured: Any, shape: tuple[int, ...]
+    t: int, query: Query, noisy: AnyArray, model: Any, measured: Any, shape: tuple[int, ...]
 ) -> dict[str, Any]:
     """Round t's public trace (post-processing of DP values).
 
@@ -239,17 +238,17 @@ RELEASE_PARAMS = {
 
 
 def _run_mwem(
-    data: pd.DataFrame | ChunkedTable,
+    data: pd.DataFrame,  # MWEM reads the whole table (its catalogue row: reads_in_chunks False)
     schema: Schema,
     *,
-    columns: Sequence[str] | None,
+    columns: list[str],  # resolved by run_release
     params: dict[str, Any],
     epsilon: float,
     delta: float,
     neighbouring: str,
     rng: RandomSource,
     progress: Progress | None,
-):
+) -> ReleaseOutput:
     """The registry entry: encode, run MWEM, decode ``n`` synthetic rows, package the files."""
     unknown = sorted(set(params) - RELEASE_PARAMS)
     if unknown:
