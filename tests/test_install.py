@@ -105,7 +105,8 @@ def test_the_wheel_holds_both_packages_the_licence_the_command_and_the_dependenc
             requirement = Requirement(line.removeprefix("Requires-Dist: "))
             declared[canonicalize_name(requirement.name)] = requirement.specifier
     for line in (REPO_ROOT / "requirements.txt").read_text().splitlines():
-        if line.strip() and not line.startswith("#"):
+        line = line.split(" #", 1)[0].strip()  # pip allows a comment after the pin
+        if line and not line.startswith("#"):
             pin = Requirement(line)
             (version,) = (s.version for s in pin.specifier)
             name = canonicalize_name(pin.name)
