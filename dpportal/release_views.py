@@ -312,6 +312,8 @@ def release_download_zip(request, pk):
 def release_utility_report(request, pk):
     """The custodian-only comparison with the raw data, as a standalone HTML file."""
     release = _done_release(request.user, pk, owner_only=True)
+    if release.dataset.is_deleted:  # the report was derived from the raw data, gone with it
+        raise Http404("The dataset was deleted, and with it this comparison with its data.")
     report = utility.load_report(release)
     if report is None:
         raise Http404("The comparison with the original data is not ready.")
