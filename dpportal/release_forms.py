@@ -31,7 +31,6 @@ RANGE_WORKLOADS = (
     ("boxes", "Random boxes (random intervals with one column)"),
     ("halfspaces", "Random regions on one side of a straight line (two or more columns)"),
 )
-MAX_GRID_POINTS = 65_536
 SUBMISSION_SALT = "dpportal.release-form.submission"
 SUBMISSION_REFUSED = (
     "This form was not issued to you for this dataset, or it is incomplete; nothing was "
@@ -248,11 +247,18 @@ class ReleaseForm(forms.Form):
         if data["range_method"] in catalogue.NEEDS_DELTA_METHODS and not data.get("delta"):
             self.add_error("delta", "The halfspace decomposition needs δ > 0, such as 0.000001.")
         points = math.prod(self._range_grid(columns))
-        if points > MAX_GRID_POINTS:
+        if points > catalogue.RANGE_MAX_GRID_POINTS:
             self.add_error(
                 "range_grid",
                 f"The grid has {points:,} points; use at most "
-                f"{MAX_GRID_POINTS:,} (fewer points per column).",
+                f"{catalogue.RANGE_MAX_GRID_POINTS:,} (fewer points per column).",
+            )
+        elif data["range_workload"] == "prefixes" and points > catalogue.RANGE_MAX_QUERIES:
+            self.add_error(
+                "range_grid",
+                f"Intervals up to every grid point are {points:,} ranges here; at most "
+                f"{catalogue.RANGE_MAX_QUERIES:,} can be answered: use fewer grid points per "
+                "column, or random boxes.",
             )
 
     def _range_grid(self, columns) -> list[int]:
