@@ -93,6 +93,10 @@ RANGE_METHODS = {
 }
 assert set(RANGE_METHODS) == set(MECHANISM_NAMES), "one entry per range-count method"
 NEEDS_DELTA_METHODS = {"mn12", "mn12_laplace"}
+# Job limits of a range-count release (the form refuses more); the preview's own work limits
+# are in mechanisms.plans (PREVIEW_*).
+RANGE_MAX_GRID_POINTS = 65_536
+RANGE_MAX_QUERIES = 4_096  # ranges answered, prefixes included (one per grid point)
 NO_NEW_RANGES_METHODS = {"per_query"}  # its structure answers only the planned ranges
 
 
@@ -204,13 +208,7 @@ def stage_label(mechanism: str, stage: str, done: int, total: int) -> str:
 def accuracy_lines(mechanism, plan, schema, columns, row_count) -> list[str]:
     """Plain sentences from a mechanism's public noise plan (mechanisms.plans)."""
     if mechanism == "range_count":
-        return [
-            f"{plan.outputs:,} ranges over a grid of {plan.support:,} points. The method used "
-            f"will be {range_method_words(plan.details['method'])}, chosen from public "
-            "information only.",
-            f"Each answer will be off by typically ±{plan.expected_error:,.1f} rows (predicted "
-            f"from the method's noise), out of {row_count:,} rows in the table.",
-        ]
+        return _range_count_lines(plan, row_count)
     if mechanism == "mwem":
         return [
             f"The workload has {plan.details['workload']} patterns (tables of counts); MWEM "
@@ -232,6 +230,37 @@ def accuracy_lines(mechanism, plan, schema, columns, row_count) -> list[str]:
         f"Each of its {plan.outputs:,} outputs gets {plan.noise} noise of typically "
         f"±{plan.expected_error:,.1f} rows."
     ]
+
+
+def _range_count_lines(plan, row_count) -> list[str]:
+    """The range-count preview: exact for small jobs, an estimate from a sample for large ones
+    (mechanisms.plans.range_count_plan), and says which."""
+    method = range_method_words(plan.details["method"])
+    lines = [
+        f"{plan.outputs:,} ranges over a grid of {plan.support:,} points. The method used "
+        f"will be {method}, chosen from public information only."
+    ]
+    if plan.expected_error is None:
+        lines.append(
+            f"These settings are too large to preview: the error of {method} is worked out "
+            "when the release runs, and shown with its answers."
+        )
+        return lines
+    if plan.details.get("estimate"):
+        lines[0] = (
+            f"{plan.outputs:,} ranges over a grid of {plan.support:,} points: an estimate, from "
+            f"{plan.details['sample']} of the ranges drawn at random, with {method}."
+        )
+        if plan.details.get("upper_bound"):
+            lines[0] += (
+                " The release plans every method exactly and keeps the most accurate, so it "
+                "will be at least this accurate."
+            )
+    lines.append(
+        f"Each answer will be off by typically ±{plan.expected_error:,.1f} rows (predicted "
+        f"from the method's noise), out of {row_count:,} rows in the table."
+    )
+    return lines
 
 
 def combinations(schema, columns) -> str:

@@ -180,8 +180,20 @@ class Release(models.Model):
     manifest = models.JSONField(null=True, blank=True)
     trace = models.JSONField(null=True, blank=True)
 
+    # The new-release form's one-time token (release_forms.submission_token): a second POST of
+    # the same form finds this release instead of spending the budget again. Empty for releases
+    # made without the form (commands, tests).
+    submission_token = models.CharField(max_length=43, blank=True, default="")
+
     class Meta:
         ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["dataset", "submission_token"],
+                condition=~models.Q(submission_token=""),
+                name="one_release_per_submission_token",
+            )
+        ]
 
     def __str__(self):
         return f"Release {self.pk} ({self.mechanism}) of {self.dataset}"

@@ -5,9 +5,11 @@ No field accepts a random seed: releases always use the secure, unseeded noise s
 """
 
 import math
+import secrets
 from decimal import Decimal
 
 from django import forms
+from django.core import signing
 
 import mechanisms
 from mechanisms import workload as mwem_workload
@@ -29,7 +31,30 @@ RANGE_WORKLOADS = (
     ("boxes", "Random boxes (random intervals with one column)"),
     ("halfspaces", "Random regions on one side of a straight line (two or more columns)"),
 )
-MAX_GRID_POINTS = 65_536
+SUBMISSION_SALT = "dpportal.release-form.submission"
+SUBMISSION_REFUSED = (
+    "This form was not issued to you for this dataset, or it is incomplete; nothing was "
+    "spent. Reload the page and submit it again."
+)
+
+
+def submission_token(user, dataset) -> str:
+    """A one-time token for one rendering of the new-release form: a random nonce, signed
+    together with the user and the dataset (so it cannot be forged or moved to another)."""
+    nonce = secrets.token_urlsafe(32)
+    return signing.dumps([user.pk, dataset.pk, nonce], salt=SUBMISSION_SALT)
+
+
+def submission_nonce(token: str, user, dataset) -> str | None:
+    """The nonce of a token issued to `user` for `dataset`, or None if it is missing or forged.
+    The release stores the nonce, unique per dataset: a second POST of the form spends nothing."""
+    try:
+        user_pk, dataset_pk, nonce = signing.loads(token, salt=SUBMISSION_SALT)
+    except (signing.BadSignature, TypeError, ValueError):
+        return None
+    if (user_pk, dataset_pk) != (user.pk, dataset.pk) or not isinstance(nonce, str):
+        return None
+    return nonce
 
 
 class ReleaseForm(forms.Form):
@@ -111,9 +136,13 @@ class ReleaseForm(forms.Form):
         label="Method", choices=catalogue.range_method_choices, initial="auto", required=False
     )
 
-    def __init__(self, *args, dataset, **kwargs):
+    def __init__(self, *args, dataset, user=None, **kwargs):
+        """With `user` (the form that spends), a submission needs a one-time token issued to
+        that user for this dataset; every rendering carries a fresh one (`next_submission`).
+        Without (the accuracy preview), no token is read."""
         super().__init__(*args, **kwargs)
-        self.dataset = dataset
+        self.dataset, self.user = dataset, user
+        self.next_submission = submission_token(user, dataset) if user is not None else ""
         self.fields["epsilon"].initial = suggested_epsilon(dataset.epsilon_remaining)
         self.schema = mechanisms.Schema.from_dict(dataset.schema)
         self.fields.update(catalogue.generic_fields())
@@ -151,6 +180,11 @@ class ReleaseForm(forms.Form):
 
     def clean(self):
         data = super().clean()
+        if self.user is not None:
+            token = self.data.get("submission", "")
+            data["submission"] = submission_nonce(token, self.user, self.dataset)
+            if data["submission"] is None:
+                self.add_error(None, SUBMISSION_REFUSED)
         mechanism, columns = data.get("mechanism"), data.get("columns")
         if data.get("delta") is None:
             data["delta"] = Decimal("0")
@@ -213,11 +247,18 @@ class ReleaseForm(forms.Form):
         if data["range_method"] in catalogue.NEEDS_DELTA_METHODS and not data.get("delta"):
             self.add_error("delta", "The halfspace decomposition needs δ > 0, such as 0.000001.")
         points = math.prod(self._range_grid(columns))
-        if points > MAX_GRID_POINTS:
+        if points > catalogue.RANGE_MAX_GRID_POINTS:
             self.add_error(
                 "range_grid",
                 f"The grid has {points:,} points; use at most "
-                f"{MAX_GRID_POINTS:,} (fewer points per column).",
+                f"{catalogue.RANGE_MAX_GRID_POINTS:,} (fewer points per column).",
+            )
+        elif data["range_workload"] == "prefixes" and points > catalogue.RANGE_MAX_QUERIES:
+            self.add_error(
+                "range_grid",
+                f"Intervals up to every grid point are {points:,} ranges here; at most "
+                f"{catalogue.RANGE_MAX_QUERIES:,} can be answered: use fewer grid points per "
+                "column, or random boxes.",
             )
 
     def _range_grid(self, columns) -> list[int]:

@@ -47,7 +47,7 @@ def release_new(request, dataset_pk):
     dataset = dataset_for_owner(request.user, dataset_pk)
     if dataset.is_deleted or not dataset.schema_confirmed:
         return render(request, "dpportal/release_new.html", {"dataset": dataset, "form": None})
-    form = ReleaseForm(request.POST or None, dataset=dataset)
+    form = ReleaseForm(request.POST or None, dataset=dataset, user=request.user)
     if request.method == "POST" and form.is_valid():
         try:
             release = services.release_create(
@@ -59,7 +59,11 @@ def release_new(request, dataset_pk):
                 epsilon=form.cleaned_data["epsilon"],
                 delta=form.cleaned_data["delta"],
                 remote_addr=client_address(request),
+                submission_token=form.cleaned_data["submission"],
             )
+        except services.DuplicateSubmission as exc:  # a double click: show the first release
+            messages.info(request, str(exc))
+            return redirect("release_detail", pk=exc.release.pk)
         except services.ServiceError as exc:
             form.add_error(None, str(exc))
         else:
@@ -308,6 +312,8 @@ def release_download_zip(request, pk):
 def release_utility_report(request, pk):
     """The custodian-only comparison with the raw data, as a standalone HTML file."""
     release = _done_release(request.user, pk, owner_only=True)
+    if release.dataset.is_deleted:  # the report was derived from the raw data, gone with it
+        raise Http404("The dataset was deleted, and with it this comparison with its data.")
     report = utility.load_report(release)
     if report is None:
         raise Http404("The comparison with the original data is not ready.")

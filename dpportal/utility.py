@@ -32,15 +32,15 @@ def load_report(release) -> dict | None:
     return json.loads(path.read_text())
 
 
-def compute_and_store(release) -> dict:
-    """Compare the published files with the raw data and store the report privately."""
+def compute(release) -> bytes:
+    """Compare the published files with the raw data: the report, as JSON to store privately
+    (`services.publishing` stores it, ordered with the dataset's deletion)."""
     schema = mechanisms.Schema.from_dict(release.dataset.schema)
     frame = release_engine.load_columns(release.dataset, release.columns)
     report = build_report(
         schema, release.columns, frame, packaging.stored_files(release), release.mechanism
     )
-    files.write_private(files.utility_report_path(release), json.dumps(report).encode())
-    return report
+    return json.dumps(report).encode()
 
 
 def build_report(schema, columns, frame, files, mechanism) -> dict:

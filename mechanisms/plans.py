@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from mechanisms.accounting import noise_scale
 from mechanisms.histogram import count_sensitivity, min_admissible_mix
 from mechanisms.mwem import SELECT_FRACTION, _workload_spec, plan_budget
@@ -148,6 +150,11 @@ def mwem_plan(
     )
 
 
+PREVIEW_WORK = 2**21  # point x range pairs a range-count preview may evaluate (~0.3 s)
+PREVIEW_SAMPLE = 64  # beyond: at most this many ranges, drawn at random, are averaged
+PREVIEW_TREE_AXIS = 1024  # beyond that: the tree only on axes this short (its matrices: cells^2)
+
+
 def range_count_plan(
     schema: Schema,
     columns: Sequence[str] | None,
@@ -160,20 +167,74 @@ def range_count_plan(
 ) -> NoisePlan:
     """The range-count planner on public inputs: bounds, grid, a workload drawn like the real one.
 
-    The expected error is the chosen plan's predicted standard deviation per answer.
+    The expected error is the chosen plan's predicted standard deviation per answer. While the
+    support times the workload is at most PREVIEW_WORK, that is the planner's exact
+    figure; beyond, it is an estimate with bounded work (`_range_estimate`), and
+    details["estimate"] says so (None as the error: too large to preview).
     """
     from mechanisms.range_count import api
     from mechanisms.range_count.core import privacy_target
     from mechanisms.range_count.inputs import incidence
 
     support = api.support_from_schema(schema, columns, params)
-    queries = api.workload_from_params(support, params, secure_source())
+    rng = secure_source()
+    queries = api.workload_from_params(support, params, rng)
     target = privacy_target(epsilon=epsilon, delta=delta, neighbouring=neighbouring)
-    plan, predicted = api.choose_plan(
-        params.get("mechanism", "auto"), support, queries, incidence(support, queries), target
-    )
+    method = params.get("mechanism", "auto")
+    if support.n * len(queries) <= PREVIEW_WORK:
+        bits = incidence(support, queries)
+        plan, predicted = api.choose_plan(method, support, queries, bits, target)
+        name, variance, estimate = plan.name, predicted[plan.name], False
+    else:
+        name, variance = _range_estimate(method, support, queries, target, rng)
+        estimate = True
     noise = "discrete Gaussian" if target.kind == "zcdp" else "discrete Laplace"
-    if getattr(plan, "noise", None) == "laplace":
+    if name == "mn12_laplace":
         noise = "discrete Laplace"
-    std = math.sqrt(predicted[plan.name])
-    return NoisePlan(noise, std, std, len(queries), support.n, {"method": plan.name})
+    std = None if variance is None else math.sqrt(variance)
+    details = {
+        "method": name,
+        "estimate": estimate,
+        "upper_bound": estimate and method == "auto",
+        "sample": _sample_size(support),
+    }
+    return NoisePlan(noise, std, std, len(queries), support.n, details)
+
+
+def _sample_size(support) -> int:
+    """Ranges the estimate averages: PREVIEW_SAMPLE, fewer if the support is huge."""
+    return max(1, min(PREVIEW_SAMPLE, PREVIEW_WORK // support.n))
+
+
+def _range_estimate(method, support, queries, target, rng) -> tuple[str, float | None]:
+    """(method, mean variance) of a large range-count release, from bounded work.
+
+    The workload-free plans (identity, path_tree, the tree on axes up to PREVIEW_TREE_AXIS
+    cells) are averaged over `_sample_size` random ranges; per_query's sensitivity is bounded
+    by the number of ranges (an upper bound). The halfspace decomposition (mn12) is planned only
+    when the release runs: `auto` picks it only if it beats these, so for `auto` the figure is
+    an upper bound. A method that cannot be estimated this way gets None.
+    """
+    from mechanisms.range_count import api
+    from mechanisms.range_count.core import noise_variance, scale_for
+    from mechanisms.range_count.inputs import incidence
+
+    names = api.candidate_mechanisms(support, queries, target) if method == "auto" else [method]
+    workload_free = {"identity", "path_tree"}
+    if support.grid_shape is not None and max(support.grid_shape) <= PREVIEW_TREE_AXIS:
+        workload_free.add("tree")
+    predicted = {}
+    if "per_query" in names:
+        scale = scale_for(target.noise, float(len(queries)), target.loss_budget)
+        predicted["per_query"] = noise_variance(target.noise, scale)
+    sampled = [name for name in names if name in workload_free]
+    if sampled:
+        sample = [queries[i] for i in rng.integers(len(queries), _sample_size(support))]
+        bits = incidence(support, sample)
+        for name in sampled:
+            plan = api.build_plan(name, support, sample, bits, target)
+            predicted[name] = float(np.mean(plan.predicted_variance(bits)))
+    if not predicted:
+        return method, None
+    best = min(predicted, key=predicted.get)
+    return best, predicted[best]

@@ -19,6 +19,7 @@ from tests.helpers import (  # noqa: F401  (REPO_ROOT, DEMO_ADULT, TEST_DATA: ol
     client_for,
     make_dataset,
     make_user,
+    post_new_release,
     run_now,
 )
 
@@ -201,12 +202,12 @@ def world(db, settings, tmp_path):
 @pytest.fixture
 def pages_world(world):
     """The world plus a done range-count release of Alice's, whose page has a query form."""
-    from django.urls import reverse
 
     from dpportal.models import Release
 
-    response = client_for(world.alice).post(
-        reverse("release_new", args=[world.dataset.pk]),
+    response = post_new_release(
+        client_for(world.alice),
+        world.dataset.pk,
         {
             "mechanism": "range_count",
             "columns": ["age", "hours-per-week"],

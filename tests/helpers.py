@@ -99,6 +99,15 @@ def chart_figures(page: str) -> list[dict]:
     return [json.loads(text) for text in found]
 
 
+def post_new_release(client, dataset_pk, data):
+    """Submit the new-release form as a browser does: open the page, then POST `data` with the
+    one-time token the page carries (none if the page did not open, e.g. a 404)."""
+    url = reverse("release_new", args=[dataset_pk])
+    page = client.get(url).content.decode()
+    token = re.search(r'name="submission" value="([^"]*)"', page)
+    return client.post(url, {**data, "submission": token.group(1) if token else ""})
+
+
 def histogram_post(**overrides) -> dict:
     """The new-release form's fields for a perturbed histogram of age × sex."""
     return {

@@ -21,7 +21,7 @@ from mechanisms.noise import check_count_noise, seeded_source
 from mechanisms.plans import NoisePlan, discrete_laplace_std
 from mechanisms.release import ReleaseOutput, csv_bytes
 from mechanisms.schema import Schema
-from tests.helpers import client_for, make_dataset, make_user, run_now
+from tests.helpers import client_for, make_dataset, make_user, post_new_release, run_now
 
 
 def noisy_count(data, schema, *, columns, params, epsilon, delta, neighbouring, rng, progress):
@@ -117,7 +117,7 @@ def test_the_portal_offers_it_and_runs_it_through_release_engine(db, monkeypatch
     estimate = client.get(reverse("release_estimate", args=[dataset.pk]), post).json()
     assert estimate["ok"], estimate
     assert "discrete Laplace noise of typically ±" in estimate["accuracy"][0]
-    client.post(reverse("release_new", args=[dataset.pk]), {**post, "noisy_count__label": "n"})
+    post_new_release(client, dataset.pk, {**post, "noisy_count__label": "n"})
     release = Release.objects.get()
     assert release.mechanism == "noisy_count" and release.params == {"label": "n"}
     computed = []

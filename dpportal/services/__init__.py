@@ -29,12 +29,13 @@ from .datasets import (
     dataset_shared_with,
 )
 from .delivery import release_queue
-from .errors import ServiceError
+from .errors import DuplicateSubmission, ServiceError
 from .execution import LeaseLost, _mark_data_read, _release_claim, _release_fail, release_run
 from .reaper import release_reap
 from .releases import release_cancel, release_create
 
 __all__ = [
+    "DuplicateSubmission",
     "LeaseLost",
     "ServiceError",
     "_mark_data_read",

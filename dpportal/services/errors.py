@@ -7,3 +7,11 @@ class ServiceError(Exception):
     def __init__(self, message, problems=None):
         super().__init__(message)
         self.problems = problems or [message]  # one line each, for forms that list them
+
+
+class DuplicateSubmission(ServiceError):
+    """The form's one-time token was already used: `release` is the release it made."""
+
+    def __init__(self, release):
+        super().__init__("This request was already submitted; here is its release.")
+        self.release = release

@@ -1,12 +1,22 @@
 """After a release is published: the custodian-only utility report, then the public zip and
-chart data (made now so pages open fast); and removing the reports with the raw data."""
+chart data (made now so pages open fast); and removing the reports with the raw data.
+
+The report is derived from the raw data, so it must never outlive the dataset's deletion. The
+two are ordered by the dataset row lock: the report is written under a temporary name, then,
+with the dataset locked, put in place only if the dataset is not deleted (else discarded);
+deletion takes the same lock, marks the dataset deleted and removes the reports after commit.
+Whichever comes second sees what the first did, so no report survives a deletion.
+"""
 
 import logging
+
+from django.db import transaction
 
 import mechanisms
 
 from .. import charts, files, packaging, utility
 from ..models import Release
+from .budget import locked_dataset
 
 logger = logging.getLogger(__name__)
 
@@ -18,7 +28,7 @@ def release_store_utility_report(release_pk):
     on first view): the release stands."""
     release = Release.objects.select_related("dataset").get(pk=release_pk)
     steps = (
-        ("utility report", utility.compute_and_store),
+        ("utility report", store_utility_report),
         ("package zip", packaging.package_zip_path),
         (
             "charts",
@@ -32,8 +42,28 @@ def release_store_utility_report(release_pk):
             logger.error("Release %s: %s failed (%s)", release.pk, what, type(exc).__name__)
 
 
+def store_utility_report(release) -> bool:
+    """Compute the report and put it in place only while the dataset is locked and not deleted
+    (see the module docstring). Returns whether it was stored."""
+    if release.dataset.is_deleted:
+        return False
+    writer = files.PrivateWriter(files.utility_report_path(release))
+    try:
+        writer.file.write(utility.compute(release))
+        with transaction.atomic():
+            if locked_dataset(release.dataset_id).is_deleted:
+                writer.discard()
+                return False
+            writer.commit()
+            return True
+    except BaseException:
+        writer.discard()
+        raise
+
+
 def release_remove_utility_reports(dataset):
     """Delete the custodian-only comparisons with the raw data of every release of a dataset
-    (they are derived from the raw data, which is being deleted)."""
+    (they are derived from the raw data, which is being deleted). Called after the deletion
+    commits: a report being stored meanwhile finds the dataset deleted and discards itself."""
     for release in dataset.releases.all():
         files.utility_report_path(release).unlink(missing_ok=True)

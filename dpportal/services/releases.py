@@ -10,7 +10,7 @@ or lost its messages.
 from decimal import Decimal
 from functools import partial
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from ..models import AuditEvent, BudgetLedgerEntry, Release
@@ -23,49 +23,78 @@ from .budget import (
     locked_dataset_and_release,
     release_refund,
 )
-from .errors import ServiceError
+from .errors import DuplicateSubmission, ServiceError
 
 
 def release_create(
-    *, dataset, user, mechanism, columns, params, epsilon, delta=Decimal("0"), remote_addr=None
+    *,
+    dataset,
+    user,
+    mechanism,
+    columns,
+    params,
+    epsilon,
+    delta=Decimal("0"),
+    remote_addr=None,
+    submission_token="",
 ):
     """Check and debit the budget, write the queued release and its ledger entry, enqueue the job.
 
     All in one transaction with the budget row locked, so concurrent requests can never
     overspend, even through two uploads of the same content; the job is sent to the broker only
     after the transaction commits.
+
+    `submission_token` (the form's one-time token) makes a request idempotent: it is looked up
+    under the dataset lock and stored on the release (unique per dataset), so a second request
+    with it, even a concurrent one, spends nothing and raises DuplicateSubmission naming the
+    first release.
     """
     epsilon, delta = Decimal(str(epsilon)), Decimal(str(delta))
     if epsilon <= 0:
         raise ServiceError(f"Privacy budget ε for a release ({epsilon}) must be greater than 0.")
     if delta < 0:
         raise ServiceError(f"δ ({delta}) must be 0 or more.")
-    with transaction.atomic():
-        locked = locked_dataset(dataset.pk)
-        _check_releasable(locked)
-        locked.budget = locked_budget(locked.budget_id)
-        check_budget(locked.budget, epsilon, delta)
-        release = Release.objects.create(
-            dataset=locked,
-            requested_by=user,
-            mechanism=mechanism,
-            columns=list(columns),
-            params=params,
-            epsilon=epsilon,
-            delta=delta,
-            neighbouring=locked.neighbouring,
-        )
-        ledger_write(locked, release, BudgetLedgerEntry.Kind.DEBIT)
-        audit.audit_record(
-            action=AuditEvent.Action.RELEASE_REQUESTED,
-            actor=user,
-            dataset=locked,
-            release=release,
-            details={"mechanism": mechanism, "epsilon": str(epsilon), "delta": str(delta)},
-            remote_addr=remote_addr,
-        )
-        transaction.on_commit(partial(delivery.release_send, release.pk))
+    try:
+        with transaction.atomic():
+            locked = locked_dataset(dataset.pk)
+            _check_not_submitted(locked.pk, submission_token)
+            _check_releasable(locked)
+            locked.budget = locked_budget(locked.budget_id)
+            check_budget(locked.budget, epsilon, delta)
+            release = Release.objects.create(
+                dataset=locked,
+                requested_by=user,
+                mechanism=mechanism,
+                columns=list(columns),
+                params=params,
+                epsilon=epsilon,
+                delta=delta,
+                neighbouring=locked.neighbouring,
+                submission_token=submission_token,
+            )
+            ledger_write(locked, release, BudgetLedgerEntry.Kind.DEBIT)
+            audit.audit_record(
+                action=AuditEvent.Action.RELEASE_REQUESTED,
+                actor=user,
+                dataset=locked,
+                release=release,
+                details={"mechanism": mechanism, "epsilon": str(epsilon), "delta": str(delta)},
+                remote_addr=remote_addr,
+            )
+            transaction.on_commit(partial(delivery.release_send, release.pk))
+    except IntegrityError:  # the unique token, if a concurrent twin got past the lock
+        _check_not_submitted(dataset.pk, submission_token)
+        raise
     return release
+
+
+def _check_not_submitted(dataset_pk, submission_token):
+    """Raise DuplicateSubmission if a release was already made with this form token."""
+    first = submission_token and (
+        Release.objects.filter(dataset_id=dataset_pk, submission_token=submission_token).first()
+    )
+    if first:
+        raise DuplicateSubmission(first)
 
 
 def _check_releasable(dataset):

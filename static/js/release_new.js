@@ -62,6 +62,7 @@
     }
     var params = new URLSearchParams(new FormData(form));
     params.delete("csrfmiddlewaretoken");
+    params.delete("submission");
     var request = ++latest;
     fetch(config.estimate_url + "?" + params.toString(),
           { headers: { Accept: "application/json" }, credentials: "same-origin" })
@@ -79,6 +80,21 @@
     window.clearTimeout(timer);
     timer = window.setTimeout(estimate, 300);
   }
+
+  // One click spends once: the button is disabled as soon as the form is sent (the server also
+  // refuses a second use of the form's one-time token); re-enabled if the page is shown again
+  // from the back/forward cache.
+  var submit = document.getElementById("release-submit");
+  form.addEventListener("submit", function () {
+    submit.disabled = true;
+    submit.textContent = "Submitting…";
+  });
+  window.addEventListener("pageshow", function (event) {
+    if (event.persisted) {
+      submit.disabled = false;
+      submit.textContent = "Spend this budget and make the release";
+    }
+  });
 
   form.addEventListener("input", scheduleEstimate);
   form.addEventListener("change", scheduleEstimate);

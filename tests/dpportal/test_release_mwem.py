@@ -6,7 +6,14 @@ from django.urls import reverse
 import mechanisms
 from dpportal import utility
 from dpportal.models import Release
-from tests.helpers import DEMO_SCHEMA, chart_figures, client_for, make_user, run_now
+from tests.helpers import (
+    DEMO_SCHEMA,
+    chart_figures,
+    client_for,
+    make_user,
+    post_new_release,
+    run_now,
+)
 
 COLUMNS = ["age", "sex", "income"]
 
@@ -24,7 +31,7 @@ def mwem_post(**overrides) -> dict:
 
 
 def test_the_form_passes_a_marginal_workload_and_rounds_but_no_row_count(owner, dataset):
-    client_for(owner).post(reverse("release_new", args=[dataset.pk]), mwem_post())
+    post_new_release(client_for(owner), dataset.pk, mwem_post())
     release = Release.objects.get()
     assert release.params == {"workload": {"queries": [{"type": "marginals", "k": 2}]}, "rounds": 3}
 
@@ -43,7 +50,7 @@ def test_the_estimate_describes_rounds_and_noise(owner, dataset):
 def test_an_mwem_release_shows_its_rounds_publicly_and_its_errors_to_the_owner(
     owner, dataset, a_minute_later
 ):
-    client_for(owner).post(reverse("release_new", args=[dataset.pk]), mwem_post())
+    post_new_release(client_for(owner), dataset.pk, mwem_post())
     release = run_now(Release.objects.get())
     report = utility.load_report(release)
     assert report["synthetic_rows"] == dataset.row_count

@@ -22,6 +22,7 @@ from tests.helpers import (
     make_demo_dataset,
     make_release,
     make_user,
+    post_new_release,
 )
 
 # ---------------------------------------------------------------- the form
@@ -44,10 +45,7 @@ def test_it_answers_404_to_auditors_and_strangers(dataset, auditor, stranger):
     for user in (auditor, stranger):
         client = client_for(user)
         assert client.get(reverse("release_new", args=[dataset.pk])).status_code == 404
-        assert (
-            client.post(reverse("release_new", args=[dataset.pk]), histogram_post()).status_code
-            == 404
-        )
+        assert post_new_release(client, dataset.pk, histogram_post()).status_code == 404
         assert client.get(reverse("release_estimate", args=[dataset.pk])).status_code == 404
     assert not Release.objects.exists()
 
@@ -58,12 +56,12 @@ def test_it_asks_for_a_confirmed_schema_first(owner):
     response = client.get(reverse("release_new", args=[dataset.pk]))
     assert response.status_code == 200
     assert reverse("dataset_schema", args=[dataset.pk]) in response.content.decode()
-    client.post(reverse("release_new", args=[dataset.pk]), histogram_post())
+    post_new_release(client, dataset.pk, histogram_post())
     assert not Release.objects.exists()
 
 
 def test_it_creates_a_queued_release_and_redirects_to_its_page(owner, dataset):
-    response = client_for(owner).post(reverse("release_new", args=[dataset.pk]), histogram_post())
+    response = post_new_release(client_for(owner), dataset.pk, histogram_post())
     release = Release.objects.get()
     assert response.status_code == 302
     assert response["Location"] == reverse("release_detail", args=[release.pk])
@@ -77,8 +75,8 @@ def test_it_creates_a_queued_release_and_redirects_to_its_page(owner, dataset):
 
 def test_it_refuses_overspending_and_says_what_is_left(owner, dataset):
     client = client_for(owner)
-    client.post(reverse("release_new", args=[dataset.pk]), histogram_post(epsilon="0.75"))
-    response = client.post(reverse("release_new", args=[dataset.pk]), histogram_post(epsilon="0.5"))
+    post_new_release(client, dataset.pk, histogram_post(epsilon="0.75"))
+    response = post_new_release(client, dataset.pk, histogram_post(epsilon="0.5"))
     assert response.status_code == 200
     assert "only ε = 0.25 is left of 1" in response.content.decode()
     assert Release.objects.count() == 1
@@ -96,24 +94,20 @@ def test_it_refuses_overspending_and_says_what_is_left(owner, dataset):
     ],
 )
 def test_it_explains_bad_input_on_the_form(owner, dataset, field, value, message):
-    response = client_for(owner).post(
-        reverse("release_new", args=[dataset.pk]), histogram_post(**{field: value})
-    )
+    response = post_new_release(client_for(owner), dataset.pk, histogram_post(**{field: value}))
     assert response.status_code == 200
     assert message in response.content.decode()
     assert not Release.objects.exists()
 
 
 def test_it_never_takes_a_seed_from_the_request(owner, dataset):
-    client_for(owner).post(reverse("release_new", args=[dataset.pk]), histogram_post(seed="7"))
+    post_new_release(client_for(owner), dataset.pk, histogram_post(seed="7"))
     assert "seed" not in Release.objects.get().params
 
 
 def test_it_forces_delta_to_zero_for_pure_mechanisms(owner):
     dataset = make_dataset(owner, delta_total="0.00001")
-    client_for(owner).post(
-        reverse("release_new", args=[dataset.pk]), histogram_post(delta="0.000001")
-    )
+    post_new_release(client_for(owner), dataset.pk, histogram_post(delta="0.000001"))
     assert Release.objects.get().delta == 0
 
 
@@ -283,7 +277,7 @@ def test_the_smoothed_histogram_gets_a_balanced_default_row_count(owner, dataset
     post = histogram_post(mechanism="smoothed_histogram", rows="", epsilon="1")
     result = client.get(reverse("release_estimate", args=[dataset.pk]), post).json()
     assert result["ok"] and "spread evenly over all cells" in result["accuracy"][0]
-    client.post(reverse("release_new", args=[dataset.pk]), post)
+    post_new_release(client, dataset.pk, post)
     rows = Release.objects.get().params["rows"]
     assert rows == plans.smoothed_default_rows(dataset.row_count, 24, 1.0)
     assert 1 <= rows < dataset.row_count
@@ -300,8 +294,8 @@ def test_smoothed_default_rows_balances_mixing_against_sampling():
 
 def test_the_smoothed_histogram_is_refused_when_the_row_count_is_private(owner, dataset):
     PrivacyBudget.objects.filter(pk=dataset.budget_id).update(neighbouring="add-remove")
-    response = client_for(owner).post(
-        reverse("release_new", args=[dataset.pk]), histogram_post(mechanism="smoothed_histogram")
+    response = post_new_release(
+        client_for(owner), dataset.pk, histogram_post(mechanism="smoothed_histogram")
     )
     assert "needs the number of rows to be public" in response.content.decode()
     assert not Release.objects.exists()
@@ -314,7 +308,7 @@ def test_settings_the_mechanism_would_refuse_are_caught_before_spending(
         raise mechanisms.MechanismError("rows (0) must be a whole number >= 1")
 
     monkeypatch.setattr(release_engine, "expected_accuracy", refuse)
-    response = client_for(owner).post(reverse("release_new", args=[dataset.pk]), histogram_post())
+    response = post_new_release(client_for(owner), dataset.pk, histogram_post())
     assert "These settings cannot work: rows (0) must be a whole number &gt;= 1" in (
         response.content.decode()
     )
@@ -345,7 +339,7 @@ def test_a_deleted_dataset_takes_no_new_releases(owner, dataset):
     client = client_for(owner)
     page = client.get(reverse("release_new", args=[dataset.pk])).content.decode()
     assert "This dataset has been deleted" in page and "<form" not in page.split("<main")[1]
-    client.post(reverse("release_new", args=[dataset.pk]), histogram_post())
+    post_new_release(client, dataset.pk, histogram_post())
     assert not Release.objects.exists()
 
 

@@ -6,7 +6,14 @@ from django.urls import reverse
 
 from dpportal import release_engine, utility
 from dpportal.models import BudgetLedgerEntry, Release
-from tests.helpers import chart_figures, client_for, make_dataset, make_user, run_now
+from tests.helpers import (
+    chart_figures,
+    client_for,
+    make_dataset,
+    make_user,
+    post_new_release,
+    run_now,
+)
 
 
 @pytest.fixture
@@ -39,15 +46,13 @@ def range_post(**overrides) -> dict:
     ],
 )
 def test_the_form_refuses_range_counts_it_cannot_run(owner, dataset, overrides, message):
-    response = client_for(owner).post(
-        reverse("release_new", args=[dataset.pk]), range_post(**overrides)
-    )
+    response = post_new_release(client_for(owner), dataset.pk, range_post(**overrides))
     assert message in response.content.decode()
     assert not Release.objects.exists()
 
 
 def test_the_form_turns_choices_into_mechanism_parameters(owner, dataset):
-    client_for(owner).post(reverse("release_new", args=[dataset.pk]), range_post())
+    post_new_release(client_for(owner), dataset.pk, range_post())
     release = Release.objects.get()
     assert release.params == {"grid": [16, 16], "mechanism": "auto", "random_boxes": 40}
     assert str(release.delta) == "0.000001000000000"
@@ -70,9 +75,7 @@ def test_the_estimate_plans_without_reading_the_data(owner, dataset, monkeypatch
 
 
 def test_a_range_count_release_answers_new_questions_for_free(owner, dataset):
-    client_for(owner).post(
-        reverse("release_new", args=[dataset.pk]), range_post(range_method="tree")
-    )
+    post_new_release(client_for(owner), dataset.pk, range_post(range_method="tree"))
     release = run_now(Release.objects.get())
     dataset.refresh_from_db()
     spent, entries = dataset.epsilon_spent, BudgetLedgerEntry.objects.count()
@@ -97,9 +100,7 @@ def test_a_range_count_release_answers_new_questions_for_free(owner, dataset):
 def test_range_count_results_compare_errors_with_predictions_for_the_owner_only(
     owner, dataset, a_minute_later
 ):
-    client_for(owner).post(
-        reverse("release_new", args=[dataset.pk]), range_post(range_method="identity")
-    )
+    post_new_release(client_for(owner), dataset.pk, range_post(range_method="identity"))
     release = run_now(Release.objects.get())
     report = utility.load_report(release)
     assert report["answers"]["count"] == 40
@@ -121,9 +122,7 @@ def test_range_count_results_compare_errors_with_predictions_for_the_owner_only(
 
 
 def test_a_per_query_release_says_it_cannot_answer_new_questions(owner, dataset):
-    client_for(owner).post(
-        reverse("release_new", args=[dataset.pk]), range_post(range_method="per_query")
-    )
+    post_new_release(client_for(owner), dataset.pk, range_post(range_method="per_query"))
     release = run_now(Release.objects.get())
     page = (
         client_for(owner)
@@ -134,17 +133,16 @@ def test_a_per_query_release_says_it_cannot_answer_new_questions(owner, dataset)
 
 
 def test_the_summary_lists_the_settings_the_mechanism_recorded(owner, dataset):
-    client_for(owner).post(
-        reverse("release_new", args=[dataset.pk]), range_post(range_method="tree")
-    )
+    post_new_release(client_for(owner), dataset.pk, range_post(range_method="tree"))
     release = run_now(Release.objects.get())
     page = client_for(owner).get(reverse("release_detail", args=[release.pk])).content.decode()
     assert "method used: a hierarchy of noisy counts" in page and "random boxes: 40" in page
 
 
 def test_the_papers_laplace_version_runs_from_the_form(owner, dataset):
-    client_for(owner).post(
-        reverse("release_new", args=[dataset.pk]),
+    post_new_release(
+        client_for(owner),
+        dataset.pk,
         range_post(range_method="mn12_laplace", range_workload="halfspaces"),
     )
     release = run_now(Release.objects.get())

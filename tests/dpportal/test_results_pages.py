@@ -19,6 +19,7 @@ from tests.helpers import (
     make_dataset,
     make_release,
     make_user,
+    post_new_release,
     run_now,
 )
 
@@ -114,7 +115,7 @@ def test_a_release_runs_end_to_end_through_a_real_worker(celery_worker_process):
     owner = make_user("owner")
     dataset = make_dataset(owner)
     client = client_for(owner)
-    response = client.post(reverse("release_new", args=[dataset.pk]), histogram_post())
+    response = post_new_release(client, dataset.pk, histogram_post())
     assert response.status_code == 302
     release = Release.objects.get()
     done = wait_until(

@@ -28,7 +28,6 @@ import pandas as pd
 import pytest
 from django import forms
 from django.test import Client
-from django.urls import reverse
 from scipy.stats import binom
 
 import mechanisms
@@ -36,7 +35,7 @@ from dpportal import services
 from dpportal.models import Release
 from mechanisms.errors import MechanismError
 from mechanisms.noise import RandomSource, seeded_source
-from tests.helpers import make_dataset, make_user
+from tests.helpers import make_dataset, make_user, post_new_release
 
 RELEASES, ALPHA, SCALE = 1_000, 1e-6, 10.0
 SCHEMA = mechanisms.Schema.from_dict(
@@ -173,8 +172,9 @@ def test_a_release_post_with_seed_fields_stores_no_seed(settings, monkeypatch):
     dataset = make_dataset(owner)
     client = Client()
     client.force_login(owner)
-    response = client.post(
-        reverse("release_new", args=[dataset.pk]),
+    response = post_new_release(
+        client,
+        dataset.pk,
         {
             "mechanism": "perturbed_histogram",
             "columns": ["age", "sex"],
