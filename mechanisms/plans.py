@@ -115,7 +115,7 @@ def smoothed_plan(
 
 def mwem_plan(
     schema: Schema,
-    columns: Sequence[str] | None,
+    columns: Sequence[str],
     params: dict[str, Any],
     *,
     epsilon: float,
@@ -127,7 +127,6 @@ def mwem_plan(
 
     init_fraction·ε measures the 1-way marginals, then T rounds select and measure.
     """
-    assert columns is not None  # the release engine always passes the chosen column list
     columns = list(columns)
     shape = schema.domain_shape(columns)
     ordered = {c for c in columns if isinstance(schema.column(c), NumericColumn)}
@@ -162,7 +161,7 @@ PREVIEW_TREE_AXIS = 1024  # beyond that: the tree only on axes this short (its m
 
 def range_count_plan(
     schema: Schema,
-    columns: Sequence[str] | None,
+    columns: Sequence[str],
     params: dict[str, Any],
     *,
     epsilon: float,
@@ -186,6 +185,7 @@ def range_count_plan(
     queries = api.workload_from_params(support, params, rng)
     target = privacy_target(epsilon=epsilon, delta=delta, neighbouring=neighbouring)
     method = params.get("mechanism", "auto")
+    variance: float | None
     if support.n * len(queries) <= PREVIEW_WORK:
         bits = incidence(support, queries)
         plan, predicted = api.choose_plan(method, support, queries, bits, target)
