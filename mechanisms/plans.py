@@ -15,16 +15,20 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from mechanisms.accounting import noise_scale
 from mechanisms.histogram import count_sensitivity, min_admissible_mix
 from mechanisms.mwem import SELECT_FRACTION, _workload_spec, plan_budget
-from mechanisms.noise import check_count_noise, secure_source
+from mechanisms.noise import RandomSource, check_count_noise, secure_source
 from mechanisms.schema import NumericColumn, Schema
 from mechanisms.workload import expand_workload
+
+if TYPE_CHECKING:
+    from mechanisms.range_count.core import PrivacyTarget
+    from mechanisms.range_count.inputs import Support
 
 
 @dataclass(frozen=True)
@@ -37,8 +41,8 @@ class NoisePlan:
     """
 
     noise: str
-    scale: float
-    expected_error: float
+    scale: float | None
+    expected_error: float | None
     outputs: int
     support: int
     details: dict[str, Any] = field(default_factory=dict)
@@ -111,7 +115,7 @@ def smoothed_plan(
 
 def mwem_plan(
     schema: Schema,
-    columns: Sequence[str] | None,
+    columns: Sequence[str],
     params: dict[str, Any],
     *,
     epsilon: float,
@@ -157,7 +161,7 @@ PREVIEW_TREE_AXIS = 1024  # beyond that: the tree only on axes this short (its m
 
 def range_count_plan(
     schema: Schema,
-    columns: Sequence[str] | None,
+    columns: Sequence[str],
     params: dict[str, Any],
     *,
     epsilon: float,
@@ -181,6 +185,7 @@ def range_count_plan(
     queries = api.workload_from_params(support, params, rng)
     target = privacy_target(epsilon=epsilon, delta=delta, neighbouring=neighbouring)
     method = params.get("mechanism", "auto")
+    variance: float | None
     if support.n * len(queries) <= PREVIEW_WORK:
         bits = incidence(support, queries)
         plan, predicted = api.choose_plan(method, support, queries, bits, target)
@@ -201,12 +206,18 @@ def range_count_plan(
     return NoisePlan(noise, std, std, len(queries), support.n, details)
 
 
-def _sample_size(support) -> int:
+def _sample_size(support: Support) -> int:
     """Ranges the estimate averages: PREVIEW_SAMPLE, fewer if the support is huge."""
     return max(1, min(PREVIEW_SAMPLE, PREVIEW_WORK // support.n))
 
 
-def _range_estimate(method, support, queries, target, rng) -> tuple[str, float | None]:
+def _range_estimate(
+    method: str,
+    support: Support,
+    queries: list[dict[str, Any]],
+    target: PrivacyTarget,
+    rng: RandomSource,
+) -> tuple[str, float | None]:
     """(method, mean variance) of a large range-count release, from bounded work.
 
     The workload-free plans (identity, path_tree, the tree on axes up to PREVIEW_TREE_AXIS
@@ -223,7 +234,7 @@ def _range_estimate(method, support, queries, target, rng) -> tuple[str, float |
     workload_free = {"identity", "path_tree"}
     if support.grid_shape is not None and max(support.grid_shape) <= PREVIEW_TREE_AXIS:
         workload_free.add("tree")
-    predicted = {}
+    predicted: dict[str, float] = {}
     if "per_query" in names:
         scale = scale_for(target.noise, float(len(queries)), target.loss_budget)
         predicted["per_query"] = noise_variance(target.noise, scale)
@@ -236,5 +247,5 @@ def _range_estimate(method, support, queries, target, rng) -> tuple[str, float |
             predicted[name] = float(np.mean(plan.predicted_variance(bits)))
     if not predicted:
         return method, None
-    best = min(predicted, key=predicted.get)
+    best = min(predicted, key=predicted.__getitem__)
     return best, predicted[best]

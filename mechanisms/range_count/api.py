@@ -15,7 +15,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pandas as pd
@@ -43,7 +43,7 @@ from mechanisms.range_count.mn12 import N_MIN, QUANTILE, MN12Plan, laplace_accou
 from mechanisms.range_count.path_tree import PathTreePlan
 from mechanisms.range_count.tree import TreePlan
 from mechanisms.release import ReleaseOutput, json_bytes
-from mechanisms.schema import CHUNK_ROWS
+from mechanisms.schema import CHUNK_ROWS, NumericColumn
 
 if TYPE_CHECKING:
     from mechanisms.chunks import ChunkedTable
@@ -56,7 +56,9 @@ MECHANISM_NAMES = ("auto", "mn12", "mn12_laplace", "tree", "path_tree", "identit
 ESTIMATORS = ("auto", "chain", "gls")
 GLS_FLOPS = 3e11  # `auto` uses GLS for mn12 while its dense solves stay below this
 STRUCTURE_FORMAT = "dpportal.range_count/1"
-PLAN_TYPES = {
+Plan = IdentityPlan | PerQueryPlan | TreePlan | PathTreePlan | MN12Plan
+
+PLAN_TYPES: dict[str, type[Plan]] = {
     "mn12": MN12Plan,
     "tree": TreePlan,
     "path_tree": PathTreePlan,
@@ -109,7 +111,7 @@ def build_plan(
     quantile: float = QUANTILE,
     n_min: int = N_MIN,
     progress: Progress | None = None,
-):
+) -> Plan:
     """Public plan of one mechanism: depends on support, workload and budget, never on counts."""
     if name == "identity":
         return IdentityPlan.build(support.n, target)
@@ -145,10 +147,11 @@ def choose_plan(
     bits: AnyArray,
     target: PrivacyTarget,
     **options: Any,
-):
+) -> tuple[Plan, dict[str, float]]:
     """The named plan, or for `auto` the candidate with the smallest predicted mean variance."""
     names = candidate_mechanisms(support, queries, target) if mechanism == "auto" else [mechanism]
-    plans, predicted = {}, {}
+    plans: dict[str, Plan] = {}
+    predicted: dict[str, float] = {}
     for name in names:
         plans[name] = build_plan(name, support, queries, bits, target, **options)
         predicted[name] = float(np.mean(plans[name].predicted_variance(bits)))
@@ -271,7 +274,7 @@ def account(plan: Any, target: PrivacyTarget) -> dict[str, Any]:
     return out
 
 
-def _jsonable(value: Any):
+def _jsonable(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _jsonable(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -279,7 +282,7 @@ def _jsonable(value: Any):
     return np.asarray(value).tolist()
 
 
-def _arrays(value: Any):
+def _arrays(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _arrays(v) for k, v in value.items()}
     if isinstance(value, list) and value and isinstance(value[0], dict):
@@ -287,7 +290,7 @@ def _arrays(value: Any):
     return np.asarray(value, dtype=float)
 
 
-def load_structure(structure: dict[str, Any]):
+def load_structure(structure: dict[str, Any]) -> tuple[Support, Plan, Any]:
     """(support, plan, noisy) from a released structure; raises MechanismError if malformed."""
     if not isinstance(structure, dict) or structure.get("format") != STRUCTURE_FORMAT:
         raise MechanismError(
@@ -308,7 +311,7 @@ def load_structure(structure: dict[str, Any]):
 
 def answer_queries(
     structure: dict[str, Any], queries: list[dict[str, Any]], *, estimator: str | None = None
-):
+) -> tuple[AnyArray, AnyArray]:
     """Answer new ranges from a released structure: post-processing, no privacy cost.
 
     Returns (answers, predicted variances). Accuracy is guaranteed only for ranges close to the
@@ -327,15 +330,14 @@ def answer_queries(
 # ---------------------------------------------------------------- release.py entry point
 
 
-def support_from_schema(
-    schema: Schema, columns: Sequence[str] | None, params: dict[str, Any]
-) -> Support:
+def support_from_schema(schema: Schema, columns: Sequence[str], params: dict[str, Any]) -> Support:
     """Support from the schema's public bounds plus a grid (params or schema bins) or points."""
     specs = [schema.column(c) for c in columns]
     bad = [s.name for s in specs if not hasattr(s, "lower")]
     if bad:
         raise MechanismError(f"range counting needs numeric columns; {bad[0]!r} is not numeric")
-    bounds = [(s.lower, s.upper) for s in specs]
+    # `bad` is empty here, so every spec is a NumericColumn (mypy cannot narrow via hasattr).
+    bounds = [(s.lower, s.upper) for s in cast(list[NumericColumn], specs)]
     if params.get("points") is not None:
         return point_support(columns, bounds, params["points"])
     grid = params.get("grid")
@@ -368,7 +370,7 @@ def workload_from_params(
 
 
 def support_counts(
-    support: Support, data: pd.DataFrame | ChunkedTable, columns: Sequence[str] | None
+    support: Support, data: pd.DataFrame | ChunkedTable, columns: Sequence[str]
 ) -> AnyArray:
     """Records per support point, from a DataFrame or a ChunkedTable, one chunk at a time."""
     counts = np.zeros(support.n, dtype=np.int64)
@@ -384,14 +386,14 @@ def range_count_release(
     data: pd.DataFrame | ChunkedTable,
     schema: Schema,
     *,
-    columns: Sequence[str] | None,
+    columns: Sequence[str],
     params: dict[str, Any],
     epsilon: float,
     delta: float,
     neighbouring: str,
     rng: RandomSource,
     progress: Progress | None = None,
-):
+) -> ReleaseOutput:
     """release.py entry: answers.csv and structure.json for a workload of range counts.
 
     Privacy: as `range_count`; unit one row, under the declared neighbouring relation.
@@ -414,7 +416,7 @@ def range_count_release(
         rng=rng,
         progress=progress,
     )
-    public_params = {
+    public_params: dict[str, Any] = {
         k: params[k]
         for k in (
             "grid",
@@ -428,7 +430,7 @@ def range_count_release(
         )
         if k in params
     }
-    parameters = {
+    parameters: dict[str, Any] = {
         "columns": list(columns),
         **public_params,
         "chosen_mechanism": result.mechanism,
@@ -448,7 +450,7 @@ def range_count_release(
     )
 
 
-def read_queries_file(path: str, columns: Sequence[str] | None) -> list[dict[str, Any]]:
+def read_queries_file(path: str, columns: Sequence[str]) -> list[dict[str, Any]]:
     """Queries from a JSON or CSV file (CSV when the name ends in .csv)."""
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -473,7 +475,7 @@ def range_query_csv(structure_path: str, query_path: str, estimator: str | None 
     return answers_csv(queries, answers, variance)
 
 
-def answers_csv(queries: list[dict[str, Any]], answers, variance) -> str:
+def answers_csv(queries: list[dict[str, Any]], answers: AnyArray, variance: AnyArray) -> str:
     """CSV text: query index, its definition (JSON), noisy answer, predicted variance."""
     out = io.StringIO()
     writer = csv.writer(out)

@@ -17,7 +17,7 @@ import hashlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -121,7 +121,8 @@ def unpack(bits: AnyArray, n: int) -> AnyArray:
 
 def popcount(bits: AnyArray) -> AnyArray:
     """Number of ones in each packed row."""
-    return np.bitwise_count(bits).sum(axis=-1, dtype=np.int64)
+    counts: AnyArray = np.bitwise_count(bits).sum(axis=-1, dtype=np.int64)
+    return counts
 
 
 def restrict_columns(bits: AnyArray, n: int, keep: AnyArray, block: int = 8192) -> AnyArray:
@@ -135,7 +136,7 @@ def restrict_columns(bits: AnyArray, n: int, keep: AnyArray, block: int = 8192) 
     return out
 
 
-def unique_rows(bits: AnyArray):
+def unique_rows(bits: AnyArray) -> tuple[AnyArray, AnyArray, AnyArray, AnyArray]:
     """Distinct packed rows: (unique, first index of each, inverse, counts)."""
     view = np.ascontiguousarray(bits).view(np.dtype((np.void, bits.shape[1])))
     _, first, inverse, counts = np.unique(
@@ -144,7 +145,7 @@ def unique_rows(bits: AnyArray):
     return bits[first], first, inverse, counts
 
 
-def memo(cache: dict[str, Any], key: Any, compute: Callable[[], Any]):
+def memo(cache: dict[Any, Any], key: Any, compute: Callable[[], Any]) -> Any:
     """cache[key], computed once: plans cache what depends only on public inputs."""
     if key not in cache:
         cache[key] = compute()
@@ -186,7 +187,9 @@ class IdentityPlan:
     def measure(self, counts: AnyArray, rng: RandomSource) -> dict[str, Any]:
         return {"points": counts + draw_noise(rng, self.noise, self.scale, self.n)}
 
-    def answer(self, noisy: dict[str, Any], query_bits: AnyArray, estimator: str = "chain"):
+    def answer(
+        self, noisy: dict[str, Any], query_bits: AnyArray, estimator: str = "chain"
+    ) -> tuple[AnyArray, AnyArray]:
         y = np.asarray(noisy["points"], dtype=float)
         answers = np.concatenate(
             [
@@ -240,7 +243,9 @@ class PerQueryPlan:
         )
         return {"answers": exact + draw_noise(rng, self.noise, self.scale, len(exact))}
 
-    def answer(self, noisy: dict[str, Any], query_bits: AnyArray, estimator: str = "chain"):
+    def answer(
+        self, noisy: dict[str, Any], query_bits: AnyArray, estimator: str = "chain"
+    ) -> tuple[AnyArray, AnyArray]:
         index = {key: k for k, key in enumerate(row_keys(self.query_bits))}
         rows = [index.get(key) for key in row_keys(query_bits)]
         missing = [k for k, r in enumerate(rows) if r is None]
@@ -250,7 +255,8 @@ class PerQueryPlan:
                 "per_query release answers only its own queries"
             )
         y = np.asarray(noisy["answers"], dtype=float)
-        return y[rows], self.predicted_variance(query_bits)
+        # `missing` is empty here, so no entry of `rows` is None (mypy cannot see that).
+        return y[cast(list[int], rows)], self.predicted_variance(query_bits)
 
     def to_dict(self) -> dict[str, Any]:
         return {"n": self.n, "noise": self.noise, "scale": self.scale}

@@ -13,7 +13,7 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -61,7 +61,9 @@ class Support:
         width = (self.upper - self.lower) / shape
         cells = np.floor((values - self.lower) / width).astype(np.int64)
         cells = np.clip(cells, 0, shape - 1)
-        return np.ravel_multi_index(tuple(cells.T), self.grid_shape)
+        assert self.grid_shape is not None  # only called by `snap` on a grid support
+        # numpy's stubs pick the scalar overload for a tuple of index arrays.
+        return cast(AnyArray, np.ravel_multi_index(tuple(cells.T), self.grid_shape))
 
     def _snap_nearest(self, values: AnyArray, block: int = 4096) -> AnyArray:
         scale = self.upper - self.lower
@@ -97,7 +99,7 @@ class Support:
         return point_support(d["columns"], bounds, d["points"])
 
 
-def _check_bounds(columns: Sequence[str] | None, bounds: Any) -> tuple[AnyArray, AnyArray]:
+def _check_bounds(columns: Sequence[str], bounds: Any) -> tuple[AnyArray, AnyArray]:
     if not 1 <= len(columns) <= 3:
         raise MechanismError(f"range counting takes 1 to 3 numeric columns, got {len(columns)}")
     if len(bounds) != len(columns):
@@ -112,7 +114,7 @@ def _check_bounds(columns: Sequence[str] | None, bounds: Any) -> tuple[AnyArray,
     return lower, upper
 
 
-def grid_support(columns: Sequence[str] | None, bounds: Any, shape: tuple[int, ...]) -> Support:
+def grid_support(columns: Sequence[str], bounds: Any, shape: tuple[int, ...]) -> Support:
     """Support = centres of a regular grid with `shape` cells over the public `bounds`."""
     lower, upper = _check_bounds(columns, bounds)
     shape = tuple(int(g) for g in shape)
@@ -134,7 +136,7 @@ def grid_support(columns: Sequence[str] | None, bounds: Any, shape: tuple[int, .
     return Support(tuple(columns), lower, upper, points, shape)
 
 
-def point_support(columns: Sequence[str] | None, bounds: Any, points) -> Support:
+def point_support(columns: Sequence[str], bounds: Any, points: Any) -> Support:
     """Support = a public list of points (e.g. published centroids) inside the public bounds."""
     lower, upper = _check_bounds(columns, bounds)
     pts = np.asarray(points, dtype=float)
@@ -194,7 +196,7 @@ def normalize_query(q: dict[str, Any], dim: int, k: int = 0) -> dict[str, Any]:
     return {"type": "box", "lo": lo.tolist(), "hi": hi.tolist()}
 
 
-def normalize_queries(queries: list[dict[str, Any]], dim: int) -> list[dict[str, Any]]:
+def normalize_queries(queries: Any, dim: int) -> list[dict[str, Any]]:
     """Validate a list of queries; an empty workload is an error."""
     if not isinstance(queries, list) or not queries:
         raise MechanismError("the workload is empty; give queries or generate some")
@@ -221,7 +223,7 @@ def load_workload(
     return normalize_queries(queries, dim)
 
 
-def _queries_from_csv(text: str, columns: Sequence[str] | None) -> list[dict[str, Any]]:
+def _queries_from_csv(text: str, columns: Sequence[str]) -> list[dict[str, Any]]:
     queries = []
     for row in csv.DictReader(io.StringIO(text)):
         kind = (row.get("type") or "").strip()

@@ -131,16 +131,16 @@ def _greedy(dist: AnyArray, threshold: float) -> list[int]:
 
 
 def _update_nearest(
-    pack,
+    pack: Packing,
     bits: AnyArray,
     n: int,
-    centres,
-    centre_sizes,
-    first,
-    nearest_dist,
-    nearest,
+    centres: AnyArray,
+    centre_sizes: AnyArray,
+    first: int,
+    nearest_dist: AnyArray,
+    nearest: AnyArray,
     block: int = 8192,
-):
+) -> None:
     sizes = pack.distances[0]
     for s in range(0, len(bits), block):
         dense = pack.rows_dense(bits, n, slice(s, s + block))[:, :n]
@@ -194,7 +194,9 @@ class Round:
         return loads
 
 
-def _pieces_for(bits: AnyArray, n: int, pack: Packing, j: int):
+def _pieces_for(
+    bits: AnyArray, n: int, pack: Packing, j: int
+) -> tuple[int, AnyArray, AnyArray, AnyArray]:
     """F/G bit rows of every centre of level <= j, deduplicated within each level."""
     count = sum(1 for lv in pack.levels if lv <= j)
     width = bits.shape[1]
@@ -206,7 +208,8 @@ def _pieces_for(bits: AnyArray, n: int, pack: Packing, j: int):
     f = rows & ~parent_rows
     g = parent_rows & ~rows
     levels = np.array(pack.levels[:count])
-    piece_rows, piece_levels = [], []
+    piece_rows: list[AnyArray] = []
+    piece_levels: list[int] = []
     ids = np.full((count, 2), -1, dtype=np.int64)
     for level in range(1, j + 1):
         members = np.flatnonzero(levels == level)
@@ -223,7 +226,9 @@ def _pieces_for(bits: AnyArray, n: int, pack: Packing, j: int):
     return count, ids, np.array(piece_rows).reshape(-1, width), np.array(piece_levels, dtype=int)
 
 
-def _chain_counts(parents, ids, piece_levels, piece_ok, j: int):
+def _chain_counts(
+    parents: AnyArray, ids: AnyArray, piece_levels: AnyArray, piece_ok: AnyArray, j: int
+) -> AnyArray:
     """Per centre: number of usable pieces at each level along its chain to the empty set."""
     counts = np.zeros((len(parents), j + 1))
     for c in range(1, len(parents)):
@@ -234,7 +239,9 @@ def _chain_counts(parents, ids, piece_levels, piece_ok, j: int):
     return counts
 
 
-def _plan_levels(bits: AnyArray, n: int, mult, pack: Packing, j: int, quantile: float):
+def _plan_levels(
+    bits: AnyArray, n: int, mult: AnyArray, pack: Packing, j: int, quantile: float
+) -> dict[str, Any]:
     """Allocation, X and predicted error for one choice of J (all relative to kappa)."""
     count, ids, piece_bits, piece_levels = _pieces_for(bits, n, pack, j)
     parents = np.array(pack.parents[:count])
@@ -281,7 +288,7 @@ def _plan_levels(bits: AnyArray, n: int, mult, pack: Packing, j: int, quantile: 
 
 def plan_round(
     bits: AnyArray, n: int, mult: AnyArray, shatter: int, quantile: float = QUANTILE
-) -> tuple[Packing, int, dict]:
+) -> tuple[Packing, int, dict[str, Any]]:
     """Choose J by the smallest predicted mean error (public) and return that round's plan.
 
     J runs upwards from max(1, floor(i0) - 3) and stops once the predicted error rises
@@ -299,6 +306,7 @@ def plan_round(
         if best is not None and option["predicted"] >= best[2]["predicted"]:
             break
         best = (pack, j, option)
+    assert best is not None  # j = j_max is never skipped, so one option is always planned
     return best
 
 
@@ -379,7 +387,7 @@ class MN12Plan:
     # -- release ----------------------------------------------------------
     def measure(self, counts: AnyArray, rng: RandomSource) -> dict[str, Any]:
         """The one private step: noisy piece counts and point counts of every round."""
-        out = {"rounds": []}
+        out: dict[str, Any] = {"rounds": []}
         for r in self.rounds:
             scale = r.scales(self.noise)
             exact = np.array([counts[p].sum() for p in r.pieces], dtype=np.int64)
@@ -395,7 +403,9 @@ class MN12Plan:
         return out
 
     # -- answers ----------------------------------------------------------
-    def answer(self, noisy: dict[str, Any], query_bits: AnyArray, estimator: str = "chain"):
+    def answer(
+        self, noisy: dict[str, Any], query_bits: AnyArray, estimator: str = "chain"
+    ) -> tuple[AnyArray, AnyArray]:
         dense = np.unpackbits(query_bits, axis=1, count=self.n).astype(bool)
         key = bits_key(query_bits)
         total = np.zeros(len(dense))
@@ -412,7 +422,8 @@ class MN12Plan:
 
     def centre_sets(self, r: Round) -> AnyArray:
         """Dense (centres x |P_t|) sets of a round's centres, rebuilt from the public workload."""
-        return memo(self.cache, ("centres", id(r)), lambda: self._centre_sets(r))
+        sets: AnyArray = memo(self.cache, ("centres", id(r)), lambda: self._centre_sets(r))
+        return sets
 
     def _centre_sets(self, r: Round) -> AnyArray:
         local = np.unpackbits(
@@ -540,19 +551,23 @@ def calibrate_laplace(plan: MN12Plan, target: PrivacyTarget) -> None:
         r.kappa = kappa
         sq, lin = release_terms(r.scales("laplace"))
         worst = composed_epsilon(_weighted(loads, sq), _weighted(loads, lin), plan.delta)
-        return worst.max(initial=0.0) <= goal
+        fits: bool = worst.max(initial=0.0) <= goal
+        return fits
 
     for r in plan.rounds:
         loads = copies * r.loads()
-        r.kappa = _smallest(lambda k, r=r, loads=loads: round_fits(r, loads, k))
-    leftover = _smallest(
-        lambda v: (
-            composed_epsilon(
-                *(copies * t for t in release_terms(np.array([math.sqrt(v)]))), plan.delta
-            )[0]
-            <= goal
-        )
-    )
+
+        def kappa_fits(k: float, r: Round = r, loads: AnyArray = loads) -> bool:
+            return round_fits(r, loads, k)
+
+        r.kappa = _smallest(kappa_fits)
+
+    def leftover_fits(v: float) -> bool:
+        sq, lin = release_terms(np.array([math.sqrt(v)]))
+        fits: bool = composed_epsilon(copies * sq, copies * lin, plan.delta)[0] <= goal
+        return fits
+
+    leftover = _smallest(leftover_fits)
     plan.leftover_scale = math.sqrt(leftover)
     if laplace_epsilon(plan, target.neighbouring) > goal:
         stretch = _smallest(lambda s: laplace_epsilon(plan, target.neighbouring, s) <= goal)
@@ -583,7 +598,8 @@ def laplace_accounting(plan: MN12Plan, target: PrivacyTarget) -> dict[str, Any]:
 def _weighted(loads: AnyArray, terms: AnyArray) -> AnyArray:
     """loads @ terms, where a level without releases costs nothing (0 * inf = 0)."""
     with np.errstate(invalid="ignore"):
-        return np.where(loads > 0, loads * terms, 0.0).sum(axis=-1)
+        total: AnyArray = np.where(loads > 0, loads * terms, 0.0).sum(axis=-1)
+        return total
 
 
 def _largest_other(values: AnyArray) -> AnyArray:
@@ -614,7 +630,14 @@ def _inv(v: float) -> float:
     return math.inf if v == 0 else 1.0 / v
 
 
-def _make_round(active, pack: Packing, j: int, opt, query_ids, budget) -> Round:
+def _make_round(
+    active: AnyArray,
+    pack: Packing,
+    j: int,
+    opt: dict[str, Any],
+    query_ids: AnyArray,
+    budget: float,
+) -> Round:
     count = opt["count"]
     rows = np.array(pack.rows[:count])
     centre_queries = np.where(rows >= 0, query_ids[np.maximum(rows, 0)], -1)
@@ -643,7 +666,7 @@ def _make_round(active, pack: Packing, j: int, opt, query_ids, budget) -> Round:
     )
 
 
-def _chain_values(r: Round, y_pieces: AnyArray, piece_var: AnyArray):
+def _chain_values(r: Round, y_pieces: AnyArray, piece_var: AnyArray) -> tuple[AnyArray, AnyArray]:
     """Noisy count and variance of every centre by walking its chain of pieces."""
     value = np.zeros(len(r.centre_levels))
     var = np.zeros(len(r.centre_levels))
@@ -655,7 +678,9 @@ def _chain_values(r: Round, y_pieces: AnyArray, piece_var: AnyArray):
     return value, var
 
 
-def _round_chain(plan: MN12Plan, r: Round, y: dict[str, Any], dense: AnyArray, key: Any):
+def _round_chain(
+    plan: MN12Plan, r: Round, y: dict[str, Any], dense: AnyArray, key: Any
+) -> tuple[AnyArray, AnyArray]:
     """Anchor's chain of noisy pieces plus the noisy points of X_t in R minus those in a(R)."""
     sig2 = r.variances(plan.noise)
     piece_var = sig2[r.piece_levels] if len(r.piece_levels) else np.zeros(0)
@@ -671,7 +696,7 @@ def _round_chain(plan: MN12Plan, r: Round, y: dict[str, Any], dense: AnyArray, k
     return answers, cvar[anchor] + outside * sig2[0]
 
 
-def _anchors(plan: MN12Plan, r: Round, dense: AnyArray):
+def _anchors(plan: MN12Plan, r: Round, dense: AnyArray) -> tuple[AnyArray, AnyArray]:
     """Best centre for every query and |(R diff a) in X_t|.
 
     Any centre gives an unbiased answer; the one with the smallest predicted variance (chain
@@ -693,7 +718,9 @@ def _anchors(plan: MN12Plan, r: Round, dense: AnyArray):
     return anchor, outside
 
 
-def _round_gls(plan: MN12Plan, r: Round, y: dict[str, Any], dense: AnyArray, key: Any):
+def _round_gls(
+    plan: MN12Plan, r: Round, y: dict[str, Any], dense: AnyArray, key: Any
+) -> tuple[AnyArray, AnyArray]:
     """Generalised least squares over X_t: min-variance linear unbiased estimate."""
     var, noiseless = _gls_variances(plan, r)
     design, weight, chol = memo(plan.cache, ("gls", id(r)), lambda: _gls_factor(r, var))
@@ -709,13 +736,13 @@ def _round_gls(plan: MN12Plan, r: Round, y: dict[str, Any], dense: AnyArray, key
     return w @ estimate, variance * (0.0 if noiseless else 1.0)
 
 
-def _gls_variances(plan: MN12Plan, r: Round):
+def _gls_variances(plan: MN12Plan, r: Round) -> tuple[AnyArray, bool]:
     """Exact per-level noise variances; without noise any weights are exact (relative ones)."""
     var = r.variances(plan.noise)
     return (r.rel_var, True) if (var <= 0).any() else (var, False)
 
 
-def _gls_factor(r: Round, var: AnyArray):
+def _gls_factor(r: Round, var: AnyArray) -> tuple[AnyArray, AnyArray, Any]:
     """Design matrix of the pieces over X_t, their weights, and the Cholesky factor of B'WB."""
     design = np.zeros((len(r.pieces), len(r.x_points)))
     for k, piece in enumerate(r.pieces):

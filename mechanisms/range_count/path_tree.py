@@ -176,7 +176,9 @@ class PathTreePlan:
         return out
 
     # -- answers ----------------------------------------------------------
-    def answer(self, noisy: dict[str, Any], query_bits: AnyArray, estimator: str = "chain"):
+    def answer(
+        self, noisy: dict[str, Any], query_bits: AnyArray, estimator: str = "chain"
+    ) -> tuple[AnyArray, AnyArray]:
         """(answers, exact predicted variances) of queries given as packed rows over the support."""
         y = np.asarray(noisy["nodes"], dtype=float)
         if estimator == "chain":
@@ -203,17 +205,18 @@ class PathTreePlan:
                 self._chain(np.zeros(sum(level_sizes(self.n))), query_bits)[1]
                 * self.node_variance()
             )
-        return memo(
+        variance: AnyArray = memo(
             self.cache,
             ("gls", bits_key(query_bits)),
             lambda: self._gls_quadratic(query_bits) * self.node_variance(),
         )
+        return variance
 
     def _path_rows(self, query_bits: AnyArray) -> AnyArray:
         """Dense 0/1 rows (queries x n) with columns in path order."""
         return np.unpackbits(query_bits, axis=1, count=self.n)[:, self.order]
 
-    def _chain(self, y: AnyArray, query_bits: AnyArray):
+    def _chain(self, y: AnyArray, query_bits: AnyArray) -> tuple[AnyArray, AnyArray]:
         """Sum of the canonical nodes of every run of every query, and how many nodes that is.
 
         Small workloads keep their query-by-node matrices, so repeated releases reuse them.
@@ -240,7 +243,8 @@ class PathTreePlan:
         hi = np.where(hi == self.n, 2**self.height, hi)
         sizes = level_sizes(self.n)
         offsets = np.concatenate([[0], np.cumsum(sizes)])
-        picked_query, picked_node = [], []
+        picked_query: list[AnyArray] = []
+        picked_node: list[AnyArray] = []
         for level in range(self.height, -1, -1):
             left = (lo < hi) & (lo % 2 == 1)  # an odd left end is a canonical node
             right = (lo + left < hi) & (hi % 2 == 1)  # so is the node before an odd right end
@@ -249,9 +253,9 @@ class PathTreePlan:
                 picked_query.append(query[take])
                 picked_node.append(offsets[level] + node[take])
             lo, hi = (lo + left) >> 1, hi >> 1
-        picked_query, picked_node = np.concatenate(picked_query), np.concatenate(picked_node)
+        query_index, node_index = np.concatenate(picked_query), np.concatenate(picked_node)
         return scipy.sparse.csr_matrix(
-            (np.ones(len(picked_query)), (picked_query, picked_node)),
+            (np.ones(len(query_index)), (query_index, node_index)),
             shape=(len(rows), offsets[-1]),
         )
 

@@ -10,6 +10,7 @@ answers any subset of grid cells, boxes and halfspaces alike.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -39,12 +40,13 @@ def qyl_branching(cells: int) -> tuple[int, int]:
     """Branching b and height h minimising (b-1)h^3 - 2(b+1)h^2/3 with h = ceil(log_b N)."""
     if cells <= 1:
         return 1, 0
-    best = None
+    best: tuple[float, int, int] | None = None
     for b in range(2, cells + 1):
         h = max(1, math.ceil(math.log(cells) / math.log(b) - 1e-12))
         cost = (b - 1) * h**3 - 2 * (b + 1) * h**2 / 3
         if best is None or cost < best[0]:
             best = (cost, b, h)
+    assert best is not None  # the loop runs at least once since cells >= 2
     return best[1], best[2]
 
 
@@ -73,16 +75,16 @@ class TreePlan:
     scale: float
     name: str = "tree"
 
-    def __post_init__(self):
-        self.axes = [
+    def __post_init__(self) -> None:
+        self.axes: list[AnyArray] = [
             axis_tree(g, b, h)
             for g, b, h in zip(self.grid_shape, self.branching, self.heights, strict=True)
         ]
-        self.gram_inverse = [np.linalg.inv(a.T @ a) for a in self.axes]
-        self.cache = {}
+        self.gram_inverse: list[AnyArray] = [np.linalg.inv(a.T @ a) for a in self.axes]
+        self.cache: dict[Any, Any] = {}
 
     @classmethod
-    def build(cls, grid_shape, target: PrivacyTarget) -> TreePlan:
+    def build(cls, grid_shape: Sequence[int] | None, target: PrivacyTarget) -> TreePlan:
         if grid_shape is None:
             raise MechanismError("the tree mechanism needs a grid support; use --grid")
         if max(grid_shape) > MAX_AXIS_CELLS:
@@ -112,7 +114,7 @@ class TreePlan:
             loads = np.multiply.outer(loads, a.sum(axis=0))
         return per_point_loss(self.noise, loads.ravel(), self.scale)
 
-    def _apply(self, tensor: AnyArray, mats, first_axis: int) -> AnyArray:
+    def _apply(self, tensor: AnyArray, mats: Sequence[AnyArray], first_axis: int) -> AnyArray:
         for j, mat in enumerate(mats):
             tensor = np.moveaxis(
                 np.tensordot(mat, tensor, axes=([1], [first_axis + j])), 0, first_axis + j
@@ -145,7 +147,9 @@ class TreePlan:
             out.append((kw * wt).reshape(len(w), -1).sum(axis=1) * v)
         return np.concatenate(out) if out else np.zeros(0)
 
-    def answer(self, noisy: dict[str, Any], query_bits: AnyArray, estimator: str = "gls"):
+    def answer(
+        self, noisy: dict[str, Any], query_bits: AnyArray, estimator: str = "gls"
+    ) -> tuple[AnyArray, AnyArray]:
         cells = self.estimate_cells(noisy)
         answers = np.concatenate(
             [
