@@ -75,7 +75,7 @@ def api_endpoint(*methods: str):
             response["Cache-Control"] = "no-store, private"
             return response
 
-        endpoint.api_methods = methods  # type: ignore[attr-defined]  # read by openapi tests
+        endpoint.api_methods = methods  # read by the OpenAPI test
         return endpoint
 
     return decorate

@@ -96,11 +96,10 @@ def invitation_for_secret(secret: str) -> Invitation:
         .filter(digest=secret_digest(secret or ""))
         .first()
     )
-    _check_usable(invitation)
-    return invitation
+    return _check_usable(invitation)
 
 
-def _check_usable(invitation) -> None:
+def _check_usable(invitation: Invitation | None) -> Invitation:
     if invitation is None:
         raise ServiceError("This invitation link is not valid; check that it was copied whole.")
     if invitation.accepted_at is not None:
@@ -112,6 +111,7 @@ def _check_usable(invitation) -> None:
             f"This invitation expired (they last {INVITATION_DAYS} days); ask the dataset's "
             "owner for a new one."
         )
+    return invitation
 
 
 def invitation_accept(*, secret, user, remote_addr=None) -> Invitation:
