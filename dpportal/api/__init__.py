@@ -8,5 +8,6 @@ per-address failure limit of the sign-in page. Modules:
     present         the JSON shape of datasets, releases, ledger entries and audit events
     dataset_views   datasets: list, upload, detail, schema, accuracy preview, ledger
     release_views   releases: list, create, progress, cancel, files; the audit log
+    owner_views     an owner's other actions: budget, auditors, invitations, deletion
     openapi         the OpenAPI 3.1 description, served at /api/v1/openapi.json
 """

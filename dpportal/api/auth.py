@@ -16,9 +16,10 @@ import functools
 import json
 
 from django.contrib.auth.decorators import login_not_required
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import BadRequest, RequestDataTooBig, SuspiciousOperation
 from django.core.files.uploadhandler import FileUploadHandler
 from django.http import Http404, JsonResponse, QueryDict
+from django.http.multipartparser import MultiPartParserError
 from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 
@@ -92,6 +93,8 @@ def _call(view, request, *args, **kwargs):
         return error(400, str(exc), {"__all__": list(exc.problems)})
     except RequestDataTooBig:
         return error(413, "The request body is too large; send less at once.")
+    except (SuspiciousOperation, MultiPartParserError, BadRequest) as exc:
+        return error(400, f"The request could not be read ({exc}); check how it is encoded.")
 
 
 def _authenticate(request):

@@ -67,6 +67,10 @@ def _file(description: str) -> dict:
     return {"200": {"description": description, "content": {"application/octet-stream": {}}}}
 
 
+def _object_body(*names: str) -> dict:
+    return _content({"type": "object", "properties": {n: {} for n in names}})
+
+
 UPLOAD_FORM = {
     "multipart/form-data": {
         "schema": {
@@ -141,6 +145,40 @@ PATHS = {
         )
     },
     "/api/v1/datasets/{pk}/ledger/": {"get": _operation("The budget ledger", parameters=[PK])},
+    "/api/v1/datasets/{pk}/budget/": {
+        "post": _operation(
+            "Change the total ε, δ or the neighbouring relation (owner)",
+            parameters=[PK],
+            body=_object_body("epsilon_total", "delta_total", "neighbouring"),
+            errors=("400", "404", "415"),
+        )
+    },
+    "/api/v1/datasets/{pk}/auditors/": {
+        "get": _operation("Auditors and pending invitations (owner)", parameters=[PK]),
+        "post": _operation(
+            "Add or remove an auditor by user name (owner)",
+            parameters=[PK],
+            body=_object_body("username", "action"),
+            errors=("400", "404", "415"),
+        ),
+    },
+    "/api/v1/datasets/{pk}/invitations/": {
+        "post": _operation(
+            "E-mail an invitation to audit ({email}), or withdraw one ({revoke: id}) (owner)",
+            parameters=[PK],
+            body=_object_body("email", "revoke"),
+            responses=_json("Sent", "201") | _json("Withdrawn"),
+            errors=("400", "404", "415"),
+        )
+    },
+    "/api/v1/datasets/{pk}/delete/": {
+        "post": _operation(
+            "Delete the dataset's stored files (owner)",
+            parameters=[PK],
+            body=_object_body("confirm_name"),
+            errors=("400", "404", "415"),
+        )
+    },
     "/api/v1/datasets/{pk}/releases/": {
         "get": _operation("The dataset's releases", parameters=[PK]),
         "post": _operation(

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import dataset_views, openapi, release_views
+from . import dataset_views, openapi, owner_views, release_views
 
 urlpatterns = [
     path("openapi.json", openapi.openapi_json, name="api_openapi"),
@@ -13,6 +13,14 @@ urlpatterns = [
         "datasets/<int:pk>/estimate/", dataset_views.dataset_estimate, name="api_dataset_estimate"
     ),
     path("datasets/<int:pk>/ledger/", dataset_views.dataset_ledger, name="api_dataset_ledger"),
+    path("datasets/<int:pk>/budget/", owner_views.dataset_budget, name="api_dataset_budget"),
+    path("datasets/<int:pk>/auditors/", owner_views.dataset_auditors, name="api_dataset_auditors"),
+    path(
+        "datasets/<int:pk>/invitations/",
+        owner_views.dataset_invitations,
+        name="api_dataset_invitations",
+    ),
+    path("datasets/<int:pk>/delete/", owner_views.dataset_delete, name="api_dataset_delete"),
     path(
         "datasets/<int:pk>/releases/",
         release_views.dataset_releases,

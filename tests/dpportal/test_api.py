@@ -272,3 +272,63 @@ def test_cancel_through_the_api_refunds_a_queued_release(owner, small_dataset):
     assert response.status_code == 200 and response.json()["status"] == "cancelled"
     again = client.post(reverse("api_release_cancel", args=[release.pk]))
     assert again.status_code == 400 and "Only a queued release" in again.json()["error"]
+
+
+def test_a_malformed_multipart_body_gets_a_json_error(owner):
+    client = api(token_from_page(owner))
+    response = client.generic(
+        "POST",
+        reverse("api_dataset_list"),
+        b'--x\r\nContent-Disposition: form-data; name="file"; filename="a.csv"\r\n\r\nab',
+        content_type="multipart/form-data; boundary=x",
+    )
+    assert 400 <= response.status_code < 500
+    assert response["Content-Type"] == "application/json", response.content[:200]
+    assert not Dataset.objects.exists()
+
+
+def test_too_many_fields_get_a_json_error(owner, settings):
+    settings.DATA_UPLOAD_MAX_NUMBER_FIELDS = 5
+    client = api(token_from_page(owner))
+    data = {f"f{i}": "x" for i in range(10)} | {"name": "x", "epsilon_total": "1"}
+    response = client.post(reverse("api_dataset_list"), data)
+    assert response.status_code == 400 and "could not be read" in response.json()["error"]
+
+
+def test_an_owner_manages_budget_access_and_deletion_through_the_api(owner, small_dataset):
+    from django.core import mail
+
+    client = api(token_from_page(owner))
+    pk = small_dataset.pk
+    budget = post_json(
+        client,
+        reverse("api_dataset_budget", args=[pk]),
+        {"epsilon_total": "3", "delta_total": "0", "neighbouring": "replace-one"},
+    )
+    assert budget.status_code == 200 and budget.json()["budget"]["epsilon_total"] == "3"
+    too_big = post_json(client, reverse("api_dataset_budget", args=[pk]), {"epsilon_total": "500"})
+    assert too_big.status_code == 400 and "epsilon_total" in too_big.json()["errors"]
+
+    make_user("carol")
+    url = reverse("api_dataset_auditors", args=[pk])
+    added = post_json(client, url, {"username": "carol", "action": "add"})
+    assert added.status_code == 200 and added.json()["auditors"] == ["carol"]
+    nobody = post_json(client, url, {"username": "nobody"})
+    assert nobody.status_code == 400 and "no user named" in nobody.json()["error"]
+
+    invitations = reverse("api_dataset_invitations", args=[pk])
+    sent = post_json(client, invitations, {"email": "erin@example.org"})
+    assert sent.status_code == 201 and mail.outbox[-1].to == ["erin@example.org"]
+    pending = client.get(url).json()["invitations"]
+    assert [i["email"] for i in pending] == ["erin@example.org"]
+    withdrawn = post_json(client, invitations, {"revoke": pending[0]["id"]})
+    assert withdrawn.status_code == 200 and withdrawn.json()["invitations"] == []
+
+    wrong = post_json(client, reverse("api_dataset_delete", args=[pk]), {"confirm_name": "x"})
+    assert wrong.status_code == 400 and "not the dataset's name" in str(wrong.json()["errors"])
+    deleted = post_json(
+        client, reverse("api_dataset_delete", args=[pk]), {"confirm_name": small_dataset.name}
+    )
+    assert deleted.status_code == 200 and deleted.json()["deleted"] is True
+    actions = set(AuditEvent.objects.values_list("action", flat=True))
+    assert {"budget_changed", "access_changed", "invitation_sent", "deletion"} <= actions
