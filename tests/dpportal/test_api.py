@@ -332,3 +332,13 @@ def test_an_owner_manages_budget_access_and_deletion_through_the_api(owner, smal
     assert deleted.status_code == 200 and deleted.json()["deleted"] is True
     actions = set(AuditEvent.objects.values_list("action", flat=True))
     assert {"budget_changed", "access_changed", "invitation_sent", "deletion"} <= actions
+
+
+def test_token_requests_need_no_csrf_token_even_when_csrf_is_enforced(owner, small_dataset):
+    """The test client skips CSRF checks unless told; here it enforces them, as a browser's
+    server would: a token POST still goes through (the token is the proof of intent)."""
+    client = Client(enforce_csrf_checks=True, HTTP_AUTHORIZATION=f"Bearer {token_from_page(owner)}")
+    url = reverse("api_dataset_releases", args=[small_dataset.pk])
+    response = post_json(client, url, RELEASE, HTTP_IDEMPOTENCY_KEY="strict")
+    assert response.status_code == 201, response.content
+    assert upload(client, name="Strict").status_code == 201
