@@ -342,3 +342,61 @@ def test_token_requests_need_no_csrf_token_even_when_csrf_is_enforced(owner, sma
     response = post_json(client, url, RELEASE, HTTP_IDEMPOTENCY_KEY="strict")
     assert response.status_code == 201, response.content
     assert upload(client, name="Strict").status_code == 201
+
+
+def race_one_key(monkeypatch):
+    """Two requests with one Idempotency-Key at the same moment, each on its own thread and
+    connection, paused inside the locked admission; return (statuses, releases made)."""
+    import threading
+    import time
+
+    from django.db import connection
+
+    from tests.helpers import make_dataset
+
+    check = services.releases.check_budget
+
+    def check_then_pause(budget, epsilon, delta):
+        check(budget, epsilon, delta)
+        time.sleep(0.2)  # inside the locked admission: the twin request arrives meanwhile
+
+    monkeypatch.setattr(services.releases, "check_budget", check_then_pause)
+    monkeypatch.setattr(services.delivery, "release_send", lambda pk: True)  # no broker
+    owner = make_user("racer")
+    dataset = make_dataset(owner)
+    secret = services.token_create(user=owner, name="race")[1]
+    url = reverse("api_dataset_releases", args=[dataset.pk])
+    barrier, statuses = threading.Barrier(2), []
+
+    def submit():
+        try:
+            client = api(secret)
+            barrier.wait()
+            statuses.append(
+                post_json(client, url, RELEASE, HTTP_IDEMPOTENCY_KEY="same").status_code
+            )
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=submit) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    debits = BudgetLedgerEntry.objects.filter(dataset=dataset).count()
+    return sorted(statuses), Release.objects.filter(dataset=dataset).count(), debits
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_concurrent_requests_with_one_key_make_one_release(monkeypatch):
+    """The key, checked and stored under the dataset lock, lets one request spend (201) and
+    sends the other to its release (200)."""
+    assert race_one_key(monkeypatch) == ([200, 201], 1, 1)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_broken_twin_that_drops_the_key_spends_twice(monkeypatch):
+    from dpportal.api import release_views
+
+    monkeypatch.setattr(release_views, "submission_nonce", lambda user, key: "")
+    assert race_one_key(monkeypatch) == ([201, 201], 2, 2)
