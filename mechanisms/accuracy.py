@@ -93,8 +93,8 @@ def smoothed_intervals(
     """(estimate, lower, upper) of each cell's real count, from the smoothed histogram's rows.
 
     The synthetic count of a cell is Binomial(rows, q), q = (1 - mix)·c/n + mix/m with c the
-    real count and m the number of cells (`cells`, default: all the counts given). c = n·(q - mix/m)/(1 - mix) is estimated from
-    q̂ = count/rows, and the Wilson interval for q is mapped the same way, then clipped to
+    real count and m the number of cells (`cells`, default: all the counts given).
+    c = n·(q - mix/m)/(1 - mix) is estimated from q̂ = count/rows, and the Wilson interval for q is mapped the same way, then clipped to
     [0, n]. It accounts for the sampling of the synthetic rows only (the smoothed histogram
     adds no other noise). mix = 1 carries no information: the interval is [0, n].
     """
@@ -153,9 +153,9 @@ def epsilon_for_half_width(
 
     `plan_at(epsilon)` is the mechanism's public noise plan at that epsilon (its settings
     fixed). Bisection in log epsilon over PLANNER_EPSILON_RANGE; a plan that raises
-    MechanismError (or overflows) counts as not meeting the target. None if even the largest epsilon of the
-    range does not reach it (for example the smoothed histogram's sampling error, which more
-    epsilon cannot remove below the error of `rows` draws).
+    MechanismError (or overflows) counts as not meeting the target. None if even the largest
+    epsilon of the range does not reach it (for example the smoothed histogram's sampling
+    error, which more epsilon cannot remove below the error of `rows` draws).
     """
     if not target > 0:
         raise MechanismError(f"target ({target}) must be a number of rows > 0")

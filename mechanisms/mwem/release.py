@@ -209,9 +209,12 @@ def measure_all(
 
 
 def _measurement_record(query: Query, noisy: AnyArray, scale: float) -> dict[str, Any]:
-    """A measurement as published, with each count's 95% interval (``accuracy.count_intervals``:
-    its discrete Laplace noise of ``scale``; post-processing). The noise of a measurement is
-    drawn after its query was selected, so the interval holds whichever query was chosen."""
+    """A measurement as published, with each count's 95% interval.
+
+    ``accuracy.count_intervals`` of its discrete Laplace noise of ``scale`` (post-processing).
+    The noise of a measurement is drawn after its query was selected, so the interval holds
+    whichever query was chosen.
+    """
     lower, upper = count_intervals(np.asarray(noisy, dtype=np.int64), scale)
     return {
         "query": query,

@@ -1,9 +1,6 @@
 """The accuracy preview's 95% table and the planner (issue 15, items 2 and 3), on the portal."""
 
-import json
-
 import numpy as np
-import pytest
 from django.urls import reverse
 
 from mechanisms import histogram
