@@ -95,8 +95,9 @@ def smoothed_intervals(
     The synthetic count of a cell is Binomial(rows, q), q = (1 - mix)·c/n + mix/m with c the
     real count and m the number of cells (`cells`, default: all the counts given).
     c = n·(q - mix/m)/(1 - mix) is estimated from q̂ = count/rows, and the Wilson interval
-    for q is mapped the same way, then clipped to [0, n]. It accounts for the sampling of the synthetic rows only (the smoothed histogram
-    adds no other noise). mix = 1 carries no information: the interval is [0, n].
+    for q is mapped the same way, then clipped to [0, n]. It accounts for the sampling of
+    the synthetic rows only (the smoothed histogram adds no other noise). mix = 1 carries no
+    information: the interval is [0, n].
     """
     confidence = _check_confidence(confidence)
     counts = np.asarray(synthetic_counts, dtype=np.float64)
