@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
 import opendp.prelude as dp
@@ -33,8 +33,19 @@ from scipy import stats
 from mechanisms.arrays import FloatArray, IntArray
 from mechanisms.errors import MechanismError
 
-if TYPE_CHECKING:
-    from mechanisms.plans import NoisePlan
+
+class NoisePlan(Protocol):
+    """What this module reads of a `mechanisms.plans.NoisePlan`.
+
+    A protocol, not an import: plans imports the mechanisms, which import this module.
+    """
+
+    noise: str
+    scale: float | None
+    expected_error: float | None
+    support: int
+    details: dict[str, Any]
+
 
 CONFIDENCE = 0.95
 PLANNER_EPSILON_RANGE = (1e-3, 100.0)
@@ -131,7 +142,7 @@ def plan_half_width(plan: NoisePlan, n: int, confidence: float = CONFIDENCE) -> 
     if plan.noise == "discrete Laplace" and plan.scale is not None:
         return float(discrete_laplace_half_width(plan.scale, confidence))
     if plan.noise == "sampling":
-        rows, mix, m = plan.details["rows"], plan.details["mix"], plan.support
+        rows, mix, m = int(plan.details["rows"]), float(plan.details["mix"]), plan.support
         if mix >= 1 or rows <= 0:
             return float(n)
         q = 1.0 / m
