@@ -8,6 +8,7 @@ import html
 
 MAX_LABEL = 16  # characters of a category label on an axis; the full label is in the tooltip
 MAX_TICKS = 30  # every category up to this many is labelled
+CHAR_PX, ROW_PX = 7.5, 900  # a label character's width, and the plot's, in pixels (13px font)
 
 
 def plotly_text(value) -> str:
@@ -27,14 +28,12 @@ def short_label(label: str, limit: int = MAX_LABEL) -> str:
 def category_axis(title, labels, *, across: bool) -> dict:
     """An axis that labels every category (up to MAX_TICKS), abbreviated so that labels never
     overlap or get cut off: margins grow to fit (automargin), and labels across the bottom
-    slant once there are more than a few."""
-    axis = {"title": {"text": plotly_text(title)}, "automargin": True}
+    stand upright when side by side they would not fit (slanted ones would overlap)."""
+    # standoff: with automargin, plotly then places the title clear of the tick labels
+    axis = {"title": {"text": plotly_text(title), "standoff": 12}, "automargin": True}
+    shown = [short_label(label) for label in labels]
     if len(labels) <= MAX_TICKS:
-        axis.update(
-            tickmode="array",
-            tickvals=list(labels),
-            ticktext=[short_label(label) for label in labels],
-        )
-    if across and len(labels) > 6:
-        axis["tickangle"] = -45
+        axis.update(tickmode="array", tickvals=list(labels), ticktext=shown)
+    if across and len(labels) * (max(map(len, shown), default=0) * CHAR_PX + 12) > ROW_PX:
+        axis["tickangle"] = -90
     return axis

@@ -30,7 +30,8 @@ def _texts(values) -> list[str]:
 
 
 def _axis(title) -> dict:
-    return {"title": {"text": plotly_text(title)}, "automargin": True}
+    """An axis whose title stays clear of its tick labels (automargin with a standoff)."""
+    return {"title": {"text": plotly_text(title), "standoff": 12}, "automargin": True}
 
 
 def _layout(title, **extra) -> dict:
@@ -166,8 +167,8 @@ def mwem_rounds_figure(trace_rounds) -> dict:
         ],
         "layout": _layout(
             "MWEM: estimated error of the table measured in each round",
-            xaxis={"title": {"text": "round"}, "dtick": 1},
-            yaxis={"title": {"text": "TVD (share of rows off)"}, "tickformat": ".1%"},
+            xaxis={**_axis("round"), "dtick": 1},
+            yaxis={**_axis("TVD (share of rows off)"), "tickformat": ".1%"},
         ),
     }
 

@@ -156,7 +156,7 @@ def _grade(columns, targets, release, floor, baseline, one_way) -> dict:
             "care",
             (
                 f"Its {what} differ from the real data by TVD {average:.3f} on average "
-                f"({average / max(floor_average, 1e-9):.0f}× a fresh sample's {floor_average:.3f}"
+                f"({average / max(floor_average, 1e-9):.1f}× a fresh sample's {floor_average:.3f}"
                 f"{beats}; {columns[worst]} alone {one_way[worst]:.3f}): fine for broad patterns, "
                 "not for small groups."
             ),
