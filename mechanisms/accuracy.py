@@ -126,6 +126,20 @@ def smoothed_intervals(
     return real(counts / rows), real(low_q), real(high_q)
 
 
+def binomial_half_width(trials: int, p: float, confidence: float = CONFIDENCE) -> float:
+    """Smallest d with P(|X - trials·p| <= d) >= confidence for X ~ Binomial(trials, p), exact.
+
+    The smoothed histogram's synthetic count of a cell is such an X; its estimate of the real
+    count moves by n / (rows·(1 - mix)) per synthetic row (`smoothed_intervals`).
+    """
+    confidence = _check_confidence(confidence)
+    values = np.arange(trials + 1)
+    distance = np.abs(values - trials * p)
+    order = np.argsort(distance, kind="stable")
+    reached = np.cumsum(stats.binom.pmf(values[order], trials, p)) >= confidence
+    return float(distance[order][int(np.argmax(reached))])
+
+
 def normal_half_width(std: float, confidence: float = CONFIDENCE) -> float:
     """z·std: the half-width of a normal approximation (sums of many noise terms)."""
     return float(stats.norm.ppf(0.5 + _check_confidence(confidence) / 2)) * float(std)
@@ -135,8 +149,8 @@ def plan_half_width(plan: NoisePlan, n: int, confidence: float = CONFIDENCE) -> 
     """Half-width, in rows, of the interval of one typical output of a public noise plan.
 
     Discrete Laplace on each output: its exact quantile. The smoothed histogram's sampling:
-    the interval of `smoothed_intervals` for a cell holding an average share 1/m of the rows
-    (the real count of that cell, n public). Otherwise (sums of noise terms, Gaussian noise):
+    how far its estimate of the real count of a cell holding an average share 1/m of the rows
+    strays, at `confidence`, exactly (`binomial_half_width`; n public). Otherwise (sums of noise terms, Gaussian noise):
     z·(the plan's standard deviation). None when the plan has no figure.
     """
     if plan.noise == "discrete Laplace" and plan.scale is not None:
@@ -145,9 +159,8 @@ def plan_half_width(plan: NoisePlan, n: int, confidence: float = CONFIDENCE) -> 
         rows, mix, m = int(plan.details["rows"]), float(plan.details["mix"]), plan.support
         if mix >= 1 or rows <= 0:
             return float(n)
-        q = 1.0 / m
-        z = float(stats.norm.ppf(0.5 + _check_confidence(confidence) / 2))
-        return n * z * math.sqrt(q * (1 - q) / rows) / (1 - mix)
+        spread = binomial_half_width(rows, 1.0 / m, confidence)
+        return n * spread / (rows * (1 - mix))
     if plan.expected_error is None:
         return None
     return normal_half_width(plan.expected_error, confidence)

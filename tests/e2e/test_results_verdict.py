@@ -50,7 +50,9 @@ LABEL_PROBLEMS = """() => Array.from(document.querySelectorAll('[data-figure]'))
       .filter((l) => l.r.width > 0);
     result.ticks[axis] = labels.length;
     const title = chart.querySelector(axis === 'xtick' ? '.g-xtitle text' : '.g-ytitle text');
-    if (title) { labels.push({text: `title ${title.textContent}`, r: title.getBoundingClientRect()}); }
+    if (title) {
+      labels.push({text: `title ${title.textContent}`, r: title.getBoundingClientRect()});
+    }
     labels.forEach((a, i) => {
       if (a.r.left < box.left - 1 || a.r.right > box.right + 1 || a.r.top < box.top - 1
           || a.r.bottom > box.bottom + 1) { result.outside.push(a.text); }

@@ -23,6 +23,8 @@ from mechanisms.noise import secure_source, seeded_source
 from mechanisms.schema import Schema
 from mechanisms.workload import expand_workload, marginals_spec
 
+pytestmark = pytest.mark.audit  # Monte-Carlo checks of many draws
+
 LOW, HIGH = 0.94, 0.96
 NARROW = 0.7
 
