@@ -151,7 +151,7 @@ def plan_half_width(plan: NoisePlan, n: int, confidence: float = CONFIDENCE) -> 
     Discrete Laplace on each output: its exact quantile. The smoothed histogram's sampling:
     how far its estimate of the real count of a cell holding an average share 1/m of the rows
     strays, at `confidence`, exactly (`binomial_half_width`; n public). Otherwise (sums of
-    noise terms, Gaussian noise): z·(the plan's standard deviation). None when the plan has no figure.
+    noise terms, Gaussian noise): z·(the plan's standard deviation). None without a figure.
     """
     if plan.noise == "discrete Laplace" and plan.scale is not None:
         return float(discrete_laplace_half_width(plan.scale, confidence))
