@@ -81,6 +81,8 @@ def test_an_mwem_release_shows_its_rounds_publicly_and_its_errors_to_the_owner(
     page = client_for(owner).get(reverse("release_detail", args=[release.pk])).content.decode()
     assert 'id="verdict-heading"' in page and "Verdict:" in page
     assert page.index('id="verdict"') < page.index('id="job"')  # the page opens with it
+    seen_by_auditor = client_for(auditor).get(reverse("release_detail", args=[release.pk]))
+    assert 'id="verdict"' not in seen_by_auditor.content.decode()  # custodian-only
     assert "What was measured, with 95% intervals" in page
 
 

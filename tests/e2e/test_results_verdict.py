@@ -7,6 +7,8 @@ none overlapping another or the axis title, none outside the chart. Screenshots,
 test-artifacts/e2e/test_each_results_page_opens_with_the_verdict/.
 """
 
+import re
+
 import pytest
 
 from tests.helpers import make_dataset, make_release, run_now
@@ -90,4 +92,30 @@ def test_each_results_page_opens_with_the_verdict(browser, custodian, no_broker)
             assert not chart["outside"], (name, chart)
             if chart["title"] == "education × marital-status in the release":
                 assert chart["ticks"] == {"xtick": 8, "ytick": 17}, chart
+    browser.assert_no_problems()
+
+
+@pytest.mark.timeout(120)
+def test_the_planner_proposes_an_epsilon_and_fills_it_in(browser, custodian, no_broker):
+    """The custodian asks for counts within ±50 rows: a table of ε per kind of release with the
+    budget left appears, and "Use" puts that ε and mechanism into the form."""
+    dataset = make_dataset(custodian, epsilon_total=10)
+    browser.log_in("custodian")
+    browser.goto(f"/datasets/{dataset.pk}/releases/new/")
+    page = browser.page
+    for name in ("age", "sex"):
+        page.get_by_role("checkbox", name=re.compile(rf"^\s*{name} \(")).check()
+    page.get_by_label("Counts within ± (rows)").fill("50")
+    page.get_by_role("button", name="Propose ε for each kind of release").click()
+    table = page.locator("#plan-body table")
+    table.wait_for()
+    assert "ε needed for counts within ±50 rows at 95%" in table.inner_text()
+    browser.screenshot("planner proposals for 50 rows")
+    use = table.get_by_role("row", name=re.compile("Noisy histogram")).get_by_role("button")
+    proposed = use.inner_text().removeprefix("Use ε = ")
+    use.click()
+    assert page.get_by_label("Privacy cost ε for this release").input_value() == proposed
+    assert page.locator("#id_mechanism_perturbed_histogram").is_checked()
+    page.locator("#estimate-body table").first.wait_for()
+    browser.screenshot("form with the proposed epsilon and its 95% table")
     browser.assert_no_problems()
