@@ -13,7 +13,7 @@ import mechanisms
 from mechanisms.accounting import float_at_most
 from mechanisms.schema import CHUNK_ROWS
 
-from . import catalogue
+from . import accuracy_preview, catalogue
 from .files import dataset_path
 
 
@@ -94,8 +94,9 @@ def compute(release, progress):
 # ---------------------------------------------------------------- release pages: expected accuracy
 
 
-def expected_accuracy(dataset, *, mechanism, columns, params, epsilon, delta=0.0) -> list[str]:
-    """Plain sentences predicting the release's accuracy from the mechanism's public plan.
+def expected_accuracy(dataset, *, mechanism, columns, params, epsilon, delta=0.0) -> dict:
+    """{"lines": plain sentences, "table": the 95% table (`accuracy_preview.table`)}: the
+    release's accuracy predicted from the mechanism's public plan (`noise_plan`).
 
     The plan reads the schema, the settings and the stored row count (public under
     replace-one; under add-remove this preview is the custodian's own page): never the raw
@@ -103,7 +104,16 @@ def expected_accuracy(dataset, *, mechanism, columns, params, epsilon, delta=0.0
     whose noise 64-bit counts cannot carry), so the form shows them before any budget is spent.
     """
     schema = mechanisms.Schema.from_dict(dataset.schema)
-    plan = mechanisms.catalogue.spec(mechanism).plan(
+    plan = noise_plan(dataset, schema, mechanism, columns, params, epsilon, delta)
+    return {
+        "lines": catalogue.accuracy_lines(mechanism, plan, schema, columns, dataset.row_count),
+        "table": accuracy_preview.table(mechanism, plan, schema, columns, dataset.row_count),
+    }
+
+
+def noise_plan(dataset, schema, mechanism, columns, params, epsilon, delta):
+    """The mechanism's public noise plan for this dataset (schema, relation, stored row count)."""
+    return mechanisms.catalogue.spec(mechanism).plan(
         schema,
         list(columns),
         params,
@@ -112,4 +122,3 @@ def expected_accuracy(dataset, *, mechanism, columns, params, epsilon, delta=0.0
         neighbouring=dataset.neighbouring,
         n=dataset.row_count,
     )
-    return catalogue.accuracy_lines(mechanism, plan, schema, columns, dataset.row_count)

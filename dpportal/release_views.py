@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from . import catalogue, packaging, services, utility
+from . import accuracy_preview, catalogue, packaging, planner, services, utility
 from .access import dataset_for_owner, releases_visible_to
 from .formatting import plain_number
 from .models import AuditEvent, BudgetLedgerEntry, Release
@@ -77,7 +77,11 @@ def release_new(request, dataset_pk):
             "form": form,
             "nav": "datasets",
             "cards": catalogue.cards(),
-            "page_config": {"estimate_url": reverse("release_estimate", args=[dataset.pk])},
+            "page_config": {
+                "estimate_url": reverse("release_estimate", args=[dataset.pk]),
+                "plan_url": reverse("release_plan", args=[dataset.pk]),
+            },
+            "target_form": planner.TargetForm(dataset=dataset),
         },
     )
 
@@ -102,11 +106,33 @@ def release_estimate(request, dataset_pk):
     return JsonResponse(
         {
             "ok": True,
-            "accuracy": form.expected_accuracy,
+            "accuracy": form.expected_accuracy["lines"],
+            "accuracy_table": form.expected_accuracy["table"],
             "epsilon_left": plain_number(epsilon_left),
             "delta_left": plain_number(delta_left),
             "fits": epsilon_left >= 0 and delta_left >= 0,
             "epsilon_total": plain_number(dataset.epsilon_total),
+        }
+    )
+
+
+@require_GET
+def release_plan(request, dataset_pk):
+    """The planner: the ε each mechanism needs for the accuracy asked (public information)."""
+    dataset = dataset_for_owner(request.user, dataset_pk)
+    if not dataset.schema_confirmed:
+        return JsonResponse({"ok": False, "errors": ["Confirm the schema first."]})
+    target = planner.TargetForm(request.GET, dataset=dataset)
+    if not target.is_valid():
+        errors = [error for errs in target.errors.values() for error in errs]
+        return JsonResponse({"ok": False, "errors": errors})
+    return JsonResponse(
+        {
+            "ok": True,
+            "target": f"±{target.cleaned_data['target']:,.0f} rows",
+            "confidence": accuracy_preview.CONFIDENCE_TEXT,
+            "proposals": planner.proposals(dataset, request.GET, target.cleaned_data["target"]),
+            "epsilon_remaining": plain_number(dataset.epsilon_remaining),
         }
     )
 

@@ -75,7 +75,8 @@ def test_perturbed_histogram_writes_the_release(files, capsys):
     synthetic = pd.read_csv(out / "synthetic.csv")
     assert list(synthetic.columns) == ["age", "sex"] and len(synthetic) == 30
     counts = pd.read_csv(out / "noisy_counts.csv")
-    assert list(counts.columns) == ["age", "sex", "noisy_count"] and len(counts) == 8 * 3
+    assert list(counts.columns) == ["age", "sex", "noisy_count", "ci_lower", "ci_upper"]
+    assert len(counts) == 8 * 3
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["mechanism"] == "perturbed_histogram"
     assert manifest["parameters"]["rows"] == 30
