@@ -83,13 +83,13 @@ class DatasetUploadForm(forms.Form):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         limit_mb = settings.MAX_UPLOAD_BYTES / (1024 * 1024)
-        self.fields[
-            "file"
-        ].help_text = (
-            f"CSV, TSV or Excel (.xlsx), up to {limit_mb:g} MB. Text files may be UTF-8 or Latin-1."
+        self.fields["file"].help_text = (
+            f"CSV, TSV or Excel (.xlsx), up to {limit_mb:g} MB, also compressed: .csv.gz, .tsv.gz "
+            "or a .zip holding one table (at most the same size once unpacked). Text files may be "
+            "UTF-8 or Latin-1."
         )
         self.fields["file"].widget.attrs.update(
-            {"accept": ".csv,.tsv,.txt,.xlsx", "data-max-bytes": settings.MAX_UPLOAD_BYTES}
+            {"accept": ".csv,.tsv,.txt,.xlsx,.gz,.zip", "data-max-bytes": settings.MAX_UPLOAD_BYTES}
         )
 
     @property
