@@ -9,8 +9,8 @@ and turned into CSV first (`xlsx`). The budget follows the parsed content (`fing
 Problems raise `IngestError` with a message for the custodian that says what is wrong, where
 (line, column) and how to fix it.
 
-The profile is computed from the raw data: it is shown to the owner only, marked "from your
-data", and never becomes part of a release.
+The profile is computed from the raw data but holds only a type proposal and the count of empty
+cells per column (owner-only); bounds and categories never come from it.
 """
 
 from .archive import Unpacked, unpack_upload

@@ -11,6 +11,7 @@ One module per concept:
     reaper       retrying or failing releases whose worker died, resending lost jobs
     publishing   after publication: utility report, zip and chart data
     datasets     upload, auditors, schema confirmation, deletion
+    estimates    DP estimates of a column's bounds or categories for the schema page
 
 The names below are the ones views, commands and tests call as `services.<name>`. A test that
 replaces a function must replace it in the module that calls it (`services.delivery.release_send`),
@@ -30,6 +31,7 @@ from .datasets import (
 )
 from .delivery import release_queue
 from .errors import DuplicateSubmission, ServiceError
+from .estimates import estimate_column, estimate_cost, latest_estimates
 from .execution import LeaseLost, _mark_data_read, _release_claim, _release_fail, release_run
 from .reaper import release_reap
 from .releases import release_cancel, release_create
@@ -51,6 +53,9 @@ __all__ = [
     "dataset_remove_orphan_files",
     "dataset_set_auditor",
     "dataset_shared_with",
+    "estimate_column",
+    "estimate_cost",
+    "latest_estimates",
     "release_cancel",
     "release_create",
     "release_queue",
