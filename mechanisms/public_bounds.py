@@ -16,6 +16,7 @@ random source (OpenDP's samplers by default, `mechanisms.noise`).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -33,13 +34,20 @@ FALSE_CELL_RATE = 0.05  # chance that any empty grid cell clears the threshold, 
 MAX_DISCOVERED = 200
 
 
+def _grid() -> np.ndarray:
+    positive = [m * 10.0**k for k in DECADES for m in MANTISSAS]
+    return np.array(sorted([-p for p in positive] + [0.0] + positive))
+
+
+GRID = _grid()
+
+
 def bounds_grid() -> np.ndarray:
     """The public cell edges: 0 and +-m 10^k (m in 1, 2, 5), increasing.
 
     Values below the first or above the last edge fall in two open outer cells.
     """
-    positive = [m * 10.0**k for k in DECADES for m in MANTISSAS]
-    return np.array(sorted([-p for p in positive] + [0.0] + positive))
+    return GRID.copy()
 
 
 @dataclass(frozen=True)
@@ -89,9 +97,9 @@ def estimate_bounds(
     """
     epsilon = check_epsilon(epsilon, allow_infinite=False)
     scale = check_count_noise(count_sensitivity(neighbouring) / epsilon, epsilon)
-    edges = bounds_grid()
-    numbers = pd.to_numeric(pd.Series(values), errors="coerce").astype(float)
-    present = numbers[~numbers.isna()].to_numpy()
+    edges = GRID
+    numbers = _as_floats(values)
+    present = numbers[~np.isnan(numbers)]
     cells = np.searchsorted(edges, present, side="right")  # 0 and len(edges): the outer cells
     counts = np.bincount(cells, minlength=len(edges) + 1).astype(np.int64)
     noisy = resolve_rng(rng).add_discrete_laplace(counts, scale)
@@ -153,15 +161,31 @@ def discover_categories(
             "row could be revealed; give the list from public knowledge instead"
         )
     scale = check_count_noise(count_sensitivity(neighbouring) / epsilon, epsilon)
-    text = pd.Series(values, dtype=object).dropna().astype(str)
-    counts = text[text != ""].value_counts(sort=False)
-    noisy = resolve_rng(rng).add_discrete_laplace(counts.to_numpy(dtype=np.int64), scale)
+    counts = Counter(str(v) for v in values if not _is_missing(v))
+    counts.pop("", None)
+    names = list(counts)
+    exact = np.fromiter(counts.values(), dtype=np.int64, count=len(names))
+    noisy = resolve_rng(rng).add_discrete_laplace(exact, scale)
     threshold = category_threshold(scale, epsilon, delta, neighbouring)
     kept = sorted(
-        ((int(n), str(v)) for n, v in zip(noisy, counts.index, strict=True) if n >= threshold),
-        reverse=True,
+        ((int(n), v) for n, v in zip(noisy, names, strict=True) if n >= threshold), reverse=True
     )[:limit]
     return CategoryEstimate(sorted(v for _n, v in kept), threshold, scale, epsilon, delta)
+
+
+def _as_floats(values: Iterable[float] | pd.Series) -> np.ndarray:
+    """The values as floats; text that is not a number and missing values become NaN."""
+    if isinstance(values, pd.Series | np.ndarray):
+        array = values.to_numpy() if isinstance(values, pd.Series) else values
+    else:
+        array = np.asarray(list(values))
+    if array.dtype.kind in "iufb":
+        return array.astype(float)
+    return pd.to_numeric(pd.Series(array), errors="coerce").to_numpy(dtype=float)
+
+
+def _is_missing(value: object) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def _plain(value: float | None) -> float | None:
