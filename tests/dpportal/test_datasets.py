@@ -265,14 +265,14 @@ def test_budget_form_errors_are_shown_not_applied(owner, dataset):
 # ---------------------------------------------------------------- schema
 
 
-def test_schema_page_proposes_from_data_and_marks_it(owner, dataset):
+def test_schema_page_proposes_types_but_no_value_from_the_data(owner, dataset):
     response = client_for(owner).get(reverse("dataset_schema", args=[dataset.pk]))
     text = response.content.decode()
     assert response.status_code == 200
-    assert text.count('class="from-data" data-for=') == 4  # age lower/upper, sex, city lists
-    assert "documented code book" in text
-    assert 'value="29"' in text and 'value="51"' in text  # the data's own min and max
-    assert "F\nM</textarea>" in text
+    assert "Nothing on this page was read from your data" in text
+    assert 'value="29"' not in text and 'value="51"' not in text  # the data's own min and max
+    assert "F\nM</textarea>" not in text
+    assert '<option value="numeric" selected>' in text  # the type is proposed
     assert not dataset.schema_confirmed
 
 
@@ -287,8 +287,8 @@ def test_schema_confirmation_needs_the_public_knowledge_statement(owner, dataset
     page = client_for(owner).get(reverse("dataset_schema", args=[dataset.pk])).content.decode()
     assert re.search(r'<input type="checkbox" name="public_knowledge"[^>]*required', page)
     assert (
-        "These bounds and categories come from public knowledge (e.g. a code book), not "
-        "from looking at the data</label>"
+        "These bounds and categories come from public knowledge (e.g. a code book) or from "
+        "DP estimates, not from looking at the data</label>"
     ) in page
     response = client_for(owner).post(
         reverse("dataset_schema", args=[dataset.pk]), schema_post(GOOD_ROWS, public_knowledge=False)
