@@ -22,7 +22,7 @@ import gzip
 import io
 import zipfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -175,14 +175,14 @@ def unpacked_chunks(archive: Archive, *, max_bytes: int) -> Iterator[bytes]:
         chunks.close()
 
 
-def _gunzip(archive: Archive) -> Iterator[tuple[bytes, int]]:
+def _gunzip(archive: Archive) -> Generator[tuple[bytes, int], None, None]:
     """(chunk, compressed bytes read so far): every gzip member, as `gzip` reads them."""
     with open(archive.path, "rb") as raw, gzip.GzipFile(fileobj=raw, mode="rb") as unpacked:
         for chunk in iter(lambda: unpacked.read(CHUNK_BYTES), b""):
             yield chunk, raw.tell()
 
 
-def _unzip(archive: Archive) -> Iterator[tuple[bytes, int]]:
+def _unzip(archive: Archive) -> Generator[tuple[bytes, int], None, None]:
     assert archive.member is not None
     with zipfile.ZipFile(archive.path) as zipped, zipped.open(archive.member) as part:
         for chunk in iter(lambda: part.read(CHUNK_BYTES), b""):
