@@ -344,7 +344,6 @@ def dataset_schema(request, pk):
             "rows": rows,
             "nav": "datasets",
             "statement": statement,
-            "from_proposal": not dataset.schema_confirmed,
             "offer": estimate_offer(dataset),
         },
         status=status,
