@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import mechanisms
+from mechanisms import public_bounds
 from mechanisms.accounting import float_at_most
 from mechanisms.schema import CHUNK_ROWS
 
@@ -122,3 +123,36 @@ def noise_plan(dataset, schema, mechanism, columns, params, epsilon, delta):
         neighbouring=dataset.neighbouring,
         n=dataset.row_count,
     )
+
+
+# ---------------------------------------------------------------- schema page: DP estimates
+
+
+def estimate_column(dataset, column, kind, *, epsilon, delta) -> dict:
+    """A DP estimate of `column`'s bounds (kind "numeric") or categories ("categorical"), read
+    from the stored copy; its guarantee is stated in `mechanisms.public_bounds`."""
+    values = load_columns(dataset, [column])[column]
+    eps, dlt = float_at_most(epsilon), float_at_most(delta)
+    try:
+        if kind == "numeric":
+            bounds = public_bounds.estimate_bounds(
+                values, epsilon=eps, neighbouring=dataset.neighbouring
+            )
+            return {
+                "lower": bounds.lower,
+                "upper": bounds.upper,
+                "threshold": bounds.threshold,
+                "noise_scale": bounds.scale,
+                "definition": "pure epsilon-DP",
+            }
+        found = public_bounds.discover_categories(
+            values, epsilon=eps, delta=dlt, neighbouring=dataset.neighbouring
+        )
+    except mechanisms.MechanismError as exc:
+        raise ReleaseInputError(str(exc)) from exc
+    return {
+        "categories": found.categories,
+        "threshold": found.threshold,
+        "noise_scale": found.scale,
+        "definition": "(epsilon, delta)-DP",
+    }

@@ -18,6 +18,7 @@ from .formatting import plain_number
 from .models import AuditEvent, BudgetLedgerEntry, Release
 from .release_forms import ReleaseForm
 from .release_results import results_context
+from .services.estimates import ESTIMATE_MECHANISM
 from .signals import client_address
 from .timing import shown_duration_text, shown_status
 
@@ -159,7 +160,9 @@ def release_detail(request, pk):
         "progress_config": {"url": reverse("release_progress", args=[release.pk])},
         "refunded": _refunded(release),
     }
-    if release.status == Release.Status.DONE:
+    estimate = release.mechanism == ESTIMATE_MECHANISM  # a schema-page estimate: no package
+    context["estimate"] = (release.manifest or {}).get("result") if estimate else None
+    if release.status == Release.Status.DONE and not estimate:
         context.update(results_context(request, release, is_owner))
     if release.status == Release.Status.FAILED and not is_owner:
         # the mechanism's reason can quote facts about the data (e.g. how many values fall
@@ -301,6 +304,8 @@ def _done_release(user, pk, *, owner_only=False) -> Release:
         raise Http404("No such release.")
     if release.status != Release.Status.DONE:  # auditors: done by the last whole minute
         raise Http404("This release has no files yet.")
+    if release.mechanism == ESTIMATE_MECHANISM:
+        raise Http404("A schema estimate has no files; its result is on its page.")
     return release
 
 
