@@ -2,9 +2,8 @@
 
 from django.urls import path
 
-from . import access_views
+from . import access_views, estimate_views
 from . import dataset_views as views
-from . import estimate_views
 
 urlpatterns = [
     path("datasets/new/", views.dataset_upload, name="dataset_upload"),
