@@ -10,6 +10,7 @@ One module per concept:
     execution    running a release on a worker: lease, heartbeat, storing the output
     reaper       retrying or failing releases whose worker died, resending lost jobs
     publishing   after publication: utility report, zip and chart data
+    public_pages a release's public page: switched on or withdrawn by its owner
     datasets     upload, auditors, schema confirmation, deletion
 
 The names below are the ones views, commands and tests call as `services.<name>`. A test that
@@ -31,6 +32,7 @@ from .datasets import (
 from .delivery import release_queue
 from .errors import DuplicateSubmission, ServiceError
 from .execution import LeaseLost, _mark_data_read, _release_claim, _release_fail, release_run
+from .public_pages import release_set_public
 from .reaper import release_reap
 from .releases import release_cancel, release_create
 
@@ -55,5 +57,6 @@ __all__ = [
     "release_create",
     "release_queue",
     "release_reap",
+    "release_set_public",
     "release_run",
 ]

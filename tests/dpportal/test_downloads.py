@@ -12,8 +12,8 @@ from django.urls import reverse
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dpportal import csv_safety
 from dpportal.models import AuditEvent
+from mechanisms import csv_safety
 from tests.helpers import client_for, make_dataset, make_release, run_now
 
 TRIGGERS = ("=", "+", "-", "@", "\t", "\r", "\0")
