@@ -51,10 +51,11 @@ def table_charts(table: Table, manifest: dict[str, Any]) -> list[Chart]:
         labels = schema.axis_labels(column)
         counts = np.bincount(codes[:, j], minlength=len(labels))
         shares = (counts / max(1, counts.sum())).tolist()
+        title = f"{column}: share of the synthetic rows ({table.name})"
         charts.append(
             Chart(
-                f"{column}: share of the synthetic rows ({table.name})",
-                bar_svg(labels, shares, None, percent=True),
+                title,
+                bar_svg(labels, shares, None, title=title, percent=True),
                 "Each bar is the share of the released synthetic rows in that bin. Synthetic "
                 "rows carry no interval of their own: their uncertainty is that of the model "
                 "they were drawn from.",
@@ -86,7 +87,8 @@ def _estimate_chart(table: Table, estimate: str) -> Chart:
         if intervals
         else "; this table has no interval columns."
     )
-    return Chart(f"{table.title}: {estimate}", bar_svg(labels, values, intervals), note)
+    title = f"{table.title}: {estimate}"
+    return Chart(title, bar_svg(labels, values, intervals, title=title), note)
 
 
 def _numeric(table: Table, column: str) -> bool:
@@ -98,6 +100,7 @@ def bar_svg(
     values: list[float],
     intervals: list[tuple[float, float]] | None,
     *,
+    title: str,
     percent: bool = False,
 ) -> str:
     """Horizontal bars (one per label) from 0, with optional interval lines, as SVG markup."""
@@ -112,7 +115,8 @@ def bar_svg(
     height = TOP + ROW * len(labels) + 24
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height}" '
-        f'width="{WIDTH}" height="{height}" role="img" font-family="sans-serif" font-size="11">'
+        f'width="{WIDTH}" height="{height}" role="img" aria-label="{escape(title)}" '
+        'font-family="sans-serif" font-size="11">'
     ]
     zero = x(0.0)
     parts.append(

@@ -92,8 +92,13 @@ def budget_sentence(budget: Budget) -> str:
         if budget.delta_total not in ("0", "")
         else ""
     )
+    who = (
+        "The one release of this dataset has"
+        if budget.releases == 1
+        else f"All {budget.releases} releases of this dataset together have"
+    )
     return (
-        f"All {budget.releases} releases of this dataset together have spent epsilon = "
-        f"{budget.epsilon_spent} of its total budget of {budget.epsilon_total}{delta}. "
-        "Privacy losses add up: a reader who combines every release learns at most that much."
+        f"{who} spent epsilon = {budget.epsilon_spent} of its total budget of "
+        f"{budget.epsilon_total}{delta}. Privacy losses add up: a reader who combines every "
+        "release learns at most that much."
     )

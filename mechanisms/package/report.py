@@ -87,9 +87,9 @@ def report_html(
 
 def report_pdf(html: str) -> bytes:
     """The report as PDF (A4), rendered by WeasyPrint from the self-contained HTML."""
+    logging.getLogger("weasyprint.progress").setLevel(logging.WARNING)  # not per-step chatter
     import weasyprint  # imported here: loading it (and pango) takes a moment
 
-    logging.getLogger("weasyprint.progress").setLevel(logging.WARNING)  # not per-step chatter
     document: bytes = weasyprint.HTML(string=html).write_pdf()
     return document
 
