@@ -39,6 +39,7 @@ def _withdrawn(release) -> HttpResponse:
     when = f"{release.public_withdrawn_at:%d %B %Y}"
     html = (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<link rel="icon" href="data:,">'
         f"<title>Release {release.pk} withdrawn</title>"
         f'<link rel="stylesheet" href="{escape(reverse("public_report_css"))}"></head>'
         f'<body><main class="report"><h1>Release {release.pk} was withdrawn</h1>'

@@ -12,7 +12,6 @@ from html import escape
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from mechanisms.package.tables import Table, is_estimate, is_interval
 from mechanisms.schema import Schema
@@ -42,10 +41,9 @@ def table_charts(table: Table, manifest: dict[str, Any]) -> list[Chart]:
         return [_estimate_chart(table, estimates[0])]
     schema = Schema.from_dict(manifest.get("schema", {"columns": []}))
     columns = [c for c in table.header if c in schema.columns]
-    if not columns or not table.rows:
+    if not columns or table.frame.empty:
         return []
-    frame = pd.DataFrame({c: table.column(c) for c in columns})
-    codes = schema.encode(frame, columns)
+    codes = schema.encode(table.frame, columns)
     charts = []
     for j, column in enumerate(columns):
         labels = schema.axis_labels(column)
@@ -65,8 +63,8 @@ def table_charts(table: Table, manifest: dict[str, Any]) -> list[Chart]:
 
 
 def _estimate_chart(table: Table, estimate: str) -> Chart:
-    labels_from = [h for h in table.header if not _numeric(table, h) and h != "note"]
-    rows = table.rows[:MAX_BARS]
+    labels_from = [h for h in table.header if not table.is_numeric(h) and h != "note"]
+    rows = list(table.head_rows(MAX_BARS))
     index = {h: i for i, h in enumerate(table.header)}
     labels = [
         " · ".join(str(r[index[h]]) for h in labels_from) or str(k) for k, r in enumerate(rows)
@@ -78,8 +76,8 @@ def _estimate_chart(table: Table, estimate: str) -> Chart:
         lo, hi = index[bounds[0]], index[bounds[1]]
         intervals = [(float(r[lo] or 0), float(r[hi] or 0)) for r in rows]
     shown = (
-        f"the first {len(rows)} of {len(table.rows)} rows"
-        if len(rows) < len(table.rows)
+        f"the first {len(rows)} of {len(table.frame)} rows"
+        if len(rows) < len(table.frame)
         else "every row"
     )
     note = f"{estimate} of {shown}" + (
@@ -89,10 +87,6 @@ def _estimate_chart(table: Table, estimate: str) -> Chart:
     )
     title = f"{table.title}: {estimate}"
     return Chart(title, bar_svg(labels, values, intervals, title=title), note)
-
-
-def _numeric(table: Table, column: str) -> bool:
-    return all(isinstance(c, int | float) or c is None for c in table.column(column))
 
 
 def bar_svg(

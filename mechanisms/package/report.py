@@ -80,6 +80,7 @@ def report_html(
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        '<link rel="icon" href="data:,">'  # no icon to fetch: the page stands alone
         f"<title>{escape(context.title)}</title>{style}</head>"
         f'<body><main class="report">{body}</main></body></html>\n'
     )

@@ -12,17 +12,21 @@ Post-processing of public mechanism output only (no privacy cost, nothing read f
 - a negative noisy count is kept (so sums over cells stay unbiased) and explained in a `note`
   column on its row.
 
-Columns are recognised by name, so a new mechanism's columns flow through without a special case.
+Columns are recognised by name, so a new mechanism's columns flow through without a special
+case. Columns are converted whole (pandas), so millions of synthetic rows take seconds.
 """
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
+import pandas as pd
 
 from mechanisms.csv_safety import escape_cell
 
@@ -44,11 +48,10 @@ PRECISION_NOTES = (
 
 @dataclass
 class Table:
-    """One released CSV as typed cells: its file name, header, rows and what was done to it."""
+    """One released CSV as typed columns: its file name, the frame, what was done to it."""
 
     name: str
-    header: list[str]
-    rows: list[list[Cell]]
+    frame: pd.DataFrame
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -56,10 +59,29 @@ class Table:
         """The sheet and chart title: the file name without .csv, words spaced."""
         return self.name.removesuffix(".csv").replace("_", " ")
 
+    @property
+    def header(self) -> list[str]:
+        """The column names, in order."""
+        return [str(c) for c in self.frame.columns]
+
+    @property
+    def rows(self) -> list[list[Cell]]:
+        """Every row as plain Python values (None where a cell is empty)."""
+        return list(self.head_rows(len(self.frame)))
+
+    def head_rows(self, limit: int) -> Iterator[list[Cell]]:
+        """The first `limit` rows as plain Python values (None where a cell is empty)."""
+        head = self.frame.head(limit).astype(object)
+        yield from head.where(head.notna(), None).to_numpy().tolist()
+
     def column(self, name: str) -> list[Cell]:
         """The cells of one column."""
-        index = self.header.index(name)
-        return [row[index] for row in self.rows]
+        values = self.frame[name].astype(object)
+        return list(values.where(values.notna(), None).tolist())
+
+    def is_numeric(self, name: str) -> bool:
+        """Whether a column holds numbers (not text)."""
+        return bool(pd.api.types.is_numeric_dtype(self.frame[name]))
 
 
 def is_estimate(name: str) -> bool:
@@ -79,69 +101,66 @@ def is_interval(name: str) -> bool:
 
 def read_table(name: str, content: bytes, manifest: dict[str, Any]) -> Table:
     """A released CSV file as a typed, rounded, reordered Table (see the module docstring)."""
-    reader = csv.reader(io.StringIO(content.decode("utf-8-sig"), newline=""))
-    header = next(reader, [])
-    raw = list(reader)
+    raw = pd.read_csv(io.BytesIO(content), dtype=str, keep_default_na=False, encoding="utf-8-sig")
     schema = {c["name"]: c for c in manifest.get("schema", {}).get("columns", [])}
     columns = manifest.get("parameters", {}).get("columns") or list(schema)
-    whole = any(is_count(h) for h in header)  # intervals of counts: whole numbers too
-    typed = [
-        _typed_column(h, [r[i] if i < len(r) else "" for r in raw], schema.get(h), columns, whole)
-        for i, h in enumerate(header)
-    ]
-    order = _order(header)
-    rows = [list(r) for r in zip(*[typed[i] for i in order], strict=True)]
-    table = Table(name, [header[i] for i in order], rows)
+    whole = any(is_count(str(h)) for h in raw.columns)  # intervals of counts: whole numbers
+    typed = {
+        str(h): _typed_column(str(h), raw[h], schema.get(str(h)), columns, whole)
+        for h in raw.columns
+    }
+    order = _order(list(typed))
+    table = Table(name, pd.DataFrame({h: typed[h] for h in order}))
     _explain_negatives(table)
     return table
 
 
-def _order(header: list[str]) -> list[int]:
+def _order(header: list[str]) -> list[str]:
     """Column order with each interval bound right after the first estimate column."""
-    intervals = [i for i, h in enumerate(header) if is_interval(h)]
-    estimates = [i for i, h in enumerate(header) if is_estimate(h)]
+    intervals = [h for h in header if is_interval(h)]
+    estimates = [h for h in header if is_estimate(h)]
     if not intervals or not estimates:
-        return list(range(len(header)))
-    rest = [i for i in range(len(header)) if i not in intervals]
+        return header
+    rest = [h for h in header if h not in intervals]
     at = rest.index(estimates[0]) + 1
     return rest[:at] + intervals + rest[at:]
 
 
 def _typed_column(
-    name: str, cells: list[str], column: dict[str, Any] | None, columns: list[str], whole: bool
-) -> list[Cell]:
-    numbers = [_number(c) for c in cells]
-    if cells and all(n is not None or c == "" for n, c in zip(numbers, cells, strict=True)):
-        return [_rounded(name, n, column, whole) for n in numbers]
-    return [_text(c, columns) for c in cells]
+    name: str, cells: pd.Series, column: dict[str, Any] | None, columns: list[str], whole: bool
+) -> pd.Series:
+    numbers = pd.to_numeric(cells, errors="coerce").replace([np.inf, -np.inf], np.nan)
+    if len(cells) and bool((numbers.notna() | (cells == "")).all()):
+        return _rounded(name, numbers.astype(float), column, whole)
+    texts = {c: _text(c, columns) for c in cells.unique()}
+    return cells.map(texts)
 
 
-def _number(text: str) -> float | None:
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
-
-
-def _rounded(name: str, value: float | None, column: dict[str, Any] | None, whole: bool) -> Cell:
-    if value is None:
-        return None
+def _rounded(name: str, values: pd.Series, column: dict[str, Any] | None, whole: bool) -> pd.Series:
+    finite = values.dropna()
     if is_interval(name):
-        return _outward(name, value, 0 if whole else _decimals_for_digits(value, 4))
-    if is_count(name) or (value.is_integer() and abs(value) < 2**53 and column is None):
-        return round(value)
+        step = np.floor if name.endswith("_lower") else np.ceil
+        if whole:
+            return _whole(_apply(step, values))
+        places = values.map(lambda v: _decimals_for_digits(v, 4) if pd.notna(v) else 0)
+        scale = 10.0 ** places.astype(float)
+        return _apply(step, values * scale) / scale
+    integral = bool((finite == finite.round()).all()) and bool((finite.abs() < 2**53).all())
+    if is_count(name) or (integral and column is None):
+        return _whole(values.round())
     if column is not None and column.get("type") == "numeric":
-        places = edge_decimals(column)
-        return math.floor(value * 10**places) / 10**places if places else math.floor(value)
-    return _significant(value, 4)
+        factor = 10.0 ** edge_decimals(column)
+        return _apply(np.floor, values * factor) / factor
+    return values.map(lambda v: _significant(v, 4) if pd.notna(v) else v)
 
 
-def _outward(name: str, value: float, places: int) -> int | float:
-    scale = 10**places
-    step = math.floor if name.endswith("_lower") else math.ceil
-    out = step(value * scale) / scale
-    return int(out) if places == 0 else out
+def _apply(step: Any, values: pd.Series) -> pd.Series:
+    """np.floor or np.ceil of a float column, as a column."""
+    return pd.Series(step(values.to_numpy(dtype=float)), index=values.index)
+
+
+def _whole(values: pd.Series) -> pd.Series:
+    return values.astype("Int64")
 
 
 def _decimals_for_digits(value: float, digits: int) -> int:
@@ -150,9 +169,8 @@ def _decimals_for_digits(value: float, digits: int) -> int:
     return max(0, digits - 1 - math.floor(math.log10(abs(value))))
 
 
-def _significant(value: float, digits: int) -> int | float:
-    rounded = round(value, _decimals_for_digits(value, digits))
-    return int(rounded) if float(rounded).is_integer() else rounded
+def _significant(value: float, digits: int) -> float:
+    return round(float(value), _decimals_for_digits(value, digits))
 
 
 def edge_decimals(column: dict[str, Any]) -> int:
@@ -168,7 +186,7 @@ def edge_decimals(column: dict[str, Any]) -> int:
     return 6
 
 
-def _text(cell: str, columns: list[str]) -> Cell:
+def _text(cell: str, columns: list[str]) -> str:
     if cell[:1] in "{[":
         try:
             value = json.loads(cell)
@@ -181,8 +199,8 @@ def _text(cell: str, columns: list[str]) -> Cell:
 def readable(value: Any, columns: list[str]) -> str:
     """A JSON value as plain text.
 
-    A box {"lo": [...], "hi": [...]} over the release's columns
-    as "age 17 to 40; hours 20 to 60", other objects as "key value; key value".
+    A box {"lo": [...], "hi": [...]} over the release's columns reads "age 17 to 40; hours 20
+    to 60", other objects "key value; key value".
     """
     if isinstance(value, dict):
         lo, hi = value.get("lo"), value.get("hi")
@@ -203,29 +221,24 @@ def _short(value: Any) -> str:
 
 
 def _explain_negatives(table: Table) -> None:
-    counts = [i for i, h in enumerate(table.header) if is_count(h)]
-    flagged = [
-        any(isinstance(row[i], int | float) and row[i] < 0 for i in counts)  # type: ignore[operator]
-        for row in table.rows
-    ]
-    if not any(flagged):
+    counts = [h for h in table.header if is_count(h)]
+    if not counts or table.frame.empty:
         return
-    table.header.append("note")
-    for row, negative in zip(table.rows, flagged, strict=True):
-        row.append(NEGATIVE_NOTE if negative else "")
+    negative = (table.frame[counts].fillna(0) < 0).any(axis=1)
+    if not negative.any():
+        return
+    table.frame["note"] = np.where(negative, NEGATIVE_NOTE, "")
     table.notes.append(
-        f"{sum(flagged)} noisy counts are negative; each is kept and explained in the note "
-        "column (read it as 0)."
+        f"{int(negative.sum())} noisy counts are negative; each is kept and explained in the "
+        "note column (read it as 0)."
     )
 
 
 def csv_text(table: Table) -> bytes:
     """The table as UTF-8 CSV (RFC 4180, CRLF), every text cell escaped for spreadsheets."""
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\r\n")
-    writer.writerow([escape_cell(h) for h in table.header])
-    for row in table.rows:
-        writer.writerow(
-            ["" if c is None else escape_cell(c) if isinstance(c, str) else c for c in row]
-        )
-    return out.getvalue().encode("utf-8")
+    frame = table.frame.copy()
+    for name in table.header:
+        if not table.is_numeric(name):
+            frame[name] = frame[name].map({v: escape_cell(v) for v in frame[name].unique()})
+    frame.columns = pd.Index([escape_cell(h) for h in table.header])
+    return frame.to_csv(index=False, lineterminator="\r\n").encode("utf-8")

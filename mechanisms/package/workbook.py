@@ -27,7 +27,7 @@ from mechanisms.package.context import (
 from mechanisms.package.readme import file_descriptions
 from mechanisms.package.tables import NEGATIVE_NOTE, PRECISION_NOTES, Cell, Table
 
-MAX_ROWS = 1_048_575  # Excel's limit, less the header
+MAX_ROWS = 100_000  # per sheet (Excel's limit is 1,048,575): the CSV beside it has every row
 BOLD = Font(bold=True)
 
 
@@ -65,10 +65,9 @@ def _about_lines(
     lines += ["", "Numbers", *PRECISION_NOTES, f"Negative noisy counts: {NEGATIVE_NOTE}."]
     lines += ["", "Sheets"]
     for table in tables:
+        rows = len(table.frame)
         shown = (
-            ""
-            if len(table.rows) <= MAX_ROWS
-            else f" (first {MAX_ROWS:,} rows of {len(table.rows):,}; the CSV has all)"
+            "" if rows <= MAX_ROWS else f" (first {MAX_ROWS:,} of {rows:,} rows: the CSV has all)"
         )
         lines.append(f"{sheet_name(table.name)}: {described.get(table.name, table.name)}{shown}")
         lines += [f"  {note}" for note in table.notes]
@@ -85,8 +84,8 @@ def _table_sheet(sheet: WriteOnlyWorksheet, table: Table) -> None:
     for k, name in enumerate(table.header):
         _width(sheet, k, max(12, min(60, len(name) + 4)))
     sheet.append([_cell(sheet, h, bold=True) for h in table.header])
-    for row in table.rows[:MAX_ROWS]:
-        sheet.append([_cell(sheet, value) for value in row])
+    for row in table.head_rows(MAX_ROWS):
+        sheet.append([_formula_safe(sheet, value) for value in row])
 
 
 def _width(sheet: WriteOnlyWorksheet, k: int, width: int) -> None:
@@ -103,12 +102,15 @@ def _letter(k: int) -> str:
     return letters
 
 
+def _formula_safe(sheet: WriteOnlyWorksheet, value: Cell) -> Cell | SheetCell:
+    """The value as it is (fast), or as a text cell if openpyxl would store it as a formula."""
+    return _cell(sheet, value) if isinstance(value, str) and value.startswith("=") else value
+
+
 def _cell(sheet: WriteOnlyWorksheet, value: Cell, *, bold: bool = False) -> SheetCell:
     cell = WriteOnlyCell(sheet, value=value)
     if isinstance(value, str):
         cell.data_type = "s"  # text is text: "=..." must not become a formula
-    elif isinstance(value, int):
-        cell.number_format = "#,##0"
     if bold:
         cell.font = BOLD
     return cell
