@@ -2,6 +2,7 @@
 
 from django.urls import path
 
+from . import access_views
 from . import dataset_views as views
 
 urlpatterns = [
@@ -11,4 +12,9 @@ urlpatterns = [
     path("datasets/<int:pk>/budget/", views.dataset_budget, name="dataset_budget"),
     path("datasets/<int:pk>/auditors/", views.dataset_auditors, name="dataset_auditors"),
     path("datasets/<int:pk>/delete/", views.dataset_delete, name="dataset_delete"),
+    path(
+        "datasets/<int:pk>/invitations/",
+        access_views.dataset_invitations,
+        name="dataset_invitations",
+    ),
 ]

@@ -173,6 +173,7 @@ def dataset_detail(request, pk):
         "budget_form": BudgetForm(initial=_budget_initial(dataset)) if owner else None,
         "auditor_form": AuditorForm() if owner else None,
         "auditors": dataset.auditors.order_by("username") if owner else [],
+        "invitations": services.pending_invitations(dataset) if owner else [],
     }
     return render(request, "dpportal/dataset_detail.html", context)
 

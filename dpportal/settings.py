@@ -228,3 +228,13 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env("DJANGO_LOG_LEVEL", "INFO")},
 }
+
+# E-mail (invitations to audit a dataset): printed to the console unless configured.
+EMAIL_BACKEND = env("DPPORTAL_EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = env("DPPORTAL_EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("DPPORTAL_EMAIL_PORT", 25)
+EMAIL_HOST_USER = env("DPPORTAL_EMAIL_USER")
+EMAIL_HOST_PASSWORD = env("DPPORTAL_EMAIL_PASSWORD")
+EMAIL_USE_TLS = env_bool("DPPORTAL_EMAIL_USE_TLS", False)
+EMAIL_TIMEOUT = 10
+DEFAULT_FROM_EMAIL = env("DPPORTAL_EMAIL_FROM", "dp-portal@localhost")

@@ -12,6 +12,8 @@ One module per concept:
     publishing   after publication: utility report, zip and chart data
     public_pages a release's public page: switched on or withdrawn by its owner
     datasets     upload, auditors, schema confirmation, deletion
+    tokens       per-user API tokens: create, revoke, authenticate
+    invitations  e-mailed, expiring, single-use invitations to audit a dataset
 
 The names below are the ones views, commands and tests call as `services.<name>`. A test that
 replaces a function must replace it in the module that calls it (`services.delivery.release_send`),
@@ -32,9 +34,17 @@ from .datasets import (
 from .delivery import release_queue
 from .errors import DuplicateSubmission, ServiceError
 from .execution import LeaseLost, _mark_data_read, _release_claim, _release_fail, release_run
+from .invitations import (
+    invitation_accept,
+    invitation_for_secret,
+    invitation_revoke,
+    invitation_send,
+    pending_invitations,
+)
 from .public_pages import release_set_public
 from .reaper import release_reap
 from .releases import release_cancel, release_create
+from .tokens import token_authenticate, token_create, token_revoke
 
 __all__ = [
     "DuplicateSubmission",
@@ -53,10 +63,18 @@ __all__ = [
     "dataset_remove_orphan_files",
     "dataset_set_auditor",
     "dataset_shared_with",
+    "invitation_accept",
+    "invitation_for_secret",
+    "invitation_revoke",
+    "invitation_send",
+    "pending_invitations",
     "release_cancel",
     "release_create",
     "release_queue",
     "release_reap",
     "release_set_public",
     "release_run",
+    "token_authenticate",
+    "token_create",
+    "token_revoke",
 ]
