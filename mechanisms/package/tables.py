@@ -129,8 +129,9 @@ def _order(header: list[str]) -> list[str]:
 def _typed_column(
     name: str, cells: pd.Series, column: dict[str, Any] | None, columns: list[str], whole: bool
 ) -> pd.Series:
+    categorical = column is not None and column.get("type") == "categorical"  # "007" stays
     numbers = pd.to_numeric(cells, errors="coerce").replace([np.inf, -np.inf], np.nan)
-    if len(cells) and bool((numbers.notna() | (cells == "")).all()):
+    if not categorical and len(cells) and bool((numbers.notna() | (cells == "")).all()):
         return _rounded(name, numbers.astype(float), column, whole)
     texts = {c: _text(c, columns) for c in cells.unique()}
     return cells.map(texts)

@@ -178,3 +178,12 @@ def test_the_readme_keeps_to_78_columns_and_names_every_file(package):
     assert max(len(line) for line in readme.splitlines()) <= 78
     for name in ("report.pdf", "release.xlsx", "noisy_counts.csv"):
         assert name in readme
+
+
+def test_categories_that_look_like_numbers_stay_text():
+    manifest = {
+        "parameters": {"columns": ["code"]},
+        "schema": {"columns": [{"name": "code", "type": "categorical", "categories": ["007"]}]},
+    }
+    table = read_table("noisy_counts.csv", b"code,noisy_count\n007,5\n", manifest)
+    assert table.rows == [["007", 5]]
