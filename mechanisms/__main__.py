@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import io
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -33,6 +34,12 @@ from mechanisms.accounting import (
     check_epsilon,
     float_at_most,
 )
+from mechanisms.archives import (
+    ChunkStream,
+    open_archive,
+    refuse_other_compressor,
+    unpacked_chunks,
+)
 from mechanisms.catalogue import CATALOGUE, MechanismSpec, run_release
 from mechanisms.errors import MechanismError
 from mechanisms.noise import secure_source, seeded_source
@@ -41,6 +48,8 @@ from mechanisms.range_count.api import range_query_csv
 from mechanisms.release import file_sha256, json_bytes
 from mechanisms.schema import CategoricalColumn, Schema
 from mechanisms.validation import check_data
+
+DEFAULT_MAX_INPUT_MB = 4096
 
 
 def subcommands() -> dict[str, MechanismSpec]:
@@ -59,7 +68,19 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="subcommand", required=True, parser_class=_OneLineParser)
     for name, spec in subcommands().items():
         p = sub.add_parser(name, help=spec.summary, description=spec.summary)
-        p.add_argument("--input", required=True, help="CSV file of the sensitive table")
+        p.add_argument(
+            "--input",
+            required=True,
+            help="CSV or TSV file of the sensitive table (also .csv.gz, .tsv.gz, or a .zip "
+            "holding one of them)",
+        )
+        p.add_argument(
+            "--max-input-mb",
+            dest="max_input_mb",
+            type=int,
+            default=DEFAULT_MAX_INPUT_MB,
+            help=f"largest compressed input, unpacked, in MB (default {DEFAULT_MAX_INPUT_MB})",
+        )
         p.add_argument("--schema", required=True, help="schema JSON (public bounds/categories)")
         # Kept as text: the exact decimal is rounded down to a float (accounting.float_at_most).
         p.add_argument("--epsilon", required=True, help="privacy loss epsilon > 0")
@@ -88,12 +109,39 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def read_table(path: str, schema: Schema, columns: list[str]) -> pd.DataFrame:
-    """Read the needed columns of a CSV; categorical columns as text."""
+def read_table(
+    path: str, schema: Schema, columns: list[str], *, max_bytes: int = DEFAULT_MAX_INPUT_MB << 20
+) -> pd.DataFrame:
+    """Read the needed columns of a CSV or TSV; categorical columns as text.
+
+    The file may be compressed with gzip or be alone in a zip: it is unpacked as a stream, at
+    most `max_bytes` (see mechanisms.archives).
+    """
     text_columns = {n: str for n in columns if isinstance(schema.column(n), CategoricalColumn)}
     wanted = set(columns)
     try:
-        return pd.read_csv(path, usecols=lambda c: c in wanted, dtype=text_columns)
+        with open(path, "rb") as handle:
+            refuse_other_compressor(handle.read(8))
+        archive = open_archive(Path(path), Path(path).name)
+        name = archive.inner_name if archive else path
+        if Path(name).suffix.lower() == ".xlsx":
+            raise MechanismError(
+                f"input file ({path!r}) is an Excel workbook; the command line reads CSV or TSV: "
+                "save the sheet as CSV."
+            )
+        source: Any = path
+        if archive is not None:
+            source = io.BufferedReader(ChunkStream(unpacked_chunks(archive, max_bytes=max_bytes)))
+        separator = "\t" if Path(name).suffix.lower() == ".tsv" else ","
+        return pd.read_csv(
+            source,
+            usecols=lambda c: c in wanted,
+            dtype=text_columns,
+            sep=separator,
+            compression=None,
+        )
+    except MechanismError:
+        raise
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc).splitlines()[0]
         raise MechanismError(f"input file ({path!r}) cannot be read as CSV: {reason}") from None
@@ -111,7 +159,7 @@ def run(args: argparse.Namespace) -> list[Any]:
     schema = Schema.load(args.schema)
     columns = schema.resolve_columns(args.columns.split(",") if args.columns else None)
     record = custodian_record_path(args.out, args.custodian_record)
-    data = read_table(args.input, schema, columns)
+    data = read_table(args.input, schema, columns, max_bytes=args.max_input_mb << 20)
     problems = check_data(data, schema, columns)
     if problems:
         raise MechanismError(

@@ -14,6 +14,7 @@ One module per concept:
     datasets     upload, auditors, schema confirmation, deletion
     tokens       per-user API tokens: create, revoke, authenticate
     invitations  e-mailed, expiring, single-use invitations to audit a dataset
+    estimates    DP estimates of a column's bounds or categories for the schema page
 
 The names below are the ones views, commands and tests call as `services.<name>`. A test that
 replaces a function must replace it in the module that calls it (`services.delivery.release_send`),
@@ -33,6 +34,7 @@ from .datasets import (
 )
 from .delivery import release_queue
 from .errors import DuplicateSubmission, ServiceError
+from .estimates import estimate_column, estimate_cost, latest_estimates
 from .execution import LeaseLost, _mark_data_read, _release_claim, _release_fail, release_run
 from .invitations import (
     invitation_accept,
@@ -68,6 +70,9 @@ __all__ = [
     "invitation_revoke",
     "invitation_send",
     "pending_invitations",
+    "estimate_column",
+    "estimate_cost",
+    "latest_estimates",
     "release_cancel",
     "release_create",
     "release_queue",

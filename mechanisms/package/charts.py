@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from mechanisms.package.tables import Table, is_estimate, is_interval
+from mechanisms.package.tables import Table, interval_owner, is_estimate, is_interval
 from mechanisms.schema import Schema
 
 MAX_BARS = 40
@@ -38,7 +38,7 @@ def table_charts(table: Table, manifest: dict[str, Any]) -> list[Chart]:
     """
     estimates = [h for h in table.header if is_estimate(h)]
     if estimates:
-        return [_estimate_chart(table, estimates[0])]
+        return [_estimate_chart(table, interval_owner(table) or estimates[0])]
     schema = Schema.from_dict(manifest.get("schema", {"columns": []}))
     columns = [c for c in table.header if c in schema.columns]
     if not columns or table.frame.empty:

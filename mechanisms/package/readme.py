@@ -5,6 +5,7 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
+from mechanisms.accuracy import CONFIDENCE
 from mechanisms.package.context import (
     PackageContext,
     budget_sentence,
@@ -61,7 +62,9 @@ def readme_text(manifest: dict[str, Any], names: list[str], context: PackageCont
     limits = _paragraph(
         "The numbers are not exact: small counts in particular can be far off. Where a noisy "
         f"count is negative, its row says so in a note column ({NEGATIVE_NOTE}). Patterns that "
-        "involve many rows are usually reliable. Nothing in these files was computed by "
+        "involve many rows are usually reliable. Where a file has ci_lower and ci_upper, "
+        f"they are a {CONFIDENCE:.0%} margin of error: the true count lies between them "
+        f"{round(100 * CONFIDENCE)} times in 100. Nothing in these files was computed by "
         "comparing with the private table."
     )
     numbers = "\n".join(_paragraph(s) for s in PRECISION_NOTES)

@@ -16,6 +16,7 @@ from html import escape
 from importlib import resources
 from typing import Any
 
+from mechanisms.accuracy import CONFIDENCE
 from mechanisms.package.charts import Chart, table_charts
 from mechanisms.package.context import (
     PackageContext,
@@ -148,9 +149,9 @@ def _reading(tables: list[Table]) -> str:
     points = [
         "Every number was made with random noise, so it is close to, not equal to, the true "
         "value. Large counts are relatively more reliable than small ones.",
-        "Where a table has interval columns (such as ci_lower and ci_upper), the true value "
-        "lies between them with the stated probability (95% unless the manifest says "
-        "otherwise); the black line across each bar shows that interval.",
+        "Where a table has interval columns (ci_lower and ci_upper), they are a "
+        f"{CONFIDENCE:.0%} margin of error: the true value lies between them {CONFIDENCE:.0%} "
+        "of the time. The black line across each bar shows that interval.",
         f"A negative noisy count is possible: {NEGATIVE_NOTE}.",
         *PRECISION_NOTES,
         *(f"{t.name}: {note}" for t in tables for note in t.notes),

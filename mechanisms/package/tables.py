@@ -42,7 +42,7 @@ PRECISION_NOTES = (
     "is narrower than computed.",
     "Synthetic numeric values are cut to the decimals of their column's bin edges, so every "
     "value stays in its bin.",
-    "Other numbers are rounded to 4 significant digits.",
+    "Other numbers are rounded to 4 significant digits (never coarser than whole numbers).",
 )
 
 
@@ -90,8 +90,11 @@ def is_estimate(name: str) -> bool:
 
 
 def is_count(name: str) -> bool:
-    """Whether a column holds counts (rounded to whole numbers; negatives explained)."""
-    return name in ("noisy_count", "synthetic_count", "count", "answer") or name.endswith("_count")
+    """Whether a column holds counts or count estimates (whole numbers; negatives explained).
+
+    `answer` (range counts) or any name with the word `count` (real_count_estimate).
+    """
+    return name == "answer" or "count" in name.split("_")
 
 
 def is_interval(name: str) -> bool:
@@ -116,14 +119,30 @@ def read_table(name: str, content: bytes, manifest: dict[str, Any]) -> Table:
 
 
 def _order(header: list[str]) -> list[str]:
-    """Column order with each interval bound right after the first estimate column."""
+    """Column order with the interval bounds right after their estimate.
+
+    Their estimate is the last estimate column before the first bound (real_count_estimate,
+    not synthetic_count, in "synthetic_count, real_count_estimate, ci_lower, ci_upper"), else
+    the first estimate.
+    """
     intervals = [h for h in header if is_interval(h)]
     estimates = [h for h in header if is_estimate(h)]
     if not intervals or not estimates:
         return header
+    before = [h for h in header[: header.index(intervals[0])] if is_estimate(h)]
+    owner = before[-1] if before else estimates[0]
     rest = [h for h in header if h not in intervals]
-    at = rest.index(estimates[0]) + 1
+    at = rest.index(owner) + 1
     return rest[:at] + intervals + rest[at:]
+
+
+def interval_owner(table: Table) -> str | None:
+    """The estimate column the table's interval bounds belong to (the one right before them)."""
+    header = table.header
+    bounds = [k for k, h in enumerate(header) if is_interval(h)]
+    if bounds and bounds[0] > 0 and is_estimate(header[bounds[0] - 1]):
+        return header[bounds[0] - 1]
+    return None
 
 
 def _typed_column(

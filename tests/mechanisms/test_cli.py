@@ -81,7 +81,8 @@ def test_perturbed_histogram_writes_the_release(files, capsys):
     assert list(synthetic.columns) == ["age", "sex"] and len(synthetic) == 30
     counts = pd.read_csv(out / "noisy_counts.csv", keep_default_na=False)
     negative = counts["noisy_count"] < 0
-    assert list(counts.columns)[:3] == ["age", "sex", "noisy_count"] and len(counts) == 8 * 3
+    header = ["age", "sex", "noisy_count", "ci_lower", "ci_upper"]
+    assert list(counts.columns)[:5] == header and len(counts) == 8 * 3
     assert ("note" in counts) == negative.any()  # a negative count is explained on its row
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["mechanism"] == "perturbed_histogram"

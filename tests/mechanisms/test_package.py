@@ -187,3 +187,20 @@ def test_categories_that_look_like_numbers_stay_text():
     }
     table = read_table("noisy_counts.csv", b"code,noisy_count\n007,5\n", manifest)
     assert table.rows == [["007", 5]]
+
+
+def test_intervals_stay_beside_the_estimate_they_belong_to():
+    """The smoothed histogram's file: the interval is for real_count_estimate."""
+    content = (
+        "age,synthetic_count,real_count_estimate,ci_lower,ci_upper\n"
+        "17 to under 26.125,12,11.4,4.2,18.9\n"
+    )
+    table = read_table("noisy_counts.csv", content.encode(), MANIFEST)
+    assert table.header == ["age", "synthetic_count", "real_count_estimate", "ci_lower", "ci_upper"]
+    assert table.rows == [["17 to under 26.125", 12, 11, 4, 19]]
+    from mechanisms.package.charts import table_charts
+
+    (chart,) = table_charts(table, MANIFEST)
+    assert (
+        chart.title == "noisy counts: real_count_estimate" and "ci_lower to ci_upper" in chart.note
+    )
