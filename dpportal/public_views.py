@@ -55,7 +55,13 @@ def public_release(request, pk):
     release = _published(pk)
     if not release.is_public:
         return _withdrawn(release)
-    return HttpResponse(_report_page(release))
+    return _revalidated(HttpResponse(_report_page(release)))
+
+
+def _revalidated(response):
+    """Caches must ask again before reusing a public page or file: a withdrawal takes effect."""
+    response["Cache-Control"] = "no-cache"
+    return response
 
 
 def _report_page(release) -> str:
@@ -102,7 +108,7 @@ def public_release_file(request, pk, filename):
     how = "inline" if suffix == ".pdf" else "attachment"  # report.html inlines its CSS: the
     response["Content-Disposition"] = f'{how}; filename="release-{release.pk}-{filename}"'
     response["X-Content-Type-Options"] = "nosniff"  # CSP would block it here; the page is it
-    return response
+    return _revalidated(response)
 
 
 @require_POST

@@ -46,6 +46,7 @@ def test_anyone_reads_the_published_report_pdf_and_workbook(world):
     page = anonymous.get(reverse("public_release", args=[world.release.pk]))
     assert page.status_code == 200
     assert page["Content-Security-Policy"] == CONTENT_SECURITY_POLICY
+    assert page["Cache-Control"] == "no-cache"  # a withdrawal reaches cached copies too
     assert "unsafe-inline" not in page["Content-Security-Policy"]
     html = page.content.decode()
     assert "<style" not in html and "<script" not in html and not re.search(r"\sstyle=", html)
