@@ -8,7 +8,9 @@ schema (each option's value goes into the mechanism's `params` under the paramet
 Bad input prints one line to stderr and exits with status 2; the whole input is checked against the
 schema (mechanisms.validation) before any noise is drawn.
 
-The --out folder gets only public files. The custodian record (input file name, its SHA-256,
+The --out folder gets only public files: the same package as the portal's download
+(mechanisms.package: spreadsheet-friendly CSVs, manifest.json, README.txt, report.html,
+report.pdf, release.xlsx). The custodian record (input file name, its SHA-256,
 the number of rows read: all computed from the raw data, so never for publication) is written
 outside it, to --custodian-record or by default to OUT.custodian.json beside the folder; its
 path is printed to stderr.
@@ -17,6 +19,7 @@ path is printed to stderr.
 from __future__ import annotations
 
 import argparse
+import datetime
 import io
 import sys
 from pathlib import Path
@@ -40,8 +43,9 @@ from mechanisms.archives import (
 from mechanisms.catalogue import CATALOGUE, MechanismSpec, run_release
 from mechanisms.errors import MechanismError
 from mechanisms.noise import secure_source, seeded_source
+from mechanisms.package import PackageContext, write_package
 from mechanisms.range_count.api import range_query_csv
-from mechanisms.release import file_sha256, json_bytes, write_release
+from mechanisms.release import file_sha256, json_bytes
 from mechanisms.schema import CategoricalColumn, Schema
 from mechanisms.validation import check_data
 
@@ -177,7 +181,11 @@ def run(args: argparse.Namespace) -> list[Any]:
         rng=rng,
     )
     output.manifest["random_source"] = "secure" if args.seed is None else "seeded: NOT private"
-    paths = write_release(output, args.out)
+    context = PackageContext(
+        title=f"Differentially private release: {spec.title}",
+        made_on=datetime.date.today().isoformat(),
+    )
+    paths = write_package(output, args.out, context)
     write_custodian_record(
         record,
         {

@@ -10,6 +10,7 @@ One module per concept:
     execution    running a release on a worker: lease, heartbeat, storing the output
     reaper       retrying or failing releases whose worker died, resending lost jobs
     publishing   after publication: utility report, zip and chart data
+    public_pages a release's public page: switched on or withdrawn by its owner
     datasets     upload, auditors, schema confirmation, deletion
     tokens       per-user API tokens: create, revoke, authenticate
     invitations  e-mailed, expiring, single-use invitations to audit a dataset
@@ -42,6 +43,7 @@ from .invitations import (
     invitation_send,
     pending_invitations,
 )
+from .public_pages import release_set_public
 from .reaper import release_reap
 from .releases import release_cancel, release_create
 from .tokens import token_authenticate, token_create, token_revoke
@@ -75,6 +77,7 @@ __all__ = [
     "release_create",
     "release_queue",
     "release_reap",
+    "release_set_public",
     "release_run",
     "token_authenticate",
     "token_create",
