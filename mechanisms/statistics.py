@@ -224,7 +224,7 @@ def _domain(size: int | None = None) -> Any:
 def _bounded_sum(low: float, high: float, size: int | None = None) -> Any:
     """OpenDP: clamp to [low, high], then sum (sized when `size` is the public row count)."""
     metric = dp.symmetric_distance()
-    return dp.t.make_clamp(_domain(size), metric, bounds=(low, high)) >> dp.t.then_sum()
+    return dp.t.make_clamp(_domain(size), metric, bounds=(low, high)) >> dp.t.then_sum()  # type: ignore[no-untyped-call]
 
 
 @lru_cache(maxsize=1)
@@ -260,8 +260,11 @@ def count_scale(epsilon: float, neighbouring: str) -> float:
 
 
 def sum_transformation(low: float, high: float, neighbouring: str, public_n: int | None) -> Any:
-    """The bounded sum and its sensitivity: sized on the public n when given (replace-one
-    without groups: OpenDP's map(2) on vectors of n values), else `group_sensitivity`."""
+    """The OpenDP bounded sum over [low, high] and its sensitivity.
+
+    Sized on the public n when given (replace-one without groups: OpenDP's map(2) on vectors
+    of n values), else `group_sensitivity`.
+    """
     if public_n is not None:
         t = _bounded_sum(low, high, public_n)
         return t, float(t.map(2))
@@ -289,8 +292,10 @@ def laplace_halfwidth(scale: float, level: float = LEVEL) -> float:
 
 
 def linear_halfwidth(terms: Sequence[tuple[float, str, float]], level: float = LEVEL) -> float:
-    """z with P(|sum a_i E_i| <= z) ~ level, for independent E_i of kind "laplace" or
-    "discrete_laplace" with the given scales, terms (a_i, kind, scale).
+    """The half-width z with P(|sum a_i E_i| <= z) ~ level.
+
+    The E_i are independent, of kind "laplace" or "discrete_laplace" with the given scales;
+    terms are (a_i, kind, scale).
 
     Computed by convolving the exact distributions on a fine grid (2^14 points over +-30 total
     scales): the quantile is off by less than 0.5% of the largest scale.
@@ -528,8 +533,10 @@ class Computer:
         return rows
 
     def quantile(self, column: str, alpha: float, epsilon: float) -> list[Row]:
-        """Per-group alpha-quantile of the clamped column, by the exponential mechanism over
-        CANDIDATES public grid points, scored by OpenDP's `make_quantile_score_candidates`.
+        """Per-group alpha-quantile of the clamped column, by the exponential mechanism.
+
+        The candidates are CANDIDATES public grid points, scored by OpenDP's
+        `make_quantile_score_candidates`.
 
         Privacy: epsilon-DP; three selections (the estimate, and the interval's ends at ranks
         shifted by `quantile_rank_margin`), plus, unless n is public, a noisy count for the
@@ -561,9 +568,11 @@ class Computer:
     def select(
         self, values: list[float], spec: NumericColumn, alpha: float, epsilon: float
     ) -> float:
-        """One epsilon-DP exponential-mechanism quantile of one group's values (alpha clipped
-        to [0, 1]: 0 and 1 give the bounds without a draw, a choice made from public or
-        already released values). The caller records the spend."""
+        """One epsilon-DP exponential-mechanism quantile of one group's values.
+
+        alpha is clipped to [0, 1]: 0 and 1 give the bounds without a draw, a choice made from
+        public or already released values. The caller records the spend.
+        """
         if alpha <= 0:
             return spec.lower
         if alpha >= 1:
@@ -587,8 +596,10 @@ def _rounded_alpha(alpha: float) -> float:
 
 
 def rank_scale(alpha: float, epsilon: float, neighbouring: str) -> float:
-    """The Gumbel scale of one quantile selection in rows of rank: 2 Delta / epsilon, with
-    Delta = max(alpha, 1 - alpha) rows (twice that under replace-one), OpenDP's map / den."""
+    """The Gumbel scale of one quantile selection in rows of rank: 2 Delta / epsilon.
+
+    Delta = max(alpha, 1 - alpha) rows (twice that under replace-one): OpenDP's map / den.
+    """
     rows = max(alpha, 1 - alpha) * (1 if neighbouring == "add-remove" else 2)
     return noise_scale(2 * rows, epsilon)
 
@@ -601,11 +612,12 @@ def centre(spec: NumericColumn) -> tuple[float, float]:
 def clip_row(row: Row, spec: NumericColumn) -> Row:
     """Clip to [lower, upper] (the true mean lies there, so coverage is unchanged)."""
     low, high = spec.lower, spec.upper
-    clip = lambda v: min(max(v, low), high)  # noqa: E731
-    return Row(clip(row.estimate), clip(row.lower), clip(row.upper), row.scale)
+    values = [min(max(v, low), high) for v in (row.estimate, row.lower, row.upper)]
+    return Row(*values, row.scale)
 
 
 def root_row(row: Row) -> Row:
+    """The square roots (variance to standard deviation; monotone, so coverage is kept)."""
     return Row(math.sqrt(row.estimate), math.sqrt(row.lower), math.sqrt(row.upper), row.scale)
 
 
@@ -716,6 +728,7 @@ def run_statistics(
 
 
 def public_parameters(request: Request) -> dict[str, Any]:
+    """The manifest's parameters: the request as run, with each statistic's epsilon."""
     return {
         "stat": [s.text for s in request.statistics],
         "by": list(request.by),
