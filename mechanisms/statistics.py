@@ -583,7 +583,8 @@ class Computer:
         index = exponential_mechanism(
             scores, epsilon=epsilon, sensitivity=sensitivity, rng=self.rng
         )
-        return _candidates(spec.lower, spec.upper)[index]
+        chosen: float = np.asarray(_candidates(spec.lower, spec.upper))[index]
+        return chosen
 
     def numeric(self, column: str) -> NumericColumn:
         spec = self.schema.column(column)
