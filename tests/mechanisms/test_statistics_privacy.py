@@ -3,13 +3,14 @@
 Each case runs the statistic's own noise step (`Computer.noisy_counts`, `noisy_sums`,
 `select`: scales from the real code, OpenDP's stability maps) n = 10^5 times per side on
 add/remove neighbours (one row at the upper bound against none; the quantile's selection
-over 3 candidates, where a twin has the power to show), alpha = 10^-6 family-wise, and
-claims the epsilon the custodian asked for: the count, the sum and the variance's sum of
-squares (on its own share) spend it all; the mean's sum piece and the quantile's selection claim their share (epsilon / 2 and epsilon / 4). Twins the
-same test must fail: noise scale x 0.85 (count, sum, sum of squares), declared sensitivity / 2.5 (the mean's
-sum: OpenDP bounds a mixed-sign sum by upper - lower, twice the real change, so only a twin
-below half the sensitivity can overspend), sensitivity / 4 for the quantile's selection (the
-exponential mechanism's loss on monotone scores is half its claim).
+over 3 candidates, where a twin has the power to show), alpha = 10^-6 family-wise, and claims
+the epsilon the custodian asked for: the count, the sum and the variance's sum of squares (on
+its own share) spend it all; the mean's sum piece and the quantile's selection claim their
+share (epsilon / 2 and epsilon / 4). Twins the same test must fail: noise scale x 0.85 (count,
+sum, sum of squares); declared sensitivity / 2.5 for the mean's sum (OpenDP bounds a
+mixed-sign sum by upper - lower, twice the real change, so only a twin below half the
+sensitivity can overspend); sensitivity / 4 for the quantile's selection (the exponential
+mechanism's loss on monotone scores is half its claim).
 """
 
 from __future__ import annotations
