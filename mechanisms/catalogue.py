@@ -241,7 +241,7 @@ CATALOGUE: dict[str, MechanismSpec] = {
     "statistics": MechanismSpec(
         name="statistics",
         title="Summary statistics",
-        summary="counts, sums, means, variances, std and quantiles, by group, with 95% intervals",
+        summary="counts, sums, means, variances and quantiles by group, with 95-percent intervals",
         run=statistics.run_statistics,
         parameters=(
             Parameter(

@@ -77,6 +77,15 @@ FILES = {
     "statistics.csv": "one row per statistic and group: the estimate, its 95% interval "
     "(ci_lower, ci_upper), the main noise scale and the epsilon spent on it",
 }
+TABLE_COLUMNS = (
+    "statistic",
+    "column",
+    "estimate",
+    "ci_lower",
+    "ci_upper",
+    "noise_scale",
+    "epsilon",
+)
 _PERCENTILE = re.compile(r"^q(\d+(?:\.\d+)?)$")
 
 
@@ -658,16 +667,7 @@ def compute(
         if progress:
             progress(i + 1, len(request.statistics))
     total = sum((Fraction(e) for e in run.spent), Fraction(0))
-    columns = [
-        "statistic",
-        "column",
-        *request.by,
-        "estimate",
-        "ci_lower",
-        "ci_upper",
-        "noise_scale",
-        "epsilon",
-    ]
+    columns = [*TABLE_COLUMNS[:2], *request.by, *TABLE_COLUMNS[2:]]
     return pd.DataFrame(records, columns=columns), _round_up(total)
 
 
