@@ -143,7 +143,8 @@ def ours(name, frame, schema, stats, by, epsilon, releases):
     return pd.DataFrame(rows)
 
 
-def opendp_mean(values, low, high, epsilon):
+def opendp_mean(low, high, epsilon):
+    """OpenDP's pipeline: clamped sum and count, each with Laplace noise at epsilon / 2."""
     space = dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.symmetric_distance()
     total = dp.t.make_clamp(*space, bounds=(low, high)) >> dp.t.then_sum()
     noisy_sum = dp.binary_search_chain(
@@ -152,10 +153,11 @@ def opendp_mean(values, low, high, epsilon):
     noisy_count = dp.binary_search_chain(
         lambda s: dp.t.make_count(*space) >> dp.m.then_laplace(scale=s), d_in=1, d_out=epsilon / 2
     )
-    return noisy_sum(values) / max(noisy_count(values), 1)
+    return lambda values: noisy_sum(values) / max(noisy_count(values), 1)
 
 
-def opendp_median(values, low, high, epsilon, alpha=0.5):
+def opendp_median(low, high, epsilon, alpha=0.5):
+    """OpenDP's pipeline: quantile scores of the same candidates, noisy max at epsilon."""
     space = dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.symmetric_distance()
     candidates = [float(v) for v in np.linspace(low, high, CANDIDATES)]
     scores = dp.t.make_clamp(*space, bounds=(low, high)) >> dp.t.then_quantile_score_candidates(
@@ -166,7 +168,7 @@ def opendp_median(values, low, high, epsilon, alpha=0.5):
         d_in=1,
         d_out=epsilon,
     )
-    return candidates[select(values)]
+    return lambda values: candidates[select(values)]
 
 
 def our_estimates(frame, schema, stat, by, epsilon, releases):
@@ -197,8 +199,9 @@ def side_by_side(table1, tables, releases):
             group = specs[by]["categories"].index(row["group"])
             our = estimates[row["statistic"]][:, group]
             values = frame.loc[frame[by] == row["group"], column].astype(float).tolist()
-            fn = opendp_mean if kind == "mean" else opendp_median
-            same = [fn(values, spec["lower"], spec["upper"], eps) for _ in range(releases)]
+            make = opendp_mean if kind == "mean" else opendp_median
+            release = make(spec["lower"], spec["upper"], eps)
+            same = [release(values) for _ in range(releases)]
             entry = {
                 "table": name,
                 "statistic": row["statistic"],
@@ -208,7 +211,8 @@ def side_by_side(table1, tables, releases):
                 "opendp_mae": float(np.mean(np.abs(np.array(same) - row["true"]))),
             }
             if kind == "median":
-                point = [fn(values, spec["lower"], spec["upper"], eps / 4) for _ in range(releases)]
+                at_share = make(spec["lower"], spec["upper"], eps / 4)
+                point = [at_share(values) for _ in range(releases)]
                 entry["opendp_mae_at_our_point_share"] = float(
                     np.mean(np.abs(np.array(point) - row["true"]))
                 )
