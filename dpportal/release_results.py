@@ -12,11 +12,11 @@ from typing import Any
 
 import mechanisms
 
-from . import catalogue, charts, packaging, utility
+from . import catalogue, charts, packaging, statistics_charts, utility
 from .release_forms import RangeQueryForm
 
 PREVIEW_ROWS = 25
-PREVIEW_FILES = ("synthetic.csv", "noisy_counts.csv", "answers.csv")
+PREVIEW_FILES = ("synthetic.csv", "noisy_counts.csv", "answers.csv", "statistics.csv")
 
 
 def results_context(request, release, is_owner) -> dict:
@@ -27,7 +27,10 @@ def results_context(request, release, is_owner) -> dict:
         "files": packaging.package_names(release),
         "parameters": _parameters(release),
         "preview": _preview(request, release, names),
-        "charts": charts.release_charts(release, schema),
+        "charts": [
+            *charts.release_charts(release, schema),
+            *statistics_charts.release_charts(release),
+        ],
     }
     if "measurements.json" in names:
         context["measurements"] = packaging.cached_json(

@@ -101,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
                 dest=option.name,
                 type=option.type,
                 help=option.help,
+                action="append" if option.repeat else "store",
             )
     q = sub.add_parser("range-query", help="answer new ranges from a released structure (free)")
     q.add_argument("--structure", required=True, help="structure.json of a range-count release")
