@@ -241,3 +241,11 @@ def pytest_sessionfinish(session, exitstatus):
 
     if os.environ.get("DPPORTAL_TEST_DATA_DIR_OWNER_PID") == str(os.getpid()):
         shutil.rmtree(os.environ["DPPORTAL_DATA_DIR"], ignore_errors=True)
+
+
+def pytest_make_parametrize_id(config, val, argname):
+    """Bytes parameters (gzip and zip archives carry their creation time) get an id from their
+    length, so every pytest-xdist worker collects the same test names."""
+    if isinstance(val, bytes):
+        return f"{argname}-{len(val)}B"
+    return None
