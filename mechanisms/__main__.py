@@ -35,7 +35,7 @@ from mechanisms.errors import MechanismError
 from mechanisms.noise import secure_source, seeded_source
 from mechanisms.range_count.api import range_query_csv
 from mechanisms.release import file_sha256, json_bytes, write_release
-from mechanisms.schema import CategoricalColumn, Schema
+from mechanisms.schema import NumericColumn, Schema
 from mechanisms.validation import check_data
 
 
@@ -85,11 +85,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def read_table(path: str, schema: Schema, columns: list[str]) -> pd.DataFrame:
-    """Read the needed columns of a CSV; categorical columns as text."""
-    text_columns = {n: str for n in columns if isinstance(schema.column(n), CategoricalColumn)}
+    """Read the needed columns of a CSV; categorical and date columns as text.
+
+    Only an empty field is a missing value (as in the portal): "NA" or "null" stay text, so a
+    category "NA" is kept and a numeric column holding "NA" is refused by name.
+    """
+    text_columns = {
+        n: str
+        for n in columns
+        if not isinstance(spec := schema.column(n), NumericColumn) or spec.part is not None
+    }
     wanted = set(columns)
     try:
-        return pd.read_csv(path, usecols=lambda c: c in wanted, dtype=text_columns)
+        return pd.read_csv(
+            path,
+            usecols=lambda c: c in wanted,
+            dtype=text_columns,
+            keep_default_na=False,
+            na_values=[""],
+        )
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc).splitlines()[0]
         raise MechanismError(f"input file ({path!r}) cannot be read as CSV: {reason}") from None

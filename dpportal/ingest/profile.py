@@ -66,6 +66,8 @@ class ColumnProfile:
                 "bins": DEFAULT_BINS,
                 "from_data": ["lower", "upper"],
             }
+            if self.kind == "int":  # a type, not a statistic: the custodian confirms it
+                proposal["integer"] = True
             if self.kind == "int" and upper - low < DEFAULT_BINS:
                 proposal["bins"] = int(upper - low) + 1  # one bin per whole number
                 proposal["from_data"].append("bins")

@@ -2,15 +2,22 @@
 // "from your data" mark once the custodian has typed a value of their own.
 (function () {
   "use strict";
+  // cell class -> the column types it applies to
+  var APPLIES = {
+    "numeric-only": ["numeric", "date"],
+    "number-only": ["numeric"],
+    "date-only": ["date"],
+    "categorical-only": ["categorical"],
+    "used-only": ["numeric", "date", "categorical"]
+  };
   function showFor(row) {
     var type = row.querySelector("select[name$='-type']").value;
-    row.querySelectorAll(".numeric-only").forEach(function (cell) {
-      cell.querySelectorAll("input, select, textarea").forEach(function (input) { input.disabled = type !== "numeric"; });
-      cell.classList.toggle("inactive", type !== "numeric");
-    });
-    row.querySelectorAll(".categorical-only").forEach(function (cell) {
-      cell.querySelectorAll("input, select, textarea").forEach(function (input) { input.disabled = type !== "categorical"; });
-      cell.classList.toggle("inactive", type !== "categorical");
+    Object.keys(APPLIES).forEach(function (name) {
+      var off = APPLIES[name].indexOf(type) < 0;
+      row.querySelectorAll("." + name).forEach(function (cell) {
+        cell.querySelectorAll("input, select, textarea").forEach(function (input) { input.disabled = off; });
+        cell.classList.toggle("inactive", off);
+      });
     });
   }
   document.querySelectorAll(".schema-row").forEach(function (row) {

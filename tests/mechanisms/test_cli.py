@@ -75,7 +75,8 @@ def test_perturbed_histogram_writes_the_release(files, capsys):
     synthetic = pd.read_csv(out / "synthetic.csv")
     assert list(synthetic.columns) == ["age", "sex"] and len(synthetic) == 30
     counts = pd.read_csv(out / "noisy_counts.csv")
-    assert list(counts.columns) == ["age", "sex", "noisy_count"] and len(counts) == 8 * 3
+    # 8 bins and 2 categories, "(other)", and each column's "(missing)" cell
+    assert list(counts.columns) == ["age", "sex", "noisy_count"] and len(counts) == 9 * 4
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["mechanism"] == "perturbed_histogram"
     assert manifest["parameters"]["rows"] == 30
@@ -104,13 +105,13 @@ def test_smoothed_histogram_writes_the_release(files):
         "--epsilon",
         "2",
         "--mix",
-        "0.5",
+        "0.6",
         "--out",
         str(out),
     ]
     assert main(argv) == 0
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["parameters"]["mix"] == 0.5
+    assert manifest["parameters"]["mix"] == 0.6
     assert manifest["parameters"]["rows"] == len(pd.read_csv(out / "synthetic.csv")) == 1
     assert manifest["random_source"] == "secure"
     assert "row count" in manifest["accounting"]["note"]
@@ -287,12 +288,20 @@ def test_a_custodian_record_inside_the_public_folder_is_refused(files, capsys):
 
 STRICT = {
     "columns": [
-        {"name": "age", "type": "numeric", "lower": 17, "upper": 90, "bins": 8},
+        {
+            "name": "age",
+            "type": "numeric",
+            "lower": 17,
+            "upper": 90,
+            "bins": 8,
+            "missing": "reject",
+        },
         {
             "name": "sex",
             "type": "categorical",
             "categories": ["Female", "Male"],
             "unknown": "reject",
+            "missing": "reject",
         },
     ]
 }
@@ -301,12 +310,12 @@ STRICT = {
 @pytest.mark.parametrize(
     "column, bad, message",
     [
-        ("age", "", "column 'age' cannot be numeric: it has 1 empty (missing)"),
+        ("age", "", "column 'age' has 1 empty (missing) or NaN values (the first on data row 3)"),
         ("age", "old", "column 'age' cannot be numeric: it has 1 values that are not numbers"),
-        ("age", "nan", "column 'age' cannot be numeric: it has 1 empty (missing) or NaN"),
+        ("age", "nan", "column 'age' has 1 NaN (not a number) values"),
         ("age", "inf", "column 'age' cannot be numeric: it has 1 infinite values"),
         ("sex", "X", "column 'sex': 1 value is not among its declared categories"),
-        ("sex", "", "column 'sex': 1 value is not among its declared categories"),
+        ("sex", "", "column 'sex' has 1 empty (missing) values"),
     ],
     ids=["missing", "text", "nan", "inf", "undeclared-category", "missing-category"],
 )
