@@ -309,10 +309,12 @@ def suggested_epsilon(remaining: Decimal) -> Decimal | None:
 
 
 def _describe(spec) -> str:
+    missing = " + (missing)" if spec.missing == "cell" else ""
     if isinstance(spec, mechanisms.schema.NumericColumn):
-        return f"numeric, {spec.lower:g} to {spec.upper:g}, {spec.n_cells} bins"
+        kind = f"{spec.part} of a date" if spec.part else "numeric"
+        return f"{kind}, {spec.labels()[0]} to {spec.labels()[spec.n_bins - 1]}, {spec.n_bins} bins{missing}"
     other = " + (other)" if spec.unknown == "other" else ""
-    return f"categorical, {len(spec.categories)} categories{other}"
+    return f"categorical, {len(spec.categories)} categories{other}{missing}"
 
 
 class RangeQueryForm(forms.Form):

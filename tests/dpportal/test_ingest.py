@@ -126,6 +126,7 @@ def test_proposals(tmp_path):
         "upper": 69,
         "bins": 10,
         "from_data": ["lower", "upper"],
+        "integer": True,  # issue 14: whole numbers are a type, proposed for confirmation
     }
     assert proposals["sex"]["type"] == "categorical"
     assert proposals["sex"]["categories"] == ["F", "M"]
@@ -143,6 +144,7 @@ def test_small_integer_ranges_get_one_bin_per_value_marked_from_data(tmp_path):
     flag, score = result.proposals
     assert flag["bins"] == 2 and "bins" in flag["from_data"]
     assert score["bins"] == 10 and "bins" not in score["from_data"]
+    assert flag["integer"] is True and "integer" not in score
 
 
 def test_xlsx_values_dates_and_numbers(tmp_path):
