@@ -263,7 +263,7 @@ class ReleaseForm(forms.Form):
 
     def _range_grid(self, columns) -> list[int]:
         size = self.cleaned_data.get("range_grid")
-        return [size or self.schema.column(c).n_cells for c in columns]
+        return [size or self.schema.column(c).n_bins for c in columns]  # no missing cell
 
     def params(self) -> dict:
         """The mechanism's parameters, from the cleaned form (defaults left to the mechanism)."""

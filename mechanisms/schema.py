@@ -346,8 +346,11 @@ class CategoricalColumn:
         """
         series = pd.Series(values, copy=False)
         codes = self._category_indices(series)
-        absent = is_missing(series) & (codes < 0)
-        unknown = (codes < 0) & ~absent
+        unlisted = codes < 0
+        absent = np.zeros(len(codes), dtype=bool)
+        if unlisted.any():  # only unlisted values can be missing: test those alone
+            absent[unlisted] = is_missing(series[unlisted])
+        unknown = unlisted & ~absent
         for mask, refused, what, fix in (
             (
                 unknown,
