@@ -312,7 +312,8 @@ def _describe(spec) -> str:
     missing = " + (missing)" if spec.missing == "cell" else ""
     if isinstance(spec, mechanisms.schema.NumericColumn):
         kind = f"{spec.part} of a date" if spec.part else "numeric"
-        return f"{kind}, {spec.labels()[0]} to {spec.labels()[spec.n_bins - 1]}, {spec.n_bins} bins{missing}"
+        bounds = spec.to_dict()
+        return f"{kind}, {bounds['lower']} to {bounds['upper']}, {spec.n_bins} bins{missing}"
     other = " + (other)" if spec.unknown == "other" else ""
     return f"categorical, {len(spec.categories)} categories{other}{missing}"
 

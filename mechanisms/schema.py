@@ -68,6 +68,7 @@ import pandas as pd
 
 from mechanisms.arrays import AnyArray
 from mechanisms.chunks import table_chunks
+from mechanisms.dates import EPOCH, date_numbers, day_number, day_text
 from mechanisms.errors import MechanismError
 from mechanisms.noise import RandomSource, resolve_rng
 
@@ -90,7 +91,6 @@ DATE_PARTS: dict[str, tuple[int, int] | None] = {
     "hour": (0, 23),
     "date": None,
 }
-_EPOCH = np.datetime64("1970-01-01", "D")
 
 
 def _is_number(value: Any) -> TypeGuard[int | float]:
@@ -131,7 +131,7 @@ class NumericColumn:
     def labels(self) -> list[str]:
         e = self.edges
         if self.integer:
-            text = _day_text if self.part == "date" else (lambda v: f"{v:g}")
+            text = day_text if self.part == "date" else (lambda v: f"{v:g}")
             bins = [
                 text(e[i]) if e[i + 1] - e[i] == 1 else f"[{text(e[i])}, {text(e[i + 1] - 1)}]"
                 for i in range(self.n_bins)
@@ -151,7 +151,7 @@ class NumericColumn:
     def numbers(self, values: AnyArray | pd.Series[Any]) -> AnyArray:
         """The values as float64 (a date column: its part), NaN where missing or unreadable."""
         if self.part is not None:
-            return _date_numbers(values, self.part)
+            return date_numbers(values, self.part)
         return _as_float(values)
 
     def encode(self, values: AnyArray | pd.Series[Any], first_row: int = 0) -> AnyArray:
@@ -209,7 +209,7 @@ class NumericColumn:
         if self.part == "date":
             text = np.full(len(values), None, dtype=object)
             present = ~np.isnan(values)
-            days = _EPOCH + values[present].astype(np.int64)
+            days = EPOCH + values[present].astype(np.int64)
             text[present] = np.datetime_as_string(days, unit="D")
             return text
         if self.integer:
@@ -224,8 +224,8 @@ class NumericColumn:
         if self.part is not None:
             out["part"] = self.part
         as_text = self.part == "date"
-        out["lower"] = _day_text(self.lower) if as_text else _plain(self.lower)
-        out["upper"] = _day_text(self.upper) if as_text else _plain(self.upper)
+        out["lower"] = day_text(self.lower) if as_text else _plain(self.lower)
+        out["upper"] = day_text(self.upper) if as_text else _plain(self.upper)
         out["bins"] = self.bins_spec
         out["missing"] = self.missing
         if self.part is None:
@@ -237,10 +237,6 @@ class NumericColumn:
 
 def _plain(value: float) -> int | float:
     return int(value) if float(value).is_integer() else value
-
-
-def _day_text(day: float) -> str:
-    return str(_EPOCH + int(day))
 
 
 def _grid(
@@ -261,51 +257,6 @@ def _as_float(values: AnyArray | pd.Series[Any]) -> AnyArray:
     if values.dtype.kind in "iuf":
         return values.astype(np.float64, copy=False)
     return pd.to_numeric(pd.Series(values), errors="coerce").to_numpy(dtype=np.float64)
-
-
-def _date_numbers(values: AnyArray | pd.Series[Any], part: str) -> AnyArray:
-    """The `part` of each date as float64; NaN where missing or not an ISO 8601 date.
-
-    Plain numbers are already the part (except for the "date" part, whose numbers would be
-    day counts nobody writes).
-    """
-    series = pd.Series(values, copy=False)
-    if series.dtype.kind in "iufb":
-        return series.to_numpy(dtype=np.float64, na_value=np.nan)
-    if series.dtype.kind == "M":
-        stamps = series
-    else:
-        text = series.astype("string").str.strip()
-        text = text.mask(text == "")
-        numbers = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-        if part != "date" and not np.isnan(numbers).any():
-            return numbers
-        stamps = _parse_dates(text)
-        if part != "date":
-            derived = _date_part(stamps, part)
-            return np.where(np.isnan(numbers), derived, numbers)
-    return _date_part(stamps, part)
-
-
-def _parse_dates(text: pd.Series[Any]) -> pd.Series[Any]:
-    try:
-        return pd.to_datetime(text, errors="coerce", format="ISO8601")
-    except (ValueError, TypeError):  # mixed time-zone offsets: compare them in UTC
-        return pd.to_datetime(text, errors="coerce", format="ISO8601", utc=True)
-
-
-def _date_part(stamps: pd.Series[Any], part: str) -> AnyArray:
-    if getattr(stamps.dt, "tz", None) is not None:
-        stamps = stamps.dt.tz_convert("UTC").dt.tz_localize(None)
-    if part == "date":
-        days = stamps.to_numpy(dtype="datetime64[us]").astype("datetime64[D]")
-        out = (days - _EPOCH).astype(np.float64)
-        out[np.isnat(days)] = np.nan
-        return out
-    accessor = {"year": "year", "month": "month", "weekday": "day_of_week", "hour": "hour"}
-    field = getattr(stamps.dt, accessor[part]) + (part == "weekday")  # ISO: Monday is 1
-    numbers: AnyArray = field.to_numpy(dtype=np.float64, na_value=np.nan)
-    return numbers
 
 
 def is_missing(values: pd.Series[Any]) -> AnyArray:
@@ -569,21 +520,11 @@ def _date_from_dict(d: dict[str, Any]) -> NumericColumn:
         if lower == upper:
             raise MechanismError(f"column {name!r}: lower must be below upper")
     if part == "date":
-        lower, upper = _day(name, "lower", lower), _day(name, "upper", upper)
+        lower, upper = day_number(name, "lower", lower), day_number(name, "upper", upper)
         bins = d.get("bins")
         if isinstance(bins, list):
-            d = d | {"bins": [_day(name, "bins", e) for e in bins]}
+            d = d | {"bins": [day_number(name, "bins", e) for e in bins]}
     return _binned(d, lower, upper, integer=True, part=part)
-
-
-def _day(name: str, key: str, value: Any) -> int:
-    """Days since 1970-01-01 of a "YYYY-MM-DD" text."""
-    try:
-        return int((np.datetime64(str(value), "D") - _EPOCH).astype(np.int64))
-    except ValueError:
-        raise MechanismError(
-            f"column {name!r}: {key} ({value!r}) must be a date written YYYY-MM-DD"
-        ) from None
 
 
 def _categorical_from_dict(d: dict[str, Any]) -> CategoricalColumn:
