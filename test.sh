@@ -10,6 +10,9 @@ cd "$(dirname "$0")"
 source scripts/common.sh
 
 marker="not slow"
+# Tests run in parallel, one pytest-xdist worker per core (PYTEST_WORKERS overrides, 0 = serial);
+# files that share one outside resource are kept on one worker with @pytest.mark.xdist_group.
+parallel=(-n "${PYTEST_WORKERS:-auto}" --dist loadgroup)
 if [ "${1:-}" = "--long" ]; then marker="slow or not slow"; shift; fi
 [ "${1:-}" = "--" ] && shift
 
@@ -25,13 +28,13 @@ log "Type check (mypy: strict on mechanisms/, basic on dpportal/; config in pypr
 "$VENV/bin/mypy" || status=$?
 if ensure_postgres; then
   log "Test suite on PostgreSQL"
-  DATABASE_URL=$pg_url "$PY" -m pytest -m "$marker" "$@" || status=$?
+  DATABASE_URL=$pg_url "$PY" -m pytest "${parallel[@]}" -m "$marker" "$@" || status=$?
   if [ $# -eq 0 ]; then
     log "Database tests again on SQLite (the embedded default)"
-    "$PY" -m pytest -m "$marker and not e2e" tests/dpportal -q || status=$?
+    "$PY" -m pytest "${parallel[@]}" -m "$marker and not e2e" tests/dpportal -q || status=$?
   fi
 else
   log "PostgreSQL is not available here: the suite runs on SQLite only"
-  "$PY" -m pytest -m "$marker" "$@" || status=$?
+  "$PY" -m pytest "${parallel[@]}" -m "$marker" "$@" || status=$?
 fi
 exit $status

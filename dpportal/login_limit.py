@@ -130,6 +130,21 @@ def reserve_attempt(username: str, address: str) -> bool:
     return True
 
 
+def reserve_address_attempt(address: str) -> bool:
+    """The same per-address counter for a credential without a user name (an API token):
+    counted before the token is looked up; False (nothing counted) once the limit is reached."""
+    key = _keys("", address)["address"]
+    if _increment(key) > _limits()["address"]:
+        _decrement(key)
+        return False
+    return True
+
+
+def forget_address_attempt(address: str) -> None:
+    """After a valid API token: take back the address's count (as after a good sign-in)."""
+    _decrement(_keys("", address)["address"])
+
+
 def forget_attempt(username: str, address: str) -> None:
     """After a successful login: clear the name's failures and take back the address's count."""
     keys = _keys(username, address)

@@ -263,6 +263,11 @@ class AuditEvent(models.Model):
         RELEASE_REFUNDED = "release_refunded", "Release budget refunded"
         DOWNLOAD = "download", "Download"
         DELETION = "deletion", "Dataset deleted"
+        TOKEN_CREATED = "token_created", "API token created"
+        TOKEN_REVOKED = "token_revoked", "API token revoked"
+        TOKEN_REFUSED = "token_refused", "API token refused"
+        INVITATION_SENT = "invitation_sent", "Invitation sent"
+        INVITATION_REVOKED = "invitation_revoked", "Invitation revoked"
 
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     actor = models.ForeignKey(
@@ -309,3 +314,17 @@ class AuditEvent(models.Model):
 
     def delete(self, *args, **kwargs):
         raise PermissionError("Audit events are append-only: they cannot be deleted.")
+
+
+from .credentials import ApiToken, Invitation  # noqa: E402  (registered with the app here)
+
+__all__ = [
+    "ApiToken",
+    "AuditEvent",
+    "BudgetLedgerEntry",
+    "Dataset",
+    "Invitation",
+    "Neighbouring",
+    "PrivacyBudget",
+    "Release",
+]

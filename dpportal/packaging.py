@@ -175,7 +175,8 @@ def readme_text(release, names) -> str:
     limits = _paragraph(
         f"The numbers are not exact: small counts in particular can be far off.{negative} "
         "Patterns that involve many rows are usually reliable. Nothing in these files was "
-        "computed by comparing with the private table."
+        "computed by comparing with the private table. Where a file has ci_lower and ci_upper, "
+        "they are a 95% margin of error: the true count lies between them 95 times in 100."
     )
     spreadsheets = _paragraph(
         "Text cells that begin with = + - @ or a tab were prefixed with an apostrophe (') so "

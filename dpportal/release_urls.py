@@ -11,6 +11,7 @@ urlpatterns = [
         views.release_estimate,
         name="release_estimate",
     ),
+    path("datasets/<int:dataset_pk>/releases/plan/", views.release_plan, name="release_plan"),
     path("releases/<int:pk>/", views.release_detail, name="release_detail"),
     path("releases/<int:pk>/progress/", views.release_progress, name="release_progress"),
     path("releases/<int:pk>/cancel/", views.release_cancel, name="release_cancel"),

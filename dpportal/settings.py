@@ -55,6 +55,9 @@ DPPORTAL_KEEP_ORIGINAL_UPLOADS = env_bool("DPPORTAL_KEEP_ORIGINAL_UPLOADS", True
 DPPORTAL_SHARE_FINGERPRINTS_ACROSS_OWNERS = env_bool(
     "DPPORTAL_SHARE_FINGERPRINTS_ACROSS_OWNERS", False
 )
+# The schema page's "estimate for me": the share of a dataset's total ε (and δ) one DP estimate
+# of a column's bounds or categories spends, in percent.
+DPPORTAL_ESTIMATE_PERCENT = env("DPPORTAL_ESTIMATE_PERCENT", "1")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -228,3 +231,13 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env("DJANGO_LOG_LEVEL", "INFO")},
 }
+
+# E-mail (invitations to audit a dataset): printed to the console unless configured.
+EMAIL_BACKEND = env("DPPORTAL_EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = env("DPPORTAL_EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("DPPORTAL_EMAIL_PORT", 25)
+EMAIL_HOST_USER = env("DPPORTAL_EMAIL_USER")
+EMAIL_HOST_PASSWORD = env("DPPORTAL_EMAIL_PASSWORD")
+EMAIL_USE_TLS = env_bool("DPPORTAL_EMAIL_USE_TLS", False)
+EMAIL_TIMEOUT = 10
+DEFAULT_FROM_EMAIL = env("DPPORTAL_EMAIL_FROM", "dp-portal@localhost")

@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from . import audit_views, views
+from . import access_views, audit_views, views
 from .login_limit import rate_limited
 
 urlpatterns = [
@@ -27,6 +27,9 @@ urlpatterns = [
         name="password_change_done",
     ),
     path("healthz", views.healthz, name="healthz"),
+    path("account/tokens/", access_views.token_list, name="token_list"),
+    path("invitations/<str:secret>/", access_views.invitation_accept, name="invitation_accept"),
+    path("api/v1/", include("dpportal.api.urls")),
     path("admin/login/", rate_limited(admin.site.login)),
     path("admin/", admin.site.urls),
 ]

@@ -17,6 +17,7 @@ path is printed to stderr.
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -30,6 +31,12 @@ from mechanisms.accounting import (
     check_epsilon,
     float_at_most,
 )
+from mechanisms.archives import (
+    ChunkStream,
+    open_archive,
+    refuse_other_compressor,
+    unpacked_chunks,
+)
 from mechanisms.catalogue import CATALOGUE, MechanismSpec, run_release
 from mechanisms.errors import MechanismError
 from mechanisms.noise import secure_source, seeded_source
@@ -37,6 +44,8 @@ from mechanisms.range_count.api import range_query_csv
 from mechanisms.release import file_sha256, json_bytes, write_release
 from mechanisms.schema import NumericColumn, Schema
 from mechanisms.validation import check_data
+
+DEFAULT_MAX_INPUT_MB = 4096
 
 
 def subcommands() -> dict[str, MechanismSpec]:
@@ -55,7 +64,19 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="subcommand", required=True, parser_class=_OneLineParser)
     for name, spec in subcommands().items():
         p = sub.add_parser(name, help=spec.summary, description=spec.summary)
-        p.add_argument("--input", required=True, help="CSV file of the sensitive table")
+        p.add_argument(
+            "--input",
+            required=True,
+            help="CSV or TSV file of the sensitive table (also .csv.gz, .tsv.gz, or a .zip "
+            "holding one of them)",
+        )
+        p.add_argument(
+            "--max-input-mb",
+            dest="max_input_mb",
+            type=int,
+            default=DEFAULT_MAX_INPUT_MB,
+            help=f"largest compressed input, unpacked, in MB (default {DEFAULT_MAX_INPUT_MB})",
+        )
         p.add_argument("--schema", required=True, help="schema JSON (public bounds/categories)")
         # Kept as text: the exact decimal is rounded down to a float (accounting.float_at_most).
         p.add_argument("--epsilon", required=True, help="privacy loss epsilon > 0")
@@ -84,11 +105,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def read_table(path: str, schema: Schema, columns: list[str]) -> pd.DataFrame:
-    """Read the needed columns of a CSV; categorical and date columns as text.
+def read_table(
+    path: str, schema: Schema, columns: list[str], *, max_bytes: int = DEFAULT_MAX_INPUT_MB << 20
+) -> pd.DataFrame:
+    """Read the needed columns of a CSV or TSV; categorical and date columns as text.
 
-    Only an empty field is a missing value (as in the portal): "NA" or "null" stay text, so a
-    category "NA" is kept and a numeric column holding "NA" is refused by name.
+    The file may be compressed with gzip or be alone in a zip: it is unpacked as a stream, at
+    most `max_bytes` (see mechanisms.archives). Only an empty field is a missing value (as in
+    the portal): "NA" or "null" stay text, so a category "NA" is kept and a numeric column
+    holding "NA" is refused by name.
     """
     text_columns = {
         n: str
@@ -97,13 +122,30 @@ def read_table(path: str, schema: Schema, columns: list[str]) -> pd.DataFrame:
     }
     wanted = set(columns)
     try:
+        with open(path, "rb") as handle:
+            refuse_other_compressor(handle.read(8))
+        archive = open_archive(Path(path), Path(path).name)
+        name = archive.inner_name if archive else path
+        if Path(name).suffix.lower() == ".xlsx":
+            raise MechanismError(
+                f"input file ({path!r}) is an Excel workbook; the command line reads CSV or TSV: "
+                "save the sheet as CSV."
+            )
+        source: Any = path
+        if archive is not None:
+            source = io.BufferedReader(ChunkStream(unpacked_chunks(archive, max_bytes=max_bytes)))
+        separator = "\t" if Path(name).suffix.lower() == ".tsv" else ","
         return pd.read_csv(
-            path,
+            source,
             usecols=lambda c: c in wanted,
             dtype=text_columns,
+            sep=separator,
+            compression=None,
             keep_default_na=False,
             na_values=[""],
         )
+    except MechanismError:
+        raise
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc).splitlines()[0]
         raise MechanismError(f"input file ({path!r}) cannot be read as CSV: {reason}") from None
@@ -121,7 +163,7 @@ def run(args: argparse.Namespace) -> list[Any]:
     schema = Schema.load(args.schema)
     columns = schema.resolve_columns(args.columns.split(",") if args.columns else None)
     record = custodian_record_path(args.out, args.custodian_record)
-    data = read_table(args.input, schema, columns)
+    data = read_table(args.input, schema, columns, max_bytes=args.max_input_mb << 20)
     problems = check_data(data, schema, columns)
     if problems:
         raise MechanismError(

@@ -209,8 +209,11 @@ def enumerate_routes(resolver=None, prefix=""):
 def object_kwargs(name, kwarg_names, world, missing=False):
     """URL kwargs pointing at the world's objects (or at objects that do not exist)."""
     values = {}
+    name = name.removeprefix("api_")  # an API route names the same objects as its page
     for kwarg in kwarg_names:
-        if kwarg == "dataset_pk" or (kwarg == "pk" and name.startswith("dataset")):
+        if kwarg == "secret":  # an invitation link's secret: none is valid in the matrix
+            values[kwarg] = "no-such-invitation"
+        elif kwarg == "dataset_pk" or (kwarg == "pk" and name.startswith("dataset")):
             values[kwarg] = MISSING_PK if missing else world.dataset.pk
         elif kwarg == "pk" and name.startswith("release"):
             values[kwarg] = MISSING_PK if missing else world.release.pk

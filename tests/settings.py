@@ -1,4 +1,4 @@
-"""Settings for the test suite: production settings with a throwaway data folder and broker db.
+"""Settings for the test suite: production settings with a throwaway data folder and broker queue.
 
 Values go into os.environ so that worker processes started by the tests inherit them.
 """
@@ -8,11 +8,16 @@ import tempfile
 import uuid
 
 os.environ.setdefault("DJANGO_SECRET_KEY", "test-only-secret-key-" + "x" * 40)
-if "DPPORTAL_DATA_DIR" not in os.environ:  # created once, by the pytest process; removed at exit
-    os.environ["DPPORTAL_DATA_DIR"] = tempfile.mkdtemp(prefix="dpportal-test-")
+# One throwaway data folder and one broker queue per pytest process, created by it and removed at
+# its exit. A pytest-xdist worker gets its own rather than its controller's; processes a test
+# starts (Celery workers, servers) inherit their pytest process's, as they carry the same session.
+session = os.environ.get("PYTEST_XDIST_WORKER", "main")
+if os.environ.get("DPPORTAL_TEST_SESSION") != session:
+    os.environ["DPPORTAL_TEST_SESSION"] = session
+    os.environ["DPPORTAL_DATA_DIR"] = tempfile.mkdtemp(prefix=f"dpportal-test-{session}-")
     os.environ["DPPORTAL_TEST_DATA_DIR_OWNER_PID"] = str(os.getpid())
+    os.environ["DPPORTAL_CELERY_QUEUE"] = f"test-{uuid.uuid4().hex[:12]}"
 os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/15")
-os.environ.setdefault("DPPORTAL_CELERY_QUEUE", f"test-{uuid.uuid4().hex[:12]}")
 os.environ.setdefault("DJANGO_SECURE_SSL_REDIRECT", "0")
 
 from dpportal.settings import *  # noqa: E402,F403

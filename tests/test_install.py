@@ -23,6 +23,9 @@ from packaging.utils import canonicalize_name
 
 from tests.conftest import REPO_ROOT
 
+# The wheel is built once per module: under pytest-xdist all its tests run on one worker.
+pytestmark = pytest.mark.xdist_group("wheel")
+
 SOURCES = ["pyproject.toml", "README.md", "LICENSE", "mechanisms", "dpportal"]
 SCHEMA = {
     "columns": [

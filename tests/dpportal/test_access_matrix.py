@@ -1,4 +1,5 @@
-"""T20: the cross-tenant access matrix over every URL pattern in the URLconf.
+"""T20: the cross-tenant access matrix over every URL pattern in the URLconf, and the same for
+every API endpoint with a token (owner, auditor, stranger, revoked, none).
 
 Routes are enumerated from the URLconf, so views added later are covered automatically. For each
 route × {anonymous, other custodian, auditor, owner} × {GET, POST, DELETE}:
@@ -17,11 +18,13 @@ import re
 from types import SimpleNamespace
 
 import pytest
-from django.http import HttpResponse
-from django.test import override_settings
+from django.contrib.auth.decorators import login_not_required
+from django.http import Http404, HttpResponse, JsonResponse
+from django.test import Client, override_settings
 from django.urls import URLPattern, URLResolver, get_resolver, path, reverse
 
 from dpportal.access import dataset_for_reader
+from dpportal.api.auth import api_endpoint
 from dpportal.models import BudgetLedgerEntry, Dataset, Release
 from tests.conftest import CANARY, RAW_CANARIES
 from tests.helpers import client_for, enumerate_routes, object_kwargs
@@ -46,8 +49,8 @@ AUDITOR_READABLE = {
     "release_download_zip",
     "release_download_file",
 }
-# Routes anyone may reach without logging in.
-PUBLIC = {"login", "healthz"}
+# Routes anyone may reach without logging in (an invitation link is its own credential).
+PUBLIC = {"login", "healthz", "invitation_accept", "api_openapi"}
 REFUSED = {403, 404, 405}
 # How pages mark what is computed from the raw data (never shown to auditors).
 CUSTODIAN_ONLY = re.compile(rb'class="custodian-only"|Custodian-only: not part of the release')
@@ -123,6 +126,14 @@ def judge(role, method, name, kwarg_names, response, world, clients, fail):
     if status >= 500:
         why = getattr(response, "exception_text", "server error")
         return fail(role, method, name, response, why)
+    if is_api(name):  # a browser session (or none) never drives the API: tokens only
+        if status != 401:
+            fail(role, method, name, response, "the API must refuse a request without a token")
+        return None
+    if name in PUBLIC and role != "anonymous":
+        if CANARY.encode() in response.content:
+            fail(role, method, name, response, "a public page shows a dataset name")
+        return None
     if role == "anonymous":
         if name not in PUBLIC and not (
             status == 302 and response["Location"].startswith(reverse("login"))
@@ -154,6 +165,11 @@ def judge(role, method, name, kwarg_names, response, world, clients, fail):
     if role == "owner" and status == 404:
         fail(role, method, name, response, "the owner must reach their own objects")
     return None
+
+
+def is_api(name) -> bool:
+    """Token-authenticated API routes (the OpenAPI description is public)."""
+    return name.startswith("api_") and name not in PUBLIC
 
 
 def test_the_access_matrix_has_no_failures(world, a_minute_later):
@@ -246,3 +262,168 @@ def test_the_matrix_catches_a_leaky_view_and_an_auditor_write(world):
     assert "auditor GET dataset_detail: 200 (shows a custodian-only section)" in text
     assert "auditor POST dataset_detail: 200 (auditors may only read (GET) this view)" in text
     assert "auditor GET dataset_ledger: 200 (shows a value from the raw file)" in text
+
+
+# ---------------------------------------------------------------- the API, with tokens
+
+# API routes an auditor's token may read (GET). Every other API route must refuse auditors.
+API_AUDITOR_READABLE = {
+    "api_dataset_list",
+    "api_dataset_detail",
+    "api_dataset_ledger",
+    "api_dataset_releases",
+    "api_release_detail",
+    "api_release_file",
+    "api_release_package",
+    "api_audit_log",
+}
+TOKEN_ROLES = ("no token", "revoked token", "stranger", "auditor", "owner")
+
+
+def api_tokens(world) -> dict:
+    """A token per role: Alice's (owner), Carol's (auditor), Bob's (stranger), and one of
+    Alice's that she revoked."""
+    from dpportal import services
+
+    secrets = {
+        role: services.token_create(user=user, name=role)[1]
+        for role, user in (
+            ("owner", world.alice),
+            ("auditor", world.carol),
+            ("stranger", world.bob),
+        )
+    }
+    revoked, secrets["revoked token"] = services.token_create(user=world.alice, name="old")
+    services.token_revoke(user=world.alice, token_pk=revoked.pk)
+    return secrets
+
+
+def send_api(secret, method, url):
+    """Like `send`, with a session-less client that sends the token (if any)."""
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {secret}") if secret else Client()
+    return send(SimpleNamespace(client=client, user=None), method, url)
+
+
+def check_api_matrix(world, routes):
+    """Every API route × TOKEN_ROLES × GET/POST/DELETE; return (failures, requests)."""
+    tokens, failures, requests = api_tokens(world), [], 0
+    api_routes = [r for r in routes if is_api(r[0])]
+
+    def fail(role, method, name, response, why):
+        failures.append(f"{role}: {method} {name}: {response.status_code} ({why})")
+
+    before = state_snapshot()
+    for role in TOKEN_ROLES:
+        for method in ("GET", "POST", "DELETE") if role != "owner" else ("GET", "DELETE"):
+            for name, _route, kwarg_names in api_routes:
+                requests += 1
+                url = reverse(name, kwargs=object_kwargs(name, kwarg_names, world))
+                response = send_api(tokens.get(role), method, url)
+                judge_api(role, method, name, kwarg_names, response, world, tokens, fail)
+        if role != "owner" and state_snapshot() != before:
+            failures.append(f"{role}: requests changed a dataset, release or ledger row")
+    for name, _route, kwarg_names in api_routes:  # owner POSTs last: they may change state
+        requests += 1
+        url = reverse(name, kwargs=object_kwargs(name, kwarg_names, world))
+        response = send_api(tokens["owner"], "POST", url)
+        if response.status_code >= 500:
+            fail("owner", "POST", name, response, getattr(response, "exception_text", "500"))
+    return failures, requests
+
+
+def judge_api(role, method, name, kwarg_names, response, world, tokens, fail):
+    status, content = response.status_code, response.content
+    if status >= 500:
+        return fail(role, method, name, response, getattr(response, "exception_text", "500"))
+    if not response["Content-Type"].startswith("application/json") and status >= 400:
+        fail(role, method, name, response, "a refusal must be JSON")
+    if role in ("no token", "revoked token"):
+        if status != 401:
+            fail(role, method, name, response, "a request without a valid token must get 401")
+        return None
+    if role != "owner" and any(c.encode() in content for c in RAW_CANARIES.values()):
+        fail(role, method, name, response, "shows a value from the raw file")
+    if role == "stranger":
+        if CANARY.encode() in content:
+            fail(role, method, name, response, "shows the other tenant's dataset name")
+        if kwarg_names:
+            missing = reverse(name, kwargs=object_kwargs(name, kwarg_names, world, missing=True))
+            baseline = send_api(tokens[role], method, missing).status_code
+            if status not in (404, 405) or status != baseline:
+                fail(role, method, name, response, f"a missing object gives {baseline}")
+        return None
+    if role == "auditor" and kwarg_names:
+        readable = name in API_AUDITOR_READABLE
+        if readable and method == "GET" and status != 200:
+            fail(role, method, name, response, "auditors may read this endpoint")
+        if (not readable or method != "GET") and status not in REFUSED:
+            fail(role, method, name, response, "auditors must be refused")
+        return None
+    if role == "owner" and status in (401, 404):
+        fail(role, method, name, response, "the owner must reach their own objects")
+    return None
+
+
+@pytest.fixture
+def many_refusals_allowed(settings):
+    """The matrix sends many revoked tokens from one address: raise the per-address limit for
+    it, and leave no counters behind for the next test."""
+    from django.core.cache import cache
+
+    settings.LOGIN_MAX_FAILURES_PER_ADDRESS = 10_000
+    cache.clear()
+    yield
+    cache.clear()
+
+
+def test_the_api_matrix_has_no_failures(world, a_minute_later, many_refusals_allowed):
+    routes = enumerate_routes()
+    failures, requests = check_api_matrix(world, routes)
+    api_names = sorted(r[0] for r in routes if is_api(r[0]))
+    print(
+        f"\nAPI access matrix: {len(api_names)} endpoints × {len(TOKEN_ROLES)} token roles × "
+        f"GET/POST/DELETE = {requests} requests; {len(failures)} failures"
+    )
+    assert len(api_names) >= 11, api_names  # every endpoint of dpportal/api/urls.py
+    assert failures == [], "\n".join(failures)
+
+
+# Broken twins of API endpoints: one that shows any dataset to any token, one that lets an
+# auditor's token change state, and one that skips token checks (a revoked token gets in).
+@api_endpoint("GET", "POST", "DELETE")
+def api_leaky_dataset_view(request, pk):
+    dataset = Dataset.objects.filter(pk=pk).first()
+    if dataset is None:
+        raise Http404("No such dataset.")
+    return JsonResponse({"name": dataset.name})
+
+
+@api_endpoint("GET", "POST", "DELETE")
+def api_auditor_writable_view(request, pk):
+    dataset = dataset_for_reader(request.user, pk)
+    if request.method == "POST":
+        Dataset.objects.filter(pk=dataset.pk).update(description="changed")
+    return JsonResponse({"ok": True})
+
+
+@login_not_required
+def api_unchecked_view(request):
+    return JsonResponse({"releases": []})
+
+
+urlpatterns += [
+    path("twin/api/datasets/<int:pk>/", api_leaky_dataset_view, name="api_dataset_leak"),
+    path("twin/api/datasets/<int:pk>/w/", api_auditor_writable_view, name="api_dataset_write"),
+    path("twin/api/releases/", api_unchecked_view, name="api_release_list_unchecked"),
+]
+
+
+@override_settings(ROOT_URLCONF=__name__)
+def test_the_api_matrix_catches_a_leak_an_auditor_write_and_a_skipped_token_check(world, settings):
+    settings.LOGIN_MAX_FAILURES_PER_ADDRESS = 10_000
+    failures, _ = check_api_matrix(world, enumerate_routes(get_resolver(__name__)))
+    text = "\n".join(failures)
+    assert "stranger: GET api_dataset_leak: 200 (shows the other tenant's dataset name)" in text
+    assert "auditor: POST api_dataset_write: 200 (auditors must be refused)" in text
+    assert "auditor: requests changed a dataset, release or ledger row" in text
+    assert "revoked token: GET api_release_list_unchecked: 200 (a request without a valid" in text

@@ -19,7 +19,13 @@ pytestmark = pytest.mark.django_db
 # documented pattern for replacing upload handlers (csrf_exempt outside, csrf_protect inside):
 # the token is still checked, which the POST test below proves for a logged-in user. Anonymous
 # users are turned away by the login wall (302) before the inner check runs.
-CSRF_EXEMPT_ALLOWED = {"dataset_upload": "dpportal/dataset_views.py"}
+# The API's endpoints are exempt for token requests only (a browser never sends the
+# Authorization header cross-site); requests without a token are CSRF-checked inside
+# (dpportal/api/auth.py), which the POST test below proves (403 for both roles).
+CSRF_EXEMPT_ALLOWED = {
+    "dataset_upload": "dpportal/dataset_views.py",
+    "api_*": "dpportal/api/auth.py",
+}
 
 
 def strict_client(user=None):

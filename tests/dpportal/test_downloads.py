@@ -109,7 +109,7 @@ def test_a_category_starting_with_a_carriage_return_survives(owner, tmp_path):
         .content.decode()
     )
     rows = list(csv.reader(io.StringIO(content, newline="")))
-    assert "'\rReturn" in [row[0] for row in rows] and all(len(row) == 3 for row in rows)
+    assert "'\rReturn" in [row[0] for row in rows] and all(len(row) == 5 for row in rows)
 
 
 def test_downloaded_csvs_are_escaped_quoted_and_parse_back(owner, nasty_release):

@@ -16,6 +16,9 @@ from dpportal.login_limit import client_address
 from dpportal.models import AuditEvent
 from tests.helpers import deploy_check
 
+# Its tests empty Redis db 14 (cache.clear()), so under pytest-xdist they all run on one worker.
+pytestmark = pytest.mark.xdist_group("redis-db-14")
+
 PASSWORD = "correct horse battery"
 TEST_REDIS = "redis://127.0.0.1:6379/14"
 REDIS_CACHE = {

@@ -75,8 +75,9 @@ def test_perturbed_histogram_writes_the_release(files, capsys):
     synthetic = pd.read_csv(out / "synthetic.csv")
     assert list(synthetic.columns) == ["age", "sex"] and len(synthetic) == 30
     counts = pd.read_csv(out / "noisy_counts.csv")
+    assert list(counts.columns) == ["age", "sex", "noisy_count", "ci_lower", "ci_upper"]
     # 8 bins and 2 categories, "(other)", and each column's "(missing)" cell
-    assert list(counts.columns) == ["age", "sex", "noisy_count"] and len(counts) == 9 * 4
+    assert len(counts) == 9 * 4
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["mechanism"] == "perturbed_histogram"
     assert manifest["parameters"]["rows"] == 30

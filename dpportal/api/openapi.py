@@ -1,0 +1,245 @@
+"""The API's OpenAPI 3.1 description, served at /api/v1/openapi.json.
+
+Written by hand, one entry per route in `api.urls`; tests/dpportal/test_api_openapi.py checks
+that every route and method is described (and nothing else), and that the document is valid
+OpenAPI 3.1.
+"""
+
+from django.contrib.auth.decorators import login_not_required
+from django.http import JsonResponse
+from django.views.decorators.http import require_GET
+
+PK = {"name": "pk", "in": "path", "required": True, "schema": {"type": "integer"}}
+FILENAME = {"name": "filename", "in": "path", "required": True, "schema": {"type": "string"}}
+IDEMPOTENCY_KEY = {
+    "name": "Idempotency-Key",
+    "in": "header",
+    "required": True,
+    "description": "A new unique text (e.g. a UUID) per release; a repeat with the same key "
+    "returns the first release and spends nothing.",
+    "schema": {"type": "string", "maxLength": 200},
+}
+JSON_OBJECT = {"type": "object", "additionalProperties": True}
+ERROR = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {"type": "string"},
+        "errors": {"type": "object", "additionalProperties": {"type": "array"}},
+    },
+}
+
+
+def _json(description: str, status: str = "200") -> dict:
+    return {status: {"description": description, "content": _content(JSON_OBJECT)}}
+
+
+def _content(schema: dict) -> dict:
+    return {"application/json": {"schema": schema}}
+
+
+def _errors(*statuses: str) -> dict:
+    reasons = {
+        "400": "Invalid input: the message and `errors` say what to fix",
+        "404": "No such object, or not yours to see",
+        "409": "Not possible in the object's state",
+        "413": "Too large",
+        "415": "Wrong content type",
+    }
+    return {
+        s: {"description": reasons[s], "content": _content({"$ref": "#/components/schemas/Error"})}
+        for s in statuses
+    }
+
+
+def _operation(summary, *, parameters=(), body=None, responses=None, errors=("404",)):
+    operation = {
+        "summary": summary,
+        "parameters": list(parameters),
+        "responses": (responses or _json("OK")) | _errors(*errors),
+    }
+    if body is not None:
+        operation["requestBody"] = {"required": True, "content": body}
+    return operation
+
+
+def _file(description: str) -> dict:
+    return {"200": {"description": description, "content": {"application/octet-stream": {}}}}
+
+
+def _object_body(*names: str) -> dict:
+    return _content({"type": "object", "properties": {n: {} for n in names}})
+
+
+UPLOAD_FORM = {
+    "multipart/form-data": {
+        "schema": {
+            "type": "object",
+            "required": ["name", "file", "epsilon_total"],
+            "properties": {
+                "name": {"type": "string"},
+                "description": {"type": "string"},
+                "file": {"type": "string", "contentMediaType": "application/octet-stream"},
+                "header": {"enum": ["auto", "yes", "no"]},
+                "epsilon_total": {"type": "string", "example": "1"},
+                "delta_total": {"type": "string", "example": "0"},
+                "neighbouring": {"enum": ["replace-one", "add-remove"]},
+            },
+        }
+    }
+}
+SCHEMA_BODY = _content(
+    {
+        "type": "object",
+        "required": ["columns", "public_knowledge"],
+        "properties": {
+            "columns": {"type": "array", "items": JSON_OBJECT},
+            "public_knowledge": {"type": "boolean"},
+        },
+    }
+)
+RELEASE_BODY = _content(
+    {
+        "type": "object",
+        "required": ["mechanism", "columns", "epsilon"],
+        "description": "The new-release form's fields (mechanism, columns, epsilon, delta, "
+        "rows, mwem_rounds, range_grid, range_workload, range_queries, range_method, ...).",
+        "additionalProperties": True,
+    }
+)
+ESTIMATE_PARAMETERS = [
+    {"name": name, "in": "query", "required": name != "delta", "schema": schema}
+    for name, schema in (
+        ("mechanism", {"type": "string"}),
+        ("columns", {"type": "array", "items": {"type": "string"}}),
+        ("epsilon", {"type": "string"}),
+        ("delta", {"type": "string"}),
+    )
+]
+
+PATHS = {
+    "/api/v1/datasets/": {
+        "get": _operation("Datasets you own or audit", errors=()),
+        "post": _operation(
+            "Upload a table (CSV, TSV or XLSX) with its privacy budget",
+            body=UPLOAD_FORM,
+            responses=_json("The new dataset", "201"),
+            errors=("400", "413", "415"),
+        ),
+    },
+    "/api/v1/datasets/{pk}/": {"get": _operation("A dataset", parameters=[PK])},
+    "/api/v1/datasets/{pk}/schema/": {
+        "get": _operation("The confirmed schema, or the proposal (owner)", parameters=[PK]),
+        "post": _operation(
+            "Confirm the schema (public metadata)",
+            parameters=[PK],
+            body=SCHEMA_BODY,
+            errors=("400", "404", "415"),
+        ),
+    },
+    "/api/v1/datasets/{pk}/estimate/": {
+        "get": _operation(
+            "Expected accuracy of a release; spends nothing (owner)",
+            parameters=[PK, *ESTIMATE_PARAMETERS],
+            errors=("400", "404", "409"),
+        )
+    },
+    "/api/v1/datasets/{pk}/ledger/": {"get": _operation("The budget ledger", parameters=[PK])},
+    "/api/v1/datasets/{pk}/budget/": {
+        "post": _operation(
+            "Change the total ε, δ or the neighbouring relation (owner)",
+            parameters=[PK],
+            body=_object_body("epsilon_total", "delta_total", "neighbouring"),
+            errors=("400", "404", "415"),
+        )
+    },
+    "/api/v1/datasets/{pk}/auditors/": {
+        "get": _operation("Auditors and pending invitations (owner)", parameters=[PK]),
+        "post": _operation(
+            "Add or remove an auditor by user name (owner)",
+            parameters=[PK],
+            body=_object_body("username", "action"),
+            errors=("400", "404", "415"),
+        ),
+    },
+    "/api/v1/datasets/{pk}/invitations/": {
+        "post": _operation(
+            "E-mail an invitation to audit ({email}), or withdraw one ({revoke: id}) (owner)",
+            parameters=[PK],
+            body=_object_body("email", "revoke"),
+            responses=_json("Sent", "201") | _json("Withdrawn"),
+            errors=("400", "404", "415"),
+        )
+    },
+    "/api/v1/datasets/{pk}/delete/": {
+        "post": _operation(
+            "Delete the dataset's stored files (owner)",
+            parameters=[PK],
+            body=_object_body("confirm_name"),
+            errors=("400", "404", "415"),
+        )
+    },
+    "/api/v1/datasets/{pk}/releases/": {
+        "get": _operation("The dataset's releases", parameters=[PK]),
+        "post": _operation(
+            "Request a release: spends its ε from the budget (owner)",
+            parameters=[PK, IDEMPOTENCY_KEY],
+            body=RELEASE_BODY,
+            responses=_json("The new release", "201") | _json("A repeated key: the first one"),
+            errors=("400", "404", "409", "415"),
+        ),
+    },
+    "/api/v1/releases/{pk}/": {
+        "get": _operation("A release and its progress (poll it)", parameters=[PK])
+    },
+    "/api/v1/releases/{pk}/cancel/": {
+        "post": _operation(
+            "Cancel a queued release (owner)", parameters=[PK], errors=("400", "404")
+        )
+    },
+    "/api/v1/releases/{pk}/files/{filename}": {
+        "get": _operation(
+            "One file of the public package", parameters=[PK, FILENAME], responses=_file("File")
+        )
+    },
+    "/api/v1/releases/{pk}/package.zip": {
+        "get": _operation(
+            "The public package as a zip", parameters=[PK], responses=_file("Zip archive")
+        )
+    },
+    "/api/v1/audit/": {
+        "get": _operation(
+            "Audit events you may see, newest first, 100 a page",
+            parameters=[
+                {"name": name, "in": "query", "required": False, "schema": {"type": "string"}}
+                for name in ("page", "action", "dataset", "user", "release", "date_from", "date_to")
+            ],
+            errors=("400",),
+        )
+    },
+}
+
+DOCUMENT = {
+    "openapi": "3.1.0",
+    "info": {
+        "title": "DP Portal API",
+        "version": "1",
+        "description": "Everything a custodian does in the portal, with a per-user API token "
+        "(create one on the API tokens page). Every refusal is JSON: "
+        '{"error": "...", "errors": {...}}. Without a valid token: 401; too many refused '
+        "tokens from one address: 429.",
+    },
+    "security": [{"token": []}],
+    "paths": PATHS,
+    "components": {
+        "securitySchemes": {"token": {"type": "http", "scheme": "bearer"}},
+        "schemas": {"Error": ERROR},
+    },
+}
+
+
+@login_not_required
+@require_GET
+def openapi_json(request):
+    """The description is public: it holds no data, only the shape of the API."""
+    return JsonResponse(DOCUMENT)

@@ -1,0 +1,169 @@
+"""Invitations: an owner invites someone, by e-mail address, to audit one dataset.
+
+The link carries a 256-bit secret; only its SHA-256 is stored. It expires after
+INVITATION_DAYS, works once, and can be revoked before it is used. Accepting grants auditor
+access exactly as adding an auditor by name does (the same ACCESS_CHANGED event, which the
+budget rules read: `budget._ever_had_auditors`). Sending and revoking are audited too.
+"""
+
+import secrets
+from datetime import timedelta
+
+from django.core.mail import send_mail
+from django.db import transaction
+from django.utils import timezone
+
+from ..credentials import Invitation, secret_digest
+from ..models import AuditEvent
+from . import audit
+from .budget import locked_dataset
+from .errors import ServiceError
+
+INVITATION_DAYS = 7
+MAX_PENDING_PER_DATASET = 50
+
+
+def invitation_send(*, dataset, user, email, link_for, remote_addr=None) -> Invitation:
+    """Store an invitation and e-mail its link; `link_for(secret)` makes the absolute URL.
+
+    The e-mail is sent after the row commits; if sending fails, the invitation is revoked
+    again and the owner is told, so no unusable invitation stays pending."""
+    if dataset.is_deleted:
+        raise ServiceError("This dataset has been deleted; nobody new can be given access to it.")
+    pending = pending_invitations(dataset)
+    if pending.filter(email__iexact=email).exists():
+        raise ServiceError(
+            f"{email} already has a pending invitation to this dataset; revoke it first to "
+            "send a new one."
+        )
+    if pending.count() >= MAX_PENDING_PER_DATASET:
+        raise ServiceError("Too many pending invitations; revoke some before sending more.")
+    secret = secrets.token_urlsafe(32)
+    with transaction.atomic():
+        invitation = Invitation.objects.create(
+            dataset=dataset,
+            invited_by=user,
+            email=email,
+            digest=secret_digest(secret),
+            expires_at=timezone.now() + timedelta(days=INVITATION_DAYS),
+        )
+        audit.audit_record(
+            action=AuditEvent.Action.INVITATION_SENT,
+            actor=user,
+            dataset=dataset,
+            remote_addr=remote_addr,
+            details={"invitation": invitation.pk, "email": email},
+        )
+    try:
+        send_mail(
+            subject=f"You are invited to audit “{dataset.name}” on DP Portal",
+            message=_message(dataset, user, link_for(secret)),
+            from_email=None,
+            recipient_list=[email],
+        )
+    except OSError as exc:
+        invitation_revoke(dataset=dataset, user=user, invitation_pk=invitation.pk)
+        raise ServiceError(
+            f"The invitation e-mail could not be sent ({exc.__class__.__name__}); nothing is "
+            "pending. Check the portal's e-mail settings (DPPORTAL_EMAIL_*) and try again."
+        ) from None
+    return invitation
+
+
+def _message(dataset, user, link) -> str:
+    return (
+        f"{user.get_username()} invites you to audit the dataset “{dataset.name}” on DP Portal:\n"
+        "you will see its differentially private releases, its budget ledger and its audit "
+        "log, never the raw data.\n\n"
+        f"Open this link within {INVITATION_DAYS} days to accept (it works once):\n{link}\n\n"
+        "If you did not expect this, ignore this message.\n"
+    )
+
+
+def pending_invitations(dataset):
+    return Invitation.objects.filter(
+        dataset=dataset,
+        accepted_at__isnull=True,
+        revoked_at__isnull=True,
+        expires_at__gt=timezone.now(),
+    )
+
+
+def invitation_for_secret(secret: str) -> Invitation:
+    """The usable invitation with this secret, or a ServiceError saying why not."""
+    invitation = (
+        Invitation.objects.select_related("dataset", "invited_by")
+        .filter(digest=secret_digest(secret or ""))
+        .first()
+    )
+    return _check_usable(invitation)
+
+
+def _check_usable(invitation: Invitation | None) -> Invitation:
+    if invitation is None:
+        raise ServiceError("This invitation link is not valid; check that it was copied whole.")
+    if invitation.accepted_at is not None:
+        raise ServiceError("This invitation was already used; an invitation works once.")
+    if invitation.revoked_at is not None or invitation.dataset.is_deleted:
+        raise ServiceError("This invitation was withdrawn; ask the dataset's owner for a new one.")
+    if invitation.expires_at <= timezone.now():
+        raise ServiceError(
+            f"This invitation expired (they last {INVITATION_DAYS} days); ask the dataset's "
+            "owner for a new one."
+        )
+    return invitation
+
+
+def invitation_accept(*, secret, user, remote_addr=None) -> Invitation:
+    """Use the invitation once: `user` becomes an auditor of its dataset."""
+    with transaction.atomic():
+        found = invitation_for_secret(secret)
+        dataset = locked_dataset(found.dataset_id)
+        invitation = Invitation.objects.select_for_update().get(pk=found.pk)
+        invitation.dataset = dataset
+        _check_usable(invitation)  # again, under the lock: a concurrent accept used it first
+        if user.pk == dataset.owner_id:
+            raise ServiceError("You own this dataset and already see everything in it.")
+        invitation.accepted_at = timezone.now()
+        invitation.accepted_by = user
+        invitation.save(update_fields=["accepted_at", "accepted_by"])
+        if not dataset.auditors.filter(pk=user.pk).exists():
+            dataset.auditors.add(user)
+            audit.audit_record(
+                action=AuditEvent.Action.ACCESS_CHANGED,
+                actor=user,
+                dataset=dataset,
+                remote_addr=remote_addr,
+                details={
+                    "auditor": user.get_username(),
+                    "change": "added",
+                    "invitation": invitation.pk,
+                },
+            )
+    return invitation
+
+
+def invitation_revoke(*, dataset, user, invitation_pk, remote_addr=None) -> Invitation:
+    """Withdraw a pending invitation of the owner's dataset (its link stops working)."""
+    with transaction.atomic():
+        invitation = (
+            Invitation.objects.select_for_update().filter(pk=invitation_pk, dataset=dataset).first()
+        )
+        if invitation is None:
+            raise ServiceError("There is no such invitation for this dataset; reload the page.")
+        if invitation.accepted_at is not None:
+            raise ServiceError(
+                f"{invitation.email} already accepted; remove their account from the auditors "
+                "instead."
+            )
+        if invitation.revoked_at is None:
+            invitation.revoked_at = timezone.now()
+            invitation.save(update_fields=["revoked_at"])
+            audit.audit_record(
+                action=AuditEvent.Action.INVITATION_REVOKED,
+                actor=user,
+                dataset=dataset,
+                remote_addr=remote_addr,
+                details={"invitation": invitation.pk, "email": invitation.email},
+            )
+    return invitation
