@@ -63,7 +63,8 @@ def test_the_results_page_is_readable(owner, done_release):
     assert not re.search(r"<td>-?\d+\.\d{3,}", preview)
     full = packaging.package_file(done_release, "synthetic.csv").decode()
     # issue 14: the demo's ages are declared whole numbers, so the file holds whole ages only
-    assert all(re.fullmatch(r"\d+,\w+", line) for line in full.splitlines()[1:]), full[:200]
+    odd = [line for line in full.splitlines()[1:] if not re.fullmatch(r"\d+,(\w+|\(other\))", line)]
+    assert not odd, odd[:5]
 
 
 def test_parameters_in_words():
