@@ -12,7 +12,8 @@ process, so peak memory is that process's own peak RSS (VmHWM):
 - portal, whole table: the path before chunking (`load_columns` then the mechanism on the
   DataFrame), for comparison.
 
-The release is f0 (numeric, 20 bins) x s0 (8 categories + "(other)") at epsilon 1, with
+The release is f0 (numeric, 20 bins + "(missing)") x s0 (8 categories + "(other)" +
+"(missing)") at epsilon 1, with
 --synthetic-rows synthetic rows (default 10^5; 0 means as many as the table, the form's
 default, whose synthetic.csv then grows with the table). Goal (issue 8): under 10 s at 10^7.
 

@@ -285,7 +285,8 @@ def combinations(schema, columns) -> str:
     for name in columns:
         spec = schema.column(name)
         unit = "bins" if isinstance(spec, mechanisms.schema.NumericColumn) else "values"
-        parts.append(f"{spec.n_cells} {name} {unit}")
+        missing = " with (missing)" if spec.missing == "cell" else ""
+        parts.append(f"{spec.n_cells} {name} {unit}{missing}")
     total = math.prod(schema.column(name).n_cells for name in columns)
     return f"{total:,} combinations ({' × '.join(parts)})"
 

@@ -15,8 +15,26 @@ HEADER_CHOICES = [
     ("no", "No, the first line is data (columns get named column_1, column_2, ...)"),
 ]
 HEADER_VALUES = {"auto": None, "yes": True, "no": False}
-TYPE_CHOICES = [("numeric", "Numeric"), ("categorical", "Categorical"), ("ignored", "Ignored")]
+TYPE_CHOICES = [
+    ("numeric", "Numeric"),
+    ("date", "Date or time"),
+    ("categorical", "Categorical"),
+    ("ignored", "Ignored"),
+]
 UNKNOWN_CHOICES = [("other", 'Group as "(other)"'), ("reject", "Stop the release")]
+MISSING_CHOICES = [
+    ("cell", 'Own "(missing)" cell'),
+    ("reject", "None allowed (refuse the data)"),
+]
+PART_CHOICES = [
+    ("", "Choose what to release"),
+    ("year", "Year"),
+    ("month", "Month (1-12)"),
+    ("weekday", "Weekday (1 = Monday)"),
+    ("hour", "Hour (0-23)"),
+    ("date", "Date range (bounds are dates)"),
+]
+FIXED_PARTS = {"month", "weekday", "hour"}
 MAX_BINS = 1000
 MAX_DESCRIPTION_CHARACTERS = 5000
 
@@ -136,9 +154,29 @@ class DeleteForm(forms.Form):
 
 
 class SchemaColumnForm(forms.Form):
-    """One column of the schema: a type and, depending on it, bounds and bins or categories."""
+    """One column of the schema: a type and, depending on it, bounds and bins or categories.
+
+    Every used column also says what its missing values become ("missing"); a numeric column
+    whether it holds whole numbers ("integer") and otherwise its precision ("decimals"); a
+    date column which derived part it releases ("part"), with date bounds for a date range.
+    """
 
     type = forms.ChoiceField(label="Type", choices=TYPE_CHOICES)
+    missing = forms.ChoiceField(
+        label="Missing (empty) values", choices=MISSING_CHOICES, required=False
+    )
+    integer = forms.BooleanField(label="Whole numbers", required=False)
+    decimals = forms.IntegerField(
+        label="Decimals in synthetic values",
+        required=False,
+        min_value=0,
+        max_value=12,
+        widget=forms.NumberInput(attrs={"size": 3}),
+        help_text="Leave empty for two more digits than the narrowest bin needs.",
+    )
+    part = forms.ChoiceField(label="Release as", choices=PART_CHOICES, required=False)
+    first_date = forms.DateField(label="First date", required=False)
+    last_date = forms.DateField(label="Last date", required=False)
     lower = forms.FloatField(label="Lower bound", required=False)
     upper = forms.FloatField(label="Upper bound", required=False)
     bins = forms.CharField(
@@ -161,24 +199,58 @@ class SchemaColumnForm(forms.Form):
         kind = data.get("type")
         if kind == "numeric":
             self._clean_numeric(data)
+        elif kind == "date":
+            self._clean_date(data)
         elif kind == "categorical":
             self._clean_categorical(data)
         return data
 
-    def _clean_numeric(self, data):
+    def _clean_numeric(self, data, bins_required=True):
         lower, upper, bins = data.get("lower"), data.get("upper"), data.get("bins")
-        for name, value in (("lower", lower), ("upper", upper), ("bins", bins)):
+        integer = data.get("integer") or data.get("type") == "date"
+        required = [("lower", lower), ("upper", upper)]
+        if bins_required and not integer:
+            required.append(("bins", bins or None))
+        for name, value in required:
             if value is None and name not in self.errors:
-                self.add_error(name, "Required for a numeric column.")
+                self.add_error(name, f"Required for a {data.get('type')} column.")
         if lower is not None and upper is not None and not lower < upper:
             self.add_error(
                 "upper", f"The upper bound ({upper:g}) must be above the lower bound ({lower:g})."
             )
+        if integer:
+            for name, value in (("lower", lower), ("upper", upper)):
+                if value is not None and not float(value).is_integer():
+                    self.add_error(name, f"A whole number is needed here, not {value:g}.")
         if bins and "bins" not in self.errors:
-            try:
-                data["bins"] = parse_bins(bins, lower, upper)
+            try:  # whole-number edges may end at upper or upper + 1: the schema checks them
+                data["bins"] = parse_bins(bins, None if integer else lower, upper)
             except ValueError as exc:
                 self.add_error("bins", str(exc))
+
+    def _clean_date(self, data):
+        part = data.get("part")
+        if not part:
+            self.add_error("part", "Choose what to release of a date column.")
+        elif part == "year":
+            self._clean_numeric(data, bins_required=False)
+        elif part == "date":
+            first, last = data.get("first_date"), data.get("last_date")
+            for name, value in (("first_date", first), ("last_date", last)):
+                if value is None and name not in self.errors:
+                    self.add_error(name, "Required for a date range (YYYY-MM-DD).")
+            if first and last and not first < last:
+                self.add_error("last_date", "The last date must be after the first date.")
+            self._clean_date_bins(data)
+        else:
+            self._clean_date_bins(data)
+
+    def _clean_date_bins(self, data):
+        bins = (data.get("bins") or "").strip()
+        if bins and not (bins.isdigit() and 1 <= int(bins) <= MAX_BINS):
+            self.add_error("bins", f"Bins ({bins}) must be a whole number from 1 to {MAX_BINS}.")
+        elif bins:
+            data["bins"] = int(bins)
 
     def _clean_categorical(self, data):
         categories = category_list(data.get("categories", ""))
@@ -195,22 +267,46 @@ class SchemaColumnForm(forms.Form):
 
     def schema_entry(self, name: str) -> dict:
         data = self.cleaned_data
+        missing = data.get("missing") or "cell"
         if data["type"] == "numeric":
-            return {
+            entry = {
                 "name": name,
                 "type": "numeric",
                 "lower": _number(data["lower"]),
                 "upper": _number(data["upper"]),
-                "bins": data["bins"],
+                "missing": missing,
+                "integer": bool(data.get("integer")),
             }
+            if data.get("bins"):
+                entry["bins"] = data["bins"]
+            if data.get("decimals") is not None and not entry["integer"]:
+                entry["decimals"] = data["decimals"]
+            return entry
+        if data["type"] == "date":
+            return self._date_entry(name, data, missing)
         if data["type"] == "categorical":
             return {
                 "name": name,
                 "type": "categorical",
                 "categories": data["category_list"],
                 "unknown": data.get("unknown") or "other",
+                "missing": missing,
             }
         return {"name": name, "type": "ignored"}
+
+    @staticmethod
+    def _date_entry(name, data, missing) -> dict:
+        entry = {"name": name, "type": "date", "part": data["part"], "missing": missing}
+        if data["part"] == "date":
+            entry |= {
+                "lower": data["first_date"].isoformat(),
+                "upper": data["last_date"].isoformat(),
+            }
+        else:  # a year needs both bounds (checked above); a month, weekday or hour may narrow
+            entry |= {k: _number(data[k]) for k in ("lower", "upper") if data.get(k) is not None}
+        if data.get("bins"):
+            entry["bins"] = data["bins"]
+        return entry
 
 
 def parse_bins(text: str, lower, upper):
@@ -250,15 +346,27 @@ SchemaFormSet = forms.formset_factory(SchemaColumnForm, extra=0, min_num=1, vali
 
 def schema_initial(entry: dict) -> dict:
     """Form values for a schema entry (confirmed schema or proposal)."""
-    initial = {"type": entry.get("type", "ignored"), "unknown": entry.get("unknown", "other")}
-    if entry.get("type") == "numeric":
-        bins = entry.get("bins")
+    initial = {
+        "type": entry.get("type", "ignored"),
+        "unknown": entry.get("unknown", "other"),
+        "missing": entry.get("missing", "cell"),
+        "integer": bool(entry.get("integer")),
+        "decimals": entry.get("decimals"),
+        "part": entry.get("part", ""),
+    }
+    bins = entry.get("bins")
+    if bins is not None:
+        initial["bins"] = (
+            bins if isinstance(bins, int) else ", ".join(f"{_number(e)}" for e in bins)
+        )
+    if entry.get("type") == "numeric" or entry.get("part") == "year":
         initial |= {  # a proposal has no bounds until the custodian or a DP estimate gives them
             key: _number(entry[key]) for key in ("lower", "upper") if entry.get(key) is not None
         }
-        initial["bins"] = (
-            bins if isinstance(bins, int) else ", ".join(f"{_number(e)}" for e in bins or ())
-        )
+    if entry.get("part") == "date":
+        initial |= {"first_date": entry.get("lower"), "last_date": entry.get("upper")}
+    if entry.get("part") in FIXED_PARTS:
+        initial |= {"lower": entry.get("lower"), "upper": entry.get("upper")}
     if entry.get("type") == "categorical":
         initial["categories"] = "\n".join(str(c) for c in entry.get("categories", []))
     return initial

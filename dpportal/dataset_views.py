@@ -11,6 +11,8 @@ from django.urls import NoReverseMatch, reverse
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_http_methods, require_POST
 
+import mechanisms
+
 from . import services
 from .access import dataset_for_owner, dataset_for_reader, is_owner
 from .dataset_forms import (
@@ -192,25 +194,30 @@ def _budget_initial(dataset):
 
 
 def _schema_rows(schema):
-    rows = []
-    for column in schema["columns"]:
-        if column["type"] == "numeric":
-            bins = column["bins"]
-            detail = (
-                f"from {column['lower']:g} to {column['upper']:g}, "
-                f"{bins if isinstance(bins, int) else len(bins) - 1} bins"
-            )
-        elif column["type"] == "categorical":
-            extra = ' plus "(other)"' if column.get("unknown") == "other" else ""
-            detail = (
-                f"{len(column['categories'])} categories{extra}: "
-                + ", ".join(column["categories"][:12])
-                + (" ..." if len(column["categories"]) > 12 else "")
-            )
-        else:
-            detail = "not used in releases"
-        rows.append({"name": column["name"], "type": column["type"], "detail": detail})
-    return rows
+    """One line per column of the confirmed (public) schema, from the schema module itself."""
+    parsed = mechanisms.Schema.from_dict(schema)
+    return [
+        {"name": name, "type": column["type"], "detail": _column_detail(column, parsed, name)}
+        for column, name in zip(schema["columns"], parsed.columns, strict=True)
+    ]
+
+
+def _column_detail(column, parsed, name) -> str:
+    if column["type"] == "ignored":
+        return "not used in releases"
+    spec = parsed.column(name)
+    missing = ', plus "(missing)"' if column.get("missing", "cell") == "cell" else ", none missing"
+    if column["type"] == "categorical":
+        extra = ' plus "(other)"' if column.get("unknown") == "other" else ""
+        return (
+            f"{len(column['categories'])} categories{extra}: "
+            + ", ".join(column["categories"][:12])
+            + (" ..." if len(column["categories"]) > 12 else "")
+            + missing
+        )
+    kind = f"{column['part']} of the date, " if column["type"] == "date" else ""
+    whole = "whole numbers, " if spec.integer and column["type"] == "numeric" else ""
+    return f"{kind}{whole}from {column['lower']} to {column['upper']}, {spec.n_bins} bins{missing}"
 
 
 # ---------------------------------------------------------------- owner actions
@@ -321,7 +328,7 @@ def dataset_schema(request, pk):
             ]
         }
         try:
-            services.dataset_confirm_schema(
+            confirmed = services.dataset_confirm_schema(
                 dataset=dataset,
                 user=request.user,
                 schema=schema,
@@ -333,6 +340,8 @@ def dataset_schema(request, pk):
             messages.success(
                 request, "Schema confirmed: releases of this dataset are now possible."
             )
+            for entry in (confirmed.profile or {}).get("clamping", []):
+                (messages.warning if entry["warn"] else messages.info)(request, entry["message"])
             return redirect("dataset_detail", pk=dataset.pk)
     rows = _schema_form_rows(dataset, formset)
     status = 400 if request.method == "POST" else 200
@@ -355,6 +364,9 @@ def _schema_form_rows(dataset, formset):
     """One row per column: its name, form, proposed type, empty cells and latest DP estimate."""
     proposals = {p["name"]: p for p in (dataset.profile or {}).get("proposals", [])}
     estimates = column_estimates(dataset)
+    # owner-only: the values the confirmed bounds clamp, counted at confirmation
+    confirmed = (dataset.profile or {}).get("clamping", []) if dataset.schema_confirmed else []
+    clamping = {c["column"]: c for c in confirmed}
     rows = []
     for name, form in zip(dataset.columns, formset.forms, strict=True):
         proposal = proposals.get(name, {})
@@ -365,6 +377,7 @@ def _schema_form_rows(dataset, formset):
                 "missing": proposal.get("missing", 0),
                 "proposed_type": proposal.get("type"),
                 "estimate": estimates.get(name),
+                "clamping": clamping.get(name),
             }
         )
     return rows

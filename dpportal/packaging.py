@@ -124,10 +124,11 @@ def read_csv(content: bytes, schema=None) -> pd.DataFrame:
 
 
 def with_numbers(frame: pd.DataFrame, schema) -> pd.DataFrame:
-    """The frame with the schema's numeric columns converted once (not per query or chart)."""
-    numeric = [
-        c
+    """The frame with the schema's numeric columns converted once (not per query or chart);
+    a date column becomes its declared part (month, day number, ...), missing values NaN."""
+    numeric = {
+        c: spec
         for c in frame.columns
-        if c in schema.columns and isinstance(schema.columns[c], mechanisms.schema.NumericColumn)
-    ]
-    return frame.assign(**{c: pd.to_numeric(frame[c], errors="coerce") for c in numeric})
+        if isinstance(spec := schema.columns.get(c), mechanisms.schema.NumericColumn)
+    }
+    return frame.assign(**{c: spec.numbers(frame[c]) for c, spec in numeric.items()})

@@ -266,7 +266,7 @@ class ReleaseForm(forms.Form):
 
     def _range_grid(self, columns) -> list[int]:
         size = self.cleaned_data.get("range_grid")
-        return [size or self.schema.column(c).n_cells for c in columns]
+        return [size or self.schema.column(c).n_bins for c in columns]  # no missing cell
 
     def params(self) -> dict:
         """The mechanism's parameters, from the cleaned form (defaults left to the mechanism)."""
@@ -314,10 +314,13 @@ def suggested_epsilon(remaining: Decimal) -> Decimal | None:
 
 
 def _describe(spec) -> str:
+    missing = " + (missing)" if spec.missing == "cell" else ""
     if isinstance(spec, mechanisms.schema.NumericColumn):
-        return f"numeric, {spec.lower:g} to {spec.upper:g}, {spec.n_cells} bins"
+        kind = f"{spec.part} of a date" if spec.part else "numeric"
+        bounds = spec.to_dict()
+        return f"{kind}, {bounds['lower']} to {bounds['upper']}, {spec.n_bins} bins{missing}"
     other = " + (other)" if spec.unknown == "other" else ""
-    return f"categorical, {len(spec.categories)} categories{other}"
+    return f"categorical, {len(spec.categories)} categories{other}{missing}"
 
 
 class RangeQueryForm(forms.Form):

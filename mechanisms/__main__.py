@@ -46,7 +46,7 @@ from mechanisms.noise import secure_source, seeded_source
 from mechanisms.package import PackageContext, write_package
 from mechanisms.range_count.api import range_query_csv
 from mechanisms.release import file_sha256, json_bytes
-from mechanisms.schema import CategoricalColumn, Schema
+from mechanisms.schema import NumericColumn, Schema
 from mechanisms.validation import check_data
 
 DEFAULT_MAX_INPUT_MB = 4096
@@ -113,12 +113,18 @@ def build_parser() -> argparse.ArgumentParser:
 def read_table(
     path: str, schema: Schema, columns: list[str], *, max_bytes: int = DEFAULT_MAX_INPUT_MB << 20
 ) -> pd.DataFrame:
-    """Read the needed columns of a CSV or TSV; categorical columns as text.
+    """Read the needed columns of a CSV or TSV; categorical and date columns as text.
 
     The file may be compressed with gzip or be alone in a zip: it is unpacked as a stream, at
-    most `max_bytes` (see mechanisms.archives).
+    most `max_bytes` (see mechanisms.archives). Only an empty field is a missing value (as in
+    the portal): "NA" or "null" stay text, so a category "NA" is kept and a numeric column
+    holding "NA" is refused by name.
     """
-    text_columns = {n: str for n in columns if isinstance(schema.column(n), CategoricalColumn)}
+    text_columns = {
+        n: str
+        for n in columns
+        if not isinstance(spec := schema.column(n), NumericColumn) or spec.part is not None
+    }
     wanted = set(columns)
     try:
         with open(path, "rb") as handle:
@@ -140,6 +146,8 @@ def read_table(
             dtype=text_columns,
             sep=separator,
             compression=None,
+            keep_default_na=False,
+            na_values=[""],
         )
     except MechanismError:
         raise

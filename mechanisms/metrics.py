@@ -15,7 +15,7 @@ import pandas as pd
 
 from mechanisms.arrays import AnyArray
 from mechanisms.errors import MechanismError
-from mechanisms.schema import NumericColumn, Schema
+from mechanisms.schema import Schema
 
 ORTHANT_POINTS = 2000
 
@@ -35,13 +35,11 @@ def squared_l2(p: Any, q: Any, volumes: Any) -> float:
 
 
 def cell_volumes(schema: Schema, columns: Sequence[str] | None) -> AnyArray:
-    """Volume of every cell (product of bin widths; categories count as width 1)."""
+    """Volume of every cell: the product of bin widths (a category or a missing cell: 1)."""
     widths = []
     for name in schema.resolve_columns(columns):
         spec = schema.column(name)
-        widths.append(
-            np.diff(spec.edges) if isinstance(spec, NumericColumn) else np.ones(spec.n_cells)
-        )
+        widths.append(spec.widths())
     volumes: AnyArray = np.prod(np.meshgrid(*widths, indexing="ij"), axis=0)
     return volumes
 

@@ -3,19 +3,55 @@
 A schema is public metadata the custodian states once (a JSON document), for example::
 
     {"columns": [
-       {"name": "age", "type": "numeric", "lower": 17, "upper": 90, "bins": 8},
+       {"name": "age", "type": "numeric", "lower": 17, "upper": 90, "integer": true},
        {"name": "hours", "type": "numeric", "lower": 0, "upper": 99, "bins": [0, 20, 40, 60, 99]},
+       {"name": "income", "type": "numeric", "lower": 0, "upper": 2e5, "bins": 20,
+        "decimals": 0, "missing": "cell"},
        {"name": "sex", "type": "categorical", "categories": ["F", "M"], "unknown": "reject"},
+       {"name": "visit", "type": "date", "part": "month"},
+       {"name": "born", "type": "date", "part": "date", "lower": "1900-01-01",
+        "upper": "2030-12-31", "bins": 13},
        {"name": "fnlwgt", "type": "ignored"}]}
 
-Numeric: values are clamped to [lower, upper] and binned; bins are half-open [a, b) except the
-last, which includes `upper`. `bins` is a count (equal widths) or the explicit edges, which must
-start at `lower` and end at `upper`. Missing or non-numeric values are refused.
+Keys of every numeric, categorical or date column:
+
+- ``missing``: ``"cell"`` (the default) gives missing values (an empty cell; NaN in a numeric
+  column) a cell of their own, labelled "(missing)" in counts and written as an empty value in
+  synthetic tables. The cell exists whether or not any value is missing, so the domain never
+  depends on the data. ``"reject"``: a missing value makes the data unusable with this schema
+  (`mechanisms.validation` names the column, the count and the first row before any release).
+
+Numeric (``"type": "numeric"``): values are clamped to [lower, upper] and binned; bins are
+half-open [a, b) except the last, which includes `upper`. `bins` is a count (equal widths) or
+the explicit edges, which must start at `lower` and end at `upper`.
+
+- ``integer``: ``true`` declares whole numbers (a type, not a statistic). `lower` and `upper`
+  must then be whole numbers, bins hold whole numbers: a count k gives k bins with whole-number
+  edges (at most one per value), explicit edges are whole numbers from `lower` to `upper` (the
+  last bin includes `upper`) or to ``upper + 1``, and without `bins` every value gets its own
+  bin when there are at most 31 of them (month 1..12: 12 bins), else 10 bins. Synthetic values
+  are whole numbers drawn uniformly among those of their bin.
+- ``decimals``: the precision of synthetic values of a non-integer column: values are drawn
+  uniformly among the multiples of 10^-decimals inside their bin (every bin must hold one).
+  Default: two more digits than the smallest bin width needs (width 7.3 -> 2 decimals).
+
+Date (``"type": "date"``): a date or date-time column, read as ISO 8601 text (YYYY-MM-DD,
+optionally with a time; times with an offset are converted to UTC), released as one derived
+whole-number column chosen by ``part``:
+
+- ``"year"`` (`lower` and `upper` required, e.g. 1900 and 2030), ``"month"`` (1..12),
+  ``"weekday"`` (1 = Monday .. 7 = Sunday, ISO 8601), ``"hour"`` (0..23): the synthetic column
+  holds the number; bins as for integer columns (default one per value);
+- ``"date"``: a range of days with date bounds (`lower`, `upper`, and explicit edges, given as
+  "YYYY-MM-DD"); synthetic values are dates "YYYY-MM-DD".
+
+A value that is already a number is taken as the part itself (2012 as a year, 3 as March), so
+released synthetic tables encode back into the same cells.
 Categorical: values are compared as text with the listed categories. A value outside the list
-(or missing) goes to an extra cell labelled "(other)" when "unknown" is "other" (the default),
-or makes encoding fail when it is "reject". The "(other)" cell exists whether or not any value
-falls in it, so the domain never depends on the data.
-Nothing here derives bounds, bins or categories from the data.
+goes to an extra cell labelled "(other)" when "unknown" is "other" (the default), or makes
+encoding fail when it is "reject". The "(other)" cell exists whether or not any value falls in
+it. An empty value is a missing value (see ``missing``), not a category.
+Nothing here derives bounds, bins, categories or precision from the data.
 """
 
 from __future__ import annotations
@@ -32,6 +68,7 @@ import pandas as pd
 
 from mechanisms.arrays import AnyArray
 from mechanisms.chunks import table_chunks
+from mechanisms.dates import EPOCH, date_numbers, day_number, day_text
 from mechanisms.errors import MechanismError
 from mechanisms.noise import RandomSource, resolve_rng
 
@@ -40,79 +77,200 @@ if TYPE_CHECKING:
 
 
 OTHER_LABEL = "(other)"
+MISSING_LABEL = "(missing)"
+MISSING_CHOICES = ("cell", "reject")
 MAX_CELLS = 10**8
 CHUNK_ROWS = 1 << 20
+SMALL_INTEGER_RANGE = 31  # whole-number columns get one bin per value up to this many values
+DEFAULT_INTEGER_BINS = 10
+MAX_DECIMALS = 12
+DATE_PARTS: dict[str, tuple[int, int] | None] = {
+    "year": None,
+    "month": (1, 12),
+    "weekday": (1, 7),
+    "hour": (0, 23),
+    "date": None,
+}
 
 
 def _is_number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def _is_whole(value: Any) -> bool:
+    return _is_number(value) and float(value).is_integer()
+
+
 @dataclass(frozen=True)
 class NumericColumn:
-    """A numeric column with public bounds and bin edges."""
+    """A numeric (or date-derived) column with public bounds, bin edges and a missing cell.
+
+    For whole-number columns `edges` end at upper + 1 and every bin is half-open, so bin i
+    holds the whole numbers edges[i] .. edges[i + 1] - 1.
+    """
 
     name: str
     lower: float
     upper: float
     edges: tuple[float, ...]
     equal_width: bool
+    missing: str = "cell"
+    integer: bool = False
+    decimals: int = 0
+    bins_spec: int | list[Any] | None = None  # the bins as declared, for to_dict
+    part: str | None = None  # the date part of a "date" column, None for numeric
+
+    @property
+    def n_bins(self) -> int:
+        return len(self.edges) - 1
 
     @property
     def n_cells(self) -> int:
-        return len(self.edges) - 1
+        return self.n_bins + (self.missing == "cell")
 
     def labels(self) -> list[str]:
-        """Readable bin labels for spreadsheets and reports.
+        """Readable cell labels for pages, spreadsheets and reports.
 
-        "17 to under 26.125" (a bin holds
-        its lower edge, not its upper one), the last bin "81.875 to 90" (both edges in).
+        A bin holds its lower edge, not its upper one: "17 to under 26.125", the last bin
+        "81.875 to 90" (both edges in). Whole-number bins name the values they hold: "3", "1 to
+        4". A column with a missing cell ends with "(missing)".
         """
         e = self.edges
-        return [
-            f"{e[i]:g} to {'' if i == len(e) - 2 else 'under '}{e[i + 1]:g}"
-            for i in range(len(e) - 1)
-        ]
+        if self.integer:
+            text = day_text if self.part == "date" else (lambda v: f"{v:g}")
+            bins = [
+                text(e[i]) if e[i + 1] - e[i] == 1 else f"{text(e[i])} to {text(e[i + 1] - 1)}"
+                for i in range(self.n_bins)
+            ]
+        else:
+            bins = [
+                f"{e[i]:g} to {'' if i == len(e) - 2 else 'under '}{e[i + 1]:g}"
+                for i in range(len(e) - 1)
+            ]
+        return bins + ([MISSING_LABEL] if self.missing == "cell" else [])
+
+    def widths(self) -> AnyArray:
+        """Width of every cell (the missing cell counts as width 1)."""
+        widths = np.diff(np.asarray(self.edges))
+        return np.append(widths, 1.0) if self.missing == "cell" else widths
+
+    def numbers(self, values: AnyArray | pd.Series[Any]) -> AnyArray:
+        """The values as float64 (a date column: its part), NaN where missing or unreadable."""
+        if self.part is not None:
+            return date_numbers(values, self.part)
+        return _as_float(values)
 
     def encode(self, values: AnyArray | pd.Series[Any], first_row: int = 0) -> AnyArray:
-        """Bin indices of `values` after clamping to [lower, upper]."""
-        values = _as_float(values, self.name)
-        bad = np.isnan(values)
-        if bad.any():
-            raise MechanismError(
-                f"column {self.name!r} has {int(bad.sum())} missing or non-numeric values "
-                f"(first on data row {first_row + int(np.argmax(bad)) + 1}); clean them or mark "
-                "the column ignored"
-            )
+        """Cell index of each value: its bin after clamping to [lower, upper].
+
+        A missing value goes to the missing cell (refused when "missing" is "reject").
+        """
+        numbers = self.numbers(values)
+        absent = np.isnan(numbers)
+        any_absent = bool(absent.any())
+        if any_absent:
+            if self.missing == "reject":
+                raise MechanismError(
+                    f"column {self.name!r} has {int(absent.sum())} missing or unreadable values "
+                    f"(first on data row {first_row + int(np.argmax(absent)) + 1}); clean them, "
+                    'set "missing": "cell" or mark the column ignored'
+                )
+            numbers = np.where(absent, self.lower, numbers)
+        codes = self._bin_codes(numbers)
+        if any_absent:
+            codes[absent] = self.n_bins
+        return codes
+
+    def _bin_codes(self, values: AnyArray) -> AnyArray:
         if self.equal_width:  # clamp before the cast: inf or 1e300 would not fit int64
-            scaled = (values - self.lower) * (self.n_cells / (self.upper - self.lower))
-            np.clip(scaled, 0, self.n_cells - 1, out=scaled)
+            scaled = (values - self.lower) * (self.n_bins / (self.upper - self.lower))
+            np.clip(scaled, 0, self.n_bins - 1, out=scaled)
             return np.floor(scaled, out=scaled).astype(np.int64)
         codes = np.searchsorted(np.asarray(self.edges[1:-1]), values, side="right")
-        return np.clip(codes, 0, self.n_cells - 1, out=codes)
+        return np.clip(codes, 0, self.n_bins - 1, out=codes).astype(np.int64)
 
     def decode(self, codes: AnyArray, rng: RandomSource) -> AnyArray:
-        """A value drawn uniformly inside each code's bin."""
+        """A value drawn uniformly among the declared-precision values inside each code's bin.
+
+        Those are the multiples of 10^-decimals (whole numbers for an integer column); the
+        missing cell decodes to NaN.
+        """
+        codes = np.asarray(codes, dtype=np.int64)
+        absent = codes == self.n_bins
+        safe = np.where(absent, 0, codes) if absent.any() else codes
+        start, count, scale = _grid(self.edges, self.decimals, not self.integer)
         values = rng.uniform(len(codes))
-        if self.equal_width:  # lower + (code + u) * width, in place
-            values += codes
-            values *= (self.upper - self.lower) / self.n_cells
-            values += self.lower
-            return values
-        edges = np.asarray(self.edges)
-        values *= np.diff(edges)[codes]
-        values += edges[codes]
+        values *= count[safe]
+        np.floor(values, out=values)
+        values += start[safe]
+        values /= scale
+        values[absent] = np.nan
+        return values
+
+    def output(self, values: AnyArray) -> Any:
+        """Decoded values as the synthetic column.
+
+        Whole numbers become integers (empty when missing), a "date" part YYYY-MM-DD text.
+        """
+        if self.part == "date":
+            text = np.full(len(values), None, dtype=object)
+            present = ~np.isnan(values)
+            days = EPOCH + values[present].astype(np.int64)
+            text[present] = np.datetime_as_string(days, unit="D")
+            return text
+        if self.integer:
+            return pd.array(values, dtype="Int64")
         return values
 
     def to_dict(self) -> dict[str, Any]:
-        bins = self.n_cells if self.equal_width else list(self.edges)
-        return {
+        out: dict[str, Any] = {
             "name": self.name,
-            "type": "numeric",
-            "lower": self.lower,
-            "upper": self.upper,
-            "bins": bins,
+            "type": "numeric" if self.part is None else "date",
         }
+        if self.part is not None:
+            out["part"] = self.part
+        as_text = self.part == "date"
+        out["lower"] = day_text(self.lower) if as_text else _plain(self.lower)
+        out["upper"] = day_text(self.upper) if as_text else _plain(self.upper)
+        out["bins"] = self.bins_spec
+        out["missing"] = self.missing
+        if self.part is None:
+            out["integer"] = self.integer
+            if not self.integer:
+                out["decimals"] = self.decimals
+        return out
+
+
+def _plain(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else value
+
+
+def _grid(
+    edges: Sequence[float], decimals: int, last_closed: bool
+) -> tuple[AnyArray, AnyArray, float]:
+    """Per bin, its first multiple of 10^-decimals (in steps), how many it holds; 10^decimals."""
+    scale = 10.0**decimals
+    scaled = np.round(np.asarray(edges, dtype=np.float64) * scale, 6)
+    start = np.ceil(scaled[:-1])
+    stop = np.ceil(scaled[1:])  # first multiple at or above the upper edge, excluded
+    if last_closed:
+        stop[-1] = np.floor(scaled[-1]) + 1
+    return start, stop - start, scale
+
+
+def _as_float(values: AnyArray | pd.Series[Any]) -> AnyArray:
+    values = np.asarray(values)
+    if values.dtype.kind in "iuf":
+        return values.astype(np.float64, copy=False)
+    return pd.to_numeric(pd.Series(values), errors="coerce").to_numpy(dtype=np.float64)
+
+
+def is_missing(values: pd.Series[Any]) -> AnyArray:
+    """Missing values of a column: empty (or blank) text, null, NaN."""
+    if values.dtype.kind in "iufb":
+        return values.isna().to_numpy(dtype=bool)
+    text = values.astype("string").str.strip()
+    return (text.isna() | (text == "")).to_numpy(dtype=bool)
 
 
 @dataclass(frozen=True)
@@ -122,26 +280,55 @@ class CategoricalColumn:
     name: str
     categories: tuple[str, ...]
     unknown: str
+    missing: str = "cell"
 
     @property
     def n_cells(self) -> int:
-        return len(self.categories) + (self.unknown == "other")
+        return len(self.categories) + (self.unknown == "other") + (self.missing == "cell")
 
     def labels(self) -> list[str]:
-        return list(self.categories) + ([OTHER_LABEL] if self.unknown == "other" else [])
+        return (
+            list(self.categories)
+            + ([OTHER_LABEL] if self.unknown == "other" else [])
+            + ([MISSING_LABEL] if self.missing == "cell" else [])
+        )
+
+    def widths(self) -> AnyArray:
+        return np.ones(self.n_cells)
 
     def encode(self, values: AnyArray | pd.Series[Any], first_row: int = 0) -> AnyArray:
-        """Category indices; unknown values go to the "(other)" cell or are refused."""
-        codes = self._category_indices(pd.Series(values, copy=False))
-        unknown = codes < 0
-        if unknown.any():
-            if self.unknown == "reject":
+        """Category indices; unknown values go to "(other)", missing ones to "(missing)".
+
+        Either is refused instead when the column's "unknown" or "missing" is "reject".
+        """
+        series = pd.Series(values, copy=False)
+        codes = self._category_indices(series)
+        unlisted = codes < 0
+        absent = np.zeros(len(codes), dtype=bool)
+        if unlisted.any():  # only unlisted values can be missing: test those alone
+            absent[unlisted] = is_missing(series[unlisted])
+        unknown = unlisted & ~absent
+        for mask, refused, what, fix in (
+            (
+                unknown,
+                self.unknown == "reject",
+                "values outside its declared categories",
+                'add them to the schema or set "unknown": "other"',
+            ),
+            (
+                absent,
+                self.missing == "reject",
+                "missing (empty) values",
+                'fill them in or set "missing": "cell"',
+            ),
+        ):
+            if refused and mask.any():
                 raise MechanismError(
-                    f"column {self.name!r} has {int(unknown.sum())} values outside its declared "
-                    f"categories (first on data row {first_row + int(np.argmax(unknown)) + 1}); "
-                    'add them to the schema or set "unknown": "other"'
+                    f"column {self.name!r} has {int(mask.sum())} {what} (first on data row "
+                    f"{first_row + int(np.argmax(mask)) + 1}); {fix}"
                 )
-            codes[unknown] = len(self.categories)
+        codes[unknown] = len(self.categories)
+        codes[absent] = len(self.categories) + (self.unknown == "other")
         return codes
 
     def _category_indices(self, values: pd.Series) -> AnyArray:
@@ -158,8 +345,14 @@ class CategoricalColumn:
         return categories.get_indexer(pd.Index(values.astype("string"))).astype(np.int64)
 
     def decode(self, codes: AnyArray, rng: RandomSource) -> AnyArray:
-        """The category label of each code."""
-        return np.asarray(self.labels(), dtype=object)[codes]
+        """The category label of each code; None (an empty value) for the missing cell."""
+        labels = self.labels()
+        if self.missing == "cell":
+            labels[-1] = None  # type: ignore[call-overload]
+        return np.asarray(labels, dtype=object)[codes]
+
+    def output(self, values: AnyArray) -> Any:
+        return values
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -167,6 +360,7 @@ class CategoricalColumn:
             "type": "categorical",
             "categories": list(self.categories),
             "unknown": self.unknown,
+            "missing": self.missing,
         }
 
 
@@ -183,15 +377,28 @@ class IgnoredColumn:
 Column = NumericColumn | CategoricalColumn
 
 
-def _as_float(values: AnyArray | pd.Series[Any], name: str) -> AnyArray:
-    values = np.asarray(values)
-    if values.dtype.kind in "iuf":
-        return values.astype(np.float64, copy=False)
-    return pd.to_numeric(pd.Series(values), errors="coerce").to_numpy(dtype=np.float64)
+def _missing_choice(d: dict[str, Any]) -> str:
+    missing = d.get("missing", "cell")
+    if missing not in MISSING_CHOICES:
+        raise MechanismError(
+            f'column {d["name"]!r}: missing ({missing!r}) must be "cell" or "reject"'
+        )
+    return str(missing)
 
 
 def _numeric_from_dict(d: dict[str, Any]) -> NumericColumn:
-    name, lower, upper, bins = d["name"], d.get("lower"), d.get("upper"), d.get("bins")
+    name, lower, upper = d["name"], d.get("lower"), d.get("upper")
+    integer = d.get("integer", False)
+    if not isinstance(integer, bool):
+        raise MechanismError(f"column {name!r}: integer ({integer!r}) must be true or false")
+    return _binned(d, lower, upper, integer=integer, part=None)
+
+
+def _binned(
+    d: dict[str, Any], lower: Any, upper: Any, *, integer: bool, part: str | None
+) -> NumericColumn:
+    """A NumericColumn from validated bounds and the declared bins, decimals and missing."""
+    name, bins = d["name"], d.get("bins")
     if not (_is_number(lower) and _is_number(upper)):
         raise MechanismError(
             f"column {name!r}: lower ({lower!r}) and upper ({upper!r}) must be finite numbers"
@@ -200,13 +407,36 @@ def _numeric_from_dict(d: dict[str, Any]) -> NumericColumn:
         raise MechanismError(
             f"column {name!r}: lower ({lower!r}) must be below upper ({upper!r}); swap them"
         )
+    missing = _missing_choice(d)
+    if integer:
+        if not (_is_whole(lower) and _is_whole(upper)):
+            raise MechanismError(
+                f"column {name!r}: lower ({lower!r}) and upper ({upper!r}) must be whole "
+                'numbers for a whole-number column; set "integer": false otherwise'
+            )
+        if d.get("decimals") not in (None, 0):
+            raise MechanismError(
+                f"column {name!r}: decimals ({d['decimals']!r}) applies to non-integer columns"
+            )
+        edges, spec = _integer_edges(name, int(lower), int(upper), bins)
+        return NumericColumn(
+            name, float(lower), float(upper), edges, False, missing, True, 0, spec, part
+        )
+    edges, equal = _edges(name, lower, upper, bins)
+    decimals = _decimals(name, edges, d.get("decimals"))
+    declared: int | list[Any] = bins if isinstance(bins, int) else [_plain(e) for e in edges]
+    return NumericColumn(
+        name, float(lower), float(upper), edges, equal, missing, False, decimals, declared, part
+    )
+
+
+def _edges(name: str, lower: float, upper: float, bins: Any) -> tuple[tuple[float, ...], bool]:
     if isinstance(bins, int) and not isinstance(bins, bool):
         if not 1 <= bins <= MAX_CELLS:
             raise MechanismError(
                 f"column {name!r}: bins ({bins!r}) must be between 1 and {MAX_CELLS}"
             )
-        edges = tuple(float(e) for e in np.linspace(lower, upper, bins + 1))
-        return NumericColumn(name, float(lower), float(upper), edges, True)
+        return tuple(float(e) for e in np.linspace(lower, upper, bins + 1)), True
     if not (isinstance(bins, list) and len(bins) >= 2 and all(_is_number(e) for e in bins)):
         raise MechanismError(
             f"column {name!r}: bins ({bins!r}) must be a count or a list of at least two edges"
@@ -220,7 +450,87 @@ def _numeric_from_dict(d: dict[str, Any]) -> NumericColumn:
             f"column {name!r}: bin edges ({bins!r}) must increase from lower ({lower!r}) "
             f"to upper ({upper!r})"
         )
-    return NumericColumn(name, float(lower), float(upper), tuple(float(e) for e in bins), False)
+    return tuple(float(e) for e in bins), False
+
+
+def _integer_edges(
+    name: str, lower: int, upper: int, bins: Any
+) -> tuple[tuple[float, ...], int | list[int]]:
+    """Whole-number edges ending at upper + 1, and the bins to publish."""
+    values = upper - lower + 1
+    if bins is None:
+        bins = values if values <= SMALL_INTEGER_RANGE else DEFAULT_INTEGER_BINS
+    if isinstance(bins, int) and not isinstance(bins, bool):
+        if not 1 <= bins <= min(values, MAX_CELLS):
+            raise MechanismError(
+                f"column {name!r}: bins ({bins!r}) must be between 1 and {min(values, MAX_CELLS)}"
+                f" (at most one bin per whole number from {lower} to {upper})"
+            )
+        edges = [lower + (i * values) // bins for i in range(bins + 1)]
+        return tuple(float(e) for e in edges), bins
+    if not (isinstance(bins, list) and len(bins) >= 2 and all(_is_whole(e) for e in bins)):
+        raise MechanismError(
+            f"column {name!r}: bins ({bins!r}) must be a count or a list of at least two "
+            "whole-number edges"
+        )
+    edges = [int(e) for e in bins]
+    if edges[-1] == upper and len(edges) > 1:
+        edges[-1] = upper + 1  # the last bin includes upper
+    if not (
+        all(a < b for a, b in zip(edges, edges[1:], strict=False))
+        and edges[0] == lower
+        and edges[-1] == upper + 1
+    ):
+        raise MechanismError(
+            f"column {name!r}: bin edges ({bins!r}) must increase from lower ({lower}) to "
+            f"upper ({upper}) or upper + 1 ({upper + 1})"
+        )
+    return tuple(float(e) for e in edges), [int(e) for e in bins]
+
+
+def _decimals(name: str, edges: tuple[float, ...], declared: Any) -> int:
+    """The declared precision, checked to leave a value inside every bin, or the default."""
+    if declared is None:
+        narrowest = float(np.min(np.diff(edges)))
+        return int(min(MAX_DECIMALS, max(0, 2 - math.floor(math.log10(narrowest)))))
+    if isinstance(declared, bool) or not isinstance(declared, int) or not 0 <= declared <= 12:
+        raise MechanismError(
+            f"column {name!r}: decimals ({declared!r}) must be a whole number from 0 to 12"
+        )
+    _, count, _ = _grid(edges, declared, True)
+    if (count < 1).any():
+        i = int(np.argmax(count < 1))
+        raise MechanismError(
+            f"column {name!r}: decimals ({declared}) leaves no value inside the bin "
+            f"[{edges[i]:g}, {edges[i + 1]:g}); use more decimals or wider bins"
+        )
+    return declared
+
+
+def _date_from_dict(d: dict[str, Any]) -> NumericColumn:
+    name, part = d["name"], d.get("part")
+    if part not in DATE_PARTS:
+        raise MechanismError(
+            f"column {name!r}: part ({part!r}) must be one of {', '.join(DATE_PARTS)}"
+        )
+    fixed = DATE_PARTS[part]
+    lower, upper = d.get("lower"), d.get("upper")
+    if fixed is not None:
+        lower = fixed[0] if lower is None else lower
+        upper = fixed[1] if upper is None else upper
+        if not (_is_whole(lower) and _is_whole(upper) and fixed[0] <= lower <= upper <= fixed[1]):
+            raise MechanismError(
+                f"column {name!r}: a {part} lies between {fixed[0]} and {fixed[1]}; "
+                f"lower ({lower!r}) and upper ({upper!r}) must be whole numbers in that range"
+            )
+        if lower == upper:
+            raise MechanismError(f"column {name!r}: lower must be below upper")
+    if part == "date":
+        lower, upper = day_number(name, "lower", lower), day_number(name, "upper", upper)
+        bins = d.get("bins")
+        if isinstance(bins, list):
+            d = d | {"bins": [day_number(name, "bins", e) for e in bins]}
+    return _binned(d, lower, upper, integer=True, part=part)
 
 
 def _categorical_from_dict(d: dict[str, Any]) -> CategoricalColumn:
@@ -234,14 +544,18 @@ def _categorical_from_dict(d: dict[str, Any]) -> CategoricalColumn:
             f"column {name!r}: categories ({categories!r}) must be a non-empty list of texts"
         )
     labels = tuple(str(c) for c in categories)
-    if len(set(labels)) != len(labels) or OTHER_LABEL in labels:
+    if len(set(labels)) != len(labels) or {OTHER_LABEL, MISSING_LABEL} & set(labels):
         raise MechanismError(
             f"column {name!r}: categories ({categories!r}) must be distinct and must not "
-            f"include {OTHER_LABEL!r}"
+            f"include {OTHER_LABEL!r} or {MISSING_LABEL!r}"
+        )
+    if any(not label.strip() for label in labels):
+        raise MechanismError(
+            f'column {name!r}: an empty category is a missing value; use "missing": "cell"'
         )
     if unknown not in ("other", "reject"):
         raise MechanismError(f'column {name!r}: unknown ({unknown!r}) must be "other" or "reject"')
-    return CategoricalColumn(name, labels, unknown)
+    return CategoricalColumn(name, labels, unknown, _missing_choice(d))
 
 
 def _column_from_dict(d: dict[str, Any]) -> Column | IgnoredColumn:
@@ -250,12 +564,14 @@ def _column_from_dict(d: dict[str, Any]) -> Column | IgnoredColumn:
     kind = d.get("type")
     if kind == "numeric":
         return _numeric_from_dict(d)
+    if kind == "date":
+        return _date_from_dict(d)
     if kind == "categorical":
         return _categorical_from_dict(d)
     if kind == "ignored":
         return IgnoredColumn(d["name"])
     raise MechanismError(
-        f"column {d['name']!r}: type ({kind!r}) must be numeric, categorical or ignored"
+        f"column {d['name']!r}: type ({kind!r}) must be numeric, date, categorical or ignored"
     )
 
 
@@ -390,11 +706,15 @@ class Schema:
     def decode(
         self, codes: AnyArray, columns: Sequence[str] | None, rng: RandomSource | None = None
     ) -> pd.DataFrame:
-        """Rows from cell codes (n, k): uniform inside numeric bins, the label for categories."""
+        """Rows from cell codes (n, k): uniform inside numeric bins, labels for categories.
+
+        A missing cell decodes to an empty value.
+        """
         columns, rng = self.resolve_columns(columns), resolve_rng(rng)
         codes = np.asarray(codes, dtype=np.int64).reshape(-1, len(columns))
+        specs = [self.column(n) for n in columns]
         return pd.DataFrame(
-            {n: self.column(n).decode(codes[:, j], rng) for j, n in enumerate(columns)}
+            {s.name: s.output(s.decode(codes[:, j], rng)) for j, s in enumerate(specs)}
         )
 
     def decode_cells(
@@ -417,7 +737,7 @@ class Schema:
                 out[spec.name][start : start + len(chunk)] = spec.decode(
                     (chunk // stride) % size, rng
                 )
-        return pd.DataFrame(out, copy=False)
+        return pd.DataFrame({s.name: s.output(out[s.name]) for s in specs}, copy=False)
 
 
 def _check_present(data: pd.DataFrame, columns: list[str]) -> None:

@@ -53,6 +53,9 @@ class ColumnProfile:
         """
         base: dict[str, Any] = {"name": self.name, "missing": self.missing}
         if self.kind != "text" and self.numbers:
+            if self.kind == "int":  # whole numbers are a type, not a statistic: confirmed by hand;
+                # no bins: the schema's default is one bin per value up to 31 values, else 10
+                return base | {"type": "numeric", "integer": True}
             return base | {"type": "numeric", "bins": DEFAULT_BINS}
         categories = self.categories
         usable = (

@@ -283,7 +283,9 @@ def dataset_confirm_schema(*, dataset, user, schema, remote_addr=None):
 
     The stored table is checked against the schema first (`schema_checks`): a schema is only
     confirmed if no value in the data would make a release of it fail, so once a release has
-    started, data content can never make it fail.
+    started, data content can never make it fail. The values the schema's bounds would clamp
+    (or send to "(other)") are counted in the same pass and kept in the owner-only profile
+    (`profile["clamping"]`), shown at confirmation and on the schema page.
     """
     try:
         parsed = mechanisms.Schema.from_dict(schema)
@@ -297,17 +299,21 @@ def dataset_confirm_schema(*, dataset, user, schema, remote_addr=None):
             f"({', '.join(dataset.columns)}); it lists {', '.join(names)}."
         )
     path = files.dataset_path(dataset)
+    clamping = []
     if dataset.parquet_name and path.exists():
-        problems = schema_checks.data_problems(path, parsed)
+        check = schema_checks.check_stored(path, parsed)
+        problems = schema_checks.problems(check)
         if problems:
             raise ServiceError(" ".join(problems), problems)
+        clamping = schema_checks.clamping_lines(check)
     with transaction.atomic():
         locked = locked_dataset(dataset.pk)
         if locked.is_deleted:
             raise ServiceError("This dataset has been deleted; its schema can no longer change.")
         locked.schema = validated
         locked.schema_confirmed_at = timezone.now()
-        locked.save(update_fields=["schema", "schema_confirmed_at"])
+        locked.profile = {**(locked.profile or {}), "clamping": clamping}  # owner-only
+        locked.save(update_fields=["schema", "schema_confirmed_at", "profile"])
         audit.audit_record(
             action=AuditEvent.Action.SCHEMA_CONFIRMED,
             actor=user,

@@ -56,6 +56,7 @@ MECHANISM_NAMES = ("auto", "mn12", "mn12_laplace", "tree", "path_tree", "identit
 ESTIMATORS = ("auto", "chain", "gls")
 GLS_FLOPS = 3e11  # `auto` uses GLS for mn12 while its dense solves stay below this
 STRUCTURE_FORMAT = "dpportal.range_count/1"
+MISSING_POLICY = "rows with a missing value in any of the columns are not counted"
 Plan = IdentityPlan | PerQueryPlan | TreePlan | PathTreePlan | MN12Plan
 
 PLAN_TYPES: dict[str, type[Plan]] = {
@@ -337,17 +338,27 @@ def support_from_schema(schema: Schema, columns: Sequence[str], params: dict[str
     if bad:
         raise MechanismError(f"range counting needs numeric columns; {bad[0]!r} is not numeric")
     # `bad` is empty here, so every spec is a NumericColumn (mypy cannot narrow via hasattr).
-    bounds = [(s.lower, s.upper) for s in cast(list[NumericColumn], specs)]
+    bounds = [range_bounds(s) for s in cast(list[NumericColumn], specs)]
     if params.get("points") is not None:
         return point_support(columns, bounds, params["points"])
     grid = params.get("grid")
     if grid is None:
-        shape = tuple(s.n_cells for s in specs)
+        shape = tuple(s.n_bins for s in cast(list[NumericColumn], specs))
     elif isinstance(grid, str):
         shape = parse_grid(grid, len(columns))
     else:
         shape = parse_grid("x".join(str(g) for g in grid), len(columns))
     return grid_support(columns, bounds, shape)
+
+
+def range_bounds(spec: NumericColumn) -> tuple[float, float]:
+    """The support's bounds: the schema's, half a unit wider for a whole-number column.
+
+    Grid points then sit on the whole numbers, so a range [3, 5] counts 3, 4 and 5.
+    """
+    if spec.integer:
+        return spec.lower - 0.5, spec.upper + 0.5
+    return spec.lower, spec.upper
 
 
 def workload_from_params(
@@ -370,14 +381,16 @@ def workload_from_params(
 
 
 def support_counts(
-    support: Support, data: pd.DataFrame | ChunkedTable, columns: Sequence[str]
+    support: Support, data: pd.DataFrame | ChunkedTable, columns: Sequence[str], schema: Schema
 ) -> AnyArray:
-    """Records per support point, from a DataFrame or a ChunkedTable, one chunk at a time."""
+    """Records per support point, from a DataFrame or a ChunkedTable, one chunk at a time.
+
+    Rows with a missing value in any of `columns` are not counted (see `Support.counts`).
+    """
+    specs = {c: cast(NumericColumn, schema.column(c)) for c in columns}
     counts = np.zeros(support.n, dtype=np.int64)
     for _start, piece in table_chunks(data, CHUNK_ROWS):
-        values = np.column_stack(
-            [pd.to_numeric(piece[c], errors="coerce").to_numpy(float) for c in columns]
-        )
+        values = np.column_stack([specs[c].numbers(piece[c]) for c in columns])
         counts += support.counts(values)
     return counts
 
@@ -401,7 +414,7 @@ def range_count_release(
     """
     support = support_from_schema(schema, columns, params)
     queries = workload_from_params(support, params, rng)
-    counts = support_counts(support, data, columns)
+    counts = support_counts(support, data, columns, schema)
     result = range_count(
         counts,
         support,
@@ -434,6 +447,7 @@ def range_count_release(
         "columns": list(columns),
         **public_params,
         "chosen_mechanism": result.mechanism,
+        "missing_values": MISSING_POLICY,
         "queries": len(queries),
     }
     files = {

@@ -76,7 +76,15 @@ class Support:
         return out
 
     def counts(self, values: AnyArray) -> AnyArray:
-        """Private count vector x (n,): number of records snapped to each support point."""
+        """Private count vector x (n,): number of records snapped to each support point.
+
+        A record with a missing (NaN) coordinate is left out: the declared drop of range
+        counting. Dropping is 1-stable (a changed row still moves at most its own point's
+        count), so the plan's sensitivity and accounting hold unchanged and nothing extra is
+        spent; the number dropped is not released.
+        """
+        values = np.asarray(values, dtype=float).reshape(-1, self.dim)
+        values = values[~np.isnan(values).any(axis=1)]
         return np.bincount(self.snap(values), minlength=self.n).astype(np.int64)
 
     def to_dict(self) -> dict[str, Any]:

@@ -3,12 +3,21 @@
 // estimate (the server spends the stated share of the budget and records it).
 (function () {
   "use strict";
+  // cell class -> the column types it applies to
+  var APPLIES = {
+    "numeric-only": ["numeric", "date"],
+    "number-only": ["numeric"],
+    "date-only": ["date"],
+    "categorical-only": ["categorical"],
+    "used-only": ["numeric", "date", "categorical"]
+  };
   function showFor(row) {
     var type = row.querySelector("select[name$='-type']").value;
-    ["numeric", "categorical"].forEach(function (kind) {
-      row.querySelectorAll("." + kind + "-only").forEach(function (cell) {
-        cell.querySelectorAll("input, select, textarea, button").forEach(function (input) { input.disabled = type !== kind; });
-        cell.classList.toggle("inactive", type !== kind);
+    Object.keys(APPLIES).forEach(function (name) {
+      var off = APPLIES[name].indexOf(type) < 0;
+      row.querySelectorAll("." + name).forEach(function (cell) {
+        cell.querySelectorAll("input, select, textarea, button").forEach(function (input) { input.disabled = off; });
+        cell.classList.toggle("inactive", off);
       });
     });
   }

@@ -308,12 +308,22 @@ def test_schema_confirmation_stores_the_mechanisms_schema(owner, dataset):
     assert dataset.schema_confirmed
     assert dataset.schema == {
         "columns": [
-            {"name": "age", "type": "numeric", "lower": 0, "upper": 120, "bins": 12},
+            {
+                "name": "age",
+                "type": "numeric",
+                "lower": 0,
+                "upper": 120,
+                "bins": 12,
+                "missing": "cell",  # the defaults of issue 14, stored explicitly
+                "integer": False,
+                "decimals": 1,
+            },
             {
                 "name": "sex",
                 "type": "categorical",
                 "categories": ["F", "M", "X"],
                 "unknown": "reject",
+                "missing": "cell",
             },
             {"name": "city", "type": "ignored"},
         ]
@@ -617,7 +627,7 @@ def test_whole_numbers_with_gaps_match_categories_as_text(owner):
             ]
         }
     )
-    assert schema.encode(frame, ["code"])[:, 0].tolist() == [0, 2, 1, 0]  # 2 = "(other)"
+    assert schema.encode(frame, ["code"])[:, 0].tolist() == [0, 3, 1, 0]  # 3 = "(missing)"
 
 
 def test_upload_handler_streams_to_private_storage_and_stops_at_the_limit(private_storage):

@@ -118,7 +118,8 @@ def test_proposals(tmp_path):
     rows = ["age,sex,id,empty"] + [f"{20 + i % 50},{'FM'[i % 2]},id{i}," for i in range(200)]
     result, _ = read(tmp_path, ("\n".join(rows) + "\n").encode())
     proposals = {p["name"]: p for p in result.proposals}
-    assert proposals["age"] == {"name": "age", "missing": 0, "type": "numeric", "bins": 10}
+    # issue 14: whole numbers are proposed as a type, with the schema's default bins
+    assert proposals["age"] == {"name": "age", "missing": 0, "type": "numeric", "integer": True}
     assert proposals["sex"] == {
         "name": "sex",
         "missing": 0,

@@ -2,8 +2,11 @@
 never make it fail, and no value from the data reaches a log line or an error page.
 
 Every value a release would refuse is found when the schema is confirmed, in the stored copy of
-the table: missing values, text, NaN and infinite values (inf, -inf, 1e309) in a numeric column,
-and values outside the categories of a column whose unlisted values stop the release. Files are
+the table: text and infinite values (inf, -inf, 1e309) in a numeric column, missing values and
+NaN in a column whose "missing" is "reject", and values outside the categories of a column whose
+unlisted values stop the release. With "missing": "cell" (the default) and "unknown": "other",
+missing values, NaN and undeclared categories are handled instead: the schema is confirmed and
+the release runs (issue 14). Files are
 uploaded through the Django test client (which raises on any HTTP 500).
 A release on a confirmed schema of awkward but valid data (values at the bounds, values outside
 them that clamp, values grouped as "(other)", missing categorical values) finishes "done" in a
@@ -11,8 +14,10 @@ real worker.
 """
 
 import html
+import io
 import re
 
+import pandas as pd
 import pytest
 from django.urls import reverse
 from django.utils import timezone
@@ -23,8 +28,15 @@ from tests.conftest import wait_until
 from tests.helpers import client_for, make_user, schema_post, upload
 
 GOOD = 1100  # more than the 1000 lines the type guess samples: late values reach the parser
-NUMERIC_X = {"type": "numeric", "lower": "0", "upper": "100", "bins": "10"}
-REJECTING_C = {"type": "categorical", "categories": "A\nB", "unknown": "reject"}
+NUMERIC_X = {"type": "numeric", "lower": "0", "upper": "100", "bins": "10", "missing": "reject"}
+REJECTING_C = {
+    "type": "categorical",
+    "categories": "A\nB",
+    "unknown": "reject",
+    "missing": "reject",
+}
+LENIENT_X = NUMERIC_X | {"missing": "cell"}
+LENIENT_C = REJECTING_C | {"missing": "cell", "unknown": "other"}
 RAW_TOKENS = re.compile(r"\b(inf|infinity|nan|1e309|zebra|Q)\b", re.IGNORECASE)
 
 # cause: (value of x, value of c, data row, what the message says)
@@ -37,7 +49,7 @@ CAUSES = {
     "1e309, among the sampled lines": ("1e309", "A", 3, "1 infinite values"),
     "inf, among the sampled lines (a text column)": ("inf", "A", 2, "1 infinite values"),
     "an undeclared category under reject": ("5", "Q", 1050, "1 value is not among"),
-    "a missing category under reject": ("5", "", 1050, "1 value is not among"),
+    "a missing category under reject": ("5", "", 1050, "1 empty (missing) values"),
 }
 
 
@@ -90,6 +102,61 @@ def test_every_cause_of_a_failed_release_is_refused_at_confirmation(cause, caplo
     assert response.status_code == 302, page
 
 
+HANDLED = {
+    "missing number",
+    "NaN",
+    "an undeclared category under reject",
+    "a missing category under reject",
+}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("cause", list(CAUSES))
+def test_with_a_missing_cell_every_cause_is_handled_or_refused_never_failing_a_release(
+    cause, monkeypatch
+):
+    """Issue 14: with "missing": "cell" and "unknown": "other" every data-content cause either
+    confirms and then releases (missing, NaN, undeclared or missing category: their own
+    cells), or is refused at confirmation with the column, count and row (text, infinite).
+    Each release that starts is computed on the stored data and must not fail."""
+    monkeypatch.setattr(services.delivery, "release_send", lambda pk: True)
+    x, c, row, says = CAUSES[cause]
+    owner = make_user("alice")
+    client = client_for(owner)
+    upload(client, table_with(x, c, row), filename="awkward.csv")
+    dataset = Dataset.objects.get()
+    response, page = confirm(client, dataset, (LENIENT_X, LENIENT_C))
+    if cause not in HANDLED:
+        assert response.status_code == 400 and says in page and f"data row {row:,}" in page, page
+        return
+    assert response.status_code == 302, page
+    dataset.refresh_from_db()
+    for mechanism, params, rows in (
+        ("perturbed_histogram", {"rows": 50}, 50),
+        ("smoothed_histogram", {"rows": 5}, 5),
+        ("mwem", {"marginals": 1}, GOOD),
+    ):
+        release = services.release_create(
+            dataset=dataset,
+            user=owner,
+            mechanism=mechanism,
+            columns=["x", "c"],
+            params=params,
+            epsilon="0.3",
+        )
+        output = release_engine.compute(release, progress=lambda *args: None)
+        synthetic = pd.read_csv(io.BytesIO(output.files["synthetic.csv"]))
+        assert list(synthetic.columns) == ["x", "c"] and len(synthetic) == rows
+        labels = (
+            pd.read_csv(io.BytesIO(output.files["noisy_counts.csv"]))["c"]
+            if ("noisy_counts.csv" in output.files)
+            else pd.Series(["(missing)"])
+        )
+        assert "(missing)" in set(labels)  # the declared cell, whatever the data
+    # the confirmed schema publishes the declared treatment of missing values
+    assert [col["missing"] for col in dataset.schema["columns"]] == ["cell", "cell"]
+
+
 @pytest.mark.django_db
 @pytest.mark.parametrize(
     "cause",
@@ -114,6 +181,8 @@ def test_broken_twin_without_the_check_the_release_fails_after_reading(cause):
             {"name": "c", "type": "categorical", "categories": ["A", "B"], "unknown": "reject"},
         ]
     }
+    for column in schema["columns"]:
+        column["missing"] = "reject"
     Dataset.objects.filter(pk=dataset.pk).update(schema=schema, schema_confirmed_at=timezone.now())
     release = Release.objects.create(
         dataset=Dataset.objects.get(),

@@ -13,7 +13,14 @@ from mechanisms.range_count.api import support_counts, support_from_schema
 SCHEMA = Schema.from_dict(
     {
         "columns": [
-            {"name": "x", "type": "numeric", "lower": 0, "upper": 10, "bins": 5},
+            {
+                "name": "x",
+                "type": "numeric",
+                "lower": 0,
+                "upper": 10,
+                "bins": 5,
+                "missing": "reject",
+            },
             {"name": "y", "type": "numeric", "lower": -1, "upper": 1, "bins": [-1, -0.5, 0, 1]},
             {"name": "c", "type": "categorical", "categories": ["a", "b", "7"]},
             {"name": "k", "type": "categorical", "categories": ["1", "2"], "unknown": "reject"},
@@ -61,8 +68,8 @@ def test_cell_counts_from_chunks_equal_the_whole_table(sizes):
     assert whole.sum() == ROWS and np.array_equal(whole, chunked)
     support = support_from_schema(SCHEMA, ["x", "y"], {"grid": "4x3"})
     assert np.array_equal(
-        support_counts(support, frame, ["x", "y"]),
-        support_counts(support, pieces(frame, sizes), ["x", "y"]),
+        support_counts(support, frame, ["x", "y"], SCHEMA),
+        support_counts(support, pieces(frame, sizes), ["x", "y"], SCHEMA),
     )
 
 
@@ -150,7 +157,7 @@ def test_categories_match_each_value_as_text(values):
     comparing every value's text."""
     column = SCHEMA.column("c")
     expected = [
-        ["a", "b", "7"].index(str(v)) if str(v) in ("a", "b", "7") else 3
-        for v in values.astype("string").fillna("<missing>")
+        ["a", "b", "7"].index(str(v)) if str(v) in ("a", "b", "7") else 3 if str(v) != "<NA>" else 4
+        for v in values.astype("string").fillna("<NA>")  # 3: "(other)", 4: "(missing)"
     ]
     assert column.encode(values).tolist() == expected

@@ -82,7 +82,8 @@ def test_perturbed_histogram_writes_the_release(files, capsys):
     counts = pd.read_csv(out / "noisy_counts.csv", keep_default_na=False)
     negative = counts["noisy_count"] < 0
     header = ["age", "sex", "noisy_count", "ci_lower", "ci_upper"]
-    assert list(counts.columns)[:5] == header and len(counts) == 8 * 3
+    # 8 bins and 2 categories, "(other)", and each column's "(missing)" cell
+    assert list(counts.columns)[:5] == header and len(counts) == 9 * 4
     assert ("note" in counts) == negative.any()  # a negative count is explained on its row
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["mechanism"] == "perturbed_histogram"
@@ -112,13 +113,13 @@ def test_smoothed_histogram_writes_the_release(files):
         "--epsilon",
         "2",
         "--mix",
-        "0.5",
+        "0.6",
         "--out",
         str(out),
     ]
     assert main(argv) == 0
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["parameters"]["mix"] == 0.5
+    assert manifest["parameters"]["mix"] == 0.6
     assert manifest["parameters"]["rows"] == len(pd.read_csv(out / "synthetic.csv")) == 1
     assert manifest["random_source"] == "secure"
     assert "row count" in manifest["accounting"]["note"]
@@ -295,12 +296,20 @@ def test_a_custodian_record_inside_the_public_folder_is_refused(files, capsys):
 
 STRICT = {
     "columns": [
-        {"name": "age", "type": "numeric", "lower": 17, "upper": 90, "bins": 8},
+        {
+            "name": "age",
+            "type": "numeric",
+            "lower": 17,
+            "upper": 90,
+            "bins": 8,
+            "missing": "reject",
+        },
         {
             "name": "sex",
             "type": "categorical",
             "categories": ["Female", "Male"],
             "unknown": "reject",
+            "missing": "reject",
         },
     ]
 }
@@ -309,12 +318,12 @@ STRICT = {
 @pytest.mark.parametrize(
     "column, bad, message",
     [
-        ("age", "", "column 'age' cannot be numeric: it has 1 empty (missing)"),
+        ("age", "", "column 'age' has 1 empty (missing) or NaN values (the first on data row 3)"),
         ("age", "old", "column 'age' cannot be numeric: it has 1 values that are not numbers"),
-        ("age", "nan", "column 'age' cannot be numeric: it has 1 empty (missing) or NaN"),
+        ("age", "nan", "column 'age' has 1 NaN (not a number) values"),
         ("age", "inf", "column 'age' cannot be numeric: it has 1 infinite values"),
         ("sex", "X", "column 'sex': 1 value is not among its declared categories"),
-        ("sex", "", "column 'sex': 1 value is not among its declared categories"),
+        ("sex", "", "column 'sex' has 1 empty (missing) values"),
     ],
     ids=["missing", "text", "nan", "inf", "undeclared-category", "missing-category"],
 )

@@ -50,7 +50,7 @@ def test_a_compressed_input_releases_like_the_plain_one(tmp_path, name, content)
     status, out = run(tmp_path, name, content)
     assert status == 0
     counts = pd.read_csv(out / "noisy_counts.csv")
-    assert len(counts) == 4  # the four declared bins, read from the one age column
+    assert len(counts) == 5  # the four declared bins and "(missing)", from the one age column
 
 
 @pytest.mark.parametrize(

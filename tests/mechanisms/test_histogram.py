@@ -36,7 +36,15 @@ N_AUDIT = 100_000
 SCHEMA = Schema.from_dict(
     {
         "columns": [
-            {"name": "x", "type": "numeric", "lower": 0, "upper": 1, "bins": 4},
+            # exactly 4 cells along x (no "(missing)" cell), as the statistical tests assume
+            {
+                "name": "x",
+                "type": "numeric",
+                "lower": 0,
+                "upper": 1,
+                "bins": 4,
+                "missing": "reject",
+            },
             {"name": "g", "type": "categorical", "categories": ["a", "b"], "unknown": "other"},
         ]
     }
@@ -296,8 +304,12 @@ def test_perturbed_broken_twin_fails_the_event_test(monkeypatch, case, factor, e
     assert not result.passed, result.summary()
 
 
-SMOOTH = Schema.from_dict(
-    {"columns": [{"name": "x", "type": "numeric", "lower": 0, "upper": 1, "bins": 4}]}
+SMOOTH = Schema.from_dict(  # 4 cells: no "(missing)" cell
+    {
+        "columns": [
+            {"name": "x", "type": "numeric", "lower": 0, "upper": 1, "bins": 4, "missing": "reject"}
+        ]
+    }
 )
 SMOOTH_D = pd.DataFrame({"x": [0.1] * 9 + [0.3]})  # nothing in the last bin
 SMOOTH_D2 = pd.DataFrame({"x": [0.1] * 9 + [0.99]})  # one row replaced into it
@@ -343,7 +355,7 @@ def test_perturbed_makes_the_same_draws_on_neighbours(case):
     assert runs[0] == runs[1]
     noise = [c for c in runs[0] if c.primitive == "discrete_laplace"]
     [call] = noise
-    assert call.size == (4, 3)
+    assert call.size == (4, 4)  # x's 4 bins; g's categories, "(other)" and "(missing)"
     # the smallest float whose loss sensitivity / scale, exactly, is at most 0.7
     exact = Fraction(histogram.count_sensitivity(neighbouring)) / Fraction(0.7)
     assert Fraction(call.scale) >= exact > Fraction(math.nextafter(call.scale, 0))

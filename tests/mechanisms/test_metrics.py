@@ -30,8 +30,10 @@ def test_squared_l2_of_piecewise_constant_densities():
 
 def test_cell_volumes_multiply_bin_widths():
     volumes = metrics.cell_volumes(SCHEMA, ["x", "y", "g"])
-    assert volumes.shape == (2, 2, 4) and np.allclose(volumes, 0.5)
-    assert metrics.cell_volumes(SCHEMA, ["x", "y"]).sum() == pytest.approx(2.0)
+    # each column's last cell is its "(missing)" cell, of width 1
+    assert volumes.shape == (3, 3, 5) and np.allclose(volumes[:2, :2, :4], 0.5)
+    assert volumes[2, 2, 4] == 1
+    assert metrics.cell_volumes(SCHEMA, ["x", "y"]).sum() == pytest.approx(6.0)  # (1 + 1)(2 + 1)
 
 
 def test_ks_distance_matches_scipy_and_hand_values():

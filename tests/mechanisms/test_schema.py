@@ -8,7 +8,7 @@ import pytest
 
 from mechanisms.errors import MechanismError
 from mechanisms.noise import seeded_source
-from mechanisms.schema import OTHER_LABEL, Schema
+from mechanisms.schema import MISSING_LABEL, OTHER_LABEL, Schema
 
 SCHEMA = {
     "columns": [
@@ -41,9 +41,11 @@ def test_it_round_trips_its_json_form(schema, tmp_path):
 
 def test_it_describes_the_domain(schema):
     assert schema.resolve_columns(None) == ["age", "hours", "sex", "race"]
-    assert schema.domain_shape(["age", "hours", "sex", "race"]) == (8, 3, 2, 3)
-    assert schema.axis_labels("hours") == ["0 to under 20", "20 to under 40", "40 to 100"]
-    assert schema.axis_labels("race") == ["A", "B", OTHER_LABEL]
+    # every column has its "(missing)" cell (the default "missing": "cell"), data or not
+    assert schema.domain_shape(["age", "hours", "sex", "race"]) == (9, 4, 3, 4)
+    labels = ["0 to under 20", "20 to under 40", "40 to 100", MISSING_LABEL]
+    assert schema.axis_labels("hours") == labels
+    assert schema.axis_labels("race") == ["A", "B", OTHER_LABEL, MISSING_LABEL]
 
 
 def test_it_clamps_and_bins_numeric_values(schema):
@@ -59,13 +61,13 @@ def test_it_clamps_and_bins_numeric_values(schema):
 def test_infinite_and_huge_values_land_in_the_edge_bins(schema, column):
     """Audit item 7a: values beyond int64 once wrapped into bin 0 when cast before clamping."""
     values = np.array([np.inf, 1e300, 1e19, -np.inf, -1e300, -1e19])
-    top = schema.column(column).n_cells - 1
+    top = schema.column(column).n_bins - 1
     assert schema.column(column).encode(values).tolist() == [top, top, top, 0, 0, 0]
 
 
 def test_it_maps_unknown_categories_to_other_or_refuses(schema):
     df = pd.DataFrame({"race": ["B", "A", "Z", None], "sex": ["Male", "Female", "Male", "?"]})
-    assert schema.encode(df, ["race"])[:, 0].tolist() == [1, 0, 2, 2]
+    assert schema.encode(df, ["race"])[:, 0].tolist() == [1, 0, 2, 3]  # None: "(missing)"
     refused = r"'sex' has 1 values outside .* \(first on data row 4\)"
     with pytest.raises(MechanismError, match=refused):
         schema.encode(df, ["sex"])
@@ -78,13 +80,17 @@ def test_it_matches_categories_as_text():
     assert schema.encode(pd.DataFrame({"edu": [13, 9, 13]}), None)[:, 0].tolist() == [1, 0, 1]
 
 
-def test_it_refuses_missing_numbers_without_quoting_the_data(schema):
-    df = pd.DataFrame({"age": ["31", "secret-value", None]})
+def test_it_refuses_missing_numbers_without_quoting_the_data():
+    strict = Schema.from_dict(
+        {"columns": [SCHEMA["columns"][0] | {"missing": "reject"}, SCHEMA["columns"][1]]}
+    )
+    df = pd.DataFrame({"age": ["31", "secret-value", None], "hours": [None, "1", None]})
     with pytest.raises(
-        MechanismError, match=r"'age' has 2 missing or non-numeric .*data row 2"
+        MechanismError, match=r"'age' has 2 missing or unreadable .*data row 2"
     ) as info:
-        schema.encode(df, ["age"])
+        strict.encode(df, ["age"])
     assert "secret-value" not in str(info.value)
+    assert strict.encode(df, ["hours"])[:, 0].tolist() == [3, 0, 3]  # "missing": "cell"
 
 
 def test_flat_cell_counts_agree_with_per_column_codes(schema):
@@ -101,7 +107,7 @@ def test_flat_cell_counts_agree_with_per_column_codes(schema):
     counts = schema.cell_counts(df, columns)
     expected = np.zeros(schema.domain_shape(columns), dtype=np.int64)
     np.add.at(expected, tuple(codes.T), 1)
-    assert counts.shape == (8, 3, 3) and np.array_equal(counts, expected)
+    assert counts.shape == (9, 4, 4) and np.array_equal(counts, expected)
     assert np.array_equal(
         schema.cell_index(df, columns), np.ravel_multi_index(tuple(codes.T), counts.shape)
     )
@@ -150,7 +156,30 @@ def test_its_domain_never_depends_on_the_data(schema):
             {"name": "a", "type": "categorical", "categories": ["x"], "unknown": "drop"},
             r"unknown \('drop'\)",
         ),
-        ({"name": "a", "type": "date"}, r"type \('date'\) must be numeric, categorical or ignored"),
+        (
+            {"name": "a", "type": "datetime"},
+            r"type \('datetime'\) must be numeric, date, categorical or ignored",
+        ),
+        ({"name": "a", "type": "date"}, r"part \(None\) must be one of year, month"),
+        ({"name": "a", "type": "date", "part": "month", "upper": 13}, "between 1 and 12"),
+        ({"name": "a", "type": "date", "part": "date", "lower": "2020-02-31"}, "YYYY-MM-DD"),
+        (
+            {"name": "a", "type": "numeric", "lower": 0, "upper": 1, "bins": 2, "missing": "x"},
+            r'missing \(\'x\'\) must be "cell" or "reject"',
+        ),
+        (
+            {"name": "a", "type": "numeric", "lower": 0, "upper": 9.5, "integer": True},
+            "must be whole numbers",
+        ),
+        (
+            {"name": "a", "type": "numeric", "lower": 1, "upper": 12, "integer": True, "bins": 13},
+            "at most one bin per whole number",
+        ),
+        (
+            {"name": "a", "type": "numeric", "lower": 0, "upper": 1, "bins": 10, "decimals": 0},
+            r"decimals \(0\) leaves no value inside the bin \[0.1, 0.2\)",
+        ),
+        ({"name": "a", "type": "categorical", "categories": ["x", "(missing)"]}, "distinct"),
         ({"type": "ignored"}, 'non-empty "name"'),
     ],
 )

@@ -104,8 +104,12 @@ def histogram_samples(case, epsilon, factor, draws):
 
 # ---------------------------------------------------------------- smoothed histogram
 
-SMOOTH = Schema.from_dict(
-    {"columns": [{"name": "x", "type": "numeric", "lower": 0, "upper": 1, "bins": 2}]}
+SMOOTH = Schema.from_dict(  # exactly two cells: no "(missing)" cell
+    {
+        "columns": [
+            {"name": "x", "type": "numeric", "lower": 0, "upper": 1, "bins": 2, "missing": "reject"}
+        ]
+    }
 )
 SMOOTH_D, SMOOTH_D2 = pd.DataFrame({"x": [0.1, 0.2]}), pd.DataFrame({"x": [0.1, 0.9]})
 
