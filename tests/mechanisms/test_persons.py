@@ -267,3 +267,23 @@ def test_chunked_input_is_bounded_like_a_dataframe():
         rng=seeded_source(1),
     )
     assert out.custodian == {"rows_dropped_by_bounding": 5 - K}
+
+
+def test_the_command_line_reads_the_same_keys_and_keeps_the_drop_count_private(tmp_path, capsys):
+    from mechanisms.__main__ import main
+
+    (tmp_path / "schema.json").write_text(json.dumps(SCHEMA))
+    D.to_csv(tmp_path / "data.csv", index=False)
+    out, record = tmp_path / "public", tmp_path / "owner.json"
+    argv = ["perturbed-histogram", "--input", str(tmp_path / "data.csv"), "--schema"]
+    argv += [str(tmp_path / "schema.json"), "--epsilon", "1", "--out", str(out)]
+    assert main([*argv, "--custodian-record", str(record), "--max-rows-per-person", "2"]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["guarantee"]["neighbouring"] == "add-remove"  # the person-level default
+    assert manifest["guarantee"]["unit"].startswith("one person: all rows with the same pid")
+    assert manifest["guarantee"]["max_rows_per_person"] == 2
+    assert json.loads(record.read_text())["rows_dropped_by_bounding"] == 1 + 3  # c: 1, big: 3
+    public = "".join(p.read_text() for p in out.iterdir())
+    assert "rows_dropped" not in public and "big" not in public
+    assert main([*argv, "--max-rows-per-person", "0"]) == 2
+    assert "whole number from 1" in capsys.readouterr().err
