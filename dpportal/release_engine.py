@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import mechanisms
+from mechanisms import persons
 from mechanisms.accounting import float_at_most
 from mechanisms.schema import CHUNK_ROWS
 
@@ -72,9 +73,9 @@ def compute(release, progress):
     progress(0, 1, "reading data")
     chunked = dataset.sha256 and mechanisms.reads_in_chunks(release.mechanism)
     read = read_in_chunks if chunked else load_columns
-    data = read(dataset, release.columns)
     try:
         schema = mechanisms.Schema.from_dict(dataset.schema)
+        data = read(dataset, [*release.columns, *_person_column(schema)])
         return mechanisms.run_release(
             release.mechanism,
             data,
@@ -91,6 +92,11 @@ def compute(release, progress):
         raise ReleaseInputError(str(exc)) from exc
 
 
+def _person_column(schema) -> list[str]:
+    """The person column, read so run_release can bound rows per person (it is never released)."""
+    return [schema.person.column] if schema.person is not None else []
+
+
 # ---------------------------------------------------------------- release pages: expected accuracy
 
 
@@ -103,13 +109,16 @@ def expected_accuracy(dataset, *, mechanism, columns, params, epsilon, delta=0.0
     whose noise 64-bit counts cannot carry), so the form shows them before any budget is spent.
     """
     schema = mechanisms.Schema.from_dict(dataset.schema)
+    budget = persons.mechanism_budget(  # person level: the row-level share of the request
+        schema.person, float_at_most(epsilon), float_at_most(delta), dataset.neighbouring
+    )
     plan = mechanisms.catalogue.spec(mechanism).plan(
         schema,
         list(columns),
         params,
-        epsilon=float_at_most(epsilon),
-        delta=float_at_most(delta),
-        neighbouring=dataset.neighbouring,
+        epsilon=budget[0],
+        delta=budget[1],
+        neighbouring=budget[2],
         n=dataset.row_count,
     )
     return catalogue.accuracy_lines(mechanism, plan, schema, columns, dataset.row_count)

@@ -180,6 +180,20 @@ def bound_contributions(
     return kept.reset_index(drop=True), len(data) - len(keep)
 
 
+def mechanism_budget(
+    person: PersonLevel | None, epsilon: float, delta: float, neighbouring: str
+) -> tuple[float, float, str]:
+    """(epsilon, delta, neighbouring) a mechanism (or its accuracy preview) runs at.
+
+    Row level: the request itself. Person level: `row_level_budget` for the person's group
+    of rows, under row-level add-remove.
+    """
+    if person is None:
+        return epsilon, delta, neighbouring
+    group = person.group_size(neighbouring)
+    return (*row_level_budget(epsilon, delta, group), "add-remove")
+
+
 def row_level_budget(epsilon: float, delta: float, group: int) -> tuple[float, float]:
     """(epsilon_row, delta) for a row-level add-remove run, so `group` rows cost (epsilon, delta).
 
