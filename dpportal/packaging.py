@@ -134,6 +134,18 @@ def _paragraph(text: str) -> str:
     )
 
 
+def _protected(release) -> str:
+    """What one neighbouring step changes: one person's row, or all rows of one person."""
+    guarantee = (release.manifest or {}).get("guarantee") or {}
+    k = guarantee.get("max_rows_per_person")
+    if k is None:
+        return "any one person's row"
+    return (
+        f"all the rows of any one person (the unit of privacy: {guarantee.get('unit')}; "
+        f"rows beyond {k} per person were left out at random)"
+    )
+
+
 def readme_text(release, names) -> str:
     """A plain-language explanation of the package and its privacy guarantee."""
     delta = release.delta
@@ -166,7 +178,7 @@ def readme_text(release, names) -> str:
     )
     meaning = _paragraph(
         "Random noise was added so that anything you can learn from these files would have "
-        "been almost as likely to be learnt if any one person's row had been "
+        f"been almost as likely to be learnt if {_protected(release)} had been "
         f"{change}. So these files reveal very little about any one person in the table. "
         "The smaller epsilon is, the stronger the protection and the noisier the numbers. "
         "The protection holds whatever else you know and whatever you do with these files."

@@ -194,6 +194,16 @@ def mechanism_budget(
     return (*row_level_budget(epsilon, delta, group), "add-remove")
 
 
+def rows_over_bound(ids: pd.Series[Any], max_rows: int) -> int:
+    """Rows bounding drops: the sum over persons of (rows - k) where positive.
+
+    Custodian-only (it is computed from the raw rows per person and is not private); it does
+    not depend on which rows were chosen, so the owner's page can recompute it from the data.
+    """
+    per_person = ids.value_counts().to_numpy()
+    return int(np.maximum(per_person - max_rows, 0).sum())
+
+
 def row_level_budget(epsilon: float, delta: float, group: int) -> tuple[float, float]:
     """(epsilon_row, delta) for a row-level add-remove run, so `group` rows cost (epsilon, delta).
 

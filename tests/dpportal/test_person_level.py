@@ -1,0 +1,57 @@
+"""Person-level releases in the portal: a schema with a person column and k, released through
+the real release service; the results page and the package state the unit; only the owner sees
+how many rows bounding dropped; the ID column is in no public file."""
+
+import json
+
+import pandas as pd
+import pytest
+from django.urls import reverse
+
+from dpportal import packaging
+from tests.helpers import DEMO_SCHEMA, SMALL_ADULT, client_for, make_dataset, make_release, run_now
+
+UNIT = "one person: all rows with the same visitor, at most 2 rows each"
+
+
+@pytest.fixture
+def person_release(owner, tmp_path):
+    table = pd.read_csv(SMALL_ADULT)
+    table.insert(0, "visitor", [f"v{i // 3}" for i in range(len(table))])  # 3 rows per person
+    path = tmp_path / "visits.csv"
+    table.to_csv(path, index=False)
+    schema = {
+        "columns": [{"name": "visitor", "role": "person_id"}, *DEMO_SCHEMA["columns"]],
+        "max_rows_per_person": 2,
+    }
+    dataset = make_dataset(owner, schema=schema, path=path, name="Visits")
+    release = run_now(make_release(owner, dataset, params={"rows": 50}))
+    people = -(-len(table) // 3)
+    dropped = len(table) - 2 * people + (1 if len(table) % 3 == 1 else 0)
+    return release, dropped
+
+
+def test_a_person_level_release_states_its_unit_everywhere(owner, person_release):
+    release, dropped = person_release
+    guarantee = release.manifest["guarantee"]
+    assert guarantee["unit"] == UNIT and guarantee["max_rows_per_person"] == 2
+    assert guarantee["sensitivity"] == 4  # replace one person: 2k
+    page = client_for(owner).get(reverse("release_detail", args=[release.pk])).content.decode()
+    assert "Unit of privacy" in page and UNIT in page
+    assert f"dropped {dropped:,} rows" in page  # the owner alone
+    readme = packaging.package_file(release, "README.txt").decode()
+    assert "all the rows of any one person" in " ".join(readme.split())
+    public = b"".join(packaging.package_files(release).values()).decode()
+    assert "v1" not in public.replace("v1.", "")  # no ID value; (package version text aside)
+    assert "rows_dropped" not in json.dumps(release.manifest)
+
+
+def test_others_see_the_unit_but_not_the_rows_dropped(person_release, a_minute_later):
+    from tests.helpers import make_user
+
+    release, dropped = person_release
+    auditor = make_user("auditor2")
+    release.dataset.auditors.add(auditor)
+    page = client_for(auditor).get(reverse("release_detail", args=[release.pk])).content.decode()
+    assert UNIT in page
+    assert "dropped" not in page and f"{dropped:,}" not in page
