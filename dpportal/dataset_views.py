@@ -24,6 +24,7 @@ from .dataset_forms import (
 )
 from .formatting import plain_number
 from .models import Release
+from .person_forms import PersonForm, person_initial
 from .signals import client_address
 from .storage import UPLOAD_FIELD, PrivateUploadHandler
 from .timing import shown_status
@@ -307,18 +308,27 @@ def dataset_schema(request, pk):
     initial = [schema_initial(e) for e in entries]
     formset = SchemaFormSet(request.POST or None, initial=initial)
     statement = PublicKnowledgeForm(request.POST or None)
+    person = PersonForm(
+        request.POST or None,
+        columns=dataset.columns,
+        initial=person_initial(dataset.schema if dataset.schema_confirmed else None),
+    )
     if request.method == "POST" and formset.total_form_count() != len(dataset.columns):
         formset = SchemaFormSet(initial=initial)
         formset._non_form_errors = formset.error_class(
             ["The page was out of date (the columns changed); check the values and confirm again."]
         )
-    elif request.method == "POST" and all([formset.is_valid(), statement.is_valid()]):
-        schema = {
-            "columns": [
-                form.schema_entry(name)
-                for form, name in zip(formset.forms, dataset.columns, strict=True)
-            ]
-        }
+    elif request.method == "POST" and all(
+        [formset.is_valid(), statement.is_valid(), person.is_valid()]
+    ):
+        schema = person.apply(
+            {
+                "columns": [
+                    form.schema_entry(name)
+                    for form, name in zip(formset.forms, dataset.columns, strict=True)
+                ]
+            }
+        )
         try:
             services.dataset_confirm_schema(
                 dataset=dataset,
@@ -344,6 +354,7 @@ def dataset_schema(request, pk):
             "rows": rows,
             "nav": "datasets",
             "statement": statement,
+            "person": person,
             "from_proposal": not dataset.schema_confirmed,
         },
         status=status,

@@ -39,7 +39,7 @@ at person level (`check_person_level`) rather than run at row level.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
@@ -64,6 +64,7 @@ class PersonLevel:
 
     column: str
     max_rows: int
+    position: int = field(default=0, compare=False)  # where the column stands in the schema
 
     def unit(self) -> str:
         """The unit of privacy, in the words every manifest and page uses."""
@@ -113,7 +114,7 @@ def split_schema(document: dict[str, Any]) -> tuple[list[Any], PersonLevel | Non
             f"schema names the person column {name!r} but not max_rows_per_person; set the "
             "most rows one person may contribute (for example 1, 2, 5 or 10)"
         )
-    person = PersonLevel(name, check_max_rows(bound))
+    person = PersonLevel(name, check_max_rows(bound), entries.index(people[0]))
     return [c for c in entries if c is not people[0]], person
 
 
@@ -131,7 +132,7 @@ def for_release(person: PersonLevel | None, max_rows: int | None) -> PersonLevel
             "max_rows_per_person is set but the schema has no person column; mark the column "
             f'that identifies a person with "role": "{PERSON_ROLE}"'
         )
-    return PersonLevel(person.column, check_max_rows(max_rows))
+    return PersonLevel(person.column, check_max_rows(max_rows), person.position)
 
 
 def check_person_level(mechanism: str, delta: float, params: dict[str, Any]) -> None:

@@ -299,7 +299,8 @@ class Schema:
         document: dict[str, Any] = {"columns": [c.to_dict() for c in self.columns.values()]}
         if self.person is not None:
             column, top = schema_entries(self.person)
-            document = {"columns": [column, *document["columns"]], **top}
+            document["columns"].insert(self.person.position, column)
+            document.update(top)
         return document
 
     def column(self, name: str) -> Column:

@@ -55,3 +55,32 @@ def test_others_see_the_unit_but_not_the_rows_dropped(person_release, a_minute_l
     page = client_for(auditor).get(reverse("release_detail", args=[release.pk])).content.decode()
     assert UNIT in page
     assert "dropped" not in page and f"{dropped:,}" not in page
+
+
+PERSON_ROWS = [
+    {"type": "numeric", "lower": "0", "upper": "120", "bins": "12"},
+    {"type": "categorical", "categories": "F\nM\nX", "unknown": "reject"},
+    {"type": "ignored"},
+]
+
+
+def test_the_schema_page_asks_about_persons_and_stores_the_keys(owner, tmp_path):
+    from tests.helpers import SMALL_CSV, schema_post
+
+    (tmp_path / "people.csv").write_bytes(SMALL_CSV)  # age, sex, city
+    dataset = make_dataset(owner, schema=None, path=tmp_path / "people.csv", name="People")
+    url = reverse("dataset_schema", args=[dataset.pk])
+    client = client_for(owner)
+    page = client.get(url).content.decode()
+    assert "Can one person appear in several rows? Which column identifies them?" in page
+    assert "Noise grows with this number" in page
+    missing_k = client.post(url, {**schema_post(PERSON_ROWS), "person_column": "city"})
+    assert missing_k.status_code == 400
+    assert "Give the most rows one person may contribute" in missing_k.content.decode()
+    data = {**schema_post(PERSON_ROWS), "person_column": "city", "max_rows_per_person": "1"}
+    assert client.post(url, data).status_code == 302
+    dataset.refresh_from_db()
+    assert dataset.schema["max_rows_per_person"] == 1
+    assert {"name": "city", "role": "person_id"} in dataset.schema["columns"]
+    again = client.get(url).content.decode()  # the confirmed answer is shown again
+    assert '<option value="city" selected>' in again
