@@ -194,13 +194,19 @@ def _budget_initial(dataset):
 def _schema_rows(schema):
     rows = []
     for column in schema["columns"]:
-        if column["type"] == "numeric":
+        kind = column.get("type") or column.get("role")  # role: the person column
+        if kind == "person_id":
+            detail = (
+                f"identifies a person (at most {schema.get('max_rows_per_person')} rows each "
+                "are used); never released"
+            )
+        elif kind == "numeric":
             bins = column["bins"]
             detail = (
                 f"from {column['lower']:g} to {column['upper']:g}, "
                 f"{bins if isinstance(bins, int) else len(bins) - 1} bins"
             )
-        elif column["type"] == "categorical":
+        elif kind == "categorical":
             extra = ' plus "(other)"' if column.get("unknown") == "other" else ""
             detail = (
                 f"{len(column['categories'])} categories{extra}: "
@@ -209,7 +215,7 @@ def _schema_rows(schema):
             )
         else:
             detail = "not used in releases"
-        rows.append({"name": column["name"], "type": column["type"], "detail": detail})
+        rows.append({"name": column["name"], "type": kind, "detail": detail})
     return rows
 
 

@@ -109,6 +109,8 @@ def expected_accuracy(dataset, *, mechanism, columns, params, epsilon, delta=0.0
     whose noise 64-bit counts cannot carry), so the form shows them before any budget is spent.
     """
     schema = mechanisms.Schema.from_dict(dataset.schema)
+    if schema.person is not None:  # refused before any budget is spent, not in the worker
+        persons.check_person_level(mechanism, float(delta), dict(params or {}))
     budget = persons.mechanism_budget(  # person level: the row-level share of the request
         schema.person, float_at_most(epsilon), float_at_most(delta), dataset.neighbouring
     )

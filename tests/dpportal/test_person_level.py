@@ -9,6 +9,7 @@ import pytest
 from django.urls import reverse
 
 from dpportal import packaging
+from dpportal.models import Release
 from tests.helpers import DEMO_SCHEMA, SMALL_ADULT, client_for, make_dataset, make_release, run_now
 
 UNIT = "one person: all rows with the same visitor, at most 2 rows each"
@@ -84,3 +85,33 @@ def test_the_schema_page_asks_about_persons_and_stores_the_keys(owner, tmp_path)
     assert {"name": "city", "role": "person_id"} in dataset.schema["columns"]
     again = client.get(url).content.decode()  # the confirmed answer is shown again
     assert '<option value="city" selected>' in again
+
+
+def test_a_mechanism_without_a_person_level_form_is_refused_on_the_form(owner, person_release):
+    from tests.helpers import histogram_post, post_new_release
+
+    release, _ = person_release
+    dataset = release.dataset
+    data = histogram_post(mechanism="smoothed_histogram", rows="20")
+    response = post_new_release(client_for(owner), dataset.pk, data)
+    assert "smoothed_histogram cannot protect persons" in response.content.decode()
+    assert list(Release.objects.all()) == [release]  # refused before any budget was spent
+
+
+def test_auditors_never_see_the_row_count_of_a_person_level_dataset(person_release):
+    from dpportal.access import facts_visible_to
+    from tests.helpers import make_user
+
+    dataset = person_release[0].dataset
+    assert dataset.neighbouring == "replace-one"  # the row count would be public at row level
+    auditor = make_user("auditor3")
+    dataset.auditors.add(auditor)
+    assert "row_count" not in facts_visible_to(auditor, dataset)
+    page = client_for(auditor).get(reverse("dataset_detail", args=[dataset.pk])).content.decode()
+    assert f"{dataset.row_count:,}" not in page
+
+
+def test_the_dataset_page_describes_the_person_column(owner, person_release):
+    dataset = person_release[0].dataset
+    page = client_for(owner).get(reverse("dataset_detail", args=[dataset.pk])).content.decode()
+    assert "identifies a person (at most 2 rows each are used); never released" in page
