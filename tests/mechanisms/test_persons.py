@@ -1,9 +1,10 @@
 """Person-level privacy (mechanisms.persons): schema keys, contribution bounding, and the event
 test of docs/testing-privacy.md on person-level neighbours.
 
-Event tests: D and D' differ in all rows of one person with k = 3 rows (add-remove one person),
-all in one cell (the worst case: the L1 change is k on one count); D also has a person with
-5 rows in one cell, whom bounding cuts to 3. Each case records the noise scale the real
+Event tests: D and D' differ in all rows of one person with k = 3 rows, all in one cell (the
+worst case: the L1 change is k on one count) under add-remove one person, or those k rows
+moved to another cell (L1 change 2k) under replace one person; D also has a person with 5 rows
+in one cell, whom bounding cuts to 3. Each case records the noise scale the real
 person-level release draws (run_release through a RecordingSource), then draws n = 10^5 noisy
 outputs per side at that scale; alpha = 1e-6 family-wise. The claim is the REQUESTED epsilon
 (MWEM: its documented 1-way share, ADD_REMOVE_INIT_FRACTION of it). Each has a broken twin that
@@ -150,14 +151,14 @@ def test_bounding_chooses_a_uniform_subset_and_its_first_k_twin_fails(broken):
 # ---------------------------------------------------------------- event tests
 
 
-def _first_scale(mechanism, data, epsilon, params):
+def _first_scale(mechanism, data, epsilon, params, neighbouring):
     rng = RecordingSource(seeded_source(5))
     out = run_release(
         mechanism,
         data,
         Schema.from_dict(SCHEMA),
         epsilon=epsilon,
-        neighbouring="add-remove",
+        neighbouring=neighbouring,
         columns=["x"],
         params=params,
         rng=rng,
@@ -170,11 +171,42 @@ def _bounded_counts(data):
     return Schema.from_dict(SCHEMA).cell_counts(kept, ["x"])
 
 
+MOVED_PERSON = pd.DataFrame({"pid": ["new"] * K, "x": [0.95] * K})
+# replace one person: the k rows of "new" in bin 0 against k rows in bin 3 (L1 change 2k)
+D_REPLACED = pd.concat([D, MOVED_PERSON], ignore_index=True)
+RANGE = {"mechanism": "identity", "random_boxes": 2}
 CASES = {
-    # mechanism, params, requested epsilon, claim as a share of it (the documented split)
-    "perturbed_histogram": ("perturbed_histogram", {}, 1.0, 1.0),
-    "range_count identity": ("range_count", {"mechanism": "identity", "random_boxes": 2}, 1.0, 1.0),
-    "mwem 1-way start": ("mwem", {"rounds": 1}, 2.5, mwem_plan.ADD_REMOVE_INIT_FRACTION),
+    # mechanism, params, requested epsilon, claim as a share of it (the documented split),
+    # relation, D, D'
+    "perturbed_histogram": ("perturbed_histogram", {}, 1.0, 1.0, "add-remove", D, D2),
+    "perturbed_histogram, replace": (
+        "perturbed_histogram",
+        {},
+        1.0,
+        1.0,
+        "replace-one",
+        D2,
+        D_REPLACED,
+    ),
+    "range_count identity": ("range_count", RANGE, 1.0, 1.0, "add-remove", D, D2),
+    "range_count identity, replace": (
+        "range_count",
+        RANGE,
+        1.0,
+        1.0,
+        "replace-one",
+        D2,
+        D_REPLACED,
+    ),
+    "mwem 1-way start": (
+        "mwem",
+        {"rounds": 1},
+        2.5,
+        mwem_plan.ADD_REMOVE_INIT_FRACTION,
+        "add-remove",
+        D,
+        D2,
+    ),
 }
 
 
@@ -184,14 +216,15 @@ CASES = {
 def test_person_level_release_passes_the_event_test_and_its_one_row_twin_fails(
     monkeypatch, case, broken
 ):
-    mechanism, params, epsilon, share = CASES[case]
+    mechanism, params, epsilon, share, relation, d, d2 = CASES[case]
     if broken:  # calibrate for one row instead of k
         monkeypatch.setattr(persons.PersonLevel, "group_size", lambda self, neighbouring: 1)
-    scale, _ = _first_scale(mechanism, D, epsilon, params)
-    scale2, _ = _first_scale(mechanism, D2, epsilon, params)
+    scale, _ = _first_scale(mechanism, d, epsilon, params, relation)
+    scale2, _ = _first_scale(mechanism, d2, epsilon, params, relation)
     assert scale == scale2  # the noise never depends on the data
-    exact, exact2 = _bounded_counts(D), _bounded_counts(D2)
-    assert np.abs(exact - exact2).sum() == K  # neighbours: all k rows of one person
+    exact, exact2 = _bounded_counts(d), _bounded_counts(d2)
+    changed = K if relation == "add-remove" else 2 * K  # all k rows of one person
+    assert np.abs(exact - exact2).sum() == changed
     noise = seeded_source(21).discrete_laplace(scale, (2, N_PER_SIDE, exact.size))
     x, l1 = laplace_loss_statistic(exact.ravel() + noise[0], exact, exact2)
     x2, _ = laplace_loss_statistic(exact2.ravel() + noise[1], exact, exact2)
