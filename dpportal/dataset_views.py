@@ -24,7 +24,7 @@ from .dataset_forms import (
 )
 from .formatting import plain_number
 from .models import Release
-from .person_forms import PersonForm, person_initial
+from .person_forms import person_detail, person_form
 from .signals import client_address
 from .storage import UPLOAD_FIELD, PrivateUploadHandler
 from .timing import shown_status
@@ -196,10 +196,7 @@ def _schema_rows(schema):
     for column in schema["columns"]:
         kind = column.get("type") or column.get("role")  # role: the person column
         if kind == "person_id":
-            detail = (
-                f"identifies a person (at most {schema.get('max_rows_per_person')} rows each "
-                "are used); never released"
-            )
+            detail = person_detail(schema)
         elif kind == "numeric":
             bins = column["bins"]
             detail = (
@@ -314,11 +311,7 @@ def dataset_schema(request, pk):
     initial = [schema_initial(e) for e in entries]
     formset = SchemaFormSet(request.POST or None, initial=initial)
     statement = PublicKnowledgeForm(request.POST or None)
-    person = PersonForm(
-        request.POST or None,
-        columns=dataset.columns,
-        initial=person_initial(dataset.schema if dataset.schema_confirmed else None),
-    )
+    person = person_form(request.POST or None, dataset)
     if request.method == "POST" and formset.total_form_count() != len(dataset.columns):
         formset = SchemaFormSet(initial=initial)
         formset._non_form_errors = formset.error_class(

@@ -72,3 +72,15 @@ def person_initial(schema: dict | None) -> dict:
                 "max_rows_per_person": schema.get("max_rows_per_person"),
             }
     return {}
+
+
+def person_form(data, dataset) -> PersonForm:
+    """The schema page's person question, showing the confirmed answer if there is one."""
+    confirmed = dataset.schema if dataset.schema_confirmed else None
+    return PersonForm(data, columns=dataset.columns, initial=person_initial(confirmed))
+
+
+def person_detail(schema: dict) -> str:
+    """The dataset page's description of the person column."""
+    k = schema.get("max_rows_per_person")
+    return f"identifies a person (at most {k} rows each are used); never released"
