@@ -6,6 +6,10 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 # are refused (HTTP 503) while it cannot be reached.
 ENV DPPORTAL_CACHE_URL=redis://redis:6379/1
 WORKDIR /app
+# pango, HarfBuzz and a font for report.pdf (WeasyPrint): the same list run.sh and test.sh use
+COPY scripts/common.sh scripts/
+RUN bash -c 'source scripts/common.sh && ensure_pdf_libraries && pdf_libraries_present' \
+    && rm -rf /var/lib/apt/lists/*
 COPY requirements.txt .
 RUN pip install --no-cache-dir -r requirements.txt
 COPY . .

@@ -10,6 +10,7 @@ export DJANGO_DEBUG=${DJANGO_DEBUG:-1}
 PORT=${PORT:-8000}
 ensure_venv requirements.txt
 ensure_redis
+ensure_pdf_libraries
 mkdir -p var "${DPPORTAL_DATA_DIR:-var}"  # logs, and the SQLite file (a fresh checkout has neither)
 log "Preparing the database"
 "$PY" manage.py migrate --no-input >/dev/null

@@ -19,6 +19,7 @@ if [ "${1:-}" = "--long" ]; then marker="slow or not slow"; shift; fi
 ensure_venv requirements-dev.txt
 ensure_redis
 ensure_chromium
+ensure_pdf_libraries
 
 status=0
 log "Lint and format (ruff)"

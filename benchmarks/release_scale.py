@@ -135,7 +135,7 @@ def run_child(
         env=child_environment(parquet.parent),
     )
     if result.returncode:
-        raise RuntimeError(f"{mode} failed: {result.stderr.strip().splitlines()[-1:]}")
+        raise RuntimeError(f"{mode} failed:\n{result.stderr.strip()[-3000:]}")
     return json.loads(result.stdout)
 
 

@@ -16,6 +16,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
+from mechanisms.csv_safety import escape_cell
+
 from . import timing
 from .access import (
     dataset_for_reader,
@@ -24,7 +26,6 @@ from .access import (
     releases_visible_to,
 )
 from .audit_forms import AuditFilterForm, ReleaseFilterForm, method_title
-from .csv_safety import escape_cell
 from .formatting import plain_number
 from .models import AuditEvent, Release
 from .timing import shown_time, shown_time_text

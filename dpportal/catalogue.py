@@ -14,6 +14,8 @@ from django import forms
 import mechanisms
 from mechanisms.range_count.api import MECHANISM_NAMES
 
+from . import statistics_portal
+
 DECIMAL_INPUT = forms.TextInput(attrs={"inputmode": "decimal"})
 WHOLE_NUMBER_INPUT = forms.TextInput(attrs={"inputmode": "numeric"})
 
@@ -58,12 +60,21 @@ PORTAL_TEXT = {
         "answers.csv (noisy answers) and structure.json (to answer new ranges later).",
         ("range_workload", "range_grid", "range_queries", "range_method"),
     ),
+    "statistics": (
+        "The figures a statistics office publishes: counts, sums, means, variances, "
+        "medians and other percentiles of numeric columns, for every group of one or two "
+        "categorical columns, each with its 95% interval.",
+        "statistics.csv (one row per statistic and group: estimate, 95% interval, noise "
+        "scale and ε).",
+        statistics_portal.FIELDS,
+    ),
 }
 ROUNDS_PROGRESS = {"mwem"}  # progress steps are rounds
 NEEDS_NUMERIC = {"range_count"}  # ranges need numeric columns
 NEEDS_PUBLIC_ROW_COUNT = {"smoothed_histogram"}
 ASKS_ROWS = {"perturbed_histogram", "smoothed_histogram"}
 ANSWERS_NEW_RANGES = {"range_count"}
+NO_CELL_DOMAIN = {"statistics"}  # works on the columns themselves, not on a grid of cells
 
 # range-count method -> (form choice, words in pages and accuracy text)
 RANGE_METHODS = {
@@ -111,6 +122,8 @@ def range_method_words(name: str) -> str:
 def mechanism_title(name: str) -> str:
     """The plain-language title of a mechanism (the id in words if it is not catalogued)."""
     spec = mechanisms.CATALOGUE.get(name)
+    if name == "dp_schema_estimate":  # the schema page's "estimate for me" (services.estimates)
+        return "DP estimate of a column's bounds or categories"
     return spec.title if spec else name.replace("_", " ")
 
 
@@ -133,6 +146,7 @@ def cards() -> list[Card]:
 
 LEGENDS = {"rows": "4. Synthetic table", "mwem_rounds": "MWEM settings"}
 LEGENDS["range_method"] = "Range count settings"
+LEGENDS["stats_kinds"] = "Summary statistics settings"
 
 
 def settings_groups() -> list[tuple[str, str, tuple[str, ...]]]:
@@ -209,6 +223,8 @@ def accuracy_lines(mechanism, plan, schema, columns, row_count) -> list[str]:
     """Plain sentences from a mechanism's public noise plan (mechanisms.plans)."""
     if mechanism == "range_count":
         return _range_count_lines(plan, row_count)
+    if mechanism == "statistics":
+        return statistics_portal.accuracy_lines(plan)
     if mechanism == "mwem":
         return [
             f"The workload has {plan.details['workload']} patterns (tables of counts); MWEM "

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from . import packaging
+from .chart_labels import category_axis, plotly_text
 
 RELEASE_COLOUR = "#0b5cad"
 ORIGINAL_COLOUR = "#a35a00"
@@ -24,27 +25,22 @@ BASE_LAYOUT = {
 }
 
 
-def plotly_text(value) -> str:
-    """Text for a plotly label, title or hover value, shown as written: plotly renders a
-    subset of HTML in these (`<a href>` becomes a live link, `<b>` bold), so & < > are sent as
-    entities, which plotly displays as the characters themselves."""
-    return str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
 def _texts(values) -> list[str]:
     return [plotly_text(v) for v in values]
 
 
 def _axis(title) -> dict:
-    return {"title": {"text": plotly_text(title)}}
+    """An axis whose title stays clear of its tick labels (automargin with a standoff)."""
+    return {"title": {"text": plotly_text(title), "standoff": 12}, "automargin": True}
 
 
 def _layout(title, **extra) -> dict:
     return {**BASE_LAYOUT, "title": {"text": plotly_text(title)}, **extra}
 
 
-def _chart(title: str, figure: dict, note: str = "") -> dict:
-    return {"title": title, "figure": figure, "note": note}
+def _chart(title: str, figure: dict, note: str = "", good: str = "") -> dict:
+    """A chart for a page: `good` says what a good result looks like on it."""
+    return {"title": title, "figure": figure, "note": note, "good": good}
 
 
 def distribution_figure(column, labels, release, original=None) -> dict:
@@ -69,11 +65,14 @@ def distribution_figure(column, labels, release, original=None) -> dict:
                 "marker": {"color": ORIGINAL_COLOUR},
             }
         )
+    for trace in data:
+        trace["hovertemplate"] = "%{x}: %{y:.1%}<extra>" + trace["name"] + "</extra>"
     return {
         "data": data,
         "layout": _layout(
             f"{column}: share of rows per bin",
             barmode="group",
+            xaxis=category_axis(column, labels, across=True),
             yaxis={**_axis("share of rows"), "tickformat": ".0%"},
         ),
     }
@@ -100,9 +99,15 @@ def heatmap_figure(columns, labels, shares, title) -> dict:
     }
     if shares.size <= MAX_LABELLED_CELLS:
         trace["texttemplate"] = "%{z:.1%}"
+    rows = len(labels[0])
     return {
         "data": [trace],
-        "layout": _layout(title, xaxis=_axis(columns[1]), yaxis=_axis(columns[0])),
+        "layout": _layout(
+            title,
+            height=max(340, 26 * rows + 160),
+            xaxis=category_axis(columns[1], trace["x"], across=True),
+            yaxis=category_axis(columns[0], trace["y"], across=False),
+        ),
     }
 
 
@@ -134,23 +139,36 @@ def scatter_against_truth_figure(true, noisy, title, x_title, y_title) -> dict:
 
 
 def mwem_rounds_figure(trace_rounds) -> dict:
-    """MWEM's own (public, noisy) estimate of its largest error after each round."""
+    """MWEM's estimated error before each round (public trace: noisy measurements only).
+
+    The query each round measures is the one the model gets (about) most wrong; the gap between
+    its noisy answer and the model's guess, as a TVD, falls as the model improves, down to the
+    part the noise alone explains (dashed).
+    """
     rounds = [entry["round"] for entry in trace_rounds]
-    errors = [entry["max_error_estimate"] for entry in trace_rounds]
     return {
         "data": [
             {
                 "type": "scatter",
                 "mode": "lines+markers",
+                "name": "estimated error of the worst table",
                 "x": rounds,
-                "y": errors,
+                "y": [entry["selected_error_estimate"] for entry in trace_rounds],
                 "line": {"color": RELEASE_COLOUR},
-            }
+            },
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": "noise level of a measurement",
+                "x": rounds,
+                "y": [entry["noise_level"] for entry in trace_rounds],
+                "line": {"color": "#888", "dash": "dash"},
+            },
         ],
         "layout": _layout(
-            "MWEM: largest gap to the noisy measurements, by round",
-            xaxis={"title": {"text": "round"}, "dtick": 1},
-            yaxis={"title": {"text": "share of rows"}, "tickformat": ".1%"},
+            "MWEM: estimated error of the table measured in each round",
+            xaxis={**_axis("round"), "dtick": 1},
+            yaxis={**_axis("TVD (share of rows off)"), "tickformat": ".1%"},
         ),
     }
 
@@ -214,7 +232,7 @@ def answers_figure(answers, variances) -> dict:
     }
 
 
-CHARTS_LAYOUT = 2  # bump when the public charts change: recomputes cached chart data
+CHARTS_LAYOUT = 3  # bump when the public charts change: recomputes cached chart data
 
 
 def release_charts(release, schema) -> list[dict]:
@@ -268,6 +286,8 @@ def public_charts(schema, release, synthetic, answers=None) -> list[dict]:
                 _chart(
                     f"{column} in the release",
                     distribution_figure(column, schema.axis_labels(column), shares.tolist()),
+                    good="Good: the bars look like what you know of this column from public "
+                    "sources (a thin even spread over rare bins is the privacy noise).",
                 )
             )
         for (i, a), (j, b) in list(itertools.combinations(enumerate(columns), 2))[:MAX_HEATMAPS]:
@@ -277,15 +297,19 @@ def public_charts(schema, release, synthetic, answers=None) -> list[dict]:
                 _chart(
                     f"{a} × {b} in the release",
                     heatmap_figure([a, b], labels, shares, f"{a} × {b} (release)"),
+                    good="Good: the pattern across cells matches what you expect of these two "
+                    "columns together; an even wash of colour means the link was lost.",
                 )
             )
     rounds = (release.trace or {}).get("trace")
-    if rounds:  # an iterative mechanism's trace (MWEM's rounds)
+    if rounds and "selected_error_estimate" in rounds[0]:  # MWEM's rounds (older traces lack it)
         charts.append(
             _chart(
-                "MWEM error by round",
+                "MWEM: estimated error by round",
                 mwem_rounds_figure(rounds),
                 "From MWEM's public trace: noisy measurements, no raw data.",
+                good="Good: the line falls and levels off near the dashed noise level; still "
+                "falling at the last round means more rounds (or more ε) would help.",
             )
         )
     return charts
@@ -308,6 +332,8 @@ def custodian_charts(schema, report) -> list[dict]:
             distribution_figure(
                 entry["column"], entry["labels"], entry["release"], entry["original"]
             ),
+            good=f"Good: each pair of bars about equal (TVD {entry['tvd']:.3f}; under 0.05 is "
+            "close, above 0.1 visibly off).",
         )
         for entry in report.get("columns", [])
     ]
@@ -329,6 +355,8 @@ def custodian_charts(schema, report) -> list[dict]:
                         points["true"], points["noisy"], title, "true count", "released count"
                     ),
                     note,
+                    good="Good: points hug the dashed diagonal; their spread is the noise, "
+                    "95% of them within the stated ± of it.",
                 )
             )
     answers = report.get("answers")

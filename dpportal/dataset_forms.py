@@ -83,13 +83,13 @@ class DatasetUploadForm(forms.Form):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         limit_mb = settings.MAX_UPLOAD_BYTES / (1024 * 1024)
-        self.fields[
-            "file"
-        ].help_text = (
-            f"CSV, TSV or Excel (.xlsx), up to {limit_mb:g} MB. Text files may be UTF-8 or Latin-1."
+        self.fields["file"].help_text = (
+            f"CSV, TSV or Excel (.xlsx), up to {limit_mb:g} MB, also compressed: .csv.gz, .tsv.gz "
+            "or a .zip holding one table (at most the same size once unpacked). Text files may be "
+            "UTF-8 or Latin-1."
         )
         self.fields["file"].widget.attrs.update(
-            {"accept": ".csv,.tsv,.txt,.xlsx", "data-max-bytes": settings.MAX_UPLOAD_BYTES}
+            {"accept": ".csv,.tsv,.txt,.xlsx,.gz,.zip", "data-max-bytes": settings.MAX_UPLOAD_BYTES}
         )
 
     @property
@@ -107,8 +107,8 @@ class PublicKnowledgeForm(forms.Form):
     """The owner's statement, required to confirm a schema, that it is public knowledge."""
 
     public_knowledge = forms.BooleanField(
-        label="These bounds and categories come from public knowledge (e.g. a code book), not "
-        "from looking at the data",
+        label="These bounds and categories come from public knowledge (e.g. a code book) or "
+        "from DP estimates, not from looking at the data",
         error_messages={
             "required": "Nothing was saved: tick the box to confirm that these "
             "bounds and categories come from public knowledge, or "
@@ -253,13 +253,12 @@ def schema_initial(entry: dict) -> dict:
     initial = {"type": entry.get("type", "ignored"), "unknown": entry.get("unknown", "other")}
     if entry.get("type") == "numeric":
         bins = entry.get("bins")
-        initial |= {
-            "lower": _number(entry["lower"]),
-            "upper": _number(entry["upper"]),
-            "bins": bins
-            if isinstance(bins, int)
-            else ", ".join(f"{_number(e)}" for e in bins or ()),
+        initial |= {  # a proposal has no bounds until the custodian or a DP estimate gives them
+            key: _number(entry[key]) for key in ("lower", "upper") if entry.get(key) is not None
         }
+        initial["bins"] = (
+            bins if isinstance(bins, int) else ", ".join(f"{_number(e)}" for e in bins or ())
+        )
     if entry.get("type") == "categorical":
         initial["categories"] = "\n".join(str(c) for c in entry.get("categories", []))
     return initial

@@ -2,13 +2,18 @@
 
 from django.urls import path
 
-from . import access_views
+from . import access_views, estimate_views
 from . import dataset_views as views
 
 urlpatterns = [
     path("datasets/new/", views.dataset_upload, name="dataset_upload"),
     path("datasets/<int:pk>/", views.dataset_detail, name="dataset_detail"),
     path("datasets/<int:pk>/schema/", views.dataset_schema, name="dataset_schema"),
+    path(
+        "datasets/<int:pk>/schema/estimate/",
+        estimate_views.dataset_estimate,
+        name="dataset_estimate",
+    ),
     path("datasets/<int:pk>/budget/", views.dataset_budget, name="dataset_budget"),
     path("datasets/<int:pk>/auditors/", views.dataset_auditors, name="dataset_auditors"),
     path("datasets/<int:pk>/delete/", views.dataset_delete, name="dataset_delete"),

@@ -25,6 +25,7 @@ from .dataset_forms import (
 from .formatting import plain_number
 from .models import Release
 from .person_forms import person_detail, person_form
+from .schema_proposals import column_estimates, estimate_offer, schema_entries
 from .signals import client_address
 from .storage import UPLOAD_FIELD, PrivateUploadHandler
 from .timing import shown_status
@@ -307,7 +308,7 @@ def dataset_schema(request, pk):
     if dataset.is_deleted:
         messages.error(request, "This dataset has been deleted; its schema can no longer change.")
         return redirect("dataset_detail", pk=dataset.pk)
-    entries = _schema_entries(dataset)
+    entries = schema_entries(dataset)
     initial = [schema_initial(e) for e in entries]
     formset = SchemaFormSet(request.POST or None, initial=initial)
     statement = PublicKnowledgeForm(request.POST or None)
@@ -342,7 +343,7 @@ def dataset_schema(request, pk):
                 request, "Schema confirmed: releases of this dataset are now possible."
             )
             return redirect("dataset_detail", pk=dataset.pk)
-    rows = _schema_form_rows(dataset, entries, formset)
+    rows = _schema_form_rows(dataset, formset)
     status = 400 if request.method == "POST" else 200
     return render(
         request,
@@ -354,42 +355,26 @@ def dataset_schema(request, pk):
             "nav": "datasets",
             "statement": statement,
             "person": person,
-            "from_proposal": not dataset.schema_confirmed,
+            "offer": estimate_offer(dataset),
         },
         status=status,
     )
 
 
-def _schema_entries(dataset) -> list[dict]:
-    """The confirmed schema if there is one, else the proposal from the data."""
-    if dataset.schema_confirmed:
-        return dataset.schema["columns"]
+def _schema_form_rows(dataset, formset):
+    """One row per column: its name, form, proposed type, empty cells and latest DP estimate."""
     proposals = {p["name"]: p for p in (dataset.profile or {}).get("proposals", [])}
-    return [proposals.get(name, {"name": name, "type": "ignored"}) for name in dataset.columns]
-
-
-def _schema_form_rows(dataset, entries, formset):
-    """One row per column: its name, form and the data-derived facts the owner should see."""
-    proposals = {p["name"]: p for p in (dataset.profile or {}).get("proposals", [])}
+    estimates = column_estimates(dataset)
     rows = []
-    for name, entry, form in zip(dataset.columns, entries, formset.forms, strict=True):
+    for name, form in zip(dataset.columns, formset.forms, strict=True):
         proposal = proposals.get(name, {})
-        from_data = proposal.get("from_data", []) if entry is proposal else []
         rows.append(
             {
                 "name": name,
                 "form": form,
-                "from_data": from_data,
                 "missing": proposal.get("missing", 0),
                 "proposed_type": proposal.get("type"),
-                "echoes_data": _echoes_data(entry, proposal),
+                "estimate": estimates.get(name),
             }
         )
     return rows
-
-
-def _echoes_data(entry, proposal) -> list[str]:
-    """Confirmed bounds that equal the data's own extremes: worth a second look."""
-    if entry is proposal or entry.get("type") != "numeric" or proposal.get("type") != "numeric":
-        return []
-    return [key for key in ("lower", "upper") if entry.get(key) == proposal.get(key)]

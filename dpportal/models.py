@@ -185,6 +185,11 @@ class Release(models.Model):
     # made without the form (commands, tests).
     submission_token = models.CharField(max_length=43, blank=True, default="")
 
+    # The public page (services.public_pages): shown to anyone from `public_since` (set when the
+    # owner switches it on) until `public_withdrawn_at`; a withdrawn page says so (HTTP 410).
+    public_since = models.DateTimeField(null=True, blank=True)
+    public_withdrawn_at = models.DateTimeField(null=True, blank=True)
+
     class Meta:
         ordering = ["-created_at"]
         constraints = [
@@ -201,6 +206,10 @@ class Release(models.Model):
     @property
     def is_terminal(self) -> bool:
         return self.status in self.TERMINAL
+
+    @property
+    def is_public(self) -> bool:
+        return self.public_since is not None and self.public_withdrawn_at is None
 
 
 class BudgetLedgerEntry(models.Model):
@@ -268,6 +277,8 @@ class AuditEvent(models.Model):
         TOKEN_REFUSED = "token_refused", "API token refused"
         INVITATION_SENT = "invitation_sent", "Invitation sent"
         INVITATION_REVOKED = "invitation_revoked", "Invitation revoked"
+        RELEASE_PUBLISHED = "release_published", "Release public page switched on"
+        RELEASE_WITHDRAWN = "release_withdrawn", "Release public page withdrawn"
 
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     actor = models.ForeignKey(

@@ -1,25 +1,26 @@
-"""The public release package: its files (CSV cells made safe for spreadsheets), the public
-manifest, a plain-language README.txt, and the whole package as one zip.
+"""The public release package of a finished release, built by `mechanisms.package` (the same
+builder as the command line's): spreadsheet-friendly CSVs, manifest, README.txt, report.html,
+report.pdf, release.xlsx; and the whole package as one zip, kept once built.
 
-Only mechanism output goes in here. The custodian-only utility report lives elsewhere
-(`dpportal.utility`) and is never added to a package.
+Only mechanism output and public context (title, dataset name, budget spent) go in here. The
+custodian-only utility report lives elsewhere (`dpportal.utility`) and is never added.
 """
 
 import io
 import json
-import textwrap
 import zipfile
 from pathlib import Path
 
 import pandas as pd
 
 import mechanisms
+from mechanisms import package
 
 from . import files
-from .catalogue import mechanism_title
-from .csv_safety import safe_csv
+from .formatting import plain_number
+from .models import Release
 
-PACKAGE_LAYOUT = 2  # bump when the package's files or README change: rebuilds cached zips
+PACKAGE_LAYOUT = 3  # bump when the package's files or README change: rebuilds cached zips
 
 
 def output_dir(release) -> Path:
@@ -39,7 +40,7 @@ def stored_files(release) -> dict[str, bytes]:
 
 
 def package_names(release) -> list[str]:
-    return sorted([*stored_names(release), "manifest.json", "README.txt"])
+    return package.package_names(stored_names(release))
 
 
 def public_manifest(release) -> dict:
@@ -48,16 +49,35 @@ def public_manifest(release) -> dict:
 
 
 def package_files(release) -> dict[str, bytes]:
-    """Every file of the public package, ready to download: CSVs escaped, manifest, README."""
-    files = {
-        name: safe_csv(content) if name.endswith(".csv") else content
-        for name, content in stored_files(release).items()
-    }
-    files["manifest.json"] = (
-        json.dumps(public_manifest(release), indent=2, sort_keys=True) + "\n"
-    ).encode()
-    files["README.txt"] = readme_text(release, sorted(files)).encode()
-    return files
+    """Every file of the public package, ready to download (see the module docstring)."""
+    return package.build_package(stored_files(release), release.manifest or {}, context(release))
+
+
+def context(release) -> package.PackageContext:
+    """The public facts a package states beyond its manifest: title, dataset, date, budget."""
+    finished = release.finished_at or release.created_at
+    return package.PackageContext(
+        title=f"Differentially private release {release.pk}",
+        dataset=release.dataset.name,
+        made_on=f"released {finished:%d %B %Y}",
+        budget=budget(release.dataset),
+    )
+
+
+def budget(dataset) -> package.Budget:
+    """The dataset's budget as it stands: ε and δ spent by all its releases, and the totals."""
+    charged = (
+        Release.objects.filter(dataset__budget_id=dataset.budget_id)
+        .exclude(ledger__kind="refund")
+        .count()
+    )
+    return package.Budget(
+        epsilon_spent=plain_number(dataset.epsilon_spent),
+        epsilon_total=plain_number(dataset.epsilon_total),
+        delta_spent=plain_number(dataset.delta_spent),
+        delta_total=plain_number(dataset.delta_total),
+        releases=charged,
+    )
 
 
 def package_zip_path(release) -> Path:
@@ -111,102 +131,3 @@ def with_numbers(frame: pd.DataFrame, schema) -> pd.DataFrame:
         if c in schema.columns and isinstance(schema.columns[c], mechanisms.schema.NumericColumn)
     ]
     return frame.assign(**{c: pd.to_numeric(frame[c], errors="coerce") for c in numeric})
-
-
-FILE_DESCRIPTIONS = {
-    "synthetic.csv": "made-up rows drawn from the private model; no row is a real person",
-    "noisy_counts.csv": "how many rows fall in each cell, each count with random noise added",
-    "answers.csv": "answers to the counting queries, each with random noise added",
-    "structure.json": "the noisy structure from which new counting queries can be answered",
-    "measurements.json": "the noisy measurements the mechanism took",
-    "manifest.json": "the technical record: mechanism, settings and privacy guarantee",
-    "README.txt": "this file",
-}
-
-
-def _paragraph(text: str) -> str:
-    return textwrap.fill(
-        " ".join(text.split()),
-        width=78,
-        initial_indent="  ",
-        subsequent_indent="  ",
-        break_on_hyphens=False,
-    )
-
-
-def _protected(release) -> str:
-    """What one neighbouring step changes: one person's row, or all rows of one person."""
-    guarantee = (release.manifest or {}).get("guarantee") or {}
-    k = guarantee.get("max_rows_per_person")
-    if k is None:
-        return "any one person's row"
-    return (
-        f"all the rows of any one person (the unit of privacy: {guarantee.get('unit')}; "
-        f"rows beyond {k} per person were left out at random)"
-    )
-
-
-def readme_text(release, names) -> str:
-    """A plain-language explanation of the package and its privacy guarantee."""
-    delta = release.delta
-    delta_words = (
-        f"and delta = {delta.normalize():f} (a tiny chance, at most {delta.normalize():f}, that "
-        "the guarantee below does not hold)"
-        if delta > 0
-        else "and delta = 0 (the guarantee always holds)"
-    )
-    change = "replaced" if release.neighbouring == "replace-one" else "added or removed"
-    negative = (
-        ""
-        if mechanisms.catalogue.spec(release.mechanism).synthetic_rows
-        else " Counts can even be negative where noise was added."
-    )
-    listing = "\n".join(
-        textwrap.fill(
-            f"{name}: {FILE_DESCRIPTIONS.get(name, 'part of the release')}",
-            width=78,
-            initial_indent="  ",
-            subsequent_indent="    ",
-        )
-        for name in names
-    )
-    title = f"Differentially private release {release.pk}"
-    what = _paragraph(
-        f'A release of the kind "{mechanism_title(release.mechanism)}", made from the columns '
-        f"{', '.join(release.columns)} of a private table, with epsilon = "
-        f"{release.epsilon.normalize():f} {delta_words}."
-    )
-    meaning = _paragraph(
-        "Random noise was added so that anything you can learn from these files would have "
-        f"been almost as likely to be learnt if {_protected(release)} had been "
-        f"{change}. So these files reveal very little about any one person in the table. "
-        "The smaller epsilon is, the stronger the protection and the noisier the numbers. "
-        "The protection holds whatever else you know and whatever you do with these files."
-    )
-    limits = _paragraph(
-        f"The numbers are not exact: small counts in particular can be far off.{negative} "
-        "Patterns that involve many rows are usually reliable. Nothing in these files was "
-        "computed by comparing with the private table."
-    )
-    spreadsheets = _paragraph(
-        "Text cells that begin with = + - @ or a tab were prefixed with an apostrophe (') so "
-        "that a spreadsheet does not run them as formulas."
-    )
-    return f"""{title}
-{"=" * len(title)}
-
-What this is
-{what}
-
-What the guarantee means, in plain words
-{meaning}
-
-What it does not mean
-{limits}
-
-Files
-{listing}
-
-Spreadsheets
-{spreadsheets}
-"""

@@ -10,11 +10,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import mechanisms
-from mechanisms import persons
+from mechanisms import persons, public_bounds
 from mechanisms.accounting import float_at_most
 from mechanisms.schema import CHUNK_ROWS
 
-from . import catalogue
+from . import accuracy_preview, catalogue
 from .files import dataset_path
 
 
@@ -100,8 +100,9 @@ def _person_column(schema) -> list[str]:
 # ---------------------------------------------------------------- release pages: expected accuracy
 
 
-def expected_accuracy(dataset, *, mechanism, columns, params, epsilon, delta=0.0) -> list[str]:
-    """Plain sentences predicting the release's accuracy from the mechanism's public plan.
+def expected_accuracy(dataset, *, mechanism, columns, params, epsilon, delta=0.0) -> dict:
+    """{"lines": plain sentences, "table": the 95% table (`accuracy_preview.table`)}: the
+    release's accuracy predicted from the mechanism's public plan (`noise_plan`).
 
     The plan reads the schema, the settings and the stored row count (public under
     replace-one; under add-remove this preview is the custodian's own page): never the raw
@@ -109,12 +110,25 @@ def expected_accuracy(dataset, *, mechanism, columns, params, epsilon, delta=0.0
     whose noise 64-bit counts cannot carry), so the form shows them before any budget is spent.
     """
     schema = mechanisms.Schema.from_dict(dataset.schema)
-    if schema.person is not None:  # refused before any budget is spent, not in the worker
+    plan = noise_plan(dataset, schema, mechanism, columns, params, epsilon, delta)
+    return {
+        "lines": catalogue.accuracy_lines(mechanism, plan, schema, columns, dataset.row_count),
+        "table": accuracy_preview.table(mechanism, plan, schema, columns, dataset.row_count),
+    }
+
+
+def noise_plan(dataset, schema, mechanism, columns, params, epsilon, delta):
+    """The mechanism's public noise plan for this dataset (schema, relation, stored row count).
+
+    Person level: refused here for a mechanism without a person-level form (before any budget
+    is spent), else planned at the row-level share of the request (`persons.mechanism_budget`).
+    """
+    if schema.person is not None:
         persons.check_person_level(mechanism, float(delta), dict(params or {}))
-    budget = persons.mechanism_budget(  # person level: the row-level share of the request
+    budget = persons.mechanism_budget(
         schema.person, float_at_most(epsilon), float_at_most(delta), dataset.neighbouring
     )
-    plan = mechanisms.catalogue.spec(mechanism).plan(
+    return mechanisms.catalogue.spec(mechanism).plan(
         schema,
         list(columns),
         params,
@@ -123,4 +137,36 @@ def expected_accuracy(dataset, *, mechanism, columns, params, epsilon, delta=0.0
         neighbouring=budget[2],
         n=dataset.row_count,
     )
-    return catalogue.accuracy_lines(mechanism, plan, schema, columns, dataset.row_count)
+
+
+# ---------------------------------------------------------------- schema page: DP estimates
+
+
+def estimate_column(dataset, column, kind, *, epsilon, delta) -> dict:
+    """A DP estimate of `column`'s bounds (kind "numeric") or categories ("categorical"), read
+    from the stored copy; its guarantee is stated in `mechanisms.public_bounds`."""
+    values = load_columns(dataset, [column])[column]
+    eps, dlt = float_at_most(epsilon), float_at_most(delta)
+    try:
+        if kind == "numeric":
+            bounds = public_bounds.estimate_bounds(
+                values, epsilon=eps, neighbouring=dataset.neighbouring
+            )
+            return {
+                "lower": bounds.lower,
+                "upper": bounds.upper,
+                "threshold": bounds.threshold,
+                "noise_scale": bounds.scale,
+                "definition": "pure epsilon-DP",
+            }
+        found = public_bounds.discover_categories(
+            values, epsilon=eps, delta=dlt, neighbouring=dataset.neighbouring
+        )
+    except mechanisms.MechanismError as exc:
+        raise ReleaseInputError(str(exc)) from exc
+    return {
+        "categories": found.categories,
+        "threshold": found.threshold,
+        "noise_scale": found.scale,
+        "definition": "(epsilon, delta)-DP",
+    }

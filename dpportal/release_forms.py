@@ -15,7 +15,7 @@ import mechanisms
 from mechanisms import workload as mwem_workload
 from mechanisms.plans import smoothed_default_rows
 
-from . import catalogue, release_engine
+from . import catalogue, release_engine, statistics_portal
 from .catalogue import DECIMAL_INPUT, WHOLE_NUMBER_INPUT
 
 MAX_SYNTHETIC_ROWS = 1_000_000
@@ -146,6 +146,7 @@ class ReleaseForm(forms.Form):
         self.fields["epsilon"].initial = suggested_epsilon(dataset.epsilon_remaining)
         self.schema = mechanisms.Schema.from_dict(dataset.schema)
         self.fields.update(catalogue.generic_fields())
+        self.fields.update(statistics_portal.form_fields())
         self.fields["mechanism"].choices = [(c.name, c.title) for c in catalogue.cards()]
         self.fields["mechanism"].initial = next(iter(self.fields["mechanism"].choices), ("",))[0]
         self.fields["columns"].choices = [
@@ -228,6 +229,8 @@ class ReleaseForm(forms.Form):
         if mechanism in catalogue.NEEDS_NUMERIC:
             self._check_range_count(columns)
             return
+        if mechanism in catalogue.NO_CELL_DOMAIN:
+            return
         try:
             self.schema.domain_shape(columns)
         except mechanisms.MechanismError as exc:
@@ -284,6 +287,8 @@ class ReleaseForm(forms.Form):
                 params["rounds"] = data["mwem_rounds"]
         if mechanism in catalogue.NEEDS_NUMERIC:
             params.update(self._range_params())
+        if mechanism == statistics_portal.NAME:
+            params.update(statistics_portal.params(self.schema, data["columns"], data))
         return params
 
     def _range_params(self) -> dict:

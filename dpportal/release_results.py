@@ -13,11 +13,11 @@ from typing import Any
 import mechanisms
 from mechanisms import persons
 
-from . import catalogue, charts, packaging, release_engine, utility
+from . import catalogue, charts, packaging, release_engine, statistics_charts, utility
 from .release_forms import RangeQueryForm
 
 PREVIEW_ROWS = 25
-PREVIEW_FILES = ("synthetic.csv", "noisy_counts.csv", "answers.csv")
+PREVIEW_FILES = ("synthetic.csv", "noisy_counts.csv", "answers.csv", "statistics.csv")
 
 
 def results_context(request, release, is_owner) -> dict:
@@ -28,15 +28,23 @@ def results_context(request, release, is_owner) -> dict:
         "files": packaging.package_names(release),
         "parameters": _parameters(release),
         "preview": _preview(request, release, names),
-        "charts": charts.release_charts(release, schema),
+        "charts": [
+            *charts.release_charts(release, schema),
+            *statistics_charts.release_charts(release),
+        ],
         "unit": unit_of_privacy(release),
     }
+    if "measurements.json" in names:
+        context["measurements"] = packaging.cached_json(
+            release, "measurements-v1", lambda: _measurements(release)
+        )
     if "structure.json" in names:
         structure = (packaging.output_dir(release) / "structure.json").read_bytes()
         context.update(_range_query(request, release, structure))
     if is_owner:
         report = utility.load_report(release)
         context["report"] = report
+        context["verdict"] = (report or {}).get("verdict")
         context["custodian_charts"] = charts.custodian_charts(schema, report)
         context["rows_dropped"] = _rows_dropped(release, schema)
     _number_charts([*context["charts"], *(context.get("custodian_charts") or [])])
@@ -71,6 +79,28 @@ def _parameters(release) -> list[tuple[str, str | int | float]]:
         for key, value in params.items()
         if key != "columns"
     ]
+
+
+def _measurements(release) -> list[dict]:
+    """One row per MWEM measurement: the table, when, its counts and their 95% half-width
+    (from measurements.json: public, no data)."""
+    document = json.loads((packaging.output_dir(release) / "measurements.json").read_bytes())
+    start = len(release.columns) if document["budget_split"]["initial_one_way"] else 0
+    rows = []
+    for index, record in enumerate(document["measurements"]):
+        query = record["query"]
+        lower, noisy = record.get("ci_lower"), record["noisy_answer"]
+        half = noisy[0] - lower[0] if lower else None
+        rows.append(
+            {
+                "table": " × ".join(query["columns"])
+                + (" (a box)" if query["type"] == "box" else ""),
+                "when": "start" if index < start else f"round {index - start + 1}",
+                "cells": len(noisy),
+                "half_width": "—" if half is None else f"{half:,}",
+            }
+        )
+    return rows
 
 
 def _number_charts(chart_list) -> None:

@@ -2,6 +2,7 @@
 
 from django.urls import path
 
+from . import public_views
 from . import release_views as views
 
 urlpatterns = [
@@ -11,6 +12,7 @@ urlpatterns = [
         views.release_estimate,
         name="release_estimate",
     ),
+    path("datasets/<int:dataset_pk>/releases/plan/", views.release_plan, name="release_plan"),
     path("releases/<int:pk>/", views.release_detail, name="release_detail"),
     path("releases/<int:pk>/progress/", views.release_progress, name="release_progress"),
     path("releases/<int:pk>/cancel/", views.release_cancel, name="release_cancel"),
@@ -29,4 +31,12 @@ urlpatterns = [
         views.release_utility_report,
         name="release_utility_report",
     ),
+    path("releases/<int:pk>/public/", public_views.release_public_switch, name="release_public"),
+    path("public/releases/<int:pk>/", public_views.public_release, name="public_release"),
+    path(
+        "public/releases/<int:pk>/<str:filename>",
+        public_views.public_release_file,
+        name="public_release_file",
+    ),
+    path("public/report.css", public_views.public_report_css, name="public_report_css"),
 ]

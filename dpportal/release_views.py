@@ -12,12 +12,13 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from . import catalogue, packaging, services, utility
+from . import accuracy_preview, catalogue, packaging, planner, services, utility
 from .access import dataset_for_owner, releases_visible_to
 from .formatting import plain_number
 from .models import AuditEvent, BudgetLedgerEntry, Release
 from .release_forms import ReleaseForm
 from .release_results import results_context
+from .services.estimates import ESTIMATE_MECHANISM
 from .signals import client_address
 from .timing import shown_duration_text, shown_status
 
@@ -77,7 +78,11 @@ def release_new(request, dataset_pk):
             "form": form,
             "nav": "datasets",
             "cards": catalogue.cards(),
-            "page_config": {"estimate_url": reverse("release_estimate", args=[dataset.pk])},
+            "page_config": {
+                "estimate_url": reverse("release_estimate", args=[dataset.pk]),
+                "plan_url": reverse("release_plan", args=[dataset.pk]),
+            },
+            "target_form": planner.TargetForm(dataset=dataset),
         },
     )
 
@@ -102,11 +107,33 @@ def release_estimate(request, dataset_pk):
     return JsonResponse(
         {
             "ok": True,
-            "accuracy": form.expected_accuracy,
+            "accuracy": form.expected_accuracy["lines"],
+            "accuracy_table": form.expected_accuracy["table"],
             "epsilon_left": plain_number(epsilon_left),
             "delta_left": plain_number(delta_left),
             "fits": epsilon_left >= 0 and delta_left >= 0,
             "epsilon_total": plain_number(dataset.epsilon_total),
+        }
+    )
+
+
+@require_GET
+def release_plan(request, dataset_pk):
+    """The planner: the ε each mechanism needs for the accuracy asked (public information)."""
+    dataset = dataset_for_owner(request.user, dataset_pk)
+    if not dataset.schema_confirmed:
+        return JsonResponse({"ok": False, "errors": ["Confirm the schema first."]})
+    target = planner.TargetForm(request.GET, dataset=dataset)
+    if not target.is_valid():
+        errors = [error for errs in target.errors.values() for error in errs]
+        return JsonResponse({"ok": False, "errors": errors})
+    return JsonResponse(
+        {
+            "ok": True,
+            "target": f"±{target.cleaned_data['target']:,.0f} rows",
+            "confidence": accuracy_preview.CONFIDENCE_TEXT,
+            "proposals": planner.proposals(dataset, request.GET, target.cleaned_data["target"]),
+            "epsilon_remaining": plain_number(dataset.epsilon_remaining),
         }
     )
 
@@ -133,7 +160,9 @@ def release_detail(request, pk):
         "progress_config": {"url": reverse("release_progress", args=[release.pk])},
         "refunded": _refunded(release),
     }
-    if release.status == Release.Status.DONE:
+    estimate = release.mechanism == ESTIMATE_MECHANISM  # a schema-page estimate: no package
+    context["estimate"] = (release.manifest or {}).get("result") if estimate else None
+    if release.status == Release.Status.DONE and not estimate:
         context.update(results_context(request, release, is_owner))
     if release.status == Release.Status.FAILED and not is_owner:
         # the mechanism's reason can quote facts about the data (e.g. how many values fall
@@ -275,6 +304,8 @@ def _done_release(user, pk, *, owner_only=False) -> Release:
         raise Http404("No such release.")
     if release.status != Release.Status.DONE:  # auditors: done by the last whole minute
         raise Http404("This release has no files yet.")
+    if release.mechanism == ESTIMATE_MECHANISM:
+        raise Http404("A schema estimate has no files; its result is on its page.")
     return release
 
 
@@ -282,6 +313,9 @@ CONTENT_TYPES = {
     ".csv": "text/csv; charset=utf-8",
     ".json": "application/json",
     ".txt": "text/plain; charset=utf-8",
+    ".html": "text/html; charset=utf-8",
+    ".pdf": "application/pdf",
+    ".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
 }
 
 

@@ -55,6 +55,9 @@ DPPORTAL_KEEP_ORIGINAL_UPLOADS = env_bool("DPPORTAL_KEEP_ORIGINAL_UPLOADS", True
 DPPORTAL_SHARE_FINGERPRINTS_ACROSS_OWNERS = env_bool(
     "DPPORTAL_SHARE_FINGERPRINTS_ACROSS_OWNERS", False
 )
+# The schema page's "estimate for me": the share of a dataset's total ε (and δ) one DP estimate
+# of a column's bounds or categories spends, in percent.
+DPPORTAL_ESTIMATE_PERCENT = env("DPPORTAL_ESTIMATE_PERCENT", "1")
 
 INSTALLED_APPS = [
     "django.contrib.admin",

@@ -17,7 +17,7 @@ from mechanisms.range_count import api
 from mechanisms.range_count.core import unpack
 from mechanisms.range_count.inputs import incidence
 
-from . import files, packaging, release_engine
+from . import files, packaging, release_engine, verdict
 from .packaging import read_csv, with_numbers
 
 MAX_PAIRS = 15
@@ -37,8 +37,15 @@ def compute(release) -> bytes:
     (`services.publishing` stores it, ordered with the dataset's deletion)."""
     schema = mechanisms.Schema.from_dict(release.dataset.schema)
     frame = release_engine.load_columns(release.dataset, release.columns)
-    report = build_report(
-        schema, release.columns, frame, packaging.stored_files(release), release.mechanism
+    stored = packaging.stored_files(release)
+    report = build_report(schema, release.columns, frame, stored, release.mechanism)
+    report["verdict"] = verdict.assess(
+        schema,
+        release.columns,
+        frame,
+        stored,
+        epsilon=float(release.epsilon),
+        neighbouring=release.neighbouring,
     )
     return json.dumps(report).encode()
 
@@ -123,7 +130,7 @@ def _range_errors(schema, column, frame, synthetic) -> dict:
 def _cell_errors(schema, columns, frame, noisy_table) -> dict:
     """True against released count per cell (the histogram's workload), for a scatter plot."""
     true = schema.cell_counts(frame, columns).ravel()
-    noisy = pd.to_numeric(noisy_table.iloc[:, -1]).to_numpy()
+    noisy = pd.to_numeric(noisy_table["noisy_count"]).to_numpy()
     error = noisy - true
     keep = slice(0, MAX_SCATTER_POINTS)
     return {

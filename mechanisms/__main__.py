@@ -8,7 +8,9 @@ schema (each option's value goes into the mechanism's `params` under the paramet
 Bad input prints one line to stderr and exits with status 2; the whole input is checked against the
 schema (mechanisms.validation) before any noise is drawn.
 
-The --out folder gets only public files. The custodian record (input file name, its SHA-256,
+The --out folder gets only public files: the same package as the portal's download
+(mechanisms.package: spreadsheet-friendly CSVs, manifest.json, README.txt, report.html,
+report.pdf, release.xlsx). The custodian record (input file name, its SHA-256,
 the number of rows read: all computed from the raw data, so never for publication) is written
 outside it, to --custodian-record or by default to OUT.custodian.json beside the folder; its
 path is printed to stderr.
@@ -17,6 +19,8 @@ path is printed to stderr.
 from __future__ import annotations
 
 import argparse
+import datetime
+import io
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -30,13 +34,22 @@ from mechanisms.accounting import (
     check_epsilon,
     float_at_most,
 )
+from mechanisms.archives import (
+    ChunkStream,
+    open_archive,
+    refuse_other_compressor,
+    unpacked_chunks,
+)
 from mechanisms.catalogue import CATALOGUE, MechanismSpec, run_release
 from mechanisms.errors import MechanismError
 from mechanisms.noise import secure_source, seeded_source
+from mechanisms.package import PackageContext, write_package
 from mechanisms.range_count.api import range_query_csv
-from mechanisms.release import file_sha256, json_bytes, write_release
+from mechanisms.release import file_sha256, json_bytes
 from mechanisms.schema import CategoricalColumn, Schema
 from mechanisms.validation import check_data
+
+DEFAULT_MAX_INPUT_MB = 4096
 
 
 def subcommands() -> dict[str, MechanismSpec]:
@@ -55,7 +68,19 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="subcommand", required=True, parser_class=_OneLineParser)
     for name, spec in subcommands().items():
         p = sub.add_parser(name, help=spec.summary, description=spec.summary)
-        p.add_argument("--input", required=True, help="CSV file of the sensitive table")
+        p.add_argument(
+            "--input",
+            required=True,
+            help="CSV or TSV file of the sensitive table (also .csv.gz, .tsv.gz, or a .zip "
+            "holding one of them)",
+        )
+        p.add_argument(
+            "--max-input-mb",
+            dest="max_input_mb",
+            type=int,
+            default=DEFAULT_MAX_INPUT_MB,
+            help=f"largest compressed input, unpacked, in MB (default {DEFAULT_MAX_INPUT_MB})",
+        )
         p.add_argument("--schema", required=True, help="schema JSON (public bounds/categories)")
         # Kept as text: the exact decimal is rounded down to a float (accounting.float_at_most).
         p.add_argument("--epsilon", required=True, help="privacy loss epsilon > 0")
@@ -85,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
                 dest=option.name,
                 type=option.type,
                 help=option.help,
+                action="append" if option.repeat else "store",
             )
     q = sub.add_parser("range-query", help="answer new ranges from a released structure (free)")
     q.add_argument("--structure", required=True, help="structure.json of a range-count release")
@@ -93,15 +119,42 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def read_table(path: str, schema: Schema, columns: list[str]) -> pd.DataFrame:
-    """Read the needed columns of a CSV; categorical columns as text."""
+def read_table(
+    path: str, schema: Schema, columns: list[str], *, max_bytes: int = DEFAULT_MAX_INPUT_MB << 20
+) -> pd.DataFrame:
+    """Read the needed columns of a CSV or TSV; categorical columns as text.
+
+    The file may be compressed with gzip or be alone in a zip: it is unpacked as a stream, at
+    most `max_bytes` (see mechanisms.archives).
+    """
     text_columns = {n: str for n in columns if isinstance(schema.column(n), CategoricalColumn)}
     wanted = set(columns)
     if schema.person is not None:  # read, bounded, then dropped by run_release (never released)
         text_columns[schema.person.column] = str
         wanted.add(schema.person.column)
     try:
-        return pd.read_csv(path, usecols=lambda c: c in wanted, dtype=text_columns)
+        with open(path, "rb") as handle:
+            refuse_other_compressor(handle.read(8))
+        archive = open_archive(Path(path), Path(path).name)
+        name = archive.inner_name if archive else path
+        if Path(name).suffix.lower() == ".xlsx":
+            raise MechanismError(
+                f"input file ({path!r}) is an Excel workbook; the command line reads CSV or TSV: "
+                "save the sheet as CSV."
+            )
+        source: Any = path
+        if archive is not None:
+            source = io.BufferedReader(ChunkStream(unpacked_chunks(archive, max_bytes=max_bytes)))
+        separator = "\t" if Path(name).suffix.lower() == ".tsv" else ","
+        return pd.read_csv(
+            source,
+            usecols=lambda c: c in wanted,
+            dtype=text_columns,
+            sep=separator,
+            compression=None,
+        )
+    except MechanismError:
+        raise
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc).splitlines()[0]
         raise MechanismError(f"input file ({path!r}) cannot be read as CSV: {reason}") from None
@@ -119,7 +172,7 @@ def run(args: argparse.Namespace) -> list[Any]:
     schema = Schema.load(args.schema)
     columns = schema.resolve_columns(args.columns.split(",") if args.columns else None)
     record = custodian_record_path(args.out, args.custodian_record)
-    data = read_table(args.input, schema, columns)
+    data = read_table(args.input, schema, columns, max_bytes=args.max_input_mb << 20)
     problems = check_data(data, schema, columns)
     if problems:
         raise MechanismError(
@@ -142,7 +195,11 @@ def run(args: argparse.Namespace) -> list[Any]:
         max_rows_per_person=args.max_rows_per_person,
     )
     output.manifest["random_source"] = "secure" if args.seed is None else "seeded: NOT private"
-    paths = write_release(output, args.out)
+    context = PackageContext(
+        title=f"Differentially private release: {spec.title}",
+        made_on=datetime.date.today().isoformat(),
+    )
+    paths = write_package(output, args.out, context)
     write_custodian_record(
         record,
         {

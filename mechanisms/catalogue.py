@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from mechanisms import histogram, persons, plans
+from mechanisms import histogram, persons, plans, statistics
 from mechanisms.accounting import (
     DEFAULT_NEIGHBOURING,
     approx_dp_to_zcdp,
@@ -83,6 +83,7 @@ class Parameter:
     default: object = None
     bounds: tuple[Any, ...] = (None, None)
     choices: tuple[str, ...] = ()
+    repeat: bool = False  # the command line takes it several times (a list in params)
 
 
 @dataclass(frozen=True)
@@ -236,6 +237,25 @@ CATALOGUE: dict[str, MechanismSpec] = {
             "structure.json": "the released structure: answers new ranges at no privacy cost",
         },
         reads_in_chunks=True,
+    ),
+    "statistics": MechanismSpec(
+        name="statistics",
+        title="Summary statistics",
+        summary="counts, sums, means, variances and quantiles by group, with 95-percent intervals",
+        run=statistics.run_statistics,
+        parameters=(
+            Parameter(
+                "stat",
+                str,
+                "a statistic as kind:column (count, sum, mean, variance, std, median, q25, ...)",
+                repeat=True,
+            ),
+            Parameter("by", str, "a categorical column to group by (at most two)", repeat=True),
+            Parameter("weights", str, "budget weights, one per statistic (default: even)"),
+        ),
+        plan=statistics.statistics_plan,
+        guarantee=pure_guarantee,
+        files=statistics.FILES,
     ),
 }
 

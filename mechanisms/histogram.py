@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from mechanisms import accuracy
 from mechanisms.accounting import check_epsilon, check_neighbouring, noise_scale
 from mechanisms.arrays import AnyArray
 from mechanisms.chunks import ChunkedTable
@@ -50,6 +51,7 @@ class HistogramRelease:
     parameters: dict[str, Any]
     spent: dict[str, Any]  # the privacy loss this release realises: epsilon, delta and how
     row_count_public: bool
+    noise_scale: float | None = None  # discrete Laplace scale on each count (perturbed only)
 
 
 def count_sensitivity(neighbouring: str) -> int:
@@ -165,6 +167,7 @@ def perturbed_histogram(
             "noise": f"discrete Laplace of scale {sensitivity}/epsilon on every cell count",
         },
         row_count_public=row_count_public,
+        noise_scale=0.0 if math.isinf(epsilon) else _scale(sensitivity, epsilon),
     )
 
 
@@ -286,23 +289,41 @@ def smoothed_histogram(
 
 
 def cell_table(schema: Schema, release: HistogramRelease, value_name: str) -> pd.DataFrame:
-    """One row per cell: each column's label and the released count."""
+    """One row per cell: each column's label, the released count and its 95% interval.
+
+    Perturbed: noisy count ∓ the discrete Laplace half-width of its noise scale (about the true
+    count; `accuracy.count_intervals`). Smoothed: the estimate of the cell's real count from the
+    synthetic rows and its interval (`accuracy.smoothed_intervals`, sampling variation only).
+    Both are post-processing of the release and public parameters.
+    """
     grids = np.meshgrid(*[np.arange(s) for s in release.shape], indexing="ij")
-    table = {
+    table: dict[str, Any] = {
         name: np.asarray(schema.axis_labels(name), dtype=object)[grid.ravel()]
         for name, grid in zip(release.columns, grids, strict=True)
     }
-    table[value_name] = release.released_counts.ravel()
+    counts = release.released_counts.ravel()
+    table[value_name] = counts
+    if release.noise_scale is not None:
+        table["ci_lower"], table["ci_upper"] = accuracy.count_intervals(counts, release.noise_scale)
+    else:
+        parameters = release.parameters
+        estimate, lower, upper = accuracy.smoothed_intervals(
+            counts, rows=parameters["rows"], mix=parameters["mix"], n=parameters["n"]
+        )
+        table["real_count_estimate"] = np.round(estimate, 1)
+        table["ci_lower"], table["ci_upper"] = np.round(lower, 1), np.round(upper, 1)
     return pd.DataFrame(table)
 
 
 PERTURBED_FILES = {
-    "noisy_counts.csv": "unclipped noisy count of every cell (unbiased)",
+    "noisy_counts.csv": "unclipped noisy count of every cell (unbiased), with its 95% interval "
+    "(ci_lower, ci_upper) from the discrete Laplace noise",
     "synthetic.csv": "rows sampled from the clipped, renormalised noisy histogram",
 }
 SMOOTHED_FILES = {
     "noisy_counts.csv": "number of synthetic rows in every cell (no separate noisy counts "
-    "exist for this mechanism)",
+    "exist for this mechanism), the real count it estimates and a 95% interval for that "
+    "real count (sampling variation of the synthetic rows)",
     "synthetic.csv": "rows drawn i.i.d. from (1 - mix) * histogram + mix * uniform",
 }
 

@@ -87,6 +87,13 @@ def _check_counts(values: npt.ArrayLike) -> IntArray:
     return counts
 
 
+def _check_floats(values: npt.ArrayLike) -> FloatArray:
+    floats = np.asarray(values, dtype=np.float64)
+    if not np.all(np.isfinite(floats)):
+        raise MechanismError("values that take Laplace noise must be finite numbers")
+    return floats
+
+
 def check_count_noise(scale: float, epsilon: float) -> float:
     """Refuse a count-noise scale above MAX_INTEGER_SCALE, in terms of the requested epsilon.
 
@@ -120,6 +127,15 @@ class RandomSource:
     def laplace(self, scale: float, size: Size) -> FloatArray:
         """Float64 Laplace(0, scale) draws."""
         raise NotImplementedError
+
+    def add_laplace(self, values: npt.ArrayLike, scale: float) -> FloatArray:
+        """Float64 `values` (finite) plus Laplace(0, scale) noise on each.
+
+        The secure source passes the values into OpenDP's float Laplace measurement, so its
+        proof (and its floating-point care) covers the addition, as for the counts.
+        """
+        floats = _check_floats(values)
+        return floats + self.laplace(_check_scale(scale), floats.shape)
 
     def gaussian(self, sigma: float, size: Size) -> FloatArray:
         """Float64 Normal(0, sigma^2) draws."""
@@ -303,6 +319,9 @@ class _SecureSource(_NumpySource):
     def discrete_laplace(self, scale: float, size: Size) -> IntArray:
         return self.add_discrete_laplace(np.zeros(_shape(size), dtype=np.int64), scale)
 
+    def add_laplace(self, values: npt.ArrayLike, scale: float) -> FloatArray:
+        return self._add("laplace", _check_floats(values), _check_scale(scale))
+
     def discrete_gaussian(self, sigma: float, size: Size) -> IntArray:
         sigma = _check_scale(sigma, "sigma", "integer")
         return self._add("discrete_gaussian", np.zeros(_shape(size), dtype=np.int64), sigma)
@@ -387,6 +406,10 @@ class RecordingSource(RandomSource):
     def laplace(self, scale: float, size: Size) -> FloatArray:
         self._record("laplace", scale, size)
         return self.inner.laplace(scale, size)
+
+    def add_laplace(self, values: npt.ArrayLike, scale: float) -> FloatArray:
+        self._record("laplace", scale, np.shape(values))
+        return self.inner.add_laplace(values, scale)
 
     def gaussian(self, sigma: float, size: Size) -> FloatArray:
         self._record("gaussian", sigma, size)

@@ -143,7 +143,13 @@ def mwem_plan(
     )
     scale = check_count_noise(plan.marginal_scale, epsilon)
     cells = sorted(q.cells(shape) for q in workload)[len(workload) // 2]
-    details = {"workload": len(workload), **plan.budget, "median_cells": cells}
+    details = {
+        "workload": len(workload),
+        **plan.budget,
+        "median_cells": cells,
+        "init_scale": plan.init_scale,
+        "columns": len(columns),
+    }
     return NoisePlan(
         "discrete Laplace",
         scale,

@@ -65,6 +65,13 @@ def write_release(output: ReleaseOutput, out_dir: str | Path) -> list[Path]:
 
     Only public content: the mechanism's files and its public manifest (no input hash).
     """
+    return write_files(
+        {**output.files, "manifest.json": json_bytes(public_manifest(output.manifest))}, out_dir
+    )
+
+
+def write_files(files: dict[str, bytes], out_dir: str | Path) -> list[Path]:
+    """Write each of `files` into out_dir (created if needed); return the paths."""
     out_dir = Path(out_dir)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -73,7 +80,6 @@ def write_release(output: ReleaseOutput, out_dir: str | Path) -> list[Path]:
             f"output folder ({str(out_dir)!r}) cannot be created: {exc.strerror}"
         ) from None
     written = []
-    files = {**output.files, "manifest.json": json_bytes(public_manifest(output.manifest))}
     for filename, content in files.items():
         path = out_dir / filename
         path.write_bytes(content)

@@ -64,9 +64,15 @@ class NumericColumn:
         return len(self.edges) - 1
 
     def labels(self) -> list[str]:
+        """Readable bin labels for spreadsheets and reports.
+
+        "17 to under 26.125" (a bin holds
+        its lower edge, not its upper one), the last bin "81.875 to 90" (both edges in).
+        """
         e = self.edges
         return [
-            f"[{e[i]:g}, {e[i + 1]:g}{']' if i == len(e) - 2 else ')'}" for i in range(len(e) - 1)
+            f"{e[i]:g} to {'' if i == len(e) - 2 else 'under '}{e[i + 1]:g}"
+            for i in range(len(e) - 1)
         ]
 
     def encode(self, values: AnyArray | pd.Series[Any], first_row: int = 0) -> AnyArray:

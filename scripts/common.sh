@@ -94,3 +94,27 @@ ensure_chromium() {
       || echo "Could not install chromium; end-to-end tests will fail." >&2
   fi
 }
+
+# System libraries WeasyPrint needs to write report.pdf (pango, its FreeType backend, HarfBuzz's
+# font subsetter) and one font family; used by run.sh, test.sh and the Dockerfile.
+PDF_PACKAGES="libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz-subset0 fonts-dejavu-core"
+pdf_libraries_present() {
+  local lib
+  for lib in libpango-1.0.so.0 libpangoft2-1.0.so.0 libharfbuzz-subset.so.0; do
+    ldconfig -p 2>/dev/null | grep -q "$lib" || return 1
+  done
+  [ -d /usr/share/fonts/truetype/dejavu ]
+}
+ensure_pdf_libraries() {
+  if pdf_libraries_present; then return 0; fi
+  local sudo=""
+  [ "$(id -u)" = 0 ] || sudo="sudo -n"
+  if command -v apt-get >/dev/null; then
+    log "Installing the libraries report.pdf needs ($PDF_PACKAGES) from Debian's packages"
+    # shellcheck disable=SC2086
+    $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $PDF_PACKAGES >/dev/null \
+      || echo "Could not install $PDF_PACKAGES; release packages cannot get report.pdf." >&2
+  else
+    echo "Install pango, HarfBuzz (subset) and a font ($PDF_PACKAGES on Debian): report.pdf needs them." >&2
+  fi
+}

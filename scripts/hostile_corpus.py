@@ -462,17 +462,86 @@ def value_cases() -> list[Case]:
     return cases
 
 
+BOMB_TABLE = b"a\n" + b"0\n" * (8 << 20)  # 16 MB of one repeated line
+
+
+def gzip_bomb() -> bytes:
+    """Return 16 MB of one repeated line, gzip-compressed about 1000 to 1 (limit 200 to 1)."""
+    return gzip.compress(BOMB_TABLE, 9)
+
+
+def zip_bomb() -> bytes:
+    """Return a deflated zip whose one CSV unpacks 16 MB from about 16 KB."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
+        archive.writestr("t.csv", BOMB_TABLE)
+    return out.getvalue()
+
+
+def zip_with_flag(parts: dict, flag: int) -> bytes:
+    """Return a zip of `parts` with general-purpose flag bits `flag` set on every entry."""
+    data = bytearray(zip_of(parts))
+    for marker, offset in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
+        at = data.find(marker)
+        while at >= 0:
+            data[at + offset] |= flag
+            at = data.find(marker, at + 1)
+    return bytes(data)
+
+
 def wrapped_cases() -> list[Case]:
-    """Compressed and archived files, which the portal does not accept (yet)."""
+    """Compressed and archived files: gzip and one-table zips are unpacked within limits.
+
+    Bombs, nested archives, several members, encryption, traversal and other compressors are
+    refused.
+    """
+    book = lambda: workbook(GOOD_ROWS)  # noqa: E731
+    good = {"age": [34, 51], "sex": ["F", "M"]}
     return [
-        refused("gzip-named-csv-gz", "t.csv.gz", lambda: gzip.compress(SMALL), "cannot be read"),
-        refused("zip-named-zip", "t.zip", lambda: zip_of({"t.csv": SMALL}), "cannot be read"),
+        accepted("gzip-named-csv-gz", "t.csv.gz", lambda: gzip.compress(SMALL), SMALL_TABLE),
+        accepted(
+            "gzip-named-tsv-gz",
+            "t.tsv.gz",
+            gzip.compress(b"age\tcity\n34\tLeeds\n51\tYork\n"),
+            SMALL_TABLE,
+        ),
+        accepted("gzip-named-csv", "t.csv", lambda: gzip.compress(SMALL), SMALL_TABLE),
+        accepted("zip-named-zip", "t.zip", lambda: zip_of({"t.csv": SMALL}), SMALL_TABLE),
+        accepted("zip-of-xlsx", "t.zip", lambda: zip_of({"t.xlsx": book()}), good),
+        refused("gzip-bomb", "b.csv.gz", gzip_bomb, "times larger", "zip bomb"),
+        refused("zip-bomb", "b.zip", zip_bomb, "times larger", "zip bomb"),
+        refused(
+            "gzip-in-gzip",
+            "t.csv.gz",
+            lambda: gzip.compress(gzip.compress(SMALL)),
+            "inside archives",
+        ),
+        refused(
+            "zip-in-zip",
+            "t.zip",
+            lambda: zip_of({"t.csv": zip_of({"t.csv": SMALL})}),
+            "inside archives",
+        ),
+        refused(
+            "zip-of-gz", "t.zip", lambda: zip_of({"t.csv.gz": gzip.compress(SMALL)}), "not a table"
+        ),
+        refused(
+            "zip-two-members",
+            "t.zip",
+            lambda: zip_of({"a.csv": SMALL, "b.csv": SMALL}),
+            "holds 2 files",
+        ),
+        refused("zip-traversal", "t.zip", lambda: zip_of({"../../t.csv": SMALL}), "path traversal"),
+        refused(
+            "zip-encrypted", "t.zip", lambda: zip_with_flag({"t.csv": SMALL}, 0x1), "encrypted"
+        ),
+        refused("gzip-cut-short", "t.csv.gz", lambda: gzip.compress(SMALL * 50)[:-20], "cut short"),
+        refused("gz-name-not-gzip", "t.csv.gz", SMALL, "not gzip-compressed"),
         refused("bz2-named-bz2", "t.csv.bz2", lambda: bz2.compress(SMALL), "cannot be read"),
-        refused("gzip-named-csv", "t.csv", lambda: gzip.compress(SMALL), "compressed (gzip)"),
-        refused("zip-named-csv", "t.csv", lambda: zip_of({"t.csv": SMALL}), "zip or Excel"),
         refused("bz2-named-csv", "t.csv", lambda: bz2.compress(SMALL), "compressed (bzip2)"),
         refused("xz-named-csv", "t.csv", lambda: lzma.compress(SMALL), "compressed (xz)"),
-        refused("xlsx-named-csv", "t.csv", lambda: workbook(GOOD_ROWS), "zip or Excel"),
+        refused("zip-named-csv", "t.csv", lambda: zip_of({"t.csv": SMALL}), "zip or Excel"),
+        refused("xlsx-named-csv", "t.csv", book, "zip or Excel"),
         refused("unsupported-json", "t.json", b'{"a": 1}', "cannot be read"),
     ]
 

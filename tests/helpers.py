@@ -215,7 +215,7 @@ def object_kwargs(name, kwarg_names, world, missing=False):
             values[kwarg] = "no-such-invitation"
         elif kwarg == "dataset_pk" or (kwarg == "pk" and name.startswith("dataset")):
             values[kwarg] = MISSING_PK if missing else world.dataset.pk
-        elif kwarg == "pk" and name.startswith("release"):
+        elif kwarg == "pk" and name.startswith(("release", "public_release")):
             values[kwarg] = MISSING_PK if missing else world.release.pk
         elif kwarg == "filename":
             values[kwarg] = "manifest.json"

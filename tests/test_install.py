@@ -99,6 +99,7 @@ def test_the_wheel_holds_both_packages_the_licence_the_command_and_the_dependenc
         metadata = archive.read(f"{info}/METADATA").decode()
         entry_points = archive.read(f"{info}/entry_points.txt").decode()
     assert "mechanisms/__main__.py" in names and "mechanisms/range_count/mn12.py" in names
+    assert "mechanisms/package/report.css" in names  # the report's stylesheet (package data)
     assert "dpportal/settings.py" in names and "dpportal/migrations/__init__.py" in names
     assert any(n.startswith(info) and "LICENSE" in n for n in names), names
     assert re.search(r"^dp-release = mechanisms\.__main__:main$", entry_points, re.M)
@@ -151,6 +152,7 @@ def test_dp_release_runs_a_release_from_a_folder_outside_the_repository(installe
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["mechanism"] == "perturbed_histogram" and manifest["random_source"] == "secure"
     assert len(pd.read_csv(tmp_path / "out" / "synthetic.csv")) == 5
+    assert (tmp_path / "out" / "report.pdf").read_bytes().startswith(b"%PDF")
 
     bad = run_outside(
         installed,

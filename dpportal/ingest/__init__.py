@@ -1,5 +1,7 @@
 """Reading uploaded tables: CSV, TSV and XLSX into one typed, columnar (Parquet) copy.
 
+Compressed uploads (gzip, or a zip holding one table) are unpacked first (`archive`).
+
 Everything streams in bounded memory: bytes are checked while they are written (`scan`), the
 text is parsed in blocks by pyarrow and written block by block to Parquet (`text`), and the
 profile used for schema proposals is accumulated per block (`profile`). Workbooks are checked
@@ -7,10 +9,11 @@ and turned into CSV first (`xlsx`). The budget follows the parsed content (`fing
 Problems raise `IngestError` with a message for the custodian that says what is wrong, where
 (line, column) and how to fix it.
 
-The profile is computed from the raw data: it is shown to the owner only, marked "from your
-data", and never becomes part of a release.
+The profile is computed from the raw data but holds only a type proposal and the count of empty
+cells per column (owner-only); bounds and categories never come from it.
 """
 
+from .archive import Unpacked, unpack_upload
 from .detect import MAX_COLUMNS
 from .fingerprint import content_fingerprint
 from .scan import ByteScan, IngestError, scan_file
@@ -21,10 +24,12 @@ __all__ = [
     "MAX_COLUMNS",
     "XLSX_MAX_MEMBERS",
     "ByteScan",
+    "Unpacked",
     "IngestError",
     "IngestResult",
     "content_fingerprint",
     "ingest_text",
     "scan_file",
+    "unpack_upload",
     "xlsx_to_csv",
 ]

@@ -7,6 +7,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from mechanisms.archives import other_compressor
+
 from .scan import ByteScan, IngestError
 
 MAX_COLUMNS = 1000
@@ -22,13 +24,6 @@ UTF8_MULTIBYTE = re.compile(
     rb"[\xc2-\xdf][\x80-\xbf]|\xe0[\xa0-\xbf][\x80-\xbf]|[\xe1-\xec\xee\xef][\x80-\xbf]{2}"
     rb"|\xed[\x80-\x9f][\x80-\xbf]|\xf0[\x90-\xbf][\x80-\xbf]{2}|[\xf1-\xf3][\x80-\xbf]{3}"
     rb"|\xf4[\x80-\x8f][\x80-\xbf]{2}"
-)
-COMPRESSED = (
-    (b"\x1f\x8b", "gzip"),
-    (b"BZh", "bzip2"),
-    (b"\xfd7zXZ\x00", "xz"),
-    (b"\x28\xb5\x2f\xfd", "zstd"),
-    (b"7z\xbc\xaf\x27\x1c", "7-Zip"),
 )
 EMPTY = "The file is empty; upload a table with column names in its first line."
 
@@ -73,11 +68,15 @@ def _refuse_binary(path: Path, scan: ByteScan) -> None:
     if head.startswith(b"PK\x03\x04"):
         raise IngestError(
             "This is a zip or Excel file, not CSV text; upload it with the "
-            "extension .xlsx, or save it as CSV."
+            "extension .xlsx (a workbook) or .zip (an archive holding one table), or save it "
+            "as CSV."
         )
-    for magic, kind in COMPRESSED:
-        if head.startswith(magic):
-            raise IngestError(f"The file is compressed ({kind}); uncompress it and upload the CSV.")
+    compressor = other_compressor(head)  # gzip and zip were unpacked before (`archive`)
+    if compressor:
+        raise IngestError(
+            f"The file is compressed ({compressor}), which cannot be unpacked here; uncompress "
+            "it and upload the CSV, or compress it with gzip (.csv.gz) or zip instead."
+        )
     if scan.nul_offset is not None:
         line = _line_at(path, scan.nul_offset)
         raise IngestError(

@@ -1,7 +1,8 @@
-"""What the data says about each column, accumulated block by block (owner-only).
+"""What the data says about each column's type, accumulated block by block (owner-only).
 
-The profile is computed from the raw data: it is shown to the owner only, marked "from your
-data", and never becomes part of a release.
+The profile proposes a type per column (numeric, categorical or ignored) and counts the empty
+cells. It never proposes a bound, a bin or a category: those come from public knowledge or a
+budgeted DP estimate (`dpportal.services.estimates`), never silently from the data.
 """
 
 from dataclasses import dataclass, field
@@ -23,8 +24,7 @@ class ColumnProfile:
     kind: str  # "int", "float" or "text"
     rows: int = 0
     missing: int = 0
-    minimum: float | None = None
-    maximum: float | None = None
+    numbers: int = 0  # finite numbers seen
     categories: set | None = field(default_factory=set)  # None once there are too many
 
     @property
@@ -41,35 +41,19 @@ class ColumnProfile:
                     self.categories = None
             return
         self.missing += column.null_count
-        if self.kind == "float":  # inf (also 1e309) and NaN never reach the profile or its JSON
+        if self.kind == "float":  # inf (also 1e309) and NaN are not numbers a bound could hold
             column = pc.filter(column, pc.is_finite(column))
-        extremes = pc.min_max(column)
-        low, high = extremes["min"].as_py(), extremes["max"].as_py()
-        if low is not None:
-            self.minimum = low if self.minimum is None else min(self.minimum, low)
-            self.maximum = high if self.maximum is None else max(self.maximum, high)
+        self.numbers += len(column) - column.null_count
 
     def proposal(self) -> dict:
-        """A proposed schema entry; `from_data` lists the values that came from the data.
+        """A proposed schema entry: a type only (no bound, bin or category from the data).
 
-        Text with a few repeated values is proposed as categorical; text whose values are all
-        different (identifiers, free text) or too many is proposed as ignored.
+        Numbers are proposed as numeric; text with a few repeated values as categorical; text
+        whose values are all different (identifiers, free text) or too many as ignored.
         """
         base: dict[str, Any] = {"name": self.name, "missing": self.missing}
-        low, high = self.minimum, self.maximum
-        if self.kind != "text" and low is not None and high is not None:
-            upper = high if high > low else low + 1
-            proposal = base | {
-                "type": "numeric",
-                "lower": _plain(low),
-                "upper": _plain(upper),
-                "bins": DEFAULT_BINS,
-                "from_data": ["lower", "upper"],
-            }
-            if self.kind == "int" and upper - low < DEFAULT_BINS:
-                proposal["bins"] = int(upper - low) + 1  # one bin per whole number
-                proposal["from_data"].append("bins")
-            return proposal
+        if self.kind != "text" and self.numbers:
+            return base | {"type": "numeric", "bins": DEFAULT_BINS}
         categories = self.categories
         usable = (
             bool(categories)
@@ -77,16 +61,6 @@ class ColumnProfile:
             and all(len(c) <= MAX_CATEGORY_CHARS for c in categories)
             and (len(categories) == 1 or len(categories) < self.present)
         )
-        if usable and categories is not None:
-            return base | {
-                "type": "categorical",
-                "categories": sorted(categories),
-                "unknown": "other",
-                "from_data": ["categories"],
-            }
-        return base | {"type": "ignored", "from_data": []}
-
-
-def _plain(value):
-    """An integral float as an int, so proposals read 17 rather than 17.0."""
-    return int(value) if isinstance(value, float) and value.is_integer() else value
+        if usable:
+            return base | {"type": "categorical", "unknown": "other"}
+        return base | {"type": "ignored"}

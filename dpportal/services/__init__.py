@@ -10,9 +10,11 @@ One module per concept:
     execution    running a release on a worker: lease, heartbeat, storing the output
     reaper       retrying or failing releases whose worker died, resending lost jobs
     publishing   after publication: utility report, zip and chart data
+    public_pages a release's public page: switched on or withdrawn by its owner
     datasets     upload, auditors, schema confirmation, deletion
     tokens       per-user API tokens: create, revoke, authenticate
     invitations  e-mailed, expiring, single-use invitations to audit a dataset
+    estimates    DP estimates of a column's bounds or categories for the schema page
 
 The names below are the ones views, commands and tests call as `services.<name>`. A test that
 replaces a function must replace it in the module that calls it (`services.delivery.release_send`),
@@ -32,6 +34,7 @@ from .datasets import (
 )
 from .delivery import release_queue
 from .errors import DuplicateSubmission, ServiceError
+from .estimates import estimate_column, estimate_cost, latest_estimates
 from .execution import LeaseLost, _mark_data_read, _release_claim, _release_fail, release_run
 from .invitations import (
     invitation_accept,
@@ -40,6 +43,7 @@ from .invitations import (
     invitation_send,
     pending_invitations,
 )
+from .public_pages import release_set_public
 from .reaper import release_reap
 from .releases import release_cancel, release_create
 from .tokens import token_authenticate, token_create, token_revoke
@@ -66,10 +70,14 @@ __all__ = [
     "invitation_revoke",
     "invitation_send",
     "pending_invitations",
+    "estimate_column",
+    "estimate_cost",
+    "latest_estimates",
     "release_cancel",
     "release_create",
     "release_queue",
     "release_reap",
+    "release_set_public",
     "release_run",
     "token_authenticate",
     "token_create",

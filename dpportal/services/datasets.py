@@ -5,7 +5,6 @@ Files go through `dpportal.ingest` into private storage (`dpportal.files`); noth
 behind when a file is refused.
 """
 
-import gzip
 from decimal import Decimal
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from .budget import budget_scope, budget_values, check_neighbouring, locked_data
 from .errors import ServiceError
 
 DATASET_SUFFIXES = (".csv", ".tsv", ".txt", ".xlsx")
+ARCHIVE_SUFFIXES = (".gz", ".zip")  # a table compressed with gzip, or alone in a zip
 
 
 def dataset_create_from_path(
@@ -37,12 +37,11 @@ def dataset_create_from_path(
     neighbouring="replace-one",
     header=None,
 ):
-    """Ingest a file on disk (CSV/TSV/XLSX, optionally gzip-compressed) as a new dataset."""
+    """Ingest a file on disk (CSV/TSV/XLSX, or one compressed with gzip or zip) as a dataset."""
     source_path = Path(source_path)
-    filename = source_path.name.removesuffix(".gz")
-    opener = gzip.open if source_path.suffix == ".gz" else open
+    filename = source_path.name
     scan = ingest.ByteScan()
-    with opener(source_path, "rb") as handle:
+    with open(source_path, "rb") as handle:
         _name, path = storage.store_stream(iter(lambda: handle.read(1 << 20), b""), ".upload", scan)
     try:
         return _dataset_create(
@@ -127,15 +126,15 @@ def _dataset_create(
     epsilon_total, delta_total = budget_values(epsilon_total, delta_total)
     check_neighbouring(neighbouring)
     suffix = Path(filename).suffix.lower()
-    if suffix not in DATASET_SUFFIXES:
+    if suffix not in DATASET_SUFFIXES + ARCHIVE_SUFFIXES:
         raise ServiceError(
             f"Files of type {suffix or '(none)'!r} cannot be read; upload a CSV, "
-            "TSV or Excel (.xlsx) file."
+            "TSV or Excel (.xlsx) file, or one of them compressed with gzip (.csv.gz) or zip."
         )
     parquet_name, parquet_path = files.new_storage_name(".parquet")
     kept_name = ""
     try:
-        result = _ingest_file(original_path, scan, parquet_path, suffix, header)
+        result = _ingest_file(original_path, scan, parquet_path, filename, header)
         fingerprint = ingest.content_fingerprint(parquet_path)
         if settings.DPPORTAL_KEEP_ORIGINAL_UPLOADS:
             kept_name, kept_path = files.new_storage_name(suffix)
@@ -198,9 +197,14 @@ def dataset_shared_with(dataset):
     )
 
 
-def _ingest_file(path, scan, parquet_path, suffix, header):
-    text_name = ""
+def _ingest_file(path, scan, parquet_path, filename, header):
+    """Read the upload (or the table inside it, if it is compressed) into `parquet_path`."""
+    text_name, unpacked = "", None
     try:
+        unpacked = ingest.unpack_upload(path, filename, max_bytes=settings.MAX_UPLOAD_BYTES)
+        if unpacked is not None:
+            path, scan, filename = unpacked.path, unpacked.scan, unpacked.name
+        suffix = Path(filename).suffix.lower()
         if suffix == ".xlsx":
             text_name, text_path = files.new_storage_name(".csv")
             ingest.xlsx_to_csv(path, text_path)
@@ -208,12 +212,17 @@ def _ingest_file(path, scan, parquet_path, suffix, header):
                 text_path, ingest.scan_file(text_path), parquet_path, suffix=".csv", header=header
             )
             result.details["format"] = "Excel workbook (first sheet)"
-            return result
-        return ingest.ingest_text(path, scan, parquet_path, suffix=suffix, header=header)
+        else:
+            result = ingest.ingest_text(path, scan, parquet_path, suffix=suffix, header=header)
+        if unpacked is not None:
+            result.details["format"] += f", unpacked from {unpacked.kind}"
+        return result
     except ingest.IngestError as exc:
         raise ServiceError(str(exc)) from None
     finally:
         files.remove_stored(text_name)
+        if unpacked is not None:
+            unpacked.path.unlink(missing_ok=True)
 
 
 def dataset_set_auditor(*, dataset, user, username, add, remote_addr=None):

@@ -17,11 +17,19 @@ import numpy as np
 import pandas as pd
 
 from mechanisms.accounting import check_epsilon, float_at_most, noise_scale
+from mechanisms.accuracy import CONFIDENCE, count_intervals
 from mechanisms.arrays import AnyArray
 from mechanisms.errors import MechanismError
 from mechanisms.mwem.distribution import FactoredDistribution, _answer
 from mechanisms.mwem.fit import _floor, _mw_update, _refit
-from mechanisms.mwem.measure import _measure, _select, _start, _TrueAnswers, marginal_sensitivity
+from mechanisms.mwem.measure import (
+    _expected_abs_noise,
+    _measure,
+    _select,
+    _start,
+    _TrueAnswers,
+    marginal_sensitivity,
+)
 from mechanisms.mwem.plan import (
     MAX_DEFAULT_ROUNDS,
     SELECT_FRACTION,
@@ -147,13 +155,14 @@ def mwem(
             model, true, workload, n, eps_select, eps_measure, marginal_l1, memory_cells, rng
         )
         noisy, scale = _measure(true, query, eps_measure, marginal_l1, rng)
+        before = _error_before(query, noisy, scale, model, n, shape)
         result.measurements.append(_measurement_record(query, noisy, scale))
         measured.append((query, noisy / n, _floor(scale, n)))
         model.merge(query.attrs)
         _refit(model, measured, mw_passes, update, last_round=t == rounds - 1)
         if iterate_sum is not None:
             iterate_sum += model.to_dense()
-        result.trace.append(_trace_entry(t, query, noisy, model, measured, shape))
+        result.trace.append(_trace_entry(t, query, noisy, model, measured, before))
         if progress is not None:
             progress(t + 1, rounds)
     if iterate_sum is not None:
@@ -200,16 +209,39 @@ def measure_all(
 
 
 def _measurement_record(query: Query, noisy: AnyArray, scale: float) -> dict[str, Any]:
-    return {"query": query, "noisy_answer": [int(v) for v in noisy], "noise_scale": scale}
+    """A measurement as published, with each count's 95% interval.
+
+    ``accuracy.count_intervals`` of its discrete Laplace noise of ``scale`` (post-processing).
+    The noise of a measurement is drawn after its query was selected, so the interval holds
+    whichever query was chosen.
+    """
+    lower, upper = count_intervals(np.asarray(noisy, dtype=np.int64), scale)
+    return {
+        "query": query,
+        "noisy_answer": [int(v) for v in noisy],
+        "noise_scale": scale,
+        "ci_lower": [int(v) for v in lower],
+        "ci_upper": [int(v) for v in upper],
+        "confidence": CONFIDENCE,
+    }
 
 
 def _trace_entry(
-    t: int, query: Query, noisy: AnyArray, model: Any, measured: Any, shape: tuple[int, ...]
+    t: int,
+    query: Query,
+    noisy: AnyArray,
+    model: Any,
+    measured: Any,
+    before: tuple[float, float],
 ) -> dict[str, Any]:
     """Round t's public trace (post-processing of DP values).
 
-    The selected query, its noisy answer, and the largest gap between the model and any noisy
-    measurement so far (fraction of n).
+    The selected query, its noisy answer, the largest gap between the model and any noisy
+    measurement so far (fraction of n), and ``before``: the estimated error of the selected
+    query under the model *before* this round (half the L1 gap between its noisy answer and the
+    model's, as a share of n: a total variation distance), with the part of that gap the noise
+    alone explains (``noise_level``). Selection picks the query the model gets (about) most
+    wrong, so the estimate falls towards the noise level as the model improves.
     """
     gap = max(
         float(np.abs(target - _answer(q, model.marginal(q.attrs))).max())
@@ -220,7 +252,18 @@ def _trace_entry(
         "query": query,
         "noisy_answer": [int(v) for v in noisy],
         "max_error_estimate": gap,
+        "selected_error_estimate": before[0],
+        "noise_level": before[1],
     }
+
+
+def _error_before(
+    query: Query, noisy: AnyArray, scale: float, model: Any, n: int, shape: tuple[int, ...]
+) -> tuple[float, float]:
+    """(½‖noisy/n − model's answer‖₁, ½·cells·E|noise|/n) for the model before it is refit."""
+    predicted = _answer(query, model.marginal(query.attrs))
+    gap = 0.5 * float(np.abs(np.asarray(noisy) / n - predicted).sum())
+    return gap, 0.5 * query.cells(shape) * _expected_abs_noise(scale) / n
 
 
 CELL_ORDER = "a marginal's answers run over its columns' bins in row-major order (last fastest)"

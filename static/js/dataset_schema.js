@@ -1,16 +1,15 @@
-// Schema page: show only the inputs that matter for each column's type, and drop the
-// "from your data" mark once the custodian has typed a value of their own.
+// Schema page: show only the inputs that matter for each column's type; fill categories from a
+// public list or a pasted line of values; "estimate for me" fills a column in place with its DP
+// estimate (the server spends the stated share of the budget and records it).
 (function () {
   "use strict";
   function showFor(row) {
     var type = row.querySelector("select[name$='-type']").value;
-    row.querySelectorAll(".numeric-only").forEach(function (cell) {
-      cell.querySelectorAll("input, select, textarea").forEach(function (input) { input.disabled = type !== "numeric"; });
-      cell.classList.toggle("inactive", type !== "numeric");
-    });
-    row.querySelectorAll(".categorical-only").forEach(function (cell) {
-      cell.querySelectorAll("input, select, textarea").forEach(function (input) { input.disabled = type !== "categorical"; });
-      cell.classList.toggle("inactive", type !== "categorical");
+    ["numeric", "categorical"].forEach(function (kind) {
+      row.querySelectorAll("." + kind + "-only").forEach(function (cell) {
+        cell.querySelectorAll("input, select, textarea, button").forEach(function (input) { input.disabled = type !== kind; });
+        cell.classList.toggle("inactive", type !== kind);
+      });
     });
   }
   document.querySelectorAll(".schema-row").forEach(function (row) {
@@ -18,10 +17,63 @@
     select.addEventListener("change", function () { showFor(row); });
     showFor(row);
   });
-  document.querySelectorAll(".from-data[data-for]").forEach(function (mark) {
-    var input = document.getElementById(mark.getAttribute("data-for"));
-    if (!input) { return; }
-    var original = input.value;
-    input.addEventListener("input", function () { mark.hidden = input.value !== original ? true : false; });
+
+  var listsElement = document.getElementById("public-lists");
+  var lists = listsElement ? JSON.parse(listsElement.textContent) : {};
+  document.querySelectorAll("select.public-list").forEach(function (select) {
+    select.addEventListener("change", function () {
+      var target = document.getElementById(select.getAttribute("data-target"));
+      if (target && lists[select.value]) { target.value = lists[select.value].join("\n"); }
+      select.value = "";
+    });
+  });
+  // A pasted single line "a, b; c" (or tab-separated cells of a spreadsheet row) becomes one
+  // value per line.
+  document.querySelectorAll("textarea[name$='-categories']").forEach(function (area) {
+    area.addEventListener("paste", function (event) {
+      var text = (event.clipboardData || window.clipboardData).getData("text");
+      if (/[\r\n]/.test(text.trim()) || !/[,;\t]/.test(text)) { return; }
+      event.preventDefault();
+      var values = text.split(/[,;\t]/).map(function (v) { return v.trim(); }).filter(Boolean);
+      area.value = (area.value ? area.value.replace(/\s+$/, "") + "\n" : "") + values.join("\n");
+    });
+  });
+
+  var estimateForm = document.getElementById("estimate-form");
+  function showEstimate(help, text, isError) {
+    var line = help.querySelector(".dp-estimate");
+    line.hidden = false;
+    line.textContent = "";
+    var label = document.createElement("span");
+    label.className = isError ? "errorlist" : "dp-estimate-label";
+    label.textContent = isError ? "Nothing was spent" : "DP estimate";
+    line.appendChild(label);
+    line.appendChild(document.createTextNode(" " + text));
+  }
+  function fill(row, data) {
+    if (data.kind === "numeric" && data.lower !== null && data.upper !== null) {
+      row.querySelector("input[name$='-lower']").value = data.lower;
+      row.querySelector("input[name$='-upper']").value = data.upper;
+    } else if (data.kind === "categorical" && data.categories && data.categories.length) {
+      row.querySelector("textarea[name$='-categories']").value = data.categories.join("\n");
+    }
+  }
+  document.querySelectorAll("button.estimate-button").forEach(function (button) {
+    button.addEventListener("click", function (event) {
+      event.preventDefault();
+      var row = button.closest(".schema-row");
+      var help = button.closest(".public-help");
+      var body = new FormData(estimateForm);
+      body.append("estimate", button.value);
+      button.disabled = true;
+      fetch(estimateForm.action, {method: "POST", body: body, headers: {"Accept": "application/json"}, credentials: "same-origin"})
+        .then(function (response) { return response.json(); })
+        .then(function (data) {
+          if (data.ok) { fill(row, data); showEstimate(help, data.text, false); }
+          else { showEstimate(help, data.error, true); }
+        })
+        .catch(function () { showEstimate(help, "The estimate could not be made; try again.", true); })
+        .then(function () { button.disabled = false; });
+    });
   });
 })();

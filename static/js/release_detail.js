@@ -58,6 +58,10 @@
           var fresh = page.getElementById("custodian-section");
           if (fresh && !fresh.querySelector("#comparison-pending")) {
             document.getElementById("custodian-section").replaceWith(document.adoptNode(fresh));
+            var verdict = page.getElementById("verdict");
+            if (verdict && document.getElementById("verdict")) {
+              document.getElementById("verdict").replaceWith(document.adoptNode(verdict));
+            }
             drawCharts();
           } else {
             pollComparison(attempt + 1);

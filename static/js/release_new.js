@@ -45,6 +45,7 @@
       return;
     }
     result.accuracy.forEach(function (line) { output.appendChild(paragraph(line)); });
+    if (result.accuracy_table) { renderAccuracyTable(result.accuracy_table); }
     if (result.fits) {
       output.appendChild(paragraph("Budget left after this release: ε = " + result.epsilon_left +
         " of " + result.epsilon_total + (result.delta_left !== "0" ? ", δ = " + result.delta_left : "") + "."));
@@ -53,6 +54,87 @@
         "warning"));
     }
   }
+
+  function table(caption, headers, rows) {
+    var element = document.createElement("table");
+    var title = document.createElement("caption");
+    title.textContent = caption;
+    element.appendChild(title);
+    var head = element.createTHead().insertRow();
+    headers.forEach(function (text) {
+      var th = document.createElement("th");
+      th.scope = "col";
+      th.textContent = text;
+      head.appendChild(th);
+    });
+    var body = element.createTBody();
+    rows.forEach(function (cells) {
+      var row = body.insertRow();
+      cells.forEach(function (cell) {
+        var td = row.insertCell();
+        if (cell instanceof Node) { td.appendChild(cell); } else { td.textContent = cell; }
+      });
+    });
+    return element;
+  }
+
+  function renderAccuracyTable(accuracy) {
+    if (accuracy.rows.length) {
+      output.appendChild(table("Each released count, with " + accuracy.confidence + " probability",
+        ["Output", "Within", "Note"],
+        accuracy.rows.map(function (r) { return [r.output, r.within, r.note]; })));
+    }
+    if (accuracy.marginals.length) {
+      output.appendChild(table("Expected error of the synthetic rows on the chosen tables " +
+        "(TVD: share of rows off; 0 is exact)", ["Table", "Expected TVD", "Note"],
+        accuracy.marginals.map(function (m) { return [m.marginal, m.tvd, m.note]; })));
+    }
+  }
+
+  var planBody = document.getElementById("plan-body");
+  function useProposal(proposal) {
+    var radio = form.querySelector("input[name=mechanism][value='" + proposal.mechanism + "']");
+    if (radio) { radio.checked = true; }
+    form.querySelector("input[name=epsilon]").value = proposal.epsilon;
+    scheduleEstimate();
+  }
+
+  function renderPlan(result) {
+    planBody.replaceChildren();
+    if (!result.ok) {
+      result.errors.forEach(function (error) { planBody.appendChild(paragraph(error, "warning")); });
+      return;
+    }
+    var rows = result.proposals.map(function (p) {
+      if (!p.epsilon) { return [p.title, "—", p.reason, ""]; }
+      var button = document.createElement("button");
+      button.type = "button";
+      button.textContent = "Use ε = " + p.epsilon;
+      button.addEventListener("click", function () { useProposal(p); });
+      var left = p.fits ? "ε = " + p.left + " left of " + result.epsilon_remaining :
+        "needs more than the ε = " + result.epsilon_remaining + " left";
+      return [p.title, p.epsilon, "for " + p.planned + "; " + left, button];
+    });
+    planBody.appendChild(table("ε needed for counts within " + result.target + " at " +
+      result.confidence, ["Kind of release", "ε needed", "Budget", ""], rows));
+  }
+
+  function plan() {
+    if (!form.querySelector("input[name=columns]:checked")) {
+      planBody.replaceChildren(paragraph("Choose the columns to release (step 2) first."));
+      return;
+    }
+    var params = new URLSearchParams(new FormData(form));
+    params.delete("csrfmiddlewaretoken");
+    params.delete("submission");
+    planBody.replaceChildren(paragraph("Working out the ε each kind of release needs…"));
+    fetch(config.plan_url + "?" + params.toString(),
+          { headers: { Accept: "application/json" }, credentials: "same-origin" })
+      .then(function (response) { return response.json(); })
+      .then(renderPlan)
+      .catch(function () { planBody.replaceChildren(paragraph("The planner is not available right now.")); });
+  }
+  document.getElementById("plan-button").addEventListener("click", plan);
 
   function estimate() {
     if (!form.querySelector("input[name=columns]:checked")) {

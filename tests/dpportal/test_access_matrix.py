@@ -51,6 +51,9 @@ AUDITOR_READABLE = {
 }
 # Routes anyone may reach without logging in (an invitation link is its own credential).
 PUBLIC = {"login", "healthz", "invitation_accept", "api_openapi"}
+# A release's public page and files (public_views): the same answer for every role, signed in
+# or not; the world's release was never published, so that answer is 404, as for no release.
+PUBLIC_PAGES = {"public_release", "public_release_file", "public_report_css"}
 REFUSED = {403, 404, 405}
 # How pages mark what is computed from the raw data (never shown to auditors).
 CUSTODIAN_ONLY = re.compile(rb'class="custodian-only"|Custodian-only: not part of the release')
@@ -126,6 +129,11 @@ def judge(role, method, name, kwarg_names, response, world, clients, fail):
     if status >= 500:
         why = getattr(response, "exception_text", "server error")
         return fail(role, method, name, response, why)
+    if name in PUBLIC_PAGES:
+        expected = 405 if method != "GET" else 404 if kwarg_names else 200
+        if status != expected:
+            fail(role, method, name, response, f"a public route answers {expected} to everyone")
+        return None
     if is_api(name):  # a browser session (or none) never drives the API: tokens only
         if status != 401:
             fail(role, method, name, response, "the API must refuse a request without a token")

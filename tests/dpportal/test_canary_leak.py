@@ -1,15 +1,15 @@
 """T9: a unique value and a unique category placed in an uploaded file appear in no public
-artifact: release packages (folders and zip downloads), manifests and traces, pages and CSVs
-seen by an auditor, the audit log, the task messages and every key in Redis, and the worker log.
+artifact: release packages (folders and zip downloads; the text of report.pdf and the cells of
+release.xlsx, read back), manifests and traces, pages and CSVs seen by an auditor, each
+release's public page and its files as anyone sees them, the audit log, the task messages and
+every key in Redis, and the worker log.
 
 Only the custodian's private storage (the raw file and its Parquet copy) may hold them.
 """
 
 import gzip
-import io
 import json
 import re
-import zipfile
 
 import pandas as pd
 import pytest
@@ -22,9 +22,11 @@ from django.urls import reverse
 
 from dpportal import packaging, services
 from dpportal.models import AuditEvent, Release
+from mechanisms.package import PackageContext, build_package
 from tests.conftest import REPO_ROOT, wait_until
 from tests.dpportal.worker_app import start_worker
 from tests.helpers import DEMO_SCHEMA, make_user
+from tests.package_text import readable_text
 
 CANARY_VALUE = b"987654321"
 CANARY_CATEGORY = b"Qzxv-canary-category"
@@ -59,12 +61,30 @@ def canary_dataset(tmp_path):
 
 
 def body(response) -> bytes:
-    """A response's bytes; a zip download's members uncompressed (compression hides text)."""
+    """What a reader sees in a response: a zip's members uncompressed, a PDF's text and a
+    workbook's cells read back (compression would hide text from a byte search)."""
     data = b"".join(response.streaming_content) if response.streaming else response.content
-    if data.startswith(b"PK\x03\x04"):
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            return b"".join(archive.read(name) for name in archive.namelist())
-    return data
+    name = response.get("Content-Disposition", "").rstrip('"')
+    return readable_text(name, data).encode()
+
+
+def package_text(release) -> bytes:
+    """Every file of a release's package as a reader sees it (see body())."""
+    return "".join(
+        readable_text(n, c) for n, c in packaging.package_files(release).items()
+    ).encode()
+
+
+def test_the_scan_reads_the_pdf_and_workbook_where_a_byte_search_cannot():
+    """Twin: a canary in a package's public context (the dataset name) is found by the scan in
+    report.pdf's text and release.xlsx's cells, though not in their raw bytes."""
+    files = {"counts.csv": b"sex,noisy_count\nFemale,12\n"}
+    manifest = {"mechanism": "perturbed_histogram", "guarantee": {"epsilon": 1}}
+    context = PackageContext(dataset=CANARY_CATEGORY.decode())
+    package = build_package(files, manifest, context)
+    for name in ("report.pdf", "release.xlsx"):
+        assert hits(package[name]) == 0  # compressed: a byte search misses it
+        assert hits(readable_text(name, package[name]).encode()) > 0, name
 
 
 def redis_dump(url) -> bytes:
@@ -109,7 +129,9 @@ def test_the_canary_appears_in_no_public_artifact(canary_dataset, a_minute_later
     assert {r.mechanism: r.status for r in releases} == {n: "done" for n, _, _ in RELEASES}, {
         r.mechanism: r.error_message for r in releases
     }
-    client = Client()
+    for release in releases:
+        services.release_set_public(release=release, user=owner, public=True)
+    client, anyone = Client(), Client()
     client.force_login(auditor)
     pages = [
         reverse("release_list"),
@@ -124,12 +146,20 @@ def test_the_canary_appears_in_no_public_artifact(canary_dataset, a_minute_later
             reverse("release_progress", args=[release.pk]),
             reverse("release_download_zip", args=[release.pk]),
         ]
+    public = [reverse("public_report_css")]
+    for release in releases:
+        public += [reverse("public_release", args=[release.pk])]
+        public += [
+            reverse("public_release_file", args=[release.pk, name])
+            for name in packaging.package_names(release)
+        ]
     responses = [client.get(url) for url in pages]
+    seen_by_anyone = [anyone.get(url) for url in public]
     assert [r.status_code for r in responses] == [200] * len(pages)  # real pages, not 404s
+    assert [r.status_code for r in seen_by_anyone] == [200] * len(public)
     found = {
-        "release packages": sum(
-            hits(b"".join(packaging.package_files(r).values())) for r in releases
-        ),
+        "release packages": sum(hits(package_text(r)) for r in releases),
+        "public pages and files": sum(hits(body(response)) for response in seen_by_anyone),
         "manifests, traces, messages": sum(
             hits(json.dumps([r.manifest, r.trace, r.error_message, r.progress_stage]).encode())
             for r in releases
@@ -144,7 +174,8 @@ def test_the_canary_appears_in_no_public_artifact(canary_dataset, a_minute_later
     }
     private = hits((settings.DATASET_STORAGE_DIR / dataset.storage_name).read_bytes())
     print(
-        f"\nT9 canary hits ({len(releases)} releases, {len(pages)} auditor pages): {found}; "
+        f"\nT9 canary hits ({len(releases)} releases, {len(pages)} auditor pages, "
+        f"{len(public)} public pages and files): {found}; "
         f"in the custodian's private raw file (expected): {private}"
     )
     assert private > 0  # the scan can see the canary where it really is
@@ -236,6 +267,7 @@ def aggregate_world(tmp_path, monkeypatch, settings, request):
     services.release_run(release_id=release.pk)
     release.refresh_from_db()
     assert release.status == "done", release.error_message
+    release = services.release_set_public(release=release, user=owner, public=True)
     assert dataset.row_count == N_ROWS
     clients = {}
     for role, user in (("owner", owner), ("auditor", auditor), ("stranger", stranger)):
@@ -261,6 +293,8 @@ def reachable_urls(dataset, release) -> dict[str, str]:
     }
     for name in packaging.package_names(release):
         urls[f"file {name}"] = reverse("release_download_file", args=[release.pk, name])
+        urls[f"public {name}"] = reverse("public_release_file", args=[release.pk, name])
+    urls["public page"] = reverse("public_release", args=[release.pk])
     return urls
 
 

@@ -265,14 +265,14 @@ def test_budget_form_errors_are_shown_not_applied(owner, dataset):
 # ---------------------------------------------------------------- schema
 
 
-def test_schema_page_proposes_from_data_and_marks_it(owner, dataset):
+def test_schema_page_proposes_types_but_no_value_from_the_data(owner, dataset):
     response = client_for(owner).get(reverse("dataset_schema", args=[dataset.pk]))
     text = response.content.decode()
     assert response.status_code == 200
-    assert text.count('class="from-data" data-for=') == 4  # age lower/upper, sex, city lists
-    assert "documented code book" in text
-    assert 'value="29"' in text and 'value="51"' in text  # the data's own min and max
-    assert "F\nM</textarea>" in text
+    assert "Nothing on this page was read from your data" in text
+    assert 'value="29"' not in text and 'value="51"' not in text  # the data's own min and max
+    assert "F\nM</textarea>" not in text
+    assert '<option value="numeric" selected>' in text  # the type is proposed
     assert not dataset.schema_confirmed
 
 
@@ -287,8 +287,8 @@ def test_schema_confirmation_needs_the_public_knowledge_statement(owner, dataset
     page = client_for(owner).get(reverse("dataset_schema", args=[dataset.pk])).content.decode()
     assert re.search(r'<input type="checkbox" name="public_knowledge"[^>]*required', page)
     assert (
-        "These bounds and categories come from public knowledge (e.g. a code book), not "
-        "from looking at the data</label>"
+        "These bounds and categories come from public knowledge (e.g. a code book) or from "
+        "DP estimates, not from looking at the data</label>"
     ) in page
     response = client_for(owner).post(
         reverse("dataset_schema", args=[dataset.pk]), schema_post(GOOD_ROWS, public_knowledge=False)
@@ -390,12 +390,12 @@ def test_releases_impossible_until_schema_confirmed(owner, dataset):
         )
 
 
-def test_confirmed_bounds_equal_to_data_extremes_are_flagged(owner, dataset):
+def test_the_page_never_confirms_that_bounds_equal_the_data_extremes(owner, dataset):
+    """Saying "equals your data's smallest value" would reveal the raw minimum by guessing."""
     rows = [{"type": "numeric", "lower": "29", "upper": "51", "bins": "2"}] + GOOD_ROWS[1:]
     client_for(owner).post(reverse("dataset_schema", args=[dataset.pk]), schema_post(rows))
     text = client_for(owner).get(reverse("dataset_schema", args=[dataset.pk])).content.decode()
-    assert "equals your data's smallest value" in text
-    assert "equals your data's largest value" in text
+    assert "equals your data" not in text
 
 
 # ---------------------------------------------------------------- dataset page and roles

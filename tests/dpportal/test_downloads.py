@@ -12,8 +12,8 @@ from django.urls import reverse
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dpportal import csv_safety
 from dpportal.models import AuditEvent
+from mechanisms import csv_safety
 from tests.helpers import client_for, make_dataset, make_release, run_now
 
 TRIGGERS = ("=", "+", "-", "@", "\t", "\r", "\0")
@@ -109,7 +109,7 @@ def test_a_category_starting_with_a_carriage_return_survives(owner, tmp_path):
         .content.decode()
     )
     rows = list(csv.reader(io.StringIO(content, newline="")))
-    assert "'\rReturn" in [row[0] for row in rows] and all(len(row) == 3 for row in rows)
+    assert "'\rReturn" in [row[0] for row in rows] and all(len(r) == len(rows[0]) for r in rows)
 
 
 def test_downloaded_csvs_are_escaped_quoted_and_parse_back(owner, nasty_release):
@@ -148,7 +148,15 @@ def test_the_zip_holds_the_public_package_and_nothing_custodian_only(owner, done
     archive = zipfile.ZipFile(io.BytesIO(response.content))
     folder = f"release-{done_release.pk}/"
     names = {name.removeprefix(folder) for name in archive.namelist()}
-    assert names == {"synthetic.csv", "noisy_counts.csv", "manifest.json", "README.txt"}
+    assert names == {
+        "synthetic.csv",
+        "noisy_counts.csv",
+        "manifest.json",
+        "README.txt",
+        "report.html",
+        "report.pdf",
+        "release.xlsx",
+    }
     manifest = json.loads(archive.read(folder + "manifest.json"))
     assert manifest["mechanism"] == "perturbed_histogram" and "input_sha256" not in manifest
     everything = b"".join(archive.read(name) for name in archive.namelist())
@@ -156,8 +164,8 @@ def test_the_zip_holds_the_public_package_and_nothing_custodian_only(owner, done
     assert b"tvd" not in everything.lower() and b"original" not in everything.lower()
     readme = archive.read(folder + "README.txt").decode()
     flat = " ".join(readme.split())
-    assert "epsilon = 0.5" in flat and "if any one person's row had been replaced." in flat
-    assert '"Noisy histogram"' in flat and "can even be negative" in flat
+    assert "epsilon = 0.5" in flat and "if any one row had been replaced by another." in flat
+    assert '"Noisy histogram"' in flat and "Where a noisy count is negative" in flat
     assert max(len(line) for line in readme.splitlines()) <= 78
 
 

@@ -118,31 +118,22 @@ def test_proposals(tmp_path):
     rows = ["age,sex,id,empty"] + [f"{20 + i % 50},{'FM'[i % 2]},id{i}," for i in range(200)]
     result, _ = read(tmp_path, ("\n".join(rows) + "\n").encode())
     proposals = {p["name"]: p for p in result.proposals}
-    assert proposals["age"] == {
-        "name": "age",
+    assert proposals["age"] == {"name": "age", "missing": 0, "type": "numeric", "bins": 10}
+    assert proposals["sex"] == {
+        "name": "sex",
         "missing": 0,
-        "type": "numeric",
-        "lower": 20,
-        "upper": 69,
-        "bins": 10,
-        "from_data": ["lower", "upper"],
+        "type": "categorical",
+        "unknown": "other",
     }
-    assert proposals["sex"]["type"] == "categorical"
-    assert proposals["sex"]["categories"] == ["F", "M"]
     assert proposals["id"]["type"] == "ignored"  # 200 distinct values: not a category
     assert proposals["empty"]["type"] == "ignored"
 
 
-def test_constant_numeric_column_gets_a_valid_proposal(tmp_path):
-    result, _ = read(tmp_path, b"a\n5\n5\n")
-    assert result.proposals[0]["lower"] == 5 and result.proposals[0]["upper"] == 6
-
-
-def test_small_integer_ranges_get_one_bin_per_value_marked_from_data(tmp_path):
-    result, _ = read(tmp_path, b"flag,score\n0,1.5\n1,2\n1,3\n")
-    flag, score = result.proposals
-    assert flag["bins"] == 2 and "bins" in flag["from_data"]
-    assert score["bins"] == 10 and "bins" not in score["from_data"]
+def test_proposals_hold_no_bound_bin_or_category_from_the_data(tmp_path):
+    result, _ = read(tmp_path, b"flag,score,group\n0,1.5,a\n1,2,b\n1,3,a\n5,5,a\n")
+    for proposal in result.proposals:
+        assert not {"lower", "upper", "categories", "from_data"} & set(proposal), proposal
+        assert proposal.get("bins") in (None, 10), proposal  # the default, not the data's range
 
 
 def test_xlsx_values_dates_and_numbers(tmp_path):
@@ -252,8 +243,8 @@ def test_fuzz_well_formed_tables_round_trip_long(tmp_path, rows):
 def test_all_distinct_text_is_proposed_as_ignored(tmp_path):
     result, _ = read(tmp_path, b"name,group\nAnn,a\nBo,b\nCy,a\n")
     name, group = result.proposals
-    assert name["type"] == "ignored" and name["from_data"] == []
-    assert group["type"] == "categorical" and group["categories"] == ["a", "b"]
+    assert name["type"] == "ignored"
+    assert group["type"] == "categorical" and "categories" not in group
 
 
 @pytest.mark.parametrize(

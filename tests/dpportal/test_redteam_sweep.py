@@ -2,7 +2,7 @@
 categories are XSS and formula payloads goes through upload, schema confirmation and one release
 of each quick mechanism on the real worker; then every HTML page and every download, as owner
 and as auditor, is checked: no 5xx, no live payload in HTML, no formula a spreadsheet would run
-in any CSV (dpportal/csv_safety.py's rule), and no raw value of the table in any log line."""
+in any CSV (mechanisms/csv_safety.py's rule), and no raw value of the table in any log line."""
 
 import csv
 import io
@@ -18,8 +18,9 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from dpportal import csv_safety, services
+from dpportal import services
 from dpportal.models import Dataset, Release
+from mechanisms import csv_safety
 from tests.conftest import wait_until
 from tests.helpers import enumerate_routes, html_pages, make_user, object_kwargs, upload
 

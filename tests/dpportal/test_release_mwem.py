@@ -64,7 +64,7 @@ def test_an_mwem_release_shows_its_rounds_publicly_and_its_errors_to_the_owner(
         titles[user.username] = [
             f["layout"]["title"]["text"] for f in chart_figures(page.content.decode())
         ]
-    rounds_title = "MWEM: largest gap to the noisy measurements, by round"
+    rounds_title = "MWEM: estimated error of the table measured in each round"
     workload_title = "Workload queries: noisy measurements against true counts"
     assert rounds_title in titles["owner"] and rounds_title in titles["auditor"]
     assert workload_title in titles["owner"] and workload_title not in titles["auditor"]
@@ -74,6 +74,16 @@ def test_an_mwem_release_shows_its_rounds_publicly_and_its_errors_to_the_owner(
         if f["layout"]["title"]["text"] == rounds_title
     )
     assert rounds["data"][0]["x"] == [1, 2, 3]
+    assert [trace["name"] for trace in rounds["data"]] == [
+        "estimated error of the worst table",
+        "noise level of a measurement",
+    ]
+    page = client_for(owner).get(reverse("release_detail", args=[release.pk])).content.decode()
+    assert 'id="verdict-heading"' in page and "Verdict:" in page
+    assert page.index('id="verdict"') < page.index('id="job"')  # the page opens with it
+    seen_by_auditor = client_for(auditor).get(reverse("release_detail", args=[release.pk]))
+    assert 'id="verdict"' not in seen_by_auditor.content.decode()  # custodian-only
+    assert "What was measured, with 95% intervals" in page
 
 
 def test_measurement_errors_are_zero_when_the_measurements_are_exact():

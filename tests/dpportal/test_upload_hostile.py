@@ -50,6 +50,24 @@ def rezip(data: bytes, add=None, replace=None, compresslevel=6) -> bytes:
 
 
 GOOD_BOOK = [["age", "sex"], [34, "F"], [51, "M"]]
+BOMB = b"a\n" + b"0\n" * (8 << 20)  # 16 MB of one line: packs about 1000 to 1
+NOISY_TABLE = b"a\n" + b"".join(b"%d\n" % (i * 7919 % 1000003) for i in range(300_000))
+
+
+def deflated_zip(parts: dict) -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
+        for name, content in parts.items():
+            archive.writestr(name, content)
+    return out.getvalue()
+
+
+def marked_encrypted(data: bytes) -> bytes:
+    """The zip with its entries flagged encrypted (bit 0), as a zip password sets it."""
+    data = bytearray(data)
+    for marker, offset in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
+        data[data.index(marker) + offset] |= 0x1
+    return bytes(data)
 
 
 def sheet_with_entities() -> bytes:
@@ -205,11 +223,53 @@ CORPUS = [
     ),
     ("utf16", "t.csv", codecs.BOM_UTF16_LE + "a,b\n1,2\n".encode("utf-16-le"), "UTF-16", 400, None),
     ("png-named-csv", "t.csv", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "NUL byte", 400, None),
+    ("gzip-bomb", "t.csv.gz", lambda: gzip.compress(BOMB, 9), "as a 'zip bomb' does", 400, None),
+    ("zip-bomb", "t.zip", lambda: deflated_zip({"t.csv": BOMB}), "as a 'zip bomb' does", 400, None),
     (
-        "gzip-named-csv",
-        "t.csv",
-        lambda: gzip.compress(b"a,b\n1,2\n"),
-        "compressed (gzip)",
+        "gzip-unpacks-past-the-limit",
+        "t.csv.gz",
+        lambda: gzip.compress(NOISY_TABLE),
+        "unpacks to more than the limit of 1 MB",
+        400,
+        "unpacked-limit",
+    ),
+    (
+        "zip-unpacks-past-the-limit",
+        "t.zip",
+        lambda: deflated_zip({"t.csv": NOISY_TABLE}),
+        "unpacks to more than the limit of 1 MB",
+        400,
+        "unpacked-limit",
+    ),
+    (
+        "gzip-in-gzip",
+        "t.csv.gz",
+        lambda: gzip.compress(gzip.compress(b"a,b\n1,2\n")),
+        "archives inside archives are refused",
+        400,
+        None,
+    ),
+    (
+        "zip-of-two-tables",
+        "t.zip",
+        lambda: deflated_zip({"a.csv": b"a\n1\n", "b.csv": b"a\n1\n"}),
+        "holds 2 files",
+        400,
+        None,
+    ),
+    (
+        "zip-path-traversal",
+        "t.zip",
+        lambda: deflated_zip({"../../../etc/cron.d/t.csv": b"a\n1\n"}),
+        "path traversal",
+        400,
+        None,
+    ),
+    (
+        "zip-encrypted",
+        "t.zip",
+        lambda: marked_encrypted(deflated_zip({"t.csv": b"a\n1\n"})),
+        "is encrypted (password-protected)",
         400,
         None,
     ),
@@ -370,6 +430,9 @@ def test_hostile_upload_is_refused_cleanly(case, clean_dirs, settings, monkeypat
     content = content() if callable(content) else content
     if setup == "limit":
         settings.MAX_UPLOAD_BYTES = len(content) - 1
+    if setup == "unpacked-limit":  # the packed upload fits; the table inside does not
+        settings.MAX_UPLOAD_BYTES = 1 << 20
+        assert len(content) < settings.MAX_UPLOAD_BYTES < len(NOISY_TABLE)
     if setup == "shared-strings":
         lower_shared_strings_limit(monkeypatch)
     user = get_user_model().objects.create_user(username="alice", password="x")

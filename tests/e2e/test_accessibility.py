@@ -32,6 +32,9 @@ def test_every_page_passes_axe_and_names_its_help_text(
     no_broker, browser, pages_world, a_minute_later
 ):
     world, blocking, other, visited = pages_world, [], [], 0
+    from dpportal import services  # the public page of a release is one of the pages
+
+    services.release_set_public(release=pages_world.release, user=pages_world.alice, public=True)
     for user in (world.alice, world.carol):
         browser.page.context.clear_cookies()
         browser.log_in(user.username, "pw-unused-1")

@@ -1,6 +1,8 @@
 """The custodian's whole path in a real browser, with a real Celery worker and Redis:
 log in, upload the Adult table, confirm a schema, make an MWEM release, watch it finish, see its
-charts, download the package and check it, and find the release in the audit log.
+charts, download the package and check it, switch the release's public page on and read it
+(its PDF's text extracted, its release.xlsx read back with openpyxl; no raw-data figure in
+any of them), and find the release in the audit log.
 
 Screenshots of every step: test-artifacts/e2e/test_custodian_publishes_an_mwem_release/.
 Kept short (a few columns, small ε, three MWEM rounds): about a minute on two cores.
@@ -19,6 +21,7 @@ from playwright.sync_api import Error as PlaywrightError
 
 from tests.conftest import DEMO_ADULT
 from tests.e2e.package_checks import problems_in_package
+from tests.package_text import pdf_text, xlsx_cells
 
 pytestmark = pytest.mark.e2e
 
@@ -33,6 +36,7 @@ PUBLIC_SCHEMA = {
     ]
 }
 RELEASE_TIMEOUT_S = 120
+PACKAGE_TIMEOUT_MS = 90_000
 MECHANISM_CARD = re.compile(r"Synthetic data \(MWEM\)")
 MECHANISM_SETTINGS = {"MWEM rounds": "3"}
 
@@ -69,6 +73,7 @@ def test_custodian_publishes_an_mwem_release(
         raw_sha256=hashlib.sha256(raw).hexdigest(),
     )
     assert problems == []
+    check_public_page(browser, release_id, raw_figures(adult_csv), tmp_path)
     check_audit_log(browser, release_id)
     browser.assert_no_problems()
 
@@ -187,12 +192,87 @@ def check_charts(browser):
 
 def download_package(browser, folder):
     page = browser.page
-    with page.expect_download() as download_info:
-        page.get_by_role("link", name=re.compile("Download the whole package")).click()
+    # the package (report.pdf, release.xlsx of 48,842 rows) may still be in the making
+    with page.expect_download(timeout=PACKAGE_TIMEOUT_MS) as download_info:
+        page.get_by_role("link", name=re.compile("Download the whole package")).click(
+            timeout=PACKAGE_TIMEOUT_MS
+        )
     path = folder / download_info.value.suggested_filename
     download_info.value.save_as(path)
     assert path.suffix == ".zip"
     return path
+
+
+def raw_figures(csv_path) -> dict[str, tuple[str, re.Pattern]]:
+    """Figures computed from the raw table that no public artifact may show, each as written
+    and as a pattern: the file's SHA-256 and size, and the true count of every released category
+    and age bin (with or without a thousands separator, not inside a longer number), except
+    those below 100 or between 1900 and 2100, which occur in any text as numbers or years."""
+    import numpy as np
+    import pandas as pd
+
+    frame = pd.read_csv(csv_path, usecols=RELEASED)
+    age = PUBLIC_SCHEMA["columns"][0]
+    width = (age["upper"] - age["lower"]) / age["bins"]
+    bins = np.clip(((frame["age"] - age["lower"]) // width).astype(int), 0, age["bins"] - 1)
+    counts = [*np.bincount(bins), *frame["sex"].value_counts(), *frame["income"].value_counts()]
+    figures = {
+        f"true count {n:,}": (
+            f"{n:,}",
+            re.compile(rf"(?<![\d.,])({n}|{n:,})(?![\d]|[.,]\d)"),
+        )
+        for n in map(int, counts)
+        if n >= 100 and not 1900 <= n <= 2100  # small numbers and years (the papers') are common
+    }
+    raw = csv_path.read_bytes()
+    sha = hashlib.sha256(raw).hexdigest()
+    figures["sha256"] = (sha, re.compile(sha[:16]))
+    figures["size in bytes"] = (str(len(raw)), re.compile(rf"(?<![\d.,]){len(raw)}(?![\d])"))
+    return figures
+
+
+def check_public_page(browser, release_id, figures, folder):
+    """The owner switches the public page on; the page, its PDF and its workbook say what was
+    released and its guarantee, and show no raw-data figure."""
+    page = browser.page
+    browser.click_and_wait(page.get_by_role("button", name="Switch the public page on"))
+    browser.click_and_wait(page.locator(f'a[href="/public/releases/{release_id}/"]'))
+    assert page.url.endswith(f"/public/releases/{release_id}/")
+    text = page.locator("main").inner_text()
+    for phrase in ("The privacy guarantee", "epsilon = 0.5", "How to read them", "Hardt"):
+        assert phrase in text, phrase
+    assert page.locator("figure svg").count() == len(RELEASED)  # one chart per column
+    assert page.evaluate("document.querySelectorAll('style, script').length") == 0
+    browser.screenshot("public page of the release")
+    pdf = page.request.get(browser.url(f"/public/releases/{release_id}/report.pdf"))
+    assert pdf.ok and pdf.headers["content-type"] == "application/pdf"
+    pdf_words = " ".join(pdf_text(pdf.body()).split())
+    assert "epsilon = 0.5" in pdf_words and "Hardt" in pdf_words
+    with page.expect_download(timeout=PACKAGE_TIMEOUT_MS) as download_info:
+        page.get_by_role("link", name="release.xlsx").click(timeout=PACKAGE_TIMEOUT_MS)
+    xlsx_path = folder / "release.xlsx"
+    download_info.value.save_as(xlsx_path)
+    sheets = xlsx_cells(xlsx_path.read_bytes())
+    assert list(sheets) == ["About", "synthetic"]
+    assert any("epsilon = 0.5" in str(row[0]) for row in sheets["About"])
+    header, *rows = sheets["synthetic"]
+    assert header == RELEASED and all(isinstance(row[0], float | int) for row in rows)
+    cells = "\n".join("\t".join(map(str, row)) for rows in sheets.values() for row in rows)
+    seen = {"public page": text, "report.pdf": pdf_words, "release.xlsx": cells}
+    leaks = {
+        (where, name)
+        for where, body in seen.items()
+        for name, (_, pattern) in figures.items()
+        if pattern.search(body)
+    }
+    print(
+        f"\nPublic page, report.pdf ({len(pdf_words):,} characters) and release.xlsx "
+        f"({len(rows):,} synthetic rows): {len(leaks)} of {len(figures)} raw-data figures found"
+    )
+    assert leaks == set(), leaks
+    # twin: each pattern finds its figure where it is written, beside other text
+    assert all(p.search(f"{text} {value} rows") for value, p in figures.values())
+    browser.goto(f"/releases/{release_id}/")  # back to the portal (the report has no menu)
 
 
 def check_audit_log(browser, release_id):

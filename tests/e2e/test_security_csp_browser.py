@@ -80,6 +80,9 @@ def test_every_page_renders_under_the_csp(
     """Owner and auditor open every HTML page in Chromium: no CSP violation, console error,
     uncaught exception or failed request (charts and scripts included)."""
     visited = 0
+    from dpportal import services  # the public page of a release is one of the pages
+
+    services.release_set_public(release=world.release, user=world.alice, public=True)
     for user in (world.alice, world.carol):
         browser.page.context.clear_cookies()
         browser.log_in(user.username, "pw-unused-1")

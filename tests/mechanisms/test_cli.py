@@ -14,6 +14,7 @@ from mechanisms.__main__ import main, subcommands
 from mechanisms.catalogue import CATALOGUE
 from mechanisms.release import file_sha256
 from tests.conftest import DEMO_ADULT, REPO_ROOT
+from tests.package_text import readable_text
 
 SCHEMA = {
     "columns": [
@@ -67,15 +68,22 @@ def test_perturbed_histogram_writes_the_release(files, capsys):
         str(out),
     ]
     assert main(argv) == 0
-    assert sorted(p.name for p in out.iterdir()) == [
+    assert sorted(p.name for p in out.iterdir()) == [  # the portal's package (one builder)
+        "README.txt",
         "manifest.json",
         "noisy_counts.csv",
+        "release.xlsx",
+        "report.html",
+        "report.pdf",
         "synthetic.csv",
     ]
     synthetic = pd.read_csv(out / "synthetic.csv")
     assert list(synthetic.columns) == ["age", "sex"] and len(synthetic) == 30
-    counts = pd.read_csv(out / "noisy_counts.csv")
-    assert list(counts.columns) == ["age", "sex", "noisy_count"] and len(counts) == 8 * 3
+    counts = pd.read_csv(out / "noisy_counts.csv", keep_default_na=False)
+    negative = counts["noisy_count"] < 0
+    header = ["age", "sex", "noisy_count", "ci_lower", "ci_upper"]
+    assert list(counts.columns)[:5] == header and len(counts) == 8 * 3
+    assert ("note" in counts) == negative.any()  # a negative count is explained on its row
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["mechanism"] == "perturbed_histogram"
     assert manifest["parameters"]["rows"] == 30
@@ -85,8 +93,8 @@ def test_perturbed_histogram_writes_the_release(files, capsys):
     assert manifest["row_count_public"] is True
     assert "input_sha256" not in manifest
     assert manifest["random_source"].startswith("seeded")
-    for path in out.iterdir():
-        assert "canary-7f3a" not in path.read_text()
+    for path in out.iterdir():  # the PDF's text and the workbook's cells too
+        assert "canary-7f3a" not in readable_text(path.name, path.read_bytes())
     main(argv[:-2] + ["--out", str(out.parent / "again")])
     assert (out.parent / "again" / "synthetic.csv").read_bytes() == (
         out / "synthetic.csv"
@@ -252,8 +260,8 @@ def test_public_folder_holds_neither_the_input_hash_nor_the_row_count(tmp_path, 
     ] + (["--custodian-record", str(record)] if explicit else [])
     assert main(argv) == 0
     digest = file_sha256(data)
-    for path in out.iterdir():
-        text = path.read_text()
+    for path in out.iterdir():  # the PDF's text and the workbook's cells too
+        text = readable_text(path.name, path.read_bytes())
         assert digest not in text and digest.upper() not in text, path.name
         assert "1237" not in text, path.name
     kept = json.loads(record.read_text())

@@ -149,6 +149,8 @@ REAL_RUNS = [
         "add-remove",
     ),
     ("range_count", ["age"], {"prefixes": True, "mechanism": "mn12_laplace"}, 1e-6, "replace-one"),
+    ("statistics", ["age", "sex"], {"stat": ["count", "median:age"]}, 0.0, "replace-one"),
+    ("statistics", ["age", "sex"], {"stat": ["mean:age"], "by": ["sex"]}, 0.0, "add-remove"),
 ]
 
 

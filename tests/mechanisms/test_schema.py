@@ -42,7 +42,7 @@ def test_it_round_trips_its_json_form(schema, tmp_path):
 def test_it_describes_the_domain(schema):
     assert schema.resolve_columns(None) == ["age", "hours", "sex", "race"]
     assert schema.domain_shape(["age", "hours", "sex", "race"]) == (8, 3, 2, 3)
-    assert schema.axis_labels("hours") == ["[0, 20)", "[20, 40)", "[40, 100]"]
+    assert schema.axis_labels("hours") == ["0 to under 20", "20 to under 40", "40 to 100"]
     assert schema.axis_labels("race") == ["A", "B", OTHER_LABEL]
 
 

@@ -44,7 +44,8 @@ def released_noisy_values(name: str, output) -> np.ndarray:
     """The values that carry privacy noise, as published."""
     if name in ("perturbed_histogram", "smoothed_histogram"):
         table = pd.read_csv(io.BytesIO(output.files["noisy_counts.csv"]))
-        return table.iloc[:, -1].to_numpy()
+        value = "noisy_count" if name == "perturbed_histogram" else "synthetic_count"
+        return table[value].to_numpy()
     if name == "mwem":
         measurements = json.loads(output.files["measurements.json"])["measurements"]
         return np.concatenate([np.asarray(m["noisy_answer"]) for m in measurements])

@@ -1,5 +1,7 @@
-"""CSV cells made safe to open in a spreadsheet (formula injection), for every CSV the portal
-serves: release packages (packaging.py) and the audit and release-list exports (audit_views.py).
+"""CSV cells made safe to open in a spreadsheet (formula injection).
+
+For every CSV published: release packages (mechanisms.package, for the CLI and the portal)
+and the portal's audit and release-list exports (dpportal/audit_views.py).
 
 A spreadsheet runs a cell as a formula when it starts with = + - @ (tab, CR and NUL are
 stripped or treated alike by some). The file is comma-separated and quoted per RFC 4180, but a

@@ -1,0 +1,69 @@
+"""The error-bar charts of a summary-statistics release, from its public statistics.csv only."""
+
+import math
+
+from mechanisms import statistics as statistics_mechanism
+
+from . import packaging
+from .charts import BASE_LAYOUT, RELEASE_COLOUR, plotly_text
+
+MAX_CHARTS = 12
+
+
+def release_charts(release) -> list[dict]:
+    """The error-bar charts of a statistics release, from its public statistics.csv."""
+    if "statistics.csv" not in packaging.stored_names(release):
+        return []
+    path = packaging.output_dir(release) / "statistics.csv"
+    table = packaging.read_csv(path.read_bytes())
+    return statistics_charts(table.fillna({"column": ""}))
+
+
+def statistics_charts(table) -> list[dict]:
+    """One chart per statistic and column: each group's estimate with its 95% interval."""
+    by = [c for c in table.columns if c not in statistics_mechanism.TABLE_COLUMNS]
+    charts = []
+    for (stat, column), rows in table.groupby(["statistic", "column"], sort=False):
+        labels = (
+            [" · ".join(str(v) for v in values) for values in rows[by].itertuples(index=False)]
+            if by
+            else ["all rows"]
+        )
+        title = f"{stat} of {column}" if isinstance(column, str) and column else str(stat)
+        charts.append(
+            {
+                "title": title,
+                "figure": _error_bar_figure(title, labels, rows, by),
+                "note": "Bars: the 95% interval of each released value.",
+            }
+        )
+    return charts[:MAX_CHARTS]
+
+
+def _error_bar_figure(title, labels, rows, by) -> dict:
+    estimate = [float(v) for v in rows["estimate"]]
+    upper = [max(float(u) - e, 0.0) for u, e in zip(rows["ci_upper"], estimate, strict=True)]
+    lower = [max(e - float(v), 0.0) for v, e in zip(rows["ci_lower"], estimate, strict=True)]
+    finite = all(math.isfinite(v) for v in [*estimate, *upper, *lower])
+    trace = {
+        "type": "scatter",
+        "mode": "markers",
+        "name": "Release",
+        "x": [plotly_text(v) for v in labels],
+        "y": estimate,
+        "marker": {"color": RELEASE_COLOUR, "size": 9},
+        "error_y": {
+            "type": "data",
+            "symmetric": False,
+            "array": upper,
+            "arrayminus": lower,
+            "visible": finite,
+        },
+    }
+    layout = {
+        **BASE_LAYOUT,
+        "title": {"text": plotly_text(title)},
+        "xaxis": {"title": {"text": plotly_text(" × ".join(by) or "")}},
+        "yaxis": {"title": {"text": plotly_text(title)}},
+    }
+    return {"data": [trace], "layout": layout}

@@ -1,0 +1,219 @@
+"""Margins of error: 95% intervals for released counts, and the epsilon that reaches a target.
+
+Everything here is a function of public quantities (noise scales, the public row count, the
+mixing weight, the released values): post-processing, no privacy cost, no data.
+
+- Noisy counts (perturbed histogram cells, MWEM measurements) carry discrete Laplace noise
+  P(k) ∝ exp(-|k|/scale). Their interval is noisy ± k with k the smallest whole number such that
+  P(|Z| <= k) >= confidence, from OpenDP's `discrete_laplacian_scale_to_accuracy` (floored, as
+  its documentation allows). Being discrete, it is conservative: its exact coverage lies in
+  [confidence, confidence + P(|Z| = k)], within 0.5 percentage points of 95% once the scale is
+  10 or more (P(|Z| = k) is about 0.05 / scale).
+- Smoothed-histogram counts are not noisy counts: they are how many of the `rows` synthetic rows
+  fell in each cell, a Multinomial(rows, (1 - mix)·h + mix/m) draw, h the real cell shares.
+  Their interval is about the *real* count n·h of the cell: a Wilson score interval for the
+  cell's sampling probability, mapped through the public mixture back to n·h (n and mix are
+  public for this mechanism). It covers the sampling variation of the synthetic rows only, and
+  is approximate (Wilson), closest to 95% for cells with 10 or more synthetic rows.
+- The planner (`epsilon_for_half_width`) finds the smallest epsilon whose public noise plan
+  meets a target half-width at the same confidence, by bisection on the plan itself, so it uses
+  exactly the split and scales the release will use.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import numpy as np
+import opendp.prelude as dp
+from scipy import stats
+
+from mechanisms.arrays import FloatArray, IntArray
+from mechanisms.errors import MechanismError
+
+
+class NoisePlan(Protocol):
+    """What this module reads of a `mechanisms.plans.NoisePlan`.
+
+    A protocol, not an import: plans imports the mechanisms, which import this module.
+    """
+
+    noise: str
+    scale: float | None
+    expected_error: float | None
+    support: int
+    details: dict[str, Any]
+
+
+CONFIDENCE = 0.95
+PLANNER_EPSILON_RANGE = (1e-3, 100.0)
+PLANNER_STEPS = 40
+
+
+def _check_confidence(confidence: float) -> float:
+    if not 0 < confidence < 1:
+        raise MechanismError(f"confidence ({confidence}) must be between 0 and 1")
+    return float(confidence)
+
+
+def discrete_laplace_half_width(scale: float, confidence: float = CONFIDENCE) -> int:
+    """Smallest k with P(|Z| <= k) >= confidence for Z discrete Laplace of `scale` (0: k = 0).
+
+    OpenDP's accuracy a satisfies P(|Z| >= a) = 1 - confidence; P(|Z| >= a) = P(|Z| > floor(a)).
+    """
+    confidence = _check_confidence(confidence)
+    if scale <= 0:
+        return 0
+    accuracy = dp.discrete_laplacian_scale_to_accuracy(float(scale), 1.0 - confidence)
+    return int(math.floor(accuracy))
+
+
+def count_intervals(
+    noisy: IntArray, scale: float, confidence: float = CONFIDENCE
+) -> tuple[IntArray, IntArray]:
+    """(lower, upper) = noisy ∓ k, k = `discrete_laplace_half_width(scale, confidence)`.
+
+    Covers the true count with probability at least `confidence` for each count on its own;
+    not clipped at zero (a clipped interval would cover less when the count is 0).
+    """
+    values = np.asarray(noisy, dtype=np.int64)
+    k = discrete_laplace_half_width(scale, confidence)
+    return values - k, values + k
+
+
+def _wilson(successes: FloatArray, trials: int, z: float) -> tuple[FloatArray, FloatArray]:
+    """Wilson score interval for a binomial proportion, elementwise."""
+    p = successes / trials
+    centre = (p + z * z / (2 * trials)) / (1 + z * z / trials)
+    spread = z * np.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials))
+    spread = spread / (1 + z * z / trials)
+    return np.clip(centre - spread, 0.0, 1.0), np.clip(centre + spread, 0.0, 1.0)
+
+
+def smoothed_intervals(
+    synthetic_counts: IntArray,
+    *,
+    rows: int,
+    mix: float,
+    n: int,
+    cells: int | None = None,
+    confidence: float = CONFIDENCE,
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """(estimate, lower, upper) of each cell's real count, from the smoothed histogram's rows.
+
+    The synthetic count of a cell is Binomial(rows, q), q = (1 - mix)·c/n + mix/m with c the
+    real count and m the number of cells (`cells`, default: all the counts given).
+    c = n·(q - mix/m)/(1 - mix) is estimated from q̂ = count/rows, and the Wilson interval
+    for q is mapped the same way, then clipped to [0, n]. It accounts for the sampling of
+    the synthetic rows only (the smoothed histogram adds no other noise). mix = 1 carries no
+    information: the interval is [0, n].
+    """
+    confidence = _check_confidence(confidence)
+    counts = np.asarray(synthetic_counts, dtype=np.float64)
+    m = counts.size if cells is None else int(cells)
+    if rows <= 0 or mix >= 1:
+        full = np.full(counts.shape, float(n))
+        return np.full(counts.shape, n / max(m, 1)), np.zeros(counts.shape), full
+    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    low_q, high_q = _wilson(counts, rows, z)
+
+    def real(q: FloatArray) -> FloatArray:
+        result: FloatArray = np.clip(n * (q - mix / m) / (1 - mix), 0.0, float(n))
+        return result
+
+    return real(counts / rows), real(low_q), real(high_q)
+
+
+def binomial_half_width(trials: int, p: float, confidence: float = CONFIDENCE) -> float:
+    """Smallest d with P(|X - trials·p| <= d) >= confidence for X ~ Binomial(trials, p), exact.
+
+    The smoothed histogram's synthetic count of a cell is such an X; its estimate of the real
+    count moves by n / (rows·(1 - mix)) per synthetic row (`smoothed_intervals`).
+    """
+    confidence = _check_confidence(confidence)
+    values = np.arange(trials + 1)
+    distance = np.abs(values - trials * p)
+    order = np.argsort(distance, kind="stable")
+    reached = np.cumsum(stats.binom.pmf(values[order], trials, p)) >= confidence
+    return float(distance[order][int(np.argmax(reached))])
+
+
+def normal_half_width(std: float, confidence: float = CONFIDENCE) -> float:
+    """z·std: the half-width of a normal approximation (sums of many noise terms)."""
+    return float(stats.norm.ppf(0.5 + _check_confidence(confidence) / 2)) * float(std)
+
+
+def plan_half_width(plan: NoisePlan, n: int, confidence: float = CONFIDENCE) -> float | None:
+    """Half-width, in rows, of the interval of one typical output of a public noise plan.
+
+    Discrete Laplace on each output: its exact quantile. The smoothed histogram's sampling:
+    how far its estimate of the real count of a cell holding an average share 1/m of the rows
+    strays, at `confidence`, exactly (`binomial_half_width`; n public). Otherwise (sums of
+    noise terms, Gaussian noise): z·(the plan's standard deviation). None without a figure.
+    """
+    if plan.noise == "discrete Laplace" and plan.scale is not None:
+        return float(discrete_laplace_half_width(plan.scale, confidence))
+    if plan.noise == "sampling":
+        rows, mix, m = int(plan.details["rows"]), float(plan.details["mix"]), plan.support
+        if mix >= 1 or rows <= 0:
+            return float(n)
+        spread = binomial_half_width(rows, 1.0 / m, confidence)
+        return n * spread / (rows * (1 - mix))
+    if plan.expected_error is None:
+        return None
+    return normal_half_width(plan.expected_error, confidence)
+
+
+def epsilon_for_half_width(
+    plan_at: Callable[[float], NoisePlan],
+    target: float,
+    n: int,
+    *,
+    confidence: float = CONFIDENCE,
+    steps: int = PLANNER_STEPS,
+) -> float | None:
+    """The smallest epsilon (to 3 significant digits, rounded up) whose plan meets `target`.
+
+    `plan_at(epsilon)` is the mechanism's public noise plan at that epsilon (its settings
+    fixed). Bisection in log epsilon over PLANNER_EPSILON_RANGE; a plan that raises
+    MechanismError (or overflows) counts as not meeting the target. None if even the largest
+    epsilon of the range does not reach it (for example the smoothed histogram's sampling
+    error, which more epsilon cannot remove below the error of `rows` draws).
+    """
+    if not target > 0:
+        raise MechanismError(f"target ({target}) must be a number of rows > 0")
+
+    def meets(epsilon: float) -> bool:
+        try:
+            width = plan_half_width(plan_at(epsilon), n, confidence)
+        except (MechanismError, ArithmeticError):  # settings the mechanism refuses at this ε
+            return False
+        return width is not None and width <= target
+
+    low, high = PLANNER_EPSILON_RANGE
+    if not meets(high):
+        return None
+    if meets(low):
+        return low
+    for _ in range(steps):
+        middle = math.sqrt(low * high)
+        if meets(middle):
+            high = middle
+        else:
+            low = middle
+        if high / low < 1.005:
+            break
+    proposal = _round_up(high)
+    for _ in range(100):  # rounding up lowers the noise; past a non-monotone plan, step on
+        if meets(proposal):
+            return proposal
+        proposal = _round_up(proposal * 1.01)
+    return None
+
+
+def _round_up(value: float, digits: int = 3) -> float:
+    """`value` rounded up to `digits` significant digits."""
+    step = 10.0 ** (math.floor(math.log10(value)) - digits + 1)
+    return float(f"{math.ceil(value / step - 1e-9) * step:.{digits}g}")

@@ -1,0 +1,264 @@
+"""A release's CSV files as spreadsheet-friendly tables (the package's CSVs and release.xlsx).
+
+Post-processing of public mechanism output only (no privacy cost, nothing read from the data):
+
+- cells holding JSON (range-count query definitions) become plain text ("age 17 to 40");
+- numbers are numbers, rounded to a declared precision (PRECISION_NOTES): counts and count
+  estimates to whole numbers; interval bounds outward (lower down, upper up), so an interval
+  never gets narrower; synthetic numeric values cut to the decimals of their column's bin edges,
+  so every value stays in its bin; other numbers to 4 significant digits;
+- interval columns (`ci_lower`, `ci_upper`, or any `*_lower` / `*_upper`) sit right after the
+  estimate they belong to;
+- a negative noisy count is kept (so sums over cells stay unbiased) and explained in a `note`
+  column on its row.
+
+Columns are recognised by name, so a new mechanism's columns flow through without a special
+case. Columns are converted whole (pandas), so millions of synthetic rows take seconds.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from mechanisms.csv_safety import escape_cell
+
+Cell = str | int | float | None
+ESTIMATE_NAMES = ("noisy_count", "synthetic_count", "count", "answer", "estimate")
+NEGATIVE_NOTE = (
+    "negative because of the added noise: the true count is 0 or more (read it as 0; "
+    "the value is kept so that sums over cells stay unbiased)"
+)
+PRECISION_NOTES = (
+    "Counts and count estimates are rounded to whole numbers.",
+    "Interval bounds are rounded outward (lower bounds down, upper bounds up), so no interval "
+    "is narrower than computed.",
+    "Synthetic numeric values are cut to the decimals of their column's bin edges, so every "
+    "value stays in its bin.",
+    "Other numbers are rounded to 4 significant digits (never coarser than whole numbers).",
+)
+
+
+@dataclass
+class Table:
+    """One released CSV as typed columns: its file name, the frame, what was done to it."""
+
+    name: str
+    frame: pd.DataFrame
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def title(self) -> str:
+        """The sheet and chart title: the file name without .csv, words spaced."""
+        return self.name.removesuffix(".csv").replace("_", " ")
+
+    @property
+    def header(self) -> list[str]:
+        """The column names, in order."""
+        return [str(c) for c in self.frame.columns]
+
+    @property
+    def rows(self) -> list[list[Cell]]:
+        """Every row as plain Python values (None where a cell is empty)."""
+        return list(self.head_rows(len(self.frame)))
+
+    def head_rows(self, limit: int) -> Iterator[list[Cell]]:
+        """The first `limit` rows as plain Python values (None where a cell is empty)."""
+        head = self.frame.head(limit).astype(object)
+        yield from head.where(head.notna(), None).to_numpy().tolist()
+
+    def column(self, name: str) -> list[Cell]:
+        """The cells of one column."""
+        values = self.frame[name].astype(object)
+        return list(values.where(values.notna(), None).tolist())
+
+    def is_numeric(self, name: str) -> bool:
+        """Whether a column holds numbers (not text)."""
+        return bool(pd.api.types.is_numeric_dtype(self.frame[name]))
+
+
+def is_estimate(name: str) -> bool:
+    """Whether a column holds a count or estimate (intervals go beside it)."""
+    return name in ESTIMATE_NAMES or name.endswith("_count") or name.endswith("_estimate")
+
+
+def is_count(name: str) -> bool:
+    """Whether a column holds counts or count estimates (whole numbers; negatives explained).
+
+    `answer` (range counts) or any name with the word `count` (real_count_estimate).
+    """
+    return name == "answer" or "count" in name.split("_")
+
+
+def is_interval(name: str) -> bool:
+    """Whether a column is one bound of an interval (ci_lower, ci_upper, *_lower, *_upper)."""
+    return name.endswith("_lower") or name.endswith("_upper")
+
+
+def read_table(name: str, content: bytes, manifest: dict[str, Any]) -> Table:
+    """A released CSV file as a typed, rounded, reordered Table (see the module docstring)."""
+    raw = pd.read_csv(io.BytesIO(content), dtype=str, keep_default_na=False, encoding="utf-8-sig")
+    schema = {c["name"]: c for c in manifest.get("schema", {}).get("columns", [])}
+    columns = manifest.get("parameters", {}).get("columns") or list(schema)
+    whole = any(is_count(str(h)) for h in raw.columns)  # intervals of counts: whole numbers
+    typed = {
+        str(h): _typed_column(str(h), raw[h], schema.get(str(h)), columns, whole)
+        for h in raw.columns
+    }
+    order = _order(list(typed))
+    table = Table(name, pd.DataFrame({h: typed[h] for h in order}))
+    _explain_negatives(table)
+    return table
+
+
+def _order(header: list[str]) -> list[str]:
+    """Column order with the interval bounds right after their estimate.
+
+    Their estimate is the last estimate column before the first bound (real_count_estimate,
+    not synthetic_count, in "synthetic_count, real_count_estimate, ci_lower, ci_upper"), else
+    the first estimate.
+    """
+    intervals = [h for h in header if is_interval(h)]
+    estimates = [h for h in header if is_estimate(h)]
+    if not intervals or not estimates:
+        return header
+    before = [h for h in header[: header.index(intervals[0])] if is_estimate(h)]
+    owner = before[-1] if before else estimates[0]
+    rest = [h for h in header if h not in intervals]
+    at = rest.index(owner) + 1
+    return rest[:at] + intervals + rest[at:]
+
+
+def interval_owner(table: Table) -> str | None:
+    """The estimate column the table's interval bounds belong to (the one right before them)."""
+    header = table.header
+    bounds = [k for k, h in enumerate(header) if is_interval(h)]
+    if bounds and bounds[0] > 0 and is_estimate(header[bounds[0] - 1]):
+        return header[bounds[0] - 1]
+    return None
+
+
+def _typed_column(
+    name: str, cells: pd.Series, column: dict[str, Any] | None, columns: list[str], whole: bool
+) -> pd.Series:
+    categorical = column is not None and column.get("type") == "categorical"  # "007" stays
+    numbers = pd.to_numeric(cells, errors="coerce").replace([np.inf, -np.inf], np.nan)
+    if not categorical and len(cells) and bool((numbers.notna() | (cells == "")).all()):
+        return _rounded(name, numbers.astype(float), column, whole)
+    texts = {c: _text(c, columns) for c in cells.unique()}
+    return cells.map(texts)
+
+
+def _rounded(name: str, values: pd.Series, column: dict[str, Any] | None, whole: bool) -> pd.Series:
+    finite = values.dropna()
+    if is_interval(name):
+        step = np.floor if name.endswith("_lower") else np.ceil
+        if whole:
+            return _whole(_apply(step, values))
+        places = values.map(lambda v: _decimals_for_digits(v, 4) if pd.notna(v) else 0)
+        scale = 10.0 ** places.astype(float)
+        return _apply(step, values * scale) / scale
+    integral = bool((finite == finite.round()).all()) and bool((finite.abs() < 2**53).all())
+    if is_count(name) or (integral and column is None):
+        return _whole(values.round())
+    if column is not None and column.get("type") == "numeric":
+        factor = 10.0 ** edge_decimals(column)
+        return _apply(np.floor, values * factor) / factor
+    return values.map(lambda v: _significant(v, 4) if pd.notna(v) else v)
+
+
+def _apply(step: Any, values: pd.Series) -> pd.Series:
+    """np.floor or np.ceil of a float column, as a column."""
+    return pd.Series(step(values.to_numpy(dtype=float)), index=values.index)
+
+
+def _whole(values: pd.Series) -> pd.Series:
+    return values.astype("Int64")
+
+
+def _decimals_for_digits(value: float, digits: int) -> int:
+    if value == 0:
+        return 0
+    return max(0, digits - 1 - math.floor(math.log10(abs(value))))
+
+
+def _significant(value: float, digits: int) -> float:
+    return round(float(value), _decimals_for_digits(value, digits))
+
+
+def edge_decimals(column: dict[str, Any]) -> int:
+    """Decimals needed to write every bin edge of a numeric schema column (at most 6)."""
+    lower, upper, bins = float(column["lower"]), float(column["upper"]), column["bins"]
+    if isinstance(bins, int):
+        edges = [lower + (upper - lower) * k / bins for k in range(bins + 1)]
+    else:
+        edges = [float(e) for e in bins]
+    for places in range(7):
+        if all(abs(round(e, places) - e) < 1e-9 for e in edges):
+            return places
+    return 6
+
+
+def _text(cell: str, columns: list[str]) -> str:
+    if cell[:1] in "{[":
+        try:
+            value = json.loads(cell)
+        except ValueError:
+            return cell
+        return readable(value, columns)
+    return cell
+
+
+def readable(value: Any, columns: list[str]) -> str:
+    """A JSON value as plain text.
+
+    A box {"lo": [...], "hi": [...]} over the release's columns reads "age 17 to 40; hours 20
+    to 60", other objects "key value; key value".
+    """
+    if isinstance(value, dict):
+        lo, hi = value.get("lo"), value.get("hi")
+        if isinstance(lo, list) and isinstance(hi, list) and len(lo) == len(hi) == len(columns):
+            return "; ".join(
+                f"{c} {_short(a)} to {_short(b)}" for c, a, b in zip(columns, lo, hi, strict=True)
+            )
+        return "; ".join(f"{k} {readable(v, columns)}" for k, v in value.items())
+    if isinstance(value, list):
+        return ", ".join(readable(v, columns) for v in value)
+    return _short(value)
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{_significant(value, 4):g}"
+    return str(value)
+
+
+def _explain_negatives(table: Table) -> None:
+    counts = [h for h in table.header if is_count(h)]
+    if not counts or table.frame.empty:
+        return
+    negative = (table.frame[counts].fillna(0) < 0).any(axis=1)
+    if not negative.any():
+        return
+    table.frame["note"] = np.where(negative, NEGATIVE_NOTE, "")
+    table.notes.append(
+        f"{int(negative.sum())} noisy counts are negative; each is kept and explained in the "
+        "note column (read it as 0)."
+    )
+
+
+def csv_text(table: Table) -> bytes:
+    """The table as UTF-8 CSV (RFC 4180, CRLF), every text cell escaped for spreadsheets."""
+    frame = table.frame.copy()
+    for name in table.header:
+        if not table.is_numeric(name):
+            frame[name] = frame[name].map({v: escape_cell(v) for v in frame[name].unique()})
+    frame.columns = pd.Index([escape_cell(h) for h in table.header])
+    return frame.to_csv(index=False, lineterminator="\r\n").encode("utf-8")

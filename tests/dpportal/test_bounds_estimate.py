@@ -1,0 +1,182 @@
+"""Issue 14 item 5: the schema page shows no raw minimum, maximum or category; "estimate for me"
+spends exactly its stated share of the budget, on the ledger and in the audit log like any
+release, and its values are labelled "DP estimate"."""
+
+import json
+from decimal import ROUND_DOWN, Decimal
+
+import numpy as np
+import pandas as pd
+import pytest
+from django.urls import reverse
+
+from dpportal import services
+from dpportal.models import AuditEvent, BudgetLedgerEntry, Release
+from dpportal.schema_proposals import public_proposal
+from tests.helpers import client_for, make_user
+
+pytestmark = pytest.mark.django_db
+
+# Canaries: the column's true minimum and maximum, and a category held by one row. None of them
+# may appear on the schema page, before or after an estimate.
+RAW_MIN, RAW_MAX, RAW_CATEGORY = "-77.125", "98765.4375", "Qzxv-canary-category"
+REQUESTED_SHARE = Decimal("0.01")  # DPPORTAL_ESTIMATE_PERCENT = 1 (the default)
+
+
+@pytest.fixture
+def owner():
+    return make_user("alice")
+
+
+def canary_dataset(owner, tmp_path, *, epsilon_total="1", delta_total="0"):
+    rng = np.random.default_rng(5)
+    income = rng.uniform(100, 9000, 3000).round(2)
+    income[7], income[8] = float(RAW_MIN), float(RAW_MAX)
+    group = rng.choice(["Alpha", "Beta"], 3000).astype(object)
+    group[11] = RAW_CATEGORY
+    path = tmp_path / "canary.csv"
+    pd.DataFrame({"income": income, "group": group}).to_csv(path, index=False)
+    return services.dataset_create_from_path(
+        owner=owner,
+        name="Canary",
+        source_path=path,
+        epsilon_total=epsilon_total,
+        delta_total=delta_total,
+    )
+
+
+def schema_page(owner, dataset) -> str:
+    response = client_for(owner).get(reverse("dataset_schema", args=[dataset.pk]))
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def assert_no_canary(text: str) -> None:
+    for raw in (RAW_MIN, RAW_MAX, RAW_CATEGORY, "-77.12", "98765"):
+        assert raw not in text, raw
+
+
+def estimate(owner, dataset, index, kind, as_json=True, client=None):
+    headers = {"HTTP_ACCEPT": "application/json"} if as_json else {}
+    return (client or client_for(owner)).post(
+        reverse("dataset_estimate", args=[dataset.pk]), {"estimate": f"{index}:{kind}"}, **headers
+    )
+
+
+def test_the_schema_page_shows_no_raw_minimum_maximum_or_category(owner, tmp_path):
+    dataset = canary_dataset(owner, tmp_path)
+    assert (
+        float(RAW_MAX)
+        in pd.read_parquet(services.datasets.files.dataset_path(dataset))["income"].tolist()
+    )  # the canaries are really in the stored table
+    text = schema_page(owner, dataset)
+    assert_no_canary(text)
+    assert '<option value="numeric" selected>' in text  # types are still proposed
+    assert '<option value="categorical" selected>' in text
+
+
+def test_a_profile_stored_with_raw_values_still_shows_none_of_them(owner, tmp_path):
+    """Profiles written before this rule held the data's extremes and categories."""
+    dataset = canary_dataset(owner, tmp_path)
+    dataset.profile["proposals"] = [
+        {"name": "income", "type": "numeric", "lower": float(RAW_MIN), "upper": float(RAW_MAX),
+         "bins": 10, "from_data": ["lower", "upper"]},
+        {"name": "group", "type": "categorical", "categories": ["Alpha", "Beta", RAW_CATEGORY],
+         "unknown": "other", "from_data": ["categories"]},
+    ]  # fmt: skip
+    dataset.save(update_fields=["profile"])
+    assert_no_canary(schema_page(owner, dataset))
+    assert public_proposal(dataset.profile["proposals"][0]) == {
+        "name": "income",
+        "type": "numeric",
+        "bins": 10,
+    }
+
+
+@pytest.mark.parametrize("epsilon_total", ["1", "0.3", "7.123456"])
+def test_a_bounds_estimate_spends_exactly_its_stated_share_on_the_ledger(
+    owner, tmp_path, epsilon_total
+):
+    dataset = canary_dataset(owner, tmp_path, epsilon_total=epsilon_total)
+    share = Decimal(epsilon_total) * REQUESTED_SHARE  # 1% of the total; the ledger keeps 6
+    requested = share.quantize(Decimal("0.000001"), rounding=ROUND_DOWN)  # decimals, never more
+    assert requested <= share < requested + Decimal("0.000001")
+    text = schema_page(owner, dataset)
+    assert f"spends ε = {requested.normalize():f}, 1% of the budget" in text  # before spending
+    response = estimate(owner, dataset, 0, "numeric")
+    assert response.status_code == 200, response.content
+    data = response.json()
+    assert data["ok"] and data["kind"] == "numeric" and "DP estimate" in data["text"]
+    ledger = list(BudgetLedgerEntry.objects.filter(dataset=dataset))
+    assert [(e.kind, e.epsilon, e.delta) for e in ledger] == [("debit", requested, Decimal(0))]
+    dataset.refresh_from_db()
+    assert dataset.epsilon_spent == requested
+    release = ledger[0].release
+    assert (release.mechanism, release.status, release.columns) == (
+        "dp_schema_estimate",
+        "done",
+        ["income"],
+    )
+    actions = list(
+        AuditEvent.objects.filter(release=release).values_list("action", flat=True).order_by("pk")
+    )
+    assert actions == ["release_requested", "release_done"]
+
+
+def test_a_category_estimate_spends_the_share_of_delta_too(owner, tmp_path):
+    dataset = canary_dataset(owner, tmp_path, epsilon_total="10", delta_total="0.00001")
+    response = estimate(owner, dataset, 1, "categorical")
+    data = response.json()
+    assert data["ok"] and data["categories"] == ["Alpha", "Beta"]  # not the one-row canary
+    entry = BudgetLedgerEntry.objects.get(dataset=dataset)
+    assert (entry.epsilon, entry.delta) == (Decimal("0.1"), Decimal("0.00001") * REQUESTED_SHARE)
+
+
+def test_categories_need_delta_and_nothing_is_spent_without(owner, tmp_path):
+    dataset = canary_dataset(owner, tmp_path)
+    text = schema_page(owner, dataset)
+    assert "this dataset has δ = 0, so choose a public list or paste one" in text
+    response = estimate(owner, dataset, 1, "categorical")
+    assert response.status_code == 400 and "needs δ > 0" in response.json()["error"]
+    assert not BudgetLedgerEntry.objects.exists() and not Release.objects.exists()
+
+
+def test_an_estimate_that_does_not_fit_the_budget_spends_nothing(owner, tmp_path):
+    dataset = canary_dataset(owner, tmp_path)
+    budget = dataset.budget
+    budget.epsilon_spent = Decimal("0.995")
+    budget.save()
+    client = client_for(owner)
+    response = estimate(owner, dataset, 0, "numeric", as_json=False, client=client)
+    assert response.status_code == 302
+    page = client.get(response.url).content.decode()
+    assert "Nothing was spent" in page and "Not enough privacy budget" in page
+    assert not BudgetLedgerEntry.objects.exists() and not Release.objects.exists()
+
+
+def test_an_estimate_fills_the_form_labelled_dp_estimate_and_never_the_canary(owner, tmp_path):
+    dataset = canary_dataset(owner, tmp_path, epsilon_total="10", delta_total="0.0001")
+    assert estimate(owner, dataset, 0, "numeric", as_json=False).status_code == 302
+    assert estimate(owner, dataset, 1, "categorical", as_json=False).status_code == 302
+    text = schema_page(owner, dataset)
+    assert_no_canary(text)
+    found = services.latest_estimates(dataset)["income"]
+    assert f'name="form-0-lower" value="{found["lower"]:g}"' in text
+    assert f'name="form-0-upper" value="{found["upper"]:g}"' in text
+    assert text.count('<span class="dp-estimate-label">DP estimate</span> ') == 2
+    assert "Alpha\nBeta</textarea>" in text
+
+
+def test_the_estimate_release_page_shows_its_result_and_has_no_files(owner, tmp_path):
+    dataset = canary_dataset(owner, tmp_path)
+    estimate(owner, dataset, 0, "numeric")
+    release = Release.objects.get()
+    client = client_for(owner)
+    page = client.get(reverse("release_detail", args=[release.pk]))
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "DP estimate for the schema of column income" in text and "1% of the dataset" in text
+    assert_no_canary(text + json.dumps(release.manifest))
+    assert client.get(reverse("release_download_zip", args=[release.pk])).status_code == 404
+    ledger = client.get(reverse("dataset_ledger", args=[dataset.pk])).content.decode()
+    assert "DP estimate of a column" in ledger

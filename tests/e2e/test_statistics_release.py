@@ -1,0 +1,68 @@
+"""A grouped summary-statistics release in a real browser, with a real Celery worker and Redis:
+choose "Summary statistics", tick two numeric columns and one categorical (the grouping), pick
+count, mean and median, read each statistic's expected interval before spending, submit, watch
+the job finish, and check the results table (statistics.csv) and the error-bar charts plotly drew.
+
+Screenshots: test-artifacts/e2e/test_custodian_publishes_grouped_statistics/.
+"""
+
+import re
+
+import pytest
+
+from tests.e2e.test_release_flow import watch_release_finish
+from tests.helpers import make_dataset
+
+pytestmark = pytest.mark.e2e
+
+STATISTICS = ["Count of rows", "Mean", "Median"]
+NUMERIC, GROUP = ["age", "hours-per-week"], "sex"
+
+
+@pytest.mark.timeout(300)
+def test_custodian_publishes_grouped_statistics(browser, custodian, celery_worker_process):
+    dataset = make_dataset(custodian, epsilon_total=2)
+    browser.log_in("custodian")
+    page = browser.page
+    browser.goto(f"/datasets/{dataset.pk}/releases/new/")
+    page.get_by_role("radio", name=re.compile("Summary statistics")).check()
+    for name in [*NUMERIC, GROUP]:
+        page.get_by_role("checkbox", name=re.compile(rf"^\s*{re.escape(name)} \(")).check()
+    page.get_by_label("Privacy cost ε for this release").fill("1")
+    kinds = page.locator("fieldset", has=page.get_by_text("Summary statistics settings"))
+    for label in ("Count of rows", "Mean", "Median", "Sum"):
+        box = kinds.get_by_role("checkbox", name=label, exact=True)
+        box.set_checked(label in STATISTICS)
+    estimate = page.locator("#estimate-body")
+    estimate.filter(has_text="Budget left after this release").wait_for()
+    page.wait_for_load_state("networkidle")
+    text = estimate.inner_text()
+    assert "5 statistics over 3 groups" in text, text
+    assert re.search(r"median of age: ε = 0\.2, typically ±[\d.,]+ rows of rank", text), text
+    browser.screenshot("statistics form with expected intervals")
+    browser.click_and_wait(
+        page.get_by_role("button", name="Spend this budget and make the release")
+    )
+    assert re.search(r"/releases/\d+/$", page.url), page.locator("main").inner_text()
+    watch_release_finish(browser)
+
+    table = page.locator("section[aria-labelledby=preview-heading] table")
+    header = table.locator("thead th").all_inner_texts()
+    assert header == [
+        "statistic", "column", "sex", "estimate", "ci_lower", "ci_upper", "noise_scale", "epsilon"
+    ]  # fmt: skip
+    rows = table.locator("tbody tr")
+    assert rows.count() == 15  # 5 statistics x (Female, Male, (other))
+    first = rows.nth(0).locator("td").all_inner_texts()
+    assert first[:3] == ["count", "", "Female"]
+    assert float(first[4].replace(",", "")) <= float(first[3].replace(",", ""))
+
+    captions = page.locator("figcaption").all_inner_texts()
+    for title in ("count", "mean of age", "mean of hours-per-week", "median of age"):
+        assert title in captions, captions
+    chart = page.locator("[data-figure]").nth(captions.index("mean of age"))
+    chart.locator(".main-svg").first.wait_for()  # plotly drew it
+    assert chart.locator("g.errorbar").count() == 3  # one interval per group
+    assert chart.locator(".xtick text").all_text_contents() == ["Female", "Male", "(other)"]
+    browser.screenshot("statistics results: table and charts")
+    browser.assert_no_problems()

@@ -1,0 +1,206 @@
+"""The one package builder (mechanisms.package) used by the command line and the portal.
+
+Built from a hand-made manifest and files, so every expectation below is written out, not
+derived from the code under test: readable CSVs (no JSON cells, readable bin labels, numbers
+rounded, intervals beside estimates, negative counts explained), release.xlsx read back with
+openpyxl, report.html self-contained and script-free, report.pdf's extracted text.
+"""
+
+import csv
+import io
+import re
+
+import pytest
+
+from mechanisms.package import Budget, PackageContext, build_package, package_names
+from mechanisms.package.tables import read_table
+from tests.package_text import pdf_text, xlsx_cells
+
+MANIFEST = {
+    "mechanism": "perturbed_histogram",
+    "package_version": "0.1.0",
+    "parameters": {"columns": ["age", "sex"], "rows": 3},
+    "guarantee": {
+        "unit": "one row of the input table",
+        "neighbouring": "add-remove",
+        "definition": "pure epsilon-DP",
+        "epsilon": 0.75,
+        "delta": 0.0,
+        "rho": None,
+        "sensitivity": 1,
+    },
+    "accounting": {"epsilon": 0.75, "delta": 0.0},
+    "row_count_public": False,
+    "schema": {
+        "columns": [
+            {"name": "age", "type": "numeric", "lower": 17, "upper": 90, "bins": 8},
+            {"name": "sex", "type": "categorical", "categories": ["Female", "Male"]},
+        ]
+    },
+    "files": {"noisy_counts.csv": "noisy counts", "synthetic.csv": "made-up rows"},
+    "input_sha256": "ab" * 32,  # as an old stored manifest may carry: never published
+}
+# Interval columns out of place (after a note-like column) and with decimals, as a mechanism
+# that adds 95% intervals (ci_lower, ci_upper) might write them.
+NOISY_COUNTS = (
+    "age,sex,ci_lower,noisy_count,ci_upper\n"
+    "17 to under 26.125,Female,101.2,120.0,138.7\n"
+    "17 to under 26.125,Male,-30.6,-12,6.4\n"
+    '17 to under 26.125,"=HYPERLINK(""x"")",0.5,2,3.5\n'
+)
+SYNTHETIC = "age,sex\n23.48291038472,Female\n26.1249999,Male\n89.9999,Male\n"
+CONTEXT = PackageContext(
+    title="Differentially private release 7",
+    dataset="Survey 2026",
+    made_on="released 1 December 2026",
+    budget=Budget("1.25", "3", releases=2),
+)
+
+
+@pytest.fixture(scope="module")
+def package():
+    files = {"noisy_counts.csv": NOISY_COUNTS.encode(), "synthetic.csv": SYNTHETIC.encode()}
+    return build_package(files, MANIFEST, CONTEXT)
+
+
+def rows(content: bytes) -> list[list[str]]:
+    return list(csv.reader(io.StringIO(content.decode(), newline="")))
+
+
+def test_the_package_holds_every_file_the_portal_and_cli_promise(package):
+    names = ["noisy_counts.csv", "synthetic.csv"]
+    assert (
+        sorted(package)
+        == package_names(names)
+        == [
+            "README.txt",
+            "manifest.json",
+            "noisy_counts.csv",
+            "release.xlsx",
+            "report.html",
+            "report.pdf",
+            "synthetic.csv",
+        ]
+    )
+    assert all(b"abab" * 16 not in content for content in package.values())
+
+
+def test_csvs_have_intervals_beside_estimates_rounded_outward_and_negatives_explained(package):
+    table = rows(package["noisy_counts.csv"])
+    assert table[0] == ["age", "sex", "noisy_count", "ci_lower", "ci_upper", "note"]
+    assert table[1] == ["17 to under 26.125", "Female", "120", "101", "139", ""]
+    assert table[2][:5] == ["17 to under 26.125", "Male", "-12", "-31", "7"]
+    assert table[2][5].startswith("negative because of the added noise")
+    assert table[3][1] == '\'=HYPERLINK("x")'  # escaped for spreadsheets
+
+
+def test_synthetic_values_are_cut_to_the_bin_edges_decimals_so_they_keep_their_bin(package):
+    # age's edges 17, 26.125, ... need 3 decimals; 26.1249999 must stay below 26.125
+    assert [r[0] for r in rows(package["synthetic.csv"])[1:]] == ["23.482", "26.124", "89.999"]
+
+
+def test_json_cells_become_plain_text():
+    answers = (
+        "query,type,definition,answer,variance\n"
+        '0,box,"{""lo"": [19.84053, 16.8222], ""hi"": [37.3633, 49.2191]}",16147.4,31.83391\n'
+    )
+    manifest = {**MANIFEST, "parameters": {"columns": ["age", "hours"]}}
+    table = read_table("answers.csv", answers.encode(), manifest)
+    assert table.rows == [[0, "box", "age 19.84 to 37.36; hours 16.82 to 49.22", 16147, 31.83]]
+
+
+def test_a_new_mechanisms_columns_flow_through_without_a_special_case():
+    stats = "statistic,estimate,ci_lower,ci_upper\nmean of age,38.58123,38.0149,39.1477\n"
+    table = read_table("statistics.csv", stats.encode(), {"mechanism": "stats"})
+    assert table.header == ["statistic", "estimate", "ci_lower", "ci_upper"]
+    assert table.rows == [["mean of age", 38.58, 38.01, 39.15]]  # bounds rounded outward
+    files = {"statistics.csv": stats.encode()}
+    package = build_package(files, {"mechanism": "stats", "guarantee": {"epsilon": 1}}, CONTEXT)
+    assert xlsx_cells(package["release.xlsx"])["statistics"][1] == [
+        "mean of age",
+        38.58,
+        38.01,
+        39.15,
+    ]
+
+
+def test_the_workbook_has_an_about_sheet_and_one_typed_sheet_per_table(package):
+    sheets = xlsx_cells(package["release.xlsx"])
+    assert list(sheets) == ["About", "noisy_counts", "synthetic"]
+    about = " ".join(str(r[0]) for r in sheets["About"] if r[0])
+    assert "epsilon = 0.75" in about and "added or removed" in about
+    assert "epsilon = 1.25 of its total budget of 3" in about
+    counts = sheets["noisy_counts"]
+    assert counts[0] == ["age", "sex", "noisy_count", "ci_lower", "ci_upper", "note"]
+    assert counts[1] == ["17 to under 26.125", "Female", 120, 101, 139, None]
+    assert all(isinstance(v, int) for v in counts[2][2:5])  # counts are whole numbers
+    assert counts[3][1] == '=HYPERLINK("x")'  # text, not a formula
+
+
+def test_the_workbook_stores_text_that_looks_like_a_formula_as_text(package):
+    import openpyxl
+
+    sheet = openpyxl.load_workbook(io.BytesIO(package["release.xlsx"]))["noisy_counts"]
+    assert sheet["B4"].data_type == "s" and sheet["C2"].data_type == "n"
+
+
+def test_the_report_is_self_contained_and_script_free(package):
+    html = package["report.html"].decode()
+    assert "<script" not in html and not re.search(r"\sstyle=", html)
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)  # no external resource
+    assert "<style>" in html and html.count("<svg") == 3  # counts + age and sex of synthetic
+    assert "Survey 2026" in html and "epsilon = 0.75" in html
+
+
+def test_the_public_page_variant_links_its_stylesheet_instead(package):
+    from mechanisms.package import release_tables, report_html
+
+    tables = release_tables({"synthetic.csv": SYNTHETIC.encode()}, MANIFEST)
+    html = report_html(MANIFEST, tables, ["synthetic.csv"], CONTEXT, stylesheet_url="/r.css")
+    assert "<style" not in html and '<link rel="stylesheet" href="/r.css">' in html
+
+
+def test_the_pdf_states_the_guarantee_budget_and_method(package):
+    text = " ".join(pdf_text(package["report.pdf"]).split())
+    for phrase in (
+        "Differentially private release 7",
+        "epsilon = 0.75",
+        "added or removed",
+        "epsilon = 1.25 of its total budget of 3",
+        "Wasserman",
+        "How to read them",
+    ):
+        assert phrase in text, phrase
+
+
+def test_the_readme_keeps_to_78_columns_and_names_every_file(package):
+    readme = package["README.txt"].decode()
+    assert max(len(line) for line in readme.splitlines()) <= 78
+    for name in ("report.pdf", "release.xlsx", "noisy_counts.csv"):
+        assert name in readme
+
+
+def test_categories_that_look_like_numbers_stay_text():
+    manifest = {
+        "parameters": {"columns": ["code"]},
+        "schema": {"columns": [{"name": "code", "type": "categorical", "categories": ["007"]}]},
+    }
+    table = read_table("noisy_counts.csv", b"code,noisy_count\n007,5\n", manifest)
+    assert table.rows == [["007", 5]]
+
+
+def test_intervals_stay_beside_the_estimate_they_belong_to():
+    """The smoothed histogram's file: the interval is for real_count_estimate."""
+    content = (
+        "age,synthetic_count,real_count_estimate,ci_lower,ci_upper\n"
+        "17 to under 26.125,12,11.4,4.2,18.9\n"
+    )
+    table = read_table("noisy_counts.csv", content.encode(), MANIFEST)
+    assert table.header == ["age", "synthetic_count", "real_count_estimate", "ci_lower", "ci_upper"]
+    assert table.rows == [["17 to under 26.125", 12, 11, 4, 19]]
+    from mechanisms.package.charts import table_charts
+
+    (chart,) = table_charts(table, MANIFEST)
+    assert (
+        chart.title == "noisy counts: real_count_estimate" and "ci_lower to ci_upper" in chart.note
+    )

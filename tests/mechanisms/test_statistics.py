@@ -1,0 +1,255 @@
+"""Summary statistics (mechanisms/statistics.py): requests, budget split, outputs, intervals.
+
+Coverage audits run the real per-statistic code (`Computer`) N times on a fixed table with a
+seeded source and count how often the 95% interval holds the true value (the statistic of the
+clamped table). Exact and linearised intervals (count, sum, mean, variance) must cover
+95% +- 1%: count and sum with N = 10,000 draws (sd 0.22%, an honest interval fails with
+probability 4e-6), the means with N = 4,000 (sd 0.34%: about 0.4% per test, two-sided
+2.9 sd; they cost 6 ms a draw), the variance as stated in its test. Quantile
+intervals are conservative: they must cover at least 94% (N = 600; an honest 95% interval
+fails with probability below 2%, N = 300; the measured one is near 100%). Each audit has a broken
+twin the same check must reject: half-widths x 0.7 for the exact/linearised intervals, and a
+rank margin of 0 for the quantiles.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mechanisms import statistics
+from mechanisms.catalogue import run_release
+from mechanisms.errors import MechanismError
+from mechanisms.noise import seeded_source
+from mechanisms.schema import Schema
+from mechanisms.statistics import Computer, parse_request
+
+SCHEMA = Schema.from_dict(
+    {
+        "columns": [
+            {"name": "x", "type": "numeric", "lower": 0, "upper": 100, "bins": 10},
+            {"name": "y", "type": "numeric", "lower": -50, "upper": 50, "bins": 4},
+            {"name": "g", "type": "categorical", "categories": ["a", "b"], "unknown": "other"},
+            {"name": "h", "type": "categorical", "categories": ["u", "v"], "unknown": "reject"},
+        ]
+    }
+)
+_rs = np.random.default_rng(20261201)  # the fixed table (not a noise source)
+TABLE = pd.DataFrame(
+    {
+        "x": 100 * _rs.beta(2, 5, 1200),
+        "y": _rs.normal(0, 20, 1200),
+        "g": _rs.choice(["a", "b", "c"], 1200, p=[0.5, 0.4, 0.1]),
+        "h": _rs.choice(["u", "v"], 1200),
+    }
+)
+CLAMPED_X = TABLE["x"].clip(0, 100)
+
+
+def _release(params, epsilon=1.0, neighbouring="add-remove", seed=1, data=TABLE):
+    out = run_release(
+        "statistics",
+        data,
+        SCHEMA,
+        epsilon=epsilon,
+        neighbouring=neighbouring,
+        columns=["x", "y", "g", "h"],
+        params=params,
+        rng=seeded_source(seed),
+    )
+    return out, pd.read_csv(pd.io.common.BytesIO(out.files["statistics.csv"]))
+
+
+def test_it_writes_one_row_per_statistic_and_group_with_the_declared_columns():
+    out, table = _release({"stat": ["count", "mean:x", "median:y"], "by": ["g", "h"]})
+    assert list(table.columns) == [
+        "statistic", "column", "g", "h", "estimate", "ci_lower", "ci_upper", "noise_scale",
+        "epsilon",
+    ]  # fmt: skip
+    groups = [(g, h) for g in ("a", "b", "(other)") for h in ("u", "v")]
+    assert len(table) == 3 * len(groups)
+    assert list(zip(table["g"], table["h"], strict=True))[:6] == groups  # declared, not found
+    assert set(table["statistic"]) == {"count", "mean", "median"}
+    assert (table["ci_lower"] <= table["estimate"]).all()
+    assert (table["estimate"] <= table["ci_upper"]).all()
+    assert out.spent["epsilon"] <= 1.0
+    assert out.manifest["parameters"]["stat"] == ["count", "mean:x", "median:y"]
+
+
+def test_groups_come_from_the_declared_categories_only():
+    only_a = TABLE[TABLE["g"] == "a"]
+    _, table = _release({"stat": ["count"], "by": ["g"]}, data=only_a)
+    assert list(table["g"]) == ["a", "b", "(other)"]  # b and (other) are empty, still released
+
+
+def test_the_budget_is_split_evenly_or_by_weights_and_never_overspent():
+    request = parse_request(
+        SCHEMA, {"stat": ["mean:x", "sum:y", "q90:x"]}, epsilon=1.0, neighbouring="add-remove"
+    )
+    assert sum(Fraction(s) for s in request.shares) <= 1
+    assert request.shares[0] == pytest.approx(1 / 3)
+    weighted = parse_request(
+        SCHEMA,
+        {"stat": ["mean:x", "sum:y"], "weights": "3, 1"},
+        epsilon=0.7,
+        neighbouring="add-remove",
+    )
+    assert weighted.shares == pytest.approx((0.525, 0.175))
+    assert sum(Fraction(s) for s in weighted.shares) <= Fraction(0.7)
+    out, table = _release({"stat": ["mean:x", "sum:y", "q90:x"], "by": "g"}, epsilon=0.3)
+    assert Fraction(out.spent["epsilon"]) <= Fraction(0.3)
+    assert table.groupby("statistic")["epsilon"].first().sum() == pytest.approx(0.3)
+
+
+def test_under_replace_one_the_ungrouped_count_is_public_and_free():
+    request = parse_request(
+        SCHEMA, {"stat": ["count", "mean:x"]}, epsilon=1.0, neighbouring="replace-one"
+    )
+    assert request.shares == (0.0, 1.0)
+    _, table = _release({"stat": ["count", "mean:x"]}, neighbouring="replace-one")
+    count = table[table["statistic"] == "count"].iloc[0]
+    assert count["estimate"] == count["ci_lower"] == count["ci_upper"] == len(TABLE)
+
+
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        ({}, "name at least one"),
+        ({"stat": ["average:x"]}, "is unknown"),
+        ({"stat": ["mean:g"]}, "categorical"),
+        ({"stat": ["mean"]}, "needs a column"),
+        ({"stat": ["q100:x"]}, "between 0 and 100"),
+        ({"stat": ["mean:x"], "by": ["x"]}, "group by categorical"),
+        ({"stat": ["mean:x"], "by": ["g", "h", "g"]}, "at most two"),
+        ({"stat": ["mean:x", "sum:x"], "weights": "1"}, "one per statistic"),
+        ({"stat": ["mean:x"], "weights": "-1"}, "positive"),
+        ({"stat": ["mean:nope"]}, "not in the schema"),
+    ],
+)
+def test_bad_requests_get_a_clear_message(params, message):
+    with pytest.raises(MechanismError, match=message):
+        _release(params)
+
+
+def test_the_plan_previews_every_statistic_before_spending():
+    plan = statistics.statistics_plan(
+        SCHEMA,
+        ["x", "g"],
+        {"stat": ["count", "mean:x", "median:x"], "by": ["g"]},
+        epsilon=1.0,
+        delta=0.0,
+        neighbouring="add-remove",
+        n=1200,
+    )
+    rows = plan.details["statistics"]
+    assert [r["statistic"] for r in rows] == ["count", "mean", "median"]
+    assert all(r["halfwidth"] > 0 and r["epsilon"] > 0 for r in rows)
+    assert plan.outputs == 9 and plan.support == 3
+    # the preview's count half-width is the one the release uses
+    assert rows[0]["halfwidth"] == statistics.discrete_laplace_halfwidth(rows[0]["noise_scale"])
+
+
+def test_the_linearised_interval_matches_exact_single_noise_quantiles():
+    assert statistics.linear_halfwidth([(1.0, "laplace", 2.0)]) == pytest.approx(2 * math.log(20))
+    combined = statistics.linear_halfwidth([(1.0, "laplace", 2.0), (1.0, "laplace", 1e-9)])
+    assert combined == pytest.approx(2 * math.log(20), rel=0.02)
+    k = statistics.discrete_laplace_halfwidth(20.0)
+    a = math.exp(-1 / 20)
+    assert 2 * a ** (k + 1) / (1 + a) <= 0.05 < 2 * a**k / (1 + a)  # smallest such k
+
+
+def test_the_command_line_takes_repeated_statistics(tmp_path):
+    from mechanisms.__main__ import main
+
+    data, schema = tmp_path / "d.csv", tmp_path / "s.json"
+    TABLE.to_csv(data, index=False)
+    schema.write_text(json.dumps(SCHEMA.to_dict()))
+    argv = ["statistics", "--input", str(data), "--schema", str(schema), "--epsilon", "1"]
+    argv += ["--stat", "mean:x", "--stat", "median:y", "--by", "g", "--seed", "3"]
+    assert main([*argv, "--out", str(tmp_path / "o")]) == 0
+    table = pd.read_csv(tmp_path / "o" / "statistics.csv")
+    assert list(table["statistic"]) == ["mean"] * 3 + ["median"] * 3
+
+
+# ---------------------------------------------------------------- coverage audits
+
+N_CHEAP, N_EXACT, N_QUANTILE = 10_000, 4_000, 300
+
+
+def _truth(kind, alpha=None):
+    x = CLAMPED_X
+    return {
+        "count": len(x),
+        "sum": x.sum(),
+        "mean": x.mean(),
+        "variance": x.var(ddof=0),
+        "std": x.std(ddof=0),
+        "quantile": None if alpha is None else float(np.quantile(x, alpha)),
+    }[kind]
+
+
+def _coverage(kind, draws, epsilon=1.0, neighbouring="add-remove", alpha=None):
+    """Shares of `draws` releases whose 95% interval holds the truth: (honest, twin), the twin
+    being the same intervals with half-widths x 0.7, on the same draws."""
+    stat = f"q{alpha * 100:g}:x" if alpha else ("count" if kind == "count" else f"{kind}:x")
+    request = parse_request(SCHEMA, {"stat": [stat]}, epsilon=epsilon, neighbouring=neighbouring)
+    run = Computer(TABLE, SCHEMA, request, neighbouring, seeded_source(len(stat) + draws))
+    truth, hits = _truth(kind, alpha), np.zeros(2)
+    for _ in range(draws):
+        row = statistics._run_one(run, request.statistics[0], request.shares[0])[0]
+        for i, shrink in enumerate((1.0, 0.7)):
+            lower = row.estimate - shrink * (row.estimate - row.lower)
+            upper = row.estimate + shrink * (row.upper - row.estimate)
+            hits[i] += lower <= truth <= upper
+    return hits / draws
+
+
+@pytest.mark.audit
+@pytest.mark.parametrize(
+    "kind, epsilon, draws",
+    [("count", 0.05, N_CHEAP), ("sum", 0.2, N_CHEAP), ("mean", 0.2, N_EXACT)],
+)
+def test_intervals_cover_95_percent_and_a_narrowed_twin_is_caught(kind, epsilon, draws):
+    # count at epsilon 0.05: scale 20, so the discrete interval's exact level is 95.1%
+    honest, twin = _coverage(kind, draws, epsilon=epsilon)
+    assert 0.94 <= honest <= 0.96, (kind, honest)
+    assert not 0.94 <= twin <= 0.96, (kind, twin)
+
+
+@pytest.mark.audit
+def test_variance_interval_covers_95_percent_and_a_narrowed_twin_is_caught():
+    """N = 1,500 per commit: sd 0.56%, tolerance +-1.6% (2.9 sd, false alarm about 0.4%).
+    The standard deviation's interval is the square root of this one's ends (same coverage)."""
+    honest, twin = _coverage("variance", 1_500, epsilon=0.5)
+    assert 0.934 <= honest <= 0.966, honest
+    assert twin < 0.934, twin
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["variance", "std"])
+def test_variance_and_std_cover_95_plus_minus_1_percent_long(kind):
+    honest, twin = _coverage(kind, N_EXACT, epsilon=0.5)
+    assert 0.94 <= honest <= 0.96, honest
+    assert twin < 0.94, twin
+
+
+@pytest.mark.audit
+def test_public_n_mean_interval_is_exact_under_replace_one():
+    honest, twin = _coverage("mean", N_EXACT, epsilon=0.1, neighbouring="replace-one")
+    assert 0.94 <= honest <= 0.96, honest
+    assert twin < 0.94, twin
+
+
+@pytest.mark.audit
+@pytest.mark.parametrize("alpha", [0.5, 0.9])
+def test_quantile_intervals_are_conservative_and_a_marginless_twin_is_caught(alpha, monkeypatch):
+    honest, _ = _coverage("quantile", N_QUANTILE, epsilon=2.0, alpha=alpha)
+    assert honest >= 0.94, honest
+    monkeypatch.setattr(statistics, "quantile_rank_margin", lambda *a: 0.0)
+    twin, _ = _coverage("quantile", N_QUANTILE, epsilon=2.0, alpha=alpha)
+    assert twin < 0.94, twin

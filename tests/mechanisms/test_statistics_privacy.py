@@ -1,0 +1,140 @@
+"""Event tests (docs/testing-privacy.md section 1) for each summary statistic's noise step.
+
+Each case runs the statistic's own noise step (`Computer.noisy_counts`, `noisy_sums`,
+`select`: scales from the real code, OpenDP's stability maps) n = 10^5 times per side on
+add/remove neighbours (one row at the upper bound against none; the quantile's selection
+over 3 candidates, where a twin has the power to show), alpha = 10^-6 family-wise, and claims
+the epsilon the custodian asked for: the count, the sum and the variance's sum of squares (on
+its own share) spend it all; the mean's sum piece and the quantile's selection claim their
+share (epsilon / 2 and epsilon / 4). Twins the same test must fail: noise scale x 0.85 (count,
+sum, sum of squares); declared sensitivity / 2.5 for the mean's sum (OpenDP bounds a
+mixed-sign sum by upper - lower, twice the real change, so only a twin below half the
+sensitivity can overspend); sensitivity / 4 for the quantile's selection (the exponential
+mechanism's loss on monotone scores is half its claim).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mechanisms import statistics
+from mechanisms.noise import RandomSource, seeded_source
+from mechanisms.schema import Schema
+from mechanisms.statistics import Computer, parse_request
+from tests.mechanisms.privacy_audit import audit_neighbours, threshold_grid
+
+N, ALPHA = 100_000, 1e-6
+SCHEMA = Schema.from_dict(
+    {
+        "columns": [
+            {"name": "x", "type": "numeric", "lower": 0, "upper": 100, "bins": 4},
+            {"name": "g", "type": "categorical", "categories": ["a", "b"], "unknown": "reject"},
+        ]
+    }
+)
+D = pd.DataFrame({"x": [100.0], "g": ["a"]})
+D2 = D.iloc[:0]
+
+
+class Batch(RandomSource):
+    """Noise steps drawn `draws` times at once (leading axis); `factor` shrinks the noise."""
+
+    def __init__(self, seed: int, draws: int, factor: float = 1.0):
+        self.inner, self.draws, self.factor = seeded_source(seed), draws, factor
+
+    def add_discrete_laplace(self, values, scale):
+        values = np.asarray(values, dtype=np.int64)
+        return values + self.inner.discrete_laplace(
+            scale * self.factor, (self.draws, *values.shape)
+        )
+
+    def add_laplace(self, values, scale):
+        values = np.asarray(values, dtype=np.float64)
+        return values + self.inner.laplace(scale * self.factor, (self.draws, *values.shape))
+
+    def report_noisy_max(self, scores, scale):
+        scores = np.asarray(scores, dtype=np.float64)
+        noise = self.inner.gumbel(scale * self.factor, (self.draws, scores.size))
+        return np.argmax(scores + noise, axis=1)
+
+
+def _computer(data, stat, seed, factor=1.0, draws=N):
+    request = parse_request(SCHEMA, {"stat": [stat], "by": ["g"]}, epsilon=1.0,
+                            neighbouring="add-remove")  # fmt: skip
+    return Computer(data, SCHEMA, request, "add-remove", Batch(seed, draws, factor))
+
+
+def _count(data, seed, factor, epsilon):
+    counts, scale = _computer(data, "count", seed, factor).noisy_counts(epsilon)
+    return counts[:, 0], scale
+
+
+def _sum(data, seed, factor, epsilon):
+    run = _computer(data, "sum:x", seed, factor)
+    sums, scale = run.noisy_sums(run.values("x"), 0.0, 100.0, epsilon)
+    return sums[:, 0], scale
+
+
+def _mean_sum_piece(data, seed, factor, epsilon):
+    run = _computer(data, "mean:x", seed, factor)
+    groups = [[v - 50 for v in g] for g in run.values("x")]
+    sums, scale = run.noisy_sums(groups, -50.0, 50.0, epsilon / 2)
+    return sums[:, 0], scale
+
+
+def _variance_squares_piece(data, seed, factor, epsilon):
+    """The variance's sum of (x - c)^2 over [0, r^2], which spends epsilon / 3 (so the test
+    runs it at three times the claim it checks)."""
+    run = _computer(data, "variance:x", seed, factor)
+    squares = [[(v - 50) ** 2 for v in g] for g in run.values("x")]
+    sums, scale = run.noisy_sums(squares, 0.0, 2500.0, epsilon)
+    return sums[:, 0], scale
+
+
+@pytest.mark.audit
+@pytest.mark.parametrize(
+    "step, integer", [(_count, True), (_sum, False), (_variance_squares_piece, False)]
+)
+@pytest.mark.parametrize("factor, honest", [(1.0, True), (0.85, False)])
+def test_count_and_sum_at_the_requested_epsilon(step, integer, factor, honest):
+    epsilon = 1.0
+    x, scale = step(D, 11, factor, epsilon)
+    x2, _ = step(D2, 12, factor, epsilon)
+    grid = threshold_grid(float(np.median(x)), float(np.median(x2)), scale, integer=integer)
+    result = audit_neighbours(x, x2, epsilon=epsilon, thresholds=grid, discrete=integer,
+                              alpha=ALPHA)  # fmt: skip
+    assert result.passed is honest, result.summary()
+
+
+@pytest.mark.audit
+@pytest.mark.parametrize("divide, honest", [(1.0, True), (2.5, False)])
+def test_mean_sum_piece_at_its_share(divide, honest, monkeypatch):
+    epsilon = 2.0
+    real = statistics.group_sensitivity
+    monkeypatch.setattr(statistics, "group_sensitivity", lambda t, nb: real(t, nb) / divide)
+    x, scale = _mean_sum_piece(D, 13, 1.0, epsilon)
+    x2, _ = _mean_sum_piece(D2, 14, 1.0, epsilon)
+    grid = threshold_grid(50.0, 0.0, scale, integer=False)
+    result = audit_neighbours(x, x2, epsilon=epsilon / 2, thresholds=grid, discrete=False,
+                              alpha=ALPHA)  # fmt: skip
+    assert result.passed is honest, result.summary()
+
+
+@pytest.mark.audit
+@pytest.mark.parametrize("divide, honest", [(1.0, True), (4.0, False)])
+def test_quantile_selection_at_its_share(divide, honest, monkeypatch):
+    epsilon = 4.0  # the median's share per selection: epsilon / 4 = 1
+    real = statistics.group_sensitivity
+    monkeypatch.setattr(statistics, "group_sensitivity", lambda t, nb: real(t, nb) / divide)
+    monkeypatch.setattr(statistics, "CANDIDATES", 3)  # power; the guarantee holds for any K
+    statistics._quantile_scores.cache_clear()
+    spec = SCHEMA.column("x")
+    picks = []
+    for data, seed in ((D, 15), (D2, 16)):
+        run = _computer(data, "median:x", seed)
+        picks.append(np.asarray(run.select(run.values("x")[0], spec, 0.5, epsilon / 4)))
+    statistics._quantile_scores.cache_clear()
+    result = audit_neighbours(*picks, epsilon=epsilon / 4, thresholds=np.arange(3), alpha=ALPHA)
+    assert result.passed is honest, result.summary()
