@@ -3,6 +3,8 @@
 from django.db.models import Q
 from django.http import Http404
 
+from mechanisms.persons import PERSON_ROLE
+
 from .models import Dataset, Neighbouring, Release
 
 # Facts about a dataset's raw file (and a failed release's reason, which can quote the data).
@@ -48,7 +50,8 @@ def facts_visible_to(user, dataset) -> frozenset[str]:
     hash confirms a guessed file, the size tracks the row count, a reason can quote values).
     The row count n is private under add-remove (even whether a person is in the table is
     protected) and public by definition under replace-one, where auditors may see it. Users
-    who neither own nor audit the dataset see nothing.
+    who neither own nor audit the dataset see nothing. With a person column (one person, many
+    rows) the row count is private under both relations: replacing a person changes it.
     """
     if not user.is_authenticated:
         return frozenset()
@@ -56,10 +59,17 @@ def facts_visible_to(user, dataset) -> frozenset[str]:
         return RAW_FACTS
     if (
         dataset.neighbouring == Neighbouring.REPLACE_ONE
+        and not _has_person_column(dataset)
         and dataset.auditors.filter(pk=user.pk).exists()
     ):
         return PUBLIC_UNDER_REPLACE_ONE
     return frozenset()
+
+
+def _has_person_column(dataset) -> bool:
+    """Whether the dataset's schema names a person column (mechanisms.persons)."""
+    columns = (dataset.schema or {}).get("columns") or []
+    return any(isinstance(c, dict) and c.get("role") == PERSON_ROLE for c in columns)
 
 
 def raw_facts(user, dataset) -> dict:

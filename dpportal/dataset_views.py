@@ -26,6 +26,7 @@ from .dataset_forms import (
 )
 from .formatting import plain_number
 from .models import Release
+from .person_forms import person_detail, person_form
 from .schema_proposals import column_estimates, estimate_offer, schema_entries
 from .signals import client_address
 from .storage import UPLOAD_FIELD, PrivateUploadHandler
@@ -197,15 +198,20 @@ def _schema_rows(schema):
     """One line per column of the confirmed (public) schema, from the schema module itself."""
     parsed = mechanisms.Schema.from_dict(schema)
     return [
-        {"name": name, "type": column["type"], "detail": _column_detail(column, parsed, name)}
-        for column, name in zip(schema["columns"], parsed.columns, strict=True)
+        {
+            "name": column["name"],
+            "type": column.get("type") or column.get("role"),  # role: the person column
+            "detail": _column_detail(column, parsed, schema),
+        }
+        for column in schema["columns"]
     ]
 
 
-def _column_detail(column, parsed, name) -> str:
+def _column_detail(column, parsed, schema) -> str:
+    if column.get("role") == "person_id":
+        return person_detail(schema)
     if column["type"] == "ignored":
         return "not used in releases"
-    spec = parsed.column(name)
     missing = ', plus "(missing)"' if column.get("missing", "cell") == "cell" else ", none missing"
     if column["type"] == "categorical":
         extra = ' plus "(other)"' if column.get("unknown") == "other" else ""
@@ -215,6 +221,7 @@ def _column_detail(column, parsed, name) -> str:
             + (" ..." if len(column["categories"]) > 12 else "")
             + missing
         )
+    spec = parsed.column(column["name"])
     kind = f"{column['part']} of the date, " if column["type"] == "date" else ""
     whole = "whole numbers, " if spec.integer and column["type"] == "numeric" else ""
     return f"{kind}{whole}from {column['lower']} to {column['upper']}, {spec.n_bins} bins{missing}"
@@ -315,18 +322,23 @@ def dataset_schema(request, pk):
     initial = [schema_initial(e) for e in entries]
     formset = SchemaFormSet(request.POST or None, initial=initial)
     statement = PublicKnowledgeForm(request.POST or None)
+    person = person_form(request.POST or None, dataset)
     if request.method == "POST" and formset.total_form_count() != len(dataset.columns):
         formset = SchemaFormSet(initial=initial)
         formset._non_form_errors = formset.error_class(
             ["The page was out of date (the columns changed); check the values and confirm again."]
         )
-    elif request.method == "POST" and all([formset.is_valid(), statement.is_valid()]):
-        schema = {
-            "columns": [
-                form.schema_entry(name)
-                for form, name in zip(formset.forms, dataset.columns, strict=True)
-            ]
-        }
+    elif request.method == "POST" and all(
+        [formset.is_valid(), statement.is_valid(), person.is_valid()]
+    ):
+        schema = person.apply(
+            {
+                "columns": [
+                    form.schema_entry(name)
+                    for form, name in zip(formset.forms, dataset.columns, strict=True)
+                ]
+            }
+        )
         try:
             confirmed = services.dataset_confirm_schema(
                 dataset=dataset,
@@ -354,6 +366,7 @@ def dataset_schema(request, pk):
             "rows": rows,
             "nav": "datasets",
             "statement": statement,
+            "person": person,
             "offer": estimate_offer(dataset),
         },
         status=status,

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import mechanisms
-from mechanisms import public_bounds
+from mechanisms import persons, public_bounds
 from mechanisms.accounting import float_at_most
 from mechanisms.schema import CHUNK_ROWS
 
@@ -73,9 +73,9 @@ def compute(release, progress):
     progress(0, 1, "reading data")
     chunked = dataset.sha256 and mechanisms.reads_in_chunks(release.mechanism)
     read = read_in_chunks if chunked else load_columns
-    data = read(dataset, release.columns)
     try:
         schema = mechanisms.Schema.from_dict(dataset.schema)
+        data = read(dataset, [*release.columns, *_person_column(schema)])
         return mechanisms.run_release(
             release.mechanism,
             data,
@@ -90,6 +90,11 @@ def compute(release, progress):
         )
     except mechanisms.MechanismError as exc:
         raise ReleaseInputError(str(exc)) from exc
+
+
+def _person_column(schema) -> list[str]:
+    """The person column, read so run_release can bound rows per person (it is never released)."""
+    return [schema.person.column] if schema.person is not None else []
 
 
 # ---------------------------------------------------------------- release pages: expected accuracy
@@ -113,14 +118,23 @@ def expected_accuracy(dataset, *, mechanism, columns, params, epsilon, delta=0.0
 
 
 def noise_plan(dataset, schema, mechanism, columns, params, epsilon, delta):
-    """The mechanism's public noise plan for this dataset (schema, relation, stored row count)."""
+    """The mechanism's public noise plan for this dataset (schema, relation, stored row count).
+
+    Person level: refused here for a mechanism without a person-level form (before any budget
+    is spent), else planned at the row-level share of the request (`persons.mechanism_budget`).
+    """
+    if schema.person is not None:
+        persons.check_person_level(mechanism, float(delta), dict(params or {}))
+    budget = persons.mechanism_budget(
+        schema.person, float_at_most(epsilon), float_at_most(delta), dataset.neighbouring
+    )
     return mechanisms.catalogue.spec(mechanism).plan(
         schema,
         list(columns),
         params,
-        epsilon=float_at_most(epsilon),
-        delta=float_at_most(delta),
-        neighbouring=dataset.neighbouring,
+        epsilon=budget[0],
+        delta=budget[1],
+        neighbouring=budget[2],
         n=dataset.row_count,
     )
 

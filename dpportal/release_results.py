@@ -11,8 +11,9 @@ import math
 from typing import Any
 
 import mechanisms
+from mechanisms import persons
 
-from . import catalogue, charts, packaging, statistics_charts, utility
+from . import catalogue, charts, packaging, release_engine, statistics_charts, utility
 from .release_forms import RangeQueryForm
 
 PREVIEW_ROWS = 25
@@ -31,6 +32,7 @@ def results_context(request, release, is_owner) -> dict:
             *charts.release_charts(release, schema),
             *statistics_charts.release_charts(release),
         ],
+        "unit": unit_of_privacy(release),
     }
     if "measurements.json" in names:
         context["measurements"] = packaging.cached_json(
@@ -44,8 +46,27 @@ def results_context(request, release, is_owner) -> dict:
         context["report"] = report
         context["verdict"] = (report or {}).get("verdict")
         context["custodian_charts"] = charts.custodian_charts(schema, report)
+        context["rows_dropped"] = _rows_dropped(release, schema)
     _number_charts([*context["charts"], *(context.get("custodian_charts") or [])])
     return context
+
+
+def unit_of_privacy(release) -> str:
+    """The unit the release protects, as its (public) manifest states it."""
+    guarantee = (release.manifest or {}).get("guarantee") or {}
+    return guarantee.get("unit") or mechanisms.catalogue.UNIT
+
+
+def _rows_dropped(release, schema) -> int | None:
+    """Owner only: rows that bounding to k rows per person dropped (from the raw data)."""
+    k = ((release.manifest or {}).get("guarantee") or {}).get("max_rows_per_person")
+    if schema.person is None or k is None or release.dataset.is_deleted:
+        return None
+    try:
+        ids = release_engine.load_columns(release.dataset, [schema.person.column])
+    except release_engine.ReleaseInputError:
+        return None
+    return persons.rows_over_bound(ids[schema.person.column], k)
 
 
 def _parameters(release) -> list[tuple[str, str | int | float]]:

@@ -85,7 +85,16 @@ def build_parser() -> argparse.ArgumentParser:
         # Kept as text: the exact decimal is rounded down to a float (accounting.float_at_most).
         p.add_argument("--epsilon", required=True, help="privacy loss epsilon > 0")
         p.add_argument("--delta", default="0", help="privacy parameter delta")
-        p.add_argument("--neighbouring", choices=NEIGHBOURING, default=DEFAULT_NEIGHBOURING)
+        p.add_argument(
+            "--neighbouring",
+            choices=NEIGHBOURING,
+            help=f"default {DEFAULT_NEIGHBOURING}; add-remove when the schema has a person column",
+        )
+        p.add_argument(
+            "--max-rows-per-person",
+            type=int,
+            help="override the schema's max_rows_per_person (needs a person_id column)",
+        )
         p.add_argument("--columns", help="comma-separated columns (default: all not ignored)")
         p.add_argument("--seed", type=int, help="reproducible, NOT secure noise: tests only")
         p.add_argument("--out", required=True, help="output folder (public files only)")
@@ -126,6 +135,9 @@ def read_table(
         if not isinstance(spec := schema.column(n), NumericColumn) or spec.part is not None
     }
     wanted = set(columns)
+    if schema.person is not None:  # read, bounded, then dropped by run_release (never released)
+        text_columns[schema.person.column] = str
+        wanted.add(schema.person.column)
     try:
         with open(path, "rb") as handle:
             refuse_other_compressor(handle.read(8))
@@ -184,10 +196,11 @@ def run(args: argparse.Namespace) -> list[Any]:
         schema,
         epsilon=epsilon,
         delta=delta,
-        neighbouring=args.neighbouring,
+        neighbouring=args.neighbouring or default_neighbouring(schema),
         columns=columns,
         params=params,
         rng=rng,
+        max_rows_per_person=args.max_rows_per_person,
     )
     output.manifest["random_source"] = "secure" if args.seed is None else "seeded: NOT private"
     context = PackageContext(
@@ -203,9 +216,15 @@ def run(args: argparse.Namespace) -> list[Any]:
             "rows_read": len(data),
             "mechanism": spec.name,
             "public_folder": str(args.out),
+            **output.custodian,
         },
     )
     return paths
+
+
+def default_neighbouring(schema: Schema) -> str:
+    """add-remove one person when the schema has a person column, else the global default."""
+    return "add-remove" if schema.person is not None else DEFAULT_NEIGHBOURING
 
 
 def custodian_record_path(out: str, given: str | None) -> Path:

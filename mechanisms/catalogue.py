@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from mechanisms import histogram, plans, statistics
+from mechanisms import histogram, persons, plans, statistics
 from mechanisms.accounting import (
     DEFAULT_NEIGHBOURING,
     approx_dp_to_zcdp,
@@ -286,6 +286,7 @@ def run_release(
     params: dict[str, Any] | None = None,
     rng: RandomSource | None = None,
     progress: Progress | None = None,
+    max_rows_per_person: int | None = None,
 ) -> ReleaseOutput:
     """Run the catalogue's mechanism `name` and write its manifest in the one shape.
 
@@ -293,6 +294,12 @@ def run_release(
     privacy loss. The mechanism reports what it spent (ReleaseOutput.spent); an output whose
     spend exceeds the request (exact comparison) is refused and nothing is returned.
     The manifest holds only public fields: nothing computed from the data but mechanism output.
+
+    Person level (the schema has a person column; `max_rows_per_person` overrides its k): the
+    rows are bounded to k per person, the person column is dropped, and the mechanism runs
+    under row-level add-remove at the budget `persons.row_level_budget` derives, so the
+    guarantee holds for one person under `neighbouring` (mechanisms.persons). The rows dropped
+    by bounding go to `ReleaseOutput.custodian` only.
     """
     entry = spec(name)
     if not isinstance(schema, Schema):
@@ -305,30 +312,80 @@ def run_release(
         )
     columns, params = schema.resolve_columns(columns), dict(params or {})
     epsilon, delta = check_epsilon(epsilon), check_delta(delta)
-    neighbouring = check_neighbouring(neighbouring)
+    neighbouring, rng = check_neighbouring(neighbouring), resolve_rng(rng)
+    person = persons.for_release(schema.person, max_rows_per_person)
+    budget, custodian = (epsilon, delta, neighbouring), {}
+    if person is not None:
+        persons.check_person_level(name, delta, params)
+        data, dropped = persons.bound_contributions(_whole(data), person, rng)
+        group = person.group_size(neighbouring)
+        budget, custodian = (
+            (*persons.row_level_budget(epsilon, delta, group), "add-remove"),
+            {"rows_dropped_by_bounding": dropped},
+        )
     output = entry.run(
         data,
         schema,
         columns=columns,
         params=params,
-        epsilon=epsilon,
-        delta=delta,
-        neighbouring=neighbouring,
-        rng=resolve_rng(rng),
+        epsilon=budget[0],
+        delta=budget[1],
+        neighbouring=budget[2],
+        rng=rng,
         progress=progress,
     )
-    spent = _checked_spend(name, output, epsilon, delta)
+    output.custodian.update(custodian)
+    spent = _checked_spend(name, output, *budget[:2])
     output.manifest = {
         "mechanism": name,
         "package_version": PACKAGE_VERSION,
         "parameters": output.manifest.get("parameters", {}),
-        "guarantee": entry.guarantee(epsilon, delta, neighbouring, params).as_manifest(),
-        "accounting": spent,
-        "row_count_public": neighbouring == "replace-one",
+        "guarantee": _guarantee(entry, person, epsilon, delta, neighbouring, params),
+        "accounting": spent if person is None else _person_accounting(epsilon, delta, spent),
+        "row_count_public": neighbouring == "replace-one" and person is None,
         "schema": {"columns": [schema.column(c).to_dict() for c in columns]},
         "files": dict(entry.files),
     }
     return output
+
+
+def _whole(data: pd.DataFrame | ChunkedTable) -> pd.DataFrame:
+    """The table as one DataFrame: bounding needs all rows of each person at once."""
+    if isinstance(data, ChunkedTable):
+        return pd.concat(list(data), ignore_index=True)
+    return data
+
+
+def _guarantee(
+    entry: MechanismSpec,
+    person: persons.PersonLevel | None,
+    epsilon: float,
+    delta: float,
+    neighbouring: str,
+    params: dict[str, Any],
+) -> dict[str, Any]:
+    """The manifest's guarantee block, with the unit one person at person level.
+
+    There the L1 sensitivity is k times the row-level one (k add-remove, 2k replace), and k
+    is stated.
+    """
+    guarantee = entry.guarantee(epsilon, delta, neighbouring, params)
+    if person is None:
+        return guarantee.as_manifest()
+    sensitivity = guarantee.sensitivity * person.max_rows
+    scaled = Guarantee(**{**asdict(guarantee), "unit": person.unit(), "sensitivity": sensitivity})
+    return {**scaled.as_manifest(), "max_rows_per_person": person.max_rows}
+
+
+def _person_accounting(epsilon: float, delta: float, spent: dict[str, Any]) -> dict[str, Any]:
+    """Person level: the requested (epsilon, delta) for one person, and the row-level spend.
+
+    `per_row` is the mechanism's own recorded spend (checked against persons.row_level_budget).
+    """
+    record: dict[str, Any] = {"epsilon": epsilon, "delta": delta, "per_row": spent}
+    if math.isinf(epsilon):
+        record["epsilon"] = "inf"
+    return record
 
 
 def _checked_spend(

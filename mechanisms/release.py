@@ -44,6 +44,7 @@ class ReleaseOutput:
     spent: dict[str, Any] = field(
         default_factory=dict
     )  # {"epsilon", "delta", ...}: the recorded spend
+    custodian: dict[str, Any] = field(default_factory=dict)  # owner-only facts, never published
 
 
 def file_sha256(path: str | Path) -> str:

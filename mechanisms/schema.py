@@ -71,6 +71,7 @@ from mechanisms.chunks import table_chunks
 from mechanisms.dates import EPOCH, date_numbers, day_number, day_text
 from mechanisms.errors import MechanismError
 from mechanisms.noise import RandomSource, resolve_rng
+from mechanisms.persons import PersonLevel, schema_entries, split_schema
 
 if TYPE_CHECKING:
     from mechanisms.chunks import ChunkedTable
@@ -578,8 +579,9 @@ def _column_from_dict(d: dict[str, Any]) -> Column | IgnoredColumn:
 class Schema:
     """Public metadata of a table: one spec per column, in file order."""
 
-    def __init__(self, columns: list[Column | IgnoredColumn]):
+    def __init__(self, columns: list[Column | IgnoredColumn], person: PersonLevel | None = None):
         self.columns = {c.name: c for c in columns}
+        self.person = person  # the person column (never released) and k; mechanisms.persons
         if len(self.columns) != len(columns):
             names = [c.name for c in columns]
             dup = next(n for n in names if names.count(n) > 1)
@@ -594,7 +596,12 @@ class Schema:
             raise MechanismError(
                 'schema must be an object {"columns": [...]} with at least one column'
             )
-        return cls([_column_from_dict(c) for c in d["columns"]])
+        entries, person = split_schema(d)
+        if person is not None and person.column in {
+            c.get("name") for c in entries if isinstance(c, dict)
+        }:
+            raise MechanismError(f"schema column name ({person.column!r}) appears twice")
+        return cls([_column_from_dict(c) for c in entries], person)
 
     @classmethod
     def load(cls, path: str | Path) -> Schema:
@@ -611,7 +618,12 @@ class Schema:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form."""
-        return {"columns": [c.to_dict() for c in self.columns.values()]}
+        document: dict[str, Any] = {"columns": [c.to_dict() for c in self.columns.values()]}
+        if self.person is not None:
+            column, top = schema_entries(self.person)
+            document["columns"].insert(self.person.position, column)
+            document.update(top)
+        return document
 
     def column(self, name: str) -> Column:
         """The spec of a column a mechanism may use (not ignored)."""

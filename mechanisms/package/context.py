@@ -62,9 +62,16 @@ def guarantee_sentences(manifest: dict[str, Any]) -> list[str]:
     g = manifest.get("guarantee", {})
     change = "replaced by another" if g.get("neighbouring") == "replace-one" else "added or removed"
     delta = float(g.get("delta") or 0)
+    k = g.get("max_rows_per_person")  # person level (mechanisms.persons)
+    unit_note = (
+        f" Rows beyond {k} per person were left out at random before the release; the column "
+        "that identifies persons is not released."
+        if k is not None
+        else " Each row is one person or record of the private table."
+    )
+    who = "all the rows of any one person" if k is not None else "any one row"
     sentences = [
-        f"Protected unit: {g.get('unit', 'one row of the input table')}. Each row is one "
-        "person or record of the private table.",
+        f"Protected unit: {g.get('unit', 'one row of the input table')}.{unit_note}",
         f"Privacy loss: epsilon = {plain(g.get('epsilon'))}"
         + (
             f" and delta = {plain(delta)} (a chance of at most {plain(delta)} that the "
@@ -72,8 +79,8 @@ def guarantee_sentences(manifest: dict[str, Any]) -> list[str]:
             if delta > 0
             else " and delta = 0 (the guarantee always holds)."
         ),
-        "Neighbours: anything these files show would have been almost as likely if any one "
-        f"row had been {change}. So they reveal very little about any one person, whatever "
+        "Neighbours: anything these files show would have been almost as likely if "
+        f"{who} had been {change}. So they reveal very little about any one person, whatever "
         "else is known and whatever is done with them.",
         "The smaller epsilon is, the stronger the protection and the noisier the numbers.",
         f"Formally: {g.get('definition', 'differential privacy')}"
