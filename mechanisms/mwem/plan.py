@@ -32,6 +32,7 @@ MIN_DEFAULT_ROUNDS = 3
 SELECT_FRACTION = 0.15  # of each round's budget; the rest measures (measured best on Adult)
 ADD_REMOVE_INIT_FRACTION = 0.2
 SELECTION_GAP = 0.25  # default_rounds: the error (fraction of n) selection must be able to find
+START_WEIGHT_CAP = 10  # init_share: the start weighs like at most 10/3 rounds
 ROUND_NOISE = 0.3  # default_rounds: a round's expected L1 noise, at most this share of n
 
 
@@ -160,11 +161,15 @@ def default_plan(
     (up to the cap of ``default_rounds``) whose rounds ``default_rounds`` accepts with that
     start, and when not even one round pays, puts the whole ε on the 1-way marginals (1, 0):
     the independent release, never beaten by rounds whose noise drowns what they measure.
-    The 1-way start is never 0. Public: n (replace-one), ε, the shape and the workload.
+    The 1-way start is 0 only beside rounds that pay while the start itself would not
+    (``_start_pays``: 1,000 binary attributes, benchmarks/mwem_scaling.py, where a noisy
+    start costs more than the uniform one). Public: n (replace-one), ε, the shape, the workload.
     """
     cap = _round_cap(workload, shape)
     for rounds in range(cap, 0, -1):
         fraction = init_share(rounds, len(shape))
+        if not _start_pays(n, epsilon * fraction, shape):
+            fraction = 0.0  # hundreds of attributes: the start would be noise; rounds are not
         accepted = default_rounds(
             n, epsilon, shape, workload, fraction, SELECT_FRACTION, 2, minimum=0
         )
@@ -174,14 +179,29 @@ def default_plan(
 
 
 def init_share(rounds: int, d: int) -> float:
-    """The 1-way start's share of ε with T rounds over d attributes: d / (d + 3T), at least 0.1.
+    """The 1-way start's share of ε with T rounds over d attributes: w / (w + 3T), at least 0.1,
+    for w = min(d, START_WEIGHT_CAP).
 
-    The d 1-way marginals measured together weigh like d/3 rounds: their joint sensitivity
+    The d 1-way marginals measured together weigh like w/3 rounds: their joint sensitivity
     grows with d, and every 2-/3-way marginal depends on them while a round fixes one. (Tuned
     on anes96, sftemps and fair, issue 16: 1 / (1 + T) left 9 attributes' start too noisy at
-    small n·ε, and 1 / (1 + T/3) starved the rounds of 3 attributes.)
+    small n·ε, and 1 / (1 + T/3) starved the rounds of 3 attributes.) Capped: with hundreds
+    of attributes the start is noise at any share, and w = d would starve every round
+    (benchmarks/mwem_scaling.py, 1,000 binary attributes).
     """
-    return max(0.1, d / (d + 3 * rounds))
+    weight = min(d, START_WEIGHT_CAP)
+    return max(0.1, weight / (weight + 3 * rounds))
+
+
+def _start_pays(n: int, eps_init: float, shape: tuple[int, ...]) -> bool:
+    """The 1-way start's expected L1 noise on a median attribute is within ROUND_NOISE·n.
+
+    The d marginals together have L1 sensitivity 2d (replace-one): scale 2d/eps_init per cell.
+    """
+    if math.isinf(eps_init):
+        return True
+    cells = float(np.median(shape))
+    return cells * _expected_abs_noise(2 * len(shape) / eps_init) <= ROUND_NOISE * n
 
 
 def _round_cap(workload: Any, shape: tuple[int, ...]) -> int:
