@@ -42,7 +42,8 @@ class MwemPlan:
 
     ε is spent as ``eps_init`` on the d 1-way marginals together (noise scale ``init_scale``
     each cell; 0 when there is no 1-way start), then ``rounds`` × (``eps_select`` on one
-    selection + ``eps_measure`` on one measurement). In exact arithmetic
+    selection + ``eps_measure`` on one measurement). ``rounds`` 0 (init_fraction 1): the whole ε
+    on the start, and ``marginal_scale`` is the start's scale. In exact arithmetic
     eps_init + rounds × (eps_select + eps_measure) <= epsilon.
     """
 
@@ -109,7 +110,9 @@ def plan_budget(
             )
         )
     eps_select, eps_measure = _split(epsilon, eps_init, rounds, select_fraction)
-    marginal_scale = noise_scale(marginal_l1, eps_measure) if rounds else 0.0
+    init_scale = noise_scale(marginal_l1 * len(shape), eps_init) if eps_init > 0 else 0.0
+    # no rounds: the only measured marginals are the 1-way start's, at its scale
+    marginal_scale = noise_scale(marginal_l1, eps_measure) if rounds else init_scale
     return MwemPlan(
         n=n,
         epsilon=epsilon,
@@ -121,7 +124,7 @@ def plan_budget(
         eps_select=eps_select,
         eps_measure=eps_measure,
         marginal_l1=marginal_l1,
-        init_scale=noise_scale(marginal_l1 * len(shape), eps_init) if eps_init > 0 else 0.0,
+        init_scale=init_scale,
         marginal_scale=marginal_scale,
         box_scale=noise_scale(BOX_SENSITIVITY, eps_measure) if rounds else 0.0,
         expected_cell_error=_expected_abs_noise(marginal_scale),

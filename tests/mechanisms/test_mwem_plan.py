@@ -132,6 +132,8 @@ def test_the_default_never_starts_without_the_one_way_marginals(n, epsilon):
     assert (plan.rounds == 0) == (plan.init_fraction == 1)
     if plan.rounds == 0:  # the whole ε measures the 1-way marginals: the independent release
         assert plan.eps_init == epsilon and plan.eps_select == plan.eps_measure == 0
+        # an accuracy preview reads marginal_scale: the start's, not 0 (no noise)
+        assert plan.marginal_scale == plan.init_scale > 0
 
 
 def test_rounds_grow_with_the_signal_and_none_are_spent_where_none_pays():
