@@ -184,7 +184,8 @@ def default_plan(
 def init_share(rounds: int, d: int) -> float:
     """The 1-way start's share of ε with T rounds: w / (w + 3T), at least 0.1.
 
-    w = min(d, START_WEIGHT_CAP) for d attributes. The d 1-way marginals measured together weigh like w/3 rounds: their joint sensitivity
+    w = min(d, START_WEIGHT_CAP) for d attributes. The d 1-way marginals measured together
+    weigh like w/3 rounds: their joint sensitivity
     grows with d, and every 2-/3-way marginal depends on them while a round fixes one. (Tuned
     on anes96, sftemps and fair, issue 16: 1 / (1 + T) left 9 attributes' start too noisy at
     small n·ε, and 1 / (1 + T/3) starved the rounds of 3 attributes.) Capped: with hundreds
