@@ -12,6 +12,8 @@ method, table, ε, seed); ``--fresh M`` reruns method M (e.g. ours after a code 
 time per run is capped at ``--timeout``: a run that exceeds it is recorded as "AIM > T s" and
 the cell's later seeds are skipped. ``--summary`` prints, per (table, ε), our TVD over the best
 peer's, and whether the difference is inside the seed noise (2 standard errors).
+Issue 16's figures: ours and independent 3 seeds; AIM at --timeout 120, then seed 0 of the
+cells it could not finish rerun at --timeout 400 where time allowed (2 cores shared, load ~10).
 
 Every run is its own subprocess, so peak memory is that run's maximum resident set size
 (getrusage in the worker; it includes the interpreter and the method's libraries). Peers run in their own
