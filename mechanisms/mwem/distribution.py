@@ -146,16 +146,17 @@ class FactoredDistribution:
         for a in group.attrs:
             self.group_of[a] = group
 
-    def _groups_of(self, attrs: Any) -> list[_Group]:
+    def groups_of(self, attrs: Any) -> list[_Group]:
+        """The distinct groups holding ``attrs``."""
         return list({id(self.group_of[a]): self.group_of[a] for a in attrs}.values())
 
     def merged_size(self, attrs: tuple[int, ...]) -> int:
         """Cells of the group that measuring a query on ``attrs`` would need."""
-        return math.prod(g.size for g in self._groups_of(attrs))
+        return math.prod(g.size for g in self.groups_of(attrs))
 
     def marginal(self, attrs: tuple[int, ...]) -> AnyArray:
         """Probabilities of the marginal on sorted ``attrs`` (cached until a group changes)."""
-        groups = self._groups_of(attrs)
+        groups = self.groups_of(attrs)
         if len(groups) == 1:
             return groups[0].marginal(attrs)
         stamps = tuple(g.stamp for g in groups)
@@ -174,7 +175,7 @@ class FactoredDistribution:
 
     def merge(self, attrs: tuple[int, ...]) -> None:
         """Join the groups holding ``attrs`` into one (outer product of their arrays)."""
-        groups = self._groups_of(attrs)
+        groups = self.groups_of(attrs)
         if len(groups) == 1:
             return
         joint, order = np.ones(()), []

@@ -32,6 +32,8 @@ MIN_DEFAULT_ROUNDS = 3
 SELECT_FRACTION = 0.15  # of each round's budget; the rest measures (measured best on Adult)
 ADD_REMOVE_INIT_FRACTION = 0.2
 SELECTION_GAP = 0.25  # default_rounds: the error (fraction of n) selection must be able to find
+START_WEIGHT_CAP = 10  # init_share: the start weighs like at most 10/3 rounds
+ROUND_NOISE = 0.3  # default_rounds: a round's expected L1 noise, at most this share of n
 
 
 @dataclass(frozen=True)
@@ -40,7 +42,8 @@ class MwemPlan:
 
     ε is spent as ``eps_init`` on the d 1-way marginals together (noise scale ``init_scale``
     each cell; 0 when there is no 1-way start), then ``rounds`` × (``eps_select`` on one
-    selection + ``eps_measure`` on one measurement). In exact arithmetic
+    selection + ``eps_measure`` on one measurement). ``rounds`` 0 (init_fraction 1): the whole ε
+    on the start, and ``marginal_scale`` is the start's scale. In exact arithmetic
     eps_init + rounds × (eps_select + eps_measure) <= epsilon.
     """
 
@@ -92,16 +95,24 @@ def plan_budget(
     check_epsilon(epsilon)
     check_neighbouring(neighbouring)
     _check_counts(n, rounds=rounds)
-    init_fraction = initial_fraction(n, epsilon, shape, workload, neighbouring, init_fraction)
-    _check_fractions(init_fraction, select_fraction)
+    init_fraction = initial_fraction(
+        n, epsilon, shape, workload, neighbouring, init_fraction, rounds
+    )
+    _check_fractions(init_fraction, select_fraction, rounds)
     marginal_l1 = marginal_sensitivity(neighbouring)
     eps_init = _share(epsilon, init_fraction)
     if rounds is None:
-        rounds = default_rounds(
-            n, epsilon, shape, workload, init_fraction, select_fraction, marginal_l1
+        rounds = (
+            0
+            if init_fraction == 1
+            else default_rounds(
+                n, epsilon, shape, workload, init_fraction, select_fraction, marginal_l1
+            )
         )
     eps_select, eps_measure = _split(epsilon, eps_init, rounds, select_fraction)
-    marginal_scale = noise_scale(marginal_l1, eps_measure)
+    init_scale = noise_scale(marginal_l1 * len(shape), eps_init) if eps_init > 0 else 0.0
+    # no rounds: the only measured marginals are the 1-way start's, at its scale
+    marginal_scale = noise_scale(marginal_l1, eps_measure) if rounds else init_scale
     return MwemPlan(
         n=n,
         epsilon=epsilon,
@@ -113,9 +124,9 @@ def plan_budget(
         eps_select=eps_select,
         eps_measure=eps_measure,
         marginal_l1=marginal_l1,
-        init_scale=noise_scale(marginal_l1 * len(shape), eps_init) if eps_init > 0 else 0.0,
+        init_scale=init_scale,
         marginal_scale=marginal_scale,
-        box_scale=noise_scale(BOX_SENSITIVITY, eps_measure),
+        box_scale=noise_scale(BOX_SENSITIVITY, eps_measure) if rounds else 0.0,
         expected_cell_error=_expected_abs_noise(marginal_scale),
     )
 
@@ -127,34 +138,86 @@ def initial_fraction(
     workload: Any,
     neighbouring: str,
     init_fraction: float | None = None,
+    rounds: int | None = None,
 ) -> float:
     """``init_fraction`` if given, else the default share of ε for the 1-way start.
 
-    replace-one: ``default_init_fraction`` of the public n; add-remove: the fixed
-    ADD_REMOVE_INIT_FRACTION (n is not public there and is not used: pass None).
+    replace-one: ``init_share`` of the given rounds, else ``default_plan``'s share for the
+    public n; add-remove: the fixed ADD_REMOVE_INIT_FRACTION (n is not public there and is not
+    used: pass None).
     """
     if init_fraction is not None:
         return init_fraction
     if neighbouring == "replace-one" and n is not None:
-        return default_init_fraction(n, epsilon, shape, workload)
+        if rounds is not None:
+            return init_share(rounds, len(shape))
+        return default_plan(n, epsilon, shape, workload)[0]
     return ADD_REMOVE_INIT_FRACTION
 
 
-def default_init_fraction(n: int, epsilon: float, shape: tuple[int, ...], workload: Any) -> float:
-    """1 / (1 + T) for the T the whole budget would allow (no minimum), at least 0.1; or 0.
+def default_plan(
+    n: int, epsilon: float, shape: tuple[int, ...], workload: Any
+) -> tuple[float, int]:
+    """(init_fraction, rounds) under replace-one: the most rounds that still pay, else none.
 
-    All d 1-way marginals together weigh like one more round: with a single affordable round
-    (small n·ε) half the budget goes to them. (Adult, 8 columns, ε = 1, T = 16: 2-/3-way TVD
-    .0270/.0583 at 0.1 against .0307/.0646 at d / (d + T) = 0.33.) But when the noise scale
-    of a 1-way cell would exceed a tenth of its mean count (many attributes, small n·ε: an expected
-    1-way TVD over 0.05), the start is not worth it and starts uniform (0).
-    Only for replace-one, where n is public; add-remove uses the fixed ADD_REMOVE_INIT_FRACTION.
+    T rounds leave ``init_share(T)`` of ε to the 1-way start; the plan takes the largest T
+    (up to the cap of ``default_rounds``) whose rounds ``default_rounds`` accepts with that
+    start, and when not even one round pays, puts the whole ε on the 1-way marginals (1, 0):
+    the independent release, never beaten by rounds whose noise drowns what they measure.
+    The 1-way start is 0 only beside rounds that pay while the start itself would not
+    (``_start_pays``: 1,000 binary attributes, benchmarks/mwem_scaling.py, where a noisy
+    start costs more than the uniform one). Public: n (replace-one), ε, the shape, the workload.
     """
-    d = len(shape)
-    rounds = default_rounds(n, epsilon, shape, workload, 0.0, SELECT_FRACTION, 2, minimum=1)
-    fraction = max(0.1, 1 / (1 + rounds))
-    noise = 2 * d / (fraction * epsilon)
-    return fraction if noise <= n / (10 * float(np.median(shape))) else 0.0
+    cap = _round_cap(workload, shape)
+    for rounds in range(cap, 0, -1):
+        fraction = init_share(rounds, len(shape))
+        if not _start_pays(n, epsilon * fraction, shape):
+            fraction = 0.0  # hundreds of attributes: the start would be noise; rounds are not
+        accepted = default_rounds(
+            n, epsilon, shape, workload, fraction, SELECT_FRACTION, 2, minimum=0
+        )
+        if accepted >= rounds:
+            return fraction, rounds
+    return 1.0, 0
+
+
+def init_share(rounds: int, d: int) -> float:
+    """The 1-way start's share of ε with T rounds: w / (w + 3T), at least 0.1.
+
+    w = min(d, START_WEIGHT_CAP) for d attributes. The d 1-way marginals measured together
+    weigh like w/3 rounds: their joint sensitivity
+    grows with d, and every 2-/3-way marginal depends on them while a round fixes one. (Tuned
+    on anes96, sftemps and fair, issue 16: 1 / (1 + T) left 9 attributes' start too noisy at
+    small n·ε, and 1 / (1 + T/3) starved the rounds of 3 attributes.) Capped: with hundreds
+    of attributes the start is noise at any share, and w = d would starve every round
+    (benchmarks/mwem_scaling.py, 1,000 binary attributes).
+    """
+    weight = min(d, START_WEIGHT_CAP)
+    return max(0.1, weight / (weight + 3 * rounds))
+
+
+def _start_pays(n: int, eps_init: float, shape: tuple[int, ...]) -> bool:
+    """The 1-way start's expected L1 noise on a median attribute is within ROUND_NOISE·n.
+
+    The d marginals together have L1 sensitivity 2d (replace-one): scale 2d/eps_init per cell.
+    """
+    if math.isinf(eps_init):
+        return True
+    cells = float(np.median(shape))
+    return cells * _expected_abs_noise(2 * len(shape) / eps_init) <= ROUND_NOISE * n
+
+
+def _round_cap(workload: Any, shape: tuple[int, ...]) -> int:
+    """min(|W|, MAX_DEFAULT_ROUNDS), and 2d for a workload of marginals alone.
+
+    Beyond about two marginals per attribute, the noise that more rounds add outweighs what
+    further marginals explain (Adult, 8 columns, ε = 10: 2-/3-way TVD .0060/.0199 at T = 16,
+    .0065/.0206 at 24, .0069/.0223 at 30). Box queries are single numbers: the larger cap.
+    """
+    cap = min(len(workload), MAX_DEFAULT_ROUNDS)
+    if all(q.box is None for q in workload):
+        cap = min(cap, 2 * len(shape))
+    return cap
 
 
 def default_rounds(
@@ -167,34 +230,24 @@ def default_rounds(
     marginal_l1: int,
     minimum: int = MIN_DEFAULT_ROUNDS,
 ) -> int:
-    """The largest T (``minimum`` to min(|W|, MAX_DEFAULT_ROUNDS)) that keeps two things useful.
+    """The largest T (``minimum`` to ``_round_cap``) whose rounds keep two things useful.
 
-    At least MIN_DEFAULT_ROUNDS (or |W|): even when no round can measure a typical query well,
-    the exponential mechanism picks the ones worth measuring, and one round is little more
-    than the independent start (Adult at ε = 0.1, 2-/3-way TVD: 8 columns .0888/.1628 at T = 3
-    against .1033/.1908 at T = 1; 4 columns .1245/.2384 against .1273/.2453).
-
-    A workload of marginals alone is also capped at 2d rounds: beyond about two marginals per
-    attribute, the noise that more rounds add outweighs what further marginals explain (Adult,
-    8 columns, ε = 10: 2-/3-way TVD .0060/.0199 at T = 16, .0065/.0206 at 24, .0069/.0223 at
-    30). Box queries are single numbers, so they keep the larger cap.
-
-    Measuring: a query with c cells measured at ε_m has noise of scale Δ/ε_m per cell against a
-    mean cell count n/c; ask for a seventh: T ≤ ε_measure_total·n / (7·Δ·c_median).
-    Selecting: the exponential mechanism at ε_s (score sensitivity 1, scores in units of Δ)
-    must tell apart a query whose error is SELECTION_GAP·n from the rest of |W|:
-    ε_s·SELECTION_GAP·n / (2·Δ) ≥ ln|W|, so T ≤ ε_select_total·SELECTION_GAP·n / (2·Δ·ln|W|).
+    Measuring: a round measures at ε_m = ε·(1 − init_fraction)·(1 − select_fraction)/T; the
+    expected L1 size of its noise on a query with c cells is c·E|Z| at scale Δ/ε_m, and it must
+    stay within ROUND_NOISE·n for c the median cells of the workload's lowest-order queries
+    (the ones worth measuring at low signal). Selecting: the exponential mechanism at ε_s
+    (score sensitivity 1, scores in units of Δ) must tell apart a query whose error is
+    SELECTION_GAP·n from the rest of |W|: ε_s·SELECTION_GAP·n / (2·Δ) ≥ ln|W|.
+    ``minimum`` > 0 (add-remove, or an explicit init_fraction): even rounds that cannot measure
+    well let the exponential mechanism pick the queries worth measuring.
     Uses only public values (n is public under replace-one; under add-remove it is the DP
     estimate).
     """
-    cap = min(len(workload), MAX_DEFAULT_ROUNDS)
-    if all(q.box is None for q in workload):
-        cap = min(cap, 2 * len(shape))
+    cap = _round_cap(workload, shape)
     if math.isinf(epsilon):
         return cap
-    cells = float(np.median([q.cells(shape) for q in workload]))
+    cells = _low_order_cells(workload, shape)
     spend = epsilon * (1 - init_fraction)
-    measuring = spend * (1 - select_fraction) * n / (7 * marginal_l1 * cells)
     selecting = (
         spend
         * select_fraction
@@ -202,7 +255,20 @@ def default_rounds(
         * n
         / (2 * marginal_l1 * math.log(max(len(workload), 2)))
     )
-    return int(max(min(cap, minimum), 1, min(cap, measuring, selecting)))
+    best = 0
+    for rounds in range(1, cap + 1):
+        eps_measure = spend * (1 - select_fraction) / rounds
+        noise = cells * _expected_abs_noise(marginal_l1 / eps_measure) if eps_measure else math.inf
+        if noise > ROUND_NOISE * n or rounds > selecting:
+            break
+        best = rounds
+    return max(min(cap, minimum), best)
+
+
+def _low_order_cells(workload: Any, shape: tuple[int, ...]) -> float:
+    """Median cells of the workload's queries on the fewest attributes."""
+    fewest = min(len(q.attrs) for q in workload)
+    return float(np.median([q.cells(shape) for q in workload if len(q.attrs) == fewest]))
 
 
 def _share(epsilon: float, fraction: float) -> float:
@@ -215,10 +281,12 @@ def _share(epsilon: float, fraction: float) -> float:
 def _split(
     epsilon: float, eps_init: float, rounds: int, select_fraction: float
 ) -> tuple[float, float]:
-    """(ε_select, ε_measure) per round, each rounded down.
+    """(ε_select, ε_measure) per round, each rounded down; (0, 0) when there are no rounds.
 
     In exact arithmetic eps_init + rounds × (ε_select + ε_measure) <= ε.
     """
+    if rounds == 0:
+        return 0.0, 0.0
     if math.isinf(epsilon):
         return math.inf, math.inf
     per_round = float_at_most((Fraction(epsilon) - Fraction(eps_init)) / rounds)
@@ -229,10 +297,14 @@ def _split(
 def _check_noise_fits(
     epsilon: float, eps_init: float, d: int, marginal_l1: int, eps_measure: float
 ) -> None:
-    """Refuse an ε whose count noise 64-bit integers cannot carry (see noise.check_count_noise)."""
+    """Refuse an ε whose count noise 64-bit integers cannot carry (see noise.check_count_noise).
+
+    ``eps_measure`` 0: no rounds (the whole ε on the 1-way marginals).
+    """
     if eps_init > 0:
         check_count_noise(noise_scale(marginal_l1 * d, eps_init), epsilon)
-    check_count_noise(noise_scale(marginal_l1, eps_measure), epsilon)
+    if eps_measure > 0:
+        check_count_noise(noise_scale(marginal_l1, eps_measure), epsilon)
 
 
 def _check_args(
@@ -242,10 +314,11 @@ def _check_args(
     output: str,
     update: str,
     workload: Any,
+    rounds: int | None = None,
 ) -> None:
     """MWEM's options other than ε (checked before the split, which divides by ε)."""
     check_neighbouring(neighbouring)
-    _check_fractions(init_fraction, select_fraction)
+    _check_fractions(init_fraction, select_fraction, rounds)
     if output not in ("last", "average"):
         raise MechanismError(f"output ({output!r}) must be 'last' or 'average'")
     if update not in ("damped", "paper"):
@@ -254,9 +327,16 @@ def _check_args(
         raise MechanismError("workload (empty) must hold at least one query")
 
 
-def _check_fractions(init_fraction: float, select_fraction: float) -> None:
-    if not 0 <= init_fraction < 1:
-        raise MechanismError(f"init_fraction ({init_fraction!r}) must be in [0, 1)")
+def _check_fractions(
+    init_fraction: float, select_fraction: float, rounds: int | None = None
+) -> None:
+    """init_fraction in [0, 1] (1: the whole ε on the 1-way marginals, no rounds)."""
+    if not 0 <= init_fraction <= 1:
+        raise MechanismError(f"init_fraction ({init_fraction!r}) must be in [0, 1]")
+    if init_fraction == 1 and rounds:
+        raise MechanismError(
+            f"init_fraction (1) leaves nothing for rounds ({rounds}); lower it or omit rounds"
+        )
     if not 0 < select_fraction < 1:
         raise MechanismError(f"select_fraction ({select_fraction!r}) must be in (0, 1)")
 

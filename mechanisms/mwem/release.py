@@ -116,9 +116,9 @@ def mwem(
     check_epsilon(epsilon)  # before the default split divides by it
     public_n = len(codes) if neighbouring == "replace-one" else None  # private under add-remove
     init_fraction = initial_fraction(
-        public_n, epsilon, shape, workload, neighbouring, init_fraction
+        public_n, epsilon, shape, workload, neighbouring, init_fraction, rounds
     )
-    _check_args(neighbouring, init_fraction, select_fraction, output, update, workload)
+    _check_args(neighbouring, init_fraction, select_fraction, output, update, workload, rounds)
     # under add-remove an empty table must run like any other
     rows = 1 if public_n is None else public_n
     _check_counts(rows, rounds=rounds, mw_passes=mw_passes, memory_cells=memory_cells)
@@ -126,9 +126,8 @@ def mwem(
     true = _TrueAnswers(codes, shape)
     eps_init = _share(epsilon, init_fraction)
     # refuse a too small ε before any draw: the most rounds the default could choose
-    worst = _split(
-        epsilon, eps_init, rounds or min(len(workload), MAX_DEFAULT_ROUNDS), select_fraction
-    )
+    most = 0 if init_fraction == 1 else rounds or min(len(workload), MAX_DEFAULT_ROUNDS)
+    worst = _split(epsilon, eps_init, most, select_fraction)
     _check_noise_fits(epsilon, eps_init, len(shape), marginal_l1, worst[1])
     n, one_way, start, init_scale = _start(true, public_n, eps_init, neighbouring, rng)
     if output == "average":

@@ -80,7 +80,7 @@ def max_workload_error(codes, shape, workload, distribution):
     [
         ({"epsilon": -1}, r"epsilon \(-1\) must be > 0"),
         ({"epsilon": 1, "neighbouring": "swap"}, r"neighbouring \('swap'\)"),
-        ({"epsilon": 1, "init_fraction": 1.0}, r"init_fraction \(1.0\) must be in \[0, 1\)"),
+        ({"epsilon": 1, "init_fraction": 1.5}, r"init_fraction \(1.5\) must be in \[0, 1\]"),
         ({"epsilon": 1, "select_fraction": 0}, r"select_fraction \(0\) must be in \(0, 1\)"),
         ({"epsilon": 1, "output": "best"}, r"output \('best'\) must be 'last' or 'average'"),
         ({"epsilon": 1, "update": "exp"}, r"update \('exp'\) must be 'damped' or 'paper'"),

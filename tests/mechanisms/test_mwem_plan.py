@@ -7,6 +7,7 @@ split, does overspend), its expected error is E|Z| of its own scale, and bad inp
 """
 
 import importlib
+import itertools
 import math
 from decimal import Decimal
 from fractions import Fraction
@@ -101,7 +102,8 @@ def test_the_expected_error_is_that_of_the_planned_noise():
         (0, 1.0, {}, r"data \(0 rows\) must have at least one row"),
         (100, -1.0, {}, r"epsilon"),
         (100, 1.0, {"rounds": 0}, r"rounds \(0\) must be a whole number >= 1"),
-        (100, 1.0, {"init_fraction": 1.0}, r"init_fraction \(1.0\) must be in \[0, 1\)"),
+        (100, 1.0, {"init_fraction": 1.5}, r"init_fraction \(1.5\) must be in \[0, 1\]"),
+        (100, 1.0, {"init_fraction": 1.0, "rounds": 2}, r"init_fraction \(1\) leaves nothing"),
         (100, 1.0, {"select_fraction": 0}, r"select_fraction \(0\) must be in \(0, 1\)"),
     ],
 )
@@ -114,3 +116,42 @@ def test_bad_input_is_refused_in_one_line(n, epsilon, options, message):
 def test_mwem_refuses_a_bad_epsilon_before_planning(epsilon):
     with pytest.raises(MechanismError, match=r"epsilon"):
         mwem(CODES, SHAPE, MARGINALS, epsilon=epsilon)
+
+
+# --- the adaptive default (issue 16): from public n, ε, shape and workload only ----------------
+
+WIDE = (8, 7, 7, 7, 7, 6, 7, 6, 2)  # anes96's shape in benchmarks/mwem_peers.py
+WIDE_WORKLOAD = [Query(a) for k in (2, 3) for a in itertools.combinations(range(len(WIDE)), k)]
+
+
+@pytest.mark.parametrize("n", [300, 944, 20_000, 1_000_000])
+@pytest.mark.parametrize("epsilon", [0.01, 0.03, 0.1, 0.3, 1, 3, 10, math.inf])
+def test_the_default_never_starts_without_the_one_way_marginals(n, epsilon):
+    plan = plan_budget(n, epsilon, WIDE, WIDE_WORKLOAD, "replace-one")
+    assert plan.init_fraction > 0 and plan.eps_init > 0
+    assert (plan.rounds == 0) == (plan.init_fraction == 1)
+    if plan.rounds == 0:  # the whole ε measures the 1-way marginals: the independent release
+        assert plan.eps_init == epsilon and plan.eps_select == plan.eps_measure == 0
+        # an accuracy preview reads marginal_scale: the start's, not 0 (no noise)
+        assert plan.marginal_scale == plan.init_scale > 0
+
+
+def test_rounds_grow_with_the_signal_and_none_are_spent_where_none_pays():
+    rounds = [plan_budget(944, e, WIDE, WIDE_WORKLOAD, "replace-one").rounds for e in TEN_EPS]
+    assert rounds == sorted(rounds)
+    assert rounds[0] == 0 and rounds[-1] >= 10  # ε = 0.03: none; ε = 10: many
+    more_rows = [plan_budget(10**6, e, WIDE, WIDE_WORKLOAD, "replace-one").rounds for e in TEN_EPS]
+    assert all(m >= r for m, r in zip(more_rows, rounds, strict=True))
+
+
+TEN_EPS = [0.03, 0.1, 0.3, 1, 3, 10]
+
+
+def test_a_run_without_rounds_draws_only_the_one_way_start_at_the_whole_epsilon():
+    codes = np.random.default_rng(3).integers(0, 2, (944, len(WIDE)))
+    source = RecordingSource(seeded_source(4))
+    result = mwem(codes, WIDE, WIDE_WORKLOAD, epsilon=0.1, rng=source)
+    calls = source.noise_calls()
+    assert result.rounds == 0 and result.budget["initial_one_way"] == 0.1
+    assert [c.primitive for c in calls] == ["discrete_laplace"] * len(WIDE)
+    assert {c.scale for c in calls} == {plan_module.noise_scale(2 * len(WIDE), 0.1)}

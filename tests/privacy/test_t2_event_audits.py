@@ -385,6 +385,28 @@ def mwem_init_samples(case, epsilon, factor, draws):
     return x, x2, np.arange(-l1, l1 + 1), budget["initial_one_way"], 0.0, True
 
 
+def mwem_whole_start_samples(case, epsilon, factor, draws):
+    """The default plan at small n·ε spends the whole requested ε on the 1-way start (no
+    rounds, issue 16): the start's draws at the scale the real default run used, against the
+    REQUESTED ε."""
+    d, d2 = MWEM_D, np.vstack([MWEM_D[:-1], [[0, 0]]])  # replace-one, as mwem_init_samples
+    source = RecordingSource(seeded_source(7))
+    result = mwem_module.mwem(d2, MWEM_SHAPE, MWEM_WORKLOAD, epsilon=epsilon, rng=source)
+    assert result.rounds == 0 and result.budget["initial_one_way"] == epsilon
+    init_scale = source.noise_calls()[0].scale
+    out, exact = [], []
+    for codes, seed in ((d, 113), (d2, 114)):
+        true = mwem_module._TrueAnswers(codes, MWEM_SHAPE)
+        exact.append(np.concatenate([true.marginal((a,)) for a in range(len(MWEM_SHAPE))]))
+        *_, parts, _weights, scale = mwem_module._start(
+            true, len(codes), epsilon, "replace-one", BatchNoise(seed, draws, factor)
+        )
+        assert scale == init_scale
+        out.append(np.concatenate(parts, axis=1))
+    (x, l1), (x2, _) = (laplace_loss_statistic(y, *exact) for y in out)
+    return x, x2, np.arange(-l1, l1 + 1), epsilon, 0.0, True
+
+
 CASES = {
     **{f"perturbed histogram: {c}": histogram_samples for c in HISTOGRAM_CASES},
     "smoothed histogram: one row, edge bin, replace-one": smoothed_samples,
@@ -394,6 +416,9 @@ CASES = {
     "MWEM measurement: box boundary, add-remove": mwem_box_measurement_samples,
     "MWEM initial 1-way marginals: edge cells, replace-one": mwem_init_samples,
     "MWEM initial 1-way marginals: empty vs one, add-remove": mwem_init_samples,
+    "MWEM whole-epsilon 1-way start (no round pays): edge cells, replace-one": (
+        mwem_whole_start_samples
+    ),
 }
 
 
