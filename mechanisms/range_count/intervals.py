@@ -38,7 +38,8 @@ from mechanisms.range_count.core import (
     popcount,
     unique_rows,
 )
-from mechanisms.range_count.inputs import Support, incidence, rounding_bounds
+from mechanisms.range_count import inputs
+from mechanisms.range_count.inputs import Support, rounding_bounds
 from mechanisms.range_count.mn12 import MN12Plan
 from mechanisms.range_count.path_tree import PathTreePlan
 from mechanisms.range_count.tree import TreePlan
@@ -67,7 +68,7 @@ def answered_sets(support: Support, queries: list[dict[str, Any]]) -> AnyArray:
     The distinct rows of these three incidences are the workload a plan is built for, so
     `per_query` (and mn12's anchors) cover the bounding sets the intervals need.
     """
-    bits = incidence(support, queries)
+    bits = inputs.incidence(support, queries)
     bounds = rounding_bounds(support, queries)
     if bounds is None:
         return bits
@@ -126,7 +127,7 @@ def answer_with_intervals(
     support: Support, plan: Plan, noisy: Any, queries: list[dict[str, Any]], estimator: str
 ) -> QueryAnswers:
     """Estimates and 95% intervals covering noise plus grid rounding (module docstring)."""
-    bits = incidence(support, queries)
+    bits = inputs.incidence(support, queries)
     estimate, variance = answer_sets(plan, noisy, bits, estimator)
     bounds = rounding_bounds(support, queries)
     inner, outer = bounds if bounds is not None else (bits, bits)
