@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from mechanisms.arrays import AnyArray
+from mechanisms.range_count import inputs
 from mechanisms.range_count.core import (
     IdentityPlan,
     PerQueryPlan,
@@ -38,7 +39,6 @@ from mechanisms.range_count.core import (
     popcount,
     unique_rows,
 )
-from mechanisms.range_count import inputs
 from mechanisms.range_count.inputs import Support, rounding_bounds
 from mechanisms.range_count.mn12 import MN12Plan
 from mechanisms.range_count.path_tree import PathTreePlan
