@@ -2,7 +2,7 @@
 
 A finer grid moves a range's cut edges less (less rounding) but spreads the budget over more
 cells (more noise). For each candidate size, `suggest_grid` plans the release `auto` would
-make for 32 random boxes with edges off the grid and adds the noise's 95% half-width to the
+make for 16 random boxes with edges off the grid and adds the noise's 95% half-width to the
 rounding part of the interval if the n rows were spread evenly (`plans.range_rounding`); the
 size with the smallest sum wins. It reads bounds, epsilon, delta, the relation and n only
 (n must be public: replace-one neighbours), never the data.
@@ -20,8 +20,8 @@ from mechanisms.range_count.core import half_width, privacy_target
 from mechanisms.range_count.inputs import grid_support
 from mechanisms.range_count.intervals import answer_kurtosis, answered_sets
 
-SIZES = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
-SAMPLE_BOXES = 32
+SIZES = (8, 16, 32, 64, 128, 256, 512, 1024)  # finer: the tree's matrices grow as cells^2
+SAMPLE_BOXES = 16
 
 
 @lru_cache(maxsize=256)

@@ -279,3 +279,15 @@ def test_half_width_of_one_discrete_laplace_draw_covers_at_least_95_percent():
         sd = math.sqrt(noise_variance("laplace", b))
         cf = float(half_width(np.array(sd), np.array(noise_kurtosis("laplace", b))))
         assert b < 3 or h - 1 <= cf <= 1.03 * h + 1, (b, cf, h)
+
+
+def test_the_default_grid_is_finer_when_rounding_weighs_more_than_noise():
+    """More rows (more rows per cut cell) or a larger ε (less noise) never coarsen the
+    suggested grid, and the extremes differ (it does respond to both)."""
+    from mechanisms.range_count.grid_choice import suggest_grid
+
+    bounds = ((17.0, 90.0), (1.0, 99.0))
+    few = suggest_grid(bounds, 0.1, 0.0, "replace-one", 2_000, 65_536)
+    more_rows = suggest_grid(bounds, 0.1, 0.0, "replace-one", 100_000, 65_536)
+    more_eps = suggest_grid(bounds, 4.0, 0.0, "replace-one", 2_000, 65_536)
+    assert few <= more_rows and few <= more_eps and few < max(more_rows, more_eps)
