@@ -56,8 +56,10 @@ PORTAL_TEXT = {
     ),
     "range_count": (
         "Answers to 'how many rows fall in this range?' for numeric columns: intervals, "
-        "boxes, or regions cut by a straight line. New ranges can be answered later for free.",
-        "answers.csv (noisy answers) and structure.json (to answer new ranges later).",
+        "boxes, or regions cut by a straight line, each with a 95% interval. New ranges can be "
+        "answered later for free (except with the method “a noisy answer per range”).",
+        "answers.csv (one row per range: estimate and 95% interval) and structure.json (to "
+        "answer new ranges later).",
         ("range_workload", "range_grid", "range_queries", "range_method"),
     ),
     "statistics": (
@@ -100,7 +102,10 @@ RANGE_METHODS = {
         "A hierarchy of noisy counts along a path through the grid points (any region)",
         "a hierarchy of noisy counts along a path through the points",
     ),
-    "per_query": ("A noisy answer per range", "a noisy answer per range"),
+    "per_query": (
+        "A noisy answer per range (cannot answer new ranges later; never chosen automatically)",
+        "a noisy answer per range",
+    ),
 }
 assert set(RANGE_METHODS) == set(MECHANISM_NAMES), "one entry per range-count method"
 NEEDS_DELTA_METHODS = {"mn12", "mn12_laplace"}
@@ -273,10 +278,32 @@ def _range_count_lines(plan, row_count) -> list[str]:
                 "will be at least this accurate."
             )
     lines.append(
-        f"Each answer will be off by typically ±{plan.expected_error:,.1f} rows (predicted "
-        f"from the method's noise), out of {row_count:,} rows in the table."
+        f"Noise: each answer will be within ±{plan.details['noise_95']:,.0f} rows of the count "
+        f"over its grid cells with 95% probability (typical error ±{plan.expected_error:,.1f}, "
+        f"predicted from the method's noise), out of {row_count:,} rows in the table."
     )
+    lines.append(_rounding_line(plan.details))
+    if plan.details["method"] in NO_NEW_RANGES_METHODS:
+        lines.append(
+            "This method gives one noisy answer per planned range only: the release will "
+            "not be able to answer new range questions later."
+        )
     return lines
+
+
+def _rounding_line(details) -> str:
+    """The rounding part of the range-count preview (mechanisms.plans.range_rounding)."""
+    share, rows = details["rounding_share"], details["rounding_rows"]
+    if share == 0:
+        return (
+            "Rounding: none. Every range follows the grid's edges, so the answer counts "
+            "exactly the rows in it; the 95% interval covers the noise alone."
+        )
+    return (
+        f"Rounding: {share:.0%} of these ranges cut grid cells; there the interval also "
+        f"covers the rows in the cut cells, about ±{rows:,.0f} rows if rows are spread evenly. "
+        "A finer grid makes this smaller (and the noise slightly larger)."
+    )
 
 
 def combinations(schema, columns) -> str:

@@ -6,16 +6,11 @@ full name, and plotly's automargin grows the margins to fit the labels.
 
 import html
 
+from .chart_style import plotly_text
+
 MAX_LABEL = 16  # characters of a category label on an axis; the full label is in the tooltip
 MAX_TICKS = 30  # every category up to this many is labelled
 CHAR_PX, ROW_PX = 7.5, 900  # a label character's width, and the plot's, in pixels (13px font)
-
-
-def plotly_text(value) -> str:
-    """Text for a plotly label, title or hover value, shown as written: plotly renders a
-    subset of HTML in these (`<a href>` becomes a live link, `<b>` bold), so & < > are sent as
-    entities, which plotly displays as the characters themselves."""
-    return str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def short_label(label: str, limit: int = MAX_LABEL) -> str:

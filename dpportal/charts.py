@@ -8,21 +8,16 @@ custodian-only charts use the stored utility report and are shown to the owner o
 import itertools
 
 import numpy as np
-import pandas as pd
 
-from . import packaging
-from .chart_labels import category_axis, plotly_text
+from . import packaging, range_charts
+from .chart_labels import category_axis
+from .chart_style import RELEASE_COLOUR, plotly_text
+from .chart_style import layout as _layout
 
-RELEASE_COLOUR = "#0b5cad"
 ORIGINAL_COLOUR = "#a35a00"
 MAX_HEATMAPS = 6
 MAX_ANSWERS_SHOWN = 100
 MAX_LABELLED_CELLS = 120
-BASE_LAYOUT = {
-    "margin": {"l": 60, "r": 20, "t": 40, "b": 80},
-    "height": 340,
-    "font": {"family": "system-ui, sans-serif", "size": 13},
-}
 
 
 def _texts(values) -> list[str]:
@@ -32,10 +27,6 @@ def _texts(values) -> list[str]:
 def _axis(title) -> dict:
     """An axis whose title stays clear of its tick labels (automargin with a standoff)."""
     return {"title": {"text": plotly_text(title), "standoff": 12}, "automargin": True}
-
-
-def _layout(title, **extra) -> dict:
-    return {**BASE_LAYOUT, "title": {"text": plotly_text(title)}, **extra}
 
 
 def _chart(title: str, figure: dict, note: str = "", good: str = "") -> dict:
@@ -206,32 +197,6 @@ def range_error_figure(squared_errors, variances) -> dict:
 # ---------------------------------------------------------------- chart sets for a page
 
 
-def answers_figure(answers, variances) -> dict:
-    """Noisy range answers with bars of two predicted standard deviations (public)."""
-    return {
-        "data": [
-            {
-                "type": "scatter",
-                "mode": "markers",
-                "x": list(range(len(answers))),
-                "y": list(answers),
-                "marker": {"color": RELEASE_COLOUR},
-                "error_y": {
-                    "type": "data",
-                    "array": [2 * v**0.5 for v in variances],
-                    "visible": True,
-                    "color": "#888",
-                },
-            }
-        ],
-        "layout": _layout(
-            "Range answers with ±2 predicted standard deviations",
-            xaxis={"title": {"text": "range number"}},
-            yaxis={"title": {"text": "rows"}},
-        ),
-    }
-
-
 CHARTS_LAYOUT = 3  # bump when the public charts change: recomputes cached chart data
 
 
@@ -254,10 +219,11 @@ def _charts_from_files(release, schema) -> list[dict]:
         if "answers.csv" in names
         else None
     )
-    return public_charts(schema, release, synthetic, answers)
+    structure = (folder / "structure.json").read_bytes() if "structure.json" in names else None
+    return public_charts(schema, release, synthetic, answers, structure)
 
 
-def public_charts(schema, release, synthetic, answers=None) -> list[dict]:
+def public_charts(schema, release, synthetic, answers=None, structure=None) -> list[dict]:
     """Charts of the public release only: per-column distributions, pair heatmaps, MWEM rounds,
     range answers with their predicted uncertainty."""
     charts, columns = [], release.columns
@@ -268,16 +234,17 @@ def public_charts(schema, release, synthetic, answers=None) -> list[dict]:
             if len(shown) < len(answers)
             else ""
         )
-        charts.append(
-            _chart(
-                "Range answers",
-                answers_figure(
-                    pd.to_numeric(shown["answer"]).tolist(),
-                    pd.to_numeric(shown["variance"]).tolist(),
-                ),
-                note,
+        charts.append(_chart("Range answers", range_charts.answers_figure(shown), note))
+        regions = range_charts.regions_figure(answers, structure) if structure else None
+        if regions:
+            charts.append(
+                _chart(
+                    "Range answers as regions",
+                    regions,
+                    f"The first {range_charts.MAX_REGIONS} boxes at most; hover a cross for "
+                    "its answer and 95% interval.",
+                )
             )
-        )
     if synthetic is not None:
         codes = schema.encode(synthetic, columns)  # once: every marginal below is a bincount
         for j, column in enumerate(columns):

@@ -14,6 +14,7 @@ from django.core import signing
 import mechanisms
 from mechanisms import workload as mwem_workload
 from mechanisms.plans import smoothed_default_rows
+from mechanisms.range_count.grid_choice import suggest_grid
 
 from . import catalogue, release_engine, statistics_portal
 from .catalogue import DECIMAL_INPUT, WHOLE_NUMBER_INPUT
@@ -116,7 +117,8 @@ class ReleaseForm(forms.Form):
         min_value=2,
         max_value=4096,
         help_text="Values are rounded to a regular grid between the schema's bounds. "
-        "Leave empty to use the schema's bins.",
+        "Leave empty for a grid fine enough that rounding is small against the noise at "
+        "this ε (when the number of rows is public; otherwise the schema's bins).",
         widget=WHOLE_NUMBER_INPUT,
     )
     range_workload = forms.ChoiceField(
@@ -265,8 +267,26 @@ class ReleaseForm(forms.Form):
             )
 
     def _range_grid(self, columns) -> list[int]:
-        size = self.cleaned_data.get("range_grid")
-        return [size or self.schema.column(c).n_bins for c in columns]  # no missing cell
+        """The typed size; else, when the row count is public (replace-one), the size that
+        keeps rounding small against the noise at this ε (`grid_choice`); else the bins."""
+        data = self.cleaned_data
+        if data.get("range_grid"):
+            return [data["range_grid"]] * len(columns)
+        if self.dataset.neighbouring != "replace-one" or not data.get("epsilon"):
+            return [self.schema.column(c).n_bins for c in columns]  # no missing cell
+        bounds = tuple((self.schema.column(c).lower, self.schema.column(c).upper) for c in columns)
+        limit = catalogue.RANGE_MAX_GRID_POINTS
+        if data.get("range_workload") == "prefixes":
+            limit = catalogue.RANGE_MAX_QUERIES
+        size = suggest_grid(
+            bounds,
+            float(data["epsilon"]),
+            float(data.get("delta") or 0),
+            "replace-one",
+            max(self.dataset.row_count, 1),
+            limit,
+        )
+        return [size] * len(columns)
 
     def params(self) -> dict:
         """The mechanism's parameters, from the cleaned form (defaults left to the mechanism)."""
@@ -321,59 +341,3 @@ def _describe(spec) -> str:
         return f"{kind}, {bounds['lower']} to {bounds['upper']}, {spec.n_bins} bins{missing}"
     other = " + (other)" if spec.unknown == "other" else ""
     return f"categorical, {len(spec.categories)} categories{other}{missing}"
-
-
-class RangeQueryForm(forms.Form):
-    """A new range question for a released range-count structure (answered for free)."""
-
-    kind = forms.ChoiceField(
-        label="Kind of range",
-        widget=forms.RadioSelect,
-        initial="box",
-        choices=[
-            ("box", "An interval (one column) or a box: from–to on each column"),
-            ("halfspace", "One side of a line: a₁·x₁ + a₂·x₂ + … ≤ b"),
-        ],
-    )
-    b = forms.FloatField(label="b (the right-hand side)", required=False, widget=DECIMAL_INPUT)
-
-    def __init__(self, *args, columns, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.columns = list(columns)
-        for i, name in enumerate(self.columns):
-            self.fields[f"lo_{i}"] = forms.FloatField(
-                label=f"{name}: from", required=False, widget=DECIMAL_INPUT
-            )
-            self.fields[f"hi_{i}"] = forms.FloatField(
-                label=f"{name}: to", required=False, widget=DECIMAL_INPUT
-            )
-            self.fields[f"a_{i}"] = forms.FloatField(
-                label=f"{name}: weight a", required=False, widget=DECIMAL_INPUT
-            )
-
-    def box_fields(self):
-        return [(self[f"lo_{i}"], self[f"hi_{i}"]) for i in range(len(self.columns))]
-
-    def halfspace_fields(self):
-        return [self[f"a_{i}"] for i in range(len(self.columns))]
-
-    def clean(self):
-        data = super().clean()
-        keys = ["lo", "hi"] if data.get("kind") == "box" else ["a"]
-        for key in keys:
-            for i, name in enumerate(self.columns):
-                if data.get(f"{key}_{i}") is None:
-                    self.add_error(f"{key}_{i}", f"Enter a number for {name}.")
-        if data.get("kind") == "halfspace" and data.get("b") is None:
-            self.add_error("b", "Enter a number for b.")
-        return data
-
-    def query(self) -> dict:
-        data, indices = self.cleaned_data, range(len(self.columns))
-        if data["kind"] == "box":
-            return {
-                "type": "box",
-                "lo": [data[f"lo_{i}"] for i in indices],
-                "hi": [data[f"hi_{i}"] for i in indices],
-            }
-        return {"type": "halfspace", "a": [data[f"a_{i}"] for i in indices], "b": data["b"]}

@@ -14,7 +14,7 @@ import mechanisms
 from mechanisms import persons
 
 from . import catalogue, charts, packaging, release_engine, statistics_charts, utility
-from .release_forms import RangeQueryForm
+from .range_forms import RangeQueryForm
 
 PREVIEW_ROWS = 25
 PREVIEW_FILES = ("synthetic.csv", "noisy_counts.csv", "answers.csv", "statistics.csv")
@@ -110,24 +110,44 @@ def _number_charts(chart_list) -> None:
 
 
 def _range_query(request, release, structure_json: bytes) -> dict:
-    """Answer a new range from the released structure: post-processing, no budget, no data."""
-    from mechanisms.range_count import answer_queries
+    """Answer a new range from the released structure: post-processing, no budget, no data.
+
+    A box moves to the nearest grid edges (answered exactly); the answer carries its 95%
+    interval (noise, plus rounding for a line that cuts cells).
+    """
+    from mechanisms.range_count import Support, answer_intervals
+    from mechanisms.range_count.inputs import snap_box
+    from mechanisms.range_count.intervals import describe
 
     structure = json.loads(structure_json)
     if structure.get("mechanism") in catalogue.NO_NEW_RANGES_METHODS:
         return {"query_form": None, "query_unavailable": True}
+    support = Support.from_dict(structure["support"])
+    edges = None
+    if support.grid_shape is not None:
+        edges = list(zip(support.lower, support.upper, support.grid_shape, strict=True))
     asked = "ask" in request.GET
-    form = RangeQueryForm(request.GET if asked else None, columns=release.columns)
+    form = RangeQueryForm(request.GET if asked else None, columns=release.columns, edges=edges)
     if not (asked and form.is_valid()):
         return {"query_form": form}
+    query = form.query()
+    if query["type"] == "box":
+        query = snap_box(support, query["lo"], query["hi"])
     try:
-        answers, variances = answer_queries(structure, [form.query()])
+        answer = answer_intervals(structure, [query])
     except mechanisms.MechanismError as exc:
         form.add_error(None, str(exc))
         return {"query_form": form}
     return {
         "query_form": form,
-        "range_answer": {"answer": float(answers[0]), "std": math.sqrt(variances[0])},
+        "range_answer": {
+            "answer": float(answer.estimate[0]),
+            "std": float(answer.noise_sd[0]),
+            "ci_lower": math.floor(answer.ci_lower[0]),
+            "ci_upper": math.ceil(answer.ci_upper[0]),
+            "region": describe(query, support),
+            "exact": bool(answer.exact_region[0]),
+        },
     }
 
 

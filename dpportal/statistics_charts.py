@@ -5,7 +5,7 @@ import math
 from mechanisms import statistics as statistics_mechanism
 
 from . import packaging
-from .charts import BASE_LAYOUT, RELEASE_COLOUR, plotly_text
+from .chart_style import BASE_LAYOUT, RELEASE_COLOUR, plotly_text
 
 MAX_CHARTS = 12
 

@@ -14,8 +14,6 @@ import pandas as pd
 import mechanisms
 from mechanisms import metrics, validation
 from mechanisms.range_count import api
-from mechanisms.range_count.core import unpack
-from mechanisms.range_count.inputs import incidence
 
 from . import files, packaging, release_engine, verdict
 from .packaging import read_csv, with_numbers
@@ -191,16 +189,23 @@ def _measurement_errors(schema, frame, measurements) -> dict:
 
 
 def _range_answer_errors(columns, frame, files) -> dict:
-    """Each released range answer against the true count of the rows snapped to the grid, with
-    the answer's predicted variance (public) for comparison."""
+    """Each released range answer against the true count of raw rows in the range as asked
+    (not the grid-rounded count), with the answer's noise variance and whether its 95%
+    interval holds the truth (custodian only)."""
+    from mechanisms.range_count.inputs import records_in
+
     structure = json.loads(files["structure.json"])
     support, _plan, _noisy = api.load_structure(structure)
-    values = np.column_stack([np.asarray(frame[c], dtype=float) for c in columns])
-    bits = incidence(support, structure["workload"])
-    true = unpack(bits, support.n).astype(float) @ support.counts(values)
+    values = np.column_stack(
+        [pd.to_numeric(frame[c], errors="coerce").to_numpy(float) for c in columns]
+    )
+    values = values[~np.isnan(values).any(axis=1)]
+    true = np.array([records_in(support, values, q).sum() for q in structure["workload"]])
     answers = read_csv(files["answers.csv"])
-    released = pd.to_numeric(answers["answer"]).to_numpy()
-    variances = pd.to_numeric(answers["variance"]).to_numpy()
+    released = pd.to_numeric(answers["estimate"]).to_numpy()
+    variances = pd.to_numeric(answers["noise_sd"]).to_numpy() ** 2
+    low = pd.to_numeric(answers["ci_lower"]).to_numpy()
+    high = pd.to_numeric(answers["ci_upper"]).to_numpy()
     squared = (released - true) ** 2
     keep = slice(0, MAX_SCATTER_POINTS)
     return {
@@ -210,4 +215,5 @@ def _range_answer_errors(columns, frame, files) -> dict:
         "mean_abs_error": float(np.mean(np.sqrt(squared))),
         "rmse": float(np.sqrt(np.mean(squared))),
         "predicted_rmse": float(np.sqrt(np.mean(variances))),
+        "coverage": float(np.mean((low <= true) & (true <= high))),
     }

@@ -233,7 +233,7 @@ CATALOGUE: dict[str, MechanismSpec] = {
         plan=plans.range_count_plan,
         guarantee=range_count_guarantee,
         files={
-            "answers.csv": "noisy answer and predicted variance of every range",
+            "answers.csv": "per range: estimate, 95% interval (noise plus rounding), noise sd",
             "structure.json": "the released structure: answers new ranges at no privacy cost",
         },
         reads_in_chunks=True,

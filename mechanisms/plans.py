@@ -183,8 +183,8 @@ def range_count_plan(
     details["estimate"] says so (None as the error: too large to preview).
     """
     from mechanisms.range_count import api
-    from mechanisms.range_count.core import privacy_target
-    from mechanisms.range_count.inputs import incidence
+    from mechanisms.range_count.core import half_width, privacy_target
+    from mechanisms.range_count.intervals import answer_kurtosis, answered_sets
 
     support = api.support_from_schema(schema, columns, params)
     rng = secure_source()
@@ -192,10 +192,12 @@ def range_count_plan(
     target = privacy_target(epsilon=epsilon, delta=delta, neighbouring=neighbouring)
     method = params.get("mechanism", "auto")
     variance: float | None
+    kurtosis = 0.0 if target.kind == "zcdp" else 3.0  # a bound: one continuous Laplace draw
     if support.n * len(queries) <= PREVIEW_WORK:
-        bits = incidence(support, queries)
+        bits = answered_sets(support, queries)
         plan, predicted = api.choose_plan(method, support, queries, bits, target)
         name, variance, estimate = plan.name, predicted[plan.name], False
+        kurtosis = float(np.mean(answer_kurtosis(plan, bits)))
     else:
         name, variance = _range_estimate(method, support, queries, target, rng)
         estimate = True
@@ -208,8 +210,30 @@ def range_count_plan(
         "estimate": estimate,
         "upper_bound": estimate and method == "auto",
         "sample": _sample_size(support),
+        "noise_95": None if std is None else float(half_width(np.array(std), np.array(kurtosis))),
+        **range_rounding(support, queries, n),
     }
     return NoisePlan(noise, std, std, len(queries), support.n, details)
+
+
+def range_rounding(support: Support, queries: list[dict[str, Any]], n: int) -> dict[str, float]:
+    """The rounding part of range answers, from public inputs and the row count n.
+
+    `rounding_share`: share of the ranges (at most PREVIEW_SAMPLE × 4 looked at) that cut
+    grid cells; `rounding_rows`: over those, half the mean number of rows in the cut cells if
+    the n rows were spread evenly over the grid (the interval's extra half-width).
+    """
+    from mechanisms.range_count.core import popcount
+    from mechanisms.range_count.inputs import rounding_bounds
+
+    sample = queries[: PREVIEW_SAMPLE * 4]
+    bounds = rounding_bounds(support, sample)
+    if bounds is None or not sample:
+        return {"rounding_share": 0.0, "rounding_rows": 0.0}
+    cut = (popcount(bounds[1]) - popcount(bounds[0])).astype(float)
+    share = float(np.mean(cut > 0))
+    rows = float(np.mean(cut[cut > 0])) * n / support.n / 2 if share else 0.0
+    return {"rounding_share": share, "rounding_rows": rows}
 
 
 def _sample_size(support: Support) -> int:

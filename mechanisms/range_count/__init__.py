@@ -7,6 +7,7 @@ least squares), `path_tree` (binary tree over a Hilbert path through the support
 
 from mechanisms.range_count.api import (
     RangeCountResult,
+    answer_intervals,
     answer_queries,
     range_count,
     range_count_release,
@@ -26,6 +27,7 @@ __all__ = [
     "RangeCountResult",
     "Support",
     "all_prefixes",
+    "answer_intervals",
     "answer_queries",
     "grid_support",
     "incidence",

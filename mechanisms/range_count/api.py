@@ -8,8 +8,6 @@ at no privacy cost. `range_count_release` is the release.py entry point ("range_
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 from collections.abc import Sequence
@@ -39,6 +37,13 @@ from mechanisms.range_count.inputs import (
     random_halfspaces,
     workload_kinds,
 )
+from mechanisms.range_count.intervals import (
+    Plan,
+    QueryAnswers,
+    answer_with_intervals,
+    answered_sets,
+    answers_csv,
+)
 from mechanisms.range_count.mn12 import N_MIN, QUANTILE, MN12Plan, laplace_accounting
 from mechanisms.range_count.path_tree import PathTreePlan
 from mechanisms.range_count.tree import TreePlan
@@ -57,7 +62,6 @@ ESTIMATORS = ("auto", "chain", "gls")
 GLS_FLOPS = 3e11  # `auto` uses GLS for mn12 while its dense solves stay below this
 STRUCTURE_FORMAT = "dpportal.range_count/1"
 MISSING_POLICY = "rows with a missing value in any of the columns are not counted"
-Plan = IdentityPlan | PerQueryPlan | TreePlan | PathTreePlan | MN12Plan
 
 PLAN_TYPES: dict[str, type[Plan]] = {
     "mn12": MN12Plan,
@@ -71,7 +75,10 @@ PLAN_TYPES: dict[str, type[Plan]] = {
 
 @dataclass
 class RangeCountResult:
-    """Noisy answers, their predicted variances, the accounting and the released structure."""
+    """Noisy answers, their predicted variances, the accounting and the released structure.
+
+    `intervals` holds each answer's 95% interval (noise plus grid rounding).
+    """
 
     answers: AnyArray
     variance: AnyArray
@@ -81,6 +88,7 @@ class RangeCountResult:
     predicted: dict[
         str, Any
     ]  # mechanism -> predicted mean variance (public), for the candidates planned
+    intervals: QueryAnswers
 
 
 def shatter_exponent(queries: list[dict[str, Any]], dim: int) -> int:
@@ -89,10 +97,14 @@ def shatter_exponent(queries: list[dict[str, Any]], dim: int) -> int:
 
 
 def candidate_mechanisms(
-    support: Support, queries: list[dict[str, Any]], target: PrivacyTarget
+    support: Support, queries: list[dict[str, Any]], target: PrivacyTarget, reusable: bool = True
 ) -> list[Any]:
-    """What `auto` compares: baselines, the tree on grids, path_tree and mn12 for halfspaces."""
-    names = ["identity", "per_query"]
+    """What `auto` compares: baselines, the tree on grids, path_tree and mn12 for halfspaces.
+
+    With `reusable` (a release that promises to answer new ranges later), only methods whose
+    structure answers any range: per_query, which answers only its own ranges, is left out.
+    """
+    names = ["identity"] if reusable else ["identity", "per_query"]
     if support.grid_shape is not None:
         names.append("tree")
     if "halfspace" in workload_kinds(queries):
@@ -147,10 +159,15 @@ def choose_plan(
     queries: list[dict[str, Any]],
     bits: AnyArray,
     target: PrivacyTarget,
+    reusable: bool = True,
     **options: Any,
 ) -> tuple[Plan, dict[str, float]]:
     """The named plan, or for `auto` the candidate with the smallest predicted mean variance."""
-    names = candidate_mechanisms(support, queries, target) if mechanism == "auto" else [mechanism]
+    names = (
+        candidate_mechanisms(support, queries, target, reusable)
+        if mechanism == "auto"
+        else [mechanism]
+    )
     plans: dict[str, Plan] = {}
     predicted: dict[str, float] = {}
     for name in names:
@@ -187,6 +204,7 @@ def range_count(
     n_min: int = N_MIN,
     rng: RandomSource | None = None,
     progress: Progress | None = None,
+    reusable: bool = True,
 ) -> RangeCountResult:
     """Answer a workload of range counts over a public support under differential privacy.
 
@@ -196,7 +214,9 @@ def range_count(
     (discrete Laplace; not available for mn12). mn12_laplace (delta > 0) is (epsilon, delta)-DP
     by advanced composition of its discrete Laplace releases per point, the max over points.
     Replace-one neighbours halve the per-point budget (sensitivity doubles). The plan reads
-    only the support, workload and budget.
+    only the support, workload and budget. With `reusable`, `auto` picks only methods that
+    answer new ranges later. Each answer carries a 95% interval covering noise plus grid
+    rounding (`intervals`), computed from the released structure only.
     """
     _check_options(mechanism, estimator, quantile, n_min)
     target = privacy_target(epsilon=epsilon, delta=delta, neighbouring=neighbouring)
@@ -204,14 +224,22 @@ def range_count(
     counts = np.asarray(counts, dtype=np.int64)
     if counts.shape != (support.n,) or (counts < 0).any():
         raise MechanismError(f"counts (shape {counts.shape}) must be {support.n} counts >= 0")
-    bits = incidence(support, queries)
+    bits = answered_sets(support, queries)
     plan, predicted = choose_plan(
-        mechanism, support, queries, bits, target, quantile=quantile, n_min=n_min, progress=progress
+        mechanism,
+        support,
+        queries,
+        bits,
+        target,
+        reusable,
+        quantile=quantile,
+        n_min=n_min,
+        progress=progress,
     )
     accounting = account(plan, target)
     noisy = plan.measure(counts, resolve_rng(rng))
     estimator = resolve_estimator(estimator, plan, len(bits))
-    answers, variance = plan.answer(noisy, bits, estimator)
+    answers = answer_with_intervals(support, plan, noisy, queries, estimator)
     structure = {
         "format": STRUCTURE_FORMAT,
         "mechanism": plan.name,
@@ -221,8 +249,11 @@ def range_count(
         "plan": plan.to_dict(),
         "noisy": _jsonable(noisy),
         "guarantee": accounting,
+        "planned_sets": "bounds",  # the plan's workload: `answered_sets`, not the centres alone
     }
-    return RangeCountResult(answers, variance, plan.name, accounting, structure, predicted)
+    return RangeCountResult(
+        answers.estimate, answers.variance, plan.name, accounting, structure, predicted, answers
+    )
 
 
 def resolve_estimator(estimator: str, plan: Any, queries: int) -> str:
@@ -299,7 +330,9 @@ def load_structure(structure: dict[str, Any]) -> tuple[Support, Plan, Any]:
         )
     try:
         support = Support.from_dict(structure["support"])
-        workload_bits = incidence(support, normalize_queries(structure["workload"], support.dim))
+        workload = normalize_queries(structure["workload"], support.dim)
+        planned = answered_sets if structure.get("planned_sets") == "bounds" else incidence
+        workload_bits = planned(support, workload)
         plan = PLAN_TYPES[structure["mechanism"]].from_dict(
             structure["plan"], workload_bits=workload_bits
         )
@@ -313,10 +346,19 @@ def load_structure(structure: dict[str, Any]) -> tuple[Support, Plan, Any]:
 def answer_queries(
     structure: dict[str, Any], queries: list[dict[str, Any]], *, estimator: str | None = None
 ) -> tuple[AnyArray, AnyArray]:
+    """(answers, predicted variances) of new ranges: `answer_intervals` without intervals."""
+    answers = answer_intervals(structure, queries, estimator=estimator)
+    return answers.estimate, answers.variance
+
+
+def answer_intervals(
+    structure: dict[str, Any], queries: list[dict[str, Any]], *, estimator: str | None = None
+) -> QueryAnswers:
     """Answer new ranges from a released structure: post-processing, no privacy cost.
 
-    Returns (answers, predicted variances). Accuracy is guaranteed only for ranges close to the
-    planned workload (mn12 anchors them at the nearest planned range).
+    Returns estimates, noise sds and 95% intervals covering noise plus grid rounding.
+    Accuracy is guaranteed only for ranges close to the planned workload (mn12 anchors them
+    at the nearest planned range).
 
     Privacy: post-processing of the released structure; spends nothing.
     """
@@ -324,8 +366,9 @@ def answer_queries(
     estimator = estimator or structure.get("estimator", "chain")
     if estimator not in ESTIMATORS:
         raise MechanismError(f"estimator ({estimator!r}) must be one of {', '.join(ESTIMATORS)}")
-    bits = incidence(support, normalize_queries(queries, support.dim))
-    return plan.answer(noisy, bits, resolve_estimator(estimator, plan, len(bits)))
+    queries = normalize_queries(queries, support.dim)
+    resolved = resolve_estimator(estimator, plan, len(queries))
+    return answer_with_intervals(support, plan, noisy, queries, resolved)
 
 
 # ---------------------------------------------------------------- release.py entry point
@@ -451,7 +494,7 @@ def range_count_release(
         "queries": len(queries),
     }
     files = {
-        "answers.csv": answers_csv(queries, result.answers, result.variance).encode(),
+        "answers.csv": answers_csv(queries, result.intervals, support).encode(),
         "structure.json": json_bytes(result.structure),
     }
     trace = {
@@ -484,17 +527,6 @@ def range_query_csv(structure_path: str, query_path: str, estimator: str | None 
             f"structure file ({structure_path!r}) cannot be read as JSON: {reason}"
         ) from None
     support, _, _ = load_structure(structure)
-    queries = read_queries_file(query_path, support.columns)
-    answers, variance = answer_queries(structure, queries, estimator=estimator)
-    return answers_csv(queries, answers, variance)
-
-
-def answers_csv(queries: list[dict[str, Any]], answers: AnyArray, variance: AnyArray) -> str:
-    """CSV text: query index, its definition (JSON), noisy answer, predicted variance."""
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(["query", "type", "definition", "answer", "variance"])
-    for k, (q, a, v) in enumerate(zip(queries, answers, variance, strict=True)):
-        definition = {key: val for key, val in q.items() if key != "type"}
-        writer.writerow([k, q["type"], json.dumps(definition), f"{a:.6g}", f"{v:.6g}"])
-    return out.getvalue()
+    queries = normalize_queries(read_queries_file(query_path, support.columns), support.dim)
+    answers = answer_intervals(structure, queries, estimator=estimator)
+    return answers_csv(queries, answers, support)

@@ -57,13 +57,41 @@ class Support:
         return self._snap_nearest(clamped)
 
     def _snap_grid(self, values: AnyArray) -> AnyArray:
-        shape = np.asarray(self.grid_shape)
-        width = (self.upper - self.lower) / shape
-        cells = np.floor((values - self.lower) / width).astype(np.int64)
-        cells = np.clip(cells, 0, shape - 1)
+        cells = self.grid_cells(values)
         assert self.grid_shape is not None  # only called by `snap` on a grid support
         # numpy's stubs pick the scalar overload for a tuple of index arrays.
         return cast(AnyArray, np.ravel_multi_index(tuple(cells.T), self.grid_shape))
+
+    def axis_edges(self, axis: int) -> AnyArray:
+        """The g + 1 edges of one grid axis: lower + k (upper - lower) / g, the last = upper."""
+        assert self.grid_shape is not None
+        g, lo, hi = self.grid_shape[axis], float(self.lower[axis]), float(self.upper[axis])
+        edges = lo + np.arange(g + 1) * ((hi - lo) / g)
+        edges[-1] = hi
+        return edges
+
+    def grid_cells(self, values: AnyArray) -> AnyArray:
+        """Cell index per axis (N, d) of clamped values; monotone in each coordinate.
+
+        Cell k holds exactly the values with edge k <= value < edge k + 1 (the last cell
+        also holds the upper bound).
+        """
+        assert self.grid_shape is not None
+        clamped = np.clip(np.asarray(values, dtype=float), self.lower, self.upper)
+        cells = np.empty(clamped.shape, dtype=np.int64)
+        for j, g in enumerate(self.grid_shape):
+            found = np.searchsorted(self.axis_edges(j), clamped[:, j], side="right") - 1
+            cells[:, j] = np.clip(found, 0, g - 1)
+        return cells
+
+    def edge(self, axis: int, k: int) -> float:
+        """Grid edge number k of one axis (0 and g: the bounds).
+
+        Records between edges k (included) and k + 1 (excluded) are snapped to cell k, so a
+        box whose corners are grid edges is answered exactly.
+        """
+        edges = self.axis_edges(axis)
+        return float(edges[min(max(k, 0), len(edges) - 1)])
 
     def _snap_nearest(self, values: AnyArray, block: int = 4096) -> AnyArray:
         scale = self.upper - self.lower
@@ -280,20 +308,37 @@ def random_halfspaces(support: Support, m: int, rng: RandomSource) -> list[dict[
 
 
 def random_boxes(support: Support, m: int, rng: RandomSource) -> list[dict[str, Any]]:
-    """M boxes with uniformly random corners inside the public bounds."""
+    """M boxes with uniformly random corners inside the public bounds.
+
+    On a grid the corners are snapped to its edges (`snap_box`): answered with no rounding.
+    """
     if m < 1:
         raise MechanismError(f"number of random boxes ({m}) must be >= 1")
     span = support.upper - support.lower
     u = support.lower + rng.uniform((m, 2, support.dim)) * span
     lo, hi = u.min(axis=1), u.max(axis=1)
-    return [
-        {"type": "box", "lo": a.tolist(), "hi": b.tolist()} for a, b in zip(lo, hi, strict=True)
-    ]
+    return [snap_box(support, a.tolist(), b.tolist()) for a, b in zip(lo, hi, strict=True)]
 
 
 def all_prefixes(support: Support) -> list[dict[str, Any]]:
-    """One box from the lower corner to each support point (all prefixes on a grid)."""
-    return [{"type": "box", "lo": support.lower.tolist(), "hi": p.tolist()} for p in support.points]
+    """One box from the lower corner to each support point (all prefixes on a grid).
+
+    On a grid the box ends at the point's cell's upper edges: exactly the cells up to it.
+    """
+    if support.grid_shape is None:
+        return [
+            {"type": "box", "lo": support.lower.tolist(), "hi": p.tolist()} for p in support.points
+        ]
+    edges = [grid_edges(support, j)[1:] for j in range(support.dim)]
+    cells = np.array(np.unravel_index(np.arange(support.n), support.grid_shape)).T
+    return [
+        {
+            "type": "box",
+            "lo": support.lower.tolist(),
+            "hi": [float(e[k]) for e, k in zip(edges, c, strict=True)],
+        }
+        for c in cells
+    ]
 
 
 def incidence(support: Support, queries: list[dict[str, Any]], block: int = 4096) -> AnyArray:
@@ -326,3 +371,126 @@ def _dense_incidence(support: Support, queries: list[dict[str, Any]]) -> AnyArra
 def workload_kinds(queries: list[dict[str, Any]]) -> set[str]:
     """The set of query types present ('box' covers intervals)."""
     return {q["type"] for q in queries}
+
+
+# ---------------------------------------------------------------- grid rounding bounds
+
+
+def grid_edges(support: Support, axis: int) -> AnyArray:
+    """The g + 1 edges of one grid axis (see `Support.grid_cells`)."""
+    return support.axis_edges(axis)
+
+
+def rounding_bounds(
+    support: Support, queries: list[dict[str, Any]], block: int = 512
+) -> tuple[AnyArray, AnyArray] | None:
+    """Packed incidences (inner, outer) of the grid cells inside and touching each query.
+
+    A record counts in a box when lo <= value < hi on every axis (a box reaching an upper
+    bound includes it; values outside the bounds count at the nearest bound, as they are
+    snapped); in a halfspace when a·value <= b. Every record of an inner cell is in the
+    query and every record in the query lies in an outer cell, so inner count <= true count
+    <= outer count. Boxes use the snapping function itself (exact); halfspaces test the cell's
+    corners with a relative tolerance of 1e-9 widening the gap. None for point supports
+    (nearest-point snapping has no cells to bound with).
+    """
+    if support.grid_shape is None:
+        return None
+    shape = support.grid_shape
+    edges = [grid_edges(support, j) for j in range(support.dim)]
+    inner = np.zeros((len(queries), (support.n + 7) // 8), dtype=np.uint8)
+    outer = np.zeros_like(inner)
+    for start in range(0, len(queries), block):
+        chunk = queries[start : start + block]
+        masks = [_cell_masks(support, shape, edges, q) for q in chunk]
+        inner[start : start + len(chunk)] = np.packbits([m[0] for m in masks], axis=1)
+        outer[start : start + len(chunk)] = np.packbits([m[1] for m in masks], axis=1)
+    return inner, outer
+
+
+def _cell_masks(
+    support: Support, shape: tuple[int, ...], edges: list[AnyArray], q: dict[str, Any]
+) -> tuple[AnyArray, AnyArray]:
+    if q["type"] == "halfspace":
+        return _halfspace_masks(shape, edges, np.asarray(q["a"]), float(q["b"]))
+    inner, outer = np.zeros(shape, dtype=bool), np.zeros(shape, dtype=bool)
+    spans = [_axis_span(support, j, q["lo"][j], q["hi"][j]) for j in range(support.dim)]
+    outer[tuple(slice(a, b + 1) for a, b, _, _ in spans)] = True
+    inner[tuple(slice(a, b + 1) for _, _, a, b in spans)] = True
+    return inner.ravel(), outer.ravel()
+
+
+def _axis_span(support: Support, axis: int, lo: float, hi: float) -> tuple[int, int, int, int]:
+    """(first, last) touched and (first, last) fully inside cells of [lo, hi) on one axis."""
+    assert support.grid_shape is not None
+    g, lower, upper = support.grid_shape[axis], support.lower[axis], support.upper[axis]
+
+    def cell(v: float) -> int:
+        point = support.lower.copy()
+        point[axis] = v
+        return int(support.grid_cells(point[None, :])[0, axis])
+
+    if lo > upper or (hi <= lower and hi < upper) or (lo >= hi and hi < upper):
+        return g, g - 1, g, g - 1  # no value lies in the range
+    if lo <= lower:
+        first, first_inside = 0, True
+    else:
+        first = cell(lo)
+        first_inside = cell(float(np.nextafter(lo, -math.inf))) < first
+    if hi >= upper:
+        last, last_inside = g - 1, True
+    else:
+        last = cell(float(np.nextafter(hi, -math.inf)))
+        last_inside = cell(hi) > last
+    return first, last, first + (not first_inside), last - (not last_inside)
+
+
+def _halfspace_masks(
+    shape: tuple[int, ...], edges: list[AnyArray], a: AnyArray, b: float
+) -> tuple[AnyArray, AnyArray]:
+    low = np.zeros(shape)
+    high = np.zeros(shape)
+    extent = 0.0
+    for j, e in enumerate(edges):
+        ends = np.stack([a[j] * e[:-1], a[j] * e[1:]])
+        view = [1] * len(shape)
+        view[j] = shape[j]
+        low = low + ends.min(axis=0).reshape(view)
+        high = high + ends.max(axis=0).reshape(view)
+        extent += abs(a[j]) * float(np.abs(e).max())
+    tol = _HALFSPACE_TOLERANCE * (1.0 + extent + abs(b))
+    return (high <= b - tol).ravel(), (low <= b + tol).ravel()
+
+
+def records_in(support: Support, values: AnyArray, query: dict[str, Any]) -> AnyArray:
+    """Which records (N, d) lie in the range as asked (the semantics `rounding_bounds` bounds).
+
+    Reads raw values: for the custodian's own comparison and for tests, never for a release.
+    """
+    clamped = np.clip(np.asarray(values, dtype=float), support.lower, support.upper)
+    if query["type"] == "halfspace":
+        return cast(AnyArray, clamped @ np.asarray(query["a"]) <= query["b"])
+    lo, hi = np.asarray(query["lo"]), np.asarray(query["hi"])
+    below = (clamped < hi) | (hi >= support.upper)
+    return cast(AnyArray, ((clamped >= lo) & below).all(axis=1))
+
+
+def snap_box(support: Support, lo: Sequence[float], hi: Sequence[float]) -> dict[str, Any]:
+    """The box of grid edges nearest to [lo, hi): answered exactly, with no rounding.
+
+    Each corner moves to the nearest grid edge; a box that would become empty keeps one cell.
+    On a point support the box is returned unchanged.
+    """
+    if support.grid_shape is None:
+        return {"type": "box", "lo": list(map(float, lo)), "hi": list(map(float, hi))}
+    new_lo, new_hi = [], []
+    for j, g in enumerate(support.grid_shape):
+        width = (support.upper[j] - support.lower[j]) / g
+        a = int(np.clip(round((lo[j] - support.lower[j]) / width), 0, g))
+        b = int(np.clip(round((hi[j] - support.lower[j]) / width), 0, g))
+        a, b = min(a, b), max(a, b)
+        if a == b:
+            a, b = (a, a + 1) if a < g else (a - 1, a)
+        new_lo.append(support.edge(j, a))
+        new_hi.append(support.edge(j, b))
+    return {"type": "box", "lo": new_lo, "hi": new_hi}

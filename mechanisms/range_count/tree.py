@@ -147,6 +147,22 @@ class TreePlan:
             out.append((kw * wt).reshape(len(w), -1).sum(axis=1) * v)
         return np.concatenate(out) if out else np.zeros(0)
 
+    def weight_ratio(self, query_bits: AnyArray, block: int = 256) -> AnyArray:
+        """sum w^4 / (sum w^2)^2 of each answer's weights w on the noisy nodes (public).
+
+        An answer is w·y with w = (kron of A_i K_i) q for the query's cells q, so its noise
+        has excess kurtosis (this ratio) x (one draw's): the inverse of the effective number
+        of noise terms averaged.
+        """
+        mats = [a @ k for a, k in zip(self.axes, self.gram_inverse, strict=True)]
+        out = []
+        for s in range(0, len(query_bits), block):
+            q = unpack(query_bits[s : s + block], self.n).astype(float)
+            w = self._apply(q.reshape((len(q), *self.grid_shape)), mats, 1).reshape(len(q), -1)
+            s2, s4 = (w**2).sum(axis=1), (w**4).sum(axis=1)
+            out.append(np.where(s2 > 0, s4 / np.where(s2 > 0, s2, 1.0) ** 2, 0.0))
+        return np.concatenate(out) if out else np.zeros(0)
+
     def answer(
         self, noisy: dict[str, Any], query_bits: AnyArray, estimator: str = "gls"
     ) -> tuple[AnyArray, AnyArray]:

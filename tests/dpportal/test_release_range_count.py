@@ -70,7 +70,8 @@ def test_the_estimate_plans_without_reading_the_data(owner, dataset, monkeypatch
     assert (
         "40 ranges over a grid of 256 points. The method used will be a" in (result["accuracy"][0])
     )
-    assert "off by typically ±" in result["accuracy"][1]
+    assert "with 95% probability" in result["accuracy"][1]
+    assert result["accuracy"][2].startswith("Rounding: none.")  # random boxes snap to the grid
     assert result["delta_left"] == "0.000009"
 
 
@@ -110,15 +111,42 @@ def test_range_count_results_compare_errors_with_predictions_for_the_owner_only(
         figure["layout"]["title"]["text"] for figure in chart_figures(owner_page.content.decode())
     ]
     assert "Range answers: squared error against predicted variance" in titles
-    assert "Range answers with ±2 predicted standard deviations" in titles
+    assert "Range answers with their 95% intervals" in titles
+    assert report["answers"]["coverage"] > 0.8  # raw counts inside the 95% intervals
     auditor = make_user("auditor")
     dataset.auditors.add(auditor)
     auditor_page = client_for(auditor).get(reverse("release_detail", args=[release.pk]))
     titles = [
         figure["layout"]["title"]["text"] for figure in chart_figures(auditor_page.content.decode())
     ]
-    assert titles == ["Range answers with ±2 predicted standard deviations"]
+    assert titles == [
+        "Range answers with their 95% intervals",
+        "Ranges answered, drawn over the grid (age across, hours-per-week up)",
+    ]
     assert "Ask a new range question" in auditor_page.content.decode()
+
+
+def test_the_question_form_snaps_to_grid_edges_and_refuses_from_above_to(owner, dataset):
+    """A typed box moves to the nearest grid edges and the page says which box it answered,
+    with a 95% interval, next to the button; from > to gets a message, not an answer."""
+    post_new_release(client_for(owner), dataset.pk, range_post(range_method="tree"))
+    release = run_now(Release.objects.get())
+    client, url = client_for(owner), reverse("release_detail", args=[release.pk])
+    query = {"ask": "1", "kind": "box", "lo_0": "17.3", "hi_0": "40.2", "lo_1": "1", "hi_1": "99"}
+    response = client.get(url, query)
+    answer = response.context["range_answer"]
+    page = response.content.decode()
+    assert answer["exact"] and answer["ci_lower"] <= answer["answer"] <= answer["ci_upper"]
+    assert "with 95% confidence" in page and "on the grid's edges" in page
+    assert (
+        page.index("Answer (free)")
+        < page.index("with 95% confidence")
+        < page.index("</form>", page.index("Answer (free)"))
+    )
+    assert "age from " in answer["region"] and "40.2" not in answer["region"]
+    backwards = {**query, "lo_0": "50", "hi_0": "20"}
+    refused = client.get(url, backwards).content.decode()
+    assert "must be below ‘up to’" in refused and "with 95% confidence" not in refused
 
 
 def test_a_per_query_release_says_it_cannot_answer_new_questions(owner, dataset):

@@ -397,7 +397,9 @@ def test_release_writes_public_files_without_raw_values():
     structure = json.loads(out.files["structure.json"])
     assert structure["support"]["grid"] == [24, 12]
     answers = pd.read_csv(pd.io.common.StringIO(out.files["answers.csv"].decode()))
-    assert len(answers) == 40 and answers["variance"].gt(0).all()
+    assert len(answers) == 40 and answers["noise_sd"].gt(0).all()
+    assert (answers["ci_lower"] <= answers["estimate"]).all()
+    assert (answers["estimate"] <= answers["ci_upper"]).all()
     blob = b"".join(out.files.values()).decode()
     assert "123.456789" not in blob and "45.678912" not in blob
     assert out.manifest["accounting"]["epsilon"] <= 1.0
@@ -470,7 +472,8 @@ def test_command_line_releases_and_answers_new_queries(tmp_path, capsys):
     answered = pd.read_csv(pd.io.common.StringIO(capsys.readouterr().out))
     released = pd.read_csv(out / "answers.csv").head(2)
     # the package rounds released answers to whole rows (mechanisms.package.tables)
-    assert np.allclose(answered["answer"], released["answer"], rtol=0, atol=0.5)
+    assert np.allclose(answered["estimate"], released["estimate"], rtol=0, atol=0.5)
+    assert np.allclose(answered["ci_upper"], released["ci_upper"], rtol=0, atol=1)
     assert (
         main(
             [

@@ -384,4 +384,4 @@ def test_command_line_releases_mn12_laplace_and_answers_from_its_structure(tmp_p
         == 0
     )
     answered = pd.read_csv(pd.io.common.StringIO(capsys.readouterr().out))
-    assert len(answered) == 1 and answered["variance"].gt(0).all()
+    assert len(answered) == 1 and answered["noise_sd"].gt(0).all()
