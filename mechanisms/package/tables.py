@@ -5,7 +5,8 @@ Post-processing of public mechanism output only (no privacy cost, nothing read f
 - cells holding JSON (range-count query definitions) become plain text ("age 17 to 40");
 - numbers are numbers, rounded to a declared precision (PRECISION_NOTES): counts and count
   estimates to whole numbers; interval bounds outward (lower down, upper up), so an interval
-  never gets narrower; synthetic numeric values cut to the decimals of their column's bin edges,
+  never gets narrower; synthetic numeric values whole in whole-number and date columns, rounded
+  to a column's declared "decimals", else cut to the decimals of their column's bin edges,
   so every value stays in its bin; other numbers to 4 significant digits;
 - interval columns (`ci_lower`, `ci_upper`, or any `*_lower` / `*_upper`) sit right after the
   estimate they belong to;
@@ -40,8 +41,9 @@ PRECISION_NOTES = (
     "Counts and count estimates are rounded to whole numbers.",
     "Interval bounds are rounded outward (lower bounds down, upper bounds up), so no interval "
     "is narrower than computed.",
-    "Synthetic numeric values are cut to the decimals of their column's bin edges, so every "
-    "value stays in its bin.",
+    "Synthetic values of whole-number and date columns are whole numbers; other synthetic "
+    "numeric values are rounded to their column's declared decimals, or else cut to the "
+    "decimals of its bin edges, so every value stays in its bin.",
     "Other numbers are rounded to 4 significant digits (never coarser than whole numbers).",
 )
 
@@ -168,6 +170,10 @@ def _rounded(name: str, values: pd.Series, column: dict[str, Any] | None, whole:
     integral = bool((finite == finite.round()).all()) and bool((finite.abs() < 2**53).all())
     if is_count(name) or (integral and column is None):
         return _whole(values.round())
+    if column is not None and (column.get("integer") or column.get("type") == "date"):
+        return _whole(values.round())  # whole-number columns and date parts stay whole
+    if column is not None and "decimals" in column:
+        return values.round(int(column["decimals"]))  # the declared precision
     if column is not None and column.get("type") == "numeric":
         factor = 10.0 ** edge_decimals(column)
         return _apply(np.floor, values * factor) / factor

@@ -489,7 +489,8 @@ def test_the_command_line_writes_the_release_and_explains_bad_input(tmp_path, ca
     ]
     assert main(common + ["--workload", str(workload), "--rounds", "3"]) == 0
     written = {p.name for p in (tmp_path / "out").iterdir()}
-    assert written == {"synthetic.csv", "measurements.json", "manifest.json"}
+    released = {"synthetic.csv", "measurements.json", "manifest.json"}
+    assert written == released | {"README.txt", "report.html", "report.pdf", "release.xlsx"}
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["parameters"]["rounds"] == 3 and manifest["mechanism"] == "mwem"
     capsys.readouterr()

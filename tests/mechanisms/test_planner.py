@@ -24,8 +24,20 @@ pytestmark = pytest.mark.audit  # Monte-Carlo checks of many draws
 SCHEMA = Schema.from_dict(
     {
         "columns": [
-            {"name": "a", "type": "categorical", "categories": list("uvwxyz"), "unknown": "reject"},
-            {"name": "b", "type": "categorical", "categories": list("pqrst"), "unknown": "reject"},
+            {
+                "name": "a",
+                "type": "categorical",
+                "categories": list("uvwxyz"),
+                "unknown": "reject",
+                "missing": "reject",
+            },
+            {
+                "name": "b",
+                "type": "categorical",
+                "categories": list("pqrst"),
+                "unknown": "reject",
+                "missing": "reject",
+            },
         ]
     }
 )

@@ -60,7 +60,7 @@ def test_every_mechanism_releases_every_table_through_the_cli(tmp_path, table, m
         assert published[name]["missing"] == "cell"
     if mechanism == "range-count":
         answers = pd.read_csv(out / "answers.csv")
-        assert len(answers) == 20 and answers["answer"].notna().all()
+        assert len(answers) == 20 and answers["estimate"].notna().all()
         assert "missing value" in manifest["parameters"]["missing_values"]
         return
     synthetic = pd.read_csv(out / "synthetic.csv", dtype=str, keep_default_na=False)
@@ -138,4 +138,4 @@ def test_whole_numbers_are_drawn_uniformly_inside_their_bins():
     numbers = np.asarray(values, dtype=float)
     assert np.array_equal(numbers, np.round(numbers))
     assert set(numbers.astype(int)) == set(range(2500, 3000))
-    assert spec.labels()[3] == "[2500, 2999]"
+    assert spec.labels()[3] == "2500 to 2999"

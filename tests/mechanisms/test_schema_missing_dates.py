@@ -48,7 +48,7 @@ def test_date_parts_follow_iso_8601():
     assert np.isnan(day.numbers(stamps)[3:]).all()
     assert day.labels() == ["1", "2", "3", "4", "5", "6", "7", "(missing)"]
     when = SCHEMA.columns["when"]
-    assert when.labels() == ["[2020-01-01, 2020-06-30]", "[2020-07-01, 2020-12-31]", "(missing)"]
+    assert when.labels() == ["2020-01-01 to 2020-06-30", "2020-07-01 to 2020-12-31", "(missing)"]
     codes = when.encode(pd.Series(["2020-03-01", "2021-05-05", "2020-07-01", ""]))
     assert codes.tolist() == [0, 1, 1, 2]  # 2021 clamps into the last bin
     decoded = when.output(when.decode(np.array([0, 1, 2]), seeded_source(1)))

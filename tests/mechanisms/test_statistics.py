@@ -32,10 +32,36 @@ from mechanisms.statistics import Computer, parse_request
 SCHEMA = Schema.from_dict(
     {
         "columns": [
-            {"name": "x", "type": "numeric", "lower": 0, "upper": 100, "bins": 10},
-            {"name": "y", "type": "numeric", "lower": -50, "upper": 50, "bins": 4},
-            {"name": "g", "type": "categorical", "categories": ["a", "b"], "unknown": "other"},
-            {"name": "h", "type": "categorical", "categories": ["u", "v"], "unknown": "reject"},
+            {
+                "name": "x",
+                "type": "numeric",
+                "lower": 0,
+                "upper": 100,
+                "bins": 10,
+                "missing": "reject",
+            },
+            {
+                "name": "y",
+                "type": "numeric",
+                "lower": -50,
+                "upper": 50,
+                "bins": 4,
+                "missing": "reject",
+            },
+            {
+                "name": "g",
+                "type": "categorical",
+                "categories": ["a", "b"],
+                "unknown": "other",
+                "missing": "reject",
+            },
+            {
+                "name": "h",
+                "type": "categorical",
+                "categories": ["u", "v"],
+                "unknown": "reject",
+                "missing": "reject",
+            },
         ]
     }
 )
