@@ -1,15 +1,21 @@
-"""Issue 14 in a real browser: upload a gzip-compressed CSV, fill the schema with a one-click
-public list and a DP "estimate for me" (filled in place, labelled "DP estimate", its cost on
-the button before spending), confirm, make a perturbed-histogram release and see it finish.
+"""Issue 14 in a real browser: upload a gzip-compressed CSV whose age column has empty cells,
+fill the schema with a one-click public list and a DP "estimate for me" (filled in place,
+labelled "DP estimate", its cost on the button before spending), confirm, make a
+perturbed-histogram release, see it finish and its counts keep a "(missing)" cell for the
+empty ages.
 
 Screenshots: test-artifacts/e2e/test_custodian_releases_from_a_gzip_upload/.
 """
 
 import gzip
+import io
 import re
 import time
+from urllib.parse import urljoin
 
+import pandas as pd
 import pytest
+from django.urls import reverse
 
 from dpportal.models import BudgetLedgerEntry, Dataset
 from tests.helpers import SMALL_ADULT
@@ -19,10 +25,15 @@ pytestmark = pytest.mark.e2e
 RELEASE_TIMEOUT_S = 120
 
 
+MISSING_EVERY = 10  # every tenth row's age is empty: 200 of 2,000
+
+
 @pytest.fixture
 def adult_gz(tmp_path):
+    frame = pd.read_csv(SMALL_ADULT, dtype=str, keep_default_na=False)
+    frame.loc[::MISSING_EVERY, "age"] = ""
     path = tmp_path / "adult_sample.csv.gz"
-    path.write_bytes(gzip.compress(SMALL_ADULT.read_bytes()))
+    path.write_bytes(gzip.compress(frame.to_csv(index=False).encode()))
     return path
 
 
@@ -84,4 +95,10 @@ def test_custodian_releases_from_a_gzip_upload(browser, custodian, celery_worker
             status = page.locator("#job-status").inner_text().strip()
     browser.screenshot("release from the gzip upload")
     assert status == "Done", page.locator("main").inner_text()
+    release = dataset.releases.get(mechanism="perturbed_histogram")
+    url = urljoin(page.url, reverse("release_download_file", args=[release.pk, "noisy_counts.csv"]))
+    download = page.request.get(url)  # as the logged-in custodian
+    assert download.ok, download.status
+    counts = pd.read_csv(io.BytesIO(download.body()), dtype=str, keep_default_na=False)
+    assert "(missing)" in set(counts["age"])  # the empty ages have their own cell
     browser.assert_no_problems()
