@@ -38,9 +38,11 @@ scales only, so they are post-processing):
 - quantiles: conservative (at least 95%): the end points are two further exponential-mechanism
   quantiles at ranks shifted by the exponential mechanism's own 97.5% rank-error bound.
 
-Missing values: the schema check (mechanisms.validation) refuses missing numeric values before
-any release, so every row carries a value. A future schema option for missing numeric values
-must route such a column through the noisy-count path (n of non-missing values private).
+Missing values: a statistic's numeric column must be declared `"missing": "reject"`, so the
+schema check (mechanisms.validation) has confirmed that every row carries a value; a column
+declared `"missing": "cell"` is refused when the request is parsed, before any budget is spent
+(statistics over such a column would need the noisy-count path: n of non-missing values private).
+Grouping columns may have a "(missing)" cell: it is one more declared group.
 """
 
 from __future__ import annotations
@@ -128,9 +130,17 @@ def parse_statistic(text: str, schema: Schema) -> Statistic:
         return Statistic("count", None)
     if not column:
         raise MechanismError(f"statistic ({text!r}) needs a column: write {kind}:column")
-    if not isinstance(schema.column(column), NumericColumn):
+    spec = schema.column(column)
+    if not isinstance(spec, NumericColumn):
         raise MechanismError(
             f"statistic ({text!r}): column {column!r} is categorical; {kind} needs a numeric one"
+        )
+    if spec.missing == "cell":
+        raise MechanismError(
+            f"statistic ({text!r}): column {column!r} may hold missing values (its schema says "
+            '"missing": "cell"), and summary statistics need a value in every row; declare '
+            '"missing": "reject" for it (the schema check then confirms it has none), or pick '
+            "another column"
         )
     return Statistic(kind, column, alpha)
 

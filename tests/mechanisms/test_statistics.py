@@ -27,7 +27,7 @@ from mechanisms.catalogue import run_release
 from mechanisms.errors import MechanismError
 from mechanisms.noise import seeded_source
 from mechanisms.schema import Schema
-from mechanisms.statistics import Computer, parse_request
+from mechanisms.statistics import Computer, parse_request, parse_statistic
 
 SCHEMA = Schema.from_dict(
     {
@@ -279,3 +279,12 @@ def test_quantile_intervals_are_conservative_and_a_marginless_twin_is_caught(alp
     monkeypatch.setattr(statistics, "quantile_rank_margin", lambda *a: 0.0)
     twin, _ = _coverage("quantile", N_QUANTILE, epsilon=2.0, alpha=alpha)
     assert twin < 0.94, twin
+
+
+def test_a_column_that_may_hold_missing_values_is_refused_before_any_budget_is_spent():
+    """Without this refusal OpenDP's clamp fails on the empty cell after the release started."""
+    spec = {"name": "x", "type": "numeric", "lower": 0, "upper": 100, "bins": 10}
+    schema = Schema.from_dict({"columns": [spec]})  # "missing": "cell" is the default
+    with pytest.raises(MechanismError, match='declare "missing": "reject"'):
+        parse_statistic("mean:x", schema)
+    assert parse_statistic("mean:x", Schema.from_dict({"columns": [{**spec, "missing": "reject"}]}))
