@@ -13,3 +13,11 @@ def plain_number(value):
     if not number.is_finite():
         return str(value)
     return f"{number.normalize():f}"
+
+
+def rounded_number(value, digits=6):
+    """A float for people: `digits` significant digits in plain decimal (0.19999999999999998 →
+    0.2, 1e-07 → 0.0000001); anything else as plain_number writes it."""
+    if isinstance(value, float):
+        return plain_number(f"{value:.{digits}g}")
+    return plain_number(value)

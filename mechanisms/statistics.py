@@ -35,8 +35,12 @@ scales only, so they are post-processing):
   first-order (linearised) error, with plug-in coefficients; approximate, close to 95% once a
   group holds many more rows than the count's noise scale. A group whose noisy count is not
   clearly positive gets the whole range [lower, upper] (or [0, max variance]);
-- quantiles: conservative (at least 95%): the end points are two further exponential-mechanism
-  quantiles at ranks shifted by the exponential mechanism's own 97.5% rank-error bound.
+- quantiles: at least 95% on every table: the estimate gets POINT_SHARE (90%) of the
+  statistic's epsilon; each end of the interval is a further exponential-mechanism pick with
+  5%, scored by its distance to a rank offset M (rows, public: the mechanism's own 97.5%
+  rank-error bound at that epsilon), not by a fraction of n, so no count is needed; the proof
+  is in `Computer.end`. Small shares make the ends wide (M is large) but keep the estimate
+  almost as accurate as one selection at the whole epsilon.
 
 Missing values: a statistic's numeric column must be declared `"missing": "reject"`, so the
 schema check (mechanisms.validation) has confirmed that every row carries a value; a column
@@ -73,6 +77,8 @@ dp.enable_features("contrib")
 KINDS = ("count", "sum", "mean", "variance", "std", "median", "quantile")
 LEVEL = 0.95
 CANDIDATES = 1025  # public quantile candidates: an even grid over [lower, upper]
+POINT_SHARE = 0.9  # a quantile's share of its epsilon spent on the estimate (the rest: interval)
+BOUND_ODDS = 10.0  # the bound candidate of an interval end scores b ln(BOUND_ODDS) at worst
 MAX_GROUPS = 10_000
 MAX_STATISTICS = 50
 FILES = {
@@ -364,13 +370,45 @@ def _term_mass(grid: FloatArray, step: float, a: float, kind: str, s: float) -> 
 
 
 def quantile_rank_margin(alpha: float, epsilon: float, neighbouring: str) -> float:
-    """Rows of rank error the exponential-mechanism quantile exceeds w.p. at most 2.5%.
+    """The rank offset M (in rows) an interval end of a quantile targets, at the end's epsilon.
 
-    OpenDP's score is den * |(1 - alpha) #below - alpha #above|, whose per-row sensitivity is
-    den * max(alpha, 1 - alpha); in rows the exponential mechanism errs by more than
-    (2 sensitivity / epsilon) ln(candidates / beta) with probability at most beta.
+    An end is chosen by the exponential mechanism over the public candidates with score
+    |s(c) + M| (lower end; s(c) - M for the upper), where s(c) = (1 - alpha) #below(c) -
+    alpha #above(c) and the bound candidate's score is capped at the public value o (so the
+    best score is at most o, whatever the data). The mechanism's pick exceeds the best score
+    by more than m = b ln(CANDIDATES / beta) with probability at most beta = 2.5%, b =
+    `rank_scale`; so M = m + o + 2 puts s(end) at -2 or below (2 or above), which places the
+    lower end at or below the true quantile (the upper at or above): see `Computer.quantile`.
     """
-    return rank_scale(alpha, epsilon, neighbouring) * math.log(CANDIDATES / ((1 - LEVEL) / 2))
+    b = rank_scale(alpha, epsilon, neighbouring)
+    return b * math.log(CANDIDATES / ((1 - LEVEL) / 2)) + bound_score(b) + 2
+
+
+def bound_score(scale: float) -> float:
+    """o, the public score cap of the bound candidate of an interval end: b ln(BOUND_ODDS)."""
+    return scale * math.log(BOUND_ODDS)
+
+
+def signed_rank_scores(values: Sequence[float], candidates: FloatArray, alpha: float) -> FloatArray:
+    """s(c) = (1 - alpha) #(x < c) - alpha #(x > c) for each candidate (values clamped).
+
+    Ties at c count on neither side, as in OpenDP's quantile score (|s| is that score in
+    rows). One row added or removed moves every s(c) by at most max(alpha, 1 - alpha).
+    """
+    x = np.sort(np.asarray(values, dtype=np.float64))
+    below = np.searchsorted(x, candidates, side="left")
+    above = x.size - np.searchsorted(x, candidates, side="right")
+    scores: FloatArray = (1 - alpha) * below - alpha * above
+    return scores
+
+
+def quantile_shares(epsilon: float) -> tuple[float, float]:
+    """(point, end): POINT_SHARE of epsilon on the estimate, the rest halved for each end.
+
+    Rounded so that point + 2 end <= epsilon exactly.
+    """
+    end = float_at_most(Fraction(epsilon) * (1 - Fraction(POINT_SHARE)) / 2)
+    return float_at_most(Fraction(epsilon) - 2 * Fraction(end)), end
 
 
 # ---------------------------------------------------------------- one row of output
@@ -554,35 +592,53 @@ class Computer:
     def quantile(self, column: str, alpha: float, epsilon: float) -> list[Row]:
         """Per-group alpha-quantile of the clamped column, by the exponential mechanism.
 
-        The candidates are CANDIDATES public grid points, scored by OpenDP's
-        `make_quantile_score_candidates`.
-
-        Privacy: epsilon-DP; three selections (the estimate, and the interval's ends at ranks
-        shifted by `quantile_rank_margin`), plus, unless n is public, a noisy count for the
-        shift: epsilon/3 or epsilon/4 each. Score sensitivity: OpenDP's map
-        (`group_sensitivity`). Interval: conservative (at least 95%) on data without heavy ties
-        between grid points.
+        Privacy: epsilon-DP; three exponential-mechanism selections over the CANDIDATES public
+        grid points, composed sequentially: the estimate (POINT_SHARE of epsilon, scored by
+        OpenDP's `make_quantile_score_candidates`, sensitivity from its map) and the two
+        interval ends (the rest, halved; `end`). No count is released, under either
+        neighbouring relation. Interval: at least 95% for every table (`end`).
         """
         spec = self.numeric(column)
-        part = _split(epsilon, 3 if self.public_n is not None else 4)
-        groups = self.values(column)
-        if self.public_n is not None:
-            sizes, size_half = np.asarray([float(self.n)]), 0.0
-        else:
-            counts, count_scale = self.noisy_counts(part)
-            sizes, size_half = counts.astype(float), discrete_laplace_halfwidth(count_scale)
-        margin = quantile_rank_margin(alpha, part, self.neighbouring)
-        scale = rank_scale(alpha, part, self.neighbouring)
-        self.spent += [part] * 3  # three selections on every group (parallel across groups)
+        point, part = quantile_shares(epsilon)
+        self.spent += [point, part, part]  # three selections on every group (parallel)
         rows = []
-        for values, size in zip(groups, sizes, strict=True):
-            low_n = size - size_half
-            shift = margin / low_n if low_n > 0 else 1.0
-            estimate = self.select(values, spec, alpha, part)
-            lower = min(self.select(values, spec, alpha - shift, part), estimate)
-            upper = max(self.select(values, spec, alpha + shift, part), estimate)
-            rows.append(Row(estimate, lower, upper, scale))
+        for values in self.values(column):
+            estimate = self.select(values, spec, alpha, point)
+            lower = min(self.end(values, spec, alpha, part, -1), estimate)
+            upper = max(self.end(values, spec, alpha, part, +1), estimate)
+            rows.append(Row(estimate, lower, upper, rank_scale(alpha, point, self.neighbouring)))
         return rows
+
+    def end(
+        self, values: list[float], spec: NumericColumn, alpha: float, epsilon: float, side: int
+    ) -> float:
+        """One end of a quantile's 95% interval (side -1: lower, +1: upper), epsilon-DP.
+
+        The exponential mechanism picks a candidate c with score |s(c) - side M| (lower is
+        better; s from `signed_rank_scores`, M from `quantile_rank_margin`); the bound candidate
+        on that side (lower or upper, always a valid end) has its score capped at o =
+        `bound_score`. Privacy: each score moves by at most max(alpha, 1 - alpha) rows per row
+        added or removed (a min with a constant does not raise it; doubled under replace-one
+        with groups, `rank_scale`), so this is epsilon-DP. Coverage, lower end (the upper is
+        symmetric): the best score is at most o, so with probability >= 97.5% the pick has
+        |s(c) + M| <= o + m, i.e. s(c) <= -2; with B = #below, T = #tied, s = B - alpha n +
+        alpha T, so B <= alpha n - 1 <= alpha (n - 1): at most floor(alpha (n - 1)) values lie
+        below c, so c <= the sorted value of that index <= the (interpolated) true quantile.
+        Upper: s(c) >= 2 gives #(x <= c) >= alpha n + 2, so c >= the next sorted value >= it.
+        The two ends fail with probability at most 2.5% each: the interval holds >= 95%.
+        """
+        candidates = np.asarray(_candidates(spec.lower, spec.upper))
+        margin = quantile_rank_margin(alpha, epsilon, self.neighbouring)
+        scale = rank_scale(alpha, epsilon, self.neighbouring)
+        scores = np.abs(signed_rank_scores(values, candidates, alpha) - side * margin)
+        bound = 0 if side < 0 else -1
+        scores[bound] = min(scores[bound], bound_score(scale))
+        sensitivity = rank_sensitivity(alpha, self.neighbouring)
+        index = exponential_mechanism(
+            -scores, epsilon=epsilon, sensitivity=sensitivity, rng=self.rng
+        )
+        chosen: float = candidates[index]
+        return chosen
 
     def select(
         self, values: list[float], spec: NumericColumn, alpha: float, epsilon: float
@@ -615,13 +671,14 @@ def _rounded_alpha(alpha: float) -> float:
     return round(alpha, 4)  # OpenDP turns alpha into a fraction; keep its denominator small
 
 
-def rank_scale(alpha: float, epsilon: float, neighbouring: str) -> float:
-    """The Gumbel scale of one quantile selection in rows of rank: 2 Delta / epsilon.
+def rank_sensitivity(alpha: float, neighbouring: str) -> float:
+    """max(alpha, 1 - alpha) rows of rank per row (twice under replace-one): OpenDP's map / den."""
+    return max(alpha, 1 - alpha) * (1 if neighbouring == "add-remove" else 2)
 
-    Delta = max(alpha, 1 - alpha) rows (twice that under replace-one): OpenDP's map / den.
-    """
-    rows = max(alpha, 1 - alpha) * (1 if neighbouring == "add-remove" else 2)
-    return noise_scale(2 * rows, epsilon)
+
+def rank_scale(alpha: float, epsilon: float, neighbouring: str) -> float:
+    """The Gumbel scale of one quantile selection in rows of rank: 2 Delta / epsilon."""
+    return noise_scale(2 * rank_sensitivity(alpha, neighbouring), epsilon)
 
 
 def centre(spec: NumericColumn) -> tuple[float, float]:
@@ -849,10 +906,10 @@ def _preview(
             half = half / (2 * r / math.sqrt(3))
         return {**record, "noise_scale": scale, "halfwidth": half, "unit": stat.column}
     assert stat.alpha is not None
-    part = _split(epsilon, 3 if public_n is not None else 4)
+    point, part = quantile_shares(epsilon)
     return {
         **record,
-        "noise_scale": rank_scale(stat.alpha, part, neighbouring),
+        "noise_scale": rank_scale(stat.alpha, point, neighbouring),
         "halfwidth": quantile_rank_margin(stat.alpha, part, neighbouring),
         "unit": "rows of rank",
     }

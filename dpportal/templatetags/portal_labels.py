@@ -6,7 +6,7 @@ import re
 from django import template
 
 from dpportal import catalogue
-from dpportal.formatting import plain_number
+from dpportal.formatting import plain_number, rounded_number
 
 register = template.Library()
 
@@ -62,8 +62,10 @@ def parameter_text(key, value):
         return "ranges: intervals from the lower bound up to every grid point"
     elif key == "mix" and isinstance(value, float):
         value = f"{value:.0%}"
+    elif isinstance(value, float):
+        value = rounded_number(value)
     elif isinstance(value, list):
-        value = " × ".join(str(item) for item in value)
+        value = " × ".join(str(rounded_number(item)) for item in value)
     elif isinstance(value, dict):
         value = json.dumps(value)
     return f"{PARAMETER_NAMES.get(key, key.replace('_', ' '))}: {value}"

@@ -72,6 +72,9 @@ def test_parameters_in_words():
     assert parameter_text("workload", workload) == "patterns: all pairs of columns"
     assert parameter_text("grid", "[8, 16]") == "grid points per column: 8 × 16"
     assert parameter_text("mechanism", "tree") == "method: a hierarchy of noisy counts"
+    shares = "[0.19999999999999998, 0.30000000000000004]"  # a statistics release's epsilons
+    assert parameter_text("epsilon_per_statistic", shares) == "epsilon per statistic: 0.2 × 0.3"
+    assert parameter_text("level", 0.95) == "level: 0.95"
     assert short_number("41.123456789") == "41.12" and short_number("(other)") == "(other)"
     assert short_number("12") == "12" and short_number("3.5") == "3.5"
 

@@ -1,16 +1,17 @@
 """Event tests (docs/testing-privacy.md section 1) for each summary statistic's noise step.
 
 Each case runs the statistic's own noise step (`Computer.noisy_counts`, `noisy_sums`,
-`select`: scales from the real code, OpenDP's stability maps) n = 10^5 times per side on
-add/remove neighbours (one row at the upper bound against none; the quantile's selection
+`select`, `end`: scales from the real code, OpenDP's stability maps) n = 10^5 times per side
+on add/remove neighbours (one row at the upper bound against none; the quantile's selections
 over 3 candidates, where a twin has the power to show), alpha = 10^-6 family-wise, and claims
 the epsilon the custodian asked for: the count, the sum and the variance's sum of squares (on
-its own share) spend it all; the mean's sum piece and the quantile's selection claim their
-share (epsilon / 2 and epsilon / 4). Twins the same test must fail: noise scale x 0.85 (count,
-sum, sum of squares); declared sensitivity / 2.5 for the mean's sum (OpenDP bounds a
-mixed-sign sum by upper - lower, twice the real change, so only a twin below half the
-sensitivity can overspend); sensitivity / 4 for the quantile's selection (the exponential
-mechanism's loss on monotone scores is half its claim).
+its own share) spend it all; the mean's sum piece and the quantile's selections claim their
+share (epsilon / 2; the quantile's estimate POINT_SHARE = 90% of epsilon, each interval end
+5%). Twins the same test must fail: noise scale x 0.85 (count, sum, sum of squares);
+declared sensitivity / 2.5 for the mean's sum (OpenDP bounds a mixed-sign sum by upper -
+lower, twice the real change, so only a twin below half the sensitivity can overspend);
+sensitivity / 4 for the quantile's selections (the exponential mechanism's loss on monotone
+scores is half its claim).
 """
 
 from __future__ import annotations
@@ -122,19 +123,47 @@ def test_mean_sum_piece_at_its_share(divide, honest, monkeypatch):
     assert result.passed is honest, result.summary()
 
 
-@pytest.mark.audit
-@pytest.mark.parametrize("divide, honest", [(1.0, True), (4.0, False)])
-def test_quantile_selection_at_its_share(divide, honest, monkeypatch):
-    epsilon = 4.0  # the median's share per selection: epsilon / 4 = 1
-    real = statistics.group_sensitivity
-    monkeypatch.setattr(statistics, "group_sensitivity", lambda t, nb: real(t, nb) / divide)
+def _quantile_picks(monkeypatch, divide, step):
+    """Picks of one quantile selection (`step(run, values, spec)`) on D and D2, 3 candidates."""
+    for name in ("group_sensitivity", "rank_sensitivity"):
+        real = getattr(statistics, name)
+        monkeypatch.setattr(statistics, name, lambda *a, real=real: real(*a) / divide)
     monkeypatch.setattr(statistics, "CANDIDATES", 3)  # power; the guarantee holds for any K
     statistics._quantile_scores.cache_clear()
     spec = SCHEMA.column("x")
     picks = []
     for data, seed in ((D, 15), (D2, 16)):
         run = _computer(data, "median:x", seed)
-        picks.append(np.asarray(run.select(run.values("x")[0], spec, 0.5, epsilon / 4)))
+        picks.append(np.asarray(step(run, run.values("x")[0], spec)))
     statistics._quantile_scores.cache_clear()
-    result = audit_neighbours(*picks, epsilon=epsilon / 4, thresholds=np.arange(3), alpha=ALPHA)
+    return picks
+
+
+@pytest.mark.audit
+@pytest.mark.parametrize("divide, honest", [(1.0, True), (4.0, False)])
+def test_quantile_estimate_at_its_share(divide, honest, monkeypatch):
+    epsilon = 10 / 9  # requested for the median; its estimate's share: 90% of it = 1
+    point, _ = statistics.quantile_shares(epsilon)
+    assert point <= 0.9 * epsilon
+    picks = _quantile_picks(
+        monkeypatch, divide, lambda run, v, spec: run.select(v, spec, 0.5, point)
+    )
+    result = audit_neighbours(*picks, epsilon=0.9 * epsilon, thresholds=np.arange(3), alpha=ALPHA)
+    assert result.passed is honest, result.summary()
+
+
+@pytest.mark.audit
+@pytest.mark.parametrize("side", [-1, 1])
+@pytest.mark.parametrize("divide, honest", [(1.0, True), (4.0, False)])
+def test_quantile_interval_end_at_its_share(side, divide, honest, monkeypatch):
+    """The offset M is public, so the guarantee holds for any M; M = 0 keeps the 3 candidates'
+    scores close (power: with the real M the bound candidate wins nearly always)."""
+    epsilon = 20.0  # requested for the median; each end's share: 5% of it = 1
+    _, end = statistics.quantile_shares(epsilon)
+    monkeypatch.setattr(statistics, "quantile_rank_margin", lambda *a: 0.0)
+    assert end <= 0.05 * epsilon
+    picks = _quantile_picks(
+        monkeypatch, divide, lambda run, v, spec: run.end(v, spec, 0.5, end, side)
+    )
+    result = audit_neighbours(*picks, epsilon=0.05 * epsilon, thresholds=np.arange(3), alpha=ALPHA)
     assert result.passed is honest, result.summary()
