@@ -1,5 +1,5 @@
 """Event tests (docs/testing-privacy.md section 1) on PERSON-level neighbours for the range
-counts and the summary statistics, at the REQUESTED budget.
+counts, the summary statistics and MWEM's selection step, at the REQUESTED budget.
 
 Unit: one person with K = 4 rows. A person-level release bounds each person to K rows and runs
 the mechanism under row-level add-remove at `persons.mechanism_budget` (the budget
@@ -19,9 +19,17 @@ the same test must reject. Family-wise false-alarm rate alpha = 1e-6 per audit (
 - Statistics (count, sum, mean's sum piece, quantile's selection over 3 candidates): the
   statistic's own noise step, 10^5 draws per side; claims: epsilon (count, sum), epsilon / 2
   (mean's sum piece), epsilon / 4 (the median's selection), as in test_statistics_privacy.py.
+- MWEM's selection (exponential mechanism, first round of a one-round release at epsilon = 5):
+  the real release's arguments and Gumbel scale are captured, the scores computed on D and on
+  D' (K rows of one person added in, or moved between, the cells of largest visible loss), and
+  10^5 selections per side drawn at that scale; claim: the documented selection share of the
+  request, epsilon x (1 - ADD_REMOVE_INIT_FRACTION) x SELECT_FRACTION (person level runs MWEM
+  under row-level add-remove).
 """
 
 from __future__ import annotations
+
+import importlib
 
 import numpy as np
 import pandas as pd
@@ -29,6 +37,7 @@ import pytest
 
 from mechanisms import persons, statistics
 from mechanisms.catalogue import run_release
+from mechanisms.mwem import measure
 from mechanisms.noise import RecordingSource, seeded_source
 from mechanisms.schema import Schema
 from mechanisms.statistics import Computer, parse_request
@@ -201,3 +210,96 @@ def test_the_release_runs_at_the_audited_budget(mechanism, params, delta, neighb
     assert out.manifest["accounting"]["per_row"]["epsilon"] <= row_epsilon
     if mechanism == "statistics":
         assert rng.noise_calls()[0].scale == statistics.count_scale(row_epsilon, "add-remove")
+
+
+# ---------------------------------------------------------------- MWEM's selection
+
+mwem_plan = importlib.import_module("mechanisms.mwem.plan")
+mwem_release = importlib.import_module("mechanisms.mwem.release")
+MWEM_SCHEMA = {
+    "columns": [
+        {"name": "pid", "role": "person_id"},
+        *[{"name": c, "type": "categorical", "categories": ["u", "v"]} for c in "abc"],
+    ],
+    "max_rows_per_person": K,
+}
+
+
+def _first_selection(monkeypatch, neighbouring, epsilon):
+    """The real person-level MWEM release's first selection: its arguments and Gumbel scale.
+
+    D (after bounding): 12 + 5 [a = b] - 5 [a = c] rows in each cell (a, b, c), so the pairs
+    (a, b) and (a, c) score alike and K rows added in one cell move their scores K apart
+    each way; each cell has one person with K + 2 rows (bounding keeps K) and single-row ones.
+    """
+    rows = []
+    for a, b, c in np.ndindex(2, 2, 2):
+        kept = 12 + 5 * (a == b) - 5 * (a == c)
+        people = [f"{a}{b}{c}-big"] * (K + 2) + [f"{a}{b}{c}-{i}" for i in range(kept - K)]
+        rows += [(pid, *("uv"[v] for v in (a, b, c))) for pid in people]
+    data = pd.DataFrame(rows, columns=["pid", "a", "b", "c"])
+    seen = {}
+    real = mwem_release._select
+
+    def capture(*args):
+        seen.setdefault("args", args)
+        return real(*args)
+
+    monkeypatch.setattr(mwem_release, "_select", capture)
+    source = RecordingSource(seeded_source(8))
+    run_release("mwem", data, Schema.from_dict(MWEM_SCHEMA), epsilon=epsilon,
+                neighbouring=neighbouring, params={"rounds": 1}, rng=source)  # fmt: skip
+    picks = [c for c in source.noise_calls() if c.primitive == "report_noisy_max"]
+    assert len(picks) == 1
+    return seen["args"], picks[0].scale
+
+
+def _scores(args, true):
+    model, _, workload, n, _, eps_measure, marginal_l1, _, _ = args
+    return measure._selection_scores(model, true, workload, n, eps_measure, marginal_l1)
+
+
+def _loss(pair, scale):
+    """Largest |log P_D(i) - log P_D'(i)| of the exponential mechanism at the recorded Gumbel
+    scale over the indices i that both sides pick with probability >= 1e-3."""
+    logp = [s / scale - np.logaddexp.reduce(s / scale) for s in pair]
+    seen = (logp[0] > np.log(1e-3)) & (logp[1] > np.log(1e-3))
+    return float(np.abs(logp[0] - logp[1])[seen].max(initial=0.0))
+
+
+def _worst_pair(args, neighbouring, scale):
+    """Scores on D and D' chosen, from the exact answers, the public model and the recorded
+    scale before any sampling, to be the pair of largest visible loss (`_loss`): add-remove:
+    D (the captured bounded table) and D + one person with K rows in one cell; replace-one:
+    D + that person's K rows in one cell against D + them in another."""
+    true = args[1]
+    codes = true.columns.T
+    base = _scores(args, true)
+    moved = [
+        _scores(args, measure._TrueAnswers(np.vstack([codes, np.tile(c, (K, 1))]), true.shape))
+        for c in np.ndindex(*true.shape)
+    ]
+    pairs = [(base, s) for s in moved]
+    if neighbouring == "replace-one":
+        pairs = [(s, t) for s in moved for t in moved]
+    return max(pairs, key=lambda pair: _loss(pair, scale))
+
+
+@pytest.mark.audit
+@pytest.mark.parametrize("broken", [False, True], ids=["honest", "twin"])
+@pytest.mark.parametrize("neighbouring", RELATIONS)
+def test_mwem_selection_at_person_level(neighbouring, broken, monkeypatch):
+    """Claim: the round's documented selection share of the requested epsilon (one round,
+    add-remove split at row level): epsilon x (1 - ADD_REMOVE_INIT_FRACTION) x SELECT_FRACTION."""
+    if broken:
+        _one_row_twin(monkeypatch)
+    epsilon = K * 1.25
+    args, scale = _first_selection(monkeypatch, neighbouring, epsilon)
+    scores, scores2 = _worst_pair(args, neighbouring, scale)
+    change = K if neighbouring == "add-remove" else 2 * K  # scores: sensitivity 1 per row
+    assert len(scores) >= 2 and 0 < np.abs(scores2 - scores).max() <= change + 1e-9
+    noise = seeded_source(31).gumbel(scale, (2, N, len(scores)))
+    x, x2 = np.argmax(scores + noise[0], axis=1), np.argmax(scores2 + noise[1], axis=1)
+    claim = epsilon * (1 - mwem_plan.ADD_REMOVE_INIT_FRACTION) * mwem_plan.SELECT_FRACTION
+    result = audit_neighbours(x, x2, epsilon=claim, thresholds=np.arange(len(scores)), alpha=ALPHA)
+    assert result.passed != broken, result.summary()
