@@ -16,9 +16,10 @@ the same test must reject. Family-wise false-alarm rate alpha = 1e-6 per audit (
   (tests/mechanisms/range_count_audit.py), 2 x 10^4 draws per side (tree 10^4, 256 cells).
   Gaussian claims: (8, 1e-6) and the (eps1, delta1) that the REQUESTED rho
   promises; the twin spends K^2 = 16 times rho.
-- Statistics (count, sum, mean's sum piece, quantile's selection over 3 candidates): the
-  statistic's own noise step, 10^5 draws per side; claims: epsilon (count, sum), epsilon / 2
-  (mean's sum piece), epsilon / 4 (the median's selection), as in test_statistics_privacy.py.
+- Statistics (count, sum, mean's sum piece, the median's estimate and interval end, each a
+  selection over 3 candidates): the statistic's own noise step, 10^5 draws per side; claims:
+  epsilon (count, sum), epsilon / 2 (mean's sum piece), 90% and 5% of epsilon (the median's
+  estimate and one interval end), as in test_statistics_privacy.py.
 - MWEM's selection (exponential mechanism, first round of a one-round release at epsilon = 5):
   the real release's arguments and Gumbel scale are captured, the scores computed on D and on
   D' (K rows of one person added in, or moved between, the cells of largest visible loss), and
@@ -102,7 +103,7 @@ def test_range_counts_at_person_level(
 SCHEMA = {
     "columns": [
         {"name": "pid", "role": "person_id"},
-        {"name": "x", "type": "numeric", "lower": 0, "upper": 100, "bins": 4},
+        {"name": "x", "type": "numeric", "lower": 0, "upper": 100, "bins": 4, "missing": "reject"},
         {"name": "g", "type": "categorical", "categories": ["a", "b"], "unknown": "reject"},
     ],
     "max_rows_per_person": K,
@@ -164,22 +165,36 @@ def test_count_sum_and_mean_at_person_level(step, broken, monkeypatch):
     assert result.passed != broken, result.summary()
 
 
+QUANTILE_STEPS = {
+    # requested epsilon, claim (its documented share), the selection at the row-level share
+    "estimate": (10 / 9, 0.9, lambda run, v, spec, e: run.select(v, spec, 0.5, e[0])),
+    "interval end": (20.0, 0.05, lambda run, v, spec, e: run.end(v, spec, 0.5, e[1], 1)),
+}
+
+
 @pytest.mark.audit
 @pytest.mark.parametrize("broken", [False, True], ids=["honest", "twin"])
-def test_quantile_selection_at_person_level(broken, monkeypatch):
-    epsilon = 4.0  # the median's share per selection: epsilon / 4 = 1
+@pytest.mark.parametrize("step", QUANTILE_STEPS)
+def test_quantile_selections_at_person_level(step, broken, monkeypatch):
+    """The median's estimate (POINT_SHARE of epsilon) and an interval end (5%), each an
+    exponential mechanism over 3 candidates; the end's public rank offset set to 0 (power;
+    the guarantee holds for any public offset), as in test_statistics_privacy.py."""
+    epsilon, share, select = QUANTILE_STEPS[step]
     if broken:
         _one_row_twin(monkeypatch)
     monkeypatch.setattr(statistics, "CANDIDATES", 3)  # power; the guarantee holds for any K
+    monkeypatch.setattr(statistics, "quantile_rank_margin", lambda *a: 0.0)
     statistics._quantile_scores.cache_clear()
     row_epsilon = _row_budget(epsilon, "add-remove")
+    shares = statistics.quantile_shares(row_epsilon)
     picks = []
     for data, seed in ((D, 15), (D2, 16)):
         run = _computer(data, "median:x", row_epsilon, seed)
         values = run.values("x")[0]
-        picks.append(np.asarray(run.select(values, ROW_SCHEMA.column("x"), 0.5, row_epsilon / 4)))
+        picks.append(np.asarray(select(run, values, ROW_SCHEMA.column("x"), shares)))
     statistics._quantile_scores.cache_clear()
-    result = audit_neighbours(*picks, epsilon=epsilon / 4, thresholds=np.arange(3), alpha=ALPHA)
+    result = audit_neighbours(*picks, epsilon=epsilon * share, thresholds=np.arange(3),
+                              alpha=ALPHA)  # fmt: skip
     assert result.passed != broken, result.summary()
 
 
