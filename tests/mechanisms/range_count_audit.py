@@ -32,6 +32,7 @@ import math
 import numpy as np
 
 from mechanisms.noise import RandomSource, seeded_source
+from mechanisms.persons import mechanism_budget
 from mechanisms.range_count import all_prefixes, grid_support, incidence, random_halfspaces
 from mechanisms.range_count.api import build_plan
 from mechanisms.range_count.core import PrivacyTarget, privacy_target
@@ -168,11 +169,20 @@ class _Zero(RandomSource):
         return np.zeros(size, dtype=np.int64)
 
 
-def sample_release(mechanism, *, epsilon, delta, neighbouring, draws, seed):
-    """(L on D, L on D', threshold grid): `draws` runs of the plan's `measure` per side."""
-    _support, plan = requested_plan(mechanism, epsilon, delta, neighbouring)
+def sample_release(mechanism, *, epsilon, delta, neighbouring, draws, seed, person=None):
+    """(L on D, L on D', threshold grid): `draws` runs of the plan's `measure` per side.
+
+    With `person` (a mechanisms.persons.PersonLevel of bound k): the plan is built at the
+    row-level budget a person-level release runs at (persons.mechanism_budget), and D, D'
+    differ in all k rows of one person (added at the worst point, or moved between the worst
+    pair of points under replace-one).
+    """
+    budget, group = (epsilon, delta, neighbouring), 1
+    if person is not None:
+        budget, group = mechanism_budget(person, epsilon, delta, neighbouring), person.max_rows
+    _support, plan = requested_plan(mechanism, *budget)
     kind, scales = _noise_of_each_value(plan)
-    d, d2 = _worst_neighbours(plan, kind, scales, neighbouring)
+    d, d2 = (2 + group * (c - 2) for c in _worst_neighbours(plan, kind, scales, neighbouring))
     a, b = _exact(plan, d), _exact(plan, d2)
     changed = np.flatnonzero(a != b)
     a, b, s = a[changed].astype(float), b[changed].astype(float), scales[changed]
