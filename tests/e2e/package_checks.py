@@ -89,6 +89,15 @@ def synthetic_problems(content: bytes, columns: list[str], schema: dict) -> list
 
 
 def value_check(column: dict):
+    """What a synthetic value of the column may be: inside its bounds or categories, or empty
+    where the schema gives missing values their own cell (the default)."""
+    inside = _inside_check(column)
+    if column.get("missing", "cell") == "cell":
+        return lambda value: value == "" or inside(value)
+    return inside
+
+
+def _inside_check(column: dict):
     if column["type"] == "numeric":
         lower, upper = float(column["lower"]), float(column["upper"])
         return lambda value: _is_number(value) and lower <= float(value) <= upper
