@@ -11,6 +11,8 @@ from django import forms
 
 import mechanisms
 
+from .formatting import rounded_number
+
 NAME = "statistics"
 KINDS = (
     ("count", "Count of rows"),
@@ -89,7 +91,7 @@ def accuracy_lines(plan) -> list[str]:
             lines.append(f"{name}: exact (the number of rows is public), ε = 0.")
             continue
         unit = row["unit"]
-        half = f"±{row['halfwidth']:,.3g} {unit}"
-        lines.append(f"{name}: ε = {row['epsilon']:.4g}, typically {half}.")
+        half = f"±{rounded_number(float(row['halfwidth']), 3)} {unit}"
+        lines.append(f"{name}: ε = {rounded_number(float(row['epsilon']), 4)}, typically {half}.")
     lines.append("Quantile intervals are conservative; groups with few rows get wider intervals.")
     return lines

@@ -2,7 +2,7 @@
 
 A finer grid moves a range's cut edges less (less rounding) but spreads the budget over more
 cells (more noise). For each candidate size, `suggest_grid` plans the release `auto` would
-make for 16 random boxes with edges off the grid and adds the noise's 95% half-width to the
+make for 16 fixed boxes with edges off the grid and adds the noise's 95% half-width to the
 rounding part of the interval if the n rows were spread evenly (`plans.range_rounding`); the
 size with the smallest sum wins. It reads bounds, epsilon, delta, the relation and n only
 (n must be public: replace-one neighbours), never the data.
@@ -15,13 +15,24 @@ from functools import lru_cache
 
 import numpy as np
 
-from mechanisms.noise import seeded_source
 from mechanisms.range_count.core import half_width, privacy_target
 from mechanisms.range_count.inputs import grid_support
 from mechanisms.range_count.intervals import answer_kurtosis, answered_sets
 
 SIZES = (8, 16, 32, 64, 128, 256, 512, 1024)  # finer: the tree's matrices grow as cells^2
 SAMPLE_BOXES = 16
+
+
+def spread_points(count: int, dims: int) -> np.ndarray:
+    """`count` fixed points spread evenly over the unit cube [0, 1)^dims.
+
+    The additive R_d sequence: the same sample boxes every time, with no random source to seed.
+    """
+    phi = 2.0
+    for _ in range(32):  # the root of x^(dims+1) = x + 1
+        phi = (1 + phi) ** (1 / (dims + 1))
+    steps = phi ** -np.arange(1, dims + 1)
+    return (0.5 + np.arange(1, count + 1)[:, None] * steps) % 1.0
 
 
 @lru_cache(maxsize=256)
@@ -41,7 +52,7 @@ def suggest_grid(
     target = privacy_target(epsilon=epsilon, delta=delta, neighbouring=neighbouring)
     lower = np.array([lo for lo, _ in bounds])
     span = np.array([hi - lo for lo, hi in bounds])
-    corners = lower + seeded_source(0).uniform((SAMPLE_BOXES, 2, d)) * span
+    corners = lower + spread_points(SAMPLE_BOXES, 2 * d).reshape(SAMPLE_BOXES, 2, d) * span
     boxes = [
         {"type": "box", "lo": c.min(axis=0).tolist(), "hi": c.max(axis=0).tolist()} for c in corners
     ]
