@@ -121,8 +121,22 @@ def test_its_honest_twin_at_exactly_the_request_is_accepted(monkeypatch):
 ADULT_LIKE = Schema.from_dict(
     {
         "columns": [
-            {"name": "age", "type": "numeric", "lower": 0, "upper": 100, "bins": 4},
-            {"name": "size", "type": "numeric", "lower": 0, "upper": 10, "bins": 4},
+            {
+                "name": "age",
+                "type": "numeric",
+                "lower": 0,
+                "upper": 100,
+                "bins": 4,
+                "missing": "reject",
+            },  # summary statistics need a value in every row
+            {
+                "name": "size",
+                "type": "numeric",
+                "lower": 0,
+                "upper": 10,
+                "bins": 4,
+                "missing": "reject",
+            },
             {"name": "sex", "type": "categorical", "categories": ["F", "M"]},
         ]
     }

@@ -30,7 +30,14 @@ N, ALPHA = 100_000, 1e-6
 SCHEMA = Schema.from_dict(
     {
         "columns": [
-            {"name": "x", "type": "numeric", "lower": 0, "upper": 100, "bins": 4},
+            {
+                "name": "x",
+                "type": "numeric",
+                "lower": 0,
+                "upper": 100,
+                "bins": 4,
+                "missing": "reject",
+            },
             {"name": "g", "type": "categorical", "categories": ["a", "b"], "unknown": "reject"},
         ]
     }
