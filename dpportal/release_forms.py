@@ -288,6 +288,17 @@ class ReleaseForm(forms.Form):
         )
         return [size] * len(columns)
 
+    def release_fields(self) -> dict:
+        """What `services.release_create` needs from the cleaned form (page and API alike)."""
+        data = self.cleaned_data
+        return {
+            "mechanism": data["mechanism"],
+            "columns": data["columns"],
+            "params": self.params(),
+            "epsilon": data["epsilon"],
+            "delta": data["delta"],
+        }
+
     def params(self) -> dict:
         """The mechanism's parameters, from the cleaned form (defaults left to the mechanism)."""
         data = self.cleaned_data

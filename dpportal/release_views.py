@@ -54,11 +54,7 @@ def release_new(request, dataset_pk):
             release = services.release_create(
                 dataset=dataset,
                 user=request.user,
-                mechanism=form.cleaned_data["mechanism"],
-                columns=form.cleaned_data["columns"],
-                params=form.params(),
-                epsilon=form.cleaned_data["epsilon"],
-                delta=form.cleaned_data["delta"],
+                **form.release_fields(),
                 remote_addr=client_address(request),
                 submission_token=form.cleaned_data["submission"],
             )

@@ -759,6 +759,25 @@ def _round_up(value: Fraction) -> float:
     return out
 
 
+def selected_request(
+    schema: Schema,
+    params: dict[str, Any],
+    columns: Sequence[str],
+    *,
+    epsilon: float,
+    neighbouring: str,
+) -> Request:
+    """The checked request (`parse_request`), refused if it uses a column not selected."""
+    request = parse_request(schema, params, epsilon=epsilon, neighbouring=neighbouring)
+    missing = [c for c in request.needed_columns() if c not in columns]
+    if missing:
+        raise MechanismError(
+            f"columns ({', '.join(missing)}) are used by the statistics but not selected; "
+            "add them to the columns"
+        )
+    return request
+
+
 def run_statistics(
     data: pd.DataFrame,
     schema: Schema,
@@ -778,13 +797,7 @@ def run_statistics(
     """
     if math.isinf(epsilon):
         raise MechanismError("epsilon must be finite for summary statistics")
-    request = parse_request(schema, params, epsilon=epsilon, neighbouring=neighbouring)
-    missing = [c for c in request.needed_columns() if c not in columns]
-    if missing:
-        raise MechanismError(
-            f"columns ({', '.join(missing)}) are used by the statistics but not selected; "
-            "add them to the columns"
-        )
+    request = selected_request(schema, params, columns, epsilon=epsilon, neighbouring=neighbouring)
     table, spent = compute(
         data, schema, request, neighbouring=neighbouring, rng=rng, progress=progress
     )
@@ -827,13 +840,7 @@ def statistics_plan(
     details["statistics"]: one dict per statistic (statistic, column, epsilon, noise_scale,
     halfwidth, unit).
     """
-    request = parse_request(schema, params, epsilon=epsilon, neighbouring=neighbouring)
-    missing = [c for c in request.needed_columns() if c not in columns]
-    if missing:
-        raise MechanismError(
-            f"columns ({', '.join(missing)}) are used by the statistics but not selected; "
-            "add them to the columns"
-        )
+    request = selected_request(schema, params, columns, epsilon=epsilon, neighbouring=neighbouring)
     groups = len(request.groups)
     size = max((n or 0) / groups, 1.0)
     public_n = n if neighbouring == "replace-one" and not request.by else None
