@@ -1,0 +1,63 @@
+"""The in-process engine: today's streaming path, and the reference every other engine matches.
+
+Reads the needed columns of a Parquet file or folder one record batch at a time and counts each
+batch with `Schema.cell_counts`, so memory holds one batch whatever the row count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.dataset as pa_dataset
+
+from mechanisms.chunks import ChunkedTable
+from mechanisms.counting.source import TableSource
+from mechanisms.errors import MechanismError
+from mechanisms.schema import CHUNK_ROWS, Schema
+
+
+def count_in_process(source: TableSource, schema: Schema, columns: list[str]) -> np.ndarray:
+    """Exact rows per cell, counted here from record batches of `source` (Parquet)."""
+    if source.is_postgres:
+        raise MechanismError(
+            "the in-process engine reads Parquet; count a PostgreSQL table with "
+            "--engine postgres (the counting runs inside the database)"
+        )
+    return schema.cell_counts(parquet_chunks(source, columns), columns)
+
+
+def parquet_chunks(source: TableSource, columns: list[str]) -> ChunkedTable:
+    """The `columns` of a Parquet file or folder as DataFrames of at most CHUNK_ROWS rows."""
+    try:
+        dataset = pa_dataset.dataset(source.location, format="parquet")
+    except (OSError, pa.ArrowInvalid) as error:
+        raise MechanismError(f"cannot read {source.describe()}: {error}") from error
+    missing = [c for c in columns if c not in dataset.schema.names]
+    if missing:
+        raise MechanismError(
+            f"column ({missing[0]!r}) is in the schema but not in {source.describe()}; "
+            f"its columns: {', '.join(dataset.schema.names)}"
+        )
+    return ChunkedTable(_frames(dataset, columns))
+
+
+def _frames(dataset: pa_dataset.Dataset, columns: list[str]) -> Iterator[pd.DataFrame]:
+    for batch in dataset.to_batches(columns=columns, batch_size=CHUNK_ROWS):
+        yield batch_frame(batch, columns)
+
+
+def batch_frame(batch: pa.RecordBatch | pa.Table, columns: list[str]) -> pd.DataFrame:
+    """A batch as pandas, whole numbers with gaps read as text ("1", not 1.0).
+
+    So they match declared categories; a batch without gaps keeps integers, which encode to the
+    same cells.
+    """
+    frame: pd.DataFrame = batch.to_pandas()
+    for name in columns:
+        column = batch.column(name)
+        if pa.types.is_integer(column.type) and column.null_count:
+            frame[name] = column.cast(pa.string()).to_pandas()
+    return frame
