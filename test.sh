@@ -18,6 +18,7 @@ if [ "${1:-}" = "--long" ]; then marker="slow or not slow"; shift; fi
 
 ensure_venv requirements-dev.txt
 ensure_redis
+ensure_dask_cluster
 ensure_chromium
 ensure_pdf_libraries
 

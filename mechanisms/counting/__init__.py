@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from mechanisms.counting.dask_engine import count_on_dask
 from mechanisms.counting.inprocess import count_in_process
 from mechanisms.counting.source import TableSource
 from mechanisms.errors import MechanismError
@@ -30,6 +31,7 @@ CountFunction = Callable[[TableSource, Schema, list[str]], np.ndarray]
 # One row per engine: name -> function counting a source into the schema's cells.
 ENGINES: dict[str, CountFunction] = {
     "inprocess": count_in_process,
+    "dask": count_on_dask,
 }
 
 
