@@ -133,16 +133,18 @@ PY
 # and stops it when the calling script exits.
 ensure_dask_cluster() {
   if [ -n "${DPPORTAL_DASK_SCHEDULER:-}" ] && dask_up "$DPPORTAL_DASK_SCHEDULER"; then return 0; fi
-  local port logs address
+  local port logs address path
   port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   logs=$(mktemp -d "${TMPDIR:-/tmp}/dpportal-dask.XXXXXX")
   address="tcp://127.0.0.1:$port"
   log "Starting a local Dask cluster at $address (2 workers; logs in $logs)"
-  "$VENV/bin/dask" scheduler --host 127.0.0.1 --port "$port" --no-dashboard \
+  # the scheduler unpacks the tasks and the workers run them: both import this checkout
+  path="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+  PYTHONPATH=$path "$VENV/bin/dask" scheduler --host 127.0.0.1 --port "$port" --no-dashboard \
     >"$logs/scheduler.log" 2>&1 &
   DASK_SCHEDULER_PID=$!
   for worker in 1 2; do
-    PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$VENV/bin/dask" worker "$address" \
+    PYTHONPATH=$path "$VENV/bin/dask" worker "$address" \
       --host 127.0.0.1 --nthreads 1 --no-nanny --no-dashboard --name "local-$worker" \
       --local-directory "$logs" >"$logs/worker-$worker.log" 2>&1 &
     DASK_WORKER_PIDS="${DASK_WORKER_PIDS:-} $!"

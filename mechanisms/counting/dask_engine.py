@@ -12,7 +12,8 @@ added afterwards, on the machine that asked, by the portal's mechanisms.
 
 The cluster is given by `scheduler` or the environment variable DPPORTAL_DASK_SCHEDULER (for
 example `tcp://10.0.0.5:8786`). Every worker needs pyarrow, this package (`mechanisms`) at the
-same version, and access to the data at the same location.
+same version (the scheduler too: it unpacks the tasks), and access to the data at the same
+location.
 """
 
 from __future__ import annotations
@@ -85,11 +86,23 @@ def count_on_dask(
     with _connect(address, timeout) as client:
         try:
             return _count(client, source, schema, columns)
-        except ModuleNotFoundError as error:
+        except (ModuleNotFoundError, RuntimeError) as error:
+            module = _missing_module(error)
+            if module is None:
+                raise
             raise MechanismError(
-                f"the Dask workers at {address} cannot import {error.name!r}: install pyarrow "
-                "and this package (mechanisms, same version) on every worker"
+                f"the Dask cluster at {address} cannot import {module!r}: install pyarrow and "
+                "this package (mechanisms, same version) on the scheduler and every worker"
             ) from error
+
+
+def _missing_module(error: BaseException | None) -> str | None:
+    """The module a cluster failed to import, from an error or the errors behind it."""
+    while error is not None:
+        if isinstance(error, ModuleNotFoundError):
+            return error.name or "?"
+        error = error.__cause__
+    return None
 
 
 def _connect(address: str, timeout: float) -> Client:
