@@ -142,7 +142,7 @@ def test_a_release_from_counts_the_cluster_made(folder, scheduler, monkeypatch):
         params={"rows": 50},
         rng=seeded_source(7),
     )
-    assert output.spent[0] <= 1.0 and output.files
+    assert output.spent["epsilon"] <= 1.0 and output.files
 
 
 def test_no_scheduler_is_refused_with_how_to_start_one(folder, monkeypatch):
