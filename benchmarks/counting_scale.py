@@ -41,8 +41,9 @@ def schema_of(rows):
     return Schema.from_dict(json.loads((table_folder(rows).parent / "schema.json").read_text()))
 
 
-def postgres_source(rows):
-    """The table of `rows` rows in PostgreSQL, loaded with COPY from the Parquet files."""
+def load_postgres(rows):
+    """The table of `rows` rows in PostgreSQL, loaded with COPY from the Parquet files (in its
+    own subprocess, so the counting process's peak RSS is the count's alone)."""
     import psycopg
     import pyarrow.csv as pa_csv
     import pyarrow.dataset as pa_dataset
@@ -56,6 +57,7 @@ def postgres_source(rows):
             dataset = pa_dataset.dataset(table_folder(rows), format="parquet")
             types = {"string": "text", "float": "real", "int16": "smallint", "int8": "smallint"}
             fields = ", ".join(f"{f.name} {types[str(f.type)]}" for f in dataset.schema)
+            connection.execute(f"drop table if exists {table}_loading")
             connection.execute(f"create table {table}_loading ({fields})")
             with connection.cursor().copy(f"copy {table}_loading from stdin (format csv)") as copy:
                 for batch in dataset.to_batches(batch_size=1 << 20):
@@ -63,7 +65,7 @@ def postgres_source(rows):
                     pa_csv.write_csv(batch, sink, pa_csv.WriteOptions(include_header=False))
                     copy.write(sink.getvalue())
             connection.execute(f"alter table {table}_loading rename to {table}")
-    return TableSource(PG_URL, table=table)
+    return {"table": table}
 
 
 def drop_postgres(table):
@@ -77,7 +79,10 @@ def drop_postgres(table):
 def measure(engine, rows, workers):
     """One count in this process: seconds, own peak RSS, workers' largest peak RSS (dask)."""
     schema = schema_of(rows)
-    source = postgres_source(rows) if engine == "postgres" else TableSource(str(table_folder(rows)))
+    if engine == "postgres":
+        source = TableSource(PG_URL, table=f"scale_{rows}")
+    else:
+        source = TableSource(str(table_folder(rows)))
     worker_kb = 0
     if engine == "dask":
         from distributed import LocalCluster
@@ -164,10 +169,14 @@ def main():
     parser.add_argument("--postgres-max", type=int, default=10**7)
     parser.add_argument("--measure", nargs=3, metavar=("ENGINE", "ROWS", "WORKERS"))
     parser.add_argument("--release", nargs=2, type=int, metavar=("ROWS", "WORKERS"))
+    parser.add_argument("--load-postgres", type=int, metavar="ROWS")
     args = parser.parse_args()
     if args.measure:
         engine, rows, workers = args.measure
         print(json.dumps(measure(engine, int(rows), int(workers))))
+        return
+    if args.load_postgres:
+        print(json.dumps(load_postgres(args.load_postgres)))
         return
     if args.release:
         print(json.dumps(release(*args.release)))
@@ -184,6 +193,8 @@ def main():
         for engine in counting.ENGINES:
             if engine == "postgres" and rows > args.postgres_max:
                 continue
+            if engine == "postgres":
+                in_subprocess("--load-postgres", rows)
             for workers in args.workers if engine == "dask" else [0]:
                 runs.append((engine, workers, in_subprocess("--measure", engine, rows, workers)))
         fewest = min(args.workers)
