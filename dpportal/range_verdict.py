@@ -46,7 +46,7 @@ UNUSABLE_SHARE = 0.5  # typical error above half the average true count
 # swings well around 95% (1 in 20 releases below 70% on 100 boxes over one column of 64 cells,
 # benchmarks/range_verdict_grades.py); below 80% this release's noise happened to run large.
 GOOD_COVERAGE = 0.8
-BLOCK = 256  # ranges whose centre incidence is unpacked at once
+BLOCK = 32  # ranges whose centre incidence is unpacked at once (32 × 200,000 cells: 51 MB)
 
 
 def assess(schema, columns, frame, files, *, epsilon, neighbouring, rng=None) -> dict | None:

@@ -8,6 +8,7 @@ fresh secure draws: benchmarks/range_verdict_grades.py).
 """
 
 import io
+import json
 
 import numpy as np
 import pandas as pd
@@ -16,6 +17,8 @@ from django.urls import reverse
 
 import mechanisms
 from dpportal import range_verdict, utility
+from dpportal.packaging import with_numbers
+from mechanisms.range_count import Support
 from tests.helpers import (
     DEMO_SCHEMA,
     SMALL_ADULT,
@@ -110,8 +113,42 @@ def test_intervals_that_miss_are_caught():
     assert "95% intervals held the true count on" in result["reason"]
 
 
-def test_one_column_is_compared_with_a_noisy_total_spread_evenly():
-    output = mechanisms.run_release(
+def off_by(files: dict[str, bytes], columns, size) -> dict[str, bytes]:
+    """Broken twin: every answer the true count ± `size(true counts)` rows, alternating, with
+    intervals wide enough to hold the truth."""
+    structure = json.loads(files["structure.json"])
+    support = Support.from_dict(structure["support"])
+    values = range_verdict.raw_values(columns, with_numbers(RAW, SCHEMA))
+    true = range_verdict.true_counts(support, values, structure["workload"])
+    signs = np.where(np.arange(len(true)) % 2 == 0, 1.0, -1.0)
+    estimate = true + signs * size(true)
+    return with_answers(
+        files,
+        lambda a: a.assign(estimate=estimate, ci_lower=estimate - 5000, ci_upper=estimate + 5000),
+    )
+
+
+def test_answers_three_times_the_sampling_noise_off_are_usable_with_care():
+    """One column (age, 64 cells): the even-spread baseline is far off (over 300 rows), so
+    answers off by 3 × the floor beat it but are not good."""
+    files = one_column_release()
+    floor = grade_one_column(files)["floor"]
+    result = grade_one_column(off_by(files, ["age"], lambda true: 3 * floor))
+    assert result["grade"] == "care", result["reason"]
+    assert "3.0× a fresh sample's" in result["reason"] and "coarser grid" in result["reason"]
+
+
+def test_answers_off_by_more_than_half_the_count_are_not_usable():
+    """Graded against a baseline at ε = 0.01 (far off too), answers off by 0.6 × the average
+    true count beat it yet tell little: not usable."""
+    files = release(1.0)
+    result = grade(off_by(files, COLUMNS, lambda true: 0.6 * true.mean()), 0.01)
+    assert result["rmse"] < result["baseline"]
+    assert result["grade"] == "bad" and "half the average true count" in result["reason"]
+
+
+def one_column_release() -> dict[str, bytes]:
+    return mechanisms.run_release(
         "range_count",
         RAW,
         SCHEMA,
@@ -119,16 +156,23 @@ def test_one_column_is_compared_with_a_noisy_total_spread_evenly():
         params={"grid": [64], "random_boxes": 40, "mechanism": "tree"},
         epsilon=1.0,
         rng=mechanisms.seeded_source(3),
-    )
-    result = range_verdict.assess(
+    ).files
+
+
+def grade_one_column(files: dict[str, bytes]) -> dict:
+    return range_verdict.assess(
         SCHEMA,
         ["age"],
         RAW,
-        output.files,
+        files,
         epsilon=1.0,
         neighbouring="replace-one",
         rng=mechanisms.seeded_source(5),
     )
+
+
+def test_one_column_is_compared_with_a_noisy_total_spread_evenly():
+    result = grade_one_column(one_column_release())
     assert result["baseline_name"] == "a noisy total spread evenly"
     assert result["rmse"] < result["baseline"] and result["grade"] != "bad", result["reason"]
     assert "fewer columns" not in result["reason"]
