@@ -32,6 +32,7 @@ KINDS = {
     "TIMESTAMP_MS": "timestamp",
     "TIMESTAMP_NS": "timestamp",
     "TIMESTAMP WITH TIME ZONE": "timestamptz",
+    '"NULL"': "null",
 }
 
 
