@@ -13,6 +13,7 @@ import datetime
 import io
 import math
 import os
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +21,34 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from tests.real_tables import TABLES
 
 POSTGRES_URL = os.environ.get("TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 HOSTILE = 'a"; DROP TABLE x; --'
+
+
+@pytest.fixture(scope="module", name="postgres")
+def postgres_schema():
+    """(autocommit connection, a fresh schema) in the test database; the schema is dropped after.
+
+    Skipped only when PostgreSQL cannot be reached.
+    """
+    psycopg = pytest.importorskip("psycopg")
+    from psycopg import sql
+
+    try:
+        connection = psycopg.connect(POSTGRES_URL, autocommit=True, connect_timeout=3)
+    except psycopg.OperationalError as error:
+        pytest.skip(f"PostgreSQL is not reachable at {POSTGRES_URL}: {error}")
+    name = f"engines_{uuid.uuid4().hex[:10]}"
+    connection.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name)))
+    try:
+        yield connection, name
+    finally:
+        connection.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(name)))
+        connection.close()
 
 
 def public_case(name: str) -> tuple[pd.DataFrame, dict[str, Any]]:

@@ -12,8 +12,6 @@ skipped only when the server cannot be reached.
 
 from __future__ import annotations
 
-import uuid
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -28,6 +26,7 @@ from tests.mechanisms.engine_tables import (
     POSTGRES_URL,
     date_parts_case,
     hostile_case,
+    postgres_schema,  # noqa: F401 (the fixture `postgres`)
     public_case,
     write_parquet,
     write_postgres,
@@ -59,25 +58,6 @@ def cases() -> dict[str, tuple[pd.DataFrame, dict, tuple[list[str] | None, ...]]
 
 
 CASES = cases()
-
-
-@pytest.fixture(scope="module")
-def postgres():
-    """(connection URL, a fresh schema) in the test database; the schema is dropped after."""
-    psycopg = pytest.importorskip("psycopg")
-    from psycopg import sql
-
-    try:
-        connection = psycopg.connect(POSTGRES_URL, autocommit=True, connect_timeout=3)
-    except psycopg.OperationalError as error:
-        pytest.skip(f"PostgreSQL is not reachable at {POSTGRES_URL}: {error}")
-    name = f"engines_{uuid.uuid4().hex[:10]}"
-    connection.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name)))
-    try:
-        yield connection, name
-    finally:
-        connection.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(name)))
-        connection.close()
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -115,13 +95,18 @@ def test_postgres_engines_match_the_reference(case, postgres):
 def test_the_edge_values_sit_on_the_edges():
     """Guard: binning the hostile values with the edges closed on the wrong side differs.
 
-    So the equality above would catch an engine that compares `<=` where numpy has `<`.
+    So the equality above would catch an engine that compares `<=` where numpy has `<`, or
+    that compares with the rounded edges where numpy multiplies.
     """
     frame, document = hostile_case()
     spec = Schema.from_dict(document).column("equal width")
     values = frame["equal width"].dropna().clip(spec.lower, spec.upper).to_numpy()
-    wrong = np.clip(np.searchsorted(spec.edges[1:-1], values, side="left"), 0, spec.n_bins - 1)
+    inner = np.asarray(spec.edges[1:-1])
+    wrong = np.clip(np.searchsorted(inner, values, side="left"), 0, spec.n_bins - 1)
     assert not np.array_equal(wrong, spec.encode(values))
+    # nor does comparing with the edges instead of numpy's arithmetic give the same bins
+    by_edges = np.clip(np.searchsorted(inner, values, side="right"), 0, spec.n_bins - 1)
+    assert not np.array_equal(by_edges, spec.encode(values))
 
 
 def test_a_single_group_by_of_whole_numbers_is_sent(postgres):
