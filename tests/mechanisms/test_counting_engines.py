@@ -311,3 +311,55 @@ def test_run_release_refuses_what_needs_rows(tmp_path):
 
 def test_every_engine_is_registered():
     assert {"inprocess", "duckdb", "postgres"} <= set(ENGINES)
+
+
+def test_postgres_types_read_as_parquet_would(postgres):
+    """real (widened exactly), numeric, smallint, varchar, timestamptz; a name with % in it."""
+    from psycopg import sql
+
+    connection, namespace = postgres
+    values = [0.1, 0.2, 0.3, 0.7, 1.0, 0.0, -2.0, 5.0, None, 0.30000000000000004]
+    texts = ["a", "b", "a ", None, "", "%s", "b", "a", "c", "a"]
+    stamps = [f"2021-03-2{i} 23:30:00+05:00" for i in range(8)] + [None, "1969-12-31 23:59:59-01"]
+    table = sql.Identifier(namespace, "types")
+    connection.execute(
+        sql.SQL(
+            'CREATE TABLE {} (r real, num numeric, s smallint, "a%s" varchar(5), '
+            "ch character(3), ts timestamptz)"
+        ).format(table)
+    )
+    with connection.cursor().copy(sql.SQL("COPY {} FROM STDIN").format(table)) as copy:
+        for v, t, stamp in zip(values, texts, stamps, strict=True):
+            copy.write_row([v, v, None if v is None else int(v * 3), t, t, stamp])
+    frame = pd.DataFrame(
+        {
+            "r": np.array([np.nan if v is None else v for v in values], dtype=np.float32).astype(
+                np.float64
+            ),
+            "num": [np.nan if v is None else v for v in values],
+            "s": pd.array([None if v is None else int(v * 3) for v in values], dtype="Int64"),
+            "a%s": texts,
+            "ts": pd.to_datetime(stamps, utc=True),
+        }
+    )
+    edges = {"type": "numeric", "lower": 0, "upper": 1, "bins": 10}
+    document = {
+        "columns": [
+            {"name": "r", **edges},
+            {"name": "num", **edges},
+            {"name": "s", "type": "numeric", "lower": -3, "upper": 3, "integer": True},
+            {"name": "a%s", "type": "categorical", "categories": ["a", "b", "%s"]},
+            {"name": "ts", "type": "date", "part": "hour", "bins": 6},
+            {"name": "ch", "type": "categorical", "categories": ["a", "b"]},
+        ]
+    }
+    schema = Schema.from_dict(document)
+    source = TableSource(POSTGRES_URL, table=f"{namespace}.types")
+    for columns in (["r", "num", "s"], ["a%s", "ts"]):
+        expected = schema.cell_counts(frame, columns)
+        for engine in POSTGRES_ENGINES:
+            counts = count_cells(source, schema, columns, engine)
+            assert np.array_equal(counts, expected), (engine, columns)
+    with pytest.raises(MechanismError, match="stored as character"):
+        count_cells(source, schema, ["ch"], "postgres")
+    assert count_cells(source, schema, ["ch"], "inprocess").sum() == len(values)
