@@ -70,7 +70,7 @@ def stored_kinds(
 ) -> dict[str, str]:
     """How each needed column is stored (see `mechanisms.counting.sql`), or a clear refusal."""
     try:
-        described = connection.execute(f"DESCRIBE SELECT * FROM {table}").fetchall()  # noqa: S608 (quoted paths)
+        described = connection.execute(f"DESCRIBE SELECT * FROM {table}").fetchall()  # noqa: S608  # nosec B608: quoted paths
     except duckdb.Error as error:
         raise MechanismError(f"cannot read {source.describe()}: {error}") from error
     types = {str(row[0]): str(row[1]) for row in described}
