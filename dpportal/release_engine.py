@@ -10,11 +10,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import mechanisms
+import mechanisms.counting
 from mechanisms import persons, public_bounds
 from mechanisms.accounting import float_at_most
 from mechanisms.schema import CHUNK_ROWS
 
-from . import accuracy_preview, catalogue
+from . import accuracy_preview, catalogue, sources
 from .files import dataset_path
 
 
@@ -24,6 +25,11 @@ class ReleaseInputError(Exception):
 
 def _stored_columns(dataset, columns) -> Path:
     """The Parquet copy's path, once it is known to exist and hold `columns`."""
+    if dataset.is_external:
+        raise ReleaseInputError(
+            "This table stays where it lives and is only counted there, so no column can be read "
+            "for an estimate: type its bounds or categories from public knowledge."
+        )
     path = dataset_path(dataset)
     if not dataset.parquet_name or not path.exists():
         raise ReleaseInputError("The dataset's file is no longer stored, so it cannot be read.")
@@ -75,7 +81,10 @@ def compute(release, progress):
     read = read_in_chunks if chunked else load_columns
     try:
         schema = mechanisms.Schema.from_dict(dataset.schema)
-        data = read(dataset, [*release.columns, *_person_column(schema)])
+        if dataset.is_external:
+            data = _where_it_lives(dataset, release)
+        else:
+            data = read(dataset, [*release.columns, *_person_column(schema)])
         return mechanisms.run_release(
             release.mechanism,
             data,
@@ -90,6 +99,16 @@ def compute(release, progress):
         )
     except mechanisms.MechanismError as exc:
         raise ReleaseInputError(str(exc)) from exc
+
+
+def _where_it_lives(dataset, release):
+    """The external table as its engine's table: the rows are counted where they live (a
+    PostgreSQL engine runs the GROUP BY inside the database; no raw row reaches the portal)."""
+    try:
+        source = sources.table_source(dataset)
+    except sources.SourceError as exc:
+        raise ReleaseInputError(str(exc)) from exc
+    return mechanisms.counting.engine_table(source, release.engine or dataset.engine)
 
 
 def _person_column(schema) -> list[str]:

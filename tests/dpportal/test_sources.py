@@ -1,0 +1,345 @@
+"""Tables that stay where they live: a PostgreSQL table registered through the real page, its
+schema step (types only, no value), a release counted inside PostgreSQL on the real Celery
+worker, credentials at rest, the budget that follows the source, and the refusals (paths outside
+DPPORTAL_SOURCE_ROOTS, hostile table names, unreachable or empty sources).
+
+The source tables live in a schema of their own, unique per test, in the database `test` on
+127.0.0.1:5432 (trust authentication: the password in the URLs is never checked, so it can be a
+canary), dropped afterwards.
+"""
+
+import math
+import uuid
+from decimal import Decimal
+
+import numpy as np
+import psycopg
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from django.conf import settings
+from django.db import connection
+from django.urls import reverse
+from psycopg import sql
+
+import mechanisms
+from dpportal import services
+from dpportal.models import AuditEvent, Dataset, Release
+from mechanisms.counting import TableSource, count_cells
+from tests.conftest import wait_until
+from tests.helpers import client_for, make_user, post_new_release, schema_post
+
+PASSWORD = "Canary-pw-7c41e9"  # noqa: S105  (trust auth: never checked, must never be seen)
+RAW = {"city": "Canary-city-3b8d", "sex": "Canary-sex-51aa"}  # values only the table holds
+SERVER = "127.0.0.1:5432/test"
+SCHEMA = {
+    "columns": [
+        {"name": "age", "type": "numeric", "lower": 0, "upper": 100, "bins": 5},
+        {"name": "sex", "type": "categorical", "categories": ["F", "M"], "unknown": "other"},
+        {"name": "city", "type": "ignored"},
+    ]
+}
+
+
+def people_rows(n=600):
+    """Deterministic rows: ages with gaps and values outside the bounds, a sex outside the
+    declared categories, and the raw canaries."""
+    rows = []
+    for i in range(n):
+        age = None if i % 37 == 0 else (i * 7) % 113 - 5
+        sex = RAW["sex"] if i % 53 == 0 else ("F" if i % 3 else "M")
+        rows.append((age, sex, RAW["city"] if i % 11 == 0 else f"Town {i % 4}"))
+    return rows
+
+
+@pytest.fixture
+def source_schema():
+    """A unique schema in the database `test` holding `people` (the rows above); dropped after."""
+    name = f"dpp_src_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(f"postgresql://postgres@{SERVER}", autocommit=True) as pg:
+        pg.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name)))
+        pg.execute(
+            sql.SQL("CREATE TABLE {} (age integer, sex text, city varchar(40))").format(
+                sql.Identifier(name, "people")
+            )
+        )
+        with pg.cursor().copy(
+            sql.SQL("COPY {} (age, sex, city) FROM STDIN").format(sql.Identifier(name, "people"))
+        ) as copy:
+            for row in people_rows():
+                copy.write_row(row)
+        pg.execute(sql.SQL("CREATE TABLE {} ()").format(sql.Identifier(name, "nothing")))
+    yield name
+    with psycopg.connect(f"postgresql://postgres@{SERVER}", autocommit=True) as pg:
+        pg.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(name)))
+
+
+def register_post(client, location, table="", **fields):
+    data = {
+        "name": "People where they live",
+        "description": "",
+        "location": location,
+        "table": table,
+        "password": "",
+        "engine": "",
+        "epsilon_total": "2",
+        "delta_total": "0",
+        "neighbouring": "replace-one",
+    } | fields
+    return client.post(reverse("dataset_register_source"), data)
+
+
+def pg_url(user="postgres", password=PASSWORD):
+    return f"postgresql://{user}:{password}@{SERVER}"
+
+
+def register(owner, schema_name, **kwargs):
+    kwargs = {"location": pg_url(), "table": f"{schema_name}.people"} | kwargs
+    return services.dataset_register_source(
+        owner=owner, name="People", epsilon_total=2, engine="postgres", **kwargs
+    )
+
+
+# ---------------------------------------------------------------- registration and schema
+
+
+@pytest.mark.django_db
+def test_a_postgresql_table_is_registered_through_the_page(source_schema):
+    owner = make_user("owner")
+    client = client_for(owner)
+    response = register_post(client, pg_url(), f"{source_schema}.people")
+    dataset = Dataset.objects.get(owner=owner)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert response["Location"] == reverse("dataset_schema", args=[dataset.pk])
+    assert dataset.is_external and dataset.engine == "postgres"
+    assert dataset.columns == ["age", "sex", "city"] and dataset.row_count == 600
+    assert dataset.source_key == f"postgresql://{SERVER}#{source_schema}.people"
+    assert dataset.source_label == (
+        f"postgresql://postgres:•••@{SERVER}, table {source_schema}.people"
+    )
+
+    page = client.get(reverse("dataset_schema", args=[dataset.pk])).content.decode()
+    assert 'value="age"' in page or ">age<" in page
+    for raw in RAW.values():  # the proposals read column types only, never a value
+        assert raw not in page
+    assert PASSWORD not in page
+    proposed = {p["name"]: p["type"] for p in dataset.profile["proposals"]}
+    assert proposed == {"age": "numeric", "sex": "categorical", "city": "categorical"}
+    assert not any({"lower", "upper", "categories"} & set(p) for p in dataset.profile["proposals"])
+
+    confirm = client.post(
+        reverse("dataset_schema", args=[dataset.pk]),
+        schema_post(
+            [
+                {"type": "numeric", "lower": "0", "upper": "100", "bins": "5", "missing": "cell"},
+                {"type": "categorical", "categories": "F\nM", "unknown": "other"},
+                {"type": "ignored"},
+            ]
+        ),
+    )
+    assert confirm.status_code == 302, confirm.content.decode()[:3000]
+    dataset.refresh_from_db()
+    assert dataset.schema_confirmed
+
+
+@pytest.mark.django_db
+def test_credentials_are_encrypted_at_rest_and_hidden_from_auditors(source_schema):
+    owner, auditor = make_user("owner"), make_user("auditor")
+    dataset = register(owner, source_schema)
+    dataset.auditors.add(auditor)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT * FROM dpportal_dataset WHERE id = %s", [dataset.pk])
+        stored = " ".join(str(value) for value in cursor.fetchone())
+        cursor.execute("SELECT details FROM dpportal_auditevent")
+        events = " ".join(str(row) for row in cursor.fetchall())
+    assert PASSWORD not in stored and PASSWORD not in events
+    assert dataset.source_secret and "postgresql" not in dataset.source_secret  # ciphertext
+    assert services.sources.sources.table_source(dataset).location == pg_url()
+
+    owner_page = client_for(owner).get(reverse("dataset_detail", args=[dataset.pk]))
+    assert dataset.source_label in owner_page.content.decode()
+    assert PASSWORD not in owner_page.content.decode()
+    reader = client_for(auditor)
+    for url in (
+        reverse("dataset_detail", args=[dataset.pk]),
+        reverse("dataset_ledger", args=[dataset.pk]),
+        reverse("audit_log"),
+        reverse("audit_log_csv"),
+    ):
+        page = reader.get(url).content.decode()
+        assert PASSWORD not in page and source_schema not in page and SERVER not in page, url
+
+
+@pytest.mark.django_db
+def test_a_refused_form_never_renders_the_password_back(source_schema):
+    client = client_for(make_user("owner"))
+    response = register_post(client, pg_url(), f"{source_schema}.absent", password="Other-pw-91")
+    page = response.content.decode()
+    assert response.status_code == 400
+    assert f"There is no table or view &#x27;{source_schema}.absent&#x27;" in page
+    assert PASSWORD not in page and "Other-pw-91" not in page
+    assert f"postgresql://postgres@{SERVER}" in page  # the URL comes back, masked
+
+
+# ---------------------------------------------------------------- counting where the data is
+
+
+def test_a_release_is_counted_inside_postgresql_on_the_real_worker(
+    celery_worker_process, source_schema
+):
+    owner = make_user("owner")
+    dataset = register(owner, source_schema)
+    services.dataset_confirm_schema(dataset=dataset, user=owner, schema=SCHEMA)
+    response = post_new_release(
+        client_for(owner),
+        dataset.pk,
+        {"mechanism": "perturbed_histogram", "columns": ["age", "sex"], "epsilon": "0.5"}
+        | {"rows": "200", "engine": "postgres"},
+    )
+    assert response.status_code == 302, response.content.decode()[:3000]
+    release = Release.objects.get(dataset=dataset)
+    assert release.engine == "postgres"
+    done = wait_until(
+        lambda: Release.objects.filter(pk=release.pk, status__in=Release.TERMINAL).first(),
+        timeout=120,
+    )
+    assert done.status == Release.Status.DONE, done.error_message
+    shape = mechanisms.Schema.from_dict(SCHEMA).domain_shape(["age", "sex"])
+    assert done.trace["shape"] == list(shape) == [6, 3]  # 5 bins + missing; F, M, (other)
+    assert len(done.trace["counts"]) == math.prod(shape)
+    noisy = (settings.DATA_DIR / done.output_dir / "noisy_counts.csv").read_text()
+    assert noisy.strip().count("\n") == math.prod(shape)  # a header and one line per cell
+
+
+def test_postgres_counts_equal_in_process_counts_of_the_same_rows(source_schema, tmp_path):
+    rows = people_rows()
+    table = pa.table(
+        {
+            "age": pa.array([r[0] for r in rows], pa.int32()),
+            "sex": [r[1] for r in rows],
+            "city": [r[2] for r in rows],
+        }
+    )
+    pq.write_table(table, tmp_path / "people.parquet")
+    schema = mechanisms.Schema.from_dict(SCHEMA)
+    in_database = count_cells(
+        TableSource(pg_url(), table=f"{source_schema}.people"), schema, ["age", "sex"], "postgres"
+    )
+    in_process = count_cells(
+        TableSource(str(tmp_path / "people.parquet")), schema, ["age", "sex"], "inprocess"
+    )
+    assert in_database.sum() == len(rows) and in_database[-1].sum() > 0  # gaps counted too
+    np.testing.assert_array_equal(in_database, in_process)
+
+
+# ---------------------------------------------------------------- the budget follows the source
+
+
+@pytest.mark.django_db
+def test_the_same_table_registered_twice_shares_one_budget_and_ledger(source_schema):
+    owner = make_user("owner")
+    first = register(owner, source_schema)
+    services.dataset_confirm_schema(dataset=first, user=owner, schema=SCHEMA)
+    # another spelling of the same table: other scheme, user, port written out, case folded
+    second = register(
+        owner,
+        source_schema,
+        location=f"postgres://root@{SERVER.replace(':5432', '')}",
+        table=f"{source_schema.upper()}.PEOPLE",
+    )
+    assert second.source_key == first.source_key and second.budget_id == first.budget_id
+    services.release_create(
+        dataset=first,
+        user=owner,
+        mechanism="perturbed_histogram",
+        columns=["age"],
+        params={"rows": 10},
+        epsilon="0.5",
+    )
+    second = Dataset.objects.get(pk=second.pk)
+    assert second.epsilon_spent == Decimal("0.5")  # the first one's release, on one budget
+    assert second.ledger.count() == 0 and first.ledger.count() == 1
+    page = client_for(owner).get(reverse("dataset_detail", args=[second.pk])).content.decode()
+    assert "ε spent: 0.5 of 2" in page
+
+
+@pytest.mark.django_db
+def test_another_table_has_its_own_budget(source_schema):
+    owner = make_user("owner")
+    first = register(owner, source_schema)
+    with psycopg.connect(f"postgresql://postgres@{SERVER}", autocommit=True) as pg:
+        pg.execute(
+            sql.SQL("CREATE VIEW {} AS SELECT * FROM {}").format(
+                sql.Identifier(source_schema, "adults"), sql.Identifier(source_schema, "people")
+            )
+        )
+    view = register(owner, source_schema, table=f"{source_schema}.adults")
+    assert view.columns == first.columns and view.budget_id != first.budget_id
+
+
+# ---------------------------------------------------------------- refusals
+
+
+@pytest.mark.django_db
+def test_parquet_outside_the_source_roots_is_refused(settings, tmp_path):
+    allowed, outside = tmp_path / "allowed", tmp_path / "outside"
+    for folder in (allowed / "people", outside / "people"):
+        folder.mkdir(parents=True)
+        pq.write_table(pa.table({"age": [30, 40], "sex": ["F", "M"]}), folder / "part-0.parquet")
+    (allowed / "link").symlink_to(outside / "people")
+    settings.DPPORTAL_SOURCE_ROOTS = [str(allowed)]
+    client = client_for(make_user("owner"))
+    for location in (str(outside / "people"), str(allowed / ".." / "outside"), "link", "/etc"):
+        response = register_post(client, location)
+        assert response.status_code == 400, location
+        assert "outside the folders this portal may read" in response.content.decode(), location
+    assert not Dataset.objects.exists()
+    accepted = register_post(client, str(allowed / "people"))  # the twin inside: registered
+    assert accepted.status_code == 302, accepted.content.decode()[:2000]
+    dataset = Dataset.objects.get()
+    assert dataset.engine == "inprocess" and dataset.row_count == 2
+    assert dataset.source_key == f"file://{(allowed / 'people').resolve()}"
+
+
+HOSTILE_TABLES = [
+    "people; DROP TABLE people",
+    '"people"',
+    "people' OR '1'='1",
+    "a.b.c",
+    "people--",
+    "pg_catalog.pg_authid) --",
+    "",
+]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("table", HOSTILE_TABLES)
+def test_hostile_table_names_are_refused(source_schema, table):
+    client = client_for(make_user("owner"))
+    response = register_post(client, pg_url(), table)
+    assert response.status_code == 400
+    assert "is not a plain name" in response.content.decode()
+    assert not Dataset.objects.exists()
+    with psycopg.connect(f"postgresql://postgres@{SERVER}") as pg:  # still there, untouched
+        count = sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(source_schema, "people"))
+        assert pg.execute(count).fetchone()[0] == 600
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("location", "table", "message"),
+    [
+        ("postgresql://postgres:{pw}@127.0.0.1:1/test", "{s}.people", "Cannot read"),
+        ("postgresql://postgres:{pw}@127.0.0.1:5432/test", "{s}.missing", "There is no table"),
+        ("postgresql://postgres:{pw}@127.0.0.1:5432/test", "{s}.nothing", "has no columns"),
+        ("postgresql://postgres@127.0.0.1:x/test", "{s}.people", "port is not a number"),
+        ("s3://", "", "is not an s3://bucket/path URL"),
+    ],
+)
+def test_unreadable_sources_get_a_clear_message(source_schema, location, table, message):
+    client = client_for(make_user("owner"))
+    response = register_post(client, location.format(pw=PASSWORD), table.format(s=source_schema))
+    page = response.content.decode()
+    assert response.status_code == 400 and message in page and "Traceback" not in page
+    assert PASSWORD not in page
+    assert not AuditEvent.objects.filter(action=AuditEvent.Action.UPLOAD).exists()
