@@ -10,10 +10,13 @@ schema (mechanisms.validation) before any noise is drawn.
 
 The --out folder gets only public files: the same package as the portal's download
 (mechanisms.package: spreadsheet-friendly CSVs, manifest.json, README.txt, report.html,
-report.pdf, release.xlsx). The custodian record (input file name, its SHA-256,
-the number of rows read: all computed from the raw data, so never for publication) is written
-outside it, to --custodian-record or by default to OUT.custodian.json beside the folder; its
-path is printed to stderr.
+report.pdf, release.xlsx). --input may also be a Parquet file or folder, or a PostgreSQL
+table written postgresql://user@host:port/db?table=schema.name; --engine (inprocess, the
+default, duckdb, postgres, ...: mechanisms.counting) then counts the rows into cells where they
+live, for the mechanisms that need only cell counts. The custodian record (input file name,
+its SHA-256, the number of rows read: all computed from the raw data, so never for
+publication) is written outside it, to --custodian-record or by default to OUT.custodian.json
+beside the folder; its path is printed to stderr.
 """
 
 from __future__ import annotations
@@ -41,11 +44,13 @@ from mechanisms.archives import (
     unpacked_chunks,
 )
 from mechanisms.catalogue import CATALOGUE, MechanismSpec, run_release
+from mechanisms.counting import ENGINES, engine_table, table_source
+from mechanisms.counting.source import POSTGRES_SCHEMES
 from mechanisms.errors import MechanismError
 from mechanisms.noise import secure_source, seeded_source
 from mechanisms.package import PackageContext, write_package
 from mechanisms.range_count.api import range_query_csv
-from mechanisms.release import file_sha256, json_bytes
+from mechanisms.release import ReleaseOutput, file_sha256, json_bytes
 from mechanisms.schema import NumericColumn, Schema
 from mechanisms.validation import check_data
 
@@ -72,7 +77,14 @@ def build_parser() -> argparse.ArgumentParser:
             "--input",
             required=True,
             help="CSV or TSV file of the sensitive table (also .csv.gz, .tsv.gz, or a .zip "
-            "holding one of them)",
+            "holding one of them); or a Parquet file or folder; or a PostgreSQL table as "
+            "postgresql://user@host:port/db?table=schema.name (counted by --engine)",
+        )
+        p.add_argument(
+            "--engine",
+            choices=sorted(ENGINES),
+            help="where Parquet or PostgreSQL rows are counted into cells (default inprocess; "
+            "duckdb: local Parquet; postgres: a GROUP BY inside the database)",
         )
         p.add_argument(
             "--max-input-mb",
@@ -174,40 +186,25 @@ def run(args: argparse.Namespace) -> list[Any]:
         print(range_query_csv(args.structure, args.query, args.estimator), end="")
         return []
     spec = subcommands()[args.subcommand]
-    epsilon = check_epsilon(args.epsilon, allow_infinite=False)  # inf (no noise): tests only
+    check_epsilon(args.epsilon, allow_infinite=False)  # before any data is read
     check_delta(args.delta)
-    delta = float_at_most(args.delta)  # validated just above; rounded down like epsilon
     schema = Schema.load(args.schema)
     columns = schema.resolve_columns(args.columns.split(",") if args.columns else None)
     record = custodian_record_path(args.out, args.custodian_record)
+    if counted_where_it_lives(args.input):
+        return run_engine(args, spec, schema, columns, record)
+    if args.engine not in (None, "inprocess"):
+        raise MechanismError(
+            f"--engine {args.engine} counts a Parquet file or folder or a PostgreSQL table; "
+            f"input ({args.input!r}) is read as CSV"
+        )
     data = read_table(args.input, schema, columns, max_bytes=args.max_input_mb << 20)
     problems = check_data(data, schema, columns)
     if problems:
         raise MechanismError(
             f"input file ({args.input!r}) does not fit the schema: " + "; ".join(problems)
         )
-    params = {
-        o.name: getattr(args, o.name) for o in spec.parameters if getattr(args, o.name) is not None
-    }
-    rng = secure_source() if args.seed is None else seeded_source(args.seed)
-    output = run_release(
-        spec.name,
-        data,
-        schema,
-        epsilon=epsilon,
-        delta=delta,
-        neighbouring=args.neighbouring or default_neighbouring(schema),
-        columns=columns,
-        params=params,
-        rng=rng,
-        max_rows_per_person=args.max_rows_per_person,
-    )
-    output.manifest["random_source"] = "secure" if args.seed is None else "seeded: NOT private"
-    context = PackageContext(
-        title=f"Differentially private release: {spec.title}",
-        made_on=datetime.date.today().isoformat(),
-    )
-    paths = write_package(output, args.out, context)
+    output, paths = release(args, spec, data, schema, columns)
     write_custodian_record(
         record,
         {
@@ -220,6 +217,60 @@ def run(args: argparse.Namespace) -> list[Any]:
         },
     )
     return paths
+
+
+def counted_where_it_lives(text: str) -> bool:
+    """Whether --input names a PostgreSQL table or Parquet data (else a CSV-like file)."""
+    path = Path(text)
+    return text.startswith(POSTGRES_SCHEMES) or path.is_dir() or path.suffix == ".parquet"
+
+
+def run_engine(
+    args: argparse.Namespace, spec: MechanismSpec, schema: Schema, columns: list[str], record: Path
+) -> list[Any]:
+    """Release from a table counted by --engine where it lives (mechanisms.counting)."""
+    source = table_source(args.input)
+    engine = args.engine or "inprocess"
+    output, paths = release(args, spec, engine_table(source, engine), schema, columns)
+    write_custodian_record(
+        record,
+        {
+            "input": source.describe(),
+            "counting_engine": engine,
+            "mechanism": spec.name,
+            "public_folder": str(args.out),
+            **output.custodian,
+        },
+    )
+    return paths
+
+
+def release(
+    args: argparse.Namespace, spec: MechanismSpec, data: Any, schema: Schema, columns: list[str]
+) -> tuple[ReleaseOutput, list[Any]]:
+    """Run the release and write its public package into --out."""
+    params = {
+        o.name: getattr(args, o.name) for o in spec.parameters if getattr(args, o.name) is not None
+    }
+    rng = secure_source() if args.seed is None else seeded_source(args.seed)
+    output = run_release(
+        spec.name,
+        data,
+        schema,
+        epsilon=check_epsilon(args.epsilon, allow_infinite=False),  # inf (no noise): tests only
+        delta=float_at_most(args.delta),  # checked in run; rounded down like epsilon
+        neighbouring=args.neighbouring or default_neighbouring(schema),
+        columns=columns,
+        params=params,
+        rng=rng,
+        max_rows_per_person=args.max_rows_per_person,
+    )
+    output.manifest["random_source"] = "secure" if args.seed is None else "seeded: NOT private"
+    context = PackageContext(
+        title=f"Differentially private release: {spec.title}",
+        made_on=datetime.date.today().isoformat(),
+    )
+    return output, write_package(output, args.out, context)
 
 
 def default_neighbouring(schema: Schema) -> str:
