@@ -21,7 +21,7 @@ from .signals import client_address
 
 ENGINE_CHOICES = [
     ("", "The usual one for this source (PostgreSQL: inside the database; Parquet: in-process)"),
-    ("inprocess", "In-process: the portal's worker reads the Parquet files in batches"),
+    ("inprocess", "In-process: the portal's worker reads the rows in batches and counts them"),
     ("duckdb", "DuckDB: counts Parquet files with a query engine"),
     ("postgres", "PostgreSQL: GROUP BY inside the database, no row leaves it"),
     ("dask", "Dask: counts Parquet files in parallel partitions"),

@@ -35,7 +35,7 @@ from mechanisms.counting.source import POSTGRES_SCHEMES
 
 # Each part of a table name: a plain SQL identifier (anything else is refused, never quoted in).
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_$]{0,62}")
-POSTGRES_ENGINES = ("postgres",)
+POSTGRES_ENGINES = ("postgres", "inprocess")  # in-process: the rows come to the worker
 PARQUET_ENGINES = ("inprocess", "duckdb", "dask")
 CONNECT_SECONDS = 5
 

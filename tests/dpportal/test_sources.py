@@ -205,7 +205,7 @@ def test_a_release_is_counted_inside_postgresql_on_the_real_worker(
     )
     assert done.status == Release.Status.DONE, done.error_message
     shape = mechanisms.Schema.from_dict(SCHEMA).domain_shape(["age", "sex"])
-    assert done.trace["shape"] == list(shape) == [6, 3]  # 5 bins + missing; F, M, (other)
+    assert done.trace["shape"] == list(shape) == [6, 4]  # 5 bins, missing; F, M, other, missing
     assert len(done.trace["counts"]) == math.prod(shape)
     noisy = (settings.DATA_DIR / done.output_dir / "noisy_counts.csv").read_text()
     assert noisy.strip().count("\n") == math.prod(shape)  # a header and one line per cell
@@ -230,6 +230,35 @@ def test_postgres_counts_equal_in_process_counts_of_the_same_rows(source_schema,
     )
     assert in_database.sum() == len(rows) and in_database[-1].sum() > 0  # gaps counted too
     np.testing.assert_array_equal(in_database, in_process)
+    # the broken twin: one row fewer in the database, and the comparison sees it
+    with psycopg.connect(f"postgresql://postgres@{SERVER}", autocommit=True) as pg:
+        pg.execute(
+            sql.SQL("DELETE FROM {} WHERE ctid = (SELECT min(ctid) FROM {})").format(
+                sql.Identifier(source_schema, "people"), sql.Identifier(source_schema, "people")
+            )
+        )
+    one_fewer = count_cells(
+        TableSource(pg_url(), table=f"{source_schema}.people"), schema, ["age", "sex"], "postgres"
+    )
+    assert (in_process - one_fewer).sum() == 1
+
+
+@pytest.mark.django_db
+def test_a_release_that_cannot_be_counted_where_the_data_lives_spends_nothing(source_schema):
+    owner = make_user("owner")
+    dataset = register(owner, source_schema)
+    services.dataset_confirm_schema(dataset=dataset, user=owner, schema=SCHEMA)
+    asks = [
+        ({"mechanism": "perturbed_histogram", "engine": "duckdb"}, "cannot count this source"),
+        ({"mechanism": "mwem", "engine": ""}, "only ever counted there"),
+    ]
+    for ask, message in asks:
+        with pytest.raises(services.ServiceError, match=message):
+            services.release_create(
+                dataset=dataset, user=owner, columns=["age"], params={}, epsilon="0.5", **ask
+            )
+    assert Dataset.objects.get(pk=dataset.pk).epsilon_spent == 0
+    assert not Release.objects.exists()
 
 
 # ---------------------------------------------------------------- the budget follows the source
