@@ -25,11 +25,6 @@ class ReleaseInputError(Exception):
 
 def _stored_columns(dataset, columns) -> Path:
     """The Parquet copy's path, once it is known to exist and hold `columns`."""
-    if dataset.is_external:
-        raise ReleaseInputError(
-            "This table stays where it lives and is only counted there, so no column can be read "
-            "for an estimate: type its bounds or categories from public knowledge."
-        )
     path = dataset_path(dataset)
     if not dataset.parquet_name or not path.exists():
         raise ReleaseInputError("The dataset's file is no longer stored, so it cannot be read.")
@@ -164,6 +159,11 @@ def noise_plan(dataset, schema, mechanism, columns, params, epsilon, delta):
 def estimate_column(dataset, column, kind, *, epsilon, delta) -> dict:
     """A DP estimate of `column`'s bounds (kind "numeric") or categories ("categorical"), read
     from the stored copy; its guarantee is stated in `mechanisms.public_bounds`."""
+    if dataset.is_external:
+        raise ReleaseInputError(
+            "This table stays where it lives and is only counted there, so no column can be read "
+            "for an estimate: type its bounds or categories from public knowledge."
+        )
     values = load_columns(dataset, [column])[column]
     eps, dlt = float_at_most(epsilon), float_at_most(delta)
     try:

@@ -15,6 +15,7 @@ from decimal import Decimal
 import numpy as np
 import psycopg
 import pyarrow as pa
+import pyarrow.fs as pa_fs
 import pyarrow.parquet as pq
 import pytest
 from django.conf import settings
@@ -27,7 +28,7 @@ from dpportal import services
 from dpportal.models import AuditEvent, Dataset, Release
 from mechanisms.counting import TableSource, count_cells
 from tests.conftest import wait_until
-from tests.helpers import client_for, make_user, post_new_release, schema_post
+from tests.helpers import client_for, make_user, post_new_release, run_now, schema_post
 
 PASSWORD = "Canary-pw-7c41e9"  # noqa: S105  (trust auth: never checked, must never be seen)
 RAW = {"city": "Canary-city-3b8d", "sex": "Canary-sex-51aa"}  # values only the table holds
@@ -257,6 +258,8 @@ def test_a_release_that_cannot_be_counted_where_the_data_lives_spends_nothing(so
             services.release_create(
                 dataset=dataset, user=owner, columns=["age"], params={}, epsilon="0.5", **ask
             )
+    with pytest.raises(services.ServiceError, match="stays where it lives"):  # no values read
+        services.estimate_column(dataset=dataset, user=owner, column="age", kind="numeric")
     assert Dataset.objects.get(pk=dataset.pk).epsilon_spent == 0
     assert not Release.objects.exists()
 
@@ -328,6 +331,83 @@ def test_parquet_outside_the_source_roots_is_refused(settings, tmp_path):
     dataset = Dataset.objects.get()
     assert dataset.engine == "inprocess" and dataset.row_count == 2
     assert dataset.source_key == f"file://{(allowed / 'people').resolve()}"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("engine", ["inprocess", "duckdb"])
+def test_a_parquet_folder_is_released_where_it_lives(settings, tmp_path, engine):
+    folder = tmp_path / "people"
+    folder.mkdir()
+    rows = people_rows()
+    for part in range(3):  # a folder of parts, read as one table
+        chunk = rows[part::3]
+        columns = {"age": [r[0] for r in chunk], "sex": [r[1] for r in chunk]}
+        pq.write_table(pa.table(columns | {"city": [r[2] for r in chunk]}), folder / f"{part}.pq")
+    settings.DPPORTAL_SOURCE_ROOTS = [str(tmp_path)]
+    owner = make_user("owner")
+    dataset = services.dataset_register_source(
+        owner=owner, name="People", location="people", epsilon_total=1, engine=engine
+    )
+    assert dataset.row_count == len(rows) and dataset.columns == ["age", "sex", "city"]
+    services.dataset_confirm_schema(dataset=dataset, user=owner, schema=SCHEMA)
+    release = services.release_create(
+        dataset=dataset,
+        user=owner,
+        mechanism="perturbed_histogram",
+        columns=["age", "sex"],
+        params={"rows": 50},
+        epsilon="0.5",
+    )
+    done = run_now(release)
+    assert done.engine == engine and done.trace["shape"] == [6, 4]
+
+
+@pytest.fixture
+def object_storage():
+    """A local S3-compatible server (moto) with one bucket; its endpoint URL."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    keys = {"aws_access_key_id": "reader", "aws_secret_access_key": SECRET_KEY}
+    s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", **keys)
+    s3.create_bucket(Bucket="census-bucket")
+    yield endpoint
+    server.stop()
+
+
+SECRET_KEY = "Canary-s3-secret-0d2f"  # noqa: S105
+
+
+@pytest.mark.django_db
+def test_a_parquet_folder_in_object_storage_is_registered_with_its_keys_sealed(object_storage):
+    filesystem = pa_fs.S3FileSystem(
+        access_key="reader", secret_key=SECRET_KEY, endpoint_override=object_storage
+    )
+    for part in range(2):
+        pq.write_table(
+            pa.table({"age": [30, 40, 50], "sex": ["F", "M", "F"]}),
+            f"census-bucket/people/{part}.parquet",
+            filesystem=filesystem,
+        )
+    owner = make_user("owner")
+    client = client_for(owner)
+    fields = {"endpoint_url": object_storage, "access_key": "reader", "secret_key": SECRET_KEY}
+    wrong = register_post(client, "s3://census-bucket/absent", **fields)
+    assert wrong.status_code == 400 and SECRET_KEY not in wrong.content.decode()
+    response = register_post(client, "s3://census-bucket/people/", **fields)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    dataset = Dataset.objects.get()
+    assert dataset.columns == ["age", "sex"] and dataset.row_count == 6
+    assert dataset.source_key == f"s3://census-bucket/people@{object_storage[7:]}"
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT * FROM dpportal_dataset WHERE id = %s", [dataset.pk])
+        assert SECRET_KEY not in " ".join(str(value) for value in cursor.fetchone())
+    source = services.sources.sources.table_source(dataset)
+    assert source.storage_options["secret_key"] == SECRET_KEY
 
 
 HOSTILE_TABLES = [
