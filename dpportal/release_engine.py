@@ -15,8 +15,9 @@ from mechanisms import persons, public_bounds
 from mechanisms.accounting import float_at_most
 from mechanisms.schema import CHUNK_ROWS
 
-from . import accuracy_preview, catalogue, sources
+from . import accuracy_preview, catalogue
 from .files import dataset_path
+from .sources import SourceError, table_source
 
 
 class ReleaseInputError(Exception):
@@ -100,8 +101,8 @@ def _where_it_lives(dataset, release):
     """The external table as its engine's table: the rows are counted where they live (a
     PostgreSQL engine runs the GROUP BY inside the database; no raw row reaches the portal)."""
     try:
-        source = sources.table_source(dataset)
-    except sources.SourceError as exc:
+        source = table_source(dataset)
+    except SourceError as exc:
         raise ReleaseInputError(str(exc)) from exc
     return mechanisms.counting.engine_table(source, release.engine or dataset.engine)
 
