@@ -38,6 +38,7 @@ IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_$]{0,62}")
 POSTGRES_ENGINES = ("postgres", "inprocess")  # in-process: the rows come to the worker
 PARQUET_ENGINES = ("inprocess", "duckdb", "dask")
 CONNECT_SECONDS = 5
+STATEMENT_MS = 30_000  # registration waits at most this long for the database's answers
 
 
 class SourceError(Exception):
@@ -205,6 +206,7 @@ def _inspect_postgres(url: str, table: str) -> Found:
     try:
         with psycopg.connect(url, connect_timeout=CONNECT_SECONDS) as connection:
             connection.read_only = True  # and only the catalogue and count(*) are asked
+            connection.execute(f"SET statement_timeout = {STATEMENT_MS}")
             qualified, columns, types, rows = _catalogue(connection, ".".join(parts), table)
     except psycopg.Error as error:
         reason = _first_line(error).replace(password, "•••") if password else _first_line(error)

@@ -75,7 +75,7 @@ def source_schema():
         pg.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(name)))
 
 
-def register_post(client, location, table="", **fields):
+def register_post(client, location, table="", follow=False, **fields):
     data = {
         "name": "People where they live",
         "description": "",
@@ -87,7 +87,7 @@ def register_post(client, location, table="", **fields):
         "delta_total": "0",
         "neighbouring": "replace-one",
     } | fields
-    return client.post(reverse("dataset_register_source"), data)
+    return client.post(reverse("dataset_register_source"), data, follow=follow)
 
 
 def pg_url(user="postgres", password=PASSWORD):
@@ -293,6 +293,9 @@ def test_the_same_table_registered_twice_shares_one_budget_and_ledger(source_sch
     assert second.ledger.count() == 0 and first.ledger.count() == 1
     page = client_for(owner).get(reverse("dataset_detail", args=[second.pk])).content.decode()
     assert "ε spent: 0.5 of 2" in page
+    third = register_post(client_for(owner), pg_url(), f"{source_schema}.people", follow=True)
+    assert "This is the same data as “People”" in third.content.decode()
+    assert Dataset.objects.filter(budget_id=first.budget_id).count() == 3
 
 
 @pytest.mark.django_db
