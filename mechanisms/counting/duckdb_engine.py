@@ -32,6 +32,7 @@ KINDS = {
     "TIMESTAMP_MS": "timestamp",
     "TIMESTAMP_NS": "timestamp",
     "TIMESTAMP WITH TIME ZONE": "timestamptz",
+    '"NULL"': "null",
 }
 
 
@@ -42,7 +43,8 @@ def count_duckdb(source: TableSource, schema: Schema, columns: list[str]) -> np.
             f"the DuckDB engine reads local Parquet files, not {source.describe()}; use "
             "--engine postgres for a PostgreSQL table"
         )
-    table = f"read_parquet([{', '.join(single_quoted(f) for f in parquet_files(source))}])"
+    files = ", ".join(single_quoted(f) for f in parquet_files(source))
+    table = f"read_parquet([{files}], hive_partitioning = false)"  # pyarrow's reading
     with duckdb.connect(":memory:") as connection:
         kinds = stored_kinds(connection, table, columns, source)
 

@@ -16,7 +16,8 @@ returns exactly the counts of `Schema.cell_counts`:
 - Categories compare text exactly (whole numbers as their decimal text, booleans as "True"
   and "False", as pandas writes them).
 - Date columns read DATE and TIMESTAMP values (with a time zone: converted to UTC) or numbers
-  (the part itself).
+  (the part itself). A column of no type (only NULLs, as Arrow writes an empty text column)
+  is all missing.
 
 Where SQL cannot repeat pandas exactly, the engine refuses the column and says so (`kind`):
 numbers or dates stored as text (pandas' parsing rules), categories stored as floating-point
@@ -99,7 +100,7 @@ def column_sql(dialect: Dialect, spec: Column, kind: str) -> ColumnSQL:
 
 def _numbers(dialect: Dialect, spec: NumericColumn, ref: str, kind: str) -> str:
     """The column as doubles: numbers as they are, a date's part."""
-    if kind in NUMBER_KINDS and spec.part != "date":  # day numbers: nobody writes them
+    if kind == "null" or (kind in NUMBER_KINDS and spec.part != "date"):  # day numbers: unwritten
         return f"CAST({ref} AS {dialect.double})"
     if spec.part is not None and kind in DATE_KINDS:
         stamp = f"({ref} AT TIME ZONE 'UTC')" if kind == "timestamptz" else ref
@@ -153,7 +154,7 @@ def _search(dialect: Dialect, value: str, edges: list[float], offset: int, name:
 def _categorical(dialect: Dialect, spec: CategoricalColumn, ref: str, kind: str) -> ColumnSQL:
     if kind == "text":
         text = ref
-    elif kind == "integer":
+    elif kind in ("integer", "null"):
         text = f"CAST({ref} AS VARCHAR)"
     elif kind == "boolean":
         text = f"CASE WHEN {ref} THEN 'True' WHEN NOT {ref} THEN 'False' END"
