@@ -208,6 +208,8 @@ def test_a_release_is_counted_inside_postgresql_on_the_real_worker(
     shape = mechanisms.Schema.from_dict(SCHEMA).domain_shape(["age", "sex"])
     assert done.trace["shape"] == list(shape) == [6, 4]  # 5 bins, missing; F, M, other, missing
     assert len(done.trace["counts"]) == math.prod(shape)
+    page = client_for(owner).get(reverse("release_detail", args=[done.pk])).content.decode()
+    assert "by the <code>postgres</code> engine" in page
     noisy = (settings.DATA_DIR / done.output_dir / "noisy_counts.csv").read_text()
     assert noisy.strip().count("\n") == math.prod(shape)  # a header and one line per cell
 
