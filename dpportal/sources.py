@@ -195,28 +195,30 @@ def _arrow_type(data_type) -> str:
 
 
 def _inspect_postgres(url: str, table: str) -> Found:
+    """A PostgreSQL table or view. Its key names the server, port and database the connection
+    actually reached (`connection.info`: options in the URL's query cannot make one table look
+    like another), and the table as the catalogue resolves it."""
     parts = _check_table_name(table)
     address = urlsplit(url)
     password = unquote(address.password or "")
     try:
-        host, port = (address.hostname or "localhost").lower(), address.port or 5432
+        where = f"{address.hostname or 'localhost'}:{address.port or 5432}"
     except ValueError:
         raise SourceError("The PostgreSQL URL's port is not a number.") from None
-    database = address.path.lstrip("/")
     try:
         with psycopg.connect(url, connect_timeout=CONNECT_SECONDS) as connection:
             connection.read_only = True  # and only the catalogue and count(*) are asked
             connection.execute(f"SET statement_timeout = {STATEMENT_MS}")
             qualified, columns, types, rows = _catalogue(connection, ".".join(parts), table)
+            info = connection.info
+            server = f"{info.host.lower()}:{info.port}/{info.dbname}"
+            user = f"{info.user}{':•••' if info.password else ''}@"
     except psycopg.Error as error:
         reason = _first_line(error).replace(password, "•••") if password else _first_line(error)
-        raise SourceError(
-            f"Cannot read {table!r} in the database {database!r} at {host}:{port}: {reason}"
-        ) from None
-    user = f"{unquote(address.username)}{':•••' if password else ''}@" if address.username else ""
-    label = f"postgresql://{user}{host}:{port}/{database}, table {qualified}"
+        raise SourceError(f"Cannot read {table!r} in the database at {where}: {reason}") from None
     source = TableSource(url, table=qualified)
-    key = f"postgresql://{host}:{port}/{database}#{qualified}"
+    key = f"postgresql://{server}#{qualified}"
+    label = f"postgresql://{user}{server}, table {qualified}"
     return _found(source, key, label, (columns, types, rows), "postgres")
 
 

@@ -282,6 +282,9 @@ def test_the_same_table_registered_twice_shares_one_budget_and_ledger(source_sch
         table=f"{source_schema.upper()}.PEOPLE",
     )
     assert second.source_key == first.source_key and second.budget_id == first.budget_id
+    # the server the connection reaches is the identity, not the URL's host part
+    detour = "postgresql://postgres@elsewhere.invalid:5432/test?host=127.0.0.1&dbname=test"
+    assert register(owner, source_schema, location=detour).budget_id == first.budget_id
     services.release_create(
         dataset=first,
         user=owner,
@@ -297,7 +300,7 @@ def test_the_same_table_registered_twice_shares_one_budget_and_ledger(source_sch
     assert "ε spent: 0.5 of 2" in page
     third = register_post(client_for(owner), pg_url(), f"{source_schema}.people", follow=True)
     assert "This is the same data as “People”" in third.content.decode()
-    assert Dataset.objects.filter(budget_id=first.budget_id).count() == 3
+    assert Dataset.objects.filter(budget_id=first.budget_id).count() == 4
 
 
 @pytest.mark.django_db
