@@ -67,7 +67,13 @@ def _fernet() -> Fernet:
     if not key:  # development: derived from the secret key (see the README)
         digest = hashlib.sha256(b"dpportal-credentials\0" + settings.SECRET_KEY.encode()).digest()
         key = base64.urlsafe_b64encode(digest).decode()
-    return Fernet(key)
+    try:
+        return Fernet(key)
+    except ValueError:
+        raise SourceError(
+            "The portal's credentials key (DPPORTAL_CREDENTIALS_KEY) is not a valid Fernet key, "
+            "so no credentials can be stored or read; ask the administrator to set it."
+        ) from None
 
 
 def seal(source: TableSource) -> str:
@@ -82,8 +88,9 @@ def seal(source: TableSource) -> str:
 
 def table_source(dataset) -> TableSource:
     """The external dataset's source, decrypted (worker side; never shown or logged)."""
+    fernet = _fernet()
     try:
-        plain = json.loads(_fernet().decrypt(dataset.source_secret.encode()))
+        plain = json.loads(fernet.decrypt(dataset.source_secret.encode()))
     except (InvalidToken, ValueError):
         raise SourceError(
             "The stored connection details of this source cannot be decrypted (the portal's "

@@ -49,6 +49,7 @@ def dataset_register_source(
     check_neighbouring(neighbouring)
     try:
         found = sources.inspect(location, table, storage_options)
+        sealed = sources.seal(found.source)
     except sources.SourceError as exc:
         raise ServiceError(str(exc)) from None
     choices = sources.engine_choices(found.kind)
@@ -77,7 +78,7 @@ def dataset_register_source(
             profile={"read_as": None, "proposals": found.proposals, "types": found.types},
             source_key=found.key,
             source_label=found.label[:1000],
-            source_secret=sources.seal(found.source),
+            source_secret=sealed,
             source_table=found.source.table or "",
             engine=engine,
             budget=budget,

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.fs as pa_fs
 import pyarrow.parquet as pq
 import pytest
+from cryptography.fernet import Fernet
 from django.conf import settings
 from django.db import connection
 from django.urls import reverse
@@ -26,6 +27,7 @@ from psycopg import sql
 import mechanisms
 from dpportal import services
 from dpportal.models import AuditEvent, Dataset, Release
+from dpportal.sources import SourceError, table_source
 from mechanisms.counting import TableSource, count_cells
 from tests.conftest import wait_until
 from tests.helpers import client_for, make_user, post_new_release, run_now, schema_post
@@ -155,7 +157,7 @@ def test_credentials_are_encrypted_at_rest_and_hidden_from_auditors(source_schem
         events = " ".join(str(row) for row in cursor.fetchall())
     assert PASSWORD not in stored and PASSWORD not in events
     assert dataset.source_secret and "postgresql" not in dataset.source_secret  # ciphertext
-    assert services.sources.sources.table_source(dataset).location == pg_url()
+    assert table_source(dataset).location == pg_url()
 
     owner_page = client_for(owner).get(reverse("dataset_detail", args=[dataset.pk]))
     assert dataset.source_label in owner_page.content.decode()
@@ -180,6 +182,18 @@ def test_a_refused_form_never_renders_the_password_back(source_schema):
     assert f"There is no table or view &#x27;{source_schema}.absent&#x27;" in page
     assert PASSWORD not in page and "Other-pw-91" not in page
     assert f"postgresql://postgres@{SERVER}" in page  # the URL comes back, masked
+
+
+@pytest.mark.django_db
+def test_a_bad_or_changed_credentials_key_gets_words_not_a_traceback(settings, source_schema):
+    owner = make_user("owner")
+    dataset = register(owner, source_schema)
+    settings.DPPORTAL_CREDENTIALS_KEY = Fernet.generate_key().decode()  # rotated
+    with pytest.raises(SourceError, match="cannot be decrypted"):
+        table_source(dataset)
+    settings.DPPORTAL_CREDENTIALS_KEY = "not-a-key"
+    response = register_post(client_for(owner), pg_url(), f"{source_schema}.people")
+    assert response.status_code == 400 and "not a valid Fernet key" in response.content.decode()
 
 
 # ---------------------------------------------------------------- counting where the data is
@@ -414,7 +428,7 @@ def test_a_parquet_folder_in_object_storage_is_registered_with_its_keys_sealed(o
     with connection.cursor() as cursor:
         cursor.execute("SELECT * FROM dpportal_dataset WHERE id = %s", [dataset.pk])
         assert SECRET_KEY not in " ".join(str(value) for value in cursor.fetchone())
-    source = services.sources.sources.table_source(dataset)
+    source = table_source(dataset)
     assert source.storage_options["secret_key"] == SECRET_KEY
 
 
