@@ -44,13 +44,14 @@ from mechanisms.archives import (
     unpacked_chunks,
 )
 from mechanisms.catalogue import CATALOGUE, MechanismSpec, run_release
+from mechanisms.chunks import EngineTable
 from mechanisms.counting import ENGINES, engine_table, table_source
 from mechanisms.counting.source import POSTGRES_SCHEMES
 from mechanisms.errors import MechanismError
 from mechanisms.noise import secure_source, seeded_source
 from mechanisms.package import PackageContext, write_package
 from mechanisms.range_count.api import range_query_csv
-from mechanisms.release import ReleaseOutput, file_sha256, json_bytes
+from mechanisms.release import file_sha256, json_bytes
 from mechanisms.schema import NumericColumn, Schema
 from mechanisms.validation import check_data
 
@@ -186,31 +187,43 @@ def run(args: argparse.Namespace) -> list[Any]:
         print(range_query_csv(args.structure, args.query, args.estimator), end="")
         return []
     spec = subcommands()[args.subcommand]
-    check_epsilon(args.epsilon, allow_infinite=False)  # before any data is read
+    epsilon = check_epsilon(args.epsilon, allow_infinite=False)  # inf (no noise): tests only
     check_delta(args.delta)
+    delta = float_at_most(args.delta)  # validated just above; rounded down like epsilon
     schema = Schema.load(args.schema)
     columns = schema.resolve_columns(args.columns.split(",") if args.columns else None)
     record = custodian_record_path(args.out, args.custodian_record)
-    if counted_where_it_lives(args.input):
-        return run_engine(args, spec, schema, columns, record)
-    if args.engine not in (None, "inprocess"):
-        raise MechanismError(
-            f"--engine {args.engine} counts a Parquet file or folder or a PostgreSQL table; "
-            f"input ({args.input!r}) is read as CSV"
-        )
-    data = read_table(args.input, schema, columns, max_bytes=args.max_input_mb << 20)
-    problems = check_data(data, schema, columns)
-    if problems:
-        raise MechanismError(
-            f"input file ({args.input!r}) does not fit the schema: " + "; ".join(problems)
-        )
-    output, paths = release(args, spec, data, schema, columns)
+    data, facts = (
+        engine_input(args)
+        if counted_where_it_lives(args.input)
+        else csv_input(args, schema, columns)
+    )
+    params = {
+        o.name: getattr(args, o.name) for o in spec.parameters if getattr(args, o.name) is not None
+    }
+    rng = secure_source() if args.seed is None else seeded_source(args.seed)
+    output = run_release(
+        spec.name,
+        data,
+        schema,
+        epsilon=epsilon,
+        delta=delta,
+        neighbouring=args.neighbouring or default_neighbouring(schema),
+        columns=columns,
+        params=params,
+        rng=rng,
+        max_rows_per_person=args.max_rows_per_person,
+    )
+    output.manifest["random_source"] = "secure" if args.seed is None else "seeded: NOT private"
+    context = PackageContext(
+        title=f"Differentially private release: {spec.title}",
+        made_on=datetime.date.today().isoformat(),
+    )
+    paths = write_package(output, args.out, context)
     write_custodian_record(
         record,
         {
-            "input_file": str(args.input),
-            "input_sha256": file_sha256(args.input),
-            "rows_read": len(data),
+            **facts,
             "mechanism": spec.name,
             "public_folder": str(args.out),
             **output.custodian,
@@ -225,52 +238,34 @@ def counted_where_it_lives(text: str) -> bool:
     return text.startswith(POSTGRES_SCHEMES) or path.is_dir() or path.suffix == ".parquet"
 
 
-def run_engine(
-    args: argparse.Namespace, spec: MechanismSpec, schema: Schema, columns: list[str], record: Path
-) -> list[Any]:
-    """Release from a table counted by --engine where it lives (mechanisms.counting)."""
+def engine_input(args: argparse.Namespace) -> tuple[EngineTable, dict[str, Any]]:
+    """The table --input names, counted by --engine where it lives; custodian facts."""
     source = table_source(args.input)
     engine = args.engine or "inprocess"
-    output, paths = release(args, spec, engine_table(source, engine), schema, columns)
-    write_custodian_record(
-        record,
-        {
-            "input": source.describe(),
-            "counting_engine": engine,
-            "mechanism": spec.name,
-            "public_folder": str(args.out),
-            **output.custodian,
-        },
-    )
-    return paths
+    return engine_table(source, engine), {"input": source.describe(), "counting_engine": engine}
 
 
-def release(
-    args: argparse.Namespace, spec: MechanismSpec, data: Any, schema: Schema, columns: list[str]
-) -> tuple[ReleaseOutput, list[Any]]:
-    """Run the release and write its public package into --out."""
-    params = {
-        o.name: getattr(args, o.name) for o in spec.parameters if getattr(args, o.name) is not None
+def csv_input(
+    args: argparse.Namespace, schema: Schema, columns: list[str]
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The CSV --input, checked against the schema; custodian facts (hash, rows read)."""
+    if args.engine not in (None, "inprocess"):
+        raise MechanismError(
+            f"--engine {args.engine} counts a Parquet file or folder or a PostgreSQL table; "
+            f"input ({args.input!r}) is read as CSV"
+        )
+    data = read_table(args.input, schema, columns, max_bytes=args.max_input_mb << 20)
+    problems = check_data(data, schema, columns)
+    if problems:
+        raise MechanismError(
+            f"input file ({args.input!r}) does not fit the schema: " + "; ".join(problems)
+        )
+    facts = {
+        "input_file": str(args.input),
+        "input_sha256": file_sha256(args.input),
+        "rows_read": len(data),
     }
-    rng = secure_source() if args.seed is None else seeded_source(args.seed)
-    output = run_release(
-        spec.name,
-        data,
-        schema,
-        epsilon=check_epsilon(args.epsilon, allow_infinite=False),  # inf (no noise): tests only
-        delta=float_at_most(args.delta),  # checked in run; rounded down like epsilon
-        neighbouring=args.neighbouring or default_neighbouring(schema),
-        columns=columns,
-        params=params,
-        rng=rng,
-        max_rows_per_person=args.max_rows_per_person,
-    )
-    output.manifest["random_source"] = "secure" if args.seed is None else "seeded: NOT private"
-    context = PackageContext(
-        title=f"Differentially private release: {spec.title}",
-        made_on=datetime.date.today().isoformat(),
-    )
-    return output, write_package(output, args.out, context)
+    return data, facts
 
 
 def default_neighbouring(schema: Schema) -> str:

@@ -10,6 +10,12 @@ the array `schema.cell_counts(rows, columns)` returns for the same rows (same sh
 clamping, missing cells and categories outside the declared list). Engines only count: noise is
 added afterwards by the portal's mechanisms, never by an engine, so the privacy guarantee is the
 mechanism's whatever engine counted.
+
+Engines (ENGINES): "inprocess" (the reference: Parquet record batches or a PostgreSQL cursor
+counted here), "duckdb" (embedded DuckDB over local Parquet), "postgres" (one GROUP BY inside
+the database; only (cell, count) pairs come back). `engine_table(source, engine)` wraps a
+source for `run_release`; `table_source(text)` reads the command line's --input. See
+docs/counting.md.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 DuckDB reads the Parquet files itself (only the needed columns, in parallel) and returns one
 (cell, rows) pair per occupied cell, so memory holds the counts, not the rows. The files are
 the ones the in-process engine reads (pyarrow's listing of the folder), the cell expressions
-those of `mechanisms.counting.sql`. Local files only.
+those of `mechanisms.counting.sql`. Local files only, and no extension is fetched.
 """
 
 from __future__ import annotations
@@ -45,7 +45,11 @@ def count_duckdb(source: TableSource, schema: Schema, columns: list[str]) -> np.
         )
     files = ", ".join(single_quoted(f) for f in parquet_files(source))
     table = f"read_parquet([{files}], hive_partitioning = false)"  # pyarrow's reading
-    with duckdb.connect(":memory:") as connection:
+    offline: dict[str, str | bool | int | float | list[str]] = {
+        "autoinstall_known_extensions": False,
+        "autoload_known_extensions": False,
+    }
+    with duckdb.connect(":memory:", config=offline) as connection:
         kinds = stored_kinds(connection, table, columns, source)
 
         def fetch(query: str) -> list[tuple[int, ...]]:
@@ -70,7 +74,7 @@ def stored_kinds(
 ) -> dict[str, str]:
     """How each needed column is stored (see `mechanisms.counting.sql`), or a clear refusal."""
     try:
-        described = connection.execute(f"DESCRIBE SELECT * FROM {table}").fetchall()  # noqa: S608 (quoted paths)
+        described = connection.execute(f"DESCRIBE SELECT * FROM {table}").fetchall()  # noqa: S608  # nosec B608: quoted paths
     except duckdb.Error as error:
         raise MechanismError(f"cannot read {source.describe()}: {error}") from error
     types = {str(row[0]): str(row[1]) for row in described}

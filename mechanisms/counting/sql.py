@@ -187,7 +187,7 @@ def flat_index(schema: Schema, codes: Sequence[ColumnSQL]) -> str:
 def count_query(schema: Schema, codes: Sequence[ColumnSQL], table: str) -> str:
     """One GROUP BY: (flat cell, rows) pairs of whole numbers; -1 gathers refused rows."""
     cell = f"coalesce({flat_index(schema, codes)}, -1)"
-    return f"SELECT {cell} AS cell, count(*) AS n FROM {table} GROUP BY 1"  # noqa: S608 (quoted)
+    return f"SELECT {cell} AS cell, count(*) AS n FROM {table} GROUP BY 1"  # noqa: S608  # nosec B608: quoted
 
 
 def refusal_query(schema: Schema, codes: Sequence[ColumnSQL], table: str) -> str:
@@ -196,7 +196,7 @@ def refusal_query(schema: Schema, codes: Sequence[ColumnSQL], table: str) -> str
     for column in codes:
         parts.append(f"count(*) FILTER (WHERE {column.missing})")
         parts.append(f"count(*) FILTER (WHERE NOT {column.missing} AND ({column.code}) IS NULL)")
-    return f"SELECT {', '.join(parts)} FROM {table}"  # noqa: S608 (quoted by the dialect)
+    return f"SELECT {', '.join(parts)} FROM {table}"  # noqa: S608  # nosec B608: quoted by the dialect
 
 
 def refusal_error(schema: Schema, codes: Sequence[ColumnSQL], found: Sequence[int]) -> None:

@@ -268,3 +268,24 @@ def write_postgres(
         floats = [types[c] == "double precision" for c in frame.columns]
         for row in zip(*(frame[c].tolist() for c in frame.columns), strict=True):
             copy.write_row([_value(v, f) for v, f in zip(row, floats, strict=True)])
+
+
+def random_bins_case(columns: int = 40, seed: int = 11) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Equal-width columns with random bounds and bin counts, valued on and around every edge.
+
+    Each column is counted alone: the case tests the arithmetic of many (lower, upper, bins),
+    where a rounding difference between numpy and SQL would show.
+    """
+    rng = np.random.default_rng(seed)
+    data, specs = {}, []
+    for j in range(columns):
+        lower = float(rng.uniform(-1e3, 1e3)) * float(10.0 ** rng.integers(-6, 4))
+        upper = lower + float(rng.lognormal(0, 3))
+        bins = int(rng.integers(1, 60))
+        values = edge_values(lower, upper, bins)
+        values += list(rng.uniform(lower, upper, 2000 - len(values)))
+        data[f"c{j}"] = np.resize(np.array(values), 2000)
+        specs.append(
+            {"name": f"c{j}", "type": "numeric", "lower": lower, "upper": upper, "bins": bins}
+        )
+    return pd.DataFrame(data), {"columns": specs}

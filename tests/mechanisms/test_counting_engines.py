@@ -6,7 +6,9 @@ in the database `test`, dropped afterwards). Tables: four package-bundled public
 (tests/real_tables.py: vega_datasets' cars, la-riots and seattle-weather, statsmodels' co2) and
 hand-made hostile ones (clamping, values at and a float step around every bin edge, NaN, None
 and blank texts in missing cells, unlisted categories, whole-number columns, every date part,
-time zones, quotes and unicode in names and categories, an empty table). PostgreSQL tests are
+time zones, quotes and unicode in names and categories, an empty table; 40 equal-width columns
+of random bounds and bin counts valued on and around every edge, 662 of whose values numpy's
+arithmetic bins differently from a comparison with the rounded edges). PostgreSQL tests are
 skipped only when the server cannot be reached.
 """
 
@@ -28,6 +30,7 @@ from tests.mechanisms.engine_tables import (
     hostile_case,
     postgres_schema,  # noqa: F401 (the fixture `postgres`)
     public_case,
+    random_bins_case,
     write_parquet,
     write_postgres,
 )
@@ -54,6 +57,8 @@ def cases() -> dict[str, tuple[pd.DataFrame, dict, tuple[list[str] | None, ...]]
     found["hostile"] = (frame, schema, HOSTILE_GROUPS)
     found["empty"] = (frame.iloc[:0], schema, HOSTILE_GROUPS)
     found["date parts"] = (*date_parts_case(), (None,))
+    frame, schema = random_bins_case()
+    found["random bins"] = (frame, schema, tuple([c] for c in frame.columns))
     return found
 
 
