@@ -9,6 +9,7 @@ canary), dropped afterwards.
 """
 
 import math
+import re
 import uuid
 from decimal import Decimal
 
@@ -30,7 +31,14 @@ from dpportal.models import AuditEvent, Dataset, Release
 from dpportal.sources import SourceError, table_source
 from mechanisms.counting import TableSource, count_cells
 from tests.conftest import wait_until
-from tests.helpers import client_for, make_user, post_new_release, run_now, schema_post
+from tests.helpers import (
+    client_for,
+    make_dataset,
+    make_user,
+    post_new_release,
+    run_now,
+    schema_post,
+)
 
 PASSWORD = "Canary-pw-7c41e9"  # noqa: S105  (trust auth: never checked, must never be seen)
 RAW = {"city": "Canary-city-3b8d", "sex": "Canary-sex-51aa"}  # values only the table holds
@@ -265,6 +273,12 @@ def test_a_release_that_cannot_be_counted_where_the_data_lives_spends_nothing(so
     owner = make_user("owner")
     dataset = register(owner, source_schema)
     services.dataset_confirm_schema(dataset=dataset, user=owner, schema=SCHEMA)
+    form = client_for(owner).get(reverse("release_new", args=[dataset.pk])).content.decode()
+    offered = re.findall(r'<option value="([a-z]*)"', form.split('name="engine"', 1)[1])
+    assert offered[:3] == ["", "postgres", "inprocess"]  # the dataset's, then those that fit
+    upload = make_dataset(owner, name="Uploaded")  # an upload is counted by the portal: no choice
+    upload_form = client_for(owner).get(reverse("release_new", args=[upload.pk])).content
+    assert b'name="engine"' not in upload_form
     asks = [
         ({"mechanism": "perturbed_histogram", "engine": "duckdb"}, "cannot count this source"),
         ({"mechanism": "mwem", "engine": ""}, "only ever counted there"),
