@@ -368,3 +368,19 @@ def test_postgres_types_read_as_parquet_would(postgres):
     with pytest.raises(MechanismError, match="stored as character"):
         count_cells(source, schema, ["ch"], "postgres")
     assert count_cells(source, schema, ["ch"], "inprocess").sum() == len(values)
+
+
+def test_postgres_counts_in_a_read_only_transaction_with_a_timeout(postgres):
+    import psycopg
+
+    from mechanisms.counting.postgres_engine import STATEMENT_TIMEOUT, read_only
+
+    connection, namespace = postgres
+    write_postgres(connection, namespace, "kept", pd.DataFrame({"v": [1.0]}))
+    with read_only(TableSource(POSTGRES_URL, table=f"{namespace}.kept")) as session:
+        assert session.execute("SHOW transaction_read_only").fetchone() == ("on",)
+        assert session.execute("SHOW statement_timeout").fetchone() == (STATEMENT_TIMEOUT,)
+        assert session.execute("SHOW TimeZone").fetchone() == ("UTC",)
+        with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
+            session.execute(f"DELETE FROM {namespace}.kept")
+    assert connection.execute(f"SELECT count(*) FROM {namespace}.kept").fetchone() == (1,)
