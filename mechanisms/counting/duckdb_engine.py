@@ -43,14 +43,15 @@ def count_duckdb(source: TableSource, schema: Schema, columns: list[str]) -> np.
             f"the DuckDB engine reads local Parquet files, not {source.describe()}; use "
             "--engine postgres for a PostgreSQL table"
         )
-    files = ", ".join(single_quoted(f) for f in parquet_files(source))
-    table = f"read_parquet([{files}], hive_partitioning = false)"  # pyarrow's reading
+    files = parquet_files(source)
+    quoted = ", ".join(single_quoted(f) for f in files)
+    table = f"read_parquet([{quoted}], hive_partitioning = false)"  # pyarrow's reading
     offline: dict[str, str | bool | int | float | list[str]] = {
         "autoinstall_known_extensions": False,
         "autoload_known_extensions": False,
     }
     with duckdb.connect(":memory:", config=offline) as connection:
-        kinds = stored_kinds(connection, table, columns, source)
+        kinds = stored_kinds(connection, files, source, columns)
 
         def fetch(query: str) -> list[tuple[int, ...]]:
             return connection.execute(query).fetchall()
@@ -70,14 +71,16 @@ def parquet_files(source: TableSource) -> list[str]:
 
 
 def stored_kinds(
-    connection: duckdb.DuckDBPyConnection, table: str, columns: list[str], source: TableSource
+    connection: duckdb.DuckDBPyConnection, files: list[str], source: TableSource, columns: list[str]
 ) -> dict[str, str]:
     """How each needed column is stored (see `mechanisms.counting.sql`), or a clear refusal."""
     try:
-        described = connection.execute(f"DESCRIBE SELECT * FROM {table}").fetchall()  # noqa: S608  # nosec B608: quoted paths
+        relation = connection.read_parquet(files, hive_partitioning=False)
     except duckdb.Error as error:
         raise MechanismError(f"cannot read {source.describe()}: {error}") from error
-    types = {str(row[0]): str(row[1]) for row in described}
+    types = {
+        str(name): str(kind) for name, kind in zip(relation.columns, relation.dtypes, strict=True)
+    }
     missing = [c for c in columns if c not in types]
     if missing:
         raise MechanismError(
