@@ -35,12 +35,19 @@ scales only, so they are post-processing):
   first-order (linearised) error, with plug-in coefficients; approximate, close to 95% once a
   group holds many more rows than the count's noise scale. A group whose noisy count is not
   clearly positive gets the whole range [lower, upper] (or [0, max variance]);
-- quantiles: at least 95% on every table: the estimate gets POINT_SHARE (90%) of the
-  statistic's epsilon; each end of the interval is a further exponential-mechanism pick with
-  5%, scored by its distance to a rank offset M (rows, public: the mechanism's own 97.5%
-  rank-error bound at that epsilon), not by a fraction of n, so no count is needed; the proof
-  is in `Computer.end`. Small shares make the ends wide (M is large) but keep the estimate
-  almost as accurate as one selection at the whole epsilon.
+- quantiles: at least 95% on every table: the estimate gets POINT_SHARE (95%) of the
+  statistic's epsilon; the two ends of the interval are one further exponential-mechanism pick
+  among pairs of candidates with the remaining 5%, each end scored by its distance to a rank
+  offset M (rows, public: the mechanism's own 95% rank-error bound at that epsilon), not by a
+  fraction of n, so no count is needed; the proof is in `Computer.ends`. The small share makes
+  the ends wide (M is large) but keeps the estimate almost as accurate as one selection at the
+  whole epsilon.
+
+Quantile candidates are public round numbers (`candidates`): the multiples of the finest step
+of 1, 2 or 5 times a power of ten, no finer than the column's declared precision, that leaves
+at most CANDIDATES of them (END_CANDIDATES for the interval's ends), and the bounds. Values
+recorded at a round precision are candidates themselves, so a quantile on tied values (many
+zeros, whole ages) can be picked exactly.
 
 Missing values: a statistic's numeric column must be declared `"missing": "reject"`, so the
 schema check (mechanisms.validation) has confirmed that every row carries a value; a column
@@ -76,8 +83,9 @@ dp.enable_features("contrib")
 
 KINDS = ("count", "sum", "mean", "variance", "std", "median", "quantile")
 LEVEL = 0.95
-CANDIDATES = 1025  # public quantile candidates: an even grid over [lower, upper]
-POINT_SHARE = 0.9  # a quantile's share of its epsilon spent on the estimate (the rest: interval)
+CANDIDATES = 1025  # at most this many public candidates for a quantile's estimate
+END_CANDIDATES = 129  # at most this many for each end of its interval (a coarser grid)
+POINT_SHARE = 0.95  # a quantile's share of its epsilon spent on the estimate (the rest: interval)
 BOUND_ODDS = 10.0  # the bound candidate of an interval end scores b ln(BOUND_ODDS) at worst
 MAX_GROUPS = 10_000
 MAX_STATISTICS = 50
@@ -258,14 +266,39 @@ def _count() -> Any:
 
 
 @lru_cache(maxsize=256)
-def _quantile_scores(low: float, high: float, alpha: float) -> Any:
-    """OpenDP: clamp, then score the public candidates for the alpha-quantile (lower: better)."""
-    clamp = dp.t.make_clamp(_domain(), dp.symmetric_distance(), bounds=(low, high))
-    return clamp >> dp.t.then_quantile_score_candidates(_candidates(low, high), alpha)
+def _quantile_scores(grid: tuple[float, ...], alpha: float) -> Any:
+    """OpenDP: clamp to the grid's ends (the bounds), score its candidates (lower: better)."""
+    clamp = dp.t.make_clamp(_domain(), dp.symmetric_distance(), bounds=(grid[0], grid[-1]))
+    return clamp >> dp.t.then_quantile_score_candidates(list(grid), alpha)
 
 
-def _candidates(low: float, high: float) -> list[float]:
-    return [float(v) for v in np.linspace(low, high, CANDIDATES)]
+def candidates(spec: NumericColumn, limit: int) -> tuple[float, ...]:
+    """The public quantile candidates of a column: round numbers in [lower, upper], and the bounds.
+
+    The multiples of one step, the smallest of 1, 2 or 5 times a power of ten that is at least
+    the column's declared precision (1 for whole numbers, else 10^-decimals) and leaves at most
+    `limit` candidates (bounds included). Public: from the schema alone. Every multiple of a
+    power of ten at least as large as the step is a candidate, so values recorded at such a
+    precision (ages, one-decimal readings, many tied zeros) are candidates themselves, and a
+    quantile sitting on a tied value can be picked exactly (OpenDP's score counts the tied
+    values on neither side), where an evenly spread grid would only reach the gap next to it.
+    """
+    return _round_grid(spec.lower, spec.upper, 0 if spec.integer else spec.decimals, limit)
+
+
+@lru_cache(maxsize=256)
+def _round_grid(lower: float, upper: float, decimals: int, limit: int) -> tuple[float, ...]:
+    low, high = Fraction(lower), Fraction(upper)
+    unit = Fraction(1, 10**decimals) if decimals >= 0 else Fraction(10**-decimals)
+    for power in range(64):
+        for factor in (1, 2, 5):
+            step = unit * factor * 10**power
+            first, last = -((-low) // step), high // step
+            inner = {float(k * step) for k in range(int(first), int(last) + 1)}
+            grid = sorted(inner | {float(low), float(high)})
+            if len(grid) <= limit:
+                return tuple(grid)
+    raise MechanismError(f"bounds [{lower}, {upper}] leave no grid of {limit} candidates")
 
 
 def group_sensitivity(transformation: Any, neighbouring: str) -> float:
@@ -369,19 +402,21 @@ def _term_mass(grid: FloatArray, step: float, a: float, kind: str, s: float) -> 
     return out
 
 
-def quantile_rank_margin(alpha: float, epsilon: float, neighbouring: str) -> float:
-    """The rank offset M (in rows) an interval end of a quantile targets, at the end's epsilon.
+def quantile_rank_margin(alpha: float, epsilon: float, neighbouring: str, size: int) -> float:
+    """The rank offset M (in rows) the ends of a quantile's interval target, at their epsilon.
 
-    An end is chosen by the exponential mechanism over the public candidates with score
-    |s(c) + M| (lower end; s(c) - M for the upper), where s(c) = (1 - alpha) #below(c) -
-    alpha #above(c) and the bound candidate's score is capped at the public value o (so the
-    best score is at most o, whatever the data). The mechanism's pick exceeds the best score
-    by more than m = b ln(CANDIDATES / beta) with probability at most beta = 2.5%, b =
-    `rank_scale`; so M = m + o + 2 puts s(end) at -2 or below (2 or above), which places the
-    lower end at or below the true quantile (the upper at or above): see `Computer.quantile`.
+    The two ends are chosen together, by one exponential-mechanism pick among the pairs (lo, hi),
+    lo <= hi, of `size` public candidates, with score max(|s(lo) + M|, |s(hi) - M|), where s(c) =
+    (1 - alpha) #below(c) - alpha #above(c) and the bound candidates' scores (lower bound for
+    lo, upper bound for hi) are capped at the public value o (so the pair of bounds scores at
+    most o, whatever the data). The pick exceeds the best score by more than m = b ln(P / beta)
+    with probability at most beta = 5%, for P = size (size + 1) / 2 pairs and b = `rank_scale`;
+    so M = m + o + 2 puts s(lo) at -2 or below and s(hi) at 2 or above, which places lo at or
+    below the true quantile and hi at or above it: see `Computer.ends`.
     """
     b = rank_scale(alpha, epsilon, neighbouring)
-    return b * math.log(CANDIDATES / ((1 - LEVEL) / 2)) + bound_score(b) + 2
+    pairs = size * (size + 1) / 2
+    return b * math.log(pairs / (1 - LEVEL)) + bound_score(b) + 2
 
 
 def bound_score(scale: float) -> float:
@@ -389,7 +424,15 @@ def bound_score(scale: float) -> float:
     return scale * math.log(BOUND_ODDS)
 
 
-def signed_rank_scores(values: Sequence[float], candidates: FloatArray, alpha: float) -> FloatArray:
+def cap_bounds(low: FloatArray, high: FloatArray, cap: float) -> tuple[FloatArray, FloatArray]:
+    """The ends' scores with the lower bound's (as lo) and the upper bound's (as hi) capped."""
+    low[0], high[-1] = min(low[0], cap), min(high[-1], cap)
+    return low, high
+
+
+def signed_rank_scores(
+    values: Sequence[float] | FloatArray, candidates: FloatArray, alpha: float
+) -> FloatArray:
     """s(c) = (1 - alpha) #(x < c) - alpha #(x > c) for each candidate (values clamped).
 
     Ties at c count on neither side, as in OpenDP's quantile score (|s| is that score in
@@ -403,12 +446,12 @@ def signed_rank_scores(values: Sequence[float], candidates: FloatArray, alpha: f
 
 
 def quantile_shares(epsilon: float) -> tuple[float, float]:
-    """(point, end): POINT_SHARE of epsilon on the estimate, the rest halved for each end.
+    """(point, ends): POINT_SHARE of epsilon on the estimate, the rest on the interval's ends.
 
-    Rounded so that point + 2 end <= epsilon exactly.
+    Rounded so that point + ends <= epsilon exactly.
     """
-    end = float_at_most(Fraction(epsilon) * (1 - Fraction(POINT_SHARE)) / 2)
-    return float_at_most(Fraction(epsilon) - 2 * Fraction(end)), end
+    ends = float_at_most(Fraction(epsilon) * (1 - Fraction(str(POINT_SHARE))))
+    return float_at_most(Fraction(epsilon) - Fraction(ends)), ends
 
 
 # ---------------------------------------------------------------- one row of output
@@ -592,53 +635,55 @@ class Computer:
     def quantile(self, column: str, alpha: float, epsilon: float) -> list[Row]:
         """Per-group alpha-quantile of the clamped column, by the exponential mechanism.
 
-        Privacy: epsilon-DP; three exponential-mechanism selections over the CANDIDATES public
-        grid points, composed sequentially: the estimate (POINT_SHARE of epsilon, scored by
-        OpenDP's `make_quantile_score_candidates`, sensitivity from its map) and the two
-        interval ends (the rest, halved; `end`). No count is released, under either
-        neighbouring relation. Interval: at least 95% for every table (`end`).
+        Privacy: epsilon-DP; two exponential-mechanism selections composed sequentially: the
+        estimate (POINT_SHARE of epsilon; at most CANDIDATES public candidates, `candidates`,
+        scored by OpenDP's `make_quantile_score_candidates`, sensitivity from its map) and the
+        interval's two ends, chosen together (the rest; `ends`). No count is released, under
+        either neighbouring relation. Interval: at least 95% for every table (`ends`).
         """
         spec = self.numeric(column)
         point, part = quantile_shares(epsilon)
-        self.spent += [point, part, part]  # three selections on every group (parallel)
+        self.spent += [point, part]  # two selections on every group (parallel)
         rows = []
         for values in self.values(column):
             estimate = self.select(values, spec, alpha, point)
-            lower = min(self.end(values, spec, alpha, part, -1), estimate)
-            upper = max(self.end(values, spec, alpha, part, +1), estimate)
+            lower, upper = self.ends(values, spec, alpha, part)
+            lower, upper = min(lower, estimate), max(upper, estimate)
             rows.append(Row(estimate, lower, upper, rank_scale(alpha, point, self.neighbouring)))
         return rows
 
-    def end(
-        self, values: list[float], spec: NumericColumn, alpha: float, epsilon: float, side: int
-    ) -> float:
-        """One end of a quantile's 95% interval (side -1: lower, +1: upper), epsilon-DP.
+    def ends(
+        self, values: list[float], spec: NumericColumn, alpha: float, epsilon: float
+    ) -> tuple[float, float]:
+        """The ends (lo, hi) of a quantile's 95% interval, epsilon-DP, in one selection.
 
-        The exponential mechanism picks a candidate c with score |s(c) - side M| (lower is
-        better; s from `signed_rank_scores`, M from `quantile_rank_margin`); the bound candidate
-        on that side (lower or upper, always a valid end) has its score capped at o =
-        `bound_score`. Privacy: each score moves by at most max(alpha, 1 - alpha) rows per row
-        added or removed (a min with a constant does not raise it; doubled under replace-one
-        with groups, `rank_scale`), so this is epsilon-DP. Coverage, lower end (the upper is
-        symmetric): the best score is at most o, so with probability >= 97.5% the pick has
-        |s(c) + M| <= o + m, i.e. s(c) <= -2; with B = #below, T = #tied, s = B - alpha n +
-        alpha T, so B <= alpha n - 1 <= alpha (n - 1): at most floor(alpha (n - 1)) values lie
-        below c, so c <= the sorted value of that index <= the (interpolated) true quantile.
-        Upper: s(c) >= 2 gives #(x <= c) >= alpha n + 2, so c >= the next sorted value >= it.
-        The two ends fail with probability at most 2.5% each: the interval holds >= 95%.
+        The exponential mechanism picks a pair lo <= hi of the END_CANDIDATES public candidates
+        (`candidates`) with score max(|s(lo) + M|, |s(hi) - M|) (lower is better; s from
+        `signed_rank_scores`, M from `quantile_rank_margin`); the lower bound's score as lo and
+        the upper bound's as hi are capped at o = `bound_score` (the bounds are always valid
+        ends). Privacy: each s(c) moves by at most max(alpha, 1 - alpha) rows per row added or
+        removed (doubled under replace-one with groups, `rank_sensitivity`); |.|, a min with a
+        constant and a max of two such scores do not raise that, so this is epsilon-DP.
+        Coverage: the pair of bounds scores at most o, so with probability >= 95% the pick has
+        |s(lo) + M| <= o + m, i.e. s(lo) <= -2, and |s(hi) - M| <= o + m, s(hi) >= 2 (or lo, hi
+        are the bounds). With B = #below lo, T = #tied, s = B - alpha n + alpha T, so B <= alpha
+        n - 1 <= alpha (n - 1): at most floor(alpha (n - 1)) values lie below lo, so lo <= the
+        sorted value of that index <= the (interpolated) true quantile. Likewise s(hi) >= 2 gives
+        #(x <= hi) >= alpha n + 2, so hi >= the next sorted value >= it. Both hold at once with
+        probability >= 95%, on any table, ties included.
         """
-        candidates = np.asarray(_candidates(spec.lower, spec.upper))
-        margin = quantile_rank_margin(alpha, epsilon, self.neighbouring)
-        scale = rank_scale(alpha, epsilon, self.neighbouring)
-        scores = np.abs(signed_rank_scores(values, candidates, alpha) - side * margin)
-        bound = 0 if side < 0 else -1
-        scores[bound] = min(scores[bound], bound_score(scale))
+        grid = np.asarray(candidates(spec, END_CANDIDATES))
+        margin = quantile_rank_margin(alpha, epsilon, self.neighbouring, grid.size)
+        cap = bound_score(rank_scale(alpha, epsilon, self.neighbouring))
+        s = signed_rank_scores(np.clip(values, spec.lower, spec.upper), grid, alpha)
+        low, high = cap_bounds(np.abs(s + margin), np.abs(s - margin), cap)
+        first, second = np.triu_indices(grid.size)
+        scores = np.maximum(low[first], high[second])
         sensitivity = rank_sensitivity(alpha, self.neighbouring)
         index = exponential_mechanism(
             -scores, epsilon=epsilon, sensitivity=sensitivity, rng=self.rng
         )
-        chosen: float = candidates[index]
-        return chosen
+        return grid[first[index]], grid[second[index]]
 
     def select(
         self, values: list[float], spec: NumericColumn, alpha: float, epsilon: float
@@ -652,13 +697,14 @@ class Computer:
             return spec.lower
         if alpha >= 1:
             return spec.upper
-        t = _quantile_scores(spec.lower, spec.upper, _rounded_alpha(alpha))
+        grid = candidates(spec, CANDIDATES)
+        t = _quantile_scores(grid, _rounded_alpha(alpha))
         scores = -np.asarray(t(values), dtype=np.float64)
         sensitivity = group_sensitivity(t, self.neighbouring)
         index = exponential_mechanism(
             scores, epsilon=epsilon, sensitivity=sensitivity, rng=self.rng
         )
-        chosen: float = np.asarray(_candidates(spec.lower, spec.upper))[index]
+        chosen: float = np.asarray(grid)[index]
         return chosen
 
     def numeric(self, column: str) -> NumericColumn:
@@ -815,7 +861,7 @@ def public_parameters(request: Request) -> dict[str, Any]:
         "by": list(request.by),
         "epsilon_per_statistic": list(request.shares),
         "level": LEVEL,
-        "quantile_candidates": CANDIDATES,
+        "quantile_candidates": {"estimate": CANDIDATES, "interval_ends": END_CANDIDATES},
     }
 
 
@@ -917,6 +963,8 @@ def _preview(
     return {
         **record,
         "noise_scale": rank_scale(stat.alpha, point, neighbouring),
-        "halfwidth": quantile_rank_margin(stat.alpha, part, neighbouring),
+        "halfwidth": quantile_rank_margin(
+            stat.alpha, part, neighbouring, len(candidates(spec, END_CANDIDATES))
+        ),
         "unit": "rows of rank",
     }

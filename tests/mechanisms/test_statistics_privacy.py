@@ -6,8 +6,9 @@ on add/remove neighbours (one row at the upper bound against none; the quantile'
 over 3 candidates, where a twin has the power to show), alpha = 10^-6 family-wise, and claims
 the epsilon the custodian asked for: the count, the sum and the variance's sum of squares (on
 its own share) spend it all; the mean's sum piece and the quantile's selections claim their
-share (epsilon / 2; the quantile's estimate POINT_SHARE = 90% of epsilon, each interval end
-5%). Twins the same test must fail: noise scale x 0.85 (count, sum, sum of squares);
+share (epsilon / 2; the quantile's estimate POINT_SHARE = 95% of epsilon, its interval's two
+ends, picked together, 5%). Twins the same test must fail: noise scale x 0.85 (count, sum,
+sum of squares);
 declared sensitivity / 2.5 for the mean's sum (OpenDP bounds a mixed-sign sum by upper -
 lower, twice the real change, so only a twin below half the sensitivity can overspend);
 sensitivity / 4 for the quantile's selections (the exponential mechanism's loss on monotone
@@ -135,7 +136,8 @@ def _quantile_picks(monkeypatch, divide, step):
     for name in ("group_sensitivity", "rank_sensitivity"):
         real = getattr(statistics, name)
         monkeypatch.setattr(statistics, name, lambda *a, real=real: real(*a) / divide)
-    monkeypatch.setattr(statistics, "CANDIDATES", 3)  # power; the guarantee holds for any K
+    for name in ("CANDIDATES", "END_CANDIDATES"):  # power; the guarantee holds for any K
+        monkeypatch.setattr(statistics, name, 3)
     statistics._quantile_scores.cache_clear()
     spec = SCHEMA.column("x")
     picks = []
@@ -149,28 +151,35 @@ def _quantile_picks(monkeypatch, divide, step):
 @pytest.mark.audit
 @pytest.mark.parametrize("divide, honest", [(1.0, True), (4.0, False)])
 def test_quantile_estimate_at_its_share(divide, honest, monkeypatch):
-    epsilon = 10 / 9  # requested for the median; its estimate's share: 90% of it = 1
+    epsilon = 1 / 0.95  # requested for the median; its estimate's share: 95% of it = 1
     point, _ = statistics.quantile_shares(epsilon)
-    assert point <= 0.9 * epsilon
+    assert point <= 0.95 * epsilon
     picks = _quantile_picks(
         monkeypatch, divide, lambda run, v, spec: run.select(v, spec, 0.5, point)
     )
-    result = audit_neighbours(*picks, epsilon=0.9 * epsilon, thresholds=np.arange(3), alpha=ALPHA)
+    result = audit_neighbours(*picks, epsilon=0.95 * epsilon, thresholds=np.arange(3), alpha=ALPHA)
     assert result.passed is honest, result.summary()
 
 
+def pair_index(run, values, spec, alpha, epsilon):
+    """The interval ends' pick (lo, hi) as one number, lo's candidate index * 3 + hi's."""
+    lo, hi = run.ends(values, spec, alpha, epsilon)
+    grid = list(statistics.candidates(spec, statistics.END_CANDIDATES))
+    return np.searchsorted(grid, lo) * 3 + np.searchsorted(grid, hi)
+
+
 @pytest.mark.audit
-@pytest.mark.parametrize("side", [-1, 1])
 @pytest.mark.parametrize("divide, honest", [(1.0, True), (4.0, False)])
-def test_quantile_interval_end_at_its_share(side, divide, honest, monkeypatch):
-    """The offset M is public, so the guarantee holds for any M; M = 0 keeps the 3 candidates'
-    scores close (power: with the real M the bound candidate wins nearly always)."""
-    epsilon = 20.0  # requested for the median; each end's share: 5% of it = 1
-    _, end = statistics.quantile_shares(epsilon)
+def test_quantile_interval_ends_at_their_share(divide, honest, monkeypatch):
+    """Both ends in one selection among the 6 pairs lo <= hi of 3 candidates. The offset M is
+    public, so the guarantee holds for any M; M = 0 keeps the pairs' scores close (power: with
+    the real M the pair of bounds wins nearly always)."""
+    epsilon = 20.0  # requested for the median; the ends' share: 5% of it = 1
+    _, ends = statistics.quantile_shares(epsilon)
     monkeypatch.setattr(statistics, "quantile_rank_margin", lambda *a: 0.0)
-    assert end <= 0.05 * epsilon
+    assert ends <= 0.05 * epsilon
     picks = _quantile_picks(
-        monkeypatch, divide, lambda run, v, spec: run.end(v, spec, 0.5, end, side)
+        monkeypatch, divide, lambda run, v, spec: pair_index(run, v, spec, 0.5, ends)
     )
-    result = audit_neighbours(*picks, epsilon=0.05 * epsilon, thresholds=np.arange(3), alpha=ALPHA)
+    result = audit_neighbours(*picks, epsilon=0.05 * epsilon, thresholds=np.arange(9), alpha=ALPHA)
     assert result.passed is honest, result.summary()
