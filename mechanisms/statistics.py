@@ -49,10 +49,12 @@ at most CANDIDATES of them (END_CANDIDATES for the interval's ends), and the bou
 recorded at a round precision are candidates themselves, so a quantile on tied values (many
 zeros, whole ages) can be picked exactly.
 
-Missing values: a statistic's numeric column must be declared `"missing": "reject"`, so the
-schema check (mechanisms.validation) has confirmed that every row carries a value; a column
-declared `"missing": "cell"` is refused when the request is parsed, before any budget is spent
-(statistics over such a column would need the noisy-count path: n of non-missing values private).
+Missing values: a column declared `"missing": "cell"` may hold them; they are left out of its
+statistics, which are computed over the present values. How many values are present is then
+not public under either relation, so means and variances divide by a noisy count of present
+values (OpenDP's count over those rows), and under replace-one, where one row may turn from
+present to missing, each sensitivity allows for that (`sum_transformation`, `noisy_counts`).
+The manifest (`missing_values_left_out`) and the portal say which columns this concerns.
 Grouping columns may have a "(missing)" cell: it is one more declared group.
 """
 
@@ -91,7 +93,8 @@ MAX_GROUPS = 10_000
 MAX_STATISTICS = 50
 FILES = {
     "statistics.csv": "one row per statistic and group: the estimate, its 95% interval "
-    "(ci_lower, ci_upper), the main noise scale and the epsilon spent on it",
+    "(ci_lower, ci_upper), the main noise scale and the epsilon spent on it; missing values "
+    "are left out of a column's statistics (the manifest lists the columns that may hold them)",
 }
 TABLE_COLUMNS = (
     "statistic",
@@ -148,13 +151,6 @@ def parse_statistic(text: str, schema: Schema) -> Statistic:
     if not isinstance(spec, NumericColumn):
         raise MechanismError(
             f"statistic ({text!r}): column {column!r} is categorical; {kind} needs a numeric one"
-        )
-    if spec.missing == "cell":
-        raise MechanismError(
-            f"statistic ({text!r}): column {column!r} may hold missing values (its schema says "
-            '"missing": "cell"), and summary statistics need a value in every row; declare '
-            '"missing": "reject" for it (the schema check then confirms it has none), or pick '
-            "another column"
         )
     return Statistic(kind, column, alpha)
 
@@ -311,19 +307,42 @@ def group_sensitivity(transformation: Any, neighbouring: str) -> float:
     return one if neighbouring == "add-remove" else max(float(transformation.map(2)), 2 * one)
 
 
-def count_scale(epsilon: float, neighbouring: str) -> float:
-    """Discrete Laplace scale of the per-group counts: OpenDP's count map / epsilon."""
-    sensitivity = group_sensitivity(_count(), neighbouring)
+@lru_cache(maxsize=64)
+def _present_count(size: int) -> Any:
+    """OpenDP: the sum of n 0/1 indicators (is the value present?) on vectors of n rows."""
+    domain = dp.vector_domain(dp.atom_domain(T=int), size=size)
+    return dp.t.make_clamp(domain, dp.symmetric_distance(), bounds=(0, 1)) >> dp.t.then_sum()  # type: ignore[no-untyped-call]
+
+
+def count_scale(epsilon: float, neighbouring: str, public_n: int | None = None) -> float:
+    """Discrete Laplace scale of the per-group counts: OpenDP's count map / epsilon.
+
+    With `public_n` (replace-one without groups), of the count of present values in n rows:
+    OpenDP's sized map(2) of the sum of their 0/1 indicators, 1 (replacing one row turns at
+    most one value present or missing).
+    """
+    if public_n is not None:
+        sensitivity = float(_present_count(public_n).map(2))
+    else:
+        sensitivity = group_sensitivity(_count(), neighbouring)
     return check_count_noise(noise_scale(sensitivity, epsilon), epsilon)
 
 
-def sum_transformation(low: float, high: float, neighbouring: str, public_n: int | None) -> Any:
+def sum_transformation(
+    low: float, high: float, neighbouring: str, public_n: int | None, missing: bool = False
+) -> Any:
     """The OpenDP bounded sum over [low, high] and its sensitivity.
 
     Sized on the public n when given (replace-one without groups: OpenDP's map(2) on vectors
-    of n values), else `group_sensitivity`.
+    of n values), else `group_sensitivity`. A missing value adds nothing, so where values may
+    be missing (`missing`) the sized sum runs over all n rows with 0 for each missing value,
+    on bounds widened to hold 0: replacing a row then moves the sum by at most max(high, 0) -
+    min(low, 0) (a value changed: high - low; a value turned missing: max(|low|, |high|)).
+    Unsized, a missing row adds 0, within the map of one row added or removed.
     """
     if public_n is not None:
+        if missing:
+            low, high = min(low, 0.0), max(high, 0.0)
         t = _bounded_sum(low, high, public_n)
         return t, float(t.map(2))
     t = _bounded_sum(low, high)
@@ -503,40 +522,78 @@ class Computer:
 
     @property
     def public_n(self) -> int | None:
-        """The row count when it is public and the statistic covers all rows, else None."""
+        """The row count when it is public (replace-one without groups), else None."""
         return self.n if self.neighbouring == "replace-one" and not self.grouped else None
 
+    def known_count(self, column: str) -> int | None:
+        """The number of values of `column` when it is public, else None.
+
+        Public only when the row count is and the schema rules out missing values
+        ("missing": "reject"); never from whether the data happen to hold any.
+        """
+        return self.public_n if not self.may_miss(column) else None
+
+    def may_miss(self, column: str) -> bool:
+        """Whether the schema lets `column` hold missing values (public)."""
+        return self.numeric(column).missing == "cell"
+
+    def present(self, column: str) -> np.ndarray[Any, np.dtype[np.bool_]]:
+        """Which rows carry a value of `column` (missing or unreadable ones do not)."""
+        return ~np.isnan(self.numeric(column).numbers(self.data[column]))
+
     def values(self, column: str) -> list[list[float]]:
-        """Each group's values of `column` (as floats), in group order."""
-        x = pd.to_numeric(self.data[column]).to_numpy(dtype=np.float64)
-        order = np.argsort(self.group_of, kind="stable")
-        cuts = np.searchsorted(self.group_of[order], np.arange(1, len(self.request.groups)))
-        return [part.tolist() for part in np.split(x[order], cuts)]
+        """Each group's present values of `column` (as floats), in group order.
+
+        Missing values are left out of every statistic of the column.
+        """
+        x = self.numeric(column).numbers(self.data[column])
+        keep = ~np.isnan(x)
+        group_of = self.group_of[keep]
+        order = np.argsort(group_of, kind="stable")
+        cuts = np.searchsorted(group_of[order], np.arange(1, len(self.request.groups)))
+        return [part.tolist() for part in np.split(x[keep][order], cuts)]
 
     def _spend(self, epsilon: float) -> None:
         self.spent.append(epsilon)
 
     # -- counts and sums --------------------------------------------------------------
 
-    def noisy_counts(self, epsilon: float) -> tuple[IntArray, float]:
-        """Per-group row counts + discrete Laplace of scale Delta / epsilon (OpenDP count map).
+    def noisy_counts(self, epsilon: float, column: str | None = None) -> tuple[IntArray, float]:
+        """Per-group counts of rows (or of `column`'s present values) + discrete Laplace noise.
 
-        Privacy: epsilon-DP; Delta = 1 (add-remove) or 2 (replace-one, rows may change group).
+        The noise has scale Delta / epsilon.
+
+        Privacy: epsilon-DP; Delta = 1 under add-remove (OpenDP's count map: a row, present or
+        missing, lands in one group) and 2 under replace-one with groups (a row may leave one
+        group and join another); under replace-one without groups the count of present values
+        moves by at most 1 (`count_scale` with the public n).
         """
-        true = np.bincount(self.group_of, minlength=len(self.request.groups)).astype(np.int64)
-        scale = count_scale(epsilon, self.neighbouring)
+        rows = self.group_of if column is None else self.group_of[self.present(column)]
+        true = np.bincount(rows, minlength=len(self.request.groups)).astype(np.int64)
+        sized = self.public_n if column is not None else None
+        scale = count_scale(epsilon, self.neighbouring, sized)
         self._spend(epsilon)
         return self.rng.add_discrete_laplace(true, scale), scale
 
     def noisy_sums(
-        self, groups: list[list[float]], low: float, high: float, epsilon: float
+        self,
+        groups: list[list[float]],
+        low: float,
+        high: float,
+        epsilon: float,
+        missing: bool = False,
     ) -> tuple[FloatArray, float]:
         """Per-group OpenDP bounded sums over [low, high] + Laplace of scale Delta / epsilon.
 
         Privacy: epsilon-DP; Delta from OpenDP's stability map (`group_sensitivity`), or, under
-        replace-one without grouping, OpenDP's sized-domain map for the public n.
+        replace-one without grouping, OpenDP's sized-domain map for the public n (`missing`:
+        the group's values may be fewer than n; each missing one counts as 0, see
+        `sum_transformation`).
         """
-        t, sensitivity = sum_transformation(low, high, self.neighbouring, self.public_n)
+        n = self.public_n
+        t, sensitivity = sum_transformation(low, high, self.neighbouring, n, missing)
+        if n is not None and missing:
+            groups = [[*np.clip(g, low, high).tolist(), *[0.0] * (n - len(g))] for g in groups]
         scale = noise_scale(sensitivity, epsilon)
         true = np.asarray([float(t(g)) for g in groups])
         self._spend(epsilon)
@@ -556,37 +613,44 @@ class Computer:
         return [Row(max(c, 0.0), max(c - half, 0.0), c + half, scale) for c in counts.astype(float)]
 
     def sum(self, column: str, epsilon: float) -> list[Row]:
-        """Per-group sum of the column clamped to [lower, upper], plus Laplace noise.
+        """Per-group sum of the present values of the column clamped to [lower, upper], + Laplace.
 
         Privacy: epsilon-DP; sensitivity: OpenDP's map of the bounded sum, max(|lower|,
         |upper|) or upper - lower with mixed signs (per row added or removed, doubled under
-        replace-one with groups), or its sized-domain map (about upper - lower) when n is
-        public. Interval: exact 95% for the Laplace noise.
+        replace-one with groups; a missing value adds 0), or its sized-domain map when n is
+        public: about upper - lower, or max(upper, 0) - min(lower, 0) if values may be missing
+        (`sum_transformation`). Interval: exact 95% for the Laplace noise.
         """
         spec = self.numeric(column)
-        sums, scale = self.noisy_sums(self.values(column), spec.lower, spec.upper, epsilon)
+        values, missing = self.values(column), self.may_miss(column)
+        sums, scale = self.noisy_sums(values, spec.lower, spec.upper, epsilon, missing)
         half = laplace_halfwidth(scale)
         return [Row(s, s - half, s + half, scale) for s in sums]
 
     def mean(self, column: str, epsilon: float) -> list[Row]:
-        """Per-group mean of the clamped column: c + (noisy centred sum) / (noisy count).
+        """Per-group mean of the present values of the clamped column.
 
-        Privacy: epsilon-DP; epsilon/2 on the sum (OpenDP bounded-sum map over [-r, r]) and
-        epsilon/2 on the count, or all of it on the sum when n is public (replace-one, no
-        groups; OpenDP's sized map, about upper - lower). Interval: exact when n is public, else
-        the linearised error (E_sum - mean_c E_count) / count with exact noise distributions.
+        c + (noisy centred sum) / (noisy count of present values).
+
+        Privacy: epsilon-DP; epsilon/2 on the sum (OpenDP bounded-sum map over [-r, r]: r per
+        row added or removed, 2r under replace-one; a missing value adds 0) and epsilon/2 on
+        the count of present values (1 per row added or removed; under replace-one 2 with
+        groups, 1 without: `noisy_counts`). All of it on the sum when the number of values is
+        public (replace-one, no groups, no missing values allowed; OpenDP's sized map, about
+        upper - lower). Interval: exact when that number is public, else the linearised error
+        (E_sum - mean_c E_count) / count with exact noise distributions.
         """
         spec = self.numeric(column)
         c, r = centre(spec)
         groups = [[v - c for v in g] for g in self.values(column)]
-        if self.public_n is not None:
+        if (known := self.known_count(column)) is not None:
             sums, scale = self.noisy_sums(groups, -r, r, epsilon)
-            half = laplace_halfwidth(scale) / max(self.n, 1)
-            m = float(sums[0]) / max(self.n, 1)
+            half = laplace_halfwidth(scale) / max(known, 1)
+            m = float(sums[0]) / max(known, 1)
             return [clip_row(Row(c + m, c + m - half, c + m + half, scale), spec)]
         part = _split(epsilon, 2)
-        sums, scale = self.noisy_sums(groups, -r, r, part)
-        counts, count_scale = self.noisy_counts(part)
+        sums, scale = self.noisy_sums(groups, -r, r, part, self.may_miss(column))
+        counts, count_scale = self.noisy_counts(part, column)
         rows = []
         for s, n in zip(sums, counts.astype(float), strict=True):
             if n <= discrete_laplace_halfwidth(count_scale):
@@ -601,8 +665,10 @@ class Computer:
     def variance(self, column: str, epsilon: float, root: bool = False) -> list[Row]:
         """Per-group (population) variance of the clamped column, or its square root.
 
-        Privacy: epsilon-DP; epsilon/3 each on the noisy count, the sum of x - c over [-r, r]
-        and the sum of (x - c)^2 over [0, r^2] (OpenDP bounded-sum maps). Interval: the
+        Privacy: epsilon-DP; epsilon/3 each on the noisy count of present values
+        (`noisy_counts`), the sum of x - c over [-r, r] and the sum of (x - c)^2 over [0, r^2]
+        (OpenDP bounded-sum maps; a missing value adds 0 to both). Missing values are left
+        out. Interval: the
         linearised error (E2 - 2 m1 E1 - (m2 - 2 m1^2) E_count) / count with exact noise
         distributions, clipped to [0, r^2]; for std, the square roots of its ends.
         """
@@ -611,9 +677,10 @@ class Computer:
         groups = [[v - c for v in g] for g in self.values(column)]
         squares = [[min(v * v, r * r) for v in g] for g in groups]
         part = _split(epsilon, 3)
-        s1, scale1 = self.noisy_sums(groups, -r, r, part)
-        s2, scale2 = self.noisy_sums(squares, 0.0, r * r, part)
-        counts, count_scale = self.noisy_counts(part)
+        missing = self.may_miss(column)
+        s1, scale1 = self.noisy_sums(groups, -r, r, part, missing)
+        s2, scale2 = self.noisy_sums(squares, 0.0, r * r, part, missing)
+        counts, count_scale = self.noisy_counts(part, column)
         rows = []
         for a, b, n in zip(s1, s2, counts.astype(float), strict=True):
             if n <= discrete_laplace_halfwidth(count_scale):
@@ -639,7 +706,9 @@ class Computer:
         estimate (POINT_SHARE of epsilon; at most CANDIDATES public candidates, `candidates`,
         scored by OpenDP's `make_quantile_score_candidates`, sensitivity from its map) and the
         interval's two ends, chosen together (the rest; `ends`). No count is released, under
-        either neighbouring relation. Interval: at least 95% for every table (`ends`).
+        either neighbouring relation. Missing values are left out (a row with none changes no
+        score; one turned missing by replace-one moves each by at most what removing it does).
+        Interval: at least 95% for every table (`ends`).
         """
         spec = self.numeric(column)
         point, part = quantile_shares(epsilon)
@@ -708,9 +777,7 @@ class Computer:
         return chosen
 
     def numeric(self, column: str) -> NumericColumn:
-        spec = self.schema.column(column)
-        assert isinstance(spec, NumericColumn)
-        return spec
+        return _numeric(self.schema, column)
 
 
 def _rounded_alpha(alpha: float) -> float:
@@ -849,19 +916,36 @@ def run_statistics(
     )
     return ReleaseOutput(
         files={"statistics.csv": csv_bytes(table)},
-        manifest={"parameters": public_parameters(request)},
+        manifest={"parameters": public_parameters(schema, request)},
         spent={"epsilon": spent, "delta": 0.0},
     )
 
 
-def public_parameters(request: Request) -> dict[str, Any]:
-    """The manifest's parameters: the request as run, with each statistic's epsilon."""
+def missing_columns(schema: Schema, request: Request) -> list[str]:
+    """The statistics' columns that may hold missing values: those are left out (public)."""
+    columns = dict.fromkeys(s.column for s in request.statistics if s.column is not None)
+    return [c for c in columns if _numeric(schema, c).missing == "cell"]
+
+
+def _numeric(schema: Schema, column: str) -> NumericColumn:
+    spec = schema.column(column)
+    assert isinstance(spec, NumericColumn)
+    return spec
+
+
+def public_parameters(schema: Schema, request: Request) -> dict[str, Any]:
+    """The manifest's parameters: the request as run, with each statistic's epsilon.
+
+    Also the columns whose missing values were left out (`missing_columns`); public: from the
+    request and the schema only.
+    """
     return {
         "stat": [s.text for s in request.statistics],
         "by": list(request.by),
         "epsilon_per_statistic": list(request.shares),
         "level": LEVEL,
         "quantile_candidates": {"estimate": CANDIDATES, "interval_ends": END_CANDIDATES},
+        "missing_values_left_out": missing_columns(schema, request),
     }
 
 
@@ -884,7 +968,7 @@ def statistics_plan(
     custodian's own preview under add-remove). Groups are assumed to hold n / groups rows each;
     means and variances are previewed for values centred in their bounds.
     details["statistics"]: one dict per statistic (statistic, column, epsilon, noise_scale,
-    halfwidth, unit).
+    halfwidth, unit); details["missing_left_out"]: `missing_columns`.
     """
     request = selected_request(schema, params, columns, epsilon=epsilon, neighbouring=neighbouring)
     groups = len(request.groups)
@@ -894,7 +978,12 @@ def statistics_plan(
         _preview(stat, share, schema, neighbouring, public_n, size)
         for stat, share in zip(request.statistics, request.shares, strict=True)
     ]
-    details = {"statistics": previews, "groups": groups, "group_rows": size}
+    details = {
+        "statistics": previews,
+        "groups": groups,
+        "group_rows": size,
+        "missing_left_out": missing_columns(schema, request),
+    }
     return NoisePlan(
         "Laplace, discrete Laplace and the exponential mechanism",
         None,
@@ -930,8 +1019,9 @@ def _preview(
     spec = schema.column(stat.column)
     assert isinstance(spec, NumericColumn)
     c, r = centre(spec)
+    missing = spec.missing == "cell"
     if stat.kind == "sum":
-        _, sensitivity = sum_transformation(spec.lower, spec.upper, neighbouring, public_n)
+        _, sensitivity = sum_transformation(spec.lower, spec.upper, neighbouring, public_n, missing)
         scale = noise_scale(sensitivity, epsilon)
         return {
             **record,
@@ -940,18 +1030,18 @@ def _preview(
             "unit": stat.column,
         }
     if stat.kind == "mean":
-        if public_n is not None:
+        if public_n is not None and not missing:
             scale = noise_scale(sum_transformation(-r, r, neighbouring, public_n)[1], epsilon)
             half = laplace_halfwidth(scale) / max(public_n, 1)
         else:
             part = _split(epsilon, 2)
-            scale = noise_scale(sum_transformation(-r, r, neighbouring, None)[1], part)
+            scale = noise_scale(sum_transformation(-r, r, neighbouring, public_n)[1], part)
             half = laplace_halfwidth(scale) / size
         return {**record, "noise_scale": scale, "halfwidth": half, "unit": stat.column}
     if stat.kind in ("variance", "std"):
         part = _split(epsilon, 3)
-        scale = noise_scale(sum_transformation(0.0, r * r, neighbouring, None)[1], part)
-        cs = count_scale(part, neighbouring)
+        scale = noise_scale(sum_transformation(0.0, r * r, neighbouring, public_n)[1], part)
+        cs = count_scale(part, neighbouring, public_n)
         half = linear_halfwidth(
             [(1 / size, "laplace", scale), (r * r / 3 / size, "discrete_laplace", cs)]
         )
