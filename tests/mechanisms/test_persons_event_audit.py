@@ -41,7 +41,7 @@ from mechanisms.catalogue import run_release
 from mechanisms.mwem import measure
 from mechanisms.noise import RecordingSource, seeded_source
 from mechanisms.schema import Schema
-from mechanisms.statistics import Computer, parse_request
+from mechanisms.statistics import Computer, parse_request, quantiles
 from tests.mechanisms.privacy_audit import audit_neighbours, threshold_grid
 from tests.mechanisms.range_count_audit import claims, sample_release
 from tests.mechanisms.test_statistics_privacy import Batch, pair_index
@@ -184,8 +184,8 @@ def test_quantile_selections_at_person_level(step, broken, monkeypatch):
     if broken:
         _one_row_twin(monkeypatch)
     for name in ("CANDIDATES", "END_CANDIDATES"):  # power; the guarantee holds for any K
-        monkeypatch.setattr(statistics, name, 3)
-    monkeypatch.setattr(statistics, "quantile_rank_margin", lambda *a: 0.0)
+        monkeypatch.setattr(quantiles, name, 3)
+    monkeypatch.setattr(quantiles, "quantile_rank_margin", lambda *a: 0.0)
     statistics._quantile_scores.cache_clear()
     row_epsilon = _row_budget(epsilon, "add-remove")
     shares = statistics.quantile_shares(row_epsilon)

@@ -30,7 +30,7 @@ from mechanisms.catalogue import run_release
 from mechanisms.errors import MechanismError
 from mechanisms.noise import seeded_source
 from mechanisms.schema import Schema
-from mechanisms.statistics import Computer, parse_request
+from mechanisms.statistics import Computer, parse_request, quantiles
 
 SCHEMA = Schema.from_dict(
     {
@@ -281,12 +281,12 @@ def test_public_n_mean_interval_is_exact_under_replace_one():
 
 
 def _flipped_margin(monkeypatch):
-    real = statistics.quantile_rank_margin
-    monkeypatch.setattr(statistics, "quantile_rank_margin", lambda *a: -real(*a))
+    real = quantiles.quantile_rank_margin
+    monkeypatch.setattr(quantiles, "quantile_rank_margin", lambda *a: -real(*a))
 
 
 def _uncapped_bounds(monkeypatch):
-    monkeypatch.setattr(statistics, "cap_bounds", lambda low, high, cap: (low, high))
+    monkeypatch.setattr(quantiles, "cap_bounds", lambda low, high, cap: (low, high))
 
 
 @pytest.mark.audit

@@ -26,7 +26,7 @@ import pytest
 from mechanisms import statistics
 from mechanisms.noise import RandomSource, seeded_source
 from mechanisms.schema import Schema
-from mechanisms.statistics import Computer, parse_request
+from mechanisms.statistics import Computer, measures, parse_request, quantiles
 from tests.mechanisms.privacy_audit import audit_neighbours, threshold_grid
 
 N, ALPHA = 100_000, 1e-6
@@ -123,8 +123,8 @@ def test_count_and_sum_at_the_requested_epsilon(step, integer, factor, honest):
 @pytest.mark.parametrize("divide, honest", [(1.0, True), (2.5, False)])
 def test_mean_sum_piece_at_its_share(divide, honest, monkeypatch):
     epsilon = 2.0
-    real = statistics.group_sensitivity
-    monkeypatch.setattr(statistics, "group_sensitivity", lambda t, nb: real(t, nb) / divide)
+    real = measures.group_sensitivity
+    monkeypatch.setattr(measures, "group_sensitivity", lambda t, nb: real(t, nb) / divide)
     x, scale = _mean_sum_piece(D, 13, 1.0, epsilon)
     x2, _ = _mean_sum_piece(D2, 14, 1.0, epsilon)
     grid = threshold_grid(50.0, 0.0, scale, integer=False)
@@ -135,11 +135,11 @@ def test_mean_sum_piece_at_its_share(divide, honest, monkeypatch):
 
 def _quantile_picks(monkeypatch, divide, step):
     """Picks of one quantile selection (`step(run, values, spec)`) on D and D2, 3 candidates."""
-    for name in ("group_sensitivity", "rank_sensitivity"):
-        real = getattr(statistics, name)
-        monkeypatch.setattr(statistics, name, lambda *a, real=real: real(*a) / divide)
+    for module, name in ((measures, "group_sensitivity"), (quantiles, "rank_sensitivity")):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, real=real: real(*a) / divide)
     for name in ("CANDIDATES", "END_CANDIDATES"):  # power; the guarantee holds for any K
-        monkeypatch.setattr(statistics, name, 3)
+        monkeypatch.setattr(quantiles, name, 3)
     statistics._quantile_scores.cache_clear()
     spec = SCHEMA.column("x")
     picks = []
@@ -166,7 +166,7 @@ def test_quantile_estimate_at_its_share(divide, honest, monkeypatch):
 def pair_index(run, values, spec, alpha, epsilon):
     """The interval ends' pick (lo, hi) as one number, lo's candidate index * 3 + hi's."""
     lo, hi = run.ends(values, spec, alpha, epsilon)
-    grid = list(statistics.candidates(spec, statistics.END_CANDIDATES))
+    grid = list(statistics.candidates(spec, quantiles.END_CANDIDATES))
     return np.searchsorted(grid, lo) * 3 + np.searchsorted(grid, hi)
 
 
@@ -178,7 +178,7 @@ def test_quantile_interval_ends_at_their_share(divide, honest, monkeypatch):
     the real M the pair of bounds wins nearly always)."""
     epsilon = 20.0  # requested for the median; the ends' share: 5% of it = 1
     _, ends = statistics.quantile_shares(epsilon)
-    monkeypatch.setattr(statistics, "quantile_rank_margin", lambda *a: 0.0)
+    monkeypatch.setattr(quantiles, "quantile_rank_margin", lambda *a: 0.0)
     assert ends <= 0.05 * epsilon
     picks = _quantile_picks(
         monkeypatch, divide, lambda run, v, spec: pair_index(run, v, spec, 0.5, ends)
