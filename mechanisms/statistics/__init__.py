@@ -54,7 +54,9 @@ statistics, which are computed over the present values. How many values are pres
 not public under either relation, so means and variances divide by a noisy count of present
 values (OpenDP's count over those rows), and under replace-one, where one row may turn from
 present to missing, each sensitivity allows for that (`sum_transformation`, `noisy_counts`).
-The manifest (`missing_values_left_out`) and the portal say which columns this concerns.
+The manifest (`missing_values_left_out`) and the portal say which columns this concerns; the
+manifest also states each statistic's guarantee and the sensitivity of each of its noisy
+pieces (`sensitivity.sensitivities`).
 Grouping columns may have a "(missing)" cell: it is one more declared group.
 """
 

@@ -20,6 +20,7 @@ from mechanisms.schema import NumericColumn, Schema
 from mechanisms.statistics import quantiles
 from mechanisms.statistics.measures import (
     LEVEL,
+    centre,
     count_scale,
     discrete_laplace_halfwidth,
     laplace_halfwidth,
@@ -33,6 +34,7 @@ from mechanisms.statistics.quantiles import (
     rank_scale,
 )
 from mechanisms.statistics.request import Request, Statistic, parse_request
+from mechanisms.statistics.sensitivity import sensitivities
 
 FILES = {
     "statistics.csv": "one row per statistic and group: the estimate, its 95% interval "
@@ -311,11 +313,6 @@ class Computer:
         return _numeric(self.schema, column)
 
 
-def centre(spec: NumericColumn) -> tuple[float, float]:
-    """(c, r): the midpoint of the bounds and the half-width, so values lie in [c - r, c + r]."""
-    return (spec.lower + spec.upper) / 2, (spec.upper - spec.lower) / 2
-
-
 def clip_row(row: Row, spec: NumericColumn) -> Row:
     """Clip to [lower, upper] (the true mean lies there, so coverage is unchanged)."""
     low, high = spec.lower, spec.upper
@@ -433,7 +430,12 @@ def run_statistics(
     )
     return ReleaseOutput(
         files={"statistics.csv": csv_bytes(table)},
-        manifest={"parameters": public_parameters(schema, request)},
+        manifest={
+            "parameters": {
+                **public_parameters(schema, request),
+                "sensitivities": sensitivities(schema, request, neighbouring, len(data)),
+            }
+        },
         spent={"epsilon": spent, "delta": 0.0},
     )
 

@@ -17,6 +17,7 @@ from scipy.signal import fftconvolve
 from mechanisms.accounting import noise_scale
 from mechanisms.arrays import FloatArray
 from mechanisms.noise import check_count_noise
+from mechanisms.schema import NumericColumn
 
 dp.enable_features("contrib")
 
@@ -64,11 +65,15 @@ def count_scale(epsilon: float, neighbouring: str, public_n: int | None = None) 
     OpenDP's sized map(2) of the sum of their 0/1 indicators, 1 (replacing one row turns at
     most one value present or missing).
     """
-    if public_n is not None:
-        sensitivity = float(_present_count(public_n).map(2))
-    else:
-        sensitivity = group_sensitivity(_count(), neighbouring)
+    sensitivity = count_sensitivity(neighbouring, public_n)
     return check_count_noise(noise_scale(sensitivity, epsilon), epsilon)
+
+
+def count_sensitivity(neighbouring: str, public_n: int | None = None) -> float:
+    """The per-group counts' sensitivity (`count_scale`): OpenDP's maps."""
+    if public_n is not None:
+        return float(_present_count(public_n).map(2))
+    return group_sensitivity(_count(), neighbouring)
 
 
 def sum_transformation(
@@ -159,3 +164,8 @@ def _term_mass(grid: FloatArray, step: float, a: float, kind: str, s: float) -> 
     idx = np.clip(np.rint((a * ks - grid[0]) / step).astype(np.int64), 0, len(grid) - 1)
     np.add.at(out, idx, pmf)
     return out
+
+
+def centre(spec: NumericColumn) -> tuple[float, float]:
+    """(c, r): the midpoint of the bounds and the half-width, so values lie in [c - r, c + r]."""
+    return (spec.lower + spec.upper) / 2, (spec.upper - spec.lower) / 2

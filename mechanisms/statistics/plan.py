@@ -12,8 +12,9 @@ from typing import Any
 from mechanisms.accounting import noise_scale
 from mechanisms.plans import NoisePlan
 from mechanisms.schema import NumericColumn, Schema
-from mechanisms.statistics.compute import _split, centre, missing_columns, selected_request
+from mechanisms.statistics.compute import _split, missing_columns, selected_request
 from mechanisms.statistics.measures import (
+    centre,
     count_scale,
     discrete_laplace_halfwidth,
     laplace_halfwidth,

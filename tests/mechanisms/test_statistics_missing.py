@@ -75,6 +75,18 @@ def test_statistics_run_over_the_present_values_and_say_so(neighbouring):
     assert float(mean["ci_lower"]) < float(mean["estimate"]) < float(mean["ci_upper"])
 
 
+def test_the_manifest_states_each_statistics_sensitivities():
+    """Replace-one, no groups, x in [0, 100] may be missing: the count of present values moves
+    by 1 and the centred sum by 2r = 100 (OpenDP's sized maps; a float allowance on top)."""
+    out, _ = _release({"stat": ["count", "mean:x", "median:x"]}, neighbouring="replace-one")
+    count, mean, median = out.manifest["parameters"]["sensitivities"]
+    assert count["sensitivity"] == {}  # the row count is public: released exactly
+    assert mean["sensitivity"]["count of present values"] == 1
+    assert mean["sensitivity"]["sum of x - c"] == pytest.approx(100, rel=1e-6)
+    assert median["sensitivity"] == {"rank score per candidate": 1.0}
+    assert "pure epsilon-DP" in mean["guarantee"]
+
+
 def test_a_grouping_column_with_missing_values_has_a_missing_group():
     _, table = _release({"stat": ["count", "mean:x"], "by": ["g"]}, epsilon=50.0)
     assert list(table["g"]) == ["a", "b", "(missing)"] * 2
