@@ -329,7 +329,7 @@ def main() -> None:
         print("\nHeld-out tables:" if held_out else "\nTables looked at while tuning:")
         print(part.drop(columns="held_out").to_string(**fmt))
     print("\nCoverage of 95% intervals, by statistic kind (all groups, all tables):")
-    kinds = table1["statistic"].str.partition(":")[0]
+    kinds = table1["statistic"].str.partition(":")[0].rename("kind")
     print(table1.groupby(kinds)["coverage"].agg(["mean", "min", "count"]).to_string())
     table2 = side_by_side(table1, tables, args.compare)
     print(f"\nTable 2: mean absolute error, ours vs OpenDP's pipeline ({args.compare} draws each)")
