@@ -39,7 +39,7 @@ scales only, so they are post-processing):
   statistic's epsilon; the two ends of the interval are one further exponential-mechanism pick
   among pairs of candidates with the remaining 5%, each end scored by its distance to a rank
   offset M (rows, public: the mechanism's own 95% rank-error bound at that epsilon), not by a
-  fraction of n, so no count is needed; the proof is in `Computer.ends`. The small share makes
+  fraction of n, so no count is needed; the proof is in `quantiles.ends`. The small share makes
   the ends wide (M is large) but keeps the estimate almost as accurate as one selection at the
   whole epsilon.
 
@@ -58,6 +58,10 @@ The manifest (`missing_values_left_out`) and the portal say which columns this c
 manifest also states each statistic's guarantee and the sensitivity of each of its noisy
 pieces (`sensitivity.sensitivities`).
 Grouping columns may have a "(missing)" cell: it is one more declared group.
+
+Modules: `request` (parsing, budget split), `measures` (OpenDP's sums and counts, noise
+half-widths), `quantiles`, `compute` (the statistics over every group, the release), `plan`
+(the public preview), `sensitivity` (the manifest's sensitivities).
 """
 
 from mechanisms.statistics.compute import (
