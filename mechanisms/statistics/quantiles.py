@@ -77,7 +77,7 @@ def quantile_rank_margin(alpha: float, epsilon: float, neighbouring: str, size: 
     most o, whatever the data). The pick exceeds the best score by more than m = b ln(P / beta)
     with probability at most beta = 5%, for P = size (size + 1) / 2 pairs and b = `rank_scale`;
     so M = m + o + 2 puts s(lo) at -2 or below and s(hi) at 2 or above, which places lo at or
-    below the true quantile and hi at or above it: see `Computer.ends`.
+    below the true quantile and hi at or above it: see `ends`.
     """
     b = rank_scale(alpha, epsilon, neighbouring)
     pairs = size * (size + 1) / 2
