@@ -1,0 +1,287 @@
+"""Object storage: with DPPORTAL_S3_BUCKET set, datasets and package zips live in an
+S3-compatible bucket, privately and encrypted, and the portal works end to end on it.
+
+The bucket is on a real S3-compatible HTTP server, moto's standalone server: the one test.sh
+starts (scripts/common.sh ensure_object_store exports DPPORTAL_TEST_S3_ENDPOINT), or one started
+here when the tests run without test.sh. The portal reaches it over HTTP through the same
+client code as in production (dpportal/object_store.py); each test gets a fresh bucket.
+"""
+
+import io
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+import zipfile
+from pathlib import Path
+from types import SimpleNamespace
+
+import boto3
+import pytest
+from django.db.models.signals import post_save
+from django.urls import reverse
+
+import mechanisms
+from dpportal import files, object_store, services
+from dpportal.models import Dataset, Release
+from mechanisms.counting import TableSource, count_cells
+from tests.conftest import wait_until
+from tests.helpers import (
+    DEMO_SCHEMA,
+    SMALL_ADULT,
+    client_for,
+    make_dataset,
+    make_release,
+    make_user,
+    upload,
+)
+
+REGION = "us-east-1"
+AWS_ENV = {
+    "AWS_ACCESS_KEY_ID": "portal-test",
+    "AWS_SECRET_ACCESS_KEY": "portal-test-secret",
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint():
+    """The S3-compatible server's URL (started here if test.sh did not start one)."""
+    url = os.environ.get("DPPORTAL_TEST_S3_ENDPOINT")
+    if url:
+        yield url
+        return
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = Path(sys.executable).with_name("moto_server")
+    process = subprocess.Popen(  # noqa: S603  (our own venv's moto_server)
+        [str(server), "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: _answers(url), timeout=30, interval=0.1)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def _answers(url) -> bool:
+    try:
+        urllib.request.urlopen(url, timeout=1).close()  # noqa: S310  (our local test server)
+    except OSError:
+        return False
+    return True
+
+
+@pytest.fixture
+def bucket(s3_endpoint, settings, monkeypatch, tmp_path):
+    """A fresh bucket the portal is configured to use, here and in any worker started after
+    (through the environment); the local storage folder is a fresh, empty one."""
+    name = f"dpportal-test-{uuid.uuid4().hex[:16]}"
+    storage = tmp_path / "storage"
+    for variable, value in {
+        **AWS_ENV,
+        "DPPORTAL_S3_BUCKET": name,
+        "DPPORTAL_S3_ENDPOINT_URL": s3_endpoint,
+        "DPPORTAL_S3_REGION": REGION,
+        "DPPORTAL_STORAGE_DIR": str(storage),
+    }.items():
+        monkeypatch.setenv(variable, value)
+    settings.DPPORTAL_S3_BUCKET = name
+    settings.DPPORTAL_S3_ENDPOINT_URL = s3_endpoint
+    settings.DPPORTAL_S3_REGION = REGION
+    settings.DPPORTAL_S3_SSE = True
+    settings.DATASET_STORAGE_DIR = storage
+    client = boto3.client("s3", endpoint_url=s3_endpoint, region_name=REGION)
+    client.create_bucket(Bucket=name)
+    return SimpleNamespace(name=name, client=client, url=s3_endpoint, storage=storage)
+
+
+def keys(bucket, prefix="") -> set[str]:
+    listed = bucket.client.list_objects_v2(Bucket=bucket.name, Prefix=prefix)
+    return {entry["Key"] for entry in listed.get("Contents", [])}
+
+
+def stored_bytes(bucket, key) -> bytes:
+    return bucket.client.get_object(Bucket=bucket.name, Key=key)["Body"].read()
+
+
+def local_files(folder: Path) -> list[Path]:
+    return [p for p in folder.rglob("*") if p.is_file()] if folder.exists() else []
+
+
+def anonymous_get(bucket, key) -> int:
+    """The HTTP status of an unsigned GET of the object, as anyone on the network could send."""
+    try:
+        with urllib.request.urlopen(f"{bucket.url}/{bucket.name}/{key}", timeout=5) as answer:  # noqa: S310
+            return answer.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+# ---------------------------------------------------------------- upload -> release -> download
+
+
+@pytest.fixture
+def s3_worker(transactional_db, bucket, request):
+    """A real Celery worker started after the bucket is configured, so it reads the bucket."""
+    return request.getfixturevalue("celery_worker_process")
+
+
+def test_upload_release_and_download_run_on_the_bucket(bucket, s3_worker):
+    owner = make_user()
+    content = SMALL_ADULT.read_bytes()
+    response = upload(client_for(owner), content=content, filename="adult.csv", name="Adult")
+    assert response.status_code == 302, response.content.decode()[:2000]
+    dataset = Dataset.objects.get(owner=owner)
+    raw, parquet = f"storage/{dataset.storage_name}", f"storage/{dataset.parquet_name}"
+    assert keys(bucket) == {raw, parquet}
+    assert stored_bytes(bucket, raw) == content
+    assert stored_bytes(bucket, parquet).startswith(b"PAR1")
+    assert local_files(bucket.storage) == []  # not even a scratch file is left
+
+    # the schema check and the worker read the Parquet copy from the bucket (there is no other)
+    dataset = services.dataset_confirm_schema(dataset=dataset, user=owner, schema=DEMO_SCHEMA)
+    release = make_release(owner, dataset, params={"rows": 300})
+    done = wait_until(
+        lambda: Release.objects.filter(pk=release.pk, status__in=Release.TERMINAL).first(),
+        timeout=120,
+    )
+    assert done.status == Release.Status.DONE, done.error_message
+    zip_key = object_store.key(files.release_cache_dir(done) / "package-v3.zip")
+    assert zip_key == f"release-cache/{Path(done.output_dir).name}/package-v3.zip"
+    wait_until(lambda: zip_key in keys(bucket), timeout=60)  # made by the worker after release
+    assert not any(p.suffix == ".zip" for p in local_files(files.release_cache_dir(done)))
+
+    downloaded = client_for(owner).get(reverse("release_download_zip", args=[done.pk]))
+    assert downloaded.status_code == 200 and downloaded.streaming
+    body = downloaded.getvalue()
+    assert body == stored_bytes(bucket, zip_key)
+    assert downloaded["Content-Length"] == str(len(body))
+    with zipfile.ZipFile(io.BytesIO(body)) as archive:
+        synthetic = archive.read(f"release-{done.pk}/synthetic.csv")
+    assert synthetic.count(b"\n") == 301
+    single = client_for(owner).get(
+        reverse("release_download_file", args=[done.pk, "synthetic.csv"])
+    )
+    assert single.content == synthetic  # read from the zip object by byte range
+    stranger = make_user("stranger")
+    assert (
+        client_for(stranger).get(reverse("release_download_zip", args=[done.pk])).status_code == 404
+    )
+
+    services.dataset_delete(dataset=dataset, user=owner)
+    assert keys(bucket, "storage/") == set()  # the dataset's objects went with it
+    assert zip_key in keys(bucket)  # the public package stays, as releases do
+
+
+# ---------------------------------------------------------------- private and encrypted
+
+
+def test_objects_are_private_and_encrypted(bucket, owner):
+    dataset = make_dataset(owner)
+    stored = keys(bucket)
+    assert stored == {f"storage/{dataset.storage_name}", f"storage/{dataset.parquet_name}"}
+    for key in stored:
+        assert anonymous_get(bucket, key) == 403
+        grants = bucket.client.get_object_acl(Bucket=bucket.name, Key=key)["Grants"]
+        assert [g["Grantee"].get("URI") for g in grants] == [None]  # the owner alone
+        assert [g["Permission"] for g in grants] == ["FULL_CONTROL"]
+        head = bucket.client.head_object(Bucket=bucket.name, Key=key)
+        assert head.get("ServerSideEncryption") == "AES256"
+
+
+def test_the_privacy_checks_see_a_public_or_plain_object(bucket, settings):
+    """Twin of the test above: the same checks catch an object anyone may read, and one stored
+    without encryption (as the portal does only with DPPORTAL_S3_SSE=0)."""
+    bucket.client.put_object(Bucket=bucket.name, Key="public", Body=b"x", ACL="public-read")
+    assert anonymous_get(bucket, "public") == 200
+    grants = bucket.client.get_object_acl(Bucket=bucket.name, Key="public")["Grants"]
+    assert any("AllUsers" in (g["Grantee"].get("URI") or "") for g in grants)
+    settings.DPPORTAL_S3_SSE = False
+    path = files.stored_path("plain.bin")
+    files.write_private(path, b"plain")
+    object_store.keep(path)
+    head = bucket.client.head_object(Bucket=bucket.name, Key="storage/plain.bin")
+    assert head.get("ServerSideEncryption") is None
+
+
+# ---------------------------------------------------------------- failures leave nothing
+
+
+@pytest.mark.parametrize(
+    "content, limit, status",
+    [
+        (b"a,b\n1,2,3,4\n\x00\x01binary", None, 400),  # refused by the ingest
+        (SMALL_ADULT.read_bytes(), 10_000, 413),  # cut off while streaming: over the limit
+    ],
+    ids=["refused", "too-large"],
+)
+def test_a_failed_upload_leaves_no_object_and_no_file(
+    bucket, owner, settings, content, limit, status
+):
+    if limit is not None:
+        settings.MAX_UPLOAD_BYTES = limit
+    response = upload(client_for(owner), content=content, filename="t.csv")
+    assert response.status_code == status
+    assert not Dataset.objects.exists()
+    assert keys(bucket) == set()
+    assert local_files(bucket.storage) == []
+
+
+def test_objects_already_stored_are_removed_when_registration_fails(bucket, owner):
+    """Both objects are up when the dataset row is written; a failure there removes them."""
+
+    def refuse(**_):
+        raise RuntimeError("registration refused")
+
+    post_save.connect(refuse, sender=Dataset, dispatch_uid="refuse-dataset", weak=False)
+    try:
+        with pytest.raises(RuntimeError):
+            make_dataset(owner, schema=None)
+    finally:
+        post_save.disconnect(sender=Dataset, dispatch_uid="refuse-dataset")
+    assert not Dataset.objects.exists()
+    assert keys(bucket) == set()
+    assert local_files(bucket.storage) == []
+
+
+def test_the_orphan_sweep_removes_unreferenced_objects_only(bucket, owner):
+    dataset = make_dataset(owner, schema=None)
+    bucket.client.put_object(Bucket=bucket.name, Key="storage/left-by-a-killed-upload", Body=b"x")
+    time.sleep(1.1)  # object times have whole seconds
+    assert services.dataset_remove_orphan_files(older_than_hours=0) == 1
+    assert keys(bucket) == {f"storage/{dataset.storage_name}", f"storage/{dataset.parquet_name}"}
+
+
+# ---------------------------------------------------------------- counting where the data lives
+
+
+def test_the_counting_engine_reads_parquet_from_the_bucket(bucket, owner, tmp_path):
+    """mechanisms.counting's in-process engine counts an s3:// Parquet object as it counts
+    the same file on disk."""
+    dataset = make_dataset(owner)
+    key = f"storage/{dataset.parquet_name}"
+    copy = tmp_path / "copy.parquet"
+    copy.write_bytes(stored_bytes(bucket, key))
+    schema = mechanisms.Schema.from_dict(DEMO_SCHEMA)
+    columns = ["age", "sex"]
+    options = {
+        "endpoint_url": bucket.url,
+        "region": REGION,
+        "access_key": AWS_ENV["AWS_ACCESS_KEY_ID"],
+        "secret_key": AWS_ENV["AWS_SECRET_ACCESS_KEY"],
+    }
+    counted = count_cells(
+        TableSource(f"s3://{bucket.name}/{key}", storage_options=options), schema, columns
+    )
+    assert counted.sum() == dataset.row_count
+    assert (counted == count_cells(TableSource(str(copy)), schema, columns)).all()
