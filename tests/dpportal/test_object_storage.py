@@ -9,6 +9,7 @@ client code as in production (dpportal/object_store.py); each test gets a fresh 
 
 import io
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from types import SimpleNamespace
 
 import boto3
 import pytest
+import yaml
 from django.db.models.signals import post_save
 from django.urls import reverse
 
@@ -32,6 +34,7 @@ from mechanisms.counting import TableSource, count_cells
 from tests.conftest import wait_until
 from tests.helpers import (
     DEMO_SCHEMA,
+    REPO_ROOT,
     SMALL_ADULT,
     client_for,
     make_dataset,
@@ -285,3 +288,29 @@ def test_the_counting_engine_reads_parquet_from_the_bucket(bucket, owner, tmp_pa
     )
     assert counted.sum() == dataset.row_count
     assert (counted == count_cells(TableSource(str(copy)), schema, columns)).all()
+
+
+# ---------------------------------------------------------------- deployment
+
+
+def test_the_compose_option_sets_every_object_store_setting_it_documents():
+    """docker-compose.object-store.yml gives each portal service the settings the portal reads
+    (dpportal/settings.py), each of them described in docs/deployment-object-storage.md."""
+    compose = yaml.safe_load((REPO_ROOT / "docker-compose.object-store.yml").read_text())
+    base = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())
+    read = set(
+        re.findall(
+            r'env(?:_bool)?\("(DPPORTAL_S3_\w+)"',
+            (REPO_ROOT / "dpportal" / "settings.py").read_text(),
+        )
+    )
+    docs = (REPO_ROOT / "docs" / "deployment-object-storage.md").read_text()
+    assert len(read) == 4
+    for name in ("web", "worker", "worker-long", "reaper"):
+        assert name in base["services"]
+        env = compose["services"][name]["environment"]
+        assert {v for v in env if v.startswith("DPPORTAL_S3_")} == read
+        assert {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"} <= set(env)
+    for variable in read | {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}:
+        assert f"`{variable}`" in docs
+    assert "ports" not in compose["services"]["minio"]  # the store stays on the private network
