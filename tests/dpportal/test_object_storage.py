@@ -1,34 +1,24 @@
 """Object storage: with DPPORTAL_S3_BUCKET set, datasets and package zips live in an
 S3-compatible bucket, privately and encrypted, and the portal works end to end on it.
 
-The bucket is on a real S3-compatible HTTP server, moto's standalone server: the one test.sh
-starts (scripts/common.sh ensure_object_store exports DPPORTAL_TEST_S3_ENDPOINT), or one started
-here when the tests run without test.sh. The portal reaches it over HTTP through the same
-client code as in production (dpportal/object_store.py); each test gets a fresh bucket.
+The bucket is on a real S3-compatible HTTP server, moto's standalone server
+(tests/object_storage.py), reached over HTTP through the same client code as in production
+(dpportal/object_store.py); each test gets a fresh bucket.
 """
 
 import io
-import os
 import re
-import socket
-import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
-import uuid
 import zipfile
 from pathlib import Path
-from types import SimpleNamespace
 
-import boto3
 import pytest
 import yaml
 from django.db.models.signals import post_save
 from django.urls import reverse
 
 import mechanisms
-from dpportal import files, object_store, services
+from dpportal import files, object_store, packaging, services
 from dpportal.models import Dataset, Release
 from mechanisms.counting import TableSource, count_cells
 from tests.conftest import wait_until
@@ -42,92 +32,28 @@ from tests.helpers import (
     make_user,
     upload,
 )
-
-REGION = "us-east-1"
-AWS_ENV = {
-    "AWS_ACCESS_KEY_ID": "portal-test",
-    "AWS_SECRET_ACCESS_KEY": "portal-test-secret",
-    "AWS_EC2_METADATA_DISABLED": "true",
-}
+from tests.object_storage import (
+    AWS_ENV,
+    REGION,
+    anonymous_get,
+    keys,
+    local_files,
+    s3_server,
+    stored_bytes,
+    use_bucket,
+)
 
 
 @pytest.fixture(scope="session")
 def s3_endpoint():
-    """The S3-compatible server's URL (started here if test.sh did not start one)."""
-    url = os.environ.get("DPPORTAL_TEST_S3_ENDPOINT")
-    if url:
+    with s3_server() as url:
         yield url
-        return
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = Path(sys.executable).with_name("moto_server")
-    process = subprocess.Popen(  # noqa: S603  (our own venv's moto_server)
-        [str(server), "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until(lambda: _answers(url), timeout=30, interval=0.1)
-        yield url
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-
-
-def _answers(url) -> bool:
-    try:
-        urllib.request.urlopen(url, timeout=1).close()  # noqa: S310  (our local test server)
-    except OSError:
-        return False
-    return True
 
 
 @pytest.fixture
 def bucket(s3_endpoint, settings, monkeypatch, tmp_path):
-    """A fresh bucket the portal is configured to use, here and in any worker started after
-    (through the environment); the local storage folder is a fresh, empty one."""
-    name = f"dpportal-test-{uuid.uuid4().hex[:16]}"
-    storage = tmp_path / "storage"
-    for variable, value in {
-        **AWS_ENV,
-        "DPPORTAL_S3_BUCKET": name,
-        "DPPORTAL_S3_ENDPOINT_URL": s3_endpoint,
-        "DPPORTAL_S3_REGION": REGION,
-        "DPPORTAL_STORAGE_DIR": str(storage),
-    }.items():
-        monkeypatch.setenv(variable, value)
-    settings.DPPORTAL_S3_BUCKET = name
-    settings.DPPORTAL_S3_ENDPOINT_URL = s3_endpoint
-    settings.DPPORTAL_S3_REGION = REGION
-    settings.DPPORTAL_S3_SSE = True
-    settings.DATASET_STORAGE_DIR = storage
-    client = boto3.client("s3", endpoint_url=s3_endpoint, region_name=REGION)
-    client.create_bucket(Bucket=name)
-    return SimpleNamespace(name=name, client=client, url=s3_endpoint, storage=storage)
-
-
-def keys(bucket, prefix="") -> set[str]:
-    listed = bucket.client.list_objects_v2(Bucket=bucket.name, Prefix=prefix)
-    return {entry["Key"] for entry in listed.get("Contents", [])}
-
-
-def stored_bytes(bucket, key) -> bytes:
-    return bucket.client.get_object(Bucket=bucket.name, Key=key)["Body"].read()
-
-
-def local_files(folder: Path) -> list[Path]:
-    return [p for p in folder.rglob("*") if p.is_file()] if folder.exists() else []
-
-
-def anonymous_get(bucket, key) -> int:
-    """The HTTP status of an unsigned GET of the object, as anyone on the network could send."""
-    try:
-        with urllib.request.urlopen(f"{bucket.url}/{bucket.name}/{key}", timeout=5) as answer:  # noqa: S310
-            return answer.status
-    except urllib.error.HTTPError as error:
-        return error.code
+    """A fresh bucket the portal uses; a fresh, empty local storage folder."""
+    return use_bucket(s3_endpoint, settings, monkeypatch, tmp_path / "storage")
 
 
 # ---------------------------------------------------------------- upload -> release -> download
@@ -159,8 +85,9 @@ def test_upload_release_and_download_run_on_the_bucket(bucket, s3_worker):
         timeout=120,
     )
     assert done.status == Release.Status.DONE, done.error_message
-    zip_key = object_store.key(files.release_cache_dir(done) / "package-v3.zip")
-    assert zip_key == f"release-cache/{Path(done.output_dir).name}/package-v3.zip"
+    zip_name = f"package-v{packaging.PACKAGE_LAYOUT}.zip"
+    zip_key = object_store.key(files.release_cache_dir(done) / zip_name)
+    assert zip_key == f"release-cache/{Path(done.output_dir).name}/{zip_name}"
     wait_until(lambda: zip_key in keys(bucket), timeout=60)  # made by the worker after release
     assert not any(p.suffix == ".zip" for p in local_files(files.release_cache_dir(done)))
 
