@@ -1,10 +1,11 @@
 """Where stored bytes live: the local data folders (the default) or an S3-compatible bucket.
 
 `dpportal.files` names every stored file by its local path. With DPPORTAL_S3_BUCKET unset,
-that path is where the bytes are. With it set, the datasets' files (raw upload, Parquet copy)
-and the release package zips are objects in that bucket instead, at the path's place in the
-layout as key (`storage/<name>`, `release-cache/<folder>/<zip>`); the file is written locally
-first (the ingest needs to read it several times) and `keep` moves it into the bucket.
+that path is where the bytes are. With it set, the datasets' files (raw upload, Parquet copy),
+the releases' published files and their package zips are objects in that bucket instead, at the
+path's place in the layout as key (`storage/<name>`, `releases/<folder>/<file>`,
+`release-cache/<folder>/<zip>`); a file is written locally first (the ingest needs to read it
+several times) and `keep` moves it into the bucket.
 
 What this module guarantees for every object:
 - private: put with the `private` canned ACL (owner only, nothing for anonymous or other
@@ -21,7 +22,7 @@ What this module guarantees for every object:
 
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from functools import lru_cache
 from pathlib import Path
 
@@ -61,15 +62,19 @@ def keep(path: Path) -> None:
     if not enabled():
         return
     try:
-        _client().upload_file(
-            str(path),
-            settings.DPPORTAL_S3_BUCKET,
-            key(path),
-            ExtraArgs=_put_arguments(),
-            Config=TransferConfig(multipart_threshold=PART_BYTES, multipart_chunksize=PART_BYTES),
-        )
+        _upload(path, key(path))
     finally:
         Path(path).unlink(missing_ok=True)
+
+
+def _upload(path: Path, object_key: str) -> None:
+    _client().upload_file(
+        str(path),
+        settings.DPPORTAL_S3_BUCKET,
+        object_key,
+        ExtraArgs=_put_arguments(),
+        Config=TransferConfig(multipart_threshold=PART_BYTES, multipart_chunksize=PART_BYTES),
+    )
 
 
 def _put_arguments() -> dict[str, str]:
@@ -111,7 +116,66 @@ def remove_orphan_stored_files(referenced: set[str], older_than_seconds: float) 
     return removed
 
 
+def stage_folder(folder: Path, final: Path) -> None:
+    """Before publication: upload a release's files (the local `folder`) under `final`'s key,
+    unique to the execution. Local: nothing yet (`place_folder` renames)."""
+    if enabled():
+        for path in sorted(folder.iterdir()):
+            _upload(path, key(final / path.name))
+
+
+def place_folder(folder: Path, final: Path) -> None:
+    """Publication itself, under the release's lock: local, rename `folder` to `final` in one
+    step; with a bucket the staged objects are already there (the database row publishes)."""
+    if not enabled():
+        final.parent.mkdir(parents=True, exist_ok=True)
+        folder.rename(final)
+
+
+def remove_unpublished_folders(published: set[str], older_than: float) -> int:
+    """Remove objects under `releases/` of folders no release published (an execution that
+    lost its lease, or was killed after staging), once last written before `older_than`."""
+    if not enabled():
+        return 0
+    stale: dict[str, bool] = {}
+    pages = _client().get_paginator("list_objects_v2")
+    for page in pages.paginate(Bucket=settings.DPPORTAL_S3_BUCKET, Prefix="releases/"):
+        for entry in page.get("Contents", []):
+            folder = entry["Key"].rsplit("/", 1)[0]
+            old = entry["LastModified"].timestamp() < older_than
+            stale[folder] = stale.get(folder, True) and old and folder not in published
+    removed = 0
+    for folder, remove_it in stale.items():
+        if remove_it:
+            for page in pages.paginate(Bucket=settings.DPPORTAL_S3_BUCKET, Prefix=f"{folder}/"):
+                for entry in page.get("Contents", []):
+                    _client().delete_object(Bucket=settings.DPPORTAL_S3_BUCKET, Key=entry["Key"])
+            removed += 1
+    return removed
+
+
 # ---------------------------------------------------------------- reading
+
+
+def names(folder: Path) -> list[str]:
+    """The names of the files in a stored folder, sorted (none if it does not exist)."""
+    if not enabled():
+        return sorted(p.name for p in folder.iterdir() if p.is_file()) if folder.is_dir() else []
+    prefix = f"{key(folder)}/"
+    pages = _client().get_paginator("list_objects_v2")
+    found = []
+    for page in pages.paginate(Bucket=settings.DPPORTAL_S3_BUCKET, Prefix=prefix):
+        found += [entry["Key"].removeprefix(prefix) for entry in page.get("Contents", [])]
+    return sorted(name for name in found if "/" not in name)
+
+
+def read_bytes(path: Path) -> bytes:
+    """A small stored file whole (a release's JSON or CSV)."""
+    if not enabled():
+        return Path(path).read_bytes()
+    body = _client().get_object(Bucket=settings.DPPORTAL_S3_BUCKET, Key=key(path))["Body"]
+    with closing(body):
+        return body.read()
 
 
 def exists(path: Path) -> bool:

@@ -31,12 +31,17 @@ def stored_names(release) -> list[str]:
     """Names of the mechanism's public files as stored by the worker (none before it is done)."""
     if not release.output_dir:
         return []
-    return sorted(path.name for path in output_dir(release).iterdir() if path.is_file())
+    return object_store.names(output_dir(release))
+
+
+def stored_file(release, name) -> bytes:
+    """One of the mechanism's public files, as stored by the worker (folder or bucket)."""
+    return object_store.read_bytes(output_dir(release) / name)
 
 
 def stored_files(release) -> dict[str, bytes]:
     """The mechanism's public files as stored by the worker (empty before the release is done)."""
-    return {name: (output_dir(release) / name).read_bytes() for name in stored_names(release)}
+    return {name: stored_file(release, name) for name in stored_names(release)}
 
 
 def package_names(release) -> list[str]:

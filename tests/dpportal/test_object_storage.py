@@ -30,6 +30,7 @@ from tests.helpers import (
     make_dataset,
     make_release,
     make_user,
+    run_now,
     upload,
 )
 from tests.object_storage import (
@@ -90,6 +91,11 @@ def test_upload_release_and_download_run_on_the_bucket(bucket, s3_worker):
     assert zip_key == f"release-cache/{Path(done.output_dir).name}/{zip_name}"
     wait_until(lambda: zip_key in keys(bucket), timeout=60)  # made by the worker after release
     assert not any(p.suffix == ".zip" for p in local_files(files.release_cache_dir(done)))
+    published = keys(bucket, f"{done.output_dir}/")
+    assert {"synthetic.csv", "noisy_counts.csv"} <= {k.rsplit("/", 1)[1] for k in published}
+    assert not files.output_dir(done).exists()  # the published files are only in the bucket
+    page = client_for(owner).get(reverse("release_detail", args=[done.pk]))
+    assert page.status_code == 200 and "Rows 1–25 of 300" in page.content.decode()
 
     downloaded = client_for(owner).get(reverse("release_download_zip", args=[done.pk]))
     assert downloaded.status_code == 200 and downloaded.streaming
@@ -241,3 +247,17 @@ def test_the_compose_option_sets_every_object_store_setting_it_documents():
     for variable in read | {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}:
         assert f"`{variable}`" in docs
     assert "ports" not in compose["services"]["minio"]  # the store stays on the private network
+
+
+def test_the_reaper_removes_unpublished_release_objects_only(bucket, owner, settings):
+    """Files an execution staged in the bucket but never published (it lost its lease, or was
+    killed) are swept; a published release's files stay."""
+    release = run_now(make_release(owner, make_dataset(owner)))
+    published = keys(bucket, "releases/")
+    assert published and all(k.startswith(f"{release.output_dir}/") for k in published)
+    staged = f"releases/{release.pk}-0123456789ab/synthetic.csv"
+    bucket.client.put_object(Bucket=bucket.name, Key=staged, Body=b"x")
+    settings.DPPORTAL_LEASE_SECONDS = 0
+    time.sleep(1.1)  # object times have whole seconds
+    assert services.release_reap()["files_removed"] == 1
+    assert keys(bucket, "releases/") == published
