@@ -2,7 +2,7 @@
 local folder and an S3-compatible server (moto's standalone server, started here on 127.0.0.1).
 
 Writes a Parquet file of ROWS x 4 columns (row groups of 65,536 rows), then, each in its own
-child process (so peak memory is that process's own ru_maxrss):
+child process (so peak memory is that process's own high-water mark, VmHWM):
 
 - keep: `object_store.keep` of the file (a multipart upload in 8 MiB parts; local: nothing);
 - read batches: the release engine's read, 2 of the 4 columns as record batches of CHUNK_ROWS
@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 REPO = Path(__file__).resolve().parents[1]
 
 CHILD = r"""
-import json, os, resource, sys, time
+import json, os, sys, time
 sys.path.insert(0, sys.argv[1])
 mode, name = sys.argv[2], sys.argv[3]
 import django
@@ -59,7 +59,8 @@ elif mode == "baseline":
 elif mode == "download":
     rows = sum(len(piece) for piece in object_store.chunks(path))
 seconds = time.perf_counter() - start
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+status = open("/proc/self/status").read()  # VmHWM: this program's own peak, not the parent's
+peak = int(status.split("VmHWM:")[1].split()[0]) / 1024
 print(json.dumps({"seconds": seconds, "peak_mb": peak, "rows": rows}))
 """
 

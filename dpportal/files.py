@@ -12,8 +12,9 @@ Every private file is written by `PrivateWriter`: under a temporary name in its 
 mode 0600 from the start, flushed to disk, then renamed into place in one step, so a reader never
 sees half a file and a killed writer leaves only a temporary name (which the sweeps remove).
 
-With an object store configured, the datasets' files and the package zips are written here
-first, then moved into the bucket (`dpportal.object_store`, which owns where stored bytes live).
+With an object store configured, the datasets' files, the published release files, the package
+zips and the utility reports are written here first, then moved into the bucket
+(`dpportal.object_store`, which owns where stored bytes live); the layout gives their keys.
 """
 
 import os

@@ -2,10 +2,11 @@
 
 `dpportal.files` names every stored file by its local path. With DPPORTAL_S3_BUCKET unset,
 that path is where the bytes are. With it set, the datasets' files (raw upload, Parquet copy),
-the releases' published files and their package zips are objects in that bucket instead, at the
-path's place in the layout as key (`storage/<name>`, `releases/<folder>/<file>`,
-`release-cache/<folder>/<zip>`); a file is written locally first (the ingest needs to read it
-several times) and `keep` moves it into the bucket.
+the releases' published files, their package zips and the custodian-only utility reports are
+objects in that bucket instead, keyed by the path's place in the layout (`storage/<name>`,
+`releases/<folder>/<file>`, `release-cache/<folder>/<zip>`, `custodian/<report>`); a file is
+written locally first (the ingest needs to read it several times) and `keep` moves it into the
+bucket. Derived caches (chart data, public pages) stay local: each machine rebuilds its own.
 
 What this module guarantees for every object:
 - private: put with the `private` canned ACL (owner only, nothing for anonymous or other

@@ -96,6 +96,10 @@ def test_upload_release_and_download_run_on_the_bucket(bucket, s3_worker):
     assert not files.output_dir(done).exists()  # the published files are only in the bucket
     page = client_for(owner).get(reverse("release_detail", args=[done.pk]))
     assert page.status_code == 200 and "Rows 1–25 of 300" in page.content.decode()
+    report_key = object_store.key(files.utility_report_path(done))
+    assert report_key.startswith("custodian/") and report_key in keys(bucket)  # before the zip
+    report = client_for(owner).get(reverse("release_utility_report", args=[done.pk]))
+    assert report.status_code == 200
 
     downloaded = client_for(owner).get(reverse("release_download_zip", args=[done.pk]))
     assert downloaded.status_code == 200 and downloaded.streaming
@@ -116,6 +120,7 @@ def test_upload_release_and_download_run_on_the_bucket(bucket, s3_worker):
 
     services.dataset_delete(dataset=dataset, user=owner)
     assert keys(bucket, "storage/") == set()  # the dataset's objects went with it
+    assert report_key not in keys(bucket)  # derived from the raw data: gone with it
     assert zip_key in keys(bucket)  # the public package stays, as releases do
 
 
