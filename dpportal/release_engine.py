@@ -10,12 +10,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import mechanisms
+import mechanisms.counting
 from mechanisms import persons, public_bounds
 from mechanisms.accounting import float_at_most
 from mechanisms.schema import CHUNK_ROWS
 
 from . import accuracy_preview, catalogue, object_store
 from .files import dataset_path
+from .sources import SourceError, table_source
 
 
 class ReleaseInputError(Exception):
@@ -80,7 +82,10 @@ def compute(release, progress):
     read = read_in_chunks if chunked else load_columns
     try:
         schema = mechanisms.Schema.from_dict(dataset.schema)
-        data = read(dataset, [*release.columns, *_person_column(schema)])
+        if dataset.is_external:
+            data = _where_it_lives(dataset, release)
+        else:
+            data = read(dataset, [*release.columns, *_person_column(schema)])
         return mechanisms.run_release(
             release.mechanism,
             data,
@@ -95,6 +100,16 @@ def compute(release, progress):
         )
     except mechanisms.MechanismError as exc:
         raise ReleaseInputError(str(exc)) from exc
+
+
+def _where_it_lives(dataset, release):
+    """The external table as its engine's table: the rows are counted where they live (a
+    PostgreSQL engine runs the GROUP BY inside the database; no raw row reaches the portal)."""
+    try:
+        source = table_source(dataset)
+    except SourceError as exc:
+        raise ReleaseInputError(str(exc)) from exc
+    return mechanisms.counting.engine_table(source, release.engine or dataset.engine)
 
 
 def _person_column(schema) -> list[str]:
@@ -150,6 +165,11 @@ def noise_plan(dataset, schema, mechanism, columns, params, epsilon, delta):
 def estimate_column(dataset, column, kind, *, epsilon, delta) -> dict:
     """A DP estimate of `column`'s bounds (kind "numeric") or categories ("categorical"), read
     from the stored copy; its guarantee is stated in `mechanisms.public_bounds`."""
+    if dataset.is_external:
+        raise ReleaseInputError(
+            "This table stays where it lives and is only counted there, so no column can be read "
+            "for an estimate: type its bounds or categories from public knowledge."
+        )
     values = load_columns(dataset, [column])[column]
     eps, dlt = float_at_most(epsilon), float_at_most(delta)
     try:

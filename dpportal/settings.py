@@ -67,6 +67,12 @@ DPPORTAL_SHARE_FINGERPRINTS_ACROSS_OWNERS = env_bool(
 # The schema page's "estimate for me": the share of a dataset's total ε (and δ) one DP estimate
 # of a column's bounds or categories spends, in percent.
 DPPORTAL_ESTIMATE_PERCENT = env("DPPORTAL_ESTIMATE_PERCENT", "1")
+# Tables that stay where they live (dpportal/sources.py): the only folders a custodian may
+# register a local Parquet file or folder from (separated by ":"; none: no local paths), and the
+# Fernet key that encrypts their connection credentials at rest. Without a key one is derived from
+# SECRET_KEY (development only: rotating SECRET_KEY then makes stored credentials unreadable).
+DPPORTAL_SOURCE_ROOTS = [p for p in env("DPPORTAL_SOURCE_ROOTS").split(":") if p.strip()]
+DPPORTAL_CREDENTIALS_KEY = env("DPPORTAL_CREDENTIALS_KEY")
 
 INSTALLED_APPS = [
     "django.contrib.admin",

@@ -251,7 +251,8 @@ def dataset_set_auditor(*, dataset, user, username, add, remote_addr=None):
 
 
 def dataset_delete(*, dataset, user, remote_addr=None):
-    """Remove the raw file, the Parquet copy and the data profile; releases, ledger, audit stay."""
+    """Remove the raw file, the Parquet copy (or a source's credentials) and the data profile;
+    releases, ledger, audit stay."""
     with transaction.atomic():
         locked = locked_dataset(dataset.pk)
         if locked.is_deleted:
@@ -266,8 +267,11 @@ def dataset_delete(*, dataset, user, remote_addr=None):
         stored = [locked.storage_name, locked.parquet_name]
         locked.deleted_at = timezone.now()
         locked.storage_name = locked.parquet_name = ""
+        locked.source_secret = ""  # a source's credentials go with it; its key keeps the budget
         locked.profile = None
-        locked.save(update_fields=["deleted_at", "storage_name", "parquet_name", "profile"])
+        locked.save(
+            update_fields=["deleted_at", "storage_name", "parquet_name", "source_secret", "profile"]
+        )
         audit.audit_record(
             action=AuditEvent.Action.DELETION,
             actor=user,

@@ -44,8 +44,9 @@ def release_store_utility_report(release_pk):
 
 def store_utility_report(release) -> bool:
     """Compute the report and put it in place only while the dataset is locked and not deleted
-    (see the module docstring). Returns whether it was stored."""
-    if release.dataset.is_deleted:
+    (see the module docstring). Returns whether it was stored. None for a table that stays
+    where it lives: comparing with it would need its raw rows, which never leave it."""
+    if release.dataset.is_deleted or release.dataset.is_external:
         return False
     writer = files.PrivateWriter(files.utility_report_path(release))
     try:

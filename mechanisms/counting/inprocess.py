@@ -1,7 +1,10 @@
 """The in-process engine: today's streaming path, and the reference every other engine matches.
 
-Reads the needed columns of a Parquet file or folder one record batch at a time and counts each
-batch with `Schema.cell_counts`, so memory holds one batch whatever the row count.
+Reads the needed columns of a Parquet file or folder one record batch at a time, or of a
+PostgreSQL table through a server-side cursor (CHUNK_ROWS rows at a time, in a READ ONLY
+transaction), and counts each batch with `Schema.cell_counts`, so memory holds one batch
+whatever the row count. PostgreSQL rows become Arrow batches as Parquet's would (`real` and
+`numeric` read as double precision), so both sources are read alike.
 """
 
 from __future__ import annotations
@@ -13,8 +16,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.dataset as pa_dataset
 import pyarrow.fs as pa_fs
+from psycopg import sql
 
 from mechanisms.chunks import ChunkedTable
+from mechanisms.counting.postgres_engine import column_types, read_only, relation
 from mechanisms.counting.source import TableSource
 from mechanisms.errors import MechanismError
 from mechanisms.schema import CHUNK_ROWS, Schema
@@ -22,12 +27,10 @@ from mechanisms.schema import CHUNK_ROWS, Schema
 
 def count_in_process(source: TableSource, schema: Schema, columns: list[str]) -> np.ndarray:
     """Exact rows per cell, counted here from record batches of `source` (Parquet)."""
-    if source.is_postgres:
-        raise MechanismError(
-            "the in-process engine reads Parquet; count a PostgreSQL table with "
-            "--engine postgres (the counting runs inside the database)"
-        )
-    return schema.cell_counts(parquet_chunks(source, columns), columns)
+    chunks = (
+        postgres_chunks(source, columns) if source.is_postgres else parquet_chunks(source, columns)
+    )
+    return schema.cell_counts(chunks, columns)
 
 
 def parquet_chunks(source: TableSource, columns: list[str]) -> ChunkedTable:
@@ -68,6 +71,30 @@ def s3_filesystem(options: Mapping[str, str]) -> pa_fs.S3FileSystem:
         endpoint_override=endpoint or None,
         scheme="http" if endpoint.startswith("http://") else "https",
     )
+
+
+def postgres_chunks(source: TableSource, columns: list[str]) -> ChunkedTable:
+    """The `columns` of a PostgreSQL table as DataFrames of at most CHUNK_ROWS rows."""
+    return ChunkedTable(_postgres_frames(source, columns))
+
+
+def _postgres_frames(source: TableSource, columns: list[str]) -> Iterator[pd.DataFrame]:
+    with read_only(source) as connection:
+        types = column_types(connection, source, columns)
+        selected = sql.SQL(", ").join(
+            sql.SQL("CAST({} AS double precision)").format(sql.Identifier(c))
+            if types[c] in ("real", "numeric")
+            else sql.Identifier(c)
+            for c in columns
+        )
+        query = sql.SQL("SELECT {} FROM {}").format(selected, relation(source))
+        with connection.cursor(name="dp_portal_count") as cursor:
+            cursor.execute(query)
+            while rows := cursor.fetchmany(CHUNK_ROWS):
+                batch = pa.table(
+                    {c: pa.array([row[j] for row in rows]) for j, c in enumerate(columns)}
+                )
+                yield batch_frame(batch, columns)
 
 
 def _frames(dataset: pa_dataset.Dataset, columns: list[str]) -> Iterator[pd.DataFrame]:

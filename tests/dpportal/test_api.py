@@ -20,7 +20,7 @@ from dpportal.models import AuditEvent, BudgetLedgerEntry, Dataset, Release
 from tests.conftest import wait_until
 from tests.helpers import SMALL_CSV, SMALL_SCHEMA, client_for, make_user
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.database, pytest.mark.django_db]
 
 
 @pytest.fixture(autouse=True)
