@@ -21,6 +21,7 @@ ensure_venv requirements-dev.txt
 ensure_redis
 ensure_chromium
 ensure_pdf_libraries
+ensure_object_store
 
 status=0
 log "Lint and format (ruff)"

@@ -15,7 +15,7 @@ from mechanisms import persons, public_bounds
 from mechanisms.accounting import float_at_most
 from mechanisms.schema import CHUNK_ROWS
 
-from . import accuracy_preview, catalogue
+from . import accuracy_preview, catalogue, object_store
 from .files import dataset_path
 from .sources import SourceError, table_source
 
@@ -27,7 +27,7 @@ class ReleaseInputError(Exception):
 def _stored_columns(dataset, columns) -> Path:
     """The Parquet copy's path, once it is known to exist and hold `columns`."""
     path = dataset_path(dataset)
-    if not dataset.parquet_name or not path.exists():
+    if not dataset.parquet_name or not object_store.exists(path):
         raise ReleaseInputError("The dataset's file is no longer stored, so it cannot be read.")
     missing = [c for c in columns if c not in dataset.columns]
     if missing:
@@ -51,7 +51,8 @@ def _to_frame(table, columns) -> pd.DataFrame:
 def load_columns(dataset, columns) -> pd.DataFrame:
     """Read only the requested columns of the stored Parquet copy."""
     path = _stored_columns(dataset, columns)
-    return _to_frame(pq.read_table(path, columns=list(columns)), columns)
+    with object_store.open_input(path) as stored:
+        return _to_frame(pq.read_table(stored, columns=list(columns)), columns)
 
 
 def read_in_chunks(dataset, columns) -> mechanisms.ChunkedTable:
@@ -62,7 +63,11 @@ def read_in_chunks(dataset, columns) -> mechanisms.ChunkedTable:
 
 
 def _batches(path, columns, chunk_rows):
-    with pq.ParquetFile(path, pre_buffer=False) as parquet:  # pre-buffering grows with the file
+    """Record batches read by byte range (from the bucket too): never the whole file at once."""
+    with (
+        object_store.open_input(path) as stored,
+        pq.ParquetFile(stored, pre_buffer=False) as parquet,  # pre-buffering grows with the file
+    ):
         for batch in parquet.iter_batches(batch_size=chunk_rows, columns=columns):
             yield _to_frame(batch, columns)
 

@@ -14,8 +14,7 @@ def release_charts(release) -> list[dict]:
     """The error-bar charts of a statistics release, from its public statistics.csv."""
     if "statistics.csv" not in packaging.stored_names(release):
         return []
-    path = packaging.output_dir(release) / "statistics.csv"
-    table = packaging.read_csv(path.read_bytes())
+    table = packaging.read_csv(packaging.stored_file(release, "statistics.csv"))
     parameters = (release.manifest or {}).get("parameters") or {}
     missing = parameters.get("missing_values_left_out") or []
     return statistics_charts(table.fillna({"column": ""}), missing)

@@ -15,7 +15,7 @@ import mechanisms
 from mechanisms import metrics, validation
 from mechanisms.range_count import api
 
-from . import files, packaging, range_verdict, release_engine, verdict
+from . import files, object_store, packaging, range_verdict, release_engine, verdict
 from .packaging import read_csv, with_numbers
 
 MAX_PAIRS = 15
@@ -26,9 +26,9 @@ MAX_SCATTER_POINTS = 2000
 def load_report(release) -> dict | None:
     """The stored report, or None if it has not been computed (yet)."""
     path = files.utility_report_path(release)
-    if not path.exists():
+    if not object_store.exists(path):
         return None
-    return json.loads(path.read_text())
+    return json.loads(object_store.read_bytes(path))
 
 
 def compute(release) -> bytes:

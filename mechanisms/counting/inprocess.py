@@ -9,12 +9,13 @@ whatever the row count. PostgreSQL rows become Arrow batches as Parquet's would 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.dataset as pa_dataset
+import pyarrow.fs as pa_fs
 from psycopg import sql
 
 from mechanisms.chunks import ChunkedTable
@@ -35,7 +36,7 @@ def count_in_process(source: TableSource, schema: Schema, columns: list[str]) ->
 def parquet_chunks(source: TableSource, columns: list[str]) -> ChunkedTable:
     """The `columns` of a Parquet file or folder as DataFrames of at most CHUNK_ROWS rows."""
     try:
-        dataset = pa_dataset.dataset(source.location, format="parquet")
+        dataset = _open_dataset(source)
     except (OSError, pa.ArrowInvalid) as error:
         raise MechanismError(f"cannot read {source.describe()}: {error}") from error
     missing = [c for c in columns if c not in dataset.schema.names]
@@ -45,6 +46,31 @@ def parquet_chunks(source: TableSource, columns: list[str]) -> ChunkedTable:
             f"its columns: {', '.join(dataset.schema.names)}"
         )
     return ChunkedTable(_frames(dataset, columns))
+
+
+def _open_dataset(source: TableSource) -> pa_dataset.Dataset:
+    """The Parquet file or folder, read through an S3 filesystem for an `s3://` location."""
+    if not source.location.startswith("s3://"):
+        return pa_dataset.dataset(source.location, format="parquet")
+    filesystem = s3_filesystem(source.storage_options)
+    return pa_dataset.dataset(source.location[5:], format="parquet", filesystem=filesystem)
+
+
+def s3_filesystem(options: Mapping[str, str]) -> pa_fs.S3FileSystem:
+    """pyarrow's S3 filesystem from storage options.
+
+    `endpoint_url` (an S3-compatible server; empty for AWS), `region`, `access_key` and
+    `secret_key` (absent: the AWS SDK's usual sources, such as AWS_ACCESS_KEY_ID). It reads
+    objects by byte range, so a record batch at a time never needs the whole object in memory.
+    """
+    endpoint = options.get("endpoint_url", "")
+    return pa_fs.S3FileSystem(
+        access_key=options.get("access_key") or None,
+        secret_key=options.get("secret_key") or None,
+        region=options.get("region") or None,
+        endpoint_override=endpoint or None,
+        scheme="http" if endpoint.startswith("http://") else "https",
+    )
 
 
 def postgres_chunks(source: TableSource, columns: list[str]) -> ChunkedTable:
