@@ -24,13 +24,13 @@ from urllib.parse import unquote, urlsplit
 import psycopg
 import pyarrow as pa
 import pyarrow.dataset as pa_dataset
-import pyarrow.fs as pa_fs
 from cryptography.fernet import Fernet, InvalidToken
 from django.conf import settings
 from psycopg import sql
 
 import mechanisms.counting
 from mechanisms.counting import TableSource
+from mechanisms.counting.inprocess import s3_filesystem
 from mechanisms.counting.source import POSTGRES_SCHEMES
 
 # Each part of a table name: a plain SQL identifier (anything else is refused, never quoted in).
@@ -159,12 +159,7 @@ def _inspect_s3(location: str, options: dict) -> Found:
     if not parts.netloc or not parts.path.strip("/"):
         raise SourceError(f"{location!r} is not an s3://bucket/path URL.")
     endpoint = options.get("endpoint_url", "")
-    filesystem = pa_fs.S3FileSystem(
-        access_key=options.get("access_key"),
-        secret_key=options.get("secret_key"),
-        endpoint_override=endpoint or None,
-        region=options.get("region") or None,
-    )
+    filesystem = s3_filesystem(options)  # the one the counting engines read with
     path = f"{parts.netloc}/{parts.path.strip('/')}"
     try:
         dataset = pa_dataset.dataset(path, format="parquet", filesystem=filesystem)
