@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run the whole test suite. Installs the pinned test dependencies and Debian's Chromium, starts
 # Redis and PostgreSQL if they are not running, then runs pytest on PostgreSQL (when available)
-# and the database tests again on SQLite. Exits non-zero on any failure.
+# and the database-behaviour tests (marker `database`) again on SQLite. Exits non-zero on any
+# failure; the slowest tests are listed at the end of the PostgreSQL run.
 #   ./test.sh            per-commit suite (under 15 minutes on 2 cores)
 #   ./test.sh --long     also the long runs (kill tests, large privacy audits, fuzzing)
 #   ./test.sh -- ARGS    pass ARGS to pytest (e.g. ./test.sh -- tests/mechanisms -x)
@@ -18,9 +19,10 @@ if [ "${1:-}" = "--long" ]; then marker="slow or not slow"; shift; fi
 
 ensure_venv requirements-dev.txt
 ensure_redis
-ensure_dask_cluster
 ensure_chromium
 ensure_pdf_libraries
+ensure_object_store
+ensure_dask_cluster
 
 status=0
 log "Lint and format (ruff)"
@@ -30,10 +32,10 @@ log "Type check (mypy: strict on mechanisms/, basic on dpportal/; config in pypr
 "$VENV/bin/mypy" || status=$?
 if ensure_postgres; then
   log "Test suite on PostgreSQL"
-  DATABASE_URL=$pg_url "$PY" -m pytest "${parallel[@]}" -m "$marker" "$@" || status=$?
+  DATABASE_URL=$pg_url "$PY" -m pytest "${parallel[@]}" --durations=15 -m "$marker" "$@" || status=$?
   if [ $# -eq 0 ]; then
-    log "Database tests again on SQLite (the embedded default)"
-    "$PY" -m pytest "${parallel[@]}" -m "$marker and not e2e" tests/dpportal -q || status=$?
+    log "Database-behaviour tests again on SQLite (the embedded default)"
+    "$PY" -m pytest "${parallel[@]}" -m "$marker and database and not e2e" tests -q || status=$?
   fi
 else
   log "PostgreSQL is not available here: the suite runs on SQLite only"

@@ -208,18 +208,20 @@ def release_charts(release, schema) -> list[dict]:
 
 
 def _charts_from_files(release, schema) -> list[dict]:
-    folder, names = packaging.output_dir(release), packaging.stored_names(release)
+    names = packaging.stored_names(release)
     synthetic = (
-        packaging.read_csv((folder / "synthetic.csv").read_bytes(), schema)
+        packaging.read_csv(packaging.stored_file(release, "synthetic.csv"), schema)
         if "synthetic.csv" in names
         else None
     )
     answers = (
-        packaging.read_csv((folder / "answers.csv").read_bytes())
+        packaging.read_csv(packaging.stored_file(release, "answers.csv"))
         if "answers.csv" in names
         else None
     )
-    structure = (folder / "structure.json").read_bytes() if "structure.json" in names else None
+    structure = (
+        packaging.stored_file(release, "structure.json") if "structure.json" in names else None
+    )
     return public_charts(schema, release, synthetic, answers, structure)
 
 

@@ -2,11 +2,16 @@
 
 from django.urls import path
 
-from . import access_views, estimate_views
+from . import access_views, estimate_views, source_views
 from . import dataset_views as views
 
 urlpatterns = [
     path("datasets/new/", views.dataset_upload, name="dataset_upload"),
+    path(
+        "datasets/new/source/",
+        source_views.dataset_register_source,
+        name="dataset_register_source",
+    ),
     path("datasets/<int:pk>/", views.dataset_detail, name="dataset_detail"),
     path("datasets/<int:pk>/schema/", views.dataset_schema, name="dataset_schema"),
     path(

@@ -11,11 +11,14 @@ Layout (none of it under a served folder; folders 0700, files 0600):
 Every private file is written by `PrivateWriter`: under a temporary name in its own folder, with
 mode 0600 from the start, flushed to disk, then renamed into place in one step, so a reader never
 sees half a file and a killed writer leaves only a temporary name (which the sweeps remove).
+
+With an object store configured, the datasets' files, the published release files, the package
+zips and the utility reports are written here first, then moved into the bucket
+(`dpportal.object_store`, which owns where stored bytes live); the layout gives their keys.
 """
 
 import os
 import secrets
-import time
 from pathlib import Path
 
 from django.conf import settings
@@ -46,22 +49,6 @@ def new_storage_name(suffix: str) -> tuple[str, Path]:
 def dataset_path(dataset) -> Path:
     """The dataset's typed columnar copy (Parquet), which every release reads."""
     return Path(settings.DATASET_STORAGE_DIR) / dataset.parquet_name
-
-
-def remove_stored(storage_name: str) -> None:
-    if storage_name:
-        stored_path(storage_name).unlink(missing_ok=True)
-
-
-def remove_orphan_stored_files(referenced: set[str], older_than_seconds: float) -> int:
-    """Remove stored files no dataset refers to (left by a killed process) once old enough."""
-    cutoff = time.time() - older_than_seconds
-    removed = 0
-    for path in storage_dir().iterdir():
-        if path.name not in referenced and path.stat().st_mtime < cutoff:
-            path.unlink(missing_ok=True)
-            removed += 1
-    return removed
 
 
 def data_dir() -> Path:

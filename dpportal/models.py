@@ -107,6 +107,16 @@ class Dataset(models.Model):
     # upload of the same content in the same scope, deleted ones included.
     budget = models.ForeignKey(PrivacyBudget, on_delete=models.PROTECT, related_name="datasets")
 
+    # A table that stays where it lives (dpportal/sources.py) instead of a stored copy; all empty
+    # for uploads. `source_key`: the data's identity without credentials (its budget follows
+    # it); `source_label`: the location with any password masked (owner-only); `source_secret`:
+    # the location and its credentials, encrypted; `engine`: the default counting engine.
+    source_key = models.CharField(max_length=1000, blank=True)
+    source_label = models.CharField(max_length=1000, blank=True)
+    source_secret = models.TextField(blank=True)
+    source_table = models.CharField(max_length=200, blank=True)
+    engine = models.CharField(max_length=20, blank=True)
+
     deleted_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -114,6 +124,11 @@ class Dataset(models.Model):
 
     def __str__(self):
         return self.name
+
+    @property
+    def is_external(self) -> bool:
+        """Whether the data stays where it lives (no stored copy; see dpportal/sources.py)."""
+        return bool(self.source_key)
 
     neighbouring = _from_budget("neighbouring")
     epsilon_total = _from_budget("epsilon_total")
@@ -162,6 +177,8 @@ class Release(models.Model):
     progress_stage = models.CharField(max_length=100, blank=True)
     error_message = models.TextField(blank=True)
     data_was_read = models.BooleanField(default=False)
+    # The engine counting an external dataset's rows where they live (empty: the dataset's).
+    engine = models.CharField(max_length=20, blank=True)
 
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)

@@ -16,7 +16,7 @@ import pandas as pd
 import mechanisms
 from mechanisms import package
 
-from . import files
+from . import files, object_store
 from .formatting import plain_number
 from .models import Release
 
@@ -31,12 +31,17 @@ def stored_names(release) -> list[str]:
     """Names of the mechanism's public files as stored by the worker (none before it is done)."""
     if not release.output_dir:
         return []
-    return sorted(path.name for path in output_dir(release).iterdir() if path.is_file())
+    return object_store.names(output_dir(release))
+
+
+def stored_file(release, name) -> bytes:
+    """One of the mechanism's public files, as stored by the worker (folder or bucket)."""
+    return object_store.read_bytes(output_dir(release) / name)
 
 
 def stored_files(release) -> dict[str, bytes]:
     """The mechanism's public files as stored by the worker (empty before the release is done)."""
-    return {name: (output_dir(release) / name).read_bytes() for name in stored_names(release)}
+    return {name: stored_file(release, name) for name in stored_names(release)}
 
 
 def package_names(release) -> list[str]:
@@ -81,9 +86,10 @@ def budget(dataset) -> package.Budget:
 
 
 def package_zip_path(release) -> Path:
-    """The public package as one zip, built on first use and kept (a release never changes)."""
+    """The public package as one zip, built on first use and kept (a release never changes);
+    kept in the object store when one is configured (`dpportal.object_store`)."""
     path = cache_dir(release) / f"package-v{PACKAGE_LAYOUT}.zip"
-    if not path.exists():
+    if not object_store.exists(path):
         folder = f"release-{release.pk}"
         with (
             files.PrivateWriter(path) as out,
@@ -91,6 +97,7 @@ def package_zip_path(release) -> Path:
         ):
             for name, content in package_files(release).items():
                 archive.writestr(f"{folder}/{name}", content)
+        object_store.keep(path)
     return path
 
 
@@ -98,7 +105,10 @@ def package_file(release, name) -> bytes | None:
     """One file of the public package (as in the zip), or None if there is no such file."""
     if name not in package_names(release):
         return None
-    with zipfile.ZipFile(package_zip_path(release)) as archive:
+    with (
+        object_store.open_input(package_zip_path(release)) as stored,
+        zipfile.ZipFile(stored) as archive,
+    ):
         return archive.read(f"release-{release.pk}/{name}")
 
 

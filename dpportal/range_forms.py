@@ -10,7 +10,10 @@ class RangeQueryForm(forms.Form):
 
     With the released grid (`edges`: per column (lower, upper, cells)), the from/to inputs
     name the grid's edges and a typed value moves to the nearest edge (`inputs.snap_box`), so
-    a box is answered exactly, with no rounding; the page says which box was answered.
+    a box is answered exactly, with no rounding; the page says which box was answered. Each
+    from/to input then has a slider over the grid's bounds in steps of one cell beside it
+    (`sliders`; static/js/range_sliders.js keeps the two in step and writes the edge into the
+    input, which is what is submitted), and starts at the bound: the whole range.
     """
 
     kind = forms.ChoiceField(
@@ -28,7 +31,7 @@ class RangeQueryForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.columns, self.edges = list(columns), edges
         for i, name in enumerate(self.columns):
-            box_widget, help_text = DECIMAL_INPUT, ""
+            box_widget, help_text, lower, upper = DECIMAL_INPUT, "", None, None
             if edges is not None:
                 lower, upper, cells = edges[i]
                 step = (upper - lower) / cells
@@ -40,17 +43,49 @@ class RangeQueryForm(forms.Form):
                     "between edges moves to the nearest one."
                 )
             self.fields[f"lo_{i}"] = forms.FloatField(
-                label=f"{name}: from", required=False, widget=box_widget, help_text=help_text
+                label=f"{name}: from",
+                required=False,
+                widget=box_widget,
+                help_text=help_text,
+                initial=_edge_text(lower),
             )
             self.fields[f"hi_{i}"] = forms.FloatField(
-                label=f"{name}: up to (not including)", required=False, widget=box_widget
+                label=f"{name}: up to (not including)",
+                required=False,
+                widget=box_widget,
+                initial=_edge_text(upper),
             )
             self.fields[f"a_{i}"] = forms.FloatField(
                 label=f"{name}: weight a", required=False, widget=DECIMAL_INPUT
             )
 
     def box_fields(self):
-        return [(self[f"lo_{i}"], self[f"hi_{i}"]) for i in range(len(self.columns))]
+        """Per column: its from and to inputs, each with its slider (None without a grid)."""
+        return [
+            [(self[f"{key}_{i}"], self._slider(i, key)) for key in ("lo", "hi")]
+            for i in range(len(self.columns))
+        ]
+
+    def _slider(self, i, key) -> dict | None:
+        """A slider over column i's grid: min and max its bounds, one step per cell."""
+        if self.edges is None:
+            return None
+        lower, upper, cells = self.edges[i]
+        field = self[f"{key}_{i}"]
+        value = field.value() if self.is_bound else field.initial
+        try:
+            start = min(max(float(value), lower), upper)
+        except (TypeError, ValueError):
+            start = lower if key == "lo" else upper
+        return {
+            "id": f"{field.auto_id}_slider",
+            "input_id": field.auto_id,
+            "label": f"{field.label}, on the grid",
+            "min": _edge_text(lower),
+            "max": _edge_text(upper),
+            "step": _edge_text((upper - lower) / cells),
+            "value": _edge_text(start),
+        }
 
     def halfspace_fields(self):
         return [self[f"a_{i}"] for i in range(len(self.columns))]
@@ -84,3 +119,9 @@ class RangeQueryForm(forms.Form):
                 "hi": [data[f"hi_{i}"] for i in indices],
             }
         return {"type": "halfspace", "a": [data[f"a_{i}"] for i in indices], "b": data["b"]}
+
+
+def _edge_text(value: float | None) -> str | None:
+    """A grid edge or bound as the inputs show it (12 significant digits, no exponent for the
+    bounds a schema declares)."""
+    return None if value is None else f"{value:.12g}"

@@ -10,12 +10,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import mechanisms
+import mechanisms.counting
 from mechanisms import persons, public_bounds
 from mechanisms.accounting import float_at_most
 from mechanisms.schema import CHUNK_ROWS
 
-from . import accuracy_preview, catalogue
+from . import accuracy_preview, catalogue, object_store
 from .files import dataset_path
+from .sources import SourceError, table_source
 
 
 class ReleaseInputError(Exception):
@@ -25,7 +27,7 @@ class ReleaseInputError(Exception):
 def _stored_columns(dataset, columns) -> Path:
     """The Parquet copy's path, once it is known to exist and hold `columns`."""
     path = dataset_path(dataset)
-    if not dataset.parquet_name or not path.exists():
+    if not dataset.parquet_name or not object_store.exists(path):
         raise ReleaseInputError("The dataset's file is no longer stored, so it cannot be read.")
     missing = [c for c in columns if c not in dataset.columns]
     if missing:
@@ -49,7 +51,8 @@ def _to_frame(table, columns) -> pd.DataFrame:
 def load_columns(dataset, columns) -> pd.DataFrame:
     """Read only the requested columns of the stored Parquet copy."""
     path = _stored_columns(dataset, columns)
-    return _to_frame(pq.read_table(path, columns=list(columns)), columns)
+    with object_store.open_input(path) as stored:
+        return _to_frame(pq.read_table(stored, columns=list(columns)), columns)
 
 
 def read_in_chunks(dataset, columns) -> mechanisms.ChunkedTable:
@@ -60,7 +63,11 @@ def read_in_chunks(dataset, columns) -> mechanisms.ChunkedTable:
 
 
 def _batches(path, columns, chunk_rows):
-    with pq.ParquetFile(path, pre_buffer=False) as parquet:  # pre-buffering grows with the file
+    """Record batches read by byte range (from the bucket too): never the whole file at once."""
+    with (
+        object_store.open_input(path) as stored,
+        pq.ParquetFile(stored, pre_buffer=False) as parquet,  # pre-buffering grows with the file
+    ):
         for batch in parquet.iter_batches(batch_size=chunk_rows, columns=columns):
             yield _to_frame(batch, columns)
 
@@ -75,7 +82,10 @@ def compute(release, progress):
     read = read_in_chunks if chunked else load_columns
     try:
         schema = mechanisms.Schema.from_dict(dataset.schema)
-        data = read(dataset, [*release.columns, *_person_column(schema)])
+        if dataset.is_external:
+            data = _where_it_lives(dataset, release)
+        else:
+            data = read(dataset, [*release.columns, *_person_column(schema)])
         return mechanisms.run_release(
             release.mechanism,
             data,
@@ -90,6 +100,16 @@ def compute(release, progress):
         )
     except mechanisms.MechanismError as exc:
         raise ReleaseInputError(str(exc)) from exc
+
+
+def _where_it_lives(dataset, release):
+    """The external table as its engine's table: the rows are counted where they live (a
+    PostgreSQL engine runs the GROUP BY inside the database; no raw row reaches the portal)."""
+    try:
+        source = table_source(dataset)
+    except SourceError as exc:
+        raise ReleaseInputError(str(exc)) from exc
+    return mechanisms.counting.engine_table(source, release.engine or dataset.engine)
 
 
 def _person_column(schema) -> list[str]:
@@ -145,6 +165,11 @@ def noise_plan(dataset, schema, mechanism, columns, params, epsilon, delta):
 def estimate_column(dataset, column, kind, *, epsilon, delta) -> dict:
     """A DP estimate of `column`'s bounds (kind "numeric") or categories ("categorical"), read
     from the stored copy; its guarantee is stated in `mechanisms.public_bounds`."""
+    if dataset.is_external:
+        raise ReleaseInputError(
+            "This table stays where it lives and is only counted there, so no column can be read "
+            "for an estimate: type its bounds or categories from public knowledge."
+        )
     values = load_columns(dataset, [column])[column]
     eps, dlt = float_at_most(epsilon), float_at_most(delta)
     try:

@@ -16,7 +16,7 @@ from mechanisms import workload as mwem_workload
 from mechanisms.plans import smoothed_default_rows
 from mechanisms.range_count.grid_choice import suggest_grid
 
-from . import catalogue, release_engine, statistics_portal
+from . import catalogue, release_engine, sources, statistics_portal
 from .catalogue import DECIMAL_INPUT, WHOLE_NUMBER_INPUT
 
 MAX_SYNTHETIC_ROWS = 1_000_000
@@ -56,6 +56,19 @@ def submission_nonce(token: str, user, dataset) -> str | None:
     if (user_pk, dataset_pk) != (user.pk, dataset.pk) or not isinstance(nonce, str):
         return None
     return nonce
+
+
+def engine_field(dataset) -> forms.ChoiceField:
+    """Where a release of a table that stays where it lives counts its rows (default: the
+    dataset's engine)."""
+    kind = sources.source_kind(dataset)
+    return forms.ChoiceField(
+        label="Where to count the rows",
+        required=False,
+        choices=[("", f"The dataset's engine ({dataset.engine})")]
+        + [(name, name) for name in sources.engine_choices(kind)],
+        help_text="The data stays where it lives; only the counts reach the portal.",
+    )
 
 
 class ReleaseForm(forms.Form):
@@ -154,6 +167,8 @@ class ReleaseForm(forms.Form):
         self.fields["columns"].choices = [
             (name, f"{name} ({_describe(spec)})") for name, spec in self.releasable_columns()
         ]
+        if dataset.is_external:  # a table that stays where it lives: where to count it
+            self.fields["engine"] = engine_field(dataset)
 
     def settings(self) -> list:
         """(legend, mechanism names, bound fields) for each fieldset of mechanism settings."""
@@ -297,6 +312,7 @@ class ReleaseForm(forms.Form):
             "params": self.params(),
             "epsilon": data["epsilon"],
             "delta": data["delta"],
+            "engine": data.get("engine", ""),
         }
 
     def params(self) -> dict:

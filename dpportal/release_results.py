@@ -5,15 +5,25 @@ view adds for the owner alone.
 """
 
 import csv
+import io
 import itertools
 import json
 import math
+from contextlib import contextmanager
 from typing import Any
 
 import mechanisms
 from mechanisms import persons
 
-from . import catalogue, charts, packaging, release_engine, statistics_charts, utility
+from . import (
+    catalogue,
+    charts,
+    object_store,
+    packaging,
+    release_engine,
+    statistics_charts,
+    utility,
+)
 from .range_forms import RangeQueryForm
 
 PREVIEW_ROWS = 25
@@ -39,7 +49,7 @@ def results_context(request, release, is_owner) -> dict:
             release, "measurements-v1", lambda: _measurements(release)
         )
     if "structure.json" in names:
-        structure = (packaging.output_dir(release) / "structure.json").read_bytes()
+        structure = packaging.stored_file(release, "structure.json")
         context.update(_range_query(request, release, structure))
     if is_owner:
         report = utility.load_report(release)
@@ -84,7 +94,7 @@ def _parameters(release) -> list[tuple[str, str | int | float]]:
 def _measurements(release) -> list[dict]:
     """One row per MWEM measurement: the table, when, its counts and their 95% half-width
     (from measurements.json: public, no data)."""
-    document = json.loads((packaging.output_dir(release) / "measurements.json").read_bytes())
+    document = json.loads(packaging.stored_file(release, "measurements.json"))
     start = len(release.columns) if document["budget_split"]["initial_one_way"] else 0
     rows = []
     for index, record in enumerate(document["measurements"]):
@@ -161,7 +171,7 @@ def _preview(request, release, names) -> dict | None:
     total = packaging.cached_json(release, f"rows-{name}", lambda: _count_rows(path))
     pages = max(1, math.ceil(total / PREVIEW_ROWS))
     page = min(max(_int(request.GET.get("page"), 1), 1), pages)
-    with open(path, encoding="utf-8", newline="") as handle:
+    with _csv_lines(path) as handle:
         reader = csv.reader(handle)
         header = next(reader, [])
         rows = list(itertools.islice(reader, (page - 1) * PREVIEW_ROWS, page * PREVIEW_ROWS))
@@ -180,8 +190,15 @@ def _preview(request, release, names) -> dict | None:
 
 
 def _count_rows(path) -> int:
-    with open(path, encoding="utf-8", newline="") as handle:
+    with _csv_lines(path) as handle:
         return max(0, sum(1 for _ in csv.reader(handle)) - 1)
+
+
+@contextmanager
+def _csv_lines(path):
+    """A stored CSV as text lines, read piece by piece (from the bucket too)."""
+    with object_store.open_input(path) as stored:
+        yield io.TextIOWrapper(stored, encoding="utf-8", newline="")
 
 
 def _int(text, default) -> int:

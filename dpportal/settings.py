@@ -49,6 +49,15 @@ DATASET_STORAGE_DIR = Path(env("DPPORTAL_STORAGE_DIR", str(DATA_DIR / "storage")
 MAX_UPLOAD_BYTES = env_int("DPPORTAL_MAX_UPLOAD_MB", 200) * 1024 * 1024
 # Keep the uploaded file itself beside its validated Parquet copy (releases read only the copy).
 DPPORTAL_KEEP_ORIGINAL_UPLOADS = env_bool("DPPORTAL_KEEP_ORIGINAL_UPLOADS", True)
+# Object storage (docs/deployment-object-storage.md): with DPPORTAL_S3_BUCKET set, datasets (raw
+# upload, Parquet copy) and release files (outputs, zips, utility reports) are private objects in
+# that S3-compatible bucket instead of files under the data folder. Keys: the standard AWS
+# variables (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY) or an instance role. DPPORTAL_S3_SSE=0
+# only for a store without server-side encryption (with it on, such a store refuses the writes).
+DPPORTAL_S3_BUCKET = env("DPPORTAL_S3_BUCKET")
+DPPORTAL_S3_ENDPOINT_URL = env("DPPORTAL_S3_ENDPOINT_URL")  # empty: AWS itself
+DPPORTAL_S3_REGION = env("DPPORTAL_S3_REGION", "us-east-1")
+DPPORTAL_S3_SSE = env_bool("DPPORTAL_S3_SSE", True)
 # A privacy budget belongs to the data: uploads of the same table content share one. Off: only
 # one owner's uploads share (nothing tells an owner that another holds the same content). On:
 # uploads by any owner share, for a portal used by one organisation.
@@ -58,6 +67,12 @@ DPPORTAL_SHARE_FINGERPRINTS_ACROSS_OWNERS = env_bool(
 # The schema page's "estimate for me": the share of a dataset's total ε (and δ) one DP estimate
 # of a column's bounds or categories spends, in percent.
 DPPORTAL_ESTIMATE_PERCENT = env("DPPORTAL_ESTIMATE_PERCENT", "1")
+# Tables that stay where they live (dpportal/sources.py): the only folders a custodian may
+# register a local Parquet file or folder from (separated by ":"; none: no local paths), and the
+# Fernet key that encrypts their connection credentials at rest. Without a key one is derived from
+# SECRET_KEY (development only: rotating SECRET_KEY then makes stored credentials unreadable).
+DPPORTAL_SOURCE_ROOTS = [p for p in env("DPPORTAL_SOURCE_ROOTS").split(":") if p.strip()]
+DPPORTAL_CREDENTIALS_KEY = env("DPPORTAL_CREDENTIALS_KEY")
 
 INSTALLED_APPS = [
     "django.contrib.admin",

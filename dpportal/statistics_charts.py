@@ -14,13 +14,18 @@ def release_charts(release) -> list[dict]:
     """The error-bar charts of a statistics release, from its public statistics.csv."""
     if "statistics.csv" not in packaging.stored_names(release):
         return []
-    path = packaging.output_dir(release) / "statistics.csv"
-    table = packaging.read_csv(path.read_bytes())
-    return statistics_charts(table.fillna({"column": ""}))
+    table = packaging.read_csv(packaging.stored_file(release, "statistics.csv"))
+    parameters = (release.manifest or {}).get("parameters") or {}
+    missing = parameters.get("missing_values_left_out") or []
+    return statistics_charts(table.fillna({"column": ""}), missing)
 
 
-def statistics_charts(table) -> list[dict]:
-    """One chart per statistic and column: each group's estimate with its 95% interval."""
+def statistics_charts(table, missing=()) -> list[dict]:
+    """One chart per statistic and column: each group's estimate with its 95% interval.
+
+    `missing`: the columns whose missing values were left out (from the manifest); their
+    charts say so.
+    """
     by = [c for c in table.columns if c not in statistics_mechanism.TABLE_COLUMNS]
     charts = []
     for (stat, column), rows in table.groupby(["statistic", "column"], sort=False):
@@ -34,7 +39,8 @@ def statistics_charts(table) -> list[dict]:
             {
                 "title": title,
                 "figure": _error_bar_figure(title, labels, rows, by),
-                "note": "Bars: the 95% interval of each released value.",
+                "note": "Bars: the 95% interval of each released value."
+                + (" Missing values left out." if column in missing else ""),
             }
         )
     return charts[:MAX_CHARTS]

@@ -94,4 +94,14 @@ def accuracy_lines(plan) -> list[str]:
         half = f"±{rounded_number(float(row['halfwidth']), 3)} {unit}"
         lines.append(f"{name}: ε = {rounded_number(float(row['epsilon']), 4)}, typically {half}.")
     lines.append("Quantile intervals are conservative; groups with few rows get wider intervals.")
+    if missing := details.get("missing_left_out"):
+        lines.append(missing_note(missing))
     return lines
+
+
+def missing_note(columns) -> str:
+    """The sentence that says which columns' missing values the statistics leave out."""
+    return (
+        f"Missing values of {', '.join(columns)} are left out of its statistics: means and "
+        "variances divide by a noisy count of the values present (not by the number of rows)."
+    )

@@ -15,7 +15,7 @@ import mechanisms
 from mechanisms import metrics, validation
 from mechanisms.range_count import api
 
-from . import files, packaging, release_engine, verdict
+from . import files, object_store, packaging, range_verdict, release_engine, verdict
 from .packaging import read_csv, with_numbers
 
 MAX_PAIRS = 15
@@ -26,9 +26,9 @@ MAX_SCATTER_POINTS = 2000
 def load_report(release) -> dict | None:
     """The stored report, or None if it has not been computed (yet)."""
     path = files.utility_report_path(release)
-    if not path.exists():
+    if not object_store.exists(path):
         return None
-    return json.loads(path.read_text())
+    return json.loads(object_store.read_bytes(path))
 
 
 def compute(release) -> bytes:
@@ -38,7 +38,8 @@ def compute(release) -> bytes:
     frame = release_engine.load_columns(release.dataset, release.columns)
     stored = packaging.stored_files(release)
     report = build_report(schema, release.columns, frame, stored, release.mechanism)
-    report["verdict"] = verdict.assess(
+    grade = range_verdict.assess if "structure.json" in stored else verdict.assess
+    report["verdict"] = grade(
         schema,
         release.columns,
         frame,
@@ -192,15 +193,11 @@ def _range_answer_errors(columns, frame, files) -> dict:
     """Each released range answer against the true count of raw rows in the range as asked
     (not the grid-rounded count), with the answer's noise variance and whether its 95%
     interval holds the truth (custodian only)."""
-    from mechanisms.range_count.inputs import records_in
-
     structure = json.loads(files["structure.json"])
     support, _plan, _noisy = api.load_structure(structure)
-    values = np.column_stack(
-        [pd.to_numeric(frame[c], errors="coerce").to_numpy(float) for c in columns]
+    true = range_verdict.true_counts(
+        support, range_verdict.raw_values(columns, frame), structure["workload"]
     )
-    values = values[~np.isnan(values).any(axis=1)]
-    true = np.array([records_in(support, values, q).sum() for q in structure["workload"]])
     answers = read_csv(files["answers.csv"])
     released = pd.to_numeric(answers["estimate"]).to_numpy()
     variances = pd.to_numeric(answers["noise_sd"]).to_numpy() ** 2

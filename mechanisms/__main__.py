@@ -10,10 +10,13 @@ schema (mechanisms.validation) before any noise is drawn.
 
 The --out folder gets only public files: the same package as the portal's download
 (mechanisms.package: spreadsheet-friendly CSVs, manifest.json, README.txt, report.html,
-report.pdf, release.xlsx). The custodian record (input file name, its SHA-256,
-the number of rows read: all computed from the raw data, so never for publication) is written
-outside it, to --custodian-record or by default to OUT.custodian.json beside the folder; its
-path is printed to stderr.
+report.pdf, release.xlsx). --input may also be a Parquet file or folder, or a PostgreSQL
+table written postgresql://user@host:port/db?table=schema.name; --engine (inprocess, the
+default, duckdb, postgres, ...: mechanisms.counting) then counts the rows into cells where they
+live, for the mechanisms that need only cell counts. The custodian record (input file name,
+its SHA-256, the number of rows read: all computed from the raw data, so never for
+publication) is written outside it, to --custodian-record or by default to OUT.custodian.json
+beside the folder; its path is printed to stderr.
 """
 
 from __future__ import annotations
@@ -41,6 +44,9 @@ from mechanisms.archives import (
     unpacked_chunks,
 )
 from mechanisms.catalogue import CATALOGUE, MechanismSpec, run_release
+from mechanisms.chunks import EngineTable
+from mechanisms.counting import ENGINES, engine_table, table_source
+from mechanisms.counting.source import POSTGRES_SCHEMES
 from mechanisms.errors import MechanismError
 from mechanisms.noise import secure_source, seeded_source
 from mechanisms.package import PackageContext, write_package
@@ -72,7 +78,14 @@ def build_parser() -> argparse.ArgumentParser:
             "--input",
             required=True,
             help="CSV or TSV file of the sensitive table (also .csv.gz, .tsv.gz, or a .zip "
-            "holding one of them)",
+            "holding one of them); or a Parquet file or folder; or a PostgreSQL table as "
+            "postgresql://user@host:port/db?table=schema.name (counted by --engine)",
+        )
+        p.add_argument(
+            "--engine",
+            choices=sorted(ENGINES),
+            help="where Parquet or PostgreSQL rows are counted into cells (default inprocess; "
+            "duckdb: local Parquet; postgres: a GROUP BY inside the database)",
         )
         p.add_argument(
             "--max-input-mb",
@@ -180,12 +193,11 @@ def run(args: argparse.Namespace) -> list[Any]:
     schema = Schema.load(args.schema)
     columns = schema.resolve_columns(args.columns.split(",") if args.columns else None)
     record = custodian_record_path(args.out, args.custodian_record)
-    data = read_table(args.input, schema, columns, max_bytes=args.max_input_mb << 20)
-    problems = check_data(data, schema, columns)
-    if problems:
-        raise MechanismError(
-            f"input file ({args.input!r}) does not fit the schema: " + "; ".join(problems)
-        )
+    data, facts = (
+        engine_input(args)
+        if counted_where_it_lives(args.input)
+        else csv_input(args, schema, columns)
+    )
     params = {
         o.name: getattr(args, o.name) for o in spec.parameters if getattr(args, o.name) is not None
     }
@@ -211,15 +223,49 @@ def run(args: argparse.Namespace) -> list[Any]:
     write_custodian_record(
         record,
         {
-            "input_file": str(args.input),
-            "input_sha256": file_sha256(args.input),
-            "rows_read": len(data),
+            **facts,
             "mechanism": spec.name,
             "public_folder": str(args.out),
             **output.custodian,
         },
     )
     return paths
+
+
+def counted_where_it_lives(text: str) -> bool:
+    """Whether --input names a PostgreSQL table or Parquet data (else a CSV-like file)."""
+    path = Path(text)
+    return text.startswith(POSTGRES_SCHEMES) or path.is_dir() or path.suffix == ".parquet"
+
+
+def engine_input(args: argparse.Namespace) -> tuple[EngineTable, dict[str, Any]]:
+    """The table --input names, counted by --engine where it lives; custodian facts."""
+    source = table_source(args.input)
+    engine = args.engine or "inprocess"
+    return engine_table(source, engine), {"input": source.describe(), "counting_engine": engine}
+
+
+def csv_input(
+    args: argparse.Namespace, schema: Schema, columns: list[str]
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The CSV --input, checked against the schema; custodian facts (hash, rows read)."""
+    if args.engine not in (None, "inprocess"):
+        raise MechanismError(
+            f"--engine {args.engine} counts a Parquet file or folder or a PostgreSQL table; "
+            f"input ({args.input!r}) is read as CSV"
+        )
+    data = read_table(args.input, schema, columns, max_bytes=args.max_input_mb << 20)
+    problems = check_data(data, schema, columns)
+    if problems:
+        raise MechanismError(
+            f"input file ({args.input!r}) does not fit the schema: " + "; ".join(problems)
+        )
+    facts = {
+        "input_file": str(args.input),
+        "input_sha256": file_sha256(args.input),
+        "rows_read": len(data),
+    }
+    return data, facts
 
 
 def default_neighbouring(schema: Schema) -> str:

@@ -28,7 +28,7 @@ from mechanisms.accounting import (
     check_epsilon,
     check_neighbouring,
 )
-from mechanisms.chunks import ChunkedTable
+from mechanisms.chunks import ChunkedTable, EngineTable
 from mechanisms.errors import MechanismError
 from mechanisms.mwem import _run_mwem
 from mechanisms.noise import RandomSource, resolve_rng
@@ -99,6 +99,7 @@ class MechanismSpec:
     guarantee: Callable[[float, float, str, dict[str, Any]], Guarantee]
     files: dict[str, str]
     reads_in_chunks: bool = False
+    counts_only: bool = False  # reads nothing but the schema's cell counts: takes an EngineTable
     long_running: bool = False  # iterative: always a long job, whatever its support size
     synthetic_rows: bool = False  # publishes counts of made-up rows (so never negative)
 
@@ -140,6 +141,7 @@ CATALOGUE: dict[str, MechanismSpec] = {
         guarantee=pure_guarantee,
         files=histogram.PERTURBED_FILES,
         reads_in_chunks=True,
+        counts_only=True,
     ),
     "smoothed_histogram": MechanismSpec(
         name="smoothed_histogram",
@@ -160,6 +162,7 @@ CATALOGUE: dict[str, MechanismSpec] = {
         guarantee=pure_guarantee,
         files=histogram.SMOOTHED_FILES,
         reads_in_chunks=True,
+        counts_only=True,
         synthetic_rows=True,
     ),
     "mwem": MechanismSpec(
@@ -204,6 +207,7 @@ CATALOGUE: dict[str, MechanismSpec] = {
         },
         long_running=True,
         synthetic_rows=True,
+        counts_only=True,  # its records are rebuilt from the cell counts (Schema.encode)
     ),
     "range_count": MechanismSpec(
         name="range_count",
@@ -276,7 +280,7 @@ def reads_in_chunks(name: str) -> bool:
 
 def run_release(
     name: str,
-    data: pd.DataFrame | ChunkedTable,
+    data: pd.DataFrame | ChunkedTable | EngineTable,
     schema: Schema,
     *,
     epsilon: float,
@@ -300,10 +304,16 @@ def run_release(
     under row-level add-remove at the budget `persons.row_level_budget` derives, so the
     guarantee holds for one person under `neighbouring` (mechanisms.persons). The rows dropped
     by bounding go to `ReleaseOutput.custodian` only.
+
+    `data` may be an EngineTable (mechanisms.counting.engine_table) for the mechanisms that
+    read only cell counts (`counts_only`): the engine counts where the table lives, the
+    mechanism adds the noise, and the manifest's parameters name the engine.
     """
     entry = spec(name)
     if not isinstance(schema, Schema):
         raise MechanismError(f"schema ({type(schema).__name__}) must be a mechanisms.Schema")
+    if isinstance(data, EngineTable):
+        _check_engine_table(entry, data)
     if isinstance(data, ChunkedTable) and not entry.reads_in_chunks:
         chunked = sorted(n for n, s in CATALOGUE.items() if s.reads_in_chunks)
         raise MechanismError(
@@ -336,10 +346,13 @@ def run_release(
     )
     output.custodian.update(custodian)
     spent = _checked_spend(name, output, *budget[:2])
+    parameters = dict(output.manifest.get("parameters", {}))
+    if isinstance(data, EngineTable):
+        parameters["counting_engine"] = data.engine
     output.manifest = {
         "mechanism": name,
         "package_version": PACKAGE_VERSION,
-        "parameters": output.manifest.get("parameters", {}),
+        "parameters": parameters,
         "guarantee": _guarantee(entry, person, epsilon, delta, neighbouring, params),
         "accounting": spent if person is None else _person_accounting(epsilon, delta, spent),
         "row_count_public": neighbouring == "replace-one" and person is None,
@@ -349,8 +362,24 @@ def run_release(
     return output
 
 
-def _whole(data: pd.DataFrame | ChunkedTable) -> pd.DataFrame:
+def _check_engine_table(entry: MechanismSpec, data: EngineTable) -> None:
+    """Refuse a table counted by an engine where the mechanism needs more than cell counts."""
+    if not entry.counts_only:
+        supported = sorted(n for n, s in CATALOGUE.items() if s.counts_only)
+        raise MechanismError(
+            f"{entry.name!r} reads more than cell counts, so it cannot run on {data.description}"
+            f" counted by the {data.engine!r} engine; engines serve {', '.join(supported)}"
+        )
+
+
+def _whole(data: pd.DataFrame | ChunkedTable | EngineTable) -> pd.DataFrame:
     """The table as one DataFrame: bounding needs all rows of each person at once."""
+    if isinstance(data, EngineTable):
+        raise MechanismError(
+            "the schema has a person column: bounding each person's rows needs the rows "
+            f"themselves, which the {data.engine!r} engine does not return; load the table "
+            "as a DataFrame instead"
+        )
     if isinstance(data, ChunkedTable):
         return pd.concat(list(data), ignore_index=True)
     return data

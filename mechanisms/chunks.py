@@ -3,15 +3,24 @@
 Histograms and range counts only add up counts per cell, so they accept a `ChunkedTable` (for
 example the record batches of a Parquet file) in place of a DataFrame and read it once, in
 order. The counts, and so the noise and the guarantee, are the same as from the whole table.
+
+An `EngineTable` goes further: a table that stays where it lives and is counted there by a
+counting engine (`mechanisms.counting.engine_table`). Mechanisms that need only the schema's
+cell counts accept it; `Schema.cell_counts` asks the engine for them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 import pandas as pd
 
+from mechanisms.arrays import AnyArray
 from mechanisms.errors import MechanismError
+
+# (schema, column names) -> exact int64 counts of shape schema.domain_shape(columns)
+CountCells = Callable[[Any, list[str]], AnyArray]
 
 
 class ChunkedTable:
@@ -28,6 +37,25 @@ class ChunkedTable:
         return self._chunks
 
 
+class EngineTable:
+    """A table counted where it lives by the engine `engine`; only its cell counts are read.
+
+    `count(schema, columns)` returns exactly what `Schema.cell_counts` would from the rows, and
+    no noise: the mechanism adds it. `description` names the source in words (no credentials).
+    """
+
+    def __init__(self, engine: str, description: str, count: CountCells):
+        self.engine = engine
+        self.description = description
+        self._count = count
+
+    def cell_counts(self, schema: Any, columns: list[str]) -> AnyArray:
+        return self._count(schema, columns)
+
+    def __repr__(self) -> str:
+        return f"EngineTable({self.engine!r}, {self.description!r})"
+
+
 def table_chunks(
     data: pd.DataFrame | ChunkedTable, chunk_rows: int
 ) -> Iterator[tuple[int, pd.DataFrame]]:
@@ -41,6 +69,11 @@ def table_chunks(
             yield start, chunk
             start += len(chunk)
         return
+    if isinstance(data, EngineTable):
+        raise MechanismError(
+            f"{data.description} is counted by the {data.engine!r} engine: only mechanisms that "
+            "need cell counts alone can read it"
+        )
     if not isinstance(data, pd.DataFrame):
         raise MechanismError(
             f"data ({type(data).__name__}) must be a pandas DataFrame or a ChunkedTable"

@@ -67,7 +67,7 @@ import numpy as np
 import pandas as pd
 
 from mechanisms.arrays import AnyArray
-from mechanisms.chunks import table_chunks
+from mechanisms.chunks import EngineTable, table_chunks
 from mechanisms.dates import EPOCH, date_numbers, day_number, day_text
 from mechanisms.errors import MechanismError
 from mechanisms.noise import RandomSource, resolve_rng
@@ -669,9 +669,17 @@ class Schema:
         """Human-readable label of each cell along a column."""
         return self.column(column).labels()
 
-    def encode(self, data: pd.DataFrame, columns: Sequence[str] | None) -> AnyArray:
-        """Cell index per column, shape (n, k), int64."""
+    def encode(self, data: pd.DataFrame | EngineTable, columns: Sequence[str] | None) -> AnyArray:
+        """Cell index per column, shape (n, k), int64.
+
+        From an EngineTable, rebuilt from its cell counts, rows in cell order (the same
+        multiset of rows: enough for mechanisms that only count them, such as MWEM).
+        """
         columns = self.resolve_columns(columns)
+        if isinstance(data, EngineTable):
+            counts = self.cell_counts(data, columns)
+            flat = np.repeat(np.arange(counts.size), counts.ravel())
+            return np.column_stack(np.unravel_index(flat, counts.shape)).astype(np.int64)
         _check_present(data, columns)
         codes = np.empty((len(data), len(columns)), dtype=np.int64)
         for j, name in enumerate(columns):
@@ -702,14 +710,17 @@ class Schema:
         return np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.int32)
 
     def cell_counts(
-        self, data: pd.DataFrame | ChunkedTable, columns: Sequence[str] | None
+        self, data: pd.DataFrame | ChunkedTable | EngineTable, columns: Sequence[str] | None
     ) -> AnyArray:
         """Exact count of rows in each cell, shape `domain_shape(columns)`, int64.
 
         `data` is a DataFrame or a ChunkedTable; either is encoded chunk by chunk, so memory
-        beyond the input stays small whatever the row count.
+        beyond the input stays small whatever the row count. An EngineTable is counted by its
+        engine where the table lives (mechanisms.counting), to the same counts.
         """
         shape = self.domain_shape(columns)
+        if isinstance(data, EngineTable):
+            return data.cell_counts(self, self.resolve_columns(columns))
         counts = np.zeros(math.prod(shape), dtype=np.int64)
         for _, flat in self._flat_chunks(data, columns):
             counts += np.bincount(flat, minlength=counts.size)

@@ -119,6 +119,27 @@ ensure_pdf_libraries() {
   fi
 }
 
+# An S3-compatible server for the object-storage tests: moto's standalone server (pinned in
+# requirements-dev.txt) on 127.0.0.1 at a free port, stopped when the calling script exits.
+# Exports DPPORTAL_TEST_S3_ENDPOINT for tests/dpportal/test_object_storage.py.
+ensure_object_store() {
+  local port url
+  port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  url="http://127.0.0.1:$port"
+  mkdir -p var
+  "$VENV/bin/moto_server" -H 127.0.0.1 -p "$port" >var/moto.log 2>&1 &
+  MOTO_PID=$!
+  trap 'kill "$MOTO_PID" 2>/dev/null || true' EXIT
+  for _ in $(seq 100); do
+    if "$PY" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=1)' "$url" 2>/dev/null; then
+      export DPPORTAL_TEST_S3_ENDPOINT=$url
+      return 0
+    fi
+    sleep 0.1
+  done
+  echo "The S3 stand-in (moto_server) did not start; see var/moto.log. Object-storage tests will start their own." >&2
+}
+
 dask_up() { "$PY" - "$1" "${2:-1}" <<'PY' 2>/dev/null
 import sys
 from distributed import Client
@@ -149,7 +170,10 @@ ensure_dask_cluster() {
       --local-directory "$logs" >"$logs/worker-$worker.log" 2>&1 &
     DASK_WORKER_PIDS="${DASK_WORKER_PIDS:-} $!"
   done
-  trap stop_dask_cluster EXIT
+  # after any exit trap already set (ensure_object_store's)
+  local previous
+  previous=$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT$/\1/")
+  trap "${previous:+$previous; }stop_dask_cluster" EXIT
   export DPPORTAL_DASK_SCHEDULER=$address
   for _ in 1 2 3 4 5; do dask_up "$address" 2 && return 0; sleep 0.5; done
   echo "The local Dask cluster did not start; see $logs" >&2

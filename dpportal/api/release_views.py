@@ -22,6 +22,7 @@ from ..release_views import (
     _attachment,
     _audit_download,
     _done_release,
+    _zip_attachment,
     release_for_owner,
 )
 from ..signals import client_address
@@ -111,9 +112,9 @@ def release_file(request, pk, filename):
 def release_package(request, pk):
     """The whole public package as one zip (recorded in the audit log as a download)."""
     release = _done_release(request.user, pk)
-    content = packaging.package_zip_path(release).read_bytes()
+    response = _zip_attachment(release)
     _audit_download(request, release, "package.zip")
-    return _attachment(content, f"release-{release.pk}.zip", "application/zip")
+    return response
 
 
 @api_endpoint("GET")

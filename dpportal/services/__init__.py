@@ -15,6 +15,7 @@ One module per concept:
     tokens       per-user API tokens: create, revoke, authenticate
     invitations  e-mailed, expiring, single-use invitations to audit a dataset
     estimates    DP estimates of a column's bounds or categories for the schema page
+    sources      registering a table that stays where it lives (PostgreSQL, Parquet)
 
 The names below are the ones views, commands and tests call as `services.<name>`. A test that
 replaces a function must replace it in the module that calls it (`services.delivery.release_send`),
@@ -46,6 +47,7 @@ from .invitations import (
 from .public_pages import release_set_public
 from .reaper import release_reap
 from .releases import release_cancel, release_create
+from .sources import dataset_register_source
 from .tokens import token_authenticate, token_create, token_revoke
 
 __all__ = [
@@ -62,6 +64,7 @@ __all__ = [
     "dataset_create_from_path",
     "dataset_create_from_upload",
     "dataset_delete",
+    "dataset_register_source",
     "dataset_remove_orphan_files",
     "dataset_set_auditor",
     "dataset_shared_with",

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 import mechanisms
 
-from .. import files, ingest, schema_checks, storage
+from .. import files, ingest, object_store, schema_checks, storage
 from ..models import AuditEvent, Dataset, PrivacyBudget, Release
 from . import audit, publishing
 from .budget import budget_scope, budget_values, check_neighbouring, locked_dataset
@@ -99,7 +99,7 @@ def dataset_remove_orphan_files(older_than_hours=6) -> int:
     referenced: set[str] = set()
     for names in Dataset.objects.values_list("storage_name", "parquet_name"):
         referenced.update(names)
-    return files.remove_orphan_stored_files(referenced - {""}, older_than_hours * 3600)
+    return object_store.remove_orphan_stored_files(referenced - {""}, older_than_hours * 3600)
 
 
 def _dataset_create(
@@ -136,9 +136,11 @@ def _dataset_create(
     try:
         result = _ingest_file(original_path, scan, parquet_path, filename, header)
         fingerprint = ingest.content_fingerprint(parquet_path)
+        object_store.keep(parquet_path)
         if settings.DPPORTAL_KEEP_ORIGINAL_UPLOADS:
             kept_name, kept_path = files.new_storage_name(suffix)
             Path(original_path).replace(kept_path)
+            object_store.keep(kept_path)
         with transaction.atomic():
             budget, created = PrivacyBudget.objects.get_or_create(
                 scope=budget_scope(owner),
@@ -181,8 +183,8 @@ def _dataset_create(
                 },
             )
     except BaseException:
-        files.remove_stored(parquet_name)
-        files.remove_stored(kept_name)
+        object_store.remove_stored(parquet_name)
+        object_store.remove_stored(kept_name)
         raise
     return dataset
 
@@ -220,7 +222,8 @@ def _ingest_file(path, scan, parquet_path, filename, header):
     except ingest.IngestError as exc:
         raise ServiceError(str(exc)) from None
     finally:
-        files.remove_stored(text_name)
+        if text_name:
+            files.stored_path(text_name).unlink(missing_ok=True)
         if unpacked is not None:
             unpacked.path.unlink(missing_ok=True)
 
@@ -248,7 +251,8 @@ def dataset_set_auditor(*, dataset, user, username, add, remote_addr=None):
 
 
 def dataset_delete(*, dataset, user, remote_addr=None):
-    """Remove the raw file, the Parquet copy and the data profile; releases, ledger, audit stay."""
+    """Remove the raw file, the Parquet copy (or a source's credentials) and the data profile;
+    releases, ledger, audit stay."""
     with transaction.atomic():
         locked = locked_dataset(dataset.pk)
         if locked.is_deleted:
@@ -263,8 +267,11 @@ def dataset_delete(*, dataset, user, remote_addr=None):
         stored = [locked.storage_name, locked.parquet_name]
         locked.deleted_at = timezone.now()
         locked.storage_name = locked.parquet_name = ""
+        locked.source_secret = ""  # a source's credentials go with it; its key keeps the budget
         locked.profile = None
-        locked.save(update_fields=["deleted_at", "storage_name", "parquet_name", "profile"])
+        locked.save(
+            update_fields=["deleted_at", "storage_name", "parquet_name", "source_secret", "profile"]
+        )
         audit.audit_record(
             action=AuditEvent.Action.DELETION,
             actor=user,
@@ -273,7 +280,7 @@ def dataset_delete(*, dataset, user, remote_addr=None):
             details={"sha256": locked.sha256},
         )
         for name in stored:
-            transaction.on_commit(lambda name=name: files.remove_stored(name))
+            transaction.on_commit(lambda name=name: object_store.remove_stored(name))
         transaction.on_commit(lambda: publishing.release_remove_utility_reports(locked))
     return locked
 
@@ -300,8 +307,9 @@ def dataset_confirm_schema(*, dataset, user, schema, remote_addr=None):
         )
     path = files.dataset_path(dataset)
     clamping = []
-    if dataset.parquet_name and path.exists():
-        check = schema_checks.check_stored(path, parsed)
+    if dataset.parquet_name and object_store.exists(path):
+        with object_store.open_input(path) as stored:
+            check = schema_checks.check_stored(stored, parsed)
         problems = schema_checks.problems(check)
         if problems:
             raise ServiceError(" ".join(problems), problems)

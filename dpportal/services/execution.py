@@ -22,7 +22,7 @@ from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
-from .. import files, release_engine
+from .. import files, object_store, release_engine
 from ..models import AuditEvent, Release
 from . import audit, publishing
 from .budget import locked_dataset_and_release
@@ -218,12 +218,12 @@ def _release_store(release, token, output, work_dir):
     for name, content in output.files.items():
         files.write_private(package / name, content)
     final_dir = files.package_dir(release, token)
-    final_dir.parent.mkdir(parents=True, exist_ok=True)
+    object_store.stage_folder(package, final_dir)
     with transaction.atomic():
         locked = Release.objects.select_for_update(no_key=True).get(pk=release.pk)
         if locked.lease_token != token or locked.output_dir or locked.is_terminal:
             raise LeaseLost(f"release {release.pk}: output discarded, lease no longer held")
-        package.rename(final_dir)
+        object_store.place_folder(package, final_dir)
         locked.output_dir = files.relative_to_data(final_dir)
         locked.manifest = output.manifest
         locked.trace = output.trace

@@ -14,7 +14,7 @@ from django.db import transaction
 
 import mechanisms
 
-from .. import charts, files, packaging, utility
+from .. import charts, files, object_store, packaging, utility
 from ..models import Release
 from .budget import locked_dataset
 
@@ -44,8 +44,9 @@ def release_store_utility_report(release_pk):
 
 def store_utility_report(release) -> bool:
     """Compute the report and put it in place only while the dataset is locked and not deleted
-    (see the module docstring). Returns whether it was stored."""
-    if release.dataset.is_deleted:
+    (see the module docstring). Returns whether it was stored. None for a table that stays
+    where it lives: comparing with it would need its raw rows, which never leave it."""
+    if release.dataset.is_deleted or release.dataset.is_external:
         return False
     writer = files.PrivateWriter(files.utility_report_path(release))
     try:
@@ -54,7 +55,7 @@ def store_utility_report(release) -> bool:
             if locked_dataset(release.dataset_id).is_deleted:
                 writer.discard()
                 return False
-            writer.commit()
+            object_store.keep(writer.commit())  # in place (or uploaded) under the lock
             return True
     except BaseException:
         writer.discard()
@@ -66,4 +67,4 @@ def release_remove_utility_reports(dataset):
     (they are derived from the raw data, which is being deleted). Called after the deletion
     commits: a report being stored meanwhile finds the dataset deleted and discards itself."""
     for release in dataset.releases.all():
-        files.utility_report_path(release).unlink(missing_ok=True)
+        object_store.remove(files.utility_report_path(release))

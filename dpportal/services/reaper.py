@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from .. import files
+from .. import files, object_store
 from ..models import AuditEvent, Release
 from . import audit, delivery
 from .budget import locked_dataset_and_release
@@ -115,7 +115,7 @@ def _remove_orphan_files(now) -> int:
         ):
             shutil.rmtree(path, ignore_errors=True)
             removed += 1
-    return removed
+    return removed + object_store.remove_unpublished_folders(published, cutoff)
 
 
 def _children(folder: Path):

@@ -24,6 +24,7 @@ from .budget import (
     release_refund,
 )
 from .errors import DuplicateSubmission, ServiceError
+from .sources import release_engine_for
 
 
 def release_create(
@@ -37,6 +38,7 @@ def release_create(
     delta=Decimal("0"),
     remote_addr=None,
     submission_token="",
+    engine="",
 ):
     """Check and debit the budget, write the queued release and its ledger entry, enqueue the job.
 
@@ -48,6 +50,9 @@ def release_create(
     under the dataset lock and stored on the release (unique per dataset), so a second request
     with it, even a concurrent one, spends nothing and raises DuplicateSubmission naming the
     first release.
+
+    `engine`: for a table that stays where it lives, the counting engine (empty: the dataset's);
+    checked against the source and the mechanism before anything is spent.
     """
     epsilon, delta = Decimal(str(epsilon)), Decimal(str(delta))
     if epsilon <= 0:
@@ -59,6 +64,7 @@ def release_create(
             locked = locked_dataset(dataset.pk)
             _check_not_submitted(locked.pk, submission_token)
             _check_releasable(locked)
+            engine = release_engine_for(locked, mechanism, engine)
             locked.budget = locked_budget(locked.budget_id)
             check_budget(locked.budget, epsilon, delta)
             release = Release.objects.create(
@@ -71,6 +77,7 @@ def release_create(
                 delta=delta,
                 neighbouring=locked.neighbouring,
                 submission_token=submission_token,
+                engine=engine,
             )
             ledger_write(locked, release, BudgetLedgerEntry.Kind.DEBIT)
             audit.audit_record(

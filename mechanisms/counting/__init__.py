@@ -10,28 +10,48 @@ the array `schema.cell_counts(rows, columns)` returns for the same rows (same sh
 clamping, missing cells and categories outside the declared list). Engines only count: noise is
 added afterwards by the portal's mechanisms, never by an engine, so the privacy guarantee is the
 mechanism's whatever engine counted.
+
+Engines (ENGINES): "inprocess" (the reference: Parquet record batches or a PostgreSQL cursor
+counted here), "duckdb" (embedded DuckDB over local Parquet), "postgres" (one GROUP BY inside
+the database; only (cell, count) pairs come back). `engine_table(source, engine)` wraps a
+source for `run_release`; `table_source(text)` reads the command line's --input. See
+docs/counting.md.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import numpy as np
 
+from mechanisms.chunks import EngineTable
 from mechanisms.counting.dask_engine import count_on_dask
+from mechanisms.counting.duckdb_engine import count_duckdb
 from mechanisms.counting.inprocess import count_in_process
-from mechanisms.counting.source import TableSource
+from mechanisms.counting.postgres_engine import count_postgres
+from mechanisms.counting.source import POSTGRES_SCHEMES, TableSource
 from mechanisms.errors import MechanismError
 from mechanisms.schema import Schema
 
-__all__ = ["ENGINES", "CountFunction", "TableSource", "count_cells"]
+__all__ = [
+    "ENGINES",
+    "CountFunction",
+    "EngineTable",
+    "TableSource",
+    "count_cells",
+    "engine_table",
+    "table_source",
+]
 
 CountFunction = Callable[[TableSource, Schema, list[str]], np.ndarray]
 
 # One row per engine: name -> function counting a source into the schema's cells.
 ENGINES: dict[str, CountFunction] = {
-    "inprocess": count_in_process,
-    "dask": count_on_dask,
+    "inprocess": count_in_process,  # Parquet record batches or a PostgreSQL cursor, here
+    "duckdb": count_duckdb,  # embedded DuckDB over local Parquet files
+    "postgres": count_postgres,  # one GROUP BY inside PostgreSQL
+    "dask": count_on_dask,  # Parquet pieces counted on the workers of a Dask cluster
 }
 
 
@@ -43,13 +63,60 @@ def count_cells(
     Shape `schema.domain_shape(columns)`, int64. No noise: callers pass the counts to a
     mechanism.
     """
-    if engine not in ENGINES:
-        raise MechanismError(
-            f"counting engine {engine!r} is unknown; choose one of {', '.join(ENGINES)}"
-        )
+    check_engine(engine)
     names = schema.resolve_columns(columns)
     counts = ENGINES[engine](source, schema, names)
     expected = tuple(schema.domain_shape(names))
     if counts.shape != expected:  # a broken engine must never reach a mechanism
         raise MechanismError(f"engine {engine!r} returned counts of shape {counts.shape}")
     return counts.astype(np.int64, copy=False)
+
+
+def check_engine(engine: str) -> str:
+    """`engine` if it is registered, else a MechanismError naming the registered ones."""
+    if engine not in ENGINES:
+        raise MechanismError(
+            f"counting engine ({engine!r}) is unknown; choose one of {', '.join(ENGINES)}"
+        )
+    return engine
+
+
+def engine_table(source: TableSource, engine: str = "inprocess") -> EngineTable:
+    """`source` as data for `run_release`: counted by `engine` where it lives, when asked.
+
+    Privacy: the engine returns exact counts only; the mechanism adds the noise.
+    """
+    check_engine(engine)
+    return EngineTable(
+        engine,
+        source.describe(),
+        lambda schema, columns: count_cells(source, schema, columns, engine),
+    )
+
+
+def table_source(text: str) -> TableSource:
+    """The source an --input names: a Parquet file or folder, or a PostgreSQL table.
+
+    PostgreSQL: ``postgresql://user@host:port/db?table=schema.name`` (the ``table`` key is
+    taken out of the URL; any other key, such as ``sslmode``, stays for libpq).
+    """
+    if not text.startswith(POSTGRES_SCHEMES):
+        return TableSource(text)
+    try:
+        parts = urlsplit(text)
+        keys = parse_qsl(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query))
+        parts.port  # noqa: B018 (raises on a port that is not a number)
+    except ValueError as error:
+        raise MechanismError(f"PostgreSQL URL cannot be read: {error}") from None
+    tables = [v for k, v in keys if k == "table"]
+    if len(tables) != 1 or not tables[0]:
+        raise MechanismError(
+            "a PostgreSQL input names one table: postgresql://user@host:5432/db?table=schema.name"
+        )
+    if not parts.hostname or not parts.path.strip("/"):
+        raise MechanismError(
+            "a PostgreSQL URL names a host and a database: "
+            "postgresql://user@host:5432/db?table=schema.name"
+        )
+    rest = urlencode([(k, v) for k, v in keys if k != "table"])
+    return TableSource(urlunsplit(parts._replace(query=rest)), table=tables[0])

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -30,7 +30,7 @@ import pyarrow.fs as pa_fs
 import pyarrow.parquet as pq
 
 from mechanisms.chunks import ChunkedTable
-from mechanisms.counting.inprocess import batch_frame
+from mechanisms.counting.inprocess import batch_frame, s3_filesystem
 from mechanisms.counting.source import TableSource
 from mechanisms.errors import MechanismError
 from mechanisms.schema import CHUNK_ROWS, Schema
@@ -46,13 +46,6 @@ START_HINT = (
     "tcp://HOST:8786` on each machine holding the data, then set "
     f"{SCHEDULER_VARIABLE}=tcp://HOST:8786"
 )
-# TableSource.storage_options keys -> pyarrow.fs.S3FileSystem arguments
-S3_OPTIONS = {
-    "endpoint_url": "endpoint_override",
-    "access_key": "access_key",
-    "secret_key": "secret_key",
-    "region": "region",
-}
 
 
 @dataclass(frozen=True)
@@ -224,26 +217,11 @@ def _conform(batch: pa.RecordBatch, arrow_schema: pa.Schema) -> pa.Table:
 
 
 def _filesystem(source: TableSource) -> tuple[pa_fs.FileSystem, str]:
-    """The pyarrow filesystem and path of a local or s3:// location."""
-    if source.location.startswith("s3://") and source.storage_options:
-        return _s3(source.storage_options), source.location.removeprefix("s3://")
+    """The pyarrow filesystem and path of a local or s3:// location (as the in-process engine)."""
+    if source.location.startswith("s3://"):
+        return s3_filesystem(source.storage_options), source.location.removeprefix("s3://")
     try:
         filesystem, path = pa_fs.FileSystem.from_uri(source.location)
     except (pa.ArrowInvalid, OSError):  # a plain local path
         return pa_fs.LocalFileSystem(), os.path.abspath(source.location)
     return filesystem, path
-
-
-def _s3(options: Any) -> pa_fs.FileSystem:
-    unknown = sorted(set(options) - set(S3_OPTIONS))
-    if unknown:
-        raise MechanismError(
-            f"storage option {unknown[0]!r} is not understood by the dask engine; "
-            f"it takes {', '.join(S3_OPTIONS)}"
-        )
-    arguments = {S3_OPTIONS[k]: v for k, v in options.items()}
-    endpoint = arguments.get("endpoint_override", "")
-    if endpoint.startswith(("http://", "https://")):
-        scheme, arguments["endpoint_override"] = endpoint.split("://", 1)
-        arguments["scheme"] = scheme
-    return pa_fs.S3FileSystem(**arguments)

@@ -1,19 +1,25 @@
 """The in-process engine: today's streaming path, and the reference every other engine matches.
 
-Reads the needed columns of a Parquet file or folder one record batch at a time and counts each
-batch with `Schema.cell_counts`, so memory holds one batch whatever the row count.
+Reads the needed columns of a Parquet file or folder one record batch at a time, or of a
+PostgreSQL table through a server-side cursor (CHUNK_ROWS rows at a time, in a READ ONLY
+transaction), and counts each batch with `Schema.cell_counts`, so memory holds one batch
+whatever the row count. PostgreSQL rows become Arrow batches as Parquet's would (`real` and
+`numeric` read as double precision), so both sources are read alike.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.dataset as pa_dataset
+import pyarrow.fs as pa_fs
+from psycopg import sql
 
 from mechanisms.chunks import ChunkedTable
+from mechanisms.counting.postgres_engine import column_types, read_only, relation
 from mechanisms.counting.source import TableSource
 from mechanisms.errors import MechanismError
 from mechanisms.schema import CHUNK_ROWS, Schema
@@ -21,18 +27,16 @@ from mechanisms.schema import CHUNK_ROWS, Schema
 
 def count_in_process(source: TableSource, schema: Schema, columns: list[str]) -> np.ndarray:
     """Exact rows per cell, counted here from record batches of `source` (Parquet)."""
-    if source.is_postgres:
-        raise MechanismError(
-            "the in-process engine reads Parquet; count a PostgreSQL table with "
-            "--engine postgres (the counting runs inside the database)"
-        )
-    return schema.cell_counts(parquet_chunks(source, columns), columns)
+    chunks = (
+        postgres_chunks(source, columns) if source.is_postgres else parquet_chunks(source, columns)
+    )
+    return schema.cell_counts(chunks, columns)
 
 
 def parquet_chunks(source: TableSource, columns: list[str]) -> ChunkedTable:
     """The `columns` of a Parquet file or folder as DataFrames of at most CHUNK_ROWS rows."""
     try:
-        dataset = pa_dataset.dataset(source.location, format="parquet")
+        dataset = _open_dataset(source)
     except (OSError, pa.ArrowInvalid) as error:
         raise MechanismError(f"cannot read {source.describe()}: {error}") from error
     missing = [c for c in columns if c not in dataset.schema.names]
@@ -42,6 +46,55 @@ def parquet_chunks(source: TableSource, columns: list[str]) -> ChunkedTable:
             f"its columns: {', '.join(dataset.schema.names)}"
         )
     return ChunkedTable(_frames(dataset, columns))
+
+
+def _open_dataset(source: TableSource) -> pa_dataset.Dataset:
+    """The Parquet file or folder, read through an S3 filesystem for an `s3://` location."""
+    if not source.location.startswith("s3://"):
+        return pa_dataset.dataset(source.location, format="parquet")
+    filesystem = s3_filesystem(source.storage_options)
+    return pa_dataset.dataset(source.location[5:], format="parquet", filesystem=filesystem)
+
+
+def s3_filesystem(options: Mapping[str, str]) -> pa_fs.S3FileSystem:
+    """pyarrow's S3 filesystem from storage options.
+
+    `endpoint_url` (an S3-compatible server; empty for AWS), `region`, `access_key` and
+    `secret_key` (absent: the AWS SDK's usual sources, such as AWS_ACCESS_KEY_ID). It reads
+    objects by byte range, so a record batch at a time never needs the whole object in memory.
+    """
+    endpoint = options.get("endpoint_url", "")
+    return pa_fs.S3FileSystem(
+        access_key=options.get("access_key") or None,
+        secret_key=options.get("secret_key") or None,
+        region=options.get("region") or None,
+        endpoint_override=endpoint or None,
+        scheme="http" if endpoint.startswith("http://") else "https",
+    )
+
+
+def postgres_chunks(source: TableSource, columns: list[str]) -> ChunkedTable:
+    """The `columns` of a PostgreSQL table as DataFrames of at most CHUNK_ROWS rows."""
+    return ChunkedTable(_postgres_frames(source, columns))
+
+
+def _postgres_frames(source: TableSource, columns: list[str]) -> Iterator[pd.DataFrame]:
+    with read_only(source) as connection:
+        types = column_types(connection, source, columns)
+        selected = sql.SQL(", ").join(
+            sql.SQL("CAST({} AS double precision)").format(sql.Identifier(c))
+            if types[c] in ("real", "numeric")
+            else sql.Identifier(c)
+            for c in columns
+        )
+        query = sql.SQL("SELECT {} FROM {}").format(selected, relation(source))
+        with connection.cursor(name="dp_portal_count") as cursor:
+            cursor.execute(query)
+            while rows := cursor.fetchmany(CHUNK_ROWS):
+                batch = pa.table(
+                    {c: pa.array([row[j] for row in rows]) for j, c in enumerate(columns)}
+                )
+                yield batch_frame(batch, columns)
 
 
 def _frames(dataset: pa_dataset.Dataset, columns: list[str]) -> Iterator[pd.DataFrame]:

@@ -108,6 +108,7 @@ def check_matrix(world, routes):
 def send(actor, method, url):
     """The response; a view exception becomes a 500 whose reason names the exception.
 
+    A streamed download is read whole, so its bytes are judged like any page's.
     Signed-in roles are signed in again if a previous request (a POST to logout) ended the
     session, so every request is judged for the role it claims to be.
     """
@@ -117,7 +118,13 @@ def send(actor, method, url):
     try:
         if method == "DELETE":
             return client.delete(url)
-        return client.get(url) if method == "GET" else client.post(url, {})
+        response = client.get(url) if method == "GET" else client.post(url, {})
+        if response.streaming:  # a streamed download (the package zip), judged on its bytes
+            streamed = HttpResponse(response.getvalue(), status=response.status_code)
+            for header, value in response.items():
+                streamed[header] = value
+            return streamed
+        return response
     except Exception as exc:  # noqa: BLE001  (any exception is a failure to report)
         response = HttpResponse(status=500)
         response.exception_text = f"{type(exc).__name__}: {exc}"

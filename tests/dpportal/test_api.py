@@ -20,7 +20,7 @@ from dpportal.models import AuditEvent, BudgetLedgerEntry, Dataset, Release
 from tests.conftest import wait_until
 from tests.helpers import SMALL_CSV, SMALL_SCHEMA, client_for, make_user
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.database, pytest.mark.django_db]
 
 
 @pytest.fixture(autouse=True)
@@ -99,7 +99,7 @@ def test_a_token_drives_a_whole_release_through_a_real_worker(celery_worker_proc
     assert json.loads(manifest.content)["mechanism"] == "perturbed_histogram"
     package = client.get(done["package_url"])
     assert package.status_code == 200
-    assert len(zipfile.ZipFile(io.BytesIO(package.content)).namelist()) == len(names)
+    assert len(zipfile.ZipFile(io.BytesIO(package.getvalue())).namelist()) == len(names)
 
     ledger = client.get(reverse("api_dataset_ledger", args=[pk])).json()
     assert [e["kind"] for e in ledger["entries"]] == ["debit"]

@@ -19,7 +19,7 @@ from dpportal.models import AuditEvent
 from tests import conftest
 from tests.conftest import REPO_ROOT
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.database, pytest.mark.django_db]
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from dpportal import services
 from dpportal.models import AuditEvent, Release
 from tests.helpers import make_dataset
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.database, pytest.mark.django_db]
 
 REQUIRED = {
     "login",

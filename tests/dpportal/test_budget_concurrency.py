@@ -23,6 +23,8 @@ from dpportal.models import BudgetLedgerEntry, Dataset, PrivacyBudget, Release
 from tests.conftest import REPO_ROOT
 from tests.helpers import DEMO_SCHEMA, make_demo_dataset, make_user
 
+pytestmark = pytest.mark.database
+
 PROCESSES, REQUESTS, EPSILON, TOTAL = 8, 40, Decimal("0.1"), Decimal("1.0")
 PAUSE_AFTER_CHECK = 0.01  # seconds
 

@@ -32,6 +32,8 @@ from dpportal.models import AuditEvent, BudgetLedgerEntry, Dataset, Release
 from mechanisms import ReleaseOutput
 from tests.helpers import make_dataset, make_user
 
+pytestmark = pytest.mark.database
+
 TOTAL = Decimal("1.0")
 FAILING = {"fail": True}
 DATA_READ = set()  # releases whose data a (stand-in) mechanism actually read, this example

@@ -7,6 +7,8 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
+pytestmark = pytest.mark.database
+
 BEFORE = ("dpportal", "0004_audit_event_salt")
 AFTER = ("dpportal", "0005_privacy_budget_by_fingerprint")
 

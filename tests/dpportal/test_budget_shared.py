@@ -22,6 +22,8 @@ from dpportal import ingest, services
 from dpportal.models import AuditEvent
 from tests.helpers import SMALL_SCHEMA, client_for, make_user, upload
 
+pytestmark = pytest.mark.database
+
 ROWS = [["34", "F", "Leeds"], ["51", "M", "Zürich"], ["29", "F", "Leeds"], ["29", "F", "Leeds"]]
 TABLE = b"age,sex,city\n" + b"".join(",".join(r).encode() + b"\n" for r in ROWS)
 SAME_MESSAGE = "This file has the same content as"

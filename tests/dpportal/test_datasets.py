@@ -25,6 +25,8 @@ from tests.helpers import (
     upload,
 )
 
+pytestmark = pytest.mark.database
+
 
 def storage_files():
     folder = Path(settings.DATASET_STORAGE_DIR)

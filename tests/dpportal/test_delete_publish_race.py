@@ -23,6 +23,8 @@ from dpportal import files, release_engine, services, utility
 from dpportal.services import publishing
 from tests.helpers import client_for, make_dataset, make_release, make_user
 
+pytestmark = pytest.mark.database
+
 ITERATIONS, TWIN_ITERATIONS = 30, 10
 MODES = ("before", "during compute", "inside the lock", "after", "free race")
 

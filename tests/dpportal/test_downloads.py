@@ -145,7 +145,7 @@ def test_the_zip_holds_the_public_package_and_nothing_custodian_only(owner, done
         f'attachment; filename="release-{done_release.pk}.zip"'
     )
     assert response["X-Content-Type-Options"] == "nosniff"
-    archive = zipfile.ZipFile(io.BytesIO(response.content))
+    archive = zipfile.ZipFile(io.BytesIO(response.getvalue()))
     folder = f"release-{done_release.pk}/"
     names = {name.removeprefix(folder) for name in archive.namelist()}
     assert names == {

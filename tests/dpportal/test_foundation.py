@@ -16,6 +16,8 @@ from dpportal.models import AuditEvent, Release
 from tests.conftest import REPO_ROOT, wait_until
 from tests.helpers import make_dataset, make_user
 
+pytestmark = pytest.mark.database
+
 
 def test_it_refuses_production_start_without_secret_key():
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DPPORTAL_"))}

@@ -17,7 +17,7 @@ from dpportal.credentials import Invitation
 from dpportal.models import AuditEvent
 from tests.helpers import PASSWORD, client_for, make_user
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.database, pytest.mark.django_db]
 NEW_PASSWORD = "a long and unusual passphrase 42"
 
 

@@ -11,6 +11,8 @@ from django.core.management import call_command
 
 from dpportal import files
 
+pytestmark = pytest.mark.database
+
 
 @pytest.mark.django_db
 def test_a_reaper_sweep_removes_old_orphan_uploads_only():

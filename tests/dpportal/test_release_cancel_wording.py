@@ -17,6 +17,8 @@ from dpportal import services
 from dpportal.models import BudgetLedgerEntry, Release
 from tests.helpers import make_dataset, make_user
 
+pytestmark = pytest.mark.database
+
 
 @pytest.fixture
 def owner_release(settings, monkeypatch, db):

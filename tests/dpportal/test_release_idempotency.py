@@ -20,6 +20,8 @@ from dpportal import services
 from dpportal.models import BudgetLedgerEntry, Release
 from tests.helpers import client_for, histogram_post, make_dataset, make_user
 
+pytestmark = pytest.mark.database
+
 DUPLICATE = "This request was already submitted; here is its release."
 PAUSE = 0.2  # seconds inside the locked admission, so the second POST arrives meanwhile
 

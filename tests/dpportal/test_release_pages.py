@@ -25,6 +25,8 @@ from tests.helpers import (
     post_new_release,
 )
 
+pytestmark = pytest.mark.database
+
 # ---------------------------------------------------------------- the form
 
 

@@ -8,6 +8,8 @@ from django.urls import reverse
 from dpportal import packaging
 from dpportal.models import Release
 from tests.helpers import (
+    DEMO_SCHEMA,
+    SMALL_ADULT,
     chart_figures,
     client_for,
     make_dataset,
@@ -75,3 +77,39 @@ def test_a_grouped_release_runs_and_shows_its_table_and_charts(db):
         trace["error_y"]["array"]
         == (pd.to_numeric(rows["ci_upper"]) - pd.to_numeric(rows["estimate"])).tolist()
     )
+
+
+def test_a_column_with_ten_percent_missing_values_is_summarised_not_refused(db, tmp_path):
+    """hours-per-week declared "missing": "cell", every 10th value blanked: the release runs,
+    over the present values, and the preview, the manifest and the charts say they were left
+    out."""
+    table = pd.read_csv(SMALL_ADULT)
+    table["hours-per-week"] = table["hours-per-week"].astype("Int64")
+    table.loc[table.index % 10 == 0, "hours-per-week"] = pd.NA
+    path = tmp_path / "adult_missing.csv"
+    table.to_csv(path, index=False)
+    schema = {
+        **DEMO_SCHEMA,
+        "columns": [
+            {**c, "missing": "cell"} if c["name"] == "hours-per-week" else c
+            for c in DEMO_SCHEMA["columns"]
+        ],
+    }
+    owner = make_user("owner")
+    dataset = make_dataset(owner, schema=schema, path=path)
+    client = client_for(owner)
+    post = {**POST, "stats_kinds": ["count", "mean", "std", "median"]}
+    estimate = client.get(reverse("release_estimate", args=[dataset.pk]), post).json()
+    assert estimate["ok"], estimate
+    assert any("hours-per-week are left out" in line for line in estimate["accuracy"])
+    post_new_release(client, dataset.pk, post)
+    release = run_now(Release.objects.get())
+    assert release.manifest["parameters"]["missing_values_left_out"] == ["hours-per-week"]
+    out = packaging.read_csv((packaging.output_dir(release) / "statistics.csv").read_bytes())
+    hours = out[(out["column"] == "hours-per-week") & (out["statistic"] == "mean")]
+    assert len(hours) == 3
+    numbers = hours[["estimate", "ci_lower", "ci_upper"]].astype(float)
+    assert (numbers["ci_lower"] <= numbers["estimate"]).all()
+    assert (numbers["estimate"] <= numbers["ci_upper"]).all()
+    detail = client.get(reverse("release_detail", args=[release.pk])).content.decode()
+    assert "Missing values left out." in detail

@@ -17,6 +17,8 @@ from dpportal import services
 from dpportal.models import AuditEvent, BudgetLedgerEntry, Release
 from tests.helpers import make_dataset, make_user
 
+pytestmark = pytest.mark.database
+
 
 class WorkerDied(BaseException):
     """Stands in for SIGKILL: not an Exception, so release_run's handlers never see it."""

@@ -6,6 +6,8 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
+pytestmark = pytest.mark.database
+
 BEFORE = ("dpportal", "0005_privacy_budget_by_fingerprint")
 AFTER = ("dpportal", "0006_recheck_confirmed_schemas")
 

@@ -261,10 +261,24 @@ def built_sql(source: str) -> list[int]:
             isinstance(query, ast.Call)
             and isinstance(query.func, ast.Attribute)
             and query.func.attr == "format"
+            and not _psycopg_composed(query.func.value)
         )
         if name in SQL_CALLS and built:
             lines.append(node.lineno)
     return lines
+
+
+def _psycopg_composed(receiver: ast.expr) -> bool:
+    """`sql.SQL("...").format(...)`: psycopg quotes each part (Identifier, Literal) itself."""
+    return (
+        isinstance(receiver, ast.Call)
+        and isinstance(receiver.func, ast.Attribute)
+        and receiver.func.attr == "SQL"
+        and isinstance(receiver.func.value, ast.Name)
+        and receiver.func.value.id == "sql"
+        and bool(receiver.args)
+        and isinstance(receiver.args[0], ast.Constant)
+    )
 
 
 def test_no_raw_sql_is_built_from_strings():
@@ -291,3 +305,9 @@ def test_the_sql_rule_catches(snippet):
 
 def test_the_sql_rule_allows_parameters():
     assert built_sql('cursor.execute("SELECT * FROM t WHERE id = %s", [pk])') == []
+
+
+def test_the_sql_rule_allows_psycopg_composition_of_a_constant_template_only():
+    assert built_sql('cursor.execute(sql.SQL("SELECT {}").format(sql.Identifier(c)))') == []
+    assert built_sql('cursor.execute(sql.SQL(f"SELECT {c}").format())')
+    assert built_sql('cursor.execute("SELECT {}".format(c))')

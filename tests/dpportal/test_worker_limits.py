@@ -21,6 +21,8 @@ from tests.conftest import wait_until
 from tests.dpportal.worker_app import executions, start_worker
 from tests.helpers import make_dataset, make_user
 
+pytestmark = pytest.mark.database
+
 WORKER_DB = pytest.mark.django_db(transaction=True)  # a worker process must see committed rows
 
 

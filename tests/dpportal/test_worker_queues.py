@@ -13,6 +13,8 @@ from tests.conftest import wait_until
 from tests.dpportal.worker_app import start_worker
 from tests.helpers import make_dataset, make_user
 
+pytestmark = pytest.mark.database
+
 
 @pytest.mark.django_db
 def test_it_routes_releases_by_expected_size(settings, monkeypatch):

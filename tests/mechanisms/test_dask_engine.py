@@ -8,6 +8,8 @@ LocalCluster of two worker processes itself.
 
 import os
 import socket
+import uuid
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -165,3 +167,34 @@ def test_a_column_missing_from_the_files_is_named(folder, scheduler):
     )
     with pytest.raises(MechanismError, match="'absent'.*not in Parquet data"):
         count_on_dask(folder, schema, ["absent"], scheduler=scheduler)
+
+
+def test_an_s3_folder_is_counted_as_in_process(folder, scheduler):
+    """The workers read object storage (moto's S3 server) through the source's options."""
+    import boto3
+
+    from tests.object_storage import AWS_ENV, REGION, s3_server
+
+    with s3_server() as endpoint:
+        bucket = f"dask-{uuid.uuid4().hex[:12]}"
+        keys = {
+            "access_key": AWS_ENV["AWS_ACCESS_KEY_ID"],
+            "secret_key": AWS_ENV["AWS_SECRET_ACCESS_KEY"],
+        }
+        client = boto3.client(
+            "s3",
+            endpoint_url=endpoint,
+            region_name=REGION,
+            aws_access_key_id=keys["access_key"],
+            aws_secret_access_key=keys["secret_key"],
+        )
+        client.create_bucket(Bucket=bucket)
+        for number in (0, 1, 3):
+            name = f"part-{number}.parquet"
+            client.upload_file(str(Path(folder.location) / name), bucket, f"table/{name}")
+        options = {"endpoint_url": endpoint, "region": REGION, **keys}
+        source = TableSource(f"s3://{bucket}/table", storage_options=options)
+        reference = count_cells(source, SCHEMA, ["x", "c", "k"], "inprocess")
+        assert reference.sum() == 1_000 + 2_500 + 777
+        counts = count_on_dask(source, SCHEMA, ["x", "c", "k"], scheduler=scheduler)
+        assert np.array_equal(counts, reference)

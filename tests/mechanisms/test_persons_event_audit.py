@@ -16,10 +16,10 @@ the same test must reject. Family-wise false-alarm rate alpha = 1e-6 per audit (
   (tests/mechanisms/range_count_audit.py), 2 x 10^4 draws per side (tree 10^4, 256 cells).
   Gaussian claims: (8, 1e-6) and the (eps1, delta1) that the REQUESTED rho
   promises; the twin spends K^2 = 16 times rho.
-- Statistics (count, sum, mean's sum piece, the median's estimate and interval end, each a
+- Statistics (count, sum, mean's sum piece, the median's estimate and interval ends, each a
   selection over 3 candidates): the statistic's own noise step, 10^5 draws per side; claims:
-  epsilon (count, sum), epsilon / 2 (mean's sum piece), 90% and 5% of epsilon (the median's
-  estimate and one interval end), as in test_statistics_privacy.py.
+  epsilon (count, sum), epsilon / 2 (mean's sum piece), 95% and 5% of epsilon (the median's
+  estimate and its interval's two ends, picked together), as in test_statistics_privacy.py.
 - MWEM's selection (exponential mechanism, first round of a one-round release at epsilon = 5):
   the real release's arguments and Gumbel scale are captured, the scores computed on D and on
   D' (K rows of one person added in, or moved between, the cells of largest visible loss), and
@@ -41,10 +41,10 @@ from mechanisms.catalogue import run_release
 from mechanisms.mwem import measure
 from mechanisms.noise import RecordingSource, seeded_source
 from mechanisms.schema import Schema
-from mechanisms.statistics import Computer, parse_request
+from mechanisms.statistics import Computer, parse_request, quantiles
 from tests.mechanisms.privacy_audit import audit_neighbours, threshold_grid
 from tests.mechanisms.range_count_audit import claims, sample_release
-from tests.mechanisms.test_statistics_privacy import Batch
+from tests.mechanisms.test_statistics_privacy import Batch, pair_index
 
 K, ALPHA, N = 4, 1e-6, 100_000
 PERSON = persons.PersonLevel("pid", K)
@@ -167,8 +167,8 @@ def test_count_sum_and_mean_at_person_level(step, broken, monkeypatch):
 
 QUANTILE_STEPS = {
     # requested epsilon, claim (its documented share), the selection at the row-level share
-    "estimate": (10 / 9, 0.9, lambda run, v, spec, e: run.select(v, spec, 0.5, e[0])),
-    "interval end": (20.0, 0.05, lambda run, v, spec, e: run.end(v, spec, 0.5, e[1], 1)),
+    "estimate": (1 / 0.95, 0.95, lambda run, v, spec, e: run.select(v, spec, 0.5, e[0])),
+    "interval ends": (20.0, 0.05, lambda run, v, spec, e: pair_index(run, v, spec, 0.5, e[1])),
 }
 
 
@@ -176,14 +176,16 @@ QUANTILE_STEPS = {
 @pytest.mark.parametrize("broken", [False, True], ids=["honest", "twin"])
 @pytest.mark.parametrize("step", QUANTILE_STEPS)
 def test_quantile_selections_at_person_level(step, broken, monkeypatch):
-    """The median's estimate (POINT_SHARE of epsilon) and an interval end (5%), each an
-    exponential mechanism over 3 candidates; the end's public rank offset set to 0 (power;
+    """The median's estimate (POINT_SHARE, 95% of epsilon) and its interval's ends (5%, one
+    pick among the pairs of 3 candidates), each an exponential mechanism; the ends' public
+    rank offset set to 0 (power;
     the guarantee holds for any public offset), as in test_statistics_privacy.py."""
     epsilon, share, select = QUANTILE_STEPS[step]
     if broken:
         _one_row_twin(monkeypatch)
-    monkeypatch.setattr(statistics, "CANDIDATES", 3)  # power; the guarantee holds for any K
-    monkeypatch.setattr(statistics, "quantile_rank_margin", lambda *a: 0.0)
+    for name in ("CANDIDATES", "END_CANDIDATES"):  # power; the guarantee holds for any K
+        monkeypatch.setattr(quantiles, name, 3)
+    monkeypatch.setattr(quantiles, "quantile_rank_margin", lambda *a: 0.0)
     statistics._quantile_scores.cache_clear()
     row_epsilon = _row_budget(epsilon, "add-remove")
     shares = statistics.quantile_shares(row_epsilon)
@@ -193,7 +195,7 @@ def test_quantile_selections_at_person_level(step, broken, monkeypatch):
         values = run.values("x")[0]
         picks.append(np.asarray(select(run, values, ROW_SCHEMA.column("x"), shares)))
     statistics._quantile_scores.cache_clear()
-    result = audit_neighbours(*picks, epsilon=epsilon * share, thresholds=np.arange(3),
+    result = audit_neighbours(*picks, epsilon=epsilon * share, thresholds=np.arange(9),
                               alpha=ALPHA)  # fmt: skip
     assert result.passed != broken, result.summary()
 

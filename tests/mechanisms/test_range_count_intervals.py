@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from mechanisms.noise import seeded_source
 from mechanisms.range_count import (
@@ -118,6 +119,22 @@ DRAWS = 2000
 def _coverage(plan, draws, sets, widths, truth, shrink=1.0):
     """Share of (query, draw) pairs with truth in [x̂(I) - h_I, x̂(O) + h_O], half-widths ×
     shrink, the estimate x̂(C) always inside (as `answer_with_intervals` builds it)."""
+    return float(np.mean(_hits(plan, draws, sets, widths, truth, shrink)))
+
+
+def _laplace_sum_coverage(scale: float, terms: int, half_width: float) -> float:
+    """Exact P(|S| <= half_width) for S the sum of `terms` independent discrete Laplace draws of
+    `scale`, from the distribution's own form, not the code's Fourier sum: a discrete Laplace
+    draw is the difference of two independent geometric draws (failure chance a = e^(-1/scale)),
+    so S = X - Y with X, Y independent negative binomial (terms, 1 - a)."""
+    a, k = math.exp(-1.0 / scale), math.floor(half_width)
+    x = np.arange(int(stats.nbinom.ppf(1 - 1e-15, terms, 1 - a)) + k + 2)
+    within = stats.nbinom.cdf(x + k, terms, 1 - a) - stats.nbinom.cdf(x - k - 1, terms, 1 - a)
+    return float((stats.nbinom.pmf(x, terms, 1 - a) * within).sum())
+
+
+def _hits(plan, draws, sets, widths, truth, shrink=1.0):
+    """(draws × queries) booleans: the interval of each query in each draw holds its truth."""
     inner, outer, centre = sets
     estimator = resolve_estimator("auto", plan, len(centre))
     hits = []
@@ -126,7 +143,7 @@ def _coverage(plan, draws, sets, widths, truth, shrink=1.0):
         low = answer_sets(plan, noisy, inner, estimator)[0] - shrink * widths[0]
         high = answer_sets(plan, noisy, outer, estimator)[0] + shrink * widths[1]
         hits.append((np.minimum(est, low) <= truth) & (truth <= np.maximum(est, high)))
-    return float(np.mean(hits))
+    return np.array(hits)
 
 
 def _queries(support, mechanism, seed):
@@ -148,6 +165,13 @@ def test_intervals_cover_the_raw_count_95_percent_and_a_narrow_twin_is_caught(me
     so the false alarm is below 1e-6). Broken twin: every half-width × 0.7 must fail it
     (coverage ~84%). Noise plus rounding: the full interval against the raw count, edges off
     the grid (union bound), coverage >= 94%.
+
+    Identity and per_query (whole-number sums of discrete Laplace draws, exact half-widths):
+    each range's coverage over the 2,000 draws must also match its exact nominal coverage
+    (`_laplace_sum_coverage`, >= 95%) within 5.5 binomial sds (false alarm 3.8e-8 per range,
+    below 2e-6 for the 40 ranges), and the 0.7× twin must not. The tree, path_tree and mn12
+    have no exact nominal to match: their answers are weighted sums of many draws, whose
+    half-widths are a Cornish-Fisher approximation (docs/range-count.md §5).
     """
     records = _records(4000, 7)
     support = grid_support(["x", "y"], BOUNDS, (16, 16))
@@ -172,9 +196,28 @@ def test_intervals_cover_the_raw_count_95_percent_and_a_narrow_twin_is_caught(me
             twin = _coverage(plan, draws, sets, widths, truth, shrink=0.7)
             assert abs(real - 0.95) <= 0.01, (mechanism, real)
             assert not abs(twin - 0.95) <= 0.01, (mechanism, twin)
+            if mechanism in ("identity", "per_query"):
+                _assert_matches_exact(plan, draws, sets, widths, truth)
         else:
             assert (inner != outer).any(axis=1).mean() > 0.5  # most ranges cut cells
             assert real >= 0.94, (mechanism, real)
+
+
+def _assert_matches_exact(plan, draws, sets, widths, truth):
+    """Per range: coverage within 5.5 binomial sds of the exact nominal; the 0.7× twin not."""
+    terms = popcount(sets[0]) if plan.name == "identity" else np.ones(len(sets[0]), dtype=int)
+    nominal = np.array(
+        [
+            _laplace_sum_coverage(plan.scale, int(t), h)
+            for t, h in zip(terms, widths[0], strict=True)
+        ]
+    )
+    assert (nominal >= 0.95).all(), nominal
+    sd = np.sqrt(nominal * (1 - nominal) / len(draws))
+    for shrink in (1.0, 0.7):
+        rates = _hits(plan, draws, sets, widths, truth, shrink).mean(axis=0)
+        matches = np.abs(rates - nominal) <= 5.5 * sd
+        assert matches.all() if shrink == 1 else not matches.any(), (plan.name, shrink, rates)
 
 
 def test_answer_intervals_matches_the_pieces_the_coverage_test_checks():

@@ -128,7 +128,7 @@ ADULT_LIKE = Schema.from_dict(
                 "upper": 100,
                 "bins": 4,
                 "missing": "reject",
-            },  # summary statistics need a value in every row
+            },
             {
                 "name": "size",
                 "type": "numeric",

@@ -9,9 +9,10 @@ probability 4e-6), the means with N = 4,000 (sd 0.34%: about 0.4% per test, two-
 intervals are conservative: they must cover at least 94% (N = 300; an honest 95% interval
 fails with probability 18% were it exactly 95%, far less at the near-100% they reach), at
 epsilon 10 per quantile so that the 5% shares of the interval ends leave it narrower than the
-range. Each audit has a broken twin the same check must reject: half-widths x 0.7 for the
-exact/linearised intervals, and a rank margin of 0 (ends aimed at the quantile itself) for
-the quantiles.
+range (the estimate spends POINT_SHARE = 95% of epsilon, both ends together 5%). Each audit
+has a broken twin the same check must reject: half-widths x 0.7 for the exact/linearised
+intervals, and for the quantiles a rank offset of the wrong sign (ends aimed inside) or the
+bound candidates left uncapped.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from mechanisms.catalogue import run_release
 from mechanisms.errors import MechanismError
 from mechanisms.noise import seeded_source
 from mechanisms.schema import Schema
-from mechanisms.statistics import Computer, parse_request, parse_statistic
+from mechanisms.statistics import Computer, parse_request, quantiles
 
 SCHEMA = Schema.from_dict(
     {
@@ -211,7 +212,8 @@ def test_the_command_line_takes_repeated_statistics(tmp_path):
 N_CHEAP, N_EXACT, N_QUANTILE = 10_000, 4_000, 300
 
 
-TIED = TABLE.assign(x=(TABLE["x"] / 2.3).round() * 2.3)  # heavy ties, between grid points
+TIED = TABLE.assign(x=(TABLE["x"] / 2.3).round() * 23 / 10)  # heavy ties, on the candidates
+ZEROS = TABLE.assign(x=TABLE["x"].where(TABLE["x"] >= 30, 0.0))  # over half tied at the bound 0
 
 
 def _truth(kind, alpha=None, data=TABLE):
@@ -278,36 +280,55 @@ def test_public_n_mean_interval_is_exact_under_replace_one():
     assert twin < 0.94, twin
 
 
+def _flipped_margin(monkeypatch):
+    real = quantiles.quantile_rank_margin
+    monkeypatch.setattr(quantiles, "quantile_rank_margin", lambda *a: -real(*a))
+
+
+def _uncapped_bounds(monkeypatch):
+    monkeypatch.setattr(quantiles, "cap_bounds", lambda low, high, cap: (low, high))
+
+
 @pytest.mark.audit
 @pytest.mark.parametrize(
-    "alpha, data, neighbouring",
+    "alpha, data, neighbouring, twin",
     [
-        (0.5, TABLE, "add-remove"),
-        (0.9, TABLE, "add-remove"),
-        (0.5, TIED, "add-remove"),
-        (0.25, TIED, "replace-one"),
+        (0.5, TABLE, "add-remove", _flipped_margin),
+        (0.9, TABLE, "add-remove", _flipped_margin),
+        (0.5, TIED, "add-remove", _uncapped_bounds),
+        (0.25, TIED, "replace-one", _flipped_margin),
+        (0.5, ZEROS, "add-remove", _uncapped_bounds),
+        (0.9, ZEROS, "replace-one", _flipped_margin),
     ],
 )
-def test_quantile_intervals_are_conservative_and_a_marginless_twin_is_caught(
-    alpha, data, neighbouring, monkeypatch
+def test_quantile_intervals_are_conservative_and_a_broken_twin_is_caught(
+    alpha, data, neighbouring, twin, monkeypatch
 ):
-    """Also on a table of heavy ties (x rounded to multiples of 2.3, not grid points), where
-    the interval still holds (`Computer.end`: its argument needs no assumption on the data)."""
-    honest, _ = _coverage(
-        "quantile", N_QUANTILE, epsilon=10.0, alpha=alpha, data=data, neighbouring=neighbouring
-    )
+    """Also on tables of heavy ties (x rounded to multiples of 2.3, which are candidates; over
+    half the values tied at the lower bound 0), where the interval still holds
+    (`Computer.ends`: its argument needs no assumption on the data). Twins: the rank offset M
+    with the wrong sign (ends aimed inside), or the bound candidates' scores left uncapped
+    (where the first twin cannot show: a median between two tied values with nothing between
+    them, or tied at the bound, where only the lower bound is a valid lower end)."""
+    honest = _ends_coverage(alpha, data, neighbouring)
     assert honest >= 0.94, honest
-    monkeypatch.setattr(statistics, "quantile_rank_margin", lambda *a: 0.0)
-    twin, _ = _coverage(
-        "quantile", N_QUANTILE, epsilon=10.0, alpha=alpha, data=data, neighbouring=neighbouring
+    twin(monkeypatch)
+    broken = _ends_coverage(alpha, data, neighbouring)
+    assert broken < 0.94, broken
+
+
+def _ends_coverage(alpha, data, neighbouring, epsilon=10.0):
+    """Share of N_QUANTILE picks of the interval's ends (lo, hi) that hold the true quantile.
+
+    The ends alone: the released interval also holds the estimate (it is [min(lo, estimate),
+    max(hi, estimate)]), which can only raise its coverage, and would hide a broken twin where
+    the estimate is exact (a quantile on a tied candidate)."""
+    request = parse_request(
+        SCHEMA, {"stat": [f"q{alpha * 100:g}:x"]}, epsilon=epsilon, neighbouring=neighbouring
     )
-    assert twin < 0.94, twin
-
-
-def test_a_column_that_may_hold_missing_values_is_refused_before_any_budget_is_spent():
-    """Without this refusal OpenDP's clamp fails on the empty cell after the release started."""
-    spec = {"name": "x", "type": "numeric", "lower": 0, "upper": 100, "bins": 10}
-    schema = Schema.from_dict({"columns": [spec]})  # "missing": "cell" is the default
-    with pytest.raises(MechanismError, match='declare "missing": "reject"'):
-        parse_statistic("mean:x", schema)
-    assert parse_statistic("mean:x", Schema.from_dict({"columns": [{**spec, "missing": "reject"}]}))
+    run = Computer(data, SCHEMA, request, neighbouring, seeded_source(int(alpha * 100)))
+    values, spec = run.values("x")[0], SCHEMA.column("x")
+    _, ends = statistics.quantile_shares(request.shares[0])
+    truth = _truth("quantile", alpha, data)
+    picks = [run.ends(values, spec, alpha, ends) for _ in range(N_QUANTILE)]
+    return float(np.mean([lo <= truth <= hi for lo, hi in picks]))

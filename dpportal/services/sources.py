@@ -1,0 +1,131 @@
+"""Registering a table that stays where it lives (`dpportal.sources`) as a dataset.
+
+Budget: the budget follows the source. A registration's budget row is keyed by its source key
+(the data's identity without credentials) in the fingerprint column the uploads use, within the
+same scope (`budget.budget_scope`). So registering the same table again, by another URL
+spelling, another database user, or after the first dataset was deleted, draws on the same
+`PrivacyBudget` and its one ledger; a second registration is not refused, because it may serve
+a different name, description or engine, and refusing could not cover deleted datasets anyway.
+"""
+
+import hashlib
+
+from django.db import transaction
+
+import mechanisms
+
+from .. import sources
+from ..models import AuditEvent, Dataset, PrivacyBudget
+from . import audit
+from .budget import budget_scope, budget_values, check_neighbouring
+from .errors import ServiceError
+
+
+def source_fingerprint(key: str) -> str:
+    """The budget identity of a source: never equal to an upload's content fingerprint."""
+    return hashlib.sha256(b"source\0" + key.encode()).hexdigest()
+
+
+def dataset_register_source(
+    *,
+    owner,
+    name,
+    location,
+    epsilon_total,
+    table="",
+    storage_options=None,
+    engine="",
+    delta_total=0,
+    description="",
+    neighbouring="replace-one",
+    remote_addr=None,
+):
+    """Check the source can be read, learn its columns and their types, and register it.
+
+    Nothing is copied: only the column names, their types, the row count and the encrypted
+    location are stored. Raises ServiceError (shown as is) when the source cannot be read.
+    """
+    epsilon_total, delta_total = budget_values(epsilon_total, delta_total)
+    check_neighbouring(neighbouring)
+    try:
+        found = sources.inspect(location, table, storage_options)
+        sealed = sources.seal(found.source)
+    except sources.SourceError as exc:
+        raise ServiceError(str(exc)) from None
+    choices = sources.engine_choices(found.kind)
+    engine = engine or next(iter(choices), "")
+    if engine not in choices:
+        raise ServiceError(
+            f"The {engine or 'usual'!r} engine cannot count this source here; choose among "
+            f"{', '.join(choices) or 'none (no engine for it is installed)'}."
+        )
+    with transaction.atomic():
+        budget, created = PrivacyBudget.objects.get_or_create(
+            scope=budget_scope(owner),
+            fingerprint=source_fingerprint(found.key),
+            defaults={
+                "epsilon_total": epsilon_total,
+                "delta_total": delta_total,
+                "neighbouring": neighbouring,
+            },
+        )
+        dataset = Dataset.objects.create(
+            owner=owner,
+            name=name,
+            description=description,
+            row_count=found.row_count,
+            columns=found.columns,
+            profile={"read_as": None, "proposals": found.proposals, "types": found.types},
+            source_key=found.key,
+            source_label=found.label[:1000],
+            source_secret=sealed,
+            source_table=found.source.table or "",
+            engine=engine,
+            budget=budget,
+        )
+        audit.audit_record(
+            action=AuditEvent.Action.UPLOAD,
+            actor=owner,
+            dataset=dataset,
+            remote_addr=remote_addr,
+            details={
+                "file": found.label,  # owner-only (an upload's file name), never the password
+                "stays_where_it_lives": True,
+                "rows": found.row_count,
+                "columns": len(found.columns),
+                "epsilon_total": str(epsilon_total),
+                "delta_total": str(delta_total),
+                "budget": budget.pk,
+                "shared_budget": not created,
+            },
+        )
+    return dataset
+
+
+def release_engine_for(dataset, mechanism, engine="") -> str:
+    """The engine a release of `dataset` counts with ("" for an upload), once it is known to fit.
+
+    Refused before any budget is spent: an engine that cannot read the source, a mechanism that
+    needs rows rather than counts, a person column (bounding rows per person needs the rows).
+    """
+    if not dataset.is_external:
+        if engine:
+            raise ServiceError("An uploaded dataset is counted by the portal; choose no engine.")
+        return ""
+    choices = sources.engine_choices(sources.source_kind(dataset))
+    engine = engine or dataset.engine
+    if engine not in choices:
+        raise ServiceError(
+            f"The {engine!r} engine cannot count this source; choose {', '.join(choices)}."
+        )
+    if not mechanisms.reads_in_chunks(mechanism):
+        raise ServiceError(
+            "This table stays where it lives and is only ever counted there: choose a release "
+            "made from counts (a histogram or range counts)."
+        )
+    if dataset.schema and mechanisms.Schema.from_dict(dataset.schema).person is not None:
+        raise ServiceError(
+            "A table that stays where it lives cannot be released at person level yet: bounding "
+            "each person's rows needs the rows themselves."
+        )
+    return engine

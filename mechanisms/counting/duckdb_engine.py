@@ -1,0 +1,99 @@
+"""The DuckDB engine: an embedded database counts a Parquet file or folder with one GROUP BY.
+
+DuckDB reads the Parquet files itself (only the needed columns, in parallel) and returns one
+(cell, rows) pair per occupied cell, so memory holds the counts, not the rows. The files are
+the ones the in-process engine reads (pyarrow's listing of the folder), the cell expressions
+those of `mechanisms.counting.sql`. Local files only, and no extension is fetched.
+"""
+
+from __future__ import annotations
+
+import re
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.dataset as pa_dataset
+
+from mechanisms.counting.source import TableSource
+from mechanisms.counting.sql import DUCKDB, count_in_sql, single_quoted
+from mechanisms.errors import MechanismError
+from mechanisms.schema import Schema
+
+INTEGER_TYPES = re.compile(r"U?(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT)")
+KINDS = {
+    "FLOAT": "float",
+    "DOUBLE": "float",
+    "VARCHAR": "text",
+    "BOOLEAN": "boolean",
+    "DATE": "date",
+    "TIMESTAMP": "timestamp",
+    "TIMESTAMP_S": "timestamp",
+    "TIMESTAMP_MS": "timestamp",
+    "TIMESTAMP_NS": "timestamp",
+    "TIMESTAMP WITH TIME ZONE": "timestamptz",
+    '"NULL"': "null",
+}
+
+
+def count_duckdb(source: TableSource, schema: Schema, columns: list[str]) -> np.ndarray:
+    """Exact rows per cell, counted by DuckDB inside this process from Parquet files."""
+    if source.is_postgres or "://" in source.location:
+        raise MechanismError(
+            f"the DuckDB engine reads local Parquet files, not {source.describe()}; use "
+            "--engine postgres for a PostgreSQL table"
+        )
+    files = parquet_files(source)
+    quoted = ", ".join(single_quoted(f) for f in files)
+    table = f"read_parquet([{quoted}], hive_partitioning = false)"  # pyarrow's reading
+    offline: dict[str, str | bool | int | float | list[str]] = {
+        "autoinstall_known_extensions": False,
+        "autoload_known_extensions": False,
+    }
+    with duckdb.connect(":memory:", config=offline) as connection:
+        kinds = stored_kinds(connection, files, source, columns)
+
+        def fetch(query: str) -> list[tuple[int, ...]]:
+            return connection.execute(query).fetchall()
+
+        return count_in_sql(schema, columns, DUCKDB, kinds, table, fetch)
+
+
+def parquet_files(source: TableSource) -> list[str]:
+    """The Parquet files of a file or folder, as pyarrow (the in-process engine) lists them."""
+    try:
+        files = list(pa_dataset.dataset(source.location, format="parquet").files)
+    except (OSError, pa.ArrowInvalid) as error:
+        raise MechanismError(f"cannot read {source.describe()}: {error}") from error
+    if not files:
+        raise MechanismError(f"{source.describe()} holds no Parquet file")
+    return files
+
+
+def stored_kinds(
+    connection: duckdb.DuckDBPyConnection, files: list[str], source: TableSource, columns: list[str]
+) -> dict[str, str]:
+    """How each needed column is stored (see `mechanisms.counting.sql`), or a clear refusal."""
+    try:
+        relation = connection.read_parquet(files, hive_partitioning=False)
+    except duckdb.Error as error:
+        raise MechanismError(f"cannot read {source.describe()}: {error}") from error
+    types = {
+        str(name): str(kind) for name, kind in zip(relation.columns, relation.dtypes, strict=True)
+    }
+    missing = [c for c in columns if c not in types]
+    if missing:
+        raise MechanismError(
+            f"column ({missing[0]!r}) is in the schema but not in {source.describe()}; "
+            f"its columns: {', '.join(types)}"
+        )
+    return {c: kind(types[c]) for c in columns}
+
+
+def kind(type_name: str) -> str:
+    """A DuckDB type as one of the kinds `mechanisms.counting.sql` reads, else its name."""
+    if INTEGER_TYPES.fullmatch(type_name):
+        return "integer"
+    if type_name.startswith("DECIMAL"):
+        return "float"
+    return KINDS.get(type_name, type_name)

@@ -1,0 +1,133 @@
+"""The PostgreSQL engine: the database counts its own table, and only cell counts come back.
+
+The engine sends one `SELECT cell, count(*) ... GROUP BY cell` built by
+`mechanisms.counting.sql`, so raw rows never leave the database: the answer is one pair of
+whole numbers per occupied cell. It runs in a READ ONLY transaction with a statement timeout
+(`STATEMENT_TIMEOUT`) and the session time zone set to UTC; identifiers and texts are quoted by
+psycopg (`psycopg.sql.Identifier`, `psycopg.sql.Literal`) and the query is sent without
+client-side parameters, so no name or category is ever read as SQL.
+
+A source is a `postgresql://user@host:port/db` URL (its credentials stay inside psycopg and
+never reach a message) and a table or view, `name` or `schema.name`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+import psycopg
+from psycopg import sql
+
+from mechanisms.counting.source import TableSource
+from mechanisms.counting.sql import Dialect, count_in_sql
+from mechanisms.errors import MechanismError
+from mechanisms.schema import Schema
+
+STATEMENT_TIMEOUT = "30min"
+CONNECT_TIMEOUT_S = 10
+KINDS = {
+    "smallint": "integer",
+    "integer": "integer",
+    "bigint": "integer",
+    "real": "float",
+    "double precision": "float",
+    "numeric": "float",
+    "text": "text",
+    "character varying": "text",
+    "boolean": "boolean",
+    "date": "date",
+    "timestamp without time zone": "timestamp",
+    "timestamp with time zone": "timestamptz",
+}
+COLUMN_TYPES = (
+    "SELECT attname, atttypid::regtype::text FROM pg_attribute "
+    "WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum"
+)
+
+
+def count_postgres(source: TableSource, schema: Schema, columns: list[str]) -> np.ndarray:
+    """Exact rows per cell, counted inside PostgreSQL by one GROUP BY."""
+    with read_only(source) as connection:
+        table = relation(source)
+        kinds = {c: KINDS.get(t, t) for c, t in column_types(connection, source, columns).items()}
+        dialect = postgres_dialect(connection)
+
+        def fetch(query: str) -> list[tuple[int, ...]]:
+            return connection.execute(query.encode()).fetchall()
+
+        return count_in_sql(schema, columns, dialect, kinds, table.as_string(connection), fetch)
+
+
+def postgres_dialect(connection: psycopg.Connection) -> Dialect:
+    """PostgreSQL's quoting, by psycopg for this connection."""
+    return Dialect(
+        "PostgreSQL",
+        lambda name: sql.Identifier(name).as_string(connection),
+        lambda value: sql.Literal(value).as_string(connection),
+        "double precision",
+        "btrim",
+    )
+
+
+@contextmanager
+def read_only(source: TableSource) -> Iterator[psycopg.Connection]:
+    """A connection inside a READ ONLY transaction, with a statement timeout and UTC times."""
+    if not source.is_postgres:
+        raise MechanismError(f"{source.describe()} is not a PostgreSQL database")
+    try:
+        connection = psycopg.connect(source.location, connect_timeout=CONNECT_TIMEOUT_S)
+    except psycopg.Error as error:
+        raise MechanismError(f"cannot connect to PostgreSQL: {_first_line(error)}") from None
+    try:
+        connection.read_only = True
+        with connection.transaction():
+            connection.execute(
+                sql.SQL("SET LOCAL statement_timeout = {}").format(STATEMENT_TIMEOUT)
+            )
+            connection.execute("SET LOCAL TIME ZONE 'UTC'")
+            yield connection
+    except psycopg.errors.QueryCanceled:
+        raise MechanismError(
+            f"counting {source.describe()} took longer than {STATEMENT_TIMEOUT}; nothing counted"
+        ) from None
+    except psycopg.Error as error:
+        raise MechanismError(f"{source.describe()}: {_first_line(error)}") from None
+    finally:
+        connection.close()
+
+
+def relation(source: TableSource) -> sql.Identifier:
+    """The table as a quoted, optionally schema-qualified identifier."""
+    parts = (source.table or "").split(".")
+    if not source.table or len(parts) > 2 or not all(parts):
+        raise MechanismError(
+            f"PostgreSQL table ({source.table!r}) must be written name or schema.name, e.g. "
+            "postgresql://user@host:5432/db?table=public.visits"
+        )
+    return sql.Identifier(*parts)
+
+
+def column_types(
+    connection: psycopg.Connection, source: TableSource, columns: list[str]
+) -> dict[str, str]:
+    """The PostgreSQL type of each needed column; a clear message for a missing table or column."""
+    name = relation(source).as_string(connection)
+    found = connection.execute("SELECT to_regclass(%s)", (name,)).fetchone()
+    if found is None or found[0] is None:
+        raise MechanismError(
+            f"{source.describe()} does not exist in this database (or this user cannot see it)"
+        )
+    types = {str(c): str(t) for c, t in connection.execute(COLUMN_TYPES, (name,)).fetchall()}
+    missing = [c for c in columns if c not in types]
+    if missing:
+        raise MechanismError(
+            f"column ({missing[0]!r}) is in the schema but not in {source.describe()}; "
+            f"its columns: {', '.join(types)}"
+        )
+    return {c: types[c] for c in columns}
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]

@@ -1,0 +1,252 @@
+"""Schema cells as SQL: each column's cell index and the flat row-major index, for SQL engines.
+
+The expressions reproduce `Column.encode` value for value, so a `GROUP BY` on the flat index
+returns exactly the counts of `Schema.cell_counts`:
+
+- Numeric bins with equal widths repeat the in-process arithmetic: clamp to [lower, upper],
+  `(v - lower) * (n_bins / (upper - lower))` with the same double constant, capped at
+  n_bins - 1 and floored. IEEE doubles round each step the same in numpy, DuckDB and
+  PostgreSQL, so values exactly at (or a rounding away from) an edge land in the same bin.
+  Clamping first gives the same bin (each step is monotone) and avoids PostgreSQL's overflow
+  error on huge values. Explicit edges and whole-number columns compare the value with the
+  edges (a balanced CASE: `np.searchsorted(..., side="right")` without arithmetic).
+- Missing values (NULL, and NaN in a floating-point column) go to the missing cell; an
+  empty or blank text (Python's whitespace, as pandas strips it) is missing in a categorical
+  column. A value the schema refuses gives a NULL code, and the engine refuses the table.
+- Categories compare text exactly (whole numbers as their decimal text, booleans as "True"
+  and "False", as pandas writes them).
+- Date columns read DATE and TIMESTAMP values (with a time zone: converted to UTC) or numbers
+  (the part itself). A column of no type (only NULLs, as Arrow writes an empty text column)
+  is all missing.
+
+Where SQL cannot repeat pandas exactly, the engine refuses the column and says so (`kind`):
+numbers or dates stored as text (pandas' parsing rules), categories stored as floating-point
+numbers (Python's float text). Identifiers and texts are quoted by the dialect, so a hostile
+column name or category is data, never SQL.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from mechanisms.arrays import AnyArray
+from mechanisms.errors import MechanismError
+from mechanisms.schema import CategoricalColumn, Column, NumericColumn, Schema
+
+# pandas' str.strip() removes exactly Python's whitespace (none lies above U+3000)
+WHITESPACE = "".join(chr(c) for c in range(0x3001) if chr(c).isspace())
+MAX_EDGES = 4096  # explicit edges compared in one CASE; more would make a very long query
+NUMBER_KINDS = ("integer", "float")
+DATE_KINDS = ("date", "timestamp", "timestamptz")
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """How one database writes identifiers, texts and types."""
+
+    name: str
+    identifier: Callable[[str], str]
+    text: Callable[[str], str]
+    double: str  # the 8-byte float type
+    trim: str  # trim(text, characters)
+
+
+def double_quoted(name: str) -> str:
+    """An SQL identifier in double quotes, inner quotes doubled (DuckDB, standard SQL)."""
+    _no_nul(name)
+    return '"' + name.replace('"', '""') + '"'
+
+
+def single_quoted(value: str) -> str:
+    """An SQL text literal in single quotes, inner quotes doubled (no backslash escapes)."""
+    _no_nul(value)
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _no_nul(value: str) -> None:
+    if "\x00" in value:
+        raise MechanismError(f"name or category ({value!r}) holds a NUL character; remove it")
+
+
+DUCKDB = Dialect("DuckDB", double_quoted, single_quoted, "DOUBLE", "trim")
+
+
+@dataclass(frozen=True)
+class ColumnSQL:
+    """One column's cell index (NULL where the schema refuses the value) and its missing test."""
+
+    name: str
+    code: str
+    missing: str
+
+
+def number(dialect: Dialect, value: float) -> str:
+    """A double constant, written so it parses to exactly `value`."""
+    text = "NaN" if math.isnan(value) else repr(float(value))
+    return f"CAST('{text}' AS {dialect.double})"
+
+
+def column_sql(dialect: Dialect, spec: Column, kind: str) -> ColumnSQL:
+    """The cell index of `spec` for a stored column of `kind` (see `type_kind`)."""
+    ref = dialect.identifier(spec.name)
+    if isinstance(spec, CategoricalColumn):
+        return _categorical(dialect, spec, ref, kind)
+    return _numeric(dialect, spec, _numbers(dialect, spec, ref, kind), kind)
+
+
+def _numbers(dialect: Dialect, spec: NumericColumn, ref: str, kind: str) -> str:
+    """The column as doubles: numbers as they are, a date's part."""
+    if kind == "null" or (kind in NUMBER_KINDS and spec.part != "date"):  # day numbers: unwritten
+        return f"CAST({ref} AS {dialect.double})"
+    if spec.part is not None and kind in DATE_KINDS:
+        stamp = f"({ref} AT TIME ZONE 'UTC')" if kind == "timestamptz" else ref
+        if spec.part == "date":
+            part = f"(CAST({stamp} AS DATE) - DATE '1970-01-01')"
+        else:
+            field = {"year": "YEAR", "month": "MONTH", "weekday": "ISODOW", "hour": "HOUR"}
+            timestamp = f"CAST({stamp} AS TIMESTAMP)"
+            part = f"EXTRACT({field[spec.part]} FROM {timestamp})"
+        return f"CAST({part} AS {dialect.double})"
+    wanted = "numbers, dates or timestamps" if spec.part is not None else "numbers"
+    raise MechanismError(
+        f"column {spec.name!r} is stored as {kind}; the {dialect.name} engine reads {wanted} "
+        "for it (store it so, or count with --engine inprocess)"
+    )
+
+
+def _numeric(dialect: Dialect, spec: NumericColumn, value: str, kind: str) -> ColumnSQL:
+    nan = f" OR {value} = {number(dialect, math.nan)}" if kind == "float" else ""
+    missing = f"({value} IS NULL{nan})"
+    absent = str(spec.n_bins) if spec.missing == "cell" else "NULL"
+    if spec.equal_width:
+        clamped = (
+            f"greatest({number(dialect, spec.lower)}, least({number(dialect, spec.upper)}, "
+            f"{value}))"
+        )
+        factor = spec.n_bins / (spec.upper - spec.lower)  # the constant numpy multiplies by
+        scaled = f"({clamped} - {number(dialect, spec.lower)}) * {number(dialect, factor)}"
+        top = number(dialect, spec.n_bins - 1)
+        present = f"CAST(floor(least({top}, {scaled})) AS BIGINT)"
+    else:
+        present = _search(dialect, value, list(spec.edges[1:-1]), 0, spec.name)
+    return ColumnSQL(spec.name, f"CASE WHEN {missing} THEN {absent} ELSE {present} END", missing)
+
+
+def _search(dialect: Dialect, value: str, edges: list[float], offset: int, name: str) -> str:
+    """How many of `edges` (increasing) are <= value, plus `offset`: a balanced CASE."""
+    if len(edges) > MAX_EDGES:
+        raise MechanismError(
+            f"column {name!r} has {len(edges) + 1} bins with explicit edges; SQL engines compare "
+            f"at most {MAX_EDGES + 1}: use fewer bins or --engine inprocess"
+        )
+    if not edges:
+        return str(offset)
+    middle = len(edges) // 2
+    below = _search(dialect, value, edges[:middle], offset, name)
+    above = _search(dialect, value, edges[middle + 1 :], offset + middle + 1, name)
+    return f"CASE WHEN {value} < {number(dialect, edges[middle])} THEN {below} ELSE {above} END"
+
+
+def _categorical(dialect: Dialect, spec: CategoricalColumn, ref: str, kind: str) -> ColumnSQL:
+    if kind == "text":
+        text = ref
+    elif kind in ("integer", "null"):
+        text = f"CAST({ref} AS VARCHAR)"
+    elif kind == "boolean":
+        text = f"CASE WHEN {ref} THEN 'True' WHEN NOT {ref} THEN 'False' END"
+    else:
+        raise MechanismError(
+            f"column {spec.name!r} is categorical but stored as {kind}; the {dialect.name} "
+            "engine compares texts, whole numbers or booleans with the categories (store it "
+            "so, or count with --engine inprocess)"
+        )
+    missing = f"({text} IS NULL OR {dialect.trim}({text}, {dialect.text(WHITESPACE)}) = '')"
+    listed = " ".join(
+        f"WHEN {text} = {dialect.text(c)} THEN {i}" for i, c in enumerate(spec.categories)
+    )
+    other = str(len(spec.categories)) if spec.unknown == "other" else "NULL"
+    absent_code = len(spec.categories) + (spec.unknown == "other")
+    absent = str(absent_code) if spec.missing == "cell" else "NULL"
+    code = f"CASE {listed} WHEN {missing} THEN {absent} ELSE {other} END"
+    return ColumnSQL(spec.name, code, missing)
+
+
+def flat_index(schema: Schema, codes: Sequence[ColumnSQL]) -> str:
+    """The row-major flat cell index of the codes (NULL when any code is), as BIGINT."""
+    shape = schema.domain_shape([c.name for c in codes])
+    flat = f"CAST({codes[0].code} AS BIGINT)"
+    for column, size in zip(codes[1:], shape[1:], strict=True):
+        flat = f"({flat}) * {size} + ({column.code})"
+    return flat
+
+
+def count_query(schema: Schema, codes: Sequence[ColumnSQL], table: str) -> str:
+    """One GROUP BY: (flat cell, rows) pairs of whole numbers; -1 gathers refused rows."""
+    cell = f"coalesce({flat_index(schema, codes)}, -1)"
+    return f"SELECT {cell} AS cell, count(*) AS n FROM {table} GROUP BY 1"  # noqa: S608  # nosec B608: quoted
+
+
+def refusal_query(schema: Schema, codes: Sequence[ColumnSQL], table: str) -> str:
+    """Per column, how many values the schema refuses: missing ones, then unlisted ones."""
+    parts = []
+    for column in codes:
+        parts.append(f"count(*) FILTER (WHERE {column.missing})")
+        parts.append(f"count(*) FILTER (WHERE NOT {column.missing} AND ({column.code}) IS NULL)")
+    return f"SELECT {', '.join(parts)} FROM {table}"  # noqa: S608  # nosec B608: quoted by the dialect
+
+
+def refusal_error(schema: Schema, codes: Sequence[ColumnSQL], found: Sequence[int]) -> None:
+    """Raise the words for the first column whose values the schema refuses."""
+    for j, column in enumerate(codes):
+        spec = schema.column(column.name)
+        missing, unlisted = int(found[2 * j]), int(found[2 * j + 1])
+        if missing and spec.missing == "reject":
+            raise MechanismError(
+                f"column {column.name!r} has {missing} missing values; fill them in or set "
+                '"missing": "cell"'
+            )
+        if unlisted:
+            raise MechanismError(
+                f"column {column.name!r} has {unlisted} values outside its declared categories; "
+                'add them to the schema or set "unknown": "other"'
+            )
+    raise MechanismError("the engine refused rows but no column explains why; nothing counted")
+
+
+def dense_counts(schema: Schema, columns: list[str], cells: AnyArray, rows: AnyArray) -> AnyArray:
+    """The (cell, rows) pairs as the dense int64 array of `Schema.cell_counts`."""
+    shape = schema.domain_shape(columns)
+    counts = np.zeros(math.prod(shape), dtype=np.int64)
+    cells = np.asarray(cells, dtype=np.int64)
+    if cells.size and (cells.min() < 0 or cells.max() >= counts.size):
+        raise MechanismError("the engine returned a cell outside the schema's cells")
+    np.add.at(counts, cells, np.asarray(rows, dtype=np.int64))
+    return counts.reshape(shape)
+
+
+Fetch = Callable[[str], list[tuple[int, ...]]]
+
+
+def count_in_sql(
+    schema: Schema,
+    columns: list[str],
+    dialect: Dialect,
+    kinds: dict[str, str],
+    table: str,
+    fetch: Fetch,
+) -> AnyArray:
+    """Count `table` into the cells of `columns` with one GROUP BY sent through `fetch`.
+
+    `kinds` names how each column is stored (`type_kind`). Only (cell, rows) pairs of whole
+    numbers come back; when the schema refuses some rows, a second query counts the refused
+    values per column, for the message.
+    """
+    codes = [column_sql(dialect, schema.column(c), kinds[c]) for c in columns]
+    pairs = np.array(fetch(count_query(schema, codes, table)), dtype=np.int64).reshape(-1, 2)
+    if (pairs[:, 0] < 0).any():
+        refusal_error(schema, codes, fetch(refusal_query(schema, codes, table))[0])
+    return dense_counts(schema, columns, pairs[:, 0], pairs[:, 1])

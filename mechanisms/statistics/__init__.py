@@ -1,0 +1,141 @@
+"""Summary statistics: counts, sums, means, variances, standard deviations and quantiles by group.
+
+A request names statistics as ``kind:column`` (``count``, ``sum:income``, ``mean:income``,
+``variance:age``, ``std:age``, ``median:age``, ``q25:age`` for the 25th percentile), optionally
+grouped by one or two categorical columns (``by``). The groups are every combination of the
+declared categories (plus "(other)" where declared), never discovered from the data: an empty
+group gets noisy outputs like any other. The budget is split across the statistics, evenly or
+by `weights` (one positive number per statistic); each statistic's share is spent on every group
+at once (the groups are disjoint, so one row touches at most two of them, see below).
+
+Building blocks are OpenDP's (https://docs.opendp.org): its clamp + bounded-sum and count
+transformations give the exact aggregate and, through their stability maps, the sensitivity
+(including OpenDP's allowance for floating-point summation); its
+`make_quantile_score_candidates` scores a public grid of candidates for the exponential
+mechanism. All noise comes from `mechanisms.noise` (OpenDP's samplers on the secure source):
+integer discrete Laplace for counts, Laplace for sums (added inside OpenDP's measurement), and
+report-noisy-max with Gumbel noise for the exponential mechanism.
+
+Sensitivity across groups. A transformation t on one group has stability t.map(d) for d rows
+added or removed in that group. Under add/remove one row lands in one group: the per-group
+vector moves by t.map(1) in L1. Under replace-one a row either stays in its group (d = 2 in the
+symmetric distance) or moves between two groups (d = 1 in each): the vector moves by at most
+max(t.map(2), 2 t.map(1)). Without grouping under replace-one the row count n is public, so
+sums use OpenDP's sized-domain bound (t.map(2) on vectors of n values, about upper - lower) and
+the count is released exactly without spending anything.
+
+Values are clamped to the schema's [lower, upper]; the "true value" each interval is for is the
+statistic of the clamped values. Sums, means and variances work on values centred at the
+bounds' midpoint c (sums of x - c), which keeps the count's noise from inflating the mean's.
+
+Intervals (95%, every released number has one; computed from released values and public noise
+scales only, so they are post-processing):
+- count, sum, and the mean when n is public: exact, from the noise distribution itself;
+- mean and variance from noisy sums over a noisy count: the exact noise distribution of the
+  first-order (linearised) error, with plug-in coefficients; approximate, close to 95% once a
+  group holds many more rows than the count's noise scale. A group whose noisy count is not
+  clearly positive gets the whole range [lower, upper] (or [0, max variance]);
+- quantiles: at least 95% on every table: the estimate gets POINT_SHARE (95%) of the
+  statistic's epsilon; the two ends of the interval are one further exponential-mechanism pick
+  among pairs of candidates with the remaining 5%, each end scored by its distance to a rank
+  offset M (rows, public: the mechanism's own 95% rank-error bound at that epsilon), not by a
+  fraction of n, so no count is needed; the proof is in `quantiles.ends`. The small share makes
+  the ends wide (M is large) but keeps the estimate almost as accurate as one selection at the
+  whole epsilon.
+
+Quantile candidates are public round numbers (`candidates`): the multiples of the finest step
+of 1, 2 or 5 times a power of ten, no finer than the column's declared precision, that leaves
+at most CANDIDATES of them (END_CANDIDATES for the interval's ends), and the bounds. Values
+recorded at a round precision are candidates themselves, so a quantile on tied values (many
+zeros, whole ages) can be picked exactly.
+
+Missing values: a column declared `"missing": "cell"` may hold them; they are left out of its
+statistics, which are computed over the present values. How many values are present is then
+not public under either relation, so means and variances divide by a noisy count of present
+values (OpenDP's count over those rows), and under replace-one, where one row may turn from
+present to missing, each sensitivity allows for that (`sum_transformation`, `noisy_counts`).
+The manifest (`missing_values_left_out`) and the portal say which columns this concerns; the
+manifest also states each statistic's guarantee and the sensitivity of each of its noisy
+pieces (`sensitivity.sensitivities`).
+Grouping columns may have a "(missing)" cell: it is one more declared group.
+
+Modules: `request` (parsing, budget split), `measures` (OpenDP's sums and counts, noise
+half-widths), `quantiles`, `compute` (the statistics over every group, the release), `plan`
+(the public preview), `sensitivity` (the manifest's sensitivities).
+"""
+
+from mechanisms.statistics.compute import (
+    FILES,
+    TABLE_COLUMNS,
+    Computer,
+    Row,
+    _run_one,
+    compute,
+    missing_columns,
+    public_parameters,
+    run_statistics,
+    selected_request,
+)
+from mechanisms.statistics.measures import (
+    LEVEL,
+    count_scale,
+    discrete_laplace_halfwidth,
+    group_sensitivity,
+    laplace_halfwidth,
+    linear_halfwidth,
+    sum_transformation,
+)
+from mechanisms.statistics.plan import statistics_plan
+from mechanisms.statistics.quantiles import (
+    CANDIDATES,
+    END_CANDIDATES,
+    POINT_SHARE,
+    _quantile_scores,
+    candidates,
+    quantile_rank_margin,
+    quantile_shares,
+    rank_scale,
+    rank_sensitivity,
+)
+from mechanisms.statistics.request import (
+    KINDS,
+    Request,
+    Statistic,
+    parse_request,
+    parse_statistic,
+)
+
+__all__ = [
+    "CANDIDATES",
+    "END_CANDIDATES",
+    "FILES",
+    "KINDS",
+    "LEVEL",
+    "POINT_SHARE",
+    "TABLE_COLUMNS",
+    "Computer",
+    "Request",
+    "Row",
+    "Statistic",
+    "_quantile_scores",
+    "_run_one",
+    "candidates",
+    "compute",
+    "count_scale",
+    "discrete_laplace_halfwidth",
+    "group_sensitivity",
+    "laplace_halfwidth",
+    "linear_halfwidth",
+    "missing_columns",
+    "parse_request",
+    "parse_statistic",
+    "public_parameters",
+    "quantile_rank_margin",
+    "quantile_shares",
+    "rank_scale",
+    "rank_sensitivity",
+    "run_statistics",
+    "selected_request",
+    "statistics_plan",
+    "sum_transformation",
+]

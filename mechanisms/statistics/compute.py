@@ -1,0 +1,468 @@
+"""Computing the summary statistics over every group, and the release's entry point."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from mechanisms.accounting import float_at_most, noise_scale
+from mechanisms.arrays import FloatArray, IntArray
+from mechanisms.errors import MechanismError
+from mechanisms.noise import RandomSource
+from mechanisms.release import Progress, ReleaseOutput, csv_bytes
+from mechanisms.schema import NumericColumn, Schema
+from mechanisms.statistics import quantiles
+from mechanisms.statistics.measures import (
+    LEVEL,
+    centre,
+    count_scale,
+    discrete_laplace_halfwidth,
+    laplace_halfwidth,
+    linear_halfwidth,
+    sum_transformation,
+)
+from mechanisms.statistics.quantiles import (
+    CANDIDATES,
+    END_CANDIDATES,
+    quantile_shares,
+    rank_scale,
+)
+from mechanisms.statistics.request import Request, Statistic, parse_request
+from mechanisms.statistics.sensitivity import sensitivities
+
+FILES = {
+    "statistics.csv": "one row per statistic and group: the estimate, its 95% interval "
+    "(ci_lower, ci_upper), the main noise scale and the epsilon spent on it; missing values "
+    "are left out of a column's statistics (the manifest lists the columns that may hold them)",
+}
+TABLE_COLUMNS = (
+    "statistic",
+    "column",
+    "estimate",
+    "ci_lower",
+    "ci_upper",
+    "noise_scale",
+    "epsilon",
+)
+
+
+@dataclass
+class Row:
+    """One statistic for one group: estimate, 95% interval, main noise scale, epsilon."""
+
+    estimate: float
+    lower: float
+    upper: float
+    scale: float
+
+
+def _split(epsilon: float, parts: int) -> float:
+    return float_at_most(Fraction(epsilon) / parts)
+
+
+class Computer:
+    """Runs each statistic over every group, recording every epsilon it spends."""
+
+    def __init__(
+        self,
+        data: pd.DataFrame,
+        schema: Schema,
+        request: Request,
+        neighbouring: str,
+        rng: RandomSource,
+    ) -> None:
+        self.schema, self.request, self.neighbouring, self.rng = schema, request, neighbouring, rng
+        self.n = len(data)
+        self.data = data
+        self.group_of = self._group_codes(data)
+        self.spent: list[float] = []
+
+    def _group_codes(self, data: pd.DataFrame) -> IntArray:
+        by = list(self.request.by)
+        if not by:
+            return np.zeros(len(data), dtype=np.int64)
+        shape = self.schema.domain_shape(by)
+        codes = self.schema.encode(data, by)
+        flat: IntArray = np.ravel_multi_index(tuple(codes.T), shape).astype(np.int64)
+        return flat
+
+    @property
+    def grouped(self) -> bool:
+        return bool(self.request.by)
+
+    @property
+    def public_n(self) -> int | None:
+        """The row count when it is public (replace-one without groups), else None."""
+        return self.n if self.neighbouring == "replace-one" and not self.grouped else None
+
+    def known_count(self, column: str) -> int | None:
+        """The number of values of `column` when it is public, else None.
+
+        Public only when the row count is and the schema rules out missing values
+        ("missing": "reject"); never from whether the data happen to hold any.
+        """
+        return self.public_n if not self.may_miss(column) else None
+
+    def may_miss(self, column: str) -> bool:
+        """Whether the schema lets `column` hold missing values (public)."""
+        return self.numeric(column).missing == "cell"
+
+    def present(self, column: str) -> np.ndarray[Any, np.dtype[np.bool_]]:
+        """Which rows carry a value of `column` (missing or unreadable ones do not)."""
+        return ~np.isnan(self.numeric(column).numbers(self.data[column]))
+
+    def values(self, column: str) -> list[list[float]]:
+        """Each group's present values of `column` (as floats), in group order.
+
+        Missing values are left out of every statistic of the column.
+        """
+        x = self.numeric(column).numbers(self.data[column])
+        keep = ~np.isnan(x)
+        group_of = self.group_of[keep]
+        order = np.argsort(group_of, kind="stable")
+        cuts = np.searchsorted(group_of[order], np.arange(1, len(self.request.groups)))
+        return [part.tolist() for part in np.split(x[keep][order], cuts)]
+
+    def _spend(self, epsilon: float) -> None:
+        self.spent.append(epsilon)
+
+    # -- counts and sums --------------------------------------------------------------
+
+    def noisy_counts(self, epsilon: float, column: str | None = None) -> tuple[IntArray, float]:
+        """Per-group counts of rows (or of `column`'s present values) + discrete Laplace noise.
+
+        The noise has scale Delta / epsilon.
+
+        Privacy: epsilon-DP; Delta = 1 under add-remove (OpenDP's count map: a row, present or
+        missing, lands in one group) and 2 under replace-one with groups (a row may leave one
+        group and join another); under replace-one without groups the count of present values
+        moves by at most 1 (`count_scale` with the public n).
+        """
+        rows = self.group_of if column is None else self.group_of[self.present(column)]
+        true = np.bincount(rows, minlength=len(self.request.groups)).astype(np.int64)
+        sized = self.public_n if column is not None else None
+        scale = count_scale(epsilon, self.neighbouring, sized)
+        self._spend(epsilon)
+        return self.rng.add_discrete_laplace(true, scale), scale
+
+    def noisy_sums(
+        self,
+        groups: list[list[float]],
+        low: float,
+        high: float,
+        epsilon: float,
+        missing: bool = False,
+    ) -> tuple[FloatArray, float]:
+        """Per-group OpenDP bounded sums over [low, high] + Laplace of scale Delta / epsilon.
+
+        Privacy: epsilon-DP; Delta from OpenDP's stability map (`group_sensitivity`), or, under
+        replace-one without grouping, OpenDP's sized-domain map for the public n (`missing`:
+        the group's values may be fewer than n; each missing one counts as 0, see
+        `sum_transformation`).
+        """
+        n = self.public_n
+        t, sensitivity = sum_transformation(low, high, self.neighbouring, n, missing)
+        if n is not None and missing:
+            groups = [[*np.clip(g, low, high).tolist(), *[0.0] * (n - len(g))] for g in groups]
+        scale = noise_scale(sensitivity, epsilon)
+        true = np.asarray([float(t(g)) for g in groups])
+        self._spend(epsilon)
+        return self.rng.add_laplace(true, scale), scale
+
+    # -- the statistics ---------------------------------------------------------------
+
+    def count(self, epsilon: float) -> list[Row]:
+        """Row count per group. Exact (and free) under replace-one without groups: n is public.
+
+        Interval: exact 95% for the discrete Laplace noise.
+        """
+        if self.public_n is not None:
+            return [Row(float(self.n), float(self.n), float(self.n), 0.0)]
+        counts, scale = self.noisy_counts(epsilon)
+        half = discrete_laplace_halfwidth(scale)
+        return [Row(max(c, 0.0), max(c - half, 0.0), c + half, scale) for c in counts.astype(float)]
+
+    def sum(self, column: str, epsilon: float) -> list[Row]:
+        """Per-group sum of the present values of the column clamped to [lower, upper], + Laplace.
+
+        Privacy: epsilon-DP; sensitivity: OpenDP's map of the bounded sum, max(|lower|,
+        |upper|) or upper - lower with mixed signs (per row added or removed, doubled under
+        replace-one with groups; a missing value adds 0), or its sized-domain map when n is
+        public: about upper - lower, or max(upper, 0) - min(lower, 0) if values may be missing
+        (`sum_transformation`). Interval: exact 95% for the Laplace noise.
+        """
+        spec = self.numeric(column)
+        values, missing = self.values(column), self.may_miss(column)
+        sums, scale = self.noisy_sums(values, spec.lower, spec.upper, epsilon, missing)
+        half = laplace_halfwidth(scale)
+        return [Row(s, s - half, s + half, scale) for s in sums]
+
+    def mean(self, column: str, epsilon: float) -> list[Row]:
+        """Per-group mean of the present values of the clamped column.
+
+        c + (noisy centred sum) / (noisy count of present values).
+
+        Privacy: epsilon-DP; epsilon/2 on the sum (OpenDP bounded-sum map over [-r, r]: r per
+        row added or removed, 2r under replace-one; a missing value adds 0) and epsilon/2 on
+        the count of present values (1 per row added or removed; under replace-one 2 with
+        groups, 1 without: `noisy_counts`). All of it on the sum when the number of values is
+        public (replace-one, no groups, no missing values allowed; OpenDP's sized map, about
+        upper - lower). Interval: exact when that number is public, else the linearised error
+        (E_sum - mean_c E_count) / count with exact noise distributions.
+        """
+        spec = self.numeric(column)
+        c, r = centre(spec)
+        groups = [[v - c for v in g] for g in self.values(column)]
+        if (known := self.known_count(column)) is not None:
+            sums, scale = self.noisy_sums(groups, -r, r, epsilon)
+            half = laplace_halfwidth(scale) / max(known, 1)
+            m = float(sums[0]) / max(known, 1)
+            return [clip_row(Row(c + m, c + m - half, c + m + half, scale), spec)]
+        part = _split(epsilon, 2)
+        sums, scale = self.noisy_sums(groups, -r, r, part, self.may_miss(column))
+        counts, count_scale = self.noisy_counts(part, column)
+        rows = []
+        for s, n in zip(sums, counts.astype(float), strict=True):
+            if n <= discrete_laplace_halfwidth(count_scale):
+                rows.append(Row(c, spec.lower, spec.upper, scale))
+                continue
+            m = min(max(s / n, -r), r)
+            terms = [(1 / n, "laplace", scale), (m / n, "discrete_laplace", count_scale)]
+            half = linear_halfwidth(terms)
+            rows.append(clip_row(Row(c + m, c + m - half, c + m + half, scale), spec))
+        return rows
+
+    def variance(self, column: str, epsilon: float, root: bool = False) -> list[Row]:
+        """Per-group (population) variance of the clamped column, or its square root.
+
+        Privacy: epsilon-DP; epsilon/3 each on the noisy count of present values
+        (`noisy_counts`), the sum of x - c over [-r, r] and the sum of (x - c)^2 over [0, r^2]
+        (OpenDP bounded-sum maps; a missing value adds 0 to both). Missing values are left
+        out. Interval: the
+        linearised error (E2 - 2 m1 E1 - (m2 - 2 m1^2) E_count) / count with exact noise
+        distributions, clipped to [0, r^2]; for std, the square roots of its ends.
+        """
+        spec = self.numeric(column)
+        c, r = centre(spec)
+        groups = [[v - c for v in g] for g in self.values(column)]
+        squares = [[min(v * v, r * r) for v in g] for g in groups]
+        part = _split(epsilon, 3)
+        missing = self.may_miss(column)
+        s1, scale1 = self.noisy_sums(groups, -r, r, part, missing)
+        s2, scale2 = self.noisy_sums(squares, 0.0, r * r, part, missing)
+        counts, count_scale = self.noisy_counts(part, column)
+        rows = []
+        for a, b, n in zip(s1, s2, counts.astype(float), strict=True):
+            if n <= discrete_laplace_halfwidth(count_scale):
+                row = Row(r * r / 2, 0.0, r * r, scale2)
+            else:
+                m1 = min(max(a / n, -r), r)
+                m2 = min(max(b / n, m1 * m1), r * r)
+                v = m2 - m1 * m1
+                terms = [
+                    (1 / n, "laplace", scale2),
+                    (2 * m1 / n, "laplace", scale1),
+                    ((m2 - 2 * m1 * m1) / n, "discrete_laplace", count_scale),
+                ]
+                half = linear_halfwidth(terms)
+                row = Row(v, max(v - half, 0.0), min(v + half, r * r), scale2)
+            rows.append(root_row(row) if root else row)
+        return rows
+
+    def quantile(self, column: str, alpha: float, epsilon: float) -> list[Row]:
+        """Per-group alpha-quantile of the clamped column, by the exponential mechanism.
+
+        Privacy: epsilon-DP; two exponential-mechanism selections composed sequentially: the
+        estimate (POINT_SHARE of epsilon; at most CANDIDATES public candidates, `candidates`,
+        scored by OpenDP's `make_quantile_score_candidates`, sensitivity from its map) and the
+        interval's two ends, chosen together (the rest; `ends`). No count is released, under
+        either neighbouring relation. Missing values are left out (a row with none changes no
+        score; one turned missing by replace-one moves each by at most what removing it does).
+        Interval: at least 95% for every table (`ends`).
+        """
+        spec = self.numeric(column)
+        point, part = quantile_shares(epsilon)
+        self.spent += [point, part]  # two selections on every group (parallel)
+        rows = []
+        for values in self.values(column):
+            estimate = self.select(values, spec, alpha, point)
+            lower, upper = self.ends(values, spec, alpha, part)
+            lower, upper = min(lower, estimate), max(upper, estimate)
+            rows.append(Row(estimate, lower, upper, rank_scale(alpha, point, self.neighbouring)))
+        return rows
+
+    def ends(
+        self, values: list[float], spec: NumericColumn, alpha: float, epsilon: float
+    ) -> tuple[float, float]:
+        """`quantiles.ends` on one group's values (epsilon-DP; the caller records the spend)."""
+        return quantiles.ends(values, spec, alpha, epsilon, self.neighbouring, self.rng)
+
+    def select(
+        self, values: list[float], spec: NumericColumn, alpha: float, epsilon: float
+    ) -> float:
+        """`quantiles.select` on one group's values (epsilon-DP; the caller records the spend)."""
+        return quantiles.select(values, spec, alpha, epsilon, self.neighbouring, self.rng)
+
+    def numeric(self, column: str) -> NumericColumn:
+        return _numeric(self.schema, column)
+
+
+def clip_row(row: Row, spec: NumericColumn) -> Row:
+    """Clip to [lower, upper] (the true mean lies there, so coverage is unchanged)."""
+    low, high = spec.lower, spec.upper
+    estimate, lower, upper = (min(max(v, low), high) for v in (row.estimate, row.lower, row.upper))
+    return Row(estimate, lower, upper, row.scale)
+
+
+def root_row(row: Row) -> Row:
+    """The square roots (variance to standard deviation; monotone, so coverage is kept)."""
+    return Row(math.sqrt(row.estimate), math.sqrt(row.lower), math.sqrt(row.upper), row.scale)
+
+
+def compute(
+    data: pd.DataFrame,
+    schema: Schema,
+    request: Request,
+    *,
+    neighbouring: str,
+    rng: RandomSource,
+    progress: Progress | None = None,
+) -> tuple[pd.DataFrame, float]:
+    """The statistics table and the exact total epsilon spent (the sum of every piece).
+
+    Privacy: sequential composition of each statistic's epsilon-DP release (its share of the
+    request); within a statistic the groups compose in parallel (see the module docstring).
+    """
+    run = Computer(data, schema, request, neighbouring, rng)
+    records = []
+    for i, (stat, share) in enumerate(zip(request.statistics, request.shares, strict=True)):
+        before = len(run.spent)
+        rows = _run_one(run, stat, share)
+        used = sum((Fraction(e) for e in run.spent[before:]), Fraction(0))
+        for group, row in zip(request.groups or ((),), rows, strict=True):
+            records.append(
+                {
+                    "statistic": stat.label,
+                    "column": stat.column or "",
+                    **dict(zip(request.by, group, strict=True)),
+                    "estimate": row.estimate,
+                    "ci_lower": row.lower,
+                    "ci_upper": row.upper,
+                    "noise_scale": row.scale,
+                    "epsilon": float(used),
+                }
+            )
+        if progress:
+            progress(i + 1, len(request.statistics))
+    total = sum((Fraction(e) for e in run.spent), Fraction(0))
+    columns = [*TABLE_COLUMNS[:2], *request.by, *TABLE_COLUMNS[2:]]
+    return pd.DataFrame(records, columns=columns), _round_up(total)
+
+
+def _run_one(run: Computer, stat: Statistic, epsilon: float) -> list[Row]:
+    if stat.kind == "count":
+        return run.count(epsilon)
+    assert stat.column is not None
+    if stat.kind == "sum":
+        return run.sum(stat.column, epsilon)
+    if stat.kind == "mean":
+        return run.mean(stat.column, epsilon)
+    if stat.kind in ("variance", "std"):
+        return run.variance(stat.column, epsilon, root=stat.kind == "std")
+    assert stat.alpha is not None
+    return run.quantile(stat.column, stat.alpha, epsilon)
+
+
+def _round_up(value: Fraction) -> float:
+    out = float(value)
+    while Fraction(out) < value:
+        out = math.nextafter(out, math.inf)
+    return out
+
+
+def selected_request(
+    schema: Schema,
+    params: dict[str, Any],
+    columns: Sequence[str],
+    *,
+    epsilon: float,
+    neighbouring: str,
+) -> Request:
+    """The checked request (`parse_request`), refused if it uses a column not selected."""
+    request = parse_request(schema, params, epsilon=epsilon, neighbouring=neighbouring)
+    missing = [c for c in request.needed_columns() if c not in columns]
+    if missing:
+        raise MechanismError(
+            f"columns ({', '.join(missing)}) are used by the statistics but not selected; "
+            "add them to the columns"
+        )
+    return request
+
+
+def run_statistics(
+    data: pd.DataFrame,
+    schema: Schema,
+    *,
+    columns: Sequence[str],
+    params: dict[str, Any],
+    epsilon: float,
+    delta: float,
+    neighbouring: str,
+    rng: RandomSource,
+    progress: Progress | None,
+) -> ReleaseOutput:
+    """The catalogue's entry point: statistics.csv, and the spend recorded piece by piece.
+
+    Privacy: pure epsilon-DP for one row under `neighbouring` (delta is not used); each
+    statistic's sensitivity and guarantee are in its Computer method's docstring.
+    """
+    if math.isinf(epsilon):
+        raise MechanismError("epsilon must be finite for summary statistics")
+    request = selected_request(schema, params, columns, epsilon=epsilon, neighbouring=neighbouring)
+    table, spent = compute(
+        data, schema, request, neighbouring=neighbouring, rng=rng, progress=progress
+    )
+    return ReleaseOutput(
+        files={"statistics.csv": csv_bytes(table)},
+        manifest={
+            "parameters": {
+                **public_parameters(schema, request),
+                "sensitivities": sensitivities(schema, request, neighbouring, len(data)),
+            }
+        },
+        spent={"epsilon": spent, "delta": 0.0},
+    )
+
+
+def missing_columns(schema: Schema, request: Request) -> list[str]:
+    """The statistics' columns that may hold missing values: those are left out (public)."""
+    columns = dict.fromkeys(s.column for s in request.statistics if s.column is not None)
+    return [c for c in columns if _numeric(schema, c).missing == "cell"]
+
+
+def _numeric(schema: Schema, column: str) -> NumericColumn:
+    spec = schema.column(column)
+    assert isinstance(spec, NumericColumn)
+    return spec
+
+
+def public_parameters(schema: Schema, request: Request) -> dict[str, Any]:
+    """The manifest's parameters: the request as run, with each statistic's epsilon.
+
+    Also the columns whose missing values were left out (`missing_columns`); public: from the
+    request and the schema only.
+    """
+    return {
+        "stat": [s.text for s in request.statistics],
+        "by": list(request.by),
+        "epsilon_per_statistic": list(request.shares),
+        "level": LEVEL,
+        "quantile_candidates": {"estimate": CANDIDATES, "interval_ends": END_CANDIDATES},
+        "missing_values_left_out": missing_columns(schema, request),
+    }

@@ -1,0 +1,196 @@
+"""Quantiles of the summary statistics.
+
+Public round-number candidates, the estimate (OpenDP's quantile score, exponential mechanism)
+and the two ends of its 95% interval.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from fractions import Fraction
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import opendp.prelude as dp
+
+from mechanisms.accounting import float_at_most, noise_scale
+from mechanisms.arrays import FloatArray
+from mechanisms.errors import MechanismError
+from mechanisms.noise import RandomSource, exponential_mechanism
+from mechanisms.schema import NumericColumn
+from mechanisms.statistics import measures
+from mechanisms.statistics.measures import LEVEL, _domain
+
+dp.enable_features("contrib")
+
+CANDIDATES = 1025  # at most this many public candidates for a quantile's estimate
+END_CANDIDATES = 129  # at most this many for each end of its interval (a coarser grid)
+POINT_SHARE = 0.95  # a quantile's share of its epsilon spent on the estimate (the rest: interval)
+BOUND_ODDS = 10.0  # the bound candidate of an interval end scores b ln(BOUND_ODDS) at worst
+
+
+@lru_cache(maxsize=256)
+def _quantile_scores(grid: tuple[float, ...], alpha: float) -> Any:
+    """OpenDP: clamp to the grid's ends (the bounds), score its candidates (lower: better)."""
+    clamp = dp.t.make_clamp(_domain(), dp.symmetric_distance(), bounds=(grid[0], grid[-1]))
+    return clamp >> dp.t.then_quantile_score_candidates(list(grid), alpha)
+
+
+def candidates(spec: NumericColumn, limit: int) -> tuple[float, ...]:
+    """The public quantile candidates of a column: round numbers in [lower, upper], and the bounds.
+
+    The multiples of one step, the smallest of 1, 2 or 5 times a power of ten that is at least
+    the column's declared precision (1 for whole numbers, else 10^-decimals) and leaves at most
+    `limit` candidates (bounds included). Public: from the schema alone. Every multiple of a
+    power of ten at least as large as the step is a candidate, so values recorded at such a
+    precision (ages, one-decimal readings, many tied zeros) are candidates themselves, and a
+    quantile sitting on a tied value can be picked exactly (OpenDP's score counts the tied
+    values on neither side), where an evenly spread grid would only reach the gap next to it.
+    """
+    return _round_grid(spec.lower, spec.upper, 0 if spec.integer else spec.decimals, limit)
+
+
+@lru_cache(maxsize=256)
+def _round_grid(lower: float, upper: float, decimals: int, limit: int) -> tuple[float, ...]:
+    low, high = Fraction(lower), Fraction(upper)
+    unit = Fraction(1, 10**decimals) if decimals >= 0 else Fraction(10**-decimals)
+    for power in range(64):
+        for factor in (1, 2, 5):
+            step = unit * factor * 10**power
+            first, last = -((-low) // step), high // step
+            inner = {float(k * step) for k in range(int(first), int(last) + 1)}
+            grid = sorted(inner | {float(low), float(high)})
+            if len(grid) <= limit:
+                return tuple(grid)
+    raise MechanismError(f"bounds [{lower}, {upper}] leave no grid of {limit} candidates")
+
+
+def quantile_rank_margin(alpha: float, epsilon: float, neighbouring: str, size: int) -> float:
+    """The rank offset M (in rows) the ends of a quantile's interval target, at their epsilon.
+
+    The two ends are chosen together, by one exponential-mechanism pick among the pairs (lo, hi),
+    lo <= hi, of `size` public candidates, with score max(|s(lo) + M|, |s(hi) - M|), where s(c) =
+    (1 - alpha) #below(c) - alpha #above(c) and the bound candidates' scores (lower bound for
+    lo, upper bound for hi) are capped at the public value o (so the pair of bounds scores at
+    most o, whatever the data). The pick exceeds the best score by more than m = b ln(P / beta)
+    with probability at most beta = 5%, for P = size (size + 1) / 2 pairs and b = `rank_scale`;
+    so M = m + o + 2 puts s(lo) at -2 or below and s(hi) at 2 or above, which places lo at or
+    below the true quantile and hi at or above it: see `ends`.
+    """
+    b = rank_scale(alpha, epsilon, neighbouring)
+    pairs = size * (size + 1) / 2
+    return b * math.log(pairs / (1 - LEVEL)) + bound_score(b) + 2
+
+
+def bound_score(scale: float) -> float:
+    """o, the public score cap of the bound candidate of an interval end: b ln(BOUND_ODDS)."""
+    return scale * math.log(BOUND_ODDS)
+
+
+def cap_bounds(low: FloatArray, high: FloatArray, cap: float) -> tuple[FloatArray, FloatArray]:
+    """The ends' scores with the lower bound's (as lo) and the upper bound's (as hi) capped."""
+    low[0], high[-1] = min(low[0], cap), min(high[-1], cap)
+    return low, high
+
+
+def signed_rank_scores(
+    values: Sequence[float] | FloatArray, candidates: FloatArray, alpha: float
+) -> FloatArray:
+    """s(c) = (1 - alpha) #(x < c) - alpha #(x > c) for each candidate (values clamped).
+
+    Ties at c count on neither side, as in OpenDP's quantile score (|s| is that score in
+    rows). One row added or removed moves every s(c) by at most max(alpha, 1 - alpha).
+    """
+    x = np.sort(np.asarray(values, dtype=np.float64))
+    below = np.searchsorted(x, candidates, side="left")
+    above = x.size - np.searchsorted(x, candidates, side="right")
+    scores: FloatArray = (1 - alpha) * below - alpha * above
+    return scores
+
+
+def quantile_shares(epsilon: float) -> tuple[float, float]:
+    """(point, ends): POINT_SHARE of epsilon on the estimate, the rest on the interval's ends.
+
+    Rounded so that point + ends <= epsilon exactly.
+    """
+    ends = float_at_most(Fraction(epsilon) * (1 - Fraction(str(POINT_SHARE))))
+    return float_at_most(Fraction(epsilon) - Fraction(ends)), ends
+
+
+def _rounded_alpha(alpha: float) -> float:
+    return round(alpha, 4)  # OpenDP turns alpha into a fraction; keep its denominator small
+
+
+def rank_sensitivity(alpha: float, neighbouring: str) -> float:
+    """max(alpha, 1 - alpha) rows of rank per row (twice under replace-one): OpenDP's map / den."""
+    return max(alpha, 1 - alpha) * (1 if neighbouring == "add-remove" else 2)
+
+
+def rank_scale(alpha: float, epsilon: float, neighbouring: str) -> float:
+    """The Gumbel scale of one quantile selection in rows of rank: 2 Delta / epsilon."""
+    return noise_scale(2 * rank_sensitivity(alpha, neighbouring), epsilon)
+
+
+def ends(
+    values: list[float],
+    spec: NumericColumn,
+    alpha: float,
+    epsilon: float,
+    neighbouring: str,
+    rng: RandomSource,
+) -> tuple[float, float]:
+    """The ends (lo, hi) of a quantile's 95% interval, epsilon-DP, in one selection.
+
+    The exponential mechanism picks a pair lo <= hi of the END_CANDIDATES public candidates
+    (`candidates`) with score max(|s(lo) + M|, |s(hi) - M|) (lower is better; s from
+    `signed_rank_scores`, M from `quantile_rank_margin`); the lower bound's score as lo and
+    the upper bound's as hi are capped at o = `bound_score` (the bounds are always valid
+    ends). Privacy: each s(c) moves by at most max(alpha, 1 - alpha) rows per row added or
+    removed (doubled under replace-one with groups, `rank_sensitivity`); |.|, a min with a
+    constant and a max of two such scores do not raise that, so this is epsilon-DP.
+    Coverage: the pair of bounds scores at most o, so with probability >= 95% the pick has
+    |s(lo) + M| <= o + m, i.e. s(lo) <= -2, and |s(hi) - M| <= o + m, s(hi) >= 2 (or lo, hi
+    are the bounds). With B = #below lo, T = #tied, s = B - alpha n + alpha T, so B <= alpha
+    n - 1 <= alpha (n - 1): at most floor(alpha (n - 1)) values lie below lo, so lo <= the
+    sorted value of that index <= the (interpolated) true quantile. Likewise s(hi) >= 2 gives
+    #(x <= hi) >= alpha n + 2, so hi >= the next sorted value >= it. Both hold at once with
+    probability >= 95%, on any table, ties included.
+    """
+    grid = np.asarray(candidates(spec, END_CANDIDATES))
+    margin = quantile_rank_margin(alpha, epsilon, neighbouring, grid.size)
+    cap = bound_score(rank_scale(alpha, epsilon, neighbouring))
+    s = signed_rank_scores(np.clip(values, spec.lower, spec.upper), grid, alpha)
+    low, high = cap_bounds(np.abs(s + margin), np.abs(s - margin), cap)
+    first, second = np.triu_indices(grid.size)
+    scores = np.maximum(low[first], high[second])
+    sensitivity = rank_sensitivity(alpha, neighbouring)
+    index = exponential_mechanism(-scores, epsilon=epsilon, sensitivity=sensitivity, rng=rng)
+    return grid[first[index]], grid[second[index]]
+
+
+def select(
+    values: list[float],
+    spec: NumericColumn,
+    alpha: float,
+    epsilon: float,
+    neighbouring: str,
+    rng: RandomSource,
+) -> float:
+    """One epsilon-DP exponential-mechanism quantile of one group's values.
+
+    alpha is clipped to [0, 1]: 0 and 1 give the bounds without a draw, a choice made from
+    public or already released values. The caller records the spend.
+    """
+    if alpha <= 0:
+        return spec.lower
+    if alpha >= 1:
+        return spec.upper
+    grid = candidates(spec, CANDIDATES)
+    t = _quantile_scores(grid, _rounded_alpha(alpha))
+    scores = -np.asarray(t(values), dtype=np.float64)
+    sensitivity = measures.group_sensitivity(t, neighbouring)
+    index = exponential_mechanism(scores, epsilon=epsilon, sensitivity=sensitivity, rng=rng)
+    chosen: float = np.asarray(grid)[index]
+    return chosen

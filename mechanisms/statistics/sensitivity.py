@@ -1,0 +1,59 @@
+"""Each summary statistic's guarantee and the sensitivities of its noisy pieces, for the manifest.
+
+Public: from the schema, the request, the relation and the row count (public where it is used:
+under replace-one without groups). The same functions set the noise of the release.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mechanisms.schema import NumericColumn, Schema
+from mechanisms.statistics.measures import centre, count_sensitivity, sum_transformation
+from mechanisms.statistics.quantiles import rank_sensitivity
+from mechanisms.statistics.request import Request, Statistic
+
+
+def sensitivities(
+    schema: Schema, request: Request, neighbouring: str, n: int
+) -> list[dict[str, Any]]:
+    """Per statistic: its guarantee and {noisy piece: sensitivity} (rows, or the column's unit).
+
+    Each statistic is epsilon-DP at its share (`epsilon_per_statistic`), for one row under
+    `neighbouring`; its pieces split that share (see each `Computer` method).
+    """
+    public_n = n if neighbouring == "replace-one" and not request.by else None
+    return [
+        {
+            "statistic": stat.text,
+            "guarantee": f"pure epsilon-DP at its share, one row, {neighbouring}",
+            "sensitivity": _pieces(schema, stat, neighbouring, public_n),
+        }
+        for stat in request.statistics
+    ]
+
+
+def _pieces(
+    schema: Schema, stat: Statistic, neighbouring: str, public_n: int | None
+) -> dict[str, float]:
+    if stat.column is None:
+        return {} if public_n is not None else {"row count": count_sensitivity(neighbouring)}
+    spec = schema.column(stat.column)
+    assert isinstance(spec, NumericColumn)
+    missing = spec.missing == "cell"
+    count = "count of present values" if missing else "row count"
+    if stat.kind == "sum":
+        sum_ = sum_transformation(spec.lower, spec.upper, neighbouring, public_n, missing)
+        return {"sum": sum_[1]}
+    if stat.kind == "quantile":
+        assert stat.alpha is not None
+        return {"rank score per candidate": rank_sensitivity(stat.alpha, neighbouring)}
+    _, r = centre(spec)
+    centred = sum_transformation(-r, r, neighbouring, public_n, missing)[1]
+    if stat.kind == "mean" and public_n is not None and not missing:
+        return {"sum of x - c": centred}
+    pieces = {"sum of x - c": centred, count: count_sensitivity(neighbouring, public_n)}
+    if stat.kind == "mean":
+        return pieces
+    squares = sum_transformation(0.0, r * r, neighbouring, public_n, missing)[1]
+    return {**pieces, "sum of (x - c)^2": squares}

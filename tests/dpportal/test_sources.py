@@ -1,0 +1,490 @@
+"""Tables that stay where they live: a PostgreSQL table registered through the real page, its
+schema step (types only, no value), a release counted inside PostgreSQL on the real Celery
+worker, credentials at rest, the budget that follows the source, and the refusals (paths outside
+DPPORTAL_SOURCE_ROOTS, hostile table names, unreachable or empty sources).
+
+The source tables live in a schema of their own, unique per test, in the database `test` on
+127.0.0.1:5432 (trust authentication: the password in the URLs is never checked, so it can be a
+canary), dropped afterwards.
+"""
+
+import math
+import re
+import uuid
+from decimal import Decimal
+
+import numpy as np
+import psycopg
+import pyarrow as pa
+import pyarrow.fs as pa_fs
+import pyarrow.parquet as pq
+import pytest
+from cryptography.fernet import Fernet
+from django.conf import settings
+from django.db import connection
+from django.urls import reverse
+from psycopg import sql
+
+import mechanisms
+from dpportal import services
+from dpportal.models import AuditEvent, Dataset, Release
+from dpportal.sources import SourceError, table_source
+from mechanisms.counting import TableSource, count_cells
+from tests.conftest import wait_until
+from tests.helpers import (
+    client_for,
+    make_dataset,
+    make_user,
+    post_new_release,
+    run_now,
+    schema_post,
+)
+
+PASSWORD = "Canary-pw-7c41e9"  # noqa: S105  (trust auth: never checked, must never be seen)
+RAW = {"city": "Canary-city-3b8d", "sex": "Canary-sex-51aa"}  # values only the table holds
+SERVER = "127.0.0.1:5432/test"
+SCHEMA = {
+    "columns": [
+        {"name": "age", "type": "numeric", "lower": 0, "upper": 100, "bins": 5},
+        {"name": "sex", "type": "categorical", "categories": ["F", "M"], "unknown": "other"},
+        {"name": "city", "type": "ignored"},
+    ]
+}
+
+
+def people_rows(n=600):
+    """Deterministic rows: ages with gaps and values outside the bounds, a sex outside the
+    declared categories, and the raw canaries."""
+    rows = []
+    for i in range(n):
+        age = None if i % 37 == 0 else (i * 7) % 113 - 5
+        sex = RAW["sex"] if i % 53 == 0 else ("F" if i % 3 else "M")
+        rows.append((age, sex, RAW["city"] if i % 11 == 0 else f"Town {i % 4}"))
+    return rows
+
+
+@pytest.fixture
+def source_schema():
+    """A unique schema in the database `test` holding `people` (the rows above); dropped after."""
+    name = f"dpp_src_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(f"postgresql://postgres@{SERVER}", autocommit=True) as pg:
+        pg.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name)))
+        pg.execute(
+            sql.SQL("CREATE TABLE {} (age integer, sex text, city varchar(40))").format(
+                sql.Identifier(name, "people")
+            )
+        )
+        with pg.cursor().copy(
+            sql.SQL("COPY {} (age, sex, city) FROM STDIN").format(sql.Identifier(name, "people"))
+        ) as copy:
+            for row in people_rows():
+                copy.write_row(row)
+        pg.execute(sql.SQL("CREATE TABLE {} ()").format(sql.Identifier(name, "nothing")))
+    yield name
+    with psycopg.connect(f"postgresql://postgres@{SERVER}", autocommit=True) as pg:
+        pg.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(name)))
+
+
+def register_post(client, location, table="", follow=False, **fields):
+    data = {
+        "name": "People where they live",
+        "description": "",
+        "location": location,
+        "table": table,
+        "password": "",
+        "engine": "",
+        "epsilon_total": "2",
+        "delta_total": "0",
+        "neighbouring": "replace-one",
+    } | fields
+    return client.post(reverse("dataset_register_source"), data, follow=follow)
+
+
+def pg_url(user="postgres", password=PASSWORD):
+    return f"postgresql://{user}:{password}@{SERVER}"
+
+
+def register(owner, schema_name, **kwargs):
+    kwargs = {"location": pg_url(), "table": f"{schema_name}.people"} | kwargs
+    return services.dataset_register_source(
+        owner=owner, name="People", epsilon_total=2, engine="postgres", **kwargs
+    )
+
+
+# ---------------------------------------------------------------- registration and schema
+
+
+@pytest.mark.django_db
+def test_a_postgresql_table_is_registered_through_the_page(source_schema):
+    owner = make_user("owner")
+    client = client_for(owner)
+    response = register_post(client, pg_url(), f"{source_schema}.people")
+    dataset = Dataset.objects.get(owner=owner)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert response["Location"] == reverse("dataset_schema", args=[dataset.pk])
+    assert dataset.is_external and dataset.engine == "postgres"
+    assert dataset.columns == ["age", "sex", "city"] and dataset.row_count == 600
+    assert dataset.source_key == f"postgresql://{SERVER}#{source_schema}.people"
+    assert dataset.source_label == (
+        f"postgresql://postgres:•••@{SERVER}, table {source_schema}.people"
+    )
+
+    page = client.get(reverse("dataset_schema", args=[dataset.pk])).content.decode()
+    assert 'value="age"' in page or ">age<" in page
+    for raw in RAW.values():  # the proposals read column types only, never a value
+        assert raw not in page
+    assert PASSWORD not in page
+    proposed = {p["name"]: p["type"] for p in dataset.profile["proposals"]}
+    assert proposed == {"age": "numeric", "sex": "categorical", "city": "categorical"}
+    assert not any({"lower", "upper", "categories"} & set(p) for p in dataset.profile["proposals"])
+
+    confirm = client.post(
+        reverse("dataset_schema", args=[dataset.pk]),
+        schema_post(
+            [
+                {"type": "numeric", "lower": "0", "upper": "100", "bins": "5", "missing": "cell"},
+                {"type": "categorical", "categories": "F\nM", "unknown": "other"},
+                {"type": "ignored"},
+            ]
+        ),
+    )
+    assert confirm.status_code == 302, confirm.content.decode()[:3000]
+    dataset.refresh_from_db()
+    assert dataset.schema_confirmed
+
+
+@pytest.mark.django_db
+def test_credentials_are_encrypted_at_rest_and_hidden_from_auditors(source_schema):
+    owner, auditor = make_user("owner"), make_user("auditor")
+    dataset = register(owner, source_schema)
+    dataset.auditors.add(auditor)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT * FROM dpportal_dataset WHERE id = %s", [dataset.pk])
+        stored = " ".join(str(value) for value in cursor.fetchone())
+        cursor.execute("SELECT details FROM dpportal_auditevent")
+        events = " ".join(str(row) for row in cursor.fetchall())
+    assert PASSWORD not in stored and PASSWORD not in events
+    assert dataset.source_secret and "postgresql" not in dataset.source_secret  # ciphertext
+    assert table_source(dataset).location == pg_url()
+
+    owner_page = client_for(owner).get(reverse("dataset_detail", args=[dataset.pk]))
+    assert dataset.source_label in owner_page.content.decode()
+    assert PASSWORD not in owner_page.content.decode()
+    reader = client_for(auditor)
+    for url in (
+        reverse("dataset_detail", args=[dataset.pk]),
+        reverse("dataset_ledger", args=[dataset.pk]),
+        reverse("audit_log"),
+        reverse("audit_log_csv"),
+    ):
+        page = reader.get(url).content.decode()
+        assert PASSWORD not in page and source_schema not in page and SERVER not in page, url
+
+
+@pytest.mark.django_db
+def test_a_refused_form_never_renders_the_password_back(source_schema):
+    client = client_for(make_user("owner"))
+    response = register_post(client, pg_url(), f"{source_schema}.absent", password="Other-pw-91")
+    page = response.content.decode()
+    assert response.status_code == 400
+    assert f"There is no table or view &#x27;{source_schema}.absent&#x27;" in page
+    assert PASSWORD not in page and "Other-pw-91" not in page
+    assert f"postgresql://postgres@{SERVER}" in page  # the URL comes back, masked
+
+
+@pytest.mark.django_db
+def test_a_bad_or_changed_credentials_key_gets_words_not_a_traceback(settings, source_schema):
+    owner = make_user("owner")
+    dataset = register(owner, source_schema)
+    settings.DPPORTAL_CREDENTIALS_KEY = Fernet.generate_key().decode()  # rotated
+    with pytest.raises(SourceError, match="cannot be decrypted"):
+        table_source(dataset)
+    settings.DPPORTAL_CREDENTIALS_KEY = "not-a-key"
+    response = register_post(client_for(owner), pg_url(), f"{source_schema}.people")
+    assert response.status_code == 400 and "not a valid Fernet key" in response.content.decode()
+
+
+# ---------------------------------------------------------------- counting where the data is
+
+
+def test_a_release_is_counted_inside_postgresql_on_the_real_worker(
+    celery_worker_process, source_schema
+):
+    owner = make_user("owner")
+    dataset = register(owner, source_schema)
+    services.dataset_confirm_schema(dataset=dataset, user=owner, schema=SCHEMA)
+    response = post_new_release(
+        client_for(owner),
+        dataset.pk,
+        {"mechanism": "perturbed_histogram", "columns": ["age", "sex"], "epsilon": "0.5"}
+        | {"rows": "200", "engine": "postgres"},
+    )
+    assert response.status_code == 302, response.content.decode()[:3000]
+    release = Release.objects.get(dataset=dataset)
+    assert release.engine == "postgres"
+    done = wait_until(
+        lambda: Release.objects.filter(pk=release.pk, status__in=Release.TERMINAL).first(),
+        timeout=120,
+    )
+    assert done.status == Release.Status.DONE, done.error_message
+    shape = mechanisms.Schema.from_dict(SCHEMA).domain_shape(["age", "sex"])
+    assert done.trace["shape"] == list(shape) == [6, 4]  # 5 bins, missing; F, M, other, missing
+    assert len(done.trace["counts"]) == math.prod(shape)
+    page = client_for(owner).get(reverse("release_detail", args=[done.pk])).content.decode()
+    assert "by the <code>postgres</code> engine" in page
+    noisy = (settings.DATA_DIR / done.output_dir / "noisy_counts.csv").read_text()
+    assert noisy.strip().count("\n") == math.prod(shape)  # a header and one line per cell
+
+
+def test_postgres_counts_equal_in_process_counts_of_the_same_rows(source_schema, tmp_path):
+    rows = people_rows()
+    table = pa.table(
+        {
+            "age": pa.array([r[0] for r in rows], pa.int32()),
+            "sex": [r[1] for r in rows],
+            "city": [r[2] for r in rows],
+        }
+    )
+    pq.write_table(table, tmp_path / "people.parquet")
+    schema = mechanisms.Schema.from_dict(SCHEMA)
+    in_database = count_cells(
+        TableSource(pg_url(), table=f"{source_schema}.people"), schema, ["age", "sex"], "postgres"
+    )
+    in_process = count_cells(
+        TableSource(str(tmp_path / "people.parquet")), schema, ["age", "sex"], "inprocess"
+    )
+    assert in_database.sum() == len(rows) and in_database[-1].sum() > 0  # gaps counted too
+    np.testing.assert_array_equal(in_database, in_process)
+    # the broken twin: one row fewer in the database, and the comparison sees it
+    with psycopg.connect(f"postgresql://postgres@{SERVER}", autocommit=True) as pg:
+        pg.execute(
+            sql.SQL("DELETE FROM {} WHERE ctid = (SELECT min(ctid) FROM {})").format(
+                sql.Identifier(source_schema, "people"), sql.Identifier(source_schema, "people")
+            )
+        )
+    one_fewer = count_cells(
+        TableSource(pg_url(), table=f"{source_schema}.people"), schema, ["age", "sex"], "postgres"
+    )
+    assert (in_process - one_fewer).sum() == 1
+
+
+@pytest.mark.django_db
+def test_a_release_that_cannot_be_counted_where_the_data_lives_spends_nothing(source_schema):
+    owner = make_user("owner")
+    dataset = register(owner, source_schema)
+    services.dataset_confirm_schema(dataset=dataset, user=owner, schema=SCHEMA)
+    form = client_for(owner).get(reverse("release_new", args=[dataset.pk])).content.decode()
+    offered = re.findall(r'<option value="([a-z]*)"', form.split('name="engine"', 1)[1])
+    assert offered[:3] == ["", "postgres", "inprocess"]  # the dataset's, then those that fit
+    upload = make_dataset(owner, name="Uploaded")  # an upload is counted by the portal: no choice
+    upload_form = client_for(owner).get(reverse("release_new", args=[upload.pk])).content
+    assert b'name="engine"' not in upload_form
+    asks = [
+        ({"mechanism": "perturbed_histogram", "engine": "duckdb"}, "cannot count this source"),
+        ({"mechanism": "mwem", "engine": ""}, "only ever counted there"),
+    ]
+    for ask, message in asks:
+        with pytest.raises(services.ServiceError, match=message):
+            services.release_create(
+                dataset=dataset, user=owner, columns=["age"], params={}, epsilon="0.5", **ask
+            )
+    with pytest.raises(services.ServiceError, match="stays where it lives"):  # no values read
+        services.estimate_column(dataset=dataset, user=owner, column="age", kind="numeric")
+    assert Dataset.objects.get(pk=dataset.pk).epsilon_spent == 0
+    assert not Release.objects.exists()
+
+
+# ---------------------------------------------------------------- the budget follows the source
+
+
+@pytest.mark.django_db
+def test_the_same_table_registered_twice_shares_one_budget_and_ledger(source_schema):
+    owner = make_user("owner")
+    first = register(owner, source_schema)
+    services.dataset_confirm_schema(dataset=first, user=owner, schema=SCHEMA)
+    # another spelling of the same table: other scheme, user, port written out, case folded
+    second = register(
+        owner,
+        source_schema,
+        location=f"postgres://root@{SERVER.replace(':5432', '')}",
+        table=f"{source_schema.upper()}.PEOPLE",
+    )
+    assert second.source_key == first.source_key and second.budget_id == first.budget_id
+    # the server the connection reaches is the identity, not the URL's host part
+    detour = "postgresql://postgres@elsewhere.invalid:5432/test?host=127.0.0.1&dbname=test"
+    assert register(owner, source_schema, location=detour).budget_id == first.budget_id
+    services.release_create(
+        dataset=first,
+        user=owner,
+        mechanism="perturbed_histogram",
+        columns=["age"],
+        params={"rows": 10},
+        epsilon="0.5",
+    )
+    second = Dataset.objects.get(pk=second.pk)
+    assert second.epsilon_spent == Decimal("0.5")  # the first one's release, on one budget
+    assert second.ledger.count() == 0 and first.ledger.count() == 1
+    page = client_for(owner).get(reverse("dataset_detail", args=[second.pk])).content.decode()
+    assert "ε spent: 0.5 of 2" in page
+    third = register_post(client_for(owner), pg_url(), f"{source_schema}.people", follow=True)
+    assert "This is the same data as “People”" in third.content.decode()
+    assert Dataset.objects.filter(budget_id=first.budget_id).count() == 4
+
+
+@pytest.mark.django_db
+def test_another_table_has_its_own_budget(source_schema):
+    owner = make_user("owner")
+    first = register(owner, source_schema)
+    with psycopg.connect(f"postgresql://postgres@{SERVER}", autocommit=True) as pg:
+        pg.execute(
+            sql.SQL("CREATE VIEW {} AS SELECT * FROM {}").format(
+                sql.Identifier(source_schema, "adults"), sql.Identifier(source_schema, "people")
+            )
+        )
+    view = register(owner, source_schema, table=f"{source_schema}.adults")
+    assert view.columns == first.columns and view.budget_id != first.budget_id
+
+
+# ---------------------------------------------------------------- refusals
+
+
+@pytest.mark.django_db
+def test_parquet_outside_the_source_roots_is_refused(settings, tmp_path):
+    allowed, outside = tmp_path / "allowed", tmp_path / "outside"
+    for folder in (allowed / "people", outside / "people"):
+        folder.mkdir(parents=True)
+        pq.write_table(pa.table({"age": [30, 40], "sex": ["F", "M"]}), folder / "part-0.parquet")
+    (allowed / "link").symlink_to(outside / "people")
+    settings.DPPORTAL_SOURCE_ROOTS = [str(allowed)]
+    client = client_for(make_user("owner"))
+    for location in (str(outside / "people"), str(allowed / ".." / "outside"), "link", "/etc"):
+        response = register_post(client, location)
+        assert response.status_code == 400, location
+        assert "outside the folders this portal may read" in response.content.decode(), location
+    assert not Dataset.objects.exists()
+    accepted = register_post(client, str(allowed / "people"))  # the twin inside: registered
+    assert accepted.status_code == 302, accepted.content.decode()[:2000]
+    dataset = Dataset.objects.get()
+    assert dataset.engine == "inprocess" and dataset.row_count == 2
+    assert dataset.source_key == f"file://{(allowed / 'people').resolve()}"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("engine", ["inprocess", "duckdb"])
+def test_a_parquet_folder_is_released_where_it_lives(settings, tmp_path, engine):
+    folder = tmp_path / "people"
+    folder.mkdir()
+    rows = people_rows()
+    for part in range(3):  # a folder of parts, read as one table
+        chunk = rows[part::3]
+        columns = {"age": [r[0] for r in chunk], "sex": [r[1] for r in chunk]}
+        pq.write_table(pa.table(columns | {"city": [r[2] for r in chunk]}), folder / f"{part}.pq")
+    settings.DPPORTAL_SOURCE_ROOTS = [str(tmp_path)]
+    owner = make_user("owner")
+    dataset = services.dataset_register_source(
+        owner=owner, name="People", location="people", epsilon_total=1, engine=engine
+    )
+    assert dataset.row_count == len(rows) and dataset.columns == ["age", "sex", "city"]
+    services.dataset_confirm_schema(dataset=dataset, user=owner, schema=SCHEMA)
+    release = services.release_create(
+        dataset=dataset,
+        user=owner,
+        mechanism="perturbed_histogram",
+        columns=["age", "sex"],
+        params={"rows": 50},
+        epsilon="0.5",
+    )
+    done = run_now(release)
+    assert done.engine == engine and done.trace["shape"] == [6, 4]
+
+
+@pytest.fixture
+def object_storage():
+    """A local S3-compatible server (moto) with one bucket; its endpoint URL."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    keys = {"aws_access_key_id": "reader", "aws_secret_access_key": SECRET_KEY}
+    s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", **keys)
+    s3.create_bucket(Bucket="census-bucket")
+    yield endpoint
+    server.stop()
+
+
+SECRET_KEY = "Canary-s3-secret-0d2f"  # noqa: S105
+
+
+@pytest.mark.django_db
+def test_a_parquet_folder_in_object_storage_is_registered_with_its_keys_sealed(object_storage):
+    filesystem = pa_fs.S3FileSystem(
+        access_key="reader", secret_key=SECRET_KEY, endpoint_override=object_storage
+    )
+    for part in range(2):
+        pq.write_table(
+            pa.table({"age": [30, 40, 50], "sex": ["F", "M", "F"]}),
+            f"census-bucket/people/{part}.parquet",
+            filesystem=filesystem,
+        )
+    owner = make_user("owner")
+    client = client_for(owner)
+    fields = {"endpoint_url": object_storage, "access_key": "reader", "secret_key": SECRET_KEY}
+    wrong = register_post(client, "s3://census-bucket/absent", **fields)
+    assert wrong.status_code == 400 and SECRET_KEY not in wrong.content.decode()
+    response = register_post(client, "s3://census-bucket/people/", **fields)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    dataset = Dataset.objects.get()
+    assert dataset.columns == ["age", "sex"] and dataset.row_count == 6
+    assert dataset.source_key == f"s3://census-bucket/people@{object_storage[7:]}"
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT * FROM dpportal_dataset WHERE id = %s", [dataset.pk])
+        assert SECRET_KEY not in " ".join(str(value) for value in cursor.fetchone())
+    source = table_source(dataset)
+    assert source.storage_options["secret_key"] == SECRET_KEY
+
+
+HOSTILE_TABLES = [
+    "people; DROP TABLE people",
+    '"people"',
+    "people' OR '1'='1",
+    "a.b.c",
+    "people--",
+    "pg_catalog.pg_authid) --",
+    "",
+]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("table", HOSTILE_TABLES)
+def test_hostile_table_names_are_refused(source_schema, table):
+    client = client_for(make_user("owner"))
+    response = register_post(client, pg_url(), table)
+    assert response.status_code == 400
+    assert "is not a plain name" in response.content.decode()
+    assert not Dataset.objects.exists()
+    with psycopg.connect(f"postgresql://postgres@{SERVER}") as pg:  # still there, untouched
+        count = sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(source_schema, "people"))
+        assert pg.execute(count).fetchone()[0] == 600
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("location", "table", "message"),
+    [
+        ("postgresql://postgres:{pw}@127.0.0.1:1/test", "{s}.people", "Cannot read"),
+        ("postgresql://postgres:{pw}@127.0.0.1:5432/test", "{s}.missing", "There is no table"),
+        ("postgresql://postgres:{pw}@127.0.0.1:5432/test", "{s}.nothing", "has no columns"),
+        ("postgresql://postgres@127.0.0.1:x/test", "{s}.people", "port is not a number"),
+        ("s3://", "", "is not an s3://bucket/path URL"),
+    ],
+)
+def test_unreadable_sources_get_a_clear_message(source_schema, location, table, message):
+    client = client_for(make_user("owner"))
+    response = register_post(client, location.format(pw=PASSWORD), table.format(s=source_schema))
+    page = response.content.decode()
+    assert response.status_code == 400 and message in page and "Traceback" not in page
+    assert PASSWORD not in page
+    assert not AuditEvent.objects.filter(action=AuditEvent.Action.UPLOAD).exists()

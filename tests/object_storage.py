@@ -1,0 +1,110 @@
+"""Helpers for the object-storage tests: an S3-compatible HTTP server and a fresh bucket the
+portal is configured to use (tests/dpportal/test_object_storage.py, tests/e2e/...).
+
+The server is moto's standalone server: the one test.sh starts (scripts/common.sh
+ensure_object_store exports DPPORTAL_TEST_S3_ENDPOINT), or one started here when the tests run
+without test.sh. The portal reaches it over HTTP through its production client code.
+"""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+from types import SimpleNamespace
+
+import boto3
+
+REGION = "us-east-1"
+AWS_ENV = {
+    "AWS_ACCESS_KEY_ID": "portal-test",
+    "AWS_SECRET_ACCESS_KEY": "portal-test-secret",
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
+
+
+@contextmanager
+def s3_server():
+    """The S3-compatible server's URL (started here if test.sh did not start one)."""
+    url = os.environ.get("DPPORTAL_TEST_S3_ENDPOINT")
+    if url:
+        yield url
+        return
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = Path(sys.executable).with_name("moto_server")
+    process = subprocess.Popen(  # noqa: S603  (our own venv's moto_server)
+        [str(server), "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while not _answers(url):
+            if time.monotonic() > deadline or process.poll() is not None:
+                raise RuntimeError("moto_server did not start")
+            time.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def _answers(url) -> bool:
+    try:
+        urllib.request.urlopen(url, timeout=1).close()  # noqa: S310  (our local test server)
+    except OSError:
+        return False
+    return True
+
+
+def use_bucket(endpoint, settings, monkeypatch, storage: Path) -> SimpleNamespace:
+    """Create a fresh bucket and point the portal at it, here (`settings`) and in any worker
+    started afterwards (the environment); `storage` becomes the local storage folder."""
+    name = f"dpportal-test-{uuid.uuid4().hex[:16]}"
+    for variable, value in {
+        **AWS_ENV,
+        "DPPORTAL_S3_BUCKET": name,
+        "DPPORTAL_S3_ENDPOINT_URL": endpoint,
+        "DPPORTAL_S3_REGION": REGION,
+        "DPPORTAL_STORAGE_DIR": str(storage),
+    }.items():
+        monkeypatch.setenv(variable, value)
+    settings.DPPORTAL_S3_BUCKET = name
+    settings.DPPORTAL_S3_ENDPOINT_URL = endpoint
+    settings.DPPORTAL_S3_REGION = REGION
+    settings.DPPORTAL_S3_SSE = True
+    settings.DATASET_STORAGE_DIR = storage
+    client = boto3.client("s3", endpoint_url=endpoint, region_name=REGION)
+    client.create_bucket(Bucket=name)
+    return SimpleNamespace(name=name, client=client, url=endpoint, storage=storage)
+
+
+def keys(bucket, prefix="") -> set[str]:
+    listed = bucket.client.list_objects_v2(Bucket=bucket.name, Prefix=prefix)
+    return {entry["Key"] for entry in listed.get("Contents", [])}
+
+
+def stored_bytes(bucket, key) -> bytes:
+    return bucket.client.get_object(Bucket=bucket.name, Key=key)["Body"].read()
+
+
+def local_files(folder: Path) -> list[Path]:
+    return [p for p in folder.rglob("*") if p.is_file()] if folder.exists() else []
+
+
+def anonymous_get(bucket, key) -> int:
+    """The HTTP status of an unsigned GET of the object, as anyone on the network could send."""
+    url = f"{bucket.url}/{bucket.name}/{key}"
+    try:
+        with urllib.request.urlopen(url, timeout=5) as answer:  # noqa: S310  (local server)
+            return answer.status
+    except urllib.error.HTTPError as error:
+        return error.code
