@@ -22,6 +22,7 @@ ensure_redis
 ensure_chromium
 ensure_pdf_libraries
 ensure_object_store
+ensure_dask_cluster
 
 status=0
 log "Lint and format (ruff)"

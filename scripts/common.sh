@@ -139,3 +139,62 @@ ensure_object_store() {
   done
   echo "The S3 stand-in (moto_server) did not start; see var/moto.log. Object-storage tests will start their own." >&2
 }
+
+dask_up() { "$PY" - "$1" "${2:-1}" <<'PY' 2>/dev/null
+import sys
+from distributed import Client
+with Client(sys.argv[1], timeout=3, set_as_default=False) as client:
+    client.wait_for_workers(int(sys.argv[2]), timeout=15)
+PY
+}
+
+# A local Dask cluster for the dask counting engine's tests: one scheduler and two worker
+# processes (one thread each) on 127.0.0.1, at $DPPORTAL_DASK_SCHEDULER. Reuses the cluster that
+# variable names if it answers; otherwise starts one on a free port (logs in a temporary folder)
+# and stops it when the calling script exits.
+ensure_dask_cluster() {
+  if [ -n "${DPPORTAL_DASK_SCHEDULER:-}" ] && dask_up "$DPPORTAL_DASK_SCHEDULER"; then return 0; fi
+  local port logs address path
+  port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  logs=$(mktemp -d "${TMPDIR:-/tmp}/dpportal-dask.XXXXXX")
+  address="tcp://127.0.0.1:$port"
+  log "Starting a local Dask cluster at $address (2 workers; logs in $logs)"
+  # the scheduler unpacks the tasks and the workers run them: both import this checkout
+  path="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+  PYTHONPATH=$path "$VENV/bin/dask" scheduler --host 127.0.0.1 --port "$port" --no-dashboard \
+    >"$logs/scheduler.log" 2>&1 &
+  DASK_SCHEDULER_PID=$!
+  for worker in 1 2; do
+    PYTHONPATH=$path "$VENV/bin/dask" worker "$address" \
+      --host 127.0.0.1 --nthreads 1 --no-nanny --no-dashboard --name "local-$worker" \
+      --local-directory "$logs" >"$logs/worker-$worker.log" 2>&1 &
+    DASK_WORKER_PIDS="${DASK_WORKER_PIDS:-} $!"
+  done
+  # after any exit trap already set (ensure_object_store's)
+  local previous
+  previous=$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT$/\1/")
+  trap "${previous:+$previous; }stop_dask_cluster" EXIT
+  export DPPORTAL_DASK_SCHEDULER=$address
+  for _ in 1 2 3 4 5; do dask_up "$address" 2 && return 0; sleep 0.5; done
+  echo "The local Dask cluster did not start; see $logs" >&2
+  return 1
+}
+
+# Workers first, then the scheduler (stopping both at once can leave a worker hanging); a
+# process still there after 5 s is killed.
+stop_dask_cluster() {
+  local group pid
+  for group in "${DASK_WORKER_PIDS:-}" "${DASK_SCHEDULER_PID:-}"; do
+    [ -n "$group" ] || continue
+    # shellcheck disable=SC2086
+    kill $group 2>/dev/null || true
+    for _ in $(seq 50); do
+      for pid in $group; do kill -0 "$pid" 2>/dev/null && break; pid=""; done
+      [ -z "$pid" ] && break
+      sleep 0.1
+    done
+    # shellcheck disable=SC2086
+    kill -KILL $group 2>/dev/null || true
+  done
+  DASK_WORKER_PIDS="" DASK_SCHEDULER_PID=""
+}

@@ -26,6 +26,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import numpy as np
 
 from mechanisms.chunks import EngineTable
+from mechanisms.counting.dask_engine import count_on_dask
 from mechanisms.counting.duckdb_engine import count_duckdb
 from mechanisms.counting.inprocess import count_in_process
 from mechanisms.counting.postgres_engine import count_postgres
@@ -50,6 +51,7 @@ ENGINES: dict[str, CountFunction] = {
     "inprocess": count_in_process,  # Parquet record batches or a PostgreSQL cursor, here
     "duckdb": count_duckdb,  # embedded DuckDB over local Parquet files
     "postgres": count_postgres,  # one GROUP BY inside PostgreSQL
+    "dask": count_on_dask,  # Parquet pieces counted on the workers of a Dask cluster
 }
 
 
