@@ -14,6 +14,8 @@ skipped only when the server cannot be reached.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -35,7 +37,9 @@ from tests.mechanisms.engine_tables import (
     write_postgres,
 )
 
-PARQUET_ENGINES = ("inprocess", "duckdb")
+# The Dask engine joins wherever a cluster is named (./test.sh starts one with two workers).
+DASK = ("dask",) if os.environ.get("DPPORTAL_DASK_SCHEDULER") else ()
+PARQUET_ENGINES = ("inprocess", "duckdb", *DASK)
 POSTGRES_ENGINES = ("inprocess", "postgres")
 TABLE = 'tä"ble; --'
 
