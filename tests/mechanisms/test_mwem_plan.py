@@ -49,6 +49,9 @@ def test_the_plan_is_what_mwem_spends(neighbouring, workload, options):
     assert isinstance(plan, MwemPlan)
     assert result.budget == plan.budget
     laplace = [c.scale for c in source.noise_calls() if c.primitive == "discrete_laplace"]
+    if neighbouring == "add-remove":  # the default plan's noisy row count comes first
+        assert plan.eps_count > 0 and laplace[0] == plan_module.noise_scale(1, plan.eps_count)
+        laplace = laplace[1:]
     start = len(SHAPE) if plan.eps_init > 0 else 0
     assert laplace[:start] == [plan.init_scale] * start
     assert len(laplace) == start + plan.rounds
