@@ -1,10 +1,11 @@
 """MWEM's plan: the budget split and the number of rounds, from public quantities only.
 
-Pure functions of n (public under replace-one; under add-remove the DP estimate from the noisy
-1-way marginals), ε, the public domain shape and the public workload: the share of ε for the
-1-way start, the rounds, each round's selection and measurement ε, their noise scales and the
-expected error of a measurement. ``plan_budget`` is the one entry point; ``mwem`` spends
-exactly what it returns, so an accuracy preview can ask it instead of rebuilding the split.
+Pure functions of n (public under replace-one; under add-remove the default plan's noisy row
+count, else the DP estimate from the noisy 1-way marginals), ε, the public domain shape and
+the public workload: the share of ε for the 1-way start, the rounds, each round's selection and
+measurement ε, their noise scales and the expected error of a measurement. ``plan_budget`` is
+the one entry point; ``mwem`` spends exactly what it returns, so an accuracy preview can ask it
+instead of rebuilding the split.
 Touches no data. Also here: the checks of MWEM's arguments, before anything is spent.
 """
 
