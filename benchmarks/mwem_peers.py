@@ -15,9 +15,10 @@ peer's, and whether the difference is inside the seed noise (2 standard errors).
 Issue 16's figures: ours and independent 3 seeds; AIM at --timeout 120, then seed 0 of the
 cells it could not finish rerun at --timeout 400 where time allowed (2 cores shared, load ~10).
 
-Each peer run is its own subprocess, and each cell of ours (its seeds) one subprocess, so a
-cell's peak memory is the maximum resident set size of its runs (getrusage in the worker; it
-includes the interpreter and the method's libraries). Peers run in their own
+Each peer run is its own subprocess, and so is each of our runs on a table of GROUP_ROWS rows
+or more (below that a cell's seeds share one); a cell's peak memory is the maximum resident set
+size of its runs (getrusage in the worker; it includes the interpreter and the method's
+libraries). Peers run in their own
 virtual environments (benchmarks/requirements-peers-*.txt), found at /tmp/peer-<name>/bin/python:
 
     python3.11 -m venv /tmp/peer-aim && /tmp/peer-aim/bin/pip install -r benchmarks/requirements-peers-aim.txt
@@ -322,6 +323,7 @@ def run_worker(method, codes_path, shape, eps, seeds, timeout):
 
 
 RESULTS = WORK / "results.jsonl"
+GROUP_ROWS = 100_000
 
 
 def cached() -> dict[tuple, dict]:
@@ -373,8 +375,10 @@ def main() -> None:
 def run_cell(table, shape, true, codes_path, method, eps, args, fresh):
     """Run (or reuse) the seeds of one (table, ε, method) cell; append each to RESULTS.
 
-    Our methods run the cell's seeds in one subprocess; a peer one subprocess per seed (its
-    time cap is per run)."""
+    On tables below GROUP_ROWS rows our methods run the cell's seeds in one subprocess (the
+    interpreter's start dominates there); a peer, or any method on a larger table, one
+    subprocess per seed (a peer's time cap is per run; a large run's peak memory its own).
+    """
     runs = cached()
     todo = []
     for seed in range(args.seeds):
@@ -384,7 +388,8 @@ def run_cell(table, shape, true, codes_path, method, eps, args, fresh):
                 return  # a timeout or failure ends the cell, as when it was run
             continue
         todo.append(seed)
-    groups = [todo] if method not in PEER_PYTHON else [[seed] for seed in todo]
+    grouped = method not in PEER_PYTHON and len(true) < GROUP_ROWS
+    groups = [todo] if grouped else [[seed] for seed in todo]
     for group in filter(None, groups):
         for seed, run, note in run_worker(method, codes_path, shape, eps, group, args.timeout):
             record = {"method": method, "table": table, "eps": eps, "seed": seed, "note": note}

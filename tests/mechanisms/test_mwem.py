@@ -97,6 +97,16 @@ def test_it_refuses_bad_parameters_with_one_line(kwargs, message):
         mwem(codes, shape, workload_of(columns, shape, 2), rng=seeded_source(0), **kwargs)
 
 
+def test_it_refuses_codes_outside_the_domain_before_counting():
+    codes, shape, columns = load_table("loglinear6")
+    workload = workload_of(columns, shape, 2)
+    for bad in (shape[0], -1):  # one past the last bin, and below the first
+        wrong = codes.copy()
+        wrong[5, 0] = bad
+        with pytest.raises(MechanismError, match=r"codes must lie in 0..k-1"):
+            mwem(wrong, shape, workload, epsilon=1.0, rng=seeded_source(0))
+
+
 def test_it_refuses_empty_data_only_when_the_row_count_is_public():
     codes, shape, columns = load_table("loglinear6")
     workload = workload_of(columns, shape, 2)
