@@ -15,8 +15,8 @@ peer's, and whether the difference is inside the seed noise (2 standard errors).
 Issue 16's figures: ours and independent 3 seeds; AIM at --timeout 120, then seed 0 of the
 cells it could not finish rerun at --timeout 400 where time allowed (2 cores shared, load ~10).
 Rerun after the no-rounds release became the independent one (docs/mwem.md): ours and
-independent 3 seeds on all six tables; AIM seed 0 only, --timeout 300, on sftemps (seattle at
-ε = .03 did not finish in 300 s at load ~12; the other cells were not run).
+independent 3 seeds on all six tables; AIM seed 0 only (--timeout 300 on sftemps and seattle,
+240 on randhie and anes96 ε >= .3); fair, randhie1m and anes96 at ε = .03, .1 not run.
 
 Each peer run is its own subprocess, and so is each of our runs on a table of GROUP_ROWS rows
 or more (below that a cell's seeds share one); a cell's peak memory is the maximum resident set
