@@ -14,9 +14,14 @@ the cell's later seeds are skipped. ``--summary`` prints, per (table, ε), our T
 peer's, and whether the difference is inside the seed noise (2 standard errors).
 Issue 16's figures: ours and independent 3 seeds; AIM at --timeout 120, then seed 0 of the
 cells it could not finish rerun at --timeout 400 where time allowed (2 cores shared, load ~10).
+Rerun after the no-rounds release became the independent one (docs/mwem.md): ours and
+independent 3 seeds on all six tables; AIM seed 0 only (--timeout 300 on sftemps and seattle,
+240 on randhie and anes96 ε >= .3); fair, randhie1m and anes96 at ε = .03, .1 not run.
 
-Every run is its own subprocess, so peak memory is that run's maximum resident set size
-(getrusage in the worker; it includes the interpreter and the method's libraries). Peers run in their own
+Each peer run is its own subprocess, and so is each of our runs on a table of GROUP_ROWS rows
+or more (below that a cell's seeds share one); a cell's peak memory is the maximum resident set
+size of its runs (getrusage in the worker; it includes the interpreter and the method's
+libraries). Peers run in their own
 virtual environments (benchmarks/requirements-peers-*.txt), found at /tmp/peer-<name>/bin/python:
 
     python3.11 -m venv /tmp/peer-aim && /tmp/peer-aim/bin/pip install -r benchmarks/requirements-peers-aim.txt
@@ -275,10 +280,16 @@ def tvd(synthetic: np.ndarray, true: np.ndarray, shape: list[int], k: int) -> fl
     return float(np.mean(out))
 
 
-def run_worker(method, codes_path, shape, eps, seed, timeout):
-    """One run in a subprocess: (seconds, peak MB, synthetic codes) or None on failure."""
+def run_worker(method, codes_path, shape, eps, seeds, timeout):
+    """Runs of ``seeds`` in one subprocess: [(seed, (seconds, peak MB, synthetic) or None, note)].
+
+    ``timeout`` is per run (the subprocess gets len(seeds) × timeout); the runs finished before
+    a timeout or failure are kept. Peak memory is the subprocess's maximum resident set size
+    after each run, so a cell's peak (the maximum over its seeds) is the same as with one
+    subprocess per run.
+    """
     python = PEER_PYTHON.get(method, sys.executable)
-    out = WORK / f"syn-{method}-{codes_path.stem}-{eps}-{seed}.npy"
+    out = WORK / f"syn-{method}-{codes_path.stem}-{eps}-{{seed}}.npy"
     args = [
         python,
         __file__,
@@ -291,24 +302,31 @@ def run_worker(method, codes_path, shape, eps, seed, timeout):
         "--epsilon",
         str(eps),
         "--seed",
-        str(seed),
+        ",".join(str(seed) for seed in seeds),
         "--out",
         str(out),
     ]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        stdout, stderr = proc.communicate(timeout=timeout)
+        stdout, stderr = proc.communicate(timeout=timeout * len(seeds))
+        note = "" if proc.returncode == 0 else (stderr.strip().splitlines() or ["failed"])[-1][:120]
     except subprocess.TimeoutExpired:
         proc.kill()
-        proc.communicate()
-        return None, f"timeout > {timeout:g} s"
-    if proc.returncode != 0:
-        return None, (stderr.strip().splitlines() or ["failed"])[-1][:120]
-    result = json.loads(stdout.strip().splitlines()[-1])
-    return (result["seconds"], result["peak_mb"], np.load(out)), ""
+        stdout, _ = proc.communicate()
+        note = f"timeout > {timeout:g} s"
+    done = {}
+    for row in stdout.strip().splitlines():
+        if row.startswith("{"):
+            result = json.loads(row)
+            path = Path(str(out).format(seed=result["seed"]))
+            done[result["seed"]] = (result["seconds"], result["peak_mb"], np.load(path))
+    runs = [(seed, done[seed], "") for seed in seeds if seed in done]
+    missing = [seed for seed in seeds if seed not in done]
+    return runs + ([(missing[0], None, note or "failed")] if missing else [])
 
 
 RESULTS = WORK / "results.jsonl"
+GROUP_ROWS = 100_000
 
 
 def cached() -> dict[tuple, dict]:
@@ -334,7 +352,7 @@ def main() -> None:
     parser.add_argument("--codes")
     parser.add_argument("--shape")
     parser.add_argument("--epsilon", type=float)
-    parser.add_argument("--seed", type=int)
+    parser.add_argument("--seed", help="the worker's seeds, comma-separated")
     parser.add_argument("--out")
     args = parser.parse_args()
     if args.worker:
@@ -358,29 +376,39 @@ def main() -> None:
 
 
 def run_cell(table, shape, true, codes_path, method, eps, args, fresh):
-    """Run (or reuse) the seeds of one (table, ε, method) cell; append each to RESULTS."""
+    """Run (or reuse) the seeds of one (table, ε, method) cell; append each to RESULTS.
+
+    On tables below GROUP_ROWS rows our methods run the cell's seeds in one subprocess (the
+    interpreter's start dominates there); a peer, or any method on a larger table, one
+    subprocess per seed (a peer's time cap is per run; a large run's peak memory its own).
+    """
     runs = cached()
+    todo = []
     for seed in range(args.seeds):
         old = runs.get((method, table, eps, seed))
         if old is not None and method not in fresh:
             if old.get("note"):
                 return  # a timeout or failure ends the cell, as when it was run
             continue
-        run, note = run_worker(method, codes_path, shape, eps, seed, args.timeout)
-        record = {"method": method, "table": table, "eps": eps, "seed": seed, "note": note}
-        if run is not None:
-            seconds, peak, synthetic = run
-            record.update(
-                seconds=seconds,
-                peak_mb=peak,
-                tvd2=tvd(synthetic, true, shape, 2),
-                tvd3=tvd(synthetic, true, shape, 3),
-            )
-        with RESULTS.open("a") as f:
-            f.write(json.dumps(record) + "\n")
-        print(json.dumps(record), file=sys.stderr, flush=True)
-        if run is None:
-            return
+        todo.append(seed)
+    grouped = method not in PEER_PYTHON and len(true) < GROUP_ROWS
+    groups = [todo] if grouped else [[seed] for seed in todo]
+    for group in filter(None, groups):
+        for seed, run, note in run_worker(method, codes_path, shape, eps, group, args.timeout):
+            record = {"method": method, "table": table, "eps": eps, "seed": seed, "note": note}
+            if run is not None:
+                seconds, peak, synthetic = run
+                record.update(
+                    seconds=seconds,
+                    peak_mb=peak,
+                    tvd2=tvd(synthetic, true, shape, 2),
+                    tvd3=tvd(synthetic, true, shape, 3),
+                )
+            with RESULTS.open("a") as f:
+                f.write(json.dumps(record) + "\n")
+            print(json.dumps(record), file=sys.stderr, flush=True)
+            if run is None:
+                return
 
 
 def summary(tables, eps_grid, methods, seeds):
@@ -516,12 +544,13 @@ def worker(args) -> None:
     }[args.worker]
     for module in LIBRARIES[args.worker]:  # imported before the clock starts
         importlib.import_module(module)
-    start = time.perf_counter()
-    synthetic = fit(codes, shape, args.epsilon, args.seed)
-    seconds = time.perf_counter() - start
-    np.save(args.out, np.asarray(synthetic, dtype=np.int64))
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"seconds": seconds, "peak_mb": peak_mb}))
+    for seed in (int(part) for part in args.seed.split(",")):
+        start = time.perf_counter()
+        synthetic = fit(codes, shape, args.epsilon, seed)
+        seconds = time.perf_counter() - start
+        np.save(args.out.format(seed=seed), np.asarray(synthetic, dtype=np.int64))
+        peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(json.dumps({"seed": seed, "seconds": seconds, "peak_mb": peak_mb}), flush=True)
 
 
 def fit_ours(codes, shape, eps, seed):
@@ -538,16 +567,20 @@ def fit_ours(codes, shape, eps, seed):
 
 
 def fit_independent(codes, shape, eps, seed):
+    from mechanisms.accounting import noise_scale
     from mechanisms.mwem import FactoredDistribution
     from mechanisms.noise import seeded_source
 
     rng = seeded_source(seed)
-    scale = 2 * len(shape) / eps  # replace-one: each 1-way marginal has L1 sensitivity 2
+    # replace-one: the d 1-way marginals together have L1 sensitivity 2d; the smallest float
+    # scale >= 2d/ε, as MWEM's own start draws it
+    scale = noise_scale(2 * len(shape), eps)
     noisy = [
         np.bincount(codes[:, a], minlength=k) + rng.discrete_laplace(scale, size=k)
         for a, k in enumerate(shape)
     ]
-    model = FactoredDistribution.independent([np.maximum(m, 0) + 1e-9 for m in noisy])
+    # every count clipped at half a row: no cell impossible (MWEM's release without rounds)
+    model = FactoredDistribution.independent([np.maximum(m, 0.5) for m in noisy])
     return model.sample(len(codes), rng)
 
 

@@ -201,15 +201,21 @@ class FactoredDistribution:
         """``n`` records (cell codes, shape (n, d)) drawn from the distribution.
 
         Each group is sampled systematically (cell counts within one of n·p) and the groups'
-        rows are paired by independent random permutations.
+        rows are paired by independent random permutations. A cell index is split into its
+        attributes' codes digit by digit, in place (row-major, as ``np.unravel_index``): one
+        column at a time, not a copy per attribute (randhie1m, 10^6 rows, a group of 9
+        attributes: 289 MB of temporaries before, benchmarks/mwem_peers.py).
         """
         codes = np.zeros((n, len(self.shape)), dtype=np.int64)
         for g in self.groups():
             cdf = np.cumsum(g.probs.ravel())
             points = (rng.uniform(size=1)[0] + np.arange(n)) / n * cdf[-1]
             cells = np.minimum(np.searchsorted(cdf, points, side="right"), cdf.size - 1)
+            del points
             cells = cells[np.argsort(rng.uniform(size=n))]
-            codes[:, list(g.attrs)] = np.stack(np.unravel_index(cells, g.probs.shape), axis=1)
+            for a, k in reversed(list(zip(g.attrs, g.probs.shape, strict=True))):
+                codes[:, a] = cells % k
+                cells //= k
         return codes
 
 

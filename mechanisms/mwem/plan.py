@@ -1,10 +1,11 @@
 """MWEM's plan: the budget split and the number of rounds, from public quantities only.
 
-Pure functions of n (public under replace-one; under add-remove the DP estimate from the noisy
-1-way marginals), ε, the public domain shape and the public workload: the share of ε for the
-1-way start, the rounds, each round's selection and measurement ε, their noise scales and the
-expected error of a measurement. ``plan_budget`` is the one entry point; ``mwem`` spends
-exactly what it returns, so an accuracy preview can ask it instead of rebuilding the split.
+Pure functions of n (public under replace-one; under add-remove the default plan's noisy row
+count, else the DP estimate from the noisy 1-way marginals), ε, the public domain shape and
+the public workload: the share of ε for the 1-way start, the rounds, each round's selection and
+measurement ε, their noise scales and the expected error of a measurement. ``plan_budget`` is
+the one entry point; ``mwem`` spends exactly what it returns, so an accuracy preview can ask it
+instead of rebuilding the split.
 Touches no data. Also here: the checks of MWEM's arguments, before anything is spent.
 """
 
@@ -34,6 +35,7 @@ ADD_REMOVE_INIT_FRACTION = 0.2
 SELECTION_GAP = 0.25  # default_rounds: the error (fraction of n) selection must be able to find
 START_WEIGHT_CAP = 10  # init_share: the start weighs like at most 10/3 rounds
 ROUND_NOISE = 0.3  # default_rounds: a round's expected L1 noise, at most this share of n
+COUNT_FRACTION = 0.05  # add-remove default plan: the share of ε on the noisy row count
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,9 @@ class MwemPlan:
     each cell; 0 when there is no 1-way start), then ``rounds`` × (``eps_select`` on one
     selection + ``eps_measure`` on one measurement). ``rounds`` 0 (init_fraction 1): the whole ε
     on the start, and ``marginal_scale`` is the start's scale. In exact arithmetic
-    eps_init + rounds × (eps_select + eps_measure) <= epsilon.
+    eps_init + rounds × (eps_select + eps_measure) <= epsilon, with ``eps_count`` added
+    under the add-remove default plan, which first counts the rows (``counts_rows``) and plans
+    for that noisy n; init_fraction is then a share of the ε left after the count.
     """
 
     n: int
@@ -56,6 +60,7 @@ class MwemPlan:
     eps_init: float
     eps_select: float
     eps_measure: float
+    eps_count: float  # the noisy row count's ε (0 unless counts_rows)
     marginal_l1: int  # L1 sensitivity of a marginal's cell vector (a box count: BOX_SENSITIVITY)
     init_scale: float
     marginal_scale: float  # discrete Laplace scale of each measured marginal cell
@@ -67,6 +72,7 @@ class MwemPlan:
         """The split as MWEM's result and manifest state it (``budget_split``)."""
         return {
             "epsilon": self.epsilon,
+            **({"row_count": self.eps_count} if self.eps_count else {}),
             "initial_one_way": self.eps_init,
             "per_round_select": self.eps_select,
             "per_round_measure": self.eps_measure,
@@ -88,28 +94,31 @@ def plan_budget(
     """MWEM's budget split and rounds for ``n`` rows: what ``mwem`` itself spends.
 
     ``n`` is the public row count under replace-one; under add-remove pass a public or DP
-    estimate (``mwem`` passes its estimate from the noisy 1-way marginals). ``rounds`` and
-    ``init_fraction`` default as in ``mwem`` (``default_rounds``, ``initial_fraction``).
+    estimate (``mwem`` passes its noisy row count under the default plan, ``counts_rows``, else
+    its estimate from the noisy 1-way marginals). ``rounds`` and ``init_fraction`` default as
+    in ``mwem`` (``default_rounds``, ``initial_fraction``).
     Post-processing of public values only: it spends nothing.
     """
     check_epsilon(epsilon)
     check_neighbouring(neighbouring)
     _check_counts(n, rounds=rounds)
+    eps_count = count_epsilon(epsilon, neighbouring, rounds, init_fraction)
+    rest = _left(epsilon, eps_count)  # what the start and the rounds share
     init_fraction = initial_fraction(
-        n, epsilon, shape, workload, neighbouring, init_fraction, rounds
+        n, rest, shape, workload, neighbouring, init_fraction, rounds, bool(eps_count)
     )
     _check_fractions(init_fraction, select_fraction, rounds)
     marginal_l1 = marginal_sensitivity(neighbouring)
-    eps_init = _share(epsilon, init_fraction)
+    eps_init = _share(rest, init_fraction)
     if rounds is None:
         rounds = (
             0
             if init_fraction == 1
             else default_rounds(
-                n, epsilon, shape, workload, init_fraction, select_fraction, marginal_l1
+                n, rest, shape, workload, init_fraction, select_fraction, marginal_l1
             )
         )
-    eps_select, eps_measure = _split(epsilon, eps_init, rounds, select_fraction)
+    eps_select, eps_measure = _split(rest, eps_init, rounds, select_fraction)
     init_scale = noise_scale(marginal_l1 * len(shape), eps_init) if eps_init > 0 else 0.0
     # no rounds: the only measured marginals are the 1-way start's, at its scale
     marginal_scale = noise_scale(marginal_l1, eps_measure) if rounds else init_scale
@@ -123,12 +132,32 @@ def plan_budget(
         eps_init=eps_init,
         eps_select=eps_select,
         eps_measure=eps_measure,
+        eps_count=eps_count,
         marginal_l1=marginal_l1,
         init_scale=init_scale,
         marginal_scale=marginal_scale,
         box_scale=noise_scale(BOX_SENSITIVITY, eps_measure) if rounds else 0.0,
         expected_cell_error=_expected_abs_noise(marginal_scale),
     )
+
+
+def counts_rows(neighbouring: str, rounds: int | None, init_fraction: float | None) -> bool:
+    """Whether the plan first counts the rows: the add-remove default plan.
+
+    n is private there, and the plan (how many rounds pay, ``default_plan``) needs it. Explicit
+    rounds or init_fraction keep the fixed add-remove plan (ADD_REMOVE_INIT_FRACTION, n from the
+    noisy 1-way marginals).
+    """
+    return neighbouring == "add-remove" and rounds is None and init_fraction is None
+
+
+def count_epsilon(
+    epsilon: float, neighbouring: str, rounds: int | None, init_fraction: float | None
+) -> float:
+    """ε of the noisy row count: COUNT_FRACTION·ε when ``counts_rows``, else 0."""
+    if not counts_rows(neighbouring, rounds, init_fraction):
+        return 0.0
+    return _share(epsilon, COUNT_FRACTION)
 
 
 def initial_fraction(
@@ -139,12 +168,14 @@ def initial_fraction(
     neighbouring: str,
     init_fraction: float | None = None,
     rounds: int | None = None,
+    counted: bool = False,
 ) -> float:
     """``init_fraction`` if given, else the default share of ε for the 1-way start.
 
     replace-one: ``init_share`` of the given rounds, else ``default_plan``'s share for the
-    public n; add-remove: the fixed ADD_REMOVE_INIT_FRACTION (n is not public there and is not
-    used: pass None).
+    public n. add-remove: ``default_plan``'s share for the noisy row count n when ``counted``
+    (``counts_rows``; ε is then what the count left), else the fixed ADD_REMOVE_INIT_FRACTION
+    (n is not public and not used: pass None).
     """
     if init_fraction is not None:
         return init_fraction
@@ -152,13 +183,15 @@ def initial_fraction(
         if rounds is not None:
             return init_share(rounds, len(shape))
         return default_plan(n, epsilon, shape, workload)[0]
+    if counted and n is not None:
+        return default_plan(n, epsilon, shape, workload, marginal_sensitivity(neighbouring))[0]
     return ADD_REMOVE_INIT_FRACTION
 
 
 def default_plan(
-    n: int, epsilon: float, shape: tuple[int, ...], workload: Any
+    n: int, epsilon: float, shape: tuple[int, ...], workload: Any, marginal_l1: int = 2
 ) -> tuple[float, int]:
-    """(init_fraction, rounds) under replace-one: the most rounds that still pay, else none.
+    """(init_fraction, rounds): the most rounds that still pay, else none.
 
     T rounds leave ``init_share(T)`` of ε to the 1-way start; the plan takes the largest T
     (up to the cap of ``default_rounds``) whose rounds ``default_rounds`` accepts with that
@@ -166,15 +199,16 @@ def default_plan(
     the independent release, never beaten by rounds whose noise drowns what they measure.
     The 1-way start is 0 only beside rounds that pay while the start itself would not
     (``_start_pays``: 1,000 binary attributes, benchmarks/mwem_scaling.py, where a noisy
-    start costs more than the uniform one). Public: n (replace-one), ε, the shape, the workload.
+    start costs more than the uniform one). Public: n (replace-one; under add-remove the noisy
+    row count, with ``marginal_l1`` 1), ε, the shape, the workload.
     """
     cap = _round_cap(workload, shape)
     for rounds in range(cap, 0, -1):
         fraction = init_share(rounds, len(shape))
-        if not _start_pays(n, epsilon * fraction, shape):
+        if not _start_pays(n, epsilon * fraction, shape, marginal_l1):
             fraction = 0.0  # hundreds of attributes: the start would be noise; rounds are not
         accepted = default_rounds(
-            n, epsilon, shape, workload, fraction, SELECT_FRACTION, 2, minimum=0
+            n, epsilon, shape, workload, fraction, SELECT_FRACTION, marginal_l1, minimum=0
         )
         if accepted >= rounds:
             return fraction, rounds
@@ -196,15 +230,15 @@ def init_share(rounds: int, d: int) -> float:
     return max(0.1, weight / (weight + 3 * rounds))
 
 
-def _start_pays(n: int, eps_init: float, shape: tuple[int, ...]) -> bool:
+def _start_pays(n: int, eps_init: float, shape: tuple[int, ...], marginal_l1: int = 2) -> bool:
     """The 1-way start's expected L1 noise on a median attribute is within ROUND_NOISE·n.
 
-    The d marginals together have L1 sensitivity 2d (replace-one): scale 2d/eps_init per cell.
+    The d marginals together have L1 sensitivity d·``marginal_l1``: that over eps_init per cell.
     """
     if math.isinf(eps_init):
         return True
     cells = float(np.median(shape))
-    return cells * _expected_abs_noise(2 * len(shape) / eps_init) <= ROUND_NOISE * n
+    return cells * _expected_abs_noise(marginal_l1 * len(shape) / eps_init) <= ROUND_NOISE * n
 
 
 def _round_cap(workload: Any, shape: tuple[int, ...]) -> int:
@@ -276,6 +310,13 @@ def _share(epsilon: float, fraction: float) -> float:
     if fraction == 0 or math.isinf(epsilon):
         return 0.0 if fraction == 0 else math.inf
     return float_at_most(Fraction(epsilon) * Fraction(fraction))
+
+
+def _left(epsilon: float, spent: float) -> float:
+    """ε − spent rounded down (ε itself when nothing was spent)."""
+    if spent == 0 or math.isinf(epsilon):
+        return epsilon
+    return float_at_most(Fraction(epsilon) - Fraction(spent))
 
 
 def _split(

@@ -16,15 +16,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from mechanisms.accounting import check_epsilon, float_at_most, noise_scale
+from mechanisms.accounting import check_epsilon, check_neighbouring, float_at_most, noise_scale
 from mechanisms.accuracy import CONFIDENCE, count_intervals
 from mechanisms.arrays import AnyArray
 from mechanisms.errors import MechanismError
 from mechanisms.mwem.distribution import FactoredDistribution, _answer
-from mechanisms.mwem.fit import _floor, _mw_update, _refit
+from mechanisms.mwem.fit import _floor, _mw_update, _refit, independent_weights
 from mechanisms.mwem.measure import (
     _expected_abs_noise,
     _measure,
+    _noisy_count,
     _select,
     _start,
     _TrueAnswers,
@@ -37,8 +38,10 @@ from mechanisms.mwem.plan import (
     _check_counts,
     _check_dense_fits,
     _check_noise_fits,
+    _left,
     _share,
     _split,
+    count_epsilon,
     initial_fraction,
     plan_budget,
 )
@@ -110,29 +113,43 @@ def mwem(
     Sensitivities: replace-one: a marginal's cell vector has L1 sensitivity 2 (one cell −1,
     another +1), so does its L1-error score; a box count and its absolute error have 1; the
     d initial 1-way marginals jointly have L1 sensitivity 2d. add-remove: all of these are
-    halved (1, 1, d), and n is not public: it is estimated from the noisy 1-way marginals.
+    halved (1, 1, d), and n is not public: by default (no rounds, no init_fraction given)
+    ``COUNT_FRACTION``·ε first buys a noisy row count (sensitivity 1), the n of the plan and
+    the fit; with rounds or init_fraction given, n is estimated from the noisy 1-way marginals.
     """
     rng = resolve_rng(rng)
     check_epsilon(epsilon)  # before the default split divides by it
-    public_n = len(codes) if neighbouring == "replace-one" else None  # private under add-remove
+    check_neighbouring(neighbouring)
+    true = _TrueAnswers(codes, shape)
+    # n: public under replace-one; under add-remove the default plan's noisy row count, else
+    # (None) the estimate from the noisy 1-way marginals
+    eps_count = count_epsilon(epsilon, neighbouring, rounds, init_fraction)
+    rest = _left(epsilon, eps_count)
+    if eps_count:  # refuse bad options before the count is drawn
+        _check_args(neighbouring, 0.0, select_fraction, output, update, workload, rounds)
+        _check_counts(1, mw_passes=mw_passes, memory_cells=memory_cells)
+        check_count_noise(noise_scale(1, eps_count), epsilon)
+    public_n = (
+        len(codes)
+        if neighbouring == "replace-one"
+        else (_noisy_count(true, eps_count, rng) if eps_count else None)
+    )
     init_fraction = initial_fraction(
-        public_n, epsilon, shape, workload, neighbouring, init_fraction, rounds
+        public_n, rest, shape, workload, neighbouring, init_fraction, rounds, bool(eps_count)
     )
     _check_args(neighbouring, init_fraction, select_fraction, output, update, workload, rounds)
     # under add-remove an empty table must run like any other
     rows = 1 if public_n is None else public_n
     _check_counts(rows, rounds=rounds, mw_passes=mw_passes, memory_cells=memory_cells)
     marginal_l1 = marginal_sensitivity(neighbouring)
-    true = _TrueAnswers(codes, shape)
-    eps_init = _share(epsilon, init_fraction)
+    eps_init = _share(rest, init_fraction)
     # refuse a too small ε before any draw: the most rounds the default could choose
     most = 0 if init_fraction == 1 else rounds or min(len(workload), MAX_DEFAULT_ROUNDS)
-    worst = _split(epsilon, eps_init, most, select_fraction)
+    worst = _split(rest, eps_init, most, select_fraction)
     _check_noise_fits(epsilon, eps_init, len(shape), marginal_l1, worst[1])
     n, one_way, start, init_scale = _start(true, public_n, eps_init, neighbouring, rng)
     if output == "average":
         dense = _check_dense_fits(shape, memory_cells)
-    model = FactoredDistribution.independent(start, dense=dense)
     plan = plan_budget(
         n,
         epsilon,
@@ -140,10 +157,14 @@ def mwem(
         workload,
         neighbouring,
         rounds=rounds,
-        init_fraction=init_fraction,
+        init_fraction=None if eps_count else init_fraction,  # the count's plan is plan_budget's
         select_fraction=select_fraction,
     )
     rounds, eps_select, eps_measure = plan.rounds, plan.eps_select, plan.eps_measure
+    # no rounds: exactly the independent-marginals release (clipped, not raised, counts)
+    model = FactoredDistribution.independent(
+        start if rounds else independent_weights(one_way), dense=dense
+    )
     result = MwemResult(model, n, rounds=rounds, budget=plan.budget)
     for a, noisy in enumerate(one_way):
         result.measurements.append(_measurement_record(Query((a,)), noisy, init_scale))
@@ -164,7 +185,7 @@ def mwem(
         result.trace.append(_trace_entry(t, query, noisy, model, measured, before))
         if progress is not None:
             progress(t + 1, rounds)
-    if iterate_sum is not None:
+    if iterate_sum is not None and rounds:  # no rounds: the start is the only iterate
         result.distribution = FactoredDistribution(shape, [(tuple(range(len(shape))), iterate_sum)])
     return result
 
@@ -336,14 +357,19 @@ def _run_mwem(
 def spent_by(budget: dict[str, Any]) -> dict[str, Any]:
     """What a run with this budget split spent: the exact sum of its parts, rounded up to a float.
 
-    Pure epsilon-DP by sequential composition: the 1-way start, then per round one selection
-    and one measurement.
+    Pure epsilon-DP by sequential composition: the row count (the add-remove default plan),
+    the 1-way start, then per round one selection and one measurement.
     """
-    parts = (budget["initial_one_way"], budget["per_round_select"], budget["per_round_measure"])
+    parts = (
+        budget.get("row_count", 0.0),
+        budget["initial_one_way"],
+        budget["per_round_select"],
+        budget["per_round_measure"],
+    )
     if any(math.isinf(part) for part in parts):
         return {"epsilon": math.inf, "delta": 0.0, **budget}
-    start, select, measure = (Fraction(part) for part in parts)
-    total = noise_scale(start + budget["rounds"] * (select + measure), 1)  # smallest float >= sum
+    count, start, select, measure = (Fraction(part) for part in parts)
+    total = noise_scale(count + start + budget["rounds"] * (select + measure), 1)  # float >= sum
     return {"epsilon": total, "delta": 0.0, **budget}
 
 

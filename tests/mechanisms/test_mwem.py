@@ -97,6 +97,16 @@ def test_it_refuses_bad_parameters_with_one_line(kwargs, message):
         mwem(codes, shape, workload_of(columns, shape, 2), rng=seeded_source(0), **kwargs)
 
 
+def test_it_refuses_codes_outside_the_domain_before_counting():
+    codes, shape, columns = load_table("loglinear6")
+    workload = workload_of(columns, shape, 2)
+    for bad in (shape[0], -1):  # one past the last bin, and below the first
+        wrong = codes.copy()
+        wrong[5, 0] = bad
+        with pytest.raises(MechanismError, match=r"codes must lie in 0..k-1"):
+            mwem(wrong, shape, workload, epsilon=1.0, rng=seeded_source(0))
+
+
 def test_it_refuses_empty_data_only_when_the_row_count_is_public():
     codes, shape, columns = load_table("loglinear6")
     workload = workload_of(columns, shape, 2)
@@ -229,13 +239,14 @@ def test_the_default_split_sums_to_epsilon_and_is_the_same_on_neighbours(neighbo
         )
         calls = source.noise_calls()
         assert sum(epsilon_of(c, neighbouring) for c in calls) == pytest.approx(0.7, rel=1e-12)
-        rounds = result.rounds
+        rounds, count = result.rounds, int(neighbouring == "add-remove")  # the noisy row count
         assert [c.primitive for c in calls] == (
-            ["discrete_laplace"] * 6 + ["report_noisy_max", "discrete_laplace"] * rounds
+            ["discrete_laplace"] * (count + 6) + ["report_noisy_max", "discrete_laplace"] * rounds
         )
         assert len(result.measurements) == 6 + rounds and len(result.trace) == rounds
         sequences.append([(c.primitive, c.scale) for c in calls])
-    # every scale depends only on public values (selected query sizes may differ, scales may not)
+    # every scale depends only on public values (selected query sizes may differ, scales may
+    # not); under add-remove also on the noisy row count, the same here at the same seed
     assert sequences[0] == sequences[1]
 
 
@@ -304,6 +315,28 @@ def test_one_measurement_passes_the_event_test_and_its_twin_fails(monkeypatch, b
     epsilon = 1.0
     x, x2 = measurement_samples(PAIR_D, epsilon), measurement_samples(PAIR_D2, epsilon)
     grid = np.arange(20 - 40, 22 + 41)  # f(D) = 20, f(D') = 22, noise scale 2 per cell: ±20 scales
+    result = audit_neighbours(x, x2, epsilon=epsilon, thresholds=grid)
+    assert result.passed != broken, result.summary()
+
+
+def count_samples(codes, epsilon, draws=N_AUDIT):
+    """The add-remove default plan's noisy row count, as MWEM draws it."""
+    true = mwem_module._TrueAnswers(codes, PAIR_SHAPE)
+    rng = seeded_source(13)
+    return np.array([mwem_measure._noisy_count(true, epsilon, rng) for _ in range(draws)])
+
+
+@pytest.mark.audit
+@pytest.mark.parametrize("broken", [False, True])
+def test_the_noisy_row_count_passes_the_event_test_and_its_twin_fails(monkeypatch, broken):
+    """D has 60 records, D' one more (add-remove); the twin draws at half the scale."""
+    if broken:
+        honest = mwem_measure.noise_scale
+        monkeypatch.setattr(mwem_measure, "noise_scale", lambda s, e: honest(s, e) / 2)
+    epsilon = 1.0
+    added = np.vstack([PAIR_D, [[1, 0]]])
+    x, x2 = count_samples(PAIR_D, epsilon), count_samples(added, epsilon)
+    grid = np.arange(60 - 20, 61 + 21)  # noise scale 1: ±20 scales around both counts
     result = audit_neighbours(x, x2, epsilon=epsilon, thresholds=grid)
     assert result.passed != broken, result.summary()
 
