@@ -9,6 +9,7 @@ canary), dropped afterwards.
 """
 
 import math
+import os
 import re
 import uuid
 from decimal import Decimal
@@ -30,6 +31,7 @@ from dpportal import services
 from dpportal.models import AuditEvent, Dataset, Release
 from dpportal.sources import SourceError, table_source
 from mechanisms.counting import TableSource, count_cells
+from mechanisms.counting.dask_engine import SCHEDULER_VARIABLE as DASK_SCHEDULER
 from tests.conftest import wait_until
 from tests.helpers import (
     client_for,
@@ -369,8 +371,12 @@ def test_parquet_outside_the_source_roots_is_refused(settings, tmp_path):
     assert dataset.source_key == f"file://{(allowed / 'people').resolve()}"
 
 
+# The distributed engine joins wherever a Dask cluster is named (./test.sh starts two workers).
+PARQUET_ENGINES = ["inprocess", "duckdb"] + (["dask"] if os.environ.get(DASK_SCHEDULER) else [])
+
+
 @pytest.mark.django_db
-@pytest.mark.parametrize("engine", ["inprocess", "duckdb"])
+@pytest.mark.parametrize("engine", PARQUET_ENGINES)
 def test_a_parquet_folder_is_released_where_it_lives(settings, tmp_path, engine):
     folder = tmp_path / "people"
     folder.mkdir()
@@ -396,6 +402,10 @@ def test_a_parquet_folder_is_released_where_it_lives(settings, tmp_path, engine)
     )
     done = run_now(release)
     assert done.engine == engine and done.trace["shape"] == [6, 4]
+    schema, source = mechanisms.Schema.from_dict(SCHEMA), table_source(done.dataset)
+    exact = count_cells(source, schema, ["age", "sex"], engine)
+    reference = count_cells(source, schema, ["age", "sex"], "inprocess")
+    assert np.array_equal(exact, reference) and exact.sum() == len(rows)
 
 
 @pytest.fixture
