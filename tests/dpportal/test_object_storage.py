@@ -254,9 +254,10 @@ def test_the_compose_option_sets_every_object_store_setting_it_documents():
     assert "ports" not in compose["services"]["minio"]  # the store stays on the private network
 
 
-def test_the_reaper_removes_unpublished_release_objects_only(bucket, owner, settings):
+def test_the_reaper_removes_unpublished_release_objects_only(bucket, owner, settings, tmp_path):
     """Files an execution staged in the bucket but never published (it lost its lease, or was
     killed) are swept; a published release's files stay."""
+    settings.DATA_DIR = str(tmp_path / "data")  # not the worker's folder other tests leave files in
     release = run_now(make_release(owner, make_dataset(owner)))
     published = keys(bucket, "releases/")
     assert published and all(k.startswith(f"{release.output_dir}/") for k in published)
