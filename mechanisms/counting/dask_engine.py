@@ -25,12 +25,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.dataset as pa_dataset
 import pyarrow.fs as pa_fs
 import pyarrow.parquet as pq
 
 from mechanisms.chunks import ChunkedTable
-from mechanisms.counting.inprocess import batch_frame, s3_filesystem
+from mechanisms.counting.inprocess import batch_frame, open_parquet, s3_filesystem
 from mechanisms.counting.source import TableSource
 from mechanisms.errors import MechanismError
 from mechanisms.schema import CHUNK_ROWS, Schema
@@ -154,17 +153,8 @@ def plan_pieces(source: TableSource, columns: list[str]) -> tuple[list[Piece], p
     Runs on a worker, which reads only the files' footers. A piece holds consecutive row
     groups of one file: as many as fit in CHUNK_ROWS rows, or one larger row group.
     """
-    filesystem, path = _filesystem(source)
-    try:
-        dataset = pa_dataset.dataset(path, format="parquet", filesystem=filesystem)
-    except (OSError, pa.ArrowInvalid) as error:
-        raise MechanismError(f"cannot read {source.describe()}: {error}") from error
-    missing = [c for c in columns if c not in dataset.schema.names]
-    if missing:
-        raise MechanismError(
-            f"column ({missing[0]!r}) is in the schema but not in {source.describe()}; "
-            f"its columns: {', '.join(dataset.schema.names)}"
-        )
+    dataset = open_parquet(source, columns)  # the in-process engine's files, in its order
+    filesystem = dataset.filesystem
     pieces = [piece for name in dataset.files for piece in _file_pieces(filesystem, name)]
     return pieces, pa.schema([dataset.schema.field(c) for c in columns])
 

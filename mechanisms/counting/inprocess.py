@@ -9,6 +9,7 @@ whatever the row count. PostgreSQL rows become Arrow batches as Parquet's would 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping
 
 import numpy as np
@@ -35,6 +36,11 @@ def count_in_process(source: TableSource, schema: Schema, columns: list[str]) ->
 
 def parquet_chunks(source: TableSource, columns: list[str]) -> ChunkedTable:
     """The `columns` of a Parquet file or folder as DataFrames of at most CHUNK_ROWS rows."""
+    return ChunkedTable(_frames(open_parquet(source, columns), columns))
+
+
+def open_parquet(source: TableSource, columns: list[str]) -> pa_dataset.FileSystemDataset:
+    """The Parquet file or folder as a pyarrow dataset holding `columns`, or a clear refusal."""
     try:
         dataset = _open_dataset(source)
     except (OSError, pa.ArrowInvalid) as error:
@@ -45,13 +51,16 @@ def parquet_chunks(source: TableSource, columns: list[str]) -> ChunkedTable:
             f"column ({missing[0]!r}) is in the schema but not in {source.describe()}; "
             f"its columns: {', '.join(dataset.schema.names)}"
         )
-    return ChunkedTable(_frames(dataset, columns))
+    return dataset
 
 
-def _open_dataset(source: TableSource) -> pa_dataset.Dataset:
-    """The Parquet file or folder, read through an S3 filesystem for an `s3://` location."""
+def _open_dataset(source: TableSource) -> pa_dataset.FileSystemDataset:
+    """The Parquet file or folder, read through an S3 filesystem for an `s3://` location.
+
+    A local path is made absolute, so the file names it lists name the same files anywhere.
+    """
     if not source.location.startswith("s3://"):
-        return pa_dataset.dataset(source.location, format="parquet")
+        return pa_dataset.dataset(os.path.abspath(source.location), format="parquet")
     filesystem = s3_filesystem(source.storage_options)
     return pa_dataset.dataset(source.location[5:], format="parquet", filesystem=filesystem)
 
