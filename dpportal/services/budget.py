@@ -105,6 +105,21 @@ def budget_scope(owner) -> str:
     return "portal" if settings.DPPORTAL_SHARE_FINGERPRINTS_ACROSS_OWNERS else f"owner:{owner.pk}"
 
 
+def budget_for(owner, fingerprint, epsilon_total, delta_total, neighbouring):
+    """The budget of this content (or source) in the owner's scope: the existing one, whose
+    totals and relation stay as first set, or a new one with these. Returns (budget, created).
+    Call inside the transaction that creates the dataset."""
+    return PrivacyBudget.objects.get_or_create(
+        scope=budget_scope(owner),
+        fingerprint=fingerprint,
+        defaults={
+            "epsilon_total": epsilon_total,
+            "delta_total": delta_total,
+            "neighbouring": neighbouring,
+        },
+    )
+
+
 def budget_values(epsilon_total, delta_total):
     """The totals asked for, as Decimals, once they are in range."""
     try:

@@ -16,9 +16,9 @@ from django.utils import timezone
 import mechanisms
 
 from .. import files, ingest, object_store, schema_checks, storage
-from ..models import AuditEvent, Dataset, PrivacyBudget, Release
+from ..models import AuditEvent, Dataset, Release
 from . import audit, publishing
-from .budget import budget_scope, budget_values, check_neighbouring, locked_dataset
+from .budget import budget_for, budget_values, check_neighbouring, locked_dataset
 from .errors import ServiceError
 
 DATASET_SUFFIXES = (".csv", ".tsv", ".txt", ".xlsx")
@@ -142,14 +142,8 @@ def _dataset_create(
             Path(original_path).replace(kept_path)
             object_store.keep(kept_path)
         with transaction.atomic():
-            budget, created = PrivacyBudget.objects.get_or_create(
-                scope=budget_scope(owner),
-                fingerprint=fingerprint,
-                defaults={
-                    "epsilon_total": epsilon_total,
-                    "delta_total": delta_total,
-                    "neighbouring": neighbouring,
-                },
+            budget, created = budget_for(
+                owner, fingerprint, epsilon_total, delta_total, neighbouring
             )
             dataset = Dataset.objects.create(
                 owner=owner,

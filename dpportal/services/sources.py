@@ -15,9 +15,9 @@ from django.db import transaction
 import mechanisms
 
 from .. import sources
-from ..models import AuditEvent, Dataset, PrivacyBudget
+from ..models import AuditEvent, Dataset
 from . import audit
-from .budget import budget_scope, budget_values, check_neighbouring
+from .budget import budget_for, budget_values, check_neighbouring
 from .errors import ServiceError
 
 
@@ -60,14 +60,8 @@ def dataset_register_source(
             f"{', '.join(choices) or 'none (no engine for it is installed)'}."
         )
     with transaction.atomic():
-        budget, created = PrivacyBudget.objects.get_or_create(
-            scope=budget_scope(owner),
-            fingerprint=source_fingerprint(found.key),
-            defaults={
-                "epsilon_total": epsilon_total,
-                "delta_total": delta_total,
-                "neighbouring": neighbouring,
-            },
+        budget, created = budget_for(
+            owner, source_fingerprint(found.key), epsilon_total, delta_total, neighbouring
         )
         dataset = Dataset.objects.create(
             owner=owner,
