@@ -6,13 +6,13 @@ The only bridge between the portal and the `mechanisms` package.
 from pathlib import Path
 
 import pandas as pd
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 import mechanisms
 import mechanisms.counting
 from mechanisms import persons, public_bounds
 from mechanisms.accounting import float_at_most
+from mechanisms.counting.inprocess import batch_frame
 from mechanisms.schema import CHUNK_ROWS
 
 from . import accuracy_preview, catalogue, object_store
@@ -38,21 +38,11 @@ def _stored_columns(dataset, columns) -> Path:
     return path
 
 
-def _to_frame(table, columns) -> pd.DataFrame:
-    """Whole numbers with gaps read as text ("1", not 1.0 or "1.0"), so they match declared
-    categories; a chunk without gaps keeps integers, which encode to the same cells."""
-    frame = table.to_pandas()
-    for name in columns:
-        if pa.types.is_integer(table.schema.field(name).type) and table.column(name).null_count:
-            frame[name] = table.column(name).cast(pa.string()).to_pandas()
-    return frame
-
-
 def load_columns(dataset, columns) -> pd.DataFrame:
     """Read only the requested columns of the stored Parquet copy."""
     path = _stored_columns(dataset, columns)
     with object_store.open_input(path) as stored:
-        return _to_frame(pq.read_table(stored, columns=list(columns)), columns)
+        return batch_frame(pq.read_table(stored, columns=list(columns)), columns)
 
 
 def read_in_chunks(dataset, columns) -> mechanisms.ChunkedTable:
@@ -69,7 +59,7 @@ def _batches(path, columns, chunk_rows):
         pq.ParquetFile(stored, pre_buffer=False) as parquet,  # pre-buffering grows with the file
     ):
         for batch in parquet.iter_batches(batch_size=chunk_rows, columns=columns):
-            yield _to_frame(batch, columns)
+            yield batch_frame(batch, columns)
 
 
 def compute(release, progress):

@@ -2,10 +2,10 @@
 make a release fail.
 
 The stored Parquet copy is read in batches, turned into the frames the release engine builds
-(`release_engine._to_frame`) and checked by the mechanisms' own rule (`mechanisms.validation`),
-the one the command line applies before any noise. The same pass counts the values a release
-would clamp to the bounds or send to "(other)" (`clamping_lines`). The custodian sees their own
-data on this page, so the messages say which column, how many values and the first data row;
+(`mechanisms.counting.inprocess.batch_frame`) and checked by the mechanisms' own rule
+(`mechanisms.validation`), the one the command line applies before any noise. The same pass
+counts the values a release would clamp to the bounds or send to "(other)" (`clamping_lines`).
+The custodian sees their own data on this page, so the messages say which column, how many values and the first data row;
 they never quote a value, so nothing from the data reaches a message, a log line or an error
 page. The counts are owner-only, like the profile they are stored in.
 """
@@ -15,10 +15,9 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 
 import mechanisms
+from mechanisms.counting.inprocess import batch_frame
 from mechanisms.schema import CHUNK_ROWS
 from mechanisms.validation import DataCheck
-
-from .release_engine import _to_frame
 
 
 def check_stored(parquet_path, schema: mechanisms.Schema) -> DataCheck:
@@ -29,7 +28,7 @@ def check_stored(parquet_path, schema: mechanisms.Schema) -> DataCheck:
         return check
     with pq.ParquetFile(parquet_path, pre_buffer=False) as parquet:
         for batch in parquet.iter_batches(batch_size=CHUNK_ROWS, columns=names):
-            check.add(_to_frame(batch, names))
+            check.add(batch_frame(batch, names))
     return check
 
 
