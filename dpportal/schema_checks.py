@@ -5,9 +5,10 @@ The stored Parquet copy is read in batches, turned into the frames the release e
 (`mechanisms.counting.inprocess.batch_frame`) and checked by the mechanisms' own rule
 (`mechanisms.validation`), the one the command line applies before any noise. The same pass
 counts the values a release would clamp to the bounds or send to "(other)" (`clamping_lines`).
-The custodian sees their own data on this page, so the messages say which column, how many values and the first data row;
-they never quote a value, so nothing from the data reaches a message, a log line or an error
-page. The counts are owner-only, like the profile they are stored in.
+The custodian sees their own data on this page, so the messages say which column, how many
+values and the first data row; they never quote a value, so nothing from the data reaches a
+message, a log line or an error page. The counts are owner-only, like the profile they are
+stored in.
 """
 
 from __future__ import annotations
