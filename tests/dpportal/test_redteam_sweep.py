@@ -22,7 +22,14 @@ from dpportal import services
 from dpportal.models import Dataset, Release
 from mechanisms import csv_safety
 from tests.conftest import wait_until
-from tests.helpers import enumerate_routes, html_pages, make_user, object_kwargs, upload
+from tests.helpers import (
+    enumerate_routes,
+    html_pages,
+    make_user,
+    object_kwargs,
+    post_new_release,
+    upload,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -90,7 +97,7 @@ def hostile_world(celery_worker_process, settings, a_minute_later, caplog):
     dataset = services.dataset_confirm_schema(dataset=dataset, user=owner, schema=SCHEMA)
     dataset.auditors.add(auditor)
     for fields in RELEASES:
-        response = client.post(reverse("release_new", args=[dataset.pk]), fields)
+        response = post_new_release(client, dataset.pk, fields)
         assert response.status_code == 302, (fields["mechanism"], response.context["form"].errors)
     releases = wait_until(_all_done, timeout=240, interval=0.5)
     for release in releases:
