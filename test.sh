@@ -17,6 +17,9 @@ parallel=(-n "${PYTEST_WORKERS:-auto}" --dist loadgroup)
 if [ "${1:-}" = "--long" ]; then marker="slow or not slow"; shift; fi
 [ "${1:-}" = "--" ] && shift
 
+# Keep compiled modules between processes: each test that starts a Celery worker, a CLI or a
+# live server imports the project again, and pytest caches its rewritten test modules.
+unset PYTHONDONTWRITEBYTECODE
 ensure_venv requirements-dev.txt
 ensure_redis
 ensure_chromium

@@ -81,6 +81,7 @@ class TreePlan:
             for g, b, h in zip(self.grid_shape, self.branching, self.heights, strict=True)
         ]
         self.gram_inverse: list[AnyArray] = [np.linalg.inv(a.T @ a) for a in self.axes]
+        self.whole_axes: list[AnyArray] = [a.astype(np.int64) for a in self.axes]  # exact counts
         self.cache: dict[Any, Any] = {}
 
     @classmethod
@@ -122,11 +123,7 @@ class TreePlan:
         return tensor
 
     def measure(self, counts: AnyArray, rng: RandomSource) -> dict[str, Any]:
-        exact = self._apply(
-            counts.reshape(self.grid_shape).astype(np.int64),
-            [a.astype(np.int64) for a in self.axes],
-            0,
-        )
+        exact = self._apply(counts.reshape(self.grid_shape).astype(np.int64), self.whole_axes, 0)
         return {"nodes": (exact + draw_noise(rng, self.noise, self.scale, exact.shape)).ravel()}
 
     def estimate_cells(self, noisy: dict[str, Any]) -> AnyArray:
