@@ -77,12 +77,18 @@ class Support:
         also holds the upper bound).
         """
         assert self.grid_shape is not None
-        clamped = np.clip(np.asarray(values, dtype=float), self.lower, self.upper)
-        cells = np.empty(clamped.shape, dtype=np.int64)
-        for j, g in enumerate(self.grid_shape):
-            found = np.searchsorted(self.axis_edges(j), clamped[:, j], side="right") - 1
-            cells[:, j] = np.clip(found, 0, g - 1)
+        values = np.asarray(values, dtype=float)
+        cells = np.empty(values.shape, dtype=np.int64)
+        for j in range(len(self.grid_shape)):
+            cells[:, j] = self.axis_cells(j, values[:, j], self.axis_edges(j))
         return cells
+
+    def axis_cells(self, axis: int, values: AnyArray, edges: AnyArray) -> AnyArray:
+        """Cell index on one grid axis (its `axis_edges`) of values clamped to its bounds."""
+        assert self.grid_shape is not None
+        clamped = np.clip(values, self.lower[axis], self.upper[axis])
+        found = np.searchsorted(edges, clamped, side="right") - 1
+        return np.clip(found, 0, self.grid_shape[axis] - 1)
 
     def edge(self, axis: int, k: int) -> float:
         """Grid edge number k of one axis (0 and g: the bounds).
@@ -414,21 +420,21 @@ def _cell_masks(
     if q["type"] == "halfspace":
         return _halfspace_masks(shape, edges, np.asarray(q["a"]), float(q["b"]))
     inner, outer = np.zeros(shape, dtype=bool), np.zeros(shape, dtype=bool)
-    spans = [_axis_span(support, j, q["lo"][j], q["hi"][j]) for j in range(support.dim)]
+    spans = [_axis_span(support, j, edges[j], q["lo"][j], q["hi"][j]) for j in range(support.dim)]
     outer[tuple(slice(a, b + 1) for a, b, _, _ in spans)] = True
     inner[tuple(slice(a, b + 1) for _, _, a, b in spans)] = True
     return inner.ravel(), outer.ravel()
 
 
-def _axis_span(support: Support, axis: int, lo: float, hi: float) -> tuple[int, int, int, int]:
+def _axis_span(
+    support: Support, axis: int, edges: AnyArray, lo: float, hi: float
+) -> tuple[int, int, int, int]:
     """(first, last) touched and (first, last) fully inside cells of [lo, hi) on one axis."""
     assert support.grid_shape is not None
     g, lower, upper = support.grid_shape[axis], support.lower[axis], support.upper[axis]
 
     def cell(v: float) -> int:
-        point = support.lower.copy()
-        point[axis] = v
-        return int(support.grid_cells(point[None, :])[0, axis])
+        return int(support.axis_cells(axis, np.array([v]), edges)[0])
 
     if lo > upper or (hi <= lower and hi < upper) or (lo >= hi and hi < upper):
         return g, g - 1, g, g - 1  # no value lies in the range
