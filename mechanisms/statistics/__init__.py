@@ -41,7 +41,13 @@ scales only, so they are post-processing):
   offset M (rows, public: the mechanism's own 95% rank-error bound at that epsilon), not by a
   fraction of n, so no count is needed; the proof is in `quantiles.ends`. The small share makes
   the ends wide (M is large) but keeps the estimate almost as accurate as one selection at the
-  whole epsilon.
+  whole epsilon. Where a public or released upper bound on a group's rows (the public n under
+  replace-one without groups, or the 95% upper end of the request's own `count`, which is
+  computed first) shows the pick would return the whole declared range anyway with
+  probability at least 1/2 on any such group (`quantiles.ends_skipped`), the pick is skipped:
+  the interval is the declared range (it always holds the quantile) and the estimate gets the
+  whole epsilon. The choice is post-processing of released values (adaptive composition) and
+  the manifest states it per group (`quantile_interval_picks`).
 
 Quantile candidates are public round numbers (`candidates`): the multiples of the finest step
 of 1, 2 or 5 times a power of ten, no finer than the column's declared precision, that leaves

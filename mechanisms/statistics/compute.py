@@ -82,6 +82,8 @@ class Computer:
         self.data = data
         self.group_of = self._group_codes(data)
         self.spent: list[float] = []
+        self.count_upper: list[float] | None = None  # the released count's 95% upper ends
+        self.skipped_ends: list[list[bool]] = []  # per quantile run, per group (public)
 
     def _group_codes(self, data: pd.DataFrame) -> IntArray:
         by = list(self.request.by)
@@ -186,7 +188,9 @@ class Computer:
             return [Row(float(self.n), float(self.n), float(self.n), 0.0)]
         counts, scale = self.noisy_counts(epsilon)
         half = discrete_laplace_halfwidth(scale)
-        return [Row(max(c, 0.0), max(c - half, 0.0), c + half, scale) for c in counts.astype(float)]
+        rows = [Row(max(c, 0.0), max(c - half, 0.0), c + half, scale) for c in counts.astype(float)]
+        self.count_upper = [row.upper for row in rows]
+        return rows
 
     def sum(self, column: str, epsilon: float) -> list[Row]:
         """Per-group sum of the present values of the column clamped to [lower, upper], + Laplace.
@@ -278,24 +282,59 @@ class Computer:
     def quantile(self, column: str, alpha: float, epsilon: float) -> list[Row]:
         """Per-group alpha-quantile of the clamped column, by the exponential mechanism.
 
-        Privacy: epsilon-DP; two exponential-mechanism selections composed sequentially: the
-        estimate (POINT_SHARE of epsilon; at most CANDIDATES public candidates, `candidates`,
-        scored by OpenDP's `make_quantile_score_candidates`, sensitivity from its map) and the
-        interval's two ends, chosen together (the rest; `ends`). No count is released, under
-        either neighbouring relation. Missing values are left out (a row with none changes no
+        Privacy: epsilon-DP per group (the groups in parallel); two exponential-mechanism
+        selections composed sequentially: the estimate (POINT_SHARE of epsilon; at most
+        CANDIDATES public candidates, `candidates`, scored by OpenDP's
+        `make_quantile_score_candidates`, sensitivity from its map) and the interval's two
+        ends, chosen together (the rest; `ends`); or, where `quantiles.ends_skipped` says so
+        from a public or released upper bound on the group's rows (`rows_at_most`), the
+        estimate alone at the whole epsilon and the declared range as its interval. No count is
+        released by the quantile itself. Missing values are left out (a row with none changes no
         score; one turned missing by replace-one moves each by at most what removing it does).
-        Interval: at least 95% for every table (`ends`).
+        Interval: at least 95% for every table (`ends`; the declared range: always).
         """
         spec = self.numeric(column)
-        point, part = quantile_shares(epsilon)
-        self.spent += [point, part]  # two selections on every group (parallel)
-        rows = []
-        for values in self.values(column):
-            estimate = self.select(values, spec, alpha, point)
-            lower, upper = self.ends(values, spec, alpha, part)
-            lower, upper = min(lower, estimate), max(upper, estimate)
-            rows.append(Row(estimate, lower, upper, rank_scale(alpha, point, self.neighbouring)))
+        point, _ = quantile_shares(epsilon)
+        rows, skipped = [], []
+        for group, values in enumerate(self.values(column)):
+            estimate, lower, upper, skip = self.one_quantile(
+                values, spec, alpha, epsilon, self.rows_at_most(group)
+            )
+            scale = rank_scale(alpha, epsilon if skip else point, self.neighbouring)
+            rows.append(Row(float(estimate), float(lower), float(upper), scale))
+            skipped.append(skip)
+        self.spent += [epsilon] if any(skipped) else list(quantile_shares(epsilon))
+        self.skipped_ends.append(skipped)
         return rows
+
+    def one_quantile(
+        self,
+        values: list[float],
+        spec: NumericColumn,
+        alpha: float,
+        epsilon: float,
+        rows: float | None,
+    ) -> tuple[Any, Any, Any, bool]:
+        """(estimate, lower, upper, whether the ends' pick was skipped) of one group's quantile.
+
+        epsilon-DP (the caller records the spend). `rows` must be public or released.
+        """
+        if quantiles.ends_skipped(spec, alpha, epsilon, self.neighbouring, rows):
+            return self.select(values, spec, alpha, epsilon), spec.lower, spec.upper, True
+        point, part = quantile_shares(epsilon)
+        estimate = self.select(values, spec, alpha, point)
+        lower, upper = self.ends(values, spec, alpha, part)
+        return estimate, np.minimum(lower, estimate), np.maximum(upper, estimate), False
+
+    def rows_at_most(self, group: int) -> float | None:
+        """A public or released upper bound on the group's rows (so on its values), or None.
+
+        The row count when it is public (`public_n`); else the 95% upper end of the group's
+        released count, when the request holds a `count` (computed first, `run_all`); else None.
+        """
+        if self.public_n is not None:
+            return float(self.public_n)
+        return None if self.count_upper is None else self.count_upper[group]
 
     def ends(
         self, values: list[float], spec: NumericColumn, alpha: float, epsilon: float
@@ -337,14 +376,27 @@ def compute(
     """The statistics table and the exact total epsilon spent (the sum of every piece).
 
     Privacy: sequential composition of each statistic's epsilon-DP release (its share of the
-    request); within a statistic the groups compose in parallel (see the module docstring).
+    request), adaptively (`run_all`); within a statistic the groups compose in parallel (see
+    the module docstring).
     """
+    table, spent, _ = computed(data, schema, request, neighbouring=neighbouring, rng=rng,
+                               progress=progress)  # fmt: skip
+    return table, spent
+
+
+def computed(
+    data: pd.DataFrame,
+    schema: Schema,
+    request: Request,
+    *,
+    neighbouring: str,
+    rng: RandomSource,
+    progress: Progress | None = None,
+) -> tuple[pd.DataFrame, float, Computer]:
+    """`compute`, and the Computer it ran (its public record of skipped interval picks)."""
     run = Computer(data, schema, request, neighbouring, rng)
     records = []
-    for i, (stat, share) in enumerate(zip(request.statistics, request.shares, strict=True)):
-        before = len(run.spent)
-        rows = _run_one(run, stat, share)
-        used = sum((Fraction(e) for e in run.spent[before:]), Fraction(0))
+    for stat, (rows, used) in zip(request.statistics, run_all(run, progress), strict=True):
         for group, row in zip(request.groups or ((),), rows, strict=True):
             records.append(
                 {
@@ -358,11 +410,30 @@ def compute(
                     "epsilon": float(used),
                 }
             )
-        if progress:
-            progress(i + 1, len(request.statistics))
     total = sum((Fraction(e) for e in run.spent), Fraction(0))
     columns = [*TABLE_COLUMNS[:2], *request.by, *TABLE_COLUMNS[2:]]
-    return pd.DataFrame(records, columns=columns), _round_up(total)
+    return pd.DataFrame(records, columns=columns), _round_up(total), run
+
+
+def run_all(run: Computer, progress: Progress | None = None) -> list[tuple[list[Row], Fraction]]:
+    """Each statistic's rows and exact spend, in request order; the counts are computed first.
+
+    Privacy: adaptive sequential composition of the statistics' epsilon-DP releases; a quantile
+    may read the released counts' 95% upper ends (`Computer.rows_at_most`), which are
+    post-processing of an epsilon-DP output already spent on.
+    """
+    request = run.request
+    order = sorted(
+        range(len(request.statistics)), key=lambda i: request.statistics[i].kind != "count"
+    )
+    results: dict[int, tuple[list[Row], Fraction]] = {}
+    for done, i in enumerate(order):
+        before = len(run.spent)
+        rows = _run_one(run, request.statistics[i], request.shares[i])
+        results[i] = rows, sum((Fraction(e) for e in run.spent[before:]), Fraction(0))
+        if progress:
+            progress(done + 1, len(order))
+    return [results[i] for i in range(len(order))]
 
 
 def _run_one(run: Computer, stat: Statistic, epsilon: float) -> list[Row]:
@@ -425,7 +496,7 @@ def run_statistics(
     if math.isinf(epsilon):
         raise MechanismError("epsilon must be finite for summary statistics")
     request = selected_request(schema, params, columns, epsilon=epsilon, neighbouring=neighbouring)
-    table, spent = compute(
+    table, spent, run = computed(
         data, schema, request, neighbouring=neighbouring, rng=rng, progress=progress
     )
     return ReleaseOutput(
@@ -434,10 +505,25 @@ def run_statistics(
             "parameters": {
                 **public_parameters(schema, request),
                 "sensitivities": sensitivities(schema, request, neighbouring, len(data)),
+                "quantile_interval_picks": interval_picks(run),
             }
         },
         spent={"epsilon": spent, "delta": 0.0},
     )
+
+
+def interval_picks(run: Computer) -> dict[str, list[str]]:
+    """Per quantile statistic and group: how its interval was made ("picked" or "declared range").
+
+    "picked": its ends were chosen with 5% of its epsilon; "declared range": that pick was
+    skipped and the estimate had the whole epsilon. Public: a function of the request, the
+    schema and the released counts (`ends_skipped`).
+    """
+    quantile_stats = [s.text for s in run.request.statistics if s.alpha is not None]
+    return {
+        text: ["declared range" if skip else "picked" for skip in skipped]
+        for text, skipped in zip(quantile_stats, run.skipped_ends, strict=True)
+    }
 
 
 def missing_columns(schema: Schema, request: Request) -> list[str]:

@@ -29,6 +29,7 @@ CANDIDATES = 1025  # at most this many public candidates for a quantile's estima
 END_CANDIDATES = 129  # at most this many for each end of its interval (a coarser grid)
 POINT_SHARE = 0.95  # a quantile's share of its epsilon spent on the estimate (the rest: interval)
 BOUND_ODDS = 10.0  # the bound candidate of an interval end scores b ln(BOUND_ODDS) at worst
+NARROW_AT_MOST = 0.5  # the ends' pick is skipped where it would narrow with at most this chance
 
 
 @lru_cache(maxsize=256)
@@ -82,6 +83,51 @@ def quantile_rank_margin(alpha: float, epsilon: float, neighbouring: str, size: 
     b = rank_scale(alpha, epsilon, neighbouring)
     pairs = size * (size + 1) / 2
     return b * math.log(pairs / (1 - LEVEL)) + bound_score(b) + 2
+
+
+def narrowing_chance(
+    alpha: float, epsilon: float, neighbouring: str, size: int, rows: float
+) -> float:
+    """A bound on the chance that the ends' pick returns anything but the declared range.
+
+    For `ends` at `epsilon` over `size` candidates, on every group of at most `rows` values.
+    Each s(c) lies in [-alpha n, (1 - alpha) n], so a pair other than the two bounds scores at
+    least M - max(alpha, 1 - alpha) n (its end that is not a bound is uncapped), while the
+    pair of bounds scores at most o (`bound_score`). The exponential mechanism gives a pair
+    weight exp(-score / b), so each of the P - 1 other pairs has at most exp(-(M - o -
+    max(alpha, 1 - alpha) n) / b) times the bounds' chance. Public: from its arguments alone.
+    """
+    b = rank_scale(alpha, epsilon, neighbouring)
+    gap = quantile_rank_margin(alpha, epsilon, neighbouring, size) - bound_score(b)
+    others = size * (size + 1) / 2 - 1
+    exponent = (max(alpha, 1 - alpha) * rows - gap) / b
+    return min(1.0, others * math.exp(min(exponent, 0.0)))
+
+
+def ends_skipped(
+    spec: NumericColumn, alpha: float, epsilon: float, neighbouring: str, rows: float | None
+) -> bool:
+    """Whether a quantile at `epsilon` skips its interval's pick (`ends`).
+
+    If so, its interval is the declared range [lower, upper] and the estimate gets the whole
+    epsilon. `rows` must be public or already released (a 95% upper bound on the group's number of
+    values, or None when there is none): the pick is skipped when, on every group of at most
+    `rows` values, it would return anything narrower than the declared range with probability
+    at most NARROW_AT_MOST (`narrowing_chance`, at the ends' share of epsilon). In that regime
+    no narrower pair can outscore the declared range (M - o exceeds max(alpha, 1 - alpha) n by
+    far more than one Gumbel scale), so a narrower pick is either noise or about the data's
+    extent, never near the quantile.
+
+    Privacy: the choice is post-processing of public or released values, so the quantile that
+    follows is epsilon-DP either way (adaptive sequential composition). Coverage: the declared
+    range holds the quantile of the clamped values always. An upper bound that is too low (the
+    count's 5% miss) only skips a pick more often, which keeps both.
+    """
+    if rows is None:
+        return False
+    _, part = quantile_shares(epsilon)
+    size = len(candidates(spec, END_CANDIDATES))
+    return narrowing_chance(alpha, part, neighbouring, size, rows) <= NARROW_AT_MOST
 
 
 def bound_score(scale: float) -> float:

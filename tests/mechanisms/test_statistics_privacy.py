@@ -133,8 +133,8 @@ def test_mean_sum_piece_at_its_share(divide, honest, monkeypatch):
     assert result.passed is honest, result.summary()
 
 
-def _quantile_picks(monkeypatch, divide, step):
-    """Picks of one quantile selection (`step(run, values, spec)`) on D and D2, 3 candidates."""
+def _quantile_picks(monkeypatch, divide, step, data=(D, D2)):
+    """Picks of one quantile selection (`step(run, values, spec)`) on `data`, 3 candidates."""
     for module, name in ((measures, "group_sensitivity"), (quantiles, "rank_sensitivity")):
         real = getattr(module, name)
         monkeypatch.setattr(module, name, lambda *a, real=real: real(*a) / divide)
@@ -143,8 +143,8 @@ def _quantile_picks(monkeypatch, divide, step):
     statistics._quantile_scores.cache_clear()
     spec = SCHEMA.column("x")
     picks = []
-    for data, seed in ((D, 15), (D2, 16)):
-        run = _computer(data, "median:x", seed)
+    for table, seed in zip(data, (15, 16), strict=True):
+        run = _computer(table, "median:x", seed)
         picks.append(np.asarray(step(run, run.values("x")[0], spec)))
     statistics._quantile_scores.cache_clear()
     return picks
@@ -185,6 +185,48 @@ def test_quantile_interval_ends_at_their_share(divide, honest, monkeypatch):
     )
     result = audit_neighbours(*picks, epsilon=0.05 * epsilon, thresholds=np.arange(9), alpha=ALPHA)
     assert result.passed is honest, result.summary()
+
+
+FOUR = pd.DataFrame({"x": [0.0, 0.0, 100.0, 100.0], "g": ["a"] * 4})
+FIVE = pd.concat([FOUR, D], ignore_index=True)  # one more row at the upper bound
+
+
+def _true_size(self, group):
+    return float(len(self.values("x")[group]))
+
+
+@pytest.mark.audit
+@pytest.mark.parametrize("twin", [None, "true size", "sensitivity / 4"])
+def test_quantile_whose_interval_pick_is_skipped_at_the_requested_epsilon(twin, monkeypatch):
+    """One group's whole quantile (`Computer.one_quantile`: estimate and interval) on add/remove
+    neighbours of 5 and 4 rows (0, 0, 100, 100 and one more 100: the scores of the 3
+    candidates stay close, where a twin shows), the skip rule replaced by "at most 4.5 rows"
+    so that a data-dependent choice would differ between them. Honest: the choice reads the
+    released count's upper end (`rows_at_most`; here a fixed 4, the same on both sides, as the
+    count is released and accounted for before), so both skip the ends' pick and the estimate
+    spends the whole requested epsilon. Projection: the estimate's candidate index * 2 +
+    whether the interval is narrower than the declared range (6 values). Twins: the choice read
+    from the group's true size (5 picks its ends, 4 does not: the narrowed interval shows),
+    and the skipped estimate's sensitivity / 4."""
+    epsilon = 1.0
+    monkeypatch.setattr(quantiles, "ends_skipped", lambda spec, a, e, nb, rows: rows <= 4.5)
+    monkeypatch.setattr(quantiles, "quantile_rank_margin", lambda *a: 0.0)  # power, as above
+    if twin == "true size":
+        monkeypatch.setattr(Computer, "rows_at_most", _true_size)
+
+    def step(run, values, spec):
+        run.count_upper = [4.0, 4.0]
+        estimate, lower, upper, _ = run.one_quantile(
+            values, spec, 0.5, epsilon, run.rows_at_most(0)
+        )
+        grid = list(statistics.candidates(spec, quantiles.CANDIDATES))
+        narrowed = (np.asarray(lower) > spec.lower) | (np.asarray(upper) < spec.upper)
+        return np.searchsorted(grid, estimate) * 2 + narrowed
+
+    divide = 4.0 if twin == "sensitivity / 4" else 1.0
+    picks = _quantile_picks(monkeypatch, divide, step, data=(FIVE, FOUR))
+    result = audit_neighbours(*picks, epsilon=epsilon, thresholds=np.arange(6), alpha=ALPHA)
+    assert result.passed is (twin is None), result.summary()
 
 
 # ------------------------------------------------- missing values under replace-one, no groups
