@@ -10,13 +10,16 @@ used to develop MWEM's defaults before issue 16, split in half: defaults were tu
 only run for the report. Each run's result is cached in /tmp/mwem_peers/results.jsonl (keyed by
 method, table, ε, seed); ``--fresh M`` reruns method M (e.g. ours after a code change). AIM's
 time per run is capped at ``--timeout``: a run that exceeds it is recorded as "AIM > T s" and
-the cell's later seeds are skipped. ``--summary`` prints, per (table, ε), our TVD over the best
-peer's, and whether the difference is inside the seed noise (2 standard errors).
-Issue 16's figures: ours and independent 3 seeds; AIM at --timeout 120, then seed 0 of the
-cells it could not finish rerun at --timeout 400 where time allowed (2 cores shared, load ~10).
-Rerun after the no-rounds release became the independent one (docs/mwem.md): ours and
-independent 3 seeds on all six tables; AIM seed 0 only (--timeout 300 on sftemps and seattle,
-240 on randhie and anes96 ε >= .3); fair, randhie1m and anes96 at ε = .03, .1 not run.
+the cell's later seeds are skipped. ``--summary`` prints, per (table, ε), our TVD over each
+peer's (independent, AIM, MWEM+PGM), and whether the difference is inside the seed noise
+(2 standard errors).
+Issue 16's figures (docs/mwem.md, "Benchmark"), rerun of 2026-12-01 on a fresh machine (2 cores
+shared, load 1-12, nice -n 19, one benchmark process at a time): ours and independent 3 seeds on
+all six tables; AIM seed 0 (--timeout 300; randhie ε = 3 at 900) on fair, sftemps, seattle ε <=
+3 and anes96 ε = .03, .1, 3 seeds on the cells within 10% (fair .3, sftemps .03, .1, anes96
+.03); AIM did not finish fair ε = 3, 10 in 300 s nor randhie ε = 3 in 900 s; randhie ε = 10 and
+randhie1m not run (AIM already > 900 s on randhie); MWEM+PGM seed 0 on sftemps only. The
+previous run's AIM figures stand for seattle ε = 10, anes96 ε >= .3 and randhie ε <= 1.
 
 Each peer run is its own subprocess, and so is each of our runs on a table of GROUP_ROWS rows
 or more (below that a cell's seeds share one); a cell's peak memory is the maximum resident set
@@ -489,13 +492,14 @@ def compare(cell):
 
 
 def print_ratios(ratios) -> None:
-    """Ratio table: ours / peer for TVD2 and TVD3 (~ inside the seed noise, ! worse outside it)."""
+    """Ratio table: ours / peer (independent, AIM, MWEM+PGM) for TVD2 and TVD3 (~ inside the
+    seed noise, ! worse outside it) and AIM's speed-up."""
     print()
     print("ours / peer mean TVD (< 1: ours lower; '~' the gap is within 2 standard errors of the")
     print("seed means, '!' ours higher beyond the seed noise); speed-up = AIM time / ours")
     print(
         f"{'table':10} {'role':8} {'eps':>5} {'indep TVD2':>11} {'indep TVD3':>11} "
-        f"{'AIM TVD2':>9} {'AIM TVD3':>9} {'speed-up':>9}"
+        f"{'AIM TVD2':>9} {'AIM TVD3':>9} {'speed-up':>9} {'PGM TVD2':>9} {'PGM TVD3':>9}"
     )
 
     def fmt(entry, key):
@@ -506,14 +510,15 @@ def print_ratios(ratios) -> None:
         return f"{value:.2f}{mark}"
 
     for table, role, eps, entry in ratios:
-        ind, aim = entry.get("independent", {}), entry.get("aim", {})
+        ind, aim, pgm = (entry.get(m, {}) for m in ("independent", "aim", "mwem_pgm"))
         speed = "-"
         if "speedup" in aim:
             value, at_least = aim["speedup"]
             speed = f"{'>' if at_least else ''}{value:.0f}x"
         print(
             f"{table:10} {role:8} {eps:>5g} {fmt(ind, 'tvd2'):>11} {fmt(ind, 'tvd3'):>11} "
-            f"{fmt(aim, 'tvd2'):>9} {fmt(aim, 'tvd3'):>9} {speed:>9}"
+            f"{fmt(aim, 'tvd2'):>9} {fmt(aim, 'tvd3'):>9} {speed:>9} "
+            f"{fmt(pgm, 'tvd2'):>9} {fmt(pgm, 'tvd3'):>9}"
         )
 
 
