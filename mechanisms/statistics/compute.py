@@ -364,26 +364,6 @@ def root_row(row: Row) -> Row:
     return Row(math.sqrt(row.estimate), math.sqrt(row.lower), math.sqrt(row.upper), row.scale)
 
 
-def compute(
-    data: pd.DataFrame,
-    schema: Schema,
-    request: Request,
-    *,
-    neighbouring: str,
-    rng: RandomSource,
-    progress: Progress | None = None,
-) -> tuple[pd.DataFrame, float]:
-    """The statistics table and the exact total epsilon spent (the sum of every piece).
-
-    Privacy: sequential composition of each statistic's epsilon-DP release (its share of the
-    request), adaptively (`run_all`); within a statistic the groups compose in parallel (see
-    the module docstring).
-    """
-    table, spent, _ = computed(data, schema, request, neighbouring=neighbouring, rng=rng,
-                               progress=progress)  # fmt: skip
-    return table, spent
-
-
 def computed(
     data: pd.DataFrame,
     schema: Schema,
@@ -393,7 +373,15 @@ def computed(
     rng: RandomSource,
     progress: Progress | None = None,
 ) -> tuple[pd.DataFrame, float, Computer]:
-    """`compute`, and the Computer it ran (its public record of skipped interval picks)."""
+    """The statistics table, the exact epsilon spent and the Computer it ran.
+
+    The epsilon is the sum of every piece; the Computer keeps the public record of skipped
+    interval picks.
+
+    Privacy: sequential composition of each statistic's epsilon-DP release (its share of the
+    request), adaptively (`run_all`); within a statistic the groups compose in parallel (see
+    the module docstring).
+    """
     run = Computer(data, schema, request, neighbouring, rng)
     records = []
     for stat, (rows, used) in zip(request.statistics, run_all(run, progress), strict=True):
