@@ -1,6 +1,6 @@
 """Neighbouring-dataset event tests of the range-count mechanisms against the REQUESTED budget.
 
-`sample_release` runs the real plan (built by `build_plan` from the requested epsilon, delta and
+`sample_release` draws the real plan (built by `build_plan` from the requested epsilon, delta and
 neighbouring relation, exactly as `range_count` builds it) `draws` times on two neighbouring
 count vectors and projects each noisy release to its privacy-loss statistic
 
@@ -28,6 +28,7 @@ budget with the replace-one factor dropped (and, under add-remove, half the sens
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -61,43 +62,68 @@ def dropped_replace_one_factor(monkeypatch) -> None:
     monkeypatch.setattr(PrivacyTarget, "loss_budget", property(lambda t: 2.0 * honest(t)))
 
 
-class ScaleProbe(RandomSource):
-    """Noise equal to a code per noise call, so a zero-count release shows every value's scale."""
+STRIDE = 1 << 32  # a probe's noise names its draw: (call number + 1) * STRIDE + element
+
+
+class RoutingProbe(RandomSource):
+    """Noise that names itself: element e of the c-th noise call (c from 0) is
+    (c + 1) * STRIDE + e, so `measure(counts, probe) - exact(counts)` shows which draw of which
+    call each released value received (`noise_routes`)."""
 
     def __init__(self):
-        self.scales: list[tuple[str, float]] = []
+        self.calls: list[tuple[str, float, int]] = []
 
     def _code(self, kind, scale, size):
-        self.scales.append((kind, float(scale)))
-        return np.full(size, len(self.scales), dtype=np.int64)
+        shape = (size,) if np.ndim(size) == 0 else tuple(size)
+        self.calls.append((kind, float(scale), int(np.prod(shape))))
+        return len(self.calls) * STRIDE + np.arange(self.calls[-1][2]).reshape(shape)
 
     def discrete_laplace(self, scale, size):
-        return self._code("laplace", scale, size)
+        return self._code("discrete_laplace", scale, size)
 
     def discrete_gaussian(self, sigma, size):
-        return self._code("gaussian", sigma, size)
+        return self._code("discrete_gaussian", sigma, size)
 
 
-class PooledNoise(RandomSource):
-    """The project's seeded sampler, drawn in large blocks per scale (the same i.i.d. stream,
-    fast enough to run a plan's own `measure` 10^4-10^5 times)."""
+class KeepingSource(RandomSource):
+    """The project's seeded sampler, keeping every noise array it returned (in call order)."""
 
     def __init__(self, seed: int):
-        self.inner, self.pools = seeded_source(seed), {}
-
-    def _take(self, kind, scale, size):
-        count = int(np.prod(size))
-        pool, pos = self.pools.get((kind, scale), (np.zeros(0, dtype=np.int64), 0))
-        if pos + count > len(pool):
-            pool, pos = getattr(self.inner, kind)(scale, max(1 << 17, count)), 0
-        self.pools[(kind, scale)] = (pool, pos + count)
-        return pool[pos : pos + count].reshape(size)
+        self.inner, self.drawn = seeded_source(seed), []
 
     def discrete_laplace(self, scale, size):
-        return self._take("discrete_laplace", scale, size)
+        self.drawn.append(self.inner.discrete_laplace(scale, size))
+        return self.drawn[-1]
 
     def discrete_gaussian(self, sigma, size):
-        return self._take("discrete_gaussian", sigma, size)
+        self.drawn.append(self.inner.discrete_gaussian(sigma, size))
+        return self.drawn[-1]
+
+
+@dataclass(frozen=True)
+class NoiseRoutes:
+    """How a plan's `measure` noises its released values: value j gets draw `element[j]` of
+    noise call `call[j]`, and `calls` lists (primitive, scale, size) of each call in order."""
+
+    calls: list[tuple[str, float, int]]
+    call: np.ndarray
+    element: np.ndarray
+
+    @property
+    def kind(self) -> str:
+        primitives = {primitive for primitive, _, _ in self.calls}
+        assert len(primitives) == 1, primitives
+        return "laplace" if primitives == {"discrete_laplace"} else "gaussian"
+
+    def scales(self) -> np.ndarray:
+        return np.array([self.calls[c][1] for c in self.call])
+
+    def same_as(self, other: NoiseRoutes) -> bool:
+        return (
+            self.calls == other.calls
+            and np.array_equal(self.call, other.call)
+            and np.array_equal(self.element, other.element)
+        )
 
 
 def flat(measured) -> np.ndarray:
@@ -117,12 +143,48 @@ def requested_plan(mechanism: str, epsilon: float, delta: float, neighbouring: s
     )
 
 
-def _noise_of_each_value(plan):
-    probe = ScaleProbe()
-    codes = flat(plan.measure(np.zeros(plan.n, dtype=np.int64), probe))
-    kinds = {kind for kind, _ in probe.scales}
-    assert len(kinds) == 1, kinds
-    return kinds.pop(), np.array([probe.scales[c - 1][1] for c in codes])
+def noise_routes(plan, counts) -> NoiseRoutes:
+    """The routes of `plan.measure` on `counts`; fails unless every released value is its exact
+    value plus exactly one draw of one noise call (the noise is added, nothing else)."""
+    probe = RoutingProbe()
+    codes = flat(plan.measure(np.asarray(counts, dtype=np.int64), probe)) - _exact(plan, counts)
+    call, element = codes // STRIDE - 1, codes % STRIDE
+    sizes = np.array([size for _, _, size in probe.calls])
+    assert probe.calls and ((call >= 0) & (call < len(sizes))).all(), "a value without its noise"
+    assert (element < sizes[call]).all(), "a value whose noise is not one draw"
+    return NoiseRoutes(probe.calls, call, element)
+
+
+def check_replay(plan, counts, routes: NoiseRoutes, seed: int, runs: int = 20) -> None:
+    """`runs` real runs of `plan.measure` on real noise equal exact + each value's routed draw:
+    `draw_releases`, which assembles releases from the routes, gives the measure's own output."""
+    exact = _exact(plan, counts)
+    for _ in range(runs):
+        source = KeepingSource(seed)
+        released = flat(plan.measure(np.asarray(counts, dtype=np.int64), source))
+        assert [n.size for n in source.drawn] == [size for _, _, size in routes.calls]
+        routed = [source.drawn[c].ravel()[e] for c, e in zip(routes.call, routes.element)]
+        assert np.array_equal(released, exact + np.asarray(routed, dtype=np.int64))
+        seed += 1000
+
+
+def draw_releases(routes: NoiseRoutes, exact, columns, source, draws, block=10_000):
+    """`draws` releases of the values `columns`: exact + the draw each gets by `routes`, taken
+    from the production sampler `source` in blocks (the i.i.d. stream `measure` would see,
+    without running it `draws` times). A draw that `measure` gives to several values is
+    given to all of them here too."""
+    out = np.empty((draws, len(columns)))
+    call, element = routes.call[columns], routes.element[columns]
+    for start in range(0, draws, block):
+        rows = min(block, draws - start)
+        noise = np.empty((rows, len(columns)))
+        for c, (primitive, scale, _) in enumerate(routes.calls):
+            take = np.flatnonzero(call == c)
+            if take.size:
+                used, where = np.unique(element[take], return_inverse=True)
+                noise[:, take] = getattr(source, primitive)(scale, (rows, used.size))[:, where]
+        out[start : start + rows] = exact[columns] + noise
+    return out
 
 
 def _worst_neighbours(plan, kind, scales, neighbouring):
@@ -170,7 +232,11 @@ class _Zero(RandomSource):
 
 
 def sample_release(mechanism, *, epsilon, delta, neighbouring, draws, seed, person=None):
-    """(L on D, L on D', threshold grid): `draws` runs of the plan's `measure` per side.
+    """(L on D, L on D', threshold grid): `draws` releases of the plan's `measure` per side.
+
+    The releases are exact + noise from the production sampler, routed to the values as the
+    plan's own `measure` routes it (`noise_routes`, checked on real runs by `check_replay`),
+    drawn in blocks (`draw_releases`) so that 10^5 draws per side take seconds.
 
     With `person` (a mechanisms.persons.PersonLevel of bound k): the plan is built at the
     row-level budget a person-level release runs at (persons.mechanism_budget), and D, D'
@@ -181,19 +247,22 @@ def sample_release(mechanism, *, epsilon, delta, neighbouring, draws, seed, pers
     if person is not None:
         budget, group = mechanism_budget(person, epsilon, delta, neighbouring), person.max_rows
     _support, plan = requested_plan(mechanism, *budget)
-    kind, scales = _noise_of_each_value(plan)
+    routes = noise_routes(plan, np.zeros(plan.n, dtype=np.int64))
+    kind, scales = routes.kind, routes.scales()
     d, d2 = (2 + group * (c - 2) for c in _worst_neighbours(plan, kind, scales, neighbouring))
     a, b = _exact(plan, d), _exact(plan, d2)
     changed = np.flatnonzero(a != b)
-    a, b, s = a[changed].astype(float), b[changed].astype(float), scales[changed]
     stats = []
     for counts, side_seed in ((d, seed), (d2, seed + 1)):
-        source = PooledNoise(side_seed)
-        y = np.array([flat(plan.measure(counts, source))[changed] for _ in range(draws)], float)
+        assert noise_routes(plan, counts).same_as(routes), "the noise depends on the data"
+        check_replay(plan, counts, routes, side_seed + 7)
+        y = draw_releases(routes, _exact(plan, counts), changed, seeded_source(side_seed), draws)
+        ya, yb, s = y - a[changed], y - b[changed], scales[changed]
         if kind == "laplace":
-            stats.append(((np.abs(y - a) - np.abs(y - b)) / s).sum(axis=1))
+            stats.append(((np.abs(ya) - np.abs(yb)) / s).sum(axis=1))
         else:
-            stats.append((((y - a) ** 2 - (y - b) ** 2) / (2 * s**2)).sum(axis=1))
+            stats.append(((ya**2 - yb**2) / (2 * s**2)).sum(axis=1))
+    a, b = a[changed].astype(float), b[changed].astype(float)
     if kind == "laplace":
         top = float((np.abs(a - b) / s).sum())
         grid = np.linspace(-top, top, 161) - 1e-9

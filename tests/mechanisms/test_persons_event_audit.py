@@ -13,7 +13,7 @@ the same test must reject. Family-wise false-alarm rate alpha = 1e-6 per audit (
 - Range counts (tree, path_tree pure at epsilon = 1; tree, path_tree, mn12 Gaussian at
   (8, 1e-6); mn12 has no pure form and mn12_laplace is refused at person level): the plan's
   own `measure` on the worst pair of support points, projected to the privacy-loss statistic
-  (tests/mechanisms/range_count_audit.py), 2 x 10^4 draws per side (tree 10^4, 256 cells).
+  (tests/mechanisms/range_count_audit.py, releases drawn in blocks), 10^5 draws per side.
   Gaussian claims: (8, 1e-6) and the (eps1, delta1) that the REQUESTED rho
   promises; the twin spends K^2 = 16 times rho.
 - Statistics (count, sum, mean's sum piece, the median's estimate and interval ends, each a
@@ -60,11 +60,11 @@ def _one_row_twin(monkeypatch):
 
 # mn12 has no pure form (mn12_laplace needs delta > 0 and is refused at person level)
 RANGE_CASES = [
-    ("tree", 1.0, 0.0, 10_000),
-    ("path_tree", 1.0, 0.0, 20_000),
-    ("tree", 8.0, 1e-6, 10_000),
-    ("path_tree", 8.0, 1e-6, 20_000),
-    ("mn12", 8.0, 1e-6, 20_000),
+    ("tree", 1.0, 0.0, N),
+    ("path_tree", 1.0, 0.0, N),
+    ("tree", 8.0, 1e-6, N),
+    ("path_tree", 8.0, 1e-6, N),
+    ("mn12", 8.0, 1e-6, N),
 ]
 
 
