@@ -1,16 +1,16 @@
 """Event tests of every range-count mechanism against the requested (epsilon, delta).
 
 For each mechanism and both neighbouring relations, the real plan (built from the requested
-budget) is released 10^5 times per side on the worst neighbouring pair (replace-one: a record moved between
-the two points whose releases differ most, e.g. across the top-level boundary of the tree;
-add-remove: a record added at the most loaded point) and projected to the privacy-loss
-statistic (tests/mechanisms/range_count_audit.py). The claim is a function of the requested
-budget only, never of the plan's noise. Family-wise false-alarm rate alpha = 1e-6 per audit
-(union bound over every {L >= t}, {L <= t} in both directions). Pure plans run at epsilon = 1,
-Gaussian ones at (epsilon, delta) = (8, 1e-6). The releases are drawn in blocks from the routes
-the plan's own `measure` gives its noise, checked against real runs of it
-(`range_count_audit.draw_releases`; the last test here shows that check refusing a measure
-that is not exact + noise), so 10^5 draws per side take about a second.
+budget) is released 10^5 times per side on the worst neighbouring pair (replace-one: a record
+moved between the two points whose releases differ most, e.g. across the top-level boundary of
+the tree; add-remove: a record added at the most loaded point) and projected to the privacy-
+loss statistic (tests/mechanisms/range_count_audit.py). The claim is a function of the
+requested budget only, never of the plan's noise. Family-wise false-alarm rate alpha = 1e-6 per
+audit (union bound over every {L >= t}, {L <= t} in both directions). Pure plans run at epsilon
+= 1, Gaussian ones at (epsilon, delta) = (8, 1e-6). The releases are drawn in blocks from the
+routes the plan's own `measure` gives its noise, checked against real runs of it
+(`range_count_audit.draw_releases`; the last test here shows that check refusing a measure that
+is not exact + noise), so 10^5 draws per side take about a second.
 
 Broken twin: `dropped_replace_one_factor` (PrivacyTarget.loss_budget doubled: under replace-one
 exactly the budget without its factor 2; under add-remove half the sensitivity), which every
@@ -23,15 +23,16 @@ share the root of 5 levels); the twin doubles it (measured eps_hat: honest 0.44-
 delta at epsilon 8 is 2e-4, an event of probability ~1e-5 under D'), so the test also checks
 the (eps1, delta1) that the requested budget's rho-zCDP promises (eps1 = 2.55, delta1 = 0.114
 for rho = 0.91): there the twin (rho doubled) exceeds delta1 by about 0.1 on an event of
-probability 0.35, caught (measured eps_hat: honest 2.78-3.24, twin 4.44-4.80). Under add-remove the Gaussian twin is not
-audited: doubling the budget there gives sigma 0.52, where the discrete Gaussian's lattice
-makes it far more private than its continuous bound (measured at 10^5 draws: identity and
-mn12 not caught, tree and path_tree caught); nor is path_tree's Gaussian twin under
-replace-one (the pair shares the root, so its twin spends 1.6 rho, not 2 rho: measured eps_hat
-4.11, not caught; its pure twin is). mn12_laplace is audited honestly only:
-advanced composition leaves so much slack that its twin stays within (epsilon, delta) for any event
-10^5 draws can see (measured eps_hat 1.77-2.10 at epsilon 8); test_range_count_laplace.py
-catches that twin by recomputing epsilon from the released structure.
+probability 0.35, caught (measured eps_hat: honest 2.78-3.24, twin 4.44-4.80). Under add-remove
+the Gaussian twin is not audited: doubling the budget there gives sigma 0.52, where the
+discrete Gaussian's lattice makes it far more private than its continuous bound (measured at
+10^5 draws: identity and mn12 not caught, tree and path_tree caught); nor is path_tree's
+Gaussian twin under replace-one (the pair shares the root, so its twin spends 1.6 rho, not 2
+rho: measured eps_hat 4.11, not caught; its pure twin is). mn12_laplace is audited honestly
+only: advanced composition leaves so much slack that its twin stays within (epsilon, delta) for
+any event 10^5 draws can see (measured eps_hat 1.77-2.10 at epsilon 8);
+test_range_count_laplace.py catches that twin by recomputing epsilon from the released
+structure.
 """
 
 from __future__ import annotations
