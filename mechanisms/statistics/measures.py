@@ -69,8 +69,9 @@ def count_scale(epsilon: float, neighbouring: str, public_n: int | None = None) 
     return check_count_noise(noise_scale(sensitivity, epsilon), epsilon)
 
 
+@lru_cache(maxsize=256)
 def count_sensitivity(neighbouring: str, public_n: int | None = None) -> float:
-    """The per-group counts' sensitivity (`count_scale`): OpenDP's maps."""
+    """The per-group counts' sensitivity (`count_scale`): OpenDP's maps (cached: public)."""
     if public_n is not None:
         return float(_present_count(public_n).map(2))
     return group_sensitivity(_count(), neighbouring)

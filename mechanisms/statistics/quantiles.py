@@ -180,7 +180,7 @@ def rank_scale(alpha: float, epsilon: float, neighbouring: str) -> float:
 
 
 def ends(
-    values: list[float],
+    values: FloatArray,
     spec: NumericColumn,
     alpha: float,
     epsilon: float,
@@ -217,7 +217,7 @@ def ends(
 
 
 def select(
-    values: list[float],
+    values: FloatArray,
     spec: NumericColumn,
     alpha: float,
     epsilon: float,

@@ -200,8 +200,8 @@ def exposed_durations(auditor, release_ids) -> dict[int, float]:
 @pytest.mark.slow
 def test_exposed_run_times_do_not_track_the_noise(finished_release):
     dataset, _, owner, auditor = finished_release
-    dataset.epsilon_total = RUNS
-    dataset.save(update_fields=["epsilon_total"])
+    dataset.budget.epsilon_total = RUNS
+    dataset.budget.save(update_fields=["epsilon_total"])
     noise, ids = [], []
     for _ in range(RUNS):
         release = services.release_create(
