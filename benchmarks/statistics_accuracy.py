@@ -24,7 +24,9 @@ OpenDP) and over our own candidates (`ratio_same_grid`). Ours are drawn by the r
 code on the table's whole request (its count first, as in a release). Ours also releases a 95%
 interval: its median spends 95% of epsilon on the estimate and 5% on the interval's ends, or,
 in a group whose released count's 95% upper end is too small for that pick to narrow the
-interval (`quantiles.ends_skipped`), the whole epsilon on the estimate. The summary
+interval (`quantiles.ends_skipped`), the whole epsilon on the estimate. Our estimate scores
+its candidates by a tie-aware rank distance (`quantiles.rank_distances`: 0 on a value tied at
+the quantile, where OpenDP's score counts the ties on neither side). The summary
 ratios are pooled (sum of our errors / sum of OpenDP's over the groups) and the median of the
 per-group ratios.
 
@@ -328,9 +330,23 @@ def side_by_side(table1, tables, releases):
 def _exact_mae(values, grid, alpha, epsilon, true):
     """Expected absolute error of one exponential-mechanism quantile, exactly: the pick has
     P(c) proportional to exp(-score(c) / scale) (OpenDP's score; report-noisy-max, Gumbel)."""
-    t = quantiles._quantile_scores(tuple(float(g) for g in grid), quantiles._rounded_alpha(alpha))
+    space = dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.symmetric_distance()
+    clamp = dp.t.make_clamp(*space, bounds=(float(grid[0]), float(grid[-1])))
+    t = clamp >> dp.t.then_quantile_score_candidates([float(g) for g in grid], round(alpha, 4))
     score = np.asarray(t(values), dtype=float)
     scale = noise_scale(2 * measures.group_sensitivity(t, "add-remove"), epsilon)
+    return _weighted_error(score, scale, grid, true)
+
+
+def _exact_mae_ours(values, grid, alpha, epsilon, true):
+    """The same for our estimate's score (`quantiles.rank_distances`, `rank_scale`)."""
+    grid = np.asarray(grid)
+    clamped = np.clip(values, grid[0], grid[-1])
+    score = quantiles.rank_distances(clamped, grid, alpha)
+    return _weighted_error(score, quantiles.rank_scale(alpha, epsilon, "add-remove"), grid, true)
+
+
+def _weighted_error(score, scale, grid, true):
     weight = np.exp(-(score - score.min()) / scale)
     return float(np.sum(weight * np.abs(np.asarray(grid) - true)) / weight.sum())
 
@@ -338,9 +354,11 @@ def _exact_mae(values, grid, alpha, epsilon, true):
 def exact_side_by_side(tables):
     """Table 3: the quantiles' expected absolute errors computed exactly (no sampling noise).
 
-    Ours before issue 21 (95% of epsilon on our candidates), ours now (the whole epsilon where
-    the count's released upper end lets the ends' pick be skipped, weighted by the discrete
-    Laplace chance of that), OpenDP at the whole epsilon on 1,025 even candidates and on ours.
+    Ours before issue 21 (OpenDP's score, 95% of epsilon on our candidates), `opendp_score`
+    (OpenDP's score at the whole epsilon where the count's released upper end lets the ends'
+    pick be skipped, weighted by the discrete Laplace chance of that: the release before the
+    tie-aware score), ours now (the same with the tie-aware `quantiles.rank_distances`), OpenDP
+    at the whole epsilon on 1,025 even candidates and on ours (OpenDP's score).
     Assumes the table's request holds a `count` (it does: every table above)."""
     rows = []
     for name, frame, schema, stats, by, held_out in tables:
@@ -365,6 +383,8 @@ def exact_side_by_side(tables):
                 true = truth(part, specs[stat.column], stat.label, stat.column)
                 before = _exact_mae(values, ours, stat.alpha, point, true)
                 whole = _exact_mae(values, ours, stat.alpha, eps, true)
+                tied_point = _exact_mae_ours(values, ours, stat.alpha, point, true)
+                tied_whole = _exact_mae_ours(values, ours, stat.alpha, eps, true)
                 skips = [
                     quantiles.ends_skipped(
                         spec, stat.alpha, eps, "add-remove", len(part) + k + half
@@ -381,7 +401,8 @@ def exact_side_by_side(tables):
                         "n": len(values),
                         "p_skip": p,
                         "before": before,
-                        "now": p * whole + (1 - p) * before,
+                        "opendp_score": p * whole + (1 - p) * before,
+                        "now": p * tied_whole + (1 - p) * tied_point,
                         "opendp": _exact_mae(values, even, stat.alpha, eps, true),
                         "opendp_same_grid": whole,
                     }
@@ -399,9 +420,11 @@ def exact_summary(table3):
                 "table": name,
                 "groups": len(d),
                 "pooled_before": d["before"].sum() / d["opendp"].sum(),
+                "pooled_opendp_score": d["opendp_score"].sum() / d["opendp"].sum(),
                 "pooled_now": d["now"].sum() / d["opendp"].sum(),
                 "median_before": (d["before"] / d["opendp"]).median(),
                 "median_now": (d["now"] / d["opendp"]).median(),
+                "max_opendp_score": (d["opendp_score"] / d["opendp"]).max(),
                 "max_now": (d["now"] / d["opendp"]).max(),
                 "pooled_same_grid_before": d["before"].sum() / d["opendp_same_grid"].sum(),
                 "pooled_same_grid_now": d["now"].sum() / d["opendp_same_grid"].sum(),

@@ -10,11 +10,12 @@ at once (the groups are disjoint, so one row touches at most two of them, see be
 
 Building blocks are OpenDP's (https://docs.opendp.org): its clamp + bounded-sum and count
 transformations give the exact aggregate and, through their stability maps, the sensitivity
-(including OpenDP's allowance for floating-point summation); its
-`make_quantile_score_candidates` scores a public grid of candidates for the exponential
-mechanism. All noise comes from `mechanisms.noise` (OpenDP's samplers on the secure source):
-integer discrete Laplace for counts, Laplace for sums (added inside OpenDP's measurement), and
-report-noisy-max with Gumbel noise for the exponential mechanism.
+(including OpenDP's allowance for floating-point summation). A quantile's estimate scores a
+public grid of candidates by a tie-aware rank distance (`quantiles.rank_distances`, its
+sensitivity proven there) for the exponential mechanism. All noise comes from
+`mechanisms.noise` (OpenDP's samplers on the secure source): integer discrete Laplace for
+counts, Laplace for sums (added inside OpenDP's measurement), and report-noisy-max with
+Gumbel noise for the exponential mechanism.
 
 Sensitivity across groups. A transformation t on one group has stability t.map(d) for d rows
 added or removed in that group. Under add/remove one row lands in one group: the per-group
@@ -95,7 +96,6 @@ from mechanisms.statistics.quantiles import (
     CANDIDATES,
     END_CANDIDATES,
     POINT_SHARE,
-    _quantile_scores,
     candidates,
     quantile_rank_margin,
     quantile_shares,
@@ -122,7 +122,6 @@ __all__ = [
     "Request",
     "Row",
     "Statistic",
-    "_quantile_scores",
     "_run_one",
     "candidates",
     "count_scale",

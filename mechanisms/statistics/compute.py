@@ -285,8 +285,8 @@ class Computer:
 
         Privacy: epsilon-DP per group (the groups in parallel); two exponential-mechanism
         selections composed sequentially: the estimate (POINT_SHARE of epsilon; at most
-        CANDIDATES public candidates, `candidates`, scored by OpenDP's
-        `make_quantile_score_candidates`, sensitivity from its map) and the interval's two
+        CANDIDATES public candidates, `candidates`, scored by the tie-aware rank distance
+        `quantiles.rank_distances`, sensitivity `rank_sensitivity`) and the interval's two
         ends, chosen together (the rest; `ends`); or, where `quantiles.ends_skipped` says so
         from a public or released upper bound on the group's rows (`rows_at_most`), the
         estimate alone at the whole epsilon and the declared range as its interval. No count is

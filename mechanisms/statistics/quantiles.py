@@ -1,6 +1,6 @@
 """Quantiles of the summary statistics.
 
-Public round-number candidates, the estimate (OpenDP's quantile score, exponential mechanism)
+Public round-number candidates, the estimate (a tie-aware rank distance, exponential mechanism)
 and the two ends of its 95% interval.
 """
 
@@ -10,33 +10,21 @@ import math
 from collections.abc import Sequence
 from fractions import Fraction
 from functools import lru_cache
-from typing import Any
 
 import numpy as np
-import opendp.prelude as dp
 
 from mechanisms.accounting import float_at_most, noise_scale
 from mechanisms.arrays import FloatArray
 from mechanisms.errors import MechanismError
 from mechanisms.noise import RandomSource, exponential_mechanism
 from mechanisms.schema import NumericColumn
-from mechanisms.statistics import measures
-from mechanisms.statistics.measures import LEVEL, _domain
-
-dp.enable_features("contrib")
+from mechanisms.statistics.measures import LEVEL
 
 CANDIDATES = 1025  # at most this many public candidates for a quantile's estimate
 END_CANDIDATES = 129  # at most this many for each end of its interval (a coarser grid)
 POINT_SHARE = 0.95  # a quantile's share of its epsilon spent on the estimate (the rest: interval)
 BOUND_ODDS = 10.0  # the bound candidate of an interval end scores b ln(BOUND_ODDS) at worst
 NARROW_AT_MOST = 0.5  # the ends' pick is skipped where it would narrow with at most this chance
-
-
-@lru_cache(maxsize=256)
-def _quantile_scores(grid: tuple[float, ...], alpha: float) -> Any:
-    """OpenDP: clamp to the grid's ends (the bounds), score its candidates (lower: better)."""
-    clamp = dp.t.make_clamp(_domain(), dp.symmetric_distance(), bounds=(grid[0], grid[-1]))
-    return clamp >> dp.t.then_quantile_score_candidates(list(grid), alpha)
 
 
 def candidates(spec: NumericColumn, limit: int) -> tuple[float, ...]:
@@ -47,8 +35,9 @@ def candidates(spec: NumericColumn, limit: int) -> tuple[float, ...]:
     `limit` candidates (bounds included). Public: from the schema alone. Every multiple of a
     power of ten at least as large as the step is a candidate, so values recorded at such a
     precision (ages, one-decimal readings, many tied zeros) are candidates themselves, and a
-    quantile sitting on a tied value can be picked exactly (OpenDP's score counts the tied
-    values on neither side), where an evenly spread grid would only reach the gap next to it.
+    quantile sitting on a tied value can be picked exactly, where an evenly spread grid would
+    only reach the gap next to it. The estimate scores them by `rank_distances`, which counts
+    the tied values as covering every rank they occupy (0 at a true quantile).
     """
     return _round_grid(spec.lower, spec.upper, 0 if spec.integer else spec.decimals, limit)
 
@@ -165,10 +154,6 @@ def quantile_shares(epsilon: float) -> tuple[float, float]:
     return float_at_most(Fraction(epsilon) - Fraction(ends)), ends
 
 
-def _rounded_alpha(alpha: float) -> float:
-    return round(alpha, 4)  # OpenDP turns alpha into a fraction; keep its denominator small
-
-
 def rank_sensitivity(alpha: float, neighbouring: str) -> float:
     """max(alpha, 1 - alpha) rows of rank per row (twice under replace-one): OpenDP's map / den."""
     return max(alpha, 1 - alpha) * (1 if neighbouring == "add-remove" else 2)
@@ -216,6 +201,32 @@ def ends(
     return grid[first[index]], grid[second[index]]
 
 
+def rank_distances(
+    values: Sequence[float] | FloatArray, candidates: FloatArray, alpha: float
+) -> FloatArray:
+    """d(c), the distance (in rows) from the target rank alpha n to [#(x < c), #(x <= c)].
+
+    The ranks a candidate covers: 0 when c is an alpha-quantile of the (clamped) values, ties
+    at c included, so a quantile sitting on a tied value scores best (OpenDP's score counts
+    ties on neither side, so a heavy tie can score worse than its neighbour). Without ties at
+    c, d(c) = |#(x < c) - alpha n|, OpenDP's score in rows.
+
+    Sensitivity: d(c) = max(0, B - alpha n, alpha n - B - T) with B = #(x < c), T = #(x = c).
+    A row added (n + 1) moves B - alpha n by 1 - alpha (if x < c) or -alpha, and alpha n - B -
+    T by alpha - 1 (x <= c) or alpha; removed, the opposite. So each argument of the max, and
+    d(c), moves by at most max(alpha, 1 - alpha): add/remove, the row lands in one group. Under
+    replace-one (n fixed) B and B + T move by at most 1 each, within a group, or the row leaves
+    one group and joins another (max(alpha, 1 - alpha) in each): at most 2 max(alpha, 1 -
+    alpha) per group either way, as `rank_sensitivity` states.
+    """
+    x = np.sort(np.asarray(values, dtype=np.float64))
+    below = np.searchsorted(x, candidates, side="left")
+    up_to = np.searchsorted(x, candidates, side="right")
+    target = alpha * x.size
+    distances: FloatArray = np.maximum(0.0, np.maximum(below - target, target - up_to))
+    return distances
+
+
 def select(
     values: FloatArray,
     spec: NumericColumn,
@@ -226,6 +237,9 @@ def select(
 ) -> float:
     """One epsilon-DP exponential-mechanism quantile of one group's values.
 
+    Among the CANDIDATES public candidates (`candidates`), score -d(c) (`rank_distances`, of the
+    values clamped to the bounds). Privacy: d moves by at most `rank_sensitivity` rows per
+    neighbouring change, so the exponential mechanism at that sensitivity is epsilon-DP.
     alpha is clipped to [0, 1]: 0 and 1 give the bounds without a draw, a choice made from
     public or already released values. The caller records the spend.
     """
@@ -233,10 +247,10 @@ def select(
         return spec.lower
     if alpha >= 1:
         return spec.upper
-    grid = candidates(spec, CANDIDATES)
-    t = _quantile_scores(grid, _rounded_alpha(alpha))
-    scores = -np.asarray(t(values), dtype=np.float64)
-    sensitivity = measures.group_sensitivity(t, neighbouring)
+    grid = np.asarray(candidates(spec, CANDIDATES))
+    clamped = np.clip(np.asarray(values, dtype=np.float64), spec.lower, spec.upper)
+    scores = -rank_distances(clamped, grid, alpha)
+    sensitivity = rank_sensitivity(alpha, neighbouring)
     index = exponential_mechanism(scores, epsilon=epsilon, sensitivity=sensitivity, rng=rng)
-    chosen: float = np.asarray(grid)[index]
+    chosen: float = grid[index]
     return chosen

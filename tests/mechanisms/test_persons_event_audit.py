@@ -186,7 +186,6 @@ def test_quantile_selections_at_person_level(step, broken, monkeypatch):
     for name in ("CANDIDATES", "END_CANDIDATES"):  # power; the guarantee holds for any K
         monkeypatch.setattr(quantiles, name, 3)
     monkeypatch.setattr(quantiles, "quantile_rank_margin", lambda *a: 0.0)
-    statistics._quantile_scores.cache_clear()
     row_epsilon = _row_budget(epsilon, "add-remove")
     shares = statistics.quantile_shares(row_epsilon)
     picks = []
@@ -194,7 +193,6 @@ def test_quantile_selections_at_person_level(step, broken, monkeypatch):
         run = _computer(data, "median:x", row_epsilon, seed)
         values = run.values("x")[0]
         picks.append(np.asarray(select(run, values, ROW_SCHEMA.column("x"), shares)))
-    statistics._quantile_scores.cache_clear()
     result = audit_neighbours(*picks, epsilon=epsilon * share, thresholds=np.arange(9),
                               alpha=ALPHA)  # fmt: skip
     assert result.passed != broken, result.summary()

@@ -384,3 +384,26 @@ def test_the_narrowing_bound_holds_on_a_worst_case_table(rows, honest):
         narrowed,
         bound,
     )
+
+
+def test_tied_whole_number_median_is_the_likeliest_pick():
+    """A 0-7 whole-number column, 10 values below 3, 50 tied at 3, 40 above (median 3): the
+    tie-aware score puts the true median at distance 0, and its exact expected error at
+    epsilon 1 is below that of OpenDP's tie convention (ties on neither side; the twin),
+    which scores 4 better than 3 here. Exact (no sampling)."""
+    from mechanisms.statistics import quantiles as q
+
+    values = np.array([1.0] * 10 + [3.0] * 50 + [5.0] * 40)
+    grid = np.arange(8.0)
+    tied = q.rank_distances(values, grid, 0.5)
+    below = (values[:, None] < grid).sum(0)
+    above = (values[:, None] > grid).sum(0)
+    neither = np.abs(0.5 * below - 0.5 * above)  # the twin: OpenDP's convention, in rows
+    assert int(np.argmin(tied)) == 3 and tied[3] == 0
+    assert int(np.argmin(neither)) != 3
+
+    def error(score):
+        weight = np.exp(-(score - score.min()) / q.rank_scale(0.5, 1.0, "add-remove"))
+        return float(np.sum(weight * np.abs(grid - 3.0)) / weight.sum())
+
+    assert error(tied) < error(neither)

@@ -140,13 +140,11 @@ def _quantile_picks(monkeypatch, divide, step, data=(D, D2)):
         monkeypatch.setattr(module, name, lambda *a, real=real: real(*a) / divide)
     for name in ("CANDIDATES", "END_CANDIDATES"):  # power; the guarantee holds for any K
         monkeypatch.setattr(quantiles, name, 3)
-    statistics._quantile_scores.cache_clear()
     spec = SCHEMA.column("x")
     picks = []
     for table, seed in zip(data, (15, 16), strict=True):
         run = _computer(table, "median:x", seed)
         picks.append(np.asarray(step(run, run.values("x")[0], spec)))
-    statistics._quantile_scores.cache_clear()
     return picks
 
 
