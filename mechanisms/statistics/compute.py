@@ -183,13 +183,17 @@ class Computer:
     def count(self, epsilon: float) -> list[Row]:
         """Row count per group. Exact (and free) under replace-one without groups: n is public.
 
-        Interval: exact 95% for the discrete Laplace noise.
+        Interval: exact 95% for the discrete Laplace noise, cut at 0 like the estimate (no group
+        has fewer rows, so the cut never uncovers the true count).
         """
         if self.public_n is not None:
             return [Row(float(self.n), float(self.n), float(self.n), 0.0)]
         counts, scale = self.noisy_counts(epsilon)
         half = discrete_laplace_halfwidth(scale)
-        rows = [Row(max(c, 0.0), max(c - half, 0.0), c + half, scale) for c in counts.astype(float)]
+        rows = [
+            Row(max(c, 0.0), max(c - half, 0.0), max(c + half, 0.0), scale)
+            for c in counts.astype(float)
+        ]
         self.count_upper = [row.upper for row in rows]
         return rows
 
