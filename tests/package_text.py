@@ -5,6 +5,7 @@ are uncompressed; any other file is its bytes decoded. Compression and binary fo
 otherwise hide a leaked value from a byte search.
 """
 
+import functools
 import io
 import zipfile
 
@@ -12,7 +13,10 @@ import openpyxl
 import pypdf
 
 
+@functools.lru_cache(maxsize=32)
 def pdf_text(content: bytes) -> str:
+    """The PDF's text, page by page. Kept per content: scans download the same report many
+    times (every role, the zip and the file), and pypdf's extraction takes a while."""
     return "\n".join(page.extract_text() for page in pypdf.PdfReader(io.BytesIO(content)).pages)
 
 
