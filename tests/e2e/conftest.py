@@ -11,6 +11,7 @@ test-artifacts/e2e/<test name>/.
 import os
 import re
 import shutil
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,6 +40,15 @@ FIND_UNLABELLED = """() => Array.from(document.querySelectorAll('input, select, 
   .filter((e) => !(e.labels && e.labels.length) && !e.getAttribute('aria-label')
                  && !e.getAttribute('aria-labelledby'))
   .map((e) => `${e.tagName.toLowerCase()} name=${e.name || '(none)'}`)"""
+
+# True once plotly has drawn every chart on the page (results pages and the budget ledger).
+CHARTS_DRAWN = """() => Array.from(document.querySelectorAll('[data-figure], #ledger-chart'))
+  .every((chart) => chart.querySelector('.main-svg'))"""
+
+# Resolves after the next frame is painted and the tasks queued until then have run (the
+# securitypolicyviolation events among them).
+NEXT_FRAME = "() => new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve)))"
+SETTLE_TIMEOUT_S = 15
 
 # Runs before any page script, in every frame: report CSP violations to the test process.
 CSP_LISTENER = """
@@ -78,9 +88,12 @@ class Browser:
         self.artifacts = artifacts
         self.problems = PageProblems()
         self._step = 0
+        self._in_flight: set = set()
         page.on("console", self._on_console)
         page.on("pageerror", lambda error: self.problems.page_errors.append(f"page error: {error}"))
         page.on("response", self._on_response)
+        page.on("request", self._on_request)
+        page.on("requestfailed", self._on_request_failed)
 
     def _on_console(self, message):
         if message.type == "error":
@@ -90,14 +103,40 @@ class Browser:
         self.problems.csp_violations.append(f"CSP violation: {description}")
 
     def _on_response(self, response):
+        self._in_flight.discard(response.request)
         if response.status >= 400:
             self.problems.http_errors.append(f"HTTP {response.status} for {response.url}")
+
+    def _on_request(self, request):
+        self._in_flight.add(request)
+
+    def _on_request_failed(self, request):
+        self._in_flight.discard(request)
 
     def url(self, path: str) -> str:
         return self.base_url + path
 
     def goto(self, path: str):
         return self.page.goto(self.url(path))
+
+    def settle(self):
+        """Wait until the loaded page's own work is done: every chart drawn, a frame painted and
+        the tasks queued by then run, and every request answered or failed (the favicon's among
+        them), so that every problem it causes has been recorded. Stands in for Playwright's
+        "networkidle", which always waits 500 ms more."""
+        self.page.wait_for_function(CHARTS_DRAWN)
+        self.page.evaluate(NEXT_FRAME)
+        deadline = time.monotonic() + SETTLE_TIMEOUT_S
+        while self._in_flight:
+            if time.monotonic() > deadline:
+                pending = sorted(request.url for request in self._in_flight)
+                pytest.fail(f"requests still in flight on {self.page.url}: {pending}")
+            self.page.wait_for_timeout(20)
+
+    def wait_for_estimate(self):
+        """Wait until the new-release form shows the estimate for its latest input (each input
+        makes the section busy until the answer to the last one has arrived)."""
+        self.page.locator("#estimate[aria-busy=false]").wait_for()
 
     def screenshot(self, name: str) -> Path:
         """Save a full-page screenshot as the next numbered step of this test, and note any

@@ -40,7 +40,7 @@ def test_every_page_passes_axe_and_names_its_help_text(
         browser.log_in(user.username, "pw-unused-1")
         for url in html_pages(user, world, releases=[world.range_release]):
             browser.goto(url)
-            browser.page.wait_for_load_state("networkidle")
+            browser.settle()
             visited += 1
             for finding in axe_findings(browser.page):
                 found = describe(finding, url)

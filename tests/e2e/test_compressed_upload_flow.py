@@ -82,7 +82,7 @@ def test_custodian_releases_from_a_gzip_upload(browser, custodian, celery_worker
         page.get_by_role("checkbox", name=re.compile(rf"^\s*{name} \(")).check()
     page.get_by_label("Privacy cost ε for this release").fill("1")
     page.locator("#estimate-body").filter(has_text="Budget left after this release").wait_for()
-    page.wait_for_load_state("networkidle")
+    browser.wait_for_estimate()
     browser.click_and_wait(
         page.get_by_role("button", name="Spend this budget and make the release")
     )
@@ -90,7 +90,7 @@ def test_custodian_releases_from_a_gzip_upload(browser, custodian, celery_worker
     deadline = time.monotonic() + RELEASE_TIMEOUT_S
     status = ""
     while status not in ("Done", "Failed", "Cancelled") and time.monotonic() < deadline:
-        page.wait_for_timeout(500)
+        page.wait_for_timeout(100)
         if page.locator("#job-status").count():
             status = page.locator("#job-status").inner_text().strip()
     browser.screenshot("release from the gzip upload")

@@ -19,7 +19,10 @@ BROKEN_PAGE = """<!doctype html><html><head><title>broken</title></head><body>
 <script>document.title = 'inline script ran';</script>
 <script src="/static/js/e2e-broken.js"></script>
 </body></html>"""
-BROKEN_SCRIPT = "throw new Error('deliberate e2e failure');"
+# A request the page makes after it has loaded (which settle() must wait for), then an error.
+BROKEN_SCRIPT = """window.addEventListener('load',
+  () => setTimeout(() => fetch('/e2e-late-request/')));
+throw new Error('deliberate e2e failure');"""
 
 
 def test_it_logs_in_through_the_form_and_records_the_login(browser, custodian):
@@ -52,7 +55,8 @@ def test_it_reports_csp_violations_console_errors_and_http_errors(browser, custo
     page.route("**/e2e-broken-page", serve_broken_page)
     page.route("**/static/js/e2e-broken.js", serve_broken_script)
     browser.goto("/e2e-broken-page")
-    page.wait_for_load_state("load")
+    browser.settle()  # returns only once the request made after the load has been answered
+    assert any("/e2e-late-request/" in error for error in browser.problems.http_errors)
     assert page.title() == "broken"  # the inline script was blocked
     browser.screenshot("broken page")
     browser.goto("/no-such-page-for-e2e/")  # a real 404 from the live server

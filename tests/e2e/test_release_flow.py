@@ -127,7 +127,7 @@ def request_release(browser):
     estimate = page.locator("#estimate-body")
     estimate.filter(has_text="Budget left after this release").wait_for()
     browser.screenshot("release form with accuracy estimate")
-    page.wait_for_load_state("networkidle")  # the estimate has caught up with the last input
+    browser.wait_for_estimate()  # the estimate has caught up with the last input
     browser.click_and_wait(
         page.get_by_role("button", name="Spend this budget and make the release")
     )
@@ -146,7 +146,7 @@ def watch_release_finish(browser) -> int:
     seen = [read_status(page)]
     deadline = time.monotonic() + RELEASE_TIMEOUT_S
     while seen[-1] not in ("Done", "Failed", "Cancelled") and time.monotonic() < deadline:
-        page.wait_for_timeout(250)
+        page.wait_for_timeout(100)
         status = read_status(page)
         if status and status != seen[-1]:
             seen.append(status)

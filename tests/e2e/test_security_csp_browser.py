@@ -65,7 +65,7 @@ def serve_without(browser, fragment):
 def test_without_either_element_plotly_breaks_the_csp(no_broker, browser, custodian, fragment):
     serve_without(browser, fragment)
     open_ledger(browser, ledger_with_two_debits(custodian))
-    browser.page.wait_for_timeout(300)
+    browser.settle()  # as the sweep below waits: the violations are reported by then
     assert browser.page.evaluate("document.querySelectorAll('style').length") >= 1
     assert any("style-src" in v for v in browser.problems.csp_violations)
 
@@ -88,7 +88,7 @@ def test_every_page_renders_under_the_csp(
         browser.log_in(user.username, "pw-unused-1")
         for url in html_pages(user, world):
             browser.goto(url)
-            browser.page.wait_for_load_state("networkidle")
+            browser.settle()
             visited += 1
         browser.screenshot(f"last page as {user.username}")
     print(
