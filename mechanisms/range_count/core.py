@@ -83,8 +83,9 @@ def draw_noise(rng: RandomSource, noise: str, scale: float, size: Any) -> AnyArr
     return np.asarray(rng.discrete_laplace(scale, size))
 
 
+@lru_cache(maxsize=1024)
 def noise_variance(noise: str, scale: float) -> float:
-    """Exact variance of one integer noise draw with the given scale (public)."""
+    """Exact variance of one integer noise draw with the given scale (public; cached)."""
     if scale == 0:
         return 0.0
     if noise == "laplace":

@@ -402,53 +402,80 @@ def rounding_bounds(
     """
     if support.grid_shape is None:
         return None
-    shape = support.grid_shape
     edges = [grid_edges(support, j) for j in range(support.dim)]
     inner = np.zeros((len(queries), (support.n + 7) // 8), dtype=np.uint8)
     outer = np.zeros_like(inner)
     for start in range(0, len(queries), block):
         chunk = queries[start : start + block]
-        masks = [_cell_masks(support, shape, edges, q) for q in chunk]
-        inner[start : start + len(chunk)] = np.packbits([m[0] for m in masks], axis=1)
-        outer[start : start + len(chunk)] = np.packbits([m[1] for m in masks], axis=1)
+        masks = _chunk_masks(support, edges, chunk)
+        inner[start : start + len(chunk)] = np.packbits(masks[0], axis=1)
+        outer[start : start + len(chunk)] = np.packbits(masks[1], axis=1)
     return inner, outer
 
 
-def _cell_masks(
-    support: Support, shape: tuple[int, ...], edges: list[AnyArray], q: dict[str, Any]
+def _chunk_masks(
+    support: Support, edges: list[AnyArray], queries: list[dict[str, Any]]
 ) -> tuple[AnyArray, AnyArray]:
-    if q["type"] == "halfspace":
-        return _halfspace_masks(shape, edges, np.asarray(q["a"]), float(q["b"]))
-    inner, outer = np.zeros(shape, dtype=bool), np.zeros(shape, dtype=bool)
-    spans = [_axis_span(support, j, edges[j], q["lo"][j], q["hi"][j]) for j in range(support.dim)]
-    outer[tuple(slice(a, b + 1) for a, b, _, _ in spans)] = True
-    inner[tuple(slice(a, b + 1) for _, _, a, b in spans)] = True
-    return inner.ravel(), outer.ravel()
+    """Dense (inner, outer) cell masks (m, n) of queries on a grid: boxes at once."""
+    assert support.grid_shape is not None
+    inner = np.zeros((len(queries), support.n), dtype=bool)
+    outer = np.zeros_like(inner)
+    boxes = [k for k, q in enumerate(queries) if q["type"] != "halfspace"]
+    if boxes:
+        lo = np.array([queries[k]["lo"] for k in boxes], dtype=float).reshape(-1, support.dim)
+        hi = np.array([queries[k]["hi"] for k in boxes], dtype=float).reshape(-1, support.dim)
+        inner[boxes], outer[boxes] = _box_masks(support, edges, lo, hi)
+    for k, q in enumerate(queries):
+        if q["type"] == "halfspace":
+            masks = _halfspace_masks(support.grid_shape, edges, np.asarray(q["a"]), float(q["b"]))
+            inner[k], outer[k] = masks
+    return inner, outer
 
 
-def _axis_span(
-    support: Support, axis: int, edges: AnyArray, lo: float, hi: float
-) -> tuple[int, int, int, int]:
-    """(first, last) touched and (first, last) fully inside cells of [lo, hi) on one axis."""
+def _box_masks(
+    support: Support, edges: list[AnyArray], lo: AnyArray, hi: AnyArray
+) -> tuple[AnyArray, AnyArray]:
+    """(inner, outer) cell masks (m, n) of the boxes [lo, hi) (m, d): per axis spans, crossed."""
+    assert support.grid_shape is not None
+    shape = support.grid_shape
+    inner = np.ones((len(lo), *shape), dtype=bool)
+    outer = np.ones_like(inner)
+    for j, g in enumerate(shape):
+        first, last, first_in, last_in = _axis_spans(support, j, edges[j], lo[:, j], hi[:, j])
+        cells = np.arange(g)
+        view = [len(lo)] + [1] * len(shape)
+        view[j + 1] = g
+        outer &= ((cells >= first[:, None]) & (cells <= last[:, None])).reshape(view)
+        inner &= ((cells >= first_in[:, None]) & (cells <= last_in[:, None])).reshape(view)
+    return inner.reshape(len(lo), -1), outer.reshape(len(lo), -1)
+
+
+def _axis_spans(
+    support: Support, axis: int, edges: AnyArray, lo: AnyArray, hi: AnyArray
+) -> tuple[AnyArray, AnyArray, AnyArray, AnyArray]:
+    """(first, last) touched and (first, last) fully inside cells of each [lo, hi) on one axis.
+
+    As the snapping function places values (`axis_cells`); a span with first > last is empty
+    (no value lies in the range).
+    """
     assert support.grid_shape is not None
     g, lower, upper = support.grid_shape[axis], support.lower[axis], support.upper[axis]
 
-    def cell(v: float) -> int:
-        return int(support.axis_cells(axis, np.array([v]), edges)[0])
+    def cell(v: AnyArray) -> AnyArray:
+        return support.axis_cells(axis, v, edges)
 
-    if lo > upper or (hi <= lower and hi < upper) or (lo >= hi and hi < upper):
-        return g, g - 1, g, g - 1  # no value lies in the range
-    if lo <= lower:
-        first, first_inside = 0, True
-    else:
-        first = cell(lo)
-        first_inside = cell(float(np.nextafter(lo, -math.inf))) < first
-    if hi >= upper:
-        last, last_inside = g - 1, True
-    else:
-        last = cell(float(np.nextafter(hi, -math.inf)))
-        last_inside = cell(hi) > last
-    return first, last, first + (not first_inside), last - (not last_inside)
+    from_lower, to_upper = lo <= lower, hi >= upper
+    first = np.where(from_lower, 0, cell(lo))
+    first_inside = from_lower | (cell(np.nextafter(lo, -math.inf)) < first)
+    last = np.where(to_upper, g - 1, cell(np.nextafter(hi, -math.inf)))
+    last_inside = to_upper | (cell(hi) > last)
+    empty = (lo > upper) | ((hi <= lower) & (hi < upper)) | ((lo >= hi) & (hi < upper))
+    return (
+        np.where(empty, g, first),
+        np.where(empty, g - 1, last),
+        np.where(empty, g, first + ~first_inside),
+        np.where(empty, g - 1, last - ~last_inside),
+    )
 
 
 def _halfspace_masks(

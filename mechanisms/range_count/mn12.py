@@ -687,13 +687,22 @@ def _round_chain(
     value, cvar = _chain_values(r, np.asarray(y["pieces"], dtype=float), piece_var)
     anchor, outside = memo(plan.cache, ("anchors", id(r), key), lambda: _anchors(plan, r, dense))
     y_points = np.asarray(y["points"], dtype=float)
-    x_local = np.isin(r.active, r.x_points)
-    centre_points = plan.centre_sets(r)[:, x_local].astype(float) @ y_points
+    centre_points = _centres_on_x(plan, r).astype(float) @ y_points
     answers = np.zeros(len(dense))
     for s in range(0, len(dense), 4096):
         answers[s : s + 4096] = dense[s : s + 4096][:, r.x_points].astype(float) @ y_points
     answers += value[anchor] - centre_points[anchor]
     return answers, cvar[anchor] + outside * sig2[0]
+
+
+def _centres_on_x(plan: MN12Plan, r: Round) -> AnyArray:
+    """The round's centre sets restricted to X_t (centres x |X_t|, public; cached)."""
+    sets: AnyArray = memo(
+        plan.cache,
+        ("centres on x", id(r)),
+        lambda: plan.centre_sets(r)[:, np.isin(r.active, r.x_points)],
+    )
+    return sets
 
 
 def _anchors(plan: MN12Plan, r: Round, dense: AnyArray) -> tuple[AnyArray, AnyArray]:
@@ -705,7 +714,7 @@ def _anchors(plan: MN12Plan, r: Round, dense: AnyArray) -> tuple[AnyArray, AnyAr
     sig2 = r.variances(plan.noise)
     piece_var = sig2[r.piece_levels] if len(r.piece_levels) else np.zeros(0)
     _, cvar = _chain_values(r, np.zeros(len(r.pieces)), piece_var)
-    centres_x = plan.centre_sets(r)[:, np.isin(r.active, r.x_points)]
+    centres_x = _centres_on_x(plan, r)
     sizes = centres_x.sum(axis=1)
     anchor = np.zeros(len(dense), dtype=np.int64)
     outside = np.zeros(len(dense))

@@ -80,6 +80,7 @@ class Computer:
         self.schema, self.request, self.neighbouring, self.rng = schema, request, neighbouring, rng
         self.n = len(data)
         self.data = data
+        self._numbers: dict[str, FloatArray] = {}
         self.group_of = self._group_codes(data)
         self.spent: list[float] = []
         self.count_upper: list[float] | None = None  # the released count's 95% upper ends
@@ -115,9 +116,17 @@ class Computer:
         """Whether the schema lets `column` hold missing values (public)."""
         return self.numeric(column).missing == "cell"
 
+    def numbers(self, column: str) -> FloatArray:
+        """`column` as float64, NaN where missing or unreadable: read once, then read-only."""
+        if column not in self._numbers:
+            x = np.array(self.numeric(column).numbers(self.data[column]), dtype=np.float64)
+            x.flags.writeable = False
+            self._numbers[column] = x
+        return self._numbers[column]
+
     def present(self, column: str) -> np.ndarray[Any, np.dtype[np.bool_]]:
         """Which rows carry a value of `column` (missing or unreadable ones do not)."""
-        return ~np.isnan(self.numeric(column).numbers(self.data[column]))
+        return ~np.isnan(self.numbers(column))
 
     def values(self, column: str) -> list[FloatArray]:
         """Each group's present values of `column` (float64 arrays), in group order.
@@ -125,7 +134,7 @@ class Computer:
         Missing values are left out of every statistic of the column. Arrays, not lists: OpenDP
         reads a float64 array at once, where a list is checked value by value.
         """
-        x = self.numeric(column).numbers(self.data[column])
+        x = self.numbers(column)
         keep = ~np.isnan(x)
         group_of = self.group_of[keep]
         order = np.argsort(group_of, kind="stable")

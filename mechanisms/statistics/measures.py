@@ -8,11 +8,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import opendp.prelude as dp
-from scipy.signal import fftconvolve
+from scipy import fft
 
 from mechanisms.accounting import noise_scale
 from mechanisms.arrays import FloatArray
@@ -79,7 +79,7 @@ def count_sensitivity(neighbouring: str, public_n: int | None = None) -> float:
 
 def sum_transformation(
     low: float, high: float, neighbouring: str, public_n: int | None, missing: bool = False
-) -> Any:
+) -> tuple[Any, float]:
     """The OpenDP bounded sum over [low, high] and its sensitivity.
 
     Sized on the public n when given (replace-one without groups: OpenDP's map(2) on vectors
@@ -138,7 +138,7 @@ def linear_halfwidth(terms: Sequence[tuple[float, str, float]], level: float = L
     density: FloatArray | None = None
     for a, kind, s in terms:
         mass = _term_mass(grid, step, a, kind, s)
-        density = mass if density is None else fftconvolve(density, mass, mode="same")
+        density = mass if density is None else _convolve_same(density, mass)
     assert density is not None
     density = np.clip(density, 0, None)
     density /= density.sum()
@@ -161,10 +161,22 @@ def _term_mass(grid: FloatArray, step: float, a: float, kind: str, s: float) -> 
     limit = int(min(abs(grid[-1]) / a, 60 * s + 60))
     ks = np.arange(-limit, limit + 1)
     pmf = (1 - alpha) / (1 + alpha) * alpha ** np.abs(ks)
-    out = np.zeros_like(grid)
     idx = np.clip(np.rint((a * ks - grid[0]) / step).astype(np.int64), 0, len(grid) - 1)
-    np.add.at(out, idx, pmf)
+    out = cast(FloatArray, np.bincount(idx, weights=pmf, minlength=len(grid)))  # float: weighted
     return out
+
+
+def _convolve_same(x: FloatArray, y: FloatArray) -> FloatArray:
+    """The centre len(x) points of the full convolution of two equal-length arrays.
+
+    As scipy.signal.fftconvolve(x, y, mode="same") computes it (the same real FFTs on the
+    same padded length), without its per-call checks.
+    """
+    full = 2 * len(x) - 1
+    size = fft.next_fast_len(full, True)
+    out: FloatArray = fft.irfft(fft.rfft(x, size) * fft.rfft(y, size), size)
+    start = (full - len(x)) // 2
+    return out[start : start + len(x)]
 
 
 def centre(spec: NumericColumn) -> tuple[float, float]:
