@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+import redis
 
 from tests.helpers import (  # noqa: F401  (REPO_ROOT, DEMO_ADULT, TEST_DATA: old import path)
     DEMO_ADULT,
@@ -46,50 +47,94 @@ def test_database_url(connection) -> str:
     return f"postgres://{user}@{host}:{port}/{params['NAME']}"
 
 
+class SharedWorker:
+    """One real `celery worker` process (prefork, the real Redis broker) per pytest process,
+    kept from one test to the next while its environment is the same and it has nothing left
+    to do: starting and stopping one costs about 5 s, more than most of the tests using it."""
+
+    def __init__(self):
+        self.process: subprocess.Popen | None = None
+        self.env: dict[str, str] = {}
+        self.name = ""
+
+    def for_env(self, env: dict[str, str]) -> subprocess.Popen:
+        """The running worker if it was started with `env` and is alive; else a new one."""
+        if self.process is not None and (self.env != env or self.process.poll() is not None):
+            self.stop()
+        if self.process is None:
+            self._start(env)
+        assert self.process is not None
+        return self.process
+
+    def _start(self, env: dict[str, str]) -> None:
+        self.env, self.name = env, f"tests-{time.time_ns()}@localhost"
+        log_path = Path(env["DPPORTAL_DATA_DIR"]) / f"worker-{time.time_ns()}.log"
+        with open(log_path, "wb") as log:  # the child keeps its own copy of the descriptor
+            self.process = subprocess.Popen(
+                [
+                    *(sys.executable, "-m", "celery", "-A", "dpportal", "worker"),
+                    *("--loglevel=INFO", "--concurrency=1", "--pool=prefork", "-n", self.name),
+                    *("--without-gossip", "--without-mingle", "--without-heartbeat"),
+                    *("-Q", worker_queues()),
+                ],
+                cwd=REPO_ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        wait_for_worker_ready(log_path, self.process)
+
+    def settle(self, timeout=60) -> None:
+        """Wait until the worker has finished every job it was sent (a release's utility report
+        is written after it shows as done); stop it if it does not, or cannot say so."""
+        try:
+            wait_until(self._idle, timeout=timeout, interval=0.1)
+        except Exception:
+            self.stop()
+
+    def _idle(self) -> bool:
+        from dpportal.celery import app
+
+        if self.process is None or self.process.poll() is not None:
+            return True
+        inspect = app.control.inspect([self.name], timeout=5)
+        active, reserved = inspect.active(), inspect.reserved()
+        if not active or not reserved:
+            raise RuntimeError(f"worker {self.name} did not answer")
+        broker = redis.Redis.from_url(self.env["CELERY_BROKER_URL"])
+        waiting = sum(broker.llen(queue) for queue in worker_queues().split(","))
+        return not active[self.name] and not reserved[self.name] and waiting == 0
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+
+@pytest.fixture(scope="session")
+def shared_worker(django_db_setup):
+    """Stopped before the test database is dropped (it holds connections to it)."""
+    worker = SharedWorker()
+    yield worker
+    worker.stop()
+
+
 @pytest.fixture
-def celery_worker_process(transactional_db):
-    """Start `celery worker` as a separate process on the real Redis broker; stop it afterwards."""
+def celery_worker_process(transactional_db, shared_worker):
+    """A real `celery worker` process on the real Redis broker, pointed at the live test
+    database; idle when the test starts, and waited for until idle when it ends, so no job of
+    one test runs in the next."""
     from django.db import connection
 
-    env = dict(
-        os.environ,
-        DATABASE_URL=test_database_url(connection),
-        DJANGO_SETTINGS_MODULE="tests.settings",
-    )
-    log_path = Path(os.environ["DPPORTAL_DATA_DIR"]) / f"worker-{time.time_ns()}.log"
-    log = open(log_path, "wb")  # noqa: SIM115  (closed below)
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "dpportal",
-            "worker",
-            "--loglevel=INFO",
-            "--concurrency=1",
-            "--pool=prefork",
-            "--without-gossip",
-            "--without-mingle",
-            "--without-heartbeat",
-            "-Q",
-            worker_queues(),
-        ],
-        cwd=REPO_ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        wait_for_worker_ready(log_path, process)
-        yield process
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
+    env = {key: value for key, value in os.environ.items() if key != "PYTEST_CURRENT_TEST"}
+    env.update(DATABASE_URL=test_database_url(connection), DJANGO_SETTINGS_MODULE="tests.settings")
+    yield shared_worker.for_env(env)
+    shared_worker.settle()
 
 
 def worker_queues() -> str:

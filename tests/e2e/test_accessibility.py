@@ -3,7 +3,9 @@ axe-playwright-python) runs on every HTML page the owner and an auditor can open
 `aria-describedby` in the rendered page names an element that exists (help text read aloud).
 
 The test fails on any "serious" or "critical" axe violation and prints each one with the page
-and the elements concerned. Moderate and minor findings are printed, not failed.
+and the elements concerned. Moderate and minor findings are printed, not failed. The same sweep
+is the CSP sweep: every page is served with the production Content-Security-Policy, and any CSP
+violation, console error, uncaught exception or failed request fails it (`Browser.problems`).
 """
 
 import pytest
@@ -28,7 +30,7 @@ def describe(finding, url) -> str:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_every_page_passes_axe_and_names_its_help_text(
+def test_every_page_passes_axe_and_the_csp_and_names_its_help_text(
     no_broker, browser, pages_world, a_minute_later
 ):
     world, blocking, other, visited = pages_world, [], [], 0
