@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 import numpy as np
 import opendp.prelude as dp
-from scipy import stats
+from scipy import special
 
 from mechanisms.arrays import FloatArray, IntArray
 from mechanisms.errors import MechanismError
@@ -116,7 +116,7 @@ def smoothed_intervals(
     if rows <= 0 or mix >= 1:
         full = np.full(counts.shape, float(n))
         return np.full(counts.shape, n / max(m, 1)), np.zeros(counts.shape), full
-    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    z = float(special.ndtri(0.5 + confidence / 2))
     low_q, high_q = _wilson(counts, rows, z)
 
     def real(q: FloatArray) -> FloatArray:
@@ -132,6 +132,8 @@ def binomial_half_width(trials: int, p: float, confidence: float = CONFIDENCE) -
     The smoothed histogram's synthetic count of a cell is such an X; its estimate of the real
     count moves by n / (rows·(1 - mix)) per synthetic row (`smoothed_intervals`).
     """
+    from scipy import stats  # here: importing scipy.stats takes half a second
+
     confidence = _check_confidence(confidence)
     values = np.arange(trials + 1)
     distance = np.abs(values - trials * p)
@@ -142,7 +144,7 @@ def binomial_half_width(trials: int, p: float, confidence: float = CONFIDENCE) -
 
 def normal_half_width(std: float, confidence: float = CONFIDENCE) -> float:
     """z·std: the half-width of a normal approximation (sums of many noise terms)."""
-    return float(stats.norm.ppf(0.5 + _check_confidence(confidence) / 2)) * float(std)
+    return float(special.ndtri(0.5 + _check_confidence(confidence) / 2)) * float(std)
 
 
 def plan_half_width(plan: NoisePlan, n: int, confidence: float = CONFIDENCE) -> float | None:

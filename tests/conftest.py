@@ -49,8 +49,13 @@ def test_database_url(connection) -> str:
 
 class SharedWorker:
     """One real `celery worker` process (prefork, the real Redis broker) per pytest process,
-    kept from one test to the next while its environment is the same and it has nothing left
-    to do: starting and stopping one costs about 5 s, more than most of the tests using it."""
+    kept from one test to the next while its environment is the same: starting and stopping one
+    costs about 5 s, more than most of the tests using it.
+
+    Between the tests that ask for it, it consumes nothing (remote control: cancel_consumer),
+    so tests that start workers of their own, or leave releases queued, run as if it were not
+    there; it consumes the session's queues again (add_consumer) when a test asks for it.
+    """
 
     def __init__(self):
         self.process: subprocess.Popen | None = None
@@ -61,6 +66,11 @@ class SharedWorker:
         """The running worker if it was started with `env` and is alive; else a new one."""
         if self.process is not None and (self.env != env or self.process.poll() is not None):
             self.stop()
+        if self.process is not None:
+            try:
+                self._control("add_consumer")
+            except Exception:
+                self.stop()
         if self.process is None:
             self._start(env)
         assert self.process is not None
@@ -86,11 +96,22 @@ class SharedWorker:
 
     def settle(self, timeout=60) -> None:
         """Wait until the worker has finished every job it was sent (a release's utility report
-        is written after it shows as done); stop it if it does not, or cannot say so."""
+        is written after it shows as done), then stop its consuming; stop the worker if it does
+        not finish, or cannot say so."""
         try:
             wait_until(self._idle, timeout=timeout, interval=0.1)
+            self._control("cancel_consumer")
         except Exception:
             self.stop()
+
+    def _control(self, command: str) -> None:
+        """Send `command` (add_consumer or cancel_consumer) for each queue; fail without a reply."""
+        from dpportal.celery import app
+
+        for queue in worker_queues().split(","):
+            send = getattr(app.control, command)
+            if not send(queue, destination=[self.name], reply=True, timeout=5):
+                raise RuntimeError(f"worker {self.name} did not answer {command}({queue})")
 
     def _idle(self) -> bool:
         from dpportal.celery import app
