@@ -174,23 +174,23 @@ def artifacts_dir_for(request) -> Path:
     return path
 
 
-@pytest.fixture
-def chromium(monkeypatch):
-    """A headless Chromium for one test; Playwright is started and stopped around it.
+@pytest.fixture(scope="package")
+def chromium():
+    """One headless Chromium for the browser tests a pytest process runs from this package;
+    each test gets a fresh context (`browser`). Package scope: it is stopped before the process
+    runs any test from another package, and starting one costs about half a second.
 
     Playwright's synchronous API runs an event loop in this thread, which makes Django refuse ORM
-    calls from test code; the live server answers from its own thread, so allowing them here is
-    safe (the test does not share connections with the event loop). Connections opened while the
-    loop runs belong to its context, so they are closed here, before the loop stops (otherwise
-    PostgreSQL cannot drop the test database at the end).
+    calls from test code; the live server answers from its own thread, so allowing them while
+    Playwright runs is safe (the tests do not share connections with the event loop).
     """
     if not CHROMIUM.exists():
         pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium)")
     from django.db import connections
     from playwright.sync_api import sync_playwright
 
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as playwright:
+    with pytest.MonkeyPatch.context() as patch, sync_playwright() as playwright:
+        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
         browser = playwright.chromium.launch(
             executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
         )
@@ -198,12 +198,18 @@ def chromium(monkeypatch):
             yield browser
         finally:
             browser.close()
-            connections.close_all()
+            connections.close_all()  # those the last test's teardown opened, before the loop stops
 
 
 @pytest.fixture
 def browser(chromium, live_server, request, tmp_path):
-    """A page on the live server in a fresh context (own cookies, downloads accepted)."""
+    """A page on the live server in a fresh context (own cookies, downloads accepted).
+
+    Database connections opened while Playwright's loop runs belong to its context, so they are
+    closed here, at the end of each test (otherwise PostgreSQL cannot drop the test database).
+    """
+    from django.db import connections
+
     context = chromium.new_context(
         accept_downloads=True, viewport={"width": 1280, "height": 900}, locale="en-GB"
     )
@@ -216,6 +222,7 @@ def browser(chromium, live_server, request, tmp_path):
         yield session
     finally:
         context.close()
+        connections.close_all()
 
 
 @pytest.fixture
