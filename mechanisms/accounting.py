@@ -14,6 +14,7 @@ import math
 import sys
 from decimal import Decimal
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 from mechanisms.errors import MechanismError
@@ -46,6 +47,7 @@ def _finite_fraction(value: Any) -> Fraction | None:
     return Fraction(number)
 
 
+@lru_cache(maxsize=1024)  # exact rational arithmetic; audits ask for the same scale per draw
 def noise_scale(sensitivity: float, epsilon: float) -> float:
     """The smallest float not below sensitivity / epsilon (exact); 0 when epsilon is inf.
 

@@ -137,6 +137,11 @@ class SharedWorker:
         self.process = None
 
 
+# Variables that concern only the pytest process (the test running, Django's async guard relaxed
+# while Playwright runs): left out of a worker's environment, so they do not restart it.
+TEST_PROCESS_ONLY = {"PYTEST_CURRENT_TEST", "DJANGO_ALLOW_ASYNC_UNSAFE"}
+
+
 @pytest.fixture(scope="session")
 def shared_worker(django_db_setup):
     """Stopped before the test database is dropped (it holds connections to it)."""
@@ -152,7 +157,7 @@ def celery_worker_process(transactional_db, shared_worker):
     one test runs in the next."""
     from django.db import connection
 
-    env = {key: value for key, value in os.environ.items() if key != "PYTEST_CURRENT_TEST"}
+    env = {key: value for key, value in os.environ.items() if key not in TEST_PROCESS_ONLY}
     env.update(DATABASE_URL=test_database_url(connection), DJANGO_SETTINGS_MODULE="tests.settings")
     yield shared_worker.for_env(env)
     shared_worker.settle()

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -278,6 +279,7 @@ def requested_rho(epsilon: float, delta: float) -> float:
     return (math.sqrt(log_term + epsilon) - math.sqrt(log_term)) ** 2
 
 
+@lru_cache(maxsize=4096)  # pure; the event audits ask for the same values many times
 def zcdp_delta(rho: float, eps1: float) -> float:
     """delta1 of the (eps1, delta1)-DP that every rho-zCDP mechanism satisfies (CKS Cor. 13)."""
     alpha = np.linspace(1.0001, 5000, 500_000)
@@ -287,6 +289,7 @@ def zcdp_delta(rho: float, eps1: float) -> float:
     return min(1.0, float(np.exp(log_delta.min())))
 
 
+@lru_cache(maxsize=256)
 def zcdp_event_epsilon(rho: float) -> float:
     """The eps1 (fixed before sampling, from rho only) where a Gaussian of twice rho (the twin)
     exceeds the rho-zCDP bound the most."""
