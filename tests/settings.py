@@ -19,6 +19,10 @@ if os.environ.get("DPPORTAL_TEST_SESSION") != session:
     os.environ["DPPORTAL_CELERY_QUEUE"] = f"test-{uuid.uuid4().hex[:12]}"
 os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/15")
 os.environ.setdefault("DJANGO_SECURE_SSL_REDIRECT", "0")
+# Most releases a test makes are never downloaded: their zip (a PDF report made by WeasyPrint, a
+# workbook) is built on first download instead, by the same code. That was 9% of the suite's CPU.
+# The tests of the prebuild itself turn it on (the `prebuild_packages` fixture).
+os.environ.setdefault("DPPORTAL_PREBUILD_PACKAGES", "0")
 
 from dpportal.settings import *  # noqa: E402,F403
 

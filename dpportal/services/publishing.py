@@ -1,5 +1,6 @@
 """After a release is published: the custodian-only utility report, then the public zip and
-chart data (made now so pages open fast); and removing the reports with the raw data.
+chart data (made now so pages open fast; the zip only if DPPORTAL_PREBUILD_PACKAGES); and
+removing the reports with the raw data.
 
 The report is derived from the raw data, so it must never outlive the dataset's deletion. The
 two are ordered by the dataset row lock: the report is written under a temporary name, then,
@@ -10,6 +11,7 @@ Whichever comes second sees what the first did, so no report survives a deletion
 
 import logging
 
+from django.conf import settings
 from django.db import transaction
 
 import mechanisms
@@ -23,18 +25,20 @@ logger = logging.getLogger(__name__)
 
 def release_store_utility_report(release_pk):
     """Compare a finished release with the raw data and store it custodian-only, apart from the
-    public package; then prepare the package's zip and chart data so pages open fast. A failure
-    here only leaves them to be made later (the report stays missing, the public files are made
-    on first view): the release stands."""
+    public package; then prepare the package's zip (if DPPORTAL_PREBUILD_PACKAGES) and chart data
+    so pages open fast. A failure here only leaves them to be made later (the report stays
+    missing, the public files are made on first view): the release stands."""
     release = Release.objects.select_related("dataset").get(pk=release_pk)
-    steps = (
+    steps = [
         ("utility report", store_utility_report),
         ("package zip", packaging.package_zip_path),
         (
             "charts",
             lambda r: charts.release_charts(r, mechanisms.Schema.from_dict(r.dataset.schema)),
         ),
-    )
+    ]
+    if not settings.DPPORTAL_PREBUILD_PACKAGES:
+        del steps[1]
     for what, step in steps:
         try:
             step(release)

@@ -66,7 +66,7 @@ def s3_worker(transactional_db, bucket, request):
     return request.getfixturevalue("celery_worker_process")
 
 
-def test_upload_release_and_download_run_on_the_bucket(bucket, s3_worker):
+def test_upload_release_and_download_run_on_the_bucket(prebuild_packages, bucket, s3_worker):
     owner = make_user()
     content = SMALL_ADULT.read_bytes()
     response = upload(client_for(owner), content=content, filename="adult.csv", name="Adult")

@@ -40,7 +40,7 @@ def s3_worker(custodian, s3_endpoint, settings, monkeypatch, tmp_path, request):
 
 
 @pytest.mark.timeout(300)
-def test_custodian_works_on_object_storage(browser, s3_worker):
+def test_custodian_works_on_object_storage(prebuild_packages, browser, s3_worker):
     bucket, page = s3_worker, browser.page
     browser.log_in("custodian")
     browser.goto("/datasets/new/")
