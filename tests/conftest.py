@@ -3,7 +3,9 @@ Celery worker process against the real Redis broker, and the people and data mos
 (`owner`, `auditor`, `stranger`, `small_dataset`, and the two-tenant `world`). Plain helper
 functions are in tests/helpers.py."""
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -65,7 +67,7 @@ class SharedWorker:
     def for_env(self, env: dict[str, str]) -> subprocess.Popen:
         """The running worker if it was started with `env` and is alive; else a new one."""
         if self.process is not None and (self.env != env or self.process.poll() is not None):
-            self.stop()
+            self.stop(idle=True)
         if self.process is not None:
             try:
                 self._control("add_consumer")
@@ -91,6 +93,7 @@ class SharedWorker:
                 env=env,
                 stdout=log,
                 stderr=subprocess.STDOUT,
+                start_new_session=True,  # its pool's children share its process group
             )
         wait_for_worker_ready(log_path, self.process)
 
@@ -126,8 +129,14 @@ class SharedWorker:
         waiting = sum(broker.llen(queue) for queue in worker_queues().split(","))
         return not active[self.name] and not reserved[self.name] and waiting == 0
 
-    def stop(self) -> None:
-        if self.process is not None:
+    def stop(self, *, idle: bool = False) -> None:
+        """Stop the worker: at once (its whole process group killed) when it is known to have
+        nothing to do, as between tests; else by a warm shutdown that lets a job finish."""
+        if self.process is not None and idle:
+            with contextlib.suppress(ProcessLookupError):  # it may have exited already
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        elif self.process is not None:
             self.process.terminate()
             try:
                 self.process.wait(timeout=20)
@@ -147,7 +156,7 @@ def shared_worker(django_db_setup):
     """Stopped before the test database is dropped (it holds connections to it)."""
     worker = SharedWorker()
     yield worker
-    worker.stop()
+    worker.stop(idle=True)
 
 
 @pytest.fixture
@@ -179,6 +188,14 @@ def wait_for_worker_ready(log_path: Path, process, timeout=60):
             return
         time.sleep(0.2)
     raise RuntimeError(f"Celery worker not ready in {timeout}s:\n{log_path.read_text()}")
+
+
+@pytest.fixture
+def prebuild_packages(settings, monkeypatch):
+    """Releases build their public zip right after they are stored, as in production (the test
+    settings leave it to the first download): here and in workers started after this fixture."""
+    settings.DPPORTAL_PREBUILD_PACKAGES = True
+    monkeypatch.setenv("DPPORTAL_PREBUILD_PACKAGES", "1")
 
 
 @pytest.fixture
