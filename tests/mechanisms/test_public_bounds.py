@@ -139,6 +139,7 @@ def _bounds_neighbours():
     return d, d2
 
 
+@pytest.mark.audit
 @pytest.mark.parametrize("factor, honest", [(1.0, True), (0.5, False)])
 def test_bounds_event_test_at_the_requested_epsilon(factor, honest):
     d, d2 = _bounds_neighbours()
@@ -159,6 +160,7 @@ def _category_event(rng, values, delta):
     return out
 
 
+@pytest.mark.audit
 @pytest.mark.parametrize("factor, honest", [(1.0, True), (0.5, False)])
 def test_category_discovery_event_test_on_shared_values(factor, honest):
     """Values both neighbours hold: D has p = tau - 2 rows and q = tau + 1, D' moves one row of
@@ -175,6 +177,7 @@ def test_category_discovery_event_test_on_shared_values(factor, honest):
     assert result.passed == honest
 
 
+@pytest.mark.audit
 @pytest.mark.parametrize("shift, honest", [(0, True), (None, False)])
 def test_category_discovery_event_test_on_a_value_one_row_holds(shift, honest):
     """D holds "p" once, D' replaces that row by an "r": P[p released] must stay within delta

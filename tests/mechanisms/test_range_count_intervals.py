@@ -154,6 +154,7 @@ def _queries(support, mechanism, seed):
     return _off_grid_boxes(20, seed)
 
 
+@pytest.mark.audit
 @pytest.mark.parametrize(("mechanism", "delta"), CASES)
 def test_intervals_cover_the_raw_count_95_percent_and_a_narrow_twin_is_caught(mechanism, delta):
     """Coverage over DRAWS = 2,000 noise draws on a fixed table (4,000 records, 16×16 grid,
