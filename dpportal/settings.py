@@ -236,12 +236,12 @@ DPPORTAL_LONG_JOB_CELLS = env_int("DPPORTAL_LONG_JOB_CELLS", 100_000)
 # A running release holds a lease renewed by a heartbeat; the reaper retries or fails a release
 # whose lease lapsed (its worker died), and resends jobs the broker lost.
 DPPORTAL_HEARTBEAT_SECONDS = env_int("DPPORTAL_HEARTBEAT_SECONDS", 10)
-# Build each release's public zip (its PDF report and workbook included) right after the release,
-# so the first download is immediate; otherwise it is built, by the same code, on first download.
-DPPORTAL_PREBUILD_PACKAGES = env_bool("DPPORTAL_PREBUILD_PACKAGES", True)
 DPPORTAL_LEASE_SECONDS = env_int("DPPORTAL_LEASE_SECONDS", 60)
 DPPORTAL_RELEASE_MAX_ATTEMPTS = env_int("DPPORTAL_RELEASE_MAX_ATTEMPTS", 3)
 DPPORTAL_REAPER_SECONDS = env_int("DPPORTAL_REAPER_SECONDS", 15)
+# Build each release's public zip (its PDF report and workbook included) right after the release,
+# so the first download is immediate; otherwise it is built, by the same code, on first download.
+DPPORTAL_PREBUILD_PACKAGES = env_bool("DPPORTAL_PREBUILD_PACKAGES", True)
 
 LOGGING = {
     "version": 1,

@@ -29,16 +29,15 @@ def release_store_utility_report(release_pk):
     so pages open fast. A failure here only leaves them to be made later (the report stays
     missing, the public files are made on first view): the release stands."""
     release = Release.objects.select_related("dataset").get(pk=release_pk)
-    steps = [
-        ("utility report", store_utility_report),
-        ("package zip", packaging.package_zip_path),
+    steps = [("utility report", store_utility_report)]
+    if settings.DPPORTAL_PREBUILD_PACKAGES:
+        steps.append(("package zip", packaging.package_zip_path))
+    steps.append(
         (
             "charts",
             lambda r: charts.release_charts(r, mechanisms.Schema.from_dict(r.dataset.schema)),
-        ),
-    ]
-    if not settings.DPPORTAL_PREBUILD_PACKAGES:
-        del steps[1]
+        )
+    )
     for what, step in steps:
         try:
             step(release)
