@@ -425,10 +425,11 @@ def _chunk_masks(
         lo = np.array([queries[k]["lo"] for k in boxes], dtype=float).reshape(-1, support.dim)
         hi = np.array([queries[k]["hi"] for k in boxes], dtype=float).reshape(-1, support.dim)
         inner[boxes], outer[boxes] = _box_masks(support, edges, lo, hi)
-    for k, q in enumerate(queries):
-        if q["type"] == "halfspace":
-            masks = _halfspace_masks(support.grid_shape, edges, np.asarray(q["a"]), float(q["b"]))
-            inner[k], outer[k] = masks
+    halves = [k for k, q in enumerate(queries) if q["type"] == "halfspace"]
+    if halves:
+        a = np.array([queries[k]["a"] for k in halves], dtype=float).reshape(-1, support.dim)
+        b = np.array([float(queries[k]["b"]) for k in halves])
+        inner[halves], outer[halves] = _halfspace_masks(support.grid_shape, edges, a, b)
     return inner, outer
 
 
@@ -479,20 +480,40 @@ def _axis_spans(
 
 
 def _halfspace_masks(
-    shape: tuple[int, ...], edges: list[AnyArray], a: AnyArray, b: float
+    shape: tuple[int, ...], edges: list[AnyArray], a: AnyArray, b: AnyArray, cells: int = 1 << 22
 ) -> tuple[AnyArray, AnyArray]:
-    low = np.zeros(shape)
-    high = np.zeros(shape)
-    extent = 0.0
+    """(inner, outer) cell masks (m, n) of the halfspaces a·x <= b (a: (m, d), b: (m,)).
+
+    A cell's lowest and highest a·x over its corners, summed axis by axis, are compared with b
+    widened by the tolerance. Halfspaces are taken together, at most ``cells`` floats at once.
+    """
+    n = math.prod(shape)
+    inner = np.empty((len(a), n), dtype=bool)
+    outer = np.empty_like(inner)
+    step = max(1, cells // n)
+    for start in range(0, len(a), step):
+        rows = slice(start, start + step)
+        inner[rows], outer[rows] = _halfspace_block(shape, edges, a[rows], b[rows])
+    return inner, outer
+
+
+def _halfspace_block(
+    shape: tuple[int, ...], edges: list[AnyArray], a: AnyArray, b: AnyArray
+) -> tuple[AnyArray, AnyArray]:
+    m = len(a)
+    low = np.zeros((m, *shape))
+    high = np.zeros((m, *shape))
+    extent = np.zeros(m)
     for j, e in enumerate(edges):
-        ends = np.stack([a[j] * e[:-1], a[j] * e[1:]])
-        view = [1] * len(shape)
-        view[j] = shape[j]
-        low = low + ends.min(axis=0).reshape(view)
-        high = high + ends.max(axis=0).reshape(view)
-        extent += abs(a[j]) * float(np.abs(e).max())
-    tol = _HALFSPACE_TOLERANCE * (1.0 + extent + abs(b))
-    return (high <= b - tol).ravel(), (low <= b + tol).ravel()
+        starts, ends = a[:, j, None] * e[None, :-1], a[:, j, None] * e[None, 1:]
+        view = [m] + [1] * len(shape)
+        view[j + 1] = shape[j]
+        low += np.minimum(starts, ends).reshape(view)
+        high += np.maximum(starts, ends).reshape(view)
+        extent += np.abs(a[:, j]) * float(np.abs(e).max())
+    tol = (_HALFSPACE_TOLERANCE * (1.0 + extent + np.abs(b))).reshape([m] + [1] * len(shape))
+    limit = b.reshape(tol.shape)
+    return (high <= limit - tol).reshape(m, -1), (low <= limit + tol).reshape(m, -1)
 
 
 def records_in(support: Support, values: AnyArray, query: dict[str, Any]) -> AnyArray:
