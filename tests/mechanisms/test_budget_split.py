@@ -24,7 +24,7 @@ from mechanisms.mwem import mwem
 from mechanisms.noise import RecordingSource, seeded_source
 from mechanisms.workload import Query
 
-mwem_module = importlib.import_module("mechanisms.mwem")  # the package exports mwem()
+mwem_release = importlib.import_module("mechanisms.mwem.release")  # the package exports mwem()
 MWEM_PARTS = [
     importlib.import_module(f"mechanisms.mwem.{part}") for part in ("plan", "measure", "release")
 ]
@@ -69,7 +69,12 @@ def _overspent(epsilons, neighbouring="replace-one", rounds=7) -> list:
 @pytest.mark.parametrize(
     "neighbouring, rounds", [("replace-one", 7), ("add-remove", 5), ("replace-one", 200)]
 )
-def test_mwem_spends_at_most_the_requested_epsilon_exactly(neighbouring, rounds):
+def test_mwem_spends_at_most_the_requested_epsilon_exactly(monkeypatch, neighbouring, rounds):
+    """At 200 rounds the fit is skipped: it is post-processing of the noisy answers and sets
+    no noise scale (the 7- and 5-round cases keep it), and its passes over every measurement
+    grow with the square of the rounds (21 s of this file's 22)."""
+    if rounds > 20:
+        monkeypatch.setattr(mwem_release, "_refit", lambda *args, **kwargs: None)
     requested = [Decimal(t) for t in TEXTS[: 40 if rounds < 20 else 8]] + [Fraction(1, 3)]
     assert _overspent(requested, neighbouring, rounds) == []
 
