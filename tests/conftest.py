@@ -331,6 +331,18 @@ def pytest_sessionfinish(session, exitstatus):
         shutil.rmtree(os.environ["DPPORTAL_DATA_DIR"], ignore_errors=True)
 
 
+def pytest_collection_modifyitems(config, items):
+    """Long runs (marker ``slow``) are skipped, with a reason, unless the -m expression names
+    them (./test.sh --long passes ``-m "slow or not slow"``), so a fast loop such as
+    ``-m "not audit"`` never waits for them."""
+    if "slow" in (config.getoption("markexpr") or ""):
+        return
+    skip = pytest.mark.skip(reason="long run: ./test.sh --long, or select it with -m slow")
+    for item in items:
+        if item.get_closest_marker("slow"):
+            item.add_marker(skip)
+
+
 def pytest_make_parametrize_id(config, val, argname):
     """Bytes parameters (gzip and zip archives carry their creation time) get an id from their
     length, so every pytest-xdist worker collects the same test names."""

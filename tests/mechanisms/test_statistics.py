@@ -293,6 +293,7 @@ def test_variance_interval_covers_95_percent_and_a_narrowed_twin_is_caught():
     assert twin < 0.934, twin
 
 
+@pytest.mark.audit
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["variance", "std"])
 def test_variance_and_std_cover_95_plus_minus_1_percent_long(kind):
