@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from mechanisms.__main__ import main
-from tests.mechanisms.engine_tables import (
+from tests.counting.engine_tables import (
     POSTGRES_URL,
     postgres_schema,  # noqa: F401 (the fixture `postgres`)
     public_case,

@@ -25,7 +25,7 @@ from mechanisms.counting import ENGINES, TableSource, count_cells, engine_table,
 from mechanisms.counting.sql import DUCKDB, column_sql, count_query
 from mechanisms.errors import MechanismError
 from mechanisms.schema import Schema
-from tests.mechanisms.engine_tables import (
+from tests.counting.engine_tables import (
     HOSTILE,
     POSTGRES_URL,
     date_parts_case,
