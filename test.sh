@@ -38,7 +38,7 @@ if ensure_postgres; then
   DATABASE_URL=$pg_url "$PY" -m pytest "${parallel[@]}" --durations=15 -m "$marker" "$@" || status=$?
   if [ $# -eq 0 ]; then
     log "Database-behaviour tests again on SQLite (the embedded default)"
-    "$PY" -m pytest "${parallel[@]}" -m "$marker and database and not e2e" tests -q || status=$?
+    "$PY" -m pytest "${parallel[@]}" -m "$marker and database and not e2e" tests/dpportal -q || status=$?
   fi
 else
   log "PostgreSQL is not available here: the suite runs on SQLite only"

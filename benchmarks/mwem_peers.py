@@ -50,6 +50,7 @@ import argparse
 import importlib
 import itertools
 import json
+import math
 import subprocess
 import sys
 import time
@@ -328,8 +329,20 @@ def run_worker(method, codes_path, shape, eps, seeds, timeout):
     return runs + ([(missing[0], None, note or "failed")] if missing else [])
 
 
-RESULTS = WORK / "results.jsonl"
+# Kept in the repository, so that runs made in different sessions (AIM's take hours) add up; each
+# record says when it was made and on what processor (a speed-up compares runs of one machine).
+RESULTS = REPO / "benchmarks" / "results" / "mwem_peers.jsonl"
 GROUP_ROWS = 100_000
+
+
+def processor() -> str:
+    """The machine's processor model and core count, as /proc/cpuinfo names them."""
+    names = [
+        line.split(":", 1)[1].strip()
+        for line in Path("/proc/cpuinfo").read_text().splitlines()
+        if line.startswith("model name")
+    ]
+    return f"{names[0] if names else 'unknown'} x{len(names)}"
 
 
 def cached() -> dict[tuple, dict]:
@@ -390,15 +403,19 @@ def run_cell(table, shape, true, codes_path, method, eps, args, fresh):
     for seed in range(args.seeds):
         old = runs.get((method, table, eps, seed))
         if old is not None and method not in fresh:
-            if old.get("note"):
+            if old.get("note") and old.get("timeout_s", math.inf) >= args.timeout:
                 return  # a timeout or failure ends the cell, as when it was run
-            continue
+            if not old.get("note"):
+                continue
         todo.append(seed)
     grouped = method not in PEER_PYTHON and len(true) < GROUP_ROWS
     groups = [todo] if grouped else [[seed] for seed in todo]
     for group in filter(None, groups):
         for seed, run, note in run_worker(method, codes_path, shape, eps, group, args.timeout):
             record = {"method": method, "table": table, "eps": eps, "seed": seed, "note": note}
+            record.update(date=time.strftime("%Y-%m-%d"), cpu=processor())
+            if note.startswith("timeout"):
+                record["timeout_s"] = args.timeout
             if run is not None:
                 seconds, peak, synthetic = run
                 record.update(
@@ -407,6 +424,7 @@ def run_cell(table, shape, true, codes_path, method, eps, args, fresh):
                     tvd2=tvd(synthetic, true, shape, 2),
                     tvd3=tvd(synthetic, true, shape, 3),
                 )
+            RESULTS.parent.mkdir(exist_ok=True)
             with RESULTS.open("a") as f:
                 f.write(json.dumps(record) + "\n")
             print(json.dumps(record), file=sys.stderr, flush=True)

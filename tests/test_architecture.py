@@ -254,3 +254,27 @@ def test_private_files_are_written_only_through_dpportal_files():
         if not f.startswith("dpportal/files.py")
     ]
     assert found == []
+
+
+def files_marking_database_outside(tests_root: Path, home: str = "dpportal") -> list[str]:
+    """Test files outside tests/<home> that use the `database` marker. ./test.sh runs the
+    SQLite pass on tests/dpportal only, so a database test anywhere else would silently miss it."""
+    return sorted(
+        str(path.relative_to(tests_root))
+        for path in tests_root.rglob("*.py")
+        if path.relative_to(tests_root).parts[0] != home
+        and path != Path(__file__)  # this file names the marker to look for it
+        and "mark.database" in path.read_text()
+    )
+
+
+def test_every_database_test_is_in_the_folder_the_sqlite_pass_runs():
+    assert files_marking_database_outside(REPO_ROOT / "tests") == []
+
+
+def test_a_database_test_elsewhere_is_found(tmp_path):
+    """Guard for the test above: a planted database test outside tests/dpportal is named."""
+    for folder in ("dpportal", "mechanisms"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "test_x.py").write_text("pytestmark = pytest.mark.database\n")
+    assert files_marking_database_outside(tmp_path) == ["mechanisms/test_x.py"]

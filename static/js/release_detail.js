@@ -18,11 +18,19 @@
     if (element) { element.textContent = text; }
   }
 
+  // Polls start quickly and slow down: a short job's result shows up within a fraction of a
+  // second, a long one is asked about every few seconds.
+  function nextDelay(delay, longest) { return Math.min(Math.round(delay * 1.5), longest); }
+
   function pollProgress() {
     var configElement = document.getElementById("progress-config");
     if (!configElement) { return; }
     var config = JSON.parse(configElement.textContent);
     var bar = document.getElementById("job-progress");
+
+    var delay = 250;
+
+    function later() { window.setTimeout(update, delay); delay = nextDelay(delay, 2000); }
 
     function update() {
       fetch(config.url, { headers: { Accept: "application/json" }, credentials: "same-origin" })
@@ -36,20 +44,21 @@
           setText("job-stage", progress.stage);
           setText("job-elapsed", progress.elapsed ? "(" + progress.elapsed + ")" : "");
           if (bar) { bar.value = progress.percent; bar.textContent = progress.percent + "%"; }
-          window.setTimeout(update, 1500);
+          later();
         })
         .catch(function () {
           setText("job-stage", "Lost contact with the server; retrying…");
           window.setTimeout(update, 5000);
         });
     }
-    window.setTimeout(update, 1000);
+    later();
   }
 
   // The custodian-only comparison is computed just after the release: fetch this page again
-  // until it is there, then swap in the new box (at most about two minutes).
-  function pollComparison(attempt) {
-    if (!document.getElementById("comparison-pending") || attempt > 40) { return; }
+  // until it is there, then swap in the new box (for at most about two minutes).
+  function pollComparison(attempt, delay) {
+    if (!document.getElementById("comparison-pending") || attempt > 50) { return; }
+    var next = nextDelay(delay, 3000);
     window.setTimeout(function () {
       fetch(window.location.href, { credentials: "same-origin" })
         .then(function (response) { return response.text(); })
@@ -64,14 +73,14 @@
             }
             drawCharts();
           } else {
-            pollComparison(attempt + 1);
+            pollComparison(attempt + 1, next);
           }
         })
-        .catch(function () { pollComparison(attempt + 1); });
-    }, 3000);
+        .catch(function () { pollComparison(attempt + 1, next); });
+    }, delay);
   }
 
   drawCharts();
   pollProgress();
-  pollComparison(0);
+  pollComparison(0, 500);
 })();

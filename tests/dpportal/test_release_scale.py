@@ -5,7 +5,7 @@ space is capped (resource.setrlimit RLIMIT_AS) at what it had after imports plus
 Record batches of CHUNK_ROWS rows keep the release within the cap. Twins: the path before
 chunking (the two columns read whole) does not complete under the same cap, and the same child
 asking for more than LIMIT_MB fails, so the cap is real. Timing is measured by
-benchmarks/release_scale.py, never asserted here. About 10 s (40 s if the twin stalls).
+benchmarks/release_scale.py, never asserted here. About 10 s (20 s if the twin stalls).
 """
 
 import importlib.util
@@ -52,10 +52,10 @@ def test_a_release_of_a_million_rows_runs_within_a_memory_cap(scale, parquet):
 
 
 def test_the_whole_table_path_does_not_fit_the_same_cap(scale, parquet):
-    """Twin: out of memory, it aborts or stalls (pyarrow's threads); a stall is stopped at 30 s,
+    """Twin: out of memory, it aborts or stalls (pyarrow's threads); a stall is stopped at 10 s,
     where it takes under a second uncapped."""
     with pytest.raises((RuntimeError, subprocess.TimeoutExpired)):
-        scale.run_child("whole", parquet, 1000, limit_mb=LIMIT_MB, timeout=30)
+        scale.run_child("whole", parquet, 1000, limit_mb=LIMIT_MB, timeout=10)
 
 
 def test_the_cap_is_real(scale, parquet):
