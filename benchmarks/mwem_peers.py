@@ -7,10 +7,11 @@
 Tables (TABLES below; sources in their loaders): UCI Adult (adult4, adult8) and six tables never
 used to develop MWEM's defaults before issue 16, split in half: defaults were tuned on the
 "tune" half only (anes96, sftemps, fair); the "held-out" half (seattle, randhie, randhie1m) was
-only run for the report. Each run's result is cached in /tmp/mwem_peers/results.jsonl (keyed by
-method, table, ε, seed); ``--fresh M`` reruns method M (e.g. ours after a code change). AIM's
+only run for the report. Each run's result is kept in benchmarks/results/mwem_peers.jsonl, in the
+repository (keyed by method, table, ε, seed; with the date and processor), so that runs made in
+several sessions add up; ``--fresh M`` reruns method M (e.g. ours after a code change). AIM's
 time per run is capped at ``--timeout``: a run that exceeds it is recorded as "AIM > T s" and
-the cell's later seeds are skipped. ``--summary`` prints, per (table, ε), our TVD over each
+the cell's later seeds are skipped, unless a later call gives a longer ``--timeout``. ``--summary`` prints, per (table, ε), our TVD over each
 peer's (independent, AIM, MWEM+PGM), and whether the difference is inside the seed noise
 (2 standard errors).
 Issue 16's figures (docs/mwem.md, "Benchmark"), rerun of 2026-12-01 on a fresh machine (2 cores
