@@ -184,7 +184,8 @@ class NumericColumn:
 
     def _bin_codes(self, values: AnyArray) -> AnyArray:
         if self.equal_width:  # clamp before the cast: inf or 1e300 would not fit int64
-            scaled = (values - self.lower) * (self.n_bins / (self.upper - self.lower))
+            with np.errstate(over="ignore"):  # ±1e308 scale to ±inf, which the clamp handles
+                scaled = (values - self.lower) * (self.n_bins / (self.upper - self.lower))
             np.clip(scaled, 0, self.n_bins - 1, out=scaled)
             return np.floor(scaled, out=scaled).astype(np.int64)
         codes = np.searchsorted(np.asarray(self.edges[1:-1]), values, side="right")
