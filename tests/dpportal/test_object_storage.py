@@ -90,7 +90,11 @@ def test_upload_release_and_download_run_on_the_bucket(prebuild_packages, bucket
     zip_key = object_store.key(files.release_cache_dir(done) / zip_name)
     assert zip_key == f"release-cache/{Path(done.output_dir).name}/{zip_name}"
     wait_until(lambda: zip_key in keys(bucket), timeout=60)  # made by the worker after release
-    assert not any(p.suffix == ".zip" for p in local_files(files.release_cache_dir(done)))
+    # the worker removes its local copy right after the upload (object_store.keep)
+    wait_until(
+        lambda: not any(p.suffix == ".zip" for p in local_files(files.release_cache_dir(done))),
+        timeout=10,
+    )
     published = keys(bucket, f"{done.output_dir}/")
     assert {"synthetic.csv", "noisy_counts.csv"} <= {k.rsplit("/", 1)[1] for k in published}
     assert not files.output_dir(done).exists()  # the published files are only in the bucket

@@ -143,15 +143,17 @@ def watch_release_finish(browser) -> int:
     page = browser.page
     release_id = int(re.search(r"/releases/(\d+)/", page.url).group(1))
     browser.screenshot("job page just after submitting")
-    seen = [read_status(page)]
+    seen: list[str] = []  # each status shown, in order ("" while the page reloads is skipped)
     deadline = time.monotonic() + RELEASE_TIMEOUT_S
-    while seen[-1] not in ("Done", "Failed", "Cancelled") and time.monotonic() < deadline:
-        page.wait_for_timeout(100)
+    while not (seen and seen[-1] in ("Done", "Failed", "Cancelled")):
+        if time.monotonic() > deadline:
+            break
         status = read_status(page)
-        if status and status != seen[-1]:
+        if status and seen[-1:] != [status]:
             seen.append(status)
             browser.screenshot(f"job page shows {status}")
-    if seen[-1] != "Done":
+        page.wait_for_timeout(100)
+    if seen[-1:] != ["Done"]:
         pytest.fail(
             f"statuses seen: {seen}; the page says: {page.locator('main').inner_text()}"
             f"\n--- worker log (end) ---\n{worker_log_tail()}"
