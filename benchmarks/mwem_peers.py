@@ -64,6 +64,7 @@ DATA = REPO / "demo" / "adult.csv.gz"  # UCI Adult, CC BY 4.0 (demo/README.md)
 WORK = Path("/tmp/mwem_peers")
 PEER_PYTHON = {
     "aim": "/tmp/peer-aim/bin/python",
+    "aim_pure": "/tmp/peer-aim/bin/python",
     "snsynth": "/tmp/peer-snsynth/bin/python",
     "mwem_pgm": "/tmp/peer-mbi/bin/python",
 }
@@ -314,7 +315,9 @@ def run_worker(method, codes_path, shape, eps, seeds, timeout):
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         stdout, stderr = proc.communicate(timeout=timeout * len(seeds))
-        note = "" if proc.returncode == 0 else (stderr.strip().splitlines() or ["failed"])[-1][:120]
+        # the error's last line that says something (OpenDP ends its message with a bare '")')
+        said = [row.strip() for row in stderr.splitlines() if len(row.strip()) > 3]
+        note = "" if proc.returncode == 0 else (said or ["failed"])[-1][:120]
     except subprocess.TimeoutExpired:
         proc.kill()
         stdout, _ = proc.communicate()
@@ -499,7 +502,7 @@ def compare(cell):
             for key in ("tvd2", "tvd3"):
                 (a, sa), (b, sb) = _mean_se(ours, key), _mean_se(done, key)
                 entry[key] = (a / b, abs(a - b) <= 2 * np.hypot(sa, sb))
-        if peer == "aim":
+        if peer in ("aim", "aim_pure"):
             our_t = np.mean([r["seconds"] for r in ours])
             if done:
                 entry["speedup"] = (np.mean([r["seconds"] for r in done]) / our_t, False)
@@ -510,16 +513,23 @@ def compare(cell):
     return out
 
 
+RATIO_PEERS = {  # peer: column heading
+    "independent": "indep",
+    "aim_pure": "AIMε",  # pure ε-DP, as ours: the issue's comparison
+    "aim": "AIMρ",  # zCDP at (ε, 1e-9)-DP: a weaker guarantee
+    "mwem_pgm": "PGM",
+}
+
+
 def print_ratios(ratios) -> None:
-    """Ratio table: ours / peer (independent, AIM, MWEM+PGM) for TVD2 and TVD3 (~ inside the
-    seed noise, ! worse outside it) and AIM's speed-up."""
+    """Ratio table: ours / each peer of RATIO_PEERS for TVD2 and TVD3 (~ inside the seed noise,
+    ! worse outside it) and each AIM's speed-up."""
     print()
     print("ours / peer mean TVD (< 1: ours lower; '~' the gap is within 2 standard errors of the")
     print("seed means, '!' ours higher beyond the seed noise); speed-up = AIM time / ours")
-    print(
-        f"{'table':10} {'role':8} {'eps':>5} {'indep TVD2':>11} {'indep TVD3':>11} "
-        f"{'AIM TVD2':>9} {'AIM TVD3':>9} {'speed-up':>9} {'PGM TVD2':>9} {'PGM TVD3':>9}"
-    )
+    heads = [f"{h} TVD{k}" for h in RATIO_PEERS.values() for k in (2, 3)]
+    heads[2:6] = [*heads[2:4], "AIMε x", *heads[4:6], "AIMρ x"]
+    print(f"{'table':10} {'role':8} {'eps':>5} " + " ".join(f"{h:>10}" for h in heads))
 
     def fmt(entry, key):
         if key not in entry:
@@ -528,17 +538,19 @@ def print_ratios(ratios) -> None:
         mark = "~" if close else ("!" if value > 1 else " ")
         return f"{value:.2f}{mark}"
 
+    def speed(entry):
+        if "speedup" not in entry:
+            return "-"
+        value, at_least = entry["speedup"]
+        return f"{'>' if at_least else ''}{value:.0f}x"
+
     for table, role, eps, entry in ratios:
-        ind, aim, pgm = (entry.get(m, {}) for m in ("independent", "aim", "mwem_pgm"))
-        speed = "-"
-        if "speedup" in aim:
-            value, at_least = aim["speedup"]
-            speed = f"{'>' if at_least else ''}{value:.0f}x"
-        print(
-            f"{table:10} {role:8} {eps:>5g} {fmt(ind, 'tvd2'):>11} {fmt(ind, 'tvd3'):>11} "
-            f"{fmt(aim, 'tvd2'):>9} {fmt(aim, 'tvd3'):>9} {speed:>9} "
-            f"{fmt(pgm, 'tvd2'):>9} {fmt(pgm, 'tvd3'):>9}"
-        )
+        columns = []
+        for peer in RATIO_PEERS:
+            columns += [fmt(entry.get(peer, {}), "tvd2"), fmt(entry.get(peer, {}), "tvd3")]
+            if peer.startswith("aim"):
+                columns.append(speed(entry.get(peer, {})))
+        print(f"{table:10} {role:8} {eps:>5g} " + " ".join(f"{c:>10}" for c in columns))
 
 
 # --- workers (each runs in its method's own environment) ---------------------------------------
@@ -548,6 +560,7 @@ LIBRARIES = {
     "ours": ["mechanisms.mwem"],
     "independent": ["mechanisms.mwem"],
     "aim": ["opendp.prelude", "polars", "mbi"],
+    "aim_pure": ["opendp.prelude", "polars", "mbi"],
     "snsynth": ["snsynth", "pandas"],
     "mwem_pgm": ["mbi", "jax"],
 }
@@ -563,6 +576,7 @@ def worker(args) -> None:
         "ours": fit_ours,
         "independent": fit_independent,
         "aim": fit_aim,
+        "aim_pure": fit_aim_pure,
         "snsynth": fit_snsynth,
         "mwem_pgm": fit_mwem_pgm,
     }[args.worker]
@@ -614,18 +628,19 @@ def zcdp_rho(eps: float, delta: float = PEER_DELTA) -> float:
     return float((np.sqrt(log_term + eps) - np.sqrt(log_term)) ** 2)
 
 
-def fit_aim(codes, shape, eps, seed):
+def fit_aim(codes, shape, eps, seed, pure=False):
+    """OpenDP's AIM on a replaced row (contributions=2): at the zCDP ρ giving (ε, 1e-9)-DP, or
+    with ``pure`` at pure ε-DP (max divergence: Laplace noise, as ours), the issue's setting."""
     import opendp.prelude as dp
     import polars as pl
 
     dp.enable_features("contrib")
     columns = [f"c{i}" for i in range(len(shape))]
     frame = pl.DataFrame({c: codes[:, i] for i, c in enumerate(columns)})
-    rho = zcdp_rho(eps)
     context = dp.Context.compositor(
         data=frame.lazy(),
         privacy_unit=dp.unit_of(contributions=2),
-        privacy_loss=dp.loss_of(rho=rho),
+        privacy_loss=dp.loss_of(epsilon=eps) if pure else dp.loss_of(rho=zcdp_rho(eps)),
         split_evenly_over=1,
     )
     keys = {c: list(range(k)) for c, k in zip(columns, shape, strict=True)}
@@ -641,6 +656,10 @@ def fit_aim(codes, shape, eps, seed):
     nulls = sum(synthetic[c].null_count() for c in columns)
     print(f"aim: {nulls} null values in the synthetic data mapped to 0", file=sys.stderr)
     return np.stack([synthetic[c].fill_null(0).to_numpy() for c in columns], axis=1)
+
+
+def fit_aim_pure(codes, shape, eps, seed):
+    return fit_aim(codes, shape, eps, seed, pure=True)
 
 
 def fit_snsynth(codes, shape, eps, seed):
