@@ -21,7 +21,7 @@ from mechanisms.accuracy import CONFIDENCE, count_intervals
 from mechanisms.arrays import AnyArray
 from mechanisms.errors import MechanismError
 from mechanisms.mwem.distribution import FactoredDistribution, _answer
-from mechanisms.mwem.fit import _floor, _mw_update, _refit, independent_weights
+from mechanisms.mwem.fit import _floor, _mw_update, _refit, independent_weights, joint_weights
 from mechanisms.mwem.measure import (
     _expected_abs_noise,
     _measure,
@@ -34,6 +34,7 @@ from mechanisms.mwem.measure import (
 from mechanisms.mwem.plan import (
     MAX_DEFAULT_ROUNDS,
     SELECT_FRACTION,
+    MwemPlan,
     _check_args,
     _check_counts,
     _check_dense_fits,
@@ -43,6 +44,7 @@ from mechanisms.mwem.plan import (
     _split,
     count_epsilon,
     initial_fraction,
+    measures_joint,
     plan_budget,
 )
 from mechanisms.noise import check_count_noise, resolve_rng
@@ -101,7 +103,9 @@ def mwem(
     on selecting a query (exponential mechanism, score = L1 error of the current model minus the
     expected L1 size of the measurement noise) and the rest on measuring it with discrete
     Laplace noise. ``init_fraction=0, select_fraction=0.5`` is the paper's ε/(2T) split.
-    The shares, T and the noise scales are ``plan_budget``'s (``mechanisms.mwem.plan``).
+    The shares, T and the noise scales are ``plan_budget``'s (``mechanisms.mwem.plan``); when
+    the full table is small against n·ε (``plan.measures_joint``) the default plan measures it
+    once with the whole ε instead (``_joint_release``).
     After each measurement, ``mw_passes`` multiplicative-weights passes over all measurements
     so far (default: see ``_refit``).
     ``update="damped"`` (default) moves each cell by √(target / current), clipped; ``"paper"`` is
@@ -134,6 +138,14 @@ def mwem(
         if neighbouring == "replace-one"
         else (_noisy_count(true, eps_count, rng) if eps_count else None)
     )
+    if public_n is not None and measures_joint(
+        public_n, rest, shape, workload, neighbouring, rounds, init_fraction
+    ):
+        _check_args(neighbouring, 0.0, select_fraction, output, update, workload, rounds)
+        _check_counts(public_n, mw_passes=mw_passes, memory_cells=memory_cells)
+        plan = plan_budget(public_n, epsilon, shape, workload, neighbouring)
+        _check_noise_fits(epsilon, 0.0, len(shape), plan.marginal_l1, plan.eps_measure)
+        return _joint_release(true, plan, rng, progress)
     init_fraction = initial_fraction(
         public_n, rest, shape, workload, neighbouring, init_fraction, rounds, bool(eps_count)
     )
@@ -187,6 +199,35 @@ def mwem(
             progress(t + 1, rounds)
     if iterate_sum is not None and rounds:  # no rounds: the start is the only iterate
         result.distribution = FactoredDistribution(shape, [(tuple(range(len(shape))), iterate_sum)])
+    return result
+
+
+def _joint_release(
+    true: _TrueAnswers,
+    plan: MwemPlan,
+    rng: RandomSource,
+    progress: Callable[[int, int], None] | None,
+) -> MwemResult:
+    """MWEM's release under a ``measures_joint`` plan: the full table, measured once.
+
+    The model is the noisy table itself (``fit.joint_weights``: clipped at 0, every cell kept
+    possible); the one measurement is recorded as round 1, with no selection.
+    Privacy: ``_measure`` at ``plan.eps_measure``, the whole ε (after the add-remove default
+    plan's row count): the full table is a marginal, of L1 sensitivity ``plan.marginal_l1``.
+    """
+    shape = true.shape
+    query = Query(tuple(range(len(shape))))
+    noisy, scale = _measure(true, query, plan.eps_measure, plan.marginal_l1, rng)
+    weights = joint_weights(noisy, plan.n).reshape(shape)
+    uniform = FactoredDistribution.independent([np.ones(k) for k in shape])
+    before = _error_before(query, noisy, scale, uniform, plan.n, shape)
+    model = FactoredDistribution(shape, [(query.attrs, weights)])
+    result = MwemResult(model, plan.n, rounds=1, budget=plan.budget)
+    result.measurements.append(_measurement_record(query, noisy, scale))
+    measured = [(query, noisy / plan.n, _floor(scale, plan.n))]
+    result.trace.append(_trace_entry(0, query, noisy, model, measured, before))
+    if progress is not None:
+        progress(1, 1)
     return result
 
 

@@ -175,3 +175,74 @@ def test_a_run_without_rounds_releases_exactly_the_independent_marginals(output)
         clipped = np.maximum(m, 0.5)
         joint = np.multiply.outer(joint, clipped / clipped.sum())
     assert np.allclose(result.distribution.to_dense(), joint, rtol=1e-12, atol=1e-15)
+
+
+# --- the full table (measures_joint): one measurement of every cell when that pays -------------
+
+SMALL = (2, 3, 2)  # 12 cells; the 2-/3-way workload asks for the full table itself
+SMALL_CODES = np.random.default_rng(3).integers(0, 2, (2_000, 3))
+SMALL_WORKLOAD = [Query(a) for k in (2, 3) for a in itertools.combinations(range(3), k)]
+SENSITIVITY = {"replace-one": 2, "add-remove": 1}  # a marginal's, and the row count's is 1
+
+
+@pytest.mark.parametrize("neighbouring", ["replace-one", "add-remove"])
+def test_the_full_table_plan_measures_every_cell_once_at_the_requested_epsilon(neighbouring):
+    """The calls themselves add up to the REQUESTED ε: sensitivity / scale of each draw."""
+    source = RecordingSource(seeded_source(4))
+    result = mwem(
+        SMALL_CODES, SMALL, SMALL_WORKLOAD, epsilon=0.7, neighbouring=neighbouring, rng=source
+    )
+    assert result.budget["full_table"] is True and result.rounds == 1
+    calls = source.noise_calls()
+    assert [c.primitive for c in calls] == ["discrete_laplace"] * len(calls)  # no selection
+    (table,) = result.measurements
+    assert table["query"].attrs == (0, 1, 2) and len(table["noisy_answer"]) == math.prod(SMALL)
+    count = calls[:-1]  # add-remove: the noisy row count first
+    assert len(count) == (neighbouring == "add-remove")
+    spent = sum(1 / c.scale for c in count) + SENSITIVITY[neighbouring] / calls[-1].scale
+    assert spent <= 0.7 * (1 + 1e-12) and spent == pytest.approx(0.7, rel=1e-9)
+    assert result.distribution.sample(result.n, seeded_source(1)).shape == (result.n, 3)
+
+
+def test_its_twin_measuring_at_half_the_sensitivity_is_caught(monkeypatch):
+    measure = importlib.import_module("mechanisms.mwem.measure")
+    honest = measure._sensitivity
+    monkeypatch.setattr(measure, "_sensitivity", lambda query, l1: honest(query, l1) / 2)
+    source = RecordingSource(seeded_source(4))
+    mwem(SMALL_CODES, SMALL, SMALL_WORKLOAD, epsilon=0.7, rng=source)
+    (call,) = source.noise_calls()
+    assert SENSITIVITY["replace-one"] / call.scale > 0.7 * 1.5  # overspends: the check fails
+
+
+@pytest.mark.parametrize(
+    "n, workload, options, joint",
+    [
+        (2_000, SMALL_WORKLOAD, {}, True),
+        (
+            2_000,
+            [Query(a) for a in itertools.combinations(range(3), 2)],
+            {},
+            False,
+        ),  # no full table asked
+        (2_000, SMALL_WORKLOAD, {"rounds": 2}, False),  # explicit options keep their plan
+        (2_000, SMALL_WORKLOAD, {"init_fraction": 0.2}, False),
+        (20, SMALL_WORKLOAD, {}, False),  # 12 cells' noise (E|Z| ~ 2.4 at ε .7) > 0.5 n
+    ],
+)
+def test_the_full_table_is_measured_only_when_asked_for_and_small_against_n_epsilon(
+    n, workload, options, joint
+):
+    plan = plan_budget(n, 0.7, SMALL, workload, "replace-one", **options)
+    assert plan.joint is joint
+    assert ("full_table" in plan.budget) is joint
+    if joint:
+        assert plan.eps_init == plan.eps_select == 0 and plan.eps_measure == 0.7
+
+
+def test_the_full_table_model_is_the_closest_table_of_n_rows():
+    fit = importlib.import_module("mechanisms.mwem.fit")
+    weights = fit.joint_weights(np.array([5.0, -1.0, 0.5, 3.0]), 6)
+    # τ = 1 takes back what the clip at 0 would add; one row spread over the 4 cells
+    assert weights.tolist() == [4.25, 0.25, 0.25, 2.25]
+    exact = np.array([3.0, 0.0, 7.0])
+    assert fit.joint_weights(exact, 10).tolist() == pytest.approx((exact + 1 / 3).tolist())
