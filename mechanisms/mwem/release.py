@@ -173,9 +173,9 @@ def mwem(
         select_fraction=select_fraction,
     )
     rounds, eps_select, eps_measure = plan.rounds, plan.eps_select, plan.eps_measure
-    # no rounds: exactly the independent-marginals release (clipped, not raised, counts)
+    # no rounds: the independent-marginals release (clipped, not raised, counts, shrunk)
     model = FactoredDistribution.independent(
-        start if rounds else independent_weights(one_way), dense=dense
+        start if rounds else independent_weights(one_way, init_scale, n), dense=dense
     )
     result = MwemResult(model, n, rounds=rounds, budget=plan.budget)
     for a, noisy in enumerate(one_way):

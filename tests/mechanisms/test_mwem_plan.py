@@ -161,20 +161,28 @@ def test_a_run_without_rounds_draws_only_the_one_way_start_at_the_whole_epsilon(
 
 
 @pytest.mark.parametrize("output", ["last", "average"])
-def test_a_run_without_rounds_releases_exactly_the_independent_marginals(output):
-    """The product of the published noisy 1-way counts, each clipped at half a row (what
-    benchmarks/mwem_peers.py's "independent" releases); rows with a rare category (noisy count
-    below the scale) tell it from the start of rounds, which raises them to the noise scale."""
+def test_a_run_without_rounds_releases_the_shrunk_independent_marginals(output):
+    """The product of the published noisy 1-way counts, each clipped at half a row, normalised
+    and mixed with the uniform marginal by r² / (1 + r²), r = k·E|Z| / n (its expected L1 noise
+    over n, from the published scale); rows with a rare category (noisy count below the scale)
+    tell it from the start of rounds, which raises them to the noise scale."""
     codes = np.random.default_rng(3).integers(0, 2, (944, len(WIDE)))
     codes[:, 0] = np.where(np.arange(944) < 3, 1, 0)  # 3 rows in bin 1: below the scale 180
     result = mwem(codes, WIDE, WIDE_WORKLOAD, epsilon=0.1, output=output, rng=seeded_source(4))
     assert result.rounds == 0
-    noisy = [np.array(m["noisy_answer"], dtype=float) for m in result.measurements]
-    joint = np.ones(())
-    for m in noisy:
-        clipped = np.maximum(m, 0.5)
-        joint = np.multiply.outer(joint, clipped / clipped.sum())
-    assert np.allclose(result.distribution.to_dense(), joint, rtol=1e-12, atol=1e-15)
+    joint, shares = np.ones(()), []
+    for m in result.measurements:
+        clipped = np.maximum(np.array(m["noisy_answer"], dtype=float), 0.5)
+        alpha = math.exp(-1 / m["noise_scale"])
+        mean_abs = 2 * alpha / (1 - alpha**2)  # E|Z| of discrete Laplace, P(k) ∝ α^|k|
+        r = clipped.size * mean_abs / 944
+        share = r * r / (1 + r * r)
+        shares.append(share)
+        marginal = (1 - share) * clipped / clipped.sum() + share / clipped.size
+        joint = np.multiply.outer(joint, marginal)
+    assert np.allclose(result.distribution.to_dense(), joint, rtol=1e-9, atol=1e-15)
+    # scale 180 over 944 rows: 2 bins r ≈ .38 (share .13), 8 bins r ≈ 1.5 (share .70)
+    assert 0.1 < min(shares) < 0.2 and 0.6 < max(shares) < 0.8
 
 
 # --- the full table (measures_joint): one measurement of every cell when that pays -------------
