@@ -100,6 +100,8 @@ def _smoothed(plan, schema, columns, n):
 
 def _mwem(plan, n):
     details = plan.details
+    if details.get("full_table"):
+        return _mwem_full_table(plan, n)
     init_scale, rounds = details.get("init_scale", 0.0), details["rounds"]
     rows = []
     if init_scale:
@@ -130,6 +132,31 @@ def _mwem(plan, n):
             "tvd": "depends on the data",
             "note": "only as good as the model's guess from the measured ones: see the verdict "
             "on the results page",
+        },
+    ]
+    return rows, marginals
+
+
+def _mwem_full_table(plan, n):
+    """MWEM's plan when it measures the full table once (mechanisms.mwem.plan.measures_joint)."""
+    cells = plan.support
+    rows = [
+        _row(
+            f"Each count of the full table ({cells:,} cells), measured once",
+            accuracy.plan_half_width(plan, n),
+            "measurements.json",
+        )
+    ]
+    marginals = [
+        _marginal(
+            f"The full table of {cells:,} cells",
+            0.5 * cells * _expected_abs_noise(plan.scale or 0.0) / n,
+            "at least this (the measurement noise); the synthetic rows add their sampling",
+        ),
+        {
+            "marginal": "Each table the workload asks for",
+            "tvd": "at most the full table's",
+            "note": "a sum of measured cells: their noise partly cancels",
         },
     ]
     return rows, marginals

@@ -230,6 +230,13 @@ def accuracy_lines(mechanism, plan, schema, columns, row_count) -> list[str]:
         return _range_count_lines(plan, row_count)
     if mechanism == "statistics":
         return statistics_portal.accuracy_lines(plan)
+    if mechanism == "mwem" and plan.details.get("full_table"):
+        return [
+            f"The workload asks for the full table ({plan.support:,} cells); MWEM will measure "
+            "every cell of it once with the whole budget, and every pattern is a sum of them.",
+            f"Each measured count gets random noise of typically ±{plan.expected_error:,.1f} rows.",
+            _relative_error_line(plan.expected_error, row_count / plan.support),
+        ]
     if mechanism == "mwem":
         return [
             f"The workload has {plan.details['workload']} patterns (tables of counts); MWEM "

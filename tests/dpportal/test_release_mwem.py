@@ -1,10 +1,12 @@
 """MWEM releases in the portal: parameters from the form, the estimate, results and charts."""
 
+import json
+
 import pandas as pd
 from django.urls import reverse
 
 import mechanisms
-from dpportal import utility
+from dpportal import packaging, utility
 from dpportal.models import Release
 from tests.helpers import (
     DEMO_SCHEMA,
@@ -45,6 +47,27 @@ def test_the_estimate_describes_rounds_and_noise(owner, dataset):
     assert result["ok"], result
     assert "The workload has 3 patterns" in result["accuracy"][0]
     assert "noise of typically ±" in result["accuracy"][1]
+
+
+def test_a_workload_asking_for_the_full_table_measures_it_once(owner, dataset, a_minute_later):
+    """3 columns with 3-way marginals, small against n·ε: the plan measures the full table
+    (mechanisms.mwem.plan.measures_joint); the estimate says so and the release does it."""
+    fields = mwem_post(mwem_rounds="", mwem_marginal_size="3")
+    url = reverse("release_estimate", args=[dataset.pk])
+    result = client_for(owner).get(url, fields).json()
+    assert result["ok"], result
+    assert "asks for the full table" in result["accuracy"][0]
+    rows = result["accuracy_table"]["rows"]
+    assert len(rows) == 1 and rows[0]["output"].startswith("Each count of the full table")
+    post_new_release(client_for(owner), dataset.pk, fields)
+    release = run_now(Release.objects.get())
+    assert release.status == Release.Status.DONE, release.error_message
+    document = json.loads(packaging.stored_file(release, "measurements.json"))
+    assert document["budget_split"]["full_table"] is True
+    (measured,) = document["measurements"]
+    assert measured["query"]["columns"] == COLUMNS
+    page = client_for(owner).get(reverse("release_detail", args=[release.pk]))
+    assert page.status_code == 200 and "round 1" in page.content.decode()
 
 
 def test_an_mwem_release_shows_its_rounds_publicly_and_its_errors_to_the_owner(
