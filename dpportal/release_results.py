@@ -96,6 +96,7 @@ def _measurements(release) -> list[dict]:
     (from measurements.json: public, no data)."""
     document = json.loads(packaging.stored_file(release, "measurements.json"))
     start = len(release.columns) if document["budget_split"]["initial_one_way"] else 0
+    once = document["budget_split"].get("full_table")  # the one measurement, no selection
     rows = []
     for index, record in enumerate(document["measurements"]):
         query = record["query"]
@@ -105,7 +106,9 @@ def _measurements(release) -> list[dict]:
             {
                 "table": " × ".join(query["columns"])
                 + (" (a box)" if query["type"] == "box" else ""),
-                "when": "start" if index < start else f"round {index - start + 1}",
+                "when": "start"
+                if index < start
+                else ("once, the whole budget" if once else f"round {index - start + 1}"),
                 "cells": len(noisy),
                 "half_width": "—" if half is None else f"{half:,}",
             }

@@ -67,7 +67,7 @@ def test_a_workload_asking_for_the_full_table_measures_it_once(owner, dataset, a
     (measured,) = document["measurements"]
     assert measured["query"]["columns"] == COLUMNS
     page = client_for(owner).get(reverse("release_detail", args=[release.pk]))
-    assert page.status_code == 200 and "round 1" in page.content.decode()
+    assert page.status_code == 200 and "once, the whole budget" in page.content.decode()
 
 
 def test_an_mwem_release_shows_its_rounds_publicly_and_its_errors_to_the_owner(
