@@ -78,11 +78,12 @@ def joint_weights(noisy: AnyArray, n: int) -> AnyArray:
     the relative entropy of the contingency-table benchmark infinite), at a total-variation
     cost of at most 1/(2n). Post-processing only.
     """
-    counts = np.sort(np.asarray(noisy, dtype=float).ravel())[::-1]
+    values = np.asarray(noisy, dtype=float)
+    counts = np.sort(values.ravel())[::-1]
     kept = np.cumsum(counts) - n  # with the k largest kept: τ = kept[k-1] / k
     k = int(np.nonzero(counts * np.arange(1, counts.size + 1) > kept)[0][-1]) + 1
     tau = kept[k - 1] / k
-    weights: AnyArray = np.maximum(np.asarray(noisy, dtype=float) - tau, 0.0) + 1 / counts.size
+    weights: AnyArray = np.maximum(values - tau, 0.0) + 1 / counts.size
     return weights
 
 

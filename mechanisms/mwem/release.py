@@ -210,10 +210,10 @@ def _joint_release(
 ) -> MwemResult:
     """MWEM's release under a ``measures_joint`` plan: the full table, measured once.
 
-    The model is the noisy table itself (``fit.joint_weights``: clipped at 0, every cell kept
-    possible); the one measurement is recorded as round 1, with no selection. The options of
-    the fit (mw_passes, update, output, dense, memory_cells) have nothing to act on: the model
-    is one dense table of at most ``plan.JOINT_MAX_CELLS`` cells (32 MB).
+    The model is the noisy table projected onto tables of n rows (``fit.joint_weights``, every
+    cell kept possible); the one measurement is recorded as round 1, with no selection. The
+    options of the fit (mw_passes, update, output, dense, memory_cells) have nothing to act on:
+    the model is one dense table of at most ``plan.JOINT_MAX_CELLS`` (module constant) cells.
     Privacy: ``_measure`` at ``plan.eps_measure``, the whole ε (after the add-remove default
     plan's row count): the full table is a marginal, of L1 sensitivity ``plan.marginal_l1``.
     """
