@@ -13,7 +13,8 @@ source scripts/common.sh
 marker="not slow"
 # Tests run in parallel on pytest-xdist workers: one per core plus one, since part of the suite
 # waits (on the browser, a Celery worker, a time limit) and leaves its core idle: 304 s against
-# 323 s with one per core, on 2 cores (PYTEST_WORKERS overrides, 0 = serial). Files that share
+# 323 s with one per core, on 2 cores; more do not pay (5 workers: 769 s against 690 s with 3,
+# same machine and background load). PYTEST_WORKERS overrides, 0 = serial. Files that share
 # one outside resource are kept on one worker with @pytest.mark.xdist_group.
 workers=${PYTEST_WORKERS:-$(( $(getconf _NPROCESSORS_ONLN) + 1 ))}
 parallel=(-n "$workers" --dist loadgroup)
