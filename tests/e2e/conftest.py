@@ -3,9 +3,10 @@
 The browser is the system's /usr/bin/chromium (never a browser downloaded by a test tool), headless,
 with the flags that keep it off the network, in a fresh profile. Every page the test opens is
 watched: console errors, uncaught exceptions, Content-Security-Policy violations, HTTP error
-responses and (at each screenshot) form controls without a label are collected, and the test
-fails if any occurred. Each step saves a full-page screenshot under
-test-artifacts/e2e/<test name>/.
+responses and (at each step) form controls without a label are collected, and the test
+fails if any occurred. A failing test saves a full-page screenshot of its last page under
+test-artifacts/e2e/<test name>/; with DPPORTAL_E2E_SCREENSHOTS=steps every step saves one too
+(off by default: 61 full-page screenshots cost about 20 s of the suite).
 """
 
 import os
@@ -21,6 +22,7 @@ from tests.conftest import REPO_ROOT
 
 CHROMIUM = Path(os.environ.get("DPPORTAL_E2E_CHROMIUM", "/usr/bin/chromium"))
 ARTIFACTS = REPO_ROOT / "test-artifacts" / "e2e"
+STEP_SCREENSHOTS = os.environ.get("DPPORTAL_E2E_SCREENSHOTS") == "steps"
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -138,12 +140,17 @@ class Browser:
         makes the section busy until the answer to the last one has arrived)."""
         self.page.locator("#estimate[aria-busy=false]").wait_for()
 
-    def screenshot(self, name: str) -> Path:
-        """Save a full-page screenshot as the next numbered step of this test, and note any
-        form control on the page that has no label."""
+    def screenshot(self, name: str) -> None:
+        """A step of this test: note any form control on the page that has no label, and save
+        a full-page screenshot as the next numbered step when step screenshots are on."""
         for control in self.page.evaluate(FIND_UNLABELLED):
             self.problems.unlabelled_fields.append(f"unlabelled {control} on {self.page.url}")
         self._step += 1
+        if STEP_SCREENSHOTS:
+            self.save_screenshot(name)
+
+    def save_screenshot(self, name: str) -> Path:
+        """Save a full-page screenshot of the page as now shown, numbered by the last step."""
         slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
         path = self.artifacts / f"{self._step:02d}-{slug}.png"
         self.page.screenshot(path=str(path), full_page=True)
@@ -220,9 +227,20 @@ def browser(chromium, live_server, request, tmp_path):
     context.add_init_script(CSP_LISTENER)
     try:
         yield session
+        if getattr(request.node, "call_failed", False):
+            session.save_screenshot("after the failure")
     finally:
         context.close()
         connections.close_all()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Mark a browser test whose body failed, so that its `browser` saves the last page."""
+    report = yield
+    if report.when == "call" and report.failed:
+        item.call_failed = True
+    return report
 
 
 @pytest.fixture

@@ -4,7 +4,8 @@ labelled "DP estimate", its cost on the button before spending), confirm, make a
 perturbed-histogram release, see it finish and its counts keep a "(missing)" cell for the
 empty ages.
 
-Screenshots: test-artifacts/e2e/test_custodian_releases_from_a_gzip_upload/.
+Step screenshots (DPPORTAL_E2E_SCREENSHOTS=steps):
+test-artifacts/e2e/test_custodian_releases_from_a_gzip_upload/.
 """
 
 import gzip

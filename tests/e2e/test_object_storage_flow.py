@@ -3,7 +3,8 @@ a custodian uploads a table through the upload page, makes a histogram release o
 new-release page, a real Celery worker runs it reading the Parquet copy from the bucket, and
 the package zip downloaded through the portal is the object in the bucket, byte for byte.
 
-Screenshots: test-artifacts/e2e/test_custodian_works_on_object_storage/.
+Step screenshots (DPPORTAL_E2E_SCREENSHOTS=steps):
+test-artifacts/e2e/test_custodian_works_on_object_storage/.
 """
 
 import re

@@ -4,7 +4,8 @@ column and k = 2), confirm, make an MWEM release, and check that the results pag
 README and manifest state the unit (one person, at most 2 rows), and that no visitor ID appears
 in any downloaded file (the zip's members read as text: PDF, workbook and zip contents too).
 
-Screenshots: test-artifacts/e2e/test_custodian_publishes_a_person_level_release/.
+Step screenshots (DPPORTAL_E2E_SCREENSHOTS=steps):
+test-artifacts/e2e/test_custodian_publishes_a_person_level_release/.
 """
 
 import hashlib

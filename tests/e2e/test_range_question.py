@@ -6,7 +6,8 @@ A range-count release of age × hours-per-week on a 16 × 16 grid (age's cells 4
 another with the mouse, types a value that moves to the nearest edge when the field is left,
 asks, and reads the answer next to the button; a box whose "from" is above its "up to" is
 refused with a message. axe-core finds nothing serious on the page with its sliders showing.
-Screenshots: test-artifacts/e2e/test_the_sliders_ask_a_box_on_the_grid_edges/.
+Step screenshots (DPPORTAL_E2E_SCREENSHOTS=steps):
+test-artifacts/e2e/test_the_sliders_ask_a_box_on_the_grid_edges/.
 """
 
 import pytest

@@ -4,7 +4,8 @@ charts, download the package and check it, switch the release's public page on a
 (its PDF's text extracted, its release.xlsx read back with openpyxl; no raw-data figure in
 any of them), and find the release in the audit log.
 
-Screenshots of every step: test-artifacts/e2e/test_custodian_publishes_an_mwem_release/.
+Step screenshots (DPPORTAL_E2E_SCREENSHOTS=steps):
+test-artifacts/e2e/test_custodian_publishes_an_mwem_release/.
 Kept short (a few columns, small ε, three MWEM rounds): about a minute on two cores.
 """
 

@@ -3,7 +3,8 @@
 One release of each mechanism on the 2,000-row Adult sample, run in this process; each results
 page must open with the custodian-only verdict (before the job status and everything else),
 and every chart's category labels must be drawn in full: one label per category (up to 30),
-none overlapping another or the axis title, none outside the chart. Screenshots, verdict first:
+none overlapping another or the axis title, none outside the chart. Step screenshots
+(DPPORTAL_E2E_SCREENSHOTS=steps), verdict first:
 test-artifacts/e2e/test_each_results_page_opens_with_the_verdict/.
 """
 

@@ -3,7 +3,8 @@ choose "Summary statistics", tick two numeric columns and one categorical (the g
 count, mean and median, read each statistic's expected interval before spending, submit, watch
 the job finish, and check the results table (statistics.csv) and the error-bar charts plotly drew.
 
-Screenshots: test-artifacts/e2e/test_custodian_publishes_grouped_statistics/.
+Step screenshots (DPPORTAL_E2E_SCREENSHOTS=steps):
+test-artifacts/e2e/test_custodian_publishes_grouped_statistics/.
 """
 
 import re
