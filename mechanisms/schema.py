@@ -405,6 +405,11 @@ def _binned(
         raise MechanismError(
             f"column {name!r}: lower ({lower!r}) and upper ({upper!r}) must be finite numbers"
         )
+    if lower == upper:
+        raise MechanismError(
+            f"column {name!r}: lower and upper are both {lower!r}; give a range with upper "
+            "above lower"
+        )
     if not lower < upper:
         raise MechanismError(
             f"column {name!r}: lower ({lower!r}) must be below upper ({upper!r}); swap them"

@@ -137,7 +137,11 @@ def test_its_domain_never_depends_on_the_data(schema):
     [
         (
             {"name": "a", "type": "numeric", "lower": 5, "upper": 1, "bins": 3},
-            r"lower \(5\) must be below upper \(1\)",
+            r"lower \(5\) must be below upper \(1\); swap them",
+        ),
+        (  # a single public year or value is not a range; swapping would not help
+            {"name": "a", "type": "date", "part": "year", "lower": 2009, "upper": 2009},
+            r"lower and upper are both 2009; give a range with upper above lower",
         ),
         ({"name": "a", "type": "numeric", "lower": 0, "upper": 1}, r"bins \(None\)"),
         ({"name": "a", "type": "numeric", "lower": 0, "upper": 1, "bins": 0}, r"bins \(0\)"),
