@@ -162,7 +162,7 @@ def test_an_estimate_fills_the_form_labelled_dp_estimate_and_never_the_canary(ow
     text = schema_page(owner, dataset)
     assert_no_canary(text)
     found = services.latest_estimates(dataset)["income"]
-    for bound in ("lower", "upper"):  # compared as numbers: 5e9 is shown as 5000000000.0
+    for bound in ("lower", "upper"):  # as numbers: ':g' writes 5e9 as 5e+09, the form not
         shown = re.search(rf'name="form-0-{bound}" value="([^"]*)"', text)
         assert shown and float(shown.group(1)) == found[bound], (bound, found[bound])
     assert text.count('<span class="dp-estimate-label">DP estimate</span> ') == 2
