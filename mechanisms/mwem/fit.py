@@ -12,7 +12,6 @@ import numpy as np
 
 from mechanisms.arrays import AnyArray
 from mechanisms.mwem.distribution import _INTERMEDIATE_CELLS, FactoredDistribution, _box_slices
-from mechanisms.mwem.measure import _expected_abs_noise
 from mechanisms.workload import Query
 
 # One noisy measurement: the query, its noisy answer (a fraction of n) and the target floor.
@@ -34,38 +33,20 @@ def _floor(noise_scale: float, n: int, share: float = FLOOR_SHARE) -> float:
     return max(share * noise_scale / n, 1e-9)
 
 
-def independent_weights(one_way: list[AnyArray], scale: float, n: int) -> list[AnyArray]:
-    """The independent release's weights: noisy 1-way marginals clipped, shrunk to uniform.
+def independent_weights(one_way: list[AnyArray]) -> list[AnyArray]:
+    """The independent release's weights: each noisy 1-way marginal clipped at half a row.
 
-    Each noisy marginal is clipped at half a row, normalised, then mixed with the uniform one
-    by ``uniform_share``. What a plan without rounds releases (their product). The start of
-    rounds raises counts to the noise scale instead (a multiplicative update cannot grow a cell
-    from 0); without rounds that put up to 3% of n into each near-empty cell of randhie at
-    ε = .03 and lost 8% of 2-way TVD to clipping. Half a row, not 0, keeps every cell
-    possible (a zero cell made the relative entropy of loglinear8 at ε = .5 49 instead of
-    1.5). ``scale`` is the marginals' noise scale, ``n`` the public or DP row count.
-    Post-processing only.
+    What a plan without rounds releases (their product): the same release, draw for draw, as
+    the independent baseline of benchmarks/mwem_peers.py, so no table can make it worse. Half
+    a row, not 0, keeps every cell possible (a zero cell made the relative entropy of
+    loglinear8 at ε = .5 49 instead of 1.5). The start of rounds raises counts to the noise
+    scale instead (a multiplicative update cannot grow a cell from 0); without rounds that put
+    up to 3% of n into each near-empty cell of randhie at ε = .03 and lost 8% of 2-way TVD.
+    Not mixed with the uniform marginal: that bets on flat marginals and lost up to 26% of
+    2-way TVD on skewed ones (docs/mwem.md). Post-processing only.
     """
-    weights = []
-    for counts in one_way:
-        clipped = np.maximum(np.asarray(counts, dtype=float), 0.5)
-        share = uniform_share(clipped.size, scale, n)
-        weights.append((1 - share) * clipped / clipped.sum() + share / clipped.size)
-    return weights
-
-
-def uniform_share(cells: int, scale: float, n: int) -> float:
-    """How much of a noisy marginal's place the uniform distribution takes: r² / (1 + r²).
-
-    r = cells · E|Z| / n is the marginal's expected L1 noise as a share of n, a public value.
-    Where the noise outweighs the rows (r > 1) the noisy marginal is further from the truth
-    than the uniform one: at ε = .03 on anes96 (944 rows, r about 4) its product had 2-way TVD
-    .75, uniform rows .37. Weighting by r² / (1 + r²) treats the marginal's own deviation from
-    uniform as of L1 size about 1: .38 there, and within 1% of the unshrunk release on the
-    tables where r is small (randhie, sftemps; benchmarks/mwem_peers.py, docs/mwem.md).
-    """
-    r = cells * _expected_abs_noise(scale) / n
-    return r * r / (1 + r * r)
+    clipped = [np.maximum(np.asarray(counts, dtype=float), 0.5) for counts in one_way]
+    return [weights / weights.sum() for weights in clipped]
 
 
 def joint_weights(noisy: AnyArray, n: int) -> AnyArray:

@@ -97,8 +97,10 @@ def plan_budget(
 
     ``n`` is the public row count under replace-one; under add-remove pass a public or DP
     estimate (``mwem`` passes its noisy row count under the default plan, ``counts_rows``, else
-    its estimate from the noisy 1-way marginals). ``rounds`` and ``init_fraction`` default as
-    in ``mwem`` (``default_rounds``, ``initial_fraction``).
+    its estimate from the noisy 1-way marginals). With neither ``rounds`` nor ``init_fraction``
+    given, both come from ``default_plan`` (the rounds its rule accepts, none when none pays);
+    with one given, the other defaults as in ``mwem`` (``initial_fraction``, ``default_rounds``:
+    at least MIN_DEFAULT_ROUNDS).
     Post-processing of public values only: it spends nothing.
     """
     check_epsilon(epsilon)
@@ -108,11 +110,13 @@ def plan_budget(
     rest = _left(epsilon, eps_count)  # what the start and the rounds share
     if measures_joint(n, rest, shape, workload, neighbouring, rounds, init_fraction):
         return _joint_plan(n, epsilon, neighbouring, eps_count, rest)
+    marginal_l1 = marginal_sensitivity(neighbouring)
+    if init_fraction is None and rounds is None:  # the default plan: both from the signal
+        init_fraction, rounds = default_plan(n, rest, shape, workload, marginal_l1)
     init_fraction = initial_fraction(
         n, rest, shape, workload, neighbouring, init_fraction, rounds, bool(eps_count)
     )
     _check_fractions(init_fraction, select_fraction, rounds)
-    marginal_l1 = marginal_sensitivity(neighbouring)
     eps_init = _share(rest, init_fraction)
     if rounds is None:
         rounds = (

@@ -146,6 +146,7 @@ def mwem(
         plan = plan_budget(public_n, epsilon, shape, workload, neighbouring)
         _check_noise_fits(epsilon, 0.0, len(shape), plan.marginal_l1, plan.eps_measure)
         return _joint_release(true, plan, rng, progress)
+    requested_fraction = init_fraction  # None: plan_budget's default plan decides
     init_fraction = initial_fraction(
         public_n, rest, shape, workload, neighbouring, init_fraction, rounds, bool(eps_count)
     )
@@ -169,13 +170,13 @@ def mwem(
         workload,
         neighbouring,
         rounds=rounds,
-        init_fraction=None if eps_count else init_fraction,  # the count's plan is plan_budget's
+        init_fraction=requested_fraction,
         select_fraction=select_fraction,
     )
     rounds, eps_select, eps_measure = plan.rounds, plan.eps_select, plan.eps_measure
-    # no rounds: the independent-marginals release (clipped, not raised, counts, shrunk)
+    # no rounds: the independent-marginals release (counts clipped at half a row, not raised)
     model = FactoredDistribution.independent(
-        start if rounds else independent_weights(one_way, init_scale, n), dense=dense
+        start if rounds else independent_weights(one_way), dense=dense
     )
     result = MwemResult(model, n, rounds=rounds, budget=plan.budget)
     for a, noisy in enumerate(one_way):
