@@ -233,7 +233,7 @@ def _equal_width(values, k: int = 6) -> tuple[np.ndarray, int]:
     custodian declares; these tables are only compared with the independent release)."""
     v = np.asarray(values, dtype=float)
     lo, hi = np.nanmin(v), np.nanmax(v)
-    codes = np.floor((v - lo) / (hi - lo) * k).clip(0, k - 1)
+    codes = np.floor((v - lo) / ((hi - lo) or 1.0) * k).clip(0, k - 1)  # a constant: bin 0
     return np.nan_to_num(codes, nan=0).astype(np.int64), k
 
 
