@@ -21,6 +21,11 @@ parallel=(-n "$workers" --dist loadgroup)
 if [ "${1:-}" = "--long" ]; then marker="slow or not slow"; shift; fi
 [ "${1:-}" = "--" ] && shift
 
+# One BLAS thread per process: the test processes (pytest-xdist workers, Celery workers, live
+# servers, Chromium) already fill every core, and OpenBLAS's own threads, one per core in each
+# of them, only contend (benchmarks/blas_threads.py).
+export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
+
 # Keep compiled modules between processes: each test that starts a Celery worker, a CLI or a
 # live server imports the project again, and pytest caches its rewritten test modules.
 unset PYTHONDONTWRITEBYTECODE
