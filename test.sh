@@ -38,6 +38,7 @@ ensure_object_store
 ensure_dask_cluster
 
 status=0
+checks_started=$SECONDS
 log "Lint and format (ruff)"
 "$VENV/bin/ruff" check . || status=$?
 "$VENV/bin/ruff" format --check . || status=$?
@@ -54,4 +55,5 @@ else
   log "PostgreSQL is not available here: the suite runs on SQLite only"
   "$PY" -m pytest "${parallel[@]}" -m "$marker" "$@" || status=$?
 fi
+log "Done in $((SECONDS - checks_started)) s (lint, type check, tests); $SECONDS s in all, with installing and starting services"
 exit $status
