@@ -27,16 +27,15 @@ from contextlib import closing, contextmanager
 from functools import lru_cache
 from pathlib import Path
 
-import boto3
 import pyarrow.fs as pa_fs
-from boto3.s3.transfer import TransferConfig
-from botocore.config import Config
-from botocore.exceptions import ClientError
 from django.conf import settings
 
 from mechanisms.counting.inprocess import s3_filesystem
 
 from . import files
+
+# boto3 (with botocore) is imported where a bucket is used, not here: every process that loads
+# the portal imports this module, and most never touch a bucket.
 
 CHUNK_BYTES = 1 << 20  # downloads are streamed in pieces of this size
 PART_BYTES = 8 << 20  # uploads above this size go up in parts of this size
@@ -69,6 +68,8 @@ def keep(path: Path) -> None:
 
 
 def _upload(path: Path, object_key: str) -> None:
+    from boto3.s3.transfer import TransferConfig
+
     _client().upload_file(
         str(path),
         settings.DPPORTAL_S3_BUCKET,
@@ -182,6 +183,8 @@ def read_bytes(path: Path) -> bytes:
 def exists(path: Path) -> bool:
     if not enabled():
         return Path(path).is_file()
+    from botocore.exceptions import ClientError
+
     try:
         _client().head_object(Bucket=settings.DPPORTAL_S3_BUCKET, Key=key(path))
     except ClientError as error:
@@ -240,6 +243,9 @@ def _client():
 @lru_cache(maxsize=4)
 def _boto_client(endpoint_url: str, region: str):
     """Keys come from the standard AWS sources (AWS_ACCESS_KEY_ID, ..., or an instance role)."""
+    import boto3
+    from botocore.config import Config
+
     return boto3.client(
         "s3",
         endpoint_url=endpoint_url or None,
