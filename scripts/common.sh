@@ -6,6 +6,14 @@ PY="$VENV/bin/python"
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 
+# Run the shell command $1 when the calling script exits, after any already registered.
+at_exit() {
+  local previous
+  previous=$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT$/\1/")
+  # shellcheck disable=SC2064
+  trap "${previous:+$previous; }$1" EXIT
+}
+
 # Stop with one line saying what is missing and how to get it.
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
@@ -129,7 +137,7 @@ ensure_object_store() {
   mkdir -p var
   "$VENV/bin/moto_server" -H 127.0.0.1 -p "$port" >var/moto.log 2>&1 &
   MOTO_PID=$!
-  trap 'kill "$MOTO_PID" 2>/dev/null || true' EXIT
+  at_exit 'kill "$MOTO_PID" 2>/dev/null || true'
   for _ in $(seq 100); do
     if "$PY" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=1)' "$url" 2>/dev/null; then
       export DPPORTAL_TEST_S3_ENDPOINT=$url
@@ -176,10 +184,7 @@ ensure_dask_cluster() {
       --local-directory "$logs" >"$logs/worker-$worker.log" 2>&1 &
     DASK_WORKER_PIDS="${DASK_WORKER_PIDS:-} $!"
   done
-  # after any exit trap already set (ensure_object_store's)
-  local previous
-  previous=$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT$/\1/")
-  trap "${previous:+$previous; }stop_dask_cluster" EXIT
+  at_exit stop_dask_cluster
   export DPPORTAL_DASK_SCHEDULER=$address
   for _ in 1 2 3 4 5; do dask_up "$address" 2 && return 0; sleep 0.5; done
   echo "The local Dask cluster did not start; see $logs" >&2

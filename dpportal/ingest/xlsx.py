@@ -12,8 +12,6 @@ import zipfile
 from pathlib import Path
 from xml.parsers import expat
 
-import openpyxl
-
 from .. import files
 from .detect import MAX_COLUMNS
 from .scan import IngestError
@@ -145,6 +143,8 @@ def _forbidden(*_args):
 
 def xlsx_to_csv(path: Path, csv_path: Path) -> None:
     """Write the first sheet's values to a UTF-8 CSV; refuse formulas (values only)."""
+    import openpyxl  # here, not at the top: most processes that load the portal read no workbook
+
     check_xlsx_container(path)
     with open(path, "rb") as source:  # a handle: openpyxl would judge a path by its suffix
         try:
