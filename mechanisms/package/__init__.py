@@ -16,7 +16,6 @@ from mechanisms.package.context import Budget, PackageContext
 from mechanisms.package.readme import PACKAGE_FILES, readme_text
 from mechanisms.package.report import report_html, report_pdf, stylesheet
 from mechanisms.package.tables import Table, csv_text, read_table
-from mechanisms.package.workbook import workbook_bytes
 from mechanisms.release import ReleaseOutput, json_bytes, public_manifest, write_files
 
 __all__ = [
@@ -60,6 +59,10 @@ def build_package(
     html = report_html(manifest, tables, names, context)
     package["report.html"] = html.encode()
     package["report.pdf"] = report_pdf(html)
+    # imported here: openpyxl takes 0.1 s to load, and every process of the portal imports this
+    # package while few of them build a package
+    from mechanisms.package.workbook import workbook_bytes
+
     package["release.xlsx"] = workbook_bytes(manifest, tables, context)
     return dict(sorted(package.items()))
 

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 import io
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from openpyxl import Workbook
+from openpyxl.cell import WriteOnlyCell
+from openpyxl.cell.cell import Cell as SheetCell
+from openpyxl.styles import Font
+from openpyxl.worksheet._write_only import WriteOnlyWorksheet
 
 from mechanisms.package.context import (
     PackageContext,
@@ -21,18 +27,12 @@ from mechanisms.package.context import (
 from mechanisms.package.readme import file_descriptions
 from mechanisms.package.tables import NEGATIVE_NOTE, PRECISION_NOTES, Cell, Table
 
-if TYPE_CHECKING:  # openpyxl itself is imported when a workbook is made (0.1 s, and every
-    # process of the portal imports this package; few of them make workbooks)
-    from openpyxl.cell.cell import Cell as SheetCell
-    from openpyxl.worksheet._write_only import WriteOnlyWorksheet
-
 MAX_ROWS = 100_000  # per sheet (Excel's limit is 1,048,575): the CSV beside it has every row
+BOLD = Font(bold=True)
 
 
 def workbook_bytes(manifest: dict[str, Any], tables: list[Table], context: PackageContext) -> bytes:
     """The workbook as .xlsx bytes."""
-    from openpyxl import Workbook
-
     book = Workbook(write_only=True)
     about = book.create_sheet("About")
     _width(about, 0, 110)
@@ -108,12 +108,9 @@ def _formula_safe(sheet: WriteOnlyWorksheet, value: Cell) -> Cell | SheetCell:
 
 
 def _cell(sheet: WriteOnlyWorksheet, value: Cell, *, bold: bool = False) -> SheetCell:
-    from openpyxl.cell import WriteOnlyCell
-    from openpyxl.styles import Font
-
     cell = WriteOnlyCell(sheet, value=value)
     if isinstance(value, str):
         cell.data_type = "s"  # text is text: "=..." must not become a formula
     if bold:
-        cell.font = Font(bold=True)
+        cell.font = BOLD
     return cell
