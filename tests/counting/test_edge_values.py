@@ -15,7 +15,8 @@ timestamps at the epoch, the bounds and the ends of the calendar; texts with sur
 blanks, other cases and Unicode blanks. A hypothesis property test draws tables of these
 values and of arbitrary floats, grids and row-group layouts; every engine must equal the
 in-process engine, and adding one row must change every engine's counts by L1 exactly 1,
-the sensitivity every mechanism assumes.
+the sensitivity every mechanism assumes. A broken twin (DuckDB with its statistics
+propagation back on, the audited code) shows the check catching the audit's change of 101.
 """
 
 from __future__ import annotations
@@ -247,6 +248,24 @@ def test_the_audits_nan_case_counts_alike_on_every_engine(tmp_path, postgres):
         }
         for engine, counts in found.items():
             assert counts == expected[name], (name, engine)
+
+
+def test_the_check_catches_duckdb_folding_nan_from_statistics(tmp_path, monkeypatch):
+    """Broken twin: the DuckDB engine with statistics propagation back on (the audited code).
+    The one-row check above sees the audit's L1 change of 101 where 1 is allowed."""
+    import duckdb
+
+    connect = duckdb.connect
+
+    def with_statistics(database, config):
+        return connect(database, config={k: v for k, v in config.items() if "optimizer" not in k})
+
+    monkeypatch.setattr(duckdb, "connect", with_statistics)
+    counted = []
+    for name, values in (("D", AUDIT_D), ("D'", [*AUDIT_D, 0.5])):
+        path = write_layout(pa.table({"audit": float_array(values)}), tmp_path / name, None)
+        counted.append(count_cells(TableSource(str(path)), AUDIT_SCHEMA, None, "duckdb"))
+    assert np.abs(counted[1] - counted[0]).sum() == 101
 
 
 # ---------------------------------------------------------------- fixed edge values
