@@ -103,7 +103,25 @@ TEXT_COLUMNS = [
         "unknown": "other",
     },
 ]
-TEXTS = ["F", "M", "f", " F", "F ", "m", "", "  ", "\t\n", "\u3000", "\xa0F", "é", None]
+TEXTS = [
+    "F",
+    "M",
+    "f",
+    " F",
+    "F ",
+    "m",
+    "",
+    "  ",
+    "\t\n",
+    "\u3000",
+    "\xa0F",
+    "é",
+    None,
+    "\x1c",
+    "\x85",
+    "\u2028F\u2029",
+    "\u200b",
+]
 DAYS = [
     datetime.date(1, 1, 1),
     datetime.date(1677, 9, 21),
