@@ -194,6 +194,15 @@ class SchemaColumnForm(forms.Form):
         label="Values not in the list", choices=UNKNOWN_CHOICES, required=False
     )
 
+    def __init__(self, *args, stays_where_it_lives=False, **kwargs):
+        """`stays_where_it_lives`: a source, which may change after any check, so no rule may
+        refuse its values (`Schema.accepting`): "reject" is not offered."""
+        super().__init__(*args, **kwargs)
+        if stays_where_it_lives:
+            for name in ("unknown", "missing"):
+                field = self.fields[name]
+                field.choices = [c for c in field.choices if c[0] != "reject"]
+
     def clean(self):
         data = super().clean()
         kind = data.get("type")
@@ -342,6 +351,12 @@ def _number(value):
 
 
 SchemaFormSet = forms.formset_factory(SchemaColumnForm, extra=0, min_num=1, validate_min=True)
+
+
+def schema_formset(data, initial, dataset):
+    """The schema page's formset; a source's columns offer no "reject" rule."""
+    kwargs = {"stays_where_it_lives": dataset.is_external}
+    return SchemaFormSet(data, initial=initial, form_kwargs=kwargs)
 
 
 def schema_initial(entry: dict) -> dict:

@@ -21,7 +21,7 @@ from .dataset_forms import (
     DatasetUploadForm,
     DeleteForm,
     PublicKnowledgeForm,
-    SchemaFormSet,
+    schema_formset,
     schema_initial,
 )
 from .formatting import plain_number
@@ -320,11 +320,11 @@ def dataset_schema(request, pk):
         return redirect("dataset_detail", pk=dataset.pk)
     entries = schema_entries(dataset)
     initial = [schema_initial(e) for e in entries]
-    formset = SchemaFormSet(request.POST or None, initial=initial)
+    formset = schema_formset(request.POST or None, initial, dataset)
     statement = PublicKnowledgeForm(request.POST or None)
     person = person_form(request.POST or None, dataset)
     if request.method == "POST" and formset.total_form_count() != len(dataset.columns):
-        formset = SchemaFormSet(initial=initial)
+        formset = schema_formset(None, initial, dataset)
         formset._non_form_errors = formset.error_class(
             ["The page was out of date (the columns changed); check the values and confirm again."]
         )

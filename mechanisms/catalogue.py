@@ -307,13 +307,16 @@ def run_release(
 
     `data` may be an EngineTable (mechanisms.counting.engine_table) for the mechanisms that
     read only cell counts (`counts_only`): the engine counts where the table lives, the
-    mechanism adds the noise, and the manifest's parameters name the engine.
+    mechanism adds the noise, and the manifest's parameters name the engine. Such a table may
+    change after any check, so it is read with `schema.accepting()` (no "reject" rule: see
+    there why the guarantee holds), which the manifest's schema shows.
     """
     entry = spec(name)
     if not isinstance(schema, Schema):
         raise MechanismError(f"schema ({type(schema).__name__}) must be a mechanisms.Schema")
     if isinstance(data, EngineTable):
         _check_engine_table(entry, data)
+        schema = schema.accepting()
     if isinstance(data, ChunkedTable) and not entry.reads_in_chunks:
         chunked = sorted(n for n, s in CATALOGUE.items() if s.reads_in_chunks)
         raise MechanismError(

@@ -59,7 +59,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard
 
@@ -645,6 +645,22 @@ class Schema:
             )
         return spec
 
+    def accepting(self) -> Schema:
+        """The schema with every "reject" rule read as its accepting twin.
+
+        A value outside a column's categories goes to "(other)" and a missing value to
+        "(missing)", so no value makes counting fail. This is how a table counted where it
+        lives (an EngineTable) is read: it is checked against no schema and may change after
+        any check, and once a release has started its data must never make it fail.
+
+        Privacy: every row still lands in exactly one cell, so the cell counts keep the
+        sensitivity every mechanism assumes (one row changes them by 1, or 2 when replaced)
+        and their sum stays the row count, public under replace-one. Dropping refused rows
+        instead would make that sum change under replace-one and publish it.
+        """
+        columns = [_accepting(c) for c in self.columns.values()]
+        return Schema(columns, self.person)
+
     def resolve_columns(self, columns: Sequence[str] | None = None) -> list[str]:
         """The requested column names, validated; None means every column that is not ignored."""
         if columns is None:
@@ -767,6 +783,15 @@ class Schema:
                     (chunk // stride) % size, rng
                 )
         return pd.DataFrame({s.name: s.output(out[s.name]) for s in specs}, copy=False)
+
+
+def _accepting(column: Column | IgnoredColumn) -> Column | IgnoredColumn:
+    """The column with "reject" rules replaced by "other" (unknown) and "cell" (missing)."""
+    if isinstance(column, CategoricalColumn):
+        return replace(column, unknown="other", missing="cell")
+    if isinstance(column, NumericColumn):
+        return replace(column, missing="cell")
+    return column
 
 
 def _check_present(data: pd.DataFrame, columns: list[str]) -> None:

@@ -287,11 +287,17 @@ def dataset_confirm_schema(*, dataset, user, schema, remote_addr=None):
     started, data content can never make it fail. The values the schema's bounds would clamp
     (or send to "(other)") are counted in the same pass and kept in the owner-only profile
     (`profile["clamping"]`), shown at confirmation and on the schema page.
+
+    A table that stays where it lives is checked by no one and may change at any time, so its
+    schema is stored in its accepting form (`Schema.accepting`: "reject" read as "other" and
+    "cell"), the one its releases are counted with; the schema page says so.
     """
     try:
         parsed = mechanisms.Schema.from_dict(schema)
     except mechanisms.MechanismError as exc:
         raise ServiceError(str(exc)) from exc
+    if dataset.is_external:
+        parsed = parsed.accepting()
     validated = parsed.to_dict()
     names = [column["name"] for column in validated["columns"]]
     if dataset.columns and names != list(dataset.columns):

@@ -100,7 +100,8 @@ def release_engine_for(dataset, mechanism, engine="") -> str:
     """The engine a release of `dataset` counts with ("" for an upload), once it is known to fit.
 
     Refused before any budget is spent: an engine that cannot read the source, a mechanism that
-    needs rows rather than counts, a person column (bounding rows per person needs the rows).
+    needs rows rather than counts, a person column (bounding rows per person needs the rows), a
+    schema confirmed with a "reject" rule before sources' schemas were stored accepting.
     """
     if not dataset.is_external:
         if engine:
@@ -117,9 +118,17 @@ def release_engine_for(dataset, mechanism, engine="") -> str:
             "This table stays where it lives and is only ever counted there: choose a release "
             "made from counts (a histogram or range counts)."
         )
-    if dataset.schema and mechanisms.Schema.from_dict(dataset.schema).person is not None:
+    schema = mechanisms.Schema.from_dict(dataset.schema) if dataset.schema else None
+    if schema is not None and schema.person is not None:
         raise ServiceError(
             "A table that stays where it lives cannot be released at person level yet: bounding "
             "each person's rows needs the rows themselves."
+        )
+    if schema is not None and schema.accepting().to_dict() != schema.to_dict():
+        raise ServiceError(  # confirmed before such schemas were stored in accepting form
+            'This table\'s schema was confirmed with a "reject" rule, which a table that stays '
+            "where it lives cannot keep: it may change after any check, and a release must never "
+            "fail on its data. Confirm the schema again (values outside the list then go to "
+            '"(other)", missing values to "(missing)"); nothing was spent.'
         )
     return engine

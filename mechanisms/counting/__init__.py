@@ -6,9 +6,11 @@ says where the table lives (a Parquet file or folder, local or in object storage
 PostgreSQL) and an engine counts it there.
 
 The contract every engine keeps: `count_cells(source, schema, columns, engine)` returns exactly
-the array `schema.cell_counts(rows, columns)` returns for the same rows (same shape, int64, same
-clamping, missing cells and categories outside the declared list). Engines only count: noise is
-added afterwards by the portal's mechanisms, never by an engine, so the privacy guarantee is the
+the array `schema.accepting().cell_counts(rows, columns)` returns for the same rows (same shape,
+int64, same clamping, missing cells and categories outside the declared list). A source may
+change after any check, so its "reject" rules are read as "other" and "cell"
+(`Schema.accepting`): no value makes counting fail. Engines only count: noise is added
+afterwards by the portal's mechanisms, never by an engine, so the privacy guarantee is the
 mechanism's whatever engine counted.
 
 Engines (ENGINES): "inprocess" (the reference: Parquet record batches or a PostgreSQL cursor
@@ -60,10 +62,12 @@ def count_cells(
 ) -> np.ndarray:
     """Exact rows per cell of `columns`, counted by `engine` where `source` lives.
 
-    Shape `schema.domain_shape(columns)`, int64. No noise: callers pass the counts to a
-    mechanism.
+    The cells of `schema.accepting()` (shape `domain_shape(columns)`), int64: every row lands
+    in exactly one cell, whatever the data now holds, on every engine. No noise: callers pass
+    the counts to a mechanism (`run_release` reads an EngineTable with the same schema).
     """
     check_engine(engine)
+    schema = schema.accepting()
     names = schema.resolve_columns(columns)
     counts = ENGINES[engine](source, schema, names)
     expected = tuple(schema.domain_shape(names))

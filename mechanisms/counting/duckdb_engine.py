@@ -4,6 +4,12 @@ DuckDB reads the Parquet files itself (only the needed columns, in parallel) and
 (cell, rows) pair per occupied cell, so memory holds the counts, not the rows. The files are
 the ones the in-process engine reads (pyarrow's listing of the folder), the cell expressions
 those of `mechanisms.counting.sql`. Local files only, and no extension is fetched.
+
+DuckDB's statistics propagation is switched off: it folds expressions to constants from the
+row groups' min/max statistics, which Parquet writers (pyarrow among them) compute without NaN,
+so `v = NaN` inside the cell's CASE became false and NaN was clamped into the top bin whenever
+a file held no +inf (issue 41: one added row moved 101 counts). Without it every row is
+evaluated as written, as the in-process engine does.
 """
 
 from __future__ import annotations
@@ -46,11 +52,12 @@ def count_duckdb(source: TableSource, schema: Schema, columns: list[str]) -> np.
     files = parquet_files(source)
     quoted = ", ".join(single_quoted(f) for f in files)
     table = f"read_parquet([{quoted}], hive_partitioning = false)"  # pyarrow's reading
-    offline: dict[str, str | bool | int | float | list[str]] = {
-        "autoinstall_known_extensions": False,
+    config: dict[str, str | bool | int | float | list[str]] = {
+        "autoinstall_known_extensions": False,  # offline: no extension is fetched
         "autoload_known_extensions": False,
+        "disabled_optimizers": "statistics_propagation",  # statistics leave NaN out
     }
-    with duckdb.connect(":memory:", config=offline) as connection:
+    with duckdb.connect(":memory:", config=config) as connection:
         kinds = stored_kinds(connection, files, source, columns)
 
         def fetch(query: str) -> list[tuple[int, ...]]:

@@ -10,9 +10,11 @@ returns exactly the counts of `Schema.cell_counts`:
   Clamping first gives the same bin (each step is monotone) and avoids PostgreSQL's overflow
   error on huge values. Explicit edges and whole-number columns compare the value with the
   edges (a balanced CASE: `np.searchsorted(..., side="right")` without arithmetic).
-- Missing values (NULL, and NaN in a floating-point column) go to the missing cell; an
-  empty or blank text (Python's whitespace, as pandas strips it) is missing in a categorical
-  column. A value the schema refuses gives a NULL code, and the engine refuses the table.
+- Missing values (NULL, and NaN in a floating-point column: both DuckDB and PostgreSQL hold
+  NaN equal to itself and above every number) go to the missing cell; an empty or blank text
+  (Python's whitespace, as pandas strips it) is missing in a categorical column.
+- The schema refuses nothing (`Schema.accepting`, which `count_cells` applies): every row
+  gets a cell, so the GROUP BY answers the counts and nothing else.
 - Categories compare text exactly (whole numbers as their decimal text, booleans as "True"
   and "False", as pandas writes them).
 - Date columns read DATE and TIMESTAMP values (with a time zone: converted to UTC) or numbers
@@ -77,11 +79,10 @@ DUCKDB = Dialect("DuckDB", double_quoted, single_quoted, "DOUBLE", "trim")
 
 @dataclass(frozen=True)
 class ColumnSQL:
-    """One column's cell index (NULL where the schema refuses the value) and its missing test."""
+    """One column's cell index, as an SQL expression."""
 
     name: str
     code: str
-    missing: str
 
 
 def number(dialect: Dialect, value: float) -> str:
@@ -91,7 +92,15 @@ def number(dialect: Dialect, value: float) -> str:
 
 
 def column_sql(dialect: Dialect, spec: Column, kind: str) -> ColumnSQL:
-    """The cell index of `spec` for a stored column of `kind` (see `type_kind`)."""
+    """The cell index of `spec` for a stored column of `kind` (see `type_kind`).
+
+    `spec` refuses nothing (its "reject" rules read as `Schema.accepting` reads them).
+    """
+    if spec.missing != "cell" or getattr(spec, "unknown", "other") != "other":
+        raise MechanismError(
+            f"column {spec.name!r} refuses values; count it through count_cells, which reads "
+            "the schema's accepting form"
+        )
     ref = dialect.identifier(spec.name)
     if isinstance(spec, CategoricalColumn):
         return _categorical(dialect, spec, ref, kind)
@@ -121,7 +130,7 @@ def _numbers(dialect: Dialect, spec: NumericColumn, ref: str, kind: str) -> str:
 def _numeric(dialect: Dialect, spec: NumericColumn, value: str, kind: str) -> ColumnSQL:
     nan = f" OR {value} = {number(dialect, math.nan)}" if kind == "float" else ""
     missing = f"({value} IS NULL{nan})"
-    absent = str(spec.n_bins) if spec.missing == "cell" else "NULL"
+    absent = str(spec.n_bins)
     if spec.equal_width:
         clamped = (
             f"greatest({number(dialect, spec.lower)}, least({number(dialect, spec.upper)}, "
@@ -133,7 +142,7 @@ def _numeric(dialect: Dialect, spec: NumericColumn, value: str, kind: str) -> Co
         present = f"CAST(floor(least({top}, {scaled})) AS BIGINT)"
     else:
         present = _search(dialect, value, list(spec.edges[1:-1]), 0, spec.name)
-    return ColumnSQL(spec.name, f"CASE WHEN {missing} THEN {absent} ELSE {present} END", missing)
+    return ColumnSQL(spec.name, f"CASE WHEN {missing} THEN {absent} ELSE {present} END")
 
 
 def _search(dialect: Dialect, value: str, edges: list[float], offset: int, name: str) -> str:
@@ -168,15 +177,13 @@ def _categorical(dialect: Dialect, spec: CategoricalColumn, ref: str, kind: str)
     listed = " ".join(
         f"WHEN {text} = {dialect.text(c)} THEN {i}" for i, c in enumerate(spec.categories)
     )
-    other = str(len(spec.categories)) if spec.unknown == "other" else "NULL"
-    absent_code = len(spec.categories) + (spec.unknown == "other")
-    absent = str(absent_code) if spec.missing == "cell" else "NULL"
+    other, absent = len(spec.categories), len(spec.categories) + 1
     code = f"CASE {listed} WHEN {missing} THEN {absent} ELSE {other} END"
-    return ColumnSQL(spec.name, code, missing)
+    return ColumnSQL(spec.name, code)
 
 
 def flat_index(schema: Schema, codes: Sequence[ColumnSQL]) -> str:
-    """The row-major flat cell index of the codes (NULL when any code is), as BIGINT."""
+    """The row-major flat cell index of the codes, as BIGINT."""
     shape = schema.domain_shape([c.name for c in codes])
     flat = f"CAST({codes[0].code} AS BIGINT)"
     for column, size in zip(codes[1:], shape[1:], strict=True):
@@ -185,36 +192,9 @@ def flat_index(schema: Schema, codes: Sequence[ColumnSQL]) -> str:
 
 
 def count_query(schema: Schema, codes: Sequence[ColumnSQL], table: str) -> str:
-    """One GROUP BY: (flat cell, rows) pairs of whole numbers; -1 gathers refused rows."""
+    """One GROUP BY: (flat cell, rows) pairs of whole numbers (-1 only if a code were NULL)."""
     cell = f"coalesce({flat_index(schema, codes)}, -1)"
     return f"SELECT {cell} AS cell, count(*) AS n FROM {table} GROUP BY 1"  # noqa: S608  # nosec B608: quoted
-
-
-def refusal_query(schema: Schema, codes: Sequence[ColumnSQL], table: str) -> str:
-    """Per column, how many values the schema refuses: missing ones, then unlisted ones."""
-    parts = []
-    for column in codes:
-        parts.append(f"count(*) FILTER (WHERE {column.missing})")
-        parts.append(f"count(*) FILTER (WHERE NOT {column.missing} AND ({column.code}) IS NULL)")
-    return f"SELECT {', '.join(parts)} FROM {table}"  # noqa: S608  # nosec B608: quoted by the dialect
-
-
-def refusal_error(schema: Schema, codes: Sequence[ColumnSQL], found: Sequence[int]) -> None:
-    """Raise the words for the first column whose values the schema refuses."""
-    for j, column in enumerate(codes):
-        spec = schema.column(column.name)
-        missing, unlisted = int(found[2 * j]), int(found[2 * j + 1])
-        if missing and spec.missing == "reject":
-            raise MechanismError(
-                f"column {column.name!r} has {missing} missing values; fill them in or set "
-                '"missing": "cell"'
-            )
-        if unlisted:
-            raise MechanismError(
-                f"column {column.name!r} has {unlisted} values outside its declared categories; "
-                'add them to the schema or set "unknown": "other"'
-            )
-    raise MechanismError("the engine refused rows but no column explains why; nothing counted")
 
 
 def dense_counts(schema: Schema, columns: list[str], cells: AnyArray, rows: AnyArray) -> AnyArray:
@@ -242,11 +222,8 @@ def count_in_sql(
     """Count `table` into the cells of `columns` with one GROUP BY sent through `fetch`.
 
     `kinds` names how each column is stored (`type_kind`). Only (cell, rows) pairs of whole
-    numbers come back; when the schema refuses some rows, a second query counts the refused
-    values per column, for the message.
+    numbers come back.
     """
     codes = [column_sql(dialect, schema.column(c), kinds[c]) for c in columns]
     pairs = np.array(fetch(count_query(schema, codes, table)), dtype=np.int64).reshape(-1, 2)
-    if (pairs[:, 0] < 0).any():
-        refusal_error(schema, codes, fetch(refusal_query(schema, codes, table))[0])
     return dense_counts(schema, columns, pairs[:, 0], pairs[:, 1])

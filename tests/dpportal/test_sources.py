@@ -375,37 +375,105 @@ def test_parquet_outside_the_source_roots_is_refused(settings, tmp_path):
 PARQUET_ENGINES = ["inprocess", "duckdb"] + (["dask"] if os.environ.get(DASK_SCHEDULER) else [])
 
 
-@pytest.mark.django_db
-@pytest.mark.parametrize("engine", PARQUET_ENGINES)
-def test_a_parquet_folder_is_released_where_it_lives(settings, tmp_path, engine):
+PEOPLE = ("age", "sex", "city")
+
+
+def register_parquet(settings, tmp_path, parts, engine=""):
+    """A folder `people` of Parquet parts ({file name: columns}) under a source root,
+    registered by a new owner: (owner, dataset)."""
     folder = tmp_path / "people"
     folder.mkdir()
-    rows = people_rows()
-    for part in range(3):  # a folder of parts, read as one table
-        chunk = rows[part::3]
-        columns = {"age": [r[0] for r in chunk], "sex": [r[1] for r in chunk]}
-        pq.write_table(pa.table(columns | {"city": [r[2] for r in chunk]}), folder / f"{part}.pq")
+    for name, columns in parts.items():
+        pq.write_table(pa.table(columns), folder / name)
     settings.DPPORTAL_SOURCE_ROOTS = [str(tmp_path)]
     owner = make_user("owner")
     dataset = services.dataset_register_source(
         owner=owner, name="People", location="people", epsilon_total=1, engine=engine
     )
-    assert dataset.row_count == len(rows) and dataset.columns == ["age", "sex", "city"]
-    services.dataset_confirm_schema(dataset=dataset, user=owner, schema=SCHEMA)
-    release = services.release_create(
+    return owner, dataset
+
+
+def histogram_release(dataset, owner, columns, rows):
+    """A queued perturbed histogram of `columns` at ε 0.5."""
+    return services.release_create(
         dataset=dataset,
         user=owner,
         mechanism="perturbed_histogram",
-        columns=["age", "sex"],
-        params={"rows": 50},
+        columns=columns,
+        params={"rows": rows},
         epsilon="0.5",
     )
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("engine", PARQUET_ENGINES)
+def test_a_parquet_folder_is_released_where_it_lives(settings, tmp_path, engine):
+    rows = people_rows()
+    parts = {  # a folder of parts, read as one table
+        f"{part}.pq": {name: [r[j] for r in rows[part::3]] for j, name in enumerate(PEOPLE)}
+        for part in range(3)
+    }
+    owner, dataset = register_parquet(settings, tmp_path, parts, engine)
+    assert dataset.row_count == len(rows) and dataset.columns == ["age", "sex", "city"]
+    services.dataset_confirm_schema(dataset=dataset, user=owner, schema=SCHEMA)
+    release = histogram_release(dataset, owner, ["age", "sex"], rows=50)
     done = run_now(release)
     assert done.engine == engine and done.trace["shape"] == [6, 4]
     schema, source = mechanisms.Schema.from_dict(SCHEMA), table_source(done.dataset)
     exact = count_cells(source, schema, ["age", "sex"], engine)
     reference = count_cells(source, schema, ["age", "sex"], "inprocess")
     assert np.array_equal(exact, reference) and exact.sum() == len(rows)
+
+
+FIRST_PART = {"age": [30, 41], "sex": ["F", "M"], "city": ["a", "b"]}
+REJECTING = {
+    "columns": [
+        {"name": "age", "type": "numeric", "lower": 0, "upper": 100, "bins": 5},
+        {"name": "sex", "type": "categorical", "categories": ["F", "M"], "unknown": "reject"},
+        {"name": "city", "type": "ignored"},
+    ]
+}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("engine", PARQUET_ENGINES)
+def test_an_undeclared_category_in_a_source_never_fails_its_release(settings, tmp_path, engine):
+    """Issue 41 item 4, the audit's case: a Parquet source whose schema says "unknown":
+    "reject" gains a category it does not list after registration. The schema is stored in
+    its accepting form (the value goes to "(other)"), so the release completes, on every
+    engine, and spends its ε once; before, ε 0.5 was spent and the release failed."""
+    owner, dataset = register_parquet(settings, tmp_path, {"0.pq": FIRST_PART}, engine)
+    confirmed = services.dataset_confirm_schema(dataset=dataset, user=owner, schema=REJECTING)
+    later = {"age": [52, None], "sex": ["Undeclared", "F"], "city": ["c", "d"]}
+    pq.write_table(pa.table(later), tmp_path / "people" / "1.pq")  # changed after the check
+    release = histogram_release(confirmed, owner, ["age", "sex"], rows=10)
+    done = run_now(release)
+    assert confirmed.schema["columns"][1]["unknown"] == "other"
+    assert done.trace["shape"] == [6, 4]  # sex: F, M, (other), (missing)
+    assert done.manifest["schema"]["columns"][1]["unknown"] == "other"
+    dataset = Dataset.objects.get(pk=dataset.pk)
+    assert dataset.epsilon_spent == Decimal("0.5") and dataset.ledger.count() == 1
+    exact = count_cells(
+        table_source(dataset), mechanisms.Schema.from_dict(REJECTING), ["sex"], engine
+    )
+    assert exact.tolist() == [2, 1, 1, 0]
+
+
+@pytest.mark.django_db
+def test_a_source_schema_confirmed_with_reject_before_is_refused_before_spending(
+    settings, tmp_path
+):
+    """A source whose schema was stored with a "reject" rule (before such schemas were stored
+    accepting) gets words and spends nothing; the schema page offers no "reject" for it."""
+    owner, dataset = register_parquet(settings, tmp_path, {"0.pq": FIRST_PART})
+    services.dataset_confirm_schema(dataset=dataset, user=owner, schema=REJECTING)
+    Dataset.objects.filter(pk=dataset.pk).update(schema=REJECTING)  # as stored before the fix
+    with pytest.raises(services.ServiceError, match='"reject" rule.*Confirm the schema again'):
+        histogram_release(Dataset.objects.get(pk=dataset.pk), owner, ["sex"], rows=10)
+    assert Dataset.objects.get(pk=dataset.pk).epsilon_spent == 0
+    page = client_for(owner).get(reverse("dataset_schema", args=[dataset.pk])).content.decode()
+    assert "This table stays where it lives" in page
+    assert 'value="reject"' not in page and 'value="other"' in page
 
 
 @pytest.fixture

@@ -1,0 +1,512 @@
+"""Every engine counts every edge value exactly as the in-process engine (issue 41, item 2).
+
+The audit found DuckDB putting NaN in the top bin whenever its Parquet row group held another
+value: pyarrow leaves NaN out of a row group's min/max statistics and DuckDB folded `v = NaN`
+to false from them. The older equality tests never saw a real NaN (pandas -> Arrow turns NaN
+into null), so here every Parquet file is written from pyarrow arrays built from Python values
+(NaN stays NaN, None is null), in several row-group layouts (one group; one row per group;
+groups of three with empty groups between), and every PostgreSQL table holds 'NaN', NULL,
+'Infinity' and '-Infinity' as written by COPY.
+
+Values: NaN (also with the sign bit set), null, ±inf, ±0.0, subnormals, the smallest normal,
+±1e308 and the largest doubles, each bin edge and bound and one float step either side of it
+(numpy.nextafter); whole numbers at and around the int64 limits and 2^53; dates and
+timestamps at the epoch, the bounds and the ends of the calendar; texts with surrounding
+blanks, other cases and Unicode blanks. A hypothesis property test draws tables of these
+values and of arbitrary floats, grids and row-group layouts; every engine must equal the
+in-process engine, and adding one row must change every engine's counts by L1 exactly 1,
+the sensitivity every mechanism assumes. A broken twin (DuckDB with its statistics
+propagation back on, the audited code) shows the check catching the audit's change of 101.
+"""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import math
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mechanisms.counting import TableSource, count_cells
+from mechanisms.schema import Schema
+from tests.counting.engine_tables import (
+    POSTGRES_URL,
+    postgres_schema,  # noqa: F401 (the fixture `postgres`)
+)
+from tests.counting.test_counting_engines import PARQUET_ENGINES, POSTGRES_ENGINES
+
+NEGATIVE_NAN = float(np.array([0xFFF8000000000001], dtype=np.uint64).view(np.float64)[0])
+SMALLEST_NORMAL = float(np.finfo(np.float64).tiny)
+LARGEST = float(np.finfo(np.float64).max)
+SPECIAL_FLOATS = [
+    math.nan,
+    NEGATIVE_NAN,
+    None,
+    math.inf,
+    -math.inf,
+    0.0,
+    -0.0,
+    5e-324,
+    -5e-324,
+    SMALLEST_NORMAL,
+    float(np.nextafter(SMALLEST_NORMAL, 0)),
+    1e308,
+    -1e308,
+    LARGEST,
+    -LARGEST,
+]
+INT64 = np.iinfo(np.int64)
+SPECIAL_INTS = [
+    int(INT64.min),
+    int(INT64.min) + 1,
+    -(2**53) - 1,
+    -(2**53),
+    -1,
+    0,
+    1,
+    2**53,
+    2**53 + 1,
+    2**62,
+    int(INT64.max) - 512,
+    int(INT64.max) - 1,
+    int(INT64.max),
+    None,
+]
+FLOAT_COLUMNS = [
+    {"name": "audit", "type": "numeric", "lower": -1, "upper": 1, "bins": 6},
+    {"name": "wide", "type": "numeric", "lower": -7.3, "upper": 12.9, "bins": 7},
+    {"name": "edges", "type": "numeric", "lower": 0, "upper": 10, "bins": [0, 0.5, 2.5, 3, 10]},
+    {"name": "tiny", "type": "numeric", "lower": 0, "upper": 1e-300, "bins": 3},
+    {"name": "vast", "type": "numeric", "lower": -1e307, "upper": 1e307, "bins": 5},
+    {"name": "whole", "type": "numeric", "lower": -3, "upper": 30, "integer": True, "bins": 7},
+]
+INT_COLUMNS = [
+    {"name": "limits", "type": "numeric", "lower": -(2**62), "upper": 2**62, "integer": True},
+    {"name": "small", "type": "numeric", "lower": -3, "upper": 30, "integer": True, "bins": 7},
+    {"name": "coded", "type": "categorical", "categories": ["-1", "0", str(INT64.max)]},
+]
+TEXT_COLUMNS = [
+    {"name": "sex", "type": "categorical", "categories": ["F", "M", " F", "f"]},
+    {
+        "name": "strict",
+        "type": "categorical",
+        "categories": ["F", "M"],
+        "missing": "cell",
+        "unknown": "other",
+    },
+]
+TEXTS = [
+    "F",
+    "M",
+    "f",
+    " F",
+    "F ",
+    "m",
+    "",
+    "  ",
+    "\t\n",
+    "\u3000",
+    "\xa0F",
+    "é",
+    None,
+    "\x1c",
+    "\x85",
+    "\u2028F\u2029",
+    "\u200b",
+]
+DAYS = [
+    datetime.date(1, 1, 1),
+    datetime.date(1677, 9, 21),
+    datetime.date(1899, 12, 31),
+    datetime.date(1900, 1, 1),
+    datetime.date(1969, 12, 31),
+    datetime.date(1970, 1, 1),
+    datetime.date(2030, 12, 31),
+    datetime.date(2031, 1, 1),
+    datetime.date(2262, 4, 12),
+    datetime.date(9999, 12, 31),
+    None,
+]
+DATE_COLUMNS = [
+    {
+        "name": "day",
+        "type": "date",
+        "part": "date",
+        "lower": "1900-01-01",
+        "upper": "2030-12-31",
+        "bins": 7,
+    },
+    {"name": "year", "type": "date", "part": "year", "lower": 1900, "upper": 2030},
+    {"name": "month", "type": "date", "part": "month"},
+    {"name": "weekday", "type": "date", "part": "weekday"},
+]
+STAMPS = [
+    datetime.datetime(1, 1, 1),
+    datetime.datetime(1969, 12, 31, 23, 59, 59, 999999),
+    datetime.datetime(1970, 1, 1),
+    datetime.datetime(2000, 2, 29, 12),
+    datetime.datetime(9999, 12, 31, 23, 59, 59, 999999),
+    None,
+]
+STAMP_COLUMNS = [
+    {"name": "hour", "type": "date", "part": "hour", "bins": 5},
+    {"name": "utc weekday", "type": "date", "part": "weekday"},
+]
+# Row-group layouts: group sizes in order (0: an empty group); None: one group of every row.
+LAYOUTS = {"one group": None, "one row each": [1], "threes with empty groups": [3, 0]}
+
+
+def float_values(specials: list[float | None]) -> list[float | None]:
+    """Every edge of the float columns with a float step either side, and a special float after
+    every two of them (so a row group of three holds NaN beside finite values)."""
+    near = []
+    for document in FLOAT_COLUMNS:
+        spec = Schema.from_dict({"columns": [document]}).column(document["name"])
+        for edge in spec.edges:
+            near += [
+                edge,
+                float(np.nextafter(edge, -math.inf)),
+                float(np.nextafter(edge, math.inf)),
+            ]
+    cycle = itertools.cycle(specials)
+    values: list[float | None] = []
+    for start in range(0, len(near), 2):
+        values += [*near[start : start + 2], next(cycle)]
+    assert len(values) > 2 * len(specials)  # every special float is there, twice
+    return values
+
+
+def int_values() -> list[int | None]:
+    values: list[int | None] = list(SPECIAL_INTS)
+    for document in INT_COLUMNS[:2]:
+        spec = Schema.from_dict({"columns": [document]}).column(document["name"])
+        values += [int(e) + step for e in spec.edges for step in (-1, 0, 1)]
+    return values
+
+
+def write_layout(table: pa.Table, path: Path, layout: list[int] | None) -> Path:
+    """`table` as one Parquet file whose row groups follow `layout` (repeated to the end)."""
+    with pq.ParquetWriter(path, table.schema) as writer:
+        if layout is None:
+            writer.write_table(table)
+            return path
+        start, step = 0, 0
+        while start < table.num_rows:
+            size = layout[step % len(layout)]
+            writer.write_table(table.slice(start, size), row_group_size=max(size, 1))
+            start, step = start + size, step + 1
+    return path
+
+
+def float_array(values: list[float | None]) -> pa.Array:
+    """Doubles from Python values: NaN stays NaN, None is null (never through pandas)."""
+    array = pa.array(values, type=pa.float64(), from_pandas=False)
+    assert array.null_count == sum(v is None for v in values)
+    return array
+
+
+def counts_by_engine(source: TableSource, schema: Schema, columns: list[str], engines) -> dict:
+    return {e: count_cells(source, schema, columns, e).tolist() for e in engines}
+
+
+def assert_all_equal(found: dict[str, Any], context: Any) -> None:
+    reference = found["inprocess"]
+    for engine, counts in found.items():
+        assert counts == reference, (context, engine, counts, reference)
+
+
+def postgres_table(connection, namespace: str, name: str, columns: dict[str, tuple[str, list]]):
+    """A PostgreSQL table of (type, values) columns, copied in as written (NaN stays NaN)."""
+    from psycopg import sql
+
+    table = sql.Identifier(namespace, name)
+    declared = sql.SQL(", ").join(
+        sql.SQL("{} {}").format(sql.Identifier(c), sql.SQL(kind))
+        for c, (kind, _values) in columns.items()
+    )
+    connection.execute(sql.SQL("CREATE TABLE {} ({})").format(table, declared))
+    names = sql.SQL(", ").join(sql.Identifier(c) for c in columns)
+    rows = zip(*(values for _kind, values in columns.values()), strict=True)
+    with connection.cursor().copy(sql.SQL("COPY {} ({}) FROM STDIN").format(table, names)) as copy:
+        for row in rows:
+            copy.write_row(list(row))
+    return TableSource(POSTGRES_URL, table=f"{namespace}.{name}")
+
+
+# ---------------------------------------------------------------- the audit's case
+
+
+AUDIT_SCHEMA = Schema.from_dict({"columns": [FLOAT_COLUMNS[0]]})
+AUDIT_D = [math.nan] * 50 + [None]
+
+
+def test_the_audits_nan_case_counts_alike_on_every_engine(tmp_path, postgres):
+    """D = 50 NaN + 1 null, D' = D + one row 0.5 (bounds -1..1, 6 bins): the audit saw DuckDB
+    give [0,0,0,0,1,50,1] for D' where in-process gives [0,0,0,0,1,0,51], an L1 change of 101
+    from one added row. Every engine must give in-process' counts, so the change is 1."""
+    connection, namespace = postgres
+    expected = {"D": [0, 0, 0, 0, 0, 0, 51], "D'": [0, 0, 0, 0, 1, 0, 51]}
+    for name, values in (("D", AUDIT_D), ("D'", [*AUDIT_D, 0.5])):
+        path = write_layout(pa.table({"audit": float_array(values)}), tmp_path / name, None)
+        found = counts_by_engine(TableSource(str(path)), AUDIT_SCHEMA, ["audit"], PARQUET_ENGINES)
+        source = postgres_table(
+            connection, namespace, f"audit {name}", {"audit": ("double precision", values)}
+        )
+        found |= {
+            f"postgres {e}": c
+            for e, c in counts_by_engine(source, AUDIT_SCHEMA, ["audit"], POSTGRES_ENGINES).items()
+        }
+        for engine, counts in found.items():
+            assert counts == expected[name], (name, engine)
+
+
+def test_the_check_catches_duckdb_folding_nan_from_statistics(tmp_path, monkeypatch):
+    """Broken twin: the DuckDB engine with statistics propagation back on (the audited code).
+    The one-row check above sees the audit's L1 change of 101 where 1 is allowed."""
+    import duckdb
+
+    connect = duckdb.connect
+
+    def with_statistics(database, config):
+        return connect(database, config={k: v for k, v in config.items() if "optimizer" not in k})
+
+    monkeypatch.setattr(duckdb, "connect", with_statistics)
+    counted = []
+    for name, values in (("D", AUDIT_D), ("D'", [*AUDIT_D, 0.5])):
+        path = write_layout(pa.table({"audit": float_array(values)}), tmp_path / name, None)
+        counted.append(count_cells(TableSource(str(path)), AUDIT_SCHEMA, None, "duckdb"))
+    assert np.abs(counted[1] - counted[0]).sum() == 101
+
+
+# ---------------------------------------------------------------- fixed edge values
+
+
+def float_case(values: list[float | None]) -> tuple[pa.Table, list[dict], dict[str, str]]:
+    """Every float column holding `values`, as doubles."""
+    table = pa.table({d["name"]: float_array(values) for d in FLOAT_COLUMNS})
+    return table, FLOAT_COLUMNS, {d["name"]: "double precision" for d in FLOAT_COLUMNS}
+
+
+def edge_tables() -> dict[str, tuple[pa.Table, list[dict], dict[str, str]]]:
+    """name -> (Arrow table, schema columns, PostgreSQL type per column)."""
+    floats = float_values(SPECIAL_FLOATS)
+    # without +inf in a file's statistics DuckDB folded `v = NaN` to false (the audit's case)
+    finite = float_values([v for v in SPECIAL_FLOATS if v is None or not math.isinf(v)])
+    ints = int_values()
+    return {
+        "floats": float_case(floats),
+        "finite floats": float_case(finite),
+        "whole numbers": (
+            pa.table({d["name"]: pa.array(ints, type=pa.int64()) for d in INT_COLUMNS}),
+            INT_COLUMNS,
+            {d["name"]: "bigint" for d in INT_COLUMNS},
+        ),
+        "texts": (
+            pa.table({d["name"]: pa.array(TEXTS, type=pa.string()) for d in TEXT_COLUMNS}),
+            TEXT_COLUMNS,
+            {d["name"]: "text" for d in TEXT_COLUMNS},
+        ),
+        "dates": (
+            pa.table({d["name"]: pa.array(DAYS, type=pa.date32()) for d in DATE_COLUMNS}),
+            DATE_COLUMNS,
+            {d["name"]: "date" for d in DATE_COLUMNS},
+        ),
+        "timestamps": (
+            pa.table(
+                {
+                    "hour": pa.array(STAMPS, type=pa.timestamp("us")),
+                    "utc weekday": pa.array(STAMPS, type=pa.timestamp("us", tz="UTC")),
+                }
+            ),
+            STAMP_COLUMNS,
+            {"hour": "timestamp", "utc weekday": "timestamp with time zone"},
+        ),
+    }
+
+
+EDGE_TABLES = edge_tables()
+
+
+def column_groups(documents: list[dict]) -> list[list[str]]:
+    """Each column alone, and the first two together (row-major flat index)."""
+    names = [d["name"] for d in documents]
+    return [[n] for n in names] + [names[:2]]
+
+
+@pytest.mark.parametrize("case", sorted(EDGE_TABLES))
+def test_parquet_engines_count_every_edge_value_alike(case, tmp_path):
+    table, documents, _types = EDGE_TABLES[case]
+    schema = Schema.from_dict({"columns": documents})
+    for layout, sizes in LAYOUTS.items():
+        path = write_layout(table, tmp_path / f"{layout}.parquet", sizes)
+        for columns in column_groups(documents):
+            found = counts_by_engine(TableSource(str(path)), schema, columns, PARQUET_ENGINES)
+            assert_all_equal(found, (case, layout, columns))
+            assert np.sum(found["inprocess"]) == table.num_rows
+
+
+# PostgreSQL cases: an edge table, stored with its own types or all as `numeric` (which holds
+# 'NaN' and, since PostgreSQL 14, ±'Infinity'; both engines read it as double precision).
+POSTGRES_CASES = {name: (name, None) for name in EDGE_TABLES} | {
+    "floats as numeric": ("floats", "numeric")
+}
+
+
+@pytest.mark.parametrize("case", sorted(POSTGRES_CASES))
+def test_postgres_engines_count_every_edge_value_alike(case, postgres, tmp_path):
+    """The same values in PostgreSQL ('NaN', NULL, 'Infinity'): the counts of the Parquet file."""
+    connection, namespace = postgres
+    name, stored_as = POSTGRES_CASES[case]
+    table, documents, types = EDGE_TABLES[name]
+    schema = Schema.from_dict({"columns": documents})
+    source = postgres_table(
+        connection,
+        namespace,
+        f"edges {case}",
+        {c: (stored_as or types[c], table.column(c).to_pylist()) for c in table.column_names},
+    )
+    parquet = TableSource(str(write_layout(table, tmp_path / "t.parquet", None)))
+    for columns in column_groups(documents):
+        found = counts_by_engine(source, schema, columns, POSTGRES_ENGINES)
+        found = {f"PostgreSQL, {e}": counts for e, counts in found.items()}
+        found["inprocess"] = count_cells(parquet, schema, columns, "inprocess").tolist()
+        assert_all_equal(found, (case, columns))
+
+
+def test_postgres_holds_what_the_tests_say(postgres):
+    """Guard: the table really holds NaN (equal to itself there, above every number), NULL and
+    infinities, so the test above sees them."""
+    connection, namespace = postgres
+    source = postgres_table(
+        connection,
+        namespace,
+        "guard",
+        {"v": ("double precision", [math.nan, None, math.inf, -math.inf, -0.0, 5e-324])},
+    )
+    assert source.table is not None
+    row = connection.execute(
+        "SELECT count(*) FILTER (WHERE v = 'NaN'), count(*) FILTER (WHERE v IS NULL), "
+        "count(*) FILTER (WHERE v = 'Infinity'), count(*) FILTER (WHERE v > 1e308), "
+        "count(*) FILTER (WHERE v > 0 AND v < 1e-300) "
+        f'FROM "{namespace}"."guard"'
+    ).fetchone()
+    assert row == (1, 1, 1, 2, 1)
+
+
+def test_the_parquet_files_hold_real_nan(tmp_path):
+    """Guard: the files carry NaN and null apart, and the layouts give the row groups meant."""
+    table, _documents, _types = EDGE_TABLES["finite floats"]
+    values = table.column("audit").to_pylist()
+    nans = sum(v is not None and math.isnan(v) for v in values)
+    assert nans >= 4 and values.count(None) >= 2
+    for layout, sizes in LAYOUTS.items():
+        path = write_layout(table, tmp_path / f"{layout}.parquet", sizes)
+        read = pq.read_table(path).column("audit")
+        assert read.null_count == values.count(None)
+        assert int(np.isnan(read.to_numpy(zero_copy_only=False)).sum()) == nans + read.null_count
+        groups = pq.ParquetFile(path).metadata
+        sizes_found = [groups.row_group(i).num_rows for i in range(groups.num_row_groups)]
+        assert sum(sizes_found) == table.num_rows
+        if sizes == [3, 0]:
+            assert 0 in sizes_found and 3 in sizes_found
+
+
+# ---------------------------------------------------------------- property test
+
+
+def grids() -> st.SearchStrategy[dict]:
+    """An equal-width or explicit-edge float column with bounds from the edge values."""
+    bound = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_subnormal=True)
+    width = st.sampled_from([1e-300, 1e-9, 0.1, 1.0, 3.7, 1e5, 1e300])
+    bins = st.integers(min_value=1, max_value=12)
+
+    def build(lower: float, width: float, bins: int, explicit: bool) -> dict:
+        upper = lower + width
+        if not upper > lower or not math.isfinite(upper):
+            upper = float(np.nextafter(lower, math.inf))
+        if not (np.diff(np.linspace(lower, upper, bins + 1)) > 0).all():
+            bins = 1  # too narrow for distinct edges
+        if explicit:
+            inner = sorted({lower + width * k / (bins + 1) for k in range(1, bins + 1)})
+            edges = [lower, *[e for e in inner if lower < e < upper], upper]
+            return {"name": "v", "type": "numeric", "lower": lower, "upper": upper, "bins": edges}
+        return {"name": "v", "type": "numeric", "lower": lower, "upper": upper, "bins": bins}
+
+    return st.builds(build, bound, width, bins, st.booleans())
+
+
+# Each example writes files and counts them on every engine: no deadline; fixtures per test.
+DRAWN = settings(
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+@st.composite
+def float_tables(draw) -> tuple[dict, list[float | None], float | None, list[int] | None]:
+    """(column, values, one more value, row-group layout): values on and around the grid's
+    edges, the special floats, and arbitrary doubles (NaN payloads and signs included)."""
+    document = draw(grids())
+    spec = Schema.from_dict({"columns": [document]}).column("v")
+    near = [
+        float(np.nextafter(e, d)) if d else float(e)
+        for e in spec.edges
+        for d in (-math.inf, 0, math.inf)
+    ]
+    value = st.one_of(
+        st.sampled_from(near),
+        st.sampled_from(SPECIAL_FLOATS),
+        st.floats(allow_nan=True, allow_infinity=True, allow_subnormal=True),
+    )
+    values = draw(st.lists(value, min_size=0, max_size=40))
+    layout = draw(st.sampled_from(list(LAYOUTS.values()) + [[2], [5, 0, 1]]))
+    return document, values, draw(value), layout
+
+
+@settings(DRAWN, max_examples=40)
+@given(case=float_tables())
+def test_every_engine_adds_one_row_as_one_count(case, tmp_path_factory):
+    """Property: on drawn tables, every Parquet engine equals the in-process engine, and adding
+    one drawn row changes each engine's counts by exactly one in one cell (L1 = 1)."""
+    document, values, extra, layout = case
+    schema = Schema.from_dict({"columns": [document]})
+    folder = tmp_path_factory.mktemp("drawn")
+    counted = {}
+    for name, rows in (("D", values), ("D'", [*values, extra])):
+        path = write_layout(pa.table({"v": float_array(rows)}), folder / f"{name}.parquet", layout)
+        counted[name] = counts_by_engine(TableSource(str(path)), schema, ["v"], PARQUET_ENGINES)
+        assert_all_equal(counted[name], (document, rows, layout))
+    for engine in PARQUET_ENGINES:
+        change = np.subtract(counted["D'"][engine], counted["D"][engine])
+        assert np.abs(change).sum() == 1 and change.max() == 1, (engine, document, extra)
+
+
+@settings(DRAWN, max_examples=25)
+@given(case=float_tables())
+def test_postgres_adds_one_row_as_one_count(case, postgres):
+    """The same property inside PostgreSQL, whose NaN equals itself and exceeds every number."""
+    connection, namespace = postgres
+    document, values, extra, _layout = case
+    schema = Schema.from_dict({"columns": [document]})
+    counted = {}
+    for name, rows in (("D", values), ("D'", [*values, extra])):
+        table = f"drawn {uuid.uuid4().hex}"
+        source = postgres_table(connection, namespace, table, {"v": ("double precision", rows)})
+        try:
+            counted[name] = counts_by_engine(source, schema, ["v"], POSTGRES_ENGINES)
+        finally:
+            connection.execute(f'DROP TABLE "{namespace}"."{table}"')
+        frame = pa.table({"v": float_array(rows)}).to_pandas()
+        assert counted[name]["inprocess"] == schema.cell_counts(frame, ["v"]).tolist()
+        assert_all_equal(counted[name], (document, rows))
+    for engine in POSTGRES_ENGINES:
+        change = np.subtract(counted["D'"][engine], counted["D"][engine])
+        assert np.abs(change).sum() == 1 and change.max() == 1, (engine, document, extra)
