@@ -25,10 +25,12 @@ from django.conf import settings
 from django.db import connection
 from django.urls import reverse
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
 
 import mechanisms
 from dpportal import services
 from dpportal.models import AuditEvent, Dataset, Release
+from dpportal.source_reach import NOWHERE
 from dpportal.sources import SourceError, table_source
 from mechanisms.counting import TableSource, count_cells
 from mechanisms.counting.dask_engine import SCHEDULER_VARIABLE as DASK_SCHEDULER
@@ -63,6 +65,23 @@ def people_rows(n=600):
         sex = RAW["sex"] if i % 53 == 0 else ("F" if i % 3 else "M")
         rows.append((age, sex, RAW["city"] if i % 11 == 0 else f"Town {i % 4}"))
     return rows
+
+
+@pytest.fixture(autouse=True)
+def allowed_hosts(settings, monkeypatch):
+    """The operator allows the test server (here, and in any worker started afterwards)."""
+    settings.DPPORTAL_SOURCE_HOSTS = ["127.0.0.1:5432"]
+    monkeypatch.setenv("DPPORTAL_SOURCE_HOSTS", "127.0.0.1:5432")
+    return settings.DPPORTAL_SOURCE_HOSTS
+
+
+def server_key(table):
+    """The key of `table` in the database `test`: the server's identity and the oids."""
+    with psycopg.connect(f"postgresql://postgres@{SERVER}") as pg:
+        system = pg.execute("SELECT system_identifier FROM pg_control_system()").fetchone()[0]
+        database = pg.execute("SELECT oid FROM pg_database WHERE datname = 'test'").fetchone()[0]
+        oid = pg.execute("SELECT %s::regclass::oid", [table]).fetchone()[0]
+    return f"postgresql://{system}/{database}/{oid}"
 
 
 @pytest.fixture
@@ -126,7 +145,7 @@ def test_a_postgresql_table_is_registered_through_the_page(source_schema):
     assert response["Location"] == reverse("dataset_schema", args=[dataset.pk])
     assert dataset.is_external and dataset.engine == "postgres"
     assert dataset.columns == ["age", "sex", "city"] and dataset.row_count == 600
-    assert dataset.source_key == f"postgresql://{SERVER}#{source_schema}.people"
+    assert dataset.source_key == server_key(f"{source_schema}.people")
     assert dataset.source_label == (
         f"postgresql://postgres:•••@{SERVER}, table {source_schema}.people"
     )
@@ -167,7 +186,9 @@ def test_credentials_are_encrypted_at_rest_and_hidden_from_auditors(source_schem
         events = " ".join(str(row) for row in cursor.fetchall())
     assert PASSWORD not in stored and PASSWORD not in events
     assert dataset.source_secret and "postgresql" not in dataset.source_secret  # ciphertext
-    assert table_source(dataset).location == pg_url()
+    engine_url = conninfo_to_dict(table_source(dataset).location)  # the engines connect so
+    assert engine_url["password"] == PASSWORD and engine_url["host"] == "127.0.0.1"
+    assert engine_url["passfile"] == NOWHERE  # never the portal's own password file
 
     owner_page = client_for(owner).get(reverse("dataset_detail", args=[dataset.pk]))
     assert dataset.source_label in owner_page.content.decode()
@@ -357,18 +378,18 @@ def test_parquet_outside_the_source_roots_is_refused(settings, tmp_path):
         folder.mkdir(parents=True)
         pq.write_table(pa.table({"age": [30, 40], "sex": ["F", "M"]}), folder / "part-0.parquet")
     (allowed / "link").symlink_to(outside / "people")
-    settings.DPPORTAL_SOURCE_ROOTS = [str(allowed)]
+    settings.DPPORTAL_SOURCE_ROOTS = [f"owner={allowed}"]
     client = client_for(make_user("owner"))
     for location in (str(outside / "people"), str(allowed / ".." / "outside"), "link", "/etc"):
         response = register_post(client, location)
         assert response.status_code == 400, location
-        assert "outside the folders this portal may read" in response.content.decode(), location
+        assert "is outside your folders on this server" in response.content.decode(), location
     assert not Dataset.objects.exists()
     accepted = register_post(client, str(allowed / "people"))  # the twin inside: registered
     assert accepted.status_code == 302, accepted.content.decode()[:2000]
     dataset = Dataset.objects.get()
     assert dataset.engine == "inprocess" and dataset.row_count == 2
-    assert dataset.source_key == f"file://{(allowed / 'people').resolve()}"
+    assert dataset.source_key.startswith("parquet:")
 
 
 # The distributed engine joins wherever a Dask cluster is named (./test.sh starts two workers).
@@ -378,8 +399,8 @@ PARQUET_ENGINES = ["inprocess", "duckdb"] + (["dask"] if os.environ.get(DASK_SCH
 @pytest.mark.django_db
 @pytest.mark.parametrize("engine", PARQUET_ENGINES)
 def test_a_parquet_folder_is_released_where_it_lives(settings, tmp_path, engine):
-    folder = tmp_path / "people"
-    folder.mkdir()
+    folder = tmp_path / "owner" / "people"  # a root of per-custodian folders: the owner's own
+    folder.mkdir(parents=True)
     rows = people_rows()
     for part in range(3):  # a folder of parts, read as one table
         chunk = rows[part::3]
@@ -409,8 +430,8 @@ def test_a_parquet_folder_is_released_where_it_lives(settings, tmp_path, engine)
 
 
 @pytest.fixture
-def object_storage():
-    """A local S3-compatible server (moto) with one bucket; its endpoint URL."""
+def object_storage(allowed_hosts):
+    """A local S3-compatible server (moto) with one bucket, allowed; its endpoint URL."""
     import boto3
     from moto.server import ThreadedMotoServer
 
@@ -418,6 +439,7 @@ def object_storage():
     server.start()
     host, port = server.get_host_and_port()
     endpoint = f"http://{host}:{port}"
+    allowed_hosts.append(f"{host}:{port}")
     keys = {"aws_access_key_id": "reader", "aws_secret_access_key": SECRET_KEY}
     s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", **keys)
     s3.create_bucket(Bucket="census-bucket")
@@ -448,7 +470,8 @@ def test_a_parquet_folder_in_object_storage_is_registered_with_its_keys_sealed(o
     assert response.status_code == 302, response.content.decode()[:2000]
     dataset = Dataset.objects.get()
     assert dataset.columns == ["age", "sex"] and dataset.row_count == 6
-    assert dataset.source_key == f"s3://census-bucket/people@{object_storage[7:]}"
+    assert dataset.source_key.startswith("parquet:")
+    assert dataset.source_label == f"s3://census-bucket/people at {object_storage[7:]}"
     with connection.cursor() as cursor:
         cursor.execute("SELECT * FROM dpportal_dataset WHERE id = %s", [dataset.pk])
         assert SECRET_KEY not in " ".join(str(value) for value in cursor.fetchone())
@@ -484,7 +507,7 @@ def test_hostile_table_names_are_refused(source_schema, table):
 @pytest.mark.parametrize(
     ("location", "table", "message"),
     [
-        ("postgresql://postgres:{pw}@127.0.0.1:1/test", "{s}.people", "Cannot read"),
+        ("postgresql://postgres:{pw}@127.0.0.1:1/test", "{s}.people", "may not connect to"),
         ("postgresql://postgres:{pw}@127.0.0.1:5432/test", "{s}.missing", "There is no table"),
         ("postgresql://postgres:{pw}@127.0.0.1:5432/test", "{s}.nothing", "has no columns"),
         ("postgresql://postgres@127.0.0.1:x/test", "{s}.people", "port is not a number"),
