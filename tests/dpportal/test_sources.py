@@ -579,7 +579,7 @@ def test_the_engines_read_exactly_the_vetted_files_checked_again_before_each_rel
     folder, outside = tmp_path / "owner" / "people", tmp_path / "someone-else"
     first = parquet_file(folder / "0.parquet", rows=10)
     settings.DPPORTAL_SOURCE_ROOTS = [str(tmp_path)]  # per-custodian folders: tmp_path/<name>
-    dataset = register_parquet(make_user("owner"), "people")
+    dataset = register_parquet(make_user("owner"), str(folder))
     assert dataset.row_count == 10
     (folder / "1.parquet").symlink_to(parquet_file(outside / "secret.parquet"))
     with pytest.raises(SourceError, match="leads outside your folders"):
@@ -627,7 +627,7 @@ def test_a_pipe_or_socket_is_refused_without_being_opened(settings, tmp_path):
     settings.DPPORTAL_SOURCE_ROOTS = [str(tmp_path)]
     owner = make_user("owner")
     try:
-        for location in ("pipe.parquet", "folder", "socket.parquet"):
+        for location in (str(root / name) for name in ("pipe.parquet", "folder", "socket.parquet")):
             result, seconds, worker = call_with_deadline(
                 lambda location=location: register_parquet(owner, location), 5
             )
@@ -673,11 +673,12 @@ def test_one_parquet_file_under_any_spelling_has_one_budget(settings, tmp_path):
     shutil.copy(original, root / "copy.parquet")
     settings.DPPORTAL_SOURCE_ROOTS = [str(tmp_path)]
     owner = make_user("owner")
-    first = register_parquet(owner, "people/part-0.parquet")
-    for spelling in ("people", "hard.parquet", "soft.parquet", "copy.parquet", str(original)):
-        assert register_parquet(owner, spelling).budget_id == first.budget_id, spelling
+    first = register_parquet(owner, str(original))
+    for spelling in ("people", "hard.parquet", "soft.parquet", "copy.parquet"):
+        again = register_parquet(owner, str(root / spelling))
+        assert again.budget_id == first.budget_id, spelling
     parquet_file(root / "other" / "part-0.parquet", rows=76)  # the twin: other data
-    assert register_parquet(owner, "other").budget_id != first.budget_id
+    assert register_parquet(owner, str(root / "other")).budget_id != first.budget_id
 
 
 @pytest.mark.django_db
