@@ -17,6 +17,7 @@ import stat
 from pathlib import Path
 
 from django.conf import settings
+from django.core.checks import Warning, register
 
 from .source_reach import SourceError
 
@@ -38,6 +39,31 @@ def owner_roots(username: str) -> list[Path]:
         if username not in (".", "..") and mine.parent == base:
             roots.append(mine)
     return roots
+
+
+@register()
+def check_plain_roots_hold_folders(app_configs=None, **kwargs):
+    """dpportal.W010: a plain FOLDER of DPPORTAL_SOURCE_ROOTS holds files of its own. Before
+    roots had owners such a folder was everyone's; now it holds per-custodian folders, so files
+    directly in it belong to no one until the operator says whose they are."""
+    warnings = []
+    for entry in settings.DPPORTAL_SOURCE_ROOTS:
+        name, named, _folder = entry.partition("=")
+        if (named and "/" not in name) or not Path(entry).is_dir():
+            continue
+        with os.scandir(entry) as entries:
+            loose = any(e.is_file() and not e.name.startswith(IGNORED_PREFIXES) for e in entries)
+        if loose:
+            warnings.append(
+                Warning(
+                    f"DPPORTAL_SOURCE_ROOTS: {entry} holds files, but a plain folder there is "
+                    "a folder of per-custodian folders (FOLDER/NAME), so no one can register them.",
+                    hint=f"Write NAME={entry} for the custodian these files are for, or move "
+                    f"them to {entry}/NAME.",
+                    id="dpportal.W010",
+                )
+            )
+    return warnings
 
 
 def vetted_files(location: str, username: str) -> tuple[Path, list[str]]:

@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 import pytest
 from cryptography.fernet import Fernet
 from django.conf import settings
+from django.core.checks import run_checks
 from django.db import connection
 from django.urls import reverse
 from psycopg import sql
@@ -842,3 +843,18 @@ def test_hostile_locations_are_refused_with_words(settings, tmp_path, location, 
     page = html.unescape(response.content.decode())
     assert response.status_code == 400 and message in page and "Traceback" not in page
     assert not Dataset.objects.exists()
+
+
+def test_a_plain_root_that_holds_files_of_its_own_is_reported(settings, tmp_path):
+    """Item 10, the setting's change of meaning: a single plain root of the old kind holding
+    files directly is reported at start-up, with the two ways to give the files an owner."""
+    loose = parquet_file(tmp_path / "people.parquet")
+    settings.DPPORTAL_SOURCE_ROOTS = [str(tmp_path)]
+    warned = [m for m in run_checks() if m.id == "dpportal.W010"]
+    assert len(warned) == 1 and f"Write NAME={tmp_path}" in warned[0].hint
+    settings.DPPORTAL_SOURCE_ROOTS = [f"owner={tmp_path}"]  # the first way: named
+    assert not [m for m in run_checks() if m.id == "dpportal.W010"]
+    settings.DPPORTAL_SOURCE_ROOTS = [str(tmp_path)]
+    (tmp_path / "owner").mkdir()
+    loose.rename(tmp_path / "owner" / "people.parquet")  # the second way: moved
+    assert not [m for m in run_checks() if m.id == "dpportal.W010"]
