@@ -224,7 +224,12 @@ def _footer_digest(filesystem, name: str, shown: str) -> bytes:
         if size < 12 or tail[4:] != b"PAR1" or length > size - 12:
             raise SourceError(f"{shown} is not a Parquet file (or is damaged).")
         handle.seek(size - 8 - length)
-        return hashlib.sha256(handle.read(length)).digest()
+        digest = hashlib.sha256()
+        while length > 0:  # by pieces: a footer's claimed length never sizes one allocation
+            piece = handle.read(min(length, 1 << 20))
+            digest.update(piece)
+            length -= len(piece) or length
+        return digest.digest()
 
 
 def _parquet_metadata(dataset) -> tuple[list[str], list[str], int]:

@@ -858,3 +858,30 @@ def test_a_plain_root_that_holds_files_of_its_own_is_reported(settings, tmp_path
     (tmp_path / "owner").mkdir()
     loose.rename(tmp_path / "owner" / "people.parquet")  # the second way: moved
     assert not [m for m in run_checks() if m.id == "dpportal.W010"]
+
+
+@pytest.mark.django_db
+def test_one_object_under_two_spellings_of_its_endpoint_has_one_budget(
+    object_storage, allowed_hosts
+):
+    """Item 9: http://127.0.0.1:PORT and http://localhost:PORT/ name one object: one budget."""
+    filesystem = pa_fs.S3FileSystem(
+        access_key="reader", secret_key=SECRET_KEY, endpoint_override=object_storage
+    )
+    pq.write_table(
+        pa.table({"age": [30, 40, 50]}), "census-bucket/p.parquet", filesystem=filesystem
+    )
+    port = object_storage.rsplit(":", 1)[1]
+    allowed_hosts.append(f"localhost:{port}")
+    owner, budgets = make_user("owner"), set()
+    for endpoint in (object_storage, f"http://localhost:{port}/"):
+        keys = {"endpoint_url": endpoint, "access_key": "reader", "secret_key": SECRET_KEY}
+        dataset = services.dataset_register_source(
+            owner=owner,
+            name="Census",
+            location="s3://census-bucket/p.parquet",
+            epsilon_total=1,
+            storage_options=keys,
+        )
+        budgets.add(dataset.budget_id)
+    assert len(budgets) == 1
