@@ -885,3 +885,61 @@ def test_one_object_under_two_spellings_of_its_endpoint_has_one_budget(
         )
         budgets.add(dataset.budget_id)
     assert len(budgets) == 1
+
+
+class PasswordCatcher:
+    """A PostgreSQL server stand-in that asks every client for a clear-text password and keeps
+    whatever comes back (libpq's SSL and GSS requests are declined first)."""
+
+    def __init__(self):
+        self.listening = socket.socket()
+        self.listening.bind(("127.0.0.1", 0))
+        self.listening.listen()
+        self.port = self.listening.getsockname()[1]
+        self.received = []
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        while True:
+            try:
+                client, _address = self.listening.accept()
+            except OSError:
+                return
+            with client:
+                client.settimeout(5)
+                with contextlib.suppress(OSError):
+                    self.answer(client)
+
+    def answer(self, client):
+        while True:  # SSLRequest / GSSENCRequest: "N", then the real start-up packet
+            length = int.from_bytes(client.recv(4), "big")
+            packet = client.recv(length - 4)
+            if packet[:4] not in (b"\x04\xd2\x16\x2f", b"\x04\xd2\x16\x30"):
+                break
+            client.sendall(b"N")
+        client.sendall(b"R" + (8).to_bytes(4, "big") + (3).to_bytes(4, "big"))
+        self.received.append(client.recv(4096))
+
+
+@pytest.mark.django_db
+def test_the_portals_own_postgresql_credentials_are_never_sent(
+    source_schema, allowed_hosts, monkeypatch, tmp_path
+):
+    """Item 11 (and 7's rule for PostgreSQL): with a password in the portal's PGPASSWORD and in
+    its password file, a URL without one sends neither; a typed password is sent as typed."""
+    catcher = PasswordCatcher()
+    allowed_hosts.append(f"127.0.0.1:{catcher.port}")
+    passfile = tmp_path / "pgpass"
+    passfile.write_text("*:*:*:*:Canary-passfile-41\n")
+    passfile.chmod(0o600)
+    monkeypatch.setenv("PGPASSWORD", "Canary-env-41")
+    monkeypatch.setenv("PGPASSFILE", str(passfile))
+    owner = make_user("owner")
+    for password in ("", "typed-41"):
+        url = f"postgresql://reader{':' + password if password else ''}@127.0.0.1:{catcher.port}/db"
+        with pytest.raises(services.ServiceError, match="Cannot read this source"):
+            register(owner, source_schema, location=url)
+    catcher.listening.close()
+    sent = b"".join(catcher.received)
+    assert b"typed-41" in sent  # the twin: a password does travel when one is given
+    assert b"Canary-env-41" not in sent and b"Canary-passfile-41" not in sent
