@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import psycopg
+from django.db import DatabaseError, transaction
 from django.db import connection as portal_connection
 from psycopg import sql
 
@@ -54,13 +55,21 @@ def checked_connection(url: str) -> Iterator[tuple[psycopg.Connection, str, tupl
 
 
 def _portal_identity() -> tuple[int, int] | None:
-    """The identity of the portal's own database, if it is a PostgreSQL one."""
+    """The identity of the portal's own database, if it is a PostgreSQL one. Fails closed: a
+    portal that cannot tell its own server registers no PostgreSQL source."""
     if portal_connection.vendor != "postgresql":
         return None
-    with portal_connection.cursor() as cursor:
-        cursor.execute(IDENTITY)
-        system, database = cursor.fetchone()
-        return system, database
+    try:
+        with transaction.atomic(), portal_connection.cursor() as cursor:
+            cursor.execute(IDENTITY)
+            system, database = cursor.fetchone()
+    except DatabaseError:
+        raise SourceError(
+            "The portal cannot recognise its own database server (its database user may not "
+            "call pg_control_system()), so it registers no PostgreSQL source; ask the "
+            "administrator."
+        ) from None
+    return system, database
 
 
 def check_table_name(table: str) -> str:
