@@ -51,7 +51,13 @@ def checked_connection(url: str) -> Iterator[tuple[psycopg.Connection, str, tupl
             raise SourceError(
                 "This is the portal's own database: it cannot be registered as a source."
             )
-        yield connection, location, (system, database)
+        try:
+            yield connection, location, (system, database)
+        except psycopg.Error:
+            raise SourceError(
+                "The database could not describe the table (it took more than 30 s, or refused "
+                "the portal's questions about its catalogue); nothing was read."
+            ) from None
 
 
 def _portal_identity() -> tuple[int, int] | None:
@@ -126,13 +132,8 @@ def inspect_table(url: str, table: str) -> tuple[str, str, str, str, tuple]:
     kept under it is found again (`services.sources`)."""
     name = check_table_name(table)
     with checked_connection(url) as (connection, location, (system, database)):
-        try:
-            qualified, oid = resolve_table(connection, name)
-            found = catalogue(connection, qualified)
-        except psycopg.Error:
-            raise SourceError(
-                f"The database could not describe {table!r} within 30 s; nothing was registered."
-            ) from None
+        qualified, oid = resolve_table(connection, name)
+        found = catalogue(connection, qualified)
         info = connection.info
         legacy = f"postgresql://{info.host.lower()}:{info.port}/{info.dbname}#{qualified}"
     key = f"postgresql://{system}/{database}/{oid}"

@@ -133,13 +133,12 @@ def inspect(owner, location: str, table: str = "", storage_options: dict | None 
     """Check that `owner` may register the source and that it can be read; learn its columns,
     their types and its row count. `found.source` is what `seal` keeps (the location as given)."""
     location = location.strip()
-    options = {k: v for k, v in (storage_options or {}).items() if k in S3_OPTIONS and v}
     if location.startswith(POSTGRES_SCHEMES):
         return _inspect_postgres(location, table.strip())
     if table.strip():
         raise SourceError("A table name is only for a PostgreSQL source; leave it empty.")
     if location.startswith("s3://"):
-        return _inspect_s3(location, options)
+        return _inspect_s3(location, _s3_options(storage_options or {}))
     return _inspect_path(location, owner.get_username())
 
 
@@ -152,8 +151,7 @@ def reach(username: str, source: TableSource) -> TableSource:
             qualified, _oid = source_postgres.resolve_table(connection, source.table or "")
         return TableSource(location, table=qualified)
     if source.location.startswith("s3://"):
-        options = {k: v for k, v in source.storage_options.items() if k in S3_OPTIONS and v}
-        return _s3_source(source.location, options)[0]
+        return _s3_source(source.location, _s3_options(source.storage_options))[0]
     real, files = vetted_files(source.location, username)
     return TableSource(str(real), files=tuple(files))
 
@@ -162,13 +160,17 @@ def _inspect_path(location: str, username: str) -> Found:
     """A local Parquet file or folder of the owner's: every file in it vetted (`source_paths`)."""
     real, files = vetted_files(location, username)
     source = TableSource(str(real), files=tuple(files))
-    filesystem = pa_fs.LocalFileSystem()
-    key = _footers_key(filesystem, files, repr)
     try:
+        key = _footers_key(pa_fs.LocalFileSystem(), files, repr)
         found = _parquet_metadata(pa_dataset.dataset(files, format="parquet"))
     except (OSError, pa.ArrowInvalid):
         raise SourceError(f"{location!r} cannot be read as one Parquet table.") from None
     return _found(source, key, str(real), found, "parquet", f"file://{real}")
+
+
+def _s3_options(options) -> dict:
+    """Of a source's storage options, only what a custodian may give (never `credentials`)."""
+    return {k: v for k, v in options.items() if k in S3_OPTIONS and v}
 
 
 def _s3_source(location: str, options: dict) -> tuple[TableSource, str, str]:
