@@ -24,6 +24,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 import django  # noqa: E402
 
 django.setup()
+from django.test import override_settings  # noqa: E402
+
 from dpportal import sources  # noqa: E402
 
 SERVER = "postgresql://postgres@127.0.0.1:5432/test"
@@ -53,7 +55,8 @@ def main() -> None:
                 times = []
                 for _ in range(args.reps):
                     start = time.perf_counter()
-                    found = sources.inspect(SERVER, f"{schema}.people_{rows}")
+                    with override_settings(DPPORTAL_SOURCE_HOSTS=["127.0.0.1:5432"]):
+                        found = sources.inspect(None, SERVER, f"{schema}.people_{rows}")
                     times.append(time.perf_counter() - start)
                     assert found.row_count == rows
                 print(f"{rows:>10,} {statistics.median(times):>18.4f} {min(times):>8.4f}")

@@ -15,6 +15,8 @@ import ipaddress
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 
+from . import source_paths  # noqa: F401  (registers dpportal.W010, on DPPORTAL_SOURCE_ROOTS)
+
 PROCESS_LOCAL_CACHES = (
     "django.core.cache.backends.locmem.LocMemCache",
     "django.core.cache.backends.dummy.DummyCache",

@@ -256,4 +256,7 @@ def _boto_client(endpoint_url: str, region: str):
 
 @lru_cache(maxsize=4)
 def _filesystem(endpoint_url: str, region: str) -> pa_fs.S3FileSystem:
-    return s3_filesystem({"endpoint_url": endpoint_url, "region": region})
+    """The portal's own bucket, with the portal's own keys (the AWS SDK's usual sources);
+    sources custodians register never get these (`dpportal.source_reach`)."""
+    options = {"endpoint_url": endpoint_url, "region": region, "credentials": "ambient"}
+    return s3_filesystem(options)

@@ -67,11 +67,16 @@ DPPORTAL_SHARE_FINGERPRINTS_ACROSS_OWNERS = env_bool(
 # The schema page's "estimate for me": the share of a dataset's total ε (and δ) one DP estimate
 # of a column's bounds or categories spends, in percent.
 DPPORTAL_ESTIMATE_PERCENT = env("DPPORTAL_ESTIMATE_PERCENT", "1")
-# Tables that stay where they live (dpportal/sources.py): the only folders a custodian may
-# register a local Parquet file or folder from (separated by ":"; none: no local paths), and the
-# Fernet key that encrypts their connection credentials at rest. Without a key one is derived from
+# Tables that stay where they live (dpportal/sources.py). DPPORTAL_SOURCE_ROOTS: the folders
+# custodians may register local Parquet files from, separated by ":", each `NAME=FOLDER` (all of
+# it the custodian NAME's) or `FOLDER` (per-custodian folders FOLDER/NAME); none: no local paths
+# (dpportal/source_paths.py). DPPORTAL_SOURCE_HOSTS: the PostgreSQL servers and object-storage
+# endpoints sources may be on, separated by ",", each `host`, `host:port` or a socket folder;
+# none (the default): no such source (dpportal/source_reach.py). DPPORTAL_CREDENTIALS_KEY: the
+# Fernet key that encrypts their connection credentials at rest; without it one is derived from
 # SECRET_KEY (development only: rotating SECRET_KEY then makes stored credentials unreadable).
 DPPORTAL_SOURCE_ROOTS = [p for p in env("DPPORTAL_SOURCE_ROOTS").split(":") if p.strip()]
+DPPORTAL_SOURCE_HOSTS = [h.strip() for h in env("DPPORTAL_SOURCE_HOSTS").split(",") if h.strip()]
 DPPORTAL_CREDENTIALS_KEY = env("DPPORTAL_CREDENTIALS_KEY")
 
 INSTALLED_APPS = [

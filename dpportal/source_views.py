@@ -1,5 +1,6 @@
 """The page "Register a table that stays where it lives": a Parquet file or folder (a path in
-one of DPPORTAL_SOURCE_ROOTS, or an s3:// URL) or a PostgreSQL table or view.
+one of the custodian's folders of DPPORTAL_SOURCE_ROOTS, or an s3:// URL) or a PostgreSQL table
+or view, on a host the operator allows (DPPORTAL_SOURCE_HOSTS; `dpportal.source_reach`).
 
 Passwords and keys typed here are never rendered back: a password field stays empty after a
 refusal, and a password inside the URL is masked in the re-rendered form.
@@ -72,9 +73,10 @@ class SourceForm(forms.Form):
         label="Where the table lives",
         max_length=2000,
         widget=MaskedUrlInput(attrs={"autocomplete": "off", "spellcheck": "false"}),
-        help_text="A Parquet file or folder on this server (in a folder the administrator "
-        "allows), an s3://bucket/path URL, or a PostgreSQL URL such as "
-        "postgresql://reader@db.example.org:5432/census.",
+        help_text="A Parquet file or folder in your folder on this server (a path relative "
+        "to it, or absolute), an s3://bucket/path URL, or a PostgreSQL URL such as "
+        "postgresql://reader@db.example.org:5432/census; servers and endpoints only on the "
+        "hosts the administrator allows.",
     )
     table = forms.CharField(
         label="PostgreSQL table or view (schema.table)",
@@ -91,7 +93,12 @@ class SourceForm(forms.Form):
     endpoint_url = forms.CharField(
         label="Object storage endpoint (s3:// only, optional)", required=False, max_length=500
     )
-    access_key = forms.CharField(label="Access key (s3:// only)", required=False, max_length=200)
+    access_key = forms.CharField(
+        label="Access key (s3:// only)",
+        required=False,
+        max_length=200,
+        help_text="Without keys the objects are read anonymously (a public bucket).",
+    )
     secret_key = forms.CharField(
         label="Secret key (s3:// only)",
         required=False,

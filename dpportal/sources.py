@@ -5,43 +5,51 @@ What the portal learns at registration is the table's column names, their types 
 count, from metadata (Parquet footers, the PostgreSQL catalogue, `count(*)`): never a value. The
 schema step proposes a type per column from those types only.
 
+What a source may reach (checked at registration and again by `table_source` before each
+release): local files inside the owner's folders only (`source_paths`); PostgreSQL servers and
+object-storage endpoints the operator allows, with the custodian's own credentials only, never
+the portal's own database or bucket (`source_reach`, `source_postgres`).
+
 Credentials: the location with its password or keys is kept only encrypted (Fernet, key
 DPPORTAL_CREDENTIALS_KEY, else derived from SECRET_KEY for development); pages show the owner
 `label`, the location with the password masked, and nobody else sees the location at all.
-Identity: `key` names the data without credentials (host, port, database and the resolved table;
-a path's real path; an object-storage URL with its endpoint), so every registration of the same
-data draws on one privacy budget (services.sources).
+Identity: `key` names the data, whatever spells its location, so every registration of the same
+data draws on one privacy budget (services.sources): for Parquet a digest of the files' footers
+(so a file, its folder, a hard link or a copy, on disk or in a bucket, are one source), for
+PostgreSQL the server's system identifier, the database's oid and the table's oid.
 """
 
 import base64
 import hashlib
 import json
-import re
 from dataclasses import dataclass, field
-from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
-import psycopg
 import pyarrow as pa
 import pyarrow.dataset as pa_dataset
+import pyarrow.fs as pa_fs
 from cryptography.fernet import Fernet, InvalidToken
 from django.conf import settings
-from psycopg import sql
 
 import mechanisms.counting
 from mechanisms.counting import TableSource
 from mechanisms.counting.inprocess import s3_filesystem
 from mechanisms.counting.source import POSTGRES_SCHEMES
 
-# Each part of a table name: a plain SQL identifier (anything else is refused, never quoted in).
-IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_$]{0,62}")
+from . import source_postgres
+from .source_paths import vetted_files
+from .source_reach import (
+    SourceError,
+    check_not_the_portals_storage,
+    s3_endpoint,
+    uniform_failure,
+)
+
+__all__ = ["Found", "SourceError", "inspect", "seal", "table_source"]
+
 POSTGRES_ENGINES = ("postgres", "inprocess")  # in-process: the rows come to the worker
 PARQUET_ENGINES = ("inprocess", "duckdb", "dask")
-CONNECT_SECONDS = 5
-
-
-class SourceError(Exception):
-    """The source cannot be registered or read; the message is shown to the custodian."""
+S3_OPTIONS = ("endpoint_url", "access_key", "secret_key")  # all a custodian may give
 
 
 @dataclass
@@ -56,6 +64,7 @@ class Found:
     row_count: int
     kind: str  # "postgres" or "parquet"
     proposals: list[dict] = field(default_factory=list)
+    legacy_key: str = ""  # the key this source had before keys named data (services.sources)
 
 
 # ---------------------------------------------------------------- credentials at rest
@@ -86,7 +95,13 @@ def seal(source: TableSource) -> str:
 
 
 def table_source(dataset) -> TableSource:
-    """The external dataset's source, decrypted (worker side; never shown or logged)."""
+    """The external dataset's source as the counting engines read it (worker side; never shown
+    or logged): decrypted, then checked again as at registration, since the operator's
+    settings, the folder or the links in it may have changed since (`reach`)."""
+    return reach(dataset.owner.get_username(), _unsealed(dataset))
+
+
+def _unsealed(dataset) -> TableSource:
     fernet = _fernet()
     try:
         plain = json.loads(fernet.decrypt(dataset.source_secret.encode()))
@@ -114,69 +129,113 @@ def source_kind(dataset) -> str:
 # ---------------------------------------------------------------- registration
 
 
-def inspect(location: str, table: str = "", storage_options: dict | None = None) -> Found:
-    """Check that the source can be read and learn its columns, their types and its row count."""
+def inspect(owner, location: str, table: str = "", storage_options: dict | None = None) -> Found:
+    """Check that `owner` may register the source and that it can be read; learn its columns,
+    their types and its row count. `found.source` is what `seal` keeps (the location as given)."""
     location = location.strip()
     if location.startswith(POSTGRES_SCHEMES):
         return _inspect_postgres(location, table.strip())
     if table.strip():
         raise SourceError("A table name is only for a PostgreSQL source; leave it empty.")
     if location.startswith("s3://"):
-        return _inspect_s3(location, {k: v for k, v in (storage_options or {}).items() if v})
-    return _inspect_path(location)
+        return _inspect_s3(location, _s3_options(storage_options or {}))
+    return _inspect_path(location, owner.get_username())
 
 
-def _inspect_path(location: str) -> Found:
-    """A local Parquet file or folder, inside one of DPPORTAL_SOURCE_ROOTS once resolved (so
-    neither "..", nor a link, nor an absolute path reaches any other file of the server)."""
-    roots = [Path(root).resolve() for root in settings.DPPORTAL_SOURCE_ROOTS]
-    if not roots:
-        raise SourceError(
-            "This portal reads no local folders (the administrator has listed none in "
-            "DPPORTAL_SOURCE_ROOTS); give an s3:// URL or a postgresql:// URL instead."
-        )
-    path = Path(location).expanduser()
-    real = path.resolve() if path.is_absolute() else (roots[0] / path).resolve()
-    if not any(real.is_relative_to(root) for root in roots):
-        raise SourceError(
-            f"{location!r} is outside the folders this portal may read "
-            f"({', '.join(map(str, roots))}); nothing was registered."
-        )
-    if not real.exists():
-        raise SourceError(f"There is no file or folder {location!r}; check the path.")
-    source = TableSource(str(real))
+def reach(username: str, source: TableSource) -> TableSource:
+    """`source` (as sealed) as the engines may read it, after the registration's checks: its
+    local files vetted one by one; its PostgreSQL URL rebuilt with pinned options; its
+    object-storage endpoint allowed, and not the portal's own storage."""
+    if source.is_postgres:
+        with source_postgres.checked_connection(source.location) as (connection, location, _id):
+            qualified, _oid = source_postgres.resolve_table(connection, source.table or "")
+        return TableSource(location, table=qualified)
+    if source.location.startswith("s3://"):
+        return _s3_source(source.location, _s3_options(source.storage_options))[0]
+    real, files = vetted_files(source.location, username)
+    return TableSource(str(real), files=tuple(files))
+
+
+def _inspect_path(location: str, username: str) -> Found:
+    """A local Parquet file or folder of the owner's: every file in it vetted (`source_paths`)."""
+    real, files = vetted_files(location, username)
+    source = TableSource(str(real), files=tuple(files))
     try:
-        dataset = pa_dataset.dataset(str(real), format="parquet")
-    except (OSError, pa.ArrowInvalid) as error:
-        raise SourceError(f"Cannot read {location!r} as Parquet: {_first_line(error)}") from None
-    found = _parquet_metadata(source, dataset)
-    return _found(source, f"file://{real}", str(real), found, "parquet")
+        key = _footers_key(pa_fs.LocalFileSystem(), files, repr)
+        found = _parquet_metadata(pa_dataset.dataset(files, format="parquet"))
+    except (OSError, pa.ArrowInvalid):
+        raise SourceError(f"{location!r} cannot be read as one Parquet table.") from None
+    return _found(source, key, str(real), found, "parquet", f"file://{real}")
+
+
+def _s3_options(options) -> dict:
+    """Of a source's storage options, only what a custodian may give (never `credentials`)."""
+    return {k: v for k, v in options.items() if k in S3_OPTIONS and v}
+
+
+def _s3_source(location: str, options: dict) -> tuple[TableSource, str, str]:
+    """The source for the engines, its bucket path and where it is, once the endpoint is allowed
+    and is not the portal's own storage."""
+    parts = urlsplit(location)
+    path = f"{parts.netloc}/{parts.path.strip('/')}"
+    if not parts.netloc or not parts.path.strip("/"):
+        raise SourceError(f"{location!r} is not an s3://bucket/path URL.")
+    scheme, host, port = s3_endpoint(options.get("endpoint_url", ""))
+    check_not_the_portals_storage(parts.netloc, scheme, host, port)
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    if options.get("endpoint_url"):
+        options = options | {"endpoint_url": f"{scheme}://{where}"}
+    return TableSource(f"s3://{path}", storage_options=options), path, where
 
 
 def _inspect_s3(location: str, options: dict) -> Found:
-    """A Parquet file or folder in object storage (S3 or compatible, e.g. MinIO)."""
-    parts = urlsplit(location)
-    if not parts.netloc or not parts.path.strip("/"):
-        raise SourceError(f"{location!r} is not an s3://bucket/path URL.")
-    endpoint = options.get("endpoint_url", "")
-    filesystem = s3_filesystem(options)  # the one the counting engines read with
-    path = f"{parts.netloc}/{parts.path.strip('/')}"
+    """A Parquet file or folder in object storage (S3 or compatible, e.g. MinIO), read with the
+    custodian's keys or anonymously; no message names an object or repeats the store's words."""
+    source, path, where = _s3_source(location, options)
+    filesystem = s3_filesystem(source.storage_options)  # the one the counting engines read with
     try:
-        dataset = pa_dataset.dataset(path, format="parquet", filesystem=filesystem)
-    except (OSError, pa.ArrowInvalid) as error:
-        raise SourceError(f"Cannot read {location!r}: {_first_line(error)}") from None
-    source = TableSource(f"s3://{path}", storage_options=options)
-    found = _parquet_metadata(source, dataset)
-    where = f" at {urlsplit(endpoint).netloc or endpoint}" if endpoint else ""
-    key = f"s3://{path}@{urlsplit(endpoint).netloc or 'aws'}"
-    return _found(source, key, f"s3://{path}{where}", found, "parquet")
+        with uniform_failure(OSError):
+            dataset = pa_dataset.dataset(path, format="parquet", filesystem=filesystem)
+            key = _footers_key(filesystem, dataset.files, lambda _f: "A file there")
+            found = _parquet_metadata(dataset)
+    except pa.ArrowInvalid:
+        raise SourceError(
+            f"{location!r} cannot be read as one Parquet table: a file in it is not Parquet, "
+            "or its files' columns differ."
+        ) from None
+    legacy = f"s3://{path}@{urlsplit(options.get('endpoint_url', '')).netloc or 'aws'}"
+    return _found(source, key, f"s3://{path} at {where}", found, "parquet", legacy)
 
 
-def _parquet_metadata(source: TableSource, dataset) -> tuple[list[str], list[str], int]:
-    try:
-        rows = dataset.count_rows()  # from the files' footers
-    except (OSError, pa.ArrowInvalid) as error:
-        raise SourceError(f"Cannot read {source.describe()}: {_first_line(error)}") from None
+def _footers_key(filesystem, files, shown) -> str:
+    """The identity of Parquet data: a digest of its files' footers (schema, row groups, their
+    sizes and statistics), in any order, whatever path or link names them."""
+    digests = sorted(_footer_digest(filesystem, name, shown(name)) for name in files)
+    if not digests:
+        raise SourceError("There is no Parquet file there; nothing was registered.")
+    return "parquet:" + hashlib.sha256(b"".join(digests)).hexdigest()
+
+
+def _footer_digest(filesystem, name: str, shown: str) -> bytes:
+    """SHA-256 of a Parquet file's footer (read by byte range: 8 bytes, then the footer)."""
+    with filesystem.open_input_file(name) as handle:
+        size = handle.size()
+        handle.seek(max(0, size - 8))
+        tail = handle.read(8)
+        length = int.from_bytes(tail[:4], "little")
+        if size < 12 or tail[4:] != b"PAR1" or length > size - 12:
+            raise SourceError(f"{shown} is not a Parquet file (or is damaged).")
+        handle.seek(size - 8 - length)
+        digest = hashlib.sha256()
+        while length > 0:  # by pieces: a footer's claimed length never sizes one allocation
+            piece = handle.read(min(length, 1 << 20))
+            digest.update(piece)
+            length -= len(piece) or length
+        return digest.digest()
+
+
+def _parquet_metadata(dataset) -> tuple[list[str], list[str], int]:
+    rows = dataset.count_rows()  # from the files' footers
     types = [_arrow_type(t) for t in dataset.schema.types]
     return list(dataset.schema.names), types, rows
 
@@ -196,90 +255,19 @@ def _arrow_type(data_type) -> str:
 
 
 def _inspect_postgres(url: str, table: str) -> Found:
-    """A PostgreSQL table or view. Its key names the server, port and database the connection
-    actually reached (`connection.info`: options in the URL's query cannot make one table look
-    like another), and the table as the catalogue resolves it."""
-    parts = _check_table_name(table)
-    address = urlsplit(url)
-    password = unquote(address.password or "")
-    try:
-        where = f"{address.hostname or 'localhost'}:{address.port or 5432}"
-    except ValueError:
-        raise SourceError("The PostgreSQL URL's port is not a number.") from None
-    try:
-        with psycopg.connect(url, connect_timeout=CONNECT_SECONDS) as connection:
-            connection.read_only = True  # and only the catalogue and count(*) are asked
-            connection.execute("SET statement_timeout = '30s'")  # registration waits no longer
-            qualified, columns, types, rows = _catalogue(connection, ".".join(parts), table)
-            info = connection.info
-            server = f"{info.host.lower()}:{info.port}/{info.dbname}"
-            user = f"{info.user}{':•••' if info.password else ''}@"
-    except psycopg.Error as error:
-        reason = _first_line(error).replace(password, "•••") if password else _first_line(error)
-        raise SourceError(f"Cannot read {table!r} in the database at {where}: {reason}") from None
-    source = TableSource(url, table=qualified)
-    key = f"postgresql://{server}#{qualified}"
-    label = f"postgresql://{user}{server}, table {qualified}"
-    return _found(source, key, label, (columns, types, rows), "postgres")
+    """A PostgreSQL table or view (`source_postgres`), keyed by the data's identity."""
+    location, qualified, key, legacy, found = source_postgres.inspect_table(url, table)
+    source = TableSource(url, table=qualified)  # sealed as given; `reach` rebuilds `location`
+    label = source_postgres.label(url, qualified)
+    return _found(source, key, label, found, "postgres", legacy)
 
 
-def _check_table_name(table: str) -> list[str]:
-    """`table` or `schema.table`, each a plain identifier: anything else is refused."""
-    parts = table.split(".")
-    if not table or len(parts) > 2 or not all(IDENTIFIER.fullmatch(p) for p in parts):
-        raise SourceError(
-            f"The table name {table!r} is not a plain name: give it as table or schema.table, "
-            "letters, digits and underscores only, starting with a letter (a view is fine)."
-        )
-    return parts
-
-
-def _catalogue(connection, name: str, asked: str) -> tuple[str, list[str], list[str], int]:
-    """The resolved `schema.table`, its columns and their types (from the catalogue), and its
-    row count; the table name travels as a parameter, then as a resolved identifier."""
-    found = connection.execute(
-        "SELECT n.nspname, c.relname, has_table_privilege(c.oid, 'SELECT') FROM pg_class c "
-        "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass(%s)",
-        [name],
-    ).fetchone()
-    if found is None:
-        raise SourceError(f"There is no table or view {asked!r} in that database.")
-    schema, relation, readable = found
-    if not readable:
-        raise SourceError(f"The portal's database user may not read {asked!r}; grant it SELECT.")
-    qualified = sql.Identifier(schema, relation)
-    described = connection.execute(
-        "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
-        "WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
-        [qualified.as_string(connection)],
-    ).fetchall()
-    if not described:
-        raise SourceError(f"{asked!r} has no columns; nothing was registered.")
-    count = sql.SQL("SELECT count(*) FROM {}").format(qualified)
-    rows = connection.execute(count).fetchone()[0]
-    columns = [name for name, _type in described]
-    return f"{schema}.{relation}", columns, [_postgres_type(t) for _n, t in described], rows
-
-
-def _postgres_type(name: str) -> str:
-    base = name.split("(")[0].strip()
-    if base in ("smallint", "integer", "bigint"):
-        return "integer"
-    if base in ("numeric", "real", "double precision"):
-        return "number"
-    if base in ("text", "character varying", "character", "varchar", "char"):
-        return "text"
-    if base.startswith(("date", "timestamp")):
-        return "date"
-    return base
-
-
-def _found(source, key, label, found, kind) -> Found:
+def _found(source, key, label, found, kind, legacy_key) -> Found:
     columns, types, rows = found
     if not columns:
         raise SourceError(f"{label} has no columns; nothing was registered.")
     proposals = [type_proposal(name, kind) for name, kind in zip(columns, types, strict=True)]
-    return Found(source, key, label, columns, types, rows, kind, proposals)
+    return Found(source, key, label, columns, types, rows, kind, proposals, legacy_key)
 
 
 def type_proposal(name: str, column_type: str) -> dict:
@@ -292,8 +280,3 @@ def type_proposal(name: str, column_type: str) -> dict:
     }
     proposed = proposals.get(column_type, {"type": "ignored"})
     return {"name": name, **proposed}
-
-
-def _first_line(error: BaseException) -> str:
-    lines = str(error).strip().splitlines()
-    return lines[0] if lines else type(error).__name__

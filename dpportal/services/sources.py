@@ -1,11 +1,12 @@
 """Registering a table that stays where it lives (`dpportal.sources`) as a dataset.
 
 Budget: the budget follows the source. A registration's budget row is keyed by its source key
-(the data's identity without credentials) in the fingerprint column the uploads use, within the
-same scope (`budget.budget_scope`). So registering the same table again, by another URL
-spelling, another database user, or after the first dataset was deleted, draws on the same
-`PrivacyBudget` and its one ledger; a second registration is not refused, because it may serve
-a different name, description or engine, and refusing could not cover deleted datasets anyway.
+(the data's identity, `dpportal.sources`: Parquet footers; server, database and table oids) in
+the fingerprint column the uploads use, within the same scope (`budget.budget_scope`). So
+registering the same table again, by another URL, path, link or server name, another database
+user, or after the first dataset was deleted, draws on the same `PrivacyBudget` and its one
+ledger; a second registration is not refused, because it may serve a different name,
+description or engine, and refusing could not cover deleted datasets anyway.
 """
 
 import hashlib
@@ -15,15 +16,32 @@ from django.db import transaction
 import mechanisms
 
 from .. import sources
-from ..models import AuditEvent, Dataset
+from ..models import AuditEvent, Dataset, PrivacyBudget
 from . import audit
-from .budget import budget_for, budget_values, check_neighbouring
+from .budget import budget_for, budget_scope, budget_values, check_neighbouring
 from .errors import ServiceError
 
 
 def source_fingerprint(key: str) -> str:
     """The budget identity of a source: never equal to an upload's content fingerprint."""
     return hashlib.sha256(b"source\0" + key.encode()).hexdigest()
+
+
+def rekey_legacy_budget(owner, found) -> None:
+    """Keep the budget of a source registered before keys named the data itself.
+
+    Until issue 41 a source's key was its location (`found.legacy_key`: host, port and
+    database; a real path; a bucket path and endpoint). If the owner's scope has no budget
+    under the new key but one under the old, that budget is given the new key (one UPDATE,
+    which locks the row), so this and every later registration of the same data spends from
+    it. No migration can do this: finding the new key means reading the source."""
+    if not found.legacy_key:
+        return
+    scope, new = budget_scope(owner), source_fingerprint(found.key)
+    if PrivacyBudget.objects.filter(scope=scope, fingerprint=new).exists():
+        return
+    legacy = source_fingerprint(found.legacy_key)
+    PrivacyBudget.objects.filter(scope=scope, fingerprint=legacy).update(fingerprint=new)
 
 
 def dataset_register_source(
@@ -48,7 +66,7 @@ def dataset_register_source(
     epsilon_total, delta_total = budget_values(epsilon_total, delta_total)
     check_neighbouring(neighbouring)
     try:
-        found = sources.inspect(location, table, storage_options)
+        found = sources.inspect(owner, location, table, storage_options)
         sealed = sources.seal(found.source)
     except sources.SourceError as exc:
         raise ServiceError(str(exc)) from None
@@ -60,6 +78,7 @@ def dataset_register_source(
             f"{', '.join(choices) or 'none (no engine for it is installed)'}."
         )
     with transaction.atomic():
+        rekey_legacy_budget(owner, found)
         budget, created = budget_for(
             owner, source_fingerprint(found.key), epsilon_total, delta_total, neighbouring
         )

@@ -102,8 +102,11 @@ def table_source(text: str) -> TableSource:
     """The source an --input names: a Parquet file or folder, or a PostgreSQL table.
 
     PostgreSQL: ``postgresql://user@host:port/db?table=schema.name`` (the ``table`` key is
-    taken out of the URL; any other key, such as ``sslmode``, stays for libpq).
+    taken out of the URL; any other key, such as ``sslmode``, stays for libpq). An ``s3://``
+    input is read with the credentials of whoever runs the command (the AWS SDK's sources).
     """
+    if text.startswith("s3://"):
+        return TableSource(text, storage_options={"credentials": "ambient"})
     if not text.startswith(POSTGRES_SCHEMES):
         return TableSource(text)
     try:

@@ -67,7 +67,12 @@ def count_duckdb(source: TableSource, schema: Schema, columns: list[str]) -> np.
 
 
 def parquet_files(source: TableSource) -> list[str]:
-    """The Parquet files of a file or folder, as pyarrow (the in-process engine) lists them."""
+    """The Parquet files of a file or folder, as the in-process engine reads them.
+
+    Exactly `source.files` when given, else pyarrow's listing of the folder.
+    """
+    if source.files:
+        return list(source.files)
     try:
         files = list(pa_dataset.dataset(source.location, format="parquet").files)
     except (OSError, pa.ArrowInvalid) as error:

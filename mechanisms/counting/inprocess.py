@@ -58,24 +58,33 @@ def _open_dataset(source: TableSource) -> pa_dataset.FileSystemDataset:
     """The Parquet file or folder, read through an S3 filesystem for an `s3://` location.
 
     A local path is made absolute, so the file names it lists name the same files anywhere.
+    With `source.files`, exactly those files are read.
     """
     if not source.location.startswith("s3://"):
-        return pa_dataset.dataset(os.path.abspath(source.location), format="parquet")
+        local = [os.path.abspath(f) for f in source.files] or os.path.abspath(source.location)
+        return pa_dataset.dataset(local, format="parquet")
     filesystem = s3_filesystem(source.storage_options)
-    return pa_dataset.dataset(source.location[5:], format="parquet", filesystem=filesystem)
+    paths = list(source.files) or source.location[5:]
+    return pa_dataset.dataset(paths, format="parquet", filesystem=filesystem)
 
 
 def s3_filesystem(options: Mapping[str, str]) -> pa_fs.S3FileSystem:
     """pyarrow's S3 filesystem from storage options.
 
     `endpoint_url` (an S3-compatible server; empty for AWS), `region`, `access_key` and
-    `secret_key` (absent: the AWS SDK's usual sources, such as AWS_ACCESS_KEY_ID). It reads
-    objects by byte range, so a record batch at a time never needs the whole object in memory.
+    `secret_key`. Without keys the objects are read anonymously; the AWS SDK's usual sources
+    of credentials (AWS_ACCESS_KEY_ID, ~/.aws, an instance role) are used only when
+    `credentials` is "ambient": by the command line and for the portal's own bucket, never for
+    a source a user registered. It reads objects by byte range, so a record batch at a time
+    never needs the whole object in memory.
     """
     endpoint = options.get("endpoint_url", "")
+    access_key, secret_key = options.get("access_key"), options.get("secret_key")
+    ambient = options.get("credentials") == "ambient"
     return pa_fs.S3FileSystem(
-        access_key=options.get("access_key") or None,
-        secret_key=options.get("secret_key") or None,
+        access_key=access_key or None,
+        secret_key=secret_key or None,
+        anonymous=not (access_key and secret_key) and not ambient,
         region=options.get("region") or None,
         endpoint_override=endpoint or None,
         scheme="http" if endpoint.startswith("http://") else "https",

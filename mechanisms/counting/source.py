@@ -19,12 +19,15 @@ class TableSource:
     `location`: a Parquet file or folder of Parquet files (local path or `s3://bucket/key`), or
     a `postgresql://` connection URL. `table`: the (optionally schema-qualified) table or view,
     for PostgreSQL only. `storage_options`: how to reach object storage (for example
-    `endpoint_url`, `access_key`, `secret_key`, `region`); empty for local files.
+    `endpoint_url`, `access_key`, `secret_key`, `region`); empty for local files. `files`:
+    when given, exactly the Parquet files to read (a caller that has checked each one, such
+    as the portal); else every file of the folder, as pyarrow lists it.
     """
 
     location: str
     table: str | None = None
     storage_options: Mapping[str, str] = field(default_factory=dict)
+    files: tuple[str, ...] = ()
 
     @property
     def is_postgres(self) -> bool:

@@ -6,12 +6,18 @@ The bucket is on a real S3-compatible HTTP server, moto's standalone server
 (dpportal/object_store.py); each test gets a fresh bucket.
 """
 
+import http.server
 import io
 import re
+import threading
 import time
+import uuid
 import zipfile
 from pathlib import Path
 
+import boto3
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import yaml
 from django.db.models.signals import post_save
@@ -271,3 +277,128 @@ def test_the_reaper_removes_unpublished_release_objects_only(bucket, owner, sett
     time.sleep(1.1)  # object times have whole seconds
     assert services.release_reap()["files_removed"] == 1
     assert keys(bucket, "releases/") == published
+
+
+# ---------------------------------------------------------------- sources custodians register
+
+AMBIENT_KEY = "AKIAAMBIENTCANARY41"  # the portal's keys, as the AWS SDKs would find them
+
+
+class RecordingStore(http.server.BaseHTTPRequestHandler):
+    """An S3 endpoint that refuses everything and records each request's Authorization."""
+
+    authorizations: list[str] = []
+
+    def _refuse(self):
+        RecordingStore.authorizations.append(self.headers.get("Authorization", ""))
+        body = b"<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>"
+        self.send_response(403)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    do_GET = do_HEAD = do_PUT = do_POST = _refuse
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def recording_store(settings):
+    """The recording endpoint's URL, allowed by the operator."""
+    RecordingStore.authorizations = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), RecordingStore)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    host, port = server.server_address[:2]
+    settings.DPPORTAL_SOURCE_HOSTS = [f"{host}:{port}"]
+    yield f"http://{host}:{port}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_source_without_keys_is_never_read_with_the_portals_keys(
+    recording_store, owner, monkeypatch
+):
+    """Item 7: with the portal's keys in the environment, a source given without keys is read
+    anonymously, at registration and by the counting engine (before: signed with the portal's
+    key, so the portal's store answered with another custodian's private file)."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", AMBIENT_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "ambient-secret-41")
+    options = {"endpoint_url": recording_store}
+    with pytest.raises(services.ServiceError) as refused:
+        services.dataset_register_source(
+            owner=owner,
+            name="Someone else's",
+            location="s3://someone-else/people.parquet",
+            epsilon_total=1,
+            storage_options=options,
+        )
+    source = TableSource("s3://someone-else/people.parquet", storage_options=options)
+    with pytest.raises(mechanisms.MechanismError):
+        count_cells(source, mechanisms.Schema.from_dict(DEMO_SCHEMA), ["age"])
+    assert RecordingStore.authorizations, "the store was never asked"
+    assert not any(AMBIENT_KEY in sent for sent in RecordingStore.authorizations)
+    assert "Cannot read this source" in str(refused.value)
+    assert "someone-else" not in str(refused.value)  # no object named, nothing the store said
+    assert not Dataset.objects.filter(name="Someone else's").exists()
+
+
+def test_the_portals_own_bucket_and_endpoint_are_refused(bucket, owner, settings):
+    """Item 7: another custodian's Parquet copy in the portal's bucket, by its name or another
+    spelling of the endpoint, with no keys or the portal's own; any bucket on that endpoint."""
+    dataset = make_dataset(owner)
+    stored = f"storage/{dataset.parquet_name}"
+    port = bucket.url.rsplit(":", 1)[1]
+    settings.DPPORTAL_SOURCE_HOSTS = [f"127.0.0.1:{port}", f"localhost:{port}"]
+    bucket.client.create_bucket(Bucket="beside-the-portals")
+    bucket.client.put_object(Bucket="beside-the-portals", Key="t.parquet", Body=b"PAR1")
+    portal_keys = {"access_key": "portal-test", "secret_key": "portal-test-secret"}
+    intruder = make_user("intruder")
+    for location, options in [
+        (f"s3://{bucket.name}/{stored}", {"endpoint_url": bucket.url}),
+        (f"s3://{bucket.name}/storage/", {"endpoint_url": f"http://localhost:{port}"}),
+        (f"s3://{bucket.name}/{stored}", {"endpoint_url": bucket.url} | portal_keys),
+        ("s3://beside-the-portals/t.parquet", {"endpoint_url": f"http://LOCALHOST:{port}/"}),
+    ]:
+        with pytest.raises(services.ServiceError) as refused:
+            services.dataset_register_source(
+                owner=intruder,
+                name="Theirs",
+                location=location,
+                epsilon_total=1,
+                storage_options=options,
+            )
+        assert "where the portal keeps its own files" in str(refused.value), location
+        assert dataset.parquet_name not in str(refused.value)
+    assert not Dataset.objects.filter(owner=intruder).exists()
+
+
+def test_refusals_never_name_an_object_or_repeat_the_stores_words(s3_endpoint, owner, settings):
+    """Item 7: a folder holding a file that is not Parquet, and a path that does not exist:
+    the messages name no object and repeat nothing the store or pyarrow said."""
+    settings.DPPORTAL_S3_BUCKET = ""  # the store here is not the portal's
+    settings.DPPORTAL_SOURCE_HOSTS = [s3_endpoint.removeprefix("http://")]
+    keys = {"aws_access_key_id": "custodian", "aws_secret_access_key": "custodian-secret"}
+    client = boto3.client("s3", endpoint_url=s3_endpoint, region_name=REGION, **keys)
+    name = f"custodian-{uuid.uuid4().hex[:12]}"
+    client.create_bucket(Bucket=name)
+    table = io.BytesIO()
+    pq.write_table(pa.table({"age": [30, 40]}), table)
+    client.put_object(Bucket=name, Key="people/0.parquet", Body=table.getvalue())
+    client.put_object(Bucket=name, Key="people/Canary-object-name-41.csv", Body=b"age\n50\n")
+    options = {"endpoint_url": s3_endpoint, "access_key": "custodian", "secret_key": "x"}
+    for location in (f"s3://{name}/people/", f"s3://{name}/absent/Canary-absent-41.parquet"):
+        with pytest.raises(services.ServiceError) as refused:
+            services.dataset_register_source(
+                owner=owner,
+                name="Mine",
+                location=location,
+                epsilon_total=1,
+                storage_options=options,
+            )
+        said = str(refused.value)
+        for echo in ("Canary-object-name-41", "Parquet file size", "AWS Error", "Path does not"):
+            assert echo not in said, said

@@ -8,9 +8,15 @@ The source tables live in a schema of their own, unique per test, in the databas
 canary), dropped afterwards.
 """
 
+import contextlib
+import html
 import math
 import os
 import re
+import shutil
+import socket
+import threading
+import time
 import uuid
 from decimal import Decimal
 
@@ -22,13 +28,17 @@ import pyarrow.parquet as pq
 import pytest
 from cryptography.fernet import Fernet
 from django.conf import settings
+from django.core.checks import run_checks
 from django.db import connection
 from django.urls import reverse
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
 
 import mechanisms
 from dpportal import services
-from dpportal.models import AuditEvent, Dataset, Release
+from dpportal.models import AuditEvent, Dataset, PrivacyBudget, Release
+from dpportal.services.sources import source_fingerprint
+from dpportal.source_reach import NOWHERE
 from dpportal.sources import SourceError, table_source
 from mechanisms.counting import TableSource, count_cells
 from mechanisms.counting.dask_engine import SCHEDULER_VARIABLE as DASK_SCHEDULER
@@ -63,6 +73,23 @@ def people_rows(n=600):
         sex = RAW["sex"] if i % 53 == 0 else ("F" if i % 3 else "M")
         rows.append((age, sex, RAW["city"] if i % 11 == 0 else f"Town {i % 4}"))
     return rows
+
+
+@pytest.fixture(autouse=True)
+def allowed_hosts(settings, monkeypatch):
+    """The operator allows the test server (here, and in any worker started afterwards)."""
+    settings.DPPORTAL_SOURCE_HOSTS = ["127.0.0.1:5432"]
+    monkeypatch.setenv("DPPORTAL_SOURCE_HOSTS", "127.0.0.1:5432")
+    return settings.DPPORTAL_SOURCE_HOSTS
+
+
+def server_key(table):
+    """The key of `table` in the database `test`: the server's identity and the oids."""
+    with psycopg.connect(f"postgresql://postgres@{SERVER}") as pg:
+        system = pg.execute("SELECT system_identifier FROM pg_control_system()").fetchone()[0]
+        database = pg.execute("SELECT oid FROM pg_database WHERE datname = 'test'").fetchone()[0]
+        oid = pg.execute("SELECT %s::regclass::oid", [table]).fetchone()[0]
+    return f"postgresql://{system}/{database}/{oid}"
 
 
 @pytest.fixture
@@ -126,7 +153,7 @@ def test_a_postgresql_table_is_registered_through_the_page(source_schema):
     assert response["Location"] == reverse("dataset_schema", args=[dataset.pk])
     assert dataset.is_external and dataset.engine == "postgres"
     assert dataset.columns == ["age", "sex", "city"] and dataset.row_count == 600
-    assert dataset.source_key == f"postgresql://{SERVER}#{source_schema}.people"
+    assert dataset.source_key == server_key(f"{source_schema}.people")
     assert dataset.source_label == (
         f"postgresql://postgres:•••@{SERVER}, table {source_schema}.people"
     )
@@ -167,7 +194,9 @@ def test_credentials_are_encrypted_at_rest_and_hidden_from_auditors(source_schem
         events = " ".join(str(row) for row in cursor.fetchall())
     assert PASSWORD not in stored and PASSWORD not in events
     assert dataset.source_secret and "postgresql" not in dataset.source_secret  # ciphertext
-    assert table_source(dataset).location == pg_url()
+    engine_url = conninfo_to_dict(table_source(dataset).location)  # the engines connect so
+    assert engine_url["password"] == PASSWORD and engine_url["host"] == "127.0.0.1"
+    assert engine_url["passfile"] == NOWHERE  # never the portal's own password file
 
     owner_page = client_for(owner).get(reverse("dataset_detail", args=[dataset.pk]))
     assert dataset.source_label in owner_page.content.decode()
@@ -357,18 +386,18 @@ def test_parquet_outside_the_source_roots_is_refused(settings, tmp_path):
         folder.mkdir(parents=True)
         pq.write_table(pa.table({"age": [30, 40], "sex": ["F", "M"]}), folder / "part-0.parquet")
     (allowed / "link").symlink_to(outside / "people")
-    settings.DPPORTAL_SOURCE_ROOTS = [str(allowed)]
+    settings.DPPORTAL_SOURCE_ROOTS = [f"owner={allowed}"]
     client = client_for(make_user("owner"))
     for location in (str(outside / "people"), str(allowed / ".." / "outside"), "link", "/etc"):
         response = register_post(client, location)
         assert response.status_code == 400, location
-        assert "outside the folders this portal may read" in response.content.decode(), location
+        assert "is outside your folders on this server" in response.content.decode(), location
     assert not Dataset.objects.exists()
     accepted = register_post(client, str(allowed / "people"))  # the twin inside: registered
     assert accepted.status_code == 302, accepted.content.decode()[:2000]
     dataset = Dataset.objects.get()
     assert dataset.engine == "inprocess" and dataset.row_count == 2
-    assert dataset.source_key == f"file://{(allowed / 'people').resolve()}"
+    assert dataset.source_key.startswith("parquet:")
 
 
 # The distributed engine joins wherever a Dask cluster is named (./test.sh starts two workers).
@@ -381,8 +410,8 @@ PEOPLE = ("age", "sex", "city")
 def register_parquet(settings, tmp_path, parts, engine=""):
     """A folder `people` of Parquet parts ({file name: columns}) under a source root,
     registered by a new owner: (owner, dataset)."""
-    folder = tmp_path / "people"
-    folder.mkdir()
+    folder = tmp_path / "owner" / "people"  # a root of per-custodian folders: the owner's own
+    folder.mkdir(parents=True)
     for name, columns in parts.items():
         pq.write_table(pa.table(columns), folder / name)
     settings.DPPORTAL_SOURCE_ROOTS = [str(tmp_path)]
@@ -445,7 +474,7 @@ def test_an_undeclared_category_in_a_source_never_fails_its_release(settings, tm
     owner, dataset = register_parquet(settings, tmp_path, {"0.pq": FIRST_PART}, engine)
     confirmed = services.dataset_confirm_schema(dataset=dataset, user=owner, schema=REJECTING)
     later = {"age": [52, None], "sex": ["Undeclared", "F"], "city": ["c", "d"]}
-    pq.write_table(pa.table(later), tmp_path / "people" / "1.pq")  # changed after the check
+    pq.write_table(pa.table(later), tmp_path / "owner" / "people" / "1.pq")  # changed after the check
     release = histogram_release(confirmed, owner, ["age", "sex"], rows=10)
     done = run_now(release)
     assert confirmed.schema["columns"][1]["unknown"] == "other"
@@ -477,8 +506,8 @@ def test_a_source_schema_confirmed_with_reject_before_is_refused_before_spending
 
 
 @pytest.fixture
-def object_storage():
-    """A local S3-compatible server (moto) with one bucket; its endpoint URL."""
+def object_storage(allowed_hosts):
+    """A local S3-compatible server (moto) with one bucket, allowed; its endpoint URL."""
     import boto3
     from moto.server import ThreadedMotoServer
 
@@ -486,6 +515,7 @@ def object_storage():
     server.start()
     host, port = server.get_host_and_port()
     endpoint = f"http://{host}:{port}"
+    allowed_hosts.append(f"{host}:{port}")
     keys = {"aws_access_key_id": "reader", "aws_secret_access_key": SECRET_KEY}
     s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", **keys)
     s3.create_bucket(Bucket="census-bucket")
@@ -516,7 +546,8 @@ def test_a_parquet_folder_in_object_storage_is_registered_with_its_keys_sealed(o
     assert response.status_code == 302, response.content.decode()[:2000]
     dataset = Dataset.objects.get()
     assert dataset.columns == ["age", "sex"] and dataset.row_count == 6
-    assert dataset.source_key == f"s3://census-bucket/people@{object_storage[7:]}"
+    assert dataset.source_key.startswith("parquet:")
+    assert dataset.source_label == f"s3://census-bucket/people at {object_storage[7:]}"
     with connection.cursor() as cursor:
         cursor.execute("SELECT * FROM dpportal_dataset WHERE id = %s", [dataset.pk])
         assert SECRET_KEY not in " ".join(str(value) for value in cursor.fetchone())
@@ -552,7 +583,7 @@ def test_hostile_table_names_are_refused(source_schema, table):
 @pytest.mark.parametrize(
     ("location", "table", "message"),
     [
-        ("postgresql://postgres:{pw}@127.0.0.1:1/test", "{s}.people", "Cannot read"),
+        ("postgresql://postgres:{pw}@127.0.0.1:1/test", "{s}.people", "may not connect to"),
         ("postgresql://postgres:{pw}@127.0.0.1:5432/test", "{s}.missing", "There is no table"),
         ("postgresql://postgres:{pw}@127.0.0.1:5432/test", "{s}.nothing", "has no columns"),
         ("postgresql://postgres@127.0.0.1:x/test", "{s}.people", "port is not a number"),
@@ -566,3 +597,419 @@ def test_unreadable_sources_get_a_clear_message(source_schema, location, table, 
     assert response.status_code == 400 and message in page and "Traceback" not in page
     assert PASSWORD not in page
     assert not AuditEvent.objects.filter(action=AuditEvent.Action.UPLOAD).exists()
+
+
+# ---------------------------------------------------------------- issue 41: what a source may reach
+
+
+def parquet_file(path, rows=77):
+    """A Parquet file of `rows` rows at `path` (folders made as needed)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ages = [20 + i % 60 for i in range(rows)]
+    pq.write_table(
+        pa.table({"age": ages, "sex": ["F" if i % 2 else "M" for i in range(rows)]}), path
+    )
+    return path
+
+
+def register_parquet(owner, location):
+    return services.dataset_register_source(
+        owner=owner, name="People", location=location, epsilon_total=1
+    )
+
+
+@pytest.mark.django_db
+def test_a_link_in_a_source_folder_cannot_reach_outside_the_owners_folders(settings, tmp_path):
+    """Item 10: a folder holding only a link to a file elsewhere (77 rows), and a folder holding
+    a link to /etc, are refused; the message names neither the file nor anything under /etc."""
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    secret = parquet_file(outside / "secret-77.parquet")
+    (root / "linked").mkdir(parents=True)
+    (root / "linked" / "part.parquet").symlink_to(secret)
+    (root / "system").mkdir()
+    (root / "system" / "etc").symlink_to("/etc")
+    settings.DPPORTAL_SOURCE_ROOTS = [f"owner={root}"]
+    client = client_for(make_user("owner"))
+    for folder in ("linked", "system"):
+        response = register_post(client, str(root / folder))
+        page = response.content.decode()
+        assert response.status_code == 400, folder
+        assert "is a link that leads outside your folders" in page, folder
+        assert str(outside) not in page and "secret-77" not in page and "/etc/" not in page
+    assert not Dataset.objects.exists()
+
+
+@pytest.mark.django_db
+def test_the_engines_read_exactly_the_vetted_files_checked_again_before_each_release(
+    settings, tmp_path
+):
+    """Item 10: a link added to a registered folder afterwards is refused before a release reads
+    it; given a list of files, every engine counts exactly those."""
+    folder, outside = tmp_path / "owner" / "people", tmp_path / "someone-else"
+    first = parquet_file(folder / "0.parquet", rows=10)
+    settings.DPPORTAL_SOURCE_ROOTS = [str(tmp_path)]  # per-custodian folders: tmp_path/<name>
+    dataset = register_parquet(make_user("owner"), str(folder))
+    assert dataset.row_count == 10
+    (folder / "1.parquet").symlink_to(parquet_file(outside / "secret.parquet"))
+    with pytest.raises(SourceError, match="leads outside your folders"):
+        table_source(dataset)
+    (folder / "1.parquet").unlink()
+    parquet_file(folder / "1.parquet", rows=5)  # a second part: the vetted list holds only `first`
+    schema = mechanisms.Schema.from_dict(
+        {"columns": [{"name": "age", "type": "numeric", "lower": 0, "upper": 100, "bins": 4}]}
+    )
+    for engine in PARQUET_ENGINES:
+        only_first = TableSource(str(folder), files=(str(first),))
+        assert count_cells(only_first, schema, ["age"], engine).sum() == 10, engine
+    assert count_cells(table_source(dataset), schema, ["age"]).sum() == 15  # both, vetted again
+
+
+def call_with_deadline(function, seconds):
+    """(returned or raised, seconds taken) of `function()`, run in a thread: a call still blocked
+    after `seconds` is reported as None (the caller then unblocks it)."""
+    outcome = {}
+
+    def run():
+        try:
+            outcome["result"] = function()
+        except Exception as error:  # noqa: BLE001  (the refusal is the result here)
+            outcome["result"] = error
+
+    worker = threading.Thread(target=run, daemon=True)
+    started = time.monotonic()
+    worker.start()
+    worker.join(seconds)
+    return outcome.get("result"), time.monotonic() - started, worker
+
+
+@pytest.mark.django_db
+def test_a_pipe_or_socket_is_refused_without_being_opened(settings, tmp_path):
+    """Item 10: a FIFO (alone, or in a folder) and a Unix socket are refused at once; before,
+    opening the FIFO blocked the web process until someone wrote to it."""
+    root = tmp_path / "owner"
+    (root / "folder").mkdir(parents=True)
+    pipes = [root / "pipe.parquet", root / "folder" / "part.parquet"]
+    for pipe in pipes:
+        os.mkfifo(pipe)
+    listening = socket.socket(socket.AF_UNIX)
+    listening.bind(str(root / "socket.parquet"))
+    settings.DPPORTAL_SOURCE_ROOTS = [str(tmp_path)]
+    owner = make_user("owner")
+    try:
+        for location in (str(root / name) for name in ("pipe.parquet", "folder", "socket.parquet")):
+            result, seconds, worker = call_with_deadline(
+                lambda location=location: register_parquet(owner, location), 5
+            )
+            for pipe in pipes:  # unblock a reader still waiting on a pipe (the bug), if any
+                with contextlib.suppress(OSError):
+                    os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))
+            worker.join(10)
+            assert seconds < 2, f"{location}: {seconds:.1f} s"
+            assert isinstance(result, services.ServiceError), (location, result)
+            assert "is not a regular file (a pipe, a device or a socket)" in str(result)
+    finally:
+        listening.close()
+    assert not Dataset.objects.exists()
+
+
+@pytest.mark.django_db
+def test_each_custodian_registers_files_from_their_own_folders_only(settings, tmp_path):
+    """Item 10: `NAME=FOLDER` is NAME's alone; a plain FOLDER holds one folder per custodian."""
+    alices, shared = tmp_path / "alice-data", tmp_path / "shared"
+    parquet_file(alices / "a.parquet")
+    parquet_file(shared / "alice" / "c.parquet", rows=10)
+    parquet_file(shared / "bob" / "b.parquet", rows=20)
+    parquet_file(tmp_path / "x.parquet")
+    settings.DPPORTAL_SOURCE_ROOTS = [f"alice={alices}", str(shared)]
+    alice, bob, dots = make_user("alice"), make_user("bob"), make_user("..")
+    for location in (str(alices / "a.parquet"), str(shared / "alice"), "../alice/c.parquet"):
+        with pytest.raises(services.ServiceError, match="outside your folders"):
+            register_parquet(bob, location)
+    assert register_parquet(bob, "b.parquet").row_count == 20  # relative: in his folder
+    assert register_parquet(alice, "a.parquet").row_count == 77  # her first folder
+    assert register_parquet(alice, str(shared / "alice" / "c.parquet")).row_count == 10
+    with pytest.raises(services.ServiceError, match="You have no folder on this server"):
+        register_parquet(dots, "x.parquet")  # shared/.. is the parent, nobody's folder
+
+
+@pytest.mark.django_db
+def test_one_parquet_file_under_any_spelling_has_one_budget(settings, tmp_path):
+    """Item 9: the file, its folder, a hard link, a symbolic link, a copy: one budget."""
+    root = tmp_path / "owner"
+    original = parquet_file(root / "people" / "part-0.parquet")
+    os.link(original, root / "hard.parquet")
+    (root / "soft.parquet").symlink_to(original)
+    shutil.copy(original, root / "copy.parquet")
+    settings.DPPORTAL_SOURCE_ROOTS = [str(tmp_path)]
+    owner = make_user("owner")
+    first = register_parquet(owner, str(original))
+    for spelling in ("people", "hard.parquet", "soft.parquet", "copy.parquet"):
+        again = register_parquet(owner, str(root / spelling))
+        assert again.budget_id == first.budget_id, spelling
+    parquet_file(root / "other" / "part-0.parquet", rows=76)  # the twin: other data
+    assert register_parquet(owner, str(root / "other")).budget_id != first.budget_id
+
+
+@pytest.mark.django_db
+def test_one_postgresql_table_under_any_server_spelling_has_one_budget(
+    source_schema, allowed_hosts
+):
+    """Item 9: 127.0.0.1, localhost and the Unix socket name one server: one budget."""
+    socket_folder = "/var/run/postgresql"
+    allowed_hosts += ["localhost:5432", socket_folder]
+    owner = make_user("owner")
+    first = register(owner, source_schema)
+    for url in (
+        "postgresql://postgres@localhost:5432/test",
+        f"postgresql://postgres@/test?host={socket_folder}",
+    ):
+        assert register(owner, source_schema, location=url).budget_id == first.budget_id, url
+
+
+@pytest.mark.django_db
+def test_a_budget_kept_under_an_old_source_key_keeps_its_spending(source_schema, allowed_hosts):
+    """Item 9's migration: a source registered before keys named the data keeps its spent
+    budget on its next registration, under any spelling."""
+    allowed_hosts.append("localhost:5432")
+    owner = make_user("owner")
+    legacy = f"postgresql://127.0.0.1:5432/test#{source_schema}.people"  # the old key
+    kept = PrivacyBudget.objects.create(
+        scope=f"owner:{owner.pk}",
+        fingerprint=source_fingerprint(legacy),
+        epsilon_total=Decimal("2"),
+        epsilon_spent=Decimal("1.5"),
+    )
+    again = register(owner, source_schema)
+    other_name = register(owner, source_schema, location="postgresql://postgres@localhost/test")
+    assert again.budget_id == other_name.budget_id == kept.pk
+    assert Dataset.objects.get(pk=other_name.pk).epsilon_spent == Decimal("1.5")
+
+
+@pytest.mark.django_db
+def test_no_warehouse_source_until_the_operator_allows_its_host(source_schema, allowed_hosts):
+    """Item 11: no host is allowed by default; a listed host is allowed on its usual port."""
+    owner = make_user("owner")
+    allowed_hosts.clear()
+    with pytest.raises(services.ServiceError, match="may not connect to 127.0.0.1:5432"):
+        register(owner, source_schema)
+    for endpoint, shown in (("http://169.254.169.254", "169.254.169.254:80"), ("", "s3.amazon")):
+        with pytest.raises(services.ServiceError, match=f"may not connect to {shown}"):
+            services.dataset_register_source(
+                owner=owner,
+                name="S3",
+                location="s3://bucket/people.parquet",
+                epsilon_total=1,
+                storage_options={"endpoint_url": endpoint},
+            )
+    allowed_hosts.append("127.0.0.1")  # the usual port, 5432
+    assert register(owner, source_schema).row_count == 600
+    with pytest.raises(services.ServiceError, match="may not connect to 127.0.0.1:5433"):
+        register(owner, source_schema, location="postgresql://postgres@127.0.0.1:5433/test")
+
+
+@pytest.mark.django_db
+def test_the_portals_own_database_is_refused_whatever_its_spelling(allowed_hosts):
+    """Item 11: auth_user and API tokens of the portal's own database, by four spellings."""
+    allowed_hosts += ["localhost:5432", "/var/run/postgresql"]
+    own = connection.settings_dict["NAME"]
+    owner = make_user("owner")
+    for url in (
+        f"postgresql://postgres@127.0.0.1:5432/{own}",
+        f"postgres://root@localhost/{own}",
+        f"postgresql://postgres@/{own}?host=/var/run/postgresql",
+        f"postgresql://postgres@elsewhere.invalid/x?host=127.0.0.1&dbname={own}",
+    ):
+        for table in ("auth_user", "dpportal_apitoken"):
+            with pytest.raises(services.ServiceError, match="the portal's own database"):
+                services.dataset_register_source(
+                    owner=owner, name="Own", location=url, table=table, epsilon_total=1
+                )
+    assert not Dataset.objects.exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "table", ["pg_authid", "pg_catalog.pg_authid", "pg_user", "information_schema.tables"]
+)
+def test_system_catalogues_are_refused(source_schema, table):
+    """Item 11: pg_authid (password hashes) and the other catalogues are no one's data."""
+    with pytest.raises(services.ServiceError, match="system catalogues"):
+        register(make_user("owner"), source_schema, table=table)
+
+
+@pytest.mark.django_db
+def test_every_connection_failure_reads_the_same_after_the_same_time(source_schema, allowed_hosts):
+    """Item 11: a closed port, a port that never answers, a missing database and a missing
+    user get one message, each after 3.5 s at least and within 1 s of each other (before: the
+    driver's words, 0.1 s for a closed port and 5 s for a silent one)."""
+    silent = socket.socket()  # accepts connections (the kernel does), never says a word
+    silent.bind(("127.0.0.1", 0))
+    silent.listen()
+    port = silent.getsockname()[1]
+    allowed_hosts += ["127.0.0.1:1", f"127.0.0.1:{port}"]
+    owner, answers = make_user("owner"), {}
+    with silent:
+        for name, url in {
+            "closed port": "postgresql://postgres@127.0.0.1:1/test",
+            "silent port": f"postgresql://postgres@127.0.0.1:{port}/test",
+            "no such database": "postgresql://postgres@127.0.0.1:5432/no_such_database_41",
+            "no such user": "postgresql://nobody_41@127.0.0.1:5432/test",
+        }.items():
+            started = time.monotonic()
+            with pytest.raises(services.ServiceError) as refused:
+                register(owner, source_schema, location=url)
+            answers[name] = (str(refused.value), time.monotonic() - started)
+    print({name: f"{seconds:.2f} s" for name, (_text, seconds) in answers.items()})
+    assert len({text for text, _s in answers.values()}) == 1, answers
+    assert "Cannot read this source" in answers["closed port"][0]
+    times = [seconds for _text, seconds in answers.values()]
+    assert min(times) >= 3.5 and max(times) - min(times) < 1, answers
+
+
+TABLE = {"table": "people"}
+HOSTILE_LOCATIONS = [
+    # libpq options that would reach another address, or the portal's own credentials
+    ("postgresql://postgres@127.0.0.1:5432/test?hostaddr=10.9.9.9", TABLE, "only the host, port"),
+    ("postgresql://postgres@127.0.0.1:5432/test?service=portal", TABLE, "only the host, port"),
+    ("postgresql://postgres@127.0.0.1/test?passfile=/root/.pgpass", TABLE, "only the host, port"),
+    (
+        "postgresql://postgres@127.0.0.1/test?sslkey=/etc/ssl/private/k",
+        TABLE,
+        "only the host, port",
+    ),
+    (
+        "postgresql://postgres@127.0.0.1/test?options=-csearch_path%3Dx",
+        TABLE,
+        "only the host, port",
+    ),
+    ("postgresql://postgres@127.0.0.1,10.0.0.1/test", TABLE, "one host"),
+    (
+        "postgresql://postgres@elsewhere.invalid/test?host=10.0.0.1",
+        TABLE,
+        "connect to 10.0.0.1:5432",
+    ),
+    ("postgresql://127.0.0.1:5432/test", TABLE, "Give the database user"),
+    ("postgresql://postgres@127.0.0.1/test?sslmode=bogus", TABLE, "sslmode must be one of"),
+    # paths out of the owner's folder
+    ("/proc/self/environ", {}, "outside your folders"),
+    ("../../../../../../etc/passwd", {}, "outside your folders"),
+    ("~/.aws/credentials", {}, "There is no file or folder"),
+    ("people\x00.parquet", {}, "Null characters are not allowed"),
+    # object-storage endpoints that are not endpoints
+    ("s3://b/k", {"endpoint_url": "http://127.0.0.1:5432/latest/meta-data"}, "nothing after"),
+    ("s3://b/k", {"endpoint_url": "http://user:pw@127.0.0.1:5432"}, "nothing after the port"),
+    ("s3://b/k", {"endpoint_url": "file:///etc"}, "nothing after the port"),
+]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("location", "fields", "message"), HOSTILE_LOCATIONS)
+def test_hostile_locations_are_refused_with_words(settings, tmp_path, location, fields, message):
+    settings.DPPORTAL_SOURCE_ROOTS = [str(tmp_path)]
+    parquet_file(tmp_path / "owner" / "people.parquet")
+    response = register_post(client_for(make_user("owner")), location, **fields)
+    page = html.unescape(response.content.decode())
+    assert response.status_code == 400 and message in page and "Traceback" not in page
+    assert not Dataset.objects.exists()
+
+
+def test_a_plain_root_that_holds_files_of_its_own_is_reported(settings, tmp_path):
+    """Item 10, the setting's change of meaning: a single plain root of the old kind holding
+    files directly is reported at start-up, with the two ways to give the files an owner."""
+    loose = parquet_file(tmp_path / "people.parquet")
+    settings.DPPORTAL_SOURCE_ROOTS = [str(tmp_path)]
+    warned = [m for m in run_checks() if m.id == "dpportal.W010"]
+    assert len(warned) == 1 and f"Write NAME={tmp_path}" in warned[0].hint
+    settings.DPPORTAL_SOURCE_ROOTS = [f"owner={tmp_path}"]  # the first way: named
+    assert not [m for m in run_checks() if m.id == "dpportal.W010"]
+    settings.DPPORTAL_SOURCE_ROOTS = [str(tmp_path)]
+    (tmp_path / "owner").mkdir()
+    loose.rename(tmp_path / "owner" / "people.parquet")  # the second way: moved
+    assert not [m for m in run_checks() if m.id == "dpportal.W010"]
+
+
+@pytest.mark.django_db
+def test_one_object_under_two_spellings_of_its_endpoint_has_one_budget(
+    object_storage, allowed_hosts
+):
+    """Item 9: http://127.0.0.1:PORT and http://localhost:PORT/ name one object: one budget."""
+    filesystem = pa_fs.S3FileSystem(
+        access_key="reader", secret_key=SECRET_KEY, endpoint_override=object_storage
+    )
+    pq.write_table(
+        pa.table({"age": [30, 40, 50]}), "census-bucket/p.parquet", filesystem=filesystem
+    )
+    port = object_storage.rsplit(":", 1)[1]
+    allowed_hosts.append(f"localhost:{port}")
+    owner, budgets = make_user("owner"), set()
+    for endpoint in (object_storage, f"http://localhost:{port}/"):
+        keys = {"endpoint_url": endpoint, "access_key": "reader", "secret_key": SECRET_KEY}
+        dataset = services.dataset_register_source(
+            owner=owner,
+            name="Census",
+            location="s3://census-bucket/p.parquet",
+            epsilon_total=1,
+            storage_options=keys,
+        )
+        budgets.add(dataset.budget_id)
+    assert len(budgets) == 1
+
+
+class PasswordCatcher:
+    """A PostgreSQL server stand-in that asks every client for a clear-text password and keeps
+    whatever comes back (libpq's SSL and GSS requests are declined first)."""
+
+    def __init__(self):
+        self.listening = socket.socket()
+        self.listening.bind(("127.0.0.1", 0))
+        self.listening.listen()
+        self.port = self.listening.getsockname()[1]
+        self.received = []
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        while True:
+            try:
+                client, _address = self.listening.accept()
+            except OSError:
+                return
+            with client:
+                client.settimeout(5)
+                with contextlib.suppress(OSError):
+                    self.answer(client)
+
+    def answer(self, client):
+        while True:  # SSLRequest / GSSENCRequest: "N", then the real start-up packet
+            length = int.from_bytes(client.recv(4), "big")
+            packet = client.recv(length - 4)
+            if packet[:4] not in (b"\x04\xd2\x16\x2f", b"\x04\xd2\x16\x30"):
+                break
+            client.sendall(b"N")
+        client.sendall(b"R" + (8).to_bytes(4, "big") + (3).to_bytes(4, "big"))
+        self.received.append(client.recv(4096))
+
+
+@pytest.mark.django_db
+def test_the_portals_own_postgresql_credentials_are_never_sent(
+    source_schema, allowed_hosts, monkeypatch, tmp_path
+):
+    """Item 11 (and 7's rule for PostgreSQL): with a password in the portal's PGPASSWORD and in
+    its password file, a URL without one sends neither; a typed password is sent as typed."""
+    catcher = PasswordCatcher()
+    allowed_hosts.append(f"127.0.0.1:{catcher.port}")
+    passfile = tmp_path / "pgpass"
+    passfile.write_text("*:*:*:*:Canary-passfile-41\n")
+    passfile.chmod(0o600)
+    monkeypatch.setenv("PGPASSWORD", "Canary-env-41")
+    monkeypatch.setenv("PGPASSFILE", str(passfile))
+    owner, said = make_user("owner"), []
+    for password in ("", "typed-41"):
+        url = f"postgresql://reader{':' + password if password else ''}@127.0.0.1:{catcher.port}/db"
+        with pytest.raises(services.ServiceError) as refused:
+            register(owner, source_schema, location=url)
+        said.append(str(refused.value))
+    catcher.listening.close()
+    sent = b"".join(catcher.received)
+    assert b"Canary-env-41" not in sent and b"Canary-passfile-41" not in sent
+    assert b"typed-41" in sent  # the twin: a password does travel when one is given
+    assert all(text.startswith("Cannot read this source") for text in said), said
