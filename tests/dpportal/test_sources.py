@@ -612,7 +612,7 @@ def parquet_file(path, rows=77):
     return path
 
 
-def register_parquet(owner, location):
+def register_location(owner, location):
     return services.dataset_register_source(
         owner=owner, name="People", location=location, epsilon_total=1
     )
@@ -648,7 +648,7 @@ def test_the_engines_read_exactly_the_vetted_files_checked_again_before_each_rel
     folder, outside = tmp_path / "owner" / "people", tmp_path / "someone-else"
     first = parquet_file(folder / "0.parquet", rows=10)
     settings.DPPORTAL_SOURCE_ROOTS = [str(tmp_path)]  # per-custodian folders: tmp_path/<name>
-    dataset = register_parquet(make_user("owner"), str(folder))
+    dataset = register_location(make_user("owner"), str(folder))
     assert dataset.row_count == 10
     (folder / "1.parquet").symlink_to(parquet_file(outside / "secret.parquet"))
     with pytest.raises(SourceError, match="leads outside your folders"):
@@ -698,7 +698,7 @@ def test_a_pipe_or_socket_is_refused_without_being_opened(settings, tmp_path):
     try:
         for location in (str(root / name) for name in ("pipe.parquet", "folder", "socket.parquet")):
             result, seconds, worker = call_with_deadline(
-                lambda location=location: register_parquet(owner, location), 5
+                lambda location=location: register_location(owner, location), 5
             )
             for pipe in pipes:  # unblock a reader still waiting on a pipe (the bug), if any
                 with contextlib.suppress(OSError):
@@ -724,12 +724,12 @@ def test_each_custodian_registers_files_from_their_own_folders_only(settings, tm
     alice, bob, dots = make_user("alice"), make_user("bob"), make_user("..")
     for location in (str(alices / "a.parquet"), str(shared / "alice"), "../alice/c.parquet"):
         with pytest.raises(services.ServiceError, match="outside your folders"):
-            register_parquet(bob, location)
-    assert register_parquet(bob, "b.parquet").row_count == 20  # relative: in his folder
-    assert register_parquet(alice, "a.parquet").row_count == 77  # her first folder
-    assert register_parquet(alice, str(shared / "alice" / "c.parquet")).row_count == 10
+            register_location(bob, location)
+    assert register_location(bob, "b.parquet").row_count == 20  # relative: in his folder
+    assert register_location(alice, "a.parquet").row_count == 77  # her first folder
+    assert register_location(alice, str(shared / "alice" / "c.parquet")).row_count == 10
     with pytest.raises(services.ServiceError, match="You have no folder on this server"):
-        register_parquet(dots, "x.parquet")  # shared/.. is the parent, nobody's folder
+        register_location(dots, "x.parquet")  # shared/.. is the parent, nobody's folder
 
 
 @pytest.mark.django_db
@@ -742,12 +742,12 @@ def test_one_parquet_file_under_any_spelling_has_one_budget(settings, tmp_path):
     shutil.copy(original, root / "copy.parquet")
     settings.DPPORTAL_SOURCE_ROOTS = [str(tmp_path)]
     owner = make_user("owner")
-    first = register_parquet(owner, str(original))
+    first = register_location(owner, str(original))
     for spelling in ("people", "hard.parquet", "soft.parquet", "copy.parquet"):
-        again = register_parquet(owner, str(root / spelling))
+        again = register_location(owner, str(root / spelling))
         assert again.budget_id == first.budget_id, spelling
     parquet_file(root / "other" / "part-0.parquet", rows=76)  # the twin: other data
-    assert register_parquet(owner, str(root / "other")).budget_id != first.budget_id
+    assert register_location(owner, str(root / "other")).budget_id != first.budget_id
 
 
 @pytest.mark.django_db
