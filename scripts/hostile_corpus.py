@@ -123,6 +123,18 @@ def with_doctype(part: str, padding=0, encoding="utf-8", bom=False, declaration=
     return make
 
 
+def with_cell(old: str, new: str):
+    """Return a factory of the good workbook with its cell XML `old` replaced by `new`."""
+
+    def make() -> bytes:
+        book = workbook(GOOD_ROWS)
+        sheet = zipfile.ZipFile(io.BytesIO(book)).read("xl/worksheets/sheet1.xml").decode()
+        assert old in sheet, old
+        return rezip(book, {"xl/worksheets/sheet1.xml": sheet.replace(old, new).encode()})
+
+    return make
+
+
 def shared_strings_bomb() -> bytes:
     """Return a workbook whose text table (sharedStrings.xml) is 40 MB (limit 32 MB)."""
     strings = "".join(f"<si><t>{os.urandom(48).hex()}</t></si>" for _ in range(400_000))
@@ -375,6 +387,22 @@ def xlsx_cases() -> list[Case]:
             {"v": [PAYLOADS["formula_cmd"][1:]]},
         ),
         accepted("xlsx-good", "t.xlsx", book, {"age": [34, 51], "sex": ["F", "M"]}),
+        refused(
+            "xlsx-shared-string-without-table",
+            "t.xlsx",
+            with_cell(
+                '<c r="B2" t="inlineStr"><is><t>F</t></is></c>', '<c r="B2" t="s"><v>0</v></c>'
+            ),
+            "Row 2",
+            "text is missing",
+        ),
+        refused(
+            "xlsx-date-1900-02-29",
+            "t.xlsx",
+            with_cell('<c r="A2" t="n"><v>34</v></c>', '<c r="A2" t="d"><v>1900-02-29</v></c>'),
+            "Row 2",
+            "date that does not exist",
+        ),
         refused("xlsx-not-a-zip", "t.xlsx", SMALL, "not a zip archive"),
         refused(
             "xlsx-path-traversal-part",
