@@ -30,8 +30,14 @@ PASSWORD = "correct horse battery"
 MISSING_PK = 10**9
 
 
-def make_user(username="alice", password=PASSWORD):
-    return get_user_model().objects.create_user(username=username, password=password)
+def make_user(username="alice", password=PASSWORD, *, custodian=True):
+    """A user; a custodian (may upload, register sources, create tokens) unless told."""
+    from dpportal.access import grant_custodian
+
+    user = get_user_model().objects.create_user(username=username, password=password)
+    if custodian:
+        grant_custodian(user)
+    return user
 
 
 def client_for(user) -> Client:
