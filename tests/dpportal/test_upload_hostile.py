@@ -14,7 +14,6 @@ import zipfile
 
 import openpyxl
 import pytest
-from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
@@ -22,6 +21,7 @@ from django.urls import reverse
 from dpportal import ingest
 from dpportal.models import AuditEvent, Dataset
 from tests.conftest import REPO_ROOT
+from tests.helpers import make_user
 
 
 def workbook_bytes(rows, formula_cell=None) -> bytes:
@@ -435,7 +435,7 @@ def test_hostile_upload_is_refused_cleanly(case, clean_dirs, settings, monkeypat
         assert len(content) < settings.MAX_UPLOAD_BYTES < len(NOISY_TABLE)
     if setup == "shared-strings":
         lower_shared_strings_limit(monkeypatch)
-    user = get_user_model().objects.create_user(username="alice", password="x")
+    user = make_user("alice", "x")  # a custodian
     client = Client(raise_request_exception=False)
     client.force_login(user)
     response = client.post(
