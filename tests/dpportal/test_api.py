@@ -400,3 +400,89 @@ def test_broken_twin_that_drops_the_key_spends_twice(monkeypatch):
 
     monkeypatch.setattr(release_views, "submission_nonce", lambda user, key: "")
     assert race_one_key(monkeypatch) == ([201, 201], 2, 2)
+
+
+# ---------------------------------------------------------------- every API error is JSON
+# (issue 41, item 14): a view that fails, a database connection that drops, a body nested
+# 10,000 levels deep, an address that names no endpoint.
+
+
+def assert_json_error(response, status, *words):
+    assert response.status_code == status, response.content[:300]
+    assert response["Content-Type"] == "application/json", response.content[:300]
+    message = response.json()["error"]
+    assert all(word in message for word in words), message
+
+
+def test_a_10000_deep_json_body_gets_a_400_with_words(owner, small_dataset):
+    client = api(token_from_page(owner))
+    deep = "[" * 10_000 + "]" * 10_000
+    response = client.post(
+        reverse("api_dataset_budget", args=[small_dataset.pk]),
+        deep,
+        content_type="application/json",
+    )
+    assert_json_error(response, 400, "nested too deeply")
+
+
+def test_an_unexpected_failure_in_an_endpoint_is_a_json_500(owner, small_dataset, monkeypatch):
+    client = api(token_from_page(owner))
+    client.raise_request_exception = False
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr("dpportal.api.dataset_views.dataset_json", broken)
+    response = client.get(reverse("api_dataset_detail", args=[small_dataset.pk]))
+    assert_json_error(response, 500, "nothing was done", "logged")
+    assert "a bug" not in response.content.decode()  # no exception text, no traceback
+
+
+def drop_the_database_connection():
+    """End this process's PostgreSQL session from the server side, as a restart or a network
+    cut does: the backend terminates itself, the client's socket is closed under it."""
+    from django.db import OperationalError, connection
+
+    with pytest.raises(OperationalError):
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_dropped_database_connection_is_a_json_503(owner):
+    from django.db import connection
+
+    secret = token_from_page(owner)
+    client = api(secret)
+    client.raise_request_exception = False
+    try:
+        drop_the_database_connection()
+        response = client.get(reverse("api_dataset_list"))
+    finally:
+        connection.close()  # the next query opens a new session
+    assert_json_error(response, 503, "database is not answering", "try again")
+    assert response["Retry-After"] == "30"
+    assert client.get(reverse("api_dataset_list")).status_code == 200  # and it recovers
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_dropped_connection_outside_the_endpoint_is_json_too(owner):
+    """A signed-in browser calling the API without a token: the failure happens in a
+    middleware reading the session, after the endpoint answered (the 500 handler's path)."""
+    from django.db import connection
+
+    client = client_for(owner)
+    client.raise_request_exception = False
+    try:
+        drop_the_database_connection()
+        response = client.get(reverse("api_dataset_list"))
+    finally:
+        connection.close()
+    assert_json_error(response, 503, "database is not answering")
+
+
+def test_an_unknown_api_address_is_a_json_404(owner):
+    response = api(token_from_page(owner)).get("/api/v1/no-such-thing/")
+    assert_json_error(response, 404, "openapi.json")
+    page = client_for(owner).get("/no-such-page/")  # pages keep their HTML 404
+    assert page.status_code == 404 and page["Content-Type"].startswith("text/html")
