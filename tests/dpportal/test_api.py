@@ -438,28 +438,26 @@ def test_an_unexpected_failure_in_an_endpoint_is_a_json_500(owner, small_dataset
     assert "a bug" not in response.content.decode()  # no exception text, no traceback
 
 
-def drop_the_database_connection():
-    """End this process's PostgreSQL session from the server side, as a restart or a network
-    cut does: the backend terminates itself, the client's socket is closed under it."""
+def get_after_the_connection_drops(client, url):
+    """GET `url` after this process's PostgreSQL session was ended from the server side, as a
+    restart or a network cut ends it (the backend terminates itself, the client's socket is
+    closed under it); afterwards the next query opens a new session."""
     from django.db import OperationalError, connection
 
-    with pytest.raises(OperationalError):
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+    client.raise_request_exception = False
+    try:
+        with pytest.raises(OperationalError):
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+        return client.get(url)
+    finally:
+        connection.close()
 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_dropped_database_connection_is_a_json_503(owner):
-    from django.db import connection
-
-    secret = token_from_page(owner)
-    client = api(secret)
-    client.raise_request_exception = False
-    try:
-        drop_the_database_connection()
-        response = client.get(reverse("api_dataset_list"))
-    finally:
-        connection.close()  # the next query opens a new session
+    client = api(token_from_page(owner))
+    response = get_after_the_connection_drops(client, reverse("api_dataset_list"))
     assert_json_error(response, 503, "database is not answering", "try again")
     assert response["Retry-After"] == "30"
     assert client.get(reverse("api_dataset_list")).status_code == 200  # and it recovers
@@ -469,15 +467,7 @@ def test_a_dropped_database_connection_is_a_json_503(owner):
 def test_a_dropped_connection_outside_the_endpoint_is_json_too(owner):
     """A signed-in browser calling the API without a token: the failure happens in a
     middleware reading the session, after the endpoint answered (the 500 handler's path)."""
-    from django.db import connection
-
-    client = client_for(owner)
-    client.raise_request_exception = False
-    try:
-        drop_the_database_connection()
-        response = client.get(reverse("api_dataset_list"))
-    finally:
-        connection.close()
+    response = get_after_the_connection_drops(client_for(owner), reverse("api_dataset_list"))
     assert_json_error(response, 503, "database is not answering")
 
 
