@@ -330,6 +330,7 @@ def test_an_owner_manages_budget_access_and_deletion_through_the_api(owner, smal
         client, reverse("api_dataset_delete", args=[pk]), {"confirm_name": small_dataset.name}
     )
     assert deleted.status_code == 200 and deleted.json()["deleted"] is True
+    assert deleted.json()["public_pages_withdrawn"] == 0
     actions = set(AuditEvent.objects.values_list("action", flat=True))
     assert {"budget_changed", "access_changed", "invitation_sent", "deletion"} <= actions
 
