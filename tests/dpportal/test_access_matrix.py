@@ -242,7 +242,7 @@ def test_the_access_matrix_has_no_failures(world, invited, a_minute_later):
     failures, requests = check_matrix(world, routes)
     print(
         f"\nT20 access matrix: {len(routes)} routes ({len(object_routes)} object-bearing) × "
-        f"4 roles × GET/POST/DELETE = {requests} requests; {len(failures)} failures; "
+        f"5 roles × GET/POST/DELETE = {requests} requests; {len(failures)} failures; "
         f"0 server errors allowed, 0 cross-tenant reads allowed"
     )
     print("object-bearing routes: " + ", ".join(sorted(r[0] for r in object_routes)))
