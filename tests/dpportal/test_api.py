@@ -11,6 +11,8 @@ import zipfile
 
 import pytest
 from django.core.cache import cache
+from django.core.exceptions import PermissionDenied
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
 
@@ -18,6 +20,7 @@ from dpportal import services
 from dpportal.credentials import ApiToken
 from dpportal.models import AuditEvent, BudgetLedgerEntry, Dataset, Release
 from tests.conftest import wait_until
+from tests.dpportal.test_hostile_corpus import corpus as hostile_corpus
 from tests.helpers import SMALL_CSV, SMALL_SCHEMA, client_for, make_user
 
 pytestmark = [pytest.mark.database, pytest.mark.django_db]
@@ -437,6 +440,29 @@ def test_an_unexpected_failure_in_an_endpoint_is_a_json_500(owner, small_dataset
     response = client.get(reverse("api_dataset_detail", args=[small_dataset.pk]))
     assert_json_error(response, 500, "nothing was done", "logged")
     assert "a bug" not in response.content.decode()  # no exception text, no traceback
+
+
+def test_a_refusal_raised_as_permission_denied_is_a_json_403(owner, small_dataset, monkeypatch):
+    client = api(token_from_page(owner))
+
+    def refuse(*args, **kwargs):
+        raise PermissionDenied("Not for you, and this is why.")
+
+    monkeypatch.setattr("dpportal.api.dataset_views.dataset_json", refuse)
+    response = client.get(reverse("api_dataset_detail", args=[small_dataset.pk]))
+    assert_json_error(response, 403, "this is why")
+
+
+@pytest.mark.parametrize("case_id", ["xlsx-shared-string-without-table", "xlsx-date-1900-02-29"])
+def test_a_malformed_workbook_is_refused_in_json(owner, case_id):
+    """The two workbooks that gave an HTML 500 (issue 41, item 14), uploaded by token."""
+    case = next(c for c in hostile_corpus.cases(include_slow=False) if c.id == case_id)
+    response = api(token_from_page(owner)).post(
+        reverse("api_dataset_list"),
+        {"name": "Book", "epsilon_total": "1", "file": SimpleUploadedFile("t.xlsx", case.make())},
+    )
+    assert_json_error(response, 400, "Row 2")
+    assert not Dataset.objects.exists()
 
 
 def get_after_the_connection_drops(client, url):
