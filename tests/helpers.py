@@ -217,8 +217,8 @@ def object_kwargs(name, kwarg_names, world, missing=False):
     values = {}
     name = name.removeprefix("api_")  # an API route names the same objects as its page
     for kwarg in kwarg_names:
-        if kwarg == "secret":  # an invitation link's secret: none is valid in the matrix
-            values[kwarg] = "no-such-invitation"
+        if kwarg == "secret":  # an invitation link's secret: the world's pending one, if any
+            values[kwarg] = getattr(world, "pending_secret", "no-such-invitation")
         elif kwarg == "dataset_pk" or (kwarg == "pk" and name.startswith("dataset")):
             values[kwarg] = MISSING_PK if missing else world.dataset.pk
         elif kwarg == "pk" and name.startswith(("release", "public_release")):

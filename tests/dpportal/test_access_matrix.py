@@ -12,6 +12,8 @@ route × {anonymous, other custodian, auditor, invited auditor, owner} × {GET, 
 - the invited auditor (an account made from an invitation, not a custodian: issue 41, item 13)
   is held to the auditor's rules and also gets 403 from every custodian-only route
   (CUSTODIAN_ROUTES: upload, register a source, create a token, upload by API);
+- a valid invitation link for another address (erin's) refuses every signed-in role (403) and
+  grants nothing;
 - neither sees a value planted in the owner's raw file (RAW_CANARIES);
 - the owner gets no 404;
 - nobody ever gets a server error (a view exception is recorded as a failure, named).
@@ -162,6 +164,8 @@ def judge(role, method, name, kwarg_names, response, world, clients, fail):
     if name in PUBLIC and role != "anonymous":
         if CANARY.encode() in response.content:
             fail(role, method, name, response, "a public page shows a dataset name")
+        if name == "invitation_accept" and method != "DELETE" and status != 403:
+            fail(role, method, name, response, "an invitation is bound to its address")
         return None
     if role == "anonymous":
         if name not in PUBLIC and not (
@@ -233,10 +237,18 @@ def invited(world):
     )
     world.dave = get_user_model().objects.get(username="dave")
     assert not world.dave.has_perm("dpportal.custodian")
+    services.invitation_send(  # pending, for an address none of the matrix's accounts has
+        dataset=world.dataset,
+        user=world.alice,
+        email="erin@example.org",
+        link_for=lambda secret: world.__dict__.setdefault("pending_secret", secret),
+    )
     return world
 
 
 def test_the_access_matrix_has_no_failures(world, invited, a_minute_later):
+    from dpportal import services
+
     routes = enumerate_routes()
     object_routes = [r for r in routes if r[2]]
     failures, requests = check_matrix(world, routes)
@@ -247,6 +259,8 @@ def test_the_access_matrix_has_no_failures(world, invited, a_minute_later):
     )
     print("object-bearing routes: " + ", ".join(sorted(r[0] for r in object_routes)))
     assert failures == [], "\n".join(failures)
+    assert services.pending_invitations(world.dataset).count() == 1  # erin's, still usable
+    assert set(world.dataset.auditors.all()) == {world.carol, world.dave}
     owner_page = client_for(world.alice).get(
         reverse("release_detail", kwargs={"pk": world.release.pk})
     )
