@@ -129,6 +129,9 @@ def test_deleting_the_dataset_withdraws_its_public_pages(world, a_minute_later):
     assert AuditEvent.objects.get(action="deletion").details["public_pages_withdrawn"] == 1
     again = switch(world.alice, world.release, True)
     assert again.status_code == 302 and Client().get(url).status_code == 410
+    page = owner.get(reverse("release_detail", args=[world.release.pk])).content.decode()
+    assert "withdrawn when the dataset was deleted" in page
+    assert "Switch the public page on" not in page
 
 
 def test_the_confirmation_page_says_nothing_of_pages_when_there_are_none(world):
