@@ -1,5 +1,16 @@
-"""Who may see what. Object views answer 404 to users without access (never 403)."""
+"""Who may see what and who may do what.
 
+Object views answer 404 to users without access (never 403). Holding data is a separate,
+explicit grant: only custodians (the permission dpportal.custodian, through the group
+"Custodians") may upload or register a dataset or create an API token; an account made from an
+invitation to audit has no grant and reads only the datasets it audits. Custodian-only pages
+answer 403 with words.
+"""
+
+import functools
+
+from django.contrib.auth.models import Group, Permission
+from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 from django.http import Http404
 
@@ -10,6 +21,40 @@ from .models import Dataset, Neighbouring, Release
 # Facts about a dataset's raw file (and a failed release's reason, which can quote the data).
 RAW_FACTS = frozenset({"row_count", "size_bytes", "sha256", "original_filename", "failure_reason"})
 PUBLIC_UNDER_REPLACE_ONE = frozenset({"row_count"})
+CUSTODIAN_PERMISSION = "dpportal.custodian"
+CUSTODIANS_GROUP = "Custodians"
+NOT_A_CUSTODIAN = (
+    "Only custodians can upload or register datasets and create API tokens. Your account can "
+    "read the datasets you were invited to audit; to hold datasets of your own, ask the "
+    "portal's operator to make you a custodian."
+)
+
+
+def is_custodian(user) -> bool:
+    """Whether `user` holds the custodian grant (superusers hold every permission)."""
+    return user.is_authenticated and user.has_perm(CUSTODIAN_PERMISSION)
+
+
+def custodian_required(view):
+    """Wrap a view that only custodians may reach: anyone else gets 403 with NOT_A_CUSTODIAN
+    before the request body is read."""
+
+    @functools.wraps(view)
+    def checked(request, *args, **kwargs):
+        if request.user.is_authenticated and not is_custodian(request.user):
+            raise PermissionDenied(NOT_A_CUSTODIAN)
+        return view(request, *args, **kwargs)
+
+    return checked
+
+
+def grant_custodian(user) -> None:
+    """Make `user` a custodian (an operator's explicit act: the admin, `grant_custodian`)."""
+    group, _ = Group.objects.get_or_create(name=CUSTODIANS_GROUP)
+    group.permissions.add(
+        Permission.objects.get(content_type__app_label="dpportal", codename="custodian")
+    )
+    user.groups.add(group)
 
 
 def datasets_visible_to(user):

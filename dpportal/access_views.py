@@ -2,7 +2,8 @@
 
 A new token's secret is shown once, in the response to the POST that creates it (never put in
 a message, a session or a redirect). An invitation link is only in its e-mail; accepting it
-creates an account (or uses the signed-in one) and grants auditor access to that dataset.
+creates an account for the invited address (or uses the signed-in one, if its address is the
+invited one) and grants auditor access to that dataset, never the custodian grant.
 """
 
 from django import forms
@@ -10,13 +11,15 @@ from django.contrib import messages
 from django.contrib.auth import get_user_model, login
 from django.contrib.auth.decorators import login_not_required
 from django.contrib.auth.forms import UserCreationForm
+from django.contrib.auth.validators import ASCIIUsernameValidator
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from . import services
-from .access import dataset_for_owner
+from .access import NOT_A_CUSTODIAN, dataset_for_owner, is_custodian
 from .credentials import ApiToken
 from .signals import client_address
 
@@ -35,7 +38,8 @@ class InvitationForm(forms.Form):
 
 @require_http_methods(["GET", "POST"])
 def token_list(request):
-    """List, create (action=create) and revoke (action=revoke, token=<id>) the user's tokens."""
+    """List, create (action=create; custodians only) and revoke (action=revoke, token=<id>)
+    the user's tokens."""
     form, secret, status = TokenForm(), "", 200
     if request.method == "POST" and request.POST.get("action") == "revoke":
         try:
@@ -49,6 +53,8 @@ def token_list(request):
         else:
             messages.success(request, f"Token {revoked.prefix}… is revoked: it no longer works.")
         return redirect("token_list")
+    if request.method == "POST" and not is_custodian(request.user):
+        raise PermissionDenied(NOT_A_CUSTODIAN)
     if request.method == "POST":
         form = TokenForm(request.POST)
         status = 400
@@ -64,7 +70,13 @@ def token_list(request):
             else:
                 form, status = TokenForm(), 201
     tokens = ApiToken.objects.filter(user=request.user)
-    context = {"form": form, "secret": secret, "tokens": tokens, "nav": "tokens"}
+    context = {
+        "form": form,
+        "secret": secret,
+        "tokens": tokens,
+        "nav": "tokens",
+        "may_create": is_custodian(request.user),
+    }
     return render(request, "dpportal/token_list.html", context, status=status)
 
 
@@ -117,9 +129,23 @@ def _send(request, dataset) -> None:
 
 
 class InvitedUserForm(UserCreationForm):
+    """A new auditor's account. Its name is plain ASCII, so that it cannot pass for another
+    account's name written with look-alike letters (Cyrillic а for a)."""
+
     class Meta(UserCreationForm.Meta):
         model = get_user_model()
         fields = ("username",)
+
+    def clean_username(self):
+        username = super().clean_username()
+        try:
+            ASCIIUsernameValidator()(username)
+        except ValidationError:
+            raise ValidationError(
+                "Use only English letters, digits and @ . + - _ in your user name, so that it "
+                "cannot be mistaken for someone else's name written with look-alike letters."
+            ) from None
+        return username
 
 
 @login_not_required
@@ -131,10 +157,15 @@ def invitation_accept(request, secret):
     except services.ServiceError as exc:
         return render(request, "dpportal/invitation.html", {"problem": str(exc)}, status=410)
     signed_in = request.user.is_authenticated
+    if signed_in and not services.invitations.same_address(request.user.email, invitation.email):
+        problem = services.invitations.OTHER_ADDRESS
+        return render(request, "dpportal/invitation.html", {"problem": problem}, status=403)
     form = None if signed_in else InvitedUserForm(request.POST or None)
     if request.method == "POST" and (signed_in or form.is_valid()):
         try:
             user = _accept(request, secret, form, invitation.email)
+        except services.invitations.OtherAddress as exc:
+            return render(request, "dpportal/invitation.html", {"problem": str(exc)}, status=403)
         except services.ServiceError as exc:
             return render(request, "dpportal/invitation.html", {"problem": str(exc)}, status=410)
         messages.success(request, f"You are now an auditor of {invitation.dataset.name}.")

@@ -4,12 +4,13 @@ from django.urls import path
 
 from . import access_views, estimate_views, source_views
 from . import dataset_views as views
+from .access import custodian_required
 
 urlpatterns = [
-    path("datasets/new/", views.dataset_upload, name="dataset_upload"),
+    path("datasets/new/", custodian_required(views.dataset_upload), name="dataset_upload"),
     path(
         "datasets/new/source/",
-        source_views.dataset_register_source,
+        custodian_required(source_views.dataset_register_source),
         name="dataset_register_source",
     ),
     path("datasets/<int:pk>/", views.dataset_detail, name="dataset_detail"),

@@ -286,6 +286,7 @@ def dataset_auditors(request, pk):
 def dataset_delete(request, pk):
     dataset = dataset_for_owner(request.user, pk)
     form = DeleteForm(request.POST or None, dataset=dataset)
+    public_pages = services.public_pages(dataset).count()
     if request.method == "POST" and form.is_valid():
         try:
             services.dataset_delete(
@@ -296,15 +297,16 @@ def dataset_delete(request, pk):
         else:
             messages.success(
                 request,
-                f"{dataset.name} was deleted: its stored files are gone; "
-                "its releases and audit trail remain.",
+                f"{dataset.name} was deleted: its stored files are gone"
+                + (f", {public_pages} public page(s) withdrawn" if public_pages else "")
+                + "; its releases and audit trail remain.",
             )
             return redirect("home")
     status = 400 if request.method == "POST" else 200
     return render(
         request,
         "dpportal/dataset_delete.html",
-        {"dataset": dataset, "form": form, "nav": "datasets"},
+        {"dataset": dataset, "form": form, "nav": "datasets", "public_pages": public_pages},
         status=status,
     )
 

@@ -121,6 +121,11 @@ class Dataset(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        # Granted through the "Custodians" group (dpportal.access.grant_custodian); an account
+        # made from an invitation to audit has no grant (it reads what it was invited to).
+        permissions = [
+            ("custodian", "Is a custodian: may upload or register datasets, create API tokens")
+        ]
 
     def __str__(self):
         return self.name

@@ -1,5 +1,7 @@
 """A release's public page: its report, readable by anyone once the owner has switched it on,
-with the package's files; and the owner's switch. A withdrawn page answers 410 with a notice.
+with the package's files; and the owner's switch. A withdrawn page answers 410 with a notice;
+so does the page of a deleted dataset's release (deletion withdraws them; `_withdrawal_date`
+also covers pages whose dataset was deleted before deletion did).
 
 The page is the package's own report (mechanisms.package.report_html) with its stylesheet
 linked instead of inlined, so it is served under the portal's strict Content-Security-Policy;
@@ -35,8 +37,15 @@ def _published(pk) -> Release:
     return release
 
 
+def _withdrawal_date(release):
+    """When the page stopped being public, or None while it is public."""
+    if release.is_public and release.dataset.is_deleted:
+        return release.dataset.deleted_at
+    return release.public_withdrawn_at
+
+
 def _withdrawn(release) -> HttpResponse:
-    when = f"{release.public_withdrawn_at:%d %B %Y}"
+    when = f"{_withdrawal_date(release):%d %B %Y}"
     html = (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<link rel="icon" href="data:,">'
@@ -53,7 +62,7 @@ def _withdrawn(release) -> HttpResponse:
 @require_GET
 def public_release(request, pk):
     release = _published(pk)
-    if not release.is_public:
+    if _withdrawal_date(release):
         return _withdrawn(release)
     return _revalidated(HttpResponse(_report_page(release)))
 
@@ -96,7 +105,7 @@ def public_report_css(request):
 @require_GET
 def public_release_file(request, pk, filename):
     release = _published(pk)
-    if not release.is_public:
+    if _withdrawal_date(release):
         return _withdrawn(release)
     content = packaging.package_file(release, filename)
     if content is None:

@@ -100,6 +100,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "dpportal.middleware.ContentSecurityPolicyMiddleware",
+    "dpportal.api.errors.ApiErrorMiddleware",  # an API error is JSON, never an HTML page
 ]
 
 ROOT_URLCONF = "dpportal.urls"

@@ -35,3 +35,5 @@ urlpatterns = [
 ]
 
 handler400 = "dpportal.error_views.bad_request"
+handler404 = "dpportal.error_views.page_not_found"
+handler500 = "dpportal.error_views.server_error"

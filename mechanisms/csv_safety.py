@@ -4,10 +4,12 @@ For every CSV published: release packages (mechanisms.package, for the CLI and t
 and the portal's audit and release-list exports (dpportal/audit_views.py).
 
 A spreadsheet runs a cell as a formula when it starts with = + - @ (tab, CR and NUL are
-stripped or treated alike by some). The file is comma-separated and quoted per RFC 4180, but a
-spreadsheet set to another separator (semicolon in many locales, tab, vertical bar) splits a
-cell such as `x;=HYPERLINK(...)` into two, the second starting with `=`, and quoting does not
-stop that when the cell is not first on its line. So a ' is put before every trigger that
+stripped or treated alike by some), and some normalise compatibility forms first (NFKC): the
+fullwidth ＝ ＋ － ＠, the small ﹦ ﹢ ﹣ ﹫, super- and subscript ⁼ ⁺ ₌ ₊ count as triggers too.
+The file is comma-separated and quoted per RFC 4180, but a spreadsheet set to another
+separator (semicolon in many locales, tab, vertical bar) splits a cell such as
+`x;=HYPERLINK(...)` into two, the second starting with `=`, and quoting does not stop that
+when the cell is not first on its line. So a ' is put before every trigger that
 starts the cell or follows (after optional double quotes) a character some spreadsheet may
 split on: , ; tab | CR LF. Pure numbers (-3.5, +7, 1e-05) are left as they are.
 """
@@ -15,6 +17,7 @@ split on: , ; tab | CR LF. Pure numbers (-3.5, +7, 1e-05) are left as they are.
 import csv
 import io
 import re
+import unicodedata
 
 FORMULA_TRIGGERS = ("=", "+", "-", "@", "\t", "\r", "\0")
 SPLITTERS = frozenset(",;\t|\r\n")
@@ -30,12 +33,23 @@ def escape_cell(value: str) -> str:
         at = start
         while at < len(value) and value[at] == '"':
             at += 1
-        if at < len(value) and value[at] in _TRIGGER_CHARS:
+        if at < len(value) and is_trigger(value[at]):
             if PURE_NUMBER.fullmatch(_segment(value, at)):
                 continue
             pieces += [value[done:at], "'"]
             done = at
     return "".join(pieces) + value[done:]
+
+
+def is_trigger(char: str) -> bool:
+    """Tell whether a spreadsheet may read `char` as the start of a formula.
+
+    Also after turning a compatibility form (fullwidth, small, super- or subscript) into its
+    plain character, as some spreadsheets do.
+    """
+    if char in _TRIGGER_CHARS:
+        return True
+    return not char.isascii() and unicodedata.normalize("NFKC", char)[:1] in _TRIGGER_CHARS
 
 
 def _segment(value: str, at: int) -> str:

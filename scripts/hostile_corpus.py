@@ -123,6 +123,18 @@ def with_doctype(part: str, padding=0, encoding="utf-8", bom=False, declaration=
     return make
 
 
+def with_cell(old: str, new: str):
+    """Return a factory of the good workbook with its cell XML `old` replaced by `new`."""
+
+    def make() -> bytes:
+        book = workbook(GOOD_ROWS)
+        sheet = zipfile.ZipFile(io.BytesIO(book)).read("xl/worksheets/sheet1.xml").decode()
+        assert old in sheet, old
+        return rezip(book, {"xl/worksheets/sheet1.xml": sheet.replace(old, new).encode()})
+
+    return make
+
+
 def shared_strings_bomb() -> bytes:
     """Return a workbook whose text table (sharedStrings.xml) is 40 MB (limit 32 MB)."""
     strings = "".join(f"<si><t>{os.urandom(48).hex()}</t></si>" for _ in range(400_000))
@@ -160,11 +172,16 @@ SMALL = b"age,city\n34,Leeds\n51,York\n"
 SMALL_TABLE = {"age": [34, 51], "city": ["Leeds", "York"]}
 UTF8_LINE = "1,Zürich\n".encode()
 LATIN1_LINE = "2,Zürich\n".encode("latin-1")
+WESTERN = ["Crème brûlée à Orléans", "l’été «\xa0oui\xa0»", "O’Brien “quoted” – ok…", "Ærø Århus"]
 CFB_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # an encrypted workbook or an old .xls
 
 
 def encoding_cases() -> list[Case]:
-    """UTF-16/32, mixed UTF-8 and Latin-1, NUL bytes, overlong forms, lone surrogates."""
+    """Return the encoding cases.
+
+    UTF-16/32, mixed UTF-8 and Latin-1, Shift-JIS, GBK, EUC-KR and Cyrillic text (never read as
+    Latin-1), NUL bytes, overlong forms, lone surrogates.
+    """
     bom16 = codecs.BOM_UTF16_LE
     return [
         refused("utf16-le-bom", "t.csv", bom16 + "a,b\n1,2\n".encode("utf-16-le"), "UTF-16"),
@@ -197,6 +214,28 @@ def encoding_cases() -> list[Case]:
             "Line 2 is not UTF-8",
         ),
         accepted("latin1-only", "t.csv", b"n,city\n" + LATIN1_LINE, {"city": ["Zürich"]}),
+        refused(
+            "shift-jis",
+            "t.csv",
+            "名前,都市\n田中,東京\n鈴木,大阪\n".encode("shift_jis"),
+            "Line 1 is not UTF-8 and does not read as Latin-1",
+            "Shift-JIS",
+        ),
+        refused(
+            "shift-jis-ascii-second-bytes",  # 田中 is 93 63 92 86: no run of four high bytes
+            "t.csv",
+            "name,n\n田中,1\n".encode("shift_jis"),
+            "Line 2 is not UTF-8 and does not read as Latin-1",
+        ),
+        refused("gbk", "t.csv", "名字,城市\n张伟,北京\n".encode("gbk"), "GBK"),
+        refused("euc-kr", "t.csv", "이름,n\n김철수,1\n".encode("euc_kr"), "EUC-KR"),
+        refused("cp1251", "t.csv", "имя,n\nИван,1\n".encode("cp1251"), "Cyrillic"),
+        accepted(
+            "cp1252-french-and-english",  # accents, curly quotes, guillemets, no-break spaces
+            "t.csv",
+            ("n,text\n" + "".join(f"{i},{t}\n" for i, t in enumerate(WESTERN))).encode("cp1252"),
+            {"text": WESTERN},
+        ),
         accepted(
             "cp1252-only", "t.csv", "n,price\n1,€7 – ok\n".encode("cp1252"), {"price": ["€7 – ok"]}
         ),
@@ -375,6 +414,22 @@ def xlsx_cases() -> list[Case]:
             {"v": [PAYLOADS["formula_cmd"][1:]]},
         ),
         accepted("xlsx-good", "t.xlsx", book, {"age": [34, 51], "sex": ["F", "M"]}),
+        refused(
+            "xlsx-shared-string-without-table",
+            "t.xlsx",
+            with_cell(
+                '<c r="B2" t="inlineStr"><is><t>F</t></is></c>', '<c r="B2" t="s"><v>0</v></c>'
+            ),
+            "Row 2",
+            "text is missing",
+        ),
+        refused(
+            "xlsx-date-1900-02-29",
+            "t.xlsx",
+            with_cell('<c r="A2" t="n"><v>34</v></c>', '<c r="A2" t="d"><v>1900-02-29</v></c>'),
+            "Row 2",
+            "date that does not exist",
+        ),
         refused("xlsx-not-a-zip", "t.xlsx", SMALL, "not a zip archive"),
         refused(
             "xlsx-path-traversal-part",

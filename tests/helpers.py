@@ -30,8 +30,14 @@ PASSWORD = "correct horse battery"
 MISSING_PK = 10**9
 
 
-def make_user(username="alice", password=PASSWORD):
-    return get_user_model().objects.create_user(username=username, password=password)
+def make_user(username="alice", password=PASSWORD, *, custodian=True):
+    """A user; a custodian (may upload, register sources, create tokens) unless told."""
+    from dpportal.access import grant_custodian
+
+    user = get_user_model().objects.create_user(username=username, password=password)
+    if custodian:
+        grant_custodian(user)
+    return user
 
 
 def client_for(user) -> Client:
@@ -211,8 +217,8 @@ def object_kwargs(name, kwarg_names, world, missing=False):
     values = {}
     name = name.removeprefix("api_")  # an API route names the same objects as its page
     for kwarg in kwarg_names:
-        if kwarg == "secret":  # an invitation link's secret: none is valid in the matrix
-            values[kwarg] = "no-such-invitation"
+        if kwarg == "secret":  # an invitation link's secret: the world's pending one, if any
+            values[kwarg] = getattr(world, "pending_secret", "no-such-invitation")
         elif kwarg == "dataset_pk" or (kwarg == "pk" and name.startswith("dataset")):
             values[kwarg] = MISSING_PK if missing else world.dataset.pk
         elif kwarg == "pk" and name.startswith(("release", "public_release")):

@@ -5,6 +5,7 @@ that validate input, the services that lock and spend budget and write the audit
 per-address failure limit of the sign-in page. Modules:
 
     auth            token authentication, CSRF rule, JSON errors (`api_endpoint`)
+    errors          JSON for every other failure under /api/ (middleware and error handlers)
     present         the JSON shape of datasets, releases, ledger entries and audit events
     dataset_views   datasets: list, upload, detail, schema, accuracy preview, ledger
     release_views   releases: list, create, progress, cancel, files; the audit log

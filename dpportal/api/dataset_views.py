@@ -9,7 +9,14 @@ from django.conf import settings
 from django.http import JsonResponse
 
 from .. import services, timing
-from ..access import dataset_for_owner, dataset_for_reader, datasets_visible_to, is_owner
+from ..access import (
+    NOT_A_CUSTODIAN,
+    dataset_for_owner,
+    dataset_for_reader,
+    datasets_visible_to,
+    is_custodian,
+    is_owner,
+)
 from ..dataset_forms import DatasetUploadForm, PublicKnowledgeForm, SchemaColumnForm
 from ..dataset_views import FORM_OVERHEAD_BYTES, shared_budget_text
 from ..formatting import plain_number
@@ -32,6 +39,8 @@ def datasets(request):
 
 
 def _upload(request):
+    if not is_custodian(request.user):
+        raise ApiError(403, NOT_A_CUSTODIAN)
     declared = int(request.META.get("CONTENT_LENGTH") or 0)
     if declared > settings.MAX_UPLOAD_BYTES + FORM_OVERHEAD_BYTES:
         raise ApiError(413, _too_large())

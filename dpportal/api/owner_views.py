@@ -99,10 +99,12 @@ def dataset_invitations(request, pk):
 
 @api_endpoint("POST")
 def dataset_delete(request, pk):
-    """{"confirm_name": the dataset's name}: remove its stored files (releases and audit stay)."""
+    """{"confirm_name": the dataset's name}: remove its stored files and withdraw its public
+    pages (releases and audit stay); the answer counts the pages withdrawn."""
     dataset = dataset_for_owner(request.user, pk)
     body = read_json(request)
     _valid(DeleteForm(form_data(body, DeleteForm.base_fields), dataset=dataset))
+    withdrawn = services.public_pages(dataset).count()
     services.dataset_delete(dataset=dataset, user=request.user, remote_addr=client_address(request))
     dataset.refresh_from_db()
-    return JsonResponse(dataset_json(dataset, request.user))
+    return JsonResponse(dataset_json(dataset, request.user) | {"public_pages_withdrawn": withdrawn})

@@ -25,6 +25,14 @@ UTF8_MULTIBYTE = re.compile(
     rb"|\xed[\x80-\x9f][\x80-\xbf]|\xf0[\x90-\xbf][\x80-\xbf]{2}|[\xf1-\xf3][\x80-\xbf]{3}"
     rb"|\xf4[\x80-\x8f][\x80-\xbf]{2}"
 )
+# Text that is neither UTF-8 nor Latin-1, read as Windows-1252, shows two signs. (1) Runs of
+# non-ASCII bytes: accented Latin letters come one or two at a time (Zürich, ação), while a word
+# in Cyrillic or Greek code pages, or in a double-byte encoding (GBK, Big5, EUC-KR, EUC-JP,
+# Shift-JIS), is a run of them (no-break space aside: "«\xa0" is French typography).
+FOREIGN_RUN = re.compile(rb"[\x80-\x9f\xa1-\xff]{4}")
+# (2) Shift-JIS, whose second bytes may be ASCII: two characters in a row whose first bytes are
+# 0x81-0x9F (kana, common kanji, fullwidth signs), in a line that decodes as Shift-JIS (cp932).
+SHIFT_JIS_PAIR = re.compile(rb"[\x81-\x9f][\x40-\x7e\x80-\xfc][\x81-\x9f][\x40-\x7e\x80-\xfc]")
 EMPTY = "The file is empty; upload a table with column names in its first line."
 
 
@@ -103,11 +111,12 @@ def _detect_encoding(path: Path, scan: ByteScan) -> str:
 
     A file that is not valid UTF-8 but holds valid multi-byte UTF-8 sequences (such as ü as
     C3 BC) is a mix of encodings: read as Latin-1 it would turn Zürich into ZÃ¼rich, so it is
-    refused, naming the first line that is not UTF-8.
+    refused, naming the first line that is not UTF-8. Text in another encoding (Shift-JIS,
+    GBK, a Cyrillic code page: `_foreign_line`) is refused too, never read as Latin-1.
     """
     if scan.utf8_valid:
         return "utf-8"
-    newlines, first_bad, mixed, undefined = 0, None, False, None
+    newlines, first_bad, mixed, undefined, foreign = 0, None, False, None, None
     for chunk in _whole_line_chunks(path):
         if first_bad is None:
             try:
@@ -118,7 +127,10 @@ def _detect_encoding(path: Path, scan: ByteScan) -> str:
         match = undefined is None and CP1252_UNDEFINED.search(chunk)
         if match:
             undefined = (newlines + chunk.count(b"\n", 0, match.start()) + 1, match.group()[0])
+        foreign = foreign or _foreign_line(chunk, newlines)
         newlines += chunk.count(b"\n")
+    if foreign:
+        raise IngestError(foreign)
     if mixed:
         raise IngestError(
             f"Line {first_bad} is not UTF-8, but other lines are: the file mixes two "
@@ -132,6 +144,54 @@ def _detect_encoding(path: Path, scan: ByteScan) -> str:
             "nor Latin-1 text; save the file as 'CSV UTF-8' and upload again."
         )
     return "cp1252"
+
+
+def _foreign_line(chunk: bytes, newlines_before: int) -> str | None:
+    """A refusal naming the first line of `chunk` that is text in another encoding than
+    Latin-1 (FOREIGN_RUN, or SHIFT_JIS_PAIR in a line that reads as Shift-JIS), or None.
+    Lines that are UTF-8 are left to the mixed-encoding check."""
+    starts = [
+        _first_in_line(chunk, FOREIGN_RUN, lambda line: not _decodes(line, "utf-8")),
+        _first_in_line(
+            chunk,
+            SHIFT_JIS_PAIR,
+            lambda line: _decodes(line, "cp932") and not _decodes(line, "utf-8"),
+        ),
+    ]
+    at = min((start for start in starts if start is not None), default=None)
+    if at is None:
+        return None
+    line = newlines_before + chunk.count(b"\n", 0, at) + 1
+    shown = chunk[at : at + 8].split(b"\n")[0].decode("cp1252", errors="replace")
+    return (
+        f"Line {line} is not UTF-8 and does not read as Latin-1 text either (read that way it "
+        f"shows {shown!r}): the file seems to be in another encoding, such as Shift-JIS "
+        "(Japanese), GBK or Big5 (Chinese), EUC-KR (Korean) or a Cyrillic or Greek code page. "
+        "Open it in a spreadsheet or text editor and save it as 'CSV UTF-8', then upload again."
+    )
+
+
+def _first_in_line(chunk: bytes, pattern: re.Pattern, line_test) -> int | None:
+    """Where `pattern` first matches in a line of `chunk` that passes `line_test` (each line is
+    tested once, however often the pattern matches in it)."""
+    tested_until = 0
+    for match in pattern.finditer(chunk):
+        if match.start() < tested_until:
+            continue
+        start = chunk.rfind(b"\n", 0, match.start()) + 1
+        end = chunk.find(b"\n", match.start())
+        tested_until = end if end >= 0 else len(chunk)
+        if line_test(chunk[start:tested_until]):
+            return match.start()
+    return None
+
+
+def _decodes(data: bytes, encoding: str) -> bool:
+    try:
+        data.decode(encoding)
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _whole_line_chunks(path: Path):

@@ -165,7 +165,7 @@ def xlsx_to_csv(path: Path, csv_path: Path) -> None:
 def _write_sheet(sheet, writer) -> None:
     sheet.reset_dimensions()  # trust the cells, not the sheet's declared size
     width, blank = None, None
-    for number, row in enumerate(sheet.iter_rows(max_col=MAX_COLUMNS + 1), start=1):
+    for number, row in enumerate(_rows(sheet), start=1):
         if number > EXCEL_MAX_ROWS:
             raise IngestError(
                 f"The sheet has more than {EXCEL_MAX_ROWS:,} rows, more than "
@@ -192,6 +192,31 @@ def _write_sheet(sheet, writer) -> None:
                 f"of the last named column ({width}); remove it or name the column."
             )
         writer.writerow(values + [""] * (width - len(values)))
+
+
+def _rows(sheet):
+    """The sheet's rows as openpyxl reads them (lazily); a cell it cannot read is refused."""
+    rows = sheet.iter_rows(max_col=MAX_COLUMNS + 1)
+    number = 1
+    while True:
+        try:
+            row = next(rows)
+        except StopIteration:
+            return
+        except (ValueError, IndexError, KeyError, TypeError, OverflowError):
+            raise IngestError(_unreadable_row(number)) from None
+        yield row
+        number += 1
+
+
+def _unreadable_row(number: int) -> str:
+    return (
+        f"Row {number} of the sheet has a cell that cannot be read: a text cell whose text is "
+        "missing from the workbook, a date that does not exist (such as 29 February 1900, "
+        "which Excel shows but which never was), or a number that is not a number. Open the "
+        "workbook in your spreadsheet program, check that row, save it again as .xlsx (or as "
+        "CSV UTF-8) and upload again."
+    )
 
 
 def _cell_value(cell) -> str:

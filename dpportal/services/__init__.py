@@ -44,7 +44,7 @@ from .invitations import (
     invitation_send,
     pending_invitations,
 )
-from .public_pages import release_set_public
+from .public_pages import public_pages, release_set_public
 from .reaper import release_reap
 from .releases import release_cancel, release_create
 from .sources import dataset_register_source
@@ -80,6 +80,7 @@ __all__ = [
     "release_create",
     "release_queue",
     "release_reap",
+    "public_pages",
     "release_set_public",
     "release_run",
     "token_authenticate",

@@ -20,6 +20,7 @@ from ..models import AuditEvent, Dataset, Release
 from . import audit, publishing
 from .budget import budget_for, budget_values, check_neighbouring, locked_dataset
 from .errors import ServiceError
+from .public_pages import withdraw_public_pages
 
 DATASET_SUFFIXES = (".csv", ".tsv", ".txt", ".xlsx")
 ARCHIVE_SUFFIXES = (".gz", ".zip")  # a table compressed with gzip, or alone in a zip
@@ -245,8 +246,9 @@ def dataset_set_auditor(*, dataset, user, username, add, remote_addr=None):
 
 
 def dataset_delete(*, dataset, user, remote_addr=None):
-    """Remove the raw file, the Parquet copy (or a source's credentials) and the data profile;
-    releases, ledger, audit stay."""
+    """Remove the raw file, the Parquet copy (or a source's credentials) and the data profile,
+    and withdraw the public pages of its releases (they answer 410); releases, ledger, audit
+    stay."""
     with transaction.atomic():
         locked = locked_dataset(dataset.pk)
         if locked.is_deleted:
@@ -266,12 +268,13 @@ def dataset_delete(*, dataset, user, remote_addr=None):
         locked.save(
             update_fields=["deleted_at", "storage_name", "parquet_name", "source_secret", "profile"]
         )
+        withdrawn = withdraw_public_pages(dataset=locked, user=user, remote_addr=remote_addr)
         audit.audit_record(
             action=AuditEvent.Action.DELETION,
             actor=user,
             dataset=locked,
             remote_addr=remote_addr,
-            details={"sha256": locked.sha256},
+            details={"sha256": locked.sha256, "public_pages_withdrawn": withdrawn},
         )
         for name in stored:
             transaction.on_commit(lambda name=name: object_store.remove_stored(name))

@@ -3,10 +3,17 @@
 The link carries a 256-bit secret; only its SHA-256 is stored. It expires after
 INVITATION_DAYS, works once, and can be revoked before it is used. Accepting grants auditor
 access exactly as adding an auditor by name does (the same ACCESS_CHANGED event, which the
-budget rules read: `budget._ever_had_auditors`). Sending and revoking are audited too.
+budget rules read: `budget._ever_had_auditors`), and nothing more: the account is not made a
+custodian (dpportal.access). Sending and revoking are audited too.
+
+The link is bound to the invited address: a signed-in account accepts only if its e-mail
+address (set by the operator or by the invitation that made the account; users cannot change
+it) is the invited one, compared after NFKC normalisation and case folding; a new account made
+from the link gets the invited address (holding the link proves it reads that mailbox).
 """
 
 import secrets
+import unicodedata
 from datetime import timedelta
 
 from django.core.mail import send_mail
@@ -21,6 +28,26 @@ from .errors import ServiceError
 
 INVITATION_DAYS = 7
 MAX_PENDING_PER_DATASET = 50
+OTHER_ADDRESS = (
+    "This invitation was sent to another e-mail address than the one of the account you are "
+    "signed in with, so nothing was granted. Sign out and open the link again to make an "
+    "account for the invited address, or ask the dataset's owner to invite your account's "
+    "address."
+)
+
+
+class OtherAddress(ServiceError):
+    """The signed-in account's address is not the invited one."""
+
+
+def same_address(first: str, second: str) -> bool:
+    """Whether two e-mail addresses are the same, after NFKC normalisation and case folding
+    (so a fullwidth or differently cased spelling matches, a look-alike letter does not)."""
+
+    def canonical(address: str) -> str:
+        return unicodedata.normalize("NFKC", address or "").strip().casefold()
+
+    return bool(canonical(first)) and canonical(first) == canonical(second)
 
 
 def invitation_send(*, dataset, user, email, link_for, remote_addr=None) -> Invitation:
@@ -115,7 +142,8 @@ def _check_usable(invitation: Invitation | None) -> Invitation:
 
 
 def invitation_accept(*, secret, user, remote_addr=None) -> Invitation:
-    """Use the invitation once: `user` becomes an auditor of its dataset."""
+    """Use the invitation once: `user`, whose address must be the invited one, becomes an
+    auditor of its dataset (and nothing more)."""
     with transaction.atomic():
         found = invitation_for_secret(secret)
         dataset = locked_dataset(found.dataset_id)
@@ -124,6 +152,8 @@ def invitation_accept(*, secret, user, remote_addr=None) -> Invitation:
         _check_usable(invitation)  # again, under the lock: a concurrent accept used it first
         if user.pk == dataset.owner_id:
             raise ServiceError("You own this dataset and already see everything in it.")
+        if not same_address(user.email, invitation.email):
+            raise OtherAddress(OTHER_ADDRESS)
         invitation.accepted_at = timezone.now()
         invitation.accepted_by = user
         invitation.save(update_fields=["accepted_at", "accepted_by"])

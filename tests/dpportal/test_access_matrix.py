@@ -2,13 +2,18 @@
 every API endpoint with a token (owner, auditor, stranger, revoked, none).
 
 Routes are enumerated from the URLconf, so views added later are covered automatically. For each
-route × {anonymous, other custodian, auditor, owner} × {GET, POST, DELETE}:
+route × {anonymous, other custodian, auditor, invited auditor, owner} × {GET, POST, DELETE}:
 - anonymous users are sent to the login page;
 - another custodian gets exactly what a non-existent object gives (404, or 405 for a method
   the view never accepts) and never sees the owner's dataset name;
 - auditors read only the views in AUDITOR_READABLE, never see a custodian-only section,
   everything else (and any POST or DELETE to an object) answers 403/404/405, and nothing
   an auditor does (GET or POST, to any route) changes a dataset, release or ledger row;
+- the invited auditor (an account made from an invitation, not a custodian: issue 41, item 13)
+  is held to the auditor's rules and also gets 403 from every custodian-only route
+  (CUSTODIAN_ROUTES: upload, register a source, create a token, upload by API);
+- a valid invitation link for another address (erin's) refuses every signed-in role (403) and
+  grants nothing;
 - neither sees a value planted in the owner's raw file (RAW_CANARIES);
 - the owner gets no 404;
 - nobody ever gets a server error (a view exception is recorded as a failure, named).
@@ -18,12 +23,13 @@ import re
 from types import SimpleNamespace
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_not_required
 from django.http import Http404, HttpResponse, JsonResponse
 from django.test import Client, override_settings
 from django.urls import URLPattern, URLResolver, get_resolver, path, reverse
 
-from dpportal.access import dataset_for_reader
+from dpportal.access import dataset_for_reader, datasets_visible_to
 from dpportal.api.auth import api_endpoint
 from dpportal.models import BudgetLedgerEntry, Dataset, Release
 from tests.conftest import CANARY, RAW_CANARIES
@@ -55,6 +61,15 @@ PUBLIC = {"login", "healthz", "invitation_accept", "api_openapi"}
 # or not; the world's release was never published, so that answer is 404, as for no release.
 PUBLIC_PAGES = {"public_release", "public_release_file", "public_report_css"}
 REFUSED = {403, 404, 405}
+# Routes only custodians may reach, with the methods that are custodian-only (GET of the token
+# page lists one's tokens, for anyone; POST creates one). Everyone else: 403 with words.
+CUSTODIAN_ROUTES = {
+    "dataset_upload": {"GET", "POST", "DELETE"},
+    "dataset_register_source": {"GET", "POST", "DELETE"},
+    "token_list": {"POST"},
+    "api_dataset_list": {"POST"},
+}
+NOT_A_CUSTODIAN = b"Only custodians"
 # How pages mark what is computed from the raw data (never shown to auditors).
 CUSTODIAN_ONLY = re.compile(rb'class="custodian-only"|Custodian-only: not part of the release')
 
@@ -74,6 +89,7 @@ def check_matrix(world, routes):
         "anonymous": None,
         "other custodian": world.bob,
         "auditor": world.carol,
+        "invited auditor": world.dave,
         "owner": world.alice,
     }
     clients = {
@@ -84,7 +100,7 @@ def check_matrix(world, routes):
         failures.append(f"{role} {method} {name}: {response.status_code} ({why})")
 
     before = state_snapshot()
-    for role in ("anonymous", "other custodian", "auditor", "owner"):
+    for role in users:
         methods = ("GET", "POST", "DELETE") if role != "owner" else ("GET", "DELETE")
         for method in methods:
             for name, _route, kwarg_names in routes:
@@ -92,8 +108,8 @@ def check_matrix(world, routes):
                 url = reverse(name, kwargs=object_kwargs(name, kwarg_names, world))
                 response = send(clients[role], method, url)
                 judge(role, method, name, kwarg_names, response, world, clients, fail)
-        if role == "auditor" and state_snapshot() != before:
-            failures.append("auditor requests changed a dataset, release or ledger row")
+        if role.endswith("auditor") and state_snapshot() != before:
+            failures.append(f"{role} requests changed a dataset, release or ledger row")
     for name, _route, kwarg_names in routes:  # owner POSTs last: they may change state
         requests += 1
         url = reverse(name, kwargs=object_kwargs(name, kwarg_names, world))
@@ -148,6 +164,8 @@ def judge(role, method, name, kwarg_names, response, world, clients, fail):
     if name in PUBLIC and role != "anonymous":
         if CANARY.encode() in response.content:
             fail(role, method, name, response, "a public page shows a dataset name")
+        if name == "invitation_accept" and method != "DELETE" and status != 403:
+            fail(role, method, name, response, "an invitation is bound to its address")
         return None
     if role == "anonymous":
         if name not in PUBLIC and not (
@@ -166,9 +184,12 @@ def judge(role, method, name, kwarg_names, response, world, clients, fail):
         return None
     if role != "owner" and any(c.encode() in response.content for c in RAW_CANARIES.values()):
         fail(role, method, name, response, "shows a value from the raw file")
-    if role == "auditor" and CUSTODIAN_ONLY.search(response.content):
+    if role == "invited auditor" and method in CUSTODIAN_ROUTES.get(name, ()):
+        return judge_custodian_route(role, method, name, response, fail)
+    auditing = role in ("auditor", "invited auditor")  # both are held to the auditor's rules
+    if auditing and CUSTODIAN_ONLY.search(response.content):
         fail(role, method, name, response, "shows a custodian-only section")
-    if role == "auditor" and kwarg_names:
+    if auditing and kwarg_names:
         readable = name in AUDITOR_READABLE
         if readable and method == "GET" and status != 200:
             fail(role, method, name, response, "auditors may read this view")
@@ -182,22 +203,64 @@ def judge(role, method, name, kwarg_names, response, world, clients, fail):
     return None
 
 
+def judge_custodian_route(role, method, name, response, fail):
+    """A custodian-only route must refuse a non-custodian with 403 and say why."""
+    if response.status_code != 403 or NOT_A_CUSTODIAN not in response.content:
+        fail(role, method, name, response, "only custodians may do this (403 with words)")
+
+
 def is_api(name) -> bool:
     """Token-authenticated API routes (the OpenAPI description is public)."""
     return name.startswith("api_") and name not in PUBLIC
 
 
-def test_the_access_matrix_has_no_failures(world, a_minute_later):
+@pytest.fixture
+def invited(world):
+    """The world plus Dave, who joined Alice's dataset through an invitation and holds no
+    custodian grant (an auditor-only account)."""
+    from dpportal import services
+
+    services.invitation_send(
+        dataset=world.dataset,
+        user=world.alice,
+        email="dave@example.org",
+        link_for=lambda secret: world.__dict__.setdefault("secret", secret),
+    )
+    client = Client()
+    client.post(
+        reverse("invitation_accept", args=[world.secret]),
+        {
+            "username": "dave",
+            "password1": "a long passphrase 41",
+            "password2": "a long passphrase 41",
+        },
+    )
+    world.dave = get_user_model().objects.get(username="dave")
+    assert not world.dave.has_perm("dpportal.custodian")
+    services.invitation_send(  # pending, for an address none of the matrix's accounts has
+        dataset=world.dataset,
+        user=world.alice,
+        email="erin@example.org",
+        link_for=lambda secret: world.__dict__.setdefault("pending_secret", secret),
+    )
+    return world
+
+
+def test_the_access_matrix_has_no_failures(world, invited, a_minute_later):
+    from dpportal import services
+
     routes = enumerate_routes()
     object_routes = [r for r in routes if r[2]]
     failures, requests = check_matrix(world, routes)
     print(
         f"\nT20 access matrix: {len(routes)} routes ({len(object_routes)} object-bearing) × "
-        f"4 roles × GET/POST/DELETE = {requests} requests; {len(failures)} failures; "
+        f"5 roles × GET/POST/DELETE = {requests} requests; {len(failures)} failures; "
         f"0 server errors allowed, 0 cross-tenant reads allowed"
     )
     print("object-bearing routes: " + ", ".join(sorted(r[0] for r in object_routes)))
     assert failures == [], "\n".join(failures)
+    assert services.pending_invitations(world.dataset).count() == 1  # erin's, still usable
+    assert set(world.dataset.auditors.all()) == {world.carol, world.dave}
     owner_page = client_for(world.alice).get(
         reverse("release_detail", kwargs={"pk": world.release.pk})
     )
@@ -222,6 +285,17 @@ def test_the_enumeration_finds_the_portals_routes():
     names = {name for name, _route, _kwargs in enumerate_routes()}
     assert {"home", "release_list", "audit_log", "dataset_ledger", "login"} <= names
     assert not any(name.startswith("admin") for name in names)
+
+
+def test_the_invited_auditor_reads_only_the_dataset_it_was_invited_to(invited, a_minute_later):
+    world = invited
+    others = Dataset.objects.exclude(pk=world.dataset.pk)
+    assert list(datasets_visible_to(world.dave)) == [world.dataset] and others.exists()
+    client = client_for(world.dave)
+    for other in others:
+        for name in ("dataset_detail", "dataset_ledger"):
+            assert client.get(reverse(name, kwargs={"pk": other.pk})).status_code == 404
+    assert client.get(reverse("dataset_detail", kwargs={"pk": world.dataset.pk})).status_code == 200
 
 
 def test_the_ledger_is_readable_by_owner_and_auditor_only(world, a_minute_later):
@@ -263,11 +337,14 @@ urlpatterns = [
     path("twin/datasets/<int:pk>/detail/", custodian_only_view, name="dataset_detail"),
     path("twin/datasets/<int:pk>/raw/", raw_peek_view, name="dataset_ledger"),
     path("accounts/login/", lambda request: HttpResponse("login"), name="login"),
+    # An upload page without the custodian check (an invited auditor could upload).
+    path("twin/datasets/new/", lambda request: HttpResponse("upload"), name="dataset_upload"),
 ]
 
 
 @override_settings(ROOT_URLCONF=__name__)
-def test_the_matrix_catches_a_leaky_view_and_an_auditor_write(world):
+def test_the_matrix_catches_a_leaky_view_and_an_auditor_write(invited):
+    world = invited
     failures, _ = check_matrix(world, enumerate_routes(get_resolver(__name__)))
     text = "\n".join(failures)
     assert "other custodian GET dataset_leak" in text
@@ -277,6 +354,8 @@ def test_the_matrix_catches_a_leaky_view_and_an_auditor_write(world):
     assert "auditor GET dataset_detail: 200 (shows a custodian-only section)" in text
     assert "auditor POST dataset_detail: 200 (auditors may only read (GET) this view)" in text
     assert "auditor GET dataset_ledger: 200 (shows a value from the raw file)" in text
+    assert "invited auditor GET dataset_upload: 200 (only custodians may do this" in text
+    assert "invited auditor POST dataset_write: 200 (auditors must be refused)" in text
 
 
 # ---------------------------------------------------------------- the API, with tokens
@@ -292,12 +371,13 @@ API_AUDITOR_READABLE = {
     "api_release_package",
     "api_audit_log",
 }
-TOKEN_ROLES = ("no token", "revoked token", "stranger", "auditor", "owner")
+TOKEN_ROLES = ("no token", "revoked token", "stranger", "auditor", "invited auditor", "owner")
 
 
 def api_tokens(world) -> dict:
-    """A token per role: Alice's (owner), Carol's (auditor), Bob's (stranger), and one of
-    Alice's that she revoked."""
+    """A token per role: Alice's (owner), Carol's (auditor), Bob's (stranger), Dave's (invited
+    auditor: the page would not let him make one, the service is called directly, as for a
+    custodian whose grant was taken back), and one of Alice's that she revoked."""
     from dpportal import services
 
     secrets = {
@@ -306,6 +386,7 @@ def api_tokens(world) -> dict:
             ("owner", world.alice),
             ("auditor", world.carol),
             ("stranger", world.bob),
+            ("invited auditor", world.dave),
         )
     }
     revoked, secrets["revoked token"] = services.token_create(user=world.alice, name="old")
@@ -367,7 +448,9 @@ def judge_api(role, method, name, kwarg_names, response, world, tokens, fail):
             if status not in (404, 405) or status != baseline:
                 fail(role, method, name, response, f"a missing object gives {baseline}")
         return None
-    if role == "auditor" and kwarg_names:
+    if role == "invited auditor" and method in CUSTODIAN_ROUTES.get(name, ()):
+        return judge_custodian_route(role, method, name, response, fail)
+    if role in ("auditor", "invited auditor") and kwarg_names:
         readable = name in API_AUDITOR_READABLE
         if readable and method == "GET" and status != 200:
             fail(role, method, name, response, "auditors may read this endpoint")
@@ -391,9 +474,9 @@ def many_refusals_allowed(settings):
     cache.clear()
 
 
-def test_the_api_matrix_has_no_failures(world, a_minute_later, many_refusals_allowed):
+def test_the_api_matrix_has_no_failures(invited, a_minute_later, many_refusals_allowed):
     routes = enumerate_routes()
-    failures, requests = check_api_matrix(world, routes)
+    failures, requests = check_api_matrix(invited, routes)
     api_names = sorted(r[0] for r in routes if is_api(r[0]))
     print(
         f"\nAPI access matrix: {len(api_names)} endpoints × {len(TOKEN_ROLES)} token roles × "
@@ -426,19 +509,28 @@ def api_unchecked_view(request):
     return JsonResponse({"releases": []})
 
 
+@api_endpoint("GET", "POST")
+def api_upload_without_custodian_check(request):
+    return JsonResponse({"datasets": []}, status=201 if request.method == "POST" else 200)
+
+
 urlpatterns += [
     path("twin/api/datasets/<int:pk>/", api_leaky_dataset_view, name="api_dataset_leak"),
     path("twin/api/datasets/<int:pk>/w/", api_auditor_writable_view, name="api_dataset_write"),
     path("twin/api/releases/", api_unchecked_view, name="api_release_list_unchecked"),
+    path("twin/api/datasets/", api_upload_without_custodian_check, name="api_dataset_list"),
 ]
 
 
 @override_settings(ROOT_URLCONF=__name__)
-def test_the_api_matrix_catches_a_leak_an_auditor_write_and_a_skipped_token_check(world, settings):
+def test_the_api_matrix_catches_a_leak_an_auditor_write_and_a_skipped_token_check(
+    invited, settings
+):
     settings.LOGIN_MAX_FAILURES_PER_ADDRESS = 10_000
-    failures, _ = check_api_matrix(world, enumerate_routes(get_resolver(__name__)))
+    failures, _ = check_api_matrix(invited, enumerate_routes(get_resolver(__name__)))
     text = "\n".join(failures)
     assert "stranger: GET api_dataset_leak: 200 (shows the other tenant's dataset name)" in text
     assert "auditor: POST api_dataset_write: 200 (auditors must be refused)" in text
     assert "auditor: requests changed a dataset, release or ledger row" in text
     assert "revoked token: GET api_release_list_unchecked: 200 (a request without a valid" in text
+    assert "invited auditor: POST api_dataset_list: 201 (only custodians may do this" in text

@@ -11,6 +11,8 @@ import zipfile
 
 import pytest
 from django.core.cache import cache
+from django.core.exceptions import PermissionDenied
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
 
@@ -18,6 +20,7 @@ from dpportal import services
 from dpportal.credentials import ApiToken
 from dpportal.models import AuditEvent, BudgetLedgerEntry, Dataset, Release
 from tests.conftest import wait_until
+from tests.dpportal.test_hostile_corpus import corpus as hostile_corpus
 from tests.helpers import SMALL_CSV, SMALL_SCHEMA, client_for, make_user
 
 pytestmark = [pytest.mark.database, pytest.mark.django_db]
@@ -330,6 +333,7 @@ def test_an_owner_manages_budget_access_and_deletion_through_the_api(owner, smal
         client, reverse("api_dataset_delete", args=[pk]), {"confirm_name": small_dataset.name}
     )
     assert deleted.status_code == 200 and deleted.json()["deleted"] is True
+    assert deleted.json()["public_pages_withdrawn"] == 0
     actions = set(AuditEvent.objects.values_list("action", flat=True))
     assert {"budget_changed", "access_changed", "invitation_sent", "deletion"} <= actions
 
@@ -400,3 +404,102 @@ def test_broken_twin_that_drops_the_key_spends_twice(monkeypatch):
 
     monkeypatch.setattr(release_views, "submission_nonce", lambda user, key: "")
     assert race_one_key(monkeypatch) == ([201, 201], 2, 2)
+
+
+# ---------------------------------------------------------------- every API error is JSON
+# (issue 41, item 14): a view that fails, a database connection that drops, a body nested
+# 10,000 levels deep, an address that names no endpoint.
+
+
+def assert_json_error(response, status, *words):
+    assert response.status_code == status, response.content[:300]
+    assert response["Content-Type"] == "application/json", response.content[:300]
+    message = response.json()["error"]
+    assert all(word in message for word in words), message
+
+
+def test_a_10000_deep_json_body_gets_a_400_with_words(owner, small_dataset):
+    client = api(token_from_page(owner))
+    deep = "[" * 10_000 + "]" * 10_000
+    response = client.post(
+        reverse("api_dataset_budget", args=[small_dataset.pk]),
+        deep,
+        content_type="application/json",
+    )
+    assert_json_error(response, 400, "nested too deeply")
+
+
+def test_an_unexpected_failure_in_an_endpoint_is_a_json_500(owner, small_dataset, monkeypatch):
+    client = api(token_from_page(owner))
+    client.raise_request_exception = False
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr("dpportal.api.dataset_views.dataset_json", broken)
+    response = client.get(reverse("api_dataset_detail", args=[small_dataset.pk]))
+    assert_json_error(response, 500, "nothing was done", "logged")
+    assert "a bug" not in response.content.decode()  # no exception text, no traceback
+
+
+def test_a_refusal_raised_as_permission_denied_is_a_json_403(owner, small_dataset, monkeypatch):
+    client = api(token_from_page(owner))
+
+    def refuse(*args, **kwargs):
+        raise PermissionDenied("Not for you, and this is why.")
+
+    monkeypatch.setattr("dpportal.api.dataset_views.dataset_json", refuse)
+    response = client.get(reverse("api_dataset_detail", args=[small_dataset.pk]))
+    assert_json_error(response, 403, "this is why")
+
+
+@pytest.mark.parametrize("case_id", ["xlsx-shared-string-without-table", "xlsx-date-1900-02-29"])
+def test_a_malformed_workbook_is_refused_in_json(owner, case_id):
+    """The two workbooks that gave an HTML 500 (issue 41, item 14), uploaded by token."""
+    case = next(c for c in hostile_corpus.cases(include_slow=False) if c.id == case_id)
+    response = api(token_from_page(owner)).post(
+        reverse("api_dataset_list"),
+        {"name": "Book", "epsilon_total": "1", "file": SimpleUploadedFile("t.xlsx", case.make())},
+    )
+    assert_json_error(response, 400, "Row 2")
+    assert not Dataset.objects.exists()
+
+
+def get_after_the_connection_drops(client, url):
+    """GET `url` after this process's PostgreSQL session was ended from the server side, as a
+    restart or a network cut ends it (the backend terminates itself, the client's socket is
+    closed under it); afterwards the next query opens a new session."""
+    from django.db import OperationalError, connection
+
+    client.raise_request_exception = False
+    try:
+        with pytest.raises(OperationalError):
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+        return client.get(url)
+    finally:
+        connection.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_dropped_database_connection_is_a_json_503(owner):
+    client = api(token_from_page(owner))
+    response = get_after_the_connection_drops(client, reverse("api_dataset_list"))
+    assert_json_error(response, 503, "database is not answering", "try again")
+    assert response["Retry-After"] == "30"
+    assert client.get(reverse("api_dataset_list")).status_code == 200  # and it recovers
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_dropped_connection_outside_the_endpoint_is_json_too(owner):
+    """A signed-in browser calling the API without a token: the failure happens in a
+    middleware reading the session, after the endpoint answered (the 500 handler's path)."""
+    response = get_after_the_connection_drops(client_for(owner), reverse("api_dataset_list"))
+    assert_json_error(response, 503, "database is not answering")
+
+
+def test_an_unknown_api_address_is_a_json_404(owner):
+    response = api(token_from_page(owner)).get("/api/v1/no-such-thing/")
+    assert_json_error(response, 404, "openapi.json")
+    page = client_for(owner).get("/no-such-page/")  # pages keep their HTML 404
+    assert page.status_code == 404 and page["Content-Type"].startswith("text/html")

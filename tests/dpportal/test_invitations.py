@@ -1,18 +1,25 @@
 """Invitations (dpportal/services/invitations.py): an owner invites an auditor by e-mail; the
-link (stored only as a hash) creates the account or uses the signed-in one, works once,
-expires, can be withdrawn; the owner sees who has access; every step is in the audit log."""
+link (stored only as a hash) creates the account or uses the signed-in one whose address is the
+invited one, works once, expires, can be withdrawn; the owner sees who has access; every step is
+in the audit log. An account made from an invitation is an auditor, not a custodian (issue 41,
+item 13): it cannot upload, register sources or create tokens."""
 
+import io
 import re
 from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.core import mail
+from django.core.management import CommandError, call_command
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
 from dpportal import services
+from dpportal.access import is_custodian
 from dpportal.credentials import Invitation
 from dpportal.models import AuditEvent
 from tests.helpers import PASSWORD, client_for, make_user
@@ -101,13 +108,108 @@ def test_a_withdrawn_invitation_stops_working_and_is_audited(owner, dataset):
     assert "erin@example.org" not in page
 
 
-def test_a_signed_in_user_links_their_existing_account(owner, dataset):
+def user_with_address(username, email):
+    user = make_user(username, PASSWORD, custodian=False)
+    user.email = email
+    user.save(update_fields=["email"])
+    return user
+
+
+@pytest.mark.parametrize(
+    "address", ["erin@example.org", "Erin@EXAMPLE.org", "ｅｒｉｎ@example.org"]
+)
+def test_a_signed_in_user_with_the_invited_address_links_their_account(owner, dataset, address):
+    """The same address in another case or in fullwidth letters (equal after NFKC) matches."""
     link = invite(owner, dataset)
-    frank = make_user("frank", PASSWORD)
+    frank = user_with_address("frank", address)
     response = client_for(frank).post(link)
     assert response.status_code == 302
     assert dataset.auditors.filter(pk=frank.pk).exists()
     assert get_user_model().objects.count() == 2  # no new account
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "",  # no address at all
+        "frank@example.org",  # someone else
+        "\u0435rin@example.org",  # Cyrillic е: a look-alike, not the same address
+        "erin@example.org.evil.example",
+    ],
+)
+def test_a_signed_in_user_with_another_address_is_refused_and_granted_nothing(
+    owner, dataset, address
+):
+    link = invite(owner, dataset)
+    frank = user_with_address("frank", address)
+    client = client_for(frank)
+    page = client.get(link)
+    assert page.status_code == 403 and "another e-mail address" in page.content.decode()
+    assert "Accept as" not in page.content.decode()
+    response = client.post(link)
+    assert response.status_code == 403 and "nothing was granted" in response.content.decode()
+    assert not dataset.auditors.filter(pk=frank.pk).exists()
+    assert services.pending_invitations(dataset).count() == 1  # still usable by erin
+    assert not AuditEvent.objects.filter(action="access_changed").exists()
+
+
+def test_the_service_refuses_another_address_too(owner, dataset):
+    """The binding is in the service, not only in the page."""
+    link = invite(owner, dataset)
+    frank = user_with_address("frank", "frank@example.org")
+    with pytest.raises(services.ServiceError, match="another e-mail address"):
+        services.invitation_accept(secret=link.split("/")[2], user=frank)
+    assert not dataset.auditors.filter(pk=frank.pk).exists()
+
+
+def test_an_invited_account_is_an_auditor_not_a_custodian(owner, dataset):
+    """It reads the dataset it was invited to; it cannot upload, register a source or create
+    a token (page or API), and is told why."""
+    client, _response = sign_up(invite(owner, dataset))
+    erin = get_user_model().objects.get(username="erin")
+    assert not erin.has_perm("dpportal.custodian")
+    assert client.get(reverse("dataset_detail", args=[dataset.pk])).status_code == 200
+    for name in ("dataset_upload", "dataset_register_source"):
+        for response in (client.get(reverse(name)), client.post(reverse(name), {"name": "x"})):
+            assert response.status_code == 403, name
+            assert "Only custodians" in response.content.decode()
+    home = client.get(reverse("home")).content.decode()
+    assert reverse("dataset_upload") not in home
+    refused = client.post(reverse("token_list"), {"action": "create", "name": "script"})
+    assert refused.status_code == 403 and not erin.api_tokens.exists()
+    _token, secret = services.token_create(user=erin, name="given by hand")  # not via the page
+    api = Client(HTTP_AUTHORIZATION=f"Bearer {secret}").post(
+        reverse("api_dataset_list"), {"name": "x"}
+    )
+    assert api.status_code == 403 and "Only custodians" in api.json()["error"]
+
+
+def test_a_look_alike_user_name_is_refused(owner, dataset):
+    """A new account's name is plain ASCII: "оwner" with a Cyrillic о cannot pass for owner."""
+    link = invite(owner, dataset)
+    _client, response = sign_up(link, username="\u043ewner")
+    assert response.status_code == 400 and "look-alike" in response.content.decode()
+    assert get_user_model().objects.count() == 1 and not dataset.auditors.exists()
+
+
+def test_the_operator_grants_and_revokes_the_custodian_role(owner, dataset):
+    sign_up(invite(owner, dataset))
+    erin = get_user_model().objects.get(username="erin")
+    call_command("grant_custodian", "erin", stdout=io.StringIO())
+    erin = get_user_model().objects.get(pk=erin.pk)  # permissions are cached per object
+    assert client_for(erin).get(reverse("dataset_upload")).status_code == 200
+    call_command("grant_custodian", "erin", "--revoke", stdout=io.StringIO())
+    erin = get_user_model().objects.get(pk=erin.pk)
+    assert client_for(erin).get(reverse("dataset_upload")).status_code == 403
+    with pytest.raises(CommandError, match="no account named"):
+        call_command("grant_custodian", "nobody")
+
+
+def test_superusers_and_the_demo_user_are_custodians():
+    admin = get_user_model().objects.create_superuser("root", "root@example.org", PASSWORD)
+    assert is_custodian(admin)
+    call_command("load_demo", stdout=io.StringIO())
+    assert is_custodian(get_user_model().objects.get(username="demo"))
 
 
 def test_only_the_owner_can_invite_or_withdraw(owner, dataset, auditor, stranger):
@@ -153,3 +255,29 @@ def test_a_bad_address_is_refused_with_a_message(owner, dataset):
     )
     assert "Enter the e-mail address" in response.content.decode()
     assert not Invitation.objects.exists()
+
+
+BEFORE_GRANT = ("dpportal", "0010_dataset_sources")
+GRANT = ("dpportal", "0013_custodian_grant")
+
+
+def migrate(target):
+    executor = MigrationExecutor(connection)
+    executor.migrate([target])
+    return executor.loader.project_state([target]).apps
+
+
+@pytest.mark.django_db(transaction=True)
+def test_accounts_that_existed_before_the_grant_keep_being_custodians():
+    apps = migrate(BEFORE_GRANT)
+    apps.get_model("auth", "User").objects.create(username="olga")
+    try:
+        migrate(GRANT)
+        olga = get_user_model().objects.get(username="olga")
+        assert is_custodian(olga)
+        newcomer = get_user_model().objects.create_user("newcomer")
+        assert not is_custodian(newcomer)  # accounts made later get it only by a grant
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.loader.build_graph()
+        executor.migrate(executor.loader.graph.leaf_nodes())

@@ -1,15 +1,17 @@
 """A release's public page: the owner switches it on, anyone reads it (its report under the
 strict CSP, its PDF and workbook), the owner withdraws it, and both changes are audit-logged.
-Nobody but the owner can switch it, and it lists the dataset's budget spent so far."""
+Nobody but the owner can switch it, and it lists the dataset's budget spent so far. Deleting
+the dataset withdraws its pages."""
 
 import re
 
 import pytest
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from dpportal.middleware import CONTENT_SECURITY_POLICY
-from dpportal.models import AuditEvent
+from dpportal.models import AuditEvent, Dataset
 from tests.conftest import RAW_CANARIES
 from tests.helpers import client_for
 from tests.package_text import pdf_text, xlsx_cells
@@ -99,3 +101,47 @@ def test_the_release_page_offers_the_switch_to_the_owner_only(world, a_minute_la
     assert (
         auditor_page.status_code == 200 and b"Switch the public page on" not in auditor_page.content
     )
+
+
+# Deleting a dataset withdraws the public pages of its releases (issue 41, item 14): the owner
+# is told how many on the confirmation page, the pages answer 410 like a withdrawn page, each
+# withdrawal is audit-logged, and none can be switched on again.
+
+
+def test_deleting_the_dataset_withdraws_its_public_pages(world, a_minute_later):
+    switch(world.alice, world.release, True)
+    url = reverse("public_release", args=[world.release.pk])
+    assert Client().get(url).status_code == 200
+    owner = client_for(world.alice)
+    delete = reverse("dataset_delete", args=[world.dataset.pk])
+    confirm = " ".join(owner.get(delete).content.decode().split())
+    assert "One release of this dataset has a public page; it is withdrawn with the dataset" in (
+        confirm
+    )
+    done = owner.post(delete, {"confirm_name": world.dataset.name}, follow=True)
+    assert "1 public page(s) withdrawn" in done.content.decode()
+    gone = Client().get(url)
+    assert gone.status_code == 410 and b"was withdrawn" in gone.content
+    pdf = reverse("public_release_file", args=[world.release.pk, "report.pdf"])
+    assert Client().get(pdf).status_code == 410
+    withdrawal = AuditEvent.objects.get(release=world.release, action="release_withdrawn")
+    assert withdrawal.details["withdrawn_because"] == "dataset deleted"
+    assert AuditEvent.objects.get(action="deletion").details["public_pages_withdrawn"] == 1
+    again = switch(world.alice, world.release, True)
+    assert again.status_code == 302 and Client().get(url).status_code == 410
+    page = owner.get(reverse("release_detail", args=[world.release.pk])).content.decode()
+    assert "withdrawn when the dataset was deleted" in page
+    assert "Switch the public page on" not in page
+
+
+def test_the_confirmation_page_says_nothing_of_pages_when_there_are_none(world):
+    page = client_for(world.alice).get(reverse("dataset_delete", args=[world.dataset.pk]))
+    assert page.status_code == 200 and b"public page" not in page.content
+
+
+def test_a_page_whose_dataset_was_deleted_before_deletion_withdrew_pages_answers_410(world):
+    """Datasets deleted by an earlier version left their pages switched on."""
+    switch(world.alice, world.release, True)
+    Dataset.objects.filter(pk=world.dataset.pk).update(deleted_at=timezone.now())
+    gone = Client().get(reverse("public_release", args=[world.release.pk]))
+    assert gone.status_code == 410 and b"was withdrawn" in gone.content

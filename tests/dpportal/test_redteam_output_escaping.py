@@ -5,6 +5,7 @@ import csv
 import io
 import json
 import re
+import unicodedata
 from decimal import Decimal
 from types import SimpleNamespace
 
@@ -29,6 +30,8 @@ def cells_a_spreadsheet_may_see(text: str) -> list[str]:
 
 
 def looks_like_formula(cell: str) -> bool:
+    """As a spreadsheet that first normalises compatibility forms (NFKC: ＝ is =) sees it."""
+    cell = unicodedata.normalize("NFKC", cell)
     return cell[:1] in TRIGGERS and cell != "" and not csv_safety.PURE_NUMBER.fullmatch(cell)
 
 
@@ -43,6 +46,12 @@ def looks_like_formula(cell: str) -> bool:
         "a|=b",
         "tab\t-x",
         "line\n=1",
+        '＝HYPERLINK("https://evil.example","y")',
+        "a;＋cmd",
+        "－2+3",
+        "＠SUM(A1)",
+        "x|﹦1+1",
+        "⁼1+1",
     ],
 )
 def test_a_formula_after_a_separator_is_escaped(cell):
@@ -56,7 +65,7 @@ def test_plain_text_and_numbers_are_left_alone():
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.text(alphabet=st.sampled_from(list('ab1.e"=+-@;,|\t\r\n\0 ')), max_size=12))
+@given(st.text(alphabet=st.sampled_from(list('ab1.e"=+-@;,|\t\r\n\0 ＝＋－＠﹦₊')), max_size=12))
 def test_no_split_of_an_escaped_cell_starts_a_formula(text):
     escaped = csv_safety.escape_cell(text)
     assert escaped.replace("'", "") == text.replace("'", "")  # only apostrophes were added

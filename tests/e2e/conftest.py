@@ -248,9 +248,9 @@ def pytest_runtest_makereport(item, call):
 
 @pytest.fixture
 def custodian(transactional_db):
-    from django.contrib.auth import get_user_model
+    from tests.helpers import make_user
 
-    return get_user_model().objects.create_user(username="custodian", password=PASSWORD)
+    return make_user("custodian", PASSWORD)  # with the custodian grant
 
 
 @pytest.fixture

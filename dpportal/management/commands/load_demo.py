@@ -8,6 +8,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
 from dpportal import services
+from dpportal.access import grant_custodian
 from dpportal.models import Dataset
 
 DEMO_DIR = Path(settings.BASE_DIR) / "demo"
@@ -29,6 +30,7 @@ class Command(BaseCommand):
         if created:
             user.set_password(password)
             user.save()
+        grant_custodian(user)
         if not Dataset.objects.filter(owner=user, name="Adult (demo)").exists():
             dataset = services.dataset_create_from_path(
                 owner=user,
