@@ -220,6 +220,9 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "unacked_restore_throttle": 1,
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A worker that loses the broker reconnects until it is back, however long that takes (Celery's
+# default gives up after 100 tries and the worker exits).
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 # A submission never waits long for a broker that is down: the job stays queued in the
 # database and the reaper sends it once the broker is back.
 CELERY_BROKER_CONNECTION_TIMEOUT = 2
