@@ -239,3 +239,19 @@ def test_healthz_says_what_is_unreachable(client, own_heartbeats, settings, monk
     response = client.get("/healthz")
     assert response.status_code == 503
     assert response.json() == {"status": "unavailable", "database": "unreachable"}
+
+
+def test_a_job_that_meets_a_database_outage_is_retried(monkeypatch):
+    """Before, the job failed (and was acknowledged), leaving its release queued with no job."""
+    from dpportal import tasks
+
+    calls = []
+
+    def database_away_once(*, release_id):
+        calls.append(release_id)
+        if len(calls) == 1:
+            raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(tasks.services, "release_run", database_away_once)
+    result = tasks.run_release.apply(args=[7])  # eager: the retry runs at once, in order
+    assert calls == [7, 7] and result.successful()
