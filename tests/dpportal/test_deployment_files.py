@@ -2,6 +2,7 @@
 
 import importlib
 import ipaddress
+import json
 import re
 
 import pytest
@@ -120,3 +121,10 @@ def test_compose_trusts_its_own_network_as_the_proxy():
     assert (
         SERVICES["web"]["environment"]["DJANGO_BEHIND_TLS_PROXY"] == "${DJANGO_BEHIND_TLS_PROXY:-1}"
     )
+
+
+def test_the_image_runs_the_web_server_as_compose_does():
+    dockerfile = (REPO_ROOT / "Dockerfile").read_text()
+    command = json.loads(re.search(r"^CMD (\[.*\])$", dockerfile, re.MULTILINE).group(1))
+    assert command == SERVICES["web"]["command"]
+    assert "gthread" in command  # threads: /healthz does not wait behind every slow page
