@@ -5,7 +5,9 @@ A real reaper loop process talks to the test database and to Redis through TCP f
 that the test cuts and restores: its database backend is terminated mid-loop
 (pg_terminate_backend), then the database is unreachable for a few seconds, then the broker;
 ten releases are submitted while the broker is down. The reaper must keep running, and send
-the ten once the broker is back.
+the ten once the broker is back. A real worker whose database goes away as a job arrives must
+finish that release once it is back. Heartbeats show a killed worker, and /healthz a stopped
+reaper or queue.
 """
 
 import json
@@ -255,3 +257,30 @@ def test_a_job_that_meets_a_database_outage_is_retried(monkeypatch):
     monkeypatch.setattr(tasks.services, "release_run", database_away_once)
     result = tasks.run_release.apply(args=[7])  # eager: the retry runs at once, in order
     assert calls == [7, 7] and result.successful()
+
+
+def test_a_real_worker_finishes_a_release_that_met_a_database_outage(monkeypatch):
+    """A real worker reaches the database through a forwarder that is cut when the job
+    arrives and restored 4 s later: the job is retried and the release ends done. Before, the
+    job failed once, was acknowledged, and the release stayed queued for good."""
+    from tests.dpportal import worker_app
+
+    database = urlsplit(conftest.test_database_url(connection))
+    pg_proxy = TcpProxy(database.port or 5432).start()
+    proxied = database._replace(netloc=f"{database.username}@127.0.0.1:{pg_proxy.port}").geturl()
+    monkeypatch.setattr(worker_app, "test_database_url", lambda _: proxied)
+    owner = make_user()
+    dataset = make_dataset(owner)
+    try:
+        with worker_app.start_worker(connection, name="outage") as (worker, log_path):
+            pg_proxy.stop()
+            release = make_release(owner, dataset)  # sent to the broker: the worker takes it
+            wait_until(lambda: "OperationalError" in log_path.read_text(), timeout=60)
+            time.sleep(4)
+            pg_proxy.start()
+            wait_until(lambda: Release.objects.get(pk=release.pk).is_terminal, timeout=120)
+            release.refresh_from_db()
+            assert release.status == Release.Status.DONE, release.error_message
+            assert worker.poll() is None
+    finally:
+        pg_proxy.stop()
