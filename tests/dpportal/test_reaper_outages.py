@@ -12,6 +12,7 @@ reaper or queue.
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -167,7 +168,7 @@ def beats_of(name_part: str) -> list[dict]:
 
 
 def test_a_real_worker_beats_and_shows_as_stopped_once_killed():
-    from tests.dpportal.worker_app import start_worker
+    from tests.dpportal.worker_app import child_pids, start_worker
 
     name = f"beat-{uuid.uuid4().hex[:8]}"
     with start_worker(connection, env={"DPPORTAL_HEARTBEAT_SECONDS": "1"}, name=name) as (w, _):
@@ -177,7 +178,8 @@ def test_a_real_worker_beats_and_shows_as_stopped_once_killed():
             settings.DPPORTAL_CELERY_LONG_QUEUE,
         }
         assert heartbeats._group(entries, time.time())["state"] == "ok"
-        w.kill()
+        for pid in [*child_pids(w.pid), w.pid]:  # kill -9, pool processes included
+            os.kill(pid, signal.SIGKILL)
         w.wait()
     time.sleep(heartbeats.STALE_AFTER_BEATS + 1.5)
     assert heartbeats._group(beats_of(name), time.time())["state"] == "stopped"
