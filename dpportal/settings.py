@@ -158,6 +158,7 @@ CACHES = {
 # Addresses (IPs or CIDR networks, comma-separated) of the reverse proxies in front of the
 # portal. X-Forwarded-For is believed only on requests coming from one of them; empty (the
 # default) means it is never believed and the client is REMOTE_ADDR (login_limit.client_address).
+# Behind a TLS proxy it must be set (`check --deploy`: dpportal.E003); compose sets its network.
 DPPORTAL_TRUSTED_PROXIES = [
     p.strip() for p in env("DPPORTAL_TRUSTED_PROXIES").split(",") if p.strip()
 ]
