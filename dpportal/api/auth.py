@@ -103,7 +103,7 @@ def _authenticate(request):
     if scheme.lower() != "bearer" or not secret.strip():
         return error(401, MISSING_CREDENTIAL, WWW_Authenticate="Bearer")
     address, secret = client_address(request), secret.strip()
-    user = services.token_authenticate(secret, record_refusal=False)
+    user = services.token_authenticate(secret)
     if user is not None:
         request.user = user
         return None

@@ -59,22 +59,19 @@ def token_revoke(*, user, token_pk, remote_addr=None) -> ApiToken:
     return token
 
 
-def token_authenticate(secret: str, remote_addr=None, *, record_refusal: bool = True):
-    """The active token's user, or None. Every refusal is recorded (unless the caller records it
-    itself with `token_refusal_record`): a revoked token's use under its owner's name (so they
-    see someone still holds it), an unknown secret without one (the caller also counts it
-    against the client address, like a failed sign-in)."""
+def token_authenticate(secret: str):
+    """The active token's user, or None. A refusal is not recorded here: the caller records it
+    with `token_refusal_record` (unless it refuses the client for too many refusals already)."""
     token = _token(secret)
     if token is None or token.revoked_at is not None or not token.user.is_active:
-        if record_refusal:
-            token_refusal_record(secret, remote_addr)
         return None
     ApiToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
     return token.user
 
 
 def token_refusal_record(secret: str, remote_addr=None) -> None:
-    """Record the refused use of `secret` in the audit log (why, and whose token it was)."""
+    """Record the refused use of `secret` in the audit log: a revoked token's use under its
+    owner's name (so they see someone still holds it), an unknown secret without one."""
     token = _token(secret)
     if token is None:
         audit.audit_record(
