@@ -178,6 +178,9 @@ def test_a_real_worker_beats_and_shows_as_stopped_once_killed():
             settings.DPPORTAL_CELERY_LONG_QUEUE,
         }
         assert heartbeats._group(entries, time.time())["state"] == "ok"
+        check = [sys.executable, "-m", "dpportal.heartbeats", "worker"]  # compose's health check
+        env = dict(os.environ, DJANGO_SETTINGS_MODULE="tests.settings")
+        assert subprocess.run(check, cwd=REPO_ROOT, env=env, timeout=60).returncode == 0
         for pid in [*child_pids(w.pid), w.pid]:  # kill -9, pool processes included
             os.kill(pid, signal.SIGKILL)
         w.wait()
