@@ -2,8 +2,8 @@
 FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 # Login-failure counters must be shared by the web processes (CMD starts 3): a Redis cache,
-# by default the `redis` service of docker-compose.yml. Override it for another Redis; logins
-# are refused (HTTP 503) while it cannot be reached.
+# by default the `redis` service of docker-compose.yml. Override it for another Redis; password
+# checks are refused (HTTP 503) while it cannot be reached (valid API tokens still work).
 ENV DPPORTAL_CACHE_URL=redis://redis:6379/1
 WORKDIR /app
 # pango, HarfBuzz and a font for report.pdf (WeasyPrint): the same list run.sh and test.sh use
@@ -18,4 +18,6 @@ RUN DJANGO_SECRET_KEY=build-only-collectstatic-key-not-used-at-runtime-000 \
 RUN useradd --create-home --uid 1000 portal && mkdir -p /data && chown portal /data
 USER portal
 EXPOSE 8000
-CMD ["gunicorn", "dpportal.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3"]
+# Threads, so that a request waiting on the database does not hold a whole process: /healthz
+# under 50 users, benchmarks/healthz_latency.py (as docker-compose.yml runs it).
+CMD ["gunicorn", "dpportal.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3", "--threads", "4", "--worker-class", "gthread"]

@@ -240,7 +240,12 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def start_gunicorn(env: dict, args, port: int, log_path: Path):
+def start_gunicorn(env: dict, args, port: int, log_path: Path, options=None, cwd=REPO_ROOT):
+    """gunicorn on `port` with `options` (default: the --workers x --threads of `args`, gthread),
+    started from `cwd`; returns once /healthz answers."""
+    if options is None:
+        options = ["--workers", str(args.workers), "--threads", str(args.threads)]
+        options += ["--worker-class", "gthread", "--keep-alive", "30"]
     log = open(log_path, "wb")  # noqa: SIM115 (closed by stop_gunicorn)
     process = subprocess.Popen(
         [
@@ -250,18 +255,11 @@ def start_gunicorn(env: dict, args, port: int, log_path: Path):
             "dpportal.wsgi:application",
             "--bind",
             f"{HOST}:{port}",
-            "--workers",
-            str(args.workers),
-            "--threads",
-            str(args.threads),
-            "--worker-class",
-            "gthread",
-            "--keep-alive",
-            "30",
+            *options,
             "--log-level",
             "warning",
         ],
-        cwd=REPO_ROOT,
+        cwd=cwd,
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,

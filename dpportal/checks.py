@@ -5,15 +5,16 @@
   number of guesses allowed; set DPPORTAL_CACHE_URL to a Redis URL shared by all processes, or
   DPPORTAL_ALLOW_LOCAL_CACHE=1 for a single-process deployment.
 - dpportal.E002: an entry of DPPORTAL_TRUSTED_PROXIES is not an IP address or network.
-- dpportal.W001: behind a TLS proxy with no trusted proxy configured, every client appears to
-  come from the proxy's address, so they all share one per-address login limit and the audit
-  log's "From" shows the proxy.
+- dpportal.E003: behind a TLS proxy with no trusted proxy configured, every client appears to
+  come from the proxy's address, so they all share one per-address limit of failed attempts
+  (one client's failures block the others' tokens and slow their passwords) and the audit
+  log's "From" shows the proxy. docker-compose.yml trusts its own network by default.
 """
 
 import ipaddress
 
 from django.conf import settings
-from django.core.checks import Error, Tags, Warning, register
+from django.core.checks import Error, Tags, register
 
 from . import source_paths  # noqa: F401  (registers dpportal.W010, on DPPORTAL_SOURCE_ROOTS)
 
@@ -57,12 +58,13 @@ def check_trusted_proxies(app_configs=None, **kwargs):
             )
     if settings.SECURE_PROXY_SSL_HEADER and not settings.DPPORTAL_TRUSTED_PROXIES:
         problems.append(
-            Warning(
+            Error(
                 "DJANGO_BEHIND_TLS_PROXY is on but DPPORTAL_TRUSTED_PROXIES is empty: every client "
-                "appears to come from the proxy's address (one shared per-address login limit; the "
-                "audit log shows the proxy).",
-                hint="Set DPPORTAL_TRUSTED_PROXIES to the proxy's address as the portal sees it.",
-                id="dpportal.W001",
+                "appears to come from the proxy's address, so all share one per-address limit of "
+                "failed attempts, and the audit log shows the proxy.",
+                hint="Set DPPORTAL_TRUSTED_PROXIES to the proxy's address as the portal sees it "
+                "(docker-compose.yml: its network, 172.30.83.0/24 by default).",
+                id="dpportal.E003",
             )
         )
     return problems

@@ -1,21 +1,30 @@
-"""Login rate limiting: too many failed logins for one user name, or from one address, block
-further attempts for a while (HTTP 429) without checking the password.
+"""Limits on guessing passwords and API tokens: per account, and per client address.
 
 Guarantees:
-- The user-name counter is keyed on the name exactly as Django's sign-in looks it up (the
-  login form strips it and NFKC-normalises it), so `ｖｉｃ`, `ⅴic` and `𝐯𝐢𝐜` share the counter
-  of `vic`. Case is kept: Django's user names are case-sensitive (`Vic` and `vic` are two
-  accounts, and `VIC` never signs in as `vic`), so they have separate counters.
-- Each attempt is counted (an atomic increment) *before* its password is checked, and is
-  refused if that count passes the limit: however many requests arrive at once, at most
-  DPPORTAL_LOGIN_MAX_FAILURES passwords are checked per name per lockout period.
-- If the counters cannot be reached (the cache's Redis is down), logins are refused with a
-  clear message (HTTP 503); the rest of the site keeps working.
+- Per account: at most DPPORTAL_LOGIN_MAX_FAILURES passwords are checked per user name per
+  lockout period, at the sign-in page, the admin's sign-in and the password-change form (its
+  old password) alike: one counter per account. Each attempt is counted (an atomic increment)
+  *before* its password is checked and refused (HTTP 429) if that count passes the limit, so
+  however many requests arrive at once, no more are checked.
+- The counter is keyed on the name exactly as Django's sign-in looks it up (the login form
+  strips it and NFKC-normalises it), so `ｖｉｃ`, `ⅴic` and `𝐯𝐢𝐜` share the counter of `vic`.
+  Case is kept: Django's user names are case-sensitive (`Vic` and `vic` are two accounts).
+- Per address: failed attempts from one client address (wrong passwords, refused API tokens)
+  are counted too. Past DPPORTAL_LOGIN_MAX_FAILURES_PER_ADDRESS, that address may still try
+  the password of an account with no failed attempt of its own in the period (one check), but
+  no other account, and its refused tokens get 429. So a correct password of an account that is
+  not itself under attack is never refused because of other people's failures (behind a proxy
+  every client may share one address), while spraying one address's guesses over many
+  accounts gets one guess per account once the address is over its limit.
+- A valid API token is always accepted: it is looked up first and never counted, so neither
+  other people's failures nor a cache that is down refuse it.
+- If the counters cannot be reached (the cache's Redis is down), passwords are not checked: the
+  sign-in and the password change answer 503 with a clear message; the rest of the site, and
+  valid API tokens, keep working.
 
 Counters live in the cache: DPPORTAL_CACHE_URL must be a Redis URL so that every web process
-shares them (`check --deploy` reports an error otherwise, dpportal/checks.py). Limits:
-DPPORTAL_LOGIN_MAX_FAILURES per user name and DPPORTAL_LOGIN_MAX_FAILURES_PER_ADDRESS per
-client address, within DPPORTAL_LOGIN_LOCKOUT_SECONDS of the first failure.
+shares them (`check --deploy` reports an error otherwise, dpportal/checks.py). Each counter
+lasts DPPORTAL_LOGIN_LOCKOUT_SECONDS from its first failure.
 """
 
 import functools
@@ -27,6 +36,7 @@ import redis
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.forms import AuthenticationForm, UsernameField
+from django.contrib.auth.views import PasswordChangeView
 from django.core.cache import cache
 from django.shortcuts import render
 
@@ -118,38 +128,34 @@ def _decrement(key: str) -> None:
 
 
 def reserve_attempt(username: str, address: str) -> bool:
-    """Count this attempt as a failure before its password is checked. False (and nothing
-    counted) when a counter had already reached its limit: the password must not be checked."""
-    counted = []
-    for kind, key in _keys(username, address).items():
-        counted.append(key)
-        if _increment(key) > _limits()[kind]:
-            for taken in counted:
-                _decrement(taken)
-            return False
-    return True
-
-
-def reserve_address_attempt(address: str) -> bool:
-    """The same per-address counter for a credential without a user name (an API token):
-    counted before the token is looked up; False (nothing counted) once the limit is reached."""
-    key = _keys("", address)["address"]
-    if _increment(key) > _limits()["address"]:
-        _decrement(key)
+    """Count this password attempt as a failure of its account and of its address before the
+    password is checked. False (and nothing counted) when it must not be checked: the account
+    has used up its guesses, or the address is over its limit and this account already has a
+    failed attempt of its own."""
+    keys, limits = _keys(username, address), _limits()
+    account_count = _increment(keys["user"])
+    if account_count > limits["user"]:
+        _decrement(keys["user"])
+        return False
+    if _increment(keys["address"]) > limits["address"] and account_count > 1:
+        _decrement(keys["user"])
+        _decrement(keys["address"])
         return False
     return True
 
 
-def forget_address_attempt(address: str) -> None:
-    """After a valid API token: take back the address's count (as after a good sign-in)."""
-    _decrement(_keys("", address)["address"])
-
-
 def forget_attempt(username: str, address: str) -> None:
-    """After a successful login: clear the name's failures and take back the address's count."""
+    """After a correct password: clear the account's failures and take back the address's
+    count of this attempt."""
     keys = _keys(username, address)
     cache.delete(keys["user"])
     _decrement(keys["address"])
+
+
+def count_refused_token(address: str) -> bool:
+    """Count a refused API token against its address; True once the address is past its limit.
+    Raises CACHE_ERRORS when the counter cannot be reached."""
+    return _increment(_keys("", address)["address"]) > _limits()["address"]
 
 
 def rate_limited(login_view):
@@ -161,41 +167,77 @@ def rate_limited(login_view):
         if request.method != "POST":
             return login_view(request, *args, **kwargs)
         username, address = request.POST.get("username", ""), client_address(request)
-        try:
-            allowed = reserve_attempt(username, address)
-        except CACHE_ERRORS:
-            logger.exception("Login refused: the login-failure counters cannot be reached")
-            return _refusal(request, status=503)
-        if not allowed:
-            logger.warning("Login blocked after repeated failures from %s", address)
-            return _refusal(request, status=429)
+        refusal = _reserve_or_refuse(request, username, address, _login_page)
+        if refusal is not None:
+            return refusal
         response = login_view(request, *args, **kwargs)
         if request.user.is_authenticated:
-            try:
-                forget_attempt(username, address)
-            except CACHE_ERRORS:
-                logger.exception("Could not clear the login-failure counters after a login")
+            _forget_quietly(username, address)
         return response
 
     return view
 
 
-def _refusal(request, status: int):
+class LimitedPasswordChangeView(PasswordChangeView):
+    """Django's password change, with the old password limited as a sign-in is: one counter per
+    account (shared with the sign-in page), counted before the old password is checked."""
+
+    def post(self, request, *args, **kwargs):
+        username, address = request.user.get_username(), client_address(request)
+        refusal = _reserve_or_refuse(request, username, address, self._form_page)
+        if refusal is not None:
+            return refusal
+        response = super().post(request, *args, **kwargs)
+        form = response.context_data["form"] if hasattr(response, "context_data") else None
+        if form is None or not form.has_error("old_password", "password_incorrect"):
+            _forget_quietly(username, address)  # the old password was right
+        return response
+
+    def _form_page(self, request, status):
+        context = self.get_context_data(form=self.get_form_class()(user=request.user))
+        return render(request, self.template_name, context, status=status)
+
+
+def _reserve_or_refuse(request, username, address, page):
+    """None if the password may be checked (the attempt is counted); else the refusal."""
+    try:
+        allowed = reserve_attempt(username, address)
+    except CACHE_ERRORS:
+        logger.exception("Password not checked: the failure counters cannot be reached")
+        return _refusal(request, page, status=503)
+    if not allowed:
+        logger.warning("Password attempt blocked after repeated failures from %s", address)
+        return _refusal(request, page, status=429)
+    return None
+
+
+def _forget_quietly(username, address):
+    try:
+        forget_attempt(username, address)
+    except CACHE_ERRORS:
+        logger.exception("Could not clear the failure counters after a correct password")
+
+
+def _login_page(request, status):
+    context = {"form": AuthenticationForm(request), "next": request.POST.get("next", "")}
+    return render(request, "registration/login.html", context, status=status)
+
+
+def _refusal(request, page, status: int):
     if status == 429:
         minutes = max(1, settings.LOGIN_LOCKOUT_SECONDS // 60)
         text = (
-            f"Too many failed login attempts. Wait {minutes} minutes and try again, "
+            f"Too many failed password attempts. Wait {minutes} minutes and try again, "
             "or ask your administrator to reset your password."
         )
     else:
         text = (
-            "Signing in is unavailable right now: the server cannot reach the store that "
-            "counts failed logins. Nothing was checked. Try again in a few minutes; if it "
+            "Passwords cannot be checked right now: the server cannot reach the store that "
+            "counts failed attempts. Nothing was checked. Try again in a few minutes; if it "
             "persists, tell your administrator (the cache's Redis is down)."
         )
     messages.error(request, text)
-    context = {"form": AuthenticationForm(request), "next": request.POST.get("next", "")}
-    response = render(request, "registration/login.html", context, status=status)
+    response = page(request, status)
     if status == 503:
         response["Retry-After"] = "60"
     return response

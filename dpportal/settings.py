@@ -164,6 +164,7 @@ CACHES = {
 # Addresses (IPs or CIDR networks, comma-separated) of the reverse proxies in front of the
 # portal. X-Forwarded-For is believed only on requests coming from one of them; empty (the
 # default) means it is never believed and the client is REMOTE_ADDR (login_limit.client_address).
+# Behind a TLS proxy it must be set (`check --deploy`: dpportal.E003); compose sets its network.
 DPPORTAL_TRUSTED_PROXIES = [
     p.strip() for p in env("DPPORTAL_TRUSTED_PROXIES").split(",") if p.strip()
 ]
@@ -226,6 +227,9 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "unacked_restore_throttle": 1,
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A worker that loses the broker reconnects until it is back, however long that takes (Celery's
+# default gives up after 100 tries and the worker exits).
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 # A submission never waits long for a broker that is down: the job stays queued in the
 # database and the reaper sends it once the broker is back.
 CELERY_BROKER_CONNECTION_TIMEOUT = 2

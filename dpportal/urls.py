@@ -3,7 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from . import access_views, audit_views, views
-from .login_limit import rate_limited
+from .login_limit import LimitedPasswordChangeView, rate_limited
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -18,7 +18,7 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path(
         "accounts/password/",
-        auth_views.PasswordChangeView.as_view(),
+        LimitedPasswordChangeView.as_view(),
         name="password_change",
     ),
     path(

@@ -6,8 +6,10 @@
 - Token requests are exempt from CSRF (a browser never adds that header to a cross-site
   request). Requests without a token are CSRF-checked like every page (403 without the CSRF
   token), and then refused (401) anyway.
-- Failed tokens count against the client address on the same counter and limit as failed
-  sign-ins (`login_limit`): past DPPORTAL_LOGIN_MAX_FAILURES_PER_ADDRESS, 429.
+- A valid token always works: it is looked up before any limit and never counted, so other
+  people's failures and a cache that is down never refuse it. Refused tokens count against the
+  client address on the same counter and limit as failed sign-ins (`login_limit`): past
+  DPPORTAL_LOGIN_MAX_FAILURES_PER_ADDRESS, 429 (and no more audit events from that address).
 - Every refusal is JSON: {"error": "...", "errors": {field: [...]}} with a 4xx status, never
   an HTML page or a traceback.
 """
@@ -24,12 +26,7 @@ from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 
 from .. import services
-from ..login_limit import (
-    CACHE_ERRORS,
-    client_address,
-    forget_address_attempt,
-    reserve_address_attempt,
-)
+from ..login_limit import CACHE_ERRORS, client_address, count_refused_token
 from ..signals import client_address as audit_address
 
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
@@ -105,23 +102,21 @@ def _authenticate(request):
     scheme, _, secret = header.partition(" ")
     if scheme.lower() != "bearer" or not secret.strip():
         return error(401, MISSING_CREDENTIAL, WWW_Authenticate="Bearer")
-    address = client_address(request)
+    address, secret = client_address(request), secret.strip()
+    user = services.token_authenticate(secret)
+    if user is not None:
+        request.user = user
+        return None
     try:
-        if not reserve_address_attempt(address):
-            return error(
-                429,
-                "Too many refused tokens from this address; wait and try again.",
-                Retry_After="900",
-            )
-        user = services.token_authenticate(secret.strip(), remote_addr=audit_address(request))
-        if user is not None:
-            forget_address_attempt(address)
+        blocked = count_refused_token(address)
     except CACHE_ERRORS:
-        return error(503, "The API is unavailable right now (the rate-limit store is down).")
-    if user is None:
-        return error(401, REFUSED_CREDENTIAL, WWW_Authenticate='Bearer error="invalid_token"')
-    request.user = user
-    return None
+        blocked = False  # refused anyway; only the 429 after many refusals needs the counter
+    if blocked:  # no audit event either: one address cannot flood the audit log
+        return error(
+            429, "Too many refused tokens from this address; wait and try again.", Retry_After="900"
+        )
+    services.token_refusal_record(secret, remote_addr=audit_address(request))
+    return error(401, REFUSED_CREDENTIAL, WWW_Authenticate='Bearer error="invalid_token"')
 
 
 def _without_token(request):

@@ -48,7 +48,7 @@ from .public_pages import public_pages, release_set_public
 from .reaper import release_reap
 from .releases import release_cancel, release_create
 from .sources import dataset_register_source
-from .tokens import token_authenticate, token_create, token_revoke
+from .tokens import token_authenticate, token_create, token_refusal_record, token_revoke
 
 __all__ = [
     "DuplicateSubmission",
@@ -84,6 +84,7 @@ __all__ = [
     "release_set_public",
     "release_run",
     "token_authenticate",
+    "token_refusal_record",
     "token_create",
     "token_revoke",
 ]

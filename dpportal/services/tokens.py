@@ -59,32 +59,39 @@ def token_revoke(*, user, token_pk, remote_addr=None) -> ApiToken:
     return token
 
 
-def token_authenticate(secret: str, remote_addr=None):
-    """The active token's user, or None. Every refusal is recorded: a revoked token's use under
-    its owner's name (so they see someone still holds it), an unknown secret without one (the
-    caller also counts it against the client address, like a failed sign-in)."""
-    token = (
-        ApiToken.objects.select_related("user").filter(digest=secret_digest(secret)).first()
-        if secret
-        else None
-    )
+def token_authenticate(secret: str):
+    """The active token's user, or None. A refusal is not recorded here: the caller records it
+    with `token_refusal_record` (unless it refuses the client for too many refusals already)."""
+    token = _token(secret)
+    if token is None or token.revoked_at is not None or not token.user.is_active:
+        return None
+    ApiToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
+    return token.user
+
+
+def token_refusal_record(secret: str, remote_addr=None) -> None:
+    """Record the refused use of `secret` in the audit log: a revoked token's use under its
+    owner's name (so they see someone still holds it), an unknown secret without one."""
+    token = _token(secret)
     if token is None:
         audit.audit_record(
             action=AuditEvent.Action.TOKEN_REFUSED,
             remote_addr=remote_addr,
             details={"reason": "unknown"},
         )
+        return
+    audit.audit_record(
+        action=AuditEvent.Action.TOKEN_REFUSED,
+        actor=token.user,
+        remote_addr=remote_addr,
+        details={
+            "token": token.prefix,
+            "reason": "revoked" if token.revoked_at else "inactive",
+        },
+    )
+
+
+def _token(secret: str):
+    if not secret:
         return None
-    if token.revoked_at is not None or not token.user.is_active:
-        audit.audit_record(
-            action=AuditEvent.Action.TOKEN_REFUSED,
-            actor=token.user,
-            remote_addr=remote_addr,
-            details={
-                "token": token.prefix,
-                "reason": "revoked" if token.revoked_at else "inactive",
-            },
-        )
-        return None
-    ApiToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
-    return token.user
+    return ApiToken.objects.select_related("user").filter(digest=secret_digest(secret)).first()

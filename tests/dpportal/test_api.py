@@ -166,11 +166,12 @@ def test_bad_tokens_share_the_sign_in_limit_per_address(settings, owner):
     good = token_from_page(owner)
     for _ in range(3):
         assert api("dpp_wrong").get(reverse("api_dataset_list")).status_code == 401
-    blocked = api(good).get(reverse("api_dataset_list"))  # even a good token, from there
+    blocked = api("dpp_wrong").get(reverse("api_dataset_list"))
     assert blocked.status_code == 429 and "Too many" in blocked.json()["error"]
-    assert api(good, address="192.0.2.99").get(reverse("api_dataset_list")).status_code == 200
+    # a valid token is never refused because of other people's failures (issue 41 item 12)
+    assert api(good).get(reverse("api_dataset_list")).status_code == 200
     refused = AuditEvent.objects.filter(action="token_refused", details__reason="unknown")
-    assert refused.count() == 3
+    assert refused.count() == 3  # the address past its limit writes no more audit events
 
 
 def test_good_tokens_do_not_use_up_the_limit(settings, owner):
