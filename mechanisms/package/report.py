@@ -12,6 +12,7 @@ Content-Security-Policy without 'unsafe-inline' once its stylesheet is linked, n
 from __future__ import annotations
 
 import logging
+import threading
 from html import escape
 from importlib import resources
 from typing import Any
@@ -87,12 +88,18 @@ def report_html(
     )
 
 
+# One PDF at a time per process: the web server runs threads, and WeasyPrint (through pango and
+# fontconfig) does not promise to be thread-safe.
+_PDF_LOCK = threading.Lock()
+
+
 def report_pdf(html: str) -> bytes:
     """The report as PDF (A4), rendered by WeasyPrint from the self-contained HTML."""
     logging.getLogger("weasyprint.progress").setLevel(logging.WARNING)  # not per-step chatter
     import weasyprint  # imported here: loading it (and pango) takes a moment
 
-    document: bytes = weasyprint.HTML(string=html).write_pdf()
+    with _PDF_LOCK:
+        document: bytes = weasyprint.HTML(string=html).write_pdf()
     return document
 
 
