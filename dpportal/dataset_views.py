@@ -322,7 +322,9 @@ def dataset_schema(request, pk):
     initial = [schema_initial(e) for e in entries]
     formset = SchemaFormSet(request.POST or None, initial=initial)
     statement = PublicKnowledgeForm(request.POST or None)
-    person = person_form(request.POST or None, dataset)
+    person = person_form(
+        request.POST or None, dataset, services.estimates.estimated_person(dataset)
+    )
     if request.method == "POST" and formset.total_form_count() != len(dataset.columns):
         formset = SchemaFormSet(initial=initial)
         formset._non_form_errors = formset.error_class(

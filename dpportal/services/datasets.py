@@ -17,7 +17,7 @@ import mechanisms
 
 from .. import files, ingest, object_store, schema_checks, storage
 from ..models import AuditEvent, Dataset, Release
-from . import audit, publishing
+from . import audit, estimates, publishing
 from .budget import budget_for, budget_values, check_neighbouring, locked_dataset
 from .errors import ServiceError
 
@@ -286,7 +286,9 @@ def dataset_confirm_schema(*, dataset, user, schema, remote_addr=None):
     confirmed if no value in the data would make a release of it fail, so once a release has
     started, data content can never make it fail. The values the schema's bounds would clamp
     (or send to "(other)") are counted in the same pass and kept in the owner-only profile
-    (`profile["clamping"]`), shown at confirmation and on the schema page.
+    (`profile["clamping"]`), shown at confirmation and on the schema page. A person column
+    other than the one this dataset's DP estimates protected people by is refused
+    (`estimates.check_schema_person`).
     """
     try:
         parsed = mechanisms.Schema.from_dict(schema)
@@ -312,6 +314,7 @@ def dataset_confirm_schema(*, dataset, user, schema, remote_addr=None):
         locked = locked_dataset(dataset.pk)
         if locked.is_deleted:
             raise ServiceError("This dataset has been deleted; its schema can no longer change.")
+        estimates.check_schema_person(locked, parsed.person)
         locked.schema = validated
         locked.schema_confirmed_at = timezone.now()
         locked.profile = {**(locked.profile or {}), "clamping": clamping}  # owner-only
