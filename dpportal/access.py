@@ -66,10 +66,10 @@ def row_count_is_public(dataset) -> bool:
     """Whether the number of rows is a public fact: replace-one neighbours without a person
     column. Under add-remove it is private; with a person column too (replacing one person
     changes it). Defaults that end up in a public artifact may read it only when this holds."""
-    return dataset.neighbouring == Neighbouring.REPLACE_ONE and not _has_person_column(dataset)
+    return dataset.neighbouring == Neighbouring.REPLACE_ONE and not has_person_column(dataset)
 
 
-def _has_person_column(dataset) -> bool:
+def has_person_column(dataset) -> bool:
     """Whether the dataset's schema names a person column (mechanisms.persons)."""
     columns = (dataset.schema or {}).get("columns") or []
     return any(isinstance(c, dict) and c.get("role") == PERSON_ROLE for c in columns)
