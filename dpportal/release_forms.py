@@ -211,11 +211,15 @@ class ReleaseForm(forms.Form):
         data["range_method"] = data.get("range_method") or "auto"
         if not catalogue.needs_delta(mechanism):
             data["delta"] = Decimal("0")
-        if mechanism in catalogue.NEEDS_PUBLIC_ROW_COUNT and not row_count_is_public(self.dataset):
+        if (
+            mechanism in catalogue.NEEDS_PUBLIC_ROW_COUNT
+            and self.dataset.neighbouring != "replace-one"
+        ):
             self.add_error(
                 "mechanism",
-                "The smoothed histogram needs the number of rows to be public (neighbouring: "
-                "replace one row, and no person column); choose the noisy histogram instead.",
+                "The smoothed histogram needs the number of rows to be "
+                "public (neighbouring: replace one row); choose the "
+                "noisy histogram instead.",
             )
         if mechanism and columns:
             self._check_domain(mechanism, columns)
