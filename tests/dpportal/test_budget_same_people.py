@@ -94,6 +94,8 @@ def test_a_copy_with_a_constant_column_gets_its_own_budget_until_declared(owner,
     events = AuditEvent.objects.filter(action="budget_joined").order_by("pk")
     assert [e.dataset_id for e in events] == [first.pk, copy.pk]
     assert events[0].details["after"]["epsilon_spent"] == "0.900000"
+    log = client.get(reverse("audit_log")).content.decode()
+    assert log.count("<td>Budget shared with another dataset (same people)</td>") == 2
     with pytest.raises(services.ServiceError, match="Not enough privacy budget"):
         services.release_create(
             dataset=copy,
