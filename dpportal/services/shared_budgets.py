@@ -38,7 +38,9 @@ def budgets_join(*, dataset, other, user, remote_addr=None) -> Dataset:
     with transaction.atomic():
         budget_ids = {dataset.budget_id, other.budget_id}
         datasets = _locked_datasets(budget_ids)
-        first, second = (datasets[dataset.pk], datasets.get(other.pk) or other)
+        if dataset.pk not in datasets or other.pk not in datasets:
+            raise ServiceError("One of these budgets changed just now; try again.")
+        first, second = datasets[dataset.pk], datasets[other.pk]
         _check_pair(first, second, user)
         budgets = sorted((locked_budget(pk) for pk in sorted(budget_ids)), key=lambda b: b.pk)
         if set(_locked_datasets(budget_ids)) != set(datasets):
