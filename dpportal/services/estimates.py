@@ -125,10 +125,10 @@ def check_same_person_column(dataset, person) -> None:
     others = earlier - {chosen}
     if others:
         raise ServiceError(
-            f"{_people_by(others.pop()).capitalize()} on this dataset already (by an earlier "
-            f"estimate or the confirmed schema), and this estimate would protect "
-            f"{_people_by(chosen)}. Set the person question back, or confirm the schema with "
-            "the new answer first (possible only while no estimate used the old one)."
+            f"This dataset already protects {_people_by(others.pop())} (an earlier estimate "
+            f"or its confirmed schema), and this estimate would protect {_people_by(chosen)}. "
+            "Set the person question back, or confirm the schema with the new answer first "
+            "(possible only while no estimate used the old one)."
         )
 
 
