@@ -67,3 +67,21 @@ def test_estimate_for_me_sends_the_person_question_chosen_on_the_page(browser, c
     assert release.manifest["guarantee"]["sensitivity"] == 4  # replace-one, k = 2
     assert page.locator("input[name='form-1-upper']").input_value() != ""
     browser.assert_no_problems()
+
+
+def test_enter_in_an_input_confirms_and_never_spends_on_an_estimate(browser, custodian):
+    """The estimate buttons are submit buttons of the schema form (so they send its person
+    question); Enter in a field must still submit the form's default action, "Confirm the
+    schema", never an estimate that spends budget."""
+    dataset = services.dataset_create_from_path(
+        owner=custodian, name="Fresh", source_path=SMALL_ADULT, epsilon_total=1, delta_total=0
+    )
+    browser.log_in(custodian.username)
+    browser.goto(f"/datasets/{dataset.pk}/schema/")
+    page = browser.page
+    upper = page.locator("input[name$='-upper']").first
+    upper.fill("100")
+    with page.expect_navigation():
+        upper.press("Enter")
+    assert not Release.objects.filter(dataset=dataset).exists()
+    assert "Nothing was saved" in page.content() or "Schema confirmed" in page.content()
