@@ -19,7 +19,8 @@ and is recorded as "one person" with the person-level sensitivity, exactly like 
 its params; from then on this dataset's estimates and its confirmed schema must use the same
 column (k may change: the guarantee is for all of one person's rows whatever k is). Changing the
 column afterwards is refused, because the budget already spent protected people as identified by
-the old column only (`check_same_person_column`).
+the old column only (`check_same_person_column`); so is confirming a schema with another column
+once an estimate, or a release that read the data, used the old one (`check_schema_person`).
 """
 
 from dataclasses import dataclass
@@ -134,14 +135,20 @@ def check_same_person_column(dataset, person) -> None:
 
 def check_schema_person(dataset, person) -> None:
     """Refuse a schema whose person column (or none) differs from the one this dataset's
-    estimates protected people by: the budget they spent protects people as identified by that
-    column only, so the releases must protect the same people."""
-    used = estimate_person_columns(dataset) - {person.column if person else ""}
+    estimates, or its releases that read the data (under the confirmed schema), protected
+    people by: the budget they spent protects people as identified by that column only, so
+    later releases must protect the same people."""
+    used = estimate_person_columns(dataset)
+    released = dataset.releases.exclude(mechanism=ESTIMATE_MECHANISM).filter(data_was_read=True)
+    if dataset.schema_confirmed and released.exists():
+        confirmed = confirmed_person(dataset)
+        used.add(confirmed.column if confirmed else "")
+    used -= {person.column if person else ""}
     if used:
         raise ServiceError(
-            f"An estimate of this dataset protected {_people_by(used.pop())}, and its budget "
-            "is spent; the schema must identify people the same way (the number of rows per "
-            "person may change). Choose that answer to the person question again."
+            f"A release or estimate of this dataset protected {_people_by(used.pop())}, and its "
+            "budget is spent; the schema must identify people the same way (the number of rows "
+            "per person may change). Choose that answer to the person question again."
         )
 
 

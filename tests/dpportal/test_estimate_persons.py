@@ -21,7 +21,7 @@ from django.urls import reverse
 from dpportal import services
 from dpportal.models import AuditEvent, BudgetLedgerEntry, Release
 from mechanisms.persons import PersonLevel
-from tests.helpers import client_for, make_user, schema_post
+from tests.helpers import client_for, make_release, make_user, schema_post
 
 pytestmark = pytest.mark.django_db
 
@@ -175,3 +175,17 @@ def test_the_schema_page_posts_its_person_question_with_every_estimate(owner, tm
     assert_person_level(dataset, Release.objects.get(dataset=dataset), "numeric")
     shown = client.get(url).content.decode()  # the page keeps the answer the estimate used
     assert '<option value="pid" selected>' in shown
+
+
+def test_after_a_release_read_the_data_the_person_column_stays(owner, tmp_path):
+    """The same rule for releases: one that read the data protected people as the confirmed
+    schema identified them, so re-confirming with another person column (or none) is refused;
+    the same column with another k is accepted."""
+    dataset = person_dataset(owner, tmp_path, confirmed=True)
+    release = make_release(owner, dataset, columns=["group"], params={})
+    release.data_was_read = True
+    release.save(update_fields=["data_was_read"])
+    with pytest.raises(services.ServiceError, match="A release or estimate of this dataset"):
+        services.dataset_confirm_schema(dataset=dataset, user=owner, schema=schema(None, 0))
+    again = services.dataset_confirm_schema(dataset=dataset, user=owner, schema=schema("pid", 5))
+    assert again.schema["max_rows_per_person"] == 5
