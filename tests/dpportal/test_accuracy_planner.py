@@ -1,12 +1,11 @@
 """The accuracy preview's 95% table and the planner (issue 15, items 2 and 3), on the portal."""
 
 import numpy as np
-import pandas as pd
 from django.urls import reverse
 
 from mechanisms import histogram
 from mechanisms.noise import secure_source
-from tests.helpers import DEMO_SCHEMA, SMALL_ADULT, client_for, histogram_post, make_dataset
+from tests.helpers import client_for, histogram_post, make_visits_dataset
 
 
 def plan(owner, dataset, **fields):
@@ -71,14 +70,6 @@ def test_the_planned_epsilon_achieves_the_accuracy_asked(owner, dataset):
 def test_with_a_person_column_the_planner_asks_for_rows_not_a_share(owner, tmp_path):
     """Issue 41 item 3: with a person column the row count is private under replace-one too,
     so the planner offers no "% of all rows" (it would turn the private count into the ε)."""
-    table = pd.read_csv(SMALL_ADULT)
-    table.insert(0, "visitor", [f"v{i // 3}" for i in range(len(table))])
-    path = tmp_path / "visits.csv"
-    table.to_csv(path, index=False)
-    schema = {
-        "columns": [{"name": "visitor", "role": "person_id"}, *DEMO_SCHEMA["columns"]],
-        "max_rows_per_person": 2,
-    }
-    dataset = make_dataset(owner, schema=schema, path=path, name="Visits")
+    dataset = make_visits_dataset(owner, tmp_path)
     assert "Enter the accuracy you need" in plan(owner, dataset, target_percent="2.5")["errors"][0]
     assert plan(owner, dataset, target_rows="50")["target"] == "±50 rows"

@@ -9,11 +9,10 @@ says what "replace one" protects at person level.
 import html
 import re
 
-import pandas as pd
 import pytest
 from django.urls import reverse
 
-from tests.helpers import DEMO_SCHEMA, SMALL_ADULT, client_for, make_dataset, make_user
+from tests.helpers import client_for, make_dataset, make_user, make_visits_dataset
 
 pytestmark = pytest.mark.django_db
 
@@ -31,22 +30,14 @@ def detail_page(user, dataset) -> str:
 
 
 def test_a_person_level_replace_one_dataset_gives_the_person_reason(owner, tmp_path):
-    table = pd.read_csv(SMALL_ADULT)
-    table.insert(0, "visitor", [f"v{i // 3}" for i in range(len(table))])
-    path = tmp_path / "visits.csv"
-    table.to_csv(path, index=False)
-    schema = {
-        "columns": [{"name": "visitor", "role": "person_id"}, *DEMO_SCHEMA["columns"]],
-        "max_rows_per_person": 2,
-    }
-    dataset = make_dataset(owner, schema=schema, path=path)
+    dataset = make_visits_dataset(owner, tmp_path)
     assert dataset.neighbouring == "replace-one"
     auditor = make_user("auditor-5b")
     dataset.auditors.add(auditor)
     page = detail_page(auditor, dataset)
     line = rows_line(page)
     assert "with a person column" in line and "add or remove" not in line
-    assert f"{len(table):,}" not in line and str(len(table)) not in line
+    assert f"{dataset.row_count:,}" not in line and str(dataset.row_count) not in line
     assert "the number of rows may be published" not in page
     assert "“replace one” means one person" in page
 
