@@ -102,16 +102,19 @@ def facts_visible_to(user, dataset) -> frozenset[str]:
         return frozenset()
     if dataset.owner_id == user.pk:
         return RAW_FACTS
-    if (
-        dataset.neighbouring == Neighbouring.REPLACE_ONE
-        and not _has_person_column(dataset)
-        and dataset.auditors.filter(pk=user.pk).exists()
-    ):
+    if row_count_is_public(dataset) and dataset.auditors.filter(pk=user.pk).exists():
         return PUBLIC_UNDER_REPLACE_ONE
     return frozenset()
 
 
-def _has_person_column(dataset) -> bool:
+def row_count_is_public(dataset) -> bool:
+    """Whether the number of rows is a public fact: replace-one neighbours without a person
+    column. Under add-remove it is private; with a person column too (replacing one person
+    changes it). Defaults that end up in a public artifact may read it only when this holds."""
+    return dataset.neighbouring == Neighbouring.REPLACE_ONE and not has_person_column(dataset)
+
+
+def has_person_column(dataset) -> bool:
     """Whether the dataset's schema names a person column (mechanisms.persons)."""
     columns = (dataset.schema or {}).get("columns") or []
     return any(isinstance(c, dict) and c.get("role") == PERSON_ROLE for c in columns)

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import access_views, estimate_views, source_views
+from . import access_views, budget_views, estimate_views, source_views
 from . import dataset_views as views
 from .access import custodian_required
 
@@ -21,6 +21,11 @@ urlpatterns = [
         name="dataset_estimate",
     ),
     path("datasets/<int:pk>/budget/", views.dataset_budget, name="dataset_budget"),
+    path(
+        "datasets/<int:pk>/budget/same-people/",
+        budget_views.dataset_budget_join,
+        name="dataset_budget_join",
+    ),
     path("datasets/<int:pk>/auditors/", views.dataset_auditors, name="dataset_auditors"),
     path("datasets/<int:pk>/delete/", views.dataset_delete, name="dataset_delete"),
     path(

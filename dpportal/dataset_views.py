@@ -15,6 +15,7 @@ import mechanisms
 
 from . import services
 from .access import dataset_for_owner, dataset_for_reader, is_owner
+from .budget_views import same_people_form, shared_budget_text
 from .dataset_forms import (
     AuditorForm,
     BudgetForm,
@@ -103,21 +104,6 @@ def _dataset_upload(request):
     return redirect("dataset_schema", pk=dataset.pk)
 
 
-def shared_budget_text(dataset) -> str:
-    """What the owner must know when this content was uploaded before in the budget's scope
-    (by the same owner, or anyone when fingerprints are shared portal-wide); else ""."""
-    earlier = services.dataset_shared_with(dataset)
-    if earlier is None:
-        return ""
-    state = "since deleted" if earlier.is_deleted else "not deleted"
-    return (
-        f"This file has the same content as “{earlier.name}” (uploaded "
-        f"{earlier.created_at:%Y-%m-%d}, {state}): it shares that dataset's privacy budget: "
-        f"ε spent so far {plain_number(dataset.epsilon_spent)} of "
-        f"{plain_number(dataset.epsilon_total)}."
-    )
-
-
 def _kept_totals_text(dataset, asked) -> str:
     kept = []
     if (
@@ -175,6 +161,7 @@ def dataset_detail(request, pk):
         "read_as": (dataset.profile or {}).get("read_as") if owner else None,
         "shared_budget": shared_budget_text(dataset) if owner else "",
         "budget_form": BudgetForm(initial=_budget_initial(dataset)) if owner else None,
+        "same_people_form": same_people_form(dataset) if owner else None,
         "auditor_form": AuditorForm() if owner else None,
         "auditors": dataset.auditors.order_by("username") if owner else [],
         "invitations": services.pending_invitations(dataset) if owner else [],
@@ -324,7 +311,9 @@ def dataset_schema(request, pk):
     initial = [schema_initial(e) for e in entries]
     formset = schema_formset(request.POST or None, initial, dataset)
     statement = PublicKnowledgeForm(request.POST or None)
-    person = person_form(request.POST or None, dataset)
+    person = person_form(
+        request.POST or None, dataset, services.estimates.estimated_person(dataset)
+    )
     if request.method == "POST" and formset.total_form_count() != len(dataset.columns):
         formset = schema_formset(None, initial, dataset)
         formset._non_form_errors = formset.error_class(

@@ -3,6 +3,8 @@ on a DP estimate of its bounds or categories (`services.estimate_column`).
 
 The page's script asks for JSON and fills the column's inputs in place (values typed in other
 columns stay); without the script the form posts here and the schema page shows the estimate.
+Either way the post carries the page's person question (person column and k, confirmed or not):
+the estimate protects the people it names (`posted_person`).
 """
 
 from django.contrib import messages
@@ -10,9 +12,12 @@ from django.http import JsonResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
+from mechanisms.persons import PersonLevel
+
 from . import services
 from .access import dataset_for_owner
 from .formatting import plain_number
+from .person_forms import PersonForm
 from .signals import client_address
 
 
@@ -27,6 +32,7 @@ def dataset_estimate(request, pk):
             user=request.user,
             column=column,
             kind=kind,
+            person=posted_person(request.POST, dataset),
             remote_addr=client_address(request),
         )
     except services.ServiceError as exc:
@@ -48,6 +54,22 @@ def _column_and_kind(dataset, value: str) -> tuple[str, str]:
     if not index.isdigit() or int(index) >= len(dataset.columns or []):
         raise services.ServiceError("Choose the column to estimate with its own button.")
     return dataset.columns[int(index)], kind
+
+
+def posted_person(data, dataset):
+    """The person level the page's person question shows: a PersonLevel, None ("each row is a
+    different person"), or `services.estimates.CONFIRMED` when the post does not carry the
+    question (the confirmed schema's is used then)."""
+    if "person_column" not in data:
+        return services.estimates.CONFIRMED
+    form = PersonForm(data, columns=dataset.columns)
+    if not form.is_valid():
+        problems = [
+            f"{form[name].label} {' '.join(errors)}" for name, errors in form.errors.items()
+        ]
+        raise services.ServiceError(" ".join(problems))
+    column = form.cleaned_data["person_column"]
+    return PersonLevel(column, form.cleaned_data["max_rows_per_person"]) if column else None
 
 
 def _public(result: dict) -> dict:

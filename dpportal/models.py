@@ -50,6 +50,12 @@ class PrivacyBudget(models.Model):
     epsilon_spent = models.DecimalField(**EPSILON_FIELD, default=Decimal("0"))
     delta_total = models.DecimalField(**DELTA_FIELD, default=Decimal("0"))
     delta_spent = models.DecimalField(**DELTA_FIELD, default=Decimal("0"))
+    # Set when the owner declared that this budget's data and another's hold the same people
+    # (services.shared_budgets): its datasets moved to that budget, its spend was added there,
+    # and new uploads of this content draw on that budget (`budget.budget_for`).
+    joined_into = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="joined_from"
+    )
 
     class Meta:
         constraints = [
@@ -284,6 +290,7 @@ class AuditEvent(models.Model):
         UPLOAD = "upload", "Dataset uploaded"
         SCHEMA_CONFIRMED = "schema_confirmed", "Schema confirmed"
         BUDGET_CHANGED = "budget_changed", "Budget changed"
+        BUDGET_JOINED = "budget_joined", "Budget shared with another dataset (same people)"
         ACCESS_CHANGED = "access_changed", "Access changed"
         RELEASE_REQUESTED = "release_requested", "Release requested"
         RELEASE_STARTED = "release_started", "Release started"

@@ -74,10 +74,12 @@ def person_initial(schema: dict | None) -> dict:
     return {}
 
 
-def person_form(data, dataset) -> PersonForm:
-    """The schema page's person question, showing the confirmed answer if there is one."""
+def person_form(data, dataset, estimated: dict | None = None) -> PersonForm:
+    """The schema page's person question, showing the confirmed answer if there is one, else
+    the answer the latest DP estimate used (`estimated`: its person column and k)."""
     confirmed = dataset.schema if dataset.schema_confirmed else None
-    return PersonForm(data, columns=dataset.columns, initial=person_initial(confirmed))
+    initial = person_initial(confirmed) or dict(estimated or {})
+    return PersonForm(data, columns=dataset.columns, initial=initial)
 
 
 def person_detail(schema: dict) -> str:

@@ -5,8 +5,8 @@ count is public). For every mechanism, with the columns and settings chosen on t
 planner bisects on the mechanism's public noise plan (`mechanisms.accuracy.
 epsilon_for_half_width`) for the smallest ε whose 95% half-width is at most k, and shows the
 budget left beside it. Public quantities only: the schema, the settings, the row count (public
-under replace-one; under add-remove the planner asks for rows, not a share). No data is read
-and nothing is spent.
+under replace-one without a person column; otherwise the planner asks for rows, not a share).
+No data is read and nothing is spent.
 """
 
 from decimal import Decimal
@@ -17,6 +17,7 @@ import mechanisms
 from mechanisms import accuracy
 
 from . import catalogue, release_engine
+from .access import row_count_is_public
 from .catalogue import DECIMAL_INPUT
 from .formatting import plain_number
 from .release_forms import ReleaseForm
@@ -50,8 +51,8 @@ class TargetForm(forms.Form):
     def __init__(self, *args, dataset, **kwargs):
         super().__init__(*args, **kwargs)
         self.dataset = dataset
-        if dataset.neighbouring != "replace-one":
-            del self.fields["target_percent"]  # the row count is not public
+        if not row_count_is_public(dataset):
+            del self.fields["target_percent"]  # add-remove or a person column: n is private
 
     def clean(self):
         data = super().clean()

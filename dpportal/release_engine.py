@@ -152,36 +152,26 @@ def noise_plan(dataset, schema, mechanism, columns, params, epsilon, delta):
 # ---------------------------------------------------------------- schema page: DP estimates
 
 
-def estimate_column(dataset, column, kind, *, epsilon, delta) -> dict:
+def estimate_column(dataset, column, kind, *, epsilon, delta, person) -> dict:
     """A DP estimate of `column`'s bounds (kind "numeric") or categories ("categorical"), read
-    from the stored copy; its guarantee is stated in `mechanisms.public_bounds`."""
+    from the stored copy: {"result": ..., "guarantee": ...}. With `person` (the person column
+    and k the estimate protects) the rows are bounded per person exactly as a release does; the
+    guarantee is stated in `mechanisms.public_bounds.estimate_column`."""
     if dataset.is_external:
         raise ReleaseInputError(
             "This table stays where it lives and is only counted there, so no column can be read "
             "for an estimate: type its bounds or categories from public knowledge."
         )
-    values = load_columns(dataset, [column])[column]
-    eps, dlt = float_at_most(epsilon), float_at_most(delta)
+    frame = load_columns(dataset, [column, *([person.column] if person else [])])
     try:
-        if kind == "numeric":
-            bounds = public_bounds.estimate_bounds(
-                values, epsilon=eps, neighbouring=dataset.neighbouring
-            )
-            return {
-                "lower": bounds.lower,
-                "upper": bounds.upper,
-                "threshold": bounds.threshold,
-                "noise_scale": bounds.scale,
-                "definition": "pure epsilon-DP",
-            }
-        found = public_bounds.discover_categories(
-            values, epsilon=eps, delta=dlt, neighbouring=dataset.neighbouring
+        return public_bounds.estimate_column(
+            frame,
+            column,
+            kind,
+            person=person,
+            epsilon=float_at_most(epsilon),  # never above the debited budget
+            delta=float_at_most(delta),
+            neighbouring=dataset.neighbouring,
         )
     except mechanisms.MechanismError as exc:
         raise ReleaseInputError(str(exc)) from exc
-    return {
-        "categories": found.categories,
-        "threshold": found.threshold,
-        "noise_scale": found.scale,
-        "definition": "(epsilon, delta)-DP",
-    }

@@ -17,6 +17,7 @@ from mechanisms.plans import smoothed_default_rows
 from mechanisms.range_count.grid_choice import suggest_grid
 
 from . import catalogue, release_engine, sources, statistics_portal
+from .access import row_count_is_public
 from .catalogue import DECIMAL_INPUT, WHOLE_NUMBER_INPUT
 
 MAX_SYNTHETIC_ROWS = 1_000_000
@@ -282,12 +283,14 @@ class ReleaseForm(forms.Form):
             )
 
     def _range_grid(self, columns) -> list[int]:
-        """The typed size; else, when the row count is public (replace-one), the size that
-        keeps rounding small against the noise at this ε (`grid_choice`); else the bins."""
+        """The typed size; else, when the row count is public (replace-one without a person
+        column: `row_count_is_public`), the size that keeps rounding small against the noise at
+        this ε (`grid_choice`); else the schema's bins. The grid is published in the manifest,
+        so its default reads public facts only."""
         data = self.cleaned_data
         if data.get("range_grid"):
             return [data["range_grid"]] * len(columns)
-        if self.dataset.neighbouring != "replace-one" or not data.get("epsilon"):
+        if not row_count_is_public(self.dataset) or not data.get("epsilon"):
             return [self.schema.column(c).n_bins for c in columns]  # no missing cell
         bounds = tuple((self.schema.column(c).lower, self.schema.column(c).upper) for c in columns)
         limit = catalogue.RANGE_MAX_GRID_POINTS

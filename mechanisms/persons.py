@@ -224,3 +224,19 @@ def row_level_budget(epsilon: float, delta: float, group: int) -> tuple[float, f
     while approx_dp_to_zcdp(row_epsilon, delta) > target:
         row_epsilon = math.nextafter(row_epsilon, 0.0)
     return row_epsilon, delta
+
+
+def approx_group_budget(epsilon: float, delta: float, group: int) -> tuple[float, float]:
+    """(epsilon_row, delta_row) so that `group` rows cost at most (epsilon, delta).
+
+    For an (epsilon, delta)-DP mechanism that is not zCDP, such as the thresholded category
+    discovery.
+
+    Group privacy of approximate DP (by induction over the g rows): an (e, d)-DP mechanism under
+    add/remove of one row is (g e, d (1 + e^e + ... + e^((g - 1) e)))-DP for g rows. Here
+    epsilon_row = epsilon / g rounded down (`row_level_budget`), and delta_row = delta divided by
+    that sum, then lowered by a relative 1e-9 to cover the float error of the sum.
+    """
+    row_epsilon = row_level_budget(epsilon, 0.0, group)[0]
+    growth = math.fsum(math.exp(i * row_epsilon) for i in range(group))
+    return row_epsilon, delta / growth * (1 - 1e-9)

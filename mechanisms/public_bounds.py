@@ -11,6 +11,8 @@ random source (OpenDP's samplers by default, `mechanisms.noise`).
 - `discover_categories`: the distinct values whose noisy count clears a threshold set from
   delta (the domain is unknown, so a value held by one row could otherwise be revealed).
   (epsilon, delta)-DP; it needs delta > 0.
+- `estimate_column`: either of them for one column of a table, at the table's unit of privacy:
+  one row, or (with a person column) one person, bounded to k rows exactly as a release is.
 """
 
 from __future__ import annotations
@@ -19,11 +21,14 @@ import math
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from mechanisms import persons
 from mechanisms.accounting import DEFAULT_NEIGHBOURING, check_delta, check_epsilon
+from mechanisms.catalogue import UNIT as ROW_UNIT
 from mechanisms.errors import MechanismError
 from mechanisms.histogram import count_sensitivity
 from mechanisms.noise import RandomSource, check_count_noise, resolve_rng
@@ -171,6 +176,92 @@ def discover_categories(
         ((int(n), v) for n, v in zip(noisy, names, strict=True) if n >= threshold), reverse=True
     )[:limit]
     return CategoryEstimate(sorted(v for _n, v in kept), threshold, scale, epsilon, delta)
+
+
+def estimate_column(
+    frame: pd.DataFrame,
+    column: str,
+    kind: str,
+    *,
+    person: persons.PersonLevel | None,
+    epsilon: float,
+    delta: float = 0.0,
+    neighbouring: str = DEFAULT_NEIGHBOURING,
+    rng: RandomSource | None = None,
+) -> dict[str, Any]:
+    """Bounds ("numeric") or categories ("categorical") of a column, with their guarantee.
+
+    Returns {"result": the public estimate, "guarantee": unit, relation, sensitivity, ...}.
+
+    Guarantee: without a person column, `estimate_bounds` (pure epsilon-DP) or
+    `discover_categories` ((epsilon, delta)-DP) for one row under `neighbouring`. With one
+    (`person`, the column and its k), (epsilon, delta)-DP for one person, all rows with the same
+    ID, under `neighbouring`, as every release at person level (mechanisms.persons): the rows are
+    first bounded to k per person (`persons.bound_contributions`, before anything is counted),
+    so one person changes at most g rows (k under add-remove, 2k under replace-one), and the
+    row-level estimate runs under add-remove at what group privacy leaves for one row: bounds at
+    epsilon / g (the count noise is then g / epsilon, the L1 sensitivity g of the person's rows);
+    categories at `persons.approx_group_budget` (their threshold is not zCDP, so the group form
+    of (epsilon, delta)-DP is used). A value held by one person is then released with at most
+    the requested delta's slack, however many rows they have.
+    """
+    epsilon = check_epsilon(epsilon, allow_infinite=False)
+    delta = check_delta(delta)
+    rng = resolve_rng(rng)
+    values, budget, guarantee = frame[column], (epsilon, delta, neighbouring), {}
+    if person is not None:
+        kept, _dropped = persons.bound_contributions(frame[[column, person.column]], person, rng)
+        group = person.group_size(neighbouring)
+        row_budget = (
+            persons.row_level_budget(epsilon, 0.0, group)
+            if kind == "numeric"
+            else persons.approx_group_budget(epsilon, delta, group)
+        )
+        values, budget = kept[column], (*row_budget, "add-remove")
+        guarantee = {"max_rows_per_person": person.max_rows, "per_row": _per_row(*budget)}
+    result = _estimate(values, kind, *budget, rng)
+    guarantee = {
+        "unit": person.unit() if person is not None else ROW_UNIT,
+        "neighbouring": neighbouring,
+        "definition": result["definition"],
+        "epsilon": epsilon,
+        "delta": delta if kind == "categorical" else 0.0,
+        "sensitivity": person.group_size(neighbouring)
+        if person is not None
+        else count_sensitivity(neighbouring),
+        **guarantee,
+    }
+    return {"result": result, "guarantee": guarantee}
+
+
+def _per_row(epsilon: float, delta: float, neighbouring: str) -> dict[str, Any]:
+    return {"epsilon": epsilon, "delta": delta, "neighbouring": neighbouring}
+
+
+def _estimate(
+    values: pd.Series, kind: str, epsilon: float, delta: float, neighbouring: str, rng: RandomSource
+) -> dict[str, Any]:
+    """The row-level estimate of `kind`, as the public result the portal stores and shows."""
+    if kind == "numeric":
+        bounds = estimate_bounds(values, epsilon=epsilon, neighbouring=neighbouring, rng=rng)
+        return {
+            "lower": bounds.lower,
+            "upper": bounds.upper,
+            "threshold": bounds.threshold,
+            "noise_scale": bounds.scale,
+            "definition": "pure epsilon-DP",
+        }
+    if kind != "categorical":
+        raise MechanismError(f"an estimate is of bounds or categories, not {kind!r}")
+    found = discover_categories(
+        values, epsilon=epsilon, delta=delta, neighbouring=neighbouring, rng=rng
+    )
+    return {
+        "categories": found.categories,
+        "threshold": found.threshold,
+        "noise_scale": found.scale,
+        "definition": "(epsilon, delta)-DP",
+    }
 
 
 def _as_floats(values: Iterable[float] | pd.Series) -> np.ndarray:

@@ -67,6 +67,22 @@ def make_dataset(
     return services.dataset_confirm_schema(dataset=dataset, user=owner, schema=schema)
 
 
+def make_visits_dataset(owner, tmp_path, *, prefix="vis-", k=2):
+    """The 2,000-row Adult sample with a person column `visitor` in front (3 rows per person,
+    IDs `<prefix><n>-x`), confirmed with the demo schema and max_rows_per_person = k."""
+    import pandas as pd
+
+    table = pd.read_csv(SMALL_ADULT)
+    table.insert(0, "visitor", [f"{prefix}{i // 3}-x" for i in range(len(table))])
+    path = tmp_path / "visits.csv"
+    table.to_csv(path, index=False)
+    schema = {
+        "columns": [{"name": "visitor", "role": "person_id"}, *DEMO_SCHEMA["columns"]],
+        "max_rows_per_person": k,
+    }
+    return make_dataset(owner, schema=schema, path=path, name="Visits")
+
+
 def make_demo_dataset(owner, epsilon_total=1):
     """The full demo table (48,842 rows): only for tests whose point is the table's size."""
     return make_dataset(owner, epsilon_total=epsilon_total, path=DEMO_ADULT)

@@ -16,6 +16,7 @@ One module per concept:
     invitations  e-mailed, expiring, single-use invitations to audit a dataset
     estimates    DP estimates of a column's bounds or categories for the schema page
     sources      registering a table that stays where it lives (PostgreSQL, Parquet)
+    shared_budgets  one budget for two datasets their owner declares hold the same people
 
 The names below are the ones views, commands and tests call as `services.<name>`. A test that
 replaces a function must replace it in the module that calls it (`services.delivery.release_send`),
@@ -47,6 +48,7 @@ from .invitations import (
 from .public_pages import public_pages, release_set_public
 from .reaper import release_reap
 from .releases import release_cancel, release_create
+from .shared_budgets import budgets_join
 from .sources import dataset_register_source
 from .tokens import token_authenticate, token_create, token_refusal_record, token_revoke
 
@@ -58,6 +60,7 @@ __all__ = [
     "_release_claim",
     "_release_fail",
     "audit_record",
+    "budgets_join",
     "audit_verify_chain",
     "dataset_change_budget",
     "dataset_confirm_schema",

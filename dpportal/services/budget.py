@@ -108,8 +108,12 @@ def budget_scope(owner) -> str:
 def budget_for(owner, fingerprint, epsilon_total, delta_total, neighbouring):
     """The budget of this content (or source) in the owner's scope: the existing one, whose
     totals and relation stay as first set, or a new one with these. Returns (budget, created).
-    Call inside the transaction that creates the dataset."""
-    return PrivacyBudget.objects.get_or_create(
+    Call inside the transaction that creates the dataset.
+
+    A budget the owner joined into another (same people, `shared_budgets`) leads to that one:
+    each is read under its lock, so an upload waits for a join in progress and then follows it.
+    """
+    budget, created = PrivacyBudget.objects.get_or_create(
         scope=budget_scope(owner),
         fingerprint=fingerprint,
         defaults={
@@ -118,6 +122,10 @@ def budget_for(owner, fingerprint, epsilon_total, delta_total, neighbouring):
             "neighbouring": neighbouring,
         },
     )
+    budget = locked_budget(budget.pk)
+    while budget.joined_into_id is not None:
+        budget = locked_budget(budget.joined_into_id)
+    return budget, created
 
 
 def budget_values(epsilon_total, delta_total):

@@ -17,7 +17,7 @@ import mechanisms
 
 from .. import files, ingest, object_store, schema_checks, storage
 from ..models import AuditEvent, Dataset, Release
-from . import audit, publishing
+from . import audit, estimates, publishing
 from .budget import budget_for, budget_values, check_neighbouring, locked_dataset
 from .errors import ServiceError
 from .public_pages import withdraw_public_pages
@@ -289,7 +289,9 @@ def dataset_confirm_schema(*, dataset, user, schema, remote_addr=None):
     confirmed if no value in the data would make a release of it fail, so once a release has
     started, data content can never make it fail. The values the schema's bounds would clamp
     (or send to "(other)") are counted in the same pass and kept in the owner-only profile
-    (`profile["clamping"]`), shown at confirmation and on the schema page.
+    (`profile["clamping"]`), shown at confirmation and on the schema page. A person column
+    other than the one this dataset's DP estimates protected people by is refused
+    (`estimates.check_schema_person`).
 
     A table that stays where it lives is checked by no one and may change at any time, so its
     schema is stored in its accepting form (`Schema.accepting`: "reject" read as "other" and
@@ -321,6 +323,7 @@ def dataset_confirm_schema(*, dataset, user, schema, remote_addr=None):
         locked = locked_dataset(dataset.pk)
         if locked.is_deleted:
             raise ServiceError("This dataset has been deleted; its schema can no longer change.")
+        estimates.check_schema_person(locked, parsed.person)
         locked.schema = validated
         locked.schema_confirmed_at = timezone.now()
         locked.profile = {**(locked.profile or {}), "clamping": clamping}  # owner-only

@@ -11,22 +11,37 @@ locks the dataset and budget, checks what is left, and stores the release, its r
 and the audit events together. A request that fails or is refused (not enough budget left) before
 that transaction commits shows nothing of what was computed, so it spends nothing; once it
 commits, the estimate is shown and its budget stays spent (its data was read: never refunded).
+
+Unit of privacy: an estimate protects what the dataset's releases protect. With a person column
+(the one chosen on the schema page, confirmed or not, with its k) it bounds the rows per person
+and is recorded as "one person" with the person-level sensitivity, exactly like a release
+(`mechanisms.public_bounds.estimate_column`). The person column an estimate used is stored in
+its params; from then on this dataset's estimates and its confirmed schema must use the same
+column (k may change: the guarantee is for all of one person's rows whatever k is). Changing the
+column afterwards is refused, because the budget already spent protected people as identified by
+the old column only (`check_same_person_column`); so is confirming a schema with another column
+once an estimate, or a release that read the data, used the old one (`check_schema_person`).
 """
 
-from decimal import ROUND_DOWN, Decimal
+from dataclasses import dataclass
+from decimal import ROUND_DOWN, ROUND_UP, Decimal
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+import mechanisms
+from mechanisms.persons import PersonLevel
+
 from .. import release_engine
-from ..models import EPSILON_FIELD, AuditEvent, BudgetLedgerEntry, Release
+from ..models import DELTA_FIELD, EPSILON_FIELD, AuditEvent, BudgetLedgerEntry, Release
 from . import audit
 from .budget import check_budget, ledger_write, locked_budget, locked_dataset
 from .errors import ServiceError
 
 ESTIMATE_MECHANISM = "dp_schema_estimate"
 KINDS = ("numeric", "categorical")
+CONFIRMED = object()  # "the page did not say": the confirmed schema's person level
 NO_DELTA = (
     "Finding categories without a list needs δ > 0 (a value held by a single person must not "
     "be revealed), and this dataset's budget has δ = 0. Choose a public list or paste one; or "
@@ -40,39 +55,135 @@ def estimate_share() -> Decimal:
 
 
 def estimate_cost(dataset, kind) -> tuple[Decimal, Decimal]:
-    """(ε, δ) an estimate of this kind spends: the share of the totals, rounded down to what the
-    ledger records (6 decimals of ε); δ only for categories."""
-    places = Decimal(1).scaleb(-EPSILON_FIELD["decimal_places"])
-    epsilon = (dataset.epsilon_total * estimate_share()).quantize(places, rounding=ROUND_DOWN)
-    delta = dataset.delta_total * estimate_share() if kind == "categorical" else Decimal(0)
+    """(ε, δ) an estimate of this kind spends, exactly as the ledger records them: ε the share
+    of the total rounded down to the ledger's 6 decimals; δ (categories only) the share of the
+    total rounded UP to the ledger's 15 decimals, so a δ > 0 is never recorded as 0. The
+    mechanism then runs at (at most) these recorded values, so it never spends more than the
+    ledger says."""
+    epsilon = _to_places(dataset.epsilon_total * estimate_share(), EPSILON_FIELD, ROUND_DOWN)
+    delta = Decimal(0)
+    if kind == "categorical":
+        delta = _to_places(dataset.delta_total * estimate_share(), DELTA_FIELD, ROUND_UP)
     return epsilon, delta
 
 
-def estimate_column(*, dataset, user, column, kind, remote_addr=None) -> Release:
+def _to_places(value: Decimal, field, rounding) -> Decimal:
+    return value.quantize(Decimal(1).scaleb(-field["decimal_places"]), rounding=rounding)
+
+
+def estimate_column(*, dataset, user, column, kind, person=CONFIRMED, remote_addr=None) -> Release:
     """Estimate `column`'s bounds ("numeric") or categories ("categorical") with DP, spend its
-    cost and record it; returns the done release, its result in `manifest["result"]`."""
-    _check_request(dataset, column, kind)
+    cost and record it; returns the done release, its result in `manifest["result"]`.
+
+    `person`: the person level the schema page shows (a `PersonLevel`, or None for "each row is
+    a different person"); CONFIRMED (a page that did not say) takes the confirmed schema's.
+    """
+    person = estimate_person(dataset, person)
+    _check_request(dataset, column, kind, person)
     epsilon, delta = estimate_cost(dataset, kind)
     check_budget(dataset.budget, epsilon, delta)  # a first check, so a refusal reads nothing
     try:
-        result = release_engine.estimate_column(dataset, column, kind, epsilon=epsilon, delta=delta)
+        found = release_engine.estimate_column(
+            dataset, column, kind, epsilon=epsilon, delta=delta, person=person
+        )
     except release_engine.ReleaseInputError as exc:
         raise ServiceError(str(exc)) from None
     with transaction.atomic():
         locked = locked_dataset(dataset.pk)
         if locked.is_deleted:
             raise ServiceError("This dataset has been deleted; nothing was spent.")
+        check_same_person_column(locked, person)  # no other column was confirmed meanwhile
         locked.budget = locked_budget(locked.budget_id)
         check_budget(locked.budget, epsilon, delta)
-        release = _record(locked, user, column, kind, epsilon, delta, result, remote_addr)
+        spend = Spend(column, kind, epsilon, delta, person)
+        release = _record(locked, user, spend, found, remote_addr)
     return release
 
 
-def _check_request(dataset, column, kind) -> None:
+def estimate_person(dataset, person):
+    """The person level an estimate protects: the page's (`person`), or with CONFIRMED the
+    confirmed schema's (none before confirmation: each row a person)."""
+    if person is not CONFIRMED:
+        return person
+    return confirmed_person(dataset)
+
+
+def confirmed_person(dataset):
+    """The confirmed schema's person level (column and k), or None."""
+    if not dataset.schema_confirmed:
+        return None
+    return mechanisms.Schema.from_dict(dataset.schema).person
+
+
+def check_same_person_column(dataset, person) -> None:
+    """Refuse an estimate whose person column (or none) differs from the column this dataset's
+    earlier estimates, or its confirmed schema, protect people by."""
+    earlier = estimate_person_columns(dataset)
+    if dataset.schema_confirmed:
+        confirmed = confirmed_person(dataset)
+        earlier.add(confirmed.column if confirmed else "")
+    chosen = person.column if person else ""
+    others = earlier - {chosen}
+    if others:
+        raise ServiceError(
+            f"This dataset already protects {_people_by(others.pop())} (an earlier estimate "
+            f"or its confirmed schema), and this estimate would protect {_people_by(chosen)}. "
+            "Set the person question back, or confirm the schema with the new answer first "
+            "(possible only while no estimate used the old one)."
+        )
+
+
+def check_schema_person(dataset, person) -> None:
+    """Refuse a schema whose person column (or none) differs from the one this dataset's
+    estimates, or its releases that read the data (under the confirmed schema), protected
+    people by: the budget they spent protects people as identified by that column only, so
+    later releases must protect the same people."""
+    used = estimate_person_columns(dataset)
+    released = dataset.releases.exclude(mechanism=ESTIMATE_MECHANISM).filter(data_was_read=True)
+    if dataset.schema_confirmed and released.exists():
+        confirmed = confirmed_person(dataset)
+        used.add(confirmed.column if confirmed else "")
+    used -= {person.column if person else ""}
+    if used:
+        raise ServiceError(
+            f"A release or estimate of this dataset protected {_people_by(used.pop())}, and its "
+            "budget is spent; the schema must identify people the same way (the number of rows "
+            "per person may change). Choose that answer to the person question again."
+        )
+
+
+def estimate_person_columns(dataset) -> set[str]:
+    """The person columns ("" for none) this dataset's done estimates protected people by.
+    Estimates recorded before this was stored carry no column and are not counted."""
+    done = dataset.releases.filter(mechanism=ESTIMATE_MECHANISM, status=Release.Status.DONE)
+    params = done.values_list("params", flat=True)
+    return {p["person_column"] for p in params if "person_column" in (p or {})}
+
+
+def estimated_person(dataset) -> dict:
+    """The person question's answer the latest estimate used: {"person_column", and
+    "max_rows_per_person" if there was one}, or {} if no estimate recorded one."""
+    done = dataset.releases.filter(mechanism=ESTIMATE_MECHANISM, status=Release.Status.DONE)
+    for params in done.order_by("-created_at", "-pk").values_list("params", flat=True):
+        if "person_column" in (params or {}):
+            keys = ("person_column", "max_rows_per_person")
+            return {key: params[key] for key in keys if key in params}
+    return {}
+
+
+def _people_by(column: str) -> str:
+    return f"people identified by the column {column!r}" if column else "each row as a person"
+
+
+def _check_request(dataset, column, kind, person) -> None:
     if dataset.is_deleted:
         raise ServiceError("This dataset has been deleted; nothing can be estimated from it.")
     if column not in (dataset.columns or []):
         raise ServiceError(f"There is no column {column!r} in this dataset.")
+    if person is not None and column == person.column:
+        raise ServiceError(
+            f"{column!r} identifies a person: it is never read for an estimate or released."
+        )
     if kind not in KINDS:
         raise ServiceError(f"An estimate is of bounds or categories, not {kind!r}.")
     if kind == "categorical" and dataset.delta_total <= 0:
@@ -82,19 +193,40 @@ def _check_request(dataset, column, kind) -> None:
             f"The dataset's total ε is too small for an estimate of "
             f"{percent_text(estimate_share())}% of it; type the bounds or categories instead."
         )
+    check_same_person_column(dataset, person)
 
 
-def _record(locked, user, column, kind, epsilon, delta, result, remote_addr) -> Release:
+@dataclass(frozen=True)
+class Spend:
+    """One estimate's request: the column, kind, recorded (ε, δ) and person level."""
+
+    column: str
+    kind: str
+    epsilon: Decimal
+    delta: Decimal
+    person: PersonLevel | None
+
+
+def _record(locked, user, spend, found, remote_addr) -> Release:
+    """The done release with its manifest (result and true unit), its debit and audit events."""
     now = timezone.now()
-    share = estimate_share()
+    share = percent_text(estimate_share())
+    person = spend.person
+    params = {
+        "kind": spend.kind,
+        "percent_of_total": share,
+        "person_column": person.column if person else "",
+        **({"max_rows_per_person": person.max_rows} if person else {}),
+    }
+    guarantee = found["guarantee"] | {"epsilon": str(spend.epsilon), "delta": str(spend.delta)}
     release = Release.objects.create(
         dataset=locked,
         requested_by=user,
         mechanism=ESTIMATE_MECHANISM,
-        columns=[column],
-        params={"kind": kind, "percent_of_total": percent_text(share)},
-        epsilon=epsilon,
-        delta=delta,
+        columns=[spend.column],
+        params=params,
+        epsilon=spend.epsilon,
+        delta=spend.delta,
         neighbouring=locked.neighbouring,
         status=Release.Status.DONE,
         data_was_read=True,
@@ -102,26 +234,27 @@ def _record(locked, user, column, kind, epsilon, delta, result, remote_addr) -> 
         finished_at=now,
         manifest={
             "mechanism": ESTIMATE_MECHANISM,
-            "parameters": {"column": column, "kind": kind, "percent_of_total": percent_text(share)},
-            "guarantee": {
-                "unit": "one row of the input table",
-                "neighbouring": locked.neighbouring,
-                "definition": result["definition"],
-                "epsilon": str(epsilon),
-                "delta": str(delta),
-            },
-            "result": result,
+            "parameters": {"column": spend.column, **params},
+            "guarantee": guarantee,
+            "result": found["result"],
         },
     )
     ledger_write(locked, release, BudgetLedgerEntry.Kind.DEBIT)
-    details = {"mechanism": ESTIMATE_MECHANISM, "epsilon": str(epsilon), "delta": str(delta)}
+    details = {
+        "mechanism": ESTIMATE_MECHANISM,
+        "epsilon": str(spend.epsilon),
+        "delta": str(spend.delta),
+        "column": spend.column,
+        "unit": guarantee["unit"],
+        "sensitivity": guarantee["sensitivity"],
+    }
     for action in (AuditEvent.Action.RELEASE_REQUESTED, AuditEvent.Action.RELEASE_DONE):
         audit.audit_record(
             action=action,
             actor=user,
             dataset=locked,
             release=release,
-            details=details | {"column": column},
+            details=details,
             remote_addr=remote_addr,
         )
     return release

@@ -1,10 +1,11 @@
 """`{% load raw_facts %}{% raw_facts_of dataset as facts %}`: the dataset's raw-file facts
 (row_count, size_bytes, sha256, original_filename) that the signed-in user may see, by name;
-the rule is `dpportal.access.facts_visible_to`."""
+the rule is `dpportal.access.facts_visible_to`. `{% person_level_of dataset as flag %}`: whether
+its schema names a person column (the row count is then private under both relations)."""
 
 from django import template
 
-from dpportal.access import raw_facts
+from dpportal.access import has_person_column, raw_facts
 
 register = template.Library()
 
@@ -12,3 +13,8 @@ register = template.Library()
 @register.simple_tag(takes_context=True)
 def raw_facts_of(context, dataset) -> dict:
     return raw_facts(context.request.user, dataset)
+
+
+@register.simple_tag
+def person_level_of(dataset) -> bool:
+    return has_person_column(dataset)

@@ -1,6 +1,7 @@
 // Schema page: show only the inputs that matter for each column's type; fill categories from a
 // public list or a pasted line of values; "estimate for me" fills a column in place with its DP
-// estimate (the server spends the stated share of the budget and records it).
+// estimate (the server spends the stated share of the budget and records it, protecting the
+// people the page's person question names).
 (function () {
   "use strict";
   // cell class -> the column types it applies to
@@ -48,7 +49,6 @@
     });
   });
 
-  var estimateForm = document.getElementById("estimate-form");
   function showEstimate(help, text, isError) {
     var line = help.querySelector(".dp-estimate");
     line.hidden = false;
@@ -72,10 +72,10 @@
       event.preventDefault();
       var row = button.closest(".schema-row");
       var help = button.closest(".public-help");
-      var body = new FormData(estimateForm);
+      var body = new FormData(button.form);  // the page's person question goes with it
       body.append("estimate", button.value);
       button.disabled = true;
-      fetch(estimateForm.action, {method: "POST", body: body, headers: {"Accept": "application/json"}, credentials: "same-origin"})
+      fetch(button.formAction, {method: "POST", body: body, headers: {"Accept": "application/json"}, credentials: "same-origin"})
         .then(function (response) { return response.json(); })
         .then(function (data) {
           if (data.ok) { fill(row, data); showEstimate(help, data.text, false); }

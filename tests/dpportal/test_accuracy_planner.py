@@ -5,7 +5,7 @@ from django.urls import reverse
 
 from mechanisms import histogram
 from mechanisms.noise import secure_source
-from tests.helpers import client_for, histogram_post
+from tests.helpers import client_for, histogram_post, make_visits_dataset
 
 
 def plan(owner, dataset, **fields):
@@ -65,3 +65,11 @@ def test_the_planned_epsilon_achieves_the_accuracy_asked(owner, dataset):
 
     assert 0.945 <= coverage(epsilon) <= 0.96
     assert not 0.945 <= coverage(0.7 * epsilon) <= 0.96
+
+
+def test_with_a_person_column_the_planner_asks_for_rows_not_a_share(owner, tmp_path):
+    """Issue 41 item 3: with a person column the row count is private under replace-one too,
+    so the planner offers no "% of all rows" (it would turn the private count into the ε)."""
+    dataset = make_visits_dataset(owner, tmp_path)
+    assert "Enter the accuracy you need" in plan(owner, dataset, target_percent="2.5")["errors"][0]
+    assert plan(owner, dataset, target_rows="50")["target"] == "±50 rows"

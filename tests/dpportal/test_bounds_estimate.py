@@ -5,13 +5,14 @@ release, and its values are labelled "DP estimate"."""
 import json
 import re
 from decimal import ROUND_DOWN, Decimal
+from fractions import Fraction
 
 import numpy as np
 import pandas as pd
 import pytest
 from django.urls import reverse
 
-from dpportal import services
+from dpportal import release_engine, services
 from dpportal.models import AuditEvent, BudgetLedgerEntry, Release
 from dpportal.schema_proposals import public_proposal
 from tests.helpers import client_for, make_user
@@ -182,3 +183,33 @@ def test_the_estimate_release_page_shows_its_result_and_has_no_files(owner, tmp_
     assert client.get(reverse("release_download_zip", args=[release.pk])).status_code == 404
     ledger = client.get(reverse("dataset_ledger", args=[dataset.pk])).content.decode()
     assert "DP estimate of a column" in ledger
+
+
+@pytest.mark.parametrize(
+    "delta_total, recorded",
+    [("0.00000000000004", "0.000000000000001"), ("0.000000000000123", "0.000000000000002")],
+)
+def test_an_estimates_delta_is_rounded_up_and_the_mechanism_spends_at_most_the_ledger(
+    owner, tmp_path, monkeypatch, delta_total, recorded
+):
+    """Issue 41 item 5a: 1% of δ_total = 4e-14 is 4e-16, below the ledger's 15 decimals; it was
+    recorded as 0. Now δ is rounded up (ε down), and the mechanism runs at what the ledger holds
+    or less."""
+    seen = {}
+    real = release_engine.public_bounds.estimate_column
+
+    def spy(*args, **kwargs):
+        seen.update(epsilon=kwargs["epsilon"], delta=kwargs["delta"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(release_engine.public_bounds, "estimate_column", spy)
+    dataset = canary_dataset(owner, tmp_path, epsilon_total="1.2345678", delta_total=delta_total)
+    assert estimate(owner, dataset, 1, "categorical").json()["ok"]
+    entry = BudgetLedgerEntry.objects.get(dataset=dataset)
+    share = Decimal(delta_total) * REQUESTED_SHARE
+    assert entry.delta == Decimal(recorded) and entry.delta >= share > 0
+    assert entry.epsilon == Decimal("0.012345")  # 1% of 1.2345678, rounded down
+    assert Fraction(seen["delta"]) <= Fraction(entry.delta)  # the mechanism: at most the ledger
+    assert Fraction(seen["epsilon"]) <= Fraction(entry.epsilon)
+    dataset.refresh_from_db()
+    assert dataset.delta_spent == entry.delta

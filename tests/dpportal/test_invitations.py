@@ -257,8 +257,8 @@ def test_a_bad_address_is_refused_with_a_message(owner, dataset):
     assert not Invitation.objects.exists()
 
 
-BEFORE_GRANT = ("dpportal", "0010_dataset_sources")
-GRANT = ("dpportal", "0013_custodian_grant")
+BEFORE_GRANT = ("dpportal", "0011_shared_budget_declaration")
+GRANT = ("dpportal", "0012_custodian_grant")
 
 
 def migrate(target):

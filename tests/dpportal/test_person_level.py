@@ -10,22 +10,22 @@ from django.urls import reverse
 
 from dpportal import packaging
 from dpportal.models import Release
-from tests.helpers import DEMO_SCHEMA, SMALL_ADULT, client_for, make_dataset, make_release, run_now
+from tests.helpers import (
+    SMALL_ADULT,
+    client_for,
+    make_dataset,
+    make_release,
+    make_visits_dataset,
+    run_now,
+)
 
 UNIT = "one person: all rows with the same visitor, at most 2 rows each"
 
 
 @pytest.fixture
 def person_release(owner, tmp_path):
+    dataset = make_visits_dataset(owner, tmp_path)  # 3 rows per person, k = 2
     table = pd.read_csv(SMALL_ADULT)
-    table.insert(0, "visitor", [f"vis-{i // 3}-x" for i in range(len(table))])  # 3 rows per person
-    path = tmp_path / "visits.csv"
-    table.to_csv(path, index=False)
-    schema = {
-        "columns": [{"name": "visitor", "role": "person_id"}, *DEMO_SCHEMA["columns"]],
-        "max_rows_per_person": 2,
-    }
-    dataset = make_dataset(owner, schema=schema, path=path, name="Visits")
     release = run_now(make_release(owner, dataset, params={"rows": 50}))
     people = -(-len(table) // 3)
     dropped = len(table) - 2 * people + (1 if len(table) % 3 == 1 else 0)

@@ -33,7 +33,7 @@ def grant_existing_users(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("dpportal", "0010_dataset_sources"),
+        ("dpportal", "0011_shared_budget_declaration"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
         ("contenttypes", "0002_remove_content_type_name"),
     ]
