@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mechanisms.accuracy import discrete_laplace_half_width
+from mechanisms.arrays import AnyArray
 from mechanisms.schema import MISSING_LABEL, OTHER_LABEL
 
 if TYPE_CHECKING:
@@ -66,11 +67,16 @@ def noise_threshold(scale: float, terms: int, level: float = ZERO_LEVEL) -> floa
     return NormalDist().inv_cdf(1 - level) * spread
 
 
-def _slice_estimate(record: dict[str, Any], shape: tuple[int, ...], a: int, cell: int) -> float:
-    """Sum of a marginal measurement's noisy counts whose column `a` is in `cell`."""
-    attrs = record["query"].attrs
-    noisy = np.asarray(record["noisy_answer"], dtype=float).reshape([shape[b] for b in attrs])
-    return float(np.take(noisy, cell, axis=attrs.index(a)).sum())
+def unsupported_slices(
+    noisy: AnyArray, axis: int, found: list[int], scale: float, level: float = ZERO_LEVEL
+) -> list[int]:
+    """The cells of `found` along `axis` of a noisy table whose slice sum is not told from 0.
+
+    Each slice sums noisy.size / noisy.shape[axis] counts, each with discrete Laplace noise of
+    `scale`; a slice at or below `noise_threshold` of that many is not told from zero.
+    """
+    threshold = noise_threshold(scale, noisy.size // noisy.shape[axis], level)
+    return [c for c in found if float(np.take(noisy, c, axis=axis).sum()) <= threshold]
 
 
 def unsupported_cells(
@@ -90,12 +96,11 @@ def unsupported_cells(
         held = [m for m in measurements if m["query"].box is None and a in m["query"].attrs]
         if not held:
             continue
-        best = min(
-            held, key=lambda m: (math.prod(shape[b] for b in m["query"].attrs), m["noise_scale"])
-        )
-        terms = math.prod(shape[b] for b in best["query"].attrs) // shape[a]
-        threshold = noise_threshold(best["noise_scale"], terms, level)
-        out += [(a, c) for c in found if _slice_estimate(best, shape, a, c) <= threshold]
+        best = min(held, key=lambda m: (len(m["noisy_answer"]), m["noise_scale"]))
+        attrs = best["query"].attrs
+        noisy = np.asarray(best["noisy_answer"], dtype=float).reshape([shape[b] for b in attrs])
+        zero = unsupported_slices(noisy, attrs.index(a), found, best["noise_scale"], level)
+        out += [(a, c) for c in zero]
     return out
 
 
