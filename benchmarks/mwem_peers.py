@@ -56,6 +56,7 @@ TVD: average over every 2-way (3-way) marginal of ½‖p_synthetic − p_true‖
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import itertools
 import json
@@ -412,12 +413,24 @@ def prepare(dataset: str) -> tuple[Path, list[int]]:
     """Encode a table's columns (fixed public bins); save the codes for the workers."""
     WORK.mkdir(exist_ok=True)
     path = WORK / f"{dataset}.npy"
+    if dataset in heldout().TABLES:
+        frame, schema = heldout().load(dataset)
+        from mechanisms.mwem.structural import structural_cells
+
+        columns = schema.resolve_columns()
+        structural_path(path).write_text(json.dumps(structural_cells(schema, columns)))
     if dataset in TABLES or dataset in heldout().TABLES:
         codes, shape = TABLES[dataset][0]() if dataset in TABLES else heldout().encode(dataset)
         assert all(0 <= codes[:, a].min() and codes[:, a].max() < k for a, k in enumerate(shape))
         np.save(path, np.ascontiguousarray(codes, dtype=np.int64))
         return path, shape
     return prepare_adult(dataset, path)
+
+
+def structural_path(codes_path: Path) -> Path:
+    """Beside a held-out table's codes: its "(missing)"/"(other)" cells per column, for ours
+    to apply the release's rule (mechanisms.mwem.structural) as the portal does."""
+    return codes_path.with_suffix(".structural.json")
 
 
 def prepare_adult(dataset: str, path: Path) -> tuple[Path, list[int]]:
@@ -765,6 +778,10 @@ def worker(args) -> None:
         "snsynth": fit_snsynth,
         "mwem_pgm": fit_mwem_pgm,
     }[args.worker]
+    sidecar = structural_path(Path(args.codes))
+    if args.worker.startswith("ours") and sidecar.exists():
+        cells = {int(a): found for a, found in json.loads(sidecar.read_text()).items()}
+        fit = functools.partial(fit, structural=cells)
     for module in LIBRARIES[args.worker]:  # imported before the clock starts
         importlib.import_module(module)
     for seed in (int(part) for part in args.seed.split(",")):
@@ -777,8 +794,11 @@ def worker(args) -> None:
         print(json.dumps(record), flush=True)
 
 
-def fit_ours(codes, shape, eps, seed):
+def fit_ours(codes, shape, eps, seed, structural=None):
+    """Ours; with `structural` (a held-out table's "(missing)"/"(other)" cells) the release's
+    rule is applied before sampling, as the portal does."""
     from mechanisms.mwem import mwem
+    from mechanisms.mwem.structural import unsupported_cells, zero_cells
     from mechanisms.noise import seeded_source
     from mechanisms.workload import expand_workload
 
@@ -787,15 +807,17 @@ def fit_ours(codes, shape, eps, seed):
     workload = expand_workload(spec, columns, tuple(shape), set())
     rng = seeded_source(seed)
     result = mwem(codes, tuple(shape), workload, epsilon=eps, rng=rng)
+    if structural:
+        zero_cells(result.distribution, unsupported_cells(result.measurements, shape, structural))
     return result.distribution.sample(len(codes), rng)
 
 
-def fit_ours_nocap(codes, shape, eps, seed):
+def fit_ours_nocap(codes, shape, eps, seed, structural=None):
     """Ours with the QUICK_CELLS cap of the selection lifted (every query competes)."""
     from mechanisms.mwem import measure
 
     measure.QUICK_CELLS = 1 << 62
-    return fit_ours(codes, shape, eps, seed)
+    return fit_ours(codes, shape, eps, seed, structural)
 
 
 def fit_independent(codes, shape, eps, seed):
