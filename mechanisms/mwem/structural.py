@@ -58,8 +58,11 @@ def noise_threshold(scale: float, terms: int, level: float = ZERO_LEVEL) -> floa
     """The one-sided (1 - level) quantile of the noise of a sum of `terms` noisy counts.
 
     One count: the exact discrete Laplace quantile (P(Z > k) <= level). A sum of several: the
-    normal approximation of their sum (the counts' noises are independent).
+    normal approximation of their sum (the counts' noises are independent). No noise (ε = ∞,
+    scale 0): 0, so only a count of 0 is not told from zero.
     """
+    if scale <= 0:
+        return 0.0
     if terms == 1:
         return float(discrete_laplace_half_width(scale, 1 - 2 * level))
     p = math.exp(-1 / scale)

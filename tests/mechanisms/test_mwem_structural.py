@@ -15,9 +15,16 @@ import pytest
 
 from mechanisms import Schema, histogram
 from mechanisms.catalogue import run_release
+from mechanisms.mwem import mwem
 from mechanisms.mwem import release as mwem_release
-from mechanisms.mwem.structural import ZERO_LEVEL, noise_threshold
+from mechanisms.mwem.structural import (
+    ZERO_LEVEL,
+    noise_threshold,
+    structural_cells,
+    unsupported_cells,
+)
 from mechanisms.noise import seeded_source
+from mechanisms.workload import expand_workload, marginals_spec
 
 N = 10_000
 EPSILON = 0.1
@@ -148,3 +155,20 @@ def test_the_perturbed_histogram_follows_the_same_rule_and_its_twin_does_not(mon
         shares.append(float(phantom.any(axis=1).mean()))
     passed = sum(share > 0 for share in shares) <= 2 and np.mean(shares) < 0.01
     assert passed != broken, shares
+
+
+def test_without_noise_the_full_table_plan_zeroes_exactly_the_empty_structural_cells():
+    """ε = ∞ (scale 0) under the full-table plan (3 columns, all 3-way marginals): the rule read
+    the slice sums with a normal approximation whose spread divided by the scale and failed
+    (ZeroDivisionError); now a slice of true count 0 is zeroed, every other kept."""
+    schema = Schema.from_dict({"columns": SCHEMA["columns"][:3]})
+    columns = ["age", "sex", "region"]
+    frame = _table(missing_income=0.0)[columns]
+    shape = schema.domain_shape(columns)
+    workload = expand_workload(marginals_spec(3), columns, shape, {"age"})
+    codes = schema.encode(frame, columns)
+    result = mwem(codes, shape, workload, epsilon=float("inf"), rng=seeded_source(3))
+    assert [m["query"].attrs for m in result.measurements] == [(0, 1, 2)]  # the full table
+    zeroed = unsupported_cells(result.measurements, shape, structural_cells(schema, columns))
+    # age: 5 bins + (missing); sex: F, M, (other), (missing); region: N S E W, (other), (missing)
+    assert sorted(zeroed) == [(0, 5), (1, 2), (1, 3), (2, 4), (2, 5)]
