@@ -10,7 +10,9 @@ used to develop MWEM's defaults before issue 16, split in half: defaults were tu
 only run for the report. "all" is those six. A third group, "extra" (cars, airports, iris,
 modechoice, seattle_temps, macrodata, star98, grunfeld, stocks, cancer: small n, skewed
 marginals), was added on 2026-12-04 to check the release without rounds against the
-independent one on tables of other shapes; run it with ``--methods ours,independent``. Each
+independent one on tables of other shapes; run it with ``--methods ours,independent``.
+Issue 44's held-out protocol (benchmarks/heldout.py, 30 tables, roles "h:tune" and
+"h:held-out") runs with ``--datasets heldout:tune``, ``heldout:held-out`` or table names. Each
 run's result is kept in benchmarks/results/mwem_peers.jsonl, in the
 repository (keyed by method, table, ε, seed; with the date and processor), so that runs made in
 several sessions add up; ``--fresh M`` reruns method M (e.g. ours after a code change). AIM's
@@ -36,6 +38,9 @@ virtual environments (benchmarks/requirements-peers-*.txt), found at /tmp/peer-<
 
 Methods:
   ours          mechanisms.mwem, workload = all 2-way and 3-way marginals, defaults otherwise.
+  ours_nocap    ours with measure.QUICK_CELLS lifted: the selection not steered toward
+                queries that keep the model's groups within 2^22 cells (issue 44).
+  ours3         ours on the 3-way marginals only (--marginals 3; TVD as for every method).
   independent   noisy 1-way marginals (all ε, discrete Laplace), rows from their product.
   aim           OpenDP's AIM (make_contingency_table, dp.mbi.AIM) at the zCDP ρ that implies
                 (ε, 1e-9)-DP (a weaker guarantee than our pure ε-DP), privacy unit
@@ -52,6 +57,7 @@ TVD: average over every 2-way (3-way) marginal of ½‖p_synthetic − p_true‖
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import itertools
 import json
@@ -386,6 +392,21 @@ TABLES = {  # name: (loader, role)
 ROLES = ("tune", "held-out", "extra")
 
 
+def heldout():
+    """benchmarks/heldout.py, the held-out protocol of issue 44 (its tables: --datasets
+    heldout:tune, heldout:held-out or their names)."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import heldout as protocol
+
+    return protocol
+
+
+def role_of(table: str) -> str:
+    if table in TABLES:
+        return TABLES[table][1]
+    return "h:" + heldout().role(table) if table in heldout().TABLES else "adult"
+
+
 # --- driver -------------------------------------------------------------------------------------
 
 
@@ -393,12 +414,24 @@ def prepare(dataset: str) -> tuple[Path, list[int]]:
     """Encode a table's columns (fixed public bins); save the codes for the workers."""
     WORK.mkdir(exist_ok=True)
     path = WORK / f"{dataset}.npy"
-    if dataset in TABLES:
-        codes, shape = TABLES[dataset][0]()
+    if dataset in heldout().TABLES:
+        frame, schema = heldout().load(dataset)
+        from mechanisms.mwem.structural import structural_cells
+
+        columns = schema.resolve_columns()
+        structural_path(path).write_text(json.dumps(structural_cells(schema, columns)))
+    if dataset in TABLES or dataset in heldout().TABLES:
+        codes, shape = TABLES[dataset][0]() if dataset in TABLES else heldout().encode(dataset)
         assert all(0 <= codes[:, a].min() and codes[:, a].max() < k for a, k in enumerate(shape))
         np.save(path, np.ascontiguousarray(codes, dtype=np.int64))
         return path, shape
     return prepare_adult(dataset, path)
+
+
+def structural_path(codes_path: Path) -> Path:
+    """Beside a held-out table's codes: its "(missing)"/"(other)" cells per column, for ours
+    to apply the release's rule (mechanisms.mwem.structural) as the portal does."""
+    return codes_path.with_suffix(".structural.json")
 
 
 def prepare_adult(dataset: str, path: Path) -> tuple[Path, list[int]]:
@@ -444,7 +477,8 @@ def tvd(synthetic: np.ndarray, true: np.ndarray, shape: list[int], k: int) -> fl
 
 
 def run_worker(method, codes_path, shape, eps, seeds, timeout):
-    """Runs of ``seeds`` in one subprocess: [(seed, (seconds, peak MB, synthetic) or None, note)].
+    """Runs of ``seeds`` in one subprocess: [(seed, (times, peak MB, synthetic) or None, note)]
+    (times: wall "seconds" and process "cpu_seconds").
 
     ``timeout`` is per run (the subprocess gets len(seeds) × timeout); the runs finished before
     a timeout or failure are kept. Peak memory is the subprocess's maximum resident set size
@@ -484,7 +518,8 @@ def run_worker(method, codes_path, shape, eps, seeds, timeout):
         if row.startswith("{"):
             result = json.loads(row)
             path = Path(str(out).format(seed=result["seed"]))
-            done[result["seed"]] = (result["seconds"], result["peak_mb"], np.load(path))
+            timing = {k: result[k] for k in ("seconds", "cpu_seconds") if k in result}
+            done[result["seed"]] = (timing, result["peak_mb"], np.load(path))
     runs = [(seed, done[seed], "") for seed in seeds if seed in done]
     missing = [seed for seed in seeds if seed not in done]
     return runs + ([(missing[0], None, note or "failed")] if missing else [])
@@ -537,6 +572,7 @@ def main() -> None:
     tables = {
         "all": [t for t, (_, role) in TABLES.items() if role != "extra"],
         **{r: [t for t, (_, role) in TABLES.items() if role == r] for r in ROLES},
+        **{f"heldout:{r}": heldout().names(r) for r in ("tune", "held-out")},
     }.get(args.datasets, args.datasets.split(","))
     eps_grid = [float(e) for e in args.eps.split(",")]
     methods = args.methods.split(",")
@@ -577,9 +613,9 @@ def run_cell(table, shape, true, codes_path, method, eps, args, fresh):
             if note.startswith("timeout"):
                 record["timeout_s"] = args.timeout
             if run is not None:
-                seconds, peak, synthetic = run
+                timing, peak, synthetic = run
                 record.update(
-                    seconds=seconds,
+                    **timing,
                     peak_mb=peak,
                     tvd2=tvd(synthetic, true, shape, 2),
                     tvd3=tvd(synthetic, true, shape, 3),
@@ -601,7 +637,7 @@ def summary(tables, eps_grid, methods, seeds):
     )
     ratios = []
     for table in tables:
-        role = TABLES[table][1] if table in TABLES else "adult"
+        role = role_of(table)
         path = WORK / f"{table}.npy"
         if not path.exists():
             continue
@@ -619,11 +655,13 @@ def summary(tables, eps_grid, methods, seeds):
 
 
 def _cells(table, codes) -> str:
-    shape = (
-        TABLES[table][0]()[1]
-        if table in TABLES
-        else [codes[:, a].max() + 1 for a in range(codes.shape[1])]
-    )
+    if table in TABLES:
+        shape = TABLES[table][0]()[1]
+    elif table in heldout().TABLES:
+        frame, schema = heldout().load(table)
+        shape = list(schema.domain_shape(schema.resolve_columns()))
+    else:
+        shape = [codes[:, a].max() + 1 for a in range(codes.shape[1])]
     return f"{float(np.prod(np.asarray(shape, dtype=float))):.0e}"
 
 
@@ -635,7 +673,9 @@ def line(table, role, codes, eps, method, done, note) -> str:
     peak = max(r["peak_mb"] for r in done)
     t2 = np.mean([r["tvd2"] for r in done])
     t3 = np.mean([r["tvd3"] for r in done])
-    return f"{head} {t:>8.2f} {peak:>8.0f} {t2:>10.4f} {t3:>10.4f}  {len(done)} {note}"
+    cpu = [r["cpu_seconds"] for r in done if "cpu_seconds" in r]
+    cpu_text = f" CPU {np.mean(cpu):.2f} s" if cpu else ""
+    return f"{head} {t:>8.2f} {peak:>8.0f} {t2:>10.4f} {t3:>10.4f}  {len(done)} {note}{cpu_text}"
 
 
 def _mean_se(done, key):
@@ -670,6 +710,8 @@ def compare(cell):
 
 
 RATIO_PEERS = {  # peer: column heading
+    "ours_nocap": "nocap",  # ours without the QUICK_CELLS steer of the selection (issue 44)
+    "ours3": "3-way",  # ours on the 3-way marginals only (--marginals 3)
     "independent": "indep",
     "aim_pure": "AIMε",  # pure ε-DP, as ours: the issue's comparison
     "aim": "AIMρ",  # zCDP at (ε, 1e-9)-DP: a weaker guarantee
@@ -684,7 +726,7 @@ def print_ratios(ratios) -> None:
     print("ours / peer mean TVD (< 1: ours lower; '~' the gap is within 2 standard errors of the")
     print("seed means, '!' ours higher beyond the seed noise); speed-up = AIM time / ours")
     heads = [f"{h} TVD{k}" for h in RATIO_PEERS.values() for k in (2, 3)]
-    heads[2:6] = [*heads[2:4], "AIMε x", *heads[4:6], "AIMρ x"]
+    heads[6:10] = [*heads[6:8], "AIMε x", *heads[8:10], "AIMρ x"]
     print(f"{'table':10} {'role':8} {'eps':>5} " + " ".join(f"{h:>10}" for h in heads))
 
     def fmt(entry, key):
@@ -714,6 +756,8 @@ def print_ratios(ratios) -> None:
 
 LIBRARIES = {
     "ours": ["mechanisms.mwem"],
+    "ours_nocap": ["mechanisms.mwem"],
+    "ours3": ["mechanisms.mwem"],
     "independent": ["mechanisms.mwem"],
     "aim": ["opendp.prelude", "polars", "mbi"],
     "aim_pure": ["opendp.prelude", "polars", "mbi"],
@@ -730,34 +774,59 @@ def worker(args) -> None:
     shape = json.loads(args.shape)
     fit = {
         "ours": fit_ours,
+        "ours_nocap": fit_ours_nocap,
+        "ours3": fit_ours3,
         "independent": fit_independent,
         "aim": fit_aim,
         "aim_pure": fit_aim_pure,
         "snsynth": fit_snsynth,
         "mwem_pgm": fit_mwem_pgm,
     }[args.worker]
+    sidecar = structural_path(Path(args.codes))
+    if args.worker.startswith("ours") and sidecar.exists():
+        cells = {int(a): found for a, found in json.loads(sidecar.read_text()).items()}
+        fit = functools.partial(fit, structural=cells)
     for module in LIBRARIES[args.worker]:  # imported before the clock starts
         importlib.import_module(module)
     for seed in (int(part) for part in args.seed.split(",")):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         synthetic = fit(codes, shape, args.epsilon, seed)
-        seconds = time.perf_counter() - start
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
         np.save(args.out.format(seed=seed), np.asarray(synthetic, dtype=np.int64))
         peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(json.dumps({"seed": seed, "seconds": seconds, "peak_mb": peak_mb}), flush=True)
+        record = {"seed": seed, "seconds": seconds, "cpu_seconds": cpu, "peak_mb": peak_mb}
+        print(json.dumps(record), flush=True)
 
 
-def fit_ours(codes, shape, eps, seed):
+def fit_ours(codes, shape, eps, seed, structural=None, orders=(2, 3)):
+    """Ours on all marginals of `orders`; with `structural` (a held-out table's "(missing)"/
+    "(other)" cells) the release's rule is applied before sampling, as the portal does."""
     from mechanisms.mwem import mwem
+    from mechanisms.mwem.structural import unsupported_cells, zero_cells
     from mechanisms.noise import seeded_source
     from mechanisms.workload import expand_workload
 
     columns = [f"c{i}" for i in range(len(shape))]
-    spec = {"queries": [{"type": "marginals", "k": 2}, {"type": "marginals", "k": 3}]}
+    spec = {"queries": [{"type": "marginals", "k": k} for k in orders]}
     workload = expand_workload(spec, columns, tuple(shape), set())
     rng = seeded_source(seed)
     result = mwem(codes, tuple(shape), workload, epsilon=eps, rng=rng)
+    if structural:
+        zero_cells(result.distribution, unsupported_cells(result.measurements, shape, structural))
     return result.distribution.sample(len(codes), rng)
+
+
+def fit_ours3(codes, shape, eps, seed, structural=None):
+    """Ours on the 3-way marginals only (the command line's --marginals 3)."""
+    return fit_ours(codes, shape, eps, seed, structural, orders=(3,))
+
+
+def fit_ours_nocap(codes, shape, eps, seed, structural=None):
+    """Ours with the QUICK_CELLS cap of the selection lifted (every query competes)."""
+    from mechanisms.mwem import measure
+
+    measure.QUICK_CELLS = 1 << 62
+    return fit_ours(codes, shape, eps, seed, structural)
 
 
 def fit_independent(codes, shape, eps, seed):

@@ -6,8 +6,9 @@ Perturbed histogram (Sec. 4.2, Thm 4.4; Dwork et al. 2006): every cell count get
 Laplace noise of scale sensitivity/epsilon (2/epsilon under replace-one, where one changed row
 moves two counts by 1; 1/epsilon under add-remove). The unclipped noisy counts are released
 (unbiased); clipping at zero and renormalising gives the distribution from which k synthetic
-rows are drawn (post-processing). The minimax-rate number of bins per dimension is
-about n^(1/(2+r)): see `recommended_bins`.
+rows are drawn (post-processing), after the "(missing)"/"(other)" slices the noisy counts do
+not tell from zero are set to 0 (MWEM's rule, `_supported`). The minimax-rate number of bins
+per dimension is about n^(1/(2+r)): see `recommended_bins`.
 
 Smoothed histogram (Sec. 4.1, Thm 4.1): k i.i.d. rows from (1 - mix) * histogram + mix * uniform
 over the cells. It is epsilon-DP when k * log(1 + (1 - mix) * m / (n * mix)) <= epsilon (eq. 6),
@@ -31,6 +32,7 @@ from mechanisms.accounting import check_epsilon, check_neighbouring, noise_scale
 from mechanisms.arrays import AnyArray
 from mechanisms.chunks import ChunkedTable
 from mechanisms.errors import MechanismError
+from mechanisms.mwem.structural import rule_text, structural_cells, unsupported_slices
 from mechanisms.noise import RandomSource, check_count_noise, resolve_rng
 from mechanisms.release import ReleaseOutput, csv_bytes
 from mechanisms.schema import NumericColumn, Schema
@@ -141,7 +143,8 @@ def perturbed_histogram(
     if rows is None:
         rows = n if row_count_public else max(0, int(noisy.sum()))
     rows = _check_rows(rows)
-    probabilities = clipped_distribution(noisy)
+    supported, zeroed = _supported(noisy, schema, columns, epsilon, neighbouring)
+    probabilities = clipped_distribution(supported)
     synthetic = schema.decode_cells(sample_cells(probabilities, rows, rng), columns, rng)
     sensitivity = count_sensitivity(neighbouring)
     return HistogramRelease(
@@ -154,6 +157,7 @@ def perturbed_histogram(
             "columns": columns,
             "rows": rows,
             "cells": int(counts.size),
+            "structural_cells": {"rule": rule_text(), "zeroed": zeroed},
             **_bins_advice(schema, columns, n, row_count_public),
         },
         spent={
@@ -169,6 +173,30 @@ def perturbed_histogram(
         row_count_public=row_count_public,
         noise_scale=0.0 if math.isinf(epsilon) else _scale(sensitivity, epsilon),
     )
+
+
+def _supported(
+    noisy: AnyArray, schema: Schema, columns: list[str], epsilon: float, neighbouring: str
+) -> tuple[AnyArray, list[str]]:
+    """The noisy counts with each "(missing)"/"(other)" slice they do not tell from 0 set to 0.
+
+    MWEM's rule (mechanisms.mwem.structural): a structural cell's noisy count, here the sum
+    of the noisy counts of its slice, must be above the one-sided 99.9% quantile of that sum's
+    noise at a true count of 0, or the cell gets no synthetic rows (a complete column's
+    "(missing)" slice would otherwise get the positive noise of all its empty cells). The
+    released noisy counts are unchanged. Post-processing only. Returns (counts, zeroed cells).
+    """
+    if math.isinf(epsilon):
+        return noisy, []
+    scale = _scale(count_sensitivity(neighbouring), epsilon)
+    kept, zeroed = np.array(noisy, copy=True), []
+    for a, found in structural_cells(schema, columns).items():
+        for cell in unsupported_slices(noisy, a, found, scale):
+            index: list[Any] = [slice(None)] * kept.ndim
+            index[a] = cell
+            kept[tuple(index)] = 0
+            zeroed.append(f"{columns[a]}: {schema.axis_labels(columns[a])[cell]}")
+    return kept, zeroed
 
 
 def _bins_advice(

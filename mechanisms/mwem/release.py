@@ -47,6 +47,12 @@ from mechanisms.mwem.plan import (
     measures_joint,
     plan_budget,
 )
+from mechanisms.mwem.structural import (
+    rule_text,
+    structural_cells,
+    unsupported_cells,
+    zero_cells,
+)
 from mechanisms.noise import check_count_noise, resolve_rng
 from mechanisms.release import ReleaseOutput, csv_bytes, json_bytes
 from mechanisms.schema import NumericColumn
@@ -356,7 +362,12 @@ def _run_mwem(
     rng: RandomSource,
     progress: Progress | None,
 ) -> ReleaseOutput:
-    """The registry entry: encode, run MWEM, decode ``n`` synthetic rows, package the files."""
+    """The registry entry: encode, run MWEM, decode ``n`` synthetic rows, package the files.
+
+    Before sampling, the "(missing)" and "(other)" cells that the noisy measurements do not
+    tell from empty get zero mass (``structural``: post-processing; the manifest states the
+    rule and names the cells).
+    """
     unknown = sorted(set(params) - RELEASE_PARAMS)
     if unknown:
         raise MechanismError(
@@ -380,10 +391,23 @@ def _run_mwem(
         progress=progress,
         **options,
     )
+    zeroed = unsupported_cells(result.measurements, shape, structural_cells(schema, columns))
+    zero_cells(result.distribution, zeroed)
     synthetic = schema.decode(result.distribution.sample(result.n, rng), columns, rng)
     measurements = [dict(m, query=m["query"].describe(columns)) for m in result.measurements]
     trace = [dict(t, query=t["query"].describe(columns)) for t in result.trace]
-    manifest = {"parameters": {**options, "rounds": result.rounds, "workload": spec}}
+    empty = {
+        "rule": rule_text(),
+        "zeroed": [f"{columns[a]}: {schema.axis_labels(columns[a])[c]}" for a, c in zeroed],
+    }
+    manifest = {
+        "parameters": {
+            **options,
+            "rounds": result.rounds,
+            "workload": spec,
+            "structural_cells": empty,
+        }
+    }
     files = {
         "synthetic.csv": csv_bytes(synthetic),
         "measurements.json": json_bytes(

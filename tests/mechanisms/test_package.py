@@ -204,3 +204,60 @@ def test_intervals_stay_beside_the_estimate_they_belong_to():
     assert (
         chart.title == "noisy counts: real_count_estimate" and "ci_lower to ci_upper" in chart.note
     )
+
+
+def test_the_workbook_holds_every_kind_of_cell_as_the_table_has_it():
+    """Numbers, text with XML's special characters, formulas-as-text, empty cells, text with
+    a character XML cannot hold (dropped), and whole numbers, read back with openpyxl."""
+    content = (
+        "age,sex,noisy_count\n"
+        '17.5,"a <b> & ""c""",3\n'
+        "18.25,=SUM(A1),\n"
+        ",  spaced  ,-2\n"
+        "19,bell\x07,7\n"
+    )
+    table = read_table("noisy_counts.csv", content.encode(), MANIFEST)
+    from mechanisms.package.workbook import workbook_bytes
+
+    rows = xlsx_cells(workbook_bytes(MANIFEST, [table], CONTEXT))["noisy_counts"]
+    assert rows[1:] == [
+        [17.5, 'a <b> & "c"', 3, None],
+        [18.25, "=SUM(A1)", None, None],
+        [None, "  spaced  ", -2, rows[3][3]],  # the negative count's note
+        [19, "bell", 7, None],
+    ]
+    assert "negative" in rows[3][3]
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_the_workbook_does_not_retype_every_row_cell_by_cell(monkeypatch, broken):
+    """Issue 44: the package cost most of a release on large tables because each of up to
+    100,000 synthetic rows went through openpyxl cell by cell (10.7 CPU s for 100,000 rows of
+    7 columns; 1.2 s since: benchmarks/package_build.py). Pinned by counting the rows openpyxl
+    is handed: the About sheet's lines and one header per table, whatever the table's length.
+    The twin appends the rows through openpyxl again, and the count catches it."""
+    from openpyxl.worksheet._write_only import WriteOnlyWorksheet
+
+    from mechanisms.package import workbook
+
+    appended = []
+    original = WriteOnlyWorksheet.append
+    monkeypatch.setattr(
+        WriteOnlyWorksheet,
+        "append",
+        lambda sheet, row: appended.append(sheet.title) or original(sheet, row),
+    )
+    if broken:
+        header_only = workbook._table_sheet
+
+        def cell_by_cell(sheet, table):
+            header_only(sheet, table)
+            for row in table.head_rows(workbook.MAX_ROWS):
+                sheet.append(row)
+
+        monkeypatch.setattr(workbook, "_table_sheet", cell_by_cell)
+    rows = "".join(f"{20 + k % 50},Female\n" for k in range(2_000))
+    table = read_table("synthetic.csv", f"age,sex\n{rows}".encode(), MANIFEST)
+    content = workbook.workbook_bytes(MANIFEST, [table], CONTEXT)
+    assert (appended.count("synthetic") == 1) != broken
+    assert len(xlsx_cells(content)["synthetic"]) == 2_001  # the header and every row
