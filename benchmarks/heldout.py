@@ -151,7 +151,12 @@ GSS_ATTEND = [
 # --- loaders -------------------------------------------------------------------------------------
 
 
-DATA = os.environ.get("HELDOUT_DATA", "/tmp/heldout-data")
+DATA = os.environ.get(
+    "HELDOUT_DATA",
+    os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "var", "heldout-data"
+    ),
+)
 
 
 def rdataset(package: str, item: str) -> pd.DataFrame:
