@@ -336,9 +336,8 @@ class Computer:
         if quantiles.ends_skipped(spec, alpha, epsilon, self.neighbouring, rows):
             return self.select(values, spec, alpha, epsilon), spec.lower, spec.upper, True
         point, part = quantile_shares(epsilon)
-        estimate = self.select(values, spec, alpha, point)
         lower, upper = self.ends(values, spec, alpha, part)
-        return estimate, np.minimum(lower, estimate), np.maximum(upper, estimate), False
+        return self.select(values, spec, alpha, point, (lower, upper)), lower, upper, False
 
     def rows_at_most(self, group: int) -> float | None:
         """A public or released upper bound on the group's rows (so on its values), or None.
@@ -357,10 +356,15 @@ class Computer:
         return quantiles.ends(values, spec, alpha, epsilon, self.neighbouring, self.rng)
 
     def select(
-        self, values: FloatArray, spec: NumericColumn, alpha: float, epsilon: float
+        self,
+        values: FloatArray,
+        spec: NumericColumn,
+        alpha: float,
+        epsilon: float,
+        within: tuple[float, float] | None = None,
     ) -> float:
         """`quantiles.select` on one group's values (epsilon-DP; the caller records the spend)."""
-        return quantiles.select(values, spec, alpha, epsilon, self.neighbouring, self.rng)
+        return quantiles.select(values, spec, alpha, epsilon, self.neighbouring, self.rng, within)
 
     def numeric(self, column: str) -> NumericColumn:
         return _numeric(self.schema, column)
