@@ -1,7 +1,7 @@
 """Quantiles of the summary statistics.
 
-Public round-number candidates, the estimate (a tie-aware rank distance, exponential mechanism)
-and the two ends of its 95% interval.
+Public round-number candidates, the two ends of a quantile's 95% interval and its estimate (a
+tie-aware rank distance), each chosen by permute-and-flip.
 """
 
 from __future__ import annotations
@@ -180,7 +180,7 @@ def ends(
 ) -> tuple[float, float]:
     """The ends (lo, hi) of a quantile's 95% interval, epsilon-DP, in one selection.
 
-    The exponential mechanism picks a pair lo <= hi of the END_CANDIDATES public candidates
+    Permute-and-flip picks a pair lo <= hi of the END_CANDIDATES public candidates
     (`candidates`) with score max(u_lo(lo), u_hi(hi)) (lower is better; `end_scores`): u_lo is
     the distance from the target rank offset -M to the span of signed ranks lo covers (s from
     `signed_rank_scores`, M from `quantile_rank_margin`), u_hi alike about +M; the lower
@@ -249,16 +249,16 @@ def select(
     rng: RandomSource,
     within: tuple[float, float] | None = None,
 ) -> float:
-    """One epsilon-DP exponential-mechanism quantile of one group's values.
+    """One epsilon-DP permute-and-flip quantile of one group's values.
 
-    Among the CANDIDATES public candidates (`candidates`), those in `within` = (lo, hi) when
-    given (with lo and hi themselves), score -d(c) (`rank_distances`, of the values clamped to
-    the bounds). `within` must be public or already released (the interval's ends, picked
-    first): the candidate set is then a function of released values (adaptive composition).
-    Privacy: d moves by at most `rank_sensitivity` rows per neighbouring change, so the
-    exponential mechanism at that sensitivity is epsilon-DP. alpha is clipped to [0, 1]: 0 and
-    1 give the bounds (or the ends of `within`) without a draw, a choice made from public or
-    already released values. The caller records the spend.
+    Among the CANDIDATES public candidates (`candidates`), those in `within` = (lo, hi) when given
+    (with lo and hi themselves), score -d(c) (`rank_distances`, of the values clamped to the
+    bounds). `within` must be public or already released (the interval's ends, picked first): the
+    candidate set is then a function of released values (adaptive composition). Privacy: d moves by
+    at most `rank_sensitivity` rows per neighbouring change, so the selection at that sensitivity is
+    epsilon-DP (`permute_and_flip`). alpha is clipped to [0, 1]: 0 and 1 give the bounds (or the
+    ends of `within`) without a draw, a choice made from public or already released values. The
+    caller records the spend.
     """
     low, high = within if within is not None else (spec.lower, spec.upper)
     if alpha <= 0:
