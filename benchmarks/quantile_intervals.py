@@ -374,25 +374,32 @@ def main() -> None:
     parser.add_argument("--estimates", type=int, default=10, help="estimates per release")
     parser.add_argument("--opendp", type=int, default=1000, help="OpenDP draws per group")
     parser.add_argument("--tables", default="", help="comma-separated names (default: all)")
+    parser.add_argument("--means-only", action="store_true", help="only table (3)")
     args = parser.parse_args()
     tables = all_tables()
     split_of = split(t[0] for t in tables)
     if args.tables:
         tables = [t for t in tables if t[0] in args.tables.split(",")]
+    pd.set_option("display.width", 250, "display.max_rows", 1000, "display.max_columns", 30)
+    fmt = {"float_format": lambda v: f"{v:.3g}", "index": False}
+    print(f"split (seed {SPLIT_SEED}):", split_of)
+    if not args.means_only:
+        quantile_tables(tables, split_of, args, fmt)
+    print("\n(3) means and sums: mean absolute error, ours / OpenDP's")
+    print(mean_sum_table(tables, split_of, args.releases).to_string(**fmt))
+
+
+def quantile_tables(tables, split_of, args, fmt):
+    """Tables (1) and (2)."""
     old = before_module()
     quantiles = pd.DataFrame(
         [r for t in tables for r in quantile_rows(t, split_of, old, args.releases, args.estimates)]
     )
-    pd.set_option("display.width", 250, "display.max_rows", 1000, "display.max_columns", 30)
-    fmt = {"float_format": lambda v: f"{v:.3g}", "index": False}
-    print(f"split (seed {SPLIT_SEED}):", split_of)
     print("\n(1) quantile intervals: coverage and mean width / declared range, by group size")
     print(interval_table(quantiles).to_string(**fmt))
     errors, per_group = error_table(quantiles, with_opendp(quantiles, tables, args.opendp))
     print("\n(2) quantile estimates: mean absolute error, ours / OpenDP's")
     print(errors.to_string(**fmt))
-    print("\n(3) means and sums: mean absolute error, ours / OpenDP's")
-    print(mean_sum_table(tables, split_of, args.releases).to_string(**fmt))
 
 
 if __name__ == "__main__":
