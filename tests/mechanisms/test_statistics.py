@@ -447,6 +447,32 @@ def test_quantile_interval_width_shrinks_with_epsilon_and_group_size():
     assert max(*by_size, tied) <= 0.06, (by_size, tied)
 
 
+def test_the_preview_states_the_rank_margin_the_released_ends_keep():
+    """The preview's half-width of a median (`statistics_plan`, rows of rank) is the margin M
+    the release's ends aim at: on 1,000 ages with decimals at epsilon 1, each end of 40
+    released intervals lies at least 2 rows of rank from the median (valid), and their median
+    distance is between M - 2 and M + 40 (M about 81; the grid's step is about 17 rows here,
+    the ends land on the first candidate past M, or short of it by less than the noise)."""
+    data = _ages(1_000, whole=False)
+    params = {"stat": ["median:x"]}
+    plan = statistics.statistics_plan(
+        SCHEMA, ["x"], params, epsilon=1.0, delta=0.0, neighbouring="add-remove", n=len(data)
+    )
+    margin = plan.details["statistics"][0]["halfwidth"]
+    request = parse_request(SCHEMA, {"stat": ["median:x"]}, epsilon=1.0,
+                            neighbouring="add-remove")  # fmt: skip
+    run = Computer(data, SCHEMA, request, "add-remove", seeded_source(5))
+    x = np.sort(data["x"].to_numpy())
+    offsets = []
+    for _ in range(40):
+        row = run.quantile("x", 0.5, 1.0)[0]
+        below_lo = np.searchsorted(x, row.lower, side="left")
+        up_to_hi = np.searchsorted(x, row.upper, side="right")
+        offsets += [x.size / 2 - below_lo, up_to_hi - x.size / 2]
+    assert 80 < margin < 86, margin
+    assert min(offsets) >= 2 and margin - 2 <= np.median(offsets) <= margin + 40, (margin, offsets)
+
+
 @pytest.mark.parametrize("epsilon", [0.2, 1.0, 10.0])
 @pytest.mark.parametrize("neighbouring", ["add-remove", "replace-one"])
 @pytest.mark.parametrize("inflate, honest", [(1.0, True), (2.0, False)])
