@@ -1,6 +1,11 @@
 """Accuracy of the summary-statistics release on public tables, and a side-by-side with
 OpenDP's own pipeline at the same epsilon.
 
+Since issue 44 both quantile selections (ours and OpenDP 0.16's under max divergence) are
+permute-and-flip; table 3's exact errors still weight candidates as the exponential mechanism
+does (Gumbel noise), so they describe neither. `quantile_intervals.py` measures the quantiles
+(and means and sums) against OpenDP's own measurements on ten tables, tune and held-out.
+
 Tables (bundled with packages, read offline). Looked at while choosing the quantile design:
 statsmodels' `fair` (6,366 survey answers on marriage; Fair 1978), grouped by `rate_marriage`
 (declared categories 1-5), and vega_datasets' `seattle-weather` (1,461 days, 2012-2015),

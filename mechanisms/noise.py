@@ -44,7 +44,15 @@ dp.enable_features("contrib")
 Size = int | tuple[int, ...]
 
 NOISE_PRIMITIVES = frozenset(
-    {"discrete_laplace", "laplace", "gaussian", "discrete_gaussian", "gumbel", "report_noisy_max"}
+    {
+        "discrete_laplace",
+        "laplace",
+        "gaussian",
+        "discrete_gaussian",
+        "gumbel",
+        "report_noisy_max",
+        "permute_and_flip",
+    }
 )
 
 
@@ -153,6 +161,14 @@ class RandomSource:
         """Index of the largest score after adding Gumbel(scale) noise to each."""
         raise NotImplementedError
 
+    def permute_and_flip(self, scores: npt.ArrayLike, scale: float) -> int:
+        """Index of the largest score after adding Exponential(scale) noise to each.
+
+        Report-noisy-max with exponential noise, the same distribution as permute-and-flip
+        (McKenna and Sheldon 2020; Ding et al. 2021).
+        """
+        raise NotImplementedError
+
     def uniform(self, size: Size) -> FloatArray:
         """Float64 draws in [0, 1): post-processing only."""
         raise NotImplementedError
@@ -226,6 +242,10 @@ class _NumpySource(RandomSource):
         scores = np.asarray(scores, dtype=np.float64)
         return int(np.argmax(scores + self.gumbel(scale, scores.shape)))
 
+    def permute_and_flip(self, scores: npt.ArrayLike, scale: float) -> int:
+        scores = np.asarray(scores, dtype=np.float64)
+        return int(np.argmax(scores + self._gen.exponential(scale, scores.shape)))
+
     def uniform(self, size: Size) -> FloatArray:
         return self._gen.random(_shape(size))
 
@@ -275,12 +295,13 @@ def _opendp_noise(kind: str, scale: float) -> dp.Measurement:
 
 
 @lru_cache(maxsize=64)
-def _opendp_noisy_max(scale: float) -> dp.Measurement:
-    # Under the zCDP output measure OpenDP's noisy max adds Gumbel noise (under MaxDivergence it
-    # would use exponential noise, i.e. permute-and-flip, a different distribution). We account
-    # for the privacy loss ourselves (exponential mechanism, pure epsilon).
+def _opendp_noisy_max(scale: float, exponential: bool = False) -> dp.Measurement:
+    # Under the zCDP output measure OpenDP's noisy max adds Gumbel noise; under MaxDivergence it
+    # adds exponential noise (permute-and-flip, `exponential`). We account for the privacy
+    # loss ourselves (pure epsilon at scale 2 * sensitivity / epsilon, either noise).
     space = dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.linf_distance(T=float)
-    return dp.m.make_noisy_max(*space, dp.zero_concentrated_divergence(), scale=scale)
+    measure = dp.max_divergence() if exponential else dp.zero_concentrated_divergence()
+    return dp.m.make_noisy_max(*space, measure, scale=scale)
 
 
 def _urandom_integers(high: int, count: int) -> IntArray:
@@ -337,6 +358,12 @@ class _SecureSource(_NumpySource):
         if _check_scale(scale) == 0:
             return int(np.argmax(scores))
         return int(_opendp_noisy_max(scale)(scores))
+
+    def permute_and_flip(self, scores: npt.ArrayLike, scale: float) -> int:
+        scores = [float(s) for s in np.asarray(scores, dtype=np.float64).ravel()]
+        if _check_scale(scale) == 0:
+            return int(np.argmax(scores))
+        return int(_opendp_noisy_max(scale, exponential=True)(scores))
 
     def integers(self, high: int, size: Size) -> IntArray:
         shape, high = _shape(size), int(high)
@@ -427,6 +454,10 @@ class RecordingSource(RandomSource):
         self._record("report_noisy_max", scale, np.shape(scores))
         return self.inner.report_noisy_max(scores, scale)
 
+    def permute_and_flip(self, scores: npt.ArrayLike, scale: float) -> int:
+        self._record("permute_and_flip", scale, np.shape(scores))
+        return self.inner.permute_and_flip(scores, scale)
+
     def uniform(self, size: Size) -> FloatArray:
         self._record("uniform", None, size)
         return self.inner.uniform(size)
@@ -462,10 +493,39 @@ def exponential_mechanism(
     2 * sensitivity / epsilon, rounded up (`noise_scale`). epsilon = inf returns the first index
     of the largest score.
     """
-    scores = np.asarray(scores, dtype=np.float64)
-    if scores.ndim != 1 or scores.size == 0 or not np.all(np.isfinite(scores)):
+    checked, scale = _selection(scores, epsilon, sensitivity)
+    if scale is None:
+        return int(np.argmax(checked))
+    return resolve_rng(rng).report_noisy_max(checked, scale)
+
+
+def permute_and_flip(
+    scores: npt.ArrayLike, *, epsilon: float, sensitivity: float, rng: RandomSource | None = None
+) -> int:
+    """Select an index by report-noisy-max with exponential noise (permute-and-flip).
+
+    Privacy: epsilon-DP (pure) for scores whose L-infinity sensitivity is at most
+    `sensitivity`, at the exponential mechanism's noise scale 2 * sensitivity / epsilon
+    (rounded up; McKenna and Sheldon 2020, Ding et al. 2021: permute-and-flip is report-noisy-
+    max with exponential noise). Its expected score is never below the exponential
+    mechanism's, and the same tail bound holds: a candidate scoring t below the best wins
+    with probability at most e^(-t / scale) (it needs its own noise to exceed t). OpenDP's
+    quantile measurement uses the same selection. epsilon = inf: the first largest score.
+    """
+    checked, scale = _selection(scores, epsilon, sensitivity)
+    if scale is None:
+        return int(np.argmax(checked))
+    return resolve_rng(rng).permute_and_flip(checked, scale)
+
+
+def _selection(
+    scores: npt.ArrayLike, epsilon: float, sensitivity: float
+) -> tuple[FloatArray, float | None]:
+    """The checked scores and the noise scale 2 * sensitivity / epsilon (None at epsilon inf)."""
+    checked = np.asarray(scores, dtype=np.float64)
+    if checked.ndim != 1 or checked.size == 0 or not np.all(np.isfinite(checked)):
         raise MechanismError(
-            f"scores (shape {scores.shape}) must be a non-empty 1-D array of finite numbers"
+            f"scores (shape {checked.shape}) must be a non-empty 1-D array of finite numbers"
         )
     epsilon, sensitivity = float(epsilon), float(sensitivity)
     if not epsilon > 0:
@@ -473,5 +533,5 @@ def exponential_mechanism(
     if not (math.isfinite(sensitivity) and sensitivity > 0):
         raise MechanismError(f"sensitivity ({sensitivity}) must be a finite number > 0")
     if math.isinf(epsilon):
-        return int(np.argmax(scores))
-    return resolve_rng(rng).report_noisy_max(scores, noise_scale(2.0 * sensitivity, epsilon))
+        return checked, None
+    return checked, noise_scale(2.0 * sensitivity, epsilon)

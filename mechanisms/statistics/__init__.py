@@ -12,10 +12,11 @@ Building blocks are OpenDP's (https://docs.opendp.org): its clamp + bounded-sum 
 transformations give the exact aggregate and, through their stability maps, the sensitivity
 (including OpenDP's allowance for floating-point summation). A quantile's estimate scores a
 public grid of candidates by a tie-aware rank distance (`quantiles.rank_distances`, its
-sensitivity proven there) for the exponential mechanism. All noise comes from
+sensitivity proven there) for permute-and-flip (report-noisy-max with exponential noise, as
+OpenDP's own quantile measurement). All noise comes from
 `mechanisms.noise` (OpenDP's samplers on the secure source): integer discrete Laplace for
 counts, Laplace for sums (added inside OpenDP's measurement), and report-noisy-max with
-Gumbel noise for the exponential mechanism.
+exponential noise (OpenDP's sampler) for the quantiles' selections.
 
 Sensitivity across groups. A transformation t on one group has stability t.map(d) for d rows
 added or removed in that group. Under add/remove one row lands in one group: the per-group
@@ -36,19 +37,18 @@ scales only, so they are post-processing):
   first-order (linearised) error, with plug-in coefficients; approximate, close to 95% once a
   group holds many more rows than the count's noise scale. A group whose noisy count is not
   clearly positive gets the whole range [lower, upper] (or [0, max variance]);
-- quantiles: at least 95% on every table: the estimate gets POINT_SHARE (95%) of the
-  statistic's epsilon; the two ends of the interval are one further exponential-mechanism pick
-  among pairs of candidates with the remaining 5%, each end scored by its distance to a rank
-  offset M (rows, public: the mechanism's own 95% rank-error bound at that epsilon), not by a
-  fraction of n, so no count is needed; the proof is in `quantiles.ends`. The small share makes
-  the ends wide (M is large) but keeps the estimate almost as accurate as one selection at the
-  whole epsilon. Where a public or released upper bound on a group's rows (the public n under
-  replace-one without groups, or the 95% upper end of the request's own `count`, which is
-  computed first) shows the pick would return the whole declared range anyway with
-  probability at least 1/2 on any such group (`quantiles.ends_skipped`), the pick is skipped:
-  the interval is the declared range (it always holds the quantile) and the estimate gets the
-  whole epsilon. The choice is post-processing of released values (adaptive composition) and
-  the manifest states it per group (`quantile_interval_picks`).
+- quantiles: at least 95% on every table: the two ends of the interval are one permute-and-
+  flip pick among pairs of candidates with 25% of the statistic's epsilon, each end scored by the
+  distance from a rank offset M (rows, public: the selection's own 95% rank-error bound at that
+  epsilon) to the span of ranks the candidate covers, not by a fraction of n, so no count is needed;
+  the proof is in `quantiles.ends`. The estimate then gets POINT_SHARE (75%), picked among the
+  candidates inside the interval. Where a public or released upper bound on a group's rows (the
+  public n under replace-one without groups, or the 95% upper end of the request's own `count`,
+  which is computed first) shows no narrower pair could outscore the declared range on any such
+  group (`quantiles.ends_skipped`), the pick is skipped: the interval is the declared range (it
+  always holds the quantile) and the estimate gets the whole epsilon. The choice is post-processing
+  of released values (adaptive composition) and the manifest states it per group
+  (`quantile_interval_picks`).
 
 Quantile candidates are public round numbers (`candidates`): the multiples of the finest step
 of 1, 2 or 5 times a power of ten, no finer than the column's declared precision, that leaves

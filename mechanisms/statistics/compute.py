@@ -294,15 +294,16 @@ class Computer:
         return rows
 
     def quantile(self, column: str, alpha: float, epsilon: float) -> list[Row]:
-        """Per-group alpha-quantile of the clamped column, by the exponential mechanism.
+        """Per-group alpha-quantile of the clamped column, by permute-and-flip selections.
 
-        Privacy: epsilon-DP per group (the groups in parallel); two exponential-mechanism
-        selections composed sequentially: the estimate (POINT_SHARE of epsilon; at most
-        CANDIDATES public candidates, `candidates`, scored by the tie-aware rank distance
-        `quantiles.rank_distances`, sensitivity `rank_sensitivity`) and the interval's two
-        ends, chosen together (the rest; `ends`); or, where `quantiles.ends_skipped` says so
-        from a public or released upper bound on the group's rows (`rows_at_most`), the
-        estimate alone at the whole epsilon and the declared range as its interval. No count is
+        Privacy: epsilon-DP per group (the groups in parallel); two permute-and-flip
+        selections composed sequentially (adaptively): the interval's two ends, chosen
+        together (1 - POINT_SHARE of epsilon; `ends`), then the estimate among the candidates
+        inside them (POINT_SHARE; at most CANDIDATES public candidates, `candidates`, scored by
+        the tie-aware rank distance `quantiles.rank_distances`, sensitivity `rank_sensitivity`);
+        or, where `quantiles.ends_skipped` says so from a public or released upper bound on the
+        group's rows (`rows_at_most`), the estimate alone at the whole epsilon and the declared
+        range as its interval. No count is
         released by the quantile itself. Missing values are left out (a row with none changes no
         score; one turned missing by replace-one moves each by at most what removing it does).
         Interval: at least 95% for every table (`ends`; the declared range: always).
@@ -336,9 +337,8 @@ class Computer:
         if quantiles.ends_skipped(spec, alpha, epsilon, self.neighbouring, rows):
             return self.select(values, spec, alpha, epsilon), spec.lower, spec.upper, True
         point, part = quantile_shares(epsilon)
-        estimate = self.select(values, spec, alpha, point)
         lower, upper = self.ends(values, spec, alpha, part)
-        return estimate, np.minimum(lower, estimate), np.maximum(upper, estimate), False
+        return self.select(values, spec, alpha, point, (lower, upper)), lower, upper, False
 
     def rows_at_most(self, group: int) -> float | None:
         """A public or released upper bound on the group's rows (so on its values), or None.
@@ -357,10 +357,15 @@ class Computer:
         return quantiles.ends(values, spec, alpha, epsilon, self.neighbouring, self.rng)
 
     def select(
-        self, values: FloatArray, spec: NumericColumn, alpha: float, epsilon: float
+        self,
+        values: FloatArray,
+        spec: NumericColumn,
+        alpha: float,
+        epsilon: float,
+        within: tuple[float, float] | None = None,
     ) -> float:
         """`quantiles.select` on one group's values (epsilon-DP; the caller records the spend)."""
-        return quantiles.select(values, spec, alpha, epsilon, self.neighbouring, self.rng)
+        return quantiles.select(values, spec, alpha, epsilon, self.neighbouring, self.rng, within)
 
     def numeric(self, column: str) -> NumericColumn:
         return _numeric(self.schema, column)
@@ -517,7 +522,7 @@ def run_statistics(
 def interval_picks(run: Computer) -> dict[str, list[str]]:
     """Per quantile statistic and group: how its interval was made ("picked" or "declared range").
 
-    "picked": its ends were chosen with 5% of its epsilon; "declared range": that pick was
+    "picked": its ends were chosen with 25% of its epsilon; "declared range": that pick was
     skipped and the estimate had the whole epsilon. Public: a function of the request, the
     schema and the released counts (`ends_skipped`).
     """

@@ -64,7 +64,7 @@ def statistics_plan(
         "missing_left_out": missing_columns(schema, request),
     }
     return NoisePlan(
-        "Laplace, discrete Laplace and the exponential mechanism",
+        "Laplace, discrete Laplace and permute-and-flip selection",
         None,
         None,
         groups * len(request.statistics),

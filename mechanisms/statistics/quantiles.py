@@ -1,7 +1,7 @@
 """Quantiles of the summary statistics.
 
-Public round-number candidates, the estimate (a tie-aware rank distance, exponential mechanism)
-and the two ends of its 95% interval.
+Public round-number candidates, the two ends of a quantile's 95% interval and its estimate (a
+tie-aware rank distance), each chosen by permute-and-flip.
 """
 
 from __future__ import annotations
@@ -16,15 +16,14 @@ import numpy as np
 from mechanisms.accounting import float_at_most, noise_scale
 from mechanisms.arrays import FloatArray
 from mechanisms.errors import MechanismError
-from mechanisms.noise import RandomSource, exponential_mechanism
+from mechanisms.noise import RandomSource, permute_and_flip
 from mechanisms.schema import NumericColumn
 from mechanisms.statistics.measures import LEVEL
 
 CANDIDATES = 1025  # at most this many public candidates for a quantile's estimate
-END_CANDIDATES = 129  # at most this many for each end of its interval (a coarser grid)
-POINT_SHARE = 0.95  # a quantile's share of its epsilon spent on the estimate (the rest: interval)
-BOUND_ODDS = 10.0  # the bound candidate of an interval end scores b ln(BOUND_ODDS) at worst
-NARROW_AT_MOST = 0.5  # the ends' pick is skipped where it would narrow with at most this chance
+END_CANDIDATES = 257  # at most this many for each end of its interval (a coarser grid)
+POINT_SHARE = 0.75  # a quantile's share of its epsilon spent on the estimate (the rest: interval)
+BOUND_ODDS = 1000.0  # the bound candidate of an interval end scores b ln(BOUND_ODDS) at worst
 
 
 def candidates(spec: NumericColumn, limit: int) -> tuple[float, ...]:
@@ -60,37 +59,18 @@ def _round_grid(lower: float, upper: float, decimals: int, limit: int) -> tuple[
 def quantile_rank_margin(alpha: float, epsilon: float, neighbouring: str, size: int) -> float:
     """The rank offset M (in rows) the ends of a quantile's interval target, at their epsilon.
 
-    The two ends are chosen together, by one exponential-mechanism pick among the pairs (lo, hi),
-    lo <= hi, of `size` public candidates, with score max(|s(lo) + M|, |s(hi) - M|), where s(c) =
-    (1 - alpha) #below(c) - alpha #above(c) and the bound candidates' scores (lower bound for
-    lo, upper bound for hi) are capped at the public value o (so the pair of bounds scores at
-    most o, whatever the data). The pick exceeds the best score by more than m = b ln(P / beta)
-    with probability at most beta = 5%, for P = size (size + 1) / 2 pairs and b = `rank_scale`;
-    so M = m + o + 2 puts s(lo) at -2 or below and s(hi) at 2 or above, which places lo at or
-    below the true quantile and hi at or above it: see `ends`.
+    The two ends are chosen together, by one permute-and-flip pick among the pairs (lo, hi), lo <=
+    hi, of `size` public candidates, each end scored by how far the span of signed ranks it covers
+    misses -M (lo) or +M (hi) (`end_scores`), and the bound candidates' scores (lower bound for lo,
+    upper bound for hi) capped at the public value o (so the pair of bounds scores at most o,
+    whatever the data). The pick exceeds the best score by more than m = b ln(P / beta) with
+    probability at most beta = 5%, for P = size (size + 1) / 2 pairs and b = `rank_scale`; so M = m
+    + o + 2 puts s(lo) at -2 or below and s(hi) at 2 or above, which places lo at or below the true
+    quantile and hi at or above it: see `ends`.
     """
     b = rank_scale(alpha, epsilon, neighbouring)
     pairs = size * (size + 1) / 2
     return b * math.log(pairs / (1 - LEVEL)) + bound_score(b) + 2
-
-
-def narrowing_chance(
-    alpha: float, epsilon: float, neighbouring: str, size: int, rows: float
-) -> float:
-    """A bound on the chance that the ends' pick returns anything but the declared range.
-
-    For `ends` at `epsilon` over `size` candidates, on every group of at most `rows` values.
-    Each s(c) lies in [-alpha n, (1 - alpha) n], so a pair other than the two bounds scores at
-    least M - max(alpha, 1 - alpha) n (its end that is not a bound is uncapped), while the
-    pair of bounds scores at most o (`bound_score`). The exponential mechanism gives a pair
-    weight exp(-score / b), so each of the P - 1 other pairs has at most exp(-(M - o -
-    max(alpha, 1 - alpha) n) / b) times the bounds' chance. Public: from its arguments alone.
-    """
-    b = rank_scale(alpha, epsilon, neighbouring)
-    gap = quantile_rank_margin(alpha, epsilon, neighbouring, size) - bound_score(b)
-    others = size * (size + 1) / 2 - 1
-    exponent = (max(alpha, 1 - alpha) * rows - gap) / b
-    return min(1.0, others * math.exp(min(exponent, 0.0)))
 
 
 def ends_skipped(
@@ -99,13 +79,17 @@ def ends_skipped(
     """Whether a quantile at `epsilon` skips its interval's pick (`ends`).
 
     If so, its interval is the declared range [lower, upper] and the estimate gets the whole
-    epsilon. `rows` must be public or already released (a 95% upper bound on the group's number of
-    values, or None when there is none): the pick is skipped when, on every group of at most
-    `rows` values, it would return anything narrower than the declared range with probability
-    at most NARROW_AT_MOST (`narrowing_chance`, at the ends' share of epsilon). In that regime
-    no narrower pair can outscore the declared range (M - o exceeds max(alpha, 1 - alpha) n by
-    far more than one Gumbel scale), so a narrower pick is either noise or about the data's
-    extent, never near the quantile.
+    epsilon. `rows` must be public or already released (a 95% upper bound on the group's number
+    of values, or None when there is none): the pick is skipped when no pair narrower than the
+    declared range can outscore it on any group of at most `rows` values, max(alpha, 1 -
+    alpha) rows <= M - o (at the ends' share of epsilon). Each s(c) lies in [-alpha n, (1 -
+    alpha) n], so a pair other than the two bounds scores at least M - max(alpha, 1 - alpha) n
+    (its end that is not a bound scores at least s(lo) + M or M - s(hi): `end_scores`), while
+    the pair of bounds scores at most o. In that regime a narrower pick is noise, never
+    information about the quantile, and the estimate needs the whole epsilon most: on a few
+    dozen values the candidates far from the data are close enough in score to take a large
+    share of the picks at 75% of epsilon (a group of 20 values at epsilon 1: 9 times OpenDP's
+    error).
 
     Privacy: the choice is post-processing of public or released values, so the quantile that
     follows is epsilon-DP either way (adaptive sequential composition). Coverage: the declared
@@ -116,7 +100,10 @@ def ends_skipped(
         return False
     _, part = quantile_shares(epsilon)
     size = len(candidates(spec, END_CANDIDATES))
-    return narrowing_chance(alpha, part, neighbouring, size, rows) <= NARROW_AT_MOST
+    gap = quantile_rank_margin(alpha, part, neighbouring, size) - bound_score(
+        rank_scale(alpha, part, neighbouring)
+    )
+    return max(alpha, 1 - alpha) * rows <= gap
 
 
 def bound_score(scale: float) -> float:
@@ -160,8 +147,27 @@ def rank_sensitivity(alpha: float, neighbouring: str) -> float:
 
 
 def rank_scale(alpha: float, epsilon: float, neighbouring: str) -> float:
-    """The Gumbel scale of one quantile selection in rows of rank: 2 Delta / epsilon."""
+    """The noise scale of one quantile selection in rows of rank: 2 Delta / epsilon."""
     return noise_scale(2 * rank_sensitivity(alpha, neighbouring), epsilon)
+
+
+def end_scores(s: FloatArray, margin: float, cap: float) -> tuple[FloatArray, FloatArray]:
+    """The scores (lower is better) of each candidate as the low end and as the high end.
+
+    A candidate c as lo covers the signed ranks from s(c) to s(c+), c+ the next candidate up;
+    it scores the distance from its target -M to that span: max(0, s(c) + M, -M - s(c+)) (0
+    when the target lies in the span; the top candidate has no c+). As hi, the distance from
+    +M to [s(c-), s(c)], c- the next candidate down. So the valid end nearest the target scores
+    0 however many tied values separate it from its neighbours, and an end past it scores its
+    rank distance. The lower bound's score as lo and the upper bound's as hi are capped at
+    `cap` (`cap_bounds`). Each score is a max of a constant and of signed ranks moved by
+    constants, so it moves by at most as much as the s do.
+    """
+    above = np.append(s[1:], np.inf)
+    below = np.insert(s[:-1], 0, -np.inf)
+    low = np.maximum(0.0, np.maximum(s + margin, -margin - above))
+    high = np.maximum(0.0, np.maximum(margin - s, below - margin))
+    return cap_bounds(low, high, cap)
 
 
 def ends(
@@ -174,30 +180,37 @@ def ends(
 ) -> tuple[float, float]:
     """The ends (lo, hi) of a quantile's 95% interval, epsilon-DP, in one selection.
 
-    The exponential mechanism picks a pair lo <= hi of the END_CANDIDATES public candidates
-    (`candidates`) with score max(|s(lo) + M|, |s(hi) - M|) (lower is better; s from
-    `signed_rank_scores`, M from `quantile_rank_margin`); the lower bound's score as lo and
-    the upper bound's as hi are capped at o = `bound_score` (the bounds are always valid
-    ends). Privacy: each s(c) moves by at most max(alpha, 1 - alpha) rows per row added or
-    removed (doubled under replace-one with groups, `rank_sensitivity`); |.|, a min with a
-    constant and a max of two such scores do not raise that, so this is epsilon-DP.
-    Coverage: the pair of bounds scores at most o, so with probability >= 95% the pick has
-    |s(lo) + M| <= o + m, i.e. s(lo) <= -2, and |s(hi) - M| <= o + m, s(hi) >= 2 (or lo, hi
-    are the bounds). With B = #below lo, T = #tied, s = B - alpha n + alpha T, so B <= alpha
-    n - 1 <= alpha (n - 1): at most floor(alpha (n - 1)) values lie below lo, so lo <= the
-    sorted value of that index <= the (interpolated) true quantile. Likewise s(hi) >= 2 gives
-    #(x <= hi) >= alpha n + 2, so hi >= the next sorted value >= it. Both hold at once with
-    probability >= 95%, on any table, ties included.
+    Permute-and-flip picks a pair lo <= hi of the END_CANDIDATES public candidates
+    (`candidates`) with score max(u_lo(lo), u_hi(hi)) (lower is better; `end_scores`): u_lo is
+    the distance from the target rank offset -M to the span of signed ranks lo covers (s from
+    `signed_rank_scores`, M from `quantile_rank_margin`), u_hi alike about +M; the lower
+    bound's score as lo and the upper bound's as hi are capped at o = `bound_score` (the
+    bounds are always valid ends). Measuring to the span, not to s(c) itself, lets the valid
+    end next to a block of tied values (whole ages, many zeros) score 0, where a distance to
+    s(c) made the pair of bounds win on tied data (and more often as epsilon grew).
+
+    Privacy: each s(c) moves by at most max(alpha, 1 - alpha) rows per row added or removed
+    (doubled under replace-one, `rank_sensitivity`); the scores and a max of two of them move
+    no more (`end_scores`), so this is epsilon-DP.
+
+    Coverage: the pair of bounds scores at most o, so with probability >= 95% the pick scores at
+    most o + m (m = b ln(P / 5%), P pairs, b the noise scale: a pair scoring t above the best wins
+    only if its exponential noise exceeds t, probability e^(-t / b)), so s(lo) + M <= u_lo(lo) <= o
+    + m, i.e. s(lo) <= -2, or lo is the lower bound. Likewise s(hi) >= 2 or hi is the upper bound.
+    With B = #below lo, T = #tied, s = B - alpha n + alpha T, so B <= alpha n - 2 < alpha (n - 1):
+    at most floor(alpha (n - 1)) values lie below lo, so lo <= the sorted value of that index <= the
+    (interpolated) true quantile. Likewise s(hi) >= 2 gives #(x <= hi) >= alpha n + 2, so hi >= the
+    next sorted value >= it. Both hold at once with probability >= 95%, on any table, ties included.
     """
     grid = np.asarray(candidates(spec, END_CANDIDATES))
     margin = quantile_rank_margin(alpha, epsilon, neighbouring, grid.size)
     cap = bound_score(rank_scale(alpha, epsilon, neighbouring))
     s = signed_rank_scores(np.clip(values, spec.lower, spec.upper), grid, alpha)
-    low, high = cap_bounds(np.abs(s + margin), np.abs(s - margin), cap)
+    low, high = end_scores(s, margin, cap)
     first, second = np.triu_indices(grid.size)
     scores = np.maximum(low[first], high[second])
     sensitivity = rank_sensitivity(alpha, neighbouring)
-    index = exponential_mechanism(-scores, epsilon=epsilon, sensitivity=sensitivity, rng=rng)
+    index = permute_and_flip(-scores, epsilon=epsilon, sensitivity=sensitivity, rng=rng)
     return grid[first[index]], grid[second[index]]
 
 
@@ -234,23 +247,30 @@ def select(
     epsilon: float,
     neighbouring: str,
     rng: RandomSource,
+    within: tuple[float, float] | None = None,
 ) -> float:
-    """One epsilon-DP exponential-mechanism quantile of one group's values.
+    """One epsilon-DP permute-and-flip quantile of one group's values.
 
-    Among the CANDIDATES public candidates (`candidates`), score -d(c) (`rank_distances`, of the
-    values clamped to the bounds). Privacy: d moves by at most `rank_sensitivity` rows per
-    neighbouring change, so the exponential mechanism at that sensitivity is epsilon-DP.
-    alpha is clipped to [0, 1]: 0 and 1 give the bounds without a draw, a choice made from
-    public or already released values. The caller records the spend.
+    Among the CANDIDATES public candidates (`candidates`), those in `within` = (lo, hi) when given
+    (with lo and hi themselves), score -d(c) (`rank_distances`, of the values clamped to the
+    bounds). `within` must be public or already released (the interval's ends, picked first): the
+    candidate set is then a function of released values (adaptive composition). Privacy: d moves by
+    at most `rank_sensitivity` rows per neighbouring change, so the selection at that sensitivity is
+    epsilon-DP (`permute_and_flip`). alpha is clipped to [0, 1]: 0 and 1 give the bounds (or the
+    ends of `within`) without a draw, a choice made from public or already released values. The
+    caller records the spend.
     """
+    low, high = within if within is not None else (spec.lower, spec.upper)
     if alpha <= 0:
-        return spec.lower
+        return low
     if alpha >= 1:
-        return spec.upper
+        return high
     grid = np.asarray(candidates(spec, CANDIDATES))
+    if within is not None:
+        grid = np.union1d(grid[(grid >= low) & (grid <= high)], [low, high])
     clamped = np.clip(np.asarray(values, dtype=np.float64), spec.lower, spec.upper)
     scores = -rank_distances(clamped, grid, alpha)
     sensitivity = rank_sensitivity(alpha, neighbouring)
-    index = exponential_mechanism(scores, epsilon=epsilon, sensitivity=sensitivity, rng=rng)
+    index = permute_and_flip(scores, epsilon=epsilon, sensitivity=sensitivity, rng=rng)
     chosen: float = grid[index]
     return chosen

@@ -6,6 +6,7 @@ family at 0.7x and 1.3x the scale (the broken twins the test must tell apart).
 """
 
 import ast
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ from mechanisms.errors import MechanismError
 from mechanisms.noise import (
     RecordingSource,
     exponential_mechanism,
+    permute_and_flip,
     resolve_rng,
     secure_source,
     seeded_source,
@@ -95,22 +97,47 @@ def _exponential_probabilities(scores, epsilon, sensitivity):
     return weights / weights.sum()
 
 
+def _permute_and_flip_probabilities(scores, epsilon, sensitivity):
+    """Exact, from permute-and-flip's definition: in a uniformly random order, candidate r is
+    accepted with probability exp(epsilon (u_r - max u) / (2 sensitivity)); the first accepted
+    is returned (McKenna and Sheldon 2020)."""
+    u = np.asarray(scores, dtype=float)
+    accept = np.exp(epsilon * (u - u.max()) / (2 * sensitivity))
+    out = np.zeros(u.size)
+    orders = list(itertools.permutations(range(u.size)))
+    for order in orders:
+        left = 1.0
+        for r in order:
+            out[r] += left * accept[r]
+            left *= 1 - accept[r]
+    return out / len(orders)
+
+
+SELECTORS = {
+    "exponential mechanism": (exponential_mechanism, _exponential_probabilities),
+    "permute-and-flip": (permute_and_flip, _permute_and_flip_probabilities),
+}
+
+
 @pytest.mark.audit
 @pytest.mark.parametrize("source", SOURCES)
-def test_it_selects_with_exponential_mechanism_probabilities(source):
+@pytest.mark.parametrize("selector", SELECTORS)
+def test_it_selects_with_the_exact_probabilities(source, selector):
     """20,000 selections, chi-square against the exact probabilities: the true epsilon must give
     p > P_ACCEPT (1e-6, the false-alarm rate); the twins (epsilon x0.7, x1.3) must give p below
     it. At 20,000 draws each twin's noncentrality is 671 against a critical value of 33 (3
-    degrees of freedom), so a twin is missed with probability < 1e-100, as at 10^5 draws."""
+    degrees of freedom) for the exponential mechanism, so a twin is missed with probability <
+    1e-100, as at 10^5 draws; permute-and-flip (report-noisy-max with exponential noise) has its
+    own exact probabilities, the same check."""
+    select, probabilities = SELECTORS[selector]
     scores, epsilon, sensitivity = [0.0, 1.0, 2.0, 3.5], 1.0, 1.0
     rng = SOURCES[source]()
     picks = [
-        exponential_mechanism(scores, epsilon=epsilon, sensitivity=sensitivity, rng=rng)
-        for _ in range(SELECTIONS)
+        select(scores, epsilon=epsilon, sensitivity=sensitivity, rng=rng) for _ in range(SELECTIONS)
     ]
     observed = np.bincount(picks, minlength=len(scores))
     for factor, should_accept in ((1.0, True), (0.7, False), (1.3, False)):
-        expected = _exponential_probabilities(scores, epsilon * factor, sensitivity) * SELECTIONS
+        expected = probabilities(scores, epsilon * factor, sensitivity) * SELECTIONS
         p = stats.chisquare(observed, expected).pvalue
         assert (p > P_ACCEPT) == should_accept, f"epsilon x{factor}: p={p}"
 
@@ -213,25 +240,24 @@ def test_the_ast_guard_catches_forbidden_randomness():
     assert randomness_uses(ast.parse((REPO_ROOT / "mechanisms" / "noise.py").read_text()))
 
 
-def _selections(scores, claimed_sensitivity, seed, n=100_000):
+def _selections(select, scores, claimed_sensitivity, seed, n=100_000):
     rng = seeded_source(seed)
     return np.array(
-        [
-            exponential_mechanism(scores, epsilon=1.0, sensitivity=claimed_sensitivity, rng=rng)
-            for _ in range(n)
-        ]
+        [select(scores, epsilon=1.0, sensitivity=claimed_sensitivity, rng=rng) for _ in range(n)]
     )
 
 
 @pytest.mark.audit
+@pytest.mark.parametrize("selector", SELECTORS)
 @pytest.mark.parametrize("claimed, should_pass", [(1.0, True), (0.5, False)])
-def test_exponential_mechanism_event_test_and_its_broken_twin(claimed, should_pass):
+def test_selection_event_test_and_its_broken_twin(selector, claimed, should_pass):
     """Event test, n = 10^5 per side, alpha = 1e-6; neighbours move every score by 1 (the true
     sensitivity) in opposite directions. The twin claims sensitivity 1/2."""
+    select = SELECTORS[selector][0]
     scores_d = np.zeros(20)
     scores_d2 = np.full(20, -1.0)
     scores_d2[0] = 1.0
-    x = _selections(scores_d, claimed, seed=41) == 0
-    x2 = _selections(scores_d2, claimed, seed=42) == 0
+    x = _selections(select, scores_d, claimed, seed=41) == 0
+    x2 = _selections(select, scores_d2, claimed, seed=42) == 0
     result = audit_neighbours(x.astype(int), x2.astype(int), epsilon=1.0, thresholds=[0, 1])
     assert result.passed == should_pass, result.summary()

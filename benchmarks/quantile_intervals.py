@@ -1,0 +1,406 @@
+"""Quantile intervals and medians before and after issue 44, with means and sums, against OpenDP.
+
+Ten public tables bundled with statsmodels and vega_datasets (read offline): the five of
+`statistics_accuracy.py` (fair, seattle-weather, cars, anes96, modechoice) and five more
+(statsmodels' randhie, 20,190 rows of the RAND health insurance experiment, grouped by `idp`;
+grunfeld, 220 firm-years in 11 firms; vega's sf-temps, 8,759 hourly temperatures by month;
+airports, 3,376 US airports by state, 56 groups of 1 to 263; stocks, 560 monthly prices of 5
+symbols). Bounds and precisions are public ranges of what the columns measure, not read from
+the data; the groups are the declared categories. The tables are split once into a "tune" and
+a "held-out" half by SPLIT_SEED (`split`); the method's constants (POINT_SHARE,
+END_CANDIDATES, the ends' scores) were chosen looking at the tune half only.
+
+Per table, epsilon per statistic (EPSILONS) and release (`--releases`), each table's request
+(its `count` first, so a quantile reads the released count's upper end, as a release does) is
+run by the release's own code (`Computer`) on add/remove neighbours, and each quantile twice on
+the same count: "before", the method of BEFORE (its quantiles module read from git, so both
+run in this process: estimate at 95% of epsilon, the interval's two ends from a 5% pick on at
+most 129 candidates, Gumbel noise) and "after" (the working tree's `Computer.one_quantile`).
+Each release's estimate is drawn `--estimates` times more given its interval (Rao-Blackwell:
+less sampling noise in the error, the same expectation).
+
+Printed: (1) per split, table, epsilon and group-size band, the intervals' coverage of the true
+quantile (of the clamped values; `np.quantile`, interpolated) and their mean width as a share
+of the declared range, before and after; (2) per split, table and epsilon, the medians' (and
+other quantiles') mean absolute error against OpenDP's `make_private_quantile` (its score,
+exponential noise under max divergence, at the whole epsilon on our candidates and bounds,
+`--opendp` draws per group): pooled (sum of errors) ours / OpenDP's, and the share of groups at
+or below OpenDP's; (3) means and sums against OpenDP's pipeline at the same epsilon and bounds
+(mean: clamped sum / count with Laplace noise at epsilon / 2 each; sum: clamped sum with
+Laplace noise at epsilon).
+
+    nice -n 10 .venv/bin/python benchmarks/quantile_intervals.py [--releases R]
+        [--estimates E] [--opendp D] [--tables fair,cars]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import opendp.prelude as dp
+import pandas as pd
+import statsmodels.api as sm
+from vega_datasets import data as vega
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import statistics_accuracy as accuracy  # noqa: E402
+
+from mechanisms.noise import seeded_source  # noqa: E402
+from mechanisms.schema import Schema  # noqa: E402
+from mechanisms.statistics import (  # noqa: E402
+    CANDIDATES,
+    Computer,
+    candidates,
+    parse_request,
+    quantile_shares,
+)
+
+dp.enable_features("contrib")
+
+BEFORE = "9c22f6c"  # main before issue 44
+SPLIT_SEED = 44
+EPSILONS = (0.1, 1.0, 10.0)
+BANDS = (0, 100, 300, 1000, 5000, np.inf)
+NEIGHBOURING = "add-remove"
+
+
+def _numeric(name, lower, upper, **extra):
+    return {"name": name, "type": "numeric", "lower": lower, "upper": upper, "bins": 4, **extra}
+
+
+def _groups(name, labels):
+    return {"name": name, "type": "categorical", "categories": sorted(labels), "unknown": "reject"}
+
+
+def randhie_table():
+    """RAND health insurance experiment: chronic disease index (0-60) and doctor visits (0-100)
+    by individual-deductible plan (idp 0/1)."""
+    frame = sm.datasets.randhie.load_pandas().data
+    frame["idp"] = frame["idp"].astype(int).astype(str)
+    schema = {
+        "columns": [
+            _numeric("disea", 0, 60, decimals=1),
+            _numeric("mdvis", 0, 100, integer=True),
+            _groups("idp", ["0", "1"]),
+        ]
+    }
+    stats = ["count", "median:disea", "median:mdvis", "mean:disea", "sum:mdvis"]
+    return "randhie", frame[["disea", "mdvis", "idp"]], schema, stats, "idp", False
+
+
+def grunfeld_table():
+    """Grunfeld's investment data: 20 years of 11 firms (small groups)."""
+    frame = sm.datasets.grunfeld.load_pandas().data
+    schema = {
+        "columns": [
+            _numeric("invest", 0, 2000, decimals=1),
+            _numeric("value", 0, 10000, decimals=1),
+            _groups("firm", frame["firm"].unique()),
+        ]
+    }
+    stats = ["count", "median:invest", "median:value", "mean:invest", "sum:invest"]
+    return "grunfeld", frame[["invest", "value", "firm"]], schema, stats, "firm", False
+
+
+def sf_temps_table():
+    """Hourly San Francisco temperatures of 2010 (degrees F, one decimal) by month."""
+    frame = vega.sf_temps()
+    frame["month"] = frame["date"].dt.month.astype(str)
+    schema = {
+        "columns": [
+            _numeric("temp", 0, 120, decimals=1),
+            _groups("month", [str(m) for m in range(1, 13)]),
+        ]
+    }
+    stats = ["count", "median:temp", "q90:temp", "mean:temp"]
+    return "sf-temps", frame[["temp", "month"]], schema, stats, "month", False
+
+
+def airports_table():
+    """US airports: latitude and longitude by state (56 groups of 1 to 263)."""
+    frame = vega.airports().dropna(subset=["state"])
+    schema = {
+        "columns": [
+            _numeric("latitude", -90, 90, decimals=2),
+            _numeric("longitude", -180, 180, decimals=2),
+            _groups("state", frame["state"].unique()),
+        ]
+    }
+    stats = ["count", "median:latitude", "median:longitude", "mean:latitude"]
+    return "airports", frame[["latitude", "longitude", "state"]], schema, stats, "state", False
+
+
+def stocks_table():
+    """Monthly prices of five stocks, 2000-2010 (dollars, two decimals)."""
+    frame = vega.stocks()
+    schema = {
+        "columns": [
+            _numeric("price", 0, 1000, decimals=2),
+            _groups("symbol", frame["symbol"].unique()),
+        ]
+    }
+    stats = ["count", "median:price", "mean:price", "sum:price"]
+    return "stocks", frame[["price", "symbol"]], schema, stats, "symbol", False
+
+
+def all_tables():
+    return [
+        accuracy.fair_table(),
+        accuracy.weather_table(),
+        accuracy.cars_table(),
+        accuracy.anes_table(),
+        accuracy.modechoice_table(),
+        randhie_table(),
+        grunfeld_table(),
+        sf_temps_table(),
+        airports_table(),
+        stocks_table(),
+    ]
+
+
+def split(names):
+    """{name: "tune" or "held-out"}: half each, by one permutation of the sorted names."""
+    order = np.random.default_rng(SPLIT_SEED).permutation(sorted(names))
+    half = len(order) // 2
+    return {str(n): ("tune" if i < half else "held-out") for i, n in enumerate(order)}
+
+
+def before_module():
+    """The quantiles module of BEFORE, read from git and loaded under another name."""
+    path = "mechanisms/statistics/quantiles.py"
+    source = subprocess.check_output(["git", "-C", str(ROOT), "show", f"{BEFORE}:{path}"])
+    module = types.ModuleType("quantiles_before")
+    exec(compile(source, f"{BEFORE}:{path}", "exec"), module.__dict__)
+    return module
+
+
+def before_quantile(old, values, spec, alpha, epsilon, rows, rng, estimates):
+    """BEFORE's one-group quantile (its `Computer.one_quantile`): (estimates, lower, upper)."""
+    if old.ends_skipped(spec, alpha, epsilon, NEIGHBOURING, rows):
+        draws = [old.select(values, spec, alpha, epsilon, NEIGHBOURING, rng) for _ in estimates]
+        return draws, spec.lower, spec.upper
+    point, part = old.quantile_shares(epsilon)
+    draws = [old.select(values, spec, alpha, point, NEIGHBOURING, rng) for _ in estimates]
+    low, high = old.ends(values, spec, alpha, part, NEIGHBOURING, rng)
+    return draws, min(low, draws[0]), max(high, draws[0])
+
+
+def after_quantile(run, values, spec, alpha, epsilon, rows, estimates):
+    """The working tree's one-group quantile: (estimates, lower, upper); more estimates drawn
+    by `Computer.select` given the released interval (as `one_quantile` draws its one)."""
+    first, low, high, skipped = run.one_quantile(values, spec, alpha, epsilon, rows)
+    if skipped:
+        more = [run.select(values, spec, alpha, epsilon) for _ in estimates[1:]]
+    else:
+        point, _ = quantile_shares(epsilon)
+        more = [run.select(values, spec, alpha, point, (low, high)) for _ in estimates[1:]]
+    return [first, *more], low, high
+
+
+def quantile_rows(table, split_of, old, releases, estimates):
+    """One row per table, epsilon, quantile statistic, group, method and release."""
+    name, frame, schema_dict, stats, by, _ = table
+    schema = Schema.from_dict(schema_dict)
+    labels = schema.axis_labels(by)
+    rows = []
+    for epsilon in EPSILONS:
+        request = parse_request(schema, {"stat": stats, "by": [by]},
+                                epsilon=epsilon * len(stats), neighbouring=NEIGHBOURING)  # fmt: skip
+        quantile_stats = [s for s in request.statistics if s.alpha is not None]
+        for release in range(releases):
+            rng = seeded_source(10_000 * release + int(epsilon * 100))
+            run = Computer(frame, schema, request, NEIGHBOURING, rng)
+            run.count(epsilon)
+            for stat in quantile_stats:
+                spec = schema.column(stat.column)
+                for group, values in enumerate(run.values(stat.column)):
+                    if not values.size:
+                        continue
+                    true = float(np.quantile(np.clip(values, spec.lower, spec.upper), stat.alpha))
+                    bound = run.rows_at_most(group)
+                    each = range(estimates)
+                    methods = {
+                        "before": before_quantile(
+                            old, values, spec, stat.alpha, epsilon, bound, rng, each
+                        ),  # fmt: skip
+                        "after": after_quantile(
+                            run, values, spec, stat.alpha, epsilon, bound, each
+                        ),
+                    }
+                    for method, (draws, low, high) in methods.items():
+                        rows.append(
+                            {
+                                "split": split_of[name],
+                                "table": name,
+                                "epsilon": epsilon,
+                                "statistic": stat.text,
+                                "group": labels[group],
+                                "n": values.size,
+                                "method": method,
+                                "covered": low <= true <= high,
+                                "width": (high - low) / (spec.upper - spec.lower),
+                                "error": float(np.mean(np.abs(np.asarray(draws) - true))),
+                                "true": true,
+                            }
+                        )
+    return rows
+
+
+def opendp_quantile_error(values, spec, alpha, epsilon, draws):
+    """Mean absolute error of OpenDP's `make_private_quantile` at epsilon (max divergence, our
+    candidates and bounds, values clamped), over `draws` releases."""
+    grid = [float(c) for c in candidates(spec, CANDIDATES)]
+    space = dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.symmetric_distance()
+    unit = dp.m.make_private_quantile(*space, dp.max_divergence(), grid, alpha, 1.0).map(1)
+    measure = dp.t.make_clamp(
+        *space, bounds=(spec.lower, spec.upper)
+    ) >> dp.m.then_private_quantile(dp.max_divergence(), grid, alpha, float(unit) / epsilon)
+    data = [float(v) for v in values]
+    true = float(np.quantile(np.clip(values, spec.lower, spec.upper), alpha))
+    return float(np.mean([abs(measure(data) - true) for _ in range(draws)]))
+
+
+def with_opendp(quantiles, tables, draws):
+    """The quantile rows' groups with OpenDP's error at the same epsilon beside ours."""
+    by_name = {t[0]: t for t in tables}
+    keys = quantiles[["table", "epsilon", "statistic", "group"]].drop_duplicates()
+    errors = []
+    for key in keys.itertuples(index=False):
+        name, frame, schema_dict, _, by, _ = by_name[key.table]
+        schema = Schema.from_dict(schema_dict)
+        column = key.statistic.partition(":")[2]
+        label = key.statistic.partition(":")[0]
+        alpha = 0.5 if label == "median" else float(label[1:]) / 100
+        part = frame[frame[by].astype(str) == str(key.group)]
+        values = part[column].dropna().astype(float).to_numpy()
+        error = opendp_quantile_error(values, schema.column(column), alpha, key.epsilon, draws)
+        errors.append({**key._asdict(), "opendp_error": error})
+    return pd.DataFrame(errors)
+
+
+def interval_table(quantiles):
+    bands = pd.cut(quantiles["n"], BANDS, right=False)
+    table = quantiles.assign(band=bands).pivot_table(
+        index=["split", "table", "epsilon", "band"],
+        columns="method",
+        values=["covered", "width"],
+        aggfunc="mean",
+        observed=True,
+    )
+    table.columns = [f"{value}_{method}" for value, method in table.columns]
+    counts = quantiles.assign(band=bands).groupby(["split", "table", "epsilon", "band"],
+                                                   observed=True)["n"].size()  # fmt: skip
+    return table.assign(draws=counts // 2).reset_index()
+
+
+def error_table(quantiles, opendp):
+    keys = ["split", "table", "epsilon", "statistic", "group"]
+    mean = quantiles.groupby([*keys, "n", "method"])["error"].mean().unstack("method").reset_index()
+    merged = mean.merge(opendp, on=keys[1:])
+    rows = []
+    for (part, name, epsilon), d in merged.groupby(["split", "table", "epsilon"]):
+        entry = {"split": part, "table": name, "epsilon": epsilon, "groups": len(d)}
+        for method in ("before", "after"):
+            ratio = d[method] / d["opendp_error"]
+            entry[f"pooled_{method}"] = d[method].sum() / d["opendp_error"].sum()
+            entry[f"at_or_below_{method}"] = float(np.mean(ratio <= 1.0))
+            entry[f"worst_{method}"] = float(ratio.max())
+        rows.append(entry)
+    return pd.DataFrame(rows), merged
+
+
+def mean_sum_table(tables, split_of, releases):
+    """Means and sums: ours (the release's code) against OpenDP's pipeline, per table and epsilon,
+    pooled over the groups (sum of mean absolute errors)."""
+    rows = []
+    for name, frame, schema_dict, stats, by, _ in tables:
+        schema = Schema.from_dict(schema_dict)
+        specs = {c["name"]: c for c in schema_dict["columns"]}
+        for text in (s for s in stats if s.startswith(("mean:", "sum:"))):
+            kind, _, column = text.partition(":")
+            spec = specs[column]
+            for epsilon in EPSILONS:
+                request = parse_request(schema, {"stat": [text], "by": [by]}, epsilon=epsilon,
+                                        neighbouring=NEIGHBOURING)  # fmt: skip
+                run = Computer(frame, schema, request, NEIGHBOURING, seeded_source(5))
+                groups = run.values(column)
+                clipped = [np.clip(g, spec["lower"], spec["upper"]) for g in groups]
+                truth = np.array([(g.mean() if kind == "mean" else g.sum()) if g.size else np.nan
+                                  for g in clipped])  # fmt: skip
+                method = run.mean if kind == "mean" else run.sum
+                ours = np.array([[r.estimate for r in method(column, epsilon)]
+                                 for _ in range(releases)])  # fmt: skip
+                theirs_fn = (accuracy.opendp_mean if kind == "mean" else opendp_sum)(
+                    spec["lower"], spec["upper"], epsilon
+                )
+                theirs = np.array([[theirs_fn([float(v) for v in g]) for g in groups]
+                                   for _ in range(releases)])  # fmt: skip
+                keep = ~np.isnan(truth)
+                ours_error = np.abs(ours - truth)[:, keep].mean(axis=0)
+                theirs_error = np.abs(theirs - truth)[:, keep].mean(axis=0)
+                rows.append(
+                    {
+                        "split": split_of[name],
+                        "table": name,
+                        "statistic": text,
+                        "epsilon": epsilon,
+                        "pooled_ratio": ours_error.sum() / theirs_error.sum(),
+                        "worst_group": float(np.max(ours_error / theirs_error)),
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def opendp_sum(low, high, epsilon):
+    """OpenDP's pipeline: clamped sum with Laplace noise at epsilon."""
+    space = dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.symmetric_distance()
+    total = dp.t.make_clamp(*space, bounds=(low, high)) >> dp.t.then_sum()
+    return dp.binary_search_chain(
+        lambda s: total >> dp.m.then_laplace(scale=s), d_in=1, d_out=epsilon
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--releases", type=int, default=100)
+    parser.add_argument("--estimates", type=int, default=10, help="estimates per release")
+    parser.add_argument("--opendp", type=int, default=1000, help="OpenDP draws per group")
+    parser.add_argument("--tables", default="", help="comma-separated names (default: all)")
+    parser.add_argument("--means-only", action="store_true", help="only table (3)")
+    args = parser.parse_args()
+    tables = all_tables()
+    split_of = split(t[0] for t in tables)
+    if args.tables:
+        tables = [t for t in tables if t[0] in args.tables.split(",")]
+    pd.set_option("display.width", 250, "display.max_rows", 1000, "display.max_columns", 30)
+    fmt = {"float_format": lambda v: f"{v:.3g}", "index": False}
+    print(f"split (seed {SPLIT_SEED}):", split_of)
+    if not args.means_only:
+        quantile_tables(tables, split_of, args, fmt)
+    print("\n(3) means and sums: mean absolute error, ours / OpenDP's")
+    print(mean_sum_table(tables, split_of, args.releases).to_string(**fmt))
+
+
+def quantile_tables(tables, split_of, args, fmt):
+    """Tables (1) and (2)."""
+    old = before_module()
+    quantiles = pd.DataFrame(
+        [r for t in tables for r in quantile_rows(t, split_of, old, args.releases, args.estimates)]
+    )
+    print("\n(1) quantile intervals: coverage and mean width / declared range, by group size")
+    print(interval_table(quantiles).to_string(**fmt))
+    errors, per_group = error_table(quantiles, with_opendp(quantiles, tables, args.opendp))
+    print("\n(2) quantile estimates: mean absolute error, ours / OpenDP's")
+    print(errors.to_string(**fmt))
+
+
+if __name__ == "__main__":
+    main()
