@@ -30,6 +30,16 @@ PASSWORD = "correct horse battery"
 MISSING_PK = 10**9
 
 
+def skip_unless_postgres():
+    """Skip a test whose subject is a PostgreSQL server's behaviour (a session ended by the
+    server, a connection cut in the network): SQLite, the embedded default, has neither."""
+    import pytest
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("needs the PostgreSQL test database (DATABASE_URL=postgres://...)")
+
+
 def make_user(username="alice", password=PASSWORD, *, custodian=True):
     """A user; a custodian (may upload, register sources, create tokens) unless told."""
     from dpportal.access import grant_custodian

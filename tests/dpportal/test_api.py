@@ -21,7 +21,7 @@ from dpportal.credentials import ApiToken
 from dpportal.models import AuditEvent, BudgetLedgerEntry, Dataset, Release
 from tests.conftest import wait_until
 from tests.dpportal.test_hostile_corpus import corpus as hostile_corpus
-from tests.helpers import SMALL_CSV, SMALL_SCHEMA, client_for, make_user
+from tests.helpers import SMALL_CSV, SMALL_SCHEMA, client_for, make_user, skip_unless_postgres
 
 pytestmark = [pytest.mark.database, pytest.mark.django_db]
 
@@ -472,6 +472,7 @@ def get_after_the_connection_drops(client, url):
     closed under it); afterwards the next query opens a new session."""
     from django.db import OperationalError, connection
 
+    skip_unless_postgres()
     client.raise_request_exception = False
     try:
         with pytest.raises(OperationalError):

@@ -30,7 +30,7 @@ from dpportal.models import Release
 from dpportal.services import delivery
 from tests import conftest
 from tests.conftest import REPO_ROOT, wait_until
-from tests.helpers import make_dataset, make_release, make_user
+from tests.helpers import make_dataset, make_release, make_user, skip_unless_postgres
 from tests.tcp_proxy import TcpProxy
 
 pytestmark = [pytest.mark.database, pytest.mark.django_db(transaction=True)]
@@ -89,8 +89,7 @@ def terminate_backends() -> int:
 
 
 def test_the_reaper_loop_survives_database_and_broker_outages(tmp_path, monkeypatch):
-    if connection.vendor != "postgresql":
-        pytest.skip("needs the PostgreSQL test database (DATABASE_URL=postgres://...)")
+    skip_unless_postgres()
     owner = make_user()
     dataset = make_dataset(owner, epsilon_total=10)
     database, broker = (
@@ -269,6 +268,8 @@ def test_a_real_worker_finishes_a_release_that_met_a_database_outage(monkeypatch
     arrives and restored 4 s later: the job is retried and the release ends done. Before, the
     job failed once, was acknowledged, and the release stayed queued for good."""
     from tests.dpportal import worker_app
+
+    skip_unless_postgres()
 
     database = urlsplit(conftest.test_database_url(connection))
     pg_proxy = TcpProxy(database.port or 5432).start()

@@ -474,7 +474,9 @@ def test_an_undeclared_category_in_a_source_never_fails_its_release(settings, tm
     owner, dataset = register_parquet(settings, tmp_path, {"0.pq": FIRST_PART}, engine)
     confirmed = services.dataset_confirm_schema(dataset=dataset, user=owner, schema=REJECTING)
     later = {"age": [52, None], "sex": ["Undeclared", "F"], "city": ["c", "d"]}
-    pq.write_table(pa.table(later), tmp_path / "owner" / "people" / "1.pq")  # changed after the check
+    pq.write_table(
+        pa.table(later), tmp_path / "owner" / "people" / "1.pq"
+    )  # changed after the check
     release = histogram_release(confirmed, owner, ["age", "sex"], rows=10)
     done = run_now(release)
     assert confirmed.schema["columns"][1]["unknown"] == "other"
