@@ -85,11 +85,11 @@ def risk_table(epsilon: float) -> list[RiskRow]:
 def percent(probability: float) -> str:
     """A probability as a percentage with one decimal, rounded UP (never understates risk).
 
-    A relative tolerance of 1e-9 keeps float noise (0.1 computed as 0.1000000000000001) from
-    rounding a prior shown unchanged up by a step.
+    A relative tolerance of 1e-12 (a few thousand float steps, far below the 0.1% shown) keeps
+    float noise (0.1 computed as 0.10000000000000003) from rounding a prior up by a step.
     """
     scale = 100 * 10**_PERCENT_DIGITS
-    steps = math.ceil(probability * scale * (1 - 1e-9))
+    steps = math.ceil(probability * scale * (1 - 1e-12))
     return f"{steps / 10**_PERCENT_DIGITS:.{_PERCENT_DIGITS}f}%"
 
 

@@ -73,7 +73,8 @@ def test_posterior_is_at_least_the_prior_and_grows_with_epsilon(prior):
 def test_percent_rounds_up_but_not_float_noise():
     assert percent(0.026723630989395224) == "2.7%"
     assert percent(0.0261) == "2.7%"  # up, never down
-    assert percent(0.1 * 3 / 3) == "10.0%"  # float noise does not push 10% to 10.1%
+    assert percent(0.1 + 0.2 - 0.2) == "10.0%"  # float noise does not push 10% to 10.1%
+    assert percent(0.027 * (1 + 1e-10)) == "2.8%"  # a true excess is rounded up
     assert percent(0.9995915675173919) == "100.0%"
 
 
