@@ -140,26 +140,14 @@ def test_a_manifest_guarantee_and_a_dataset_total():
     ],
 )
 def test_bad_values_are_refused_by_name(epsilon, delta, message):
-    with pytest.raises(
-        MechanismError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")
-    ):
+    with pytest.raises(MechanismError) as refused:
         risk_sentences(epsilon, delta, "row", "add-remove")
+    assert message in str(refused.value)
 
 
 def test_the_command_prints_the_table(capsys):
-    status = main(
-        [
-            "risk",
-            "--epsilon",
-            "1",
-            "--delta",
-            "1e-6",
-            "--unit",
-            "person",
-            "--neighbouring",
-            "add-remove",
-        ]
-    )
+    argv = "risk --epsilon 1 --delta 1e-6 --unit person --neighbouring add-remove".split()
+    status = main(argv)
     out = capsys.readouterr().out
     assert status == 0
     lines = out.splitlines()
