@@ -8,8 +8,10 @@ import html
 import re
 
 from mechanisms.package import Budget, PackageContext, build_package
-from tests.mechanisms.test_package import CONTEXT, MANIFEST, NOISY_COUNTS
+from tests.mechanisms.test_package import MANIFEST, NOISY_COUNTS
 from tests.mechanisms.test_risk import expected_percent, expected_posterior
+
+CONTEXT = PackageContext(title="Release 7", dataset="Survey 2026", budget=Budget("1.25", "3"))
 
 
 def words(text: str) -> str:
