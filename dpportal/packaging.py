@@ -20,7 +20,7 @@ from . import files, object_store
 from .formatting import plain_number
 from .models import Release
 
-PACKAGE_LAYOUT = 3  # bump when the package's files or README change: rebuilds cached zips
+PACKAGE_LAYOUT = 4  # bump when the package's files or README change: rebuilds cached zips
 
 
 def output_dir(release) -> Path:

@@ -25,7 +25,7 @@ from .models import Release
 from .release_views import CONTENT_TYPES, release_for_owner
 from .signals import client_address
 
-PUBLIC_PAGE_LAYOUT = 1  # bump when the public page changes: re-renders kept pages
+PUBLIC_PAGE_LAYOUT = 2  # bump when the public page changes: re-renders kept pages
 
 
 def _published(pk) -> Release:

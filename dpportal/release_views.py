@@ -12,7 +12,16 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from . import accuracy_preview, catalogue, object_store, packaging, planner, services, utility
+from . import (
+    accuracy_preview,
+    catalogue,
+    object_store,
+    packaging,
+    planner,
+    risk_words,
+    services,
+    utility,
+)
 from .access import dataset_for_owner, releases_visible_to
 from .formatting import plain_number
 from .models import AuditEvent, BudgetLedgerEntry, Release
@@ -109,6 +118,7 @@ def release_estimate(request, dataset_pk):
             "delta_left": plain_number(delta_left),
             "fits": epsilon_left >= 0 and delta_left >= 0,
             "epsilon_total": plain_number(dataset.epsilon_total),
+            "risk": risk_words.preview_risk(dataset, data["epsilon"], data["delta"]),
         }
     )
 

@@ -2,6 +2,8 @@
 
     python -m mechanisms perturbed-histogram --input data.csv --schema schema.json \
         --epsilon 1 [--rows K] [--seed S] --out DIR
+    python -m mechanisms risk --epsilon 1 [--delta D] [--unit row|person] \
+        [--neighbouring add-remove|replace-one]    # the risk in words (mechanisms.risk)
 
 Each subcommand is one row of mechanisms.catalogue.CATALOGUE, its options the row's parameter
 schema (each option's value goes into the mechanism's `params` under the parameter's name).
@@ -52,6 +54,7 @@ from mechanisms.noise import secure_source, seeded_source
 from mechanisms.package import PackageContext, write_package
 from mechanisms.range_count.api import range_query_csv
 from mechanisms.release import file_sha256, json_bytes
+from mechanisms.risk import UNITS, risk_report
 from mechanisms.schema import NumericColumn, Schema
 from mechanisms.validation import check_data
 
@@ -129,6 +132,16 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--structure", required=True, help="structure.json of a range-count release")
     q.add_argument("--query", required=True, help="JSON or CSV file of intervals/boxes/halfspaces")
     q.add_argument("--estimator", choices=("auto", "chain", "gls"), help="default: the structure's")
+    r = sub.add_parser("risk", help="the risk of a release in words (no data read, free)")
+    r.add_argument("--epsilon", required=True, help="privacy loss epsilon >= 0")
+    r.add_argument("--delta", default="0", help="privacy parameter delta in [0, 1) (default 0)")
+    r.add_argument("--unit", choices=UNITS, default="row", help="protected unit (default row)")
+    r.add_argument(
+        "--neighbouring",
+        choices=NEIGHBOURING,
+        default=DEFAULT_NEIGHBOURING,
+        help=f"neighbouring relation (default {DEFAULT_NEIGHBOURING})",
+    )
     return parser
 
 
@@ -185,6 +198,9 @@ def run(args: argparse.Namespace) -> list[Any]:
     """Run the chosen subcommand; return the paths written."""
     if args.subcommand == "range-query":
         print(range_query_csv(args.structure, args.query, args.estimator), end="")
+        return []
+    if args.subcommand == "risk":
+        print(risk_report(args.epsilon, args.delta, args.unit, args.neighbouring), end="")
         return []
     spec = subcommands()[args.subcommand]
     epsilon = check_epsilon(args.epsilon, allow_infinite=False)  # inf (no noise): tests only

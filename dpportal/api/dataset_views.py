@@ -21,6 +21,7 @@ from ..dataset_forms import DatasetUploadForm, PublicKnowledgeForm, SchemaColumn
 from ..dataset_views import FORM_OVERHEAD_BYTES, shared_budget_text
 from ..formatting import plain_number
 from ..release_forms import ReleaseForm
+from ..risk_words import preview_risk
 from ..signals import client_address
 from ..storage import UPLOAD_FIELD, PrivateUploadHandler
 from .auth import ApiError, api_endpoint, form_data, form_errors, invalid, read_json
@@ -182,6 +183,7 @@ def dataset_estimate(request, pk):
             "epsilon_left": plain_number(epsilon_left),
             "delta_left": plain_number(delta_left),
             "fits": epsilon_left >= 0 and delta_left >= 0,
+            "risk": preview_risk(dataset, form.cleaned_data["epsilon"], form.cleaned_data["delta"]),
         }
     )
 

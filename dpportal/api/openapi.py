@@ -28,6 +28,39 @@ ERROR = {
         "errors": {"type": "object", "additionalProperties": {"type": "array"}},
     },
 }
+RISK_PART = {
+    "type": "object",
+    "properties": {
+        "epsilon": {"type": "string"},
+        "delta": {"type": "string"},
+        "unit": {"enum": ["row", "person"]},
+        "neighbouring": {"enum": ["replace-one", "add-remove"]},
+        "table": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "prior": {"type": "number"},
+                    "posterior_at_most": {"type": "number"},
+                    "shown": {"type": "array", "items": {"type": "string"}},
+                },
+            },
+        },
+        "sentences": {"type": "array", "items": {"type": "string"}},
+    },
+}
+RISK = {
+    "type": "object",
+    "description": "The risk in words (mechanisms.risk): someone p0 sure of a claim about one "
+    "unit before is at most p1 = e^ε p0 / (1 - p0 + e^ε p0) sure after, except with "
+    "probability δ; for the release and for the dataset's total ε, δ spent.",
+    "properties": {"release": RISK_PART, "dataset_total": RISK_PART},
+}
+WITH_RISK = {
+    "type": "object",
+    "additionalProperties": True,
+    "properties": {"risk": {"$ref": "#/components/schemas/Risk"}},
+}
 
 
 def _json(description: str, status: str = "200") -> dict:
@@ -139,8 +172,9 @@ PATHS = {
     },
     "/api/v1/datasets/{pk}/estimate/": {
         "get": _operation(
-            "Expected accuracy of a release; spends nothing (owner)",
+            "Expected accuracy and risk of a release; spends nothing (owner)",
             parameters=[PK, *ESTIMATE_PARAMETERS],
+            responses={"200": {"description": "OK", "content": _content(WITH_RISK)}},
             errors=("400", "404", "409"),
         )
     },
@@ -190,7 +224,11 @@ PATHS = {
         ),
     },
     "/api/v1/releases/{pk}/": {
-        "get": _operation("A release and its progress (poll it)", parameters=[PK])
+        "get": _operation(
+            "A release, its progress and its risk in words (poll it)",
+            parameters=[PK],
+            responses={"200": {"description": "OK", "content": _content(WITH_RISK)}},
+        )
     },
     "/api/v1/releases/{pk}/cancel/": {
         "post": _operation(
@@ -233,7 +271,7 @@ DOCUMENT = {
     "paths": PATHS,
     "components": {
         "securitySchemes": {"token": {"type": "http", "scheme": "bearer"}},
-        "schemas": {"Error": ERROR},
+        "schemas": {"Error": ERROR, "Risk": RISK},
     },
 }
 

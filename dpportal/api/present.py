@@ -12,6 +12,7 @@ from .. import packaging
 from ..access import is_owner, raw_facts
 from ..formatting import plain_number
 from ..release_views import GENERIC_FAILURE, _release_as_seen, progress_payload
+from ..risk_words import release_risk
 from ..timing import shown_time
 
 
@@ -76,6 +77,7 @@ def release_json(user, pk) -> dict:
         "error": error if release.status == release.Status.FAILED else "",
         "files": [],
         "url": reverse("api_release_detail", args=[release.pk]),
+        "risk": release_risk(release),
     }
     if owner:
         data["params"] = release.params

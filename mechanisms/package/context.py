@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from mechanisms.accounting import NEIGHBOURING
 from mechanisms.catalogue import CATALOGUE
+from mechanisms.risk import release_risk, total_risk, unit_of
 
 
 @dataclass(frozen=True)
@@ -108,4 +110,20 @@ def budget_sentence(budget: Budget) -> str:
         f"{who} spent epsilon = {budget.epsilon_spent} of its total budget of "
         f"{budget.epsilon_total}{delta}. Privacy losses add up: a reader who combines every "
         "release learns at most that much."
+    )
+
+
+def risk_of_release(manifest: dict[str, Any]) -> list[str]:
+    """The release's risk in words (mechanisms.risk); none if its manifest names no relation."""
+    guarantee = manifest.get("guarantee", {})
+    return release_risk(guarantee) if guarantee.get("neighbouring") in NEIGHBOURING else []
+
+
+def risk_of_budget(manifest: dict[str, Any], budget: Budget) -> list[str]:
+    """The risk of all the dataset's releases together, for the release's unit and relation."""
+    guarantee = manifest.get("guarantee", {})
+    if guarantee.get("neighbouring") not in NEIGHBOURING:
+        return []
+    return total_risk(
+        budget.epsilon_spent, budget.delta_spent, unit_of(guarantee), guarantee["neighbouring"]
     )

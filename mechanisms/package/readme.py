@@ -12,6 +12,8 @@ from mechanisms.package.context import (
     guarantee_sentences,
     mechanism_title,
     released_columns,
+    risk_of_budget,
+    risk_of_release,
 )
 from mechanisms.package.tables import NEGATIVE_NOTE, PRECISION_NOTES
 
@@ -58,7 +60,17 @@ def readme_text(manifest: dict[str, Any], names: list[str], context: PackageCont
         + "."
     )
     guarantee = "\n".join(_paragraph(s) for s in guarantee_sentences(manifest))
-    budget = f"\nBudget\n{_paragraph(budget_sentence(context.budget))}\n" if context.budget else ""
+    risk = "\n".join(_paragraph(s) for s in risk_of_release(manifest))
+    budget = (
+        "\nBudget\n"
+        + "\n".join(
+            _paragraph(s)
+            for s in [budget_sentence(context.budget), *risk_of_budget(manifest, context.budget)]
+        )
+        + "\n"
+        if context.budget
+        else ""
+    )
     limits = _paragraph(
         "The numbers are not exact: small counts in particular can be far off. Where a noisy "
         f"count is negative, its row says so in a note column ({NEGATIVE_NOTE}). Patterns that "
@@ -82,6 +94,9 @@ What this is
 
 What the guarantee means, in plain words
 {guarantee}
+
+The risk in words
+{risk}
 {budget}
 What it does not mean
 {limits}

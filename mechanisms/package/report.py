@@ -3,7 +3,8 @@
 The page is styled, printable, with no external resource and no script.
 
 Built only from the release's public files, its manifest and the package context: what was
-released, the guarantee in plain words, the dataset's cumulative budget, the release's own
+released, the guarantee and the risk it means in plain words (mechanisms.risk), the dataset's
+cumulative budget and its risk, the release's own
 charts with their intervals, how to read them, and the method with its paper. Every text is
 HTML-escaped; charts are inline SVG with presentation attributes only, so the page passes a
 Content-Security-Policy without 'unsafe-inline' once its stylesheet is linked, not inlined.
@@ -25,6 +26,8 @@ from mechanisms.package.context import (
     guarantee_sentences,
     mechanism_title,
     released_columns,
+    risk_of_budget,
+    risk_of_release,
 )
 from mechanisms.package.methods import method
 from mechanisms.package.readme import file_descriptions
@@ -70,7 +73,12 @@ def report_html(
             f'<p class="notice">{escape(notice)}</p>' if notice else "",
             _section("What was released", _released(manifest, names, downloads)),
             _section("The privacy guarantee", _list(guarantee_sentences(manifest))),
-            _section("Privacy budget of the dataset", _p(budget_sentence(context.budget)))
+            _section("The risk in words", _list(risk_of_release(manifest))),
+            _section(
+                "Privacy budget of the dataset",
+                _p(budget_sentence(context.budget))
+                + _list(risk_of_budget(manifest, context.budget)),
+            )
             if context.budget
             else "",
             _section("The results", "".join(_figure(c) for c in charts) or _p("No charts.")),

@@ -46,6 +46,7 @@
     }
     result.accuracy.forEach(function (line) { output.appendChild(paragraph(line)); });
     if (result.accuracy_table) { renderAccuracyTable(result.accuracy_table); }
+    if (result.risk) { renderRisk(result.risk); }
     if (result.fits) {
       output.appendChild(paragraph("Budget left after this release: ε = " + result.epsilon_left +
         " of " + result.epsilon_total + (result.delta_left !== "0" ? ", δ = " + result.delta_left : "") + "."));
@@ -89,6 +90,19 @@
         "(TVD: share of rows off; 0 is exact)", ["Table", "Expected TVD", "Note"],
         accuracy.marginals.map(function (m) { return [m.marginal, m.tvd, m.note]; })));
     }
+  }
+
+  // The risk in words (mechanisms.risk, computed by the portal): this release, then the
+  // dataset's total with it.
+  function renderRisk(risk) {
+    [["The risk of this release", risk.release],
+     ["The risk of all releases of this dataset together, this one included", risk.dataset_total]]
+      .forEach(function (pair) {
+        output.appendChild(table(pair[0] + " (ε = " + pair[1].epsilon + ", δ = " + pair[1].delta + ")",
+          ["Sure before", "At most sure after"],
+          pair[1].table.map(function (r) { return r.shown; })));
+        pair[1].sentences.forEach(function (line) { output.appendChild(paragraph(line)); });
+      });
   }
 
   var planBody = document.getElementById("plan-body");

@@ -129,6 +129,12 @@ def request_release(browser):
     estimate.filter(has_text="Budget left after this release").wait_for()
     browser.screenshot("release form with accuracy estimate")
     browser.wait_for_estimate()  # the estimate has caught up with the last input
+    # the risk in words, before spending: replace-one rows, epsilon 0.5 (the formula's p1 for
+    # p0 = 10%: e^0.5 * 0.1 / (0.9 + e^0.5 * 0.1) = 15.5%, rounded up)
+    assert f"{float(EPSILON):g}" == "0.5"
+    risk = estimate.get_by_text(re.compile(r"^Someone who was 10\.0% sure, before this release"))
+    assert "a given row has some property" in risk.inner_text()
+    assert "is at most 15.5% sure after it." in risk.inner_text()
     browser.click_and_wait(
         page.get_by_role("button", name="Spend this budget and make the release")
     )
