@@ -9,7 +9,8 @@ Post-processing of public mechanism output only (no privacy cost, nothing read f
   to a column's declared "decimals", else cut to the decimals of their column's bin edges,
   so every value stays in its bin; other numbers to 4 significant digits, or more where an
   estimate's noise is so small that this would add more than a tenth of its standard deviation
-  (read from its interval; see mechanisms.package.precision), and so its interval bounds;
+  (its `noise_sd` column, else read from its interval; see mechanisms.package.precision), and
+  so its interval bounds;
 - interval columns (`ci_lower`, `ci_upper`, or any `*_lower` / `*_upper`) sit right after the
   estimate they belong to;
 - a negative noisy count is kept (so sums over cells stay unbiased) and explained in a `note`
@@ -44,6 +45,7 @@ NEGATIVE_NOTE = (
     "negative because of the added noise: the true count is 0 or more (read it as 0; "
     "the value is kept so that sums over cells stay unbiased)"
 )
+NOISE_SD = "noise_sd"  # a column stating each estimate's noise standard deviation
 PRECISION_NOTES = (
     "Counts and count estimates are rounded to whole numbers.",
     "Interval bounds are rounded outward (lower bounds down, upper bounds up), so no interval "
@@ -53,8 +55,8 @@ PRECISION_NOTES = (
     "decimals of its bin edges, so every value stays in its bin.",
     "Other numbers are rounded to 4 significant digits (never coarser than whole numbers), or "
     "to more decimals where an estimate's noise is small: rounding never moves an estimate or "
-    "its interval bounds by more than a tenth of the noise's standard deviation (taken as at "
-    "most the 95% interval's half-width / 2.12).",
+    "its interval bounds by more than a tenth of the noise's standard deviation (the noise_sd "
+    "column where a table has one, else at most the 95% interval's half-width / 2.12).",
 )
 
 
@@ -162,7 +164,13 @@ def _owner(header: list[str]) -> str | None:
 
 
 def _noise_sd(raw: pd.DataFrame, header: list[str]) -> pd.Series | None:
-    """Each row's noise sd (a lower bound), from its first interval (NaN where unknown)."""
+    """Each row's noise sd, or NaN where unknown.
+
+    As the mechanism states it (a `noise_sd` column: range counts), else a lower bound read from
+    the row's first interval.
+    """
+    if NOISE_SD in header:
+        return pd.to_numeric(raw[NOISE_SD], errors="coerce")
     lowers = [h for h in header if h.endswith("_lower")]
     upper = lowers[0].removesuffix("_lower") + "_upper" if lowers else ""
     if upper not in header:

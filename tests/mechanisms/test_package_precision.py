@@ -78,6 +78,13 @@ def test_where_four_digits_already_suffice_they_are_kept():
     assert table.rows == [["mean of age", 38.58, 38.01, 39.15]]
 
 
+def test_a_stated_noise_sd_is_used_before_the_interval():
+    """A range count: the interval also holds the grid's rounding, the noise is far smaller."""
+    answers = "query,estimate,ci_lower,ci_upper,noise_sd\n0,1234.56,1180,1290,0.05\n"
+    table = read_table("answers.csv", answers.encode(), {"mechanism": "range_count"})
+    assert table.rows == [[0, 1234.56, 1180, 1290, 0.05]]  # the old rule: 1235, 9 sd away
+
+
 @given(
     value=st.floats(-1e12, 1e12, allow_nan=False),
     sd=st.floats(1e-12, 1e12, allow_nan=False),
