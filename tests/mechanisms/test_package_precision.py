@@ -1,9 +1,9 @@
 """Published digits never add more than a tenth of the noise's sd (mechanisms.package.precision).
 
 A real statistics release of a mean latitude (values around 42.03 in a tight declared range):
-its mean's noise sd is about 1e-4, so the old rule (4 significant digits: "42.03") moved it by
-up to 0.005, about 50 sd; now the published estimate and bounds stay within sd / 10 of the
-computed ones. The sd the test compares against is computed here from the mechanism's own
+its mean's noise sd is under 1e-4 (8e-5), so the old rule (4 significant digits: "42.03") moved
+it by 0.0012, 15 sd; now the published estimate and bounds stay within sd / 10 of the computed
+ones. The sd the test compares against is computed here from the mechanism's own
 stated scale and the row count (the mean of n values with Laplace noise of scale b on the
 sum: sd >= b sqrt 2 / n, the count's noise only adds), not from the code under test.
 """
