@@ -40,6 +40,8 @@ pids+=($!)
 pids+=($!)
 "$PY" manage.py runserver "127.0.0.1:$PORT" --noreload >var/web.log 2>&1 &
 pids+=($!)
+log "Waiting for the web server to answer at http://127.0.0.1:$PORT/healthz"
+wait_until_answers "http://127.0.0.1:$PORT/healthz" "$!" var/web.log "${DPPORTAL_START_SECONDS:-120}"
 
 log "DP Portal is running at http://127.0.0.1:$PORT/  (log in as demo / demo-portal)"
 log "Logs: var/web.log, var/worker.log, var/worker-long.log, var/reaper.log. Press Ctrl-C to stop."

@@ -1,4 +1,5 @@
-"""Audit pages: the releases list (with CSV export), each dataset's budget ledger, the audit log.
+"""Audit pages: the releases list and each dataset's budget ledger (both with CSV export), the
+audit log.
 
 Owners and auditors of a dataset may read all of these; nobody else sees its rows (the ledger
 answers 404). Everything here is read-only.
@@ -163,8 +164,23 @@ def _csv_download(filename, header, rows):
     return response
 
 
-@require_GET
-def dataset_ledger(request, pk):
+LEDGER_HEADER = [
+    "when",
+    "entry",
+    "release",
+    "release_status",
+    "method",
+    "requested_by",
+    "epsilon",
+    "delta",
+    "epsilon_spent_so_far",
+    "delta_spent_so_far",
+]
+
+
+def _ledger(request, pk):
+    """The dataset (404 unless the user owns or audits it), its ledger entries as the user may
+    see them, and whether times are shown exactly (owners) or to the minute (auditors)."""
     dataset = dataset_for_reader(request.user, pk)
     exact = _owns(request.user, dataset)
     entries = dataset.ledger.select_related("release", "release__requested_by")
@@ -173,6 +189,39 @@ def dataset_ledger(request, pk):
     entries = list(entries)
     for entry in entries:
         entry.shown_when = shown_time_text(entry.created_at, exact=exact)
+    return dataset, entries, exact
+
+
+def _ledger_row(entry) -> list:
+    """One ledger entry as the ledger page shows it (LEDGER_HEADER; a refund's ε and δ with -)."""
+    sign = "-" if entry.kind == entry.Kind.REFUND else ""
+    return [
+        entry.shown_when,
+        entry.get_kind_display(),
+        entry.release_id,
+        entry.release.get_status_display(),
+        method_title(entry.release.mechanism),
+        entry.release.requested_by.username,
+        sign + plain_number(entry.epsilon),
+        (sign if entry.delta else "") + plain_number(entry.delta),
+        plain_number(entry.epsilon_spent_after),
+        plain_number(entry.delta_spent_after),
+    ]
+
+
+@require_GET
+def dataset_ledger_csv(request, pk):
+    """The ledger page's table as CSV: the same readers, entries and cells (spreadsheet-safe)."""
+    dataset, entries, _ = _ledger(request, pk)
+    rows = (_ledger_row(entry) for entry in entries)
+    return _csv_download(
+        f"ledger-dataset-{dataset.pk}-{date.today():%Y%m%d}.csv", LEDGER_HEADER, rows
+    )
+
+
+@require_GET
+def dataset_ledger(request, pk):
+    dataset, entries, exact = _ledger(request, pk)
     return render(
         request,
         "dpportal/audit_ledger.html",

@@ -12,6 +12,7 @@ urlpatterns = [
     path("releases/", audit_views.release_list, name="release_list"),
     path("releases.csv", audit_views.release_list_csv, name="release_list_csv"),
     path("datasets/<int:pk>/ledger/", audit_views.dataset_ledger, name="dataset_ledger"),
+    path("datasets/<int:pk>/ledger.csv", audit_views.dataset_ledger_csv, name="dataset_ledger_csv"),
     path("audit/", audit_views.audit_log, name="audit_log"),
     path("audit.csv", audit_views.audit_log_csv, name="audit_log_csv"),
     path("accounts/login/", rate_limited(auth_views.LoginView.as_view()), name="login"),

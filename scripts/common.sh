@@ -72,6 +72,33 @@ ensure_redis() {
   return 1
 }
 
+# Wait until $1 answers HTTP 200, polling once a second for at most $4 seconds (default 120),
+# while process $2 runs. If it never answers or the process ends, say so with the last lines of
+# the log $3 and return 1.
+wait_until_answers() {
+  local url=$1 pid=$2 log_file=$3 limit=${4:-120} deadline
+  deadline=$(( ${EPOCHREALTIME/[.,]/} + limit * 1000000 ))  # in microseconds
+  until answers "$url"; do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      printf 'error: the server stopped before answering at %s; the last lines of %s:\n' "$url" "$log_file" >&2
+      tail -n 20 "$log_file" >&2
+      return 1
+    fi
+    if (( ${EPOCHREALTIME/[.,]/} >= deadline )); then
+      printf 'error: the server did not answer at %s within %s s; the last lines of %s:\n' "$url" "$limit" "$log_file" >&2
+      tail -n 20 "$log_file" >&2
+      return 1
+    fi
+    sleep 1
+  done
+}
+
+answers() { "$PY" - "$1" <<'PY' 2>/dev/null
+import sys, urllib.request
+urllib.request.urlopen(sys.argv[1], timeout=2)
+PY
+}
+
 pg_url=${TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test}
 
 postgres_up() { "$PY" - "$pg_url" <<'PY' 2>/dev/null

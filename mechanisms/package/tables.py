@@ -7,7 +7,10 @@ Post-processing of public mechanism output only (no privacy cost, nothing read f
   estimates to whole numbers; interval bounds outward (lower down, upper up), so an interval
   never gets narrower; synthetic numeric values whole in whole-number and date columns, rounded
   to a column's declared "decimals", else cut to the decimals of their column's bin edges,
-  so every value stays in its bin; other numbers to 4 significant digits;
+  so every value stays in its bin; other numbers to 4 significant digits, or more where an
+  estimate's noise is so small that this would add more than a tenth of its standard deviation
+  (its `noise_sd` column, else read from its interval; see mechanisms.package.precision), and
+  so its interval bounds;
 - interval columns (`ci_lower`, `ci_upper`, or any `*_lower` / `*_upper`) sit right after the
   estimate they belong to;
 - a negative noisy count is kept (so sums over cells stay unbiased) and explained in a `note`
@@ -21,7 +24,6 @@ from __future__ import annotations
 
 import io
 import json
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +32,12 @@ import numpy as np
 import pandas as pd
 
 from mechanisms.csv_safety import escape_cell
+from mechanisms.package.precision import (
+    round_for_noise,
+    round_outward,
+    sd_from_interval,
+    significant,
+)
 
 Cell = str | int | float | None
 ESTIMATE_NAMES = ("noisy_count", "synthetic_count", "count", "answer", "estimate")
@@ -37,6 +45,7 @@ NEGATIVE_NOTE = (
     "negative because of the added noise: the true count is 0 or more (read it as 0; "
     "the value is kept so that sums over cells stay unbiased)"
 )
+NOISE_SD = "noise_sd"  # a column stating each estimate's noise standard deviation
 PRECISION_NOTES = (
     "Counts and count estimates are rounded to whole numbers.",
     "Interval bounds are rounded outward (lower bounds down, upper bounds up), so no interval "
@@ -44,7 +53,10 @@ PRECISION_NOTES = (
     "Synthetic values of whole-number and date columns are whole numbers; other synthetic "
     "numeric values are rounded to their column's declared decimals, or else cut to the "
     "decimals of its bin edges, so every value stays in its bin.",
-    "Other numbers are rounded to 4 significant digits (never coarser than whole numbers).",
+    "Other numbers are rounded to 4 significant digits (never coarser than whole numbers), or "
+    "to more decimals where an estimate's noise is small: rounding never moves an estimate or "
+    "its interval bounds by more than a tenth of the noise's standard deviation (the noise_sd "
+    "column where a table has one, else at most the 95% interval's half-width / 2.12).",
 )
 
 
@@ -110,9 +122,14 @@ def read_table(name: str, content: bytes, manifest: dict[str, Any]) -> Table:
     schema = {c["name"]: c for c in manifest.get("schema", {}).get("columns", [])}
     columns = manifest.get("parameters", {}).get("columns") or list(schema)
     whole = any(is_count(str(h)) for h in raw.columns)  # intervals of counts: whole numbers
+    header = [str(h) for h in raw.columns]
+    sd = _noise_sd(raw, header)
+    owner = _owner(header)
     typed = {
-        str(h): _typed_column(str(h), raw[h], schema.get(str(h)), columns, whole)
-        for h in raw.columns
+        h: _typed_column(
+            h, raw[h], schema.get(h), columns, whole, sd if h == owner or is_interval(h) else None
+        )
+        for h in header
     }
     order = _order(list(typed))
     table = Table(name, pd.DataFrame({h: typed[h] for h in order}))
@@ -127,15 +144,41 @@ def _order(header: list[str]) -> list[str]:
     not synthetic_count, in "synthetic_count, real_count_estimate, ci_lower, ci_upper"), else
     the first estimate.
     """
-    intervals = [h for h in header if is_interval(h)]
-    estimates = [h for h in header if is_estimate(h)]
-    if not intervals or not estimates:
+    owner = _owner(header)
+    if owner is None:
         return header
-    before = [h for h in header[: header.index(intervals[0])] if is_estimate(h)]
-    owner = before[-1] if before else estimates[0]
+    intervals = [h for h in header if is_interval(h)]
     rest = [h for h in header if h not in intervals]
     at = rest.index(owner) + 1
     return rest[:at] + intervals + rest[at:]
+
+
+def _owner(header: list[str]) -> str | None:
+    """The estimate column the interval bounds belong to, in the CSV's own column order."""
+    intervals = [h for h in header if is_interval(h)]
+    estimates = [h for h in header if is_estimate(h)]
+    if not intervals or not estimates:
+        return None
+    before = [h for h in header[: header.index(intervals[0])] if is_estimate(h)]
+    return before[-1] if before else estimates[0]
+
+
+def _noise_sd(raw: pd.DataFrame, header: list[str]) -> pd.Series | None:
+    """Each row's noise sd, or NaN where unknown.
+
+    As the mechanism states it (a `noise_sd` column: range counts), else a lower bound read from
+    the row's first interval.
+    """
+    if NOISE_SD in header:
+        return pd.to_numeric(raw[NOISE_SD], errors="coerce")
+    lowers = [h for h in header if h.endswith("_lower")]
+    upper = lowers[0].removesuffix("_lower") + "_upper" if lowers else ""
+    if upper not in header:
+        return None
+    low, high = (pd.to_numeric(raw[h], errors="coerce") for h in (lowers[0], upper))
+    return pd.Series(
+        [sd_from_interval(a, b) for a, b in zip(low, high, strict=True)], index=raw.index
+    )
 
 
 def interval_owner(table: Table) -> str | None:
@@ -148,25 +191,37 @@ def interval_owner(table: Table) -> str | None:
 
 
 def _typed_column(
-    name: str, cells: pd.Series, column: dict[str, Any] | None, columns: list[str], whole: bool
+    name: str,
+    cells: pd.Series,
+    column: dict[str, Any] | None,
+    columns: list[str],
+    whole: bool,
+    sd: pd.Series | None,
 ) -> pd.Series:
     categorical = column is not None and column.get("type") == "categorical"  # "007" stays
     numbers = pd.to_numeric(cells, errors="coerce").replace([np.inf, -np.inf], np.nan)
     if not categorical and len(cells) and bool((numbers.notna() | (cells == "")).all()):
-        return _rounded(name, numbers.astype(float), column, whole)
+        return _rounded(name, numbers.astype(float), column, whole, sd)
     texts = {c: _text(c, columns) for c in cells.unique()}
     return cells.map(texts)
 
 
-def _rounded(name: str, values: pd.Series, column: dict[str, Any] | None, whole: bool) -> pd.Series:
+def _rounded(
+    name: str,
+    values: pd.Series,
+    column: dict[str, Any] | None,
+    whole: bool,
+    sd: pd.Series | None,
+) -> pd.Series:
+    """`values` rounded by the module docstring's rules; `sd`: each row's noise sd, if known."""
     finite = values.dropna()
+    noise = sd if sd is not None else pd.Series(np.nan, index=values.index)
     if is_interval(name):
         step = np.floor if name.endswith("_lower") else np.ceil
         if whole:
             return _whole(_apply(step, values))
-        places = values.map(lambda v: _decimals_for_digits(v, 4) if pd.notna(v) else 0)
-        scale = 10.0 ** places.astype(float)
-        return _apply(step, values * scale) / scale
+        up = name.endswith("_upper")
+        return _each(values, noise, lambda v, s: round_outward(v, s, up))
     integral = bool((finite == finite.round()).all()) and bool((finite.abs() < 2**53).all())
     if is_count(name) or (integral and column is None):
         return _whole(values.round())
@@ -177,7 +232,13 @@ def _rounded(name: str, values: pd.Series, column: dict[str, Any] | None, whole:
     if column is not None and column.get("type") == "numeric":
         factor = 10.0 ** edge_decimals(column)
         return _apply(np.floor, values * factor) / factor
-    return values.map(lambda v: _significant(v, 4) if pd.notna(v) else v)
+    return _each(values, noise, round_for_noise)
+
+
+def _each(values: pd.Series, sd: pd.Series, rule: Any) -> pd.Series:
+    """`rule(value, sd)` on each non-empty value of a column."""
+    rounded = [rule(v, s) if pd.notna(v) else v for v, s in zip(values, sd, strict=True)]
+    return pd.Series(rounded, index=values.index, dtype=float)
 
 
 def _apply(step: Any, values: pd.Series) -> pd.Series:
@@ -187,16 +248,6 @@ def _apply(step: Any, values: pd.Series) -> pd.Series:
 
 def _whole(values: pd.Series) -> pd.Series:
     return values.astype("Int64")
-
-
-def _decimals_for_digits(value: float, digits: int) -> int:
-    if value == 0:
-        return 0
-    return max(0, digits - 1 - math.floor(math.log10(abs(value))))
-
-
-def _significant(value: float, digits: int) -> float:
-    return round(float(value), _decimals_for_digits(value, digits))
 
 
 def edge_decimals(column: dict[str, Any]) -> int:
@@ -242,7 +293,7 @@ def readable(value: Any, columns: list[str]) -> str:
 
 def _short(value: Any) -> str:
     if isinstance(value, float):
-        return f"{_significant(value, 4):g}"
+        return f"{significant(value):g}"
     return str(value)
 
 

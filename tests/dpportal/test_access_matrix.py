@@ -49,6 +49,7 @@ AUDITOR_READABLE = {
     "password_change",
     "password_change_done",
     "dataset_ledger",
+    "dataset_ledger_csv",
     "dataset_detail",
     "release_detail",
     "release_progress",

@@ -5,15 +5,18 @@ import io
 import json
 from datetime import timedelta
 from decimal import Decimal
+from html.parser import HTMLParser
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import transaction
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
 from dpportal import services
-from dpportal.models import AuditEvent, Release
+from dpportal.models import AuditEvent, Dataset, Release
+from dpportal.services.budget import release_refund
 from tests.helpers import make_dataset
 
 pytestmark = pytest.mark.django_db
@@ -179,6 +182,93 @@ def test_the_ledger_is_visible_to_auditors_and_hidden_from_others(two_tenants):
     assert t["carol"].get(url).status_code == 200
     assert t["bob"].get(url).status_code == 404
     assert t["bob"].get(reverse("dataset_ledger", kwargs={"pk": 999999})).status_code == 404
+
+
+class LedgerTable(HTMLParser):
+    """The text of each body row's cells in the ledger page's table."""
+
+    def __init__(self):
+        super().__init__()
+        self.rows, self.cell, self.in_body = [], None, False
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "tbody":
+            self.in_body = True
+        elif self.in_body and tag == "tr":
+            self.rows.append([])
+        elif self.in_body and tag == "td":
+            self.cell = ""
+
+    def handle_endtag(self, tag):
+        if tag == "td" and self.cell is not None:
+            self.rows[-1].append(" ".join(self.cell.split()))
+            self.cell = None
+        elif tag == "tbody":
+            self.in_body = False
+
+    def handle_data(self, data):
+        if self.cell is not None:
+            self.cell += data
+
+
+def page_rows(client, dataset):
+    table = LedgerTable()
+    table.feed(client.get(reverse("dataset_ledger", kwargs={"pk": dataset.pk})).content.decode())
+    return table.rows
+
+
+def csv_rows(client, dataset):
+    response = client.get(reverse("dataset_ledger_csv", kwargs={"pk": dataset.pk}))
+    assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")
+    header, *rows = list(csv.reader(io.StringIO(response.content.decode(), newline="")))
+    return header, rows
+
+
+def as_page_shows(row):
+    """A CSV row in the page's cells: "Release 7 (Done)" in one cell, a refund's − sign."""
+    when, kind, release, status, *rest = row
+    return [when, kind, f"Release {release} ({status})", *(c.replace("-", "−") for c in rest)]
+
+
+@pytest.mark.parametrize("reader", ["alice", "carol"])
+def test_the_ledger_csv_holds_the_rows_the_ledger_page_shows(two_tenants, reader, a_minute_later):
+    """Owner (times to the second) and auditor (to the minute): a debit each, then a refund."""
+    t = two_tenants
+    with transaction.atomic():
+        dataset = Dataset.objects.select_for_update().get(pk=t["adult"].pk)
+        release = Release.objects.select_for_update().get(pk=t["first"].pk)
+        assert release_refund(dataset=dataset, release=release)
+    header, rows = csv_rows(t[reader], t["adult"])
+    assert header[:3] == ["when", "entry", "release"] and header[6] == "epsilon"
+    assert [r[1:3] for r in rows] == [
+        ["Debit", str(t["first"].pk)],
+        ["Debit", str(t["second"].pk)],
+        ["Refund", str(t["first"].pk)],
+    ]
+    assert rows[2][6] == "-0.25" and rows[2][8] == "0.5"  # spent so far after the refund
+    assert [as_page_shows(r) for r in rows] == page_rows(t[reader], t["adult"])
+    assert len(rows[0][0]) == (19 if reader == "alice" else 16)  # Y-m-d H:i:s or Y-m-d H:i
+
+
+def test_the_ledger_csv_escapes_a_formula_in_its_text(two_tenants):
+    t = two_tenants
+    alice = get_user_model().objects.get(username="alice")
+    alice.username = '=HYPERLINK("http://evil.example","x")'
+    alice.save(update_fields=["username"])
+    _, rows = csv_rows(t["alice"], t["adult"])
+    assert rows[0][5] == "'" + alice.username
+
+
+def test_the_ledger_csv_is_for_the_ledger_page_readers_only(two_tenants):
+    t = two_tenants
+    url = reverse("dataset_ledger_csv", kwargs={"pk": t["adult"].pk})
+    missing = t["bob"].get(reverse("dataset_ledger_csv", kwargs={"pk": 10**9}))
+    stranger = t["bob"].get(url)
+    assert stranger.status_code == missing.status_code == 404
+    assert stranger.content == missing.content and b"Adult" not in stranger.content
+    assert Client().get(url).status_code == 302  # not signed in: to the login page
+    page = t["alice"].get(reverse("dataset_ledger", kwargs={"pk": t["adult"].pk}))
+    assert f'href="{url}"' in page.content.decode()
 
 
 def test_the_audit_log_shows_who_what_when_and_from_where(two_tenants):

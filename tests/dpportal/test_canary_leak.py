@@ -139,6 +139,7 @@ def test_the_canary_appears_in_no_public_artifact(canary_dataset, a_minute_later
         reverse("audit_log"),
         reverse("audit_log_csv"),
         reverse("dataset_ledger", args=[dataset.pk]),
+        reverse("dataset_ledger_csv", args=[dataset.pk]),
     ]
     for release in releases:
         pages += [
@@ -286,6 +287,7 @@ def reachable_urls(dataset, release) -> dict[str, str]:
         "audit CSV": reverse("audit_log_csv"),
         "dataset page": reverse("dataset_detail", args=[dataset.pk]),
         "ledger": reverse("dataset_ledger", args=[dataset.pk]),
+        "ledger CSV": reverse("dataset_ledger_csv", args=[dataset.pk]),
         "release page": reverse("release_detail", args=[release.pk]),
         "release progress": reverse("release_progress", args=[release.pk]),
         "package zip": reverse("release_download_zip", args=[release.pk]),
@@ -301,6 +303,7 @@ def reachable_urls(dataset, release) -> dict[str, str]:
 OBJECT_PAGES = (
     "dataset page",
     "ledger",
+    "ledger CSV",
     "release page",
     "release progress",
     "package zip",

@@ -154,6 +154,8 @@ def _downloads(client, world):
     for name in ("release_list_csv", "audit_log_csv"):
         path = reverse(name)
         found.append((path, name + ".csv", _get(client, path).content))
+    path = reverse("dataset_ledger_csv", args=[world.dataset.pk])
+    found.append((path, "ledger.csv", _get(client, path).content))
     for release in world.releases:
         objects = SimpleNamespace(dataset=world.dataset, release=release)
         zipped = _get(client, reverse("release_download_zip", args=[release.pk]))

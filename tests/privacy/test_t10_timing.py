@@ -90,6 +90,7 @@ def auditor_views(dataset, release):
         "audit log": reverse("audit_log"),
         "audit log CSV": reverse("audit_log_csv"),
         "budget ledger": reverse("dataset_ledger", args=[dataset.pk]),
+        "budget ledger CSV": reverse("dataset_ledger_csv", args=[dataset.pk]),
         "dataset page": reverse("dataset_detail", args=[dataset.pk]),
         "release page": reverse("release_detail", args=[release.pk]),
         "release progress": reverse("release_progress", args=[release.pk]),
