@@ -33,7 +33,7 @@ from mechanisms.errors import MechanismError
 from mechanisms.mwem import _run_mwem
 from mechanisms.noise import RandomSource, resolve_rng
 from mechanisms.range_count.api import MECHANISM_NAMES, range_count_release
-from mechanisms.release import PACKAGE_VERSION, Progress, ReleaseOutput
+from mechanisms.release import PACKAGE_VERSION, Progress, ReleaseOutput, json_ready
 from mechanisms.schema import Schema
 
 UNIT = "one row of the input table"
@@ -352,16 +352,18 @@ def run_release(
     parameters = dict(output.manifest.get("parameters", {}))
     if isinstance(data, EngineTable):
         parameters["counting_engine"] = data.engine
-    output.manifest = {
-        "mechanism": name,
-        "package_version": PACKAGE_VERSION,
-        "parameters": parameters,
-        "guarantee": _guarantee(entry, person, epsilon, delta, neighbouring, params),
-        "accounting": spent if person is None else _person_accounting(epsilon, delta, spent),
-        "row_count_public": neighbouring == "replace-one" and person is None,
-        "schema": {"columns": [schema.column(c).to_dict() for c in columns]},
-        "files": dict(entry.files),
-    }
+    output.manifest = json_ready(
+        {
+            "mechanism": name,
+            "package_version": PACKAGE_VERSION,
+            "parameters": parameters,
+            "guarantee": _guarantee(entry, person, epsilon, delta, neighbouring, params),
+            "accounting": spent if person is None else _person_accounting(epsilon, delta, spent),
+            "row_count_public": neighbouring == "replace-one" and person is None,
+            "schema": {"columns": [schema.column(c).to_dict() for c in columns]},
+            "files": dict(entry.files),
+        }
+    )
     return output
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from mechanisms.arrays import AnyArray
-from mechanisms.errors import MechanismError
+from mechanisms.errors import MechanismError, shown
 
 EPOCH = np.datetime64("1970-01-01", "D")
 
@@ -74,5 +74,5 @@ def day_number(name: str, key: str, value: Any) -> int:
         return int((np.datetime64(str(value), "D") - EPOCH).astype(np.int64))
     except ValueError:
         raise MechanismError(
-            f"column {name!r}: {key} ({value!r}) must be a date written YYYY-MM-DD"
+            f"column {name!r}: {key} ({shown(value)}) must be a date written YYYY-MM-DD"
         ) from None

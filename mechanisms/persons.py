@@ -47,7 +47,7 @@ import numpy as np
 import pandas as pd
 
 from mechanisms.accounting import approx_dp_to_zcdp, float_at_most, zcdp_to_approx_dp
-from mechanisms.errors import MechanismError
+from mechanisms.errors import MechanismError, shown
 from mechanisms.noise import RandomSource
 
 PERSON_ROLE = "person_id"
@@ -81,7 +81,7 @@ def check_max_rows(value: Any, where: str = "max_rows_per_person") -> int:
     """k as an int in [1, MAX_ROWS_LIMIT], else a MechanismError saying how to fix it."""
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ROWS_LIMIT:
         raise MechanismError(
-            f"{where} ({value!r}) must be a whole number from 1 to {MAX_ROWS_LIMIT}: the most "
+            f"{where} ({shown(value)}) must be a whole number from 1 to {MAX_ROWS_LIMIT}: the most "
             "rows one person may contribute (rows beyond it are dropped at random)"
         )
     return value
@@ -98,7 +98,7 @@ def split_schema(document: dict[str, Any]) -> tuple[list[Any], PersonLevel | Non
     bound = document.get("max_rows_per_person")
     if len(people) > 1:
         names = [c.get("name") for c in people]
-        raise MechanismError(f"schema marks several person columns {names}; keep only one")
+        raise MechanismError(f"schema marks several person columns {shown(names)}; keep only one")
     if not people:
         if bound is not None:
             raise MechanismError(
@@ -108,7 +108,7 @@ def split_schema(document: dict[str, Any]) -> tuple[list[Any], PersonLevel | Non
         return entries, None
     name = people[0].get("name")
     if not isinstance(name, str) or not name:
-        raise MechanismError(f'the person column ({people[0]!r}) needs a non-empty "name"')
+        raise MechanismError(f'the person column ({shown(people[0])}) needs a non-empty "name"')
     if bound is None:
         raise MechanismError(
             f"schema names the person column {name!r} but not max_rows_per_person; set the "

@@ -17,6 +17,7 @@ import csv
 import hashlib
 import io
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,5 +113,23 @@ def _one_column_csv(frame: pd.DataFrame) -> bytes:
 
 
 def json_bytes(document: Any) -> bytes:
-    """Stable, readable JSON encoding of a manifest or trace."""
-    return (json.dumps(document, indent=2, sort_keys=True, allow_nan=False) + "\n").encode()
+    """Stable, readable JSON encoding of a manifest or trace (infinities as text: json_ready)."""
+    text = json.dumps(json_ready(document), indent=2, sort_keys=True, allow_nan=False)
+    return (text + "\n").encode()
+
+
+def json_ready(document: Any) -> Any:
+    """The document with every infinite float written as the text "inf" (or "-inf").
+
+    JSON has no infinity. Only a release at epsilon = inf (no noise, for tests: the Python API
+    allows it, the command line and the portal refuse it) holds infinite values: its epsilon,
+    per-round shares, rho. "inf" is how every manifest shows them (the reports read "infinity").
+    NaN is left as is, and json_bytes refuses it: it would be a bug.
+    """
+    if isinstance(document, float) and math.isinf(document):
+        return "inf" if document > 0 else "-inf"
+    if isinstance(document, dict):
+        return {key: json_ready(value) for key, value in document.items()}
+    if isinstance(document, list | tuple):
+        return [json_ready(value) for value in document]
+    return document

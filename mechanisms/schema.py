@@ -23,13 +23,17 @@ Keys of every numeric, categorical or date column:
 
 Numeric (``"type": "numeric"``): values are clamped to [lower, upper] and binned; bins are
 half-open [a, b) except the last, which includes `upper`. `bins` is a count (equal widths) or
-the explicit edges, which must start at `lower` and end at `upper`.
+the explicit edges, which must start at `lower` and end at `upper`. Bounds and edges are
+numbers a 64-bit float holds exactly (the arithmetic of every column): 2**64 is one, 2**64 + 1
+and 10**400 are refused rather than silently rounded; bins so narrow that their edges coincide
+as floats, or hold no value of the column's precision, are refused (fewer bins or a wider range).
 
 - ``integer``: ``true`` declares whole numbers (a type, not a statistic). `lower` and `upper`
-  must then be whole numbers, bins hold whole numbers: a count k gives k bins with whole-number
-  edges (at most one per value), explicit edges are whole numbers from `lower` to `upper` (the
-  last bin includes `upper`) or to ``upper + 1``, and without `bins` every value gets its own
-  bin when there are at most 31 of them (month 1..12: 12 bins), else 10 bins. Synthetic values
+  must then be whole numbers from -2**53 to 2**53 - 1 (those a float holds), bins hold whole
+  numbers: a count k gives k bins with whole-number edges (at most one per value), explicit
+  edges are whole numbers from `lower` to `upper` (the last bin includes `upper`) or to
+  ``upper + 1``, and without `bins` every value gets its own bin when there are at most 31 of
+  them (month 1..12: 12 bins), else 10 bins. Synthetic values
   are whole numbers drawn uniformly among those of their bin.
 - ``decimals``: the precision of synthetic values of a non-integer column: values are drawn
   uniformly among the multiples of 10^-decimals inside their bin (every bin must hold one).
@@ -69,7 +73,7 @@ import pandas as pd
 from mechanisms.arrays import AnyArray
 from mechanisms.chunks import EngineTable, table_chunks
 from mechanisms.dates import EPOCH, date_numbers, day_number, day_text
-from mechanisms.errors import MechanismError
+from mechanisms.errors import MechanismError, shown
 from mechanisms.noise import RandomSource, resolve_rng
 from mechanisms.persons import PersonLevel, schema_entries, split_schema
 
@@ -85,6 +89,12 @@ CHUNK_ROWS = 1 << 20
 SMALL_INTEGER_RANGE = 31  # whole-number columns get one bin per value up to this many values
 DEFAULT_INTEGER_BINS = 10
 MAX_DECIMALS = 12
+EXACT_WHOLE = 2**53  # float64 holds every whole number of at most this magnitude exactly
+MAX_FLOAT_INTEGER = int(np.finfo(np.float64).max)
+NUMBER_RULE = (
+    "finite numbers that a 64-bit float holds exactly (a whole number beyond "
+    f"{EXACT_WHOLE} may not be: round it, for example to 1.8e19)"
+)
 DATE_PARTS: dict[str, tuple[int, int] | None] = {
     "year": None,
     "month": (1, 12),
@@ -95,7 +105,16 @@ DATE_PARTS: dict[str, tuple[int, int] | None] = {
 
 
 def _is_number(value: Any) -> TypeGuard[int | float]:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    """A finite number that a 64-bit float holds exactly, as every column computes in float64.
+
+    A JSON integer beyond 2**53 may fall between two floats (2**64 + 1) or beyond them all
+    (10**400); it is not a number here rather than a silently different one.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    if isinstance(value, int):
+        return abs(value) <= MAX_FLOAT_INTEGER and float(value) == value
+    return math.isfinite(value)
 
 
 def _is_whole(value: Any) -> bool:
@@ -252,7 +271,9 @@ def _grid(
 ) -> tuple[AnyArray, AnyArray, float]:
     """Per bin, its first multiple of 10^-decimals (in steps), how many it holds; 10^decimals."""
     scale = 10.0**decimals
-    scaled = np.round(np.asarray(edges, dtype=np.float64) * scale, 6)
+    scaled = np.asarray(edges, dtype=np.float64) * scale
+    small = np.abs(scaled) < EXACT_WHOLE  # larger floats are whole; rounding them overflows
+    scaled[small] = np.round(scaled[small], 6)
     start = np.ceil(scaled[:-1])
     stop = np.ceil(scaled[1:])  # first multiple at or above the upper edge, excluded
     if last_closed:
@@ -383,7 +404,7 @@ def _missing_choice(d: dict[str, Any]) -> str:
     missing = d.get("missing", "cell")
     if missing not in MISSING_CHOICES:
         raise MechanismError(
-            f'column {d["name"]!r}: missing ({missing!r}) must be "cell" or "reject"'
+            f'column {d["name"]!r}: missing ({shown(missing)}) must be "cell" or "reject"'
         )
     return str(missing)
 
@@ -392,7 +413,7 @@ def _numeric_from_dict(d: dict[str, Any]) -> NumericColumn:
     name, lower, upper = d["name"], d.get("lower"), d.get("upper")
     integer = d.get("integer", False)
     if not isinstance(integer, bool):
-        raise MechanismError(f"column {name!r}: integer ({integer!r}) must be true or false")
+        raise MechanismError(f"column {name!r}: integer ({shown(integer)}) must be true or false")
     return _binned(d, lower, upper, integer=integer, part=None)
 
 
@@ -403,33 +424,45 @@ def _binned(
     name, bins = d["name"], d.get("bins")
     if not (_is_number(lower) and _is_number(upper)):
         raise MechanismError(
-            f"column {name!r}: lower ({lower!r}) and upper ({upper!r}) must be finite numbers"
+            f"column {name!r}: lower ({shown(lower)}) and upper ({shown(upper)}) must be "
+            f"{NUMBER_RULE}"
         )
     if lower == upper:
         raise MechanismError(
-            f"column {name!r}: lower and upper are both {lower!r}; give a range with upper "
+            f"column {name!r}: lower and upper are both {shown(lower)}; give a range with upper "
             "above lower"
         )
     if not lower < upper:
         raise MechanismError(
             f"column {name!r}: lower ({lower!r}) must be below upper ({upper!r}); swap them"
         )
+    if not math.isfinite(upper - lower):
+        raise MechanismError(
+            f"column {name!r}: the range from lower ({lower!r}) to upper ({upper!r}) is wider "
+            "than a 64-bit float holds (about 1.8e308); narrow it"
+        )
     missing = _missing_choice(d)
     if integer:
         if not (_is_whole(lower) and _is_whole(upper)):
             raise MechanismError(
-                f"column {name!r}: lower ({lower!r}) and upper ({upper!r}) must be whole "
+                f"column {name!r}: lower ({shown(lower)}) and upper ({shown(upper)}) must be whole "
                 'numbers for a whole-number column; set "integer": false otherwise'
+            )
+        if not (-EXACT_WHOLE <= lower and upper < EXACT_WHOLE):
+            raise MechanismError(
+                f"column {name!r}: lower ({lower!r}) and upper ({upper!r}) of a whole-number "
+                f"column must lie from {-EXACT_WHOLE} to {EXACT_WHOLE - 1}, the whole numbers "
+                'a 64-bit float holds exactly; narrow them or set "integer": false'
             )
         if d.get("decimals") not in (None, 0):
             raise MechanismError(
-                f"column {name!r}: decimals ({d['decimals']!r}) applies to non-integer columns"
+                f"column {name!r}: decimals ({shown(d['decimals'])}) applies to non-integer columns"
             )
         edges, spec = _integer_edges(name, int(lower), int(upper), bins)
         return NumericColumn(
             name, float(lower), float(upper), edges, False, missing, True, 0, spec, part
         )
-    edges, equal = _edges(name, lower, upper, bins)
+    edges, equal = _edges(name, float(lower), float(upper), bins)
     decimals = _decimals(name, edges, d.get("decimals"))
     declared: int | list[Any] = bins if isinstance(bins, int) else [_plain(e) for e in edges]
     return NumericColumn(
@@ -441,12 +474,19 @@ def _edges(name: str, lower: float, upper: float, bins: Any) -> tuple[tuple[floa
     if isinstance(bins, int) and not isinstance(bins, bool):
         if not 1 <= bins <= MAX_CELLS:
             raise MechanismError(
-                f"column {name!r}: bins ({bins!r}) must be between 1 and {MAX_CELLS}"
+                f"column {name!r}: bins ({shown(bins)}) must be between 1 and {MAX_CELLS}"
             )
-        return tuple(float(e) for e in np.linspace(lower, upper, bins + 1)), True
+        edges = tuple(float(e) for e in np.linspace(lower, upper, bins + 1))
+        if not all(a < b for a, b in zip(edges, edges[1:], strict=False)):
+            raise MechanismError(
+                f"column {name!r}: {bins} equal bins are too narrow for the range from "
+                f"{lower!r} to {upper!r}: neighbouring bin edges are the same 64-bit float; use "
+                "fewer bins or a wider range"
+            )
+        return edges, True
     if not (isinstance(bins, list) and len(bins) >= 2 and all(_is_number(e) for e in bins)):
         raise MechanismError(
-            f"column {name!r}: bins ({bins!r}) must be a count or a list of at least two edges"
+            f"column {name!r}: bins ({shown(bins)}) must be a count or a list of at least two edges"
         )
     if not (
         all(a < b for a, b in zip(bins, bins[1:], strict=False))
@@ -454,8 +494,8 @@ def _edges(name: str, lower: float, upper: float, bins: Any) -> tuple[tuple[floa
         and bins[-1] == upper
     ):
         raise MechanismError(
-            f"column {name!r}: bin edges ({bins!r}) must increase from lower ({lower!r}) "
-            f"to upper ({upper!r})"
+            f"column {name!r}: bin edges ({shown(bins)}) must increase from lower ({shown(lower)}) "
+            f"to upper ({shown(upper)})"
         )
     return tuple(float(e) for e in bins), False
 
@@ -470,14 +510,14 @@ def _integer_edges(
     if isinstance(bins, int) and not isinstance(bins, bool):
         if not 1 <= bins <= min(values, MAX_CELLS):
             raise MechanismError(
-                f"column {name!r}: bins ({bins!r}) must be between 1 and {min(values, MAX_CELLS)}"
+                f"column {name!r}: bins ({bins}) must be between 1 and {min(values, MAX_CELLS)}"
                 f" (at most one bin per whole number from {lower} to {upper})"
             )
         edges = [lower + (i * values) // bins for i in range(bins + 1)]
         return tuple(float(e) for e in edges), bins
     if not (isinstance(bins, list) and len(bins) >= 2 and all(_is_whole(e) for e in bins)):
         raise MechanismError(
-            f"column {name!r}: bins ({bins!r}) must be a count or a list of at least two "
+            f"column {name!r}: bins ({shown(bins)}) must be a count or a list of at least two "
             "whole-number edges"
         )
     edges = [int(e) for e in bins]
@@ -489,36 +529,48 @@ def _integer_edges(
         and edges[-1] == upper + 1
     ):
         raise MechanismError(
-            f"column {name!r}: bin edges ({bins!r}) must increase from lower ({lower}) to "
+            f"column {name!r}: bin edges ({shown(bins)}) must increase from lower ({lower}) to "
             f"upper ({upper}) or upper + 1 ({upper + 1})"
         )
     return tuple(float(e) for e in edges), [int(e) for e in bins]
 
 
 def _decimals(name: str, edges: tuple[float, ...], declared: Any) -> int:
-    """The declared precision, checked to leave a value inside every bin, or the default."""
+    """The declared precision, checked to leave a value inside every bin, or the default.
+
+    The default is two more digits than the narrowest bin needs, at most MAX_DECIMALS and at
+    most what float64 holds exactly at the column's magnitude; edges are strictly increasing.
+    """
     if declared is None:
         narrowest = float(np.min(np.diff(edges)))
-        return int(min(MAX_DECIMALS, max(0, 2 - math.floor(math.log10(narrowest)))))
-    if isinstance(declared, bool) or not isinstance(declared, int) or not 0 <= declared <= 12:
+        magnitude = max(abs(edges[0]), abs(edges[-1]), 1.0)
+        exact = math.floor(math.log10(EXACT_WHOLE / magnitude))
+        wanted = 2 - math.floor(math.log10(narrowest))
+        decimals = max(0, min(MAX_DECIMALS, exact, wanted))
+        fix = "use fewer bins or a wider range"
+    elif isinstance(declared, bool) or not isinstance(declared, int) or not 0 <= declared <= 12:
         raise MechanismError(
-            f"column {name!r}: decimals ({declared!r}) must be a whole number from 0 to 12"
+            f"column {name!r}: decimals ({shown(declared)}) must be a whole number from 0 to 12"
         )
-    _, count, _ = _grid(edges, declared, True)
-    if (count < 1).any():
-        i = int(np.argmax(count < 1))
+    else:
+        decimals, fix = declared, "use more decimals or wider bins"
+    with np.errstate(over="ignore", invalid="ignore"):
+        _, count, _ = _grid(edges, decimals, True)
+    empty = ~(count >= 1)  # NaN when the scaled edges overflow
+    if empty.any():
+        i = int(np.argmax(empty))
         raise MechanismError(
-            f"column {name!r}: decimals ({declared}) leaves no value inside the bin "
-            f"[{edges[i]:g}, {edges[i + 1]:g}); use more decimals or wider bins"
+            f"column {name!r}: decimals ({decimals}{' by default' if declared is None else ''}"
+            f") leaves no value inside the bin [{edges[i]:g}, {edges[i + 1]:g}); {fix}"
         )
-    return declared
+    return decimals
 
 
 def _date_from_dict(d: dict[str, Any]) -> NumericColumn:
     name, part = d["name"], d.get("part")
-    if part not in DATE_PARTS:
+    if not isinstance(part, str) or part not in DATE_PARTS:
         raise MechanismError(
-            f"column {name!r}: part ({part!r}) must be one of {', '.join(DATE_PARTS)}"
+            f"column {name!r}: part ({shown(part)}) must be one of {', '.join(DATE_PARTS)}"
         )
     fixed = DATE_PARTS[part]
     lower, upper = d.get("lower"), d.get("upper")
@@ -528,7 +580,8 @@ def _date_from_dict(d: dict[str, Any]) -> NumericColumn:
         if not (_is_whole(lower) and _is_whole(upper) and fixed[0] <= lower <= upper <= fixed[1]):
             raise MechanismError(
                 f"column {name!r}: a {part} lies between {fixed[0]} and {fixed[1]}; "
-                f"lower ({lower!r}) and upper ({upper!r}) must be whole numbers in that range"
+                f"lower ({shown(lower)}) and upper ({shown(upper)}) must be whole numbers in that "
+                "range"
             )
         if lower == upper:
             raise MechanismError(f"column {name!r}: lower must be below upper")
@@ -548,12 +601,12 @@ def _categorical_from_dict(d: dict[str, Any]) -> CategoricalColumn:
         and all(isinstance(c, str | int) and not isinstance(c, bool) for c in categories)
     ):
         raise MechanismError(
-            f"column {name!r}: categories ({categories!r}) must be a non-empty list of texts"
+            f"column {name!r}: categories ({shown(categories)}) must be a non-empty list of texts"
         )
     labels = tuple(str(c) for c in categories)
     if len(set(labels)) != len(labels) or {OTHER_LABEL, MISSING_LABEL} & set(labels):
         raise MechanismError(
-            f"column {name!r}: categories ({categories!r}) must be distinct and must not "
+            f"column {name!r}: categories ({shown(categories)}) must be distinct and must not "
             f"include {OTHER_LABEL!r} or {MISSING_LABEL!r}"
         )
     if any(not label.strip() for label in labels):
@@ -561,13 +614,17 @@ def _categorical_from_dict(d: dict[str, Any]) -> CategoricalColumn:
             f'column {name!r}: an empty category is a missing value; use "missing": "cell"'
         )
     if unknown not in ("other", "reject"):
-        raise MechanismError(f'column {name!r}: unknown ({unknown!r}) must be "other" or "reject"')
+        raise MechanismError(
+            f'column {name!r}: unknown ({shown(unknown)}) must be "other" or "reject"'
+        )
     return CategoricalColumn(name, labels, unknown, _missing_choice(d))
 
 
 def _column_from_dict(d: dict[str, Any]) -> Column | IgnoredColumn:
     if not isinstance(d, dict) or not isinstance(d.get("name"), str) or not d["name"]:
-        raise MechanismError(f'schema column ({d!r}) must be an object with a non-empty "name"')
+        raise MechanismError(
+            f'schema column ({shown(d)}) must be an object with a non-empty "name"'
+        )
     kind = d.get("type")
     if kind == "numeric":
         return _numeric_from_dict(d)
@@ -578,7 +635,7 @@ def _column_from_dict(d: dict[str, Any]) -> Column | IgnoredColumn:
     if kind == "ignored":
         return IgnoredColumn(d["name"])
     raise MechanismError(
-        f"column {d['name']!r}: type ({kind!r}) must be numeric, date, categorical or ignored"
+        f"column {d['name']!r}: type ({shown(kind)}) must be numeric, date, categorical or ignored"
     )
 
 
@@ -603,9 +660,9 @@ class Schema:
                 'schema must be an object {"columns": [...]} with at least one column'
             )
         entries, person = split_schema(d)
-        if person is not None and person.column in {
-            c.get("name") for c in entries if isinstance(c, dict)
-        }:
+        if person is not None and any(
+            isinstance(c, dict) and c.get("name") == person.column for c in entries
+        ):
             raise MechanismError(f"schema column name ({person.column!r}) appears twice")
         return cls([_column_from_dict(c) for c in entries], person)
 
@@ -671,7 +728,7 @@ class Schema:
         if not columns:
             raise MechanismError("columns (empty) must name at least one schema column")
         if len(set(columns)) != len(columns):
-            raise MechanismError(f"columns ({columns!r}) must not repeat a column")
+            raise MechanismError(f"columns ({shown(columns)}) must not repeat a column")
         for name in columns:
             self.column(name)
         return columns
