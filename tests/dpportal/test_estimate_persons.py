@@ -110,7 +110,9 @@ def test_estimates_bound_each_person_and_record_the_person_unit(owner, tmp_path,
     assert found["ok"], found
     assert RARE not in found["categories"] and found["categories"] == ["Alpha", "Beta"]
     bounds = estimate(client, dataset, 1, "numeric", **page).json()
-    assert bounds["ok"] and bounds["upper"] is not None and bounds["upper"] < 1e7, bounds
+    # not lifted to the target's cell [5e9, 1e10]; a noisy empty cell elsewhere may set the upper
+    # bound (about 1% of runs put it at 1e6 or more, about 0.05% of runs in any one cell)
+    assert bounds["ok"] and bounds["upper"] is not None and bounds["upper"] <= 5e9, bounds
     for kind in ("categorical", "numeric"):
         release = Release.objects.get(dataset=dataset, params__kind=kind)
         assert_person_level(dataset, release, kind)

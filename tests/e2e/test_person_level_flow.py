@@ -67,7 +67,7 @@ def test_custodian_publishes_a_person_level_release(
     browser.screenshot("person question answered")
     confirm_schema(browser, visits_csv.open().readline().strip().split(","))
 
-    request_release(browser)
+    request_release(browser, risk_subject="a given person's rows have some property")
     watch_release_finish(browser)
     main = " ".join(page.locator("main").inner_text().split())
     assert "Unit of privacy" in main and UNIT in main, main
