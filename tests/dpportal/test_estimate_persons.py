@@ -110,9 +110,11 @@ def test_estimates_bound_each_person_and_record_the_person_unit(owner, tmp_path,
     assert found["ok"], found
     assert RARE not in found["categories"] and found["categories"] == ["Alpha", "Beta"]
     bounds = estimate(client, dataset, 1, "numeric", **page).json()
-    # not lifted to the target's cell [5e9, 1e10]; a noisy empty cell elsewhere may set the upper
-    # bound (about 1% of runs put it at 1e6 or more, about 0.05% of runs in any one cell)
-    assert bounds["ok"] and bounds["upper"] is not None and bounds["upper"] <= 5e9, bounds
+    # Not lifted to the top of the target's cell [5e9, 1e10], as at row level (300/300 runs). A
+    # noisy empty cell may still set the upper bound: in 3,000 runs of this estimate (benchmark-
+    # style, /tmp script, 2026-12-06) the upper bound was 5e4 or 1e5 in 2,986, another cell in 13,
+    # 1e10 in 1 (this assertion's false-alarm rate, about 3e-4), none in 1.
+    assert bounds["ok"] and bounds["upper"] != 1e10, bounds
     for kind in ("categorical", "numeric"):
         release = Release.objects.get(dataset=dataset, params__kind=kind)
         assert_person_level(dataset, release, kind)
