@@ -111,9 +111,9 @@ def test_estimates_bound_each_person_and_record_the_person_unit(owner, tmp_path,
     assert RARE not in found["categories"] and found["categories"] == ["Alpha", "Beta"]
     bounds = estimate(client, dataset, 1, "numeric", **page).json()
     # Not lifted to the top of the target's cell [5e9, 1e10], as at row level (300/300 runs). A
-    # noisy empty cell may still set the upper bound: in 3,000 runs of this estimate (benchmark-
-    # style, /tmp script, 2026-12-06) the upper bound was 5e4 or 1e5 in 2,986, another cell in 13,
-    # 1e10 in 1 (this assertion's false-alarm rate, about 3e-4), none in 1.
+    # noisy empty cell may still set the upper bound: in 3,000 runs of
+    # mechanisms.public_bounds.estimate_column on this table (2026-12-06) it was 5e4 or 1e5 in
+    # 2,986, another cell in 13, 1e10 in 1 (this assertion's false-alarm rate, about 3e-4).
     assert bounds["ok"] and bounds["upper"] != 1e10, bounds
     for kind in ("categorical", "numeric"):
         release = Release.objects.get(dataset=dataset, params__kind=kind)
