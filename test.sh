@@ -3,7 +3,7 @@
 # Redis and PostgreSQL if they are not running, then runs pytest on PostgreSQL (when available)
 # and the database-behaviour tests (marker `database`) again on SQLite. Exits non-zero on any
 # failure; the slowest tests are listed at the end of the PostgreSQL run.
-#   ./test.sh            per-commit suite (about 5 minutes on 2 cores once installed)
+#   ./test.sh            per-commit suite (about 8 to 10 minutes on 2 cores once installed)
 #   ./test.sh --long     also the long runs (kill tests, large privacy audits, fuzzing)
 #   ./test.sh -- ARGS    pass ARGS to pytest (e.g. ./test.sh -- tests/mechanisms -x)
 set -euo pipefail
