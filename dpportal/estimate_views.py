@@ -108,6 +108,7 @@ def _clamp(result: dict) -> str:
 
 
 def _found(result: dict) -> str:
+    """What a search at this spend finds, as the estimate stated it (older estimates did not)."""
     if "found_rows" not in result:
         return ""
-    return f" (it {found_words(result['found_rows'])})"
+    return f": at this spend a search {found_words(result['found_rows'])}"
