@@ -18,7 +18,8 @@ seeded estimates (figures only, not private):
 - "bound": what the portal states before spending, `BoundsPlan.expected_clamp_rows`, as a share
   of the rows (data-independent: at most this, on average);
 - "none": runs that found no bound on a side (the column then counts as fully clamped there);
-- "wide": runs whose bounds span more than twice the sample's range (max - min; 1 if constant).
+- "wide": runs whose bounds span more than twice the sample's range (max - min; 1 if constant),
+  before/after.
 
 Categories (--categories): every categorical column of the role's tables (sampled to --rows rows
 as above), and the issue's example
@@ -93,45 +94,48 @@ def numeric_columns(role: str, rows: int):
         yield table, column, pd.to_numeric(values, errors="coerce").to_numpy(float)
 
 
+def is_wide(bounds, span: float) -> bool:
+    lower, upper = bounds
+    return lower is not None and upper is not None and upper - lower > span
+
+
 def bounds_table(role: str, rows: int, runs: int, epsilons: list[float]) -> None:
     columns = list(numeric_columns(role, rows))
     for epsilon in epsilons:
         plan = public_bounds.bounds_plan(epsilon, "replace-one")
         print(f"\nbounds, epsilon = {epsilon:g} (replace-one), {runs} runs, role {role}")
         print(f"{'table':13} {'column':14} {'rows':>6} {'before':>7} {'after':>7} "
-              f"{'max':>7} {'bound':>7} {'none':>5} {'wide':>5}")  # fmt: skip
-        before_all, after_all, wide_all, none_all = [], [], 0, 0
+              f"{'max':>7} {'bound':>7} {'none':>5} {'wide':>9}")  # fmt: skip
+        before_all, after_all, wide_all, none_all = [], [], [0, 0], 0
         for index, (table, column, values) in enumerate(columns):
-            before, after, none, wide = [], [], 0, 0
+            before, after, none, wide = [], [], 0, [0, 0]
             present_values = values[~np.isnan(values)]
             span = 2 * max(float(np.ptp(present_values)) if len(present_values) else 0.0, 1.0)
             for run in range(runs):
                 seed = 1000 * index + run  # runs independent across columns too
-                rng = seeded_source(seed)
-                before.append(clamped(values, *histogram_bounds(values, epsilon, rng)))
+                old = histogram_bounds(values, epsilon, seeded_source(seed))
                 found = public_bounds.estimate_bounds(
                     values, epsilon=epsilon, neighbouring="replace-one", rng=seeded_source(seed)
                 )
-                after.append(clamped(values, found.lower, found.upper))
+                new = (found.lower, found.upper)
+                before.append(clamped(values, *old))
+                after.append(clamped(values, *new))
                 none += found.lower is None or found.upper is None
-                wide += (
-                    found.lower is not None
-                    and found.upper is not None
-                    and (found.upper - found.lower > span)
-                )
+                wide = [wide[0] + is_wide(old, span), wide[1] + is_wide(new, span)]
             present = int(np.sum(~np.isnan(values)))
             bound = min(1.0, plan.expected_clamp_rows() / max(present, 1))
             before_all.append(np.mean(before))
             after_all.append(np.mean(after))
-            wide_all += wide
+            wide_all = [wide_all[0] + wide[0], wide_all[1] + wide[1]]
             none_all += none
             print(f"{table:13} {column[:14]:14} {present:>6} {np.mean(before):>7.2%} "
-                  f"{np.mean(after):>7.2%} {np.max(after):>7.2%} {bound:>7.2%} {none:>5} {wide:>5}")  # fmt: skip
+                  f"{np.mean(after):>7.2%} {np.max(after):>7.2%} {bound:>7.2%} {none:>5} "
+                  f"{wide[0]:>4}/{wide[1]:<4}")  # fmt: skip
         print(f"{'mean':13} {'':14} {'':>6} {np.mean(before_all):>7.2%} {np.mean(after_all):>7.2%}")
         print(f"columns with mean clamp > 1%: before {sum(b > 0.01 for b in before_all)}, "
               f"after {sum(a > 0.01 for a in after_all)} of {len(after_all)}; "
-              f"wide runs after: {wide_all} of {runs * len(after_all)}; "
-              f"none: {none_all}")  # fmt: skip
+              f"wide runs before/after: {wide_all[0]}/{wide_all[1]} of {runs * len(after_all)}; "
+              f"none after: {none_all}")  # fmt: skip
 
 
 def categorical_columns(role: str, rows: int):
