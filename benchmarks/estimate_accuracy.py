@@ -24,9 +24,10 @@ seeded estimates (figures only, not private):
 Categories (--categories): every categorical column of the role's tables (sampled to --rows rows
 as above), and the issue's example
 (modeldata/ames, 2,930 house sales: Neighborhood, Bldg_Type, MS_Zoning, House_Style), at the
-spends the portal offers (the share of a budget of epsilon = 1 and delta = 1e-6): the fewest rows
-a value needs to be found with 95% chance (stated before spending), and the share of the
-categories held by at least 1% of rows that were found, mean over --runs.
+spends (epsilon, delta) from the old default (1% of a budget of epsilon = 1, delta = 1e-6) to 50%
+of a budget of epsilon = 4, delta = 1e-5 (replace-one): the fewest rows a value needs to be found
+with 95% chance (stated before spending), and the share of the categories held by at least 1% of
+rows that were found, mean over --runs.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ import heldout  # noqa: E402
 from mechanisms import public_bounds  # noqa: E402
 from mechanisms.noise import RandomSource, seeded_source  # noqa: E402
 
-SPENDS = (0.01, 0.05, 0.1, 0.2, 0.5, 1.0)  # shares of a budget of epsilon 1, delta 1e-6
+SPENDS = ((0.01, 1e-8), (0.1, 1e-7), (0.5, 5e-7), (1.0, 1e-6), (1.5, 5e-6), (2.0, 5e-6))
 AMES_COLUMNS = ["Neighborhood", "Bldg_Type", "MS_Zoning", "House_Style"]
 
 
@@ -146,16 +147,15 @@ def categorical_columns(role: str, rows: int):
 
 
 def categories_table(role: str, rows: int, runs: int) -> None:
-    print(f"\ncategories (replace-one), {runs} runs; budget epsilon 1, delta 1e-6; role {role}")
+    print(f"\ncategories (replace-one), {runs} runs; rows needed / share of >=1% found; {role}")
     print(f"{'table':13} {'column':14} {'rows':>7} {'>=1%':>5} " + " ".join(
-        f"{f'{s:.0%}: min/found':>16}" for s in SPENDS))  # fmt: skip
+        f"{f'{e:g}, {d:g}':>16}" for e, d in SPENDS))  # fmt: skip
     for table, column, values in categorical_columns(role, rows):
         present = values.dropna().astype(str)
         counts = present.value_counts()
         common = set(counts[counts >= 0.01 * len(present)].index)
         cells = []
-        for spend in SPENDS:
-            epsilon, delta = spend, 1e-6 * spend
+        for epsilon, delta in SPENDS:
             need = public_bounds.categories_found_rows(epsilon, delta, "replace-one")
             found = [
                 len(common & set(public_bounds.discover_categories(
