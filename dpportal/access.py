@@ -14,9 +14,8 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 from django.http import Http404
 
+from dpportal.models import Dataset, Neighbouring, Release
 from mechanisms.persons import PERSON_ROLE
-
-from .models import Dataset, Neighbouring, Release
 
 # Facts about a dataset's raw file (and a failed release's reason, which can quote the data).
 RAW_FACTS = frozenset({"row_count", "size_bytes", "sha256", "original_filename", "failure_reason"})

@@ -18,10 +18,10 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
-from . import services
-from .access import NOT_A_CUSTODIAN, dataset_for_owner, is_custodian
-from .credentials import ApiToken
-from .signals import client_address
+from dpportal import services
+from dpportal.access import NOT_A_CUSTODIAN, dataset_for_owner, is_custodian
+from dpportal.credentials import ApiToken
+from dpportal.signals import client_address
 
 
 class TokenForm(forms.Form):

@@ -3,8 +3,8 @@
 from django import forms
 from django.contrib.auth import get_user_model
 
-from .catalogue import mechanism_title
-from .models import AuditEvent, Release
+from dpportal.catalogue import mechanism_title
+from dpportal.models import AuditEvent, Release
 
 ANY = [("", "Any")]
 

@@ -17,19 +17,18 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from mechanisms.csv_safety import escape_cell
-
-from . import timing
-from .access import (
+from dpportal import timing
+from dpportal.access import (
     dataset_for_reader,
     datasets_visible_to,
     facts_visible_to,
     releases_visible_to,
 )
-from .audit_forms import AuditFilterForm, ReleaseFilterForm, method_title
-from .formatting import plain_number
-from .models import AuditEvent, Release
-from .timing import shown_time, shown_time_text
+from dpportal.audit_forms import AuditFilterForm, ReleaseFilterForm, method_title
+from dpportal.formatting import plain_number
+from dpportal.models import AuditEvent, Release
+from dpportal.timing import shown_time, shown_time_text
+from mechanisms.csv_safety import escape_cell
 
 RELEASE_COLUMNS = [
     ("id", "#"),

@@ -6,11 +6,11 @@ from django.contrib import messages
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
-from . import services
-from .access import dataset_for_owner
-from .formatting import plain_number
-from .models import Dataset
-from .signals import client_address
+from dpportal import services
+from dpportal.access import dataset_for_owner
+from dpportal.formatting import plain_number
+from dpportal.models import Dataset
+from dpportal.signals import client_address
 
 
 def shared_budget_text(dataset) -> str:

@@ -12,9 +12,8 @@ from dataclasses import dataclass
 from django import forms
 
 import mechanisms
+from dpportal import statistics_portal
 from mechanisms.range_count.api import MECHANISM_NAMES
-
-from . import statistics_portal
 
 DECIMAL_INPUT = forms.TextInput(attrs={"inputmode": "decimal"})
 WHOLE_NUMBER_INPUT = forms.TextInput(attrs={"inputmode": "numeric"})

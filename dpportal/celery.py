@@ -29,7 +29,7 @@ class WorkerHeartbeat(bootsteps.StartStopStep):
     def start(self, worker):
         from django.conf import settings
 
-        from . import heartbeats
+        from dpportal import heartbeats
 
         every = max(1, settings.DPPORTAL_HEARTBEAT_SECONDS)
         args = ("worker", every)

@@ -6,7 +6,7 @@ full name, and plotly's automargin grows the margins to fit the labels.
 
 import html
 
-from .chart_style import plotly_text
+from dpportal.chart_style import plotly_text
 
 MAX_LABEL = 16  # characters of a category label on an axis; the full label is in the tooltip
 MAX_TICKS = 30  # every category up to this many is labelled

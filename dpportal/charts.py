@@ -9,10 +9,10 @@ import itertools
 
 import numpy as np
 
-from . import packaging, range_charts
-from .chart_labels import category_axis
-from .chart_style import RELEASE_COLOUR, plotly_text
-from .chart_style import layout as _layout
+from dpportal import packaging, range_charts
+from dpportal.chart_labels import category_axis
+from dpportal.chart_style import RELEASE_COLOUR, plotly_text
+from dpportal.chart_style import layout as _layout
 
 ORIGINAL_COLOUR = "#a35a00"
 MAX_HEATMAPS = 6

@@ -6,8 +6,8 @@ from django import forms
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 
-from .form_fields import DisplayTextField, PlainDecimalField
-from .models import Neighbouring
+from dpportal.form_fields import DisplayTextField, PlainDecimalField
+from dpportal.models import Neighbouring
 
 HEADER_CHOICES = [
     ("auto", "Detect automatically"),

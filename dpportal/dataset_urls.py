@@ -2,9 +2,9 @@
 
 from django.urls import path
 
-from . import access_views, budget_views, estimate_views, source_views
-from . import dataset_views as views
-from .access import custodian_required
+from dpportal import access_views, budget_views, estimate_views, source_views
+from dpportal import dataset_views as views
+from dpportal.access import custodian_required
 
 urlpatterns = [
     path("datasets/new/", custodian_required(views.dataset_upload), name="dataset_upload"),

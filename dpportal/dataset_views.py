@@ -12,11 +12,10 @@ from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_http_methods, require_POST
 
 import mechanisms
-
-from . import services
-from .access import dataset_for_owner, dataset_for_reader, is_owner
-from .budget_views import same_people_form, shared_budget_text
-from .dataset_forms import (
+from dpportal import services
+from dpportal.access import dataset_for_owner, dataset_for_reader, is_owner
+from dpportal.budget_views import same_people_form, shared_budget_text
+from dpportal.dataset_forms import (
     AuditorForm,
     BudgetForm,
     DatasetUploadForm,
@@ -25,13 +24,13 @@ from .dataset_forms import (
     schema_formset,
     schema_initial,
 )
-from .formatting import plain_number
-from .models import Release
-from .person_forms import person_detail, person_form
-from .schema_proposals import column_estimates, estimate_offer, schema_entries
-from .signals import client_address
-from .storage import UPLOAD_FIELD, PrivateUploadHandler
-from .timing import shown_status
+from dpportal.formatting import plain_number
+from dpportal.models import Release
+from dpportal.person_forms import person_detail, person_form
+from dpportal.schema_proposals import column_estimates, estimate_offer, schema_entries
+from dpportal.signals import client_address
+from dpportal.storage import UPLOAD_FIELD, PrivateUploadHandler
+from dpportal.timing import shown_status
 
 FORM_OVERHEAD_BYTES = 64 * 1024  # room for the text fields beside the file
 

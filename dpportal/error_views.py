@@ -13,7 +13,7 @@ from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooMany
 from django.shortcuts import render
 from django.views import defaults
 
-from .api import errors as api_errors
+from dpportal.api import errors as api_errors
 
 
 def bad_request(request, exception):

@@ -12,13 +12,12 @@ from django.http import JsonResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
+from dpportal import services
+from dpportal.access import dataset_for_owner
+from dpportal.formatting import plain_number
+from dpportal.person_forms import PersonForm
+from dpportal.signals import client_address
 from mechanisms.persons import PersonLevel
-
-from . import services
-from .access import dataset_for_owner
-from .formatting import plain_number
-from .person_forms import PersonForm
-from .signals import client_address
 
 
 @require_POST

@@ -356,7 +356,7 @@ class AuditEvent(models.Model):
         raise PermissionError("Audit events are append-only: they cannot be deleted.")
 
 
-from .credentials import ApiToken, Invitation  # noqa: E402  (registered with the app here)
+from dpportal.credentials import ApiToken, Invitation  # noqa: E402  (registered with the app here)
 
 __all__ = [
     "ApiToken",

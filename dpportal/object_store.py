@@ -30,9 +30,8 @@ from pathlib import Path
 import pyarrow.fs as pa_fs
 from django.conf import settings
 
+from dpportal import files
 from mechanisms.counting.inprocess import s3_filesystem
-
-from . import files
 
 # boto3 (with botocore) is imported where a bucket is used, not here: every process that loads
 # the portal imports this module, and most never touch a bucket.

@@ -14,11 +14,10 @@ from pathlib import Path
 import pandas as pd
 
 import mechanisms
+from dpportal import files, object_store
+from dpportal.formatting import plain_number
+from dpportal.models import Release
 from mechanisms import package
-
-from . import files, object_store
-from .formatting import plain_number
-from .models import Release
 
 PACKAGE_LAYOUT = 4  # bump when the package's files or README change: rebuilds cached zips
 

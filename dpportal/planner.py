@@ -14,13 +14,12 @@ from decimal import Decimal
 from django import forms
 
 import mechanisms
+from dpportal import catalogue, release_engine
+from dpportal.access import row_count_is_public
+from dpportal.catalogue import DECIMAL_INPUT
+from dpportal.formatting import plain_number
+from dpportal.release_forms import ReleaseForm
 from mechanisms import accuracy
-
-from . import catalogue, release_engine
-from .access import row_count_is_public
-from .catalogue import DECIMAL_INPUT
-from .formatting import plain_number
-from .release_forms import ReleaseForm
 
 PLACEHOLDER_EPSILON = "1"  # only to validate the other settings; each mechanism is re-planned
 WHAT_IS_PLANNED = {

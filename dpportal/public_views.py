@@ -18,12 +18,11 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from dpportal import files, packaging, services
+from dpportal.models import Release
+from dpportal.release_views import CONTENT_TYPES, release_for_owner
+from dpportal.signals import client_address
 from mechanisms import package
-
-from . import files, packaging, services
-from .models import Release
-from .release_views import CONTENT_TYPES, release_for_owner
-from .signals import client_address
 
 PUBLIC_PAGE_LAYOUT = 2  # bump when the public page changes: re-renders kept pages
 

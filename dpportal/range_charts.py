@@ -7,9 +7,9 @@ import json
 
 import pandas as pd
 
-from .chart_style import RELEASE_COLOUR
-from .chart_style import layout as _layout
-from .chart_style import plotly_text as _text
+from dpportal.chart_style import RELEASE_COLOUR
+from dpportal.chart_style import layout as _layout
+from dpportal.chart_style import plotly_text as _text
 
 MAX_REGIONS = 30  # boxes drawn as rectangles; the rest are listed in answers.csv
 MAX_GRID_MARKERS = 4096  # grid points drawn as dots (every k-th point per axis beyond)

@@ -2,7 +2,7 @@
 
 from django import forms
 
-from .catalogue import DECIMAL_INPUT
+from dpportal.catalogue import DECIMAL_INPUT
 
 
 class RangeQueryForm(forms.Form):

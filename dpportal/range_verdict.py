@@ -30,13 +30,12 @@ import json
 
 import numpy as np
 
+from dpportal.packaging import read_csv, with_numbers
+from dpportal.verdict import GRADES
 from mechanisms.histogram import count_sensitivity
 from mechanisms.noise import secure_source
 from mechanisms.range_count import Support, incidence
 from mechanisms.range_count.inputs import normalize_queries, records_in
-
-from .packaging import read_csv, with_numbers
-from .verdict import GRADES
 
 BASELINE_DRAWS = 5
 GOOD_FACTOR = 2.0

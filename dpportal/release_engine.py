@@ -10,14 +10,13 @@ import pyarrow.parquet as pq
 
 import mechanisms
 import mechanisms.counting
+from dpportal import accuracy_preview, catalogue, object_store
+from dpportal.files import dataset_path
+from dpportal.sources import SourceError, table_source
 from mechanisms import persons, public_bounds
 from mechanisms.accounting import float_at_most
 from mechanisms.counting.inprocess import batch_frame
 from mechanisms.schema import CHUNK_ROWS
-
-from . import accuracy_preview, catalogue, object_store
-from .files import dataset_path
-from .sources import SourceError, table_source
 
 
 class ReleaseInputError(Exception):

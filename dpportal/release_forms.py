@@ -12,13 +12,12 @@ from django import forms
 from django.core import signing
 
 import mechanisms
+from dpportal import catalogue, release_engine, sources, statistics_portal
+from dpportal.access import row_count_is_public
+from dpportal.catalogue import DECIMAL_INPUT, WHOLE_NUMBER_INPUT
 from mechanisms import workload as mwem_workload
 from mechanisms.plans import smoothed_default_rows
 from mechanisms.range_count.grid_choice import suggest_grid
-
-from . import catalogue, release_engine, sources, statistics_portal
-from .access import row_count_is_public
-from .catalogue import DECIMAL_INPUT, WHOLE_NUMBER_INPUT
 
 MAX_SYNTHETIC_ROWS = 1_000_000
 # Text boxes with a numeric keyboard rather than type=number (catalogue.DECIMAL_INPUT): Chromium

@@ -13,9 +13,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import mechanisms
-from mechanisms import persons
-
-from . import (
+from dpportal import (
     catalogue,
     charts,
     object_store,
@@ -24,7 +22,8 @@ from . import (
     statistics_charts,
     utility,
 )
-from .range_forms import RangeQueryForm
+from dpportal.range_forms import RangeQueryForm
+from mechanisms import persons
 
 PREVIEW_ROWS = 25
 PREVIEW_FILES = ("synthetic.csv", "noisy_counts.csv", "answers.csv", "statistics.csv")

@@ -2,8 +2,8 @@
 
 from django.urls import path
 
-from . import public_views
-from . import release_views as views
+from dpportal import public_views
+from dpportal import release_views as views
 
 urlpatterns = [
     path("datasets/<int:dataset_pk>/releases/new/", views.release_new, name="release_new"),

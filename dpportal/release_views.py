@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from . import (
+from dpportal import (
     accuracy_preview,
     catalogue,
     object_store,
@@ -22,14 +22,14 @@ from . import (
     services,
     utility,
 )
-from .access import dataset_for_owner, releases_visible_to
-from .formatting import plain_number
-from .models import AuditEvent, BudgetLedgerEntry, Release
-from .release_forms import ReleaseForm
-from .release_results import results_context
-from .services.estimates import ESTIMATE_MECHANISM
-from .signals import client_address
-from .timing import shown_duration_text, shown_status
+from dpportal.access import dataset_for_owner, releases_visible_to
+from dpportal.formatting import plain_number
+from dpportal.models import AuditEvent, BudgetLedgerEntry, Release
+from dpportal.release_forms import ReleaseForm
+from dpportal.release_results import results_context
+from dpportal.services.estimates import ESTIMATE_MECHANISM
+from dpportal.signals import client_address
+from dpportal.timing import shown_duration_text, shown_status
 
 
 def release_for_reader(user, pk) -> Release:

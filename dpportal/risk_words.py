@@ -7,10 +7,9 @@ spent budget, whether its confirmed schema names a person column): nothing from 
 from decimal import Decimal
 from typing import Any
 
+from dpportal.formatting import plain_number
 from mechanisms.persons import PERSON_ROLE
 from mechanisms.risk import percent, risk_sentences, risk_table, unit_of
-
-from .formatting import plain_number
 
 TOTAL_EVENT = "all releases of this dataset together"
 

@@ -5,10 +5,10 @@ Profiles stored before this rule may still hold the data's minimum, maximum or c
 are dropped here (`public_proposal`), so no page ever shows them.
 """
 
-from . import services
-from .estimate_views import estimate_text
-from .formatting import plain_number
-from .public_lists import public_lists
+from dpportal import services
+from dpportal.estimate_views import estimate_text
+from dpportal.formatting import plain_number
+from dpportal.public_lists import public_lists
 
 RAW_KEYS = ("lower", "upper", "categories", "from_data")
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.checks import Warning, register
 
-from .source_reach import SourceError
+from dpportal.source_reach import SourceError
 
 MAX_FILES = 10_000  # files in one source folder
 IGNORED_PREFIXES = (".", "_")  # as pyarrow's folder discovery: hidden and metadata files

@@ -19,7 +19,7 @@ from django.db import DatabaseError, transaction
 from django.db import connection as portal_connection
 from psycopg import sql
 
-from .source_reach import SourceError, postgres_location, uniform_failure
+from dpportal.source_reach import SourceError, postgres_location, uniform_failure
 
 # Each part of a table name: a plain SQL identifier (anything else is refused, never quoted in).
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_$]{0,62}")

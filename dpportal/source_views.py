@@ -14,11 +14,11 @@ from django.contrib import messages
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from . import services
-from .dataset_forms import delta_field, epsilon_field, neighbouring_field
-from .form_fields import DisplayTextField
-from .formatting import plain_number
-from .signals import client_address
+from dpportal import services
+from dpportal.dataset_forms import delta_field, epsilon_field, neighbouring_field
+from dpportal.form_fields import DisplayTextField
+from dpportal.formatting import plain_number
+from dpportal.signals import client_address
 
 ENGINE_CHOICES = [
     ("", "The usual one for this source (PostgreSQL: inside the database; Parquet: in-process)"),

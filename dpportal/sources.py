@@ -32,18 +32,17 @@ from cryptography.fernet import Fernet, InvalidToken
 from django.conf import settings
 
 import mechanisms.counting
-from mechanisms.counting import TableSource
-from mechanisms.counting.inprocess import s3_filesystem
-from mechanisms.counting.source import POSTGRES_SCHEMES
-
-from . import source_postgres
-from .source_paths import vetted_files
-from .source_reach import (
+from dpportal import source_postgres
+from dpportal.source_paths import vetted_files
+from dpportal.source_reach import (
     SourceError,
     check_not_the_portals_storage,
     s3_endpoint,
     uniform_failure,
 )
+from mechanisms.counting import TableSource
+from mechanisms.counting.inprocess import s3_filesystem
+from mechanisms.counting.source import POSTGRES_SCHEMES
 
 __all__ = ["Found", "SourceError", "inspect", "seal", "table_source"]
 

@@ -2,10 +2,9 @@
 
 import math
 
+from dpportal import packaging
+from dpportal.chart_style import BASE_LAYOUT, RELEASE_COLOUR, plotly_text
 from mechanisms import statistics as statistics_mechanism
-
-from . import packaging
-from .chart_style import BASE_LAYOUT, RELEASE_COLOUR, plotly_text
 
 MAX_CHARTS = 12
 

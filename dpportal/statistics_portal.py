@@ -10,8 +10,7 @@ statistics.csv, never from the raw data.
 from django import forms
 
 import mechanisms
-
-from .formatting import rounded_number
+from dpportal.formatting import rounded_number
 
 NAME = "statistics"
 KINDS = (

@@ -12,8 +12,8 @@ from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.core.files.uploadhandler import FileUploadHandler, StopFutureHandlers, StopUpload
 
-from . import files
-from .ingest import ByteScan
+from dpportal import files
+from dpportal.ingest import ByteScan
 
 UPLOAD_FIELD = "file"
 

@@ -10,7 +10,7 @@ from django.db.models import Case, CharField, F, Value, When
 from django.utils import timezone
 from django.utils.dateformat import format as format_date
 
-from .models import Release
+from dpportal.models import Release
 
 
 @overload

@@ -2,8 +2,8 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from . import access_views, audit_views, views
-from .login_limit import LimitedPasswordChangeView, rate_limited
+from dpportal import access_views, audit_views, views
+from dpportal.login_limit import LimitedPasswordChangeView, rate_limited
 
 urlpatterns = [
     path("", views.home, name="home"),

@@ -12,11 +12,10 @@ import numpy as np
 import pandas as pd
 
 import mechanisms
+from dpportal import files, object_store, packaging, range_verdict, release_engine, verdict
+from dpportal.packaging import read_csv, with_numbers
 from mechanisms import metrics, validation
 from mechanisms.range_count import api
-
-from . import files, object_store, packaging, range_verdict, release_engine, verdict
-from .packaging import read_csv, with_numbers
 
 MAX_PAIRS = 15
 OUTSIDE_LABEL = "(outside the bounds)"

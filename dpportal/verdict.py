@@ -28,10 +28,9 @@ import itertools
 
 import numpy as np
 
+from dpportal.packaging import read_csv, with_numbers
 from mechanisms.histogram import count_sensitivity
 from mechanisms.noise import secure_source
-
-from .packaging import read_csv, with_numbers
 
 MAX_PAIRS = 15
 FLOOR_DRAWS = 10

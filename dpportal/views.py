@@ -10,8 +10,8 @@ from django.http import JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from . import heartbeats
-from .access import datasets_visible_to, releases_visible_to
+from dpportal import heartbeats
+from dpportal.access import datasets_visible_to, releases_visible_to
 
 HEALTH_CACHE_SECONDS = 2.0  # one database and one broker round trip per web process at most
 

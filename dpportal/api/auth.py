@@ -25,9 +25,9 @@ from django.http.multipartparser import MultiPartParserError
 from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 
-from .. import services
-from ..login_limit import CACHE_ERRORS, client_address, count_refused_token
-from ..signals import client_address as audit_address
+from dpportal import services
+from dpportal.login_limit import CACHE_ERRORS, client_address, count_refused_token
+from dpportal.signals import client_address as audit_address
 
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 MISSING_CREDENTIAL = (

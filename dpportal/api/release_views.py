@@ -12,12 +12,14 @@ import hashlib
 from django.core.paginator import EmptyPage, PageNotAnInteger, Paginator
 from django.http import JsonResponse
 
-from .. import packaging, services
-from ..access import dataset_for_owner, dataset_for_reader
-from ..audit_views import _audit_filter, _owns, shown_details
-from ..models import Release
-from ..release_forms import ReleaseForm
-from ..release_views import (
+from dpportal import packaging, services
+from dpportal.access import dataset_for_owner, dataset_for_reader
+from dpportal.api.auth import ApiError, api_endpoint, form_data, invalid, read_json
+from dpportal.api.present import release_json, when
+from dpportal.audit_views import _audit_filter, _owns, shown_details
+from dpportal.models import Release
+from dpportal.release_forms import ReleaseForm
+from dpportal.release_views import (
     CONTENT_TYPES,
     _attachment,
     _audit_download,
@@ -25,9 +27,7 @@ from ..release_views import (
     _zip_attachment,
     release_for_owner,
 )
-from ..signals import client_address
-from .auth import ApiError, api_endpoint, form_data, invalid, read_json
-from .present import release_json, when
+from dpportal.signals import client_address
 
 MAX_KEY_LENGTH = 200
 NEEDS_KEY = (

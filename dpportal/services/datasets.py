@@ -14,13 +14,12 @@ from django.db import transaction
 from django.utils import timezone
 
 import mechanisms
-
-from .. import files, ingest, object_store, schema_checks, storage
-from ..models import AuditEvent, Dataset, Release
-from . import audit, estimates, publishing
-from .budget import budget_for, budget_values, check_neighbouring, locked_dataset
-from .errors import ServiceError
-from .public_pages import withdraw_public_pages
+from dpportal import files, ingest, object_store, schema_checks, storage
+from dpportal.models import AuditEvent, Dataset, Release
+from dpportal.services import audit, estimates, publishing
+from dpportal.services.budget import budget_for, budget_values, check_neighbouring, locked_dataset
+from dpportal.services.errors import ServiceError
+from dpportal.services.public_pages import withdraw_public_pages
 
 DATASET_SUFFIXES = (".csv", ".tsv", ".txt", ".xlsx")
 ARCHIVE_SUFFIXES = (".gz", ".zip")  # a table compressed with gzip, or alone in a zip

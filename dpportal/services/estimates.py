@@ -31,13 +31,12 @@ from django.db import transaction
 from django.utils import timezone
 
 import mechanisms
+from dpportal import release_engine
+from dpportal.models import DELTA_FIELD, EPSILON_FIELD, AuditEvent, BudgetLedgerEntry, Release
+from dpportal.services import audit
+from dpportal.services.budget import check_budget, ledger_write, locked_budget, locked_dataset
+from dpportal.services.errors import ServiceError
 from mechanisms.persons import PersonLevel
-
-from .. import release_engine
-from ..models import DELTA_FIELD, EPSILON_FIELD, AuditEvent, BudgetLedgerEntry, Release
-from . import audit
-from .budget import check_budget, ledger_write, locked_budget, locked_dataset
-from .errors import ServiceError
 
 ESTIMATE_MECHANISM = "dp_schema_estimate"
 KINDS = ("numeric", "categorical")

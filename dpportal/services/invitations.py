@@ -20,11 +20,11 @@ from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
-from ..credentials import Invitation, secret_digest
-from ..models import AuditEvent
-from . import audit
-from .budget import locked_dataset
-from .errors import ServiceError
+from dpportal.credentials import Invitation, secret_digest
+from dpportal.models import AuditEvent
+from dpportal.services import audit
+from dpportal.services.budget import locked_dataset
+from dpportal.services.errors import ServiceError
 
 INVITATION_DAYS = 7
 MAX_PENDING_PER_DATASET = 50

@@ -15,10 +15,9 @@ from django.conf import settings
 from django.db import transaction
 
 import mechanisms
-
-from .. import charts, files, object_store, packaging, utility
-from ..models import Release
-from .budget import locked_dataset
+from dpportal import charts, files, object_store, packaging, utility
+from dpportal.models import Release
+from dpportal.services.budget import locked_dataset
 
 logger = logging.getLogger(__name__)
 

@@ -14,12 +14,11 @@ import hashlib
 from django.db import transaction
 
 import mechanisms
-
-from .. import sources
-from ..models import AuditEvent, Dataset, PrivacyBudget
-from . import audit
-from .budget import budget_for, budget_scope, budget_values, check_neighbouring
-from .errors import ServiceError
+from dpportal import sources
+from dpportal.models import AuditEvent, Dataset, PrivacyBudget
+from dpportal.services import audit
+from dpportal.services.budget import budget_for, budget_scope, budget_values, check_neighbouring
+from dpportal.services.errors import ServiceError
 
 
 def source_fingerprint(key: str) -> str:
