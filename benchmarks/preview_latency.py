@@ -3,7 +3,7 @@
 Run:  .venv/bin/python benchmarks/preview_latency.py [--before FILE] [--save FILE] [--only NAME]
 
 Each row times one call of the mechanism's public plan (`MechanismSpec.plan`, what
-`dpportal.release_engine.expected_accuracy` runs for the form's accuracy preview), on the demo
+`dpportal.releases.engine.expected_accuracy` runs for the form's accuracy preview), on the demo
 schema (with fnlwgt made numeric, for 3-D ranges) at the largest settings the form accepts:
 grids up to 65,536 points, 2,000 random ranges, the widest domain under 10^8 cells. Target:
 every row under 1 s on this 2-core machine. `--save` writes the seconds as JSON; `--before`

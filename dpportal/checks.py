@@ -16,7 +16,7 @@ import ipaddress
 from django.conf import settings
 from django.core.checks import Error, Tags, register
 
-from dpportal import source_paths  # noqa: F401  (registers dpportal.W010, on DPPORTAL_SOURCE_ROOTS)
+from dpportal.sources import paths as source_paths  # noqa: F401  (registers dpportal.W010, on DPPORTAL_SOURCE_ROOTS)
 
 PROCESS_LOCAL_CACHES = (
     "django.core.cache.backends.locmem.LocMemCache",

@@ -5,7 +5,7 @@ import ipaddress
 from django.contrib.auth.signals import user_logged_in, user_logged_out, user_login_failed
 from django.dispatch import receiver
 
-from dpportal.login_limit import client_address as proxy_aware_address
+from dpportal.access.login_limit import client_address as proxy_aware_address
 from dpportal.models import AuditEvent
 from dpportal.services import audit_record
 

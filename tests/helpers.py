@@ -42,7 +42,7 @@ def skip_unless_postgres():
 
 def make_user(username="alice", password=PASSWORD, *, custodian=True):
     """A user; a custodian (may upload, register sources, create tokens) unless told."""
-    from dpportal.access import grant_custodian
+    from dpportal.access.rules import grant_custodian
 
     user = get_user_model().objects.create_user(username=username, password=password)
     if custodian:

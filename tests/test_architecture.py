@@ -224,7 +224,7 @@ FILE_WRITES = {"write_bytes", "write_text", "chmod", "mkstemp", "NamedTemporaryF
 
 
 def private_file_writes(root: Path) -> list[str]:
-    """Calls that write or create a file other than through dpportal.files (os.open, open in a
+    """Calls that write or create a file other than through dpportal.core.files (os.open, open in a
     writing mode, Path.write_bytes/write_text, chmod, temp files)."""
     found = []
     for path in sorted(root.rglob("*.py")):
@@ -251,7 +251,7 @@ def test_private_files_are_written_only_through_dpportal_files():
     found = [
         f
         for f in private_file_writes(REPO_ROOT / "dpportal")
-        if not f.startswith("dpportal/files.py")
+        if not f.startswith("dpportal/core/files.py")
     ]
     assert found == []
 

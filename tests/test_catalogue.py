@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from django.urls import reverse
 
-from dpportal import release_engine
 from dpportal.models import Release
+from dpportal.releases import engine as release_engine
 from mechanisms import catalogue
 from mechanisms.__main__ import main
 from mechanisms.accounting import noise_scale

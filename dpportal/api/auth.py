@@ -26,7 +26,7 @@ from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 
 from dpportal import services
-from dpportal.login_limit import CACHE_ERRORS, client_address, count_refused_token
+from dpportal.access.login_limit import CACHE_ERRORS, client_address, count_refused_token
 from dpportal.signals import client_address as audit_address
 
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")

@@ -8,8 +8,9 @@ get 404, exactly as for a dataset that does not exist).
 from django.conf import settings
 from django.http import JsonResponse
 
-from dpportal import services, timing
-from dpportal.access import (
+from dpportal import services
+from dpportal.access import timing
+from dpportal.access.rules import (
     NOT_A_CUSTODIAN,
     dataset_for_owner,
     dataset_for_reader,
@@ -19,13 +20,13 @@ from dpportal.access import (
 )
 from dpportal.api.auth import ApiError, api_endpoint, form_data, form_errors, invalid, read_json
 from dpportal.api.present import dataset_json, ledger_json
-from dpportal.dataset_forms import DatasetUploadForm, PublicKnowledgeForm, SchemaColumnForm
-from dpportal.dataset_views import FORM_OVERHEAD_BYTES, shared_budget_text
-from dpportal.formatting import plain_number
-from dpportal.release_forms import ReleaseForm
-from dpportal.risk_words import preview_risk
+from dpportal.core.formatting import plain_number
+from dpportal.core.storage import UPLOAD_FIELD, PrivateUploadHandler
+from dpportal.datasets.forms import DatasetUploadForm, PublicKnowledgeForm, SchemaColumnForm
+from dpportal.datasets.views import FORM_OVERHEAD_BYTES, shared_budget_text
+from dpportal.releases.forms import ReleaseForm
+from dpportal.releases.risk_words import preview_risk
 from dpportal.signals import client_address
-from dpportal.storage import UPLOAD_FIELD, PrivateUploadHandler
 
 SCHEMA_FIELDS = ("name", "type", "lower", "upper", "bins", "categories", "unknown")
 

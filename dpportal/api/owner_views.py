@@ -6,11 +6,11 @@ from django.http import JsonResponse
 from django.urls import reverse
 
 from dpportal import services
-from dpportal.access import dataset_for_owner
-from dpportal.access_views import InvitationForm
+from dpportal.access.rules import dataset_for_owner
+from dpportal.access.views import InvitationForm
 from dpportal.api.auth import ApiError, api_endpoint, form_data, invalid, read_json
 from dpportal.api.present import dataset_json, when
-from dpportal.dataset_forms import AuditorForm, BudgetForm, DeleteForm
+from dpportal.datasets.forms import AuditorForm, BudgetForm, DeleteForm
 from dpportal.signals import client_address
 
 

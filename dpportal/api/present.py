@@ -8,12 +8,12 @@ are derived from the number of rows), no raw column header before a schema is co
 
 from django.urls import reverse
 
-from dpportal import packaging
-from dpportal.access import is_owner, raw_facts
-from dpportal.formatting import plain_number
-from dpportal.release_views import GENERIC_FAILURE, _release_as_seen, progress_payload
-from dpportal.risk_words import release_risk
-from dpportal.timing import shown_time
+from dpportal.access.rules import is_owner, raw_facts
+from dpportal.access.timing import shown_time
+from dpportal.core.formatting import plain_number
+from dpportal.releases import packaging
+from dpportal.releases.risk_words import release_risk
+from dpportal.releases.views import GENERIC_FAILURE, _release_as_seen, progress_payload
 
 
 def when(moment, *, exact: bool) -> str | None:

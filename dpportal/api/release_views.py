@@ -12,14 +12,15 @@ import hashlib
 from django.core.paginator import EmptyPage, PageNotAnInteger, Paginator
 from django.http import JsonResponse
 
-from dpportal import packaging, services
-from dpportal.access import dataset_for_owner, dataset_for_reader
+from dpportal import services
+from dpportal.access.rules import dataset_for_owner, dataset_for_reader
 from dpportal.api.auth import ApiError, api_endpoint, form_data, invalid, read_json
 from dpportal.api.present import release_json, when
-from dpportal.audit_views import _audit_filter, _owns, shown_details
+from dpportal.audit.views import _audit_filter, _owns, shown_details
 from dpportal.models import Release
-from dpportal.release_forms import ReleaseForm
-from dpportal.release_views import (
+from dpportal.releases import packaging
+from dpportal.releases.forms import ReleaseForm
+from dpportal.releases.views import (
     CONTENT_TYPES,
     _attachment,
     _audit_download,

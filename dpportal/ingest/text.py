@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
-from dpportal import files
+from dpportal.core import files
 from dpportal.ingest.detect import DELIMITERS, TextFormat, detect_format
 from dpportal.ingest.profile import ColumnProfile
 from dpportal.ingest.scan import ByteScan, IngestError

@@ -12,7 +12,7 @@ import zipfile
 from pathlib import Path
 from xml.parsers import expat
 
-from dpportal import files
+from dpportal.core import files
 from dpportal.ingest.detect import MAX_COLUMNS
 from dpportal.ingest.scan import IngestError
 

@@ -12,7 +12,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.db import transaction
 
-from dpportal.formatting import plain_number
+from dpportal.core.formatting import plain_number
 from dpportal.models import (
     AuditEvent,
     BudgetLedgerEntry,

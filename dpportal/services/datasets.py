@@ -1,7 +1,7 @@
 """Datasets: upload (validation, Parquet copy, profile, budget by content), auditors, schema
 confirmation and deletion.
 
-Files go through `dpportal.ingest` into private storage (`dpportal.files`); nothing is left
+Files go through `dpportal.ingest` into private storage (`dpportal.core.files`); nothing is left
 behind when a file is refused.
 """
 
@@ -14,7 +14,9 @@ from django.db import transaction
 from django.utils import timezone
 
 import mechanisms
-from dpportal import files, ingest, object_store, schema_checks, storage
+from dpportal import ingest
+from dpportal.core import files, object_store, storage
+from dpportal.datasets import schema_checks
 from dpportal.models import AuditEvent, Dataset, Release
 from dpportal.services import audit, estimates, publishing
 from dpportal.services.budget import budget_for, budget_values, check_neighbouring, locked_dataset

@@ -31,8 +31,8 @@ from django.db import transaction
 from django.utils import timezone
 
 import mechanisms
-from dpportal import release_engine
 from dpportal.models import DELTA_FIELD, EPSILON_FIELD, AuditEvent, BudgetLedgerEntry, Release
+from dpportal.releases import engine as release_engine
 from dpportal.services import audit
 from dpportal.services.budget import check_budget, ledger_write, locked_budget, locked_dataset
 from dpportal.services.errors import ServiceError

@@ -22,8 +22,9 @@ from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
-from dpportal import files, object_store, release_engine
+from dpportal.core import files, object_store
 from dpportal.models import AuditEvent, Release
+from dpportal.releases import engine as release_engine
 from dpportal.services import audit, publishing
 from dpportal.services.budget import locked_dataset_and_release
 from dpportal.services.releases import fail_and_refund, finish

@@ -15,8 +15,9 @@ from django.conf import settings
 from django.db import transaction
 
 import mechanisms
-from dpportal import charts, files, object_store, packaging, utility
+from dpportal.core import files, object_store
 from dpportal.models import Release
+from dpportal.releases import charts, packaging, utility
 from dpportal.services.budget import locked_dataset
 
 logger = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from dpportal import files, object_store
+from dpportal.core import files, object_store
 from dpportal.models import AuditEvent, Release
 from dpportal.services import audit, delivery
 from dpportal.services.budget import locked_dataset_and_release

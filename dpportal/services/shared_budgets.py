@@ -19,7 +19,7 @@ admitted meanwhile is lost.
 
 from django.db import transaction
 
-from dpportal.formatting import plain_number
+from dpportal.core.formatting import plain_number
 from dpportal.models import AuditEvent, Dataset
 from dpportal.services import audit
 from dpportal.services.budget import locked_budget

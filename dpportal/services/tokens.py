@@ -9,7 +9,7 @@ import secrets
 from django.db import transaction
 from django.utils import timezone
 
-from dpportal.credentials import ApiToken, secret_digest
+from dpportal.access.credentials import ApiToken, secret_digest
 from dpportal.models import AuditEvent
 from dpportal.services import audit
 from dpportal.services.errors import ServiceError

@@ -5,8 +5,8 @@ import re
 
 from django import template
 
-from dpportal import catalogue
-from dpportal.formatting import plain_number, rounded_number
+from dpportal.core.formatting import plain_number, rounded_number
+from dpportal.releases import catalogue
 
 register = template.Library()
 

@@ -29,7 +29,7 @@ from django.http import Http404, HttpResponse, JsonResponse
 from django.test import Client, override_settings
 from django.urls import URLPattern, URLResolver, get_resolver, path, reverse
 
-from dpportal.access import dataset_for_reader, datasets_visible_to
+from dpportal.access.rules import dataset_for_reader, datasets_visible_to
 from dpportal.api.auth import api_endpoint
 from dpportal.models import BudgetLedgerEntry, Dataset, Release
 from tests.conftest import CANARY, RAW_CANARIES
@@ -320,7 +320,7 @@ def custodian_only_view(request, pk):
 
 
 def raw_peek_view(request, pk):
-    from dpportal.release_engine import load_columns
+    from dpportal.releases.engine import load_columns
 
     dataset = Dataset.objects.filter(pk=pk).first()
     return HttpResponse(load_columns(dataset, ["workclass"]).iloc[0, 0] if dataset else "none")

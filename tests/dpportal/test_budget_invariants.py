@@ -27,8 +27,9 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from dpportal import release_engine, services
+from dpportal import services
 from dpportal.models import AuditEvent, BudgetLedgerEntry, Dataset, Release
+from dpportal.releases import engine as release_engine
 from mechanisms import ReleaseOutput
 from tests.helpers import make_dataset, make_user
 

@@ -20,8 +20,9 @@ from django.template.defaultfilters import filesizeformat
 from django.test import Client
 from django.urls import reverse
 
-from dpportal import packaging, services
+from dpportal import services
 from dpportal.models import AuditEvent, Release
+from dpportal.releases import packaging
 from mechanisms.package import PackageContext, build_package
 from tests.conftest import REPO_ROOT, wait_until
 from tests.dpportal.worker_app import start_worker

@@ -89,8 +89,8 @@ def test_every_long_running_service_has_a_health_check_that_exists():
             continue
         assert "healthcheck" in service, name
         test = service["healthcheck"]["test"]
-        if test[1:4] == ["python", "-m", "dpportal.heartbeats"]:
-            from dpportal import heartbeats
+        if test[1:4] == ["python", "-m", "dpportal.core.heartbeats"]:
+            from dpportal.core import heartbeats
 
             assert test[4] in {"reaper", "worker"} and heartbeats.beating_on_this_host
 

@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 from django.urls import reverse
 
-from dpportal import utility
 from dpportal.models import Dataset, Release
+from dpportal.releases import utility
 from tests.helpers import client_for, make_user, post_new_release, run_now, schema_post, upload
 from tests.real_tables import TABLES
 
@@ -119,7 +119,7 @@ def test_every_mechanism_releases_every_real_table_through_the_portal(table):
 
 
 def release_files(release):
-    from dpportal import packaging
+    from dpportal.releases import packaging
 
     return packaging.stored_files(release)
 

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import mechanisms
-from dpportal import charts
+from dpportal.releases import charts
 from mechanisms import csv_safety
 from tests.helpers import client_for, make_dataset, make_release, make_user
 

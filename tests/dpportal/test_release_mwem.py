@@ -6,8 +6,8 @@ import pandas as pd
 from django.urls import reverse
 
 import mechanisms
-from dpportal import packaging, utility
 from dpportal.models import Release
+from dpportal.releases import packaging, utility
 from tests.helpers import (
     DEMO_SCHEMA,
     chart_figures,

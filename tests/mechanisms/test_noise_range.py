@@ -251,7 +251,7 @@ def test_the_portal_preview_refuses_a_too_small_epsilon_and_accepts_the_forms_mi
     """The form's dry run turns this MechanismError into a form error (test_release_pages)."""
     from decimal import Decimal
 
-    from dpportal import release_engine
+    from dpportal.releases import engine as release_engine
 
     kwargs = {"mechanism": mechanism, "columns": ["x", "g"], "params": params}
     lines = release_engine.expected_accuracy(
