@@ -12,7 +12,6 @@ from django import forms
 import mechanisms
 from dpportal.core.formatting import rounded_number
 
-NAME = "statistics"
 KINDS = (
     ("count", "Count of rows"),
     ("sum", "Sum"),
@@ -22,7 +21,6 @@ KINDS = (
     ("median", "Median"),
     ("quantiles", "Quantiles (the percentiles below)"),
 )
-FIELDS = ("stats_kinds", "stats_quantiles", "stats_weights")
 
 
 def form_fields() -> dict[str, forms.Field]:
