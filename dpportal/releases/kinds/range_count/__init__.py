@@ -16,7 +16,7 @@ from dpportal.core.form_fields import WHOLE_NUMBER_INPUT
 from dpportal.releases import charts, packaging
 from dpportal.releases.comparisons import MAX_SCATTER_POINTS
 from dpportal.releases.kinds.base import Kind
-from dpportal.releases.kinds.range_count import charts as range_charts
+from dpportal.releases.kinds.range_count import figures as range_charts
 from dpportal.releases.kinds.range_count import verdict as range_verdict
 from dpportal.releases.kinds.range_count.query_form import RangeQueryForm
 from mechanisms.range_count.api import MECHANISM_NAMES, load_structure

@@ -5,7 +5,7 @@ medians and percentiles per group, each with its 95% interval; settings and prev
 from django import forms
 
 from dpportal.releases.kinds.base import Kind
-from dpportal.releases.kinds.statistics import charts as statistics_charts
+from dpportal.releases.kinds.statistics import figures as statistics_charts
 from dpportal.releases.kinds.statistics import portal
 
 

@@ -1,5 +1,5 @@
 """The portal's side of the summary-statistics release: form fields, parameters and preview
-text (its error-bar charts: dpportal.releases.kinds.statistics.charts).
+text (its error-bar charts: dpportal.releases.kinds.statistics.figures).
 
 In the form, the numeric columns ticked in step 2 get the chosen statistics; the categorical
 columns ticked there (at most two) group them. The groups are the schema's declared categories
