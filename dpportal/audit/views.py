@@ -270,18 +270,22 @@ def ledger_figure(dataset, entries, *, exact) -> dict:
 def audit_log(request):
     form, events = filtered_events(request)
     page = Paginator(events, 100).get_page(request.GET.get("page"))
-    visible = {}
-    for event in page.object_list:
-        event.shown_details = shown_details(event, request.user, visible)
-        event.shown_when = shown_time_text(
-            event.created_at, exact=is_owner(request.user, event.dataset)
+    visible: dict[int, frozenset[str]] = {}
+    rows = [
+        (
+            event,
+            shown_time_text(event.created_at, exact=is_owner(request.user, event.dataset)),
+            shown_details(event, request.user, visible),
         )
+        for event in page.object_list
+    ]
     return render(
         request,
         "dpportal/audit/log.html",
         {
             "form": form,
             "page": page,
+            "rows": rows,
             "nav": "audit",
             "query": _query_without(request, "page"),
         },
@@ -305,7 +309,7 @@ def audit_log_csv(request):
         "previous_hash",
         "hash",
     ]
-    visible = {}
+    visible: dict[int, frozenset[str]] = {}
     rows = (
         [
             e.pk,
