@@ -30,7 +30,7 @@ from mechanisms.accounting import (
 )
 from mechanisms.chunks import ChunkedTable, EngineTable
 from mechanisms.errors import MechanismError
-from mechanisms.mwem import _run_mwem
+from mechanisms.mwem import run_mwem
 from mechanisms.noise import RandomSource, resolve_rng
 from mechanisms.range_count.api import MECHANISM_NAMES, range_count_release
 from mechanisms.release import PACKAGE_VERSION, Progress, ReleaseOutput, json_ready
@@ -170,7 +170,7 @@ CATALOGUE: dict[str, MechanismSpec] = {
         title="Synthetic data (MWEM)",
         summary="synthetic rows fitted to a workload of marginals or ranges "
         "(Hardt, Ligett & McSherry)",
-        run=_run_mwem,
+        run=run_mwem,
         parameters=(
             Parameter(
                 "rounds",

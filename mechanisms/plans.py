@@ -21,7 +21,7 @@ import numpy as np
 
 from mechanisms.accounting import noise_scale
 from mechanisms.histogram import count_sensitivity, min_admissible_mix
-from mechanisms.mwem import SELECT_FRACTION, _workload_spec, plan_budget
+from mechanisms.mwem import SELECT_FRACTION, plan_budget, workload_spec
 from mechanisms.noise import RandomSource, check_count_noise, secure_source
 from mechanisms.schema import NumericColumn, Schema
 from mechanisms.workload import expand_workload
@@ -130,7 +130,7 @@ def mwem_plan(
     columns = list(columns)
     shape = schema.domain_shape(columns)
     ordered = {c for c in columns if isinstance(schema.column(c), NumericColumn)}
-    workload = expand_workload(_workload_spec(params, len(columns)), columns, shape, ordered)
+    workload = expand_workload(workload_spec(params, len(columns)), columns, shape, ordered)
     plan = plan_budget(
         max(n or 0, 1),
         epsilon,

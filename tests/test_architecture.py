@@ -323,6 +323,57 @@ def test_the_django_checks_catch_a_planted_import(tmp_path):
     assert result.returncode != 0 and "django" in result.stderr
 
 
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def private_imports(root: Path) -> list[str]:
+    """Imports of a private name (one starting with `_`; dunder names like __version__ are
+    public) from another module, anywhere in the package at `root`: `from m import _x` and
+    `import m._x`, at module top or inside a function. Given as "file: module.name"."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                source = "." * node.level + (node.module or "")
+                names = [f"{source}.{a.name}" for a in node.names if _is_private(a.name)]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names if any(map(_is_private, a.name.split(".")))]
+            else:
+                continue
+            found += [f"{path.relative_to(root.parent).as_posix()}: {name}" for name in names]
+    return found
+
+
+def test_no_module_imports_a_private_name_from_another():
+    """A name starting with `_` is its module's own: code another module needs gets a public
+    name in the module of its concept (e.g. dpportal.releases.presentation, shared by the
+    release pages and the API). Tests are exempt: they may reach into a module's private
+    names to test or replace them (`monkeypatch.setattr(measure, "_sensitivity", ...)`)."""
+    found = set()
+    for package in PACKAGES:
+        found.update(private_imports(REPO_ROOT / package))
+    assert sorted(found) == []
+
+
+def test_a_planted_private_import_is_found(tmp_path):
+    """Guard for the test above: private names imported at the top, inside a function, by a
+    relative import or as a submodule are found; dunder and public names are not."""
+    package = tmp_path / "planted"
+    package.mkdir()
+    (package / "__init__.py").write_text("from planted.rules import __version__, visible\n")
+    (package / "views.py").write_text(
+        "from planted.rules import _owns, visible\n"
+        "def page():\n    from .rules import _audit_filter\n"
+        "import planted._helpers.io\n"
+    )
+    assert sorted(private_imports(package)) == [
+        "planted/views.py: .rules._audit_filter",
+        "planted/views.py: planted._helpers.io",
+        "planted/views.py: planted.rules._owns",
+    ]
+
+
 FILE_WRITES = {"write_bytes", "write_text", "chmod", "mkstemp", "NamedTemporaryFile"}
 
 

@@ -195,7 +195,7 @@ class LimitedPasswordChangeView(PasswordChangeView):
 
     def _form_page(self, request, status):
         context = self.get_context_data(form=self.get_form_class()(user=request.user))
-        return render(request, self.template_name, context, status=status)
+        return render(request, self.get_template_names(), context, status=status)
 
 
 def _reserve_or_refuse(request, username, address, page):

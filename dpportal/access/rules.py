@@ -81,8 +81,10 @@ def dataset_for_reader(user, pk):
     return dataset
 
 
-def is_owner(user, dataset) -> bool:
-    return dataset.owner_id == user.pk
+def is_owner(user, dataset: Dataset | None) -> bool:
+    """Whether `user` owns `dataset` (never for no dataset, as of a sign-in event). Owners see
+    exact times; everyone else sees them cut to the minute (dpportal/access/timing.py)."""
+    return dataset is not None and dataset.owner_id == user.pk
 
 
 def facts_visible_to(user, dataset) -> frozenset[str]:

@@ -161,7 +161,7 @@ def invitation_accept(request, secret):
         problem = services.invitations.OTHER_ADDRESS
         return render(request, "dpportal/access/invitation.html", {"problem": problem}, status=403)
     form = None if signed_in else InvitedUserForm(request.POST or None)
-    if request.method == "POST" and (signed_in or form.is_valid()):
+    if request.method == "POST" and (form is None or form.is_valid()):
         try:
             user = _accept(request, secret, form, invitation.email)
         except services.invitations.OtherAddress as exc:

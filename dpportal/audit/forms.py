@@ -3,6 +3,7 @@
 from django import forms
 from django.contrib.auth import get_user_model
 
+from dpportal.core.form_fields import choice_field
 from dpportal.models import AuditEvent, Release
 from dpportal.releases.catalogue import mechanism_title
 
@@ -29,7 +30,8 @@ class DateRangeForm(forms.Form):
     )
 
     def clean(self):
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         start, end = cleaned.get("date_from"), cleaned.get("date_to")
         if start and end and start > end:
             raise forms.ValidationError(
@@ -70,10 +72,10 @@ class ReleaseFilterForm(DateRangeForm):
 
     def __init__(self, data, *, releases, datasets):
         super().__init__(data)
-        self.fields["dataset"].choices = ANY + [(str(d.pk), d.name) for d in datasets]
+        choice_field(self, "dataset").choices = ANY + [(str(d.pk), d.name) for d in datasets]
         mechanisms = sorted(set(releases.values_list("mechanism", flat=True)))
-        self.fields["mechanism"].choices = ANY + [(m, method_title(m)) for m in mechanisms]
-        self.fields["user"].choices = _user_choices(releases.values("requested_by"))
+        choice_field(self, "mechanism").choices = ANY + [(m, method_title(m)) for m in mechanisms]
+        choice_field(self, "user").choices = _user_choices(releases.values("requested_by"))
 
     def apply(self, releases):
         """The filtered and sorted queryset (unfiltered if the form is invalid)."""
@@ -120,7 +122,7 @@ class AuditFilterForm(DateRangeForm):
 
     def __init__(self, data, *, datasets):
         super().__init__(data)
-        self.fields["dataset"].choices = ANY + [(str(d.pk), d.name) for d in datasets]
+        choice_field(self, "dataset").choices = ANY + [(str(d.pk), d.name) for d in datasets]
 
     def apply(self, events):
         if not self.is_valid():

@@ -10,8 +10,7 @@ from datetime import date
 from decimal import Decimal
 
 from django.core.paginator import Paginator
-from django.db.models import Q
-from django.http import HttpResponse, HttpResponseBadRequest
+from django.http import HttpResponseBadRequest
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
@@ -21,13 +20,15 @@ from dpportal.access import timing
 from dpportal.access.rules import (
     dataset_for_reader,
     datasets_visible_to,
-    facts_visible_to,
+    is_owner,
     releases_visible_to,
 )
 from dpportal.access.timing import shown_time, shown_time_text
-from dpportal.audit.forms import AuditFilterForm, ReleaseFilterForm, method_title
+from dpportal.audit.events import filtered_events, shown_details
+from dpportal.audit.forms import ReleaseFilterForm, method_title
+from dpportal.core.downloads import attachment
 from dpportal.core.formatting import plain_number
-from dpportal.models import AuditEvent, Release
+from dpportal.models import Release
 from mechanisms.csv_safety import escape_cell
 
 RELEASE_COLUMNS = [
@@ -110,14 +111,8 @@ def release_list_csv(request):
         "requested_at",
         "finished_at",
     ]
-    rows = (_release_row(r, exact=_owns(request.user, r.dataset)) for r in releases)
+    rows = (_release_row(r, exact=is_owner(request.user, r.dataset)) for r in releases)
     return _csv_download(f"releases-{date.today():%Y%m%d}.csv", header, rows)
-
-
-def _owns(user, dataset) -> bool:
-    """Owners see exact times; auditors (and everyone for sign-in events, which have no
-    dataset) see them cut to the minute (dpportal/access/timing.py)."""
-    return dataset is not None and dataset.owner_id == user.pk
 
 
 def _release_row(release, *, exact) -> list:
@@ -152,8 +147,7 @@ def _invalid_filters(form, page_name):
 
 def _csv_download(filename, header, rows):
     """A CSV attachment with every text cell escaped against spreadsheet formula injection."""
-    response = HttpResponse(content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    response = attachment(b"", filename, "text/csv; charset=utf-8")
     writer = csv.writer(response, lineterminator="\r\n")
     writer.writerow(header)
     for row in rows:
@@ -181,7 +175,7 @@ def _ledger(request, pk):
     """The dataset (404 unless the user owns or audits it), its ledger entries as the user may
     see them, and whether times are shown exactly (owners) or to the minute (auditors)."""
     dataset = dataset_for_reader(request.user, pk)
-    exact = _owns(request.user, dataset)
+    exact = is_owner(request.user, dataset)
     entries = dataset.ledger.select_related("release", "release__requested_by")
     if not exact:  # auditors see entries (e.g. a refund when a release fails) on the minute
         entries = entries.filter(created_at__lt=timing.last_whole_minute())
@@ -272,65 +266,26 @@ def ledger_figure(dataset, entries, *, exact) -> dict:
     }
 
 
-# Event details that are raw-data facts (dpportal.access.rules.facts_visible_to decides who sees
-# each); every other detail is public to whoever may see the event.
-DETAIL_FACTS = {
-    "sha256": "sha256",
-    "rows": "row_count",
-    "row_count": "row_count",
-    "size_bytes": "size_bytes",
-    "reason": "failure_reason",
-}
-UPLOAD_DETAIL_FACTS = {**DETAIL_FACTS, "file": "original_filename"}  # elsewhere: a package file
-
-
-def shown_details(event, user, visible: dict | None = None) -> dict:
-    """The event's details without the raw-data facts the user may not see. `visible` caches
-    facts_visible_to per dataset over one page or export."""
-    if event.dataset is None:
-        return event.details
-    visible = {} if visible is None else visible
-    if event.dataset_id not in visible:
-        visible[event.dataset_id] = facts_visible_to(user, event.dataset)
-    facts = UPLOAD_DETAIL_FACTS if event.action == AuditEvent.Action.UPLOAD else DETAIL_FACTS
-    return {
-        k: v
-        for k, v in event.details.items()
-        if k not in facts or facts[k] in visible[event.dataset_id]
-    }
-
-
-def _visible_events(user):
-    """Events of the user's datasets and their own sign-ins; events of datasets they only audit
-    appear on the minute (T10), so polling the log does not time a release to the second."""
-    visible = datasets_visible_to(user).values("pk")
-    on_the_minute = Q(dataset__owner=user) | Q(created_at__lt=timing.last_whole_minute())
-    return AuditEvent.objects.filter(
-        (Q(dataset__in=visible) & on_the_minute) | Q(actor=user, dataset__isnull=True)
-    ).select_related("dataset")
-
-
-def _audit_filter(request):
-    form = AuditFilterForm(request.GET or None, datasets=datasets_visible_to(request.user))
-    return form, form.apply(_visible_events(request.user)).order_by("-pk")
-
-
 @require_GET
 def audit_log(request):
-    form, events = _audit_filter(request)
+    form, events = filtered_events(request)
     page = Paginator(events, 100).get_page(request.GET.get("page"))
-    visible = {}
-    for event in page.object_list:
-        event.shown_details = shown_details(event, request.user, visible)
-        event.shown_when = shown_time_text(
-            event.created_at, exact=_owns(request.user, event.dataset)
+    visible: dict[int, frozenset[str]] = {}
+    rows = [
+        (
+            event,
+            shown_time_text(event.created_at, exact=is_owner(request.user, event.dataset)),
+            shown_details(event, request.user, visible),
         )
+        for event in page.object_list
+    ]
     return render(
         request,
         "dpportal/audit/log.html",
         {
             "form": form,
             "page": page,
+            "rows": rows,
             "nav": "audit",
             "query": _query_without(request, "page"),
         },
@@ -339,7 +294,7 @@ def audit_log(request):
 
 @require_GET
 def audit_log_csv(request):
-    form, events = _audit_filter(request)
+    form, events = filtered_events(request)
     if form.is_bound and not form.is_valid():
         return _invalid_filters(form, "audit_log")
     header = [
@@ -354,11 +309,11 @@ def audit_log_csv(request):
         "previous_hash",
         "hash",
     ]
-    visible = {}
+    visible: dict[int, frozenset[str]] = {}
     rows = (
         [
             e.pk,
-            shown_time(e.created_at, exact=_owns(request.user, e.dataset)).isoformat(),
+            shown_time(e.created_at, exact=is_owner(request.user, e.dataset)).isoformat(),
             e.actor_name or "system",
             e.action,
             e.dataset.name if e.dataset else "",

@@ -68,3 +68,12 @@ class DisplayTextField(forms.CharField):
     def clean(self, value):
         value = super().clean(value)
         return clean_display_text(value, multiline=self.multiline) if value else value
+
+
+def choice_field(form: forms.BaseForm, name: str) -> forms.ChoiceField:
+    """The form's field `name`, a ChoiceField whose choices the form sets when it is made (from
+    the user's datasets, a schema's columns)."""
+    field = form.fields[name]
+    if not isinstance(field, forms.ChoiceField):
+        raise TypeError(f"the field {name!r} is a {type(field).__name__}, not a ChoiceField")
+    return field

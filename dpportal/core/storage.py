@@ -6,11 +6,13 @@ by chunk, so an oversized upload is refused before it is stored, and a partial f
 whenever the upload or its ingest fails.
 """
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.core.files.uploadhandler import FileUploadHandler, StopFutureHandlers, StopUpload
+from django.http import HttpRequest
 
 from dpportal.core import files
 from dpportal.ingest import ByteScan
@@ -47,52 +49,63 @@ class PrivateUpload(UploadedFile):
         self.path.unlink(missing_ok=True)
 
 
+@dataclass
+class _Receiving:
+    """The dataset file while it streams in: where it goes, its writer and its scan."""
+
+    path: Path
+    out: files.PrivateWriter
+    scan: ByteScan
+    name: str
+    content_type: str
+
+
 class PrivateUploadHandler(FileUploadHandler):
     """Stream the one dataset file into private storage, refusing it once it passes the limit."""
 
-    def __init__(self, request=None, max_bytes=None):
+    def __init__(self, request: HttpRequest | None = None, max_bytes: int | None = None):
         super().__init__(request)
         self.max_bytes = max_bytes if max_bytes is not None else settings.MAX_UPLOAD_BYTES
         self.exceeded = False
-        self._out = None
-        self._path = None
-        self._scan = None
+        self._receiving: _Receiving | None = None
         self._done = False
 
-    def new_file(self, field_name, file_name, *args, **kwargs):
-        super().new_file(field_name, file_name, *args, **kwargs)
-        if field_name == UPLOAD_FIELD and self._path is None:
-            _name, self._path = files.new_storage_name(".upload")
-            self._out = files.PrivateWriter(self._path)  # committed in file_complete
-            self._scan = ByteScan()
+    def new_file(self, field_name: str, file_name: str, content_type: str, *args, **kwargs):
+        super().new_file(field_name, file_name, content_type, *args, **kwargs)
+        if field_name == UPLOAD_FIELD and self._receiving is None:
+            _name, path = files.new_storage_name(".upload")
+            out = files.PrivateWriter(path)  # committed in file_complete
+            self._receiving = _Receiving(path, out, ByteScan(), file_name, content_type)
         raise StopFutureHandlers()
 
-    def receive_data_chunk(self, raw_data, start):
-        if self._out is None or self._done:
+    def receive_data_chunk(self, raw_data: bytes, start: int) -> None:
+        receiving = self._receiving
+        if receiving is None or self._done:
             return None  # any other file field is dropped unread
-        if self._scan.size + len(raw_data) > self.max_bytes:
+        if receiving.scan.size + len(raw_data) > self.max_bytes:
             self.exceeded = True
             self._abandon()
             raise StopUpload(connection_reset=False)
-        self._scan.update(raw_data)
-        self._out.file.write(raw_data)
+        receiving.scan.update(raw_data)
+        receiving.out.file.write(raw_data)
         return None
 
-    def file_complete(self, file_size):
-        if self._out is None or self._done:
+    def file_complete(self, file_size: int) -> PrivateUpload | None:
+        receiving = self._receiving
+        if receiving is None or self._done:
             return None
-        self._out.commit()
+        receiving.out.commit()
         self._done = True
-        self._scan.finish()
-        return PrivateUpload(self._path, self.file_name, self._scan, self.content_type)
+        receiving.scan.finish()
+        return PrivateUpload(receiving.path, receiving.name, receiving.scan, receiving.content_type)
 
-    def upload_interrupted(self):
+    def upload_interrupted(self) -> None:
         self._abandon()
 
-    def _abandon(self):
-        if self._out is not None and not self._done:
-            self._out.discard()
-        if self._path is not None:
-            self._path.unlink(missing_ok=True)
-        self._out = None
+    def _abandon(self) -> None:
+        receiving = self._receiving
+        if receiving is not None:
+            if not self._done:
+                receiving.out.discard()
+            receiving.path.unlink(missing_ok=True)
         self._done = True

@@ -8,6 +8,7 @@ from django.views.decorators.http import require_POST
 
 from dpportal import services
 from dpportal.access.rules import dataset_for_owner
+from dpportal.core.form_fields import choice_field
 from dpportal.core.formatting import plain_number
 from dpportal.models import Dataset
 from dpportal.signals import client_address
@@ -44,7 +45,7 @@ class SamePeopleForm(forms.Form):
 
     def __init__(self, *args, dataset, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["other"].choices = [(d.pk, d.name) for d in other_datasets(dataset)]
+        choice_field(self, "other").choices = [(d.pk, d.name) for d in other_datasets(dataset)]
 
 
 def other_datasets(dataset):
@@ -65,7 +66,7 @@ def dataset_budget_join(request, pk):
     dataset = dataset_for_owner(request.user, pk)
     form = SamePeopleForm(request.POST, dataset=dataset)
     if not form.is_valid():
-        problems = [" ".join(errors) for errors in form.errors.values()]
+        problems = [" ".join(map(str, errors)) for errors in form.errors.values()]
         messages.error(request, "Nothing was changed: " + " ".join(problems))
         return redirect("dataset_detail", pk=dataset.pk)
     other = dataset_for_owner(request.user, form.cleaned_data["other"])

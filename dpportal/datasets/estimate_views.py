@@ -39,7 +39,7 @@ def dataset_estimate(request, pk):
             return JsonResponse({"ok": False, "error": str(exc)}, status=400)
         messages.error(request, f"Nothing was spent: {exc}")
         return redirect("dataset_schema", pk=dataset.pk)
-    result = release.manifest["result"]
+    result = services.estimates.estimate_result(release)
     text = estimate_text(kind, result, release.epsilon)
     if wants_json:
         return JsonResponse({"ok": True, "kind": kind, "text": text, **_public(result)})
@@ -64,7 +64,8 @@ def posted_person(data, dataset):
     form = PersonForm(data, columns=dataset.columns)
     if not form.is_valid():
         problems = [
-            f"{form[name].label} {' '.join(errors)}" for name, errors in form.errors.items()
+            f"{form[name].label} {' '.join(map(str, errors))}"
+            for name, errors in form.errors.items()
         ]
         raise services.ServiceError(" ".join(problems))
     column = form.cleaned_data["person_column"]

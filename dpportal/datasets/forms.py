@@ -6,7 +6,7 @@ from django import forms
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 
-from dpportal.core.form_fields import DisplayTextField, PlainDecimalField
+from dpportal.core.form_fields import DisplayTextField, PlainDecimalField, choice_field
 from dpportal.models import Neighbouring
 
 HEADER_CHOICES = [
@@ -199,12 +199,12 @@ class SchemaColumnForm(forms.Form):
         refuse its values (`Schema.accepting`): "reject" is not offered."""
         super().__init__(*args, **kwargs)
         if stays_where_it_lives:
-            for name in ("unknown", "missing"):
-                field = self.fields[name]
-                field.choices = [c for c in field.choices if c[0] != "reject"]
+            for name, offered in (("unknown", UNKNOWN_CHOICES), ("missing", MISSING_CHOICES)):
+                choice_field(self, name).choices = [c for c in offered if c[0] != "reject"]
 
     def clean(self):
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         kind = data.get("type")
         if kind == "numeric":
             self._clean_numeric(data)

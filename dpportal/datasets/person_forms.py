@@ -6,6 +6,7 @@ The answer becomes the schema's `{"name": ..., "role": "person_id"}` column and 
 
 from django import forms
 
+from dpportal.core.form_fields import choice_field
 from mechanisms.persons import MAX_ROWS_LIMIT, PERSON_ROLE
 
 NO_PERSON = ""
@@ -35,13 +36,14 @@ class PersonForm(forms.Form):
 
     def __init__(self, *args, columns, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["person_column"].choices = [
+        choice_field(self, "person_column").choices = [
             (NO_PERSON, "No: each row is a different person"),
             *[(c, f"Yes: the column {c}") for c in columns],
         ]
 
     def clean(self):
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if data.get("person_column") and not data.get("max_rows_per_person"):
             if "max_rows_per_person" not in self.errors:
                 self.add_error(

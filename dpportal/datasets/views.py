@@ -145,14 +145,12 @@ def _upload_page(request, form, status=200):
 def dataset_detail(request, pk):
     dataset = dataset_for_reader(request.user, pk)
     owner = is_owner(request.user, dataset)
-    releases = list(Release.objects.filter(dataset=dataset).select_related("requested_by"))
-    for release in releases:  # auditors: the status as of the last whole minute (T10)
-        release.shown_status_label = Release.Status(shown_status(release, exact=owner)).label
+    releases = Release.objects.filter(dataset=dataset).select_related("requested_by")
     context = {
         "dataset": dataset,
         "is_owner": owner,
         "nav": "datasets",
-        "releases": [(r, url_or_none("release_detail", pk=r.pk)) for r in releases],
+        "releases": [_release_row(r, owner) for r in releases],
         "new_release_url": url_or_none("release_new", dataset_pk=dataset.pk),
         "ledger_url": url_or_none("dataset_ledger", pk=dataset.pk),
         "schema_rows": _schema_rows(dataset.schema) if dataset.schema_confirmed else [],
@@ -166,6 +164,13 @@ def dataset_detail(request, pk):
         "invitations": services.pending_invitations(dataset) if owner else [],
     }
     return render(request, "dpportal/datasets/detail.html", context)
+
+
+def _release_row(release: Release, owner: bool) -> tuple[Release, str | None, str]:
+    """The release, its page's address (`url_or_none`) and its status label: for auditors, the
+    status as of the last whole minute (T10)."""
+    label = Release.Status(shown_status(release, exact=owner)).label
+    return release, url_or_none("release_detail", pk=release.pk), label
 
 
 def _percent(part, whole) -> int:

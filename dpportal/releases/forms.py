@@ -11,7 +11,7 @@ from django import forms
 from django.core import signing
 
 import mechanisms
-from dpportal.core.form_fields import DECIMAL_INPUT
+from dpportal.core.form_fields import DECIMAL_INPUT, choice_field
 from dpportal.releases import catalogue
 from dpportal.releases import engine as release_engine
 from dpportal.releases.kinds import all_kinds, kind_of
@@ -95,9 +95,10 @@ class ReleaseForm(forms.Form):
         self.schema = mechanisms.Schema.from_dict(dataset.schema)
         for kind in all_kinds():  # the settings of every kind (shared names: one field)
             self.fields.update(kind.form_fields())
-        self.fields["mechanism"].choices = [(c.name, c.title) for c in catalogue.cards()]
-        self.fields["mechanism"].initial = next(iter(self.fields["mechanism"].choices), ("",))[0]
-        self.fields["columns"].choices = [
+        mechanism = choice_field(self, "mechanism")
+        mechanism.choices = [(c.name, c.title) for c in catalogue.cards()]
+        mechanism.initial = next(iter(mechanism.choices), ("",))[0]
+        choice_field(self, "columns").choices = [
             (name, f"{name} ({_describe(spec)})") for name, spec in self.releasable_columns()
         ]
         if dataset.is_external:  # a table that stays where it lives: where to count it
@@ -130,7 +131,8 @@ class ReleaseForm(forms.Form):
         }
 
     def clean(self):
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if self.user is not None:
             token = self.data.get("submission", "")
             data["submission"] = submission_nonce(token, self.user, self.dataset)
@@ -139,7 +141,7 @@ class ReleaseForm(forms.Form):
         mechanism, columns = data.get("mechanism"), data.get("columns")
         if data.get("delta") is None:
             data["delta"] = Decimal("0")
-        if not catalogue.needs_delta(mechanism):
+        if not mechanism or not catalogue.needs_delta(mechanism):
             data["delta"] = Decimal("0")
         if mechanism and (refusal := kind_of(mechanism).refusal(self.dataset)):
             self.add_error("mechanism", refusal)

@@ -51,7 +51,8 @@ class TargetForm(forms.Form):
             del self.fields["target_percent"]  # add-remove or a person column: n is private
 
     def clean(self):
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         rows, percent = data.get("target_rows"), data.get("target_percent")
         if self.errors:
             return data
@@ -59,7 +60,7 @@ class TargetForm(forms.Form):
             raise forms.ValidationError("Enter the accuracy you need: a number of rows.")
         if rows is not None and percent is not None:
             raise forms.ValidationError("Enter rows or a percentage, not both.")
-        data["target"] = rows if rows is not None else percent / 100 * self.dataset.row_count
+        data["target"] = rows if percent is None else percent / 100 * self.dataset.row_count
         if data["target"] < 0.5:
             raise forms.ValidationError(
                 f"{percent}% of the {self.dataset.row_count:,} rows is under half a row: "

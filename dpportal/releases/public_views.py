@@ -20,9 +20,10 @@ from django.views.decorators.http import require_GET, require_POST
 
 from dpportal import services
 from dpportal.core import files
+from dpportal.core.downloads import attachment, content_type_for
 from dpportal.models import Release
 from dpportal.releases import packaging
-from dpportal.releases.views import CONTENT_TYPES, release_for_owner
+from dpportal.releases.presentation import release_for_owner
 from dpportal.signals import client_address
 from mechanisms import package
 
@@ -111,13 +112,10 @@ def public_release_file(request, pk, filename):
     content = packaging.package_file(release, filename)
     if content is None:
         raise Http404("No such file in this release.")
-    suffix = filename[filename.rfind(".") :]
-    response = HttpResponse(
-        content, content_type=CONTENT_TYPES.get(suffix, "application/octet-stream")
-    )
-    how = "inline" if suffix == ".pdf" else "attachment"  # report.html inlines its CSS: the
-    response["Content-Disposition"] = f'{how}; filename="release-{release.pk}-{filename}"'
-    response["X-Content-Type-Options"] = "nosniff"  # CSP would block it here; the page is it
+    # Only the PDF opens in the browser: report.html inlines its CSS, which the portal's
+    # Content-Security-Policy would block here (the public page is that report).
+    name = f"release-{release.pk}-{filename}"
+    response = attachment(content, name, content_type_for(filename), inline=name.endswith(".pdf"))
     return _revalidated(response)
 
 

@@ -37,13 +37,7 @@ from dpportal.services.datasets import (
 from dpportal.services.delivery import release_queue
 from dpportal.services.errors import DuplicateSubmission, ServiceError
 from dpportal.services.estimates import estimate_column, estimate_cost, latest_estimates
-from dpportal.services.execution import (
-    LeaseLost,
-    _mark_data_read,
-    _release_claim,
-    _release_fail,
-    release_run,
-)
+from dpportal.services.execution import LeaseLost, release_run
 from dpportal.services.invitations import (
     invitation_accept,
     invitation_for_secret,
@@ -67,9 +61,6 @@ __all__ = [
     "DuplicateSubmission",
     "LeaseLost",
     "ServiceError",
-    "_mark_data_read",
-    "_release_claim",
-    "_release_fail",
     "audit_record",
     "budgets_join",
     "audit_verify_chain",

@@ -5,6 +5,7 @@ Files go through `dpportal.ingest` into private storage (`dpportal.core.files`);
 behind when a file is refused.
 """
 
+import functools
 from decimal import Decimal
 from pathlib import Path
 
@@ -278,7 +279,7 @@ def dataset_delete(*, dataset, user, remote_addr=None):
             details={"sha256": locked.sha256, "public_pages_withdrawn": withdrawn},
         )
         for name in stored:
-            transaction.on_commit(lambda name=name: object_store.remove_stored(name))
+            transaction.on_commit(functools.partial(object_store.remove_stored, name))
         transaction.on_commit(lambda: publishing.release_remove_utility_reports(locked))
     return locked
 

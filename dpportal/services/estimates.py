@@ -25,6 +25,7 @@ once an estimate, or a release that read the data, used the old one (`check_sche
 
 from dataclasses import dataclass
 from decimal import ROUND_DOWN, ROUND_UP, Decimal
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -97,6 +98,13 @@ def estimate_column(*, dataset, user, column, kind, person=CONFIRMED, remote_add
         spend = Spend(column, kind, epsilon, delta, person)
         release = _record(locked, user, spend, found, remote_addr)
     return release
+
+
+def estimate_result(release: Release) -> dict[str, Any]:
+    """The DP estimate a done estimate release holds (what `estimate_column` recorded)."""
+    if release.manifest is None or "result" not in release.manifest:
+        raise ServiceError(f"Release {release.pk} holds no estimate.")
+    return release.manifest["result"]
 
 
 def estimate_person(dataset, person):

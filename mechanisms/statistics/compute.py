@@ -62,7 +62,12 @@ class Row:
     scale: float
 
 
-def _split(epsilon: float, parts: int) -> float:
+def epsilon_part(epsilon: float, parts: int) -> float:
+    """One of `parts` equal shares of `epsilon`, rounded down.
+
+    Rounded down so that the shares never sum to more than `epsilon`: sequential composition
+    spends at most what was asked.
+    """
     return float_at_most(Fraction(epsilon) / parts)
 
 
@@ -242,7 +247,7 @@ class Computer:
             half = laplace_halfwidth(scale) / max(known, 1)
             m = float(sums[0]) / max(known, 1)
             return [clip_row(Row(c + m, c + m - half, c + m + half, scale), spec)]
-        part = _split(epsilon, 2)
+        part = epsilon_part(epsilon, 2)
         sums, scale = self.noisy_sums(groups, -r, r, part, self.may_miss(column))
         counts, count_scale = self.noisy_counts(part, column)
         rows = []
@@ -270,7 +275,7 @@ class Computer:
         c, r = centre(spec)
         groups = [g - c for g in self.values(column)]
         squares = [np.minimum(g * g, r * r) for g in groups]
-        part = _split(epsilon, 3)
+        part = epsilon_part(epsilon, 3)
         missing = self.may_miss(column)
         s1, scale1 = self.noisy_sums(groups, -r, r, part, missing)
         s2, scale2 = self.noisy_sums(squares, 0.0, r * r, part, missing)

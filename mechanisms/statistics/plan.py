@@ -12,7 +12,7 @@ from typing import Any
 from mechanisms.accounting import noise_scale
 from mechanisms.plans import NoisePlan
 from mechanisms.schema import NumericColumn, Schema
-from mechanisms.statistics.compute import _split, missing_columns, selected_request
+from mechanisms.statistics.compute import epsilon_part, missing_columns, selected_request
 from mechanisms.statistics.measures import (
     centre,
     count_scale,
@@ -113,12 +113,12 @@ def _preview(
             scale = noise_scale(sum_transformation(-r, r, neighbouring, public_n)[1], epsilon)
             half = laplace_halfwidth(scale) / max(public_n, 1)
         else:
-            part = _split(epsilon, 2)
+            part = epsilon_part(epsilon, 2)
             scale = noise_scale(sum_transformation(-r, r, neighbouring, public_n)[1], part)
             half = laplace_halfwidth(scale) / size
         return {**record, "noise_scale": scale, "halfwidth": half, "unit": stat.column}
     if stat.kind in ("variance", "std"):
-        part = _split(epsilon, 3)
+        part = epsilon_part(epsilon, 3)
         scale = noise_scale(sum_transformation(0.0, r * r, neighbouring, public_n)[1], part)
         cs = count_scale(part, neighbouring, public_n)
         half = linear_halfwidth(

@@ -9,6 +9,7 @@ from django.urls import URLPattern, get_resolver, reverse
 from openapi_spec_validator import validate
 
 from dpportal.api import openapi
+from dpportal.api.auth import endpoint_methods
 
 pytestmark = pytest.mark.django_db
 
@@ -25,7 +26,7 @@ def api_routes(resolver=None) -> dict[str, set[str]]:
             if pattern.name == "api_openapi":
                 continue
             path = "/api/v1/" + re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", str(pattern.pattern))
-            found[path] = {m.lower() for m in pattern.callback.api_methods}
+            found[path] = {m.lower() for m in endpoint_methods(pattern.callback)}
     return found
 
 

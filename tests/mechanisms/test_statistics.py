@@ -266,7 +266,7 @@ def _coverage(kind, draws, epsilon=1.0, neighbouring="add-remove", alpha=None, d
     run = Computer(data, SCHEMA, request, neighbouring, seeded_source(len(stat) + draws))
     truth, hits = _truth(kind, alpha, data), np.zeros(2)
     for _ in range(draws):
-        row = statistics._run_one(run, request.statistics[0], request.shares[0])[0]
+        row = statistics.compute._run_one(run, request.statistics[0], request.shares[0])[0]
         for i, shrink in enumerate((1.0, 0.7)):
             lower = row.estimate - shrink * (row.estimate - row.lower)
             upper = row.estimate + shrink * (row.upper - row.estimate)

@@ -123,7 +123,7 @@ def _coverage(stat, draws, epsilon, neighbouring, truth, shrinks=(1.0, 0.7)):
     run = Computer(TABLE, SCHEMA, request, neighbouring, seeded_source(draws + len(stat)))
     hits = np.zeros(len(shrinks))
     for _ in range(draws):
-        row = statistics._run_one(run, request.statistics[0], request.shares[0])[0]
+        row = statistics.compute._run_one(run, request.statistics[0], request.shares[0])[0]
         for k, shrink in enumerate(shrinks):
             lower = row.estimate - shrink * (row.estimate - row.lower)
             upper = row.estimate + shrink * (row.upper - row.estimate)

@@ -12,7 +12,7 @@ from dpportal.releases.accuracy_preview import interval_row, marginal_row
 from dpportal.releases.kinds.synthetic import SyntheticKind, relative_error_line
 from mechanisms import accuracy
 from mechanisms import workload as mwem_workload
-from mechanisms.mwem import _expected_abs_noise
+from mechanisms.mwem import expected_abs_noise
 
 MEASUREMENTS = "measurements.json"
 
@@ -111,7 +111,7 @@ class Mwem(SyntheticKind):
             )
         )
         cells = details["median_cells"]
-        measured = 0.5 * cells * _expected_abs_noise(plan.scale or 0.0) / n
+        measured = 0.5 * cells * expected_abs_noise(plan.scale or 0.0) / n
         marginals = [
             marginal_row(
                 f"A measured table of {cells:,} cells",
@@ -169,7 +169,7 @@ def _full_table_preview(plan, n):
     marginals = [
         marginal_row(
             f"The full table of {cells:,} cells",
-            0.5 * cells * _expected_abs_noise(plan.scale or 0.0) / n,
+            0.5 * cells * expected_abs_noise(plan.scale or 0.0) / n,
             "at least this (the measurement noise); the synthetic rows add their sampling",
         ),
         {

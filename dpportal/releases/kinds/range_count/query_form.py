@@ -91,7 +91,8 @@ class RangeQueryForm(forms.Form):
         return [self[f"a_{i}"] for i in range(len(self.columns))]
 
     def clean(self):
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         keys = ["lo", "hi"] if data.get("kind") == "box" else ["a"]
         for key in keys:
             for i, name in enumerate(self.columns):
