@@ -35,6 +35,7 @@ from mechanisms.errors import MechanismError
 from mechanisms.mwem.structural import rule_text, structural_cells, unsupported_slices
 from mechanisms.noise import RandomSource, check_count_noise, resolve_rng
 from mechanisms.release import ReleaseOutput, csv_bytes
+from mechanisms.release_request import MechanismInputs
 from mechanisms.schema import NumericColumn, Schema
 
 if TYPE_CHECKING:
@@ -392,61 +393,41 @@ def _pure_only(delta: float, mechanism: str) -> None:
         raise MechanismError(f"delta ({delta}) must be 0: {mechanism} is pure epsilon-DP")
 
 
-def run_perturbed(
-    data: pd.DataFrame | ChunkedTable,
-    schema: Schema,
-    *,
-    columns: Sequence[str] | None,
-    params: dict[str, Any],
-    epsilon: float,
-    delta: float,
-    neighbouring: str,
-    rng: RandomSource,
-    progress: Progress | None,
-) -> ReleaseOutput:
-    _only_params(params, {"rows"}, "perturbed_histogram")
-    _pure_only(delta, "perturbed_histogram")
+def run_perturbed(inputs: MechanismInputs[pd.DataFrame | ChunkedTable]) -> ReleaseOutput:
+    _only_params(inputs.params, {"rows"}, "perturbed_histogram")
+    _pure_only(inputs.delta, "perturbed_histogram")
     release = perturbed_histogram(
-        data,
-        schema,
-        columns=columns,
-        epsilon=epsilon,
-        rows=params.get("rows"),
-        neighbouring=neighbouring,
-        rng=rng,
+        inputs.data,
+        inputs.schema,
+        columns=inputs.columns,
+        epsilon=inputs.epsilon,
+        rows=inputs.params.get("rows"),
+        neighbouring=inputs.neighbouring,
+        rng=inputs.rng,
     )
-    return _release_output(schema, release, progress, "noisy_count", release.spent)
+    return _release_output(inputs.schema, release, inputs.progress, "noisy_count", release.spent)
 
 
-def run_smoothed(
-    data: pd.DataFrame | ChunkedTable,
-    schema: Schema,
-    *,
-    columns: Sequence[str] | None,
-    params: dict[str, Any],
-    epsilon: float,
-    delta: float,
-    neighbouring: str,
-    rng: RandomSource,
-    progress: Progress | None,
-) -> ReleaseOutput:
-    _only_params(params, {"rows", "mix"}, "smoothed_histogram")
-    _pure_only(delta, "smoothed_histogram")
-    if neighbouring != "replace-one":
+def run_smoothed(inputs: MechanismInputs[pd.DataFrame | ChunkedTable]) -> ReleaseOutput:
+    _only_params(inputs.params, {"rows", "mix"}, "smoothed_histogram")
+    _pure_only(inputs.delta, "smoothed_histogram")
+    if inputs.neighbouring != "replace-one":
         raise MechanismError(
-            f"neighbouring ({neighbouring!r}) must be replace-one for smoothed_histogram: its "
-            "guarantee needs the row count public"
+            f"neighbouring ({inputs.neighbouring!r}) must be replace-one for smoothed_histogram: "
+            "its guarantee needs the row count public"
         )
     release = smoothed_histogram(
-        data,
-        schema,
-        columns=columns,
-        epsilon=epsilon,
-        rows=params.get("rows"),
-        mix=params.get("mix"),
-        rng=rng,
+        inputs.data,
+        inputs.schema,
+        columns=inputs.columns,
+        epsilon=inputs.epsilon,
+        rows=inputs.params.get("rows"),
+        mix=inputs.params.get("mix"),
+        rng=inputs.rng,
     )
-    return _release_output(schema, release, progress, "synthetic_count", release.spent)
+    return _release_output(
+        inputs.schema, release, inputs.progress, "synthetic_count", release.spent
+    )
 
 
 __all__ = [
