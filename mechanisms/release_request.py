@@ -19,7 +19,7 @@ from mechanisms.noise import RandomSource
 from mechanisms.release import Progress
 from mechanisms.schema import Schema
 
-Table = pd.DataFrame | ChunkedTable | EngineTable
+Table = pd.DataFrame | ChunkedTable | EngineTable  # every kind of table run_release may pass on
 TableT = TypeVar("TableT", bound=Table)
 
 
