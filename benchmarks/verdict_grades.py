@@ -21,7 +21,7 @@ import django  # noqa: E402
 
 django.setup()
 import mechanisms  # noqa: E402
-from dpportal.releases import verdict  # noqa: E402
+from dpportal.releases.kinds import synthetic_verdict as verdict  # noqa: E402
 
 SCHEMA = mechanisms.Schema.from_dict(json.loads((ROOT / "demo/adult_schema.json").read_text()))
 COLUMNS = ["age", "sex", "income", "race"]

@@ -2,7 +2,7 @@
 
 Defaults work on a bare machine (SQLite file and uploads under ./var, Redis on localhost).
 Production (DJANGO_DEBUG unset or 0) refuses to start without a real DJANGO_SECRET_KEY.
-Every variable is listed in the README's configuration table.
+Every variable is listed in docs/operating.md (Configuration).
 """
 
 import os

@@ -13,6 +13,11 @@ import unicodedata
 from django import forms
 from django.core.exceptions import ValidationError
 
+# Text boxes with a numeric keyboard rather than type=number: Chromium scrolls the page when a
+# number box loses focus, which can move the submit button away from under the pointer.
+DECIMAL_INPUT = forms.TextInput(attrs={"inputmode": "decimal"})
+WHOLE_NUMBER_INPUT = forms.TextInput(attrs={"inputmode": "numeric"})
+
 LOOKALIKE_SCRIPTS = ("LATIN", "CYRILLIC", "GREEK")
 ALLOWED_CONTROLS = frozenset("\n\r\t")
 

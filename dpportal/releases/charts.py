@@ -9,15 +9,12 @@ import itertools
 
 import numpy as np
 
-from dpportal.releases import packaging
 from dpportal.releases.chart_labels import category_axis
 from dpportal.releases.chart_style import RELEASE_COLOUR, plotly_text
 from dpportal.releases.chart_style import layout as _layout
-from dpportal.releases.kinds.range_count import charts as range_charts
 
 ORIGINAL_COLOUR = "#a35a00"
 MAX_HEATMAPS = 6
-MAX_ANSWERS_SHOWN = 100
 MAX_LABELLED_CELLS = 120
 
 
@@ -30,7 +27,7 @@ def _axis(title) -> dict:
     return {"title": {"text": plotly_text(title), "standoff": 12}, "automargin": True}
 
 
-def _chart(title: str, figure: dict, note: str = "", good: str = "") -> dict:
+def chart(title: str, figure: dict, note: str = "", good: str = "") -> dict:
     """A chart for a page: `good` says what a good result looks like on it."""
     return {"title": title, "figure": figure, "note": note, "good": good}
 
@@ -198,88 +195,29 @@ def range_error_figure(squared_errors, variances) -> dict:
 # ---------------------------------------------------------------- chart sets for a page
 
 
-CHARTS_LAYOUT = 3  # bump when the public charts change: recomputes cached chart data
-
-
-def release_charts(release, schema) -> list[dict]:
-    """The public charts of a finished release, computed from its files once and kept."""
-    return packaging.cached_json(
-        release, f"charts-v{CHARTS_LAYOUT}", lambda: _charts_from_files(release, schema)
-    )
-
-
-def _charts_from_files(release, schema) -> list[dict]:
-    names = packaging.stored_names(release)
-    synthetic = (
-        packaging.read_csv(packaging.stored_file(release, "synthetic.csv"), schema)
-        if "synthetic.csv" in names
-        else None
-    )
-    answers = (
-        packaging.read_csv(packaging.stored_file(release, "answers.csv"))
-        if "answers.csv" in names
-        else None
-    )
-    structure = (
-        packaging.stored_file(release, "structure.json") if "structure.json" in names else None
-    )
-    return public_charts(schema, release, synthetic, answers, structure)
-
-
-def public_charts(schema, release, synthetic, answers=None, structure=None) -> list[dict]:
-    """Charts of the public release only: per-column distributions, pair heatmaps, MWEM rounds,
-    range answers with their predicted uncertainty."""
-    charts, columns = [], release.columns
-    if answers is not None:
-        shown = answers.head(MAX_ANSWERS_SHOWN)
-        note = (
-            f"Showing the first {len(shown)} of {len(answers)} answers."
-            if len(shown) < len(answers)
-            else ""
-        )
-        charts.append(_chart("Range answers", range_charts.answers_figure(shown), note))
-        regions = range_charts.regions_figure(answers, structure) if structure else None
-        if regions:
-            charts.append(
-                _chart(
-                    "Range answers as regions",
-                    regions,
-                    f"The first {range_charts.MAX_REGIONS} boxes at most; hover a cross for "
-                    "its answer and 95% interval.",
-                )
-            )
-    if synthetic is not None:
-        codes = schema.encode(synthetic, columns)  # once: every marginal below is a bincount
-        for j, column in enumerate(columns):
-            shares = _shares(codes[:, [j]], schema.domain_shape([column]))
-            charts.append(
-                _chart(
-                    f"{column} in the release",
-                    distribution_figure(column, schema.axis_labels(column), shares.tolist()),
-                    good="Good: the bars look like what you know of this column from public "
-                    "sources (a thin even spread over rare bins is the privacy noise).",
-                )
-            )
-        for (i, a), (j, b) in list(itertools.combinations(enumerate(columns), 2))[:MAX_HEATMAPS]:
-            labels = [schema.axis_labels(a), schema.axis_labels(b)]
-            shares = _shares(codes[:, [i, j]], schema.domain_shape([a, b]))
-            charts.append(
-                _chart(
-                    f"{a} × {b} in the release",
-                    heatmap_figure([a, b], labels, shares, f"{a} × {b} (release)"),
-                    good="Good: the pattern across cells matches what you expect of these two "
-                    "columns together; an even wash of colour means the link was lost.",
-                )
-            )
-    rounds = (release.trace or {}).get("trace")
-    if rounds and "selected_error_estimate" in rounds[0]:  # MWEM's rounds (older traces lack it)
+def synthetic_charts(schema, columns, synthetic) -> list[dict]:
+    """Charts of public synthetic rows: each column's distribution and pair heatmaps."""
+    charts = []
+    codes = schema.encode(synthetic, columns)  # once: every marginal below is a bincount
+    for j, column in enumerate(columns):
+        shares = _shares(codes[:, [j]], schema.domain_shape([column]))
         charts.append(
-            _chart(
-                "MWEM: estimated error by round",
-                mwem_rounds_figure(rounds),
-                "From MWEM's public trace: noisy measurements, no raw data.",
-                good="Good: the line falls and levels off near the dashed noise level; still "
-                "falling at the last round means more rounds (or more ε) would help.",
+            chart(
+                f"{column} in the release",
+                distribution_figure(column, schema.axis_labels(column), shares.tolist()),
+                good="Good: the bars look like what you know of this column from public "
+                "sources (a thin even spread over rare bins is the privacy noise).",
+            )
+        )
+    for (i, a), (j, b) in list(itertools.combinations(enumerate(columns), 2))[:MAX_HEATMAPS]:
+        labels = [schema.axis_labels(a), schema.axis_labels(b)]
+        shares = _shares(codes[:, [i, j]], schema.domain_shape([a, b]))
+        charts.append(
+            chart(
+                f"{a} × {b} in the release",
+                heatmap_figure([a, b], labels, shares, f"{a} × {b} (release)"),
+                good="Good: the pattern across cells matches what you expect of these two "
+                "columns together; an even wash of colour means the link was lost.",
             )
         )
     return charts
@@ -297,7 +235,7 @@ def custodian_charts(schema, report) -> list[dict]:
     if not report:
         return []
     charts = [
-        _chart(
+        chart(
             f"{entry['column']}: release against original",
             distribution_figure(
                 entry["column"], entry["labels"], entry["release"], entry["original"]
@@ -319,7 +257,7 @@ def custodian_charts(schema, report) -> list[dict]:
                 else ""
             )
             charts.append(
-                _chart(
+                chart(
                     title,
                     scatter_against_truth_figure(
                         points["true"], points["noisy"], title, "true count", "released count"
@@ -332,7 +270,7 @@ def custodian_charts(schema, report) -> list[dict]:
     answers = report.get("answers")
     if answers:
         charts.append(
-            _chart(
+            chart(
                 "Range answers: error against prediction",
                 range_error_figure(answers["squared_errors"], answers["variances"]),
             )

@@ -12,7 +12,8 @@ import mechanisms
 import mechanisms.counting
 from dpportal.core import object_store
 from dpportal.core.files import dataset_path
-from dpportal.releases import accuracy_preview, catalogue
+from dpportal.releases import accuracy_preview
+from dpportal.releases.kinds import kind_of
 from dpportal.sources.tables import SourceError, table_source
 from mechanisms import persons, public_bounds
 from mechanisms.accounting import float_at_most
@@ -121,9 +122,10 @@ def expected_accuracy(dataset, *, mechanism, columns, params, epsilon, delta=0.0
     """
     schema = mechanisms.Schema.from_dict(dataset.schema)
     plan = noise_plan(dataset, schema, mechanism, columns, params, epsilon, delta)
+    kind = kind_of(mechanism)
     return {
-        "lines": catalogue.accuracy_lines(mechanism, plan, schema, columns, dataset.row_count),
-        "table": accuracy_preview.table(mechanism, plan, schema, columns, dataset.row_count),
+        "lines": kind.accuracy_lines(plan, schema, columns, dataset.row_count),
+        "table": accuracy_preview.table(kind, plan, schema, columns, dataset.row_count),
     }
 
 

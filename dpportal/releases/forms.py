@@ -4,7 +4,6 @@ Every choice comes from public information (the confirmed schema and the custodi
 No field accepts a random seed: releases always use the secure, unseeded noise source.
 """
 
-import math
 import secrets
 from decimal import Decimal
 
@@ -12,29 +11,12 @@ from django import forms
 from django.core import signing
 
 import mechanisms
-from dpportal.access.rules import row_count_is_public
+from dpportal.core.form_fields import DECIMAL_INPUT
 from dpportal.releases import catalogue
 from dpportal.releases import engine as release_engine
-from dpportal.releases.catalogue import DECIMAL_INPUT, WHOLE_NUMBER_INPUT
-from dpportal.releases.kinds.statistics import portal as statistics_portal
+from dpportal.releases.kinds import all_kinds, kind_of
 from dpportal.sources import tables as sources
-from mechanisms import workload as mwem_workload
-from mechanisms.plans import smoothed_default_rows
-from mechanisms.range_count.grid_choice import suggest_grid
 
-MAX_SYNTHETIC_ROWS = 1_000_000
-# Text boxes with a numeric keyboard rather than type=number (catalogue.DECIMAL_INPUT): Chromium
-# scrolls the page when a number box loses focus, which can move the submit button away from
-# under the pointer.
-RANGE_WORKLOADS = (
-    (
-        "prefixes",
-        "Intervals from the lower bound up to every grid point (with one column, any "
-        "interval is the difference of two of these)",
-    ),
-    ("boxes", "Random boxes (random intervals with one column)"),
-    ("halfspaces", "Random regions on one side of a straight line (two or more columns)"),
-)
 SUBMISSION_SALT = "dpportal.release-form.submission"
 SUBMISSION_REFUSED = (
     "This form was not issued to you for this dataset, or it is incomplete; nothing was "
@@ -101,58 +83,6 @@ class ReleaseForm(forms.Form):
         help_text="A tiny chance that the guarantee does not hold, such as 0.000001. Leave "
         "empty for 0 (the guarantee always holds).",
     )
-    rows = forms.IntegerField(
-        label="Rows to synthesise",
-        required=False,
-        min_value=1,
-        max_value=MAX_SYNTHETIC_ROWS,
-        help_text="How many made-up rows synthetic.csv should have. Leave empty for as many "
-        "as the table has (or, if the number of rows is private, its noisy estimate).",
-        widget=WHOLE_NUMBER_INPUT,
-    )
-    mwem_rounds = forms.IntegerField(
-        label="MWEM rounds",
-        required=False,
-        min_value=1,
-        max_value=200,
-        help_text="Each round measures one more pattern. More rounds: more patterns, each "
-        "noisier. Leave empty to choose automatically.",
-        widget=WHOLE_NUMBER_INPUT,
-    )
-    mwem_marginal_size = forms.TypedChoiceField(
-        label="Patterns to keep",
-        coerce=int,
-        initial=2,
-        required=False,
-        empty_value=2,  # type: ignore[arg-type]  # returned as is when empty; the stubs want str
-        choices=[(1, "Each column on its own"), (2, "Pairs of columns"), (3, "Triples of columns")],
-    )
-    range_grid = forms.IntegerField(
-        label="Grid points per column",
-        required=False,
-        min_value=2,
-        max_value=4096,
-        help_text="Values are rounded to a regular grid between the schema's bounds. "
-        "Leave empty for a grid fine enough that rounding is small against the noise at "
-        "this ε (when the number of rows is public; otherwise the schema's bins).",
-        widget=WHOLE_NUMBER_INPUT,
-    )
-    range_workload = forms.ChoiceField(
-        label="Ranges to answer", choices=RANGE_WORKLOADS, initial="prefixes", required=False
-    )
-    range_queries = forms.IntegerField(
-        label="Number of random ranges",
-        required=False,
-        min_value=1,
-        max_value=2000,
-        initial=200,
-        help_text="For random boxes and regions cut by a line. The ranges are "
-        "drawn at random, without looking at the data.",
-        widget=WHOLE_NUMBER_INPUT,
-    )
-    range_method = forms.ChoiceField(
-        label="Method", choices=catalogue.range_method_choices, initial="auto", required=False
-    )
 
     def __init__(self, *args, dataset, user=None, **kwargs):
         """With `user` (the form that spends), a submission needs a one-time token issued to
@@ -163,8 +93,8 @@ class ReleaseForm(forms.Form):
         self.next_submission = submission_token(user, dataset) if user is not None else ""
         self.fields["epsilon"].initial = suggested_epsilon(dataset.epsilon_remaining)
         self.schema = mechanisms.Schema.from_dict(dataset.schema)
-        self.fields.update(catalogue.generic_fields())
-        self.fields.update(statistics_portal.form_fields())
+        for kind in all_kinds():  # the settings of every kind (shared names: one field)
+            self.fields.update(kind.form_fields())
         self.fields["mechanism"].choices = [(c.name, c.title) for c in catalogue.cards()]
         self.fields["mechanism"].initial = next(iter(self.fields["mechanism"].choices), ("",))[0]
         self.fields["columns"].choices = [
@@ -209,22 +139,12 @@ class ReleaseForm(forms.Form):
         mechanism, columns = data.get("mechanism"), data.get("columns")
         if data.get("delta") is None:
             data["delta"] = Decimal("0")
-        data["range_workload"] = data.get("range_workload") or "prefixes"
-        data["range_method"] = data.get("range_method") or "auto"
         if not catalogue.needs_delta(mechanism):
             data["delta"] = Decimal("0")
-        if (
-            mechanism in catalogue.NEEDS_PUBLIC_ROW_COUNT
-            and self.dataset.neighbouring != "replace-one"
-        ):
-            self.add_error(
-                "mechanism",
-                "The smoothed histogram needs the number of rows to be "
-                "public (neighbouring: replace one row); choose the "
-                "noisy histogram instead.",
-            )
+        if mechanism and (refusal := kind_of(mechanism).refusal(self.dataset)):
+            self.add_error("mechanism", refusal)
         if mechanism and columns:
-            self._check_domain(mechanism, columns)
+            kind_of(mechanism).check_columns(self, columns)
         if mechanism and columns and data.get("epsilon") and not self.errors:
             self._dry_run()
         return data
@@ -245,69 +165,6 @@ class ReleaseForm(forms.Form):
         except mechanisms.MechanismError as exc:
             self.add_error(None, f"These settings cannot work: {exc}")
 
-    def _check_domain(self, mechanism, columns):
-        if mechanism in catalogue.NEEDS_NUMERIC:
-            self._check_range_count(columns)
-            return
-        if mechanism in catalogue.NO_CELL_DOMAIN:
-            return
-        try:
-            self.schema.domain_shape(columns)
-        except mechanisms.MechanismError as exc:
-            self.add_error("columns", str(exc))
-
-    def _check_range_count(self, columns):
-        data = self.cleaned_data
-        non_numeric = [c for c in columns if c not in self.numeric_columns()]
-        if non_numeric:
-            self.add_error(
-                "columns",
-                f"Range counts need numeric columns; {', '.join(non_numeric)} is categorical.",
-            )
-            return
-        if data["range_workload"] == "halfspaces" and len(columns) < 2:
-            self.add_error("columns", "Regions cut by a line need at least two columns.")
-        if data["range_method"] in catalogue.NEEDS_DELTA_METHODS and not data.get("delta"):
-            self.add_error("delta", "The halfspace decomposition needs δ > 0, such as 0.000001.")
-        points = math.prod(self._range_grid(columns))
-        if points > catalogue.RANGE_MAX_GRID_POINTS:
-            self.add_error(
-                "range_grid",
-                f"The grid has {points:,} points; use at most "
-                f"{catalogue.RANGE_MAX_GRID_POINTS:,} (fewer points per column).",
-            )
-        elif data["range_workload"] == "prefixes" and points > catalogue.RANGE_MAX_QUERIES:
-            self.add_error(
-                "range_grid",
-                f"Intervals up to every grid point are {points:,} ranges here; at most "
-                f"{catalogue.RANGE_MAX_QUERIES:,} can be answered: use fewer grid points per "
-                "column, or random boxes.",
-            )
-
-    def _range_grid(self, columns) -> list[int]:
-        """The typed size; else, when the row count is public (replace-one without a person
-        column: `row_count_is_public`), the size that keeps rounding small against the noise at
-        this ε (`grid_choice`); else the schema's bins. The grid is published in the manifest,
-        so its default reads public facts only."""
-        data = self.cleaned_data
-        if data.get("range_grid"):
-            return [data["range_grid"]] * len(columns)
-        if not row_count_is_public(self.dataset) or not data.get("epsilon"):
-            return [self.schema.column(c).n_bins for c in columns]  # no missing cell
-        bounds = tuple((self.schema.column(c).lower, self.schema.column(c).upper) for c in columns)
-        limit = catalogue.RANGE_MAX_GRID_POINTS
-        if data.get("range_workload") == "prefixes":
-            limit = catalogue.RANGE_MAX_QUERIES
-        size = suggest_grid(
-            bounds,
-            float(data["epsilon"]),
-            float(data.get("delta") or 0),
-            "replace-one",
-            max(self.dataset.row_count, 1),
-            limit,
-        )
-        return [size] * len(columns)
-
     def release_fields(self) -> dict:
         """What `services.release_create` needs from the cleaned form (page and API alike)."""
         data = self.cleaned_data
@@ -323,37 +180,7 @@ class ReleaseForm(forms.Form):
     def params(self) -> dict:
         """The mechanism's parameters, from the cleaned form (defaults left to the mechanism)."""
         data = self.cleaned_data
-        mechanism = data["mechanism"]
-        params = catalogue.generic_params(mechanism, data)
-        if mechanism in catalogue.ASKS_ROWS and data.get("rows"):
-            params["rows"] = data["rows"]
-        if mechanism == "smoothed_histogram" and "rows" not in params:
-            cells = math.prod(self.schema.domain_shape(data["columns"]))
-            params["rows"] = smoothed_default_rows(
-                max(self.dataset.row_count, 1), cells, float(data["epsilon"])
-            )
-        if mechanism == "mwem":
-            k = min(data.get("mwem_marginal_size") or 2, len(data["columns"]))
-            params["workload"] = mwem_workload.marginals_spec(k)
-            if data.get("mwem_rounds"):
-                params["rounds"] = data["mwem_rounds"]
-        if mechanism in catalogue.NEEDS_NUMERIC:
-            params.update(self._range_params())
-        if mechanism == statistics_portal.NAME:
-            params.update(statistics_portal.params(self.schema, data["columns"], data))
-        return params
-
-    def _range_params(self) -> dict:
-        data = self.cleaned_data
-        params = {"grid": self._range_grid(data["columns"]), "mechanism": data["range_method"]}
-        count = data.get("range_queries") or 200
-        if data["range_workload"] == "prefixes":
-            params["prefixes"] = True
-        elif data["range_workload"] == "boxes":
-            params["random_boxes"] = count
-        else:
-            params["random_halfspaces"] = count
-        return params
+        return kind_of(data["mechanism"]).params(self, data)
 
 
 def suggested_epsilon(remaining: Decimal) -> Decimal | None:

@@ -15,19 +15,15 @@ from django import forms
 
 import mechanisms
 from dpportal.access.rules import row_count_is_public
+from dpportal.core.form_fields import DECIMAL_INPUT
 from dpportal.core.formatting import plain_number
 from dpportal.releases import catalogue
 from dpportal.releases import engine as release_engine
-from dpportal.releases.catalogue import DECIMAL_INPUT
 from dpportal.releases.forms import ReleaseForm
+from dpportal.releases.kinds import kind_of
 from mechanisms import accuracy
 
 PLACEHOLDER_EPSILON = "1"  # only to validate the other settings; each mechanism is re-planned
-WHAT_IS_PLANNED = {
-    "perturbed_histogram": "each cell count",
-    "smoothed_histogram": "the real count of an average cell",
-    "mwem": "each count measured in a round",
-}
 
 
 class TargetForm(forms.Form):
@@ -85,9 +81,8 @@ def _proposal(dataset, query, card, target) -> dict:
     if not form.is_valid():
         row["reason"] = _first_error(form)
         return row
-    params, cleaned = form.params(), form.cleaned_data
-    if card.name == "smoothed_histogram" and not cleaned.get("rows"):
-        params.pop("rows", None)  # re-chosen for each ε, as the form would
+    kind, cleaned = kind_of(card.name), form.cleaned_data
+    params = kind.planning_params(form.params(), cleaned)
     schema = mechanisms.Schema.from_dict(dataset.schema)
 
     def plan_at(epsilon):
@@ -97,18 +92,14 @@ def _proposal(dataset, query, card, target) -> dict:
 
     epsilon = accuracy.epsilon_for_half_width(plan_at, target, max(dataset.row_count, 1))
     if epsilon is None:
-        row["reason"] = "No ε reaches this accuracy with these settings" + (
-            " (the sampling error of the synthetic rows stays)"
-            if card.name == "smoothed_histogram"
-            else ""
-        )
+        row["reason"] = "No ε reaches this accuracy with these settings" + kind.no_epsilon_reason()
         return row
     needed = Decimal(repr(epsilon))
     row.update(
         epsilon=plain_number(needed),
         fits=needed <= dataset.epsilon_remaining,
         left=plain_number(dataset.epsilon_remaining - needed),
-        planned=WHAT_IS_PLANNED.get(card.name, "each output"),
+        planned=kind.planned,
     )
     return row
 

@@ -14,37 +14,25 @@ from typing import Any
 
 import mechanisms
 from dpportal.core import object_store
-from dpportal.releases import catalogue, charts, packaging, utility
+from dpportal.releases import charts, kinds, packaging, utility
 from dpportal.releases import engine as release_engine
-from dpportal.releases.kinds.range_count.forms import RangeQueryForm
-from dpportal.releases.kinds.statistics import charts as statistics_charts
 from mechanisms import persons
 
 PREVIEW_ROWS = 25
-PREVIEW_FILES = ("synthetic.csv", "noisy_counts.csv", "answers.csv", "statistics.csv")
 
 
 def results_context(request, release, is_owner) -> dict:
     """What the page shows of a done release; the owner also gets the comparison report."""
     schema = mechanisms.Schema.from_dict(release.dataset.schema)
-    names = packaging.stored_names(release)
+    kind = kinds.kind_of(release.mechanism)
     context: dict[str, Any] = {
         "files": packaging.package_names(release),
         "parameters": _parameters(release),
-        "preview": _preview(request, release, names),
-        "charts": [
-            *charts.release_charts(release, schema),
-            *statistics_charts.release_charts(release),
-        ],
+        "preview": _preview(request, release, kind),
+        "charts": kinds.public_charts(release, schema),
         "unit": unit_of_privacy(release),
+        **kind.results_sections(request, release),
     }
-    if "measurements.json" in names:
-        context["measurements"] = packaging.cached_json(
-            release, "measurements-v1", lambda: _measurements(release)
-        )
-    if "structure.json" in names:
-        structure = packaging.stored_file(release, "structure.json")
-        context.update(_range_query(request, release, structure))
     if is_owner:
         report = utility.load_report(release)
         context["report"] = report
@@ -85,82 +73,17 @@ def _parameters(release) -> list[tuple[str, str | int | float]]:
     ]
 
 
-def _measurements(release) -> list[dict]:
-    """One row per MWEM measurement: the table, when, its counts and their 95% half-width
-    (from measurements.json: public, no data)."""
-    document = json.loads(packaging.stored_file(release, "measurements.json"))
-    start = len(release.columns) if document["budget_split"]["initial_one_way"] else 0
-    once = document["budget_split"].get("full_table")  # the one measurement, no selection
-    rows = []
-    for index, record in enumerate(document["measurements"]):
-        query = record["query"]
-        lower, noisy = record.get("ci_lower"), record["noisy_answer"]
-        half = noisy[0] - lower[0] if lower else None
-        rows.append(
-            {
-                "table": " × ".join(query["columns"])
-                + (" (a box)" if query["type"] == "box" else ""),
-                "when": "start"
-                if index < start
-                else ("once, the whole budget" if once else f"round {index - start + 1}"),
-                "cells": len(noisy),
-                "half_width": "—" if half is None else f"{half:,}",
-            }
-        )
-    return rows
-
-
 def _number_charts(chart_list) -> None:
     """Give each chart's JSON element a unique, data-free id."""
     for index, chart in enumerate(chart_list):
         chart["json_id"] = f"chart-data-{index}"
 
 
-def _range_query(request, release, structure_json: bytes) -> dict:
-    """Answer a new range from the released structure: post-processing, no budget, no data.
-
-    A box moves to the nearest grid edges (answered exactly); the answer carries its 95%
-    interval (noise, plus rounding for a line that cuts cells).
-    """
-    from mechanisms.range_count import Support, answer_intervals
-    from mechanisms.range_count.inputs import snap_box
-    from mechanisms.range_count.intervals import describe
-
-    structure = json.loads(structure_json)
-    if structure.get("mechanism") in catalogue.NO_NEW_RANGES_METHODS:
-        return {"query_form": None, "query_unavailable": True}
-    support = Support.from_dict(structure["support"])
-    edges = None
-    if support.grid_shape is not None:
-        edges = list(zip(support.lower, support.upper, support.grid_shape, strict=True))
-    asked = "ask" in request.GET
-    form = RangeQueryForm(request.GET if asked else None, columns=release.columns, edges=edges)
-    if not (asked and form.is_valid()):
-        return {"query_form": form}
-    query = form.query()
-    if query["type"] == "box":
-        query = snap_box(support, query["lo"], query["hi"])
-    try:
-        answer = answer_intervals(structure, [query])
-    except mechanisms.MechanismError as exc:
-        form.add_error(None, str(exc))
-        return {"query_form": form}
-    return {
-        "query_form": form,
-        "range_answer": {
-            "answer": float(answer.estimate[0]),
-            "std": float(answer.noise_sd[0]),
-            "ci_lower": math.floor(answer.ci_lower[0]),
-            "ci_upper": math.ceil(answer.ci_upper[0]),
-            "region": describe(query, support),
-            "exact": bool(answer.exact_region[0]),
-        },
-    }
-
-
-def _preview(request, release, names) -> dict | None:
-    """One page of a public CSV, read from the stored file without loading all of it."""
-    names = [name for name in PREVIEW_FILES if name in names]
+def _preview(request, release, kind) -> dict | None:
+    """One page of a public CSV the kind previews, read from the stored file without loading
+    all of it, with the kind's notes on it."""
+    stored = packaging.stored_names(release)
+    names = [name for name in kind.preview_files() if name in stored]
     if not names:
         return None
     name = request.GET.get("file") if request.GET.get("file") in names else names[0]
@@ -183,6 +106,8 @@ def _preview(request, release, names) -> dict | None:
         "total": total,
         "first": first,
         "last": first + len(rows) - 1,
+        "note": kind.preview_note(name),
+        "interval_note": kind.interval_note(name, header),
     }
 
 

@@ -17,7 +17,7 @@ from django.db import transaction
 import mechanisms
 from dpportal.core import files, object_store
 from dpportal.models import Release
-from dpportal.releases import charts, packaging, utility
+from dpportal.releases import kinds, packaging, utility
 from dpportal.services.budget import locked_dataset
 
 logger = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ def release_store_utility_report(release_pk):
     steps.append(
         (
             "charts",
-            lambda r: charts.release_charts(r, mechanisms.Schema.from_dict(r.dataset.schema)),
+            lambda r: kinds.public_charts(r, mechanisms.Schema.from_dict(r.dataset.schema)),
         )
     )
     for what, step in steps:

@@ -56,9 +56,9 @@ def test_volumes_and_environment_are_declared():
     env = SERVICES["web"]["environment"]
     for variable in ("DJANGO_SECRET_KEY", "DATABASE_URL", "CELERY_BROKER_URL", "DPPORTAL_DATA_DIR"):
         assert variable in env
-    readme = (REPO_ROOT / "README.md").read_text()
+    operating = (REPO_ROOT / "docs" / "operating.md").read_text()
     for variable in env:
-        assert re.search(rf"`{variable}`", readme), f"{variable} missing from README config table"
+        assert re.search(rf"`{variable}`", operating), f"{variable} missing from docs/operating.md"
     assert SERVICES["worker"]["environment"] == env
 
 

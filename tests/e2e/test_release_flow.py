@@ -9,18 +9,15 @@ test-artifacts/e2e/test_custodian_publishes_an_mwem_release/.
 Kept short (a few columns, small ε, three MWEM rounds): about a minute on two cores.
 """
 
-import gzip
 import hashlib
 import os
 import re
-import shutil
 import time
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Error as PlaywrightError
 
-from tests.conftest import DEMO_ADULT
 from tests.e2e.package_checks import problems_in_package
 from tests.package_text import pdf_text, xlsx_cells
 
@@ -40,15 +37,6 @@ RELEASE_TIMEOUT_S = 120
 PACKAGE_TIMEOUT_MS = 90_000
 MECHANISM_CARD = re.compile(r"Synthetic data \(MWEM\)")
 MECHANISM_SETTINGS = {"MWEM rounds": "3"}
-
-
-@pytest.fixture
-def adult_csv(tmp_path):
-    """The demo Adult table, uncompressed (the upload form takes CSV, TSV or XLSX)."""
-    path = tmp_path / "adult.csv"
-    with gzip.open(DEMO_ADULT, "rb") as source, open(path, "wb") as target:
-        shutil.copyfileobj(source, target)
-    return path
 
 
 @pytest.mark.timeout(300)

@@ -30,8 +30,8 @@ import json
 
 import numpy as np
 
+from dpportal.releases.kinds.synthetic_verdict import GRADES
 from dpportal.releases.packaging import read_csv, with_numbers
-from dpportal.releases.verdict import GRADES
 from mechanisms.histogram import count_sensitivity
 from mechanisms.noise import secure_source
 from mechanisms.range_count import Support, incidence

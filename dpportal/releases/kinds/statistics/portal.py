@@ -1,5 +1,5 @@
 """The portal's side of the summary-statistics release: form fields, parameters and preview
-text (its error-bar charts: dpportal.releases.kinds.statistics.charts).
+text (its error-bar charts: dpportal.releases.kinds.statistics.figures).
 
 In the form, the numeric columns ticked in step 2 get the chosen statistics; the categorical
 columns ticked there (at most two) group them. The groups are the schema's declared categories
@@ -12,7 +12,6 @@ from django import forms
 import mechanisms
 from dpportal.core.formatting import rounded_number
 
-NAME = "statistics"
 KINDS = (
     ("count", "Count of rows"),
     ("sum", "Sum"),
@@ -22,7 +21,6 @@ KINDS = (
     ("median", "Median"),
     ("quantiles", "Quantiles (the percentiles below)"),
 )
-FIELDS = ("stats_kinds", "stats_quantiles", "stats_weights")
 
 
 def form_fields() -> dict[str, forms.Field]:

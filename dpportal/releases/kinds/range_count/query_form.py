@@ -2,7 +2,7 @@
 
 from django import forms
 
-from dpportal.releases.catalogue import DECIMAL_INPUT
+from dpportal.core.form_fields import DECIMAL_INPUT
 
 
 class RangeQueryForm(forms.Form):
