@@ -108,13 +108,15 @@ def time_plan(mechanism, columns, params, epsilon, delta) -> float | None:
     started = time.perf_counter()
     try:
         mechanisms.catalogue.spec(mechanism).plan(
-            schema,
-            columns,
-            params,
-            epsilon=epsilon,
-            delta=delta,
-            neighbouring="replace-one",
-            n=ROWS,
+            mechanisms.PlanInputs(
+                schema=schema,
+                columns=columns,
+                params=params,
+                epsilon=epsilon,
+                delta=delta,
+                neighbouring="replace-one",
+                n=ROWS,
+            )
         )
     except MechanismError:
         return None

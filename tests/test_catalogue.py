@@ -30,20 +30,21 @@ from mechanisms.catalogue import CATALOGUE, MechanismSpec, Parameter, pure_guara
 from mechanisms.noise import check_count_noise, seeded_source
 from mechanisms.plans import NoisePlan, discrete_laplace_std
 from mechanisms.release import ReleaseOutput, csv_bytes
+from mechanisms.release_request import MechanismInputs, PlanInputs
 from mechanisms.schema import Schema
 from tests.helpers import client_for, make_dataset, make_user, post_new_release, run_now
 
 
-def noisy_count(data, schema, *, columns, params, epsilon, delta, neighbouring, rng, progress):
+def noisy_count(inputs: MechanismInputs[pd.DataFrame]) -> ReleaseOutput:
     """The number of rows plus discrete Laplace noise of scale 1/epsilon.
 
     Privacy: pure epsilon-DP; one row changes the count by at most 1 (add-remove; 0 under
     replace-one).
     """
-    rows = len(data)
-    scale = check_count_noise(noise_scale(1, epsilon), epsilon)
-    noisy = int(rng.add_discrete_laplace(np.array([rows], dtype=np.int64), scale)[0])
-    label = params.get("label", "rows")
+    rows = len(inputs.data)
+    scale = check_count_noise(noise_scale(1, inputs.epsilon), inputs.epsilon)
+    noisy = int(inputs.rng.add_discrete_laplace(np.array([rows], dtype=np.int64), scale)[0])
+    label = inputs.params.get("label", "rows")
     return ReleaseOutput(
         files={"count.csv": csv_bytes(pd.DataFrame({label: [noisy]}))},
         manifest={"parameters": {"label": label}},
@@ -51,8 +52,8 @@ def noisy_count(data, schema, *, columns, params, epsilon, delta, neighbouring, 
     )
 
 
-def noisy_count_plan(schema, columns, params, *, epsilon, delta, neighbouring, n) -> NoisePlan:
-    scale = check_count_noise(noise_scale(1, epsilon), epsilon)
+def noisy_count_plan(inputs: PlanInputs) -> NoisePlan:
+    scale = check_count_noise(noise_scale(1, inputs.epsilon), inputs.epsilon)
     return NoisePlan("discrete Laplace", scale, discrete_laplace_std(scale), 1, 1)
 
 

@@ -141,13 +141,15 @@ def noise_plan(dataset, schema, mechanism, columns, params, epsilon, delta):
         schema.person, float_at_most(epsilon), float_at_most(delta), dataset.neighbouring
     )
     return mechanisms.catalogue.spec(mechanism).plan(
-        schema,
-        list(columns),
-        params,
-        epsilon=budget[0],
-        delta=budget[1],
-        neighbouring=budget[2],
-        n=dataset.row_count,
+        mechanisms.PlanInputs(
+            schema=schema,
+            columns=list(columns),
+            params=params,
+            epsilon=budget[0],
+            delta=budget[1],
+            neighbouring=budget[2],
+            n=dataset.row_count,
+        )
     )
 
 

@@ -19,6 +19,7 @@ import pandas as pd
 from mechanisms.accounting import check_epsilon, check_neighbouring, float_at_most, noise_scale
 from mechanisms.accuracy import CONFIDENCE, count_intervals
 from mechanisms.arrays import AnyArray
+from mechanisms.chunks import EngineTable
 from mechanisms.errors import MechanismError
 from mechanisms.mwem.distribution import FactoredDistribution, query_answer
 from mechanisms.mwem.fit import independent_weights, joint_weights, mw_update, refit, target_floor
@@ -55,13 +56,12 @@ from mechanisms.mwem.structural import (
 )
 from mechanisms.noise import check_count_noise, resolve_rng
 from mechanisms.release import ReleaseOutput, csv_bytes, json_bytes
+from mechanisms.release_request import MechanismInputs
 from mechanisms.schema import NumericColumn
 from mechanisms.workload import Query, expand_workload, load_workload, marginals_spec
 
 if TYPE_CHECKING:
     from mechanisms.noise import RandomSource
-    from mechanisms.release import Progress
-    from mechanisms.schema import Schema
 
 
 DEFAULT_MEMORY_CELLS = 25_000_000  # float64 cells per group: 200 MB
@@ -350,31 +350,22 @@ RELEASE_PARAMS = {
 }
 
 
-def run_mwem(
-    data: pd.DataFrame,  # MWEM reads the whole table (its catalogue row: reads_in_chunks False)
-    schema: Schema,
-    *,
-    columns: list[str],  # resolved by run_release
-    params: dict[str, Any],
-    epsilon: float,
-    delta: float,
-    neighbouring: str,
-    rng: RandomSource,
-    progress: Progress | None,
-) -> ReleaseOutput:
+def run_mwem(inputs: MechanismInputs[pd.DataFrame | EngineTable]) -> ReleaseOutput:
     """The registry entry: encode, run MWEM, decode ``n`` synthetic rows, package the files.
 
-    Before sampling, the "(missing)" and "(other)" cells that the noisy measurements do not
-    tell from empty get zero mass (``structural``: post-processing; the manifest states the
-    rule and names the cells).
+    MWEM reads the whole table, or an EngineTable's cell counts (Schema.encode rebuilds the records
+    from them). Before sampling, the "(missing)" and "(other)" cells that the noisy measurements do
+    not tell from empty get zero mass (``structural``: post-processing; the manifest states the rule
+    and names the cells).
     """
+    params, schema, columns, rng = inputs.params, inputs.schema, list(inputs.columns), inputs.rng
     unknown = sorted(set(params) - RELEASE_PARAMS)
     if unknown:
         raise MechanismError(
             f"parameter ({unknown[0]!r}) is not used by mwem; allowed: {sorted(RELEASE_PARAMS)}"
         )
-    if delta != 0:
-        raise MechanismError(f"delta ({delta}) must be 0: mwem is pure epsilon-DP")
+    if inputs.delta != 0:
+        raise MechanismError(f"delta ({inputs.delta}) must be 0: mwem is pure epsilon-DP")
     shape = schema.domain_shape(columns)
     spec = workload_spec(params, len(columns))
     workload = expand_workload(
@@ -382,13 +373,13 @@ def run_mwem(
     )
     options = {k: params[k] for k in RELEASE_PARAMS - {"workload", "marginals"} if k in params}
     result = mwem(
-        schema.encode(data, columns),
+        schema.encode(inputs.data, columns),
         shape,
         workload,
-        epsilon=epsilon,
-        neighbouring=neighbouring,
+        epsilon=inputs.epsilon,
+        neighbouring=inputs.neighbouring,
         rng=rng,
-        progress=progress,
+        progress=inputs.progress,
         **options,
     )
     zeroed = unsupported_cells(result.measurements, shape, structural_cells(schema, columns))

@@ -16,6 +16,7 @@ from mechanisms.arrays import FloatArray, IntArray
 from mechanisms.errors import MechanismError
 from mechanisms.noise import RandomSource
 from mechanisms.release import Progress, ReleaseOutput, csv_bytes
+from mechanisms.release_request import MechanismInputs
 from mechanisms.schema import NumericColumn, Schema
 from mechanisms.statistics import quantiles
 from mechanisms.statistics.measures import (
@@ -488,35 +489,32 @@ def selected_request(
     return request
 
 
-def run_statistics(
-    data: pd.DataFrame,
-    schema: Schema,
-    *,
-    columns: Sequence[str],
-    params: dict[str, Any],
-    epsilon: float,
-    delta: float,
-    neighbouring: str,
-    rng: RandomSource,
-    progress: Progress | None,
-) -> ReleaseOutput:
+def run_statistics(inputs: MechanismInputs[pd.DataFrame]) -> ReleaseOutput:
     """The catalogue's entry point: statistics.csv, and the spend recorded piece by piece.
 
     Privacy: pure epsilon-DP for one row under `neighbouring` (delta is not used); each
     statistic's sensitivity and guarantee are in its Computer method's docstring.
     """
+    schema, epsilon, neighbouring = inputs.schema, inputs.epsilon, inputs.neighbouring
     if math.isinf(epsilon):
         raise MechanismError("epsilon must be finite for summary statistics")
-    request = selected_request(schema, params, columns, epsilon=epsilon, neighbouring=neighbouring)
+    request = selected_request(
+        schema, inputs.params, inputs.columns, epsilon=epsilon, neighbouring=neighbouring
+    )
     table, spent, run = computed(
-        data, schema, request, neighbouring=neighbouring, rng=rng, progress=progress
+        inputs.data,
+        schema,
+        request,
+        neighbouring=neighbouring,
+        rng=inputs.rng,
+        progress=inputs.progress,
     )
     return ReleaseOutput(
         files={"statistics.csv": csv_bytes(table)},
         manifest={
             "parameters": {
                 **public_parameters(schema, request),
-                "sensitivities": sensitivities(schema, request, neighbouring, len(data)),
+                "sensitivities": sensitivities(schema, request, neighbouring, len(inputs.data)),
                 "quantile_interval_picks": interval_picks(run),
             }
         },
