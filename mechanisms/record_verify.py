@@ -285,18 +285,18 @@ def _summary(record: dict[str, Any], key_given: bool) -> str:
     budget, dataset = record["budget"], _mapping(record, "dataset")
     key = record["signing_key"]
     whose = (
-        "the key you gave (--key)"
+        "the key given with --key"
         if key_given
-        else "the key the record names; compare it with the key on the portal's key page, "
-        "or pass it with --key"
+        else "the key the record names: compare it with the key on the portal's key page, "
+        "or pass that key with --key"
     )
     return (
         f"dataset {dataset.get('name')!r} (id {dataset.get('id')}), record made on "
         f"{record.get('made_on')}: epsilon spent {budget['epsilon_spent']} of "
         f"{budget['epsilon_total']}, delta spent {budget['delta_spent']} of "
         f"{budget['delta_total']}, by {budget['releases_charged']} charged releases "
-        f"({len(record['public_releases'])} public). Signed by {key} ({whose}). Audit chain "
-        f"commitment: {record.get('audit_chain_head')}."
+        f"({len(record['public_releases'])} public). Signed by {key}, {whose}. Audit "
+        f"chain commitment: {record.get('audit_chain_head')}."
     )
 
 
