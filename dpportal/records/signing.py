@@ -42,8 +42,8 @@ def public_key_text() -> tuple[str, str]:
 @lru_cache(maxsize=4)
 def _loaded(configured: str, secret_key: str) -> Ed25519PrivateKey:
     if not configured:  # development: derived from the secret key (see the module docstring)
-        seed = hashlib.sha256(b"dpportal-record-signing\0" + secret_key.encode()).digest()
-        return Ed25519PrivateKey.from_private_bytes(seed)
+        derived = hashlib.sha256(b"dpportal-record-signing\0" + secret_key.encode()).digest()
+        return Ed25519PrivateKey.from_private_bytes(derived)
     pem = configured.encode() if configured.lstrip().startswith("-----BEGIN") else _read(configured)
     try:
         key = serialization.load_pem_private_key(pem, password=None)
