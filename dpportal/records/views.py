@@ -9,14 +9,13 @@ import io
 import logging
 import zipfile
 
-from django.contrib import messages
 from django.contrib.auth.decorators import login_not_required
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from dpportal import services
 from dpportal.access.rules import dataset_for_owner
+from dpportal.core.views import owner_switch
 from dpportal.models import Dataset
 from dpportal.records.document import record_folder, record_json
 from dpportal.records.signing import SigningKeyError, public_key_text
@@ -31,20 +30,14 @@ logger = logging.getLogger(__name__)
 @require_POST
 def dataset_public_record(request, pk):
     dataset = dataset_for_owner(request.user, pk)
-    public = request.POST.get("public") == "1"
-    try:
-        record_set_public(
+    owner_switch(
+        request,
+        lambda public: record_set_public(
             dataset=dataset, user=request.user, public=public, remote_addr=client_address(request)
-        )
-    except services.ServiceError as exc:
-        messages.error(request, str(exc))
-    else:
-        messages.success(
-            request,
-            "The public record is on: anyone with its address can download and check it."
-            if public
-            else "The public record is off: its address now answers “not found”.",
-        )
+        ),
+        on="The public record is on: anyone with its address can download and check it.",
+        off="The public record is off: its address now answers “not found”.",
+    )
     return redirect("dataset_detail", pk=dataset.pk)
 
 
