@@ -124,6 +124,9 @@ class Dataset(models.Model):
     engine = models.CharField(max_length=20, blank=True)
 
     deleted_at = models.DateTimeField(null=True, blank=True)
+    # The owner's opt-in to a public, signed record of the budget and public releases
+    # (dpportal/records): served to anyone while on and the dataset is not deleted.
+    public_record = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["-created_at"]
@@ -308,6 +311,8 @@ class AuditEvent(models.Model):
         INVITATION_REVOKED = "invitation_revoked", "Invitation revoked"
         RELEASE_PUBLISHED = "release_published", "Release public page switched on"
         RELEASE_WITHDRAWN = "release_withdrawn", "Release public page withdrawn"
+        RECORD_PUBLISHED = "record_published", "Dataset's public record switched on"
+        RECORD_WITHDRAWN = "record_withdrawn", "Dataset's public record switched off"
 
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     actor = models.ForeignKey(

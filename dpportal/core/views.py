@@ -4,6 +4,7 @@ import threading
 import time
 
 import redis
+from django.contrib import messages
 from django.contrib.auth.decorators import login_not_required
 from django.db import DatabaseError, connection
 from django.http import JsonResponse
@@ -12,6 +13,7 @@ from django.views.decorators.http import require_GET
 
 from dpportal.access.rules import datasets_visible_to, releases_visible_to
 from dpportal.core import heartbeats
+from dpportal.services.errors import ServiceError
 
 HEALTH_CACHE_SECONDS = 2.0  # one database and one broker round trip per web process at most
 
@@ -24,6 +26,18 @@ def home(request):
         "dpportal/core/home.html",
         {"datasets": datasets, "releases": releases, "nav": "datasets"},
     )
+
+
+def owner_switch(request, switch, *, on: str, off: str) -> None:
+    """Switch something public on or off as the owner's POST asks ("public" = "1": on) by calling
+    the service `switch(public)`; a message says what now holds, or why the service refused."""
+    public = request.POST.get("public") == "1"
+    try:
+        switch(public)
+    except ServiceError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, on if public else off)
 
 
 @login_not_required

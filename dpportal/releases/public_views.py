@@ -11,7 +11,6 @@ the budget it lists is the dataset's as it stands now.
 import hashlib
 from html import escape
 
-from django.contrib import messages
 from django.contrib.auth.decorators import login_not_required
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect
@@ -21,6 +20,7 @@ from django.views.decorators.http import require_GET, require_POST
 from dpportal import services
 from dpportal.core import files
 from dpportal.core.downloads import attachment, content_type_for
+from dpportal.core.views import owner_switch
 from dpportal.models import Release
 from dpportal.releases import packaging
 from dpportal.releases.presentation import release_for_owner
@@ -122,18 +122,12 @@ def public_release_file(request, pk, filename):
 @require_POST
 def release_public_switch(request, pk):
     release = release_for_owner(request.user, pk)
-    public = request.POST.get("public") == "1"
-    try:
-        services.release_set_public(
+    owner_switch(
+        request,
+        lambda public: services.release_set_public(
             release=release, user=request.user, public=public, remote_addr=client_address(request)
-        )
-    except services.ServiceError as exc:
-        messages.error(request, str(exc))
-    else:
-        messages.success(
-            request,
-            "The public page is on: anyone with its address can read it."
-            if public
-            else "The public page is withdrawn: its address now says so.",
-        )
+        ),
+        on="The public page is on: anyone with its address can read it.",
+        off="The public page is withdrawn: its address now says so.",
+    )
     return redirect("release_detail", pk=release.pk)

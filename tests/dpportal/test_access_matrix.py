@@ -60,7 +60,17 @@ AUDITOR_READABLE = {
 PUBLIC = {"login", "healthz", "invitation_accept", "api_openapi"}
 # A release's public page and files (public_views): the same answer for every role, signed in
 # or not; the world's release was never published, so that answer is 404, as for no release.
-PUBLIC_PAGES = {"public_release", "public_release_file", "public_report_css"}
+# A dataset's public record (dpportal/records) likewise: the world's is off, so 404 for all; the
+# page of the portal's signing key answers 200 to everyone.
+PUBLIC_PAGES = {
+    "public_release",
+    "public_release_file",
+    "public_report_css",
+    "public_record_zip",
+    "public_record_json",
+    "public_record_sig",
+    "public_record_key",
+}
 REFUSED = {403, 404, 405}
 # Routes only custodians may reach, with the methods that are custodian-only (GET of the token
 # page lists one's tokens, for anyone; POST creates one). Everyone else: 403 with words.
