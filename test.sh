@@ -3,7 +3,7 @@
 # Redis and PostgreSQL if they are not running, then runs pytest on PostgreSQL (when available)
 # and the database-behaviour tests (marker `database`) again on SQLite. Exits non-zero on any
 # failure; the slowest tests are listed at the end of the PostgreSQL run.
-#   ./test.sh            per-commit suite (about 8 to 10 minutes on 2 cores once installed)
+#   ./test.sh            per-commit suite (how long: python benchmarks/suite_time.py --whole)
 #   ./test.sh --long     also the long runs (kill tests, large privacy audits, fuzzing)
 #   ./test.sh -- ARGS    pass ARGS to pytest (e.g. ./test.sh -- tests/mechanisms -x)
 set -euo pipefail
@@ -12,10 +12,9 @@ source scripts/common.sh
 
 marker="not slow"
 # Tests run in parallel on pytest-xdist workers: one per core plus one, since part of the suite
-# waits (on the browser, a Celery worker, a time limit) and leaves its core idle: 304 s against
-# 323 s with one per core, on 2 cores; more do not pay (5 workers: 769 s against 690 s with 3,
-# same machine and background load; 4 workers: 283 s against 253 s with 3 on the PostgreSQL pass,
-# 2026-12-05). PYTEST_WORKERS overrides, 0 = serial. Files that share
+# waits (on the browser, a Celery worker, a time limit) and leaves its core idle; on 2 cores more
+# workers did not pay. `python benchmarks/suite_time.py --whole --workers 2 3 4` measures the
+# choice on this machine. PYTEST_WORKERS overrides, 0 = serial. Files that share
 # one outside resource are kept on one worker with @pytest.mark.xdist_group.
 workers=${PYTEST_WORKERS:-$(( $(getconf _NPROCESSORS_ONLN) + 1 ))}
 parallel=(-n "$workers" --dist loadgroup)

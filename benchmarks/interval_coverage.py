@@ -12,6 +12,7 @@ share of counts that the release at that ε puts within ±k of the truth.
 import argparse
 import math
 import sys
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mechanisms import accuracy, histogram, plans  # noqa: E402
 from mechanisms.mwem import mwem  # noqa: E402
 from mechanisms.noise import secure_source, seeded_source  # noqa: E402
+from mechanisms.release_request import PlanInputs  # noqa: E402
 from mechanisms.schema import Schema  # noqa: E402
 from mechanisms.workload import expand_workload, marginals_spec  # noqa: E402
 
@@ -28,6 +30,10 @@ ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = Schema.from_dict(__import__("json").loads((ROOT / "demo/adult_schema.json").read_text()))
 DATA = pd.read_csv(ROOT / "tests/data/adult_sample.csv", dtype=str)
 COLUMNS = ["age", "sex", "income"]
+# A plan's inputs over SCHEMA's COLUMNS at pure epsilon under replace-one.
+plan_inputs = partial(
+    PlanInputs, schema=SCHEMA, columns=COLUMNS, delta=0.0, neighbouring="replace-one"
+)
 MWEM_PARAMS = {"workload": marginals_spec(2)}
 
 
@@ -116,9 +122,7 @@ def planner_rows(draws):
     out = []
     for target in (10, 50, 200):
         perturbed = accuracy.epsilon_for_half_width(
-            lambda e: plans.perturbed_plan(
-                SCHEMA, COLUMNS, {}, epsilon=e, delta=0, neighbouring="replace-one", n=n
-            ),
+            lambda e: plans.perturbed_plan(plan_inputs(params={}, epsilon=e, n=n)),
             target,
             n,
         )
@@ -133,9 +137,7 @@ def planner_rows(draws):
             ("perturbed", target, perturbed, float(np.mean(np.abs(noisy - counts) <= target)))
         )
         eps = accuracy.epsilon_for_half_width(
-            lambda e: plans.mwem_plan(
-                SCHEMA, COLUMNS, MWEM_PARAMS, epsilon=e, delta=0, neighbouring="replace-one", n=n
-            ),
+            lambda e: plans.mwem_plan(plan_inputs(params=MWEM_PARAMS, epsilon=e, n=n)),
             target,
             n,
         )

@@ -23,7 +23,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 import mwem_peers  # noqa: E402
 
-from mechanisms.mwem.measure import _expected_abs_noise  # noqa: E402
+from mechanisms.mwem.measure import expected_abs_noise  # noqa: E402
 from mechanisms.noise import seeded_source  # noqa: E402
 from mechanisms.workload import expand_workload  # noqa: E402
 
@@ -69,7 +69,7 @@ def main() -> None:
             shape = [whole_shape[c] for c in part]
             cells, n = int(np.prod(shape)), len(codes)
             for eps in (0.1, 0.3, 1, 3):
-                ratio = cells * _expected_abs_noise(2 / eps) / n
+                ratio = cells * expected_abs_noise(2 / eps) / n
                 if ratio > 10:
                     continue
                 d2, d3 = mean_tvd(codes, shape, eps, False)

@@ -1,4 +1,4 @@
-"""Object storage speed and memory: the portal's own code (dpportal/object_store.py) against the
+"""Object storage speed and memory: the portal's own code (dpportal/core/object_store.py) against the
 local folder and an S3-compatible server (moto's standalone server, started here on 127.0.0.1).
 
 Writes a Parquet file of ROWS x 4 columns (row groups of 65,536 rows), then, each in its own
@@ -42,7 +42,8 @@ mode, name = sys.argv[2], sys.argv[3]
 import django
 django.setup()
 import pyarrow.parquet as pq
-from dpportal import files, object_store
+from dpportal.core import files
+from dpportal.core import object_store
 from mechanisms.schema import CHUNK_ROWS
 path = files.stored_path(name)
 start = time.perf_counter()

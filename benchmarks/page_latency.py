@@ -217,7 +217,7 @@ SEED_RELEASES = [
 def create_release(dataset, user, spec):
     """Validate `spec` with the portal's own release form and request the release."""
     from dpportal import services
-    from dpportal.release_forms import ReleaseForm
+    from dpportal.releases.forms import ReleaseForm
 
     form = ReleaseForm({**FORM_DEFAULTS, **spec}, dataset=dataset)
     if not form.is_valid():

@@ -3,7 +3,7 @@
 Run:  .venv/bin/python benchmarks/preview_latency.py [--before FILE] [--save FILE] [--only NAME]
 
 Each row times one call of the mechanism's public plan (`MechanismSpec.plan`, what
-`dpportal.release_engine.expected_accuracy` runs for the form's accuracy preview), on the demo
+`dpportal.releases.engine.expected_accuracy` runs for the form's accuracy preview), on the demo
 schema (with fnlwgt made numeric, for 3-D ranges) at the largest settings the form accepts:
 grids up to 65,536 points, 2,000 random ranges, the widest domain under 10^8 cells. Target:
 every row under 1 s on this 2-core machine. `--save` writes the seconds as JSON; `--before`
@@ -108,13 +108,15 @@ def time_plan(mechanism, columns, params, epsilon, delta) -> float | None:
     started = time.perf_counter()
     try:
         mechanisms.catalogue.spec(mechanism).plan(
-            schema,
-            columns,
-            params,
-            epsilon=epsilon,
-            delta=delta,
-            neighbouring="replace-one",
-            n=ROWS,
+            mechanisms.PlanInputs(
+                schema=schema,
+                columns=columns,
+                params=params,
+                epsilon=epsilon,
+                delta=delta,
+                neighbouring="replace-one",
+                n=ROWS,
+            )
         )
     except MechanismError:
         return None

@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mechanisms.noise import seeded_source  # noqa: E402
 from mechanisms.range_count.api import range_count_release  # noqa: E402
+from mechanisms.release_request import MechanismInputs  # noqa: E402
 from mechanisms.schema import Schema  # noqa: E402
 
 BOUNDS = {"latitude": (5.0, 75.0), "longitude": (-180.0, 150.0)}
@@ -81,14 +82,16 @@ def run(frame, grid: int, epsilon: float, seeds: int) -> dict:
     covered, naive, widths, chosen = [], [], [], set()
     for seed in range(seeds):
         out = range_count_release(
-            frame,
-            schema(),
-            columns=list(BOUNDS),
-            params={"grid": f"{grid}x{grid}", "workload": boxes, "mechanism": "auto"},
-            epsilon=epsilon,
-            delta=0.0,
-            neighbouring="replace-one",
-            rng=seeded_source(seed),
+            MechanismInputs(
+                data=frame,
+                schema=schema(),
+                columns=list(BOUNDS),
+                params={"grid": f"{grid}x{grid}", "workload": boxes, "mechanism": "auto"},
+                epsilon=epsilon,
+                delta=0.0,
+                neighbouring="replace-one",
+                rng=seeded_source(seed),
+            )
         )
         chosen.add(out.manifest["parameters"]["chosen_mechanism"])
         answers = pd.read_csv(io.StringIO(out.files["answers.csv"].decode()))

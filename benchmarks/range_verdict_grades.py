@@ -1,7 +1,7 @@
 """The custodian-only verdict on range-count releases of real tables, at several ε.
 
 Each row: one range-count release (the mechanism's own run, secure source) graded by
-`dpportal.range_verdict.assess` against the raw table: the grade, the RMSE of the answers on
+`dpportal.releases.kinds.range_count.verdict.assess` against the raw table: the grade, the RMSE of the answers on
 the release's own ranges, the sampling floor, the trivial baseline at the same ε and the share
 of 95% intervals holding the true count. Tables: the 2,000-row Adult sample (age ×
 hours-per-week, and age alone) and vega_datasets' airports (3,376 US airports, latitude ×
@@ -24,7 +24,7 @@ import django  # noqa: E402
 
 django.setup()
 import mechanisms  # noqa: E402
-from dpportal import range_verdict  # noqa: E402
+from dpportal.releases.kinds.range_count import verdict as range_verdict  # noqa: E402
 
 ADULT = mechanisms.Schema.from_dict(json.loads((ROOT / "demo/adult_schema.json").read_text()))
 AIRPORTS = mechanisms.Schema.from_dict(

@@ -85,7 +85,7 @@ def publish(owner, dataset, rows: int):
 def measure(client, release, repeat: int) -> dict:
     from django.urls import reverse
 
-    from dpportal import packaging
+    from dpportal.releases import packaging
     from dpportal.services import publishing
 
     page = reverse("release_detail", args=[release.pk])

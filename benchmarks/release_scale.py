@@ -162,8 +162,8 @@ def child(mode: str, parquet: Path, synthetic_rows: int, limit_mb: int, chunk_ro
 
     django.setup()
     import mechanisms
-    from dpportal import release_engine
     from dpportal.models import Dataset, PrivacyBudget, Release
+    from dpportal.releases import engine as release_engine
 
     budget = PrivacyBudget(neighbouring="replace-one", epsilon_total=1)
     dataset = Dataset(

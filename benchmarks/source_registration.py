@@ -1,6 +1,6 @@
 """Time to register a PostgreSQL table that stays where it lives, against its row count.
 
-Registration (`dpportal.sources.inspect`) reads the catalogue (columns, types) and one
+Registration (`dpportal.sources.tables.inspect`) reads the catalogue (columns, types) and one
 `count(*)`; no value. The table (age integer, sex text, city text) is made with generate_series
 in a throwaway schema of the database `test` on 127.0.0.1:5432 and dropped afterwards. Each
 figure is the median of `--reps` registrations.
@@ -26,7 +26,7 @@ import django  # noqa: E402
 django.setup()
 from django.test import override_settings  # noqa: E402
 
-from dpportal import sources  # noqa: E402
+from dpportal.sources import tables as sources  # noqa: E402
 
 SERVER = "postgresql://postgres@127.0.0.1:5432/test"
 

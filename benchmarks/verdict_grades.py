@@ -1,7 +1,7 @@
 """The custodian-only verdict on real releases of the Adult sample, at several ε.
 
 Each row: one release (the mechanism's own run, secure source) of age, sex, income, race from
-the 2,000-row Adult sample, graded by `dpportal.verdict.assess` against that sample: the grade,
+the 2,000-row Adult sample, graded by `dpportal.releases.verdict.assess` against that sample: the grade,
 the release's average pair TVD, the sampling floor and the noisy one-way baseline.
 
     nice -n 10 .venv/bin/python benchmarks/verdict_grades.py
@@ -21,7 +21,7 @@ import django  # noqa: E402
 
 django.setup()
 import mechanisms  # noqa: E402
-from dpportal import verdict  # noqa: E402
+from dpportal.releases.kinds import synthetic_verdict as verdict  # noqa: E402
 
 SCHEMA = mechanisms.Schema.from_dict(json.loads((ROOT / "demo/adult_schema.json").read_text()))
 COLUMNS = ["age", "sex", "income", "race"]

@@ -1,5 +1,5 @@
 """DP Portal: a Django project that publishes differentially private releases of tables."""
 
-from .celery import app as celery_app
+from dpportal.celery import app as celery_app
 
 __all__ = ["celery_app"]

@@ -2,7 +2,7 @@
 
 from django.contrib import admin
 
-from .models import AuditEvent, BudgetLedgerEntry, Dataset, Release
+from dpportal.models import AuditEvent, BudgetLedgerEntry, Dataset, Release
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

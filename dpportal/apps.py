@@ -8,4 +8,4 @@ class DpPortalConfig(AppConfig):
     def ready(self):
         # Imported here, not at the top: they import the models, which Django loads only once
         # every app is registered (this hook). They register deploy checks and audit handlers.
-        from . import checks, signals  # noqa: F401
+        from dpportal import checks, signals  # noqa: F401

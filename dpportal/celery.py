@@ -1,6 +1,6 @@
 """The Celery application. Settings come from Django's settings (CELERY_* names).
 
-Each worker also beats into dpportal.heartbeats (so /healthz shows a worker that stopped) and,
+Each worker also beats into dpportal.core.heartbeats (so /healthz shows a worker that stopped) and,
 like every long-running process of the portal, survives broker outages: it reconnects without
 a limit (CELERY_BROKER_CONNECTION_MAX_RETRIES), and a job that meets a database outage is
 retried later (dpportal.tasks).
@@ -29,7 +29,7 @@ class WorkerHeartbeat(bootsteps.StartStopStep):
     def start(self, worker):
         from django.conf import settings
 
-        from . import heartbeats
+        from dpportal.core import heartbeats
 
         every = max(1, settings.DPPORTAL_HEARTBEAT_SECONDS)
         args = ("worker", every)

@@ -16,7 +16,8 @@ import ipaddress
 from django.conf import settings
 from django.core.checks import Error, Tags, register
 
-from . import source_paths  # noqa: F401  (registers dpportal.W010, on DPPORTAL_SOURCE_ROOTS)
+from dpportal.records import signing  # noqa: F401  (registers dpportal.E020, W020: the record's key)
+from dpportal.sources import paths as source_paths  # noqa: F401  (registers dpportal.W010, on DPPORTAL_SOURCE_ROOTS)
 
 PROCESS_LOCAL_CACHES = (
     "django.core.cache.backends.locmem.LocMemCache",

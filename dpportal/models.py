@@ -113,8 +113,8 @@ class Dataset(models.Model):
     # upload of the same content in the same scope, deleted ones included.
     budget = models.ForeignKey(PrivacyBudget, on_delete=models.PROTECT, related_name="datasets")
 
-    # A table that stays where it lives (dpportal/sources.py) instead of a stored copy; all empty
-    # for uploads. `source_key`: the data's identity without credentials (its budget follows
+    # A table that stays where it lives (dpportal/sources/tables.py) instead of a stored copy; all
+    # empty for uploads. `source_key`: the data's identity without credentials (its budget follows
     # it); `source_label`: the location with any password masked (owner-only); `source_secret`:
     # the location and its credentials, encrypted; `engine`: the default counting engine.
     source_key = models.CharField(max_length=1000, blank=True)
@@ -124,10 +124,13 @@ class Dataset(models.Model):
     engine = models.CharField(max_length=20, blank=True)
 
     deleted_at = models.DateTimeField(null=True, blank=True)
+    # The owner's opt-in to a public, signed record of the budget and public releases
+    # (dpportal/records): served to anyone while on and the dataset is not deleted.
+    public_record = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["-created_at"]
-        # Granted through the "Custodians" group (dpportal.access.grant_custodian); an account
+        # Granted through the "Custodians" group (dpportal.access.rules.grant_custodian); an account
         # made from an invitation to audit has no grant (it reads what it was invited to).
         permissions = [
             ("custodian", "Is a custodian: may upload or register datasets, create API tokens")
@@ -138,7 +141,7 @@ class Dataset(models.Model):
 
     @property
     def is_external(self) -> bool:
-        """Whether the data stays where it lives (no stored copy; see dpportal/sources.py)."""
+        """Whether the data stays where it lives (no stored copy; dpportal/sources/tables.py)."""
         return bool(self.source_key)
 
     neighbouring = _from_budget("neighbouring")
@@ -308,6 +311,8 @@ class AuditEvent(models.Model):
         INVITATION_REVOKED = "invitation_revoked", "Invitation revoked"
         RELEASE_PUBLISHED = "release_published", "Release public page switched on"
         RELEASE_WITHDRAWN = "release_withdrawn", "Release public page withdrawn"
+        RECORD_PUBLISHED = "record_published", "Dataset's public record switched on"
+        RECORD_WITHDRAWN = "record_withdrawn", "Dataset's public record switched off"
 
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     actor = models.ForeignKey(
@@ -356,7 +361,7 @@ class AuditEvent(models.Model):
         raise PermissionError("Audit events are append-only: they cannot be deleted.")
 
 
-from .credentials import ApiToken, Invitation  # noqa: E402  (registered with the app here)
+from dpportal.access.credentials import ApiToken, Invitation  # noqa: E402  (registered with the app here)
 
 __all__ = [
     "ApiToken",

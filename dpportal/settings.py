@@ -2,7 +2,7 @@
 
 Defaults work on a bare machine (SQLite file and uploads under ./var, Redis on localhost).
 Production (DJANGO_DEBUG unset or 0) refuses to start without a real DJANGO_SECRET_KEY.
-Every variable is listed in the README's configuration table.
+Every variable is listed in docs/operating.md (Configuration).
 """
 
 import os
@@ -67,17 +67,21 @@ DPPORTAL_SHARE_FINGERPRINTS_ACROSS_OWNERS = env_bool(
 # The schema page's "estimate for me": the share of a dataset's total ε (and δ) one DP estimate
 # of a column's bounds or categories spends, in percent.
 DPPORTAL_ESTIMATE_PERCENT = env("DPPORTAL_ESTIMATE_PERCENT", "1")
-# Tables that stay where they live (dpportal/sources.py). DPPORTAL_SOURCE_ROOTS: the folders
+# Tables that stay where they live (dpportal/sources/tables.py). DPPORTAL_SOURCE_ROOTS: the folders
 # custodians may register local Parquet files from, separated by ":", each `NAME=FOLDER` (all of
 # it the custodian NAME's) or `FOLDER` (per-custodian folders FOLDER/NAME); none: no local paths
-# (dpportal/source_paths.py). DPPORTAL_SOURCE_HOSTS: the PostgreSQL servers and object-storage
+# (dpportal/sources/paths.py). DPPORTAL_SOURCE_HOSTS: the PostgreSQL servers and object-storage
 # endpoints sources may be on, separated by ",", each `host`, `host:port` or a socket folder;
-# none (the default): no such source (dpportal/source_reach.py). DPPORTAL_CREDENTIALS_KEY: the
+# none (the default): no such source (dpportal/sources/reach.py). DPPORTAL_CREDENTIALS_KEY: the
 # Fernet key that encrypts their connection credentials at rest; without it one is derived from
 # SECRET_KEY (development only: rotating SECRET_KEY then makes stored credentials unreadable).
 DPPORTAL_SOURCE_ROOTS = [p for p in env("DPPORTAL_SOURCE_ROOTS").split(":") if p.strip()]
 DPPORTAL_SOURCE_HOSTS = [h.strip() for h in env("DPPORTAL_SOURCE_HOSTS").split(",") if h.strip()]
 DPPORTAL_CREDENTIALS_KEY = env("DPPORTAL_CREDENTIALS_KEY")
+# The Ed25519 key that signs datasets' public records (dpportal/records, docs/public-record.md):
+# a PEM private key, or the path of a file holding one. Without it one is derived from SECRET_KEY
+# (development only: `manage.py check --deploy` warns, dpportal.W020).
+DPPORTAL_SIGNING_KEY = env("DPPORTAL_SIGNING_KEY")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -99,7 +103,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "dpportal.middleware.ContentSecurityPolicyMiddleware",
+    "dpportal.core.middleware.ContentSecurityPolicyMiddleware",
     "dpportal.api.errors.ApiErrorMiddleware",  # an API error is JSON, never an HTML page
 ]
 
@@ -143,7 +147,7 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 
-# Login rate limiting (dpportal/login_limit.py). Failure counters live in the cache: set
+# Login rate limiting (dpportal/access/login_limit.py). Failure counters live in the cache: set
 # DPPORTAL_CACHE_URL (e.g. redis://redis:6379/1) so that all web processes share them; without
 # it each process counts on its own, and `check --deploy` reports dpportal.E001 (error) unless
 # DPPORTAL_ALLOW_LOCAL_CACHE=1 says this deployment runs a single web process.

@@ -5,9 +5,9 @@ import ipaddress
 from django.contrib.auth.signals import user_logged_in, user_logged_out, user_login_failed
 from django.dispatch import receiver
 
-from .login_limit import client_address as proxy_aware_address
-from .models import AuditEvent
-from .services import audit_record
+from dpportal.access.login_limit import client_address as proxy_aware_address
+from dpportal.models import AuditEvent
+from dpportal.services import audit_record
 
 
 def client_address(request):

@@ -3,7 +3,7 @@
 from celery import shared_task
 from django.db import InterfaceError, OperationalError
 
-from . import services
+from dpportal import services
 
 
 @shared_task(

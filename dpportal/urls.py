@@ -2,13 +2,16 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from . import access_views, audit_views, views
-from .login_limit import LimitedPasswordChangeView, rate_limited
+from dpportal.access import views as access_views
+from dpportal.access.login_limit import LimitedPasswordChangeView, rate_limited
+from dpportal.audit import views as audit_views
+from dpportal.core import views
 
 urlpatterns = [
     path("", views.home, name="home"),
-    path("", include("dpportal.release_urls")),
-    path("", include("dpportal.dataset_urls")),
+    path("", include("dpportal.releases.urls")),
+    path("", include("dpportal.datasets.urls")),
+    path("", include("dpportal.records.urls")),
     path("releases/", audit_views.release_list, name="release_list"),
     path("releases.csv", audit_views.release_list_csv, name="release_list_csv"),
     path("datasets/<int:pk>/ledger/", audit_views.dataset_ledger, name="dataset_ledger"),
@@ -35,6 +38,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
 ]
 
-handler400 = "dpportal.error_views.bad_request"
-handler404 = "dpportal.error_views.page_not_found"
-handler500 = "dpportal.error_views.server_error"
+handler400 = "dpportal.core.error_views.bad_request"
+handler404 = "dpportal.core.error_views.page_not_found"
+handler500 = "dpportal.core.error_views.server_error"

@@ -37,6 +37,7 @@ from mechanisms.noise import (
 from mechanisms.plans import NoisePlan
 from mechanisms.range_count import answer_queries, range_count
 from mechanisms.release import PACKAGE_VERSION, ReleaseOutput, public_manifest, write_release
+from mechanisms.release_request import MechanismInputs, PlanInputs
 from mechanisms.schema import Schema
 
 __version__ = PACKAGE_VERSION
@@ -47,9 +48,11 @@ __all__ = [
     "ChunkedTable",
     "Guarantee",
     "MechanismError",
+    "MechanismInputs",
     "MechanismSpec",
     "NoisePlan",
     "Parameter",
+    "PlanInputs",
     "RandomSource",
     "RecordingSource",
     "ReleaseOutput",

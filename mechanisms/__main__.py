@@ -4,6 +4,8 @@
         --epsilon 1 [--rows K] [--seed S] --out DIR
     python -m mechanisms risk --epsilon 1 [--delta D] [--unit row|person] \
         [--neighbouring add-remove|replace-one]    # the risk in words (mechanisms.risk)
+    python -m mechanisms verify RECORD [--key KEY]  # a dataset's public record, offline
+                                                    # (mechanisms.record_verify): exit 0 or 1
 
 Each subcommand is one row of mechanisms.catalogue.CATALOGUE, its options the row's parameter
 schema (each option's value goes into the mechanism's `params` under the parameter's name).
@@ -52,7 +54,9 @@ from mechanisms.counting.source import POSTGRES_SCHEMES
 from mechanisms.errors import MechanismError
 from mechanisms.noise import secure_source, seeded_source
 from mechanisms.package import PackageContext, write_package
+from mechanisms.public_record import key_argument
 from mechanisms.range_count.api import range_query_csv
+from mechanisms.record_verify import report_lines, verify
 from mechanisms.release import file_sha256, json_bytes
 from mechanisms.risk import UNITS, risk_report
 from mechanisms.schema import NumericColumn, Schema
@@ -142,6 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_NEIGHBOURING,
         help=f"neighbouring relation (default {DEFAULT_NEIGHBOURING})",
     )
+    v = sub.add_parser("verify", help="check a dataset's public record offline (exit 0 or 1)")
+    v.add_argument("record", help="the record's folder or zip (record.zip from the portal)")
+    v.add_argument("--key", help="the portal's public key: 64 hex digits or a PEM file")
     return parser
 
 
@@ -314,10 +321,20 @@ def write_custodian_record(path: Path, record: dict[str, Any]) -> None:
     )
 
 
+def verify_record(args: argparse.Namespace) -> int:
+    """`verify`: print the verdict; 0 when the record verifies, 1 when it does not."""
+    outcome = verify(args.record, key_argument(args.key) if args.key else None)
+    for line in report_lines(args.record, outcome):
+        print(line)
+    return 1 if outcome.problems else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status."""
     args = build_parser().parse_args(argv)
     try:
+        if args.subcommand == "verify":
+            return verify_record(args)
         paths = run(args)
     except MechanismError as exc:
         print(f"error: {exc}", file=sys.stderr)

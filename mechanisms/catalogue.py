@@ -1,10 +1,10 @@
 """The catalogue: one explicit table of every mechanism, and the one entry point that runs them.
 
-Each row of CATALOGUE is a MechanismSpec: the name, a plain-language title, the function that
-runs it, its parameter schema (enough to build form fields and command-line options), its
-public noise plan (mechanisms.plans), whether it reads data in chunks, and its guarantee as a
-function of the request. The command line and the portal read only this table; adding a
-mechanism is adding one row.
+Each row of CATALOGUE is a MechanismSpec: the name, a plain-language title, the function that runs
+it (on one MechanismInputs), its parameter schema (enough to build form fields and command-line
+options), its public noise plan (mechanisms.plans, on one PlanInputs), whether it reads data in
+chunks, and its guarantee as a function of the request. The command line and the portal read only
+this table; adding a mechanism is adding one row.
 
 `run_release` validates the common privacy parameters, runs the mechanism, refuses an output
 whose recorded spend exceeds the request, and writes the one manifest shape of MANIFEST_KEYS.
@@ -30,10 +30,11 @@ from mechanisms.accounting import (
 )
 from mechanisms.chunks import ChunkedTable, EngineTable
 from mechanisms.errors import MechanismError
-from mechanisms.mwem import _run_mwem
+from mechanisms.mwem import run_mwem
 from mechanisms.noise import RandomSource, resolve_rng
 from mechanisms.range_count.api import MECHANISM_NAMES, range_count_release
 from mechanisms.release import PACKAGE_VERSION, Progress, ReleaseOutput, json_ready
+from mechanisms.release_request import MechanismInputs, PlanInputs
 from mechanisms.schema import Schema
 
 UNIT = "one row of the input table"
@@ -93,9 +94,9 @@ class MechanismSpec:
     name: str
     title: str
     summary: str
-    run: Callable[..., ReleaseOutput]
+    run: Callable[[MechanismInputs[Any]], ReleaseOutput]
     parameters: tuple[Parameter, ...]
-    plan: Callable[..., plans.NoisePlan]
+    plan: Callable[[PlanInputs], plans.NoisePlan]
     guarantee: Callable[[float, float, str, dict[str, Any]], Guarantee]
     files: dict[str, str]
     reads_in_chunks: bool = False
@@ -170,7 +171,7 @@ CATALOGUE: dict[str, MechanismSpec] = {
         title="Synthetic data (MWEM)",
         summary="synthetic rows fitted to a workload of marginals or ranges "
         "(Hardt, Ligett & McSherry)",
-        run=_run_mwem,
+        run=run_mwem,
         parameters=(
             Parameter(
                 "rounds",
@@ -337,15 +338,17 @@ def run_release(
             {"rows_dropped_by_bounding": dropped},
         )
     output = entry.run(
-        data,
-        schema,
-        columns=columns,
-        params=params,
-        epsilon=budget[0],
-        delta=budget[1],
-        neighbouring=budget[2],
-        rng=rng,
-        progress=progress,
+        MechanismInputs(
+            data=data,
+            schema=schema,
+            columns=columns,
+            params=params,
+            epsilon=budget[0],
+            delta=budget[1],
+            neighbouring=budget[2],
+            rng=rng,
+            progress=progress,
+        )
     )
     output.custodian.update(custodian)
     spent = _checked_spend(name, output, *budget[:2])

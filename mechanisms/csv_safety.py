@@ -1,7 +1,7 @@
 """CSV cells made safe to open in a spreadsheet (formula injection).
 
 For every CSV published: release packages (mechanisms.package, for the CLI and the portal)
-and the portal's audit and release-list exports (dpportal/audit_views.py).
+and the portal's audit and release-list exports (dpportal/audit/views.py).
 
 A spreadsheet runs a cell as a formula when it starts with = + - @ (tab, CR and NUL are
 stripped or treated alike by some), and some normalise compatibility forms first (NFKC): the

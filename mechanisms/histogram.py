@@ -30,11 +30,12 @@ import pandas as pd
 from mechanisms import accuracy
 from mechanisms.accounting import check_epsilon, check_neighbouring, noise_scale
 from mechanisms.arrays import AnyArray
-from mechanisms.chunks import ChunkedTable
+from mechanisms.chunks import ChunkedTable, EngineTable
 from mechanisms.errors import MechanismError
 from mechanisms.mwem.structural import rule_text, structural_cells, unsupported_slices
 from mechanisms.noise import RandomSource, check_count_noise, resolve_rng
 from mechanisms.release import ReleaseOutput, csv_bytes
+from mechanisms.release_request import MechanismInputs, Table
 from mechanisms.schema import NumericColumn, Schema
 
 if TYPE_CHECKING:
@@ -116,7 +117,7 @@ def _epsilon_text(epsilon: float) -> str | float:
 
 
 def perturbed_histogram(
-    data: pd.DataFrame | ChunkedTable,
+    data: pd.DataFrame | ChunkedTable | EngineTable,
     schema: Schema,
     *,
     columns: Sequence[str] | None,
@@ -131,7 +132,7 @@ def perturbed_histogram(
     sensitivity 2, noise scale 2/epsilon) or add-remove (sensitivity 1, scale 1/epsilon).
     Bounds, bins and categories come from `schema` only. `rows` defaults to the row count under
     replace-one (public there) and to the rounded noisy total under add-remove. `data` may be
-    a ChunkedTable: only the cell counts are taken from it, in one pass.
+    a ChunkedTable or an EngineTable: only the cell counts are taken from it, in one pass.
     """
     epsilon, neighbouring = check_epsilon(epsilon), check_neighbouring(neighbouring)
     rng = resolve_rng(rng)
@@ -272,7 +273,7 @@ def _smoothed_parameters(
 
 
 def smoothed_histogram(
-    data: pd.DataFrame | ChunkedTable,
+    data: pd.DataFrame | ChunkedTable | EngineTable,
     schema: Schema,
     *,
     columns: Sequence[str] | None,
@@ -288,7 +289,8 @@ def smoothed_histogram(
     Parameters that break this are refused. Given only rows, mix is the smallest admissible;
     given only mix, rows is the largest admissible. The rows are drawn by the random source's
     `smoothed_cells` (os.urandom for the secure source), with mix rounded up to a multiple of
-    2^-62, which keeps the condition. `data` may be a ChunkedTable (one pass).
+    2^-62, which keeps the condition. `data` may be a ChunkedTable (one pass) or an EngineTable
+    (its cell counts).
     """
     epsilon, rng = check_epsilon(epsilon), resolve_rng(rng)
     columns = schema.resolve_columns(columns)
@@ -392,61 +394,41 @@ def _pure_only(delta: float, mechanism: str) -> None:
         raise MechanismError(f"delta ({delta}) must be 0: {mechanism} is pure epsilon-DP")
 
 
-def run_perturbed(
-    data: pd.DataFrame | ChunkedTable,
-    schema: Schema,
-    *,
-    columns: Sequence[str] | None,
-    params: dict[str, Any],
-    epsilon: float,
-    delta: float,
-    neighbouring: str,
-    rng: RandomSource,
-    progress: Progress | None,
-) -> ReleaseOutput:
-    _only_params(params, {"rows"}, "perturbed_histogram")
-    _pure_only(delta, "perturbed_histogram")
+def run_perturbed(inputs: MechanismInputs[Table]) -> ReleaseOutput:
+    _only_params(inputs.params, {"rows"}, "perturbed_histogram")
+    _pure_only(inputs.delta, "perturbed_histogram")
     release = perturbed_histogram(
-        data,
-        schema,
-        columns=columns,
-        epsilon=epsilon,
-        rows=params.get("rows"),
-        neighbouring=neighbouring,
-        rng=rng,
+        inputs.data,
+        inputs.schema,
+        columns=inputs.columns,
+        epsilon=inputs.epsilon,
+        rows=inputs.params.get("rows"),
+        neighbouring=inputs.neighbouring,
+        rng=inputs.rng,
     )
-    return _release_output(schema, release, progress, "noisy_count", release.spent)
+    return _release_output(inputs.schema, release, inputs.progress, "noisy_count", release.spent)
 
 
-def run_smoothed(
-    data: pd.DataFrame | ChunkedTable,
-    schema: Schema,
-    *,
-    columns: Sequence[str] | None,
-    params: dict[str, Any],
-    epsilon: float,
-    delta: float,
-    neighbouring: str,
-    rng: RandomSource,
-    progress: Progress | None,
-) -> ReleaseOutput:
-    _only_params(params, {"rows", "mix"}, "smoothed_histogram")
-    _pure_only(delta, "smoothed_histogram")
-    if neighbouring != "replace-one":
+def run_smoothed(inputs: MechanismInputs[Table]) -> ReleaseOutput:
+    _only_params(inputs.params, {"rows", "mix"}, "smoothed_histogram")
+    _pure_only(inputs.delta, "smoothed_histogram")
+    if inputs.neighbouring != "replace-one":
         raise MechanismError(
-            f"neighbouring ({neighbouring!r}) must be replace-one for smoothed_histogram: its "
-            "guarantee needs the row count public"
+            f"neighbouring ({inputs.neighbouring!r}) must be replace-one for smoothed_histogram: "
+            "its guarantee needs the row count public"
         )
     release = smoothed_histogram(
-        data,
-        schema,
-        columns=columns,
-        epsilon=epsilon,
-        rows=params.get("rows"),
-        mix=params.get("mix"),
-        rng=rng,
+        inputs.data,
+        inputs.schema,
+        columns=inputs.columns,
+        epsilon=inputs.epsilon,
+        rows=inputs.params.get("rows"),
+        mix=inputs.params.get("mix"),
+        rng=inputs.rng,
     )
-    return _release_output(schema, release, progress, "synthetic_count", release.spent)
+    return _release_output(
+        inputs.schema, release, inputs.progress, "synthetic_count", release.spent
+    )
 
 
 __all__ = [

@@ -1,10 +1,10 @@
 """Public noise plans: what each mechanism will add, predicted from public quantities only.
 
-A plan reads the schema, the chosen columns, the parameters, epsilon, delta, the neighbouring
-relation and `n`, the row count (public under replace-one; under add-remove only the custodian's
-own preview may pass it). It never reads the data, so it can size a job or preview accuracy
-before any budget is spent. It raises MechanismError for settings the mechanism would refuse
-(such as an epsilon whose noise 64-bit counts cannot carry).
+A plan reads one PlanInputs (mechanisms.release_request): the schema, the chosen columns, the
+parameters, epsilon, delta, the neighbouring relation and `n`, the row count (public under replace-
+one; under add-remove only the custodian's own preview may pass it). It never reads the data, so it
+can size a job or preview accuracy before any budget is spent. It raises MechanismError for settings
+the mechanism would refuse (such as an epsilon whose noise 64-bit counts cannot carry).
 
 Every plan uses the mechanism's own functions (MWEM's budget split, the range-count planner),
 so the preview is the split the release will use, not a copy of it.
@@ -21,8 +21,9 @@ import numpy as np
 
 from mechanisms.accounting import noise_scale
 from mechanisms.histogram import count_sensitivity, min_admissible_mix
-from mechanisms.mwem import SELECT_FRACTION, _workload_spec, plan_budget
+from mechanisms.mwem import SELECT_FRACTION, plan_budget, workload_spec
 from mechanisms.noise import RandomSource, check_count_noise, secure_source
+from mechanisms.release_request import PlanInputs
 from mechanisms.schema import NumericColumn, Schema
 from mechanisms.workload import expand_workload
 
@@ -60,19 +61,11 @@ def _cells(schema: Schema, columns: Sequence[str] | None) -> int:
     return math.prod(schema.domain_shape(columns))
 
 
-def perturbed_plan(
-    schema: Schema,
-    columns: Sequence[str] | None,
-    params: dict[str, Any],
-    *,
-    epsilon: float,
-    delta: float,
-    neighbouring: str,
-    n: int,
-) -> NoisePlan:
+def perturbed_plan(inputs: PlanInputs) -> NoisePlan:
     """Discrete Laplace of scale sensitivity/epsilon on every cell count."""
-    scale = check_count_noise(noise_scale(count_sensitivity(neighbouring), epsilon), epsilon)
-    cells = _cells(schema, columns)
+    sensitivity, epsilon = count_sensitivity(inputs.neighbouring), inputs.epsilon
+    scale = check_count_noise(noise_scale(sensitivity, epsilon), epsilon)
+    cells = _cells(inputs.schema, inputs.columns)
     return NoisePlan("discrete Laplace", scale, discrete_laplace_std(scale), cells, cells)
 
 
@@ -91,52 +84,35 @@ def smoothed_default_rows(n: int, cells: int, epsilon: float) -> int:
     )
 
 
-def smoothed_plan(
-    schema: Schema,
-    columns: Sequence[str] | None,
-    params: dict[str, Any],
-    *,
-    epsilon: float,
-    delta: float,
-    neighbouring: str,
-    n: int,
-) -> NoisePlan:
+def smoothed_plan(inputs: PlanInputs) -> NoisePlan:
     """No added noise: `rows` draws from (1 - mix)·histogram + mix·uniform (Thm 4.1)."""
-    n, cells = max(n or 0, 1), _cells(schema, columns)
-    rows = params.get("rows") or smoothed_default_rows(n, cells, epsilon)
-    mix = params.get("mix")
+    n, cells = max(inputs.n or 0, 1), _cells(inputs.schema, inputs.columns)
+    rows = inputs.params.get("rows") or smoothed_default_rows(n, cells, inputs.epsilon)
+    mix = inputs.params.get("mix")
     if mix is None:
-        mix = min_admissible_mix(epsilon, n, cells, rows)
+        mix = min_admissible_mix(inputs.epsilon, n, cells, rows)
     per_cell = rows / cells
     return NoisePlan(
         "sampling", 0.0, math.sqrt(per_cell), rows, cells, {"rows": rows, "mix": float(mix)}
     )
 
 
-def mwem_plan(
-    schema: Schema,
-    columns: Sequence[str],
-    params: dict[str, Any],
-    *,
-    epsilon: float,
-    delta: float,
-    neighbouring: str,
-    n: int,
-) -> NoisePlan:
+def mwem_plan(inputs: PlanInputs) -> NoisePlan:
     """MWEM's own budget split (`mechanisms.mwem.plan_budget`, what `mwem` itself spends).
 
     init_fraction·ε measures the 1-way marginals, then T rounds select and measure.
     """
-    columns = list(columns)
+    schema, columns, params = inputs.schema, list(inputs.columns), inputs.params
+    epsilon = inputs.epsilon
     shape = schema.domain_shape(columns)
     ordered = {c for c in columns if isinstance(schema.column(c), NumericColumn)}
-    workload = expand_workload(_workload_spec(params, len(columns)), columns, shape, ordered)
+    workload = expand_workload(workload_spec(params, len(columns)), columns, shape, ordered)
     plan = plan_budget(
-        max(n or 0, 1),
+        max(inputs.n or 0, 1),
         epsilon,
         shape,
         workload,
-        neighbouring,
+        inputs.neighbouring,
         rounds=params.get("rounds"),
         init_fraction=params.get("init_fraction"),
         select_fraction=params.get("select_fraction", SELECT_FRACTION),
@@ -165,16 +141,7 @@ PREVIEW_SAMPLE = 64  # beyond: at most this many ranges, drawn at random, are av
 PREVIEW_TREE_AXIS = 1024  # beyond that: the tree only on axes this short (its matrices: cells^2)
 
 
-def range_count_plan(
-    schema: Schema,
-    columns: Sequence[str],
-    params: dict[str, Any],
-    *,
-    epsilon: float,
-    delta: float,
-    neighbouring: str,
-    n: int,
-) -> NoisePlan:
+def range_count_plan(inputs: PlanInputs) -> NoisePlan:
     """The range-count planner on public inputs: bounds, grid, a workload drawn like the real one.
 
     The expected error is the chosen plan's predicted standard deviation per answer. While the
@@ -186,11 +153,13 @@ def range_count_plan(
     from mechanisms.range_count.core import half_width, privacy_target
     from mechanisms.range_count.intervals import answer_kurtosis, answered_sets
 
-    support = api.support_from_schema(schema, columns, params)
+    support = api.support_from_schema(inputs.schema, inputs.columns, inputs.params)
     rng = secure_source()
-    queries = api.workload_from_params(support, params, rng)
-    target = privacy_target(epsilon=epsilon, delta=delta, neighbouring=neighbouring)
-    method = params.get("mechanism", "auto")
+    queries = api.workload_from_params(support, inputs.params, rng)
+    target = privacy_target(
+        epsilon=inputs.epsilon, delta=inputs.delta, neighbouring=inputs.neighbouring
+    )
+    method = inputs.params.get("mechanism", "auto")
     variance: float | None
     kurtosis = 0.0 if target.kind == "zcdp" else 3.0  # a bound: one continuous Laplace draw
     if support.n * len(queries) <= PREVIEW_WORK:
@@ -211,7 +180,7 @@ def range_count_plan(
         "upper_bound": estimate and method == "auto",
         "sample": _sample_size(support),
         "noise_95": None if std is None else float(half_width(np.array(std), np.array(kurtosis))),
-        **range_rounding(support, queries, n),
+        **range_rounding(support, queries, inputs.n),
     }
     return NoisePlan(noise, std, std, len(queries), support.n, details)
 

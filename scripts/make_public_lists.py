@@ -1,4 +1,4 @@
-"""Write dpportal/data/public_lists.json: the schema page's one-click public category lists.
+"""Write dpportal/datasets/data/public_lists.json: the schema page's one-click category lists.
 
     python scripts/make_public_lists.py [ISO3166_TAB]
 

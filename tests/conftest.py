@@ -201,12 +201,12 @@ def prebuild_packages(settings, monkeypatch):
 @pytest.fixture
 def a_minute_later(monkeypatch):
     """Show auditors the world as it will be a minute from now: they see events and status
-    changes only once their minute has passed (T10, dpportal/timing.py)."""
+    changes only once their minute has passed (T10, dpportal/access/timing.py)."""
     from datetime import timedelta
 
     from django.utils import timezone
 
-    from dpportal import timing
+    from dpportal.access import timing
 
     monkeypatch.setattr(
         timing,

@@ -42,7 +42,7 @@ def skip_unless_postgres():
 
 def make_user(username="alice", password=PASSWORD, *, custodian=True):
     """A user; a custodian (may upload, register sources, create tokens) unless told."""
-    from dpportal.access import grant_custodian
+    from dpportal.access.rules import grant_custodian
 
     user = get_user_model().objects.create_user(username=username, password=password)
     if custodian:
@@ -196,10 +196,28 @@ def schema_post(rows, public_knowledge=True):
 
 # ---------------------------------------------------------------- deployment
 
+
+def ed25519_pem() -> str:
+    """A fresh Ed25519 private key as PEM text (a DPPORTAL_SIGNING_KEY value)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    return (
+        Ed25519PrivateKey.generate()
+        .private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+        .decode()
+    )
+
+
 PRODUCTION_ENV = {
     "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
     "DJANGO_ALLOWED_HOSTS": "portal.example.org",
     "DPPORTAL_CACHE_URL": "redis://redis:6379/1",  # as docker-compose.yml and the Dockerfile
+    "DPPORTAL_SIGNING_KEY": ed25519_pem(),  # the public records' key (dpportal.W020 without)
 }
 
 

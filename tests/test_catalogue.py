@@ -1,18 +1,28 @@
-"""Adding a mechanism is adding one catalogue row: a toy noisy row count, defined here and put
-into mechanisms.CATALOGUE (monkeypatched) and nowhere else, is listed and run by the command
-line, gets the one manifest shape from run_release, is offered by the portal's release form as
-a card with its parameter fields, and runs as a portal release through release_engine.compute.
+"""Adding a mechanism is adding one catalogue row and, for the portal, one kind: a toy noisy
+row count, defined here and put into mechanisms.CATALOGUE and the portal's kind folders
+(`dpportal.releases.kinds.FOLDERS`, both monkeypatched) and nowhere else, is listed and run by
+the command line, gets the one manifest shape from run_release, is offered by the release form
+with its words and parameter fields, previewed, run through release_engine.compute, shown on
+its results page with its values and a chart, packaged with its report, driven by the API and
+described by the OpenAPI document.
 """
 
+import io
 import json
+import re
+import zipfile
 
 import numpy as np
 import pandas as pd
 import pytest
+from django.test import Client
 from django.urls import reverse
 
-from dpportal import release_engine
+from dpportal.api import openapi
 from dpportal.models import Release
+from dpportal.releases import engine as release_engine
+from dpportal.releases import kinds
+from dpportal.releases.kinds.base import Kind
 from mechanisms import catalogue
 from mechanisms.__main__ import main
 from mechanisms.accounting import noise_scale
@@ -20,20 +30,21 @@ from mechanisms.catalogue import CATALOGUE, MechanismSpec, Parameter, pure_guara
 from mechanisms.noise import check_count_noise, seeded_source
 from mechanisms.plans import NoisePlan, discrete_laplace_std
 from mechanisms.release import ReleaseOutput, csv_bytes
+from mechanisms.release_request import MechanismInputs, PlanInputs
 from mechanisms.schema import Schema
 from tests.helpers import client_for, make_dataset, make_user, post_new_release, run_now
 
 
-def noisy_count(data, schema, *, columns, params, epsilon, delta, neighbouring, rng, progress):
+def noisy_count(inputs: MechanismInputs[pd.DataFrame]) -> ReleaseOutput:
     """The number of rows plus discrete Laplace noise of scale 1/epsilon.
 
     Privacy: pure epsilon-DP; one row changes the count by at most 1 (add-remove; 0 under
     replace-one).
     """
-    rows = len(data)
-    scale = check_count_noise(noise_scale(1, epsilon), epsilon)
-    noisy = int(rng.add_discrete_laplace(np.array([rows], dtype=np.int64), scale)[0])
-    label = params.get("label", "rows")
+    rows = len(inputs.data)
+    scale = check_count_noise(noise_scale(1, inputs.epsilon), inputs.epsilon)
+    noisy = int(inputs.rng.add_discrete_laplace(np.array([rows], dtype=np.int64), scale)[0])
+    label = inputs.params.get("label", "rows")
     return ReleaseOutput(
         files={"count.csv": csv_bytes(pd.DataFrame({label: [noisy]}))},
         manifest={"parameters": {"label": label}},
@@ -41,8 +52,8 @@ def noisy_count(data, schema, *, columns, params, epsilon, delta, neighbouring, 
     )
 
 
-def noisy_count_plan(schema, columns, params, *, epsilon, delta, neighbouring, n) -> NoisePlan:
-    scale = check_count_noise(noise_scale(1, epsilon), epsilon)
+def noisy_count_plan(inputs: PlanInputs) -> NoisePlan:
+    scale = check_count_noise(noise_scale(1, inputs.epsilon), inputs.epsilon)
     return NoisePlan("discrete Laplace", scale, discrete_laplace_std(scale), 1, 1)
 
 
@@ -61,9 +72,17 @@ TOY = MechanismSpec(
 )
 
 
+class NoisyCount(Kind):
+    """The toy's kind folder: its own words on the card; everything else generic."""
+
+    def good_for(self) -> str:
+        return "Knowing roughly how many rows the table has."
+
+
 @pytest.fixture(autouse=True)
 def toy(monkeypatch):
     monkeypatch.setitem(CATALOGUE, "noisy_count", TOY)
+    monkeypatch.setitem(kinds.FOLDERS, "noisy_count", NoisyCount("noisy_count"))
 
 
 def test_the_command_line_lists_and_runs_it(tmp_path, capsys):
@@ -131,3 +150,68 @@ def test_the_portal_offers_it_and_runs_it_through_release_engine(db, monkeypatch
     assert release.manifest["parameters"] == {"label": "n"}
     detail = client.get(reverse("release_detail", args=[release.pk])).content.decode()
     assert "Noisy row count" in detail
+    assert "Preview of count.csv" in detail and '<th scope="col">n</th>' in detail
+    noisy = Release.objects.get().manifest  # the value shown is the file's, not a recount
+    shown = pd.read_csv(io.BytesIO(download(client, release, "count.csv")))["n"][0]
+    assert f"<td>{shown}</td>" in detail
+    charts = json.loads(re.search(r'id="chart-data-0"[^>]*>(.*?)</script>', detail, re.S)[1])
+    assert charts["data"][0]["type"] == "bar" and charts["data"][0]["y"] == [shown]
+    assert noisy["files"] == {"count.csv": "the noisy number of rows"}
+    package = zipfile.ZipFile(io.BytesIO(download_zip(client, release)))
+    names = {name.rsplit("/", 1)[-1] for name in package.namelist()}
+    assert {"count.csv", "manifest.json", "README.txt", "report.html"} <= names
+    report = next(n for n in package.namelist() if n.endswith("report.html"))
+    assert "Noisy row count" in package.read(report).decode()
+
+
+def test_the_card_shows_the_words_of_its_kind_folder(db):
+    owner = make_user("owner")
+    dataset = make_dataset(owner)
+    page = client_for(owner).get(reverse("release_new", args=[dataset.pk])).content.decode()
+    assert "Knowing roughly how many rows the table has." in page
+
+
+def test_the_api_runs_it_and_the_openapi_document_lists_it(db, monkeypatch):
+    owner = make_user("owner")
+    dataset = make_dataset(owner)
+    document = client_for(owner).get(reverse("api_openapi")).json()
+    assert "noisy_count" in document["components"]["schemas"]["Mechanism"]["enum"]
+    bodies = {b["title"]: b for b in document["components"]["schemas"]["Release"]["oneOf"]}
+    toy = bodies["Noisy row count"]["properties"]
+    assert toy["mechanism"] == {"const": "noisy_count", "description": "Noisy row count"}
+    assert toy["noisy_count__spare"]["type"] == "integer"
+    assert document == openapi.document()
+    client = api_client(owner)
+    body = {"mechanism": "noisy_count", "columns": ["age"], "epsilon": "0.5"}
+    url = reverse("api_dataset_releases", args=[dataset.pk])
+    created = client.post(
+        url, json.dumps(body), content_type="application/json", HTTP_IDEMPOTENCY_KEY="toy-1"
+    )
+    assert created.status_code == 201, created.content
+    release = run_now(Release.objects.get())
+    done = client.get(reverse("api_release_detail", args=[release.pk])).json()
+    assert done["status"] == "done" and done["mechanism"] == "noisy_count"
+    assert "count.csv" in {f["name"] for f in done["files"]}
+
+
+def _body(response) -> bytes:
+    return b"".join(response.streaming_content) if response.streaming else response.content
+
+
+def download(client, release, name) -> bytes:
+    response = client.get(reverse("release_download_file", args=[release.pk, name]))
+    assert response.status_code == 200, name
+    return _body(response)
+
+
+def download_zip(client, release) -> bytes:
+    response = client.get(reverse("release_download_zip", args=[release.pk]))
+    assert response.status_code == 200
+    return _body(response)
+
+
+def api_client(user):
+    """A client that sends a fresh API token of `user` (no session)."""
+    page = client_for(user).post(reverse("token_list"), {"action": "create", "name": "toy"})
+    secret = re.search(r'<code id="new-token">([^<]+)</code>', page.content.decode())[1]
+    return Client(HTTP_AUTHORIZATION=f"Bearer {secret}")

@@ -1,6 +1,6 @@
 """The portal's REST API (JSON over HTTPS, `/api/v1/`), authenticated by per-user API tokens.
 
-Every endpoint reuses what the pages use: the permission rule (`dpportal.access`), the forms
+Every endpoint reuses what the pages use: the permission rule (`dpportal.access.rules`), the forms
 that validate input, the services that lock and spend budget and write the audit log, and the
 per-address failure limit of the sign-in page. Modules:
 

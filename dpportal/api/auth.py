@@ -16,18 +16,20 @@
 
 import functools
 import json
+from collections.abc import Callable
 
 from django.contrib.auth.decorators import login_not_required
 from django.core.exceptions import BadRequest, RequestDataTooBig, SuspiciousOperation
 from django.core.files.uploadhandler import FileUploadHandler
-from django.http import Http404, JsonResponse, QueryDict
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.http.multipartparser import MultiPartParserError
+from django.http.response import HttpResponseBase
 from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 
-from .. import services
-from ..login_limit import CACHE_ERRORS, client_address, count_refused_token
-from ..signals import client_address as audit_address
+from dpportal import services
+from dpportal.access.login_limit import CACHE_ERRORS, client_address, count_refused_token
+from dpportal.signals import client_address as audit_address
 
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 MISSING_CREDENTIAL = (
@@ -57,6 +59,14 @@ def error(status: int, message: str, errors: dict | None = None, **headers) -> J
     return response
 
 
+_ENDPOINT_METHODS: dict[Callable[..., HttpResponseBase], tuple[str, ...]] = {}
+
+
+def endpoint_methods(endpoint: Callable[..., HttpResponseBase]) -> tuple[str, ...]:
+    """The HTTP methods an API endpoint answers (the OpenAPI test checks its document)."""
+    return _ENDPOINT_METHODS[endpoint]
+
+
 def api_endpoint(*methods: str):
     """Wrap a view: authenticate its token, check its method, turn refusals into JSON."""
 
@@ -73,7 +83,7 @@ def api_endpoint(*methods: str):
             response["Cache-Control"] = "no-store, private"
             return response
 
-        endpoint.api_methods = methods  # read by the OpenAPI test
+        _ENDPOINT_METHODS[endpoint] = methods
         return endpoint
 
     return decorate
@@ -123,13 +133,19 @@ def _without_token(request):
     """No token: CSRF-check an unsafe request as any page would (403 without it), then 401."""
     if request.method not in SAFE_METHODS:
         request.upload_handlers = [_DiscardFiles(request)]  # never store an unauthenticated file
-        refused = CsrfViewMiddleware(lambda r: None).process_view(request, None, (), {})
+        refused = CsrfViewMiddleware(_not_called).process_view(request, _not_called, (), {})
         if refused is not None:
             return error(
                 403,
                 "CSRF check failed, and the API needs an API token anyway: " + MISSING_CREDENTIAL,
             )
     return error(401, MISSING_CREDENTIAL, WWW_Authenticate="Bearer")
+
+
+def _not_called(request: HttpRequest) -> HttpResponse:
+    """The CSRF check's next handler and view (one that is not CSRF-exempt): `process_view`
+    reads the view's flag and calls neither."""
+    return HttpResponse(status=204)
 
 
 class _DiscardFiles(FileUploadHandler):

@@ -8,8 +8,9 @@ get 404, exactly as for a dataset that does not exist).
 from django.conf import settings
 from django.http import JsonResponse
 
-from .. import services, timing
-from ..access import (
+from dpportal import services
+from dpportal.access import timing
+from dpportal.access.rules import (
     NOT_A_CUSTODIAN,
     dataset_for_owner,
     dataset_for_reader,
@@ -17,15 +18,15 @@ from ..access import (
     is_custodian,
     is_owner,
 )
-from ..dataset_forms import DatasetUploadForm, PublicKnowledgeForm, SchemaColumnForm
-from ..dataset_views import FORM_OVERHEAD_BYTES, shared_budget_text
-from ..formatting import plain_number
-from ..release_forms import ReleaseForm
-from ..risk_words import preview_risk
-from ..signals import client_address
-from ..storage import UPLOAD_FIELD, PrivateUploadHandler
-from .auth import ApiError, api_endpoint, form_data, form_errors, invalid, read_json
-from .present import dataset_json, ledger_json
+from dpportal.api.auth import ApiError, api_endpoint, form_data, form_errors, invalid, read_json
+from dpportal.api.present import dataset_json, ledger_json
+from dpportal.core.formatting import plain_number
+from dpportal.core.storage import UPLOAD_FIELD, PrivateUploadHandler
+from dpportal.datasets.forms import DatasetUploadForm, PublicKnowledgeForm, SchemaColumnForm
+from dpportal.datasets.views import FORM_OVERHEAD_BYTES, shared_budget_text
+from dpportal.releases.forms import ReleaseForm
+from dpportal.releases.risk_words import preview_risk
+from dpportal.signals import client_address
 
 SCHEMA_FIELDS = ("name", "type", "lower", "upper", "bins", "categories", "unknown")
 

@@ -6,7 +6,7 @@ the rest, for every path under API_PREFIX:
 - `ApiErrorMiddleware` (a view raised): a lost database connection answers 503 with
   Retry-After, a JSON body nested too deeply for the parser 400, PermissionDenied 403 with its
   message, any other exception 500, each logged as Django logs a server error;
-- `error_response` also serves the portal's 400, 404 and 500 handlers (dpportal/error_views.py)
+- `error_response` also serves the portal's 400, 404 and 500 handlers (dpportal/core/error_views.py)
   for what fails outside a view (a middleware, an address that names no endpoint).
 """
 

@@ -5,9 +5,14 @@ that every route and method is described (and nothing else), and that the docume
 OpenAPI 3.1.
 """
 
+from typing import Any
+
+from django import forms
 from django.contrib.auth.decorators import login_not_required
 from django.http import JsonResponse
 from django.views.decorators.http import require_GET
+
+from dpportal.releases.kinds import all_kinds
 
 PK = {"name": "pk", "in": "path", "required": True, "schema": {"type": "integer"}}
 FILENAME = {"name": "filename", "in": "path", "required": True, "schema": {"type": "string"}}
@@ -131,19 +136,11 @@ SCHEMA_BODY = _content(
         },
     }
 )
-RELEASE_BODY = _content(
-    {
-        "type": "object",
-        "required": ["mechanism", "columns", "epsilon"],
-        "description": "The new-release form's fields (mechanism, columns, epsilon, delta, "
-        "rows, mwem_rounds, range_grid, range_workload, range_queries, range_method, ...).",
-        "additionalProperties": True,
-    }
-)
+RELEASE_BODY = _content({"$ref": "#/components/schemas/Release"})
 ESTIMATE_PARAMETERS = [
     {"name": name, "in": "query", "required": name != "delta", "schema": schema}
     for name, schema in (
-        ("mechanism", {"type": "string"}),
+        ("mechanism", {"$ref": "#/components/schemas/Mechanism"}),
         ("columns", {"type": "array", "items": {"type": "string"}}),
         ("epsilon", {"type": "string"}),
         ("delta", {"type": "string"}),
@@ -257,7 +254,7 @@ PATHS = {
     },
 }
 
-DOCUMENT = {
+DOCUMENT: dict[str, Any] = {
     "openapi": "3.1.0",
     "info": {
         "title": "DP Portal API",
@@ -280,4 +277,54 @@ DOCUMENT = {
 @require_GET
 def openapi_json(request):
     """The description is public: it holds no data, only the shape of the API."""
-    return JsonResponse(DOCUMENT)
+    return JsonResponse(document())
+
+
+def document() -> dict:
+    """The OpenAPI document, with one release body per kind of release in the catalogue."""
+    schemas = {**DOCUMENT["components"]["schemas"], **release_schemas()}
+    return {**DOCUMENT, "components": {**DOCUMENT["components"], "schemas": schemas}}
+
+
+def release_schemas() -> dict:
+    """`Mechanism` (every catalogue name) and `Release`: the new-release form's fields, one
+    body per kind with its own settings (`Kind.form_fields`)."""
+    bodies = []
+    for kind in all_kinds():
+        properties = {
+            "mechanism": {"const": kind.name, "description": kind.title},
+            "columns": {"type": "array", "items": {"type": "string"}},
+            "epsilon": {"type": "string", "description": "a decimal, such as 0.5"},
+            "delta": {"type": "string", "description": "a decimal; 0 when left out"},
+        }
+        properties |= {name: field_schema(field) for name, field in kind.form_fields().items()}
+        bodies.append(
+            {
+                "title": kind.title,
+                "type": "object",
+                "required": ["mechanism", "columns", "epsilon"],
+                "properties": properties,
+            }
+        )
+    names = [kind.name for kind in all_kinds()]
+    return {"Mechanism": {"type": "string", "enum": names}, "Release": {"oneOf": bodies}}
+
+
+def field_schema(field: forms.Field) -> dict:
+    """The JSON schema of one form field, with its label and help as description."""
+    description = " ".join(str(t) for t in (field.label, field.help_text) if t)
+    schema: dict = {"description": description}
+    choices = [value for value, _ in getattr(field, "choices", ())]
+    if isinstance(field, forms.MultipleChoiceField):
+        schema |= {"type": "array", "items": {"enum": [str(c) for c in choices]}}
+    elif isinstance(field, forms.TypedChoiceField):
+        schema["enum"] = choices
+    elif isinstance(field, forms.ChoiceField):
+        schema["enum"] = [str(c) for c in choices]
+    elif isinstance(field, forms.IntegerField):
+        schema["type"] = "integer"
+    elif isinstance(field, forms.FloatField):
+        schema["type"] = "number"
+    else:
+        schema["type"] = "string"
+    return schema

@@ -5,13 +5,13 @@ and deletion. Each goes through the page's form and service; only the owner reac
 from django.http import JsonResponse
 from django.urls import reverse
 
-from .. import services
-from ..access import dataset_for_owner
-from ..access_views import InvitationForm
-from ..dataset_forms import AuditorForm, BudgetForm, DeleteForm
-from ..signals import client_address
-from .auth import ApiError, api_endpoint, form_data, invalid, read_json
-from .present import dataset_json, when
+from dpportal import services
+from dpportal.access.rules import dataset_for_owner
+from dpportal.access.views import InvitationForm
+from dpportal.api.auth import ApiError, api_endpoint, form_data, invalid, read_json
+from dpportal.api.present import dataset_json, when
+from dpportal.datasets.forms import AuditorForm, BudgetForm, DeleteForm
+from dpportal.signals import client_address
 
 
 def _valid(form):

@@ -8,12 +8,12 @@ are derived from the number of rows), no raw column header before a schema is co
 
 from django.urls import reverse
 
-from .. import packaging
-from ..access import is_owner, raw_facts
-from ..formatting import plain_number
-from ..release_views import GENERIC_FAILURE, _release_as_seen, progress_payload
-from ..risk_words import release_risk
-from ..timing import shown_time
+from dpportal.access.rules import is_owner, raw_facts
+from dpportal.access.timing import shown_time
+from dpportal.core.formatting import plain_number
+from dpportal.releases import packaging
+from dpportal.releases.presentation import GENERIC_FAILURE, progress_payload, release_as_seen
+from dpportal.releases.risk_words import release_risk
 
 
 def when(moment, *, exact: bool) -> str | None:
@@ -60,7 +60,7 @@ def dataset_json(dataset, user) -> dict:
 
 def release_json(user, pk) -> dict:
     """A release as the user may see it (404 for others), with its progress."""
-    release, owner = _release_as_seen(user, pk)
+    release, owner = release_as_seen(user, pk)
     error = release.error_message if owner else GENERIC_FAILURE
     data = {
         "id": release.pk,

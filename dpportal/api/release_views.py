@@ -12,22 +12,22 @@ import hashlib
 from django.core.paginator import EmptyPage, PageNotAnInteger, Paginator
 from django.http import JsonResponse
 
-from .. import packaging, services
-from ..access import dataset_for_owner, dataset_for_reader
-from ..audit_views import _audit_filter, _owns, shown_details
-from ..models import Release
-from ..release_forms import ReleaseForm
-from ..release_views import (
-    CONTENT_TYPES,
-    _attachment,
-    _audit_download,
-    _done_release,
-    _zip_attachment,
-    release_for_owner,
+from dpportal import services
+from dpportal.access.rules import dataset_for_owner, dataset_for_reader, is_owner
+from dpportal.api.auth import ApiError, api_endpoint, form_data, invalid, read_json
+from dpportal.api.present import release_json, when
+from dpportal.audit.events import filtered_events, shown_details
+from dpportal.models import Release
+from dpportal.releases import packaging
+from dpportal.releases.downloads import (
+    package_file_attachment,
+    package_zip_attachment,
+    record_download,
+    release_with_files,
 )
-from ..signals import client_address
-from .auth import ApiError, api_endpoint, form_data, invalid, read_json
-from .present import release_json, when
+from dpportal.releases.forms import ReleaseForm
+from dpportal.releases.presentation import release_for_owner
+from dpportal.signals import client_address
 
 MAX_KEY_LENGTH = 200
 NEEDS_KEY = (
@@ -95,32 +95,27 @@ def release_cancel(request, pk):
 @api_endpoint("GET")
 def release_file(request, pk, filename):
     """One file of the public package (recorded in the audit log as a download)."""
-    release = _done_release(request.user, pk)
+    release = release_with_files(request.user, pk)
     content = packaging.package_file(release, filename)
     if content is None:
         raise ApiError(404, f"No file {filename!r} in this release; see the release's files.")
-    _audit_download(request, release, filename)
-    suffix = filename[filename.rfind(".") :]
-    return _attachment(
-        content,
-        f"release-{release.pk}-{filename}",
-        CONTENT_TYPES.get(suffix, "application/octet-stream"),
-    )
+    record_download(request, release, filename)
+    return package_file_attachment(release, filename, content)
 
 
 @api_endpoint("GET")
 def release_package(request, pk):
     """The whole public package as one zip (recorded in the audit log as a download)."""
-    release = _done_release(request.user, pk)
-    response = _zip_attachment(release)
-    _audit_download(request, release, "package.zip")
+    release = release_with_files(request.user, pk)
+    response = package_zip_attachment(release)
+    record_download(request, release, "package.zip")
     return response
 
 
 @api_endpoint("GET")
 def audit_log(request):
     """The audit events the user may see (newest first, 100 a page), filtered like the page."""
-    form, events = _audit_filter(request)
+    form, events = filtered_events(request)
     parameters = set(request.GET) - {"page"}
     unknown = sorted(parameters - set(form.fields))
     if unknown:
@@ -139,7 +134,7 @@ def audit_log(request):
             "events": [
                 {
                     "id": e.pk,
-                    "created_at": when(e.created_at, exact=_owns(request.user, e.dataset)),
+                    "created_at": when(e.created_at, exact=is_owner(request.user, e.dataset)),
                     "actor": e.actor_name or "system",
                     "action": e.action,
                     "dataset": e.dataset_id,

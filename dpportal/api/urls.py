@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import dataset_views, openapi, owner_views, release_views
+from dpportal.api import dataset_views, openapi, owner_views, release_views
 
 urlpatterns = [
     path("openapi.json", openapi.openapi_json, name="api_openapi"),

@@ -13,12 +13,12 @@ The profile is computed from the raw data but holds only a type proposal and the
 cells per column (owner-only); bounds and categories never come from it.
 """
 
-from .archive import Unpacked, unpack_upload
-from .detect import MAX_COLUMNS
-from .fingerprint import content_fingerprint
-from .scan import ByteScan, IngestError, scan_file
-from .text import IngestResult, ingest_text
-from .xlsx import XLSX_MAX_MEMBERS, xlsx_to_csv
+from dpportal.ingest.archive import Unpacked, unpack_upload
+from dpportal.ingest.detect import MAX_COLUMNS
+from dpportal.ingest.fingerprint import content_fingerprint
+from dpportal.ingest.scan import ByteScan, IngestError, scan_file
+from dpportal.ingest.text import IngestResult, ingest_text
+from dpportal.ingest.xlsx import XLSX_MAX_MEMBERS, xlsx_to_csv
 
 __all__ = [
     "MAX_COLUMNS",

@@ -5,10 +5,9 @@ bytes (`mechanisms.archives` holds the limits and refusals, shared with the comm
 from dataclasses import dataclass
 from pathlib import Path
 
+from dpportal.core import files
+from dpportal.ingest.scan import ByteScan, IngestError
 from mechanisms.archives import ArchiveError, open_archive, unpacked_chunks
-
-from .. import files
-from .scan import ByteScan, IngestError
 
 
 @dataclass

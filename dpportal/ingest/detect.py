@@ -7,9 +7,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from dpportal.ingest.scan import ByteScan, IngestError
 from mechanisms.archives import other_compressor
-
-from .scan import ByteScan, IngestError
 
 MAX_COLUMNS = 1000
 MAX_NAME_CHARS = 200

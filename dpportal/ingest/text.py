@@ -15,10 +15,10 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
-from .. import files
-from .detect import DELIMITERS, TextFormat, detect_format
-from .profile import ColumnProfile
-from .scan import ByteScan, IngestError
+from dpportal.core import files
+from dpportal.ingest.detect import DELIMITERS, TextFormat, detect_format
+from dpportal.ingest.profile import ColumnProfile
+from dpportal.ingest.scan import ByteScan, IngestError
 
 MAX_FIELD_BYTES = 131072
 BLOCK_BYTES = 4 << 20

@@ -12,9 +12,9 @@ import zipfile
 from pathlib import Path
 from xml.parsers import expat
 
-from .. import files
-from .detect import MAX_COLUMNS
-from .scan import IngestError
+from dpportal.core import files
+from dpportal.ingest.detect import MAX_COLUMNS
+from dpportal.ingest.scan import IngestError
 
 # XLSX (a zip of XML parts): limits checked on the zip directory before anything is parsed.
 XLSX_MAX_MEMBERS = 500

@@ -1,7 +1,7 @@
 """Schemas confirmed before confirmation checked the stored data must be confirmed again.
 
 Confirmation now refuses a schema under which some value of the data would make a release fail
-(`dpportal.schema_checks`). A schema confirmed earlier was never checked, so its confirmation is
+(`dpportal.datasets.schema_checks`). A schema confirmed earlier was never checked, so its confirmation is
 withdrawn (the schema itself is kept, so confirming again is one click); no release can start
 until the data has been checked. Migrating back leaves the schemas unconfirmed.
 """

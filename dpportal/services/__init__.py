@@ -23,9 +23,9 @@ replaces a function must replace it in the module that calls it (`services.deliv
 not here: replacing a re-exported name would not reach its callers.
 """
 
-from .audit import audit_record, audit_verify_chain
-from .budget import dataset_change_budget
-from .datasets import (
+from dpportal.services.audit import audit_record, audit_verify_chain
+from dpportal.services.budget import dataset_change_budget
+from dpportal.services.datasets import (
     dataset_confirm_schema,
     dataset_create_from_path,
     dataset_create_from_upload,
@@ -34,31 +34,33 @@ from .datasets import (
     dataset_set_auditor,
     dataset_shared_with,
 )
-from .delivery import release_queue
-from .errors import DuplicateSubmission, ServiceError
-from .estimates import estimate_column, estimate_cost, latest_estimates
-from .execution import LeaseLost, _mark_data_read, _release_claim, _release_fail, release_run
-from .invitations import (
+from dpportal.services.delivery import release_queue
+from dpportal.services.errors import DuplicateSubmission, ServiceError
+from dpportal.services.estimates import estimate_column, estimate_cost, latest_estimates
+from dpportal.services.execution import LeaseLost, release_run
+from dpportal.services.invitations import (
     invitation_accept,
     invitation_for_secret,
     invitation_revoke,
     invitation_send,
     pending_invitations,
 )
-from .public_pages import public_pages, release_set_public
-from .reaper import release_reap
-from .releases import release_cancel, release_create
-from .shared_budgets import budgets_join
-from .sources import dataset_register_source
-from .tokens import token_authenticate, token_create, token_refusal_record, token_revoke
+from dpportal.services.public_pages import public_pages, release_set_public
+from dpportal.services.reaper import release_reap
+from dpportal.services.releases import release_cancel, release_create
+from dpportal.services.shared_budgets import budgets_join
+from dpportal.services.sources import dataset_register_source
+from dpportal.services.tokens import (
+    token_authenticate,
+    token_create,
+    token_refusal_record,
+    token_revoke,
+)
 
 __all__ = [
     "DuplicateSubmission",
     "LeaseLost",
     "ServiceError",
-    "_mark_data_read",
-    "_release_claim",
-    "_release_fail",
     "audit_record",
     "budgets_join",
     "audit_verify_chain",

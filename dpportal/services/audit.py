@@ -4,8 +4,8 @@ import secrets
 
 from django.db import IntegrityError, transaction
 
-from ..models import AuditEvent
-from .errors import ServiceError
+from dpportal.models import AuditEvent
+from dpportal.services.errors import ServiceError
 
 GENESIS_HASH = "0" * 64
 

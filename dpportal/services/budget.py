@@ -12,10 +12,17 @@ from decimal import Decimal
 from django.conf import settings
 from django.db import transaction
 
-from ..formatting import plain_number
-from ..models import AuditEvent, BudgetLedgerEntry, Dataset, Neighbouring, PrivacyBudget, Release
-from . import audit
-from .errors import ServiceError
+from dpportal.core.formatting import plain_number
+from dpportal.models import (
+    AuditEvent,
+    BudgetLedgerEntry,
+    Dataset,
+    Neighbouring,
+    PrivacyBudget,
+    Release,
+)
+from dpportal.services import audit
+from dpportal.services.errors import ServiceError
 
 MAX_EPSILON_TOTAL = Decimal("100")
 

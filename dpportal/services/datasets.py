@@ -1,10 +1,11 @@
 """Datasets: upload (validation, Parquet copy, profile, budget by content), auditors, schema
 confirmation and deletion.
 
-Files go through `dpportal.ingest` into private storage (`dpportal.files`); nothing is left
+Files go through `dpportal.ingest` into private storage (`dpportal.core.files`); nothing is left
 behind when a file is refused.
 """
 
+import functools
 from decimal import Decimal
 from pathlib import Path
 
@@ -14,13 +15,14 @@ from django.db import transaction
 from django.utils import timezone
 
 import mechanisms
-
-from .. import files, ingest, object_store, schema_checks, storage
-from ..models import AuditEvent, Dataset, Release
-from . import audit, estimates, publishing
-from .budget import budget_for, budget_values, check_neighbouring, locked_dataset
-from .errors import ServiceError
-from .public_pages import withdraw_public_pages
+from dpportal import ingest
+from dpportal.core import files, object_store, storage
+from dpportal.datasets import schema_checks
+from dpportal.models import AuditEvent, Dataset, Release
+from dpportal.services import audit, estimates, publishing
+from dpportal.services.budget import budget_for, budget_values, check_neighbouring, locked_dataset
+from dpportal.services.errors import ServiceError
+from dpportal.services.public_pages import withdraw_public_pages
 
 DATASET_SUFFIXES = (".csv", ".tsv", ".txt", ".xlsx")
 ARCHIVE_SUFFIXES = (".gz", ".zip")  # a table compressed with gzip, or alone in a zip
@@ -277,7 +279,7 @@ def dataset_delete(*, dataset, user, remote_addr=None):
             details={"sha256": locked.sha256, "public_pages_withdrawn": withdrawn},
         )
         for name in stored:
-            transaction.on_commit(lambda name=name: object_store.remove_stored(name))
+            transaction.on_commit(functools.partial(object_store.remove_stored, name))
         transaction.on_commit(lambda: publishing.release_remove_utility_reports(locked))
     return locked
 

@@ -12,9 +12,8 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError
 
 import mechanisms
-
-from ..celery import app as celery_app
-from ..models import Release
+from dpportal.celery import app as celery_app
+from dpportal.models import Release
 
 logger = logging.getLogger(__name__)
 

@@ -26,19 +26,19 @@ once an estimate, or a release that read the data, used the old one (`check_sche
 
 from dataclasses import dataclass
 from decimal import ROUND_DOWN, ROUND_UP, Decimal
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 import mechanisms
+from dpportal.models import DELTA_FIELD, EPSILON_FIELD, AuditEvent, BudgetLedgerEntry, Release
+from dpportal.releases import engine as release_engine
+from dpportal.services import audit
+from dpportal.services.budget import check_budget, ledger_write, locked_budget, locked_dataset
+from dpportal.services.errors import ServiceError
 from mechanisms.persons import PersonLevel
-
-from .. import release_engine
-from ..models import DELTA_FIELD, EPSILON_FIELD, AuditEvent, BudgetLedgerEntry, Release
-from . import audit
-from .budget import check_budget, ledger_write, locked_budget, locked_dataset
-from .errors import ServiceError
 
 ESTIMATE_MECHANISM = "dp_schema_estimate"
 KINDS = ("numeric", "categorical")
@@ -128,6 +128,13 @@ def estimate_column(
         spend = Spend(column, kind, epsilon, delta, person, percent)
         release = _record(locked, user, spend, found, remote_addr)
     return release
+
+
+def estimate_result(release: Release) -> dict[str, Any]:
+    """The DP estimate a done estimate release holds (what `estimate_column` recorded)."""
+    if release.manifest is None or "result" not in release.manifest:
+        raise ServiceError(f"Release {release.pk} holds no estimate.")
+    return release.manifest["result"]
 
 
 def estimate_person(dataset, person):

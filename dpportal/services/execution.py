@@ -22,11 +22,12 @@ from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
-from .. import files, object_store, release_engine
-from ..models import AuditEvent, Release
-from . import audit, publishing
-from .budget import locked_dataset_and_release
-from .releases import fail_and_refund, finish
+from dpportal.core import files, object_store
+from dpportal.models import AuditEvent, Release
+from dpportal.releases import engine as release_engine
+from dpportal.services import audit, publishing
+from dpportal.services.budget import locked_dataset_and_release
+from dpportal.services.releases import fail_and_refund, finish
 
 logger = logging.getLogger(__name__)
 

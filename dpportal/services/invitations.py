@@ -4,7 +4,7 @@ The link carries a 256-bit secret; only its SHA-256 is stored. It expires after
 INVITATION_DAYS, works once, and can be revoked before it is used. Accepting grants auditor
 access exactly as adding an auditor by name does (the same ACCESS_CHANGED event, which the
 budget rules read: `budget._ever_had_auditors`), and nothing more: the account is not made a
-custodian (dpportal.access). Sending and revoking are audited too.
+custodian (dpportal.access.rules). Sending and revoking are audited too.
 
 The link is bound to the invited address: a signed-in account accepts only if its e-mail
 address (set by the operator or by the invitation that made the account; users cannot change
@@ -20,11 +20,11 @@ from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
-from ..credentials import Invitation, secret_digest
-from ..models import AuditEvent
-from . import audit
-from .budget import locked_dataset
-from .errors import ServiceError
+from dpportal.access.credentials import Invitation, secret_digest
+from dpportal.models import AuditEvent
+from dpportal.services import audit
+from dpportal.services.budget import locked_dataset
+from dpportal.services.errors import ServiceError
 
 INVITATION_DAYS = 7
 MAX_PENDING_PER_DATASET = 50

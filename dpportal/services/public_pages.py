@@ -7,9 +7,9 @@ pages then answer 410 like any withdrawn page, and none can be switched on again
 from django.db import transaction
 from django.utils import timezone
 
-from ..models import AuditEvent, Release
-from .audit import audit_record
-from .errors import ServiceError
+from dpportal.models import AuditEvent, Release
+from dpportal.services.audit import audit_record
+from dpportal.services.errors import ServiceError
 
 
 def release_set_public(*, release, user, public: bool, remote_addr=None) -> Release:

@@ -10,15 +10,16 @@ Whichever comes second sees what the first did, so no report survives a deletion
 """
 
 import logging
+from collections.abc import Callable
 
 from django.conf import settings
 from django.db import transaction
 
 import mechanisms
-
-from .. import charts, files, object_store, packaging, utility
-from ..models import Release
-from .budget import locked_dataset
+from dpportal.core import files, object_store
+from dpportal.models import Release
+from dpportal.releases import kinds, packaging, utility
+from dpportal.services.budget import locked_dataset
 
 logger = logging.getLogger(__name__)
 
@@ -29,20 +30,25 @@ def release_store_utility_report(release_pk):
     so pages open fast. A failure here only leaves them to be made later (the report stays
     missing, the public files are made on first view): the release stands."""
     release = Release.objects.select_related("dataset").get(pk=release_pk)
-    steps = [("utility report", store_utility_report)]
+    steps: list[tuple[str, Callable[[Release], object]]] = [
+        ("utility report", store_utility_report)
+    ]
     if settings.DPPORTAL_PREBUILD_PACKAGES:
         steps.append(("package zip", packaging.package_zip_path))
-    steps.append(
-        (
-            "charts",
-            lambda r: charts.release_charts(r, mechanisms.Schema.from_dict(r.dataset.schema)),
-        )
-    )
+    steps.append(("charts", _prepare_charts))
     for what, step in steps:
         try:
             step(release)
         except Exception as exc:  # the message may quote data: log its type only
             logger.error("Release %s: %s failed (%s)", release.pk, what, type(exc).__name__)
+
+
+def _prepare_charts(release: Release) -> None:
+    """Compute the public charts now and keep them (`kinds.public_charts`)."""
+    schema = release.dataset.schema
+    if schema is None:
+        raise ValueError("the release's dataset has no schema")
+    kinds.public_charts(release, mechanisms.Schema.from_dict(schema))
 
 
 def store_utility_report(release) -> bool:

@@ -11,13 +11,13 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from .. import files, object_store
-from ..models import AuditEvent, Release
-from . import audit, delivery
-from .budget import locked_dataset_and_release
-from .datasets import dataset_remove_orphan_files
-from .execution import TIME_LIMIT_MESSAGE, lease_alive
-from .releases import fail_and_refund
+from dpportal.core import files, object_store
+from dpportal.models import AuditEvent, Release
+from dpportal.services import audit, delivery
+from dpportal.services.budget import locked_dataset_and_release
+from dpportal.services.datasets import dataset_remove_orphan_files
+from dpportal.services.execution import TIME_LIMIT_MESSAGE, lease_alive
+from dpportal.services.releases import fail_and_refund
 
 logger = logging.getLogger(__name__)
 

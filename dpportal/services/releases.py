@@ -13,9 +13,9 @@ from functools import partial
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from ..models import AuditEvent, BudgetLedgerEntry, Release
-from . import audit, delivery
-from .budget import (
+from dpportal.models import AuditEvent, BudgetLedgerEntry, Release
+from dpportal.services import audit, delivery
+from dpportal.services.budget import (
     check_budget,
     ledger_write,
     locked_budget,
@@ -23,8 +23,8 @@ from .budget import (
     locked_dataset_and_release,
     release_refund,
 )
-from .errors import DuplicateSubmission, ServiceError
-from .sources import release_engine_for
+from dpportal.services.errors import DuplicateSubmission, ServiceError
+from dpportal.services.sources import release_engine_for
 
 
 def release_create(

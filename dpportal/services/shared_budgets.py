@@ -19,11 +19,11 @@ admitted meanwhile is lost.
 
 from django.db import transaction
 
-from ..formatting import plain_number
-from ..models import AuditEvent, Dataset
-from . import audit
-from .budget import locked_budget
-from .errors import ServiceError
+from dpportal.core.formatting import plain_number
+from dpportal.models import AuditEvent, Dataset
+from dpportal.services import audit
+from dpportal.services.budget import locked_budget
+from dpportal.services.errors import ServiceError
 
 HOW = (
     "Declare it only when both datasets hold the same people (for example a copy with a column "

@@ -1,8 +1,8 @@
-"""Registering a table that stays where it lives (`dpportal.sources`) as a dataset.
+"""Registering a table that stays where it lives (`dpportal.sources.tables`) as a dataset.
 
 Budget: the budget follows the source. A registration's budget row is keyed by its source key
-(the data's identity, `dpportal.sources`: Parquet footers; server, database and table oids) in
-the fingerprint column the uploads use, within the same scope (`budget.budget_scope`). So
+(the data's identity, `dpportal.sources.tables`: Parquet footers; server, database and table
+oids) in the fingerprint column the uploads use, within the same scope (`budget.budget_scope`). So
 registering the same table again, by another URL, path, link or server name, another database
 user, or after the first dataset was deleted, draws on the same `PrivacyBudget` and its one
 ledger; a second registration is not refused, because it may serve a different name,
@@ -14,12 +14,11 @@ import hashlib
 from django.db import transaction
 
 import mechanisms
-
-from .. import sources
-from ..models import AuditEvent, Dataset, PrivacyBudget
-from . import audit
-from .budget import budget_for, budget_scope, budget_values, check_neighbouring
-from .errors import ServiceError
+from dpportal.models import AuditEvent, Dataset, PrivacyBudget
+from dpportal.services import audit
+from dpportal.services.budget import budget_for, budget_scope, budget_values, check_neighbouring
+from dpportal.services.errors import ServiceError
+from dpportal.sources import tables as sources
 
 
 def source_fingerprint(key: str) -> str:

@@ -9,10 +9,10 @@ import secrets
 from django.db import transaction
 from django.utils import timezone
 
-from ..credentials import ApiToken, secret_digest
-from ..models import AuditEvent
-from . import audit
-from .errors import ServiceError
+from dpportal.access.credentials import ApiToken, secret_digest
+from dpportal.models import AuditEvent
+from dpportal.services import audit
+from dpportal.services.errors import ServiceError
 
 TOKEN_PREFIX = "dpp_"  # noqa: S105  (a public marker, not a secret)
 MAX_ACTIVE_TOKENS = 20

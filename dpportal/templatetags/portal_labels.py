@@ -5,8 +5,9 @@ import re
 
 from django import template
 
-from dpportal import catalogue
-from dpportal.formatting import plain_number, rounded_number
+from dpportal.core.formatting import plain_number, rounded_number
+from dpportal.releases import catalogue
+from dpportal.releases.kinds.range_count import method_words
 
 register = template.Library()
 
@@ -57,7 +58,7 @@ def parameter_text(key, value):
     if key == "workload" and isinstance(value, dict):
         return f"patterns: {_workload_words(value)}"
     if key in ("mechanism", "chosen_mechanism"):
-        value = catalogue.range_method_words(value)
+        value = method_words(value)
     elif key == "prefixes":
         return "ranges: intervals from the lower bound up to every grid point"
     elif key == "mix" and isinstance(value, float):

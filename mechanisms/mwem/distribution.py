@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from mechanisms.noise import RandomSource
 
 
-_INTERMEDIATE_CELLS = 1 << 16
+INTERMEDIATE_CELLS = 1 << 16
 _stamps = itertools.count()  # a fresh stamp marks every change of a group's array
 
 
@@ -93,7 +93,7 @@ class _Group:
         source = min(supersets, key=_cells_of(self))
         array = self.partials[source]
         unwanted = [a for a in source if a not in wanted]
-        if array.size > _INTERMEDIATE_CELLS and len(unwanted) > 1:
+        if array.size > INTERMEDIATE_CELLS and len(unwanted) > 1:
             largest = max(unwanted, key=lambda a: array.shape[source.index(a)])
             middle = tuple(a for a in source if a != largest)
             self.partials[middle] = array.sum(axis=source.index(largest))
@@ -219,13 +219,14 @@ class FactoredDistribution:
         return codes
 
 
-def _answer(query: Query, marginal: AnyArray) -> AnyArray:
+def query_answer(query: Query, marginal: AnyArray) -> AnyArray:
     """The query's answer vector from the marginal on its attributes (length 1 for a box)."""
     if query.box is None:
         return marginal.ravel()
-    return np.atleast_1d(marginal[_box_slices(query)].sum())
+    return np.atleast_1d(marginal[box_slices(query)].sum())
 
 
-def _box_slices(query: Query) -> tuple[slice, ...]:
+def box_slices(query: Query) -> tuple[slice, ...]:
+    """The box query's bin ranges as slices of a marginal (each range includes its end)."""
     assert query.box is not None, "only a box query has bin ranges"
     return tuple(slice(lo, hi + 1) for lo, hi in query.box)

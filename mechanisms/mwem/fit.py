@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from mechanisms.arrays import AnyArray
-from mechanisms.mwem.distribution import _INTERMEDIATE_CELLS, FactoredDistribution, _box_slices
+from mechanisms.mwem.distribution import INTERMEDIATE_CELLS, FactoredDistribution, box_slices
 from mechanisms.workload import Query
 
 # One noisy measurement: the query, its noisy answer (a fraction of n) and the target floor.
@@ -22,7 +22,7 @@ _SETTLED = 1e-3  # an update that would change no weight by more than this is sk
 FLOOR_SHARE = 0.3  # MWEM's update targets are floored at this share of the noise scale
 
 
-def _floor(noise_scale: float, n: int, share: float = FLOOR_SHARE) -> float:
+def target_floor(noise_scale: float, n: int, share: float = FLOOR_SHARE) -> float:
     """Smallest target (fraction of n) an update aims at: ``share`` of the noise scale.
 
     A count below its noise scale is weak evidence of an empty cell, but a floor at the whole
@@ -68,7 +68,7 @@ def joint_weights(noisy: AnyArray, n: int) -> AnyArray:
     return weights
 
 
-def _mw_update(
+def mw_update(
     model: FactoredDistribution,
     query: Query,
     target: AnyArray,
@@ -97,10 +97,10 @@ def _damped_factor(query: Query, current: AnyArray, target: AnyArray, floor: flo
     if query.box is None:
         ratio = np.maximum(target.reshape(current.shape), floor) / np.maximum(current, 1e-300)
     else:
-        inside = float(current[_box_slices(query)].sum())
+        inside = float(current[box_slices(query)].sum())
         wanted = min(max(float(target[0]), floor), 1 - floor)
         ratio = np.full(current.shape, (1 - wanted) / max(1 - inside, 1e-300))
-        ratio[_box_slices(query)] = wanted / max(inside, 1e-300)
+        ratio[box_slices(query)] = wanted / max(inside, 1e-300)
     return np.sqrt(np.clip(ratio, math.exp(-2), math.exp(2)))
 
 
@@ -113,12 +113,12 @@ def _paper_factor(query: Query, current: AnyArray, target: AnyArray) -> AnyArray
     if query.box is None:
         return np.exp((target.reshape(current.shape) - current) / 2)
     factor = np.ones(current.shape)
-    inside = float(current[_box_slices(query)].sum())
-    factor[_box_slices(query)] = math.exp((float(target[0]) - inside) / 2)
+    inside = float(current[box_slices(query)].sum())
+    factor[box_slices(query)] = math.exp((float(target[0]) - inside) / 2)
     return factor
 
 
-def _refit(
+def refit(
     model: FactoredDistribution,
     measured: list[Measurement],
     mw_passes: int | None,
@@ -138,14 +138,14 @@ def _refit(
     """
     group = model.group_of[measured[-1][0].attrs[0]]
     inside = _linked(measured)
-    if mw_passes is None and group.size > _INTERMEDIATE_CELLS:
+    if mw_passes is None and group.size > INTERMEDIATE_CELLS:
         for _ in range(2):
             query, target, floor = inside[-1]
-            _mw_update(model, query, target, floor, update)
+            mw_update(model, query, target, floor, update)
         mw_passes = FINAL_PASSES if last_round else 1
     for _ in range(10 if mw_passes is None else mw_passes):
         for query, target, floor in inside:
-            _mw_update(model, query, target, floor, update)
+            mw_update(model, query, target, floor, update)
 
 
 def _linked(measured: list[Measurement]) -> list[Measurement]:

@@ -24,7 +24,7 @@ import numpy as np
 from mechanisms.accounting import noise_scale
 from mechanisms.arrays import AnyArray
 from mechanisms.errors import MechanismError
-from mechanisms.mwem.distribution import _answer
+from mechanisms.mwem.distribution import query_answer
 from mechanisms.noise import exponential_mechanism
 from mechanisms.workload import Query
 
@@ -45,11 +45,11 @@ def _sensitivity(query: Query, marginal_l1: int) -> int:
     return BOX_SENSITIVITY if query.box is not None else marginal_l1
 
 
-class _TrueAnswers:
+class TrueAnswers:
     """Exact marginals of the private records, computed once per attribute set.
 
-    Private: these counts leave this module only through ``_start``, ``_select`` and
-    ``_measure`` (noisy or as a selection), never as they are.
+    Private: these counts leave this module only through ``measure_one_way``, ``select_query`` and
+    ``measure_query`` (noisy or as a selection), never as they are.
     """
 
     def __init__(self, codes: AnyArray, shape: tuple[int, ...]):
@@ -72,11 +72,11 @@ class _TrueAnswers:
         return self._cache[attrs]
 
     def answer(self, query: Query) -> AnyArray:
-        return _answer(query, self.marginal(query.attrs))
+        return query_answer(query, self.marginal(query.attrs))
 
 
-def _start(
-    true: _TrueAnswers, rows: int | None, eps_init: float, neighbouring: str, rng: RandomSource
+def measure_one_way(
+    true: TrueAnswers, rows: int | None, eps_init: float, neighbouring: str, rng: RandomSource
 ) -> tuple[int, list[AnyArray], list[AnyArray], float]:
     """Measure every 1-way marginal with ``eps_init`` (none if 0).
 
@@ -85,7 +85,7 @@ def _start(
     Privacy: spends ``eps_init`` (ε-DP): the d marginals together have L1 sensitivity
     d × ``marginal_sensitivity`` and each cell gets discrete Laplace noise of scale
     ``noise_scale(that, eps_init)``. ``rows`` is the public n under replace-one, the noisy
-    row count (``_noisy_count``) under the add-remove default plan, else None: n is then
+    row count (``noisy_row_count``) under the add-remove default plan, else None: n is then
     ``_estimate_n`` of the noisy marginals (post-processing).
     """
     shape, d = true.shape, len(true.shape)
@@ -102,7 +102,7 @@ def _start(
     return n, one_way, [np.maximum(m, max(scale, 0.5)) for m in one_way], scale
 
 
-def _noisy_count(true: _TrueAnswers, eps_count: float, rng: RandomSource) -> int:
+def noisy_row_count(true: TrueAnswers, eps_count: float, rng: RandomSource) -> int:
     """The number of rows plus discrete Laplace noise of scale 1/``eps_count``, at least 1.
 
     Privacy: spends ``eps_count`` (ε-DP under add-remove: the count has sensitivity 1; the
@@ -118,7 +118,7 @@ def _estimate_n(one_way: list[AnyArray]) -> int:
     return max(1, round(float(np.mean([m.sum() for m in one_way]))))
 
 
-def _expected_abs_noise(scale: float) -> float:
+def expected_abs_noise(scale: float) -> float:
     """E|Z| for the discrete Laplace P(k) ∝ exp(-|k|/scale) (public: a function of the scale)."""
     if scale == 0:
         return 0.0
@@ -126,9 +126,9 @@ def _expected_abs_noise(scale: float) -> float:
     return 2 * alpha / (-math.expm1(-1 / scale) * (1 + alpha))  # 1 - α without cancellation
 
 
-def _select(
+def select_query(
     model: Any,
-    true: _TrueAnswers,
+    true: TrueAnswers,
     workload: list[Query],
     n: int,
     eps_select: float,
@@ -171,7 +171,7 @@ def _quick(model: Any, query: Query) -> bool:
 
 def _selection_scores(
     model: Any,
-    true: _TrueAnswers,
+    true: TrueAnswers,
     queries: list[Query],
     n: int,
     eps_measure: float,
@@ -181,14 +181,14 @@ def _selection_scores(
     scores = np.empty(len(queries))
     for i, q in enumerate(queries):
         delta = _sensitivity(q, marginal_l1)
-        error = np.abs(true.answer(q) - n * _answer(q, model.marginal(q.attrs))).sum()
-        penalty = q.cells(true.shape) * _expected_abs_noise(delta / eps_measure)
+        error = np.abs(true.answer(q) - n * query_answer(q, model.marginal(q.attrs))).sum()
+        penalty = q.cells(true.shape) * expected_abs_noise(delta / eps_measure)
         scores[i] = (error - penalty) / delta
     return scores
 
 
-def _measure(
-    true: _TrueAnswers, query: Query, eps_measure: float, marginal_l1: int, rng: RandomSource
+def measure_query(
+    true: TrueAnswers, query: Query, eps_measure: float, marginal_l1: int, rng: RandomSource
 ) -> tuple[AnyArray, float]:
     """The query's answer plus discrete Laplace noise of scale Δ_q/ε; returns (noisy, scale).
 

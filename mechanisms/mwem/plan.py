@@ -20,7 +20,7 @@ import numpy as np
 
 from mechanisms.accounting import check_epsilon, check_neighbouring, float_at_most, noise_scale
 from mechanisms.errors import MechanismError
-from mechanisms.mwem.measure import BOX_SENSITIVITY, _expected_abs_noise, marginal_sensitivity
+from mechanisms.mwem.measure import BOX_SENSITIVITY, expected_abs_noise, marginal_sensitivity
 from mechanisms.noise import check_count_noise
 from mechanisms.workload import Query
 
@@ -105,9 +105,9 @@ def plan_budget(
     """
     check_epsilon(epsilon)
     check_neighbouring(neighbouring)
-    _check_counts(n, rounds=rounds)
+    check_counts(n, rounds=rounds)
     eps_count = count_epsilon(epsilon, neighbouring, rounds, init_fraction)
-    rest = _left(epsilon, eps_count)  # what the start and the rounds share
+    rest = epsilon_left(epsilon, eps_count)  # what the start and the rounds share
     if measures_joint(n, rest, shape, workload, neighbouring, rounds, init_fraction):
         return _joint_plan(n, epsilon, neighbouring, eps_count, rest)
     marginal_l1 = marginal_sensitivity(neighbouring)
@@ -117,7 +117,7 @@ def plan_budget(
         n, rest, shape, workload, neighbouring, init_fraction, rounds, bool(eps_count)
     )
     _check_fractions(init_fraction, select_fraction, rounds)
-    eps_init = _share(rest, init_fraction)
+    eps_init = epsilon_share(rest, init_fraction)
     if rounds is None:
         rounds = (
             0
@@ -126,7 +126,7 @@ def plan_budget(
                 n, rest, shape, workload, init_fraction, select_fraction, marginal_l1
             )
         )
-    eps_select, eps_measure = _split(rest, eps_init, rounds, select_fraction)
+    eps_select, eps_measure = round_split(rest, eps_init, rounds, select_fraction)
     init_scale = noise_scale(marginal_l1 * len(shape), eps_init) if eps_init > 0 else 0.0
     # no rounds: the only measured marginals are the 1-way start's, at its scale
     marginal_scale = noise_scale(marginal_l1, eps_measure) if rounds else init_scale
@@ -145,7 +145,7 @@ def plan_budget(
         init_scale=init_scale,
         marginal_scale=marginal_scale,
         box_scale=noise_scale(BOX_SENSITIVITY, eps_measure) if rounds else 0.0,
-        expected_cell_error=_expected_abs_noise(marginal_scale),
+        expected_cell_error=expected_abs_noise(marginal_scale),
     )
 
 
@@ -183,7 +183,7 @@ def measures_joint(
     if math.isinf(epsilon):
         return True
     scale = marginal_sensitivity(neighbouring) / epsilon
-    return cells * _expected_abs_noise(scale) <= JOINT_NOISE * n
+    return cells * expected_abs_noise(scale) <= JOINT_NOISE * n
 
 
 def _joint_plan(
@@ -207,7 +207,7 @@ def _joint_plan(
         init_scale=0.0,
         marginal_scale=scale,
         box_scale=0.0,
-        expected_cell_error=_expected_abs_noise(scale),
+        expected_cell_error=expected_abs_noise(scale),
         joint=True,
     )
 
@@ -228,7 +228,7 @@ def count_epsilon(
     """ε of the noisy row count: COUNT_FRACTION·ε when ``counts_rows``, else 0."""
     if not counts_rows(neighbouring, rounds, init_fraction):
         return 0.0
-    return _share(epsilon, COUNT_FRACTION)
+    return epsilon_share(epsilon, COUNT_FRACTION)
 
 
 def initial_fraction(
@@ -309,7 +309,7 @@ def _start_pays(n: int, eps_init: float, shape: tuple[int, ...], marginal_l1: in
     if math.isinf(eps_init):
         return True
     cells = float(np.median(shape))
-    return cells * _expected_abs_noise(marginal_l1 * len(shape) / eps_init) <= ROUND_NOISE * n
+    return cells * expected_abs_noise(marginal_l1 * len(shape) / eps_init) <= ROUND_NOISE * n
 
 
 def _round_cap(workload: Any, shape: tuple[int, ...]) -> int:
@@ -363,7 +363,7 @@ def default_rounds(
     best = 0
     for rounds in range(1, cap + 1):
         eps_measure = spend * (1 - select_fraction) / rounds
-        noise = cells * _expected_abs_noise(marginal_l1 / eps_measure) if eps_measure else math.inf
+        noise = cells * expected_abs_noise(marginal_l1 / eps_measure) if eps_measure else math.inf
         if noise > ROUND_NOISE * n or rounds > selecting:
             break
         best = rounds
@@ -376,21 +376,21 @@ def _low_order_cells(workload: Any, shape: tuple[int, ...]) -> float:
     return float(np.median([q.cells(shape) for q in workload if len(q.attrs) == fewest]))
 
 
-def _share(epsilon: float, fraction: float) -> float:
+def epsilon_share(epsilon: float, fraction: float) -> float:
     """fraction·ε rounded down (0 when fraction is 0, also at ε = inf)."""
     if fraction == 0 or math.isinf(epsilon):
         return 0.0 if fraction == 0 else math.inf
     return float_at_most(Fraction(epsilon) * Fraction(fraction))
 
 
-def _left(epsilon: float, spent: float) -> float:
+def epsilon_left(epsilon: float, spent: float) -> float:
     """ε − spent rounded down (ε itself when nothing was spent)."""
     if spent == 0 or math.isinf(epsilon):
         return epsilon
     return float_at_most(Fraction(epsilon) - Fraction(spent))
 
 
-def _split(
+def round_split(
     epsilon: float, eps_init: float, rounds: int, select_fraction: float
 ) -> tuple[float, float]:
     """(ε_select, ε_measure) per round, each rounded down; (0, 0) when there are no rounds.
@@ -402,11 +402,11 @@ def _split(
     if math.isinf(epsilon):
         return math.inf, math.inf
     per_round = float_at_most((Fraction(epsilon) - Fraction(eps_init)) / rounds)
-    eps_select = _share(per_round, select_fraction)
+    eps_select = epsilon_share(per_round, select_fraction)
     return eps_select, float_at_most(Fraction(per_round) - Fraction(eps_select))
 
 
-def _check_noise_fits(
+def check_noise_fits(
     epsilon: float, eps_init: float, d: int, marginal_l1: int, eps_measure: float
 ) -> None:
     """Refuse an ε whose count noise 64-bit integers cannot carry (see noise.check_count_noise).
@@ -419,7 +419,7 @@ def _check_noise_fits(
         check_count_noise(noise_scale(marginal_l1, eps_measure), epsilon)
 
 
-def _check_args(
+def check_options(
     neighbouring: str,
     init_fraction: float,
     select_fraction: float,
@@ -453,7 +453,8 @@ def _check_fractions(
         raise MechanismError(f"select_fraction ({select_fraction!r}) must be in (0, 1)")
 
 
-def _check_counts(n: int, **counts: int | None) -> None:
+def check_counts(n: int, **counts: int | None) -> None:
+    """Refuse data without rows, and counts (rounds, passes, cells) that are not whole >= 1."""
     if n < 1:
         raise MechanismError("data (0 rows) must have at least one row for MWEM")
     for name, value in counts.items():
@@ -463,7 +464,8 @@ def _check_counts(n: int, **counts: int | None) -> None:
             raise MechanismError(f"{name} ({value!r}) must be a whole number >= 1")
 
 
-def _check_dense_fits(shape: tuple[int, ...], memory_cells: int | None) -> bool:
+def check_dense_fits(shape: tuple[int, ...], memory_cells: int | None) -> bool:
+    """Refuse output 'average' when the dense domain exceeds memory_cells; True otherwise."""
     cells = math.prod(shape)
     if memory_cells is not None and cells > memory_cells:
         raise MechanismError(

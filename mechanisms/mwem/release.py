@@ -1,4 +1,4 @@
-"""MWEM, the mechanism: ``mwem`` and ``measure_all``, and ``_run_mwem`` that writes a release.
+"""MWEM, the mechanism: ``mwem`` and ``measure_all``, and ``run_mwem`` that writes a release.
 
 They hold the records only to hand them to ``measure`` (the one part that touches data) and
 read their number, which is public under replace-one; the rest is ``plan`` (budget, from
@@ -19,33 +19,34 @@ import pandas as pd
 from mechanisms.accounting import check_epsilon, check_neighbouring, float_at_most, noise_scale
 from mechanisms.accuracy import CONFIDENCE, count_intervals
 from mechanisms.arrays import AnyArray
+from mechanisms.chunks import EngineTable
 from mechanisms.errors import MechanismError
-from mechanisms.mwem.distribution import FactoredDistribution, _answer
-from mechanisms.mwem.fit import _floor, _mw_update, _refit, independent_weights, joint_weights
+from mechanisms.mwem.distribution import FactoredDistribution, query_answer
+from mechanisms.mwem.fit import independent_weights, joint_weights, mw_update, refit, target_floor
 from mechanisms.mwem.measure import (
-    _expected_abs_noise,
-    _measure,
-    _noisy_count,
-    _select,
-    _start,
-    _TrueAnswers,
+    TrueAnswers,
+    expected_abs_noise,
     marginal_sensitivity,
+    measure_one_way,
+    measure_query,
+    noisy_row_count,
+    select_query,
 )
 from mechanisms.mwem.plan import (
     MAX_DEFAULT_ROUNDS,
     SELECT_FRACTION,
     MwemPlan,
-    _check_args,
-    _check_counts,
-    _check_dense_fits,
-    _check_noise_fits,
-    _left,
-    _share,
-    _split,
+    check_counts,
+    check_dense_fits,
+    check_noise_fits,
+    check_options,
     count_epsilon,
+    epsilon_left,
+    epsilon_share,
     initial_fraction,
     measures_joint,
     plan_budget,
+    round_split,
 )
 from mechanisms.mwem.structural import (
     rule_text,
@@ -55,13 +56,12 @@ from mechanisms.mwem.structural import (
 )
 from mechanisms.noise import check_count_noise, resolve_rng
 from mechanisms.release import ReleaseOutput, csv_bytes, json_bytes
+from mechanisms.release_request import MechanismInputs
 from mechanisms.schema import NumericColumn
 from mechanisms.workload import Query, expand_workload, load_workload, marginals_spec
 
 if TYPE_CHECKING:
     from mechanisms.noise import RandomSource
-    from mechanisms.release import Progress
-    from mechanisms.schema import Schema
 
 
 DEFAULT_MEMORY_CELLS = 25_000_000  # float64 cells per group: 200 MB
@@ -113,7 +113,7 @@ def mwem(
     the full table is small against n·ε (``plan.measures_joint``) the default plan measures it
     once with the whole ε instead (``_joint_release``).
     After each measurement, ``mw_passes`` multiplicative-weights passes over all measurements
-    so far (default: see ``_refit``).
+    so far (default: see ``refit``).
     ``update="damped"`` (default) moves each cell by √(target / current), clipped; ``"paper"`` is
     the paper's A(x) ← A(x)·exp(q(x)·(m − q(A))/(2n)), which needs many more passes.
     ``output="last"`` returns the last iterate, ``"average"`` the average of the iterates
@@ -130,45 +130,45 @@ def mwem(
     rng = resolve_rng(rng)
     check_epsilon(epsilon)  # before the default split divides by it
     check_neighbouring(neighbouring)
-    true = _TrueAnswers(codes, shape)
+    true = TrueAnswers(codes, shape)
     # n: public under replace-one; under add-remove the default plan's noisy row count, else
     # (None) the estimate from the noisy 1-way marginals
     eps_count = count_epsilon(epsilon, neighbouring, rounds, init_fraction)
-    rest = _left(epsilon, eps_count)
+    rest = epsilon_left(epsilon, eps_count)
     if eps_count:  # refuse bad options before the count is drawn
-        _check_args(neighbouring, 0.0, select_fraction, output, update, workload, rounds)
-        _check_counts(1, mw_passes=mw_passes, memory_cells=memory_cells)
+        check_options(neighbouring, 0.0, select_fraction, output, update, workload, rounds)
+        check_counts(1, mw_passes=mw_passes, memory_cells=memory_cells)
         check_count_noise(noise_scale(1, eps_count), epsilon)
     public_n = (
         len(codes)
         if neighbouring == "replace-one"
-        else (_noisy_count(true, eps_count, rng) if eps_count else None)
+        else (noisy_row_count(true, eps_count, rng) if eps_count else None)
     )
     if public_n is not None and measures_joint(
         public_n, rest, shape, workload, neighbouring, rounds, init_fraction
     ):
-        _check_args(neighbouring, 0.0, select_fraction, output, update, workload, rounds)
-        _check_counts(public_n, mw_passes=mw_passes, memory_cells=memory_cells)
+        check_options(neighbouring, 0.0, select_fraction, output, update, workload, rounds)
+        check_counts(public_n, mw_passes=mw_passes, memory_cells=memory_cells)
         plan = plan_budget(public_n, epsilon, shape, workload, neighbouring)
-        _check_noise_fits(epsilon, 0.0, len(shape), plan.marginal_l1, plan.eps_measure)
+        check_noise_fits(epsilon, 0.0, len(shape), plan.marginal_l1, plan.eps_measure)
         return _joint_release(true, plan, rng, progress)
     requested_fraction = init_fraction  # None: plan_budget's default plan decides
     init_fraction = initial_fraction(
         public_n, rest, shape, workload, neighbouring, init_fraction, rounds, bool(eps_count)
     )
-    _check_args(neighbouring, init_fraction, select_fraction, output, update, workload, rounds)
+    check_options(neighbouring, init_fraction, select_fraction, output, update, workload, rounds)
     # under add-remove an empty table must run like any other
     rows = 1 if public_n is None else public_n
-    _check_counts(rows, rounds=rounds, mw_passes=mw_passes, memory_cells=memory_cells)
+    check_counts(rows, rounds=rounds, mw_passes=mw_passes, memory_cells=memory_cells)
     marginal_l1 = marginal_sensitivity(neighbouring)
-    eps_init = _share(rest, init_fraction)
+    eps_init = epsilon_share(rest, init_fraction)
     # refuse a too small ε before any draw: the most rounds the default could choose
     most = 0 if init_fraction == 1 else rounds or min(len(workload), MAX_DEFAULT_ROUNDS)
-    worst = _split(rest, eps_init, most, select_fraction)
-    _check_noise_fits(epsilon, eps_init, len(shape), marginal_l1, worst[1])
-    n, one_way, start, init_scale = _start(true, public_n, eps_init, neighbouring, rng)
+    worst = round_split(rest, eps_init, most, select_fraction)
+    check_noise_fits(epsilon, eps_init, len(shape), marginal_l1, worst[1])
+    n, one_way, start, init_scale = measure_one_way(true, public_n, eps_init, neighbouring, rng)
     if output == "average":
-        dense = _check_dense_fits(shape, memory_cells)
+        dense = check_dense_fits(shape, memory_cells)
     plan = plan_budget(
         n,
         epsilon,
@@ -187,18 +187,18 @@ def mwem(
     result = MwemResult(model, n, rounds=rounds, budget=plan.budget)
     for a, noisy in enumerate(one_way):
         result.measurements.append(_measurement_record(Query((a,)), noisy, init_scale))
-    measured = [(Query((a,)), m / n, _floor(init_scale, n)) for a, m in enumerate(one_way)]
+    measured = [(Query((a,)), m / n, target_floor(init_scale, n)) for a, m in enumerate(one_way)]
     iterate_sum = np.zeros(shape) if output == "average" else None
     for t in range(rounds):
-        query = _select(
+        query = select_query(
             model, true, workload, n, eps_select, eps_measure, marginal_l1, memory_cells, rng
         )
-        noisy, scale = _measure(true, query, eps_measure, marginal_l1, rng)
+        noisy, scale = measure_query(true, query, eps_measure, marginal_l1, rng)
         before = _error_before(query, noisy, scale, model, n, shape)
         result.measurements.append(_measurement_record(query, noisy, scale))
-        measured.append((query, noisy / n, _floor(scale, n)))
+        measured.append((query, noisy / n, target_floor(scale, n)))
         model.merge(query.attrs)
-        _refit(model, measured, mw_passes, update, last_round=t == rounds - 1)
+        refit(model, measured, mw_passes, update, last_round=t == rounds - 1)
         if iterate_sum is not None:
             iterate_sum += model.to_dense()
         result.trace.append(_trace_entry(t, query, noisy, model, measured, before))
@@ -210,7 +210,7 @@ def mwem(
 
 
 def _joint_release(
-    true: _TrueAnswers,
+    true: TrueAnswers,
     plan: MwemPlan,
     rng: RandomSource,
     progress: Callable[[int, int], None] | None,
@@ -221,19 +221,19 @@ def _joint_release(
     cell kept possible); the one measurement is recorded as round 1, with no selection. The
     options of the fit (mw_passes, update, output, dense, memory_cells) have nothing to act on:
     the model is one dense table of at most ``plan.JOINT_MAX_CELLS`` (module constant) cells.
-    Privacy: ``_measure`` at ``plan.eps_measure``, the whole ε (after the add-remove default
+    Privacy: ``measure_query`` at ``plan.eps_measure``, the whole ε (after the add-remove default
     plan's row count): the full table is a marginal, of L1 sensitivity ``plan.marginal_l1``.
     """
     shape = true.shape
     query = Query(tuple(range(len(shape))))
-    noisy, scale = _measure(true, query, plan.eps_measure, plan.marginal_l1, rng)
+    noisy, scale = measure_query(true, query, plan.eps_measure, plan.marginal_l1, rng)
     weights = joint_weights(noisy, plan.n).reshape(shape)
     uniform = FactoredDistribution.independent([np.ones(k) for k in shape])
     before = _error_before(query, noisy, scale, uniform, plan.n, shape)
     model = FactoredDistribution(shape, [(query.attrs, weights)])
     result = MwemResult(model, plan.n, rounds=1, budget=plan.budget)
     result.measurements.append(_measurement_record(query, noisy, scale))
-    measured = [(query, noisy / plan.n, _floor(scale, plan.n))]
+    measured = [(query, noisy / plan.n, target_floor(scale, plan.n))]
     result.trace.append(_trace_entry(0, query, noisy, model, measured, before))
     if progress is not None:
         progress(1, 1)
@@ -261,7 +261,7 @@ def measure_all(
     check_epsilon(epsilon)
     if neighbouring != "replace-one":
         raise MechanismError(f"neighbouring ({neighbouring!r}) must be replace-one here")
-    true, n = _TrueAnswers(codes, shape), len(codes)
+    true, n = TrueAnswers(codes, shape), len(codes)
     eps_query = (
         math.inf if math.isinf(epsilon) else float_at_most(Fraction(epsilon) / len(workload))
     )
@@ -269,12 +269,12 @@ def measure_all(
     model = FactoredDistribution.independent([np.ones(k) for k in shape])
     measured = []
     for query in workload:
-        noisy, scale = _measure(true, query, eps_query, 2, rng)
-        measured.append((query, noisy / n, _floor(scale, n, share=1.0)))
+        noisy, scale = measure_query(true, query, eps_query, 2, rng)
+        measured.append((query, noisy / n, target_floor(scale, n, share=1.0)))
         model.merge(query.attrs)
     for _ in range(mw_passes):
         for query, target, floor in measured:
-            _mw_update(model, query, target, floor)
+            mw_update(model, query, target, floor)
     return model
 
 
@@ -314,7 +314,7 @@ def _trace_entry(
     wrong, so the estimate falls towards the noise level as the model improves.
     """
     gap = max(
-        float(np.abs(target - _answer(q, model.marginal(q.attrs))).max())
+        float(np.abs(target - query_answer(q, model.marginal(q.attrs))).max())
         for q, target, _ in measured
     )
     return {
@@ -331,9 +331,9 @@ def _error_before(
     query: Query, noisy: AnyArray, scale: float, model: Any, n: int, shape: tuple[int, ...]
 ) -> tuple[float, float]:
     """(½‖noisy/n − model's answer‖₁, ½·cells·E|noise|/n) for the model before it is refit."""
-    predicted = _answer(query, model.marginal(query.attrs))
+    predicted = query_answer(query, model.marginal(query.attrs))
     gap = 0.5 * float(np.abs(np.asarray(noisy) / n - predicted).sum())
-    return gap, 0.5 * query.cells(shape) * _expected_abs_noise(scale) / n
+    return gap, 0.5 * query.cells(shape) * expected_abs_noise(scale) / n
 
 
 CELL_ORDER = "a marginal's answers run over its columns' bins in row-major order (last fastest)"
@@ -350,45 +350,36 @@ RELEASE_PARAMS = {
 }
 
 
-def _run_mwem(
-    data: pd.DataFrame,  # MWEM reads the whole table (its catalogue row: reads_in_chunks False)
-    schema: Schema,
-    *,
-    columns: list[str],  # resolved by run_release
-    params: dict[str, Any],
-    epsilon: float,
-    delta: float,
-    neighbouring: str,
-    rng: RandomSource,
-    progress: Progress | None,
-) -> ReleaseOutput:
+def run_mwem(inputs: MechanismInputs[pd.DataFrame | EngineTable]) -> ReleaseOutput:
     """The registry entry: encode, run MWEM, decode ``n`` synthetic rows, package the files.
 
-    Before sampling, the "(missing)" and "(other)" cells that the noisy measurements do not
-    tell from empty get zero mass (``structural``: post-processing; the manifest states the
-    rule and names the cells).
+    MWEM reads the whole table, or an EngineTable's cell counts (Schema.encode rebuilds the records
+    from them). Before sampling, the "(missing)" and "(other)" cells that the noisy measurements do
+    not tell from empty get zero mass (``structural``: post-processing; the manifest states the rule
+    and names the cells).
     """
+    params, schema, columns, rng = inputs.params, inputs.schema, list(inputs.columns), inputs.rng
     unknown = sorted(set(params) - RELEASE_PARAMS)
     if unknown:
         raise MechanismError(
             f"parameter ({unknown[0]!r}) is not used by mwem; allowed: {sorted(RELEASE_PARAMS)}"
         )
-    if delta != 0:
-        raise MechanismError(f"delta ({delta}) must be 0: mwem is pure epsilon-DP")
+    if inputs.delta != 0:
+        raise MechanismError(f"delta ({inputs.delta}) must be 0: mwem is pure epsilon-DP")
     shape = schema.domain_shape(columns)
-    spec = _workload_spec(params, len(columns))
+    spec = workload_spec(params, len(columns))
     workload = expand_workload(
         spec, columns, shape, {c for c in columns if isinstance(schema.column(c), NumericColumn)}
     )
     options = {k: params[k] for k in RELEASE_PARAMS - {"workload", "marginals"} if k in params}
     result = mwem(
-        schema.encode(data, columns),
+        schema.encode(inputs.data, columns),
         shape,
         workload,
-        epsilon=epsilon,
-        neighbouring=neighbouring,
+        epsilon=inputs.epsilon,
+        neighbouring=inputs.neighbouring,
         rng=rng,
-        progress=progress,
+        progress=inputs.progress,
         **options,
     )
     zeroed = unsupported_cells(result.measurements, shape, structural_cells(schema, columns))
@@ -441,7 +432,12 @@ def spent_by(budget: dict[str, Any]) -> dict[str, Any]:
     return {"epsilon": total, "delta": 0.0, **budget}
 
 
-def _workload_spec(params: dict[str, Any], d: int) -> dict[str, Any]:
+def workload_spec(params: dict[str, Any], d: int) -> dict[str, Any]:
+    """The workload document from the release's parameters.
+
+    Either ``workload`` (a file path or the document) or ``marginals`` k, all k-way marginals
+    (default 2, 1 for a single column); both at once are refused.
+    """
     if "workload" in params and "marginals" in params:
         raise MechanismError("workload and marginals are both given; pass only one of them")
     if "workload" in params:

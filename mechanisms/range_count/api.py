@@ -20,7 +20,7 @@ import pandas as pd
 
 from mechanisms.accounting import zcdp_to_approx_dp
 from mechanisms.arrays import AnyArray
-from mechanisms.chunks import table_chunks
+from mechanisms.chunks import ChunkedTable, table_chunks
 from mechanisms.errors import MechanismError
 from mechanisms.noise import resolve_rng
 from mechanisms.range_count.core import IdentityPlan, PerQueryPlan, PrivacyTarget, privacy_target
@@ -48,10 +48,10 @@ from mechanisms.range_count.mn12 import N_MIN, QUANTILE, MN12Plan, laplace_accou
 from mechanisms.range_count.path_tree import PathTreePlan
 from mechanisms.range_count.tree import TreePlan
 from mechanisms.release import ReleaseOutput, json_bytes
+from mechanisms.release_request import MechanismInputs
 from mechanisms.schema import CHUNK_ROWS, NumericColumn
 
 if TYPE_CHECKING:
-    from mechanisms.chunks import ChunkedTable
     from mechanisms.noise import RandomSource
     from mechanisms.release import Progress
     from mechanisms.schema import Schema
@@ -438,39 +438,29 @@ def support_counts(
     return counts
 
 
-def range_count_release(
-    data: pd.DataFrame | ChunkedTable,
-    schema: Schema,
-    *,
-    columns: Sequence[str],
-    params: dict[str, Any],
-    epsilon: float,
-    delta: float,
-    neighbouring: str,
-    rng: RandomSource,
-    progress: Progress | None = None,
-) -> ReleaseOutput:
+def range_count_release(inputs: MechanismInputs[pd.DataFrame | ChunkedTable]) -> ReleaseOutput:
     """release.py entry: answers.csv and structure.json for a workload of range counts.
 
     Privacy: as `range_count`; unit one row, under the declared neighbouring relation.
     `data` is a DataFrame or a ChunkedTable (counted in one pass).
     """
+    schema, columns, params = inputs.schema, inputs.columns, inputs.params
     support = support_from_schema(schema, columns, params)
-    queries = workload_from_params(support, params, rng)
-    counts = support_counts(support, data, columns, schema)
+    queries = workload_from_params(support, params, inputs.rng)
+    counts = support_counts(support, inputs.data, columns, schema)
     result = range_count(
         counts,
         support,
         queries,
-        epsilon=epsilon,
-        delta=delta,
-        neighbouring=neighbouring,
+        epsilon=inputs.epsilon,
+        delta=inputs.delta,
+        neighbouring=inputs.neighbouring,
         mechanism=params.get("mechanism", "auto"),
         estimator=params.get("estimator", "auto"),
         quantile=float(params.get("quantile", QUANTILE)),
         n_min=int(params.get("n_min", N_MIN)),
-        rng=rng,
-        progress=progress,
+        rng=inputs.rng,
+        progress=inputs.progress,
     )
     public_params: dict[str, Any] = {
         k: params[k]

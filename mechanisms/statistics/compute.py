@@ -16,6 +16,7 @@ from mechanisms.arrays import FloatArray, IntArray
 from mechanisms.errors import MechanismError
 from mechanisms.noise import RandomSource
 from mechanisms.release import Progress, ReleaseOutput, csv_bytes
+from mechanisms.release_request import MechanismInputs
 from mechanisms.schema import NumericColumn, Schema
 from mechanisms.statistics import quantiles
 from mechanisms.statistics.measures import (
@@ -62,7 +63,12 @@ class Row:
     scale: float
 
 
-def _split(epsilon: float, parts: int) -> float:
+def epsilon_part(epsilon: float, parts: int) -> float:
+    """One of `parts` equal shares of `epsilon`, rounded down.
+
+    Rounded down so that the shares never sum to more than `epsilon`: sequential composition
+    spends at most what was asked.
+    """
     return float_at_most(Fraction(epsilon) / parts)
 
 
@@ -242,7 +248,7 @@ class Computer:
             half = laplace_halfwidth(scale) / max(known, 1)
             m = float(sums[0]) / max(known, 1)
             return [clip_row(Row(c + m, c + m - half, c + m + half, scale), spec)]
-        part = _split(epsilon, 2)
+        part = epsilon_part(epsilon, 2)
         sums, scale = self.noisy_sums(groups, -r, r, part, self.may_miss(column))
         counts, count_scale = self.noisy_counts(part, column)
         rows = []
@@ -270,7 +276,7 @@ class Computer:
         c, r = centre(spec)
         groups = [g - c for g in self.values(column)]
         squares = [np.minimum(g * g, r * r) for g in groups]
-        part = _split(epsilon, 3)
+        part = epsilon_part(epsilon, 3)
         missing = self.may_miss(column)
         s1, scale1 = self.noisy_sums(groups, -r, r, part, missing)
         s2, scale2 = self.noisy_sums(squares, 0.0, r * r, part, missing)
@@ -483,35 +489,32 @@ def selected_request(
     return request
 
 
-def run_statistics(
-    data: pd.DataFrame,
-    schema: Schema,
-    *,
-    columns: Sequence[str],
-    params: dict[str, Any],
-    epsilon: float,
-    delta: float,
-    neighbouring: str,
-    rng: RandomSource,
-    progress: Progress | None,
-) -> ReleaseOutput:
+def run_statistics(inputs: MechanismInputs[pd.DataFrame]) -> ReleaseOutput:
     """The catalogue's entry point: statistics.csv, and the spend recorded piece by piece.
 
     Privacy: pure epsilon-DP for one row under `neighbouring` (delta is not used); each
     statistic's sensitivity and guarantee are in its Computer method's docstring.
     """
+    schema, epsilon, neighbouring = inputs.schema, inputs.epsilon, inputs.neighbouring
     if math.isinf(epsilon):
         raise MechanismError("epsilon must be finite for summary statistics")
-    request = selected_request(schema, params, columns, epsilon=epsilon, neighbouring=neighbouring)
+    request = selected_request(
+        schema, inputs.params, inputs.columns, epsilon=epsilon, neighbouring=neighbouring
+    )
     table, spent, run = computed(
-        data, schema, request, neighbouring=neighbouring, rng=rng, progress=progress
+        inputs.data,
+        schema,
+        request,
+        neighbouring=neighbouring,
+        rng=inputs.rng,
+        progress=inputs.progress,
     )
     return ReleaseOutput(
         files={"statistics.csv": csv_bytes(table)},
         manifest={
             "parameters": {
                 **public_parameters(schema, request),
-                "sensitivities": sensitivities(schema, request, neighbouring, len(data)),
+                "sensitivities": sensitivities(schema, request, neighbouring, len(inputs.data)),
                 "quantile_interval_picks": interval_picks(run),
             }
         },

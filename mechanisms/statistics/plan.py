@@ -6,13 +6,13 @@ Each statistic's epsilon, noise scale and expected 95% half-width.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from typing import Any
 
 from mechanisms.accounting import noise_scale
 from mechanisms.plans import NoisePlan
+from mechanisms.release_request import PlanInputs
 from mechanisms.schema import NumericColumn, Schema
-from mechanisms.statistics.compute import _split, missing_columns, selected_request
+from mechanisms.statistics.compute import epsilon_part, missing_columns, selected_request
 from mechanisms.statistics.measures import (
     centre,
     count_scale,
@@ -31,16 +31,7 @@ from mechanisms.statistics.quantiles import (
 from mechanisms.statistics.request import Statistic
 
 
-def statistics_plan(
-    schema: Schema,
-    columns: Sequence[str],
-    params: dict[str, Any],
-    *,
-    epsilon: float,
-    delta: float,
-    neighbouring: str,
-    n: int,
-) -> NoisePlan:
+def statistics_plan(inputs: PlanInputs) -> NoisePlan:
     """Each statistic's epsilon, noise scale and expected 95% half-width, before spending.
 
     Public inputs only: the schema, the request, epsilon and `n` (public under replace-one; the
@@ -49,7 +40,10 @@ def statistics_plan(
     details["statistics"]: one dict per statistic (statistic, column, epsilon, noise_scale,
     halfwidth, unit); details["missing_left_out"]: `missing_columns`.
     """
-    request = selected_request(schema, params, columns, epsilon=epsilon, neighbouring=neighbouring)
+    schema, neighbouring, n = inputs.schema, inputs.neighbouring, inputs.n
+    request = selected_request(
+        schema, inputs.params, inputs.columns, epsilon=inputs.epsilon, neighbouring=neighbouring
+    )
     groups = len(request.groups)
     size = max((n or 0) / groups, 1.0)
     public_n = n if neighbouring == "replace-one" and not request.by else None
@@ -113,12 +107,12 @@ def _preview(
             scale = noise_scale(sum_transformation(-r, r, neighbouring, public_n)[1], epsilon)
             half = laplace_halfwidth(scale) / max(public_n, 1)
         else:
-            part = _split(epsilon, 2)
+            part = epsilon_part(epsilon, 2)
             scale = noise_scale(sum_transformation(-r, r, neighbouring, public_n)[1], part)
             half = laplace_halfwidth(scale) / size
         return {**record, "noise_scale": scale, "halfwidth": half, "unit": stat.column}
     if stat.kind in ("variance", "std"):
-        part = _split(epsilon, 3)
+        part = epsilon_part(epsilon, 3)
         scale = noise_scale(sum_transformation(0.0, r * r, neighbouring, public_n)[1], part)
         cs = count_scale(part, neighbouring, public_n)
         half = linear_halfwidth(

@@ -29,7 +29,7 @@ from django.http import Http404, HttpResponse, JsonResponse
 from django.test import Client, override_settings
 from django.urls import URLPattern, URLResolver, get_resolver, path, reverse
 
-from dpportal.access import dataset_for_reader, datasets_visible_to
+from dpportal.access.rules import dataset_for_reader, datasets_visible_to
 from dpportal.api.auth import api_endpoint
 from dpportal.models import BudgetLedgerEntry, Dataset, Release
 from tests.conftest import CANARY, RAW_CANARIES
@@ -60,7 +60,17 @@ AUDITOR_READABLE = {
 PUBLIC = {"login", "healthz", "invitation_accept", "api_openapi"}
 # A release's public page and files (public_views): the same answer for every role, signed in
 # or not; the world's release was never published, so that answer is 404, as for no release.
-PUBLIC_PAGES = {"public_release", "public_release_file", "public_report_css"}
+# A dataset's public record (dpportal/records) likewise: the world's is off, so 404 for all; the
+# page of the portal's signing key answers 200 to everyone.
+PUBLIC_PAGES = {
+    "public_release",
+    "public_release_file",
+    "public_report_css",
+    "public_record_zip",
+    "public_record_json",
+    "public_record_sig",
+    "public_record_key",
+}
 REFUSED = {403, 404, 405}
 # Routes only custodians may reach, with the methods that are custodian-only (GET of the token
 # page lists one's tokens, for anyone; POST creates one). Everyone else: 403 with words.
@@ -320,7 +330,7 @@ def custodian_only_view(request, pk):
 
 
 def raw_peek_view(request, pk):
-    from dpportal.release_engine import load_columns
+    from dpportal.releases.engine import load_columns
 
     dataset = Dataset.objects.filter(pk=pk).first()
     return HttpResponse(load_columns(dataset, ["workclass"]).iloc[0, 0] if dataset else "none")

@@ -17,7 +17,7 @@ from django.test import Client
 from django.urls import reverse
 
 from dpportal import services
-from dpportal.credentials import ApiToken
+from dpportal.access.credentials import ApiToken
 from dpportal.models import AuditEvent, BudgetLedgerEntry, Dataset, Release
 from tests.conftest import wait_until
 from tests.dpportal.test_hostile_corpus import corpus as hostile_corpus

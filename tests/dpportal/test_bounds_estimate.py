@@ -12,9 +12,10 @@ import pandas as pd
 import pytest
 from django.urls import reverse
 
-from dpportal import release_engine, services
+from dpportal import services
+from dpportal.datasets.schema_proposals import public_proposal
 from dpportal.models import AuditEvent, BudgetLedgerEntry, Release
-from dpportal.schema_proposals import public_proposal
+from dpportal.releases import engine as release_engine
 from tests.helpers import client_for, make_user
 
 pytestmark = pytest.mark.django_db

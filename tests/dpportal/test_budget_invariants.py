@@ -27,8 +27,9 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from dpportal import release_engine, services
+from dpportal import services
 from dpportal.models import AuditEvent, BudgetLedgerEntry, Dataset, Release
+from dpportal.releases import engine as release_engine
 from mechanisms import ReleaseOutput
 from tests.helpers import make_dataset, make_user
 
@@ -105,9 +106,9 @@ class BudgetMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.releases)
     @rule(index=st.integers(0, 50), after_read=st.booleans())
     def worker_crashes(self, index, after_read):
-        claim = services._release_claim(self.pick(index))
+        claim = services.execution._release_claim(self.pick(index))
         if claim and after_read:
-            services._mark_data_read(*claim)
+            services.execution._mark_data_read(*claim)
             DATA_READ.add(claim[0].pk)
         # the execution dies here: no store, no fail; its lease is left to lapse
 
@@ -119,9 +120,11 @@ class BudgetMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.releases)
     @rule(index=st.integers(0, 50))
     def worker_fails_before_reading(self, index):
-        claim = services._release_claim(self.pick(index))
+        claim = services.execution._release_claim(self.pick(index))
         if claim:
-            services._release_fail(claim[0], claim[1], "The dataset's file is no longer stored.")
+            services.execution._release_fail(
+                claim[0], claim[1], "The dataset's file is no longer stored."
+            )
 
     @precondition(lambda self: self.releases)
     @rule(minutes=st.integers(0, 200))

@@ -1,8 +1,9 @@
 """T9: a unique value and a unique category placed in an uploaded file appear in no public
 artifact: release packages (folders and zip downloads; the text of report.pdf and the cells of
 release.xlsx, read back), manifests and traces, pages and CSVs seen by an auditor, each
-release's public page and its files as anyone sees them, the audit log, the task messages and
-every key in Redis, and the worker log.
+release's public page and its files as anyone sees them, the dataset's public record (its zip,
+record.json and record.sig: dpportal/records), the audit log, the task messages and every key in
+Redis, and the worker log.
 
 Only the custodian's private storage (the raw file and its Parquet copy) may hold them.
 """
@@ -20,8 +21,10 @@ from django.template.defaultfilters import filesizeformat
 from django.test import Client
 from django.urls import reverse
 
-from dpportal import packaging, services
+from dpportal import services
 from dpportal.models import AuditEvent, Release
+from dpportal.records.switch import record_set_public
+from dpportal.releases import packaging
 from mechanisms.package import PackageContext, build_package
 from tests.conftest import REPO_ROOT, wait_until
 from tests.dpportal.worker_app import start_worker
@@ -36,6 +39,9 @@ RELEASES = [
     ("mwem", ["age", "workclass", "sex"], {"rounds": 3}),
     ("range_count", ["age"], {"grid": [16], "prefixes": True}),
 ]
+
+
+RECORD_ROUTES = ("public_record_zip", "public_record_json", "public_record_sig")
 
 
 def hits(blob: bytes) -> int:
@@ -131,6 +137,7 @@ def test_the_canary_appears_in_no_public_artifact(canary_dataset, a_minute_later
     }
     for release in releases:
         services.release_set_public(release=release, user=owner, public=True)
+    record_set_public(dataset=dataset, user=owner, public=True)
     client, anyone = Client(), Client()
     client.force_login(auditor)
     pages = [
@@ -147,7 +154,8 @@ def test_the_canary_appears_in_no_public_artifact(canary_dataset, a_minute_later
             reverse("release_progress", args=[release.pk]),
             reverse("release_download_zip", args=[release.pk]),
         ]
-    public = [reverse("public_report_css")]
+    public = [reverse("public_report_css"), reverse("public_record_key")]
+    public += [reverse(n, args=[dataset.pk]) for n in RECORD_ROUTES]
     for release in releases:
         public += [reverse("public_release", args=[release.pk])]
         public += [
@@ -269,6 +277,7 @@ def aggregate_world(tmp_path, monkeypatch, settings, request):
     release.refresh_from_db()
     assert release.status == "done", release.error_message
     release = services.release_set_public(release=release, user=owner, public=True)
+    record_set_public(dataset=dataset, user=owner, public=True)
     assert dataset.row_count == N_ROWS
     clients = {}
     for role, user in (("owner", owner), ("auditor", auditor), ("stranger", stranger)):
@@ -297,6 +306,8 @@ def reachable_urls(dataset, release) -> dict[str, str]:
         urls[f"file {name}"] = reverse("release_download_file", args=[release.pk, name])
         urls[f"public {name}"] = reverse("public_release_file", args=[release.pk, name])
     urls["public page"] = reverse("public_release", args=[release.pk])
+    for name in RECORD_ROUTES:
+        urls[name.replace("_", " ")] = reverse(name, args=[dataset.pk])
     return urls
 
 
@@ -351,6 +362,7 @@ def check_roles(seen, neighbouring):
 def test_raw_aggregates_reach_only_the_roles_allowed_to_see_them(aggregate_world, a_minute_later):
     dataset, release, clients = aggregate_world
     before = scan(clients, dataset, release)
+    assert before["anonymous"]["public record zip"][0] == 200  # the record is scanned, served
     owner = dataset.owner
     services.dataset_delete(dataset=dataset, user=owner)
     dataset.refresh_from_db()

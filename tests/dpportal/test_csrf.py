@@ -23,7 +23,7 @@ pytestmark = pytest.mark.django_db
 # Authorization header cross-site); requests without a token are CSRF-checked inside
 # (dpportal/api/auth.py), which the POST test below proves (403 for both roles).
 CSRF_EXEMPT_ALLOWED = {
-    "dataset_upload": "dpportal/dataset_views.py",
+    "dataset_upload": "dpportal/datasets/views.py",
     "api_*": "dpportal/api/auth.py",
 }
 

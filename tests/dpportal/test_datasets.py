@@ -13,8 +13,9 @@ from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 
-from dpportal import release_engine, services
+from dpportal import services
 from dpportal.models import AuditEvent, BudgetLedgerEntry, Dataset, Release
+from dpportal.releases import engine as release_engine
 from tests.helpers import (
     DEMO_SCHEMA,
     SMALL_CSV,
@@ -635,7 +636,7 @@ def test_whole_numbers_with_gaps_match_categories_as_text(owner):
 def test_upload_handler_streams_to_private_storage_and_stops_at_the_limit(private_storage):
     from django.core.files.uploadhandler import StopFutureHandlers, StopUpload
 
-    from dpportal.storage import PrivateUploadHandler
+    from dpportal.core.storage import PrivateUploadHandler
 
     handler = PrivateUploadHandler(max_bytes=10)
     with pytest.raises(StopFutureHandlers):
@@ -654,7 +655,7 @@ def test_upload_handler_streams_to_private_storage_and_stops_at_the_limit(privat
 def test_upload_handler_returns_the_scanned_private_file(private_storage):
     from django.core.files.uploadhandler import StopFutureHandlers
 
-    from dpportal.storage import PrivateUploadHandler
+    from dpportal.core.storage import PrivateUploadHandler
 
     handler = PrivateUploadHandler(max_bytes=100)
     with pytest.raises(StopFutureHandlers):

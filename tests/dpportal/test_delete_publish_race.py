@@ -19,7 +19,10 @@ import pytest
 from django.db import connection
 from django.urls import reverse
 
-from dpportal import files, release_engine, services, utility
+from dpportal import services
+from dpportal.core import files
+from dpportal.releases import engine as release_engine
+from dpportal.releases import utility
 from dpportal.services import publishing
 from tests.helpers import client_for, make_dataset, make_release, make_user
 

@@ -56,9 +56,9 @@ def test_volumes_and_environment_are_declared():
     env = SERVICES["web"]["environment"]
     for variable in ("DJANGO_SECRET_KEY", "DATABASE_URL", "CELERY_BROKER_URL", "DPPORTAL_DATA_DIR"):
         assert variable in env
-    readme = (REPO_ROOT / "README.md").read_text()
+    operating = (REPO_ROOT / "docs" / "operating.md").read_text()
     for variable in env:
-        assert re.search(rf"`{variable}`", readme), f"{variable} missing from README config table"
+        assert re.search(rf"`{variable}`", operating), f"{variable} missing from docs/operating.md"
     assert SERVICES["worker"]["environment"] == env
 
 
@@ -89,8 +89,8 @@ def test_every_long_running_service_has_a_health_check_that_exists():
             continue
         assert "healthcheck" in service, name
         test = service["healthcheck"]["test"]
-        if test[1:4] == ["python", "-m", "dpportal.heartbeats"]:
-            from dpportal import heartbeats
+        if test[1:4] == ["python", "-m", "dpportal.core.heartbeats"]:
+            from dpportal.core import heartbeats
 
             assert test[4] in {"reaper", "worker"} and heartbeats.beating_on_this_host
 

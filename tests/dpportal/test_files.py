@@ -1,10 +1,10 @@
-"""dpportal.files.PrivateWriter: the one way the portal writes a private file."""
+"""dpportal.core.files.PrivateWriter: the one way the portal writes a private file."""
 
 import stat
 
 import pytest
 
-from dpportal import files
+from dpportal.core import files
 
 
 def test_a_private_file_appears_whole_with_mode_0600_and_no_temp_left(tmp_path):

@@ -7,7 +7,7 @@ import html
 import pytest
 from django.core.exceptions import ValidationError
 
-from dpportal.form_fields import PlainDecimalField, clean_display_text
+from dpportal.core.form_fields import PlainDecimalField, clean_display_text
 from dpportal.models import Dataset
 from tests.helpers import client_for, make_user, upload
 

@@ -14,7 +14,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
 
-from dpportal import files
+from dpportal.core import files
 from dpportal.models import Dataset
 from tests.helpers import REPO_ROOT, make_user
 

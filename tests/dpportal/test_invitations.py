@@ -19,8 +19,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from dpportal import services
-from dpportal.access import is_custodian
-from dpportal.credentials import Invitation
+from dpportal.access.credentials import Invitation
+from dpportal.access.rules import is_custodian
 from dpportal.models import AuditEvent
 from tests.helpers import PASSWORD, client_for, make_user
 

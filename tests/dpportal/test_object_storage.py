@@ -3,7 +3,7 @@ S3-compatible bucket, privately and encrypted, and the portal works end to end o
 
 The bucket is on a real S3-compatible HTTP server, moto's standalone server
 (tests/object_storage.py), reached over HTTP through the same client code as in production
-(dpportal/object_store.py); each test gets a fresh bucket.
+(dpportal/core/object_store.py); each test gets a fresh bucket.
 """
 
 import http.server
@@ -24,8 +24,10 @@ from django.db.models.signals import post_save
 from django.urls import reverse
 
 import mechanisms
-from dpportal import files, object_store, packaging, services
+from dpportal import services
+from dpportal.core import files, object_store
 from dpportal.models import Dataset, Release
+from dpportal.releases import packaging
 from mechanisms.counting import TableSource, count_cells
 from tests.conftest import wait_until
 from tests.helpers import (

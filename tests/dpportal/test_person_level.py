@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 from django.urls import reverse
 
-from dpportal import packaging
 from dpportal.models import Release
+from dpportal.releases import packaging
 from tests.helpers import (
     SMALL_ADULT,
     client_for,
@@ -100,7 +100,7 @@ def test_a_mechanism_without_a_person_level_form_is_refused_on_the_form(owner, p
 
 
 def test_auditors_never_see_the_row_count_of_a_person_level_dataset(person_release):
-    from dpportal.access import facts_visible_to
+    from dpportal.access.rules import facts_visible_to
     from tests.helpers import make_user
 
     dataset = person_release[0].dataset

@@ -102,11 +102,13 @@ def test_broken_twin_without_the_cap_is_caught(range_dataset, work, monkeypatch)
     params = {"grid": [256, 256], "random_halfspaces": 2000, "mechanism": "auto"}
     with pytest.raises(TooMuchWork):
         plans.range_count_plan(
-            schema,
-            ["age", "hours-per-week"],
-            params,
-            epsilon=1.0,
-            delta=1e-6,
-            neighbouring="replace-one",
-            n=range_dataset.row_count,
+            mechanisms.PlanInputs(
+                schema=schema,
+                columns=["age", "hours-per-week"],
+                params=params,
+                epsilon=1.0,
+                delta=1e-6,
+                neighbouring="replace-one",
+                n=range_dataset.row_count,
+            )
         )

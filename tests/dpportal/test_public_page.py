@@ -10,7 +10,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from dpportal.middleware import CONTENT_SECURITY_POLICY
+from dpportal.core.middleware import CONTENT_SECURITY_POLICY
 from dpportal.models import AuditEvent, Dataset
 from tests.conftest import RAW_CANARIES
 from tests.helpers import client_for

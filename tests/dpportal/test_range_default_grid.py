@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpportal.release_forms import ReleaseForm
+from dpportal.releases.forms import ReleaseForm
 from tests.helpers import make_dataset
 
 pytestmark = pytest.mark.django_db

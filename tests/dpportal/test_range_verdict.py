@@ -16,8 +16,9 @@ import pytest
 from django.urls import reverse
 
 import mechanisms
-from dpportal import range_verdict, utility
-from dpportal.packaging import with_numbers
+from dpportal.releases import utility
+from dpportal.releases.kinds.range_count import verdict as range_verdict
+from dpportal.releases.packaging import with_numbers
 from mechanisms.range_count import Support
 from tests.helpers import (
     DEMO_SCHEMA,

@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 from django.urls import reverse
 
-from dpportal import utility
 from dpportal.models import Dataset, Release
+from dpportal.releases import comparisons, utility
 from tests.helpers import client_for, make_user, post_new_release, run_now, schema_post, upload
 from tests.real_tables import TABLES
 
@@ -119,7 +119,7 @@ def test_every_mechanism_releases_every_real_table_through_the_portal(table):
 
 
 def release_files(release):
-    from dpportal import packaging
+    from dpportal.releases import packaging
 
     return packaging.stored_files(release)
 
@@ -173,7 +173,7 @@ def test_too_narrow_bounds_are_reported_at_confirmation_and_on_the_results_page(
     release = run_now(Release.objects.get())
     report = utility.load_report(release)
     price = next(c for c in report["columns"] if c["column"] == "price")
-    assert price["labels"][-1] == utility.OUTSIDE_LABEL
+    assert price["labels"][-1] == comparisons.OUTSIDE_LABEL
     assert price["tvd"] >= 0.7  # the clamped 71% is error: the release has none outside
     results = html.unescape(
         client.get(reverse("release_detail", args=[release.pk])).content.decode()

@@ -25,7 +25,7 @@ import redis
 from django.conf import settings
 from django.db import OperationalError, connection
 
-from dpportal import heartbeats
+from dpportal.core import heartbeats
 from dpportal.models import Release
 from dpportal.services import delivery
 from tests import conftest
@@ -179,7 +179,12 @@ def test_a_real_worker_beats_and_shows_as_stopped_once_killed():
             settings.DPPORTAL_CELERY_LONG_QUEUE,
         }
         assert heartbeats._group(entries, time.time())["state"] == "ok"
-        check = [sys.executable, "-m", "dpportal.heartbeats", "worker"]  # compose's health check
+        check = [
+            sys.executable,
+            "-m",
+            "dpportal.core.heartbeats",
+            "worker",
+        ]  # compose's health check
         env = dict(os.environ, DJANGO_SETTINGS_MODULE="tests.settings")
         assert subprocess.run(check, cwd=REPO_ROOT, env=env, timeout=60).returncode == 0
         for pid in [*child_pids(w.pid), w.pid]:  # kill -9, pool processes included
@@ -193,7 +198,7 @@ def test_a_real_worker_beats_and_shows_as_stopped_once_killed():
 def own_heartbeats(monkeypatch):
     """Heartbeats under a key of this test's own (other test runs share the broker's Redis),
     and /healthz without its few seconds of caching."""
-    from dpportal import views
+    from dpportal.core import views
 
     monkeypatch.setattr(heartbeats, "HASH_KEY", f"test-heartbeats-{uuid.uuid4().hex}")
     monkeypatch.setattr(views, "HEALTH_CACHE_SECONDS", 0)
@@ -233,7 +238,7 @@ def test_healthz_shows_a_reaper_or_worker_that_stopped(client, own_heartbeats, m
 
 
 def test_healthz_says_what_is_unreachable(client, own_heartbeats, settings, monkeypatch):
-    from dpportal import views
+    from dpportal.core import views
 
     settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"  # nothing listens
     response = client.get("/healthz")

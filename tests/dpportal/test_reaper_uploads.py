@@ -9,7 +9,7 @@ import time
 import pytest
 from django.core.management import call_command
 
-from dpportal import files
+from dpportal.core import files
 
 pytestmark = pytest.mark.database
 

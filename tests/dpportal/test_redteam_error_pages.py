@@ -9,7 +9,7 @@ from django.test import Client, override_settings
 from django.urls import reverse
 
 from dpportal import ingest, services
-from dpportal.dataset_forms import SchemaColumnForm
+from dpportal.datasets.forms import SchemaColumnForm
 from tests.helpers import client_for, make_user
 
 WIDE = 400

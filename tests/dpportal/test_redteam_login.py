@@ -14,8 +14,8 @@ from django.test import Client, RequestFactory
 from django.urls import reverse
 
 from dpportal import services
+from dpportal.access.login_limit import client_address
 from dpportal.checks import check_trusted_proxies
-from dpportal.login_limit import client_address
 from dpportal.models import AuditEvent
 from tests.helpers import deploy_check
 

@@ -7,7 +7,6 @@ import json
 import re
 import unicodedata
 from decimal import Decimal
-from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -16,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import mechanisms
-from dpportal import charts
+from dpportal.releases import charts
 from mechanisms import csv_safety
 from tests.helpers import client_for, make_dataset, make_release, make_user
 
@@ -111,8 +110,9 @@ def test_chart_labels_titles_and_hover_text_carry_no_live_html():
     synthetic = pd.DataFrame(
         {"<b>col</b>": [LINK, "<b>bold</b>", "a&b", LINK], "plain": ["x", "y", "x", "y"]}
     )
-    release = SimpleNamespace(columns=["<b>col</b>", "plain"], trace={}, mechanism="mwem")
-    figures = [c["figure"] for c in charts.public_charts(schema, release, synthetic)]
+    figures = [
+        c["figure"] for c in charts.synthetic_charts(schema, ["<b>col</b>", "plain"], synthetic)
+    ]
     figures.append(charts.distribution_figure("<b>col</b>", [LINK], [0.5], [0.5]))
     text = json.dumps(figures)
     escaped_link = '&lt;a href="https://evil.example"&gt;x&lt;/a&gt;'

@@ -62,8 +62,10 @@ def test_cancelling_a_release_retried_after_its_data_was_read_says_the_budget_st
     owner_release,
 ):
     client, release = owner_release
-    _release, token = services._release_claim(release.pk)
-    services._mark_data_read(release, token)  # then the worker dies; the reaper queues it again
+    _release, token = services.execution._release_claim(release.pk)
+    services.execution._mark_data_read(
+        release, token
+    )  # then the worker dies; the reaper queues it again
     services.release_reap(now=timezone.now() + timedelta(minutes=5))
     release.refresh_from_db()
     assert release.status == Release.Status.QUEUED and release.data_was_read

@@ -65,7 +65,7 @@ def test_every_rendering_carries_a_fresh_token(owner, dataset):
 
 
 def test_a_missing_or_forged_token_is_refused_and_spends_nothing(owner, stranger, dataset):
-    from dpportal.release_forms import submission_token
+    from dpportal.releases.forms import submission_token
 
     other = make_dataset(owner, name="Other")
     client = client_for(owner)

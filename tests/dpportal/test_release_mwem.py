@@ -6,8 +6,8 @@ import pandas as pd
 from django.urls import reverse
 
 import mechanisms
-from dpportal import packaging, utility
 from dpportal.models import Release
+from dpportal.releases import comparisons, packaging, utility
 from tests.helpers import (
     DEMO_SCHEMA,
     chart_figures,
@@ -117,7 +117,7 @@ def test_measurement_errors_are_zero_when_the_measurements_are_exact():
         {"query": {"type": "marginal", "columns": ["age", "sex"]}, "noisy_answer": exact_marginal},
         {"query": {"type": "box", "columns": ["age"], "bins": [[6, 7]]}, "noisy_answer": [2]},
     ]
-    errors = utility._measurement_errors(schema, frame, measurements)
+    errors = comparisons.measurement_errors(schema, frame, measurements)
     assert errors["cells"] == 24 + 1 and errors["rmse"] == 0
     measurements[1]["noisy_answer"] = [5]  # the two oldest rows are in bins 6-7: truth is 2
-    assert utility._measurement_errors(schema, frame, measurements)["mean_abs_error"] == 3 / 25
+    assert comparisons.measurement_errors(schema, frame, measurements)["mean_abs_error"] == 3 / 25

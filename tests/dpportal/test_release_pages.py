@@ -12,8 +12,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 import mechanisms
-from dpportal import release_engine, services, timing
+from dpportal import services
+from dpportal.access import timing
 from dpportal.models import AuditEvent, BudgetLedgerEntry, PrivacyBudget, Release
+from dpportal.releases import engine as release_engine
 from mechanisms import plans
 from tests.helpers import (
     client_for,
@@ -330,7 +332,7 @@ def test_settings_the_mechanism_would_refuse_are_caught_before_spending(
     ],
 )
 def test_the_form_suggests_a_quarter_of_what_is_left_at_most_one(remaining, suggested):
-    from dpportal.release_forms import suggested_epsilon
+    from dpportal.releases.forms import suggested_epsilon
 
     result = suggested_epsilon(Decimal(remaining))
     assert (str(result) if result is not None else None) == suggested

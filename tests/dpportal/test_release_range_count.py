@@ -8,8 +8,9 @@ import pandas as pd
 import pytest
 from django.urls import reverse
 
-from dpportal import packaging, release_engine, utility
 from dpportal.models import BudgetLedgerEntry, Release
+from dpportal.releases import engine as release_engine
+from dpportal.releases import packaging, utility
 from tests.helpers import (
     DEMO_SCHEMA,
     SMALL_ADULT,

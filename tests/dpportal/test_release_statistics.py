@@ -5,8 +5,8 @@ its results page (the statistics.csv table and one error-bar chart per statistic
 import pandas as pd
 from django.urls import reverse
 
-from dpportal import packaging
 from dpportal.models import Release
+from dpportal.releases import packaging
 from tests.helpers import (
     DEMO_SCHEMA,
     SMALL_ADULT,

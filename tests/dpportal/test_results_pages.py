@@ -8,8 +8,10 @@ import stat
 import pytest
 from django.urls import reverse
 
-from dpportal import files, packaging, services, utility
+from dpportal import services
+from dpportal.core import files
 from dpportal.models import Release
+from dpportal.releases import packaging, utility
 from dpportal.templatetags.portal_labels import parameter_text, short_number
 from tests.conftest import wait_until
 from tests.helpers import (
@@ -104,7 +106,7 @@ def test_the_preview_is_paginated(owner, done_release):
 def test_the_utility_report_is_stored_privately_apart_from_the_package(done_release):
     path = files.utility_report_path(done_release)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    from dpportal import packaging
+    from dpportal.releases import packaging
 
     package_dir = packaging.output_dir(done_release)
     assert package_dir not in path.parents
@@ -166,12 +168,12 @@ def test_deleting_the_dataset_removes_the_custodian_only_comparison(
 def test_the_worker_prepares_the_zip_and_chart_data_after_publishing(
     prebuild_packages, done_release
 ):
-    from dpportal import charts, packaging
+    from dpportal.releases import kinds, packaging
 
     cache = packaging.cache_dir(done_release)
     names = sorted(path.name for path in cache.iterdir())
     assert names == [
-        f"charts-v{charts.CHARTS_LAYOUT}.json",
+        f"charts-v{kinds.CHARTS_LAYOUT}.json",
         f"package-v{packaging.PACKAGE_LAYOUT}.zip",
     ]
     assert all(stat.S_IMODE((cache / name).stat().st_mode) == 0o600 for name in names)
@@ -180,10 +182,10 @@ def test_the_worker_prepares_the_zip_and_chart_data_after_publishing(
 def test_without_the_prebuild_the_zip_is_built_on_first_download(owner, done_release):
     """The test settings' default (DPPORTAL_PREBUILD_PACKAGES=0): chart data only after the
     release; the first download builds the zip and keeps it."""
-    from dpportal import charts
+    from dpportal.releases import kinds
 
     cache = packaging.cache_dir(done_release)
-    assert sorted(path.name for path in cache.iterdir()) == [f"charts-v{charts.CHARTS_LAYOUT}.json"]
+    assert sorted(path.name for path in cache.iterdir()) == [f"charts-v{kinds.CHARTS_LAYOUT}.json"]
     response = client_for(owner).get(reverse("release_download_zip", args=[done_release.pk]))
     assert response.status_code == 200
     kept = cache / f"package-v{packaging.PACKAGE_LAYOUT}.zip"

@@ -134,10 +134,12 @@ def naive_store(release, token, output, work_dir):
 def test_a_stalled_execution_that_resumes_after_a_retry_cannot_publish(
     release, store, monkeypatch, tmp_path
 ):
-    from dpportal import release_engine
+    from dpportal.releases import engine as release_engine
 
-    stalled, token = services._release_claim(release.pk)  # execution A computes, then stalls
-    services._mark_data_read(stalled, token)
+    stalled, token = services.execution._release_claim(
+        release.pk
+    )  # execution A computes, then stalls
+    services.execution._mark_data_read(stalled, token)
     output = release_engine.compute(stalled, progress=lambda *a: None)
     services.release_reap(now=timezone.now() + timedelta(hours=1))  # its lease lapses: retried
     services.release_run(release_id=release.pk)  # execution B publishes

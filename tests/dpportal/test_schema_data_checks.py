@@ -22,8 +22,9 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from dpportal import release_engine, services
+from dpportal import services
 from dpportal.models import Dataset, Release
+from dpportal.releases import engine as release_engine
 from tests.conftest import wait_until
 from tests.helpers import client_for, make_user, schema_post, upload
 

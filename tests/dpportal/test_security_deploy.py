@@ -8,7 +8,7 @@ from django.http import HttpResponse
 from django.test import Client, override_settings
 from django.urls import path, reverse
 
-from dpportal.middleware import CONTENT_SECURITY_POLICY, PERMISSIONS_POLICY
+from dpportal.core.middleware import CONTENT_SECURITY_POLICY, PERMISSIONS_POLICY
 from tests.conftest import REPO_ROOT
 from tests.helpers import deploy_check
 

@@ -120,7 +120,7 @@ def test_a_forged_forwarded_for_header_does_not_reset_the_address_limit(alice, s
 def test_behind_a_trusted_proxy_the_address_is_the_one_the_proxy_appended():
     from django.test import RequestFactory, override_settings
 
-    from dpportal.login_limit import client_address
+    from dpportal.access.login_limit import client_address
 
     request = RequestFactory().get(
         "/", REMOTE_ADDR="10.0.0.2", HTTP_X_FORWARDED_FOR="6.6.6.6, 198.51.100.4"

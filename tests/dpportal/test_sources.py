@@ -38,8 +38,8 @@ import mechanisms
 from dpportal import services
 from dpportal.models import AuditEvent, Dataset, PrivacyBudget, Release
 from dpportal.services.sources import source_fingerprint
-from dpportal.source_reach import NOWHERE
-from dpportal.sources import SourceError, table_source
+from dpportal.sources.reach import NOWHERE
+from dpportal.sources.tables import SourceError, table_source
 from mechanisms.counting import TableSource, count_cells
 from mechanisms.counting.dask_engine import SCHEDULER_VARIABLE as DASK_SCHEDULER
 from tests.conftest import wait_until

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import mechanisms
-from dpportal import verdict
+from dpportal.releases.kinds import synthetic_verdict as verdict
 from mechanisms.release import csv_bytes
 from tests.helpers import DEMO_SCHEMA, SMALL_ADULT
 

@@ -154,8 +154,8 @@ def test_reaper_retries_a_release_whose_heartbeat_stopped_then_gives_up(
     )
     lease = timedelta(seconds=settings.DPPORTAL_LEASE_SECONDS)
     for attempt in (1, 2):
-        services._release_claim(release.pk)
-        services._mark_data_read(release, Release.objects.get(pk=release.pk).lease_token)
+        services.execution._release_claim(release.pk)
+        services.execution._mark_data_read(release, Release.objects.get(pk=release.pk).lease_token)
         # the worker runs on another machine and then dies: only its heartbeat can tell
         Release.objects.filter(pk=release.pk).update(lease_owner="elsewhere:1")
         beat = Release.objects.get(pk=release.pk).heartbeat_at

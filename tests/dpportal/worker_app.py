@@ -21,9 +21,10 @@ from dpportal.celery import app  # noqa: F401  (celery -A finds it here)
 from tests.conftest import REPO_ROOT, test_database_url, wait_for_worker_ready
 
 
-def _sleep_mechanism(data, schema, *, columns, params, epsilon, delta, neighbouring, rng, progress):
+def _sleep_mechanism(inputs: mechanisms.MechanismInputs):
     from celery.exceptions import SoftTimeLimitExceeded
 
+    params = inputs.params
     log = params["log"]
     fd, temp_path = tempfile.mkstemp(prefix="scratch-")
     os.write(fd, b"scratch")
@@ -41,7 +42,7 @@ def _sleep_mechanism(data, schema, *, columns, params, epsilon, delta, neighbour
         files={"noise.txt": secrets.token_hex(16).encode()},
         manifest={},
         trace={},
-        spent={"epsilon": epsilon, "delta": delta},
+        spent={"epsilon": inputs.epsilon, "delta": inputs.delta},
     )
 
 

@@ -10,6 +10,7 @@ test-artifacts/e2e/<test name>/; with DPPORTAL_E2E_SCREENSHOTS=steps every step 
 """
 
 import contextlib
+import gzip
 import os
 import re
 import shutil
@@ -20,7 +21,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Error as PlaywrightError
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import DEMO_ADULT, REPO_ROOT
 
 CHROMIUM = Path(os.environ.get("DPPORTAL_E2E_CHROMIUM", "/usr/bin/chromium"))
 ARTIFACTS = REPO_ROOT / "test-artifacts" / "e2e"
@@ -251,6 +252,15 @@ def custodian(transactional_db):
     from tests.helpers import make_user
 
     return make_user("custodian", PASSWORD)  # with the custodian grant
+
+
+@pytest.fixture
+def adult_csv(tmp_path):
+    """The demo Adult table, uncompressed (the upload form takes CSV, TSV or XLSX)."""
+    path = tmp_path / "adult.csv"
+    with gzip.open(DEMO_ADULT, "rb") as source, open(path, "wb") as target:
+        shutil.copyfileobj(source, target)
+    return path
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ other tests means nothing.
 
 import pytest
 
-from dpportal.middleware import CONTENT_SECURITY_POLICY
+from dpportal.core.middleware import CONTENT_SECURITY_POLICY
 
 pytestmark = pytest.mark.e2e
 

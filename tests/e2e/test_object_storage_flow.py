@@ -15,8 +15,9 @@ from urllib.parse import urljoin
 import pytest
 from django.urls import reverse
 
-from dpportal import packaging, services
+from dpportal import services
 from dpportal.models import Dataset
+from dpportal.releases import packaging
 from tests.conftest import wait_until
 from tests.helpers import DEMO_SCHEMA, SMALL_ADULT
 from tests.object_storage import keys, local_files, s3_server, stored_bytes, use_bucket

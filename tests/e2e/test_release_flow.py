@@ -2,25 +2,27 @@
 log in, upload the Adult table, confirm a schema, make an MWEM release, watch it finish, see its
 charts, download the package and check it, switch the release's public page on and read it
 (its PDF's text extracted, its release.xlsx read back with openpyxl; no raw-data figure in
-any of them), and find the release in the audit log.
+any of them), publish the dataset's signed record and check it offline with `dp-release verify`
+and the key the portal's key page shows, and find the release in the audit log.
 
 Step screenshots (DPPORTAL_E2E_SCREENSHOTS=steps):
 test-artifacts/e2e/test_custodian_publishes_an_mwem_release/.
 Kept short (a few columns, small ε, three MWEM rounds): about a minute on two cores.
 """
 
-import gzip
 import hashlib
 import os
 import re
-import shutil
+import subprocess
+import sys
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Error as PlaywrightError
 
-from tests.conftest import DEMO_ADULT
+from tests.conftest import REPO_ROOT
 from tests.e2e.package_checks import problems_in_package
 from tests.package_text import pdf_text, xlsx_cells
 
@@ -40,15 +42,6 @@ RELEASE_TIMEOUT_S = 120
 PACKAGE_TIMEOUT_MS = 90_000
 MECHANISM_CARD = re.compile(r"Synthetic data \(MWEM\)")
 MECHANISM_SETTINGS = {"MWEM rounds": "3"}
-
-
-@pytest.fixture
-def adult_csv(tmp_path):
-    """The demo Adult table, uncompressed (the upload form takes CSV, TSV or XLSX)."""
-    path = tmp_path / "adult.csv"
-    with gzip.open(DEMO_ADULT, "rb") as source, open(path, "wb") as target:
-        shutil.copyfileobj(source, target)
-    return path
 
 
 @pytest.mark.timeout(300)
@@ -75,6 +68,7 @@ def test_custodian_publishes_an_mwem_release(
     )
     assert problems == []
     check_public_page(browser, release_id, raw_figures(adult_csv), tmp_path)
+    check_public_record(browser, raw_figures(adult_csv), tmp_path)
     check_audit_log(browser, release_id)
     browser.assert_no_problems()
 
@@ -286,6 +280,35 @@ def check_public_page(browser, release_id, figures, folder):
     # twin: each pattern finds its figure where it is written, beside other text
     assert all(p.search(f"{text} {value} rows") for value, p in figures.values())
     browser.goto(f"/releases/{release_id}/")  # back to the portal (the report has no menu)
+
+
+def check_public_record(browser, figures, folder):
+    """The owner publishes the dataset's record from its page; the zip verifies offline with
+    `dp-release verify` and the key the portal's key page shows, and record.json shows no
+    raw-data figure."""
+    page = browser.page
+    browser.click_and_wait(page.get_by_role("link", name=re.compile("Adult census extract")))
+    browser.click_and_wait(page.get_by_role("button", name="Publish the dataset's record"))
+    assert page.get_by_text("The public record is on").is_visible()
+    browser.screenshot("dataset page with its public record on")
+    with page.expect_download(timeout=PACKAGE_TIMEOUT_MS) as download_info:
+        page.get_by_role("link", name="The record as a zip").click()
+    zip_path = folder / "record.zip"
+    download_info.value.save_as(zip_path)
+    browser.click_and_wait(page.get_by_role("link", name="the portal's public key"))
+    key = page.locator("#record-key").inner_text()
+    browser.screenshot("the portal's key page")
+    command = [sys.executable, "-m", "mechanisms", "verify", str(zip_path), "--key", key]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+    print(f"\ndp-release verify of the downloaded record: exit {result.returncode}")
+    print(result.stdout)
+    assert (result.returncode, result.stderr) == (0, ""), result.stdout
+    assert "epsilon spent 0.5 of 2" in result.stdout
+    with zipfile.ZipFile(zip_path) as archive:
+        [name] = [n for n in archive.namelist() if n.endswith("/record.json")]
+        record_text = archive.read(name).decode()
+    leaks = {name for name, (_, pattern) in figures.items() if pattern.search(record_text)}
+    assert leaks == set(), leaks
 
 
 def check_audit_log(browser, release_id):

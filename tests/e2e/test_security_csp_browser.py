@@ -2,7 +2,7 @@
 
 plotly injects two <style> elements unless the page has (1) a link to its stylesheet with id
 'plotly.js-style-global' and class 'no-inline-styles' (static/css/vendor/plotly.css) and (2) an
-element whose id is that of the bundled map stylesheet (see templates/dpportal/audit_ledger.html).
+element whose id is that of the bundled map stylesheet (see templates/dpportal/audit/ledger.html).
 In real Chromium: the ledger chart draws with no inline style, CSP violation or console error;
 the twins (the same page with either element removed) raise a CSP violation.
 

@@ -74,7 +74,7 @@ def test_mwem_spends_at_most_the_requested_epsilon_exactly(monkeypatch, neighbou
     no noise scale (the 7- and 5-round cases keep it), and its passes over every measurement
     grow with the square of the rounds (21 s of this file's 22)."""
     if rounds > 20:
-        monkeypatch.setattr(mwem_release, "_refit", lambda *args, **kwargs: None)
+        monkeypatch.setattr(mwem_release, "refit", lambda *args, **kwargs: None)
     requested = [Decimal(t) for t in TEXTS[: 40 if rounds < 20 else 8]] + [Fraction(1, 3)]
     assert _overspent(requested, neighbouring, rounds) == []
 
@@ -95,8 +95,8 @@ def test_the_old_float_split_is_caught(monkeypatch):
     """Twin: ε from float(Decimal), splits and scales in plain float arithmetic."""
     for part in MWEM_PARTS:  # every part of the package that splits or scales
         for name, naive in (
-            ("_split", _naive_split),
-            ("_share", lambda e, f: e * f),
+            ("round_split", _naive_split),
+            ("epsilon_share", lambda e, f: e * f),
             ("noise_scale", lambda s, e: s / e),
         ):
             if hasattr(part, name):

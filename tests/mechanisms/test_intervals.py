@@ -32,6 +32,7 @@ from scipy import stats
 from mechanisms import accuracy, histogram
 from mechanisms.mwem import mwem
 from mechanisms.noise import secure_source, seeded_source
+from mechanisms.release_request import MechanismInputs
 from mechanisms.schema import Schema
 from mechanisms.workload import expand_workload, marginals_spec
 
@@ -143,15 +144,16 @@ def test_noisy_counts_file_carries_the_intervals_of_the_requested_epsilon():
     data = pd.DataFrame({"g": list("aabbbcccdd") * 30})
     epsilon = 0.25
     output = histogram.run_perturbed(
-        data,
-        schema,
-        columns=["g"],
-        params={},
-        epsilon=epsilon,
-        delta=0.0,
-        neighbouring="replace-one",
-        rng=secure_source(),
-        progress=None,
+        MechanismInputs(
+            data=data,
+            schema=schema,
+            columns=["g"],
+            params={},
+            epsilon=epsilon,
+            delta=0.0,
+            neighbouring="replace-one",
+            rng=secure_source(),
+        )
     )
     table = pd.read_csv(pd.io.common.BytesIO(output.files["noisy_counts.csv"]))
     k = exact_half_width(2 / epsilon)

@@ -265,8 +265,8 @@ PAIR_WORKLOAD = [Query((0,)), Query((1,))]
 def selection_samples(codes, epsilon, draws=N_AUDIT):
     """`draws` selections by the exponential mechanism on MWEM's scores for `codes`."""
     model = FactoredDistribution.independent([np.ones(2), np.ones(2)])
-    true = mwem_module._TrueAnswers(codes, PAIR_SHAPE)
-    scores = mwem_module._selection_scores(model, true, PAIR_WORKLOAD, len(codes), 1.0, 2)
+    true = mwem_measure.TrueAnswers(codes, PAIR_SHAPE)
+    scores = mwem_measure._selection_scores(model, true, PAIR_WORKLOAD, len(codes), 1.0, 2)
     rng = seeded_source(11)
     return np.array(
         [
@@ -278,17 +278,17 @@ def selection_samples(codes, epsilon, draws=N_AUDIT):
 
 def measurement_samples(codes, epsilon, draws=N_AUDIT):
     """Noisy (cell 0 - cell 1) of the first 1-way marginal, as MWEM measures it."""
-    true = mwem_module._TrueAnswers(codes, PAIR_SHAPE)
+    true = mwem_measure.TrueAnswers(codes, PAIR_SHAPE)
     rng = seeded_source(12)
     out = np.empty(draws, dtype=np.int64)
     for i in range(draws):
-        noisy, _ = mwem_module._measure(true, Query((0,)), epsilon, 2, rng)
+        noisy, _ = mwem_measure.measure_query(true, Query((0,)), epsilon, 2, rng)
         out[i] = noisy[0] - noisy[1]
     return out
 
 
 def halve_sensitivity(monkeypatch):
-    honest = mwem_module._sensitivity
+    honest = mwem_measure._sensitivity
     monkeypatch.setattr(mwem_measure, "_sensitivity", lambda q, l1: honest(q, l1) / 2)
 
 
@@ -321,9 +321,9 @@ def test_one_measurement_passes_the_event_test_and_its_twin_fails(monkeypatch, b
 
 def count_samples(codes, epsilon, draws=N_AUDIT):
     """The add-remove default plan's noisy row count, as MWEM draws it."""
-    true = mwem_module._TrueAnswers(codes, PAIR_SHAPE)
+    true = mwem_measure.TrueAnswers(codes, PAIR_SHAPE)
     rng = seeded_source(13)
-    return np.array([mwem_measure._noisy_count(true, epsilon, rng) for _ in range(draws)])
+    return np.array([mwem_measure.noisy_row_count(true, epsilon, rng) for _ in range(draws)])
 
 
 @pytest.mark.audit

@@ -65,8 +65,8 @@ def test_the_plan_never_exceeds_the_requested_epsilon(neighbouring, rounds):
 
 
 def test_its_twin_the_float_split_overspends(monkeypatch):
-    monkeypatch.setattr(plan_module, "_split", _float_split)
-    monkeypatch.setattr(plan_module, "_share", lambda epsilon, fraction: epsilon * fraction)
+    monkeypatch.setattr(plan_module, "round_split", _float_split)
+    monkeypatch.setattr(plan_module, "epsilon_share", lambda epsilon, fraction: epsilon * fraction)
     over = _overspent("replace-one", 7)
     print(f"\nFIGURE plan twin: {len(over)} of {len(TEXTS)} epsilons overspent")
     assert over

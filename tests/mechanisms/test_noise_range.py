@@ -26,7 +26,8 @@ from scipy import stats
 from mechanisms import noise
 from mechanisms.errors import MechanismError
 from mechanisms.histogram import perturbed_histogram
-from mechanisms.mwem import _TrueAnswers, mwem
+from mechanisms.mwem import mwem
+from mechanisms.mwem.measure import TrueAnswers
 from mechanisms.noise import secure_source, seeded_source
 from mechanisms.schema import Schema
 from mechanisms.workload import Query
@@ -217,7 +218,7 @@ def test_mwem_at_the_forms_limits_publishes_no_saturated_measurement():
     shape = (3, 3, 3)
     workload = [Query(a) for a in ((0, 1), (0, 2), (1, 2))]
     result = mwem(codes, shape, workload, epsilon=1e-6, rounds=200, mw_passes=1)
-    true = _TrueAnswers(codes, shape)
+    true = TrueAnswers(codes, shape)
     measured = saturated = 0
     for record in result.measurements:
         exact = true.answer(record["query"])
@@ -251,7 +252,7 @@ def test_the_portal_preview_refuses_a_too_small_epsilon_and_accepts_the_forms_mi
     """The form's dry run turns this MechanismError into a form error (test_release_pages)."""
     from decimal import Decimal
 
-    from dpportal import release_engine
+    from dpportal.releases import engine as release_engine
 
     kwargs = {"mechanism": mechanism, "columns": ["x", "g"], "params": params}
     lines = release_engine.expected_accuracy(

@@ -254,13 +254,13 @@ def _first_selection(monkeypatch, neighbouring, epsilon):
         rows += [(pid, *("uv"[v] for v in (a, b, c))) for pid in people]
     data = pd.DataFrame(rows, columns=["pid", "a", "b", "c"])
     seen = {}
-    real = mwem_release._select
+    real = mwem_release.select_query
 
     def capture(*args):
         seen.setdefault("args", args)
         return real(*args)
 
-    monkeypatch.setattr(mwem_release, "_select", capture)
+    monkeypatch.setattr(mwem_release, "select_query", capture)
     source = RecordingSource(seeded_source(8))
     run_release("mwem", data, Schema.from_dict(MWEM_SCHEMA), epsilon=epsilon,
                 neighbouring=neighbouring, params={"rounds": 1}, rng=source)  # fmt: skip
@@ -291,7 +291,7 @@ def _worst_pair(args, neighbouring, scale):
     codes = true.columns.T
     base = _scores(args, true)
     moved = [
-        _scores(args, measure._TrueAnswers(np.vstack([codes, np.tile(c, (K, 1))]), true.shape))
+        _scores(args, measure.TrueAnswers(np.vstack([codes, np.tile(c, (K, 1))]), true.shape))
         for c in np.ndindex(*true.shape)
     ]
     pairs = [(base, s) for s in moved]

@@ -8,6 +8,7 @@ that under-provisions) must fail the same check.
 """
 
 import math
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -16,6 +17,7 @@ import pytest
 from mechanisms import accuracy, histogram, plans
 from mechanisms.mwem import mwem
 from mechanisms.noise import secure_source, seeded_source
+from mechanisms.release_request import PlanInputs
 from mechanisms.schema import Schema
 from mechanisms.workload import expand_workload, marginals_spec
 
@@ -50,6 +52,10 @@ def within(share: float) -> bool:
     return 0.945 <= share <= 0.96
 
 
+# A plan's inputs over SCHEMA at pure epsilon under replace-one.
+replace_one = partial(PlanInputs, schema=SCHEMA, delta=0.0, neighbouring="replace-one")
+
+
 def test_the_mwem_epsilon_for_50_rows_puts_95_percent_of_measured_counts_within_50():
     """N = 150 MWEM runs × 3 rounds' measured counts (5 to 30 each: over 2,250, here about
     14,000; the check's false-alarm rate at a true 95.0-95.2% is below 1e-5 at 10,000); the
@@ -57,9 +63,7 @@ def test_the_mwem_epsilon_for_50_rows_puts_95_percent_of_measured_counts_within_
     params = {"workload": marginals_spec(2), "rounds": 3}
 
     def plan_at(epsilon):
-        return plans.mwem_plan(
-            SCHEMA, ["a", "b"], params, epsilon=epsilon, delta=0, neighbouring="replace-one", n=N
-        )
+        return plans.mwem_plan(replace_one(columns=["a", "b"], params=params, epsilon=epsilon, n=N))
 
     epsilon = accuracy.epsilon_for_half_width(plan_at, 50, N)
     shape = SCHEMA.domain_shape(["a", "b"])
@@ -94,9 +98,7 @@ def test_the_smoothed_epsilon_reaches_the_target_in_an_average_cell():
     n, cells, target = int(counts.sum()), counts.size, 60
 
     def plan_at(epsilon):
-        return plans.smoothed_plan(
-            SCHEMA, ["a", "b"], {}, epsilon=epsilon, delta=0, neighbouring="replace-one", n=n
-        )
+        return plans.smoothed_plan(replace_one(columns=["a", "b"], params={}, epsilon=epsilon, n=n))
 
     epsilon = accuracy.epsilon_for_half_width(plan_at, target, n)
     assert epsilon is not None
@@ -122,9 +124,7 @@ def test_the_perturbed_epsilon_is_the_exact_one():
     """For the perturbed histogram the proposal is within 1% above the smallest ε whose scale
     2/ε has P(|Z| <= k) >= 95%, worked out here from the pmf (k = 50)."""
     proposed = accuracy.epsilon_for_half_width(
-        lambda e: plans.perturbed_plan(
-            SCHEMA, ["a"], {}, epsilon=e, delta=0, neighbouring="replace-one", n=N
-        ),
+        lambda e: plans.perturbed_plan(replace_one(columns=["a"], params={}, epsilon=e, n=N)),
         50,
         N,
     )

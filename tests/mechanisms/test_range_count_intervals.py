@@ -31,6 +31,7 @@ from mechanisms.range_count.api import (
 from mechanisms.range_count.core import half_width, popcount, privacy_target
 from mechanisms.range_count.inputs import _halfspace_masks, grid_edges, rounding_bounds, snap_box
 from mechanisms.range_count.intervals import answer_sets, answered_sets, noise_half_widths
+from mechanisms.release_request import MechanismInputs
 from mechanisms.schema import Schema
 
 BOUNDS = [(0.0, 10.0), (-5.0, 5.0)]
@@ -277,14 +278,16 @@ def test_answers_csv_is_tidy_and_reads_back_as_the_same_workload():
     boxes = _off_grid_boxes(5, 14)
     lines = [{"type": "halfspace", "a": [1.0, -2.0], "b": 0.5}]
     out = range_count_release(
-        frame,
-        schema,
-        columns=["x", "y"],
-        params={"grid": "16x16", "workload": boxes + lines},
-        epsilon=1.0,
-        delta=0.0,
-        neighbouring="replace-one",
-        rng=seeded_source(15),
+        MechanismInputs(
+            data=frame,
+            schema=schema,
+            columns=["x", "y"],
+            params={"grid": "16x16", "workload": boxes + lines},
+            epsilon=1.0,
+            delta=0.0,
+            neighbouring="replace-one",
+            rng=seeded_source(15),
+        )
     )
     text = out.files["answers.csv"].decode()
     table = pd.read_csv(io.StringIO(text))

@@ -11,6 +11,7 @@ from mechanisms.errors import MechanismError
 from mechanisms.noise import seeded_source
 from mechanisms.plans import perturbed_plan
 from mechanisms.release import ReleaseOutput, file_sha256, public_manifest, write_release
+from mechanisms.release_request import MechanismInputs
 from mechanisms.schema import Schema
 
 SCHEMA = Schema.from_dict(
@@ -36,9 +37,9 @@ def toy_spec(name, run):
 def echo_mechanism(monkeypatch):
     seen = {}
 
-    def echo(data, schema, **kw):
-        seen.update(kw)
-        spent = {"epsilon": kw["epsilon"], "delta": 0.0}
+    def echo(inputs: MechanismInputs):
+        seen.update(vars(inputs))
+        spent = {"epsilon": inputs.epsilon, "delta": 0.0}
         return ReleaseOutput({"out.csv": b"a\n"}, {"parameters": {}}, spent=spent)
 
     monkeypatch.setitem(CATALOGUE, "test_echo", toy_spec("test_echo", echo))
@@ -100,7 +101,7 @@ def test_it_writes_files_and_manifest(echo_mechanism, tmp_path):
 def test_it_refuses_an_output_whose_recorded_spend_exceeds_the_request(monkeypatch, spent):
     """A mechanism that lies (it spends more than it was given): nothing is returned."""
 
-    def liar(data, schema, **kw):
+    def liar(inputs: MechanismInputs):
         return ReleaseOutput({"out.csv": b"a\n"}, {"parameters": {}}, spent=dict(spent))
 
     monkeypatch.setitem(CATALOGUE, "liar", toy_spec("liar", liar))
@@ -109,7 +110,7 @@ def test_it_refuses_an_output_whose_recorded_spend_exceeds_the_request(monkeypat
 
 
 def test_its_honest_twin_at_exactly_the_request_is_accepted(monkeypatch):
-    def honest(data, schema, **kw):
+    def honest(inputs: MechanismInputs):
         spent = {"epsilon": 0.5, "delta": 0.0}
         return ReleaseOutput({"out.csv": b"a\n"}, {"parameters": {}}, spent=spent)
 

@@ -31,6 +31,7 @@ from mechanisms import statistics
 from mechanisms.catalogue import run_release
 from mechanisms.errors import MechanismError
 from mechanisms.noise import RandomSource, seeded_source
+from mechanisms.release_request import PlanInputs
 from mechanisms.schema import Schema
 from mechanisms.statistics import Computer, parse_request, quantiles
 
@@ -197,13 +198,15 @@ def test_bad_requests_get_a_clear_message(params, message):
 
 def test_the_plan_previews_every_statistic_before_spending():
     plan = statistics.statistics_plan(
-        SCHEMA,
-        ["x", "g"],
-        {"stat": ["count", "mean:x", "median:x"], "by": ["g"]},
-        epsilon=1.0,
-        delta=0.0,
-        neighbouring="add-remove",
-        n=1200,
+        PlanInputs(
+            schema=SCHEMA,
+            columns=["x", "g"],
+            params={"stat": ["count", "mean:x", "median:x"], "by": ["g"]},
+            epsilon=1.0,
+            delta=0.0,
+            neighbouring="add-remove",
+            n=1200,
+        )
     )
     rows = plan.details["statistics"]
     assert [r["statistic"] for r in rows] == ["count", "mean", "median"]
@@ -266,7 +269,7 @@ def _coverage(kind, draws, epsilon=1.0, neighbouring="add-remove", alpha=None, d
     run = Computer(data, SCHEMA, request, neighbouring, seeded_source(len(stat) + draws))
     truth, hits = _truth(kind, alpha, data), np.zeros(2)
     for _ in range(draws):
-        row = statistics._run_one(run, request.statistics[0], request.shares[0])[0]
+        row = statistics.compute._run_one(run, request.statistics[0], request.shares[0])[0]
         for i, shrink in enumerate((1.0, 0.7)):
             lower = row.estimate - shrink * (row.estimate - row.lower)
             upper = row.estimate + shrink * (row.upper - row.estimate)
@@ -456,7 +459,15 @@ def test_the_preview_states_the_rank_margin_the_released_ends_keep():
     data = _ages(1_000, whole=False)
     params = {"stat": ["median:x"]}
     plan = statistics.statistics_plan(
-        SCHEMA, ["x"], params, epsilon=1.0, delta=0.0, neighbouring="add-remove", n=len(data)
+        PlanInputs(
+            schema=SCHEMA,
+            columns=["x"],
+            params=params,
+            epsilon=1.0,
+            delta=0.0,
+            neighbouring="add-remove",
+            n=len(data),
+        )
     )
     margin = plan.details["statistics"][0]["halfwidth"]
     request = parse_request(SCHEMA, {"stat": ["median:x"]}, epsilon=1.0,

@@ -22,6 +22,7 @@ import pytest
 from mechanisms import statistics
 from mechanisms.catalogue import run_release
 from mechanisms.noise import seeded_source
+from mechanisms.release_request import PlanInputs
 from mechanisms.schema import Schema
 from mechanisms.statistics import Computer, parse_request, quantiles
 
@@ -99,9 +100,16 @@ def test_a_grouping_column_with_missing_values_has_a_missing_group():
 
 def test_the_plan_names_the_columns_whose_missing_values_are_left_out():
     plan = statistics.statistics_plan(
-        SCHEMA, ["x"], {"stat": ["mean:x"]}, epsilon=1.0, delta=0.0,
-        neighbouring="replace-one", n=1200,
-    )  # fmt: skip
+        PlanInputs(
+            schema=SCHEMA,
+            columns=["x"],
+            params={"stat": ["mean:x"]},
+            epsilon=1.0,
+            delta=0.0,
+            neighbouring="replace-one",
+            n=1200,
+        )
+    )
     assert plan.details["missing_left_out"] == ["x"]
     assert plan.details["statistics"][0]["halfwidth"] > 0
 
@@ -123,7 +131,7 @@ def _coverage(stat, draws, epsilon, neighbouring, truth, shrinks=(1.0, 0.7)):
     run = Computer(TABLE, SCHEMA, request, neighbouring, seeded_source(draws + len(stat)))
     hits = np.zeros(len(shrinks))
     for _ in range(draws):
-        row = statistics._run_one(run, request.statistics[0], request.shares[0])[0]
+        row = statistics.compute._run_one(run, request.statistics[0], request.shares[0])[0]
         for k, shrink in enumerate(shrinks):
             lower = row.estimate - shrink * (row.estimate - row.lower)
             upper = row.estimate + shrink * (row.upper - row.estimate)

@@ -1,6 +1,6 @@
 """Shared pieces of the privacy audits (docs/reliability.md T2-T7, T10): batch and zero-noise random
 sources that run a mechanism's own noise step many times at once, the privacy-loss projection,
-and one printed figure line per audit for the README's Guarantees section."""
+and one printed figure line per audit for docs/guarantees.md."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ durations and timestamps shown to non-owners (auditors) must be quantised, e.g. 
 
 Per commit: a release is run in-process and every page and download an auditor can open is
 scanned for a timestamp with seconds (other than :00) or a fraction, or a duration in seconds.
-Every view quantises through dpportal/timing.py (auditors also see events and status changes
+Every view quantises through dpportal/access/timing.py (auditors also see events and status changes
 only once their minute has passed); the owner's job page (exact by design) is the twin the
 scanner must flag.
 Nightly (slow): Spearman rho(|noise|, duration exposed to an auditor) <= 0.05 over 2,000

@@ -1,6 +1,6 @@
 """T1 at the scales docs/reliability.md names (0.3 and 10) on the secure source the portal uses,
-printing the p-values for the README (tests/mechanisms/test_noise.py covers scales 0.5, 2 and
-20, the discrete Gaussian, continuous noise and the exponential mechanism, on both sources).
+printing the p-values for docs/guarantees.md (tests/mechanisms/test_noise.py covers scales 0.5, 2
+and 20, the discrete Gaussian, continuous noise and the exponential mechanism, on both sources).
 Chi-square against the exact pmf, 10^5 draws: p > 1e-6 at the true scale, p < 1e-6 at 0.7x
 and 1.3x (the twins)."""
 

@@ -50,6 +50,7 @@ from tests.privacy.support import (
 )
 
 mwem_module = importlib.import_module("mechanisms.mwem")  # the package exports a function `mwem`
+mwem_measure = importlib.import_module("mechanisms.mwem.measure")  # the only code touching data
 
 HIST = Schema.from_dict(
     {
@@ -330,8 +331,8 @@ def mwem_selection_samples(case, epsilon, factor, draws):
     model = mwem_module.FactoredDistribution.independent([np.ones(k) for k in MWEM_SHAPE])
     out = []
     for codes, seed in ((MWEM_D, 107), (MWEM_ADDED, 108)):
-        true = mwem_module._TrueAnswers(codes, MWEM_SHAPE)
-        scores = mwem_module._selection_scores(
+        true = mwem_measure.TrueAnswers(codes, MWEM_SHAPE)
+        scores = mwem_measure._selection_scores(
             model, true, MWEM_WORKLOAD, len(MWEM_D), budget["per_round_measure"], 1
         )
         gumbel = seeded_source(seed).gumbel(scale * factor, (draws, len(scores)))
@@ -343,12 +344,12 @@ def mwem_box_measurement_samples(case, epsilon, factor, draws):
     """The round's measurement of the box query at the recorded scale (add-remove, boundary)."""
     budget, _ = mwem_budget(MWEM_D, epsilon / (0.8 * 0.75), "add-remove")
     box = MWEM_WORKLOAD[2]
-    expected_scale = noise_scale(mwem_module._sensitivity(box, 1), budget["per_round_measure"])
+    expected_scale = noise_scale(mwem_measure._sensitivity(box, 1), budget["per_round_measure"])
     out, exact = [], []
     for codes, seed in ((MWEM_D, 109), (MWEM_ADDED, 110)):
-        true = mwem_module._TrueAnswers(codes, MWEM_SHAPE)
+        true = mwem_measure.TrueAnswers(codes, MWEM_SHAPE)
         exact.append(true.answer(box))
-        noisy, scale = mwem_module._measure(
+        noisy, scale = mwem_measure.measure_query(
             true, box, budget["per_round_measure"], 1, BatchNoise(seed, draws, factor)
         )
         assert scale == expected_scale
@@ -370,9 +371,9 @@ def mwem_init_samples(case, epsilon, factor, draws):
     init_scale = calls[0].scale
     out, exact = [], []
     for codes, seed in ((d, 111), (d2, 112)):
-        true = mwem_module._TrueAnswers(codes, MWEM_SHAPE)
+        true = mwem_measure.TrueAnswers(codes, MWEM_SHAPE)
         exact.append(np.concatenate([true.marginal((a,)) for a in range(len(MWEM_SHAPE))]))
-        _n, parts, _weights, scale = mwem_module._start(
+        _n, parts, _weights, scale = mwem_measure.measure_one_way(
             true,
             len(codes),
             budget["initial_one_way"],
@@ -396,9 +397,9 @@ def mwem_whole_start_samples(case, epsilon, factor, draws):
     init_scale = source.noise_calls()[0].scale
     out, exact = [], []
     for codes, seed in ((d, 113), (d2, 114)):
-        true = mwem_module._TrueAnswers(codes, MWEM_SHAPE)
+        true = mwem_measure.TrueAnswers(codes, MWEM_SHAPE)
         exact.append(np.concatenate([true.marginal((a,)) for a in range(len(MWEM_SHAPE))]))
-        *_, parts, _weights, scale = mwem_module._start(
+        *_, parts, _weights, scale = mwem_measure.measure_one_way(
             true, len(codes), epsilon, "replace-one", BatchNoise(seed, draws, factor)
         )
         assert scale == init_scale

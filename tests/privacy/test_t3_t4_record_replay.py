@@ -165,9 +165,9 @@ def mwem_score_shift(frame_d, frame_d2, relation) -> float:
         [seeded_source(k).uniform(size) + 0.1 for k, size in enumerate(shape)]
     )
     scores = [
-        mwem_module._selection_scores(
+        mwem_measure._selection_scores(
             model,
-            mwem_module._TrueAnswers(SCHEMA.encode(f, columns), shape),
+            mwem_measure.TrueAnswers(SCHEMA.encode(f, columns), shape),
             workload,
             len(frame_d),
             0.1,
@@ -247,7 +247,7 @@ def test_an_under_declared_score_sensitivity_is_caught(monkeypatch, tmp_path):
     """Twin: MWEM normalises its scores by half the true sensitivity."""
     frames = _frames(tmp_path)
     assert mwem_score_shift(*frames, "replace-one") <= 1 + 1e-9
-    honest = mwem_module._sensitivity
+    honest = mwem_measure._sensitivity
     monkeypatch.setattr(mwem_measure, "_sensitivity", lambda q, l1: honest(q, l1) / 2)
     assert mwem_score_shift(*frames, "replace-one") > 1
 

@@ -135,7 +135,7 @@ def test_the_sanity_check_catches_a_broken_source(twin):
 
 def portal_form_classes():
     classes = []
-    for module in ("dpportal.audit_forms", "dpportal.dataset_forms", "dpportal.release_forms"):
+    for module in ("dpportal.audit.forms", "dpportal.datasets.forms", "dpportal.releases.forms"):
         for _, cls in inspect.getmembers(importlib.import_module(module), inspect.isclass):
             if issubclass(cls, forms.BaseForm) and cls.__module__ == module:
                 classes.append(cls)

@@ -1,6 +1,6 @@
 """Make an account a custodian: `manage.py grant_custodian USERNAME [--revoke]`.
 
-Custodians may upload or register datasets and create API tokens (dpportal.access). Accounts
+Custodians may upload or register datasets and create API tokens (dpportal.access.rules). Accounts
 made from an invitation to audit are not custodians; this command (or the admin's "Custodians"
 group) is the operator's explicit grant. --revoke takes the grant away again; the datasets the
 account already owns stay its own.
@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand, CommandError
 
-from dpportal.access import CUSTODIANS_GROUP, grant_custodian
+from dpportal.access.rules import CUSTODIANS_GROUP, grant_custodian
 
 
 class Command(BaseCommand):

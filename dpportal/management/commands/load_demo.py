@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
 from dpportal import services
-from dpportal.access import grant_custodian
+from dpportal.access.rules import grant_custodian
 from dpportal.models import Dataset
 
 DEMO_DIR = Path(settings.BASE_DIR) / "demo"

@@ -9,7 +9,8 @@ from django import db
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from dpportal import heartbeats, services
+from dpportal import services
+from dpportal.core import heartbeats
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,42 @@
+"""One folder per mechanism: the portal's half of each row of `mechanisms.CATALOGUE`.
+
+`kind_of(name)` is the one place the portal turns a mechanism's name into behaviour: the kind
+folder's `KIND` when there is one, else a generic `Kind` that works from the catalogue row
+alone (`kinds.base`). Pages, forms, the preview, the planner, the worker's report and the API
+call the kind's methods; nothing outside this folder branches on a mechanism's name.
+"""
+
+import mechanisms
+from dpportal.releases import packaging
+from dpportal.releases.kinds import (
+    mwem,
+    perturbed_histogram,
+    range_count,
+    smoothed_histogram,
+    statistics,
+)
+from dpportal.releases.kinds.base import Kind
+
+FOLDERS: dict[str, Kind] = {
+    folder.KIND.name: folder.KIND
+    for folder in (perturbed_histogram, smoothed_histogram, mwem, range_count, statistics)
+}
+CHARTS_LAYOUT = 4  # bump when the public charts change: recomputes cached chart data
+
+
+def kind_of(name: str) -> Kind:
+    """The portal's half of the mechanism `name` (generic when it has no folder)."""
+    return FOLDERS.get(name) or Kind(name)
+
+
+def all_kinds() -> list[Kind]:
+    """One kind per catalogue row, in catalogue order."""
+    return [kind_of(name) for name in mechanisms.CATALOGUE]
+
+
+def public_charts(release, schema) -> list[dict]:
+    """The public charts of a finished release, computed from its public files once and kept."""
+    kind = kind_of(release.mechanism)
+    return packaging.cached_json(
+        release, f"charts-v{CHARTS_LAYOUT}", lambda: kind.public_charts(release, schema)
+    )

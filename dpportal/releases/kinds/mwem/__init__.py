@@ -1,0 +1,209 @@
+"""MWEM in the portal (`mechanisms.mwem`): synthetic rows that keep the patterns between pairs
+(or triples) of columns; its measurements and the rounds of its public trace on the results
+page."""
+
+import json
+
+from django import forms
+
+from dpportal.core.form_fields import WHOLE_NUMBER_INPUT
+from dpportal.releases import charts, comparisons, packaging
+from dpportal.releases.accuracy_preview import interval_row, marginal_row
+from dpportal.releases.kinds.synthetic import SyntheticKind, relative_error_line
+from mechanisms import accuracy
+from mechanisms import workload as mwem_workload
+from mechanisms.mwem import expected_abs_noise
+
+MEASUREMENTS = "measurements.json"
+
+
+class Mwem(SyntheticKind):
+    planned = "each count measured in a round"
+    legend = "MWEM settings"
+
+    def good_for(self) -> str:
+        return (
+            "A synthetic table over many columns that keeps the patterns between pairs (or "
+            "triples) of columns. Best when you need realistic made-up rows."
+        )
+
+    def outputs(self) -> str:
+        return (
+            "synthetic.csv (made-up rows, as many as the table has) and measurements.json "
+            "(what was measured, with noise)."
+        )
+
+    def form_fields(self) -> dict[str, forms.Field]:
+        return {
+            "mwem_marginal_size": forms.TypedChoiceField(
+                label="Patterns to keep",
+                coerce=int,
+                initial=2,
+                required=False,
+                empty_value=2,  # type: ignore[arg-type]  # returned as is when empty
+                choices=[
+                    (1, "Each column on its own"),
+                    (2, "Pairs of columns"),
+                    (3, "Triples of columns"),
+                ],
+            ),
+            "mwem_rounds": forms.IntegerField(
+                label="MWEM rounds",
+                required=False,
+                min_value=1,
+                max_value=200,
+                help_text="Each round measures one more pattern. More rounds: more patterns, "
+                "each noisier. Leave empty to choose automatically.",
+                widget=WHOLE_NUMBER_INPUT,
+            ),
+        }
+
+    def params(self, form, cleaned):
+        k = min(cleaned.get("mwem_marginal_size") or 2, len(cleaned["columns"]))
+        params = {"workload": mwem_workload.marginals_spec(k)}
+        if cleaned.get("mwem_rounds"):
+            params["rounds"] = cleaned["mwem_rounds"]
+        return params
+
+    def progress_label(self, done: int, total: int) -> str:
+        return f"Round {done} of {total}"
+
+    def accuracy_lines(self, plan, schema, columns, row_count) -> list[str]:
+        noise = (
+            f"Each measured count gets random noise of typically ±{plan.expected_error:,.1f} rows."
+        )
+        if plan.details.get("full_table"):
+            return [
+                f"The workload asks for the full table ({plan.support:,} cells); MWEM will "
+                "measure every cell of it once with the whole budget, and every pattern is a "
+                "sum of them.",
+                noise,
+                relative_error_line(plan.expected_error, row_count / plan.support),
+            ]
+        return [
+            f"The workload has {plan.details['workload']} patterns (tables of counts); MWEM "
+            f"will measure {plan.details['rounds']} of them, the ones its model gets most "
+            "wrong, one per round.",
+            noise,
+            relative_error_line(plan.expected_error, row_count / plan.details["median_cells"]),
+            "Patterns that are not measured are only as good as the model's guess from the others.",
+        ]
+
+    def preview_table(self, plan, schema, columns, n):
+        details = plan.details
+        if details.get("full_table"):
+            return _full_table_preview(plan, n)
+        init_scale, rounds = details.get("init_scale", 0.0), details["rounds"]
+        rows = []
+        if init_scale:
+            rows.append(
+                interval_row(
+                    f"Each count of the {details['columns']} one-way tables measured first",
+                    accuracy.discrete_laplace_half_width(init_scale),
+                    MEASUREMENTS,
+                )
+            )
+        rows.append(
+            interval_row(
+                f"Each count of the {rounds} tables measured in rounds",
+                accuracy.plan_half_width(plan, n),
+                f"{MEASUREMENTS}; which tables is chosen privately, from the data",
+            )
+        )
+        cells = details["median_cells"]
+        measured = 0.5 * cells * expected_abs_noise(plan.scale or 0.0) / n
+        marginals = [
+            marginal_row(
+                f"A measured table of {cells:,} cells",
+                measured,
+                "at least this (the measurement noise); the synthetic rows add their sampling",
+            ),
+            {
+                "marginal": "Tables not measured",
+                "tvd": "depends on the data",
+                "note": "only as good as the model's guess from the measured ones: see the "
+                "verdict on the results page",
+            },
+        ]
+        return rows, marginals
+
+    def public_charts(self, release, schema) -> list[dict]:
+        found = super().public_charts(release, schema)
+        rounds = (release.trace or {}).get("trace")
+        if rounds and "selected_error_estimate" in rounds[0]:  # older traces lack it
+            found.append(
+                charts.chart(
+                    "MWEM: estimated error by round",
+                    charts.mwem_rounds_figure(rounds),
+                    "From MWEM's public trace: noisy measurements, no raw data.",
+                    good="Good: the line falls and levels off near the dashed noise level; "
+                    "still falling at the last round means more rounds (or more ε) would help.",
+                )
+            )
+        return found
+
+    def results_sections(self, request, release) -> dict:
+        if MEASUREMENTS not in packaging.stored_names(release):
+            return {}
+        rows = packaging.cached_json(release, "measurements-v1", lambda: _measurements(release))
+        return {"measurements": rows}
+
+    def custodian_report(self, schema, columns, frame, files) -> dict:
+        report = super().custodian_report(schema, columns, frame, files)
+        if MEASUREMENTS in files:
+            measured = json.loads(files[MEASUREMENTS])["measurements"]
+            report["workload"] = comparisons.measurement_errors(schema, frame, measured)
+        return report
+
+
+def _full_table_preview(plan, n):
+    """MWEM's plan when it measures the full table once (mechanisms.mwem.plan.measures_joint)."""
+    cells = plan.support
+    rows = [
+        interval_row(
+            f"Each count of the full table ({cells:,} cells), measured once",
+            accuracy.plan_half_width(plan, n),
+            MEASUREMENTS,
+        )
+    ]
+    marginals = [
+        marginal_row(
+            f"The full table of {cells:,} cells",
+            0.5 * cells * expected_abs_noise(plan.scale or 0.0) / n,
+            "at least this (the measurement noise); the synthetic rows add their sampling",
+        ),
+        {
+            "marginal": "Each table the workload asks for",
+            "tvd": "at most the full table's",
+            "note": "a sum of measured cells: their noise partly cancels",
+        },
+    ]
+    return rows, marginals
+
+
+def _measurements(release) -> list[dict]:
+    """One row per MWEM measurement: the table, when, its counts and their 95% half-width
+    (from measurements.json: public, no data)."""
+    document = json.loads(packaging.stored_file(release, MEASUREMENTS))
+    start = len(release.columns) if document["budget_split"]["initial_one_way"] else 0
+    once = document["budget_split"].get("full_table")  # the one measurement, no selection
+    rows = []
+    for index, record in enumerate(document["measurements"]):
+        query = record["query"]
+        lower, noisy = record.get("ci_lower"), record["noisy_answer"]
+        half = noisy[0] - lower[0] if lower else None
+        rows.append(
+            {
+                "table": " × ".join(query["columns"])
+                + (" (a box)" if query["type"] == "box" else ""),
+                "when": "start"
+                if index < start
+                else ("once, the whole budget" if once else f"round {index - start + 1}"),
+                "cells": len(noisy),
+                "half_width": "—" if half is None else f"{half:,}",
+            }
+        )
+    return rows
+
+
+KIND = Mwem("mwem")

@@ -1,0 +1,113 @@
+"""What the kinds that publish synthetic rows share (the two histograms and MWEM).
+
+Their results page previews synthetic.csv first and draws its columns and pairs; the owner's
+report compares the synthetic rows with the raw ones (`comparisons.synthetic_comparisons`) and
+grades them (`synthetic_verdict`). The words about cells (how many combinations, how large the
+noise is against an average cell) are shared by their accuracy previews.
+"""
+
+import math
+from typing import Any
+
+from django import forms
+
+import mechanisms
+from dpportal.core.form_fields import WHOLE_NUMBER_INPUT
+from dpportal.releases import charts, comparisons, packaging
+from dpportal.releases.kinds import synthetic_verdict
+from dpportal.releases.kinds.base import Kind
+
+SYNTHETIC = "synthetic.csv"
+
+
+class SyntheticKind(Kind):
+    """A kind whose package holds synthetic.csv (made-up rows) beside its noisy counts."""
+
+    def preview_files(self) -> tuple[str, ...]:
+        return (SYNTHETIC, *(name for name in super().preview_files() if name != SYNTHETIC))
+
+    def preview_note(self, name: str) -> str:
+        if name != SYNTHETIC:
+            return ""
+        return (
+            "Each made-up numeric value is drawn evenly at random within its bin (for example "
+            "anywhere from 20 to 30 in the bin 20–30), so the decimals carry no information."
+        )
+
+    def public_charts(self, release, schema) -> list[dict]:
+        if SYNTHETIC not in packaging.stored_names(release):
+            return []
+        synthetic = packaging.read_csv(packaging.stored_file(release, SYNTHETIC), schema)
+        return charts.synthetic_charts(schema, release.columns, synthetic)
+
+    def custodian_report(self, schema, columns, frame, files) -> dict:
+        if SYNTHETIC not in files:
+            return {}
+        synthetic = packaging.read_csv(files[SYNTHETIC], schema)
+        return comparisons.synthetic_comparisons(schema, columns, frame, synthetic)
+
+    def assess(self, schema, columns, frame, files, *, epsilon, neighbouring) -> dict | None:
+        return synthetic_verdict.assess(
+            schema, columns, frame, files, epsilon=epsilon, neighbouring=neighbouring
+        )
+
+
+def combinations(schema, columns) -> str:
+    """'24 combinations (8 age bins × 3 sex values)': the cells, in words."""
+    parts = []
+    for name in columns:
+        spec = schema.column(name)
+        unit = "bins" if isinstance(spec, mechanisms.schema.NumericColumn) else "values"
+        missing = " with (missing)" if spec.missing == "cell" else ""
+        parts.append(f"{spec.n_cells} {name} {unit}{missing}")
+    total = math.prod(schema.column(name).n_cells for name in columns)
+    return f"{total:,} combinations ({' × '.join(parts)})"
+
+
+def _share_text(share: float) -> str:
+    return "under 1%" if share < 0.01 else f"about {share:.0%}"
+
+
+def relative_error_line(noise: float, rows_per_cell: float) -> str:
+    """The noise against an average cell's rows, in words."""
+    if rows_per_cell <= 0:
+        return "The table is empty, so every count will be pure noise."
+    share = noise / rows_per_cell
+    size = (
+        "small"
+        if share < 0.1
+        else "noticeable"
+        if share < 0.5
+        else "large: consider fewer columns, fewer bins or a larger ε"
+    )
+    return (
+        f"An average combination holds about {rows_per_cell:,.0f} rows, so the typical "
+        f"error is {_share_text(share)} of that ({size}). Rare combinations are "
+        "affected more."
+    )
+
+
+MAX_SYNTHETIC_ROWS = 1_000_000
+
+
+class HistogramKind(SyntheticKind):
+    """The two histograms: their one setting is how many synthetic rows to draw."""
+
+    legend = "4. Synthetic table"
+
+    def form_fields(self) -> dict[str, forms.Field]:
+        return {
+            "rows": forms.IntegerField(
+                label="Rows to synthesise",
+                required=False,
+                min_value=1,
+                max_value=MAX_SYNTHETIC_ROWS,
+                help_text="How many made-up rows synthetic.csv should have. Leave empty for as "
+                "many as the table has (or, if the number of rows is private, its noisy "
+                "estimate).",
+                widget=WHOLE_NUMBER_INPUT,
+            )
+        }
+
+    def params(self, form, cleaned: dict[str, Any]) -> dict[str, Any]:
+        return {"rows": cleaned["rows"]} if cleaned.get("rows") else {}

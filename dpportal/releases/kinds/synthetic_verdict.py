@@ -1,0 +1,163 @@
+"""The custodian-only verdict on a synthetic-data release: good / usable with care / not usable.
+
+CUSTODIAN-ONLY: computed by the worker against the raw table, stored with the utility report,
+shown to the dataset's owner alone, never in a package or on an auditor's page.
+
+What is measured: the total variation distance (TVD) between the release's synthetic rows and
+the raw table on the tables a user will read first, every pair of released columns (up to
+`MAX_PAIRS`; each column on its own when one column is released), and on each column alone.
+Two yardsticks, both computed here on the raw data:
+
+- the **sampling floor**: the same TVDs for `FLOOR_DRAWS` resamples (with replacement) of as
+  many raw rows as the release has synthetic rows. No release can be expected to do better
+  than a fresh sample of the same size;
+- the **trivial baseline**: independent noisy one-way counts at the release's ε (each column's
+  counts with discrete Laplace noise of scale sensitivity·d/ε, clipped at zero, rows drawn
+  from their product), `BASELINE_DRAWS` times. A release that does not beat it has learnt
+  nothing about how the columns go together.
+
+Grades (in this order): an average pair TVD that does not beat the baseline by at least
+`BEAT_MARGIN` × the floor (less is within sampling noise): not usable; any column or
+the average above `UNUSABLE_TVD`: not usable; the average within `GOOD_FACTOR` × the floor
+(or `GOOD_MARGIN` above it) and no column above `CAREFUL_TVD`: good; otherwise usable with
+care. The thresholds follow common practice for synthetic-data utility reports (a TVD of 0.1
+moves a tenth of the rows).
+"""
+
+import itertools
+
+import numpy as np
+
+from dpportal.releases.packaging import read_csv, with_numbers
+from mechanisms.histogram import count_sensitivity
+from mechanisms.noise import secure_source
+
+MAX_PAIRS = 15
+FLOOR_DRAWS = 10
+BASELINE_DRAWS = 5
+GOOD_FACTOR, GOOD_MARGIN = 2.0, 0.01
+CAREFUL_TVD, UNUSABLE_TVD = 0.1, 0.25
+BEAT_MARGIN = 0.5  # beating the baseline by less than half the floor is within sampling noise
+GRADES = {"good": "Good", "care": "Usable with care", "bad": "Not usable"}
+
+
+def assess(schema, columns, frame, files, *, epsilon, neighbouring) -> dict | None:
+    """The verdict on a release with synthetic.csv (None for other releases)."""
+    if "synthetic.csv" not in files:
+        return None
+    real = schema.encode(with_numbers(frame, schema), columns)
+    synthetic = schema.encode(read_csv(files["synthetic.csv"], schema), columns)
+    shape = schema.domain_shape(columns)
+    targets = _targets(len(columns))
+    rng = secure_source()
+    rows = len(synthetic)
+    release = _tvds(real, synthetic, shape, targets)
+    floor = np.mean(
+        [
+            _tvds(real, real[rng.integers(len(real), rows)], shape, targets)
+            for _ in range(FLOOR_DRAWS)
+        ],
+        axis=0,
+    )
+    baseline = None
+    if len(columns) > 1:
+        draws = [
+            _baseline(real, shape, rows, epsilon, neighbouring, rng) for _ in range(BASELINE_DRAWS)
+        ]
+        baseline = float(np.mean([_tvds(real, b, shape, targets).mean() for b in draws]))
+    one_way = _tvds(real, synthetic, shape, [(j,) for j in range(len(columns))])
+    return _grade(columns, targets, release, floor, baseline, one_way)
+
+
+def _targets(d: int) -> list[tuple[int, ...]]:
+    if d == 1:
+        return [(0,)]
+    pairs: list[tuple[int, ...]] = list(itertools.combinations(range(d), 2))
+    return pairs[:MAX_PAIRS]
+
+
+def _shares(codes, shape, attrs) -> np.ndarray:
+    dims = tuple(shape[a] for a in attrs)
+    if not len(codes):
+        return np.zeros(int(np.prod(dims)))
+    flat = np.ravel_multi_index(tuple(codes[:, a] for a in attrs), dims)
+    counts = np.bincount(flat, minlength=int(np.prod(dims))).astype(float)
+    return counts / counts.sum()
+
+
+def _tvds(real, other, shape, targets) -> np.ndarray:
+    return np.array(
+        [
+            0.5 * np.abs(_shares(real, shape, attrs) - _shares(other, shape, attrs)).sum()
+            for attrs in targets
+        ]
+    )
+
+
+def _baseline(real, shape, rows, epsilon, neighbouring, rng) -> np.ndarray:
+    """Rows drawn from the product of noisy one-way counts, ε split evenly over the columns
+    (the d one-way tables together have L1 sensitivity d × that of one table)."""
+    d = len(shape)
+    scale = count_sensitivity(neighbouring) * d / epsilon
+    columns = []
+    for j, k in enumerate(shape):
+        counts = np.bincount(real[:, j], minlength=k)
+        noisy = np.maximum(rng.add_discrete_laplace(counts, scale), 0).astype(float)
+        p = noisy / noisy.sum() if noisy.sum() else np.full(k, 1.0 / k)
+        columns.append(rng.choice(p, rows))
+    return np.column_stack(columns) if columns else np.zeros((rows, 0), dtype=int)
+
+
+def _grade(columns, targets, release, floor, baseline, one_way) -> dict:
+    average, floor_average = float(release.mean()), float(floor.mean())
+    worst = int(np.argmax(one_way))
+    what = "pair tables" if len(columns) > 1 else "distribution"
+    facts = {
+        "tvd": average,
+        "floor": floor_average,
+        "baseline": baseline,
+        "worst_column": columns[worst],
+        "worst_column_tvd": float(one_way[worst]),
+        "tables": [" × ".join(columns[a] for a in attrs) for attrs in targets],
+        "table_tvds": release.tolist(),
+    }
+    more = "spend more ε or release fewer columns"
+    if baseline is not None and average > baseline - BEAT_MARGIN * floor_average:
+        grade, reason = (
+            "bad",
+            (
+                f"Its {what} are no closer to the real data (average TVD {average:.3f}) than "
+                f"independent noisy one-way counts at the same ε would be ({baseline:.3f}): {more}."
+            ),
+        )
+    elif average > UNUSABLE_TVD or one_way[worst] > UNUSABLE_TVD:
+        grade, reason = (
+            "bad",
+            (
+                f"Its {what} are far from the real data (average TVD {average:.3f}; "
+                f"{columns[worst]} alone {one_way[worst]:.3f}): {more}."
+            ),
+        )
+    elif (
+        average <= max(GOOD_FACTOR * floor_average, floor_average + GOOD_MARGIN)
+        and one_way[worst] <= CAREFUL_TVD
+    ):
+        grade, reason = (
+            "good",
+            (
+                f"Its {what} are about as close to the real data (average TVD {average:.3f}) as "
+                f"a fresh sample of the same size would be ({floor_average:.3f})."
+            ),
+        )
+    else:
+        beats = f", better than noisy one-way counts ({baseline:.3f})" if baseline else ""
+        grade, reason = (
+            "care",
+            (
+                f"Its {what} differ from the real data by TVD {average:.3f} on average "
+                f"({average / max(floor_average, 1e-9):.1f}× a fresh sample's {floor_average:.3f}"
+                f"{beats}; {columns[worst]} alone {one_way[worst]:.3f}): fine for broad patterns, "
+                "not for small groups."
+            ),
+        )
+    return {"grade": grade, "label": GRADES[grade], "reason": reason, **facts}

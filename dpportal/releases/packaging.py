@@ -1,0 +1,143 @@
+"""The public release package of a finished release, built by `mechanisms.package` (the same
+builder as the command line's): spreadsheet-friendly CSVs, manifest, README.txt, report.html,
+report.pdf, release.xlsx; and the whole package as one zip, kept once built.
+
+Only mechanism output and public context (title, dataset name, budget spent) go in here. The
+custodian-only utility report lives elsewhere (`dpportal.releases.utility`) and is never added.
+"""
+
+import io
+import json
+import zipfile
+from pathlib import Path
+
+import pandas as pd
+
+import mechanisms
+from dpportal.core import files, object_store
+from dpportal.core.formatting import plain_number
+from dpportal.models import Release
+from mechanisms import package
+
+PACKAGE_LAYOUT = 4  # bump when the package's files or README change: rebuilds cached zips
+
+
+def output_dir(release) -> Path:
+    return files.output_dir(release)
+
+
+def stored_names(release) -> list[str]:
+    """Names of the mechanism's public files as stored by the worker (none before it is done)."""
+    if not release.output_dir:
+        return []
+    return object_store.names(output_dir(release))
+
+
+def stored_file(release, name) -> bytes:
+    """One of the mechanism's public files, as stored by the worker (folder or bucket)."""
+    return object_store.read_bytes(output_dir(release) / name)
+
+
+def stored_files(release) -> dict[str, bytes]:
+    """The mechanism's public files as stored by the worker (empty before the release is done)."""
+    return {name: stored_file(release, name) for name in stored_names(release)}
+
+
+def package_names(release) -> list[str]:
+    return package.package_names(stored_names(release))
+
+
+def public_manifest(release) -> dict:
+    """The manifest without custodian-only fields (the raw file's hash)."""
+    return mechanisms.public_manifest(release.manifest or {})
+
+
+def package_files(release) -> dict[str, bytes]:
+    """Every file of the public package, ready to download (see the module docstring)."""
+    return package.build_package(stored_files(release), release.manifest or {}, context(release))
+
+
+def context(release) -> package.PackageContext:
+    """The public facts a package states beyond its manifest: title, dataset, date, budget."""
+    finished = release.finished_at or release.created_at
+    return package.PackageContext(
+        title=f"Differentially private release {release.pk}",
+        dataset=release.dataset.name,
+        made_on=f"released {finished:%d %B %Y}",
+        budget=budget(release.dataset),
+    )
+
+
+def budget(dataset) -> package.Budget:
+    """The dataset's budget as it stands: ε and δ spent by all its releases, and the totals."""
+    charged = (
+        Release.objects.filter(dataset__budget_id=dataset.budget_id)
+        .exclude(ledger__kind="refund")
+        .count()
+    )
+    return package.Budget(
+        epsilon_spent=plain_number(dataset.epsilon_spent),
+        epsilon_total=plain_number(dataset.epsilon_total),
+        delta_spent=plain_number(dataset.delta_spent),
+        delta_total=plain_number(dataset.delta_total),
+        releases=charged,
+    )
+
+
+def package_zip_path(release) -> Path:
+    """The public package as one zip, built on first use and kept (a release never changes);
+    kept in the object store when one is configured (`dpportal.core.object_store`)."""
+    path = cache_dir(release) / f"package-v{PACKAGE_LAYOUT}.zip"
+    if not object_store.exists(path):
+        folder = f"release-{release.pk}"
+        with (
+            files.PrivateWriter(path) as out,
+            zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as archive,
+        ):
+            for name, content in package_files(release).items():
+                archive.writestr(f"{folder}/{name}", content)
+        object_store.keep(path)
+    return path
+
+
+def package_file(release, name) -> bytes | None:
+    """One file of the public package (as in the zip), or None if there is no such file."""
+    if name not in package_names(release):
+        return None
+    with (
+        object_store.open_input(package_zip_path(release)) as stored,
+        zipfile.ZipFile(stored) as archive,
+    ):
+        return archive.read(f"release-{release.pk}/{name}")
+
+
+def cache_dir(release) -> Path:
+    """Derived copies of a release's public files (zip, chart data), rebuilt if removed."""
+    return files.release_cache_dir(release)
+
+
+def cached_json(release, kind: str, build):
+    """`build()`'s JSON-ready result for a finished release, computed once and kept."""
+    path = cache_dir(release) / f"{kind}.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    value = build()
+    files.write_private(path, json.dumps(value).encode())
+    return value
+
+
+def read_csv(content: bytes, schema=None) -> pd.DataFrame:
+    """A released CSV as text columns, the schema's numeric columns (if given) as numbers."""
+    frame = pd.read_csv(io.BytesIO(content), dtype=str, keep_default_na=False)
+    return with_numbers(frame, schema) if schema is not None else frame
+
+
+def with_numbers(frame: pd.DataFrame, schema) -> pd.DataFrame:
+    """The frame with the schema's numeric columns converted once (not per query or chart);
+    a date column becomes its declared part (month, day number, ...), missing values NaN."""
+    numeric = {
+        c: spec
+        for c in frame.columns
+        if isinstance(spec := schema.columns.get(c), mechanisms.schema.NumericColumn)
+    }
+    return frame.assign(**{c: spec.numbers(frame[c]) for c, spec in numeric.items()})

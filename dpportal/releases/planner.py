@@ -1,0 +1,112 @@
+"""The planner: from the accuracy the custodian needs to the ε each mechanism would spend.
+
+The custodian states "counts within ±k rows at 95%" (or a share of the row count, where that
+count is public). For every mechanism, with the columns and settings chosen on the form, the
+planner bisects on the mechanism's public noise plan (`mechanisms.accuracy.
+epsilon_for_half_width`) for the smallest ε whose 95% half-width is at most k, and shows the
+budget left beside it. Public quantities only: the schema, the settings, the row count (public
+under replace-one without a person column; otherwise the planner asks for rows, not a share).
+No data is read and nothing is spent.
+"""
+
+from decimal import Decimal
+
+from django import forms
+
+import mechanisms
+from dpportal.access.rules import row_count_is_public
+from dpportal.core.form_fields import DECIMAL_INPUT
+from dpportal.core.formatting import plain_number
+from dpportal.releases import catalogue
+from dpportal.releases import engine as release_engine
+from dpportal.releases.forms import ReleaseForm
+from dpportal.releases.kinds import kind_of
+from mechanisms import accuracy
+
+PLACEHOLDER_EPSILON = "1"  # only to validate the other settings; each mechanism is re-planned
+
+
+class TargetForm(forms.Form):
+    """The accuracy asked for: ±rows, or ±a percentage of the (public) row count."""
+
+    target_rows = forms.FloatField(
+        label="Counts within ± (rows)",
+        required=False,
+        min_value=0.5,
+        widget=DECIMAL_INPUT,
+        help_text="For example 50: each count within ±50 rows of the truth, 95 times in 100.",
+    )
+    target_percent = forms.FloatField(
+        label="or within ± (% of all rows)",
+        required=False,
+        min_value=0.001,
+        max_value=100,
+        widget=DECIMAL_INPUT,
+    )
+
+    def __init__(self, *args, dataset, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.dataset = dataset
+        if not row_count_is_public(dataset):
+            del self.fields["target_percent"]  # add-remove or a person column: n is private
+
+    def clean(self):
+        super().clean()
+        data = self.cleaned_data
+        rows, percent = data.get("target_rows"), data.get("target_percent")
+        if self.errors:
+            return data
+        if rows is None and percent is None:
+            raise forms.ValidationError("Enter the accuracy you need: a number of rows.")
+        if rows is not None and percent is not None:
+            raise forms.ValidationError("Enter rows or a percentage, not both.")
+        data["target"] = rows if percent is None else percent / 100 * self.dataset.row_count
+        if data["target"] < 0.5:
+            raise forms.ValidationError(
+                f"{percent}% of the {self.dataset.row_count:,} rows is under half a row: "
+                "counts are whole numbers, so ask for at least 1 row."
+            )
+        return data
+
+
+def proposals(dataset, query, target: float) -> list[dict]:
+    """One row per mechanism: the ε that reaches ±target at 95%, or why none can."""
+    return [_proposal(dataset, query, card, target) for card in catalogue.cards()]
+
+
+def _proposal(dataset, query, card, target) -> dict:
+    row = {"mechanism": card.name, "title": card.title, "epsilon": None, "reason": ""}
+    data = query.copy()
+    data["mechanism"], data["epsilon"] = card.name, PLACEHOLDER_EPSILON
+    form = ReleaseForm(data, dataset=dataset)
+    if not form.is_valid():
+        row["reason"] = _first_error(form)
+        return row
+    kind, cleaned = kind_of(card.name), form.cleaned_data
+    params = kind.planning_params(form.params(), cleaned)
+    schema = mechanisms.Schema.from_dict(dataset.schema)
+
+    def plan_at(epsilon):
+        return release_engine.noise_plan(
+            dataset, schema, card.name, cleaned["columns"], params, epsilon, cleaned["delta"]
+        )
+
+    epsilon = accuracy.epsilon_for_half_width(plan_at, target, max(dataset.row_count, 1))
+    if epsilon is None:
+        row["reason"] = "No ε reaches this accuracy with these settings" + kind.no_epsilon_reason()
+        return row
+    needed = Decimal(repr(epsilon))
+    row.update(
+        epsilon=plain_number(needed),
+        fits=needed <= dataset.epsilon_remaining,
+        left=plain_number(dataset.epsilon_remaining - needed),
+        planned=kind.planned,
+    )
+    return row
+
+
+def _first_error(form) -> str:
+    for name, errors in form.errors.items():
+        label = form.fields[name].label if name in form.fields else ""
+        return f"{label}: {errors[0]}" if label else str(errors[0])
+    return ""
