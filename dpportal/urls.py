@@ -11,6 +11,7 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("", include("dpportal.releases.urls")),
     path("", include("dpportal.datasets.urls")),
+    path("", include("dpportal.analysts.urls")),
     path("releases/", audit_views.release_list, name="release_list"),
     path("releases.csv", audit_views.release_list_csv, name="release_list_csv"),
     path("datasets/<int:pk>/ledger/", audit_views.dataset_ledger, name="dataset_ledger"),

@@ -18,15 +18,12 @@ from dpportal.api.auth import ApiError, api_endpoint, form_data, invalid, read_j
 from dpportal.api.present import release_json, when
 from dpportal.audit.views import _audit_filter, _owns, shown_details
 from dpportal.models import Release
-from dpportal.releases import packaging
 from dpportal.releases.forms import ReleaseForm
 from dpportal.releases.views import (
-    CONTENT_TYPES,
-    _attachment,
-    _audit_download,
     _done_release,
-    _zip_attachment,
+    file_download,
     release_for_owner,
+    zip_download,
 )
 from dpportal.signals import client_address
 
@@ -96,26 +93,16 @@ def release_cancel(request, pk):
 @api_endpoint("GET")
 def release_file(request, pk, filename):
     """One file of the public package (recorded in the audit log as a download)."""
-    release = _done_release(request.user, pk)
-    content = packaging.package_file(release, filename)
-    if content is None:
+    response = file_download(request, _done_release(request.user, pk), filename)
+    if response is None:
         raise ApiError(404, f"No file {filename!r} in this release; see the release's files.")
-    _audit_download(request, release, filename)
-    suffix = filename[filename.rfind(".") :]
-    return _attachment(
-        content,
-        f"release-{release.pk}-{filename}",
-        CONTENT_TYPES.get(suffix, "application/octet-stream"),
-    )
+    return response
 
 
 @api_endpoint("GET")
 def release_package(request, pk):
     """The whole public package as one zip (recorded in the audit log as a download)."""
-    release = _done_release(request.user, pk)
-    response = _zip_attachment(release)
-    _audit_download(request, release, "package.zip")
-    return response
+    return zip_download(request, _done_release(request.user, pk))
 
 
 @api_endpoint("GET")

@@ -15,6 +15,7 @@ import mechanisms
 from dpportal import services
 from dpportal.access.rules import dataset_for_owner, dataset_for_reader, is_owner
 from dpportal.access.timing import shown_status
+from dpportal.analysts.models import held_on_budget
 from dpportal.core.formatting import plain_number
 from dpportal.core.storage import UPLOAD_FIELD, PrivateUploadHandler
 from dpportal.datasets.budget_views import same_people_form, shared_budget_text
@@ -164,6 +165,7 @@ def dataset_detail(request, pk):
         "auditor_form": AuditorForm() if owner else None,
         "auditors": dataset.auditors.order_by("username") if owner else [],
         "invitations": services.pending_invitations(dataset) if owner else [],
+        "reserved_epsilon": held_on_budget(dataset.budget_id)[0],
     }
     return render(request, "dpportal/datasets/detail.html", context)
 
