@@ -176,6 +176,23 @@ def request_for_reader(user, pk) -> ReleaseRequest:
     return request
 
 
+def request_for_decider(user, pk) -> ReleaseRequest:
+    """The request if the user is one of its deciders (the dataset's owner, the request's
+    second approver); otherwise 404, before anything of the request is read."""
+    request = request_for_reader(user, pk)
+    if user.pk not in (request.dataset.owner_id, request.second_approver_id):
+        raise Http404("No such request.")
+    return request
+
+
+def request_for_requester(user, pk) -> ReleaseRequest:
+    """The request if the user made it (and is still an analyst of its dataset); otherwise 404."""
+    request = request_for_reader(user, pk)
+    if request.requested_by_id != user.pk:
+        raise Http404("No such request.")
+    return request
+
+
 def dataset_for_requests(user, pk) -> Dataset:
     """The dataset if the user has any part in its requests (owner, auditor, its second
     approver, an active analyst of it); otherwise 404."""

@@ -17,7 +17,9 @@ from dpportal.access.rules import (
     dataset_for_requests,
     may_decide,
     releases_visible_to,
+    request_for_decider,
     request_for_reader,
+    request_for_requester,
     requests_visible_to,
 )
 from dpportal.analysts import review
@@ -67,7 +69,7 @@ def request_detail(request, pk):
 @require_POST
 def request_decide(request, pk):
     """The owner's or second approver's decision (decision=approve|decline, note)."""
-    release_request = request_for_reader(request.user, pk)
+    release_request = request_for_decider(request.user, pk)
     form = DecisionForm(request.POST)
     if not form.is_valid():
         messages.error(request, "Choose approve or decline (a note is optional); nothing changed.")
@@ -99,7 +101,7 @@ def decided_text(decided, approve: bool) -> str:
 
 @require_POST
 def request_withdraw(request, pk):
-    release_request = request_for_reader(request.user, pk)
+    release_request = request_for_requester(request.user, pk)
     try:
         services.request_withdraw(
             release_request=release_request,

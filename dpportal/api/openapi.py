@@ -136,9 +136,7 @@ SCHEMA_BODY = _content(
         },
     }
 )
-RELEASE_BODY = {
-    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Release"}}}
-}
+RELEASE_BODY = _content({"$ref": "#/components/schemas/Release"})
 REQUEST_BODY = _content(
     {
         "allOf": [

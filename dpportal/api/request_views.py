@@ -20,7 +20,9 @@ from dpportal.access.rules import (
     dataset_for_requests,
     is_owner,
     may_decide,
+    request_for_decider,
     request_for_reader,
+    request_for_requester,
     requests_visible_to,
     sees_expected_accuracy,
 )
@@ -229,7 +231,7 @@ def request_detail(request, pk):
 @api_endpoint("POST")
 def request_decide(request, pk):
     """{"decision": "approve" | "decline", "note": "..."}: the owner's or second approver's."""
-    release_request = request_for_reader(request.user, pk)
+    release_request = request_for_decider(request.user, pk)
     data = _valid(DecisionForm(form_data(read_json(request), DecisionForm.base_fields)))
     decided = services.request_decide(
         release_request=release_request,
@@ -245,7 +247,7 @@ def request_decide(request, pk):
 @api_endpoint("POST")
 def request_withdraw(request, pk):
     """The analyst withdraws its own waiting request (nothing was spent)."""
-    release_request = request_for_reader(request.user, pk)
+    release_request = request_for_requester(request.user, pk)
     services.request_withdraw(
         release_request=release_request, user=request.user, remote_addr=client_address(request)
     )

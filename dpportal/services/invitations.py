@@ -229,7 +229,7 @@ def invitation_revoke(*, dataset, user, invitation_pk, remote_addr=None) -> Invi
     An analyst's invitation is withdrawn with its allotment (`services.analysts`)."""
     with transaction.atomic():
         invitation = (
-            Invitation.objects.select_for_update()
+            Invitation.objects.select_for_update(of=("self",))
             .filter(pk=invitation_pk, dataset=dataset, analyst__isnull=True)
             .first()
         )
