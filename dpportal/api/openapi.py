@@ -275,6 +275,11 @@ PATHS = {
             errors=("400", "404", "409", "415"),
         ),
     },
+    "/api/v1/datasets/{dataset_pk}/workspace/": {
+        "get": _operation(
+            "The dataset's public metadata and your allotment (analyst)", parameters=[DATASET_PK]
+        )
+    },
     "/api/v1/datasets/{dataset_pk}/requests/estimate/": {
         "get": _operation(
             "Expected accuracy, allotment left and risk of a request; spends nothing (analyst)",

@@ -104,6 +104,27 @@ def dataset_analysts(request, pk):
     return JsonResponse(analysts_json(dataset))
 
 
+@api_endpoint("GET")
+def analyst_workspace(request, dataset_pk):
+    """For an analyst: its dataset's public metadata (name, description, owner, relation,
+    confirmed schema) and its allotment; nothing else of the dataset."""
+    analyst = analyst_for(request.user, dataset_pk)
+    dataset = analyst.dataset
+    return JsonResponse(
+        {
+            "dataset": dataset.pk,
+            "name": dataset.name,
+            "description": dataset.description,
+            "owner": dataset.owner.get_username(),
+            "deleted": dataset.is_deleted,
+            "neighbouring": dataset.neighbouring,
+            "schema": dataset.schema if dataset.schema_confirmed else None,
+            "allotment": review.allotment_figures(analyst),
+            "requests_url": reverse("api_dataset_requests", args=[dataset.pk]),
+        }
+    )
+
+
 # ---------------------------------------------------------------- requests
 
 

@@ -48,6 +48,11 @@ urlpatterns = [
         name="api_dataset_requests",
     ),
     path(
+        "datasets/<int:dataset_pk>/workspace/",
+        request_views.analyst_workspace,
+        name="api_analyst_workspace",
+    ),
+    path(
         "datasets/<int:dataset_pk>/requests/estimate/",
         request_views.request_estimate,
         name="api_request_estimate",

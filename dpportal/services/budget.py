@@ -278,18 +278,18 @@ def _check_budget_change(locked, epsilon_total, delta_total, neighbouring):
             "to see it, so the relation can no longer become add-remove: upload the data as a new "
             "dataset if its row count must stay private."
         )
+    if epsilon_total < locked.epsilon_spent or delta_total < locked.delta_spent:
+        raise ServiceError(
+            f"The total cannot go below what releases have already spent and analysts' "
+            f"allotments hold: "
+            f"ε = {plain_number(locked.epsilon_spent)}, δ = {plain_number(locked.delta_spent)}."
+        )
     if not Release.objects.filter(dataset__budget_id=locked.budget_id).exists():
         return
     if epsilon_total > locked.epsilon_total or delta_total > locked.delta_total:
         raise ServiceError(
             f"Once a release exists the budget can be lowered but never raised: the total is "
             f"ε = {plain_number(locked.epsilon_total)}, δ = {plain_number(locked.delta_total)}."
-        )
-    if epsilon_total < locked.epsilon_spent or delta_total < locked.delta_spent:
-        raise ServiceError(
-            f"The total cannot go below what releases have already spent and analysts' "
-            f"allotments hold: "
-            f"ε = {plain_number(locked.epsilon_spent)}, δ = {plain_number(locked.delta_spent)}."
         )
     if neighbouring != locked.neighbouring:
         raise ServiceError("The neighbouring relation cannot change once a release exists.")

@@ -519,20 +519,21 @@ API_MEMBER_READABLE = {
         "api_request_file",
     },
     "analyst": {
+        "api_analyst_workspace",
         "api_dataset_requests",
         "api_request_estimate",
         "api_request_detail",
         "api_request_package",
         "api_request_file",
     },
-    "other analyst": {"api_dataset_requests", "api_request_estimate"},
+    "other analyst": {"api_analyst_workspace", "api_dataset_requests", "api_request_estimate"},
 }
 API_MEMBER_WRITABLE = {
     "approver": {"api_request_decide"},
     "analyst": {"api_dataset_requests", "api_request_withdraw"},
     "other analyst": {"api_dataset_requests"},
 }
-API_ANALYST_ONLY = {"api_request_estimate"}  # the owner is no analyst: 404 there
+API_ANALYST_ONLY = {"api_analyst_workspace", "api_request_estimate"}  # the owner: 404 there
 NEEDS_QUERY = {"api_request_estimate"}  # without its parameters: 400, saying which
 TOKEN_ROLES = (
     "no token",

@@ -260,6 +260,9 @@ def test_the_whole_flow_through_the_api(owner, small_dataset, a_minute_later):
     _, owner_secret = services.token_create(user=owner, name="api")
     as_ann = Client(HTTP_AUTHORIZATION=f"Bearer {ann_secret}")
     as_owner = Client(HTTP_AUTHORIZATION=f"Bearer {owner_secret}")
+    workspace = as_ann.get(reverse("api_analyst_workspace", args=[small_dataset.pk])).json()
+    assert workspace["schema"] == small_dataset.schema and "row_count" not in workspace
+    assert workspace["allotment"]["epsilon_available"] == "0.4"
     url = reverse("api_dataset_requests", args=[small_dataset.pk])
     body = json.dumps(histogram_post(epsilon="0.2") | {"purpose": "a table for a report"})
     made = as_ann.post(url, body, content_type="application/json", HTTP_IDEMPOTENCY_KEY="k1")

@@ -299,6 +299,10 @@ def test_deleting_the_dataset_revokes_its_analysts_and_returns_their_allotments(
 def test_the_total_cannot_go_below_what_allotments_hold(owner):
     dataset = make_dataset(owner, epsilon_total=1)
     make_analyst(dataset, "ann", epsilon="0.5")
+    with pytest.raises(services.ServiceError, match="analysts' allotments hold: ε = 0.5"):
+        services.dataset_change_budget(  # before any release too
+            dataset=dataset, user=owner, epsilon_total="0.4", delta_total=0
+        )
     make_release(owner, dataset, epsilon="0.1")
     with pytest.raises(services.ServiceError, match="analysts' allotments hold: ε = 0.6"):
         services.dataset_change_budget(
