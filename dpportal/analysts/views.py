@@ -88,24 +88,18 @@ def _owner_action(request, dataset, invite) -> None:
         )
     elif action == "approver":
         form = SecondApproverForm(request.POST)
-        username = form.cleaned_data["second_approver"] if form.is_valid() else ""
+        if not form.is_valid():
+            raise services.ServiceError("Give the second approver's user name (or nothing).")
         services.second_approver_set(
-            dataset=dataset, user=request.user, username=username, remote_addr=where
+            dataset=dataset,
+            user=request.user,
+            username=form.cleaned_data["second_approver"],
+            remote_addr=where,
         )
         messages.success(request, "The approval rule is saved.")
     elif action == "invite":
         data = invite.cleaned_data
-        services.analyst_invite(
-            dataset=dataset,
-            user=request.user,
-            email=data["email"],
-            epsilon=data["epsilon"],
-            delta=data["delta"] or 0,
-            link_for=lambda secret: request.build_absolute_uri(
-                reverse("invitation_accept", args=[secret])
-            ),
-            remote_addr=where,
-        )
+        invite_analyst(request, dataset, data)
         messages.success(
             request,
             f"An invitation was e-mailed to {data['email']}; its allotment is reserved from the "
@@ -113,6 +107,21 @@ def _owner_action(request, dataset, invite) -> None:
         )
     else:
         raise services.ServiceError("Choose what to do: invite, revoke or set the approval rule.")
+
+
+def invite_analyst(request, dataset, data):
+    """`services.analyst_invite` with a valid AnalystInviteForm's data (page and API)."""
+    return services.analyst_invite(
+        dataset=dataset,
+        user=request.user,
+        email=data["email"],
+        epsilon=data["epsilon"],
+        delta=data["delta"] or 0,
+        link_for=lambda secret: request.build_absolute_uri(
+            reverse("invitation_accept", args=[secret])
+        ),
+        remote_addr=client_address(request),
+    )
 
 
 def _int(value) -> int:

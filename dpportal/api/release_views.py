@@ -43,6 +43,21 @@ def submission_nonce(user, key: str) -> str:
     return base64.urlsafe_b64encode(digest).decode().rstrip("=")
 
 
+def valid_form_and_nonce(request, make_form):
+    """The form `make_form(data)` bound to the request's JSON body and valid, and the one-time
+    token of its Idempotency-Key; an ApiError saying what is missing or wrong otherwise
+    (unknown field names are refused, never ignored)."""
+    key = request.headers.get("Idempotency-Key", "").strip()
+    if not key or len(key) > MAX_KEY_LENGTH:
+        raise ApiError(400, NEEDS_KEY)
+    data = read_json(request)
+    form = make_form(form_data(data, data.keys()))
+    form_data(data, form.fields)  # refuse names the form does not have
+    if not form.is_valid():
+        raise invalid(form)
+    return form, submission_nonce(request.user, key)
+
+
 @api_endpoint("GET", "POST")
 def dataset_releases(request, pk):
     """GET: the dataset's releases (owner and auditors). POST: request a release (owner)."""
@@ -53,21 +68,14 @@ def dataset_releases(request, pk):
     dataset = dataset_for_owner(request.user, pk)
     if dataset.is_deleted or not dataset.schema_confirmed:
         raise ApiError(409, "Releases need a dataset that is not deleted, with a confirmed schema.")
-    key = request.headers.get("Idempotency-Key", "").strip()
-    if not key or len(key) > MAX_KEY_LENGTH:
-        raise ApiError(400, NEEDS_KEY)
-    data = read_json(request)
-    form = ReleaseForm(form_data(data, data.keys()), dataset=dataset)
-    form_data(data, form.fields)  # refuse names the form does not have
-    if not form.is_valid():
-        raise invalid(form)
+    form, nonce = valid_form_and_nonce(request, lambda data: ReleaseForm(data, dataset=dataset))
     try:
         release = services.release_create(
             dataset=dataset,
             user=request.user,
             **form.release_fields(),
             remote_addr=client_address(request),
-            submission_token=submission_nonce(request.user, key),
+            submission_token=nonce,
         )
     except services.DuplicateSubmission as exc:
         return JsonResponse(release_json(request.user, exc.release.pk) | {"replayed": True})

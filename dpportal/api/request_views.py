@@ -29,10 +29,10 @@ from dpportal.access.rules import (
 from dpportal.analysts import review
 from dpportal.analysts.forms import AnalystInviteForm, DecisionForm, RequestForm, SecondApproverForm
 from dpportal.analysts.request_views import done_release
-from dpportal.analysts.views import request_link
+from dpportal.analysts.views import invite_analyst, request_link
 from dpportal.api.auth import ApiError, api_endpoint, form_data, invalid, read_json
 from dpportal.api.present import when
-from dpportal.api.release_views import MAX_KEY_LENGTH, NEEDS_KEY, submission_nonce
+from dpportal.api.release_views import valid_form_and_nonce
 from dpportal.core.formatting import plain_number
 from dpportal.releases.views import file_download, zip_download
 from dpportal.signals import client_address
@@ -87,17 +87,7 @@ def dataset_analysts(request, pk):
         )
     else:
         data = _valid(AnalystInviteForm(form_data(body, AnalystInviteForm.base_fields)))
-        services.analyst_invite(
-            dataset=dataset,
-            user=request.user,
-            email=data["email"],
-            epsilon=data["epsilon"],
-            delta=data["delta"] or 0,
-            link_for=lambda secret: request.build_absolute_uri(
-                reverse("invitation_accept", args=[secret])
-            ),
-            remote_addr=where,
-        )
+        invite_analyst(request, dataset, data)
         dataset.refresh_from_db()
         return JsonResponse(analysts_json(dataset), status=201)
     dataset.refresh_from_db()
@@ -191,20 +181,13 @@ def dataset_requests(request, pk):
     dataset = analyst.dataset
     if dataset.is_deleted or not dataset.schema_confirmed:
         raise ApiError(409, "Requests need a dataset that is not deleted, with a confirmed schema.")
-    key = request.headers.get("Idempotency-Key", "").strip()
-    if not key or len(key) > MAX_KEY_LENGTH:
-        raise ApiError(400, NEEDS_KEY)
-    data = read_json(request)
-    form = RequestForm(form_data(data, data.keys()), analyst=analyst)
-    form_data(data, form.fields)  # refuse names the form does not have
-    if not form.is_valid():
-        raise invalid(form)
+    form, nonce = valid_form_and_nonce(request, lambda data: RequestForm(data, analyst=analyst))
     try:
         made = services.request_submit(
             analyst=analyst,
             user=request.user,
             **form.request_fields(),
-            submission_token=submission_nonce(request.user, key),
+            submission_token=nonce,
             link_for=request_link(request),
             remote_addr=client_address(request),
         )
