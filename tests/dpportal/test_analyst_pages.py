@@ -21,6 +21,7 @@ from dpportal.models import AuditEvent, ReleaseRequest
 from dpportal.releases import packaging
 from tests.helpers import (
     client_for,
+    dangling_references,
     histogram_post,
     make_analyst,
     make_dataset,
@@ -79,6 +80,7 @@ def test_the_owner_invites_on_the_page_and_the_link_makes_an_analysts_account(ow
     assert visitor.get(reverse("dataset_ledger", args=[small_dataset.pk])).status_code == 404
     analysts_page = client_for(owner).get(reverse("dataset_analysts", args=[small_dataset.pk]))
     assert "ann@example.org" in analysts_page.content.decode()
+    assert dangling_references(analysts_page.content.decode())[0] == []
 
 
 def test_a_waiting_request_is_mailed_to_its_deciders_and_listed_on_their_home_page(
@@ -191,6 +193,8 @@ def test_the_analysts_estimate_and_planner_work_against_its_allotment(owner, sma
     assert plan["ok"] and plan["epsilon_remaining"] == "0.4"
     form = client.get(reverse("request_new", args=[small_dataset.pk])).content.decode()
     assert "Send the request to the owner" in form and "ε = 0.4</strong>" in form
+    missing, references = dangling_references(form)
+    assert missing == [] and references > 5  # every help text the fields point at is there
 
 
 def test_the_same_request_form_posted_twice_makes_one_request(owner, small_dataset):

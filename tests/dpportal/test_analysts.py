@@ -353,3 +353,16 @@ def test_every_step_is_an_event_of_the_hash_chain(owner, auditor, small_dataset)
     ]
     assert decisions[0]["columns"] == ["age", "sex"] and decisions[0]["epsilon"] == "0.2"
     assert services.audit_verify_chain() == []
+
+
+def test_the_public_package_states_what_releases_spent_not_the_reservations(owner):
+    from dpportal.releases import packaging
+
+    dataset = make_dataset(owner, epsilon_total=1)
+    ann, analyst = make_analyst(dataset, "ann", epsilon="0.5")
+    approve(make_request(ann, analyst, epsilon="0.2"), owner)
+    make_release(owner, dataset, epsilon="0.1")
+    dataset.refresh_from_db()
+    assert dataset.epsilon_spent == D("0.6")  # 0.3 still reserved, 0.3 spent by releases
+    stated = packaging.budget(dataset)
+    assert (stated.epsilon_spent, stated.epsilon_total, stated.releases) == ("0.3", "1", 2)
