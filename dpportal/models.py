@@ -122,6 +122,15 @@ class Dataset(models.Model):
     source_secret = models.TextField(blank=True)
     source_table = models.CharField(max_length=200, blank=True)
     engine = models.CharField(max_length=20, blank=True)
+    # The two-person rule (dpportal/analysts): a named user (an auditor or another custodian)
+    # who must approve every analyst's request too, after the owner. Empty: the owner alone.
+    second_approver = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="second_approver_of",
+    )
 
     deleted_at = models.DateTimeField(null=True, blank=True)
     # The owner's opt-in to a public, signed record of the budget and public releases
@@ -244,14 +253,30 @@ class Release(models.Model):
 
 
 class BudgetLedgerEntry(models.Model):
-    """One debit (or refund) of a dataset's privacy budget. Rows are never changed."""
+    """One move of a dataset's privacy budget. Rows are never changed.
+
+    A release's debit (or refund), or an analyst's allotment reserved (or returned): a
+    reservation counts as spent on the budget until it is returned, so `epsilon_spent_after`
+    is always the signed sum of the entries so far (debits and reservations add, refunds and
+    returns subtract). An approved request turns part of its allotment into its release's
+    debit: a return and a debit of the same ε, δ, both naming the release.
+    """
 
     class Kind(models.TextChoices):
         DEBIT = "debit", "Debit"
         REFUND = "refund", "Refund"
+        RESERVE = "reserve", "Reserved for an analyst"
+        RETURN = "return", "Returned from an analyst's allotment"
+
+    SUBTRACTING = (Kind.REFUND, Kind.RETURN)
 
     dataset = models.ForeignKey(Dataset, on_delete=models.PROTECT, related_name="ledger")
-    release = models.ForeignKey(Release, on_delete=models.PROTECT, related_name="ledger")
+    release = models.ForeignKey(
+        Release, null=True, blank=True, on_delete=models.PROTECT, related_name="ledger"
+    )
+    analyst = models.ForeignKey(
+        "dpportal.Analyst", null=True, blank=True, on_delete=models.PROTECT, related_name="ledger"
+    )
     kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.DEBIT)
     epsilon = models.DecimalField(**EPSILON_FIELD)
     delta = models.DecimalField(**DELTA_FIELD, default=Decimal("0"))
@@ -266,7 +291,12 @@ class BudgetLedgerEntry(models.Model):
         ]
 
     def __str__(self):
-        return f"{self.kind} ε={self.epsilon} for release {self.release_id}"
+        what = f"release {self.release_id}" if self.release_id else f"analyst {self.analyst_id}"
+        return f"{self.kind} ε={self.epsilon} for {what}"
+
+    @property
+    def sign(self) -> int:
+        return -1 if self.kind in self.SUBTRACTING else 1
 
 
 class AppendOnlyQuerySet(models.QuerySet):
@@ -313,6 +343,13 @@ class AuditEvent(models.Model):
         RELEASE_WITHDRAWN = "release_withdrawn", "Release public page withdrawn"
         RECORD_PUBLISHED = "record_published", "Dataset's public record switched on"
         RECORD_WITHDRAWN = "record_withdrawn", "Dataset's public record switched off"
+        ANALYST_INVITED = "analyst_invited", "Analyst invited, allotment reserved"
+        ANALYST_REVOKED = "analyst_revoked", "Analyst revoked, allotment returned"
+        APPROVER_CHANGED = "approver_changed", "Second approver changed"
+        REQUEST_SUBMITTED = "request_submitted", "Release requested by an analyst"
+        REQUEST_APPROVED = "request_approved", "Analyst's request approved"
+        REQUEST_DECLINED = "request_declined", "Analyst's request declined"
+        REQUEST_WITHDRAWN = "request_withdrawn", "Analyst's request withdrawn"
 
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     actor = models.ForeignKey(
@@ -362,8 +399,10 @@ class AuditEvent(models.Model):
 
 
 from dpportal.access.credentials import ApiToken, Invitation  # noqa: E402  (registered with the app here)
+from dpportal.analysts.models import Analyst, ReleaseRequest, RequestDecision  # noqa: E402
 
 __all__ = [
+    "Analyst",
     "ApiToken",
     "AuditEvent",
     "BudgetLedgerEntry",
@@ -372,4 +411,6 @@ __all__ = [
     "Neighbouring",
     "PrivacyBudget",
     "Release",
+    "ReleaseRequest",
+    "RequestDecision",
 ]

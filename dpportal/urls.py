@@ -12,6 +12,7 @@ urlpatterns = [
     path("", include("dpportal.releases.urls")),
     path("", include("dpportal.datasets.urls")),
     path("", include("dpportal.records.urls")),
+    path("", include("dpportal.analysts.urls")),
     path("releases/", audit_views.release_list, name="release_list"),
     path("releases.csv", audit_views.release_list_csv, name="release_list_csv"),
     path("datasets/<int:pk>/ledger/", audit_views.dataset_ledger, name="dataset_ledger"),

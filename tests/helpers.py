@@ -112,6 +112,44 @@ def make_release(owner, dataset, **kwargs):
     return services.release_create(dataset=dataset, user=owner, **arguments)
 
 
+def make_analyst(dataset, username, epsilon="0.4", delta="0"):
+    """An analyst of `dataset`: its owner invites <username>@example.org with an allotment
+    (ε, δ), and an account made for that address (no custodian grant) accepts. Returns the
+    user and its `Analyst` membership."""
+    from dpportal import services
+
+    secrets: list[str] = []
+    email = f"{username}@example.org"
+    analyst = services.analyst_invite(
+        dataset=dataset,
+        user=dataset.owner,
+        email=email,
+        epsilon=epsilon,
+        delta=delta,
+        link_for=lambda secret: secrets.append(secret) or f"https://portal.test/i/{secret}",
+    )
+    user = make_user(username, custodian=False)
+    user.email = email
+    user.save(update_fields=["email"])
+    services.invitation_accept(secret=secrets[0], user=user)
+    analyst.refresh_from_db()
+    return user, analyst
+
+
+def make_request(user, analyst, **kwargs):
+    """A waiting request of a perturbed histogram of age × sex (override any argument)."""
+    from dpportal import services
+
+    arguments = {
+        "mechanism": "perturbed_histogram",
+        "columns": ["age", "sex"],
+        "params": {"rows": 100},
+        "epsilon": "0.1",
+        **kwargs,
+    }
+    return services.request_submit(analyst=analyst, user=user, **arguments)
+
+
 def run_now(release):
     """Run a queued release in this process; it must end done."""
     from dpportal import services
@@ -267,6 +305,9 @@ def object_kwargs(name, kwarg_names, world, missing=False):
             values[kwarg] = MISSING_PK if missing else world.dataset.pk
         elif kwarg == "pk" and name.startswith(("release", "public_release")):
             values[kwarg] = MISSING_PK if missing else world.release.pk
+        elif kwarg == "pk" and name.startswith("request"):  # an analyst's request, if any
+            request = getattr(world, "request", None)
+            values[kwarg] = MISSING_PK if missing or request is None else request.pk
         elif kwarg == "filename":
             values[kwarg] = "manifest.json"
         else:

@@ -5,6 +5,12 @@ explicit grant: only custodians (the permission dpportal.custodian, through the 
 "Custodians") may upload or register a dataset or create an API token; an account made from an
 invitation to audit has no grant and reads only the datasets it audits. Custodian-only pages
 answer 403 with words.
+
+Analysts (dpportal/analysts) are invited to one dataset with an allotment: an active analyst
+sees that dataset's public metadata (its workspace, never the owner's or auditors' dataset
+pages), its own requests and the public packages of their releases, never another analyst's
+requests; it may create API tokens. A dataset's requests are read by its owner, its auditors
+and the second approver each request names; the owner and that approver decide.
 """
 
 import functools
@@ -14,7 +20,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 from django.http import Http404
 
-from dpportal.models import Dataset, Neighbouring, Release
+from dpportal.models import Analyst, Dataset, Neighbouring, Release, ReleaseRequest
 from mechanisms.persons import PERSON_ROLE
 
 # Facts about a dataset's raw file (and a failed release's reason, which can quote the data).
@@ -128,3 +134,108 @@ def raw_facts(user, dataset) -> dict:
         for name in facts_visible_to(user, dataset)
         if name != "failure_reason"
     }
+
+
+# ---------------------------------------------------------------- analysts and their requests
+
+
+def active_analysts(user):
+    """The user's analyst memberships that are in force (joined, not revoked)."""
+    if not user.is_authenticated:
+        return Analyst.objects.none()
+    return Analyst.objects.filter(user=user, revoked_at__isnull=True).select_related("dataset")
+
+
+def analyst_for(user, dataset_pk) -> Analyst:
+    """The user's active membership of this dataset; otherwise 404 (owners included)."""
+    analyst = active_analysts(user).filter(dataset_id=dataset_pk).first()
+    if analyst is None:
+        raise Http404("No such dataset.")
+    return analyst
+
+
+def may_create_tokens(user) -> bool:
+    """Custodians, and analysts (whose requests the API takes like the pages)."""
+    return is_custodian(user) or active_analysts(user).exists()
+
+
+def requests_visible_to(user):
+    """Requests the user may read: all of the datasets it owns or audits, those naming it as
+    second approver, and its own while it is an analyst of their dataset."""
+    if not user.is_authenticated:
+        return ReleaseRequest.objects.none()
+    own = Q(requested_by=user, analyst__user=user, analyst__revoked_at__isnull=True)
+    readers = Q(dataset__owner=user) | Q(dataset__auditors=user) | Q(second_approver=user)
+    return ReleaseRequest.objects.filter(readers | own).distinct()
+
+
+def request_for_reader(user, pk) -> ReleaseRequest:
+    """The request if the user may read it; otherwise 404."""
+    related = ("dataset__owner", "requested_by", "second_approver", "analyst", "release")
+    request = requests_visible_to(user).filter(pk=pk).select_related(*related).first()
+    if request is None:
+        raise Http404("No such request.")
+    return request
+
+
+def request_for_decider(user, pk) -> ReleaseRequest:
+    """The request if the user is one of its deciders (the dataset's owner, the request's
+    second approver); otherwise 404, before anything of the request is read."""
+    request = request_for_reader(user, pk)
+    if user.pk not in (request.dataset.owner_id, request.second_approver_id):
+        raise Http404("No such request.")
+    return request
+
+
+def request_for_requester(user, pk) -> ReleaseRequest:
+    """The request if the user made it (and is still an analyst of its dataset); otherwise 404."""
+    request = request_for_reader(user, pk)
+    if request.requested_by_id != user.pk:
+        raise Http404("No such request.")
+    return request
+
+
+def dataset_for_requests(user, pk) -> Dataset:
+    """The dataset if the user has any part in its requests (owner, auditor, its second
+    approver, an active analyst of it); otherwise 404."""
+    dataset = Dataset.objects.filter(pk=pk).first()
+    if dataset is None or not (
+        dataset.owner_id == user.pk
+        or dataset.second_approver_id == user.pk
+        or dataset.auditors.filter(pk=user.pk).exists()
+        or active_analysts(user).filter(dataset=dataset).exists()
+        or dataset.release_requests.filter(second_approver=user).exists()
+    ):
+        raise Http404("No such dataset.")
+    return dataset
+
+
+def may_decide(user, request) -> bool:
+    """Whether the user may approve or decline the request now: it waits, the user is the
+    dataset's owner or the request's second approver, did not make it and has not decided."""
+    return (
+        request.is_waiting
+        and user.pk in (request.dataset.owner_id, request.second_approver_id)
+        and user.pk != request.requested_by_id
+        and not request.decisions.filter(user=user).exists()
+    )
+
+
+def requests_waiting_for(user):
+    """Waiting requests the user (owner or second approver) has still to decide on."""
+    if not user.is_authenticated:
+        return ReleaseRequest.objects.none()
+    deciders = Q(dataset__owner=user) | Q(second_approver=user)
+    return (
+        ReleaseRequest.objects.filter(deciders, status=ReleaseRequest.Status.WAITING)
+        .exclude(requested_by=user)
+        .exclude(decisions__user=user)
+        .select_related("dataset", "requested_by")
+        .distinct()
+    )
+
+
+def sees_expected_accuracy(user, dataset) -> bool:
+    """Whether the user may see a release's predicted accuracy on this dataset: the preview
+    reads the stored row count, so only the owner, unless that count is public."""
+    return is_owner(user, dataset) or row_count_is_public(dataset)

@@ -20,7 +20,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from dpportal import services
 from dpportal.access.credentials import ApiToken
-from dpportal.access.rules import NOT_A_CUSTODIAN, dataset_for_owner, is_custodian
+from dpportal.access.rules import NOT_A_CUSTODIAN, dataset_for_owner, may_create_tokens
 from dpportal.signals import client_address
 
 
@@ -38,8 +38,8 @@ class InvitationForm(forms.Form):
 
 @require_http_methods(["GET", "POST"])
 def token_list(request):
-    """List, create (action=create; custodians only) and revoke (action=revoke, token=<id>)
-    the user's tokens."""
+    """List, create (action=create; custodians and analysts only) and revoke (action=revoke,
+    token=<id>) the user's tokens."""
     form, secret, status = TokenForm(), "", 200
     if request.method == "POST" and request.POST.get("action") == "revoke":
         try:
@@ -53,7 +53,7 @@ def token_list(request):
         else:
             messages.success(request, f"Token {revoked.prefix}… is revoked: it no longer works.")
         return redirect("token_list")
-    if request.method == "POST" and not is_custodian(request.user):
+    if request.method == "POST" and not may_create_tokens(request.user):
         raise PermissionDenied(NOT_A_CUSTODIAN)
     if request.method == "POST":
         form = TokenForm(request.POST)
@@ -75,7 +75,7 @@ def token_list(request):
         "secret": secret,
         "tokens": tokens,
         "nav": "tokens",
-        "may_create": is_custodian(request.user),
+        "may_create": may_create_tokens(request.user),
     }
     return render(request, "dpportal/access/token_list.html", context, status=status)
 
@@ -172,12 +172,17 @@ def invitation_accept(request, secret):
             return render(
                 request, "dpportal/access/invitation.html", {"problem": str(exc)}, status=410
             )
-        messages.success(request, f"You are now an auditor of {invitation.dataset.name}.")
+        analyst = services.invitations.analyst_of(invitation)
+        role = "an analyst" if analyst else "an auditor"
+        messages.success(request, f"You are now {role} of {invitation.dataset.name}.")
         if not signed_in:
             login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+        if analyst:
+            return redirect("analyst_workspace", dataset_pk=invitation.dataset_id)
         return redirect("dataset_detail", pk=invitation.dataset_id)
     context = {
         "invitation": invitation,
+        "analyst": services.invitations.analyst_of(invitation),
         "form": form,
         "login_url": f"{reverse('login')}?next={request.path}",
     }

@@ -137,6 +137,15 @@ SCHEMA_BODY = _content(
     }
 )
 RELEASE_BODY = _content({"$ref": "#/components/schemas/Release"})
+REQUEST_BODY = _content(
+    {
+        "allOf": [
+            {"$ref": "#/components/schemas/Release"},
+            {"type": "object", "properties": {"purpose": {"type": "string"}}},
+        ]
+    }
+)
+DATASET_PK = {"name": "dataset_pk", "in": "path", "required": True, "schema": {"type": "integer"}}
 ESTIMATE_PARAMETERS = [
     {"name": name, "in": "query", "required": name != "delta", "schema": schema}
     for name, schema in (
@@ -240,6 +249,76 @@ PATHS = {
     "/api/v1/releases/{pk}/package.zip": {
         "get": _operation(
             "The public package as a zip", parameters=[PK], responses=_file("Zip archive")
+        )
+    },
+    "/api/v1/datasets/{pk}/analysts/": {
+        "get": _operation(
+            "Analysts, their allotments and the second approver (owner)", parameters=[PK]
+        ),
+        "post": _operation(
+            "Invite an analyst with an allotment reserved from the budget ({email, epsilon, "
+            "delta}), revoke one and return its allotment ({revoke: id}), or name the second "
+            "approver ({second_approver}) (owner)",
+            parameters=[PK],
+            body=_object_body("email", "epsilon", "delta", "revoke", "second_approver"),
+            responses=_json("Invited", "201") | _json("Revoked, or the rule saved"),
+            errors=("400", "404", "415"),
+        ),
+    },
+    "/api/v1/datasets/{pk}/requests/": {
+        "get": _operation("Analysts' requests you may see", parameters=[PK]),
+        "post": _operation(
+            "Request a release within your allotment; spends nothing until approved (analyst)",
+            parameters=[PK, IDEMPOTENCY_KEY],
+            body=REQUEST_BODY,
+            responses=_json("The new request", "201") | _json("A repeated key: the first one"),
+            errors=("400", "404", "409", "415"),
+        ),
+    },
+    "/api/v1/datasets/{dataset_pk}/workspace/": {
+        "get": _operation(
+            "The dataset's public metadata and your allotment (analyst)", parameters=[DATASET_PK]
+        )
+    },
+    "/api/v1/datasets/{dataset_pk}/requests/estimate/": {
+        "get": _operation(
+            "Expected accuracy, allotment left and risk of a request; spends nothing (analyst)",
+            parameters=[DATASET_PK, *ESTIMATE_PARAMETERS],
+            responses={"200": {"description": "OK", "content": _content(WITH_RISK)}},
+            errors=("400", "404", "409"),
+        )
+    },
+    "/api/v1/requests/{pk}/": {
+        "get": _operation(
+            "A request: its settings, decisions, expected accuracy, budget impact, risk, release",
+            parameters=[PK],
+        )
+    },
+    "/api/v1/requests/{pk}/decide/": {
+        "post": _operation(
+            "Approve or decline a waiting request, with a note (owner, second approver)",
+            parameters=[PK],
+            body=_object_body("decision", "note"),
+            errors=("400", "404", "415"),
+        )
+    },
+    "/api/v1/requests/{pk}/withdraw/": {
+        "post": _operation(
+            "Withdraw your waiting request (analyst)", parameters=[PK], errors=("400", "404")
+        )
+    },
+    "/api/v1/requests/{pk}/package.zip": {
+        "get": _operation(
+            "The approved request's public package as a zip",
+            parameters=[PK],
+            responses=_file("Zip archive"),
+        )
+    },
+    "/api/v1/requests/{pk}/files/{filename}": {
+        "get": _operation(
+            "One file of the approved request's public package",
+            parameters=[PK, FILENAME],
+            responses=_file("File"),
         )
     },
     "/api/v1/audit/": {

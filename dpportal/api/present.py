@@ -100,4 +100,5 @@ def ledger_json(entry, *, exact: bool) -> dict:
         "epsilon_spent_after": plain_number(entry.epsilon_spent_after),
         "delta_spent_after": plain_number(entry.delta_spent_after),
         "created_at": when(entry.created_at, exact=exact),
+        "allotment_of": entry.analyst.name if entry.analyst_id else None,
     }

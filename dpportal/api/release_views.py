@@ -18,13 +18,7 @@ from dpportal.api.auth import ApiError, api_endpoint, form_data, invalid, read_j
 from dpportal.api.present import release_json, when
 from dpportal.audit.events import filtered_events, shown_details
 from dpportal.models import Release
-from dpportal.releases import packaging
-from dpportal.releases.downloads import (
-    package_file_attachment,
-    package_zip_attachment,
-    record_download,
-    release_with_files,
-)
+from dpportal.releases.downloads import file_download, release_with_files, zip_download
 from dpportal.releases.forms import ReleaseForm
 from dpportal.releases.presentation import release_for_owner
 from dpportal.signals import client_address
@@ -45,6 +39,21 @@ def submission_nonce(user, key: str) -> str:
     return base64.urlsafe_b64encode(digest).decode().rstrip("=")
 
 
+def valid_form_and_nonce(request, make_form):
+    """The form `make_form(data)` bound to the request's JSON body and valid, and the one-time
+    token of its Idempotency-Key; an ApiError saying what is missing or wrong otherwise
+    (unknown field names are refused, never ignored)."""
+    key = request.headers.get("Idempotency-Key", "").strip()
+    if not key or len(key) > MAX_KEY_LENGTH:
+        raise ApiError(400, NEEDS_KEY)
+    data = read_json(request)
+    form = make_form(form_data(data, data.keys()))
+    form_data(data, form.fields)  # refuse names the form does not have
+    if not form.is_valid():
+        raise invalid(form)
+    return form, submission_nonce(request.user, key)
+
+
 @api_endpoint("GET", "POST")
 def dataset_releases(request, pk):
     """GET: the dataset's releases (owner and auditors). POST: request a release (owner)."""
@@ -55,21 +64,14 @@ def dataset_releases(request, pk):
     dataset = dataset_for_owner(request.user, pk)
     if dataset.is_deleted or not dataset.schema_confirmed:
         raise ApiError(409, "Releases need a dataset that is not deleted, with a confirmed schema.")
-    key = request.headers.get("Idempotency-Key", "").strip()
-    if not key or len(key) > MAX_KEY_LENGTH:
-        raise ApiError(400, NEEDS_KEY)
-    data = read_json(request)
-    form = ReleaseForm(form_data(data, data.keys()), dataset=dataset)
-    form_data(data, form.fields)  # refuse names the form does not have
-    if not form.is_valid():
-        raise invalid(form)
+    form, nonce = valid_form_and_nonce(request, lambda data: ReleaseForm(data, dataset=dataset))
     try:
         release = services.release_create(
             dataset=dataset,
             user=request.user,
             **form.release_fields(),
             remote_addr=client_address(request),
-            submission_token=submission_nonce(request.user, key),
+            submission_token=nonce,
         )
     except services.DuplicateSubmission as exc:
         return JsonResponse(release_json(request.user, exc.release.pk) | {"replayed": True})
@@ -95,21 +97,16 @@ def release_cancel(request, pk):
 @api_endpoint("GET")
 def release_file(request, pk, filename):
     """One file of the public package (recorded in the audit log as a download)."""
-    release = release_with_files(request.user, pk)
-    content = packaging.package_file(release, filename)
-    if content is None:
+    response = file_download(request, release_with_files(request.user, pk), filename)
+    if response is None:
         raise ApiError(404, f"No file {filename!r} in this release; see the release's files.")
-    record_download(request, release, filename)
-    return package_file_attachment(release, filename, content)
+    return response
 
 
 @api_endpoint("GET")
 def release_package(request, pk):
     """The whole public package as one zip (recorded in the audit log as a download)."""
-    release = release_with_files(request.user, pk)
-    response = package_zip_attachment(release)
-    record_download(request, release, "package.zip")
-    return response
+    return zip_download(request, release_with_files(request.user, pk))
 
 
 @api_endpoint("GET")

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from dpportal.api import dataset_views, openapi, owner_views, release_views
+from dpportal.api import dataset_views, openapi, owner_views, release_views, request_views
 
 urlpatterns = [
     path("openapi.json", openapi.openapi_json, name="api_openapi"),
@@ -37,4 +37,37 @@ urlpatterns = [
         "releases/<int:pk>/package.zip", release_views.release_package, name="api_release_package"
     ),
     path("audit/", release_views.audit_log, name="api_audit_log"),
+    path(
+        "datasets/<int:pk>/analysts/",
+        request_views.dataset_analysts,
+        name="api_dataset_analysts",
+    ),
+    path(
+        "datasets/<int:pk>/requests/",
+        request_views.dataset_requests,
+        name="api_dataset_requests",
+    ),
+    path(
+        "datasets/<int:dataset_pk>/workspace/",
+        request_views.analyst_workspace,
+        name="api_analyst_workspace",
+    ),
+    path(
+        "datasets/<int:dataset_pk>/requests/estimate/",
+        request_views.request_estimate,
+        name="api_request_estimate",
+    ),
+    path("requests/<int:pk>/", request_views.request_detail, name="api_request_detail"),
+    path("requests/<int:pk>/decide/", request_views.request_decide, name="api_request_decide"),
+    path(
+        "requests/<int:pk>/withdraw/", request_views.request_withdraw, name="api_request_withdraw"
+    ),
+    path(
+        "requests/<int:pk>/package.zip", request_views.request_package, name="api_request_package"
+    ),
+    path(
+        "requests/<int:pk>/files/<str:filename>",
+        request_views.request_file,
+        name="api_request_file",
+    ),
 ]

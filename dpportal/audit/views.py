@@ -168,6 +168,7 @@ LEDGER_HEADER = [
     "delta",
     "epsilon_spent_so_far",
     "delta_spent_so_far",
+    "allotment_of",
 ]
 
 
@@ -176,7 +177,9 @@ def _ledger(request, pk):
     see them, and whether times are shown exactly (owners) or to the minute (auditors)."""
     dataset = dataset_for_reader(request.user, pk)
     exact = is_owner(request.user, dataset)
-    entries = dataset.ledger.select_related("release", "release__requested_by")
+    entries = dataset.ledger.select_related(
+        "release", "release__requested_by", "analyst__user", "analyst__invitation"
+    )
     if not exact:  # auditors see entries (e.g. a refund when a release fails) on the minute
         entries = entries.filter(created_at__lt=timing.last_whole_minute())
     entries = list(entries)
@@ -186,19 +189,23 @@ def _ledger(request, pk):
 
 
 def _ledger_row(entry) -> list:
-    """One ledger entry as the ledger page shows it (LEDGER_HEADER; a refund's ε and δ with -)."""
-    sign = "-" if entry.kind == entry.Kind.REFUND else ""
+    """One ledger entry as the ledger page shows it (LEDGER_HEADER; a refund's or a return's
+    ε and δ with -). An allotment's reservation or return names no release unless a release
+    was its reason (an approved request, a refund back into the allotment)."""
+    sign = "-" if entry.sign < 0 else ""
+    release = entry.release
     return [
         entry.shown_when,
         entry.get_kind_display(),
-        entry.release_id,
-        entry.release.get_status_display(),
-        method_title(entry.release.mechanism),
-        entry.release.requested_by.username,
+        entry.release_id or "",
+        release.get_status_display() if release else "",
+        method_title(release.mechanism) if release else "",
+        release.requested_by.username if release else "",
         sign + plain_number(entry.epsilon),
         (sign if entry.delta else "") + plain_number(entry.delta),
         plain_number(entry.epsilon_spent_after),
         plain_number(entry.delta_spent_after),
+        entry.analyst.name if entry.analyst_id else "",
     ]
 
 

@@ -11,7 +11,13 @@ from django.http import JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from dpportal.access.rules import datasets_visible_to, releases_visible_to
+from dpportal.access.rules import (
+    active_analysts,
+    datasets_visible_to,
+    releases_visible_to,
+    requests_visible_to,
+    requests_waiting_for,
+)
 from dpportal.core import heartbeats
 from dpportal.services.errors import ServiceError
 
@@ -19,13 +25,20 @@ HEALTH_CACHE_SECONDS = 2.0  # one database and one broker round trip per web pro
 
 
 def home(request):
-    datasets = datasets_visible_to(request.user).filter(deleted_at__isnull=True)
-    releases = releases_visible_to(request.user).select_related("dataset")[:10]
-    return render(
-        request,
-        "dpportal/core/home.html",
-        {"datasets": datasets, "releases": releases, "nav": "datasets"},
-    )
+    user = request.user
+    datasets = datasets_visible_to(user).filter(deleted_at__isnull=True)
+    releases = releases_visible_to(user).select_related("dataset")[:10]
+    context = {
+        "datasets": datasets,
+        "releases": releases,
+        "nav": "datasets",
+        "waiting_requests": requests_waiting_for(user),
+        "analyst_memberships": active_analysts(user).filter(dataset__deleted_at__isnull=True),
+        "my_requests": requests_visible_to(user)
+        .filter(requested_by=user)
+        .select_related("dataset")[:10],
+    }
+    return render(request, "dpportal/core/home.html", context)
 
 
 def owner_switch(request, switch, *, on: str, off: str) -> None:

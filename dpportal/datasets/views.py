@@ -15,6 +15,7 @@ import mechanisms
 from dpportal import services
 from dpportal.access.rules import dataset_for_owner, dataset_for_reader, is_owner
 from dpportal.access.timing import shown_status
+from dpportal.analysts.models import held_on_budget
 from dpportal.core.formatting import plain_number
 from dpportal.core.storage import UPLOAD_FIELD, PrivateUploadHandler
 from dpportal.datasets.budget_views import same_people_form, shared_budget_text
@@ -153,7 +154,7 @@ def dataset_detail(request, pk):
         "releases": [_release_row(r, owner) for r in releases],
         "new_release_url": url_or_none("release_new", dataset_pk=dataset.pk),
         "ledger_url": url_or_none("dataset_ledger", pk=dataset.pk),
-        "schema_rows": _schema_rows(dataset.schema) if dataset.schema_confirmed else [],
+        "schema_rows": schema_rows(dataset.schema) if dataset.schema_confirmed else [],
         "spent_percent": _percent(dataset.epsilon_spent, dataset.epsilon_total),
         "read_as": (dataset.profile or {}).get("read_as") if owner else None,
         "shared_budget": shared_budget_text(dataset) if owner else "",
@@ -162,6 +163,7 @@ def dataset_detail(request, pk):
         "auditor_form": AuditorForm() if owner else None,
         "auditors": dataset.auditors.order_by("username") if owner else [],
         "invitations": services.pending_invitations(dataset) if owner else [],
+        "reserved_epsilon": held_on_budget(dataset.budget_id)[0],
     }
     return render(request, "dpportal/datasets/detail.html", context)
 
@@ -185,7 +187,7 @@ def _budget_initial(dataset):
     }
 
 
-def _schema_rows(schema):
+def schema_rows(schema):
     """One line per column of the confirmed (public) schema, from the schema module itself."""
     parsed = mechanisms.Schema.from_dict(schema)
     return [

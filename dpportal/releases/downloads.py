@@ -55,3 +55,20 @@ def record_download(request: HttpRequest, release: Release, what: str) -> None:
         details={"file": what},
         remote_addr=client_address(request),
     )
+
+
+def file_download(request: HttpRequest, release: Release, filename: str) -> HttpResponse | None:
+    """One file of the release's public package as an attachment, recorded in the audit log as
+    a download; None if the package has no such file."""
+    content = packaging.package_file(release, filename)
+    if content is None:
+        return None
+    record_download(request, release, filename)
+    return package_file_attachment(release, filename, content)
+
+
+def zip_download(request: HttpRequest, release: Release) -> StreamingHttpResponse:
+    """The release's public package as one zip, recorded in the audit log as a download."""
+    response = package_zip_attachment(release)
+    record_download(request, release, "package.zip")
+    return response

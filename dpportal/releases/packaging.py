@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 import mechanisms
+from dpportal.analysts.models import held_on_budget
 from dpportal.core import files, object_store
 from dpportal.core.formatting import plain_number
 from dpportal.models import Release
@@ -69,16 +70,18 @@ def context(release) -> package.PackageContext:
 
 
 def budget(dataset) -> package.Budget:
-    """The dataset's budget as it stands: ε and δ spent by all its releases, and the totals."""
+    """The dataset's budget as it stands: ε and δ spent by all its releases (not what analysts'
+    allotments still hold, which the budget counts as spent too), and the totals."""
     charged = (
         Release.objects.filter(dataset__budget_id=dataset.budget_id)
         .exclude(ledger__kind="refund")
         .count()
     )
+    held = held_on_budget(dataset.budget_id)
     return package.Budget(
-        epsilon_spent=plain_number(dataset.epsilon_spent),
+        epsilon_spent=plain_number(dataset.epsilon_spent - held[0]),
         epsilon_total=plain_number(dataset.epsilon_total),
-        delta_spent=plain_number(dataset.delta_spent),
+        delta_spent=plain_number(dataset.delta_spent - held[1]),
         delta_total=plain_number(dataset.delta_total),
         releases=charged,
     )

@@ -69,12 +69,15 @@ class TargetForm(forms.Form):
         return data
 
 
-def proposals(dataset, query, target: float) -> list[dict]:
-    """One row per mechanism: the ε that reaches ±target at 95%, or why none can."""
-    return [_proposal(dataset, query, card, target) for card in catalogue.cards()]
+def proposals(dataset, query, target: float, *, remaining=None) -> list[dict]:
+    """One row per mechanism: the ε that reaches ±target at 95%, or why none can, and whether
+    it fits in `remaining` (default: what is left of the dataset's budget; an analyst's page
+    gives its allotment's)."""
+    remaining = dataset.epsilon_remaining if remaining is None else remaining
+    return [_proposal(dataset, query, card, target, remaining) for card in catalogue.cards()]
 
 
-def _proposal(dataset, query, card, target) -> dict:
+def _proposal(dataset, query, card, target, remaining) -> dict:
     row = {"mechanism": card.name, "title": card.title, "epsilon": None, "reason": ""}
     data = query.copy()
     data["mechanism"], data["epsilon"] = card.name, PLACEHOLDER_EPSILON
@@ -98,8 +101,8 @@ def _proposal(dataset, query, card, target) -> dict:
     needed = Decimal(repr(epsilon))
     row.update(
         epsilon=plain_number(needed),
-        fits=needed <= dataset.epsilon_remaining,
-        left=plain_number(dataset.epsilon_remaining - needed),
+        fits=needed <= remaining,
+        left=plain_number(remaining - needed),
         planned=kind.planned,
     )
     return row

@@ -4,6 +4,8 @@ Thin views: permission helper → form → one service call → render or redire
 everything; auditors see only public parts; everyone else gets 404.
 """
 
+from functools import partial
+
 from django.contrib import messages
 from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
@@ -17,12 +19,12 @@ from dpportal.access.rules import dataset_for_owner
 from dpportal.core.downloads import attachment
 from dpportal.core.formatting import plain_number
 from dpportal.models import BudgetLedgerEntry, Release
-from dpportal.releases import accuracy_preview, catalogue, packaging, planner, risk_words, utility
+from dpportal.releases import accuracy_preview, catalogue, planner, risk_words, utility
 from dpportal.releases.downloads import (
-    package_file_attachment,
-    package_zip_attachment,
+    file_download,
     record_download,
     release_with_files,
+    zip_download,
 )
 from dpportal.releases.forms import ReleaseForm
 from dpportal.releases.presentation import (
@@ -83,29 +85,38 @@ def release_estimate(request, dataset_pk):
     dataset = dataset_for_owner(request.user, dataset_pk)
     if not dataset.schema_confirmed:
         return JsonResponse({"ok": False, "errors": ["Confirm the schema first."]})
-    form = ReleaseForm(request.GET, dataset=dataset)
+    answer = estimate_answer(
+        ReleaseForm(request.GET, dataset=dataset),
+        left=(dataset.epsilon_remaining, dataset.delta_remaining),
+        epsilon_total=dataset.epsilon_total,
+        risk=partial(risk_words.preview_risk, dataset),
+    )
+    return JsonResponse(answer)
+
+
+def estimate_answer(form, *, left, epsilon_total, risk) -> dict:
+    """The accuracy preview's answer for a bound release form: the form's errors, or its
+    expected accuracy, the budget `left` = (ε, δ) after it of `epsilon_total`, and
+    `risk(ε, δ)` (the owner's page and an analyst's request page alike)."""
     if not form.is_valid():
         errors = [
             f"{_field_label(form, name)}: {error}" if name != "__all__" else error
             for name, errs in form.errors.items()
             for error in errs
         ]
-        return JsonResponse({"ok": False, "errors": errors})
+        return {"ok": False, "errors": errors}
     data = form.cleaned_data
-    epsilon_left = dataset.epsilon_remaining - data["epsilon"]
-    delta_left = dataset.delta_remaining - data["delta"]
-    return JsonResponse(
-        {
-            "ok": True,
-            "accuracy": form.expected_accuracy["lines"],
-            "accuracy_table": form.expected_accuracy["table"],
-            "epsilon_left": plain_number(epsilon_left),
-            "delta_left": plain_number(delta_left),
-            "fits": epsilon_left >= 0 and delta_left >= 0,
-            "epsilon_total": plain_number(dataset.epsilon_total),
-            "risk": risk_words.preview_risk(dataset, data["epsilon"], data["delta"]),
-        }
-    )
+    epsilon_left, delta_left = left[0] - data["epsilon"], left[1] - data["delta"]
+    return {
+        "ok": True,
+        "accuracy": form.expected_accuracy["lines"],
+        "accuracy_table": form.expected_accuracy["table"],
+        "epsilon_left": plain_number(epsilon_left),
+        "delta_left": plain_number(delta_left),
+        "fits": epsilon_left >= 0 and delta_left >= 0,
+        "epsilon_total": plain_number(epsilon_total),
+        "risk": risk(data["epsilon"], data["delta"]),
+    }
 
 
 @require_GET
@@ -114,19 +125,23 @@ def release_plan(request, dataset_pk):
     dataset = dataset_for_owner(request.user, dataset_pk)
     if not dataset.schema_confirmed:
         return JsonResponse({"ok": False, "errors": ["Confirm the schema first."]})
-    target = planner.TargetForm(request.GET, dataset=dataset)
+    return JsonResponse(plan_answer(dataset, request.GET, dataset.epsilon_remaining))
+
+
+def plan_answer(dataset, query, remaining) -> dict:
+    """The planner's answer: the ε each kind of release needs, against `remaining` ε."""
+    target = planner.TargetForm(query, dataset=dataset)
     if not target.is_valid():
         errors = [error for errs in target.errors.values() for error in errs]
-        return JsonResponse({"ok": False, "errors": errors})
-    return JsonResponse(
-        {
-            "ok": True,
-            "target": f"±{target.cleaned_data['target']:,.0f} rows",
-            "confidence": accuracy_preview.CONFIDENCE_TEXT,
-            "proposals": planner.proposals(dataset, request.GET, target.cleaned_data["target"]),
-            "epsilon_remaining": plain_number(dataset.epsilon_remaining),
-        }
-    )
+        return {"ok": False, "errors": errors}
+    wanted = target.cleaned_data["target"]
+    return {
+        "ok": True,
+        "target": f"±{wanted:,.0f} rows",
+        "confidence": accuracy_preview.CONFIDENCE_TEXT,
+        "proposals": planner.proposals(dataset, query, wanted, remaining=remaining),
+        "epsilon_remaining": plain_number(remaining),
+    }
 
 
 def _field_label(form, name) -> str:
@@ -205,20 +220,15 @@ def cancel_text(release, refunded: bool) -> str:
 
 @require_GET
 def release_download_file(request, pk, filename):
-    release = release_with_files(request.user, pk)
-    content = packaging.package_file(release, filename)
-    if content is None:
+    response = file_download(request, release_with_files(request.user, pk), filename)
+    if response is None:
         raise Http404("No such file in this release.")
-    record_download(request, release, filename)
-    return package_file_attachment(release, filename, content)
+    return response
 
 
 @require_GET
 def release_download_zip(request, pk):
-    release = release_with_files(request.user, pk)
-    response = package_zip_attachment(release)
-    record_download(request, release, "package.zip")
-    return response
+    return zip_download(request, release_with_files(request.user, pk))
 
 
 @require_GET

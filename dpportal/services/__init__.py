@@ -14,6 +14,9 @@ One module per concept:
     datasets     upload, auditors, schema confirmation, deletion
     tokens       per-user API tokens: create, revoke, authenticate
     invitations  e-mailed, expiring, single-use invitations to audit a dataset
+    analysts     analysts invited with an allotment (reserved), revoked; the second approver
+    requests     an analyst's release request: submitted, approved or declined, withdrawn
+    notifications  e-mails about waiting requests and decisions
     estimates    DP estimates of a column's bounds or categories for the schema page
     sources      registering a table that stays where it lives (PostgreSQL, Parquet)
     shared_budgets  one budget for two datasets their owner declares hold the same people
@@ -23,6 +26,7 @@ replaces a function must replace it in the module that calls it (`services.deliv
 not here: replacing a re-exported name would not reach its callers.
 """
 
+from dpportal.services.analysts import analyst_invite, analyst_revoke, second_approver_set
 from dpportal.services.audit import audit_record, audit_verify_chain
 from dpportal.services.budget import dataset_change_budget
 from dpportal.services.datasets import (
@@ -35,7 +39,7 @@ from dpportal.services.datasets import (
     dataset_shared_with,
 )
 from dpportal.services.delivery import release_queue
-from dpportal.services.errors import DuplicateSubmission, ServiceError
+from dpportal.services.errors import DuplicateRequest, DuplicateSubmission, ServiceError
 from dpportal.services.estimates import estimate_column, estimate_cost, latest_estimates
 from dpportal.services.execution import LeaseLost, release_run
 from dpportal.services.invitations import (
@@ -48,6 +52,7 @@ from dpportal.services.invitations import (
 from dpportal.services.public_pages import public_pages, release_set_public
 from dpportal.services.reaper import release_reap
 from dpportal.services.releases import release_cancel, release_create
+from dpportal.services.requests import request_decide, request_submit, request_withdraw
 from dpportal.services.shared_budgets import budgets_join
 from dpportal.services.sources import dataset_register_source
 from dpportal.services.tokens import (
@@ -58,9 +63,12 @@ from dpportal.services.tokens import (
 )
 
 __all__ = [
+    "DuplicateRequest",
     "DuplicateSubmission",
     "LeaseLost",
     "ServiceError",
+    "analyst_invite",
+    "analyst_revoke",
     "audit_record",
     "budgets_join",
     "audit_verify_chain",
@@ -88,6 +96,10 @@ __all__ = [
     "public_pages",
     "release_set_public",
     "release_run",
+    "request_decide",
+    "request_submit",
+    "request_withdraw",
+    "second_approver_set",
     "token_authenticate",
     "token_refusal_record",
     "token_create",

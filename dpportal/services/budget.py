@@ -2,9 +2,15 @@
 and refunds) and changes to a budget's totals. The only code that moves ε and δ.
 
 Every path that locks both rows locks the dataset first, then the release; the budget row
-(shared by every upload of the same content) is always locked last.
+(shared by every upload of the same content) is always locked last. An analyst's allotment row
+is locked only by a path that holds its dataset's lock already, so those paths never cross.
 Refund rule: a release cancelled (or failed) before its data was read gets its budget back
-with a REFUND ledger entry; once the data was read, the budget stays spent.
+with a REFUND ledger entry; once the data was read, the budget stays spent. A refunded release
+made from an analyst's allotment goes back to that allotment while the analyst is active.
+
+Allotments (dpportal/analysts): a RESERVE entry takes an analyst's allotment from the budget
+(it counts as spent until it is returned), a RETURN entry gives it back; an approved request
+returns its ε, δ from the allotment and debits them for its release in the same transaction.
 """
 
 from decimal import Decimal
@@ -14,12 +20,14 @@ from django.db import transaction
 
 from dpportal.core.formatting import plain_number
 from dpportal.models import (
+    Analyst,
     AuditEvent,
     BudgetLedgerEntry,
     Dataset,
     Neighbouring,
     PrivacyBudget,
     Release,
+    ReleaseRequest,
 )
 from dpportal.services import audit
 from dpportal.services.errors import ServiceError
@@ -46,36 +54,79 @@ def locked_dataset_and_release(dataset_pk, release_pk):
     return dataset, Release.objects.select_for_update(no_key=True).get(pk=release_pk)
 
 
-def check_budget(budget, epsilon, delta):
-    """Refuse a release that does not fit in what is left of `budget` (read under its lock)."""
+def locked_analyst(analyst_pk):
+    """An analyst's allotment row, locked (NO KEY, as above). Only with its dataset's lock held."""
+    return Analyst.objects.select_for_update(no_key=True).get(pk=analyst_pk)
+
+
+def check_budget(budget, epsilon, delta, what="this release"):
+    """Refuse a release (or an allotment) that does not fit in what is left of `budget` (read
+    under its lock)."""
     if epsilon > budget.epsilon_remaining:
         raise ServiceError(
-            f"Not enough privacy budget: this release needs ε = {plain_number(epsilon)}, "
+            f"Not enough privacy budget: {what} needs ε = {plain_number(epsilon)}, "
             f"but only ε = {plain_number(budget.epsilon_remaining)} is left of "
             f"{plain_number(budget.epsilon_total)}."
         )
     if delta > budget.delta_remaining:
         raise ServiceError(
-            f"Not enough δ budget: this release needs δ = {delta:g}, "
+            f"Not enough δ budget: {what} needs δ = {delta:g}, "
             f"but only δ = {budget.delta_remaining:g} is left."
+        )
+
+
+def check_allotment(analyst, epsilon, delta, *, promised=(Decimal("0"), Decimal("0"))):
+    """Refuse a request that does not fit in what the analyst's allotment (read under its lock)
+    still holds, less what its other waiting requests ask for (`promised`)."""
+    epsilon_left, delta_left = analyst.epsilon_held - promised[0], analyst.delta_held - promised[1]
+    waiting = " (your waiting requests ask for the rest)" if any(promised) else ""
+    if epsilon > epsilon_left:
+        raise ServiceError(
+            f"Not enough of your allotment: this request needs ε = {plain_number(epsilon)}, "
+            f"but only ε = {plain_number(max(epsilon_left, Decimal(0)))} of your allotment of "
+            f"{plain_number(analyst.epsilon_allotted)} is left{waiting}. Ask for less, or ask "
+            "the dataset's owner for a larger allotment."
+        )
+    if delta > delta_left:
+        raise ServiceError(
+            f"Not enough of your allotment: this request needs δ = {plain_number(delta)}, "
+            f"but only δ = {plain_number(max(delta_left, Decimal(0)))} is left{waiting}."
         )
 
 
 def ledger_write(locked_dataset, release, kind):
     """Debit or refund the release's ε and δ on the dataset's shared budget, locked here, with
     the ledger entry (which records what the budget has spent after it)."""
+    _ledger_entry(locked_dataset, kind, release.epsilon, release.delta, release=release)
+
+
+def allotment_write(locked_dataset, analyst, kind, epsilon, delta, *, release=None):
+    """Reserve (RESERVE) or return (RETURN) ε and δ of an analyst's allotment (`analyst` locked
+    by the caller): the allotment holds more or less, the budget counts it as spent or not, and
+    the ledger entry names the allotment (and the release, when one is the reason)."""
+    sign = -1 if kind == BudgetLedgerEntry.Kind.RETURN else 1
+    analyst.epsilon_held += sign * epsilon
+    analyst.delta_held += sign * delta
+    if analyst.epsilon_held < 0 or analyst.delta_held < 0:
+        raise ServiceError("An allotment cannot give back more than it holds.")
+    analyst.save(update_fields=["epsilon_held", "delta_held"])
+    _ledger_entry(locked_dataset, kind, epsilon, delta, release=release, analyst=analyst)
+
+
+def _ledger_entry(locked_dataset, kind, epsilon, delta, *, release=None, analyst=None):
     budget = locked_budget(locked_dataset.budget_id)
-    sign = 1 if kind == BudgetLedgerEntry.Kind.DEBIT else -1
-    budget.epsilon_spent += sign * release.epsilon
-    budget.delta_spent += sign * release.delta
+    sign = -1 if kind in BudgetLedgerEntry.SUBTRACTING else 1
+    budget.epsilon_spent += sign * epsilon
+    budget.delta_spent += sign * delta
     budget.save(update_fields=["epsilon_spent", "delta_spent"])
     locked_dataset.budget = budget
     BudgetLedgerEntry.objects.create(
         dataset=locked_dataset,
         release=release,
+        analyst=analyst,
         kind=kind,
-        epsilon=release.epsilon,
-        delta=release.delta,
+        epsilon=epsilon,
+        delta=delta,
         epsilon_spent_after=budget.epsilon_spent,
         delta_spent_after=budget.delta_spent,
     )
@@ -92,15 +143,33 @@ def release_refund(*, dataset, release, actor=None, remote_addr=None):
     if release.ledger.filter(kind=BudgetLedgerEntry.Kind.REFUND).exists():
         return False
     ledger_write(dataset, release, BudgetLedgerEntry.Kind.REFUND)
+    details = {"epsilon": str(release.epsilon), "delta": str(release.delta)}
+    if analyst := _back_to_allotment(dataset, release):
+        details["to_allotment_of"] = analyst.name
     audit.audit_record(
         action=AuditEvent.Action.RELEASE_REFUNDED,
         actor=actor,
         dataset=dataset,
         release=release,
         remote_addr=remote_addr,
-        details={"epsilon": str(release.epsilon), "delta": str(release.delta)},
+        details=details,
     )
     return True
+
+
+def _back_to_allotment(dataset, release):
+    """The refunded release's ε, δ go back into the allotment it was made from, if any and
+    while its analyst is active (a revoked analyst's refund stays with the budget). Returns
+    the analyst whose allotment got it back, or None."""
+    made_from = ReleaseRequest.objects.filter(release=release).values_list("analyst", flat=True)
+    if not made_from:
+        return None
+    analyst = locked_analyst(made_from[0])
+    if analyst.revoked_at is not None:
+        return None
+    kind = BudgetLedgerEntry.Kind.RESERVE
+    allotment_write(dataset, analyst, kind, release.epsilon, release.delta, release=release)
+    return analyst
 
 
 # ---------------------------------------------------------------- a budget's totals
@@ -209,6 +278,12 @@ def _check_budget_change(locked, epsilon_total, delta_total, neighbouring):
             "to see it, so the relation can no longer become add-remove: upload the data as a new "
             "dataset if its row count must stay private."
         )
+    if epsilon_total < locked.epsilon_spent or delta_total < locked.delta_spent:
+        raise ServiceError(
+            f"The total cannot go below what releases have already spent and analysts' "
+            f"allotments hold: "
+            f"ε = {plain_number(locked.epsilon_spent)}, δ = {plain_number(locked.delta_spent)}."
+        )
     if not Release.objects.filter(dataset__budget_id=locked.budget_id).exists():
         return
     if epsilon_total > locked.epsilon_total or delta_total > locked.delta_total:
@@ -217,11 +292,6 @@ def _check_budget_change(locked, epsilon_total, delta_total, neighbouring):
             f"ε = {plain_number(locked.epsilon_total)}, δ = {plain_number(locked.delta_total)}. "
             "It is the promise made about all releases of these data together; raising it, δ "
             "included, would weaken that promise for what is already released."
-        )
-    if epsilon_total < locked.epsilon_spent or delta_total < locked.delta_spent:
-        raise ServiceError(
-            f"The total cannot go below what releases have already spent: "
-            f"ε = {plain_number(locked.epsilon_spent)}, δ = {plain_number(locked.delta_spent)}."
         )
     if neighbouring != locked.neighbouring:
         raise ServiceError("The neighbouring relation cannot change once a release exists.")

@@ -20,6 +20,7 @@ from dpportal.core import files, object_store, storage
 from dpportal.datasets import schema_checks
 from dpportal.models import AuditEvent, Dataset, Release
 from dpportal.services import audit, estimates, publishing
+from dpportal.services.analysts import analysts_revoke_all
 from dpportal.services.budget import budget_for, budget_values, check_neighbouring, locked_dataset
 from dpportal.services.errors import ServiceError
 from dpportal.services.public_pages import withdraw_public_pages
@@ -249,8 +250,8 @@ def dataset_set_auditor(*, dataset, user, username, add, remote_addr=None):
 
 def dataset_delete(*, dataset, user, remote_addr=None):
     """Remove the raw file, the Parquet copy (or a source's credentials) and the data profile,
-    and withdraw the public pages of its releases (they answer 410); releases, ledger, audit
-    stay."""
+    withdraw the public pages of its releases (they answer 410) and revoke its analysts (their
+    allotments go back to the budget); releases, ledger, audit stay."""
     with transaction.atomic():
         locked = locked_dataset(dataset.pk)
         if locked.is_deleted:
@@ -271,6 +272,7 @@ def dataset_delete(*, dataset, user, remote_addr=None):
             update_fields=["deleted_at", "storage_name", "parquet_name", "source_secret", "profile"]
         )
         withdrawn = withdraw_public_pages(dataset=locked, user=user, remote_addr=remote_addr)
+        analysts_revoke_all(locked, user=user, remote_addr=remote_addr)
         audit.audit_record(
             action=AuditEvent.Action.DELETION,
             actor=user,

@@ -15,3 +15,11 @@ class DuplicateSubmission(ServiceError):
     def __init__(self, release):
         super().__init__("This request was already submitted; here is its release.")
         self.release = release
+
+
+class DuplicateRequest(ServiceError):
+    """The request form's one-time token was already used: `request` is the request it made."""
+
+    def __init__(self, request):
+        super().__init__("This request was already submitted; here it is.")
+        self.request = request

@@ -16,8 +16,11 @@ from django.utils import timezone
 from dpportal.models import AuditEvent, BudgetLedgerEntry, Release
 from dpportal.services import audit, delivery
 from dpportal.services.budget import (
+    allotment_write,
+    check_allotment,
     check_budget,
     ledger_write,
+    locked_analyst,
     locked_budget,
     locked_dataset,
     locked_dataset_and_release,
@@ -39,6 +42,7 @@ def release_create(
     remote_addr=None,
     submission_token="",
     engine="",
+    allotment=None,
 ):
     """Check and debit the budget, write the queued release and its ledger entry, enqueue the job.
 
@@ -53,6 +57,11 @@ def release_create(
 
     `engine`: for a table that stays where it lives, the counting engine (empty: the dataset's);
     checked against the source and the mechanism before anything is spent.
+
+    `allotment`: an active analyst's allotment of this dataset (an approved request,
+    `services.requests`) to spend from instead of what is left of the budget: checked against
+    what it holds, under its lock, and the reservation becomes the release's debit (a RETURN
+    and a DEBIT entry of the same ε, δ), so the budget's spent total does not move.
     """
     epsilon, delta = Decimal(str(epsilon)), Decimal(str(delta))
     if epsilon <= 0:
@@ -65,8 +74,12 @@ def release_create(
             _check_not_submitted(locked.pk, submission_token)
             _check_releasable(locked)
             engine = release_engine_for(locked, mechanism, engine)
+            analyst = _locked_allotment(locked, allotment)
             locked.budget = locked_budget(locked.budget_id)
-            check_budget(locked.budget, epsilon, delta)
+            if analyst is None:
+                check_budget(locked.budget, epsilon, delta)
+            else:
+                check_allotment(analyst, epsilon, delta)
             release = Release.objects.create(
                 dataset=locked,
                 requested_by=user,
@@ -79,13 +92,18 @@ def release_create(
                 submission_token=submission_token,
                 engine=engine,
             )
+            details = {"mechanism": mechanism, "epsilon": str(epsilon), "delta": str(delta)}
+            if analyst is not None:
+                kind = BudgetLedgerEntry.Kind.RETURN
+                allotment_write(locked, analyst, kind, epsilon, delta, release=release)
+                details["allotment_of"] = analyst.name
             ledger_write(locked, release, BudgetLedgerEntry.Kind.DEBIT)
             audit.audit_record(
                 action=AuditEvent.Action.RELEASE_REQUESTED,
                 actor=user,
                 dataset=locked,
                 release=release,
-                details={"mechanism": mechanism, "epsilon": str(epsilon), "delta": str(delta)},
+                details=details,
                 remote_addr=remote_addr,
             )
             transaction.on_commit(partial(delivery.release_send, release.pk))
@@ -93,6 +111,16 @@ def release_create(
         _check_not_submitted(dataset.pk, submission_token)
         raise
     return release
+
+
+def _locked_allotment(locked, allotment):
+    """The allotment to spend from, locked and checked to be an active one of this dataset."""
+    if allotment is None:
+        return None
+    analyst = locked_analyst(allotment.pk)
+    if analyst.dataset_id != locked.pk or not analyst.is_active:
+        raise ServiceError("This analyst's access was revoked; nothing was spent.")
+    return analyst
 
 
 def _check_not_submitted(dataset_pk, submission_token):

@@ -96,7 +96,8 @@
   // dataset's total with it.
   function renderRisk(risk) {
     [["The risk of this release", risk.release],
-     ["The risk of all releases of this dataset together, this one included", risk.dataset_total]]
+     [risk.total_caption || "The risk of all releases of this dataset together, this one included",
+      risk.dataset_total]]
       .forEach(function (pair) {
         output.appendChild(table(pair[0] + " (ε = " + pair[1].epsilon + ", δ = " + pair[1].delta + ")",
           ["Sure before", "At most sure after"],

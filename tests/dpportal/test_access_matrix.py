@@ -12,6 +12,13 @@ route × {anonymous, other custodian, auditor, invited auditor, owner} × {GET, 
 - the invited auditor (an account made from an invitation, not a custodian: issue 41, item 13)
   is held to the auditor's rules and also gets 403 from every custodian-only route
   (CUSTODIAN_ROUTES: upload, register a source, create a token, upload by API);
+- the second approver (a custodian named by the owner: issue 46), an analyst (an account made
+  from an invitation with an allotment, with an approved request whose release is done) and
+  another analyst of the same dataset read only the routes of MEMBER_READABLE and post only to
+  those of MEMBER_WRITABLE (changing nothing with an empty form); every other object route
+  answers them exactly as a missing object does, without the dataset's name; the analysts get
+  403 from the custodian-only routes but the token page; the other analyst never reaches the
+  analyst's request;
 - a valid invitation link for another address (erin's) refuses every signed-in role (403) and
   grants nothing;
 - neither sees a value planted in the owner's raw file (RAW_CANARIES);
@@ -31,9 +38,24 @@ from django.urls import URLPattern, URLResolver, get_resolver, path, reverse
 
 from dpportal.access.rules import dataset_for_reader, datasets_visible_to
 from dpportal.api.auth import api_endpoint
-from dpportal.models import BudgetLedgerEntry, Dataset, Release
+from dpportal.models import (
+    Analyst,
+    BudgetLedgerEntry,
+    Dataset,
+    Release,
+    ReleaseRequest,
+    RequestDecision,
+)
 from tests.conftest import CANARY, RAW_CANARIES
-from tests.helpers import client_for, enumerate_routes, object_kwargs
+from tests.helpers import (
+    client_for,
+    enumerate_routes,
+    make_analyst,
+    make_request,
+    make_user,
+    object_kwargs,
+    run_now,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -55,7 +77,35 @@ AUDITOR_READABLE = {
     "release_progress",
     "release_download_zip",
     "release_download_file",
+    "dataset_requests",
+    "request_detail",
+    "request_download_zip",
+    "request_download_file",
 }
+# Object routes the approver and the analysts may read (GET) and post to (an empty form: any
+# answer but a server error, and nothing changes). Every other object route answers them as a
+# missing object does. The analyst's request is the world's `request`; the other analyst's
+# requests are its own.
+ANALYST_PAGES = {"analyst_workspace", "request_new", "request_estimate", "request_plan"}
+MEMBER_READABLE = {
+    "approver": {
+        "dataset_requests",
+        "request_detail",
+        "request_download_zip",
+        "request_download_file",
+    },
+    "analyst": ANALYST_PAGES
+    | {"dataset_requests", "request_detail", "request_download_zip", "request_download_file"},
+    "other analyst": ANALYST_PAGES | {"dataset_requests"},
+}
+MEMBER_WRITABLE = {
+    "approver": {"request_decide"},
+    "analyst": {"request_new", "request_withdraw"},
+    "other analyst": {"request_new"},
+}
+MEMBERS = tuple(MEMBER_READABLE)
+# Custodian-only routes an analyst may use anyway: it creates API tokens for its requests.
+ANALYST_MAY = {"token_list"}
 # Routes anyone may reach without logging in (an invitation link is its own credential).
 PUBLIC = {"login", "healthz", "invitation_accept", "api_openapi"}
 # A release's public page and files (public_views): the same answer for every role, signed in
@@ -90,6 +140,9 @@ def state_snapshot():
         list(Dataset.objects.order_by("pk").values()),
         list(Release.objects.order_by("pk").values()),
         list(BudgetLedgerEntry.objects.order_by("pk").values()),
+        list(Analyst.objects.order_by("pk").values()),
+        list(ReleaseRequest.objects.order_by("pk").values()),
+        list(RequestDecision.objects.order_by("pk").values()),
     )
 
 
@@ -101,6 +154,9 @@ def check_matrix(world, routes):
         "other custodian": world.bob,
         "auditor": world.carol,
         "invited auditor": world.dave,
+        "approver": world.paul,
+        "analyst": world.ann,
+        "other analyst": world.zed,
         "owner": world.alice,
     }
     clients = {
@@ -119,7 +175,7 @@ def check_matrix(world, routes):
                 url = reverse(name, kwargs=object_kwargs(name, kwarg_names, world))
                 response = send(clients[role], method, url)
                 judge(role, method, name, kwarg_names, response, world, clients, fail)
-        if role.endswith("auditor") and state_snapshot() != before:
+        if role != "owner" and state_snapshot() != before:
             failures.append(f"{role} requests changed a dataset, release or ledger row")
     for name, _route, kwarg_names in routes:  # owner POSTs last: they may change state
         requests += 1
@@ -195,11 +251,18 @@ def judge(role, method, name, kwarg_names, response, world, clients, fail):
         return None
     if role != "owner" and any(c.encode() in response.content for c in RAW_CANARIES.values()):
         fail(role, method, name, response, "shows a value from the raw file")
+    if role != "owner" and CUSTODIAN_ONLY.search(response.content):
+        fail(role, method, name, response, "shows a custodian-only section")
     if role == "invited auditor" and method in CUSTODIAN_ROUTES.get(name, ()):
         return judge_custodian_route(role, method, name, response, fail)
+    if role in MEMBERS:
+        missing = lambda: send(  # noqa: E731  (the baseline, only when needed)
+            clients[role],
+            method,
+            reverse(name, kwargs=object_kwargs(name, kwarg_names, world, missing=True)),
+        )
+        return judge_member(role, method, name, kwarg_names, response, missing, fail)
     auditing = role in ("auditor", "invited auditor")  # both are held to the auditor's rules
-    if auditing and CUSTODIAN_ONLY.search(response.content):
-        fail(role, method, name, response, "shows a custodian-only section")
     if auditing and kwarg_names:
         readable = name in AUDITOR_READABLE
         if readable and method == "GET" and status != 200:
@@ -209,8 +272,34 @@ def judge(role, method, name, kwarg_names, response, world, clients, fail):
         if readable and method != "GET" and status not in REFUSED:
             fail(role, method, name, response, "auditors may only read (GET) this view")
         return None
-    if role == "owner" and status == 404:
+    if role == "owner" and status == 404 and name not in ANALYST_PAGES:
         fail(role, method, name, response, "the owner must reach their own objects")
+    return None
+
+
+def judge_member(role, method, name, kwarg_names, response, missing, fail, *, rules=None):
+    """The approver's and the analysts' rules (MEMBER_READABLE, MEMBER_WRITABLE; `rules`: the
+    API's), for one response; `missing()` answers the same request for a missing object."""
+    readable, writable = rules or (MEMBER_READABLE, MEMBER_WRITABLE)
+    status = response.status_code
+    is_analyst = role != "approver"
+    if is_analyst and method in CUSTODIAN_ROUTES.get(name, ()) and name not in ANALYST_MAY:
+        return judge_custodian_route(role, method, name, response, fail)
+    if not kwarg_names:
+        return None
+    if name in writable[role] and method == "POST":
+        return None  # any answer but a server error; the snapshot shows nothing changed
+    if name in readable[role]:
+        if method == "GET" and status != 200 and not (name in NEEDS_QUERY and status == 400):
+            fail(role, method, name, response, f"the {role} may read this view")
+        if method != "GET" and status not in REFUSED:
+            fail(role, method, name, response, f"the {role} may only read (GET) this view")
+        return None
+    if CANARY.encode() in response.content:
+        fail(role, method, name, response, "shows the dataset's name where it must not")
+    baseline = missing().status_code
+    if status not in (404, 405) or status != baseline:
+        fail(role, method, name, response, f"a missing object gives {baseline}")
     return None
 
 
@@ -254,6 +343,26 @@ def invited(world):
         email="erin@example.org",
         link_for=lambda secret: world.__dict__.setdefault("pending_secret", secret),
     )
+    return with_analysts(world)
+
+
+def with_analysts(world):
+    """Paul (a custodian) is the dataset's second approver; Ann and Zed are its analysts
+    (accounts made from invitations with allotments). Zed's request waits; Ann's was approved
+    by both and its release is done: the world's `request`."""
+    from dpportal import services
+
+    world.paul = make_user("paul", "pw-unused-1")
+    services.second_approver_set(dataset=world.dataset, user=world.alice, username="paul")
+    world.ann, ann = make_analyst(world.dataset, "ann", epsilon="0.6")
+    world.zed, zed = make_analyst(world.dataset, "zed", epsilon="0.2")
+    make_request(world.zed, zed)
+    request = make_request(world.ann, ann, epsilon="0.3", columns=["age", "workclass"])
+    for decider in (world.alice, world.paul):
+        services.request_decide(release_request=request, user=decider, approve=True)
+    request.refresh_from_db()
+    run_now(request.release)
+    world.request = request
     return world
 
 
@@ -265,7 +374,7 @@ def test_the_access_matrix_has_no_failures(world, invited, a_minute_later):
     failures, requests = check_matrix(world, routes)
     print(
         f"\nT20 access matrix: {len(routes)} routes ({len(object_routes)} object-bearing) × "
-        f"5 roles × GET/POST/DELETE = {requests} requests; {len(failures)} failures; "
+        f"8 roles × GET/POST/DELETE = {requests} requests; {len(failures)} failures; "
         f"0 server errors allowed, 0 cross-tenant reads allowed"
     )
     print("object-bearing routes: " + ", ".join(sorted(r[0] for r in object_routes)))
@@ -342,8 +451,27 @@ def auditor_writable_view(request, pk):
     return HttpResponse("ok")
 
 
+def any_request_view(request, pk):
+    """Any request to any signed-in user: another analyst's included."""
+    found = ReleaseRequest.objects.filter(pk=pk).first()
+    return HttpResponse(f"request {found.pk}" if found else "none", status=200 if found else 404)
+
+
+def analyst_writable_view(request, pk):
+    if request.method == "POST":
+        ReleaseRequest.objects.filter(pk=pk).update(status="withdrawn")
+    return HttpResponse("ok")
+
+
 urlpatterns = [
     path("twin/datasets/<int:pk>/leak/", leaky_dataset_view, name="dataset_leak"),
+    path("twin/requests/<int:pk>/", any_request_view, name="request_detail"),
+    path("twin/requests/<int:pk>/withdraw/", analyst_writable_view, name="request_withdraw"),
+    path(
+        "twin/datasets/<int:dataset_pk>/workspace/",
+        lambda request, dataset_pk: custodian_only_view(request, dataset_pk),
+        name="analyst_workspace",
+    ),
     path("twin/datasets/<int:pk>/write/", auditor_writable_view, name="dataset_write"),
     path("twin/datasets/<int:pk>/detail/", custodian_only_view, name="dataset_detail"),
     path("twin/datasets/<int:pk>/raw/", raw_peek_view, name="dataset_ledger"),
@@ -367,6 +495,13 @@ def test_the_matrix_catches_a_leaky_view_and_an_auditor_write(invited):
     assert "auditor GET dataset_ledger: 200 (shows a value from the raw file)" in text
     assert "invited auditor GET dataset_upload: 200 (only custodians may do this" in text
     assert "invited auditor POST dataset_write: 200 (auditors must be refused)" in text
+    # issue 46: another analyst's request, a custodian-only section on the analyst's page, an
+    # analyst's write, and a dataset page (with a raw value) an analyst must not reach
+    assert "other analyst GET request_detail: 200 (a missing object gives 404)" in text
+    assert "analyst GET analyst_workspace: 200 (shows a custodian-only section)" in text
+    assert "analyst requests changed a dataset, release or ledger row" in text
+    assert "analyst GET dataset_ledger: 200 (shows a value from the raw file)" in text
+    assert "approver GET dataset_leak: 200 (shows the dataset's name where it must not)" in text
 
 
 # ---------------------------------------------------------------- the API, with tokens
@@ -381,8 +516,44 @@ API_AUDITOR_READABLE = {
     "api_release_file",
     "api_release_package",
     "api_audit_log",
+    "api_dataset_requests",
+    "api_request_detail",
+    "api_request_package",
+    "api_request_file",
 }
-TOKEN_ROLES = ("no token", "revoked token", "stranger", "auditor", "invited auditor", "owner")
+API_MEMBER_READABLE = {
+    "approver": {
+        "api_dataset_requests",
+        "api_request_detail",
+        "api_request_package",
+        "api_request_file",
+    },
+    "analyst": {
+        "api_analyst_workspace",
+        "api_dataset_requests",
+        "api_request_estimate",
+        "api_request_detail",
+        "api_request_package",
+        "api_request_file",
+    },
+    "other analyst": {"api_analyst_workspace", "api_dataset_requests", "api_request_estimate"},
+}
+API_MEMBER_WRITABLE = {
+    "approver": {"api_request_decide"},
+    "analyst": {"api_dataset_requests", "api_request_withdraw"},
+    "other analyst": {"api_dataset_requests"},
+}
+API_ANALYST_ONLY = {"api_analyst_workspace", "api_request_estimate"}  # the owner: 404 there
+NEEDS_QUERY = {"api_request_estimate"}  # without its parameters: 400, saying which
+TOKEN_ROLES = (
+    "no token",
+    "revoked token",
+    "stranger",
+    "auditor",
+    "invited auditor",
+    *MEMBERS,
+    "owner",
+)
 
 
 def api_tokens(world) -> dict:
@@ -398,6 +569,9 @@ def api_tokens(world) -> dict:
             ("auditor", world.carol),
             ("stranger", world.bob),
             ("invited auditor", world.dave),
+            ("approver", world.paul),
+            ("analyst", world.ann),
+            ("other analyst", world.zed),
         )
     }
     revoked, secrets["revoked token"] = services.token_create(user=world.alice, name="old")
@@ -461,6 +635,11 @@ def judge_api(role, method, name, kwarg_names, response, world, tokens, fail):
         return None
     if role == "invited auditor" and method in CUSTODIAN_ROUTES.get(name, ()):
         return judge_custodian_route(role, method, name, response, fail)
+    if role in MEMBERS:
+        path = reverse(name, kwargs=object_kwargs(name, kwarg_names, world, missing=True))
+        rules = (API_MEMBER_READABLE, API_MEMBER_WRITABLE)
+        missing = lambda: send_api(tokens[role], method, path)  # noqa: E731
+        return judge_member(role, method, name, kwarg_names, response, missing, fail, rules=rules)
     if role in ("auditor", "invited auditor") and kwarg_names:
         readable = name in API_AUDITOR_READABLE
         if readable and method == "GET" and status != 200:
@@ -468,7 +647,7 @@ def judge_api(role, method, name, kwarg_names, response, world, tokens, fail):
         if (not readable or method != "GET") and status not in REFUSED:
             fail(role, method, name, response, "auditors must be refused")
         return None
-    if role == "owner" and status in (401, 404):
+    if role == "owner" and status in (401, 404) and name not in API_ANALYST_ONLY:
         fail(role, method, name, response, "the owner must reach their own objects")
     return None
 
