@@ -1,16 +1,18 @@
 """Bounds and categories for a schema, estimated with differential privacy ("estimate for me").
 
-A custodian who has no code book can spend a small share of the budget on these instead of
-reading the data. Both functions are differentially private for one row (the unit of every
-release) under the dataset's neighbouring relation, and take their noise from the injected
-random source (OpenDP's samplers by default, `mechanisms.noise`).
+A custodian who has no code book can spend a share of the budget on these instead of reading
+the data. Both are differentially private for one row (the unit of every release) under the
+dataset's neighbouring relation, and take their noise from the injected random source (OpenDP's
+samplers by default, `mechanisms.noise`). What an estimate can do at a given spend is computed
+from public inputs alone, before anything is spent (`estimate_accuracy`).
 
-- `estimate_bounds`: a noisy histogram over a fixed, public grid of round numbers spanning
-  orders of magnitude (..., -10, -5, -2, -1, 0, 1, 2, 5, 10, 20, 50, ...); the bounds are the
-  outer edges of the cells whose noisy count clears a threshold. Pure epsilon-DP.
+- `estimate_bounds`: a DP median, then a sparse-vector scan outward from it on each side over
+  public round numbers, stopping where few rows lie beyond. Pure epsilon-DP. It states, without
+  the data, how many rows its bounds leave beyond them on average (at most).
 - `discover_categories`: the distinct values whose noisy count clears a threshold set from
   delta (the domain is unknown, so a value held by one row could otherwise be revealed).
-  (epsilon, delta)-DP; it needs delta > 0.
+  (epsilon, delta)-DP; it needs delta > 0. It states, without the data, the fewest rows a value
+  needs to be found with 95% probability.
 - `estimate_column`: either of them for one column of a table, at the table's unit of privacy:
   one row, or (with a person column) one person, bounded to k rows exactly as a release is.
 """
@@ -21,13 +23,20 @@ import math
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from mechanisms import persons
-from mechanisms.accounting import DEFAULT_NEIGHBOURING, check_delta, check_epsilon
+from mechanisms.accounting import (
+    DEFAULT_NEIGHBOURING,
+    check_delta,
+    check_epsilon,
+    float_at_most,
+    noise_scale,
+)
 from mechanisms.catalogue import UNIT as ROW_UNIT
 from mechanisms.errors import MechanismError
 from mechanisms.histogram import count_sensitivity
@@ -35,48 +44,101 @@ from mechanisms.noise import RandomSource, check_count_noise, resolve_rng
 
 MANTISSAS = (1, 2, 5)
 DECADES = range(-3, 13)  # 0.001 ... 5e12
-FALSE_CELL_RATE = 0.05  # chance that any empty grid cell clears the threshold, at most
 MAX_DISCOVERED = 200
+MEDIAN_SHARE = Fraction(1, 10)  # of a bounds estimate's epsilon: the median it scans from
+THRESHOLD_SHARE = Fraction(7, 10)  # of the rest: the noise on each scan's threshold
+STOP_MARGIN = 1.5  # the threshold T, in query noise scales (T = ceil(STOP_MARGIN * scale))
+NEXT_TO_MEDIAN = 3  # both scans stopping this close to the median: no bounds (too few rows)
+FOUND_WITH = 0.95  # a category "can be found" when it is released with this probability
 
 
 def _grid() -> np.ndarray:
     positive = [m * 10.0**k for k in DECADES for m in MANTISSAS]
-    return np.array(sorted([-p for p in positive] + [0.0] + positive))
+    return _plain_array(sorted([-p for p in positive] + [0.0] + positive))
+
+
+def _median_grid() -> np.ndarray:
+    """0 and +-x 10^k for x = 1.00, 1.01, ..., 9.99 (three significant digits), increasing."""
+    positive = np.concatenate([np.arange(100, 1000) * 10.0 ** (k - 2) for k in DECADES])
+    return _plain_array(np.concatenate([-positive[::-1], [0.0], positive]))
+
+
+def _plain_array(values: Iterable[float]) -> np.ndarray:
+    """Values as written with 12 significant digits (0.001, 20, 1990), without float noise."""
+    return np.array([float(f"{v:.12g}") for v in values])
 
 
 GRID = _grid()
+OFFSETS = GRID[GRID > 0]
+MEDIAN_GRID = _median_grid()
+MAX_SCAN = len(GRID) + len(OFFSETS) + 1  # candidates one scan may ask about (m too), at most
 
 
 def bounds_grid() -> np.ndarray:
-    """The public cell edges: 0 and +-m 10^k (m in 1, 2, 5), increasing.
-
-    Values below the first or above the last edge fall in two open outer cells.
-    """
+    """The public round numbers every scan may stop at: 0 and +-m 10^k (m in 1, 2, 5)."""
     return GRID.copy()
 
 
 @dataclass(frozen=True)
-class BoundsEstimate:
-    """DP bounds, and the public threshold and noise scale they were found with.
+class BoundsPlan:
+    """The public parameters of one bounds estimate, from (epsilon, neighbouring) only.
 
-    `lower`/`upper` are None when no cell (or only an open outer one) cleared `threshold`;
-    `scale` is the discrete Laplace scale on each cell count.
+    `median_scale`: the permute-and-flip scale of the median; `threshold_scale` and
+    `query_scale`: the discrete Laplace scales on each scan's threshold and counts;
+    `threshold`: T, the rows a bound may leave beyond it before noise.
     """
+
+    epsilon: float
+    median_scale: float
+    threshold_scale: float
+    query_scale: float
+    threshold: int
+
+    def expected_clamp_rows(self) -> float:
+        """At most this many rows, on average, lie beyond the two bounds (data-independent).
+
+        Each side leaves at most T + E rows beyond its bound on average, E the expected excess
+        bound of `_expected_excess` (a union over at most MAX_SCAN candidates); the sum of both.
+        """
+        excess = _expected_excess(self.threshold_scale, self.query_scale, MAX_SCAN)
+        return 2 * (self.threshold + excess)
+
+
+def bounds_plan(epsilon: float, neighbouring: str = DEFAULT_NEIGHBOURING) -> BoundsPlan:
+    """The scales and threshold `estimate_bounds` uses at this (epsilon, neighbouring).
+
+    Under replace-one the whole estimate runs at epsilon / 2 of add-remove (two add-remove
+    steps make one replacement: group privacy). Of that, MEDIAN_SHARE goes to the median and
+    the rest to the scans, split THRESHOLD_SHARE to the threshold noise and the remainder to
+    the count noise; each part is rounded down and each scale up (`noise_scale`), so the parts
+    realise at most the requested epsilon.
+    """
+    epsilon = check_epsilon(epsilon, allow_infinite=False)
+    row = Fraction(epsilon) / count_sensitivity(neighbouring)
+    median = row * MEDIAN_SHARE
+    threshold_part = (row - median) * THRESHOLD_SHARE
+    query_part = row - median - threshold_part
+    query_scale = _count_scale(query_part, epsilon)
+    return BoundsPlan(
+        epsilon=epsilon,
+        median_scale=noise_scale(2, float_at_most(median)),
+        threshold_scale=_count_scale(threshold_part, epsilon),
+        query_scale=query_scale,
+        threshold=math.ceil(STOP_MARGIN * query_scale),
+    )
+
+
+def _count_scale(part: Fraction, epsilon: float) -> float:
+    return check_count_noise(noise_scale(1, float_at_most(part)), epsilon)
+
+
+@dataclass(frozen=True)
+class BoundsEstimate:
+    """DP bounds, with the public plan they were found with (None: no bound found)."""
 
     lower: float | None
     upper: float | None
-    threshold: int
-    scale: float
-    epsilon: float
-
-
-def bounds_threshold(scale: float, cells: int, false_rate: float = FALSE_CELL_RATE) -> int:
-    """The count a cell needs (after noise) to count as holding rows; public inputs only.
-
-    The smallest t with cells * P(Z >= t) <= false_rate for discrete Laplace Z of `scale`
-    (P(Z >= t) = a^t / (1 + a) <= a^t, a = exp(-1/scale)).
-    """
-    return max(1, math.ceil(scale * math.log(cells / false_rate)))
+    plan: BoundsPlan
 
 
 def estimate_bounds(
@@ -86,36 +148,119 @@ def estimate_bounds(
     neighbouring: str = DEFAULT_NEIGHBOURING,
     rng: RandomSource | None = None,
 ) -> BoundsEstimate:
-    """Lower and upper bounds of a numeric column, pure epsilon-DP.
+    """Lower and upper bounds of a numeric column that leave few rows beyond them, pure DP.
 
-    Guarantee: pure epsilon-DP for one row under `neighbouring`. Each row adds 1 to the count of
-    the one grid cell its value falls in (the grid is public and fixed, see `bounds_grid`;
-    missing values count nowhere, infinities in the outer cells), so the vector of cell counts
-    has L1 sensitivity 2 under replace-one and 1 under add-remove; every cell gets discrete
-    Laplace noise of scale sensitivity / epsilon (one `add_discrete_laplace` call). The
-    threshold and the choice of edges read only the noisy counts: post-processing.
+    1. A median m: permute-and-flip (report noisy max with exponential noise; OpenDP's
+       `make_noisy_max` in the secure source) over MEDIAN_GRID with score
+       -|#{x < c} - #{x > c}|.
+    2. Two sparse-vector scans outward from m over public candidates (`scan_candidates`: the
+       round numbers of GRID and the multiples of each offset d in OFFSETS at least d beyond
+       m). The upper scan asks q(c) = #{x > c} for c >= m, increasing; the lower scan asks
+       #{x < c} for c <= m, decreasing. Each draws one noisy threshold T + rho and stops at
+       the first candidate whose noisy count is at most it; that candidate is the bound (none
+       if no candidate stops the scan). Both scans stopping within their first NEXT_TO_MEDIAN
+       candidates (within 0.002 of m) means too few rows for this epsilon, or a single value:
+       no bounds.
 
-    Accuracy: an empty cell clears the threshold with probability at most FALSE_CELL_RATE in
-    all; a cell holding `threshold` + 3 * scale rows or more clears it with probability above
-    0.95. Rows in cells that do not clear it lie outside the bounds and are clamped when a
-    release runs: the estimate aims at where most rows are, not at the extremes.
+    Guarantee: pure epsilon-DP for one row under `neighbouring`; the plan (`bounds_plan`) runs
+    under add-remove at epsilon / 2 under replace-one (group privacy), at epsilon under
+    add-remove. Under add-remove of one row x:
+    - the median's scores move by at most 1: permute-and-flip at scale 2 / epsilon_m is
+      epsilon_m-DP (McKenna and Sheldon 2020);
+    - given m (a DP output: adaptive composition), a row x > m moves only the upper scan's
+      counts, x < m only the lower scan's, x = m neither: the scans read disjoint rows, so
+      both together cost what one costs (parallel composition);
+    - one scan is the sparse vector technique with monotone queries: adding x raises every
+      count by 0 or 1, never lowers one. With rho ~ DLap(1 / epsilon_1) and each count's noise
+      DLap(1 / epsilon_2), the index where it stops is (epsilon_1 + epsilon_2)-DP (Lyu, Su and
+      Li 2017, monotone queries). For integer counts and discrete Laplace noise the proof is
+      the usual shift: for D' = D + x and output "stop at k", substitute rho + 1 for rho
+      (factor e^epsilon_1); every earlier count passes as before, and the stop at k needs at
+      most one more unit of its noise (factor e^epsilon_2); "stop at k" under D' against D
+      needs only the latter, and "no stop" only the former.
+    The total, epsilon_m + epsilon_1 + epsilon_2, is the epsilon of the plan. Noise comes from
+    `rng` (OpenDP's samplers by default): one permute-and-flip and, per scan, two discrete
+    Laplace calls.
+
+    Accuracy (public, `BoundsPlan.expected_clamp_rows`): the rows beyond a bound are at most
+    T plus the excess of the first count the scan stopped on; E[excess] is bounded without the
+    data, by a union over the at most MAX_SCAN candidates before the stop. The bounds aim at
+    where the last few rows lie, not at the extremes; a scan may stop a candidate or two beyond
+    the last row (bounds a little wide).
     """
-    epsilon = check_epsilon(epsilon, allow_infinite=False)
-    scale = check_count_noise(count_sensitivity(neighbouring) / epsilon, epsilon)
-    edges = GRID
+    plan = bounds_plan(epsilon, neighbouring)
+    rng = resolve_rng(rng)
     numbers = _as_floats(values)
-    present = numbers[~np.isnan(numbers)]
-    cells = np.searchsorted(edges, present, side="right")  # 0 and len(edges): the outer cells
-    counts = np.bincount(cells, minlength=len(edges) + 1).astype(np.int64)
-    noisy = resolve_rng(rng).add_discrete_laplace(counts, scale)
-    threshold = bounds_threshold(scale, len(counts))
-    passing = np.flatnonzero(noisy >= threshold)
-    lower = upper = None
-    if passing.size:
-        low, high = int(passing[0]), int(passing[-1])
-        lower = float(edges[low - 1]) if low > 0 else None
-        upper = float(edges[high]) if high < len(edges) else None
-    return BoundsEstimate(_plain(lower), _plain(upper), threshold, scale, epsilon)
+    present = np.sort(numbers[~np.isnan(numbers)])
+    median = _median(present, plan, rng)
+    below, above = scan_candidates(median)
+    low_at = _first_at_or_below(np.searchsorted(present, below, side="left"), plan, rng)
+    rows_above = len(present) - np.searchsorted(present, above, side="right")
+    high_at = _first_at_or_below(rows_above, plan, rng)
+    if max(low_at or 0, high_at or 0) < NEXT_TO_MEDIAN:
+        return BoundsEstimate(None, None, plan)  # both stopped next to m: too few rows here
+    lower = None if low_at is None else float(below[low_at])
+    upper = None if high_at is None else float(above[high_at])
+    return BoundsEstimate(lower, upper, plan)
+
+
+def scan_candidates(median: float) -> tuple[np.ndarray, np.ndarray]:
+    """The candidates of the lower scan (m, then decreasing) and the upper scan (m, increasing).
+
+    They are the round numbers of GRID beyond m, and for each d in OFFSETS the multiple of d at
+    least d below (above) m; public, given m.
+    """
+    down = np.floor((median - OFFSETS) / OFFSETS) * OFFSETS
+    up = np.ceil((median + OFFSETS) / OFFSETS) * OFFSETS
+    below = np.unique(_plain_array([median, *GRID[GRID < median], *down]))
+    above = np.unique(_plain_array([median, *GRID[GRID > median], *up]))
+    return below[below <= median][::-1], above[above >= median]
+
+
+def _median(present: np.ndarray, plan: BoundsPlan, rng: RandomSource) -> float:
+    """A DP median of the sorted values on MEDIAN_GRID (permute-and-flip, sensitivity 1)."""
+    below = np.searchsorted(present, MEDIAN_GRID, side="left")
+    above = len(present) - np.searchsorted(present, MEDIAN_GRID, side="right")
+    scores = -np.abs(below - above).astype(np.float64)
+    return float(MEDIAN_GRID[rng.permute_and_flip(scores, plan.median_scale)])
+
+
+def _first_at_or_below(counts: np.ndarray, plan: BoundsPlan, rng: RandomSource) -> int | None:
+    """The sparse vector technique: the first index whose noisy count is at most the threshold.
+
+    One draw for the threshold, one per count; None when no count stops the scan.
+    """
+    threshold = rng.add_discrete_laplace([plan.threshold], plan.threshold_scale)[0]
+    noisy = rng.add_discrete_laplace(np.asarray(counts, dtype=np.int64), plan.query_scale)
+    stops = np.flatnonzero(noisy <= threshold)
+    return int(stops[0]) if stops.size else None
+
+
+def _expected_excess(threshold_scale: float, query_scale: float, candidates: int) -> float:
+    """A data-independent bound on E[(q_stop - T)+], the rows beyond one scan's bound over T.
+
+    The scan stops on a count q >= T + s only if some candidate with such a count has noise
+    nu <= rho - s: P(excess >= s) <= E_rho[min(1, K F(rho - s))], F the CDF of nu and K the
+    number of candidates (a union bound). With a = e^(-1/scale), F(-t) = a2^t / (1 + a2) for
+    t >= 0; t0 the first t with K F(-t) < 1. Summing over s >= 1 in closed form:
+    E[excess] <= E[(rho + t0 - 1)+] + K / ((1 + a2)(1 - a2)) E[a2^max(t0, 1 - rho)].
+    """
+    a1, a2 = math.exp(-1 / threshold_scale), math.exp(-1 / query_scale)
+    t0 = max(0, math.floor(query_scale * math.log(candidates / (1 + a2))) + 1)
+    tail = a2**t0 * (1 - a1**t0 / (1 + a1))
+    tail += (1 - a1) / (1 + a1) * a2 * (a1 * a2) ** t0 / (1 - a1 * a2)
+    return _positive_part_mean(a1, t0 - 1) + candidates / ((1 + a2) * (1 - a2)) * tail
+
+
+def _positive_part_mean(a: float, shift: int) -> float:
+    """E[(rho + shift)+] for rho discrete Laplace with P(rho = r) = (1 - a)/(1 + a) a^|r|."""
+    kappa = (1 - a) / (1 + a)
+    if shift < 0:  # only shift = -1 occurs: sum over r >= 1 of (r - 1) kappa a^r
+        return kappa * a**2 / (1 - a) ** 2
+    nonnegative = a / (1 - a) ** 2 + shift / (1 - a)
+    negative = shift * a * (1 - a**shift) / (1 - a)
+    negative -= a * (1 - (shift + 1) * a**shift + shift * a ** (shift + 1)) / (1 - a) ** 2
+    return kappa * (nonnegative + negative)
 
 
 @dataclass(frozen=True)
@@ -159,12 +304,7 @@ def discover_categories(
     counts) are post-processing. Missing values ("" and nulls) are never released.
     """
     epsilon = check_epsilon(epsilon, allow_infinite=False)
-    delta = check_delta(delta)
-    if delta <= 0:
-        raise MechanismError(
-            "discovering categories needs delta > 0: without a list, a value held by a single "
-            "row could be revealed; give the list from public knowledge instead"
-        )
+    delta = _check_discovery_delta(delta)
     scale = check_count_noise(count_sensitivity(neighbouring) / epsilon, epsilon)
     counts = Counter(str(v) for v in values if not _is_missing(v))
     counts.pop("", None)
@@ -176,6 +316,35 @@ def discover_categories(
         ((int(n), v) for n, v in zip(noisy, names, strict=True) if n >= threshold), reverse=True
     )[:limit]
     return CategoryEstimate(sorted(v for _n, v in kept), threshold, scale, epsilon, delta)
+
+
+def categories_found_rows(
+    epsilon: float, delta: float, neighbouring: str = DEFAULT_NEIGHBOURING
+) -> int:
+    """The fewest rows a value needs to be released with probability FOUND_WITH or more.
+
+    Public inputs only (`discover_categories` at this epsilon, delta and relation).
+
+    A value held by m rows is released when m + Z >= tau (Z discrete Laplace of scale b,
+    a = e^(-1/b)); it is missed when Z <= -j with j = m - tau + 1, which has probability
+    a^j / (1 + a). So m = tau - 1 + j for the smallest j with a^j / (1 + a) <= 1 - FOUND_WITH.
+    """
+    epsilon = check_epsilon(epsilon, allow_infinite=False)
+    delta = _check_discovery_delta(delta)
+    scale = count_sensitivity(neighbouring) / epsilon
+    a = math.exp(-1 / scale)
+    missed = max(0, math.ceil(scale * math.log(1 / ((1 - FOUND_WITH) * (1 + a)))))
+    return category_threshold(scale, epsilon, delta, neighbouring) - 1 + missed
+
+
+def _check_discovery_delta(delta: float) -> float:
+    delta = check_delta(delta)
+    if delta <= 0:
+        raise MechanismError(
+            "discovering categories needs delta > 0: without a list, a value held by a single "
+            "row could be revealed; give the list from public knowledge instead"
+        )
+    return delta
 
 
 def estimate_column(
@@ -208,16 +377,11 @@ def estimate_column(
     epsilon = check_epsilon(epsilon, allow_infinite=False)
     delta = check_delta(delta)
     rng = resolve_rng(rng)
-    values, budget, guarantee = frame[column], (epsilon, delta, neighbouring), {}
+    values, guarantee = frame[column], {}
+    budget = row_budget(kind, person, epsilon, delta, neighbouring)
     if person is not None:
         kept, _dropped = persons.bound_contributions(frame[[column, person.column]], person, rng)
-        group = person.group_size(neighbouring)
-        row_budget = (
-            persons.row_level_budget(epsilon, 0.0, group)
-            if kind == "numeric"
-            else persons.approx_group_budget(epsilon, delta, group)
-        )
-        values, budget = kept[column], (*row_budget, "add-remove")
+        values = kept[column]
         guarantee = {"max_rows_per_person": person.max_rows, "per_row": _per_row(*budget)}
     result = _estimate(values, kind, *budget, rng)
     guarantee = {
@@ -234,6 +398,53 @@ def estimate_column(
     return {"result": result, "guarantee": guarantee}
 
 
+def row_budget(
+    kind: str,
+    person: persons.PersonLevel | None,
+    epsilon: float,
+    delta: float,
+    neighbouring: str,
+) -> tuple[float, float, str]:
+    """(epsilon, delta, neighbouring) the row-level estimate of `kind` runs at.
+
+    The request itself without a person column; with one, what group privacy leaves for one
+    row under add-remove (see `estimate_column`).
+    """
+    if kind not in ("numeric", "categorical"):
+        raise MechanismError(f"an estimate is of bounds or categories, not {kind!r}")
+    delta = delta if kind == "categorical" else 0.0
+    if person is None:
+        return epsilon, delta, neighbouring
+    group = person.group_size(neighbouring)
+    if kind == "numeric":
+        return (*persons.row_level_budget(epsilon, 0.0, group), "add-remove")
+    return (*persons.approx_group_budget(epsilon, delta, group), "add-remove")
+
+
+def estimate_accuracy(
+    kind: str,
+    *,
+    person: persons.PersonLevel | None,
+    epsilon: float,
+    delta: float = 0.0,
+    neighbouring: str = DEFAULT_NEIGHBOURING,
+) -> dict[str, float]:
+    """What an estimate at this spend can do, from public inputs only (no data is read).
+
+    Bounds: {"expected_clamp_rows"}: on average at most this many rows lie beyond the two
+    bounds (`BoundsPlan.expected_clamp_rows`). Categories: {"found_rows"}: a value held by at
+    least this many rows is released with probability FOUND_WITH or more
+    (`categories_found_rows`). With a person column, rows are those kept (k per person).
+    """
+    epsilon = check_epsilon(epsilon, allow_infinite=False)
+    row_epsilon, row_delta, relation = row_budget(
+        kind, person, epsilon, check_delta(delta), neighbouring
+    )
+    if kind == "numeric":
+        return {"expected_clamp_rows": bounds_plan(row_epsilon, relation).expected_clamp_rows()}
+    return {"found_rows": categories_found_rows(row_epsilon, row_delta, relation)}
+
+
 def _per_row(epsilon: float, delta: float, neighbouring: str) -> dict[str, Any]:
     return {"epsilon": epsilon, "delta": delta, "neighbouring": neighbouring}
 
@@ -247,12 +458,11 @@ def _estimate(
         return {
             "lower": bounds.lower,
             "upper": bounds.upper,
-            "threshold": bounds.threshold,
-            "noise_scale": bounds.scale,
+            "threshold": bounds.plan.threshold,
+            "noise_scale": bounds.plan.query_scale,
+            "expected_clamp_rows": bounds.plan.expected_clamp_rows(),
             "definition": "pure epsilon-DP",
         }
-    if kind != "categorical":
-        raise MechanismError(f"an estimate is of bounds or categories, not {kind!r}")
     found = discover_categories(
         values, epsilon=epsilon, delta=delta, neighbouring=neighbouring, rng=rng
     )
@@ -260,6 +470,7 @@ def _estimate(
         "categories": found.categories,
         "threshold": found.threshold,
         "noise_scale": found.scale,
+        "found_rows": categories_found_rows(epsilon, delta, neighbouring),
         "definition": "(epsilon, delta)-DP",
     }
 
@@ -277,8 +488,3 @@ def _as_floats(values: Iterable[float] | pd.Series) -> np.ndarray:
 
 def _is_missing(value: object) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
-
-
-def _plain(value: float | None) -> float | None:
-    """Grid edges as written (0.001, 20, 5e12), without float noise from 10.0**k."""
-    return None if value is None else float(f"{value:.12g}")

@@ -15,6 +15,7 @@ from django.views.decorators.http import require_POST
 from dpportal import services
 from dpportal.access.rules import dataset_for_owner
 from dpportal.core.formatting import plain_number
+from dpportal.datasets.estimate_offer import clamp_words, found_words
 from dpportal.datasets.person_forms import PersonForm
 from dpportal.signals import client_address
 from mechanisms.persons import PersonLevel
@@ -32,6 +33,7 @@ def dataset_estimate(request, pk):
             column=column,
             kind=kind,
             person=posted_person(request.POST, dataset),
+            percent=request.POST.get(f"spend_{kind}"),
             remote_addr=client_address(request),
         )
     except services.ServiceError as exc:
@@ -86,11 +88,27 @@ def estimate_text(kind: str, result: dict, epsilon) -> str:
                 f"no bounds could be estimated {spent}: too few rows for this share of the "
                 "budget, or values beyond ±10^12. Type bounds from public knowledge."
             )
-        return f"bounds {result['lower']:g} to {result['upper']:g} {spent}."
+        return f"bounds {result['lower']:g} to {result['upper']:g} {spent}{_clamp(result)}."
     found = result.get("categories") or []
     if not found:
         return (
-            f"no category is held by enough rows to be found {spent}. Choose a public list or "
-            "paste one."
+            f"no category is held by enough rows to be found {spent}{_found(result)}. Choose a "
+            "public list or paste one."
         )
-    return f"{len(found)} categories found {spent}; add any others that are possible."
+    return (
+        f"{len(found)} categories found {spent}{_found(result)}; add any others that are possible."
+    )
+
+
+def _clamp(result: dict) -> str:
+    """What the bounds cut off, as the estimate stated it (older estimates did not)."""
+    if "expected_clamp_rows" not in result:
+        return ""
+    return f": {clamp_words(result['expected_clamp_rows'])}"
+
+
+def _found(result: dict) -> str:
+    """What a search at this spend finds, as the estimate stated it (older estimates did not)."""
+    if "found_rows" not in result:
+        return ""
+    return f": at this spend a search {found_words(result['found_rows'])}"

@@ -57,8 +57,12 @@ def delta_field(**kwargs):
         decimal_places=15,
         initial=0,
         validators=[MinValueValidator(Decimal("0")), MaxValueValidator(Decimal("0.001"))],
-        help_text="Only some mechanisms (range counts with Gaussian noise) use δ. Leave 0 if "
-        "unsure; otherwise use a tiny value such as 0.000001, well below 1 / rows.",
+        help_text="δ is the tiny chance that the ε guarantee does not hold, shared by all "
+        "releases. δ = 0 keeps every release purely ε-private but switches off what needs δ: "
+        "finding categories for you on the schema page, range counts with Gaussian noise "
+        "(often less error) and the halfspace decomposition. To keep them, use a tiny value "
+        "such as 0.000001, well below 1 / rows. δ can be raised until the first release or "
+        "estimate; after that the budget can only be lowered.",
         **kwargs,
     )
 

@@ -6,7 +6,8 @@ are dropped here (`public_proposal`), so no page ever shows them.
 """
 
 from dpportal import services
-from dpportal.core.formatting import plain_number
+from dpportal.access.rules import row_count_is_public
+from dpportal.datasets.estimate_offer import page_person, spend_choices
 from dpportal.datasets.estimate_views import estimate_text
 from dpportal.datasets.public_lists import public_lists
 
@@ -55,15 +56,13 @@ def column_estimates(dataset) -> dict[str, dict]:
 
 
 def estimate_offer(dataset) -> dict:
-    """What one estimate costs, shown on every "estimate for me" button before anything is
-    spent, and the public lists offered for categories."""
-    numeric = services.estimate_cost(dataset, "numeric")[0]
-    epsilon, delta = services.estimate_cost(dataset, "categorical")
-    percent = services.estimates.percent_text(services.estimates.estimate_share())
+    """The spends an estimate may choose, each with its cost and what it can do, shown before
+    anything is spent (`estimate_offer.spend_choices`), and the public lists for categories."""
+    person = page_person(dataset)
     return {
-        "percent": percent,
-        "numeric_cost": f"ε = {plain_number(numeric)}",
-        "categorical_cost": f"ε = {plain_number(epsilon)}, δ = {plain_number(delta)}",
+        "spends": spend_choices(dataset),
+        "person": person,
+        "rows_public": person is None and row_count_is_public(dataset),
         "has_delta": dataset.delta_total > 0,
         "public_lists": [{"id": x["id"], "label": x["label"]} for x in public_lists()],
         "list_values": {x["id"]: x["values"] for x in public_lists()},

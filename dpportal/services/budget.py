@@ -289,7 +289,9 @@ def _check_budget_change(locked, epsilon_total, delta_total, neighbouring):
     if epsilon_total > locked.epsilon_total or delta_total > locked.delta_total:
         raise ServiceError(
             f"Once a release exists the budget can be lowered but never raised: the total is "
-            f"ε = {plain_number(locked.epsilon_total)}, δ = {plain_number(locked.delta_total)}."
+            f"ε = {plain_number(locked.epsilon_total)}, δ = {plain_number(locked.delta_total)}. "
+            "It is the promise made about all releases of these data together; raising it, δ "
+            "included, would weaken that promise for what is already released."
         )
     if neighbouring != locked.neighbouring:
         raise ServiceError("The neighbouring relation cannot change once a release exists.")

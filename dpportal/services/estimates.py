@@ -1,7 +1,8 @@
 """DP estimates of one column's bounds or categories: the schema page's "estimate for me".
 
-An estimate spends a stated share of the dataset's budget (DPPORTAL_ESTIMATE_PERCENT of its total
-ε, and of its total δ for categories) and is recorded like any release: a `Release` row
+An estimate spends a stated share of the dataset's budget (a percent of its total ε, and of its
+total δ for categories: one of SPEND_PERCENTS, chosen by the custodian on the schema page, or
+DPPORTAL_ESTIMATE_PERCENT) and is recorded like any release: a `Release` row
 (mechanism ESTIMATE_MECHANISM) with its DEBIT ledger entry, written through the same admission
 code as `releases.release_create` (`budget.check_budget` under the budget lock,
 `budget.ledger_write`), and "release requested" and "release done" audit events.
@@ -42,28 +43,53 @@ from mechanisms.persons import PersonLevel
 ESTIMATE_MECHANISM = "dp_schema_estimate"
 KINDS = ("numeric", "categorical")
 CONFIRMED = object()  # "the page did not say": the confirmed schema's person level
+SPEND_PERCENTS = (1, 2, 5, 10, 20, 50)  # the shares of the budget the schema page offers
 NO_DELTA = (
     "Finding categories without a list needs δ > 0 (a value held by a single person must not "
     "be revealed), and this dataset's budget has δ = 0. Choose a public list or paste one; or "
-    "give the dataset a δ on its page first."
+    "set the total δ (for example 0.000001) under “Change the budget” on the dataset's page, "
+    "which is possible until its first release or estimate."
 )
 
 
-def estimate_share() -> Decimal:
-    """The share of the total budget one estimate spends (a fraction, e.g. 0.01)."""
-    return Decimal(str(settings.DPPORTAL_ESTIMATE_PERCENT)) / 100
+def spend_percents() -> list[Decimal]:
+    """The percents of the total budget an estimate may spend: SPEND_PERCENTS and the default."""
+    default = Decimal(str(settings.DPPORTAL_ESTIMATE_PERCENT))
+    return sorted({Decimal(p) for p in SPEND_PERCENTS} | {default})
 
 
-def estimate_cost(dataset, kind) -> tuple[Decimal, Decimal]:
-    """(ε, δ) an estimate of this kind spends, exactly as the ledger records them: ε the share
-    of the total rounded down to the ledger's 6 decimals; δ (categories only) the share of the
-    total rounded UP to the ledger's 15 decimals, so a δ > 0 is never recorded as 0. The
-    mechanism then runs at (at most) these recorded values, so it never spends more than the
-    ledger says."""
-    epsilon = _to_places(dataset.epsilon_total * estimate_share(), EPSILON_FIELD, ROUND_DOWN)
+def check_percent(percent) -> Decimal:
+    """The chosen percent as a Decimal (None: DPPORTAL_ESTIMATE_PERCENT), if it is offered."""
+    if percent in (None, ""):
+        return Decimal(str(settings.DPPORTAL_ESTIMATE_PERCENT))
+    try:
+        chosen = Decimal(str(percent).strip())
+        offered = chosen.is_finite() and chosen in spend_percents()
+    except ArithmeticError:
+        offered = False
+    if not offered:
+        choices = ", ".join(f"{percent_text(p / 100)}%" for p in spend_percents())
+        raise ServiceError(f"Choose how much to spend from the list ({choices} of the budget).")
+    return chosen
+
+
+def estimate_share(percent=None) -> Decimal:
+    """The share of the total budget one estimate spends (a fraction, e.g. 0.01): `percent` of
+    it, or DPPORTAL_ESTIMATE_PERCENT."""
+    return check_percent(percent) / 100
+
+
+def estimate_cost(dataset, kind, percent=None) -> tuple[Decimal, Decimal]:
+    """(ε, δ) an estimate of this kind spends at `percent` of the budget (None: the default),
+    exactly as the ledger records them: ε the share of the total rounded down to the ledger's
+    6 decimals; δ (categories only) the share of the total rounded UP to the ledger's 15
+    decimals, so a δ > 0 is never recorded as 0. The mechanism then runs at (at most) these
+    recorded values, so it never spends more than the ledger says."""
+    share = estimate_share(percent)
+    epsilon = _to_places(dataset.epsilon_total * share, EPSILON_FIELD, ROUND_DOWN)
     delta = Decimal(0)
     if kind == "categorical":
-        delta = _to_places(dataset.delta_total * estimate_share(), DELTA_FIELD, ROUND_UP)
+        delta = _to_places(dataset.delta_total * share, DELTA_FIELD, ROUND_UP)
     return epsilon, delta
 
 
@@ -71,16 +97,20 @@ def _to_places(value: Decimal, field, rounding) -> Decimal:
     return value.quantize(Decimal(1).scaleb(-field["decimal_places"]), rounding=rounding)
 
 
-def estimate_column(*, dataset, user, column, kind, person=CONFIRMED, remote_addr=None) -> Release:
+def estimate_column(
+    *, dataset, user, column, kind, person=CONFIRMED, percent=None, remote_addr=None
+) -> Release:
     """Estimate `column`'s bounds ("numeric") or categories ("categorical") with DP, spend its
     cost and record it; returns the done release, its result in `manifest["result"]`.
 
     `person`: the person level the schema page shows (a `PersonLevel`, or None for "each row is
     a different person"); CONFIRMED (a page that did not say) takes the confirmed schema's.
+    `percent`: the share of the budget to spend, one of `spend_percents()` (None: the default).
     """
     person = estimate_person(dataset, person)
-    _check_request(dataset, column, kind, person)
-    epsilon, delta = estimate_cost(dataset, kind)
+    percent = check_percent(percent)
+    _check_request(dataset, column, kind, person, percent)
+    epsilon, delta = estimate_cost(dataset, kind, percent)
     check_budget(dataset.budget, epsilon, delta)  # a first check, so a refusal reads nothing
     try:
         found = release_engine.estimate_column(
@@ -95,7 +125,7 @@ def estimate_column(*, dataset, user, column, kind, person=CONFIRMED, remote_add
         check_same_person_column(locked, person)  # no other column was confirmed meanwhile
         locked.budget = locked_budget(locked.budget_id)
         check_budget(locked.budget, epsilon, delta)
-        spend = Spend(column, kind, epsilon, delta, person)
+        spend = Spend(column, kind, epsilon, delta, person, percent)
         release = _record(locked, user, spend, found, remote_addr)
     return release
 
@@ -182,7 +212,7 @@ def _people_by(column: str) -> str:
     return f"people identified by the column {column!r}" if column else "each row as a person"
 
 
-def _check_request(dataset, column, kind, person) -> None:
+def _check_request(dataset, column, kind, person, percent) -> None:
     if dataset.is_deleted:
         raise ServiceError("This dataset has been deleted; nothing can be estimated from it.")
     if column not in (dataset.columns or []):
@@ -195,29 +225,31 @@ def _check_request(dataset, column, kind, person) -> None:
         raise ServiceError(f"An estimate is of bounds or categories, not {kind!r}.")
     if kind == "categorical" and dataset.delta_total <= 0:
         raise ServiceError(NO_DELTA)
-    if estimate_cost(dataset, kind)[0] <= 0:
+    if estimate_cost(dataset, kind, percent)[0] <= 0:
         raise ServiceError(
             f"The dataset's total ε is too small for an estimate of "
-            f"{percent_text(estimate_share())}% of it; type the bounds or categories instead."
+            f"{percent_text(estimate_share(percent))}% of it; choose a larger share, or type "
+            "the bounds or categories instead."
         )
     check_same_person_column(dataset, person)
 
 
 @dataclass(frozen=True)
 class Spend:
-    """One estimate's request: the column, kind, recorded (ε, δ) and person level."""
+    """One estimate's request: the column, kind, recorded (ε, δ), person level and percent."""
 
     column: str
     kind: str
     epsilon: Decimal
     delta: Decimal
     person: PersonLevel | None
+    percent: Decimal
 
 
 def _record(locked, user, spend, found, remote_addr) -> Release:
     """The done release with its manifest (result and true unit), its debit and audit events."""
     now = timezone.now()
-    share = percent_text(estimate_share())
+    share = percent_text(estimate_share(spend.percent))
     person = spend.person
     params = {
         "kind": spend.kind,

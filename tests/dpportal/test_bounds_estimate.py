@@ -105,7 +105,7 @@ def test_a_bounds_estimate_spends_exactly_its_stated_share_on_the_ledger(
     requested = share.quantize(Decimal("0.000001"), rounding=ROUND_DOWN)  # decimals, never more
     assert requested <= share < requested + Decimal("0.000001")
     text = schema_page(owner, dataset)
-    assert f"spends ε = {requested.normalize():f}, 1% of the budget" in text  # before spending
+    assert f"1% of the budget (ε = {requested.normalize():f})" in text  # before spending
     response = estimate(owner, dataset, 0, "numeric")
     assert response.status_code == 200, response.content
     data = response.json()

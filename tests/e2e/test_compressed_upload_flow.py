@@ -59,7 +59,9 @@ def test_custodian_releases_from_a_gzip_upload(browser, custodian, celery_worker
     assert categories.input_value() == "Female\nMale"
     page.get_by_label("Type of age", exact=True).select_option("numeric")
     button = page.get_by_role("button", name=re.compile(r"Estimate bounds for me"))
-    assert "spends ε = 0.1, 1% of the budget" in button.first.inner_text()  # shown before
+    spend = page.get_by_label(re.compile(r"10% of the budget \(ε = 1\): on average at most"))
+    assert spend.first.is_visible()  # what the spend can do, shown before spending
+    spend.first.check()
     button.first.click()
     line = page.locator(".public-help .dp-estimate").first  # the age column's estimate line
     line.locator(".dp-estimate-label, .errorlist").wait_for()
@@ -74,7 +76,7 @@ def test_custodian_releases_from_a_gzip_upload(browser, custodian, celery_worker
     assert page.get_by_text("Schema confirmed").is_visible()
     dataset = Dataset.objects.get(name="Adult sample, gzip")
     assert [e.epsilon for e in BudgetLedgerEntry.objects.filter(dataset=dataset)] == [
-        dataset.epsilon_total / 100
+        dataset.epsilon_total / 10  # the 10% chosen above
     ]
 
     browser.click_and_wait(page.get_by_role("link", name=re.compile("new release", re.I)).first)

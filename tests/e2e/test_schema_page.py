@@ -57,6 +57,7 @@ def test_estimate_for_me_sends_the_person_question_chosen_on_the_page(browser, c
     page.get_by_label("Type of age", exact=True).select_option("numeric")
     page.locator("select[name='person_column']").select_option("visitor")
     page.locator("input[name='max_rows_per_person']").fill("2")
+    page.locator("input[name='spend_numeric'][value='10']").check()  # 1%: 0.025 a row, too little
     page.locator(".schema-row[data-column='1'] button.estimate-button").click()
     shown = page.locator(".schema-row[data-column='1'] .number-only .dp-estimate:not([hidden])")
     shown.wait_for()

@@ -99,14 +99,17 @@ def test_the_audit_attack_is_within_the_requested_epsilon_delta(kind, neighbouri
     rates = f"rate with {with_person.mean():.4f}, without {without.mean():.4f}"
     print(("honest" if honest else "twin at row level"), kind, rates, result.summary())
     assert result.passed == honest, rates
-    if not honest:
-        assert with_person.mean() == 1.0  # the audit's figure: released in every run
+    if not honest:  # the audit's figure: released (or the bound lifted) in (almost) every run
+        assert with_person.mean() >= 0.999
 
 
 @pytest.mark.parametrize("neighbouring, group", [("replace-one", 4), ("add-remove", 2)])
 def test_the_noise_is_the_person_sensitivity_over_the_requested_epsilon(neighbouring, group):
-    """One noise call at scale g / epsilon (g = 2k or k): the requested epsilon, not a value from
-    the code under test; the manifest states the unit, k and the sensitivity g."""
+    """Categories: one noise call at scale g / epsilon (g = 2k or k). Bounds: the recorded scales
+    spend at most epsilon / g for one row (permute-and-flip 2 / scale, then the larger of the two
+    scans' 1 / threshold scale + 1 / count scale: they read disjoint rows), so g rows spend at
+    most the requested epsilon, not a value from the code under test; the manifest states the
+    unit, k and the sensitivity g."""
     d, _ = _neighbours(neighbouring)
     for kind in ("numeric", "categorical"):
         recorder = RecordingSource(seeded_source(0))
@@ -121,8 +124,13 @@ def test_the_noise_is_the_person_sensitivity_over_the_requested_epsilon(neighbou
             rng=recorder,
         )
         scales = [c.scale for c in recorder.noise_calls()]
-        assert scales == [pytest.approx(group / 0.5, rel=1e-12)]
-        assert scales[0] >= group / 0.5  # never less noise than the group needs
+        if kind == "numeric":
+            scans = [1 / scales[i] + 1 / scales[i + 1] for i in (1, 3)]
+            row_epsilon = 2 / scales[0] + max(scans)
+            assert len(scales) == 5 and 0.999 * 0.5 / group < row_epsilon <= 0.5 / group
+        else:
+            assert scales == [pytest.approx(group / 0.5, rel=1e-12)]
+            assert scales[0] >= group / 0.5  # never less noise than the group needs
         guarantee = found["guarantee"]
         assert guarantee["unit"] == PERSON.unit() and guarantee["sensitivity"] == group
         assert guarantee["neighbouring"] == neighbouring and guarantee["max_rows_per_person"] == 2
