@@ -133,7 +133,7 @@ def test_the_portal_offers_it_and_runs_it_through_release_engine(db, monkeypatch
     assert 'name="noisy_count__label"' in page and 'name="noisy_count__spare"' in page
     assert 'data-for="noisy_count"' in page
     post = {"mechanism": "noisy_count", "columns": ["age"], "epsilon": "0.5"}
-    estimate = client.get(reverse("release_estimate", args=[dataset.pk]), post).json()
+    estimate = client.get(reverse("release_preview", args=[dataset.pk]), post).json()
     assert estimate["ok"], estimate
     assert "discrete Laplace noise of typically ±" in estimate["accuracy"][0]
     post_new_release(client, dataset.pk, {**post, "noisy_count__label": "n"})

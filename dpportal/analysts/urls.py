@@ -10,9 +10,9 @@ urlpatterns = [
     path("datasets/<int:pk>/requests/", request_views.dataset_requests, name="dataset_requests"),
     path("datasets/<int:dataset_pk>/requests/new/", views.request_new, name="request_new"),
     path(
-        "datasets/<int:dataset_pk>/requests/estimate/",
-        views.request_estimate,
-        name="request_estimate",
+        "datasets/<int:dataset_pk>/requests/preview/",
+        views.request_preview,
+        name="request_preview",
     ),
     path("datasets/<int:dataset_pk>/requests/plan/", views.request_plan, name="request_plan"),
     path("requests/<int:pk>/", request_views.request_detail, name="request_detail"),

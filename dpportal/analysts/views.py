@@ -20,7 +20,7 @@ from dpportal.analysts.forms import AnalystInviteForm, RequestForm, SecondApprov
 from dpportal.analysts.models import held_on_budget
 from dpportal.datasets.views import schema_rows
 from dpportal.releases import catalogue, planner
-from dpportal.releases.views import estimate_answer, plan_answer
+from dpportal.releases.views import plan_answer, preview_answer
 from dpportal.services.requests import promised
 from dpportal.signals import client_address
 
@@ -194,7 +194,7 @@ def request_new(request, dataset_pk):
         "nav": "datasets",
         "cards": catalogue.cards(),
         "page_config": {
-            "estimate_url": reverse("request_estimate", args=[dataset.pk]),
+            "preview_url": reverse("request_preview", args=[dataset.pk]),
             "plan_url": reverse("request_plan", args=[dataset.pk]),
         },
         "target_form": planner.TargetForm(dataset=dataset),
@@ -209,7 +209,7 @@ def _available(analyst):
 
 
 @require_GET
-def request_estimate(request, dataset_pk):
+def request_preview(request, dataset_pk):
     """The accuracy preview for an analyst: against what its allotment can still give, the
     risk of its allotment's releases together; the accuracy itself only where the dataset's
     row count is public (the preview reads it)."""
@@ -217,7 +217,7 @@ def request_estimate(request, dataset_pk):
     dataset = analyst.dataset
     if dataset.is_deleted or not dataset.schema_confirmed:
         return JsonResponse({"ok": False, "errors": ["The dataset's schema is not confirmed."]})
-    answer = estimate_answer(
+    answer = preview_answer(
         RequestForm(request.GET, analyst=analyst),
         left=_available(analyst),
         epsilon_total=analyst.epsilon_allotted,

@@ -164,7 +164,7 @@ def _column_form_data(column: dict, i: int) -> dict:
 
 
 @api_endpoint("GET")
-def dataset_estimate(request, pk):
+def dataset_preview(request, pk):
     """Expected accuracy of a release with these settings, from public information only (the
     schema and the settings, never the raw data); nothing is spent."""
     dataset = dataset_for_owner(request.user, pk)

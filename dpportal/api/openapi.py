@@ -146,7 +146,7 @@ REQUEST_BODY = _content(
     }
 )
 DATASET_PK = {"name": "dataset_pk", "in": "path", "required": True, "schema": {"type": "integer"}}
-ESTIMATE_PARAMETERS = [
+PREVIEW_PARAMETERS = [
     {"name": name, "in": "query", "required": name != "delta", "schema": schema}
     for name, schema in (
         ("mechanism", {"$ref": "#/components/schemas/Mechanism"}),
@@ -176,10 +176,10 @@ PATHS = {
             errors=("400", "404", "415"),
         ),
     },
-    "/api/v1/datasets/{pk}/estimate/": {
+    "/api/v1/datasets/{pk}/preview/": {
         "get": _operation(
             "Expected accuracy and risk of a release; spends nothing (owner)",
-            parameters=[PK, *ESTIMATE_PARAMETERS],
+            parameters=[PK, *PREVIEW_PARAMETERS],
             responses={"200": {"description": "OK", "content": _content(WITH_RISK)}},
             errors=("400", "404", "409"),
         )
@@ -280,10 +280,10 @@ PATHS = {
             "The dataset's public metadata and your allotment (analyst)", parameters=[DATASET_PK]
         )
     },
-    "/api/v1/datasets/{dataset_pk}/requests/estimate/": {
+    "/api/v1/datasets/{dataset_pk}/requests/preview/": {
         "get": _operation(
             "Expected accuracy, allotment left and risk of a request; spends nothing (analyst)",
-            parameters=[DATASET_PK, *ESTIMATE_PARAMETERS],
+            parameters=[DATASET_PK, *PREVIEW_PARAMETERS],
             responses={"200": {"description": "OK", "content": _content(WITH_RISK)}},
             errors=("400", "404", "409"),
         )

@@ -200,7 +200,7 @@ def dataset_requests(request, pk):
 
 
 @api_endpoint("GET")
-def request_estimate(request, dataset_pk):
+def request_preview(request, dataset_pk):
     """For an analyst: the expected accuracy (where the row count is public), what is left of
     the allotment after it, and the risk in words, of a request with these settings."""
     analyst = analyst_for(request.user, dataset_pk)

@@ -9,9 +9,7 @@ urlpatterns = [
     path("datasets/", dataset_views.datasets, name="api_dataset_list"),
     path("datasets/<int:pk>/", dataset_views.dataset_detail, name="api_dataset_detail"),
     path("datasets/<int:pk>/schema/", dataset_views.dataset_schema, name="api_dataset_schema"),
-    path(
-        "datasets/<int:pk>/estimate/", dataset_views.dataset_estimate, name="api_dataset_estimate"
-    ),
+    path("datasets/<int:pk>/preview/", dataset_views.dataset_preview, name="api_dataset_preview"),
     path("datasets/<int:pk>/ledger/", dataset_views.dataset_ledger, name="api_dataset_ledger"),
     path("datasets/<int:pk>/budget/", owner_views.dataset_budget, name="api_dataset_budget"),
     path("datasets/<int:pk>/auditors/", owner_views.dataset_auditors, name="api_dataset_auditors"),
@@ -53,8 +51,8 @@ urlpatterns = [
         name="api_analyst_workspace",
     ),
     path(
-        "datasets/<int:dataset_pk>/requests/estimate/",
-        request_views.request_estimate,
+        "datasets/<int:dataset_pk>/requests/preview/",
+        request_views.request_preview,
         name="api_request_estimate",
     ),
     path("requests/<int:pk>/", request_views.request_detail, name="api_request_detail"),

@@ -1,5 +1,5 @@
 """What the schema page proposes: a type per column from the profile, and bounds or categories
-only from the custodian or a DP estimate (`services.estimates`), never from the raw data.
+only from the custodian or a DP estimate (`services.dp_estimates`), never from the raw data.
 
 Profiles stored before this rule may still hold the data's minimum, maximum or categories; they
 are dropped here (`public_proposal`), so no page ever shows them.
@@ -7,8 +7,8 @@ are dropped here (`public_proposal`), so no page ever shows them.
 
 from dpportal import services
 from dpportal.access.rules import row_count_is_public
-from dpportal.datasets.estimate_offer import page_person, spend_choices
-from dpportal.datasets.estimate_views import estimate_text
+from dpportal.datasets.dp_estimate_offer import page_person, spend_choices
+from dpportal.datasets.dp_estimate_views import estimate_text
 from dpportal.datasets.public_lists import public_lists
 
 RAW_KEYS = ("lower", "upper", "categories", "from_data")
@@ -55,9 +55,9 @@ def column_estimates(dataset) -> dict[str, dict]:
     return estimates
 
 
-def estimate_offer(dataset) -> dict:
+def dp_estimate_offer(dataset) -> dict:
     """The spends an estimate may choose, each with its cost and what it can do, shown before
-    anything is spent (`estimate_offer.spend_choices`), and the public lists for categories."""
+    anything is spent (`dp_estimate_offer.spend_choices`), and the public lists for categories."""
     person = page_person(dataset)
     return {
         "spends": spend_choices(dataset),

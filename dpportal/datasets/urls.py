@@ -4,7 +4,7 @@ from django.urls import path
 
 from dpportal.access import views as access_views
 from dpportal.access.rules import custodian_required
-from dpportal.datasets import budget_views, estimate_views, views
+from dpportal.datasets import budget_views, dp_estimate_views, views
 from dpportal.sources import views as source_views
 
 urlpatterns = [
@@ -17,9 +17,9 @@ urlpatterns = [
     path("datasets/<int:pk>/", views.dataset_detail, name="dataset_detail"),
     path("datasets/<int:pk>/schema/", views.dataset_schema, name="dataset_schema"),
     path(
-        "datasets/<int:pk>/schema/estimate/",
-        estimate_views.dataset_estimate,
-        name="dataset_estimate",
+        "datasets/<int:pk>/schema/dp-estimate/",
+        dp_estimate_views.dataset_dp_estimate,
+        name="dataset_dp_estimate",
     ),
     path("datasets/<int:pk>/budget/", views.dataset_budget, name="dataset_budget"),
     path(

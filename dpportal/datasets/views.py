@@ -29,7 +29,7 @@ from dpportal.datasets.forms import (
     schema_initial,
 )
 from dpportal.datasets.person_forms import person_detail, person_form
-from dpportal.datasets.schema_proposals import column_estimates, estimate_offer, schema_entries
+from dpportal.datasets.schema_proposals import column_estimates, dp_estimate_offer, schema_entries
 from dpportal.models import Release
 from dpportal.signals import client_address
 
@@ -318,7 +318,7 @@ def dataset_schema(request, pk):
     formset = schema_formset(request.POST or None, initial, dataset)
     statement = PublicKnowledgeForm(request.POST or None)
     person = person_form(
-        request.POST or None, dataset, services.estimates.estimated_person(dataset)
+        request.POST or None, dataset, services.dp_estimates.estimated_person(dataset)
     )
     if request.method == "POST" and formset.total_form_count() != len(dataset.columns):
         formset = schema_formset(None, initial, dataset)
@@ -364,7 +364,7 @@ def dataset_schema(request, pk):
             "nav": "datasets",
             "statement": statement,
             "person": person,
-            "offer": estimate_offer(dataset),
+            "offer": dp_estimate_offer(dataset),
         },
         status=status,
     )

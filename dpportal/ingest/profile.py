@@ -2,7 +2,7 @@
 
 The profile proposes a type per column (numeric, categorical or ignored) and counts the empty
 cells. It never proposes a bound, a bin or a category: those come from public knowledge or a
-budgeted DP estimate (`dpportal.services.estimates`), never silently from the data.
+budgeted DP estimate (`dpportal.services.dp_estimates`), never silently from the data.
 """
 
 from dataclasses import dataclass, field

@@ -25,7 +25,7 @@ class Card:
 def mechanism_title(name: str) -> str:
     """The plain-language title of a mechanism (the id in words if it is not catalogued)."""
     spec = mechanisms.CATALOGUE.get(name)
-    if name == "dp_schema_estimate":  # the schema page's "estimate for me" (services.estimates)
+    if name == "dp_schema_estimate":  # the schema page's "estimate for me" (services.dp_estimates)
         return "DP estimate of a column's bounds or categories"
     return spec.title if spec else name.replace("_", " ")
 

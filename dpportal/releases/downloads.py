@@ -12,7 +12,7 @@ from dpportal.core.users import AnyUser
 from dpportal.models import AuditEvent, Release
 from dpportal.releases import packaging
 from dpportal.releases.presentation import release_as_seen
-from dpportal.services.estimates import ESTIMATE_MECHANISM
+from dpportal.services.dp_estimates import ESTIMATE_MECHANISM
 from dpportal.signals import client_address
 
 

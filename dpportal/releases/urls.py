@@ -7,9 +7,9 @@ from dpportal.releases import public_views, views
 urlpatterns = [
     path("datasets/<int:dataset_pk>/releases/new/", views.release_new, name="release_new"),
     path(
-        "datasets/<int:dataset_pk>/releases/estimate/",
-        views.release_estimate,
-        name="release_estimate",
+        "datasets/<int:dataset_pk>/releases/preview/",
+        views.release_preview,
+        name="release_preview",
     ),
     path("datasets/<int:dataset_pk>/releases/plan/", views.release_plan, name="release_plan"),
     path("releases/<int:pk>/", views.release_detail, name="release_detail"),

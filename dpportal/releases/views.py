@@ -34,7 +34,7 @@ from dpportal.releases.presentation import (
     release_for_owner,
 )
 from dpportal.releases.results import results_context
-from dpportal.services.estimates import ESTIMATE_MECHANISM
+from dpportal.services.dp_estimates import ESTIMATE_MECHANISM
 from dpportal.signals import client_address
 
 # ---------------------------------------------------------------- new release
@@ -71,7 +71,7 @@ def release_new(request, dataset_pk):
             "nav": "datasets",
             "cards": catalogue.cards(),
             "page_config": {
-                "estimate_url": reverse("release_estimate", args=[dataset.pk]),
+                "preview_url": reverse("release_preview", args=[dataset.pk]),
                 "plan_url": reverse("release_plan", args=[dataset.pk]),
             },
             "target_form": planner.TargetForm(dataset=dataset),
@@ -80,12 +80,12 @@ def release_new(request, dataset_pk):
 
 
 @require_GET
-def release_estimate(request, dataset_pk):
+def release_preview(request, dataset_pk):
     """Expected accuracy and budget left, from public information only (never the raw data)."""
     dataset = dataset_for_owner(request.user, dataset_pk)
     if not dataset.schema_confirmed:
         return JsonResponse({"ok": False, "errors": ["Confirm the schema first."]})
-    answer = estimate_answer(
+    answer = preview_answer(
         ReleaseForm(request.GET, dataset=dataset),
         left=(dataset.epsilon_remaining, dataset.delta_remaining),
         epsilon_total=dataset.epsilon_total,
@@ -94,7 +94,7 @@ def release_estimate(request, dataset_pk):
     return JsonResponse(answer)
 
 
-def estimate_answer(form, *, left, epsilon_total, risk) -> dict:
+def preview_answer(form, *, left, epsilon_total, risk) -> dict:
     """The accuracy preview's answer for a bound release form: the form's errors, or its
     expected accuracy, the budget `left` = (ε, δ) after it of `epsilon_total`, and
     `risk(ε, δ)` (the owner's page and an analyst's request page alike)."""

@@ -39,8 +39,8 @@ from dpportal.services.datasets import (
     dataset_shared_with,
 )
 from dpportal.services.delivery import release_queue
+from dpportal.services.dp_estimates import estimate_column, estimate_cost, latest_estimates
 from dpportal.services.errors import DuplicateRequest, DuplicateSubmission, ServiceError
-from dpportal.services.estimates import estimate_column, estimate_cost, latest_estimates
 from dpportal.services.execution import LeaseLost, release_run
 from dpportal.services.invitations import (
     invitation_accept,

@@ -19,7 +19,7 @@ from dpportal import ingest
 from dpportal.core import files, object_store, storage
 from dpportal.datasets import schema_checks
 from dpportal.models import AuditEvent, Dataset, Release
-from dpportal.services import audit, estimates, publishing
+from dpportal.services import audit, dp_estimates, publishing
 from dpportal.services.analysts import analysts_revoke_all
 from dpportal.services.budget import budget_for, budget_values, check_neighbouring, locked_dataset
 from dpportal.services.errors import ServiceError
@@ -295,7 +295,7 @@ def dataset_confirm_schema(*, dataset, user, schema, remote_addr=None):
     (or send to "(other)") are counted in the same pass and kept in the owner-only profile
     (`profile["clamping"]`), shown at confirmation and on the schema page. A person column
     other than the one this dataset's DP estimates protected people by is refused
-    (`estimates.check_schema_person`).
+    (`dp_estimates.check_schema_person`).
 
     A table that stays where it lives is checked by no one and may change at any time, so its
     schema is stored in its accepting form (`Schema.accepting`: "reject" read as "other" and
@@ -327,7 +327,7 @@ def dataset_confirm_schema(*, dataset, user, schema, remote_addr=None):
         locked = locked_dataset(dataset.pk)
         if locked.is_deleted:
             raise ServiceError("This dataset has been deleted; its schema can no longer change.")
-        estimates.check_schema_person(locked, parsed.person)
+        dp_estimates.check_schema_person(locked, parsed.person)
         locked.schema = validated
         locked.schema_confirmed_at = timezone.now()
         locked.profile = {**(locked.profile or {}), "clamping": clamping}  # owner-only

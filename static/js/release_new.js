@@ -6,8 +6,8 @@
   var configElement = document.getElementById("page-config");
   if (!form || !configElement) { return; }
   var config = JSON.parse(configElement.textContent);
-  var output = document.getElementById("estimate-body");
-  var section = document.getElementById("estimate");
+  var output = document.getElementById("preview-body");
+  var section = document.getElementById("preview");
   var timer = null;
   var latest = 0;
 
@@ -161,7 +161,7 @@
     params.delete("csrfmiddlewaretoken");
     params.delete("submission");
     var request = ++latest;
-    fetch(config.estimate_url + "?" + params.toString(),
+    fetch(config.preview_url + "?" + params.toString(),
           { headers: { Accept: "application/json" }, credentials: "same-origin" })
       .then(function (response) { return response.json(); })
       .then(function (result) { if (request === latest) { render(result); } })

@@ -86,7 +86,7 @@ AUDITOR_READABLE = {
 # answer but a server error, and nothing changes). Every other object route answers them as a
 # missing object does. The analyst's request is the world's `request`; the other analyst's
 # requests are its own.
-ANALYST_PAGES = {"analyst_workspace", "request_new", "request_estimate", "request_plan"}
+ANALYST_PAGES = {"analyst_workspace", "request_new", "request_preview", "request_plan"}
 MEMBER_READABLE = {
     "approver": {
         "dataset_requests",

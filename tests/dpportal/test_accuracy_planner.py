@@ -15,7 +15,7 @@ def plan(owner, dataset, **fields):
 
 
 def test_the_preview_is_a_table_at_95_percent(owner, dataset):
-    url = reverse("release_estimate", args=[dataset.pk])
+    url = reverse("release_preview", args=[dataset.pk])
     result = client_for(owner).get(url, histogram_post(epsilon="0.25")).json()
     table = result["accuracy_table"]
     assert table["confidence"] == "95%"

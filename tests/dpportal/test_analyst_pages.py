@@ -162,7 +162,7 @@ def test_where_the_row_count_is_private_the_analyst_gets_no_accuracy_nor_planner
     ann, analyst = make_analyst(dataset, "ann")
     client = client_for(ann)
     query = histogram_post(epsilon="0.2") | {"target_rows": "50"}
-    estimate = client.get(reverse("request_estimate", args=[dataset.pk]), query).json()
+    estimate = client.get(reverse("request_preview", args=[dataset.pk]), query).json()
     assert estimate["ok"] and estimate["accuracy"] == [
         "The expected accuracy is shown to the dataset's owner only: it is predicted from the "
         "number of rows, which is private on this dataset (rows may be added or removed, or the "
@@ -184,7 +184,7 @@ def test_the_analysts_estimate_and_planner_work_against_its_allotment(owner, sma
     make_request(ann, analyst, epsilon="0.1")  # waiting: 0.4 left to ask for
     client = client_for(ann)
     query = histogram_post(epsilon="0.3") | {"target_rows": "50"}
-    estimate = client.get(reverse("request_estimate", args=[small_dataset.pk]), query).json()
+    estimate = client.get(reverse("request_preview", args=[small_dataset.pk]), query).json()
     assert estimate["ok"] and estimate["epsilon_left"] == "0.1" and estimate["fits"]
     assert estimate["epsilon_total"] == "0.5" and estimate["accuracy_table"]["rows"]
     assert estimate["risk"]["dataset_total"]["epsilon"] == "0.4"  # waiting 0.1 + this 0.3

@@ -77,7 +77,7 @@ def test_a_token_drives_a_whole_release_through_a_real_worker(celery_worker_proc
     assert confirmed.status_code == 200, confirmed.content
     assert confirmed.json()["schema_confirmed"] is True
 
-    estimate = client.get(reverse("api_dataset_estimate", args=[pk]), RELEASE)
+    estimate = client.get(reverse("api_dataset_preview", args=[pk]), RELEASE)
     assert estimate.status_code == 200, estimate.content
     assert estimate.json()["fits"] is True and estimate.json()["epsilon_left"] == "0.5"
 

@@ -62,7 +62,9 @@ def assert_no_canary(text: str) -> None:
 def estimate(owner, dataset, index, kind, as_json=True, client=None):
     headers = {"HTTP_ACCEPT": "application/json"} if as_json else {}
     return (client or client_for(owner)).post(
-        reverse("dataset_estimate", args=[dataset.pk]), {"estimate": f"{index}:{kind}"}, **headers
+        reverse("dataset_dp_estimate", args=[dataset.pk]),
+        {"estimate": f"{index}:{kind}"},
+        **headers,
     )
 
 

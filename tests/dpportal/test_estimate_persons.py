@@ -87,7 +87,7 @@ def estimate(client, dataset, index, kind, **person):
     data = {"estimate": f"{index}:{kind}", "spend_numeric": "10"}
     data |= {k: str(v) for k, v in person.items()}
     return client.post(
-        reverse("dataset_estimate", args=[dataset.pk]), data, HTTP_ACCEPT="application/json"
+        reverse("dataset_dp_estimate", args=[dataset.pk]), data, HTTP_ACCEPT="application/json"
     )
 
 
@@ -179,7 +179,7 @@ def test_the_schema_page_posts_its_person_question_with_every_estimate(owner, tm
     client = client_for(owner)
     url = reverse("dataset_schema", args=[dataset.pk])
     text = client.get(url).content.decode()
-    action = reverse("dataset_estimate", args=[dataset.pk])
+    action = reverse("dataset_dp_estimate", args=[dataset.pk])
     assert f'formaction="{action}"' in text and 'id="estimate-form"' not in text
     # Without the script the button submits the schema form itself, person question included.
     rows = [{"type": "ignored"}, {"type": "numeric"}, {"type": "categorical"}]

@@ -52,7 +52,7 @@ def table_dataset(owner, tmp_path, *, delta_total="0.00001", neighbouring="repla
 def estimate(client, dataset, index, kind, **spend):
     data = {"estimate": f"{index}:{kind}"} | spend
     return client.post(
-        reverse("dataset_estimate", args=[dataset.pk]), data, HTTP_ACCEPT="application/json"
+        reverse("dataset_dp_estimate", args=[dataset.pk]), data, HTTP_ACCEPT="application/json"
     )
 
 

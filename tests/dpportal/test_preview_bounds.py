@@ -59,7 +59,7 @@ def range_dataset(owner):
 
 
 def test_the_worst_preview_the_form_accepts_does_bounded_work(owner, range_dataset, work):
-    url = reverse("release_estimate", args=[range_dataset.pk])
+    url = reverse("release_preview", args=[range_dataset.pk])
     result = client_for(owner).get(url, WORST).json()
     print(f"\nWorst preview: {work['pairs']:,} point x range evaluations, plans {work['plans']}")
     assert result["ok"], result
@@ -71,7 +71,7 @@ def test_the_worst_preview_the_form_accepts_does_bounded_work(owner, range_datas
 
 def test_a_small_preview_is_still_the_planners_exact_figure(owner, range_dataset, work):
     small = {**WORST, "range_grid": "16", "range_queries": "200"}
-    result = client_for(owner).get(reverse("release_estimate", args=[range_dataset.pk]), small)
+    result = client_for(owner).get(reverse("release_preview", args=[range_dataset.pk]), small)
     assert result.json()["ok"]
     assert work["pairs"] == 16 * 16 * 200  # the whole workload, once
     assert "mn12" in work["plans"]  # auto compared every candidate, as the release will
@@ -80,7 +80,7 @@ def test_a_small_preview_is_still_the_planners_exact_figure(owner, range_dataset
 
 def test_a_named_method_too_large_to_preview_says_so(owner, range_dataset, work):
     named = {**WORST, "range_method": "mn12"}
-    result = client_for(owner).get(reverse("release_estimate", args=[range_dataset.pk]), named)
+    result = client_for(owner).get(reverse("release_preview", args=[range_dataset.pk]), named)
     assert "too large to preview" in " ".join(result.json()["accuracy"])
     assert work["plans"] == []
 

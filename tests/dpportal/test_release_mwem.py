@@ -41,7 +41,7 @@ def test_the_form_passes_a_marginal_workload_and_rounds_but_no_row_count(owner, 
 def test_the_estimate_describes_rounds_and_noise(owner, dataset):
     result = (
         client_for(owner)
-        .get(reverse("release_estimate", args=[dataset.pk]), mwem_post(mwem_rounds=""))
+        .get(reverse("release_preview", args=[dataset.pk]), mwem_post(mwem_rounds=""))
         .json()
     )
     assert result["ok"], result
@@ -53,7 +53,7 @@ def test_a_workload_asking_for_the_full_table_measures_it_once(owner, dataset, a
     """3 columns with 3-way marginals, small against n·ε: the plan measures the full table
     (mechanisms.mwem.plan.measures_joint); the estimate says so and the release does it."""
     fields = mwem_post(mwem_rounds="", mwem_marginal_size="3")
-    url = reverse("release_estimate", args=[dataset.pk])
+    url = reverse("release_preview", args=[dataset.pk])
     result = client_for(owner).get(url, fields).json()
     assert result["ok"], result
     assert "asks for the full table" in result["accuracy"][0]

@@ -50,7 +50,7 @@ def test_it_answers_404_to_auditors_and_strangers(dataset, auditor, stranger):
         client = client_for(user)
         assert client.get(reverse("release_new", args=[dataset.pk])).status_code == 404
         assert post_new_release(client, dataset.pk, histogram_post()).status_code == 404
-        assert client.get(reverse("release_estimate", args=[dataset.pk])).status_code == 404
+        assert client.get(reverse("release_preview", args=[dataset.pk])).status_code == 404
     assert not Release.objects.exists()
 
 
@@ -127,7 +127,7 @@ def test_the_estimate_predicts_accuracy_and_budget_without_the_data(owner, monke
     monkeypatch.setattr(release_engine, "load_columns", no_raw_data)
     monkeypatch.setattr("pandas.read_csv", no_raw_data)
     response = client_for(owner).get(
-        reverse("release_estimate", args=[dataset.pk]), histogram_post(epsilon="0.25")
+        reverse("release_preview", args=[dataset.pk]), histogram_post(epsilon="0.25")
     )
     result = response.json()
     assert response.status_code == 200 and result["ok"], result
@@ -141,7 +141,7 @@ def test_the_estimate_predicts_accuracy_and_budget_without_the_data(owner, monke
 def test_the_estimate_warns_when_the_budget_does_not_fit(owner, dataset):
     result = (
         client_for(owner)
-        .get(reverse("release_estimate", args=[dataset.pk]), histogram_post(epsilon="3"))
+        .get(reverse("release_preview", args=[dataset.pk]), histogram_post(epsilon="3"))
         .json()
     )
     assert result["ok"] and result["fits"] is False and result["epsilon_left"] == "-2"
@@ -150,7 +150,7 @@ def test_the_estimate_warns_when_the_budget_does_not_fit(owner, dataset):
 def test_the_estimate_lists_what_to_fix(owner, dataset):
     result = (
         client_for(owner)
-        .get(reverse("release_estimate", args=[dataset.pk]), histogram_post(epsilon=""))
+        .get(reverse("release_preview", args=[dataset.pk]), histogram_post(epsilon=""))
         .json()
     )
     assert result["ok"] is False
@@ -279,7 +279,7 @@ def test_job_pages_answer_404_to_strangers(owner, dataset, stranger):
 def test_the_smoothed_histogram_gets_a_balanced_default_row_count(owner, dataset):
     client = client_for(owner)
     post = histogram_post(mechanism="smoothed_histogram", rows="", epsilon="1")
-    result = client.get(reverse("release_estimate", args=[dataset.pk]), post).json()
+    result = client.get(reverse("release_preview", args=[dataset.pk]), post).json()
     assert result["ok"] and "spread evenly over all cells" in result["accuracy"][0]
     post_new_release(client, dataset.pk, post)
     rows = Release.objects.get().params["rows"]

@@ -71,7 +71,7 @@ def test_the_estimate_plans_without_reading_the_data(owner, dataset, monkeypatch
 
     monkeypatch.setattr(release_engine, "load_columns", no_raw_data)
     result = (
-        client_for(owner).get(reverse("release_estimate", args=[dataset.pk]), range_post()).json()
+        client_for(owner).get(reverse("release_preview", args=[dataset.pk]), range_post()).json()
     )
     assert result["ok"], result
     assert (

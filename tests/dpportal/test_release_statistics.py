@@ -34,13 +34,13 @@ def test_the_form_offers_it_and_previews_each_interval(db):
     page = client.get(reverse("release_new", args=[dataset.pk])).content.decode()
     assert 'id="id_mechanism_statistics"' in page and "Summary statistics" in page
     assert 'name="stats_kinds"' in page and 'name="stats_weights"' in page
-    estimate = client.get(reverse("release_estimate", args=[dataset.pk]), POST).json()
+    estimate = client.get(reverse("release_preview", args=[dataset.pk]), POST).json()
     assert estimate["ok"], estimate
     lines = estimate["accuracy"]
     assert lines[0].startswith("5 statistics over 3 groups")  # Female, Male, (other)
     assert any(line.startswith("mean of age: ε = 0.16, typically ±") for line in lines)
     weighted = {**POST, "stats_weights": "1, 2"}  # five statistics, two weights
-    refused = client.get(reverse("release_estimate", args=[dataset.pk]), weighted).json()
+    refused = client.get(reverse("release_preview", args=[dataset.pk]), weighted).json()
     assert not refused["ok"] and "one per statistic" in " ".join(refused["errors"])
 
 
@@ -99,7 +99,7 @@ def test_a_column_with_ten_percent_missing_values_is_summarised_not_refused(db, 
     dataset = make_dataset(owner, schema=schema, path=path)
     client = client_for(owner)
     post = {**POST, "stats_kinds": ["count", "mean", "std", "median"]}
-    estimate = client.get(reverse("release_estimate", args=[dataset.pk]), post).json()
+    estimate = client.get(reverse("release_preview", args=[dataset.pk]), post).json()
     assert estimate["ok"], estimate
     assert any("hours-per-week are left out" in line for line in estimate["accuracy"])
     post_new_release(client, dataset.pk, post)

@@ -62,7 +62,7 @@ def test_the_form_preview_states_the_risk_of_the_release_and_the_total_after_it(
     spent = dataset.epsilon_spent
     result = (
         client_for(owner)
-        .get(reverse("release_estimate", args=[dataset.pk]), histogram_post(epsilon="0.25"))
+        .get(reverse("release_preview", args=[dataset.pk]), histogram_post(epsilon="0.25"))
         .json()
     )
     assert result["ok"], result
@@ -90,7 +90,7 @@ def test_the_api_estimate_states_a_person_level_risk(owner, tmp_path):
     )
     query = {"mechanism": "perturbed_histogram", "columns": ["age"], "epsilon": "1"}
     response = api(token_from_page(owner)).get(
-        reverse("api_dataset_estimate", args=[visits.pk]), query
+        reverse("api_dataset_preview", args=[visits.pk]), query
     )
     assert response.status_code == 200, response.content
     release = response.json()["risk"]["release"]
@@ -104,7 +104,7 @@ def test_the_preview_states_what_delta_means(owner):
     dataset = make_dataset(owner, delta_total="0.00001")
     result = (
         client_for(owner)
-        .get(reverse("release_estimate", args=[dataset.pk]), range_post(epsilon="2"))
+        .get(reverse("release_preview", args=[dataset.pk]), range_post(epsilon="2"))
         .json()
     )
     assert result["ok"], result

@@ -141,7 +141,7 @@ class Browser:
     def wait_for_estimate(self):
         """Wait until the new-release form shows the estimate for its latest input (each input
         makes the section busy until the answer to the last one has arrived)."""
-        self.page.locator("#estimate[aria-busy=false]").wait_for()
+        self.page.locator("#preview[aria-busy=false]").wait_for()
 
     def screenshot(self, name: str) -> None:
         """A step of this test: note any form control on the page that has no label, and save

@@ -89,7 +89,7 @@ def request_release(browser):
     for name in RELEASED:
         page.get_by_role("checkbox", name=re.compile(rf"^\s*{re.escape(name)} \(")).check()
     page.get_by_label("Privacy cost ε for this release").fill("0.5")
-    page.locator("#estimate-body").filter(has_text="Budget left after this release").wait_for()
+    page.locator("#preview-body").filter(has_text="Budget left after this release").wait_for()
     browser.wait_for_estimate()
     browser.click_and_wait(
         page.get_by_role("button", name="Spend this budget and make the release")

@@ -137,7 +137,7 @@ def request_release(browser, dataset, *, purpose, epsilon=None) -> int:
         page.get_by_label("Privacy cost ε for this release").fill(epsilon)
     page.get_by_label("What is the release for? (the owner reads this)").fill(purpose)
     browser.wait_for_estimate()
-    estimate = page.locator("#estimate-body")
+    estimate = page.locator("#preview-body")
     estimate.filter(has_text="Budget left after this release").wait_for()
     assert "with 95% probability" in estimate.inner_text()
     assert "all releases from your allotment together" in estimate.inner_text()

@@ -63,7 +63,7 @@ def test_custodian_works_on_object_storage(prebuild_packages, browser, s3_worker
     for name in ("age", "sex"):
         page.get_by_role("checkbox", name=re.compile(rf"^\s*{name} \(")).check()
     page.get_by_label("Privacy cost ε for this release").fill("1")
-    page.locator("#estimate-body").filter(has_text="Budget left after this release").wait_for()
+    page.locator("#preview-body").filter(has_text="Budget left after this release").wait_for()
     browser.wait_for_estimate()
     browser.click_and_wait(
         page.get_by_role("button", name="Spend this budget and make the release")

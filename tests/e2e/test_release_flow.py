@@ -121,7 +121,7 @@ def request_release(browser, risk_subject="a given row has some property"):
     page.get_by_label("Privacy cost ε for this release").fill(EPSILON)
     for label, value in MECHANISM_SETTINGS.items():
         page.get_by_label(label).fill(value)
-    estimate = page.locator("#estimate-body")
+    estimate = page.locator("#preview-body")
     estimate.filter(has_text="Budget left after this release").wait_for()
     browser.screenshot("release form with accuracy estimate")
     browser.wait_for_estimate()  # the estimate has caught up with the last input

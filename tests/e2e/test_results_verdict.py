@@ -117,6 +117,6 @@ def test_the_planner_proposes_an_epsilon_and_fills_it_in(browser, custodian, no_
     use.click()
     assert page.get_by_label("Privacy cost ε for this release").input_value() == proposed
     assert page.locator("#id_mechanism_perturbed_histogram").is_checked()
-    page.locator("#estimate-body table").first.wait_for()
+    page.locator("#preview-body table").first.wait_for()
     browser.screenshot("form with the proposed epsilon and its 95% table")
     browser.assert_no_problems()

@@ -37,8 +37,8 @@ def test_custodian_publishes_grouped_statistics(browser, custodian, celery_worke
         box.set_checked(label in STATISTICS)
     # each change schedules an estimate 300 ms later and only the latest answer is shown:
     # wait for that one (the section is busy until it has arrived)
-    page.locator("#estimate[aria-busy=false]").wait_for()
-    estimate = page.locator("#estimate-body")
+    page.locator("#preview[aria-busy=false]").wait_for()
+    estimate = page.locator("#preview-body")
     expect(estimate).to_contain_text("5 statistics over 3 groups", timeout=15_000)
     text = estimate.inner_text()
     assert "Budget left after this release" in text, text

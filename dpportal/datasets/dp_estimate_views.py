@@ -15,14 +15,14 @@ from django.views.decorators.http import require_POST
 from dpportal import services
 from dpportal.access.rules import dataset_for_owner
 from dpportal.core.formatting import plain_number
-from dpportal.datasets.estimate_offer import clamp_words, found_words
+from dpportal.datasets.dp_estimate_offer import clamp_words, found_words
 from dpportal.datasets.person_forms import PersonForm
 from dpportal.signals import client_address
 from mechanisms.persons import PersonLevel
 
 
 @require_POST
-def dataset_estimate(request, pk):
+def dataset_dp_estimate(request, pk):
     dataset = dataset_for_owner(request.user, pk)
     wants_json = "application/json" in request.headers.get("Accept", "")
     try:
@@ -41,7 +41,7 @@ def dataset_estimate(request, pk):
             return JsonResponse({"ok": False, "error": str(exc)}, status=400)
         messages.error(request, f"Nothing was spent: {exc}")
         return redirect("dataset_schema", pk=dataset.pk)
-    result = services.estimates.estimate_result(release)
+    result = services.dp_estimates.estimate_result(release)
     text = estimate_text(kind, result, release.epsilon)
     if wants_json:
         return JsonResponse({"ok": True, "kind": kind, "text": text, **_public(result)})
@@ -59,10 +59,10 @@ def _column_and_kind(dataset, value: str) -> tuple[str, str]:
 
 def posted_person(data, dataset):
     """The person level the page's person question shows: a PersonLevel, None ("each row is a
-    different person"), or `services.estimates.CONFIRMED` when the post does not carry the
+    different person"), or `services.dp_estimates.CONFIRMED` when the post does not carry the
     question (the confirmed schema's is used then)."""
     if "person_column" not in data:
-        return services.estimates.CONFIRMED
+        return services.dp_estimates.CONFIRMED
     form = PersonForm(data, columns=dataset.columns)
     if not form.is_valid():
         problems = [

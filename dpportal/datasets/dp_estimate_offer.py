@@ -26,12 +26,12 @@ def spend_choices(dataset) -> dict[str, list[dict]]:
     when δ = 0). Spends whose ε rounds to 0 are left out; those above what is left say so."""
     person = page_person(dataset)
     rows = dataset.row_count if row_count_is_public(dataset) and person is None else None
-    default = services.estimates.check_percent(None)
+    default = services.dp_estimates.check_percent(None)
     choices: dict[str, list[dict]] = {kind: [] for kind in KINDS}
     for kind in KINDS:
         if kind == "categorical" and dataset.delta_total <= 0:
             continue
-        for percent in services.estimates.spend_percents():
+        for percent in services.dp_estimates.spend_percents():
             epsilon, delta = services.estimate_cost(dataset, kind, percent)
             if epsilon <= 0:
                 continue
@@ -49,8 +49,8 @@ def page_person(dataset) -> PersonLevel | None:
     """The person level the schema page shows when it opens: the confirmed schema's, else the
     one the latest estimate used (None: each row is a different person)."""
     if dataset.schema_confirmed:
-        return services.estimates.confirmed_person(dataset)
-    used = services.estimates.estimated_person(dataset)
+        return services.dp_estimates.confirmed_person(dataset)
+    used = services.dp_estimates.estimated_person(dataset)
     if not used.get("person_column"):
         return None
     return PersonLevel(used["person_column"], used["max_rows_per_person"])
