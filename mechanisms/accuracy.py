@@ -48,6 +48,7 @@ class NoisePlan(Protocol):
 
 
 CONFIDENCE = 0.95
+ZERO_LEVEL = 0.001  # a count whose true value is 0 is told from 0 in at most 0.1% of releases
 PLANNER_EPSILON_RANGE = (1e-3, 100.0)
 PLANNER_STEPS = 40
 
@@ -68,6 +69,37 @@ def discrete_laplace_half_width(scale: float, confidence: float = CONFIDENCE) ->
         return 0
     accuracy = dp.discrete_laplacian_scale_to_accuracy(float(scale), 1.0 - confidence)
     return int(math.floor(accuracy))
+
+
+def zero_threshold(scale: float, terms: int = 1, level: float = ZERO_LEVEL) -> float:
+    """The one-sided (1 - level) quantile of the noise of a sum of `terms` noisy counts.
+
+    Each count has discrete Laplace noise of `scale`. One count: the exact quantile (P(Z > k) <=
+    level). A sum of several: the normal approximation of their sum (the noises are
+    independent; m counts of variance 2p/(1-p)^2, p = exp(-1/scale)). No noise (epsilon = inf,
+    scale 0): 0, so only a count of 0 is not told from zero.
+    """
+    if scale <= 0:
+        return 0.0
+    if terms == 1:
+        return float(discrete_laplace_half_width(scale, 1 - 2 * level))
+    p = math.exp(-1 / scale)
+    spread = math.sqrt(terms * 2 * p) / (1 - p)
+    return float(special.ndtri(1 - level)) * spread
+
+
+def told_from_zero(noisy: Any, scale: float, terms: int = 1, level: float = ZERO_LEVEL) -> Any:
+    """The rule for cells and groups the data may not hold: is a noisy count told from 0?
+
+    True where the noisy count (a sum of `terms` noisy counts of discrete Laplace `scale`) is
+    above `zero_threshold`: had the true count been 0, it would be so with probability at most
+    `level` (per count). MWEM and the histograms keep a "(missing)" or "(other)" cell only
+    where this holds (`mwem.structural`); the summary statistics publish a group's estimates
+    only where it holds for the group's noisy count (`statistics.support`).
+
+    Privacy: post-processing of released noisy counts and public scales only; spends nothing.
+    """
+    return np.asarray(noisy, dtype=float) > zero_threshold(scale, terms, level)
 
 
 def count_intervals(

@@ -117,12 +117,15 @@ def expected_accuracy(dataset, *, mechanism, columns, params, epsilon, delta=0.0
 
     The plan reads the schema, the settings and the stored row count (public under
     replace-one; under add-remove this preview is the custodian's own page): never the raw
-    file. Raises MechanismError for settings the mechanism would refuse (such as an epsilon
-    whose noise 64-bit counts cannot carry), so the form shows them before any budget is spent.
+    file; the kind may add owner-only facts from the upload's profile (`Kind.preview_facts`,
+    such as the count of empty cells the statistics leave out), shown to the owner alone.
+    Raises MechanismError for settings the mechanism would refuse (such as an epsilon whose
+    noise 64-bit counts cannot carry), so the form shows them before any budget is spent.
     """
     schema = mechanisms.Schema.from_dict(dataset.schema)
     plan = noise_plan(dataset, schema, mechanism, columns, params, epsilon, delta)
     kind = kind_of(mechanism)
+    plan.details["owner_facts"] = kind.preview_facts(dataset, list(columns), epsilon)
     return {
         "lines": kind.accuracy_lines(plan, schema, columns, dataset.row_count),
         "table": accuracy_preview.table(kind, plan, schema, columns, dataset.row_count),

@@ -98,6 +98,12 @@ class Kind:
             f"±{plan.expected_error:,.1f} rows."
         ]
 
+    def preview_facts(self, dataset, columns: list[str], epsilon) -> dict[str, Any]:
+        """OWNER-ONLY facts the accuracy preview may state beyond the public plan (such as
+        counts from the upload's profile); kept in the plan's details["owner_facts"], shown on
+        the owner's form only, never published (default: none)."""
+        return {}
+
     def preview_table(
         self, plan, schema, columns: list[str], n: int
     ) -> tuple[list[dict], list[dict]]:
