@@ -60,7 +60,7 @@ def dataset_releases(request, pk):
     if not key or len(key) > MAX_KEY_LENGTH:
         raise ApiError(400, NEEDS_KEY)
     data = read_json(request)
-    form = ReleaseForm(form_data(data, data.keys()), dataset=dataset)
+    form = ReleaseForm(form_data(data, data.keys()), dataset=dataset, spends=True)
     form_data(data, form.fields)  # refuse names the form does not have
     if not form.is_valid():
         raise invalid(form)

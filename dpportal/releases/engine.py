@@ -112,8 +112,9 @@ def _person_column(schema) -> list[str]:
 
 
 def expected_accuracy(dataset, *, mechanism, columns, params, epsilon, delta=0.0) -> dict:
-    """{"lines": plain sentences, "table": the 95% table (`accuracy_preview.table`)}: the
-    release's accuracy predicted from the mechanism's public plan (`noise_plan`).
+    """{"lines": plain sentences, "table": the 95% table (`accuracy_preview.table`),
+    "warnings": what the preview warns against (`Kind.preview_warnings`)}: the release's
+    accuracy predicted from the mechanism's public plan (`noise_plan`).
 
     The plan reads the schema, the settings and the stored row count (public under
     replace-one; under add-remove this preview is the custodian's own page): never the raw
@@ -129,6 +130,7 @@ def expected_accuracy(dataset, *, mechanism, columns, params, epsilon, delta=0.0
     return {
         "lines": kind.accuracy_lines(plan, schema, columns, dataset.row_count),
         "table": accuracy_preview.table(kind, plan, schema, columns, dataset.row_count),
+        "warnings": kind.preview_warnings(plan, schema, list(columns), dataset.row_count),
     }
 
 

@@ -41,6 +41,9 @@ class Statistics(Kind):
     def preview_table(self, plan, schema, columns, n):
         return portal.preview_table(plan, schema)
 
+    def preview_warnings(self, plan, schema, columns, row_count) -> list[str]:
+        return portal.preview_warnings(plan)
+
     def preview_facts(self, dataset, columns, epsilon) -> dict:
         return portal.owner_facts(dataset, epsilon)
 

@@ -265,3 +265,34 @@ def owner_facts(dataset, epsilon) -> dict:
         "rows": dataset.row_count,
         "missing_values": {p["name"]: int(p["missing"]) for p in proposals if p.get("missing")},
     }
+
+
+def preview_warnings(plan) -> list[str]:
+    """What the statistics preview warns against: statistics whose interval in a group of the
+    average size is the whole declared range, or which such a group would mostly not get."""
+    details = plan.details
+    facts = details.get("owner_facts") or {}
+    rows = float(details["group_rows"])
+    whole, withheld = [], []
+    for row in details["statistics"]:
+        if row["epsilon"] == 0 or row["statistic"] in ("count", "sum"):
+            continue
+        if "whole declared range" in within(row, _average_values(row, details, facts)):
+            whole.append(_name(row))
+        average = min(row["by_size"], key=lambda entry: abs(entry["size"] - rows))
+        if average["published"] < 0.5:
+            withheld.append(_name(row))
+    warnings = []
+    if whole:
+        warnings.append(
+            f"In a group of the average size ({rows:,.0f} rows) the 95% interval of "
+            f"{', '.join(whole)} is about the whole declared range: it will say next to "
+            "nothing. A larger ε, fewer statistics or fewer groups would help."
+        )
+    if withheld:
+        warnings.append(
+            f"A group of the average size ({rows:,.0f} rows) will mostly get no estimate of "
+            f"{', '.join(withheld)} (“too few rows to publish”): its noisy count at this ε "
+            "rarely shows its rows."
+        )
+    return warnings
