@@ -89,7 +89,7 @@ def zero_threshold(scale: float, terms: int = 1, level: float = ZERO_LEVEL) -> f
 
 
 def told_from_zero(noisy: Any, scale: float, terms: int = 1, level: float = ZERO_LEVEL) -> Any:
-    """The rule for cells and groups the data may not hold: is a noisy count told from 0?
+    """Whether a noisy count is told from 0: the rule for cells and groups data may not hold.
 
     True where the noisy count (a sum of `terms` noisy counts of discrete Laplace `scale`) is
     above `zero_threshold`: had the true count been 0, it would be so with probability at most

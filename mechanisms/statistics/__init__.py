@@ -72,6 +72,7 @@ half-widths), `quantiles`, `compute` (the statistics over every group, the relea
 """
 
 from mechanisms.statistics.compute import (
+    COLUMNS,
     FILES,
     TABLE_COLUMNS,
     Computer,
@@ -112,6 +113,7 @@ from mechanisms.statistics.request import (
 
 __all__ = [
     "CANDIDATES",
+    "COLUMNS",
     "END_CANDIDATES",
     "FILES",
     "KINDS",

@@ -44,6 +44,30 @@ FILES = {
     "estimate; missing values are left out of a column's statistics (the manifest lists the "
     "columns that may hold them)",
 }
+COLUMNS = {
+    "statistics.csv": {
+        "statistic": "which statistic: count (of rows), sum, mean, variance, std (standard "
+        "deviation), median or qNN (the NN-th percentile)",
+        "column": "the numeric column it summarises (empty for a count of rows)",
+        "*": "the group: a declared category of {column}, or “(other)” (values outside "
+        "them) or “(missing)” (no value)",
+        "estimate": "the statistic over the group's rows, with noise: a number of rows, or the "
+        "sum, mean, variance, standard deviation or percentile of the column's values present "
+        "(clamped to its declared bounds); empty where the group has too few rows to publish",
+        "ci_lower": "lower end of a 95% interval for the statistic's true value over the "
+        "group's rows (for a count, the number of rows; for a mean or median, the mean or "
+        "median itself)",
+        "ci_upper": "upper end of that 95% interval for the statistic's true value",
+        "noise_scale": "the scale of the main noise added: rows for a count, the column's unit "
+        "for a sum, the column's unit over the count for a mean or variance, rows of rank for "
+        "a percentile",
+        "epsilon": "the privacy loss ε spent on this statistic (for one row: at person level "
+        "the guarantee above says how many rows one person may have, and a person's rows "
+        "together spend that many times as much)",
+        "note": f"“{TOO_FEW}” where the group's noisy count does not show rows there (no "
+        "estimate is published); on a count, that the group may hold no rows",
+    }
+}
 TABLE_COLUMNS = (
     "statistic",
     "column",

@@ -14,10 +14,10 @@ import pandas as pd
 import pytest
 
 from mechanisms import Schema, histogram
+from mechanisms.accuracy import ZERO_LEVEL, zero_threshold
 from mechanisms.catalogue import run_release
 from mechanisms.mwem import mwem
 from mechanisms.mwem import release as mwem_release
-from mechanisms.accuracy import ZERO_LEVEL, zero_threshold
 from mechanisms.mwem.structural import structural_cells, unsupported_cells
 from mechanisms.noise import seeded_source
 from mechanisms.workload import expand_workload, marginals_spec

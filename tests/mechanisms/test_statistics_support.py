@@ -166,8 +166,10 @@ def test_an_own_count_takes_a_quarter_of_the_share_and_the_spend_adds_up():
 def test_the_plan_states_the_threshold_and_how_often_each_size_is_published():
     """The plan's threshold is the one the release applies; its published share of a group of
     each size matches 20,000 simulated noisy counts within 4 standard errors."""
-    plan = statistics.statistics_plan(SCHEMA, ["x", "g"], {"stat": ["mean:x"], "by": ["g"]},
-                                      epsilon=0.5, delta=0.0, neighbouring="add-remove", n=300)  # fmt: skip
+    params = {"stat": ["mean:x"], "by": ["g"]}
+    plan = statistics.statistics_plan(
+        SCHEMA, ["x", "g"], params, epsilon=0.5, delta=0.0, neighbouring="add-remove", n=300
+    )
     row = plan.details["statistics"][0]
     assert row["threshold"] == support.threshold(4.0)
     assert plan.details["sizes"] == sorted(s["size"] for s in row["by_size"])

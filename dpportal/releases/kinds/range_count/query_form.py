@@ -96,10 +96,10 @@ class RangeQueryForm(forms.Form):
             return None
         lower, upper, cells = self.edges[i]
         field = self[f"{key}_{i}"]
-        value = field.value() if self.is_bound else None
+        value = field.value() if self.is_bound else ""
         try:
-            start = min(max(float(value), lower), upper)
-        except (TypeError, ValueError):
+            start = min(max(float(value or ""), lower), upper)
+        except ValueError:
             start = lower if key == "lo" else upper
         return {
             "id": f"{field.auto_id}_slider",
