@@ -159,6 +159,8 @@ def test_an_own_count_takes_a_quarter_of_the_share_and_the_spend_adds_up():
     assert pieces[0] == Fraction(support.own_shares(request.shares[0])[0])
     assert pieces[0] <= shares[0] / 4 and pieces[0] > shares[0] / 4 * Fraction(999, 1000)
     out, table = _table(params, seed=5, epsilon=0.3)
+    pieces = out.manifest["parameters"]["sensitivities"]
+    assert pieces[0]["sensitivity"]["own count of present values (25% of its epsilon)"] == 1
     assert Fraction(out.spent["epsilon"]) <= Fraction(0.3)
     assert table.groupby("statistic")["epsilon"].first().astype(float).sum() == pytest.approx(0.3)
 
