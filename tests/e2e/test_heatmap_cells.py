@@ -4,7 +4,7 @@ in the browser console").
 Plotly guesses an axis's type from its labels: whole-number bins ("1", "2", …) with a
 "(missing)" cell read as numbers, so the "(missing)" row and column were dropped and their
 labels placed at NaN. A perturbed histogram of two whole-number columns that may miss values
-(education-num 1–16, age 17–21) is drawn on its results page; each heatmap must have a
+(education-num 1–17, age 17–22: one bin per value, the last two values together) is drawn on its results page; each heatmap must have a
 category axis on both sides with every label, and the browser must log nothing.
 """
 
@@ -41,8 +41,8 @@ def test_every_cell_of_a_heatmap_is_drawn(browser, custodian, no_broker):
     browser.goto(f"/releases/{release.pk}/")
     browser.settle()
     drawn = browser.page.evaluate(HEATMAPS)
-    education = [str(v) for v in range(1, 17)] + ["(missing)"]
-    ages = ["17", "18", "19", "20", "21", "(missing)"]
+    education = [str(v) for v in range(1, 16)] + ["16 to 17", "(missing)"]
+    ages = ["17", "18", "19", "20", "21 to 22", "(missing)"]
     assert drawn == [
         {"types": ["category", "category"], "z": [17, 6], "across": ages, "down": education}
     ]
