@@ -4,8 +4,9 @@ in the browser console").
 Plotly guesses an axis's type from its labels: whole-number bins ("1", "2", …) with a
 "(missing)" cell read as numbers, so the "(missing)" row and column were dropped and their
 labels placed at NaN. A perturbed histogram of two whole-number columns that may miss values
-(education-num 1–17, age 17–22: one bin per value, the last two values together) is drawn on its results page; each heatmap must have a
-category axis on both sides with every label, and the browser must log nothing.
+(education-num 1–17, age 17–22: one bin per value, the last two values together) is drawn on
+its results page; each heatmap must have a category axis on both sides with every label, and
+the browser must log nothing.
 """
 
 import pytest
