@@ -137,6 +137,13 @@ class Dataset(models.Model):
     # (dpportal/records): served to anyone while on and the dataset is not deleted.
     public_record = models.BooleanField(default=False)
 
+    # What the public pages and packages of its releases say about who publishes them (public;
+    # set by the owner on the dataset page, `services.dataset_set_publishing`).
+    publish_title = models.CharField(max_length=200, blank=True)
+    publisher = models.CharField(max_length=200, blank=True)
+    publish_contact = models.CharField(max_length=254, blank=True)
+    publish_note = models.TextField(max_length=2000, blank=True)
+
     class Meta:
         ordering = ["-created_at"]
         # Granted through the "Custodians" group (dpportal.access.rules.grant_custodian); an account

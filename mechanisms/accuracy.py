@@ -48,6 +48,7 @@ class NoisePlan(Protocol):
 
 
 CONFIDENCE = 0.95
+ZERO_LEVEL = 0.001  # a count whose true value is 0 is told from 0 in at most 0.1% of releases
 PLANNER_EPSILON_RANGE = (1e-3, 100.0)
 PLANNER_STEPS = 40
 
@@ -68,6 +69,37 @@ def discrete_laplace_half_width(scale: float, confidence: float = CONFIDENCE) ->
         return 0
     accuracy = dp.discrete_laplacian_scale_to_accuracy(float(scale), 1.0 - confidence)
     return int(math.floor(accuracy))
+
+
+def zero_threshold(scale: float, terms: int = 1, level: float = ZERO_LEVEL) -> float:
+    """The one-sided (1 - level) quantile of the noise of a sum of `terms` noisy counts.
+
+    Each count has discrete Laplace noise of `scale`. One count: the exact quantile (P(Z > k) <=
+    level). A sum of several: the normal approximation of their sum (the noises are
+    independent; m counts of variance 2p/(1-p)^2, p = exp(-1/scale)). No noise (epsilon = inf,
+    scale 0): 0, so only a count of 0 is not told from zero.
+    """
+    if scale <= 0:
+        return 0.0
+    if terms == 1:
+        return float(discrete_laplace_half_width(scale, 1 - 2 * level))
+    p = math.exp(-1 / scale)
+    spread = math.sqrt(terms * 2 * p) / (1 - p)
+    return float(special.ndtri(1 - level)) * spread
+
+
+def told_from_zero(noisy: Any, scale: float, terms: int = 1, level: float = ZERO_LEVEL) -> Any:
+    """Whether a noisy count is told from 0: the rule for cells and groups data may not hold.
+
+    True where the noisy count (a sum of `terms` noisy counts of discrete Laplace `scale`) is
+    above `zero_threshold`: had the true count been 0, it would be so with probability at most
+    `level` (per count). MWEM and the histograms keep a "(missing)" or "(other)" cell only
+    where this holds (`mwem.structural`); the summary statistics publish a group's estimates
+    only where it holds for the group's noisy count (`statistics.support`).
+
+    Privacy: post-processing of released noisy counts and public scales only; spends nothing.
+    """
+    return np.asarray(noisy, dtype=float) > zero_threshold(scale, terms, level)
 
 
 def count_intervals(
@@ -153,8 +185,14 @@ def plan_half_width(plan: NoisePlan, n: int, confidence: float = CONFIDENCE) -> 
     Discrete Laplace on each output: its exact quantile. The smoothed histogram's sampling:
     how far its estimate of the real count of a cell holding an average share 1/m of the rows
     strays, at `confidence`, exactly (`binomial_half_width`; n public). Otherwise (sums of
-    noise terms, Gaussian noise): z·(the plan's standard deviation). None without a figure.
+    noise terms, Gaussian noise): z·(the plan's standard deviation). A plan that states its own
+    95% half-width (details["noise_95"]: range counts, whose answers are sums of many noise
+    terms with a known kurtosis) is taken at its word at that confidence. None without a
+    figure.
     """
+    stated = plan.details.get("noise_95")
+    if stated is not None and confidence == CONFIDENCE:
+        return float(stated)
     if plan.noise == "discrete Laplace" and plan.scale is not None:
         return float(discrete_laplace_half_width(plan.scale, confidence))
     if plan.noise == "sampling":

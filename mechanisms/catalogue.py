@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 from typing import Any
 
@@ -33,6 +33,7 @@ from mechanisms.errors import MechanismError
 from mechanisms.mwem import run_mwem
 from mechanisms.noise import RandomSource, resolve_rng
 from mechanisms.range_count.api import MECHANISM_NAMES, range_count_release
+from mechanisms.range_count.intervals import ANSWER_COLUMNS
 from mechanisms.release import PACKAGE_VERSION, Progress, ReleaseOutput, json_ready
 from mechanisms.release_request import MechanismInputs, PlanInputs
 from mechanisms.schema import Schema
@@ -99,6 +100,8 @@ class MechanismSpec:
     plan: Callable[[PlanInputs], plans.NoisePlan]
     guarantee: Callable[[float, float, str, dict[str, Any]], Guarantee]
     files: dict[str, str]
+    # what each column of its CSV files holds, per file: mechanisms.package.columns
+    columns: dict[str, dict[str, str]] = field(default_factory=dict)
     reads_in_chunks: bool = False
     counts_only: bool = False  # reads nothing but the schema's cell counts: takes an EngineTable
     long_running: bool = False  # iterative: always a long job, whatever its support size
@@ -141,6 +144,7 @@ CATALOGUE: dict[str, MechanismSpec] = {
         plan=plans.perturbed_plan,
         guarantee=pure_guarantee,
         files=histogram.PERTURBED_FILES,
+        columns=histogram.PERTURBED_COLUMNS,
         reads_in_chunks=True,
         counts_only=True,
     ),
@@ -162,6 +166,7 @@ CATALOGUE: dict[str, MechanismSpec] = {
         plan=plans.smoothed_plan,
         guarantee=pure_guarantee,
         files=histogram.SMOOTHED_FILES,
+        columns=histogram.SMOOTHED_COLUMNS,
         reads_in_chunks=True,
         counts_only=True,
         synthetic_rows=True,
@@ -206,6 +211,12 @@ CATALOGUE: dict[str, MechanismSpec] = {
             "synthetic.csv": "rows sampled from MWEM's fitted distribution",
             "measurements.json": "every noisy measurement MWEM made (itself the DP release)",
         },
+        columns={
+            "synthetic.csv": {
+                "*": "a made-up value of {column}, sampled from MWEM's fitted distribution (a "
+                "numeric value drawn evenly within its bin)"
+            }
+        },
         long_running=True,
         synthetic_rows=True,
         counts_only=True,  # its records are rebuilt from the cell counts (Schema.encode)
@@ -241,6 +252,7 @@ CATALOGUE: dict[str, MechanismSpec] = {
             "answers.csv": "per range: estimate, 95% interval (noise plus rounding), noise sd",
             "structure.json": "the released structure: answers new ranges at no privacy cost",
         },
+        columns={"answers.csv": ANSWER_COLUMNS},
         reads_in_chunks=True,
     ),
     "statistics": MechanismSpec(
@@ -261,6 +273,7 @@ CATALOGUE: dict[str, MechanismSpec] = {
         plan=statistics.statistics_plan,
         guarantee=pure_guarantee,
         files=statistics.FILES,
+        columns=statistics.COLUMNS,
     ),
 }
 

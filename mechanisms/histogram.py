@@ -350,6 +350,37 @@ PERTURBED_FILES = {
     "(ci_lower, ci_upper) from the discrete Laplace noise",
     "synthetic.csv": "rows sampled from the clipped, renormalised noisy histogram",
 }
+CELL = "the cell's bin or category of {column}"
+PERTURBED_COLUMNS = {
+    "noisy_counts.csv": {
+        "*": CELL,
+        "noisy_count": "the number of rows in the cell plus discrete Laplace noise (unbiased: "
+        "kept when negative)",
+        "ci_lower": "lower end of a 95% interval for the cell's true number of rows, from the "
+        "noise's exact distribution",
+        "ci_upper": "upper end of that 95% interval for the cell's true number of rows",
+    },
+    "synthetic.csv": {
+        "*": "a made-up value of {column}, sampled from the noisy histogram (a numeric value "
+        "drawn evenly within its bin)"
+    },
+}
+SMOOTHED_COLUMNS = {
+    "noisy_counts.csv": {
+        "*": CELL,
+        "synthetic_count": "how many of the synthetic rows fell in the cell (no noise is added: "
+        "the blend with an even spread protects privacy)",
+        "real_count_estimate": "the cell's real number of rows, estimated from its synthetic "
+        "rows and the public blend",
+        "ci_lower": "lower end of a 95% interval for the cell's real number of rows (the "
+        "sampling of the synthetic rows)",
+        "ci_upper": "upper end of that 95% interval for the cell's real number of rows",
+    },
+    "synthetic.csv": {
+        "*": "a made-up value of {column}, drawn from a blend of the real histogram and an even "
+        "spread (a numeric value drawn evenly within its bin)"
+    },
+}
 SMOOTHED_FILES = {
     "noisy_counts.csv": "number of synthetic rows in every cell (no separate noisy counts "
     "exist for this mechanism), the real count it estimates and a 95% interval for that "

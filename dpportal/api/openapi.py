@@ -375,6 +375,11 @@ def release_schemas() -> dict:
             "columns": {"type": "array", "items": {"type": "string"}},
             "epsilon": {"type": "string", "description": "a decimal, such as 0.5"},
             "delta": {"type": "string", "description": "a decimal; 0 when left out"},
+            "confirm": {
+                "type": "boolean",
+                "description": "true to spend although the accuracy preview warns (the "
+                "estimate's accuracy.warnings); without it such a release is refused",
+            },
         }
         properties |= {name: field_schema(field) for name, field in kind.form_fields().items()}
         bodies.append(

@@ -64,7 +64,9 @@ def dataset_releases(request, pk):
     dataset = dataset_for_owner(request.user, pk)
     if dataset.is_deleted or not dataset.schema_confirmed:
         raise ApiError(409, "Releases need a dataset that is not deleted, with a confirmed schema.")
-    form, nonce = valid_form_and_nonce(request, lambda data: ReleaseForm(data, dataset=dataset))
+    form, nonce = valid_form_and_nonce(
+        request, lambda data: ReleaseForm(data, dataset=dataset, spends=True)
+    )
     try:
         release = services.release_create(
             dataset=dataset,

@@ -4,7 +4,7 @@ from django.urls import path
 
 from dpportal.access import views as access_views
 from dpportal.access.rules import custodian_required
-from dpportal.datasets import budget_views, dp_estimate_views, views
+from dpportal.datasets import budget_views, dp_estimate_views, publishing_views, views
 from dpportal.sources import views as source_views
 
 urlpatterns = [
@@ -28,6 +28,11 @@ urlpatterns = [
         name="dataset_budget_join",
     ),
     path("datasets/<int:pk>/auditors/", views.dataset_auditors, name="dataset_auditors"),
+    path(
+        "datasets/<int:pk>/publishing/",
+        publishing_views.dataset_publishing,
+        name="dataset_publishing",
+    ),
     path("datasets/<int:pk>/delete/", views.dataset_delete, name="dataset_delete"),
     path(
         "datasets/<int:pk>/invitations/",

@@ -29,6 +29,7 @@ from dpportal.datasets.forms import (
     schema_initial,
 )
 from dpportal.datasets.person_forms import person_detail, person_form
+from dpportal.datasets.publishing_views import publishing_form
 from dpportal.datasets.schema_proposals import column_estimates, dp_estimate_offer, schema_entries
 from dpportal.models import Release
 from dpportal.signals import client_address
@@ -161,6 +162,7 @@ def dataset_detail(request, pk):
         "budget_form": BudgetForm(initial=_budget_initial(dataset)) if owner else None,
         "same_people_form": same_people_form(dataset) if owner else None,
         "auditor_form": AuditorForm() if owner else None,
+        "publishing_form": publishing_form(dataset) if owner else None,
         "auditors": dataset.auditors.order_by("username") if owner else [],
         "invitations": services.pending_invitations(dataset) if owner else [],
         "reserved_epsilon": held_on_budget(dataset.budget_id)[0],

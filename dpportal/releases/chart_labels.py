@@ -23,9 +23,17 @@ def short_label(label: str, limit: int = MAX_LABEL) -> str:
 def category_axis(title, labels, *, across: bool) -> dict:
     """An axis that labels every category (up to MAX_TICKS), abbreviated so that labels never
     overlap or get cut off: margins grow to fit (automargin), and labels across the bottom
-    stand upright when side by side they would not fit (slanted ones would overlap)."""
+    stand upright when side by side they would not fit (slanted ones would overlap).
+
+    Always a category axis: left to guess, plotly reads labels such as "1", "2", "(missing)" as
+    numbers, drops the one that is not (a heatmap lost a row and a column, with NaN in the
+    browser's console) and spaces the rest by value."""
     # standoff: with automargin, plotly then places the title clear of the tick labels
-    axis = {"title": {"text": plotly_text(title), "standoff": 12}, "automargin": True}
+    axis = {
+        "type": "category",
+        "title": {"text": plotly_text(title), "standoff": 12},
+        "automargin": True,
+    }
     shown = [short_label(label) for label in labels]
     if len(labels) <= MAX_TICKS:
         axis.update(tickmode="array", tickvals=list(labels), ticktext=shown)

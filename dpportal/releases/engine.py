@@ -112,20 +112,25 @@ def _person_column(schema) -> list[str]:
 
 
 def expected_accuracy(dataset, *, mechanism, columns, params, epsilon, delta=0.0) -> dict:
-    """{"lines": plain sentences, "table": the 95% table (`accuracy_preview.table`)}: the
-    release's accuracy predicted from the mechanism's public plan (`noise_plan`).
+    """{"lines": plain sentences, "table": the 95% table (`accuracy_preview.table`),
+    "warnings": what the preview warns against (`Kind.preview_warnings`)}: the release's
+    accuracy predicted from the mechanism's public plan (`noise_plan`).
 
     The plan reads the schema, the settings and the stored row count (public under
     replace-one; under add-remove this preview is the custodian's own page): never the raw
-    file. Raises MechanismError for settings the mechanism would refuse (such as an epsilon
-    whose noise 64-bit counts cannot carry), so the form shows them before any budget is spent.
+    file; the kind may add owner-only facts from the upload's profile (`Kind.preview_facts`,
+    such as the count of empty cells the statistics leave out), shown to the owner alone.
+    Raises MechanismError for settings the mechanism would refuse (such as an epsilon whose
+    noise 64-bit counts cannot carry), so the form shows them before any budget is spent.
     """
     schema = mechanisms.Schema.from_dict(dataset.schema)
     plan = noise_plan(dataset, schema, mechanism, columns, params, epsilon, delta)
     kind = kind_of(mechanism)
+    plan.details["owner_facts"] = kind.preview_facts(dataset, list(columns), epsilon)
     return {
         "lines": kind.accuracy_lines(plan, schema, columns, dataset.row_count),
         "table": accuracy_preview.table(kind, plan, schema, columns, dataset.row_count),
+        "warnings": kind.preview_warnings(plan, schema, list(columns), dataset.row_count),
     }
 
 

@@ -84,12 +84,21 @@ class ReleaseForm(forms.Form):
         "empty for 0 (the guarantee always holds).",
     )
 
-    def __init__(self, *args, dataset, user=None, **kwargs):
+    confirm = forms.BooleanField(
+        label="Spend anyway: I have read what the preview warns against",
+        required=False,
+        help_text="Needed only when the expected accuracy above warns that the release would "
+        "be mostly noise.",
+    )
+
+    def __init__(self, *args, dataset, user=None, spends=False, **kwargs):
         """With `user` (the form that spends), a submission needs a one-time token issued to
         that user for this dataset; every rendering carries a fresh one (`next_submission`).
-        Without (the accuracy preview), no token is read."""
+        Without (the accuracy preview), no token is read. `spends`: the form is the request to
+        spend (the page's POST, the API's), so a release the preview warns against needs its
+        `confirm` box ticked (`_check_confirmed`)."""
         super().__init__(*args, **kwargs)
-        self.dataset, self.user = dataset, user
+        self.dataset, self.user, self.spends = dataset, user, spends
         self.next_submission = submission_token(user, dataset) if user is not None else ""
         self.fields["epsilon"].initial = suggested_epsilon(dataset.epsilon_remaining)
         self.schema = mechanisms.Schema.from_dict(dataset.schema)
@@ -149,7 +158,25 @@ class ReleaseForm(forms.Form):
             kind_of(mechanism).check_columns(self, columns)
         if mechanism and columns and data.get("epsilon") and not self.errors:
             self._dry_run()
+            self._check_confirmed()
         return data
+
+    def warnings(self) -> list[str]:
+        """What the dry run's preview warns against ([] before a dry run or without warnings)."""
+        return getattr(self, "expected_accuracy", {}).get("warnings", [])
+
+    def _check_confirmed(self):
+        """A spend the preview warns against needs the `confirm` box ticked: the page's script
+        shows the box with the warnings, and this check holds whatever sends the form."""
+        warnings = self.warnings()
+        if self.spends and warnings and not self.cleaned_data.get("confirm"):
+            self.add_error(
+                "confirm",
+                "The expected accuracy warns: "
+                + " ".join(warnings)
+                + " Nothing was spent. To make this release as it is, tick “Spend anyway” (in "
+                'the API, send "confirm": true); or change the settings.',
+            )
 
     def _dry_run(self):
         """Plan the release on public inputs only, so settings the mechanism would refuse are

@@ -6,6 +6,7 @@ Only mechanism output and public context (title, dataset name, budget spent) go 
 custodian-only utility report lives elsewhere (`dpportal.releases.utility`) and is never added.
 """
 
+import hashlib
 import io
 import json
 import zipfile
@@ -20,7 +21,7 @@ from dpportal.core.formatting import plain_number
 from dpportal.models import Release
 from mechanisms import package
 
-PACKAGE_LAYOUT = 4  # bump when the package's files or README change: rebuilds cached zips
+PACKAGE_LAYOUT = 5  # bump when the package's files or README change: rebuilds cached zips
 
 
 def output_dir(release) -> Path:
@@ -59,14 +60,29 @@ def package_files(release) -> dict[str, bytes]:
 
 
 def context(release) -> package.PackageContext:
-    """The public facts a package states beyond its manifest: title, dataset, date, budget."""
+    """The public facts a package states beyond its manifest: title, dataset, date, budget,
+    and who publishes it (the dataset's publishing details, `services.dataset_set_publishing`;
+    without a title of their own, "Differentially private release" and its number)."""
     finished = release.finished_at or release.created_at
+    dataset = release.dataset
     return package.PackageContext(
-        title=f"Differentially private release {release.pk}",
-        dataset=release.dataset.name,
+        title=dataset.publish_title or f"Differentially private release {release.pk}",
+        dataset=dataset.name,
         made_on=f"released {finished:%d %B %Y}",
-        budget=budget(release.dataset),
+        budget=budget(dataset),
+        publisher=dataset.publisher,
+        contact=dataset.publish_contact,
+        note=dataset.publish_note,
+        reference=f"Release {release.pk}" if dataset.publish_title else "",
     )
+
+
+def publishing_key(release) -> str:
+    """A short digest of the publishing details the package states (its zip is rebuilt when
+    the owner changes them)."""
+    dataset = release.dataset
+    details = (dataset.publish_title, dataset.publisher, dataset.publish_contact)
+    return hashlib.sha256(repr((*details, dataset.publish_note)).encode()).hexdigest()[:12]
 
 
 def budget(dataset) -> package.Budget:
@@ -88,9 +104,10 @@ def budget(dataset) -> package.Budget:
 
 
 def package_zip_path(release) -> Path:
-    """The public package as one zip, built on first use and kept (a release never changes);
-    kept in the object store when one is configured (`dpportal.core.object_store`)."""
-    path = cache_dir(release) / f"package-v{PACKAGE_LAYOUT}.zip"
+    """The public package as one zip, built on first use and kept (a release never changes;
+    its publishing details may: one zip per state of them, `publishing_key`); kept in the
+    object store when one is configured (`dpportal.core.object_store`)."""
+    path = cache_dir(release) / f"package-v{PACKAGE_LAYOUT}-{publishing_key(release)}.zip"
     if not object_store.exists(path):
         folder = f"release-{release.pk}"
         with (

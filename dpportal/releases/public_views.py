@@ -27,7 +27,7 @@ from dpportal.releases.presentation import release_for_owner
 from dpportal.signals import client_address
 from mechanisms import package
 
-PUBLIC_PAGE_LAYOUT = 2  # bump when the public page changes: re-renders kept pages
+PUBLIC_PAGE_LAYOUT = 3  # bump when the public page changes: re-renders kept pages
 
 
 def _published(pk) -> Release:
@@ -76,9 +76,10 @@ def _revalidated(response):
 
 
 def _report_page(release) -> str:
-    """The report page, rendered once per state of the dataset's budget and kept."""
+    """The report page, rendered once per state of the dataset's budget and publishing
+    details (everything in its context) and kept."""
     context = packaging.context(release)
-    key = hashlib.sha256(repr((PUBLIC_PAGE_LAYOUT, context.budget)).encode()).hexdigest()[:16]
+    key = hashlib.sha256(repr((PUBLIC_PAGE_LAYOUT, context)).encode()).hexdigest()[:16]
     path = packaging.cache_dir(release) / f"public-page-{key}.html"
     if not path.exists():
         names = packaging.package_names(release)

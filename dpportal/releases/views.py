@@ -44,7 +44,7 @@ def release_new(request, dataset_pk):
     dataset = dataset_for_owner(request.user, dataset_pk)
     if dataset.is_deleted or not dataset.schema_confirmed:
         return render(request, "dpportal/releases/new.html", {"dataset": dataset, "form": None})
-    form = ReleaseForm(request.POST or None, dataset=dataset, user=request.user)
+    form = ReleaseForm(request.POST or None, dataset=dataset, user=request.user, spends=True)
     if request.method == "POST" and form.is_valid():
         try:
             release = services.release_create(
@@ -111,6 +111,7 @@ def preview_answer(form, *, left, epsilon_total, risk) -> dict:
         "ok": True,
         "accuracy": form.expected_accuracy["lines"],
         "accuracy_table": form.expected_accuracy["table"],
+        "warnings": form.expected_accuracy["warnings"],
         "epsilon_left": plain_number(epsilon_left),
         "delta_left": plain_number(delta_left),
         "fits": epsilon_left >= 0 and delta_left >= 0,

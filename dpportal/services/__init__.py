@@ -11,6 +11,7 @@ One module per concept:
     reaper       retrying or failing releases whose worker died, resending lost jobs
     publishing   after publication: utility report, zip and chart data
     public_pages a release's public page: switched on or withdrawn by its owner
+    publishing_details  the title, publisher, contact and note its public pages show
     datasets     upload, auditors, schema confirmation, deletion
     tokens       per-user API tokens: create, revoke, authenticate
     invitations  e-mailed, expiring, single-use invitations to audit a dataset
@@ -50,6 +51,7 @@ from dpportal.services.invitations import (
     pending_invitations,
 )
 from dpportal.services.public_pages import public_pages, release_set_public
+from dpportal.services.publishing_details import dataset_set_publishing
 from dpportal.services.reaper import release_reap
 from dpportal.services.releases import release_cancel, release_create
 from dpportal.services.requests import request_decide, request_submit, request_withdraw
@@ -80,6 +82,7 @@ __all__ = [
     "dataset_register_source",
     "dataset_remove_orphan_files",
     "dataset_set_auditor",
+    "dataset_set_publishing",
     "dataset_shared_with",
     "invitation_accept",
     "invitation_for_secret",

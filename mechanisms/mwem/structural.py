@@ -12,7 +12,7 @@ a blank (issue 44). The rule here, post-processing of the published measurements
 
 The count is read from the published measurement that holds it with the fewest noisy cells: a
 1-way marginal (the start of every plan with rounds or none) gives it as one noisy count, whose
-discrete Laplace noise has an exact quantile (`accuracy.discrete_laplace_half_width`); the full
+discrete Laplace noise has an exact quantile (`accuracy.zero_threshold`); the full
 table (the `measures_joint` plan) gives it as the sum of the m cells of its slice, whose noise
 quantile is taken from the normal approximation of that sum (m independent counts of variance
 2p/(1-p)², p = exp(-1/scale)). Everything else in the model is left as fitted, and the rest of
@@ -24,13 +24,11 @@ of the noisy answers in measurements.json and of public scales.
 
 from __future__ import annotations
 
-import math
-from statistics import NormalDist
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mechanisms.accuracy import discrete_laplace_half_width
+from mechanisms.accuracy import ZERO_LEVEL, told_from_zero
 from mechanisms.arrays import AnyArray
 from mechanisms.schema import MISSING_LABEL, OTHER_LABEL
 
@@ -38,7 +36,6 @@ if TYPE_CHECKING:
     from mechanisms.mwem.distribution import FactoredDistribution
     from mechanisms.schema import Schema
 
-ZERO_LEVEL = 0.001  # a complete column's structural cell survives in at most 0.1% of releases
 STRUCTURAL_LABELS = (MISSING_LABEL, OTHER_LABEL)
 
 
@@ -54,32 +51,21 @@ def structural_cells(schema: Schema, columns: list[str]) -> dict[int, list[int]]
     return cells
 
 
-def noise_threshold(scale: float, terms: int, level: float = ZERO_LEVEL) -> float:
-    """The one-sided (1 - level) quantile of the noise of a sum of `terms` noisy counts.
-
-    One count: the exact discrete Laplace quantile (P(Z > k) <= level). A sum of several: the
-    normal approximation of their sum (the counts' noises are independent). No noise (ε = ∞,
-    scale 0): 0, so only a count of 0 is not told from zero.
-    """
-    if scale <= 0:
-        return 0.0
-    if terms == 1:
-        return float(discrete_laplace_half_width(scale, 1 - 2 * level))
-    p = math.exp(-1 / scale)
-    spread = math.sqrt(terms * 2 * p) / (1 - p)
-    return NormalDist().inv_cdf(1 - level) * spread
-
-
 def unsupported_slices(
     noisy: AnyArray, axis: int, found: list[int], scale: float, level: float = ZERO_LEVEL
 ) -> list[int]:
     """The cells of `found` along `axis` of a noisy table whose slice sum is not told from 0.
 
     Each slice sums noisy.size / noisy.shape[axis] counts, each with discrete Laplace noise of
-    `scale`; a slice at or below `noise_threshold` of that many is not told from zero.
+    `scale`; the rule is `accuracy.told_from_zero` on that sum (a complete column's cell
+    survives in at most ZERO_LEVEL of releases).
     """
-    threshold = noise_threshold(scale, noisy.size // noisy.shape[axis], level)
-    return [c for c in found if float(np.take(noisy, c, axis=axis).sum()) <= threshold]
+    terms = noisy.size // noisy.shape[axis]
+    return [
+        c
+        for c in found
+        if not told_from_zero(float(np.take(noisy, c, axis=axis).sum()), scale, terms, level)
+    ]
 
 
 def unsupported_cells(

@@ -55,7 +55,7 @@ def build_package(
     package = {name: content for name, content in files.items() if not name.endswith(".csv")}
     package.update({table.name: csv_text(table) for table in tables})
     package["manifest.json"] = json_bytes(manifest)
-    package["README.txt"] = readme_text(manifest, names, context).encode()
+    package["README.txt"] = readme_text(manifest, names, context, tables).encode()
     html = report_html(manifest, tables, names, context)
     package["report.html"] = html.encode()
     package["report.pdf"] = report_pdf(html)

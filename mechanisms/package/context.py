@@ -33,6 +33,20 @@ class PackageContext:
     dataset: str = ""
     made_on: str = ""
     budget: Budget | None = None
+    publisher: str = ""
+    contact: str = ""
+    note: str = ""
+    reference: str = ""  # which release of the publisher's this is, such as "release 12"
+
+
+def publisher_sentences(context: PackageContext) -> list[str]:
+    """Who publishes the release and how to reach them, in words ([] if neither is given)."""
+    sentences = []
+    if context.publisher:
+        sentences.append(f"Published by {context.publisher}.")
+    if context.contact:
+        sentences.append(f"Contact: {context.contact}.")
+    return sentences
 
 
 def mechanism_title(manifest: dict[str, Any]) -> str:

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Sequence
 from typing import Any
 
 from mechanisms.accuracy import CONFIDENCE
+from mechanisms.package.columns import description_lines
 from mechanisms.package.context import (
     PackageContext,
     budget_sentence,
     guarantee_sentences,
     mechanism_title,
+    publisher_sentences,
     released_columns,
     risk_of_budget,
     risk_of_release,
 )
-from mechanisms.package.tables import NEGATIVE_NOTE, PRECISION_NOTES
+from mechanisms.package.tables import NEGATIVE_NOTE, PRECISION_NOTES, Table
 
 PACKAGE_FILES = {
     "manifest.json": "the technical record: mechanism, settings and privacy guarantee",
@@ -41,8 +44,16 @@ def file_descriptions(manifest: dict[str, Any]) -> dict[str, str]:
     return {**{str(k): str(v) for k, v in manifest.get("files", {}).items()}, **PACKAGE_FILES}
 
 
-def readme_text(manifest: dict[str, Any], names: list[str], context: PackageContext) -> str:
-    """A plain-language explanation of the package and its privacy guarantee."""
+def readme_text(
+    manifest: dict[str, Any],
+    names: list[str],
+    context: PackageContext,
+    tables: Sequence[Table] = (),
+) -> str:
+    """A plain-language explanation of the package and its privacy guarantee.
+
+    With what each column of its CSV `tables` holds (`columns.column_descriptions`).
+    """
     described = file_descriptions(manifest)
     listing = "\n".join(
         textwrap.fill(
@@ -75,9 +86,13 @@ def readme_text(manifest: dict[str, Any], names: list[str], context: PackageCont
         "The numbers are not exact: small counts in particular can be far off. Where a noisy "
         f"count is negative, its row says so in a note column ({NEGATIVE_NOTE}). Patterns that "
         "involve many rows are usually reliable. Where a file has ci_lower and ci_upper, "
-        f"they are a {CONFIDENCE:.0%} margin of error: the true count lies between them "
-        f"{round(100 * CONFIDENCE)} times in 100. Nothing in these files was computed by "
-        "comparing with the private table."
+        f"they are a {CONFIDENCE:.0%} margin of error: the true value they are for (see "
+        f"Columns below) lies between them {round(100 * CONFIDENCE)} times in 100. Nothing in "
+        "these files was computed by comparing with the private table."
+    )
+    columns = "\n".join(
+        textwrap.fill(line, width=78, initial_indent="  ", subsequent_indent="    ")
+        for line in description_lines(manifest, list(tables))
     )
     numbers = "\n".join(_paragraph(s) for s in PRECISION_NOTES)
     spreadsheets = _paragraph(
@@ -86,8 +101,12 @@ def readme_text(manifest: dict[str, Any], names: list[str], context: PackageCont
         "with numbers as numbers."
     )
     title = context.title
+    about = "\n".join(
+        _paragraph(s) for s in [context.reference, *publisher_sentences(context), context.note] if s
+    )
     return f"""{title}
 {"=" * len(title)}
+{about}
 
 What this is
 {what}
@@ -106,6 +125,9 @@ Numbers
 
 Files
 {listing}
+
+Columns
+{columns or "  (no CSV files)"}
 
 Spreadsheets
 {spreadsheets}

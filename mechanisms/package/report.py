@@ -20,11 +20,13 @@ from typing import Any
 
 from mechanisms.accuracy import CONFIDENCE
 from mechanisms.package.charts import Chart, table_charts
+from mechanisms.package.columns import column_descriptions
 from mechanisms.package.context import (
     PackageContext,
     budget_sentence,
     guarantee_sentences,
     mechanism_title,
+    publisher_sentences,
     released_columns,
     risk_of_budget,
     risk_of_release,
@@ -71,6 +73,7 @@ def report_html(
             f"<h1>{escape(context.title)}</h1>",
             _subtitle(manifest, context),
             f'<p class="notice">{escape(notice)}</p>' if notice else "",
+            _publisher(context),
             _section("What was released", _released(manifest, names, downloads)),
             _section("The privacy guarantee", _list(guarantee_sentences(manifest))),
             _section("The risk in words", _list(risk_of_release(manifest))),
@@ -83,6 +86,7 @@ def report_html(
             else "",
             _section("The results", "".join(_figure(c) for c in charts) or _p("No charts.")),
             _section("How to read them", _reading(tables)),
+            _section("What each column holds", _columns(manifest, tables)) if tables else "",
             _section("Method", _method(manifest)),
             f"<footer>{escape(NOTHING_FROM_RAW)}</footer>",
         ]
@@ -123,8 +127,17 @@ def _section(title: str, content: str) -> str:
     return f"<section><h2>{escape(title)}</h2>{content}</section>"
 
 
+def _publisher(context: PackageContext) -> str:
+    """Who publishes it, how to reach them, and their note (nothing when none is given)."""
+    lines = publisher_sentences(context)
+    who = f'<p class="publisher">{escape(" ".join(lines))}</p>' if lines else ""
+    note = "".join(_p(part) for part in context.note.split("\n\n") if part.strip())
+    return who + (f'<div class="publisher-note">{note}</div>' if note else "")
+
+
 def _subtitle(manifest: dict[str, Any], context: PackageContext) -> str:
-    bits = [mechanism_title(manifest)]
+    bits = [context.reference] if context.reference else []
+    bits.append(mechanism_title(manifest))
     if context.dataset:
         bits.append(f"dataset: {context.dataset}")
     if context.made_on:
@@ -165,13 +178,26 @@ def _reading(tables: list[Table]) -> str:
         "Every number was made with random noise, so it is close to, not equal to, the true "
         "value. Large counts are relatively more reliable than small ones.",
         "Where a table has interval columns (ci_lower and ci_upper), they are a "
-        f"{CONFIDENCE:.0%} margin of error: the true value lies between them {CONFIDENCE:.0%} "
-        "of the time. The black line across each bar shows that interval.",
+        f"{CONFIDENCE:.0%} margin of error: the true value they are for (see what each column "
+        f"holds, below) lies between them {CONFIDENCE:.0%} of the time. The black line across "
+        "each bar shows that interval.",
         f"A negative noisy count is possible: {NEGATIVE_NOTE}.",
         *PRECISION_NOTES,
         *(f"{t.name}: {note}" for t in tables for note in t.notes),
     ]
     return _list(points)
+
+
+def _columns(manifest: dict[str, Any], tables: list[Table]) -> str:
+    """Per CSV file, each column and what it holds (`columns.column_descriptions`)."""
+    parts = []
+    for table in tables:
+        items = "".join(
+            f"<dt>{escape(name)}</dt><dd>{escape(words)}</dd>"
+            for name, words in column_descriptions(manifest, table)
+        )
+        parts.append(f"<h3>{escape(table.name)}</h3><dl>{items}</dl>")
+    return "".join(parts)
 
 
 def _method(manifest: dict[str, Any]) -> str:

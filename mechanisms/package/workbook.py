@@ -25,11 +25,13 @@ from openpyxl.cell.cell import Cell as SheetCell
 from openpyxl.styles import Font
 from openpyxl.worksheet._write_only import WriteOnlyWorksheet
 
+from mechanisms.package.columns import column_descriptions
 from mechanisms.package.context import (
     PackageContext,
     budget_sentence,
     guarantee_sentences,
     mechanism_title,
+    publisher_sentences,
     released_columns,
 )
 from mechanisms.package.readme import file_descriptions
@@ -65,6 +67,8 @@ def _about_lines(
         context.title,
         f"{mechanism_title(manifest)} of the columns {', '.join(released_columns(manifest))}"
         + (f" (dataset: {context.dataset})" if context.dataset else ""),
+        *publisher_sentences(context),
+        *([context.note] if context.note else []),
         "",
         "The privacy guarantee",
         *guarantee_sentences(manifest),
@@ -80,6 +84,7 @@ def _about_lines(
         )
         lines.append(f"{sheet_name(table.name)}: {described.get(table.name, table.name)}{shown}")
         lines += [f"  {note}" for note in table.notes]
+        lines += [f"  {name}: {words}" for name, words in column_descriptions(manifest, table)]
     return lines
 
 

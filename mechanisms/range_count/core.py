@@ -279,6 +279,7 @@ def _column_sums(bits: AnyArray, n: int, block: int = 8192) -> AnyArray:
 
 LEVEL = 0.95  # confidence level of every released interval
 Z_ONE_SIDED = 1.959963984540054  # standard normal quantile at 1 - (1 - LEVEL) / 2
+CANTELLI_FACTOR = math.sqrt(1 / 0.025 - 1)  # P(X - mean >= k sd) <= 1 / (1 + k^2) = 2.5%
 
 
 def noise_kurtosis(noise: str, scale: float) -> float:
@@ -309,11 +310,16 @@ def half_width(sd: AnyArray, kurtosis: AnyArray) -> AnyArray:
     this gives 2.166 sd against the exact 2.118 (coverage 95.3%); for sums of draws the
     kurtosis falls as 1/terms and the quantile tends to the normal one. Integer-valued sums
     (identity, per_query) use the exact `integer_sum_half_width` instead. Tested for
-    coverage in tests/mechanisms/test_range_count_intervals.py.
+    coverage in tests/mechanisms/test_range_count_intervals.py. The factor is capped at
+    CANTELLI_FACTOR: by Cantelli's inequality no noise of this sd exceeds that many sds with
+    probability above 2.5%, whatever its shape; the cap binds where the noise is almost always
+    0 (a tiny discrete Laplace scale, at a very large epsilon), whose kurtosis grows without
+    bound and would otherwise make the interval absurdly wide (a billion rows at epsilon 100).
     """
     z = Z_ONE_SIDED
     sd, kurtosis = np.asarray(sd, dtype=float), np.asarray(kurtosis, dtype=float)
     factor = z + (z**3 - 3 * z) * np.maximum(kurtosis, 0.0) / 24.0
+    factor = np.minimum(factor, CANTELLI_FACTOR)
     result: AnyArray = np.where(sd > 0, sd * factor, 0.0)
     return result
 

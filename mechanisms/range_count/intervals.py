@@ -170,6 +170,25 @@ def describe(query: dict[str, Any], support: Support) -> str:
     return " and ".join(parts)
 
 
+ANSWER_COLUMNS = {
+    "query": "the range's number",
+    "description": "the range in words, in the columns' own units",
+    "type": "box (lower and upper edges per column) or halfspace (a·x ≤ b)",
+    "lo_{column}": "the box's lower edge on {column} (included)",
+    "hi_{column}": "the box's upper edge on {column} (not included, unless it is the upper bound)",
+    "a_{column}": "the halfspace's weight of {column}",
+    "b": "the halfspace's right-hand side",
+    "estimate": "the number of rows in the range, from the released noisy structure (rows are "
+    "counted by the grid cell they fall in)",
+    "ci_lower": "lower end of a 95% interval for the true number of rows in the range as "
+    "asked: it covers the noise and, where the range cuts grid cells, their rows",
+    "ci_upper": "upper end of that 95% interval for the true number of rows in the range",
+    "noise_sd": "the standard deviation of the estimate's noise, in rows",
+    "exact_region": "yes where the range follows the grid's edges (the interval covers the "
+    "noise alone), no where it cuts cells",
+}
+
+
 def answers_csv(queries: list[dict[str, Any]], answers: QueryAnswers, support: Support) -> str:
     """Tidy CSV: one row per query, with its 95% interval.
 

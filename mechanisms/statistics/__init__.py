@@ -4,7 +4,8 @@ A request names statistics as ``kind:column`` (``count``, ``sum:income``, ``mean
 ``variance:age``, ``std:age``, ``median:age``, ``q25:age`` for the 25th percentile), optionally
 grouped by one or two categorical columns (``by``). The groups are every combination of the
 declared categories (plus "(other)" where declared), never discovered from the data: an empty
-group gets noisy outputs like any other. The budget is split across the statistics, evenly or
+group gets noisy outputs like any other, and its estimates are withheld unless a noisy count
+shows rows there (below). The budget is split across the statistics, evenly or
 by `weights` (one positive number per statistic); each statistic's share is spent on every group
 at once (the groups are disjoint, so one row touches at most two of them, see below).
 
@@ -56,6 +57,16 @@ at most CANDIDATES of them (END_CANDIDATES for the interval's ends), and the bou
 recorded at a round precision are candidates themselves, so a quantile on tied values (many
 zeros, whole ages) can be picked exactly.
 
+Groups the data may not hold: any group may be empty ("(other)" and "(missing)" most often), and
+a mean or a median of no rows is noise that looks like a finding. A group's estimate is published
+only where a noisy count shows rows there, by the rule of MWEM's structural cells (above the
+one-sided 99.9% quantile of the count's noise at 0: `accuracy.told_from_zero`); elsewhere its
+row's note says "too few rows to publish" and its estimate and interval are empty. Each
+statistic reads the count `support.sources` names (its own count of values, the request's count,
+a mean's count of the same column, or a count of its own on a quarter of its epsilon); the
+decision is post-processing of released noisy counts, and the manifest states the rule and the
+count per statistic (`publication_rule`, `published_where`).
+
 Missing values: a column declared `"missing": "cell"` may hold them; they are left out of its
 statistics, which are computed over the present values. How many values are present is then
 not public under either relation, so means and variances divide by a noisy count of present
@@ -68,10 +79,12 @@ Grouping columns may have a "(missing)" cell: it is one more declared group.
 
 Modules: `request` (parsing, budget split), `measures` (OpenDP's sums and counts, noise
 half-widths), `quantiles`, `compute` (the statistics over every group, the release), `plan`
-(the public preview), `sensitivity` (the manifest's sensitivities).
+(the public preview, by group size), `sensitivity` (the manifest's sensitivities), `support`
+(which groups' estimates are published).
 """
 
 from mechanisms.statistics.compute import (
+    COLUMNS,
     FILES,
     TABLE_COLUMNS,
     Computer,
@@ -111,6 +124,7 @@ from mechanisms.statistics.request import (
 
 __all__ = [
     "CANDIDATES",
+    "COLUMNS",
     "END_CANDIDATES",
     "FILES",
     "KINDS",

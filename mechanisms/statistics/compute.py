@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from mechanisms.accounting import float_at_most, noise_scale
+from mechanisms.accounting import noise_scale
 from mechanisms.arrays import FloatArray, IntArray
 from mechanisms.errors import MechanismError
 from mechanisms.noise import RandomSource
 from mechanisms.release import Progress, ReleaseOutput, csv_bytes
 from mechanisms.release_request import MechanismInputs
 from mechanisms.schema import NumericColumn, Schema
-from mechanisms.statistics import quantiles
+from mechanisms.statistics import quantiles, support
 from mechanisms.statistics.measures import (
     LEVEL,
     centre,
@@ -36,11 +36,38 @@ from mechanisms.statistics.quantiles import (
 )
 from mechanisms.statistics.request import Request, Statistic, parse_request
 from mechanisms.statistics.sensitivity import sensitivities
+from mechanisms.statistics.support import TOO_FEW, own_shares, publishable, split
 
 FILES = {
     "statistics.csv": "one row per statistic and group: the estimate, its 95% interval "
-    "(ci_lower, ci_upper), the main noise scale and the epsilon spent on it; missing values "
-    "are left out of a column's statistics (the manifest lists the columns that may hold them)",
+    "(ci_lower, ci_upper), the main noise scale and the epsilon spent on it; a group whose "
+    f'noisy count does not show rows there says "{TOO_FEW}" in its note instead of an '
+    "estimate; missing values are left out of a column's statistics (the manifest lists the "
+    "columns that may hold them)",
+}
+COLUMNS = {
+    "statistics.csv": {
+        "statistic": "which statistic: count (of rows), sum, mean, variance, std (standard "
+        "deviation), median or qNN (the NN-th percentile)",
+        "column": "the numeric column it summarises (empty for a count of rows)",
+        "*": "the group: a declared category of {column}, or “(other)” (values outside "
+        "them) or “(missing)” (no value)",
+        "estimate": "the statistic over the group's rows, with noise: a number of rows, or the "
+        "sum, mean, variance, standard deviation or percentile of the column's values present "
+        "(clamped to its declared bounds); empty where the group has too few rows to publish",
+        "ci_lower": "lower end of a 95% interval for the statistic's true value over the "
+        "group's rows (for a count, the number of rows; for a mean or median, the mean or "
+        "median itself)",
+        "ci_upper": "upper end of that 95% interval for the statistic's true value",
+        "noise_scale": "the scale of the main noise added: rows for a count, the column's unit "
+        "for a sum, the column's unit over the count for a mean or variance, rows of rank for "
+        "a percentile",
+        "epsilon": "the privacy loss ε spent on this statistic (for one row: at person level "
+        "the guarantee above says how many rows one person may have, and a person's rows "
+        "together spend that many times as much)",
+        "note": f"“{TOO_FEW}” where the group's noisy count does not show rows there (no "
+        "estimate is published); on a count, that the group may hold no rows",
+    }
 }
 TABLE_COLUMNS = (
     "statistic",
@@ -50,26 +77,26 @@ TABLE_COLUMNS = (
     "ci_upper",
     "noise_scale",
     "epsilon",
+    "note",
 )
 
 
 @dataclass
 class Row:
-    """One statistic for one group: estimate, 95% interval, main noise scale, epsilon."""
+    """One statistic for one group: estimate, 95% interval, main noise scale.
+
+    `count` and `count_scale`: the noisy count of the group's rows or values this statistic
+    released with it, and that count's scale (None where there is none; scale 0: public), read
+    by the publication rule (`support`); `note`: what the published row says beside it.
+    """
 
     estimate: float
     lower: float
     upper: float
     scale: float
-
-
-def epsilon_part(epsilon: float, parts: int) -> float:
-    """One of `parts` equal shares of `epsilon`, rounded down.
-
-    Rounded down so that the shares never sum to more than `epsilon`: sequential composition
-    spends at most what was asked.
-    """
-    return float_at_most(Fraction(epsilon) / parts)
+    count: float | None = None
+    count_scale: float = 0.0
+    note: str = ""
 
 
 class Computer:
@@ -202,30 +229,50 @@ class Computer:
         has fewer rows, so the cut never uncovers the true count).
         """
         if self.public_n is not None:
-            return [Row(float(self.n), float(self.n), float(self.n), 0.0)]
+            n = float(self.n)
+            return [Row(n, n, n, 0.0, count=n)]
         counts, scale = self.noisy_counts(epsilon)
         half = discrete_laplace_halfwidth(scale)
         rows = [
-            Row(max(c, 0.0), max(c - half, 0.0), max(c + half, 0.0), scale)
+            Row(max(c, 0.0), max(c - half, 0.0), max(c + half, 0.0), scale, c, scale)
             for c in counts.astype(float)
         ]
         self.count_upper = [row.upper for row in rows]
         return rows
 
-    def sum(self, column: str, epsilon: float) -> list[Row]:
+    def sum(self, column: str, epsilon: float, own_count: bool = False) -> list[Row]:
         """Per-group sum of the present values of the column clamped to [lower, upper], + Laplace.
 
         Privacy: epsilon-DP; sensitivity: OpenDP's map of the bounded sum, max(|lower|,
         |upper|) or upper - lower with mixed signs (per row added or removed, doubled under
         replace-one with groups; a missing value adds 0), or its sized-domain map when n is
         public: about upper - lower, or max(upper, 0) - min(lower, 0) if values may be missing
-        (`sum_transformation`). Interval: exact 95% for the Laplace noise.
+        (`sum_transformation`). With `own_count`, a noisy count of present values first, on
+        SUPPORT_SHARE of epsilon (`own_counts`), and the sum on the rest. Interval: exact 95%
+        for the Laplace noise.
         """
         spec = self.numeric(column)
+        counted, epsilon = self.own_counts(column, epsilon, own_count)
         values, missing = self.values(column), self.may_miss(column)
         sums, scale = self.noisy_sums(values, spec.lower, spec.upper, epsilon, missing)
         half = laplace_halfwidth(scale)
-        return [Row(s, s - half, s + half, scale) for s in sums]
+        return [Row(s, s - half, s + half, scale, *counted[g]) for g, s in enumerate(sums)]
+
+    def own_counts(
+        self, column: str, epsilon: float, wanted: bool
+    ) -> tuple[list[tuple[float | None, float]], float]:
+        """Per group (noisy count of present values, its scale), and the epsilon left.
+
+        For a statistic that needs a count of its own (`support`); else no counts.
+
+        Privacy: `noisy_counts` on SUPPORT_SHARE of epsilon (`support.own_shares`: the two
+        parts add up to at most epsilon).
+        """
+        if not wanted:
+            return [(None, 0.0)] * len(self.request.groups or ((),)), epsilon
+        part, rest = own_shares(epsilon)
+        counts, scale = self.noisy_counts(part, column)
+        return [(float(c), scale) for c in counts], rest
 
     def mean(self, column: str, epsilon: float) -> list[Row]:
         """Per-group mean of the present values of the clamped column.
@@ -247,19 +294,21 @@ class Computer:
             sums, scale = self.noisy_sums(groups, -r, r, epsilon)
             half = laplace_halfwidth(scale) / max(known, 1)
             m = float(sums[0]) / max(known, 1)
-            return [clip_row(Row(c + m, c + m - half, c + m + half, scale), spec)]
-        part = epsilon_part(epsilon, 2)
+            row = Row(c + m, c + m - half, c + m + half, scale, count=float(known))
+            return [clip_row(row, spec)]
+        part = split(epsilon, 2)
         sums, scale = self.noisy_sums(groups, -r, r, part, self.may_miss(column))
         counts, count_scale = self.noisy_counts(part, column)
         rows = []
         for s, n in zip(sums, counts.astype(float), strict=True):
-            if n <= discrete_laplace_halfwidth(count_scale):
-                rows.append(Row(c, spec.lower, spec.upper, scale))
+            if not publishable(n, count_scale):  # withheld by `support`: nothing to divide
+                rows.append(Row(math.nan, math.nan, math.nan, scale, n, count_scale))
                 continue
             m = min(max(s / n, -r), r)
             terms = [(1 / n, "laplace", scale), (m / n, "discrete_laplace", count_scale)]
             half = linear_halfwidth(terms)
-            rows.append(clip_row(Row(c + m, c + m - half, c + m + half, scale), spec))
+            row = Row(c + m, c + m - half, c + m + half, scale, n, count_scale)
+            rows.append(clip_row(row, spec))
         return rows
 
     def variance(self, column: str, epsilon: float, root: bool = False) -> list[Row]:
@@ -276,30 +325,32 @@ class Computer:
         c, r = centre(spec)
         groups = [g - c for g in self.values(column)]
         squares = [np.minimum(g * g, r * r) for g in groups]
-        part = epsilon_part(epsilon, 3)
+        part = split(epsilon, 3)
         missing = self.may_miss(column)
         s1, scale1 = self.noisy_sums(groups, -r, r, part, missing)
         s2, scale2 = self.noisy_sums(squares, 0.0, r * r, part, missing)
         counts, count_scale = self.noisy_counts(part, column)
         rows = []
         for a, b, n in zip(s1, s2, counts.astype(float), strict=True):
-            if n <= discrete_laplace_halfwidth(count_scale):
-                row = Row(r * r / 2, 0.0, r * r, scale2)
-            else:
-                m1 = min(max(a / n, -r), r)
-                m2 = min(max(b / n, m1 * m1), r * r)
-                v = m2 - m1 * m1
-                terms = [
-                    (1 / n, "laplace", scale2),
-                    (2 * m1 / n, "laplace", scale1),
-                    ((m2 - 2 * m1 * m1) / n, "discrete_laplace", count_scale),
-                ]
-                half = linear_halfwidth(terms)
-                row = Row(v, max(v - half, 0.0), min(v + half, r * r), scale2)
+            if not publishable(n, count_scale):  # withheld by `support`: nothing to divide
+                rows.append(Row(math.nan, math.nan, math.nan, scale2, n, count_scale))
+                continue
+            m1 = min(max(a / n, -r), r)
+            m2 = min(max(b / n, m1 * m1), r * r)
+            v = m2 - m1 * m1
+            terms = [
+                (1 / n, "laplace", scale2),
+                (2 * m1 / n, "laplace", scale1),
+                ((m2 - 2 * m1 * m1) / n, "discrete_laplace", count_scale),
+            ]
+            half = linear_halfwidth(terms)
+            row = Row(v, max(v - half, 0.0), min(v + half, r * r), scale2, n, count_scale)
             rows.append(root_row(row) if root else row)
         return rows
 
-    def quantile(self, column: str, alpha: float, epsilon: float) -> list[Row]:
+    def quantile(
+        self, column: str, alpha: float, epsilon: float, own_count: bool = False
+    ) -> list[Row]:
         """Per-group alpha-quantile of the clamped column, by permute-and-flip selections.
 
         Privacy: epsilon-DP per group (the groups in parallel); two permute-and-flip
@@ -309,20 +360,23 @@ class Computer:
         the tie-aware rank distance `quantiles.rank_distances`, sensitivity `rank_sensitivity`);
         or, where `quantiles.ends_skipped` says so from a public or released upper bound on the
         group's rows (`rows_at_most`), the estimate alone at the whole epsilon and the declared
-        range as its interval. No count is
-        released by the quantile itself. Missing values are left out (a row with none changes no
-        score; one turned missing by replace-one moves each by at most what removing it does).
-        Interval: at least 95% for every table (`ends`; the declared range: always).
+        range as its interval. With `own_count`, a noisy count of present values first, on
+        SUPPORT_SHARE of epsilon (`own_counts`; its 95% upper end is one more released bound
+        for `rows_at_most`), and the selections on the rest. Missing values are left out (a
+        row with none changes no score; one turned missing by replace-one moves each by at most
+        what removing it does). Interval: at least 95% for every table (`ends`; the declared
+        range: always).
         """
         spec = self.numeric(column)
+        counted, epsilon = self.own_counts(column, epsilon, own_count)
         point, _ = quantile_shares(epsilon)
         rows, skipped = [], []
         for group, values in enumerate(self.values(column)):
             estimate, lower, upper, skip = self.one_quantile(
-                values, spec, alpha, epsilon, self.rows_at_most(group)
+                values, spec, alpha, epsilon, self.rows_at_most(group, *counted[group])
             )
             scale = rank_scale(alpha, epsilon if skip else point, self.neighbouring)
-            rows.append(Row(float(estimate), float(lower), float(upper), scale))
+            rows.append(Row(float(estimate), float(lower), float(upper), scale, *counted[group]))
             skipped.append(skip)
         self.spent += [epsilon] if any(skipped) else list(quantile_shares(epsilon))
         self.skipped_ends.append(skipped)
@@ -346,15 +400,21 @@ class Computer:
         lower, upper = self.ends(values, spec, alpha, part)
         return self.select(values, spec, alpha, point, (lower, upper)), lower, upper, False
 
-    def rows_at_most(self, group: int) -> float | None:
+    def rows_at_most(
+        self, group: int, count: float | None = None, scale: float = 0.0
+    ) -> float | None:
         """A public or released upper bound on the group's rows (so on its values), or None.
 
         The row count when it is public (`public_n`); else the 95% upper end of the group's
-        released count, when the request holds a `count` (computed first, `run_all`); else None.
+        released count, when the request holds a `count` (computed first, `run_all`), or of
+        the statistic's own noisy `count` of values (of `scale`), the smaller; else None.
         """
         if self.public_n is not None:
             return float(self.public_n)
-        return None if self.count_upper is None else self.count_upper[group]
+        bounds = [] if self.count_upper is None else [self.count_upper[group]]
+        if count is not None:
+            bounds.append(max(count + discrete_laplace_halfwidth(scale), 0.0))
+        return min(bounds, default=None)
 
     def ends(
         self, values: FloatArray, spec: NumericColumn, alpha: float, epsilon: float
@@ -381,12 +441,13 @@ def clip_row(row: Row, spec: NumericColumn) -> Row:
     """Clip to [lower, upper] (the true mean lies there, so coverage is unchanged)."""
     low, high = spec.lower, spec.upper
     estimate, lower, upper = (min(max(v, low), high) for v in (row.estimate, row.lower, row.upper))
-    return Row(estimate, lower, upper, row.scale)
+    return replace(row, estimate=estimate, lower=lower, upper=upper)
 
 
 def root_row(row: Row) -> Row:
     """The square roots (variance to standard deviation; monotone, so coverage is kept)."""
-    return Row(math.sqrt(row.estimate), math.sqrt(row.lower), math.sqrt(row.upper), row.scale)
+    root = math.sqrt
+    return replace(row, estimate=root(row.estimate), lower=root(row.lower), upper=root(row.upper))
 
 
 def computed(
@@ -421,6 +482,7 @@ def computed(
                     "ci_upper": row.upper,
                     "noise_scale": row.scale,
                     "epsilon": float(used),
+                    "note": row.note,
                 }
             )
     total = sum((Fraction(e) for e in run.spent), Fraction(0))
@@ -429,38 +491,72 @@ def computed(
 
 
 def run_all(run: Computer, progress: Progress | None = None) -> list[tuple[list[Row], Fraction]]:
-    """Each statistic's rows and exact spend, in request order; the counts are computed first.
+    """Each statistic's rows and exact spend, in request order, each group published or not.
+
+    Whether a group's row is published or withheld is `support`'s rule (`published`). The
+    counts are computed first, then the statistics that release a count of present values
+    (mean, variance, std), then the rest, so every count a statistic's rule reads
+    (`support.sources`) is released before it.
 
     Privacy: adaptive sequential composition of the statistics' epsilon-DP releases; a quantile
-    may read the released counts' 95% upper ends (`Computer.rows_at_most`), which are
-    post-processing of an epsilon-DP output already spent on.
+    may read the released counts' 95% upper ends (`Computer.rows_at_most`), and the rule reads
+    released noisy counts (`published`): post-processing of epsilon-DP outputs already spent on.
     """
     request = run.request
-    order = sorted(
-        range(len(request.statistics)), key=lambda i: request.statistics[i].kind != "count"
-    )
+    found = support.sources(run.schema, request, run.neighbouring)
+    order = sorted(range(len(request.statistics)), key=lambda i: _rank(request.statistics[i]))
     results: dict[int, tuple[list[Row], Fraction]] = {}
     for done, i in enumerate(order):
         before = len(run.spent)
-        rows = _run_one(run, request.statistics[i], request.shares[i])
+        stat, source = request.statistics[i], found[i]
+        rows = _run_one(run, stat, request.shares[i], own_count=source.kind == "own")
+        deciding = rows if source.statistic is None else results[source.statistic][0]
+        rows = published(stat, rows, deciding)
         results[i] = rows, sum((Fraction(e) for e in run.spent[before:]), Fraction(0))
         if progress:
             progress(done + 1, len(order))
     return [results[i] for i in range(len(order))]
 
 
-def _run_one(run: Computer, stat: Statistic, epsilon: float) -> list[Row]:
+def _rank(stat: Statistic) -> int:
+    """Run order: counts, then the statistics with a count of present values, then the rest."""
+    return 0 if stat.kind == "count" else 1 if stat.kind in support.COUNTED else 2
+
+
+def published(stat: Statistic, rows: list[Row], deciding: list[Row]) -> list[Row]:
+    """`rows` with each group's estimate withheld where its deciding count shows no rows.
+
+    `deciding`: the same groups' rows of the statistic that released that count. A count
+    keeps its value and says MAY_BE_EMPTY instead. Post-processing of released noisy counts
+    (`support.publishable`).
+    """
+    out = []
+    for row, counted in zip(rows, deciding, strict=True):
+        if support.publishable(counted.count, counted.count_scale):
+            out.append(row)
+        elif stat.kind == "count":
+            out.append(replace(row, note=support.MAY_BE_EMPTY))
+        else:
+            out.append(
+                replace(
+                    row, estimate=math.nan, lower=math.nan, upper=math.nan, note=support.TOO_FEW
+                )
+            )
+    return out
+
+
+def _run_one(run: Computer, stat: Statistic, epsilon: float, own_count: bool = False) -> list[Row]:
     if stat.kind == "count":
         return run.count(epsilon)
     assert stat.column is not None
     if stat.kind == "sum":
-        return run.sum(stat.column, epsilon)
+        return run.sum(stat.column, epsilon, own_count)
     if stat.kind == "mean":
         return run.mean(stat.column, epsilon)
     if stat.kind in ("variance", "std"):
         return run.variance(stat.column, epsilon, root=stat.kind == "std")
     assert stat.alpha is not None
-    return run.quantile(stat.column, stat.alpha, epsilon)
+    return run.quantile(stat.column, stat.alpha, epsilon, own_count)
 
 
 def _round_up(value: Fraction) -> float:
@@ -516,10 +612,27 @@ def run_statistics(inputs: MechanismInputs[pd.DataFrame]) -> ReleaseOutput:
                 **public_parameters(schema, request),
                 "sensitivities": sensitivities(schema, request, neighbouring, len(inputs.data)),
                 "quantile_interval_picks": interval_picks(run),
+                **publication(schema, request, neighbouring),
             }
         },
         spent={"epsilon": spent, "delta": 0.0},
     )
+
+
+def publication(schema: Schema, request: Request, neighbouring: str) -> dict[str, Any]:
+    """The manifest's statement of which groups' estimates are published (`support`).
+
+    The rule and, per statistic, the noisy count that decides it. Public: from the request and
+    the schema.
+    """
+    found = support.sources(schema, request, neighbouring)
+    return {
+        "publication_rule": support.rule_text(),
+        "published_where": {
+            stat.text: source.words(request)
+            for stat, source in zip(request.statistics, found, strict=True)
+        },
+    }
 
 
 def interval_picks(run: Computer) -> dict[str, list[str]]:

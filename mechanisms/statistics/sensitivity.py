@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from mechanisms.schema import NumericColumn, Schema
+from mechanisms.statistics import support
 from mechanisms.statistics.measures import centre, count_sensitivity, sum_transformation
 from mechanisms.statistics.quantiles import rank_sensitivity
 from mechanisms.statistics.request import Request, Statistic
@@ -23,14 +24,24 @@ def sensitivities(
     `neighbouring`; its pieces split that share (see each `Computer` method).
     """
     public_n = n if neighbouring == "replace-one" and not request.by else None
+    found = support.sources(schema, request, neighbouring)
     return [
         {
             "statistic": stat.text,
             "guarantee": f"pure epsilon-DP at its share, one row, {neighbouring}",
-            "sensitivity": _pieces(schema, stat, neighbouring, public_n),
+            "sensitivity": {
+                **_pieces(schema, stat, neighbouring, public_n),
+                **(_own_count(neighbouring, public_n) if source.kind == "own" else {}),
+            },
         }
-        for stat in request.statistics
+        for stat, source in zip(request.statistics, found, strict=True)
     ]
+
+
+def _own_count(neighbouring: str, public_n: int | None) -> dict[str, float]:
+    """The piece of a sum or quantile that counts its own values (`support`)."""
+    name = f"own count of present values ({support.SUPPORT_SHARE:.0%} of its epsilon)"
+    return {name: count_sensitivity(neighbouring, public_n)}
 
 
 def _pieces(

@@ -1,8 +1,9 @@
-// "Ask a new range question" on a grid release: a slider beside each from / up-to input, from
+// "Ask a new range question" on a grid release: a slider beside each from / below input, from
 // the lower to the upper bound in steps of one grid cell. Moving a slider writes its grid edge
 // into the input (the input is what the form submits); typing moves the slider to the nearest
-// edge, and leaving the input (or submitting) puts that edge in it. Without this script the
-// sliders stay hidden and the server moves typed values to the nearest edge itself.
+// edge but keeps the value as typed: the server answers the range as typed (with an interval
+// that covers the cells it cuts) and names the nearest range on the grid's edges beside it.
+// Without this script the sliders stay hidden.
 (function () {
   "use strict";
 
@@ -10,7 +11,7 @@
 
   function connect(slider) {
     var input = document.getElementById(slider.dataset.input);
-    if (!input) { return null; }
+    if (!input) { return; }
     var lower = Number(slider.min), upper = Number(slider.max), step = Number(slider.step);
     var cells = Math.round((upper - lower) / step);
 
@@ -26,10 +27,6 @@
       var value = input.value.trim() === "" ? NaN : Number(input.value);
       return isFinite(value) ? nearest(value) : null;
     }
-    function snapInput() {
-      var edge = typed();
-      if (edge !== null) { input.value = text(edge); place(edge); }
-    }
 
     slider.addEventListener("input", function () {
       var edge = nearest(Number(slider.value));
@@ -40,20 +37,9 @@
       var edge = typed();
       if (edge !== null) { place(edge); }
     });
-    input.addEventListener("change", snapInput);
     place(typed() === null ? nearest(Number(slider.value)) : typed());
     slider.hidden = false;
-    return snapInput;
   }
 
-  document.querySelectorAll("form").forEach(function (form) {
-    var snaps = [];
-    form.querySelectorAll("input.grid-slider").forEach(function (slider) {
-      var snap = connect(slider);
-      if (snap) { snaps.push(snap); }
-    });
-    if (snaps.length) {
-      form.addEventListener("submit", function () { snaps.forEach(function (snap) { snap(); }); });
-    }
-  });
+  document.querySelectorAll("input.grid-slider").forEach(connect);
 })();

@@ -45,6 +45,8 @@
       return;
     }
     result.accuracy.forEach(function (line) { output.appendChild(paragraph(line)); });
+    result.warnings.forEach(function (line) { output.appendChild(paragraph(line, "warning")); });
+    showConfirmation(result.warnings);
     if (result.accuracy_table) { renderAccuracyTable(result.accuracy_table); }
     if (result.risk) { renderRisk(result.risk); }
     if (result.fits) {
@@ -54,6 +56,23 @@
       output.appendChild(paragraph("This release needs more budget than is left: lower ε (or δ).",
         "warning"));
     }
+  }
+
+  // A release the preview warns against needs the "Spend anyway" box ticked (the server refuses
+  // it otherwise): the box appears next to the button with the warnings restated, and goes
+  // away (unticked) when the settings change so that nothing is warned against.
+  var confirmBox = document.getElementById("confirm-box");
+  var confirmList = document.getElementById("confirm-warnings");
+  var confirmTick = form.querySelector("input[name=confirm]");
+  function showConfirmation(warnings) {
+    confirmList.replaceChildren();
+    warnings.forEach(function (line) {
+      var item = document.createElement("li");
+      item.textContent = line;
+      confirmList.appendChild(item);
+    });
+    if (!warnings.length) { confirmTick.checked = false; }
+    confirmBox.hidden = !warnings.length;
   }
 
   function table(caption, headers, rows) {

@@ -82,9 +82,11 @@ def test_a_token_drives_a_whole_release_through_a_real_worker(celery_worker_proc
     assert estimate.json()["fits"] is True and estimate.json()["epsilon_left"] == "0.5"
 
     url, key = reverse("api_dataset_releases", args=[pk]), str(uuid.uuid4())
-    first = post_json(client, url, RELEASE, HTTP_IDEMPOTENCY_KEY=key)
+    assert estimate.json()["accuracy"]["warnings"]  # three rows: all noise, so it is confirmed
+    confirmed_release = RELEASE | {"confirm": True}
+    first = post_json(client, url, confirmed_release, HTTP_IDEMPOTENCY_KEY=key)
     assert first.status_code == 201, first.content
-    again = post_json(client, url, RELEASE, HTTP_IDEMPOTENCY_KEY=key)  # a retry: spends nothing
+    again = post_json(client, url, confirmed_release, HTTP_IDEMPOTENCY_KEY=key)  # spends nothing
     assert again.status_code == 200 and again.json()["replayed"] is True
     assert again.json()["id"] == first.json()["id"]
     assert BudgetLedgerEntry.objects.filter(dataset_id=pk).count() == 1

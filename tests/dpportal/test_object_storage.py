@@ -94,7 +94,7 @@ def test_upload_release_and_download_run_on_the_bucket(prebuild_packages, bucket
         timeout=120,
     )
     assert done.status == Release.Status.DONE, done.error_message
-    zip_name = f"package-v{packaging.PACKAGE_LAYOUT}.zip"
+    zip_name = packaging.package_zip_path(done).name  # the layout and publishing key
     zip_key = object_store.key(files.release_cache_dir(done) / zip_name)
     assert zip_key == f"release-cache/{Path(done.output_dir).name}/{zip_name}"
     wait_until(lambda: zip_key in keys(bucket), timeout=60)  # made by the worker after release

@@ -95,14 +95,15 @@ def test_a_range_count_release_answers_new_questions_for_free(owner, dataset):
     query = {"ask": "1", "kind": "box", "lo_0": "17", "hi_0": "40", "lo_1": "1", "hi_1": "99"}
     response = client.get(url, query)
     answer = response.context["range_answer"]
-    assert response.status_code == 200 and "About <strong>" in response.content.decode()
+    assert response.status_code == 200 and "rows,\n        between" in response.content.decode()
     assert 0 < answer["std"] < 1000 and abs(answer["answer"]) < 10 * dataset.row_count
     dataset.refresh_from_db()
     assert dataset.epsilon_spent == spent and BudgetLedgerEntry.objects.count() == entries
     halfspace = {"ask": "1", "kind": "halfspace", "a_0": "1", "a_1": "1", "b": "60"}
     assert client.get(url, halfspace).context["range_answer"]["std"] > 0
-    missing = client.get(url, {"ask": "1", "kind": "box", "lo_0": "17"}).content.decode()
-    assert "Enter a number for age." in missing and "About <strong>" not in missing
+    missing = client.get(url, {"ask": "1", "kind": "halfspace", "a_0": "1", "a_1": "1"})
+    assert "Enter a number for b." in missing.content.decode()
+    assert "range_answer" not in missing.context
 
 
 def held_share(answers_csv: bytes) -> float:
@@ -160,27 +161,76 @@ def test_range_count_results_compare_errors_with_predictions_for_the_owner_only(
     assert "Ask a new range question" in auditor_page.content.decode()
 
 
-def test_the_question_form_snaps_to_grid_edges_and_refuses_from_above_to(owner, dataset):
-    """A typed box moves to the nearest grid edges and the page says which box it answered,
-    with a 95% interval, next to the button; from > to gets a message, not an answer."""
+def test_typed_bounds_are_answered_as_typed_and_the_grid_range_is_named_beside(owner):
+    """Issue 43: "asked 35–45, answered 37–43.25; the true count of what was typed lies outside
+    the interval". At ε = 1000 the noise is under a row, so the interval of a range answered as
+    typed must hold the true count of the rows typed (its cut cells' rows are inside it), and
+    the nearest range on the grid's edges (age cells 4.625 wide from 16.5: 35 to 44.25, which
+    also holds the rows aged 35 and 44) is a different range, named as such. From > below gets
+    a message, not an answer."""
+    dataset = make_dataset(owner, epsilon_total=100)
+    post = range_post(range_method="tree", epsilon="100", delta="")
+    post_new_release(client_for(owner), dataset.pk, post)
+    release = run_now(Release.objects.get())
+    client, url = client_for(owner), reverse("release_detail", args=[release.pk])
+    query = {"ask": "1", "kind": "box", "lo_0": "36", "hi_0": "44", "lo_1": "", "hi_1": ""}
+    response = client.get(url, query)
+    answer, grid = response.context["range_answer"], response.context["grid_answer"]
+    ages = pd.read_csv(SMALL_ADULT)["age"]
+    typed = int(((ages >= 36) & (ages < 44)).sum())
+    assert answer["ci_lower"] <= typed <= answer["ci_upper"]
+    assert not answer["exact"] and "age from 36 up to (not including) 44" in answer["region"]
+    assert answer["asked"] == "age between 36 and 44 (from 36, below 44)"  # any hours: unsaid
+    assert grid["exact"] and "age from 35 up to (not including) 44.25" in grid["region"]
+    assert grid["ci_upper"] - grid["ci_lower"] < answer["ci_upper"] - answer["ci_lower"]
+    page = response.content.decode()
+    assert "Age between 36 and 44 (from 36, below 44): about" in page
+    assert "The nearest range on the grid's edges, age from " in page
+    assert (
+        page.index("Answer (free)")
+        < page.index("with 95%\n        confidence")
+        < page.index("</form>", page.index("Answer (free)"))
+    )
+    backwards = {**query, "lo_0": "50", "hi_0": "20"}
+    refused = client.get(url, backwards).content.decode()
+    assert "must be below ‘below’" in refused and "range_answer" not in str(refused)
+
+
+def test_questions_in_words_one_side_of_a_line_and_north_of_a_value(owner, dataset):
+    """'hours from 40 up' (one column open below: "north of" it on a map) is the box of every
+    age and hours at least 40; 'below the line through (20, 20) and (60, 60)' is hours ≤ age
+    (the half-plane -40·age + 40·hours ≤ 0). Both are answered as asked."""
     post_new_release(client_for(owner), dataset.pk, range_post(range_method="tree"))
     release = run_now(Release.objects.get())
     client, url = client_for(owner), reverse("release_detail", args=[release.pk])
-    query = {"ask": "1", "kind": "box", "lo_0": "17.3", "hi_0": "40.2", "lo_1": "1", "hi_1": "99"}
-    response = client.get(url, query)
-    answer = response.context["range_answer"]
-    page = response.content.decode()
-    assert answer["exact"] and answer["ci_lower"] <= answer["answer"] <= answer["ci_upper"]
-    assert "with 95% confidence" in page and "on the grid's edges" in page
-    assert (
-        page.index("Answer (free)")
-        < page.index("with 95% confidence")
-        < page.index("</form>", page.index("Answer (free)"))
+    north = {"ask": "1", "kind": "box", "lo_1": "40"}
+    answer = client.get(url, north).context["range_answer"]
+    assert answer["asked"] == "hours-per-week from 40 up"
+    assert answer["region"] == (
+        "age from the lower bound to the upper bound 90.5 and hours-per-week from 40 to the "
+        "upper bound 99.5"
     )
-    assert "age from " in answer["region"] and "40.2" not in answer["region"]
-    backwards = {**query, "lo_0": "50", "hi_0": "20"}
-    refused = client.get(url, backwards).content.decode()
-    assert "must be below ‘up to’" in refused and "with 95% confidence" not in refused
+    line = {"ask": "1", "kind": "line", "p1_0": "60", "p1_1": "60", "p2_0": "20", "p2_1": "20",
+            "side": "below"}  # fmt: skip
+    answer = client.get(url, line).context["range_answer"]
+    assert answer["asked"] == (
+        "below the line through (age 60, hours-per-week 60) and (age 20, hours-per-week 20)"
+    )
+    assert answer["region"] == "-40·age + 40·hours-per-week ≤ 0"
+    upright = {**line, "p2_0": "60"}
+    refused = client.get(url, upright).content.decode()
+    assert "the line is upright" in refused
+
+
+def test_a_line_question_is_the_half_plane_on_the_side_asked():
+    from dpportal.releases.kinds.range_count.query_form import line_halfspace
+
+    points = np.array([[0.0, 5.0], [10.0, 0.0], [10.0, 20.0], [5.0, 5.0]])  # line y = x
+    for side, expected in (("below", [False, True, False, True]),
+                           ("above", [True, False, True, True])):  # fmt: skip
+        half = line_halfspace([(8.0, 8.0), (2.0, 2.0)], side)
+        inside = points @ np.array(half["a"]) <= half["b"]
+        assert inside.tolist() == expected, side
 
 
 def test_a_per_query_release_says_it_cannot_answer_new_questions(owner, dataset):
@@ -210,3 +260,25 @@ def test_the_papers_laplace_version_runs_from_the_form(owner, dataset):
     release = run_now(Release.objects.get())
     page = client_for(owner).get(reverse("release_detail", args=[release.pk])).content.decode()
     assert "method used: the halfspace decomposition with Laplace noise" in page
+
+
+def test_the_preview_headline_and_its_table_state_the_same_interval(owner, dataset):
+    """Issue 43: "±94 rows (typical ±48)" beside the preview table's ±144. The table read the
+    noise's standard deviation as a discrete Laplace scale (48 × ln 20 ≈ 144); the headline's
+    ±94 is the 95% half-width of the answers' noise. Now both state that half-width, and the
+    planner aims at it too (`accuracy.plan_half_width`)."""
+    from mechanisms import Schema, accuracy
+
+    post = range_post(range_method="tree", delta="", range_workload="boxes")
+    result = client_for(owner).get(reverse("release_preview", args=[dataset.pk]), post).json()
+    headline = next(line for line in result["accuracy"] if line.startswith("Noise:"))
+    stated = headline.split("within ±", 1)[1].split(" rows", 1)[0]
+    table = result["accuracy_table"]["rows"]
+    assert table[0]["within"] == f"±{stated} rows"
+    assert "standard deviation" in table[0]["note"]
+    plan = release_engine.noise_plan(
+        dataset, Schema.from_dict(dataset.schema), "range_count", ["age", "hours-per-week"],
+        {"grid": [16, 16], "mechanism": "tree", "random_boxes": 40}, 1.0, 0.0,
+    )  # fmt: skip
+    assert accuracy.plan_half_width(plan, dataset.row_count) == plan.details["noise_95"]
+    assert plan.details["noise_95"] < 2.5 * plan.expected_error  # not sd × ln 20 ≈ 3 sd

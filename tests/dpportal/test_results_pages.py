@@ -172,9 +172,10 @@ def test_the_worker_prepares_the_zip_and_chart_data_after_publishing(
 
     cache = packaging.cache_dir(done_release)
     names = sorted(path.name for path in cache.iterdir())
+    key = packaging.publishing_key(done_release)
     assert names == [
         f"charts-v{kinds.CHARTS_LAYOUT}.json",
-        f"package-v{packaging.PACKAGE_LAYOUT}.zip",
+        f"package-v{packaging.PACKAGE_LAYOUT}-{key}.zip",
     ]
     assert all(stat.S_IMODE((cache / name).stat().st_mode) == 0o600 for name in names)
 
@@ -188,6 +189,8 @@ def test_without_the_prebuild_the_zip_is_built_on_first_download(owner, done_rel
     assert sorted(path.name for path in cache.iterdir()) == [f"charts-v{kinds.CHARTS_LAYOUT}.json"]
     response = client_for(owner).get(reverse("release_download_zip", args=[done_release.pk]))
     assert response.status_code == 200
-    kept = cache / f"package-v{packaging.PACKAGE_LAYOUT}.zip"
+    kept = (
+        cache / f"package-v{packaging.PACKAGE_LAYOUT}-{packaging.publishing_key(done_release)}.zip"
+    )
     assert b"".join(response.streaming_content) == kept.read_bytes()
     assert stat.S_IMODE(kept.stat().st_mode) == 0o600

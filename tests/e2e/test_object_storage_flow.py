@@ -80,7 +80,7 @@ def test_custodian_works_on_object_storage(prebuild_packages, browser, s3_worker
 
     release = dataset.releases.get(mechanism="perturbed_histogram")
     folder = Path(release.output_dir).name
-    zip_key = f"release-cache/{folder}/package-v{packaging.PACKAGE_LAYOUT}.zip"
+    zip_key = f"release-cache/{folder}/{packaging.package_zip_path(release).name}"
     wait_until(lambda: zip_key in keys(bucket), timeout=60)  # made by the worker
     download = page.request.get(
         urljoin(page.url, reverse("release_download_zip", args=[release.pk]))

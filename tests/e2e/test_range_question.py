@@ -1,11 +1,12 @@
-"""A new range question asked with the sliders, in Chromium (issue 15: inputs that snap to the
-grid's edges).
+"""A new range question asked with the sliders, in Chromium (issue 15: sliders on the grid's
+edges; issue 43: typed values answered as typed).
 
 A range-count release of age × hours-per-week on a 16 × 16 grid (age's cells 4.625 wide from
 16.5, hours' 6.1875 from 0.5): the custodian moves one slider with the keyboard and drags
-another with the mouse, types a value that moves to the nearest edge when the field is left,
-asks, and reads the answer next to the button; a box whose "from" is above its "up to" is
-refused with a message. axe-core finds nothing serious on the page with its sliders showing.
+another with the mouse, types a value between edges (it stays as typed; its slider moves to
+the nearest edge), asks, and reads the answer next to the button, with the nearest range on
+the grid's edges named beside it; a range whose "from" is above its "below" is refused with a
+message. axe-core finds nothing serious on the page with its sliders showing.
 Step screenshots (DPPORTAL_E2E_SCREENSHOTS=steps):
 test-artifacts/e2e/test_the_sliders_ask_a_box_on_the_grid_edges/.
 """
@@ -43,12 +44,13 @@ def test_the_sliders_ask_a_box_on_the_grid_edges(browser, custodian, no_broker):
     browser.goto(f"/releases/{release.pk}/")
     page = browser.page
     age_from, age_to = (
-        page.get_by_label("age: from", exact=True),
-        page.get_by_label("age: up to (not including)", exact=True),
+        page.get_by_label("age from", exact=True),
+        page.get_by_label("age below", exact=True),
     )
-    from_slider = page.get_by_role("slider", name="age: from, on the grid")
-    to_slider = page.get_by_role("slider", name="age: up to (not including), on the grid")
-    assert age_from.input_value() == "16.5" and age_to.input_value() == "90.5"  # the whole range
+    from_slider = page.get_by_role("slider", name="age from, on the grid")
+    to_slider = page.get_by_role("slider", name="age below, on the grid")
+    assert age_from.input_value() == "" and age_to.input_value() == ""  # any age
+    assert from_slider.input_value() == "16.5" and to_slider.input_value() == "90.5"
 
     from_slider.focus()
     for _ in range(3):
@@ -64,11 +66,11 @@ def test_the_sliders_ask_a_box_on_the_grid_edges(browser, custodian, no_broker):
     dragged = age_to.input_value()
     assert is_edge(dragged, AGE_LOWER, AGE_STEP) and 40 < float(dragged) < 70, dragged
 
-    hours_from = page.get_by_label("hours-per-week: from", exact=True)
+    hours_from = page.get_by_label("hours-per-week from", exact=True)
     hours_from.fill("10")
-    hours_from.press("Tab")  # leaving the field puts the nearest edge in it
-    assert hours_from.input_value() == "12.875"
-    hours_slider = page.get_by_role("slider", name="hours-per-week: from, on the grid")
+    hours_from.press("Tab")  # the value stays as typed; the slider shows the nearest edge
+    assert hours_from.input_value() == "10"
+    hours_slider = page.get_by_role("slider", name="hours-per-week from, on the grid")
     assert hours_slider.input_value() == "12.875"
     assert not [
         v for v in Axe().run(page).response["violations"] if v["impact"] in {"serious", "critical"}
@@ -79,7 +81,9 @@ def test_the_sliders_ask_a_box_on_the_grid_edges(browser, custodian, no_broker):
     browser.click_and_wait(button)
     answer = page.locator("#range-answer")
     assert f"age from 30.375 up to (not including) {dragged}" in answer.inner_text()
-    assert "hours-per-week from 12.875" in answer.inner_text()
+    assert "hours-per-week from 10 to the upper bound" in answer.inner_text()  # as typed
+    grid = page.locator("#grid-answer").inner_text()
+    assert "hours-per-week from 12.875" in grid and "a different range" in grid
     gap = answer.bounding_box()["y"] - (
         button.bounding_box()["y"] + button.bounding_box()["height"]
     )
@@ -93,7 +97,7 @@ def test_the_sliders_ask_a_box_on_the_grid_edges(browser, custodian, no_broker):
     page.keyboard.press("Home")
     assert age_from.input_value() == "90.5" and age_to.input_value() == "16.5"
     browser.click_and_wait(page.get_by_role("button", name="Answer (free)"))
-    assert "must be below ‘up to’" in page.locator("#range-query").inner_text()
+    assert "must be below ‘below’" in page.locator("#range-query").inner_text()
     assert page.locator("#range-answer").count() == 0
     browser.screenshot("from above up to refused")
     browser.assert_no_problems()

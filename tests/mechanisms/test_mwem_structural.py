@@ -14,15 +14,11 @@ import pandas as pd
 import pytest
 
 from mechanisms import Schema, histogram
+from mechanisms.accuracy import ZERO_LEVEL, zero_threshold
 from mechanisms.catalogue import run_release
 from mechanisms.mwem import mwem
 from mechanisms.mwem import release as mwem_release
-from mechanisms.mwem.structural import (
-    ZERO_LEVEL,
-    noise_threshold,
-    structural_cells,
-    unsupported_cells,
-)
+from mechanisms.mwem.structural import structural_cells, unsupported_cells
 from mechanisms.noise import seeded_source
 from mechanisms.workload import expand_workload, marginals_spec
 
@@ -122,12 +118,12 @@ def test_the_manifest_states_the_rule_and_names_the_zeroed_cells():
 @pytest.mark.parametrize("terms", [1, 30])
 def test_the_zero_threshold_is_exceeded_by_noise_alone_at_about_its_level(terms):
     """200,000 sums of `terms` discrete Laplace counts of scale 7 at a true count of 0: the share
-    above noise_threshold(level = .01) is at most .0125 (its standard error at .01 is .00022,
+    above zero_threshold(level = .01) is at most .0125 (its standard error at .01 is .00022,
     so a correct threshold fails with probability below 10^-20)."""
     gen = np.random.default_rng(7)
     p = np.exp(-1 / 7)
     noise = gen.geometric(1 - p, (200_000, terms)) - gen.geometric(1 - p, (200_000, terms))
-    share = float((noise.sum(axis=1) > noise_threshold(7.0, terms, 0.01)).mean())
+    share = float((noise.sum(axis=1) > zero_threshold(7.0, terms, 0.01)).mean())
     assert share <= 0.0125, share
 
 

@@ -28,7 +28,7 @@ from mechanisms.range_count.api import (
     range_count_release,
     resolve_estimator,
 )
-from mechanisms.range_count.core import half_width, popcount, privacy_target
+from mechanisms.range_count.core import half_width, noise_kurtosis, popcount, privacy_target
 from mechanisms.range_count.inputs import _halfspace_masks, grid_edges, rounding_bounds, snap_box
 from mechanisms.range_count.intervals import answer_sets, answered_sets, noise_half_widths
 from mechanisms.release_request import MechanismInputs
@@ -330,7 +330,7 @@ def test_half_width_of_one_discrete_laplace_draw_covers_at_least_95_percent():
     the exact integer half-width keeps each tail <= 2.5% (and one less would not), for b
     from 0.3 to 300, and the 0.7× twin does not. Cornish-Fisher for the same draw is at most
     3% wider than exact (continuous limit 2.166 against 2.118 sd)."""
-    from mechanisms.range_count.core import integer_sum_half_width, noise_kurtosis, noise_variance
+    from mechanisms.range_count.core import integer_sum_half_width, noise_variance
 
     for b in (0.3, 1.0, 3.0, 10.0, 30.0, 300.0):
         q = math.exp(-1.0 / b)
@@ -355,3 +355,17 @@ def test_the_default_grid_is_finer_when_rounding_weighs_more_than_noise():
     more_rows = suggest_grid(bounds, 0.1, 0.0, "replace-one", 100_000, 65_536)
     more_eps = suggest_grid(bounds, 4.0, 0.0, "replace-one", 2_000, 65_536)
     assert few <= more_rows and few <= more_eps and few < max(more_rows, more_eps)
+
+
+def test_a_near_noiseless_answer_gets_a_near_zero_half_width():
+    """At ε = 100 a tree's discrete Laplace draws are almost always 0, so their kurtosis is huge
+    and Cornish-Fisher gave ±618 million rows to an answer whose noise sd is 1e-10. The factor
+    is capped at √39 sds: by Cantelli's inequality no noise of that sd exceeds it with
+    probability above 2.5%, so the one-sided coverage holds whatever the noise's shape."""
+    scale = 0.02  # one draw: 0 with probability 1 - 2e-22
+    kurtosis = noise_kurtosis("laplace", scale)
+    assert kurtosis > 1e20
+    sd = 1e-10
+    assert float(half_width(np.array(sd), np.array(kurtosis))) == pytest.approx(sd * math.sqrt(39))
+    z = 1.959963984540054
+    assert float(half_width(np.array(1.0), np.array(0.0))) == pytest.approx(z)  # as before

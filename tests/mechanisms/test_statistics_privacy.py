@@ -15,7 +15,9 @@ real change, so only a twin below half the sensitivity can overspend); sensitivi
 quantile's selections (the exponential mechanism's loss on monotone scores is half its claim).
 Missing values, on replace-one neighbours without groups (one value turned missing): the count of
 present values (twin: scale x 0.85) and the sum of present values (twin: its sized bounds not
-widened to hold 0, so a value at the bound turned missing overspends).
+widened to hold 0, so a value at the bound turned missing overspends). A sum's or quantile's own
+count of values (`support`, when no released count decides its groups) claims a quarter of the
+statistic's epsilon and the sum the rest (twins: scale x 0.85; the quarter not taken off).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import pytest
 from mechanisms import statistics
 from mechanisms.noise import RandomSource, seeded_source
 from mechanisms.schema import Schema
-from mechanisms.statistics import Computer, measures, parse_request, quantiles
+from mechanisms.statistics import Computer, measures, parse_request, quantiles, support
 from tests.mechanisms.privacy_audit import audit_neighbours, threshold_grid
 
 N, ALPHA = 100_000, 1e-6
@@ -348,5 +350,40 @@ def test_sum_of_present_values_under_replace_one(widen, honest):
         draws.append(sums[:, 0])
     grid = threshold_grid(150.0, 50.0, scale, integer=False)
     result = audit_neighbours(*draws, epsilon=epsilon, thresholds=grid, discrete=False,
+                              alpha=ALPHA)  # fmt: skip
+    assert result.passed is honest, result.summary()
+
+
+@pytest.mark.audit
+@pytest.mark.parametrize("factor, honest", [(1.0, True), (0.85, False)])
+def test_a_sums_own_count_at_a_quarter_of_its_epsilon(factor, honest):
+    """A sum or quantile with no released count to read counts its own values (`support`),
+    claimed here at a quarter of the epsilon asked for the statistic; twin: scale x 0.85."""
+    epsilon = 4.0  # requested for the sum; its own count's claim: a quarter of it = 1
+    own, _ = support.own_shares(epsilon)
+    draws = []
+    for data, seed in ((D, 25), (D2, 26)):
+        counts, scale = _computer(data, "sum:x", seed, factor).noisy_counts(own, "x")
+        draws.append(counts[:, 0])
+    grid = threshold_grid(1.0, 0.0, scale, integer=True)
+    result = audit_neighbours(*draws, epsilon=epsilon / 4, thresholds=grid, discrete=True,
+                              alpha=ALPHA)  # fmt: skip
+    assert result.passed is honest, result.summary()
+
+
+@pytest.mark.audit
+@pytest.mark.parametrize("taken_off, honest", [(True, True), (False, False)])
+def test_a_sum_after_its_own_count_at_the_rest_of_its_epsilon(taken_off, honest):
+    """The sum itself then claims three quarters of the epsilon asked; twin: the count's quarter
+    not taken off (the sum spends the whole epsilon again)."""
+    epsilon = 4 / 3  # requested for the sum; the rest after its own count: 3/4 of it = 1
+    rest = support.own_shares(epsilon)[1] if taken_off else epsilon
+    draws = []
+    for data, seed in ((D, 27), (D2, 28)):
+        run = _computer(data, "sum:x", seed)
+        sums, scale = run.noisy_sums(run.values("x"), 0.0, 100.0, rest)
+        draws.append(sums[:, 0])
+    grid = threshold_grid(100.0, 0.0, scale, integer=False)
+    result = audit_neighbours(*draws, epsilon=0.75 * epsilon, thresholds=grid, discrete=False,
                               alpha=ALPHA)  # fmt: skip
     assert result.passed is honest, result.summary()

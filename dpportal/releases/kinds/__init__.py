@@ -21,7 +21,7 @@ FOLDERS: dict[str, Kind] = {
     folder.KIND.name: folder.KIND
     for folder in (perturbed_histogram, smoothed_histogram, mwem, range_count, statistics)
 }
-CHARTS_LAYOUT = 4  # bump when the public charts change: recomputes cached chart data
+CHARTS_LAYOUT = 5  # bump when the public charts change: recomputes cached chart data
 
 
 def kind_of(name: str) -> Kind:

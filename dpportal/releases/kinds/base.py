@@ -98,6 +98,18 @@ class Kind:
             f"±{plan.expected_error:,.1f} rows."
         ]
 
+    def preview_warnings(self, plan, schema, columns: list[str], row_count: int) -> list[str]:
+        """What the accuracy preview warns against, in sentences: a release that spends its ε
+        on output that will be mostly noise. The form then asks for an explicit confirmation
+        before spending (`ReleaseForm`; default: no warning)."""
+        return []
+
+    def preview_facts(self, dataset, columns: list[str], epsilon) -> dict[str, Any]:
+        """OWNER-ONLY facts the accuracy preview may state beyond the public plan (such as
+        counts from the upload's profile); kept in the plan's details["owner_facts"], shown on
+        the owner's form only, never published (default: none)."""
+        return {}
+
     def preview_table(
         self, plan, schema, columns: list[str], n: int
     ) -> tuple[list[dict], list[dict]]:

@@ -68,6 +68,9 @@ def _share_text(share: float) -> str:
     return "under 1%" if share < 0.01 else f"about {share:.0%}"
 
 
+LARGE_SHARE = 0.5  # a typical error of half an average cell's rows or more: "large"
+
+
 def relative_error_line(noise: float, rows_per_cell: float) -> str:
     """The noise against an average cell's rows, in words."""
     if rows_per_cell <= 0:
@@ -77,7 +80,7 @@ def relative_error_line(noise: float, rows_per_cell: float) -> str:
         "small"
         if share < 0.1
         else "noticeable"
-        if share < 0.5
+        if share < LARGE_SHARE
         else "large: consider fewer columns, fewer bins or a larger ε"
     )
     return (
@@ -85,6 +88,18 @@ def relative_error_line(noise: float, rows_per_cell: float) -> str:
         f"error is {_share_text(share)} of that ({size}). Rare combinations are "
         "affected more."
     )
+
+
+def relative_error_warning(noise: float, rows_per_cell: float) -> list[str]:
+    """The preview's warning when the typical error is large against an average cell's rows
+    (`relative_error_line` says "large"); the form then asks for a confirmation."""
+    if rows_per_cell > 0 and noise / rows_per_cell < LARGE_SHARE:
+        return []
+    return [
+        f"The typical error (±{noise:,.1f} rows) is large against an average combination's "
+        f"{max(rows_per_cell, 0):,.1f} rows: most counts will be mostly noise. Fewer columns, "
+        "fewer bins or a larger ε would help."
+    ]
 
 
 MAX_SYNTHETIC_ROWS = 1_000_000

@@ -9,7 +9,11 @@ from django import forms
 from dpportal.core.form_fields import WHOLE_NUMBER_INPUT
 from dpportal.releases import charts, comparisons, packaging
 from dpportal.releases.accuracy_preview import interval_row, marginal_row
-from dpportal.releases.kinds.synthetic import SyntheticKind, relative_error_line
+from dpportal.releases.kinds.synthetic import (
+    SyntheticKind,
+    relative_error_line,
+    relative_error_warning,
+)
 from mechanisms import accuracy
 from mechanisms import workload as mwem_workload
 from mechanisms.mwem import expected_abs_noise
@@ -78,16 +82,19 @@ class Mwem(SyntheticKind):
                 "measure every cell of it once with the whole budget, and every pattern is a "
                 "sum of them.",
                 noise,
-                relative_error_line(plan.expected_error, row_count / plan.support),
+                relative_error_line(plan.expected_error, _rows_per_cell(plan, row_count)),
             ]
         return [
             f"The workload has {plan.details['workload']} patterns (tables of counts); MWEM "
             f"will measure {plan.details['rounds']} of them, the ones its model gets most "
             "wrong, one per round.",
             noise,
-            relative_error_line(plan.expected_error, row_count / plan.details["median_cells"]),
+            relative_error_line(plan.expected_error, _rows_per_cell(plan, row_count)),
             "Patterns that are not measured are only as good as the model's guess from the others.",
         ]
+
+    def preview_warnings(self, plan, schema, columns, row_count) -> list[str]:
+        return relative_error_warning(plan.expected_error, _rows_per_cell(plan, row_count))
 
     def preview_table(self, plan, schema, columns, n):
         details = plan.details
@@ -207,3 +214,10 @@ def _measurements(release) -> list[dict]:
 
 
 KIND = Mwem("mwem")
+
+
+def _rows_per_cell(plan, row_count) -> float:
+    """Rows in an average cell of what MWEM measures: of the full table, or of the workload's
+    median pattern."""
+    cells = plan.support if plan.details.get("full_table") else plan.details["median_cells"]
+    return row_count / cells

@@ -9,7 +9,12 @@ from dpportal.releases.accuracy_preview import (
     interval_row,
     marginal_row,
 )
-from dpportal.releases.kinds.synthetic import HistogramKind, combinations, relative_error_line
+from dpportal.releases.kinds.synthetic import (
+    HistogramKind,
+    combinations,
+    relative_error_line,
+    relative_error_warning,
+)
 from mechanisms import accuracy
 from mechanisms.plans import discrete_laplace_std
 
@@ -32,6 +37,9 @@ class PerturbedHistogram(HistogramKind):
             f"count gets random noise of typically ±{plan.expected_error:,.1f} rows.",
             relative_error_line(plan.expected_error, row_count / plan.support),
         ]
+
+    def preview_warnings(self, plan, schema, columns, row_count) -> list[str]:
+        return relative_error_warning(plan.expected_error, row_count / plan.support)
 
     def preview_table(self, plan, schema, columns, n):
         half = accuracy.plan_half_width(plan, n)

@@ -13,7 +13,7 @@ from django import forms
 import mechanisms
 from dpportal.access.rules import row_count_is_public
 from dpportal.core.form_fields import WHOLE_NUMBER_INPUT
-from dpportal.releases import charts, packaging
+from dpportal.releases import accuracy_preview, charts, packaging
 from dpportal.releases.comparisons import MAX_SCATTER_POINTS
 from dpportal.releases.kinds.base import Kind
 from dpportal.releases.kinds.range_count import figures as range_charts
@@ -193,8 +193,8 @@ class RangeCount(Kind):
                 )
         lines.append(
             f"Noise: each answer will be within ±{plan.details['noise_95']:,.0f} rows of the "
-            f"count over its grid cells with 95% probability (typical error "
-            f"±{plan.expected_error:,.1f}, predicted from the method's noise), out of "
+            f"count over its grid cells with 95% probability (the noise's standard deviation: "
+            f"{plan.expected_error:,.1f} rows, predicted from the method), out of "
             f"{row_count:,} rows in the table."
         )
         lines.append(_rounding_line(plan.details))
@@ -204,6 +204,30 @@ class RangeCount(Kind):
                 "not be able to answer new range questions later."
             )
         return lines
+
+    def preview_table(self, plan, schema, columns, n):
+        """The headline's own figures: the 95% half-width of the noise (the plan's), and with
+        the rows of the cut cells added for the ranges that cut grid cells."""
+        noise = plan.details.get("noise_95")
+        if noise is None:
+            return [], []
+        rows = [
+            accuracy_preview.interval_row(
+                "Each answer, against the count over its grid cells",
+                noise,
+                f"{plan.noise} noise of standard deviation {plan.expected_error:,.1f} rows",
+            )
+        ]
+        share, cut = plan.details["rounding_share"], plan.details["rounding_rows"]
+        if share > 0:
+            rows.append(
+                accuracy_preview.interval_row(
+                    f"A range that cuts grid cells ({share:.0%} of these), against its true count",
+                    noise + cut,
+                    "the noise plus the rows of the cut cells, if rows are spread evenly",
+                )
+            )
+        return rows, []
 
     def public_charts(self, release, schema) -> list[dict]:
         names = packaging.stored_names(release)
@@ -291,12 +315,12 @@ def _rounding_line(details) -> str:
 def new_range_answer(request, release, structure_json: bytes) -> dict:
     """Answer a new range from the released structure: post-processing, no budget, no data.
 
-    A box moves to the nearest grid edges (answered exactly); the answer carries its 95%
-    interval (noise, plus rounding for a line that cuts cells).
+    The range is answered as typed, with its 95% interval (noise, plus the rows of the grid
+    cells it cuts). A box that cuts cells gets, beside it, the nearest box on the grid's edges
+    (`snap_box`), named and answered exactly.
     """
-    from mechanisms.range_count import Support, answer_intervals
+    from mechanisms.range_count import Support
     from mechanisms.range_count.inputs import snap_box
-    from mechanisms.range_count.intervals import describe
 
     structure = json.loads(structure_json)
     if structure.get("mechanism") in NO_NEW_RANGES_METHODS:
@@ -309,24 +333,35 @@ def new_range_answer(request, release, structure_json: bytes) -> dict:
     form = RangeQueryForm(request.GET if asked else None, columns=release.columns, edges=edges)
     if not (asked and form.is_valid()):
         return {"query_form": form}
-    query = form.query()
-    if query["type"] == "box":
-        query = snap_box(support, query["lo"], query["hi"])
+    query = form.query(list(support.lower), list(support.upper))
     try:
-        answer = answer_intervals(structure, [query])
+        answer = _answer(structure, support, query)
+        grid = None
+        if query["type"] == "box" and not answer["exact"] and edges is not None:
+            grid = _answer(structure, support, snap_box(support, query["lo"], query["hi"]))
     except mechanisms.MechanismError as exc:
         form.add_error(None, str(exc))
         return {"query_form": form}
     return {
         "query_form": form,
-        "range_answer": {
-            "answer": float(answer.estimate[0]),
-            "std": float(answer.noise_sd[0]),
-            "ci_lower": math.floor(answer.ci_lower[0]),
-            "ci_upper": math.ceil(answer.ci_upper[0]),
-            "region": describe(query, support),
-            "exact": bool(answer.exact_region[0]),
-        },
+        "range_answer": {**answer, "asked": form.words()},
+        "grid_answer": grid,
+    }
+
+
+def _answer(structure, support, query) -> dict:
+    """One range's answer from the released structure (post-processing), for the page."""
+    from mechanisms.range_count import answer_intervals
+    from mechanisms.range_count.intervals import describe
+
+    answer = answer_intervals(structure, [query])
+    return {
+        "answer": float(answer.estimate[0]),
+        "std": float(answer.noise_sd[0]),
+        "ci_lower": math.floor(answer.ci_lower[0]),
+        "ci_upper": math.ceil(answer.ci_upper[0]),
+        "region": describe(query, support),
+        "exact": bool(answer.exact_region[0]),
     }
 
 

@@ -55,18 +55,22 @@ class SmoothedHistogram(HistogramKind):
     def accuracy_lines(self, plan, schema, columns, row_count) -> list[str]:
         rows, mix = plan.details["rows"], plan.details["mix"]
         per_cell = plan.outputs / plan.support
-        lines = [
+        return [
             f"{rows:,} synthetic rows will be drawn over {plan.support:,} cells. To protect "
             f"privacy, {mix:.0%} of them are spread evenly over all cells, whatever the data.",
             f"The rest follow the real distribution, with a sampling error of about "
             f"±{plan.expected_error:,.1f} rows in an average cell of {per_cell:,.1f} rows.",
         ]
-        if mix > 0.5:
-            lines.append(
-                "That is a lot of evenly spread rows: ask for fewer rows, fewer columns or a "
-                "larger ε."
-            )
-        return lines
+
+    def preview_warnings(self, plan, schema, columns, row_count) -> list[str]:
+        mix = plan.details["mix"]
+        if mix <= 0.5:
+            return []
+        return [
+            f"{mix:.0%} of the synthetic rows will be spread evenly over all cells, whatever "
+            "the data: most of the table will say nothing about it. Ask for fewer rows, fewer "
+            "columns or a larger ε."
+        ]
 
     def preview_table(self, plan, schema, columns, n):
         rows_drawn, mix, cells = plan.details["rows"], plan.details["mix"], plan.support

@@ -36,7 +36,16 @@ class Statistics(Kind):
         return portal.params(form.schema, cleaned["columns"], cleaned)
 
     def accuracy_lines(self, plan, schema, columns, row_count) -> list[str]:
-        return portal.accuracy_lines(plan)
+        return portal.accuracy_lines(plan, schema)
+
+    def preview_table(self, plan, schema, columns, n):
+        return portal.preview_table(plan, schema)
+
+    def preview_warnings(self, plan, schema, columns, row_count) -> list[str]:
+        return portal.preview_warnings(plan)
+
+    def preview_facts(self, dataset, columns, epsilon) -> dict:
+        return portal.owner_facts(dataset, epsilon)
 
     def public_charts(self, release, schema) -> list[dict]:
         return statistics_charts.release_charts(release)

@@ -2,6 +2,8 @@
 
 import math
 
+import pandas as pd
+
 from dpportal.releases import packaging
 from dpportal.releases.chart_style import BASE_LAYOUT, RELEASE_COLOUR, plotly_text
 from mechanisms import statistics as statistics_mechanism
@@ -23,7 +25,8 @@ def statistics_charts(table, missing=()) -> list[dict]:
     """One chart per statistic and column: each group's estimate with its 95% interval.
 
     `missing`: the columns whose missing values were left out (from the manifest); their
-    charts say so.
+    charts say so. A group with no estimate ("too few rows to publish") gets no marker; the
+    chart's note names it.
     """
     by = [c for c in table.columns if c not in statistics_mechanism.TABLE_COLUMNS]
     charts = []
@@ -34,12 +37,20 @@ def statistics_charts(table, missing=()) -> list[dict]:
             else ["all rows"]
         )
         title = f"{stat} of {column}" if isinstance(column, str) and column else str(stat)
+        shown = pd.to_numeric(rows["estimate"], errors="coerce").notna().to_numpy()
+        withheld = [label for label, keep in zip(labels, shown, strict=True) if not keep]
+        kept = [label for label, keep in zip(labels, shown, strict=True) if keep]
         charts.append(
             {
                 "title": title,
-                "figure": _error_bar_figure(title, labels, rows, by),
+                "figure": _error_bar_figure(title, kept, rows[shown], by),
                 "note": "Bars: the 95% interval of each released value."
-                + (" Missing values left out." if column in missing else ""),
+                + (" Missing values left out." if column in missing else "")
+                + (
+                    f" Too few rows to publish (no estimate): {', '.join(withheld)}."
+                    if withheld
+                    else ""
+                ),
             }
         )
     return charts[:MAX_CHARTS]

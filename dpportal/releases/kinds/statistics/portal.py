@@ -73,32 +73,226 @@ def _percentiles(cleaned) -> list[str]:
     return [p.strip() for p in text.split(",") if p.strip()]
 
 
-def accuracy_lines(plan) -> list[str]:
-    """Each statistic's ε and expected 95% interval, before anything is spent."""
+def accuracy_lines(plan, schema) -> list[str]:
+    """Each statistic's ε and expected 95% interval in a group of the average size, which
+    groups are withheld, and what missing values and person-level privacy mean for them."""
     details = plan.details
+    facts = details.get("owner_facts") or {}
     groups = details["groups"]
     lines = [
         f"{len(details['statistics'])} statistics over {groups:,} "
         + ("group" if groups == 1 else f"groups (about {details['group_rows']:,.0f} rows each)")
-        + ". Expected 95% intervals:"
+        + ". Expected 95% intervals in a group of that size:"
     ]
     for row in details["statistics"]:
-        name = row["statistic"] + (f" of {row['column']}" if row["column"] else "")
-        if row["epsilon"] == 0:
-            lines.append(f"{name}: exact (the number of rows is public), ε = 0.")
-            continue
-        unit = row["unit"]
-        half = f"±{rounded_number(float(row['halfwidth']), 3)} {unit}"
-        lines.append(f"{name}: ε = {rounded_number(float(row['epsilon']), 4)}, typically {half}.")
-    lines.append("Quantile intervals are conservative; groups with few rows get wider intervals.")
+        lines.append(_statistic_line(row, _average_values(row, details, facts)))
+    lines.append(
+        "Quantile intervals are conservative; groups with fewer rows get wider intervals (the "
+        "table below gives them by group size)."
+    )
+    lines += withheld_lines(details["statistics"])
     if missing := details.get("missing_left_out"):
-        lines.append(missing_note(missing))
+        lines.append(missing_note(missing, facts))
+    if schema.person is not None and facts:
+        lines.append(person_level_line(details["statistics"], schema.person, facts))
     return lines
 
 
-def missing_note(columns) -> str:
-    """The sentence that says which columns' missing values the statistics leave out."""
-    return (
+def _name(row) -> str:
+    return row["statistic"] + (f" of {row['column']}" if row["column"] else "")
+
+
+def _statistic_line(row, values: float) -> str:
+    name = _name(row)
+    if row["epsilon"] == 0:
+        return f"{name}: exact (the number of rows is public), ε = 0."
+    return f"{name}: ε = {rounded_number(float(row['epsilon']), 4)}, {within(row, values)}."
+
+
+def within(row, values: float) -> str:
+    """The expected 95% half-width of one statistic's preview in a group of `values` values.
+
+    Counts and sums: the same for every group. Means, variances and standard deviations: the
+    preview's half-width scales as 1 / values (exactly: every noise term of their linearised
+    error is divided by the count), and an interval of half the statistic's whole span or
+    more (`span`: the declared range, r^2 or r) covers about all of it. Quantiles: the rank
+    margin as percentile points of the group, or the whole declared range when the margin
+    reaches past both ends."""
+    half, unit, stat = float(row["halfwidth"]), row["unit"], row["statistic"]
+    if stat in ("count", "sum"):
+        return f"typically ±{rounded_number(half, 3)} {unit}"
+    if unit != "rows of rank":
+        scaled = half * float(row["size"]) / max(values, 1.0)
+        if scaled >= row["span"] / 2:
+            return "interval: about the whole declared range"
+        return f"typically ±{rounded_number(scaled, 3)} {unit}"
+    share = half / max(values, 1.0)
+    alpha = _alpha(stat)
+    if share >= max(alpha, 1 - alpha):
+        return "interval: the whole declared range"
+    return f"within ±{100 * share:.3g} percentile points (a rank error of ±{half:,.0f} rows)"
+
+
+def _alpha(statistic: str) -> float:
+    return 0.5 if statistic == "median" else float(statistic.removeprefix("q")) / 100
+
+
+def _average_values(row, details, facts) -> float:
+    """The values of the statistic's column in a group of the average size: its rows, less the
+    share of missing values counted at upload (owner-only facts), if any."""
+    rows = float(details["group_rows"])
+    return rows * present_share(row["column"], facts)
+
+
+def present_share(column, facts) -> float:
+    """The share of rows with a value of `column`, from the owner-only upload counts (1 if
+    none are known)."""
+    missing = (facts.get("missing_values") or {}).get(column)
+    total = facts.get("rows") or 0
+    if not missing or not total:
+        return 1.0
+    return max(1.0 - missing / total, 0.0)
+
+
+def withheld_lines(statistics) -> list[str]:
+    """Which groups are withheld: the rule, and per deciding count the rows a group needs."""
+    needs: dict[tuple[str, float], list[str]] = {}
+    for row in statistics:
+        if row["threshold"] > 0 and row["statistic"] != "count":
+            needs.setdefault((row["source"], row["threshold"]), []).append(_name(row))
+    if not needs:
+        return []
+    parts = [
+        f"{', '.join(names)}: above {threshold:,.0f} ({source})"
+        for (source, threshold), names in needs.items()
+    ]
+    return [
+        "A group's estimate is published only where a noisy count shows rows there (any group "
+        "may hold none, such as “(other)” or “(missing)”): elsewhere its row says “too few rows "
+        "to publish”. The noisy count must be: " + "; ".join(parts) + ". Counts "
+        "themselves are always published, marked where they do not show rows."
+    ]
+
+
+def missing_note(columns, facts=None) -> str:
+    """The sentence that says which columns' missing values the statistics leave out, with
+    how many there are when the owner's upload counted them (owner-only)."""
+    facts = facts or {}
+    counted = facts.get("missing_values") or {}
+    known = [f"{counted[c]:,} in {c}" for c in columns if c in counted]
+    sentence = (
         f"Missing values of {', '.join(columns)} are left out of its statistics: means and "
-        "variances divide by a noisy count of the values present (not by the number of rows)."
+        "variances divide by a noisy count of the values present (not by the number of rows), "
+        "and groups hold fewer values than rows."
     )
+    if known:
+        sentence += (
+            f" Your upload had {', '.join(known)} (of {facts['rows']:,} rows; counted when it "
+            "was read, shown to you only); the intervals above allow for them."
+        )
+    return sentence
+
+
+def person_level_line(statistics, person, facts) -> str:
+    """Why each statistic's ε is so small at person level, with the first one worked out."""
+    group = person.group_size(facts["neighbouring"])
+    paid = [row for row in statistics if row["epsilon"] > 0]
+    if not paid:
+        return ""
+    first = paid[0]
+    row_epsilon = float(first["epsilon"])
+    change = "replacing" if facts["neighbouring"] == "replace-one" else "adding or removing"
+    return (
+        f"Each ε above is per row: a person has up to {person.max_rows} rows, so {change} one "
+        f"person changes up to {group} rows, and the ε = {rounded_number(facts['epsilon'], 6)} "
+        f"you spend protects each person while every row gets 1/{group} of it. Split over "
+        f"{len(paid)} statistics, {_name(first)} gets {group} × "
+        f"{rounded_number(row_epsilon, 4)} = {rounded_number(group * row_epsilon, 4)} for a "
+        "person's rows together."
+    )
+
+
+def preview_table(plan, schema) -> tuple[list[dict], list[dict]]:
+    """The preview's table: each statistic's expected 95% interval by group size, and how
+    often a group of that size is published at all."""
+    details = plan.details
+    facts = details.get("owner_facts") or {}
+    rows = []
+    for row in details["statistics"]:
+        if row["epsilon"] == 0:
+            continue
+        share = present_share(row["column"], facts)
+        if row["statistic"] == "count":
+            rows.append(
+                {
+                    "output": f"{_name(row)}, every group",
+                    "within": within(row, 1.0),
+                    "note": "the same for groups of any size; always published",
+                }
+            )
+            continue
+        for entry in row["by_size"]:
+            values = float(entry["size"]) * share
+            rows.append(
+                {
+                    "output": f"{_name(row)}, a group of {entry['size']:,} rows",
+                    "within": within(row, max(values, 1.0)),
+                    "note": _published_words(entry["published"]),
+                }
+            )
+    return rows, []
+
+
+def _published_words(share: float) -> str:
+    if share >= 0.995:
+        return "published"
+    if share < 0.01:
+        return "withheld: too few rows to publish"
+    return f"published in about {share:.0%} of releases (withheld in the rest)"
+
+
+def owner_facts(dataset, epsilon) -> dict:
+    """OWNER-ONLY facts the preview states beyond the public plan (never published).
+
+    The ε asked, the relation and the stored row count, and for an upload the empty cells per
+    column its reading counted (the owner-only profile; a table that stays where it lives was
+    never read, so it has none).
+    """
+    proposals = (dataset.profile or {}).get("proposals") or []
+    return {
+        "epsilon": float(epsilon),
+        "neighbouring": dataset.neighbouring,
+        "rows": dataset.row_count,
+        "missing_values": {p["name"]: int(p["missing"]) for p in proposals if p.get("missing")},
+    }
+
+
+def preview_warnings(plan) -> list[str]:
+    """What the statistics preview warns against: statistics whose interval in a group of the
+    average size is the whole declared range, or which such a group would mostly not get."""
+    details = plan.details
+    facts = details.get("owner_facts") or {}
+    rows = float(details["group_rows"])
+    whole, withheld = [], []
+    for row in details["statistics"]:
+        if row["epsilon"] == 0 or row["statistic"] in ("count", "sum"):
+            continue
+        if "whole declared range" in within(row, _average_values(row, details, facts)):
+            whole.append(_name(row))
+        average = min(row["by_size"], key=lambda entry: abs(entry["size"] - rows))
+        if average["published"] < 0.5:
+            withheld.append(_name(row))
+    warnings = []
+    if whole:
+        warnings.append(
+            f"In a group of the average size ({rows:,.0f} rows) the 95% interval of "
+            f"{', '.join(whole)} is about the whole declared range: it will say next to "
+            "nothing. A larger ε, fewer statistics or fewer groups would help."
+        )
+    if withheld:
+        warnings.append(
+            f"A group of the average size ({rows:,.0f} rows) will mostly get no estimate of "
+            f"{', '.join(withheld)} (“too few rows to publish”): its noisy count at this ε "
+            "rarely shows its rows."
+        )
+    return warnings
