@@ -12,6 +12,7 @@ urlpatterns = [
     path(
         "datasets/<int:pk>/estimate/", dataset_views.dataset_estimate, name="api_dataset_estimate"
     ),
+    path("datasets/<int:pk>/plan/", dataset_views.dataset_plan, name="api_dataset_plan"),
     path("datasets/<int:pk>/ledger/", dataset_views.dataset_ledger, name="api_dataset_ledger"),
     path("datasets/<int:pk>/budget/", owner_views.dataset_budget, name="api_dataset_budget"),
     path("datasets/<int:pk>/auditors/", owner_views.dataset_auditors, name="api_dataset_auditors"),
