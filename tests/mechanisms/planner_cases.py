@@ -48,6 +48,7 @@ from mechanisms import accuracy, planner, plans
 from mechanisms.catalogue import run_release
 from mechanisms.range_count import api
 from mechanisms.range_count.inputs import records_in
+from mechanisms.release_request import PlanInputs
 from mechanisms.schema import Schema
 from mechanisms.statistics import selected_request
 from mechanisms.statistics.promise import statistic_errors
@@ -258,13 +259,15 @@ def _mechanism_plan(case: Case, epsilon: float) -> plans.NoisePlan:
     }[case.kind]
     params = {k: v for k, v in case.params.items() if k != "rows"}
     return plan_of(
-        schema,
-        list(case.columns),
-        params,
-        epsilon=epsilon,
-        delta=0.0,
-        neighbouring=case.neighbouring,
-        n=len(frame),
+        PlanInputs(
+            schema=schema,
+            columns=list(case.columns),
+            params=params,
+            epsilon=epsilon,
+            delta=0.0,
+            neighbouring=case.neighbouring,
+            n=len(frame),
+        )
     )
 
 

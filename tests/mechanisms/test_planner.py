@@ -165,3 +165,9 @@ def test_the_command_line_prints_the_epsilon_or_why_none(tmp_path, capsys):
     assert "mean:x estimates within" in capsys.readouterr().out
     assert main([*common, "--target", "twenty"]) == 2
     assert "must be a number" in capsys.readouterr().err
+
+
+def test_every_catalogue_kind_has_a_planner():
+    from mechanisms.catalogue import CATALOGUE
+
+    assert set(planner.KINDS) == set(CATALOGUE)
