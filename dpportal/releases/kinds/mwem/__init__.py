@@ -22,6 +22,7 @@ MEASUREMENTS = "measurements.json"
 
 
 class Mwem(SyntheticKind):
+    planned = "each count measured in a round"
     legend = "MWEM settings"
 
     def good_for(self) -> str:
