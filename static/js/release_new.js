@@ -65,6 +65,7 @@
   var confirmList = document.getElementById("confirm-warnings");
   var confirmTick = form.querySelector("input[name=confirm]");
   function showConfirmation(warnings) {
+    if (!confirmBox) { return; }  // an analyst's request page: the owner decides, nothing spends
     confirmList.replaceChildren();
     warnings.forEach(function (line) {
       var item = document.createElement("li");
