@@ -125,8 +125,11 @@ class Promise:
     ε removes, and `floor_cause` what it is ("" when none). `typical`: the size of an average
     output when public (n / cells), else None. `assumption`: what it rests on, in words.
     `settings`: parameters the plan chose at this ε that the release must be given (the
-    smoothed histogram's rows, a suggested range grid). `assumed_rows`: statistics, the fewest
-    rows per group the promise holds for (None where n is public or for other kinds).
+    smoothed histogram's rows, a suggested range grid). `assumed_rows`, `assumed_missing`:
+    statistics, the fewest rows per group the promise holds for (n where n is public) and the
+    largest share of them missing a value (None and 0 for other kinds). A statistics promise
+    is infinite when groups of that size are withheld too often (too few rows to publish) for
+    any ±H to be kept.
     """
 
     outputs: str
@@ -140,9 +143,16 @@ class Promise:
     assumption: str = ""
     settings: dict[str, Any] = field(default_factory=dict)
     assumed_rows: float | None = None
+    assumed_missing: float = 0.0
 
     def sentence(self) -> str:
         """The promise in words, as the planner prints it and the verdict quotes it."""
+        if not math.isfinite(self.half_width):
+            text = (
+                f"the {self.outputs}: groups this small are too often withheld (too few rows "
+                "to publish) for any ± to be promised"
+            )
+            return f"{text} ({self.assumption})" if self.assumption else text
         text = (
             f"at least {self.confidence:.0%} of the {self.outputs} within "
             f"±{_number(self.half_width)} {self.unit} of the truth"
@@ -477,8 +487,8 @@ def _statistics(request: PlanRequest) -> KindAt:
             Promise(
                 f"groups' {stat.text} estimates" if stats.by else f"{stat.text} estimates",
                 statistic_half_width(
-                    stat,
-                    share,
+                    stats,
+                    index,
                     request.schema,
                     neighbouring,
                     public_n,
@@ -489,9 +499,10 @@ def _statistics(request: PlanRequest) -> KindAt:
                 request.confidence,
                 key=stat.text,
                 assumption=words,
-                assumed_rows=None if public_n is not None else rows,
+                assumed_rows=rows,
+                assumed_missing=group.missing,
             )
-            for stat, share in zip(stats.statistics, stats.shares, strict=True)
+            for index, stat in enumerate(stats.statistics)
         )
 
     return at
@@ -608,6 +619,10 @@ def _short_reason(promises: tuple[Promise, ...], targets: Mapping[str, float], c
     short = next(p for p in promises if not _reached(p, targets))
     wanted = _target_for(targets, short.key)
     assert wanted is not None
+    if not math.isfinite(short.half_width):
+        return f"no ε up to {cap:g} reaches ±{_number(wanted)} {short.unit}: at ε {cap:g}, " + (
+            short.sentence()
+        )
     reason = (
         f"no ε up to {cap:g} reaches ±{_number(wanted)} {short.unit}: at ε {cap:g} the "
         f"{short.outputs} are within ±{_number(short.half_width)} {short.unit}"

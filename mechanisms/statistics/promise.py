@@ -1,9 +1,18 @@
 """What a summary-statistics release promises: each statistic within ±H of the truth.
 
-For one statistic at its share of epsilon, H is a half-width that holds with probability at
-least the confidence for every group holding at least `rows` rows, of which at most a share
-`missing` have no value in the column (public statements: the planner's assumptions), whatever
-the values inside the declared bounds. The truth is the statistic of the clamped values.
+For one statistic at its share of epsilon, H is a half-width such that, for every group holding
+at least `rows` rows of which at most a share `missing` have no value in the column (public
+statements: the planner's assumptions), whatever the values inside the declared bounds, the
+group's estimate is published and within ±H of the truth with probability at least the
+confidence. The truth is the statistic of the clamped values.
+
+The statistic's epsilon is split as the release splits it (`support`): a sum or quantile that
+needs a noisy count of its own spends `support.own_shares` of its share on it and the rest on
+itself. A group is published only where its deciding count clears `support`'s rule; the chance
+that a group of the assumed values does not (`plan.published_share` at `support.source_scale`)
+is taken off the miss allowance: H is each statistic's half-width at confidence + that chance
+(a union bound), and infinite when that reaches 1 (no ±H is kept: such groups are withheld too
+often). A count is always published.
 
 - count: the discrete Laplace half-width of the count's noise (0 when n is public: exact);
 - sum: the Laplace half-width of the sum's noise;
@@ -22,6 +31,10 @@ the values inside the declared bounds. The truth is the statistic of the clamped
   noise: the promise is about the distance beyond it.
 
 Each is capped at what the statistic can err by at all (the declared range; a group's rows).
+
+Checking the promise (`statistic_errors`, `judged`): a group is covered when it holds at least
+max(rows (1 - missing), 1) values (rows, for a count); a covered group whose estimate was
+withheld counts as outside ±H.
 """
 
 from __future__ import annotations
@@ -34,9 +47,10 @@ import numpy as np
 import pandas as pd
 
 from mechanisms.accounting import noise_scale
-from mechanisms.arrays import FloatArray, IntArray
+from mechanisms.arrays import BoolArray, FloatArray, IntArray
 from mechanisms.noise import secure_source
 from mechanisms.schema import NumericColumn, Schema
+from mechanisms.statistics import support
 from mechanisms.statistics.compute import Computer
 from mechanisms.statistics.measures import (
     centre,
@@ -46,6 +60,7 @@ from mechanisms.statistics.measures import (
     linear_halfwidth,
     sum_transformation,
 )
+from mechanisms.statistics.plan import published_share
 from mechanisms.statistics.quantiles import (
     CANDIDATES,
     candidates,
@@ -63,6 +78,11 @@ class GroupAssumption:
 
     rows: float
     missing: float = 0.0
+
+    @property
+    def values(self) -> float:
+        """The fewest values a group holds in a column that may miss some (at least 1)."""
+        return max(self.rows * (1.0 - self.missing), 1.0)
 
 
 @dataclass(frozen=True)
@@ -82,27 +102,38 @@ class _Setting:
 
 
 def statistic_half_width(
-    stat: Statistic,
-    epsilon: float,
+    request: Request,
+    index: int,
     schema: Schema,
     neighbouring: str,
     public_n: int | None,
     group: GroupAssumption,
     confidence: float,
 ) -> float:
-    """H for one statistic at its share `epsilon` (module docstring), in the statistic's unit."""
+    """H for statistic `index` of `request` at its share (module docstring), in its unit.
+
+    math.inf when a group of the assumed values is withheld with probability 1 - confidence
+    or more.
+    """
+    stat, share = request.statistics[index], request.shares[index]
     if stat.kind == "count":
         if public_n is not None:
             return 0.0
-        return discrete_laplace_halfwidth(count_scale(epsilon, neighbouring), confidence)
+        return discrete_laplace_halfwidth(count_scale(share, neighbouring), confidence)
     assert stat.column is not None
     spec = schema.column(stat.column)
     assert isinstance(spec, NumericColumn)
-    missing = group.missing if spec.missing == "cell" else 0.0
-    setting = _Setting(neighbouring, public_n, max(group.rows * (1.0 - missing), 1.0), confidence)
+    present = group.values if spec.missing == "cell" else group.rows
+    deciding = support.source_scale(schema, request, neighbouring, index, public_n)
+    level = confidence + (1.0 - published_share(present, deciding))
+    if level >= 1.0:
+        return math.inf
+    setting = _Setting(neighbouring, public_n, present, level)
+    source = support.sources(schema, request, neighbouring)[index]
+    epsilon = support.own_shares(share)[1] if source.kind == "own" else share
     if stat.kind == "sum":
         scale = setting.sum_scale(spec, spec.lower, spec.upper, epsilon)
-        return laplace_halfwidth(scale, confidence)
+        return laplace_halfwidth(scale, level)
     if stat.kind == "mean":
         return _mean(spec, epsilon, setting)
     if stat.kind in ("variance", "std"):
@@ -112,8 +143,8 @@ def statistic_half_width(
     point, _ = quantile_shares(epsilon)
     scale = rank_scale(stat.alpha, point, neighbouring)
     size = len(candidates(spec, CANDIDATES))
-    reach = max(stat.alpha, 1 - stat.alpha) * setting.present
-    return min(scale * math.log(size / (1 - confidence)), reach)
+    reach = max(stat.alpha, 1 - stat.alpha) * present
+    return min(scale * math.log(size / (1 - level)), reach)
 
 
 def unit(stat: Statistic) -> str:
@@ -157,10 +188,34 @@ def _variance(spec: NumericColumn, epsilon: float, setting: _Setting) -> float:
     return min(linear_halfwidth(terms, setting.confidence), r * r)
 
 
+@dataclass(frozen=True)
+class Measured:
+    """A release's statistics against the raw rows (`statistic_errors`). CUSTODIAN-ONLY.
+
+    rows: per group, its rows; values: per statistic, each group's values (its rows for a
+    count); errors: per statistic, each group's |estimate - truth| (NaN where the estimate was
+    withheld; 0 for a group without values: no truth to miss).
+    """
+
+    rows: IntArray
+    values: list[IntArray]
+    errors: list[FloatArray]
+
+    def judged(self, index: int, group: GroupAssumption) -> FloatArray:
+        """Statistic `index`'s errors on the groups the promise for `group` covers.
+
+        Covered: at least `group.values` values (module docstring); a covered group whose
+        estimate was withheld is outside any ±H (inf).
+        """
+        covered: BoolArray = self.values[index] >= group.values - 1e-9
+        errors = self.errors[index][covered]
+        return np.where(np.isnan(errors), math.inf, errors)
+
+
 def statistic_errors(
     data: pd.DataFrame, schema: Schema, request: Request, estimates: Sequence[Sequence[float]]
-) -> tuple[IntArray, list[FloatArray]]:
-    """(rows per group, per statistic the |estimate - truth| of each group), from the raw rows.
+) -> Measured:
+    """Each statistic's error in each group (`Measured`), from the raw rows.
 
     CUSTODIAN-ONLY (it reads the data): what the promise is checked against. The truth is the
     statistic of the group's present values clamped to the bounds (`Computer` groups and
@@ -170,27 +225,31 @@ def statistic_errors(
     """
     computer = Computer(data, schema, request, "add-remove", secure_source())
     rows: IntArray = np.bincount(computer.group_of, minlength=len(request.groups))
-    errors = []
+    values, errors = [], []
     for stat, released in zip(request.statistics, estimates, strict=True):
         if stat.column is None:
+            values.append(rows)
             errors.append(np.abs(np.asarray(released, dtype=float) - rows))
             continue
         spec = computer.numeric(stat.column)
         groups = computer.values(stat.column)
+        values.append(np.array([len(v) for v in groups], dtype=np.int64))
         errors.append(
             np.array(
                 [
-                    _error(stat, spec, np.clip(values, spec.lower, spec.upper), float(estimate))
-                    for values, estimate in zip(groups, released, strict=True)
+                    _error(stat, spec, np.clip(v, spec.lower, spec.upper), float(estimate))
+                    for v, estimate in zip(groups, released, strict=True)
                 ]
             )
         )
-    return rows, errors
+    return Measured(rows, values, errors)
 
 
 def _error(stat: Statistic, spec: NumericColumn, values: FloatArray, estimate: float) -> float:
     if not len(values):
         return 0.0
+    if math.isnan(estimate):  # withheld: nothing published to judge
+        return math.nan
     if stat.alpha is not None:
         grid = np.asarray(candidates(spec, CANDIDATES))
         best = float(rank_distances(values, grid, stat.alpha).min())

@@ -10,8 +10,11 @@ of the truth, as the promise defines output and truth (`mechanisms.planner`'s do
 - mwem: every count measured in a round (the one-way counts measured first have their own,
   larger scale and are left out: the promise is the rounds');
 - range counts: every answer against the rows in the range as asked (records_in);
-- statistics: every group of every statistic against the statistic of the clamped values;
-  quantiles in rows of rank beyond the best candidate's (`statistics.promise`).
+- statistics: every group the promise covers (holding at least the values it assumed:
+  `statistics.promise.Measured.judged`) of every statistic against the statistic of the
+  clamped values, a withheld estimate ("too few rows to publish") counting as outside;
+  quantiles in rows of rank beyond the best candidate's (`statistics.promise`). Groups
+  smaller than assumed are outside the promise and not measured.
 
 The per-release shares are independent across releases (independent noise), so their mean
 estimates the promised expected share, with a standard error from their spread.
@@ -22,8 +25,12 @@ Each case also has a broken twin: the promise a defective planner would make at 
 - noise halved: a planner that takes the noise scale for half what it is (histograms, MWEM);
 - average cell: the smoothed histogram planned for a cell holding an average share only;
 - no rounding: a range-count planner that leaves out the grid rounding (crowding 0);
-- no group sizes: a statistics planner that takes each group to hold all n rows;
-- row level: a person-level planner that ignores the bound k (plans at k times the ε).
+- no group sizes: a statistics planner that takes each group to hold all n rows (measured on
+  the groups the real promise covers);
+- row level: a person-level planner that ignores the bound k (plans at k times the ε);
+- count's share ignored: a statistics planner that gives a sum or quantile its whole share
+  although SUPPORT_SHARE of it goes to its own noisy count (`statistics.support`): the
+  promise at ε / (1 - SUPPORT_SHARE), where the rest is what the statistic gets at ε.
 
 Tables: the 2,000-row Adult sample (demo schema), loglinear6 (tests/data), and the public
 tables of tests/real_tables.py (cars, seattle_weather, co2), plus a made-up visits table with
@@ -50,8 +57,8 @@ from mechanisms.range_count import api
 from mechanisms.range_count.inputs import records_in
 from mechanisms.release_request import PlanInputs
 from mechanisms.schema import Schema
-from mechanisms.statistics import selected_request
-from mechanisms.statistics.promise import statistic_errors
+from mechanisms.statistics import selected_request, support
+from mechanisms.statistics.promise import GroupAssumption, statistic_errors
 from tests import real_tables
 from tests.helpers import DEMO_SCHEMA, SMALL_ADULT
 
@@ -74,6 +81,7 @@ class Case:
     neighbouring: str = "replace-one"
     twin: str = ""
     twin_key: str = ""  # the promise the twin breaks ("" for single-promise kinds)
+    group_rows: float | None = None  # statistics: the stated fewest rows per group
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.label}"
@@ -119,11 +127,17 @@ def cases() -> list[Case]:
              {"count": 12, "mean:Horsepower": 100, "median:Horsepower": 45,
               "std:Horsepower": 150}, 60,
              {"stat": ["count", "mean:Horsepower", "median:Horsepower", "std:Horsepower"],
-              "by": ["Origin"]}, "add-remove", twin="no group sizes", twin_key="mean:Horsepower"),
+              "by": ["Origin"]}, "add-remove", twin="no group sizes", twin_key="mean:Horsepower",
+             group_rows=70),
         Case("seattle by weather", "statistics", "seattle_weather", ("temp_max", "weather"),
              {"mean:temp_max": 12.6, "variance:temp_max": 625, "sum:temp_max": 1200}, 60,
              {"stat": ["mean:temp_max", "variance:temp_max", "sum:temp_max"],
               "by": ["weather"]}, twin="no group sizes", twin_key="mean:temp_max"),
+        Case("adult by occupation, own counts", "statistics", "adult",
+             ("hours-per-week", "age", "occupation"),
+             {"sum:hours-per-week": 2000, "median:age": 30}, 150,
+             {"stat": ["sum:hours-per-week", "median:age"], "by": ["occupation"]},
+             twin="count's share ignored", twin_key="sum:hours-per-week", group_rows=90),
         Case("adult age, public n", "statistics", "adult", ("age",),
              {"count": 1, "mean:age": 1.1, "median:age": 200, "variance:age": 250}, 250,
              {"stat": ["count", "mean:age", "median:age", "variance:age"]},
@@ -214,7 +228,13 @@ def request(case: Case) -> planner.PlanRequest:
     """The plan request of a case (its table's row count as n)."""
     schema, frame = load(case.table)
     return planner.PlanRequest(
-        case.kind, schema, case.columns, case.params, len(frame), neighbouring=case.neighbouring
+        case.kind,
+        schema,
+        case.columns,
+        case.params,
+        len(frame),
+        neighbouring=case.neighbouring,
+        assumptions=planner.Assumptions(group_rows=case.group_rows),
     )
 
 
@@ -229,8 +249,9 @@ def twin_targets(case: Case, epsilon: float) -> dict[str, float]:
     """The half-widths a broken planner (the case's `twin`) would promise at `epsilon`.
 
     noise halved: the promise at 2ε (every scale is proportional to 1/ε); row level: at kε
-    (person level divides ε by k); no rounding, no group sizes: the planner with crowding 0, or
-    with every group holding all n rows; average cell: the smoothed plan's old half-width.
+    (person level divides ε by k); count's share ignored: at ε / (1 - SUPPORT_SHARE); no
+    rounding, no group sizes: the planner with crowding 0, or with every group holding all n
+    rows; average cell: the smoothed plan's old half-width.
     """
     plan_request = request(case)
     _, frame = load(case.table)
@@ -239,10 +260,13 @@ def twin_targets(case: Case, epsilon: float) -> dict[str, float]:
         at = 2 * epsilon
     elif case.twin == "row level":
         at = K * epsilon
+    elif case.twin == "count's share ignored":
+        at = epsilon / (1 - support.SUPPORT_SHARE)
     elif case.twin == "no rounding":
         plan_request = replace(plan_request, assumptions=planner.Assumptions(crowding=0))
     elif case.twin == "no group sizes":
         plan_request = replace(plan_request, assumptions=planner.Assumptions(group_rows=len(frame)))
+        # measured on the groups the planner's own promise covers (`shares`)
     elif case.twin == "average cell":
         half = accuracy.plan_half_width(_mechanism_plan(case, epsilon), len(frame))
         assert half is not None
@@ -292,6 +316,7 @@ def shares(
     Every label is measured on the same `case.releases` releases at `epsilon`.
     """
     schema, frame = load(case.table)
+    promises = planner.accuracy_at(request(case), epsilon)
     measured: dict[str, dict[str, list[float]]] = {
         label: {key: [] for key in keys} for label, keys in within.items()
     }
@@ -306,9 +331,10 @@ def shares(
             params=params,
             rng=rng,
         )
-        errors = _errors(case, schema, frame, epsilon, output)
+        errors = _errors(case, schema, frame, (epsilon, promises), output)
         for label, keys in within.items():
             for key, bound in keys.items():
+                assert errors[key].size, f"{case}: no output the promise {key!r} covers"
                 measured[label][key].append(float(np.mean(errors[key] <= bound + 1e-9)))
     return {
         label: {key: np.array(values) for key, values in keys.items()}
@@ -317,15 +343,21 @@ def shares(
 
 
 def _errors(
-    case: Case, schema: Schema, frame: pd.DataFrame, epsilon: float, output: Any
+    case: Case,
+    schema: Schema,
+    frame: pd.DataFrame,
+    planned: tuple[float, tuple[planner.Promise, ...]],
+    output: Any,
 ) -> dict[str, np.ndarray]:
+    """Per promise key, the errors of the outputs the promise covers (planned: ε, promises)."""
+    epsilon, promises = planned
     if case.kind in ("perturbed_histogram", "smoothed_histogram"):
         return {"": _cell_errors(case, schema, frame, output)}
     if case.kind == "mwem":
         return {"": _measured_errors(case, schema, frame, epsilon, output)}
     if case.kind == "range_count":
         return {"": _range_errors(case, schema, frame, output)}
-    return _statistic_errors(case, schema, frame, output)
+    return _statistic_errors(case, schema, frame, promises, output)
 
 
 def _cell_errors(case: Case, schema: Schema, frame: pd.DataFrame, output: Any) -> np.ndarray:
@@ -370,9 +402,13 @@ def _range_errors(case: Case, schema: Schema, frame: pd.DataFrame, output: Any) 
 
 
 def _statistic_errors(
-    case: Case, schema: Schema, frame: pd.DataFrame, output: Any
+    case: Case,
+    schema: Schema,
+    frame: pd.DataFrame,
+    promises: tuple[planner.Promise, ...],
+    output: Any,
 ) -> dict[str, np.ndarray]:
-    """Per statistic, |estimate - truth| of each group (`statistics.promise.statistic_errors`)."""
+    """Per statistic, |estimate - truth| of each group its promise covers (withheld: inf)."""
     table = pd.read_csv(io.BytesIO(output.files["statistics.csv"]))
     stats = selected_request(
         schema, case.params, list(case.columns), epsilon=1.0, neighbouring=case.neighbouring
@@ -380,8 +416,15 @@ def _statistic_errors(
     groups = len(stats.groups)
     released = table["estimate"].to_numpy(float).reshape(len(stats.statistics), groups)
     data = frame.drop(columns=[schema.person.column]) if schema.person is not None else frame
-    _, errors = statistic_errors(data, schema, stats, released)
-    return {stat.text: error for stat, error in zip(stats.statistics, errors, strict=True)}
+    measured = statistic_errors(data, schema, stats, released)
+    promised = {p.key: p for p in promises}
+    out = {}
+    for index, stat in enumerate(stats.statistics):
+        promise = promised[stat.text]
+        assert promise.assumed_rows is not None
+        group = GroupAssumption(promise.assumed_rows, promise.assumed_missing)
+        out[stat.text] = measured.judged(index, group)
+    return out
 
 
 def summary(values: np.ndarray) -> tuple[float, float]:

@@ -5,10 +5,11 @@ shown to the dataset's owner alone, never in a package or on an auditor's page.
 
 What is measured, per statistic and group of statistics.csv:
 
-- the planner's promise (`promise_check.promised`: each statistic within ±H of the truth for
-  groups of at least the rows it assumed): how many groups were within, judged with the exact
-  binomial tail (`planner.kept`); the truth is the statistic of the clamped present values
-  (`mechanisms.statistics.promise.statistic_errors`);
+- the planner's promise (`promise_check.promised`: each statistic published and within ±H of
+  the truth for groups of at least the rows it assumed): how many of the groups it covers were
+  within, judged with the exact binomial tail (`planner.kept`); a covered group whose estimate
+  was withheld counts as not within; the truth is the statistic of the clamped present values
+  (`mechanisms.statistics.promise.statistic_errors`, `Measured.judged`);
 - groups too small: fewer rows than the planner assumed and an interval wider than the
   promised ±H (less accurate than promised), and groups too small to publish, whose 95%
   interval says little: a count's interval reaching 0, a mean's or quantile's covering at
@@ -19,6 +20,9 @@ What is measured, per statistic and group of statistics.csv:
 - comparisons: for every two groups of a statistic, whether the intervals support the order of
   the estimates (they do not overlap). An order they do not support is said so.
 
+A promise covering no group of the release, or infinite (groups of the assumed size too often
+withheld), is not judged.
+
 Grades: the promise not kept for some statistic (fewer within than a release keeping it would
 show): not usable. Otherwise good when no group is too small, no intervals are wide and every
 order is supported; usable with care, saying which, when not. A release at the planner's ε is
@@ -26,6 +30,7 @@ thus never graded not usable for the accuracy it was planned for.
 """
 
 import itertools
+import math
 
 import numpy as np
 import pandas as pd
@@ -34,7 +39,7 @@ from dpportal.releases.kinds.synthetic_verdict import GRADES
 from dpportal.releases.packaging import read_csv
 from mechanisms import planner
 from mechanisms.statistics import selected_request
-from mechanisms.statistics.promise import statistic_errors
+from mechanisms.statistics.promise import GroupAssumption, statistic_errors
 
 WIDE_SHARE = 0.5  # an interval this wide against the range (or the estimate) says little
 EXAMPLES = 3  # unsupported orders named in the reason
@@ -55,7 +60,8 @@ def assess(
     request = selected_request(schema, params, columns, epsilon=epsilon, neighbouring=neighbouring)
     blocks = _blocks(table, len(request.groups))
     estimates = [_numbers(block["estimate"]).tolist() for block in blocks]
-    rows, errors = statistic_errors(frame, schema, request, estimates)
+    measured = statistic_errors(frame, schema, request, estimates)
+    rows = measured.rows
     labels = [" / ".join(group) or "all rows" for group in request.groups]
     promises = {p.key: p for p in promise or ()}
     facts = {
@@ -63,8 +69,8 @@ def assess(
         "groups": len(labels),
         "group_rows": rows.tolist(),
         "statistics": [
-            _statistic(schema, stat, block, labels, error, rows, promises.get(stat.text))
-            for stat, block, error in zip(request.statistics, blocks, errors, strict=True)
+            _statistic(schema, stat, block, labels, measured, index, promises.get(stat.text))
+            for index, (stat, block) in enumerate(zip(request.statistics, blocks, strict=True))
         ],
     }
     return _grade(facts, labels)
@@ -72,7 +78,7 @@ def assess(
 
 def _numbers(column) -> np.ndarray:
     """A statistics.csv column as floats: a withheld group's empty cell ("too few rows to
-    publish") is NaN, which no check below counts as kept or broken."""
+    publish") is NaN: not a number to compare or to order."""
     return pd.to_numeric(column, errors="coerce").to_numpy(dtype=float)
 
 
@@ -81,13 +87,14 @@ def _blocks(table, groups: int) -> list:
     return [table.iloc[start : start + groups] for start in range(0, len(table), groups)]
 
 
-def _statistic(schema, stat, block, labels, errors, rows, promise) -> dict:
+def _statistic(schema, stat, block, labels, measured, index, promise) -> dict:
     estimate = _numbers(block["estimate"])
     lower = _numbers(block["ci_lower"])
     upper = _numbers(block["ci_upper"])
     half = (upper - lower) / 2
     says_little = _says_little(schema, stat, estimate, lower, half)
     assumed = promise.assumed_rows if promise is not None else None
+    rows = measured.rows
     record = {
         "statistic": stat.text,
         "says_little": [labels[g] for g in np.nonzero(says_little)[0]],
@@ -101,15 +108,18 @@ def _statistic(schema, stat, block, labels, errors, rows, promise) -> dict:
         "relative_width": _relative_width(stat, schema, estimate, half),
         "unsupported": _unsupported(stat.text, labels, estimate, lower, upper),
     }
-    if promise is not None:
-        published = errors[~np.isnan(errors)]  # withheld groups publish no estimate to judge
-        within = int(np.sum(published <= promise.half_width + 1e-9))
+    if promise is None or not math.isfinite(promise.half_width):
+        return record
+    group = GroupAssumption(promise.assumed_rows or 1.0, promise.assumed_missing)
+    judged = measured.judged(index, group)  # the covered groups; withheld: not within
+    if len(judged):
+        within = int(np.sum(judged <= promise.half_width + 1e-9))
         record["promise"] = {
             "sentence": promise.sentence(),
             "half_width": promise.half_width,
             "within": within,
-            "outputs": len(published),
-            "kept": planner.kept(within, len(published), promise.confidence),
+            "outputs": len(judged),
+            "kept": planner.kept(within, len(judged), promise.confidence),
         }
     return record
 
