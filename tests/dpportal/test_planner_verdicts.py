@@ -250,3 +250,46 @@ def test_the_api_plans_with_the_same_code_as_the_form(owner):
         reverse("api_dataset_plan", args=[dataset.pk]), {**query, "nonsense": "1"}
     )
     assert bad.status_code == 400 and "nonsense" in bad.json()["error"]
+
+
+HOSTILE_TARGETS = [
+    ({"target_rows": "inf"}, "target_rows"),
+    ({"target_rows": "NaN"}, "target_rows"),
+    ({"target_rows": "1e999"}, "target_rows"),
+    ({"target_rows": "-5"}, "target_rows"),
+    ({"target_rows": "0"}, "target_rows"),
+    ({"target_rows": "ten"}, "target_rows"),
+    ({"target_rows": "<script>alert(1)</script>"}, "target_rows"),
+    ({"target_rows": "=1+1"}, "target_rows"),
+    ({"target_rows": ""}, "accuracy"),
+    ({"target_percent": "250"}, "target_percent"),
+    ({"target_percent": "0.0000001"}, "target_percent"),
+    ({"target_rows": "10", "target_percent": "1"}, "not both"),
+]
+
+
+@pytest.mark.parametrize(("given", "named"), HOSTILE_TARGETS, ids=lambda v: str(v)[:40])
+def test_the_api_planner_refuses_a_hostile_target_with_words(owner, given, named):
+    """Each bad target gets a 400 whose message names the field or the fix; none a 500."""
+    from tests.dpportal.test_api import api, token_from_page
+
+    dataset = make_dataset(owner, epsilon_total=50)
+    fields, _ = KINDS["perturbed_histogram"]
+    url = reverse("api_dataset_plan", args=[dataset.pk])
+    answer = api(token_from_page(owner)).get(url, {**fields, **given})
+    assert answer.status_code == 400, answer.content
+    assert named in str(answer.json()).lower(), answer.json()
+
+
+def test_the_api_planner_answers_a_huge_target_with_the_reason(owner):
+    """A target no smaller than an average output is no use: every kind says so, no ε."""
+    from tests.dpportal.test_api import api, token_from_page
+
+    dataset = make_dataset(owner, epsilon_total=50)
+    fields, _ = KINDS["perturbed_histogram"]
+    url = reverse("api_dataset_plan", args=[dataset.pk])
+    answer = api(token_from_page(owner)).get(url, {**fields, "target_rows": "1e300"})
+    assert answer.status_code == 200, answer.content
+    rows = {p["mechanism"]: p for p in answer.json()["proposals"]}
+    assert rows["perturbed_histogram"]["epsilon"] is None
+    assert "average output" in rows["perturbed_histogram"]["reason"]

@@ -108,6 +108,43 @@ def test_smaller_groups_need_more_epsilon():
     assert planner.plan_epsilon(small, 5).epsilon > even
 
 
+def test_a_sum_with_its_own_count_is_promised_on_the_share_the_release_leaves_it():
+    """A sum with no count to read (add-remove, no mean of its column) spends SUPPORT_SHARE of
+    its ε on a noisy count of its own (`statistics.support`); on large groups (nothing
+    withheld) its promise is the statistics plan's own 95% preview, which uses the release's
+    split. The promise of d19796b gave the sum its whole share: 0.75 of this."""
+    from mechanisms.release_request import PlanInputs
+    from mechanisms.statistics.plan import statistics_plan
+
+    params = {"stat": ["sum:x"], "by": ["a"]}
+    plan_request = request("statistics", ["x", "a"], params, neighbouring="add-remove")
+    promise = planner.accuracy_at(plan_request, 1.0)[0]
+    inputs = PlanInputs(
+        schema=SCHEMA,
+        columns=["x", "a"],
+        params=params,
+        epsilon=1.0,
+        delta=0.0,
+        neighbouring="add-remove",
+        n=N,
+    )
+    preview = statistics_plan(inputs).details["statistics"][0]
+    assert preview["source"].startswith("a noisy count of present values")
+    assert promise.half_width == pytest.approx(preview["halfwidth"], rel=1e-6)
+
+
+def test_groups_withheld_too_often_get_no_promise_and_the_reason_says_so():
+    """Groups of 5 rows at ε ≤ 0.05 are nearly always withheld (too few rows to publish): no ±
+    is kept (an infinite half-width), and the planner says why instead of printing ±inf."""
+    params = {"stat": ["mean:x"], "by": ["a"]}
+    tiny = planner.Assumptions(group_rows=5)
+    plan_request = request("statistics", ["x", "a"], params, assumptions=tiny)
+    assert planner.accuracy_at(plan_request, 0.05)[0].half_width == math.inf
+    proposal = planner.plan_epsilon(plan_request, 50, cap=0.05)
+    assert proposal.epsilon is None
+    assert "too often withheld" in proposal.reason and "inf" not in proposal.reason
+
+
 def test_person_level_needs_k_times_the_epsilon():
     document = {
         "columns": [
