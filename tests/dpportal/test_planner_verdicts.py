@@ -29,6 +29,7 @@ RAW = pd.read_csv(SMALL_ADULT, dtype=str)
 
 KINDS = {
     "perturbed_histogram": ({"columns": ["sex", "race", "income"]}, 20),
+    "smoothed_histogram": ({"columns": ["sex", "income"]}, 110),
     "mwem": ({"columns": ["sex", "race", "income"]}, 20),
     "range_count": (
         {
