@@ -32,8 +32,9 @@ often). A count is always published.
 
 Each is capped at what the statistic can err by at all (the declared range; a group's rows).
 
-Checking the promise (`statistic_errors`, `judged`): a group is covered when it holds at least
-max(rows (1 - missing), 1) values (rows, for a count); a covered group whose estimate was
+Checking the promise (`statistic_errors`, `Measured.judged`): a group is covered when it holds
+at least the values the promise assumed (`GroupAssumption.values`: rows (1 - missing) in a
+column that may miss values, else the rows; at least 1); a covered group whose estimate was
 withheld counts as outside ±H.
 """
 
@@ -79,9 +80,13 @@ class GroupAssumption:
     rows: float
     missing: float = 0.0
 
-    @property
-    def values(self) -> float:
-        """The fewest values a group holds in a column that may miss some (at least 1)."""
+    def values(self, stat: Statistic, schema: Schema) -> float:
+        """The fewest values of `stat`'s column a group holds (a count: its rows), at least 1.
+
+        rows (1 - missing) in a column that may miss values, else the rows.
+        """
+        if stat.column is None or _numeric(schema, stat.column).missing != "cell":
+            return max(self.rows, 1.0)
         return max(self.rows * (1.0 - self.missing), 1.0)
 
 
@@ -123,7 +128,7 @@ def statistic_half_width(
     assert stat.column is not None
     spec = schema.column(stat.column)
     assert isinstance(spec, NumericColumn)
-    present = group.values if spec.missing == "cell" else group.rows
+    present = group.values(stat, schema)
     deciding = support.source_scale(schema, request, neighbouring, index, public_n)
     level = confidence + (1.0 - published_share(present, deciding))
     if level >= 1.0:
@@ -201,13 +206,13 @@ class Measured:
     values: list[IntArray]
     errors: list[FloatArray]
 
-    def judged(self, index: int, group: GroupAssumption) -> FloatArray:
-        """Statistic `index`'s errors on the groups the promise for `group` covers.
+    def judged(self, index: int, fewest: float) -> FloatArray:
+        """Statistic `index`'s errors on the groups its promise covers.
 
-        Covered: at least `group.values` values (module docstring); a covered group whose
-        estimate was withheld is outside any ±H (inf).
+        Covered: at least `fewest` values (`GroupAssumption.values`: the module docstring); a
+        covered group whose estimate was withheld is outside any ±H (inf).
         """
-        covered: BoolArray = self.values[index] >= group.values - 1e-9
+        covered: BoolArray = self.values[index] >= fewest - 1e-9
         errors = self.errors[index][covered]
         return np.where(np.isnan(errors), math.inf, errors)
 
@@ -261,3 +266,9 @@ def _error(stat: Statistic, spec: NumericColumn, values: FloatArray, estimate: f
         "std": values.std(),
     }[stat.kind]
     return abs(estimate - float(truth))
+
+
+def _numeric(schema: Schema, column: str) -> NumericColumn:
+    spec = schema.column(column)
+    assert isinstance(spec, NumericColumn)
+    return spec

@@ -23,8 +23,9 @@ level) keep a margin no tested defect removes; they check the promise only.
 Sample sizes: N is at least 30 (for the normal approximation), and for a case with a twin
 the N at which the twin escapes with probability at most 1e-5, N >= ((Z + Z) s / (C - m))^2
 (m, s: the twin's mean share and its per-release spread, measured by
-`benchmarks/planner_promise.py --releases 200`), with about a quarter more as margin: from 30
-(twins far below C) to 800 (the smoothed histogram's average-cell twin, 2 points below C).
+`benchmarks/planner_promise.py`, at 200 releases and at the test's N), with a margin of a
+quarter or more over the largest of those estimates: from 30 (twins far below C) to 800 (the
+smoothed histogram's average-cell twin, 2 to 3 points below C).
 
 `benchmarks/planner_promise.py` prints the same figures as a table.
 """

@@ -111,7 +111,7 @@ def _statistic(schema, stat, block, labels, measured, index, promise) -> dict:
     if promise is None or not math.isfinite(promise.half_width):
         return record
     group = GroupAssumption(promise.assumed_rows or 1.0, promise.assumed_missing)
-    judged = measured.judged(index, group)  # the covered groups; withheld: not within
+    judged = measured.judged(index, group.values(stat, schema))  # withheld: not within
     if len(judged):
         within = int(np.sum(judged <= promise.half_width + 1e-9))
         record["promise"] = {
