@@ -85,7 +85,8 @@ class GroupAssumption:
 
         rows (1 - missing) in a column that may miss values, else the rows.
         """
-        if stat.column is None or _numeric(schema, stat.column).missing != "cell":
+        spec = None if stat.column is None else schema.column(stat.column)
+        if not isinstance(spec, NumericColumn) or spec.missing != "cell":
             return max(self.rows, 1.0)
         return max(self.rows * (1.0 - self.missing), 1.0)
 
@@ -266,9 +267,3 @@ def _error(stat: Statistic, spec: NumericColumn, values: FloatArray, estimate: f
         "std": values.std(),
     }[stat.kind]
     return abs(estimate - float(truth))
-
-
-def _numeric(schema: Schema, column: str) -> NumericColumn:
-    spec = schema.column(column)
-    assert isinstance(spec, NumericColumn)
-    return spec
