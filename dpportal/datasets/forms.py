@@ -28,7 +28,7 @@ MISSING_CHOICES = [
     ("reject", "None allowed (refuse the data)"),
 ]
 MATCH_CHOICES = [
-    ("casefold", "Ignore capitals and spaces around values"),
+    ("casefold", "Ignore capitals and spaces"),
     ("exact", "Exactly as written"),
 ]
 PART_CHOICES = [
