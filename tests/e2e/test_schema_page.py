@@ -91,17 +91,18 @@ def test_enter_in_an_input_confirms_and_never_spends_on_an_estimate(browser, cus
 
 
 LONG_NAME = "household_income_in_the_last_twelve_months"
+UNBROKEN = "HouseholdIncomeInTheLastTwelveMonthsBeforeTheInterviewInDollars"
 
 
 def newcomer_table(path):
     """400 rows, 8 per person: an ID, a long column name, coordinates, lower-case answers."""
-    lines = [f"person_id,{LONG_NAME},longitude,latitude,sex,smoker,age"]
+    lines = [f"person_id,{LONG_NAME},longitude,latitude,sex,smoker,age,{UNBROKEN}"]
     for i in range(400):
         sex = ("female", "male")[i % 2]
         smoker = ("yes", " No ", "no")[i % 3]
         lines.append(
             f"{1000 + i // 8},{20000 + 37 * i},{-93.6 + i / 1000:.4f},{42.0 + i / 2000:.4f},"
-            f"{sex},{smoker},{20 + i % 60}"
+            f"{sex},{smoker},{20 + i % 60},{i}"
         )
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -122,11 +123,16 @@ def test_a_newcomer_confirms_the_schema_in_a_1280_px_window(browser, custodian, 
     browser.goto(f"/datasets/{dataset.pk}/schema/")
     page = browser.page
     assert page.evaluate("document.documentElement.scrollWidth") <= 1280
-    name = page.locator(".column-name").nth(1)
-    assert name.evaluate("e => e.scrollWidth <= e.clientWidth")  # wrapped, not overflowing
+    names = page.locator(".column-name .name-text")
+    fits = "e => e.getBoundingClientRect().width <= e.parentElement.clientWidth"
+    assert names.nth(1).evaluate(fits) and names.nth(7).evaluate(fits)
+    assert names.nth(1).evaluate("e => e.scrollWidth <= e.clientWidth")  # wrapped after "_"
+    assert names.nth(7).evaluate("e => e.scrollWidth > e.clientWidth")  # cut ...
+    assert names.nth(7).get_attribute("title") == UNBROKEN  # ... with its whole name as title
     page.locator("select[name='person_column']").select_option("person_id")
     page.locator("input[name='max_rows_per_person']").fill("8")
     page.get_by_label(f"Type of {LONG_NAME}", exact=True).select_option("ignored")
+    page.get_by_label(f"Type of {UNBROKEN}", exact=True).select_option("ignored")
     for column, lower, upper in (("longitude", -180, 180), ("latitude", -90, 90), ("age", 0, 10)):
         page.get_by_label(f"Type of {column}", exact=True).select_option("numeric")
         page.get_by_label(f"Lower bound of {column}", exact=True).fill(str(lower))
