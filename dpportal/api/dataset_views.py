@@ -28,7 +28,7 @@ from dpportal.releases.forms import ReleaseForm
 from dpportal.releases.risk_words import preview_risk
 from dpportal.signals import client_address
 
-SCHEMA_FIELDS = ("name", "type", "lower", "upper", "bins", "categories", "unknown")
+SCHEMA_FIELDS = ("name", "type", "lower", "upper", "bins", "categories", "unknown", "match")
 
 
 @api_endpoint("GET", "POST")
