@@ -55,6 +55,13 @@ Categorical: values are compared as text with the listed categories. A value out
 goes to an extra cell labelled "(other)" when "unknown" is "other" (the default), or makes
 encoding fail when it is "reject". The "(other)" cell exists whether or not any value falls in
 it. An empty value is a missing value (see ``missing``), not a category.
+
+- ``match``: how a value's text is compared with the categories. ``"exact"`` (the default):
+  character for character. ``"casefold"``: both sides lose their surrounding whitespace and are
+  compared in Unicode case-folded form (Python's ``str.strip().casefold()``), so the data's
+  ``female``, `` FEMALE `` and ``Female`` all count as the declared ``Female``; released labels
+  keep the declared spelling. The rule is part of the public schema: it depends on the declared
+  categories only, never on the data, and categories that become equal under it are refused.
 Nothing here derives bounds, bins, categories or precision from the data.
 """
 
@@ -84,6 +91,7 @@ if TYPE_CHECKING:
 OTHER_LABEL = "(other)"
 MISSING_LABEL = "(missing)"
 MISSING_CHOICES = ("cell", "reject")
+MATCH_CHOICES = ("exact", "casefold")
 MAX_CELLS = 10**8
 CHUNK_ROWS = 1 << 20
 SMALL_INTEGER_RANGE = 31  # whole-number columns get one bin per value up to this many values
@@ -304,10 +312,15 @@ class CategoricalColumn:
     categories: tuple[str, ...]
     unknown: str
     missing: str = "cell"
+    match: str = "exact"  # or "casefold" (MATCH_CHOICES): how `compared` reads texts
 
     @property
     def n_cells(self) -> int:
         return len(self.categories) + (self.unknown == "other") + (self.missing == "cell")
+
+    def compared(self, texts: pd.Series) -> pd.Series:
+        """The texts as the column's `match` rule compares them (strings or missing)."""
+        return texts.str.strip().str.casefold() if self.match == "casefold" else texts
 
     def labels(self) -> list[str]:
         return (
@@ -360,12 +373,15 @@ class CategoricalColumn:
         Text and integer columns are compared once per distinct value (their distinct values
         have distinct texts; floats and mixed objects may not: 0.0 and -0.0, 1 and True).
         """
-        categories = pd.Index(self.categories)
+        declared = pd.Series(self.categories, dtype="string")
+        categories = pd.Index(self.compared(declared))
         if values.dtype.kind in "iu" or isinstance(values.dtype, pd.StringDtype):
             codes, distinct = pd.factorize(values)  # missing values get -1
-            known = categories.get_indexer(pd.Index(pd.Series(distinct).astype("string")))
+            texts = self.compared(pd.Series(distinct).astype("string"))
+            known: AnyArray = categories.get_indexer(pd.Index(texts))
             return np.append(known, -1).astype(np.int64)[codes]
-        return categories.get_indexer(pd.Index(values.astype("string"))).astype(np.int64)
+        found: AnyArray = categories.get_indexer(pd.Index(self.compared(values.astype("string"))))
+        return found.astype(np.int64)
 
     def decode(self, codes: AnyArray, rng: RandomSource) -> AnyArray:
         """The category label of each code; None (an empty value) for the missing cell."""
@@ -378,13 +394,14 @@ class CategoricalColumn:
         return values
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        document = {
             "name": self.name,
             "type": "categorical",
             "categories": list(self.categories),
             "unknown": self.unknown,
             "missing": self.missing,
         }
+        return document | ({"match": self.match} if self.match != "exact" else {})
 
 
 @dataclass(frozen=True)
@@ -617,7 +634,31 @@ def _categorical_from_dict(d: dict[str, Any]) -> CategoricalColumn:
         raise MechanismError(
             f'column {name!r}: unknown ({shown(unknown)}) must be "other" or "reject"'
         )
-    return CategoricalColumn(name, labels, unknown, _missing_choice(d))
+    match = d.get("match", "exact")
+    if match not in MATCH_CHOICES:
+        raise MechanismError(
+            f'column {name!r}: match ({shown(match)}) must be "exact" or "casefold"'
+        )
+    if match == "casefold":
+        _check_folded_distinct(name, labels)
+    return CategoricalColumn(name, labels, unknown, _missing_choice(d), match)
+
+
+def _check_folded_distinct(name: str, labels: tuple[str, ...]) -> None:
+    """Refuse categories that capitals and surrounding spaces alone tell apart.
+
+    Under "casefold" a value could not say which one of them it is.
+    """
+    seen: dict[str, str] = {}
+    for label in labels:
+        folded = label.strip().casefold()
+        if folded in seen:
+            raise MechanismError(
+                f"column {name!r}: categories {seen[folded]!r} and {label!r} are the same once "
+                'capitals and surrounding spaces are ignored ("match": "casefold"); remove '
+                'one, or declare "match": "exact"'
+            )
+        seen[folded] = label
 
 
 def _column_from_dict(d: dict[str, Any]) -> Column | IgnoredColumn:

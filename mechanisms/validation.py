@@ -15,7 +15,8 @@ portal refuses to confirm such a schema.
 
 The same pass counts, per column, the values that a release moves without refusing them:
 numbers outside [lower, upper] (clamped to the nearest bound) and categories not listed (sent
-to "(other)"), so the custodian learns that bounds are too narrow (`Clamping`).
+to "(other)"), so the custodian learns that bounds or categories are probably wrong, and
+why (`Clamping`: more than 5% of a column's values moved).
 
 Privacy: the messages and counts describe the raw data (counts and row numbers, never a value
 itself); they are for the custodian only and must never appear in a public artifact.
@@ -107,6 +108,7 @@ class Clamping:
     kind: str  # "numeric" (clamped to the bounds) or "categorical" (sent to "(other)")
     moved: int
     present: int
+    compared_exactly: bool = False  # a categorical column with "match": "exact"
 
     @property
     def share(self) -> float:
@@ -127,12 +129,27 @@ class Clamping:
             f"({self.share:.1%}) are {where}"
         )
         if self.warn:
-            advice = "bounds are" if self.kind == "numeric" else "category list is"
-            text += (
-                f"; that is more than {CLAMPING_WARNING_SHARE:.0%}, so the {advice} probably "
-                "too narrow: widen them from public knowledge"
-            )
+            text += f"; that is more than {CLAMPING_WARNING_SHARE:.0%}. " + self.likely_cause()
         return text + "."
+
+    def likely_cause(self) -> str:
+        """What usually makes a large share move, and what to check (no value is quoted)."""
+        if self.kind == "numeric":
+            return (
+                "Likely cause: the bounds are narrower than the data: a guess or a DP estimate "
+                "that is too narrow, or another unit (cents for euros, months for years); "
+                "check them against public knowledge such as the code book"
+            )
+        spelling = (
+            "capitals or spaces (this column compares exactly: choose to ignore them), "
+            if self.compared_exactly
+            else ""
+        )
+        return (
+            "Likely cause: the list writes the values differently from the data: "
+            f"{spelling}another spelling or code (F and M for Female and Male, 1 and 0 for Yes "
+            "and No), or common values missing from the list; check it against the code book"
+        )
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -180,7 +197,9 @@ class DataCheck:
             Clamping(
                 c.name,
                 "categorical" if isinstance(c, CategoricalColumn) else "numeric",
-                *self._moved[c.name],
+                moved=self._moved[c.name][0],
+                present=self._moved[c.name][1],
+                compared_exactly=isinstance(c, CategoricalColumn) and c.match == "exact",
             )
             for c in self.columns
         ]

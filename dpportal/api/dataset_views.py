@@ -29,7 +29,7 @@ from dpportal.releases.planner import TargetForm, proposals
 from dpportal.releases.risk_words import preview_risk
 from dpportal.signals import client_address
 
-SCHEMA_FIELDS = ("name", "type", "lower", "upper", "bins", "categories", "unknown")
+SCHEMA_FIELDS = ("name", "type", "lower", "upper", "bins", "categories", "unknown", "match")
 
 
 @api_endpoint("GET", "POST")

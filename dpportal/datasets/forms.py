@@ -1,6 +1,7 @@
 """Forms of the dataset pages: upload with budget, budget change, schema, auditors, deletion."""
 
 from decimal import Decimal
+from typing import cast
 
 from django import forms
 from django.conf import settings
@@ -26,6 +27,10 @@ MISSING_CHOICES = [
     ("cell", 'Own "(missing)" cell'),
     ("reject", "None allowed (refuse the data)"),
 ]
+MATCH_CHOICES = [
+    ("casefold", "Ignore capitals and spaces"),
+    ("exact", "Exactly as written"),
+]
 PART_CHOICES = [
     ("", "Choose what to release"),
     ("year", "Year"),
@@ -36,6 +41,14 @@ PART_CHOICES = [
 ]
 FIXED_PARTS = {"month", "weekday", "hour"}
 MAX_BINS = 1000
+DEFAULT_BINS = 10  # a numeric column's equal-width bins when Bins is left empty (public)
+REQUIRED_HOW = {
+    "lower": "enter the smallest value any row could have, from public knowledge, e.g. 0",
+    "upper": "enter the largest value any row could have, from public knowledge, e.g. 100",
+    "part": "choose what to release of the date (year, month, weekday, hour or a date range)",
+    "first_date": "enter the first possible date, YYYY-MM-DD",
+    "last_date": "enter the last possible date, YYYY-MM-DD",
+}
 MAX_DESCRIPTION_CHARACTERS = 5000
 
 
@@ -189,7 +202,8 @@ class SchemaColumnForm(forms.Form):
         max_length=2000,
         widget=forms.TextInput(attrs={"size": 8}),
         help_text="A number of equal-width bins, or the bin edges from lower "
-        "to upper separated by commas (0, 18, 65, 120).",
+        f"to upper separated by commas (0, 18, 65, 120). Empty: {DEFAULT_BINS} equal-width bins "
+        "(whole numbers: one bin per value up to 31 values).",
     )
     categories = forms.CharField(
         label="Categories, one per line", required=False, widget=forms.Textarea(attrs={"rows": 4})
@@ -197,14 +211,25 @@ class SchemaColumnForm(forms.Form):
     unknown = forms.ChoiceField(
         label="Values not in the list", choices=UNKNOWN_CHOICES, required=False
     )
+    match = forms.ChoiceField(
+        label="Capitals and spaces",
+        choices=MATCH_CHOICES,
+        required=False,
+        help_text="Ignoring them, the data's female, FEMALE and ' Female ' all count as the "
+        "listed Female (releases keep the listed spelling).",
+    )
 
-    def __init__(self, *args, stays_where_it_lives=False, **kwargs):
+    def __init__(self, *args, stays_where_it_lives=False, column_name=None, **kwargs):
         """`stays_where_it_lives`: a source, which may change after any check, so no rule may
-        refuse its values (`Schema.accepting`): "reject" is not offered."""
+        refuse its values (`Schema.accepting`): "reject" is not offered, nor ignoring capitals
+        (its database compares texts exactly: `mechanisms.counting.sql`). `column_name`: the
+        column every error message names (the schema page's rows)."""
         super().__init__(*args, **kwargs)
+        self.column_name = column_name
         if stays_where_it_lives:
             for name, offered in (("unknown", UNKNOWN_CHOICES), ("missing", MISSING_CHOICES)):
                 choice_field(self, name).choices = [c for c in offered if c[0] != "reject"]
+            choice_field(self, "match").choices = [c for c in MATCH_CHOICES if c[0] == "exact"]
 
     def clean(self):
         super().clean()
@@ -216,17 +241,40 @@ class SchemaColumnForm(forms.Form):
             self._clean_date(data)
         elif kind == "categorical":
             self._clean_categorical(data)
+        self._name_errors()
         return data
 
-    def _clean_numeric(self, data, bins_required=True):
+    def _name_errors(self):
+        """Every message names the column (when known) and the field it is about."""
+        if self.column_name is None:
+            return
+        prefix = f"Column {self.column_name!r}"
+        for name, errors in list(self.errors.items()):
+            label = str(self.fields[name].label) if name in self.fields else ""
+            named: list[str | Exception] = []
+            for error in errors:
+                m = str(error)
+                if not m.startswith(prefix):
+                    m = prefix + (f", {label}: " if label and not m.startswith(label) else ": ") + m
+                named.append(m)
+            self.errors[name] = self.error_class(named, renderer=self.renderer)
+
+    def _required(self, name, kind):
+        """`name` is empty but a `kind` column needs it: say which field and how to fill it."""
+        if name not in self.errors:
+            how = REQUIRED_HOW.get(name, "fill it in")
+            self.add_error(
+                name,
+                f"{self.fields[name].label} is required for a {kind} column — {how}.",
+            )
+
+    def _clean_numeric(self, data):
         lower, upper, bins = data.get("lower"), data.get("upper"), data.get("bins")
         integer = data.get("integer") or data.get("type") == "date"
-        required = [("lower", lower), ("upper", upper)]
-        if bins_required and not integer:
-            required.append(("bins", bins or None))
-        for name, value in required:
-            if value is None and name not in self.errors:
-                self.add_error(name, f"Required for a {data.get('type')} column.")
+        kind = "date (year)" if data.get("type") == "date" else "numeric"
+        for name, value in (("lower", lower), ("upper", upper)):
+            if value is None:
+                self._required(name, kind)
         if lower is not None and upper is not None and not lower < upper:
             self.add_error(
                 "upper", f"The upper bound ({upper:g}) must be above the lower bound ({lower:g})."
@@ -244,14 +292,14 @@ class SchemaColumnForm(forms.Form):
     def _clean_date(self, data):
         part = data.get("part")
         if not part:
-            self.add_error("part", "Choose what to release of a date column.")
+            self._required("part", "date")
         elif part == "year":
-            self._clean_numeric(data, bins_required=False)
+            self._clean_numeric(data)
         elif part == "date":
             first, last = data.get("first_date"), data.get("last_date")
             for name, value in (("first_date", first), ("last_date", last)):
-                if value is None and name not in self.errors:
-                    self.add_error(name, "Required for a date range (YYYY-MM-DD).")
+                if value is None:
+                    self._required(name, "date range")
             if first and last and not first < last:
                 self.add_error("last_date", "The last date must be after the first date.")
             self._clean_date_bins(data)
@@ -269,7 +317,9 @@ class SchemaColumnForm(forms.Form):
         categories = category_list(data.get("categories", ""))
         if not categories:
             self.add_error("categories", "List at least one category, one per line.")
-        duplicates = sorted({c for c in categories if categories.count(c) > 1})
+        key = (lambda c: c.casefold()) if data.get("match") == "casefold" else (lambda c: c)
+        keys = [key(c) for c in categories]
+        duplicates = sorted({c for c, k in zip(categories, keys, strict=True) if keys.count(k) > 1})
         if duplicates:
             self.add_error(
                 "categories", f"Each category must appear once; repeated: {', '.join(duplicates)}."
@@ -292,19 +342,22 @@ class SchemaColumnForm(forms.Form):
             }
             if data.get("bins"):
                 entry["bins"] = data["bins"]
+            elif not entry["integer"]:  # whole numbers have their own default (mechanisms.schema)
+                entry["bins"] = DEFAULT_BINS
             if data.get("decimals") is not None and not entry["integer"]:
                 entry["decimals"] = data["decimals"]
             return entry
         if data["type"] == "date":
             return self._date_entry(name, data, missing)
         if data["type"] == "categorical":
-            return {
+            entry = {
                 "name": name,
                 "type": "categorical",
                 "categories": data["category_list"],
                 "unknown": data.get("unknown") or "other",
                 "missing": missing,
             }
+            return entry | ({"match": "casefold"} if data.get("match") == "casefold" else {})
         return {"name": name, "type": "ignored"}
 
     @staticmethod
@@ -354,19 +407,42 @@ def _number(value):
     return int(value) if float(value).is_integer() else value
 
 
-SchemaFormSet = forms.formset_factory(SchemaColumnForm, extra=0, min_num=1, validate_min=True)
+class NamedColumnFormSet(forms.BaseFormSet):
+    """Each form knows its column's name (`column_names`), so its errors name it."""
+
+    def __init__(self, *args, column_names=(), **kwargs):
+        self.column_names = list(column_names)
+        super().__init__(*args, **kwargs)
+
+    def get_form_kwargs(self, index):
+        kwargs = super().get_form_kwargs(index)
+        if index is not None and index < len(self.column_names):
+            kwargs["column_name"] = self.column_names[index]
+        return kwargs
+
+
+SchemaFormSet = cast(
+    type[NamedColumnFormSet],
+    forms.formset_factory(
+        SchemaColumnForm, formset=NamedColumnFormSet, extra=0, min_num=1, validate_min=True
+    ),
+)
 
 
 def schema_formset(data, initial, dataset):
     """The schema page's formset; a source's columns offer no "reject" rule."""
     kwargs = {"stays_where_it_lives": dataset.is_external}
-    return SchemaFormSet(data, initial=initial, form_kwargs=kwargs)
+    return SchemaFormSet(
+        data, initial=initial, form_kwargs=kwargs, column_names=list(dataset.columns)
+    )
 
 
-def schema_initial(entry: dict) -> dict:
-    """Form values for a schema entry (confirmed schema or proposal)."""
+def schema_initial(entry: dict, match: str = "exact") -> dict:
+    """Form values for a schema entry (confirmed schema or proposal); `match`: the comparison
+    of categories when the entry does not say (a stored schema without it compares exactly)."""
     initial = {
         "type": entry.get("type", "ignored"),
+        "match": entry.get("match", match),
         "unknown": entry.get("unknown", "other"),
         "missing": entry.get("missing", "cell"),
         "integer": bool(entry.get("integer")),

@@ -4,6 +4,8 @@ Owners see everything here; auditors see the public parts of the dataset page (n
 data or the proposals computed from it); everyone else gets 404.
 """
 
+import re
+
 from django.conf import settings
 from django.contrib import messages
 from django.shortcuts import redirect, render
@@ -35,6 +37,7 @@ from dpportal.models import Release
 from dpportal.signals import client_address
 
 FORM_OVERHEAD_BYTES = 64 * 1024  # room for the text fields beside the file
+NAME_BREAKS = re.compile(r"(?<=[_\-./])")
 
 
 def url_or_none(name, **kwargs):
@@ -316,12 +319,14 @@ def dataset_schema(request, pk):
         messages.error(request, "This dataset has been deleted; its schema can no longer change.")
         return redirect("dataset_detail", pk=dataset.pk)
     entries = schema_entries(dataset)
-    initial = [schema_initial(e) for e in entries]
-    formset = schema_formset(request.POST or None, initial, dataset)
-    statement = PublicKnowledgeForm(request.POST or None)
-    person = person_form(
-        request.POST or None, dataset, services.dp_estimates.estimated_person(dataset)
-    )
+    # a new schema ignores capitals and surrounding spaces in categories (a source cannot)
+    match = "exact" if dataset.schema_confirmed or dataset.is_external else "casefold"
+    initial = [schema_initial(e, match) for e in entries]
+    data = _with_person_row(request.POST, dataset) if request.method == "POST" else None
+    formset = schema_formset(data, initial, dataset)
+    statement = PublicKnowledgeForm(data)
+    person = person_form(data, dataset, services.dp_estimates.estimated_person(dataset))
+    clamping_check = []
     if request.method == "POST" and formset.total_form_count() != len(dataset.columns):
         formset = schema_formset(None, initial, dataset)
         formset._non_form_errors = formset.error_class(
@@ -344,7 +349,10 @@ def dataset_schema(request, pk):
                 user=request.user,
                 schema=schema,
                 remote_addr=client_address(request),
+                accept_clamping=request.POST.get("accept_clamping") == "on",
             )
+        except services.ClampingNotAccepted as exc:
+            clamping_check = exc.clamping  # owner-only: this page is the owner's
         except services.ServiceError as exc:
             formset._non_form_errors = formset.error_class(exc.problems)
         else:
@@ -354,8 +362,9 @@ def dataset_schema(request, pk):
             for entry in (confirmed.profile or {}).get("clamping", []):
                 (messages.warning if entry["warn"] else messages.info)(request, entry["message"])
             return redirect("dataset_detail", pk=dataset.pk)
-    rows = _schema_form_rows(dataset, formset)
-    status = 400 if request.method == "POST" else 200
+    rows = _schema_form_rows(dataset, formset, person)
+    # a question asked again (clamping_check) is no refusal: 200
+    status = 400 if request.method == "POST" and not clamping_check else 200
     return render(
         request,
         "dpportal/datasets/schema.html",
@@ -367,29 +376,59 @@ def dataset_schema(request, pk):
             "statement": statement,
             "person": person,
             "offer": dp_estimate_offer(dataset),
+            "clamping_check": clamping_check,
+            "error_list": _error_list(formset, statement, person),
         },
         status=status,
     )
 
 
-def _schema_form_rows(dataset, formset):
-    """One row per column: its name, form, proposed type, empty cells and latest DP estimate."""
+def _with_person_row(post, dataset):
+    """The posted form with the person column's row read as "ignored": the person question
+    alone sets that column's role (`PersonForm.apply`), so its row needs nothing else."""
+    chosen = post.get("person_column")
+    if chosen not in dataset.columns:
+        return post
+    data = post.copy()
+    data[f"form-{list(dataset.columns).index(chosen)}-type"] = "ignored"
+    return data
+
+
+def _error_list(formset, statement, person) -> list[str]:
+    """Every problem of a refused form in one list above the table, each naming its column
+    and field (the schema forms' messages do; the person question's are named here)."""
+    if not formset.is_bound:
+        return []
+    problems = [m for form in formset.forms for errors in form.errors.values() for m in errors]
+    for field, errors in person.errors.items():
+        label = person.fields[field].label if field in person.fields else "Person question"
+        problems += [f"{label} {m}" for m in errors]
+    problems += list(statement.errors.get("public_knowledge", []))
+    return problems
+
+
+def _schema_form_rows(dataset, formset, person):
+    """One row per column: its name, form, proposed type, empty cells, latest DP estimate and
+    whether the person question names it."""
     proposals = {p["name"]: p for p in (dataset.profile or {}).get("proposals", [])}
     estimates = column_estimates(dataset)
     # owner-only: the values the confirmed bounds clamp, counted at confirmation
     confirmed = (dataset.profile or {}).get("clamping", []) if dataset.schema_confirmed else []
     clamping = {c["column"]: c for c in confirmed}
+    chosen = person["person_column"].value()
     rows = []
     for name, form in zip(dataset.columns, formset.forms, strict=True):
         proposal = proposals.get(name, {})
         rows.append(
             {
                 "name": name,
+                "name_parts": NAME_BREAKS.split(name),  # may wrap after _ - . / (a <wbr>)
                 "form": form,
                 "missing": proposal.get("missing", 0),
                 "proposed_type": proposal.get("type"),
                 "estimate": estimates.get(name),
                 "clamping": clamping.get(name),
+                "is_person": name == chosen,
             }
         )
     return rows

@@ -41,7 +41,12 @@ from dpportal.services.datasets import (
 )
 from dpportal.services.delivery import release_queue
 from dpportal.services.dp_estimates import estimate_column, estimate_cost, latest_estimates
-from dpportal.services.errors import DuplicateRequest, DuplicateSubmission, ServiceError
+from dpportal.services.errors import (
+    ClampingNotAccepted,
+    DuplicateRequest,
+    DuplicateSubmission,
+    ServiceError,
+)
 from dpportal.services.execution import LeaseLost, release_run
 from dpportal.services.invitations import (
     invitation_accept,
@@ -69,6 +74,7 @@ __all__ = [
     "DuplicateSubmission",
     "LeaseLost",
     "ServiceError",
+    "ClampingNotAccepted",
     "analyst_invite",
     "analyst_revoke",
     "audit_record",

@@ -22,7 +22,7 @@ from dpportal.models import AuditEvent, Dataset, Release
 from dpportal.services import audit, dp_estimates, publishing
 from dpportal.services.analysts import analysts_revoke_all
 from dpportal.services.budget import budget_for, budget_values, check_neighbouring, locked_dataset
-from dpportal.services.errors import ServiceError
+from dpportal.services.errors import ClampingNotAccepted, ServiceError
 from dpportal.services.public_pages import withdraw_public_pages
 
 DATASET_SUFFIXES = (".csv", ".tsv", ".txt", ".xlsx")
@@ -286,7 +286,7 @@ def dataset_delete(*, dataset, user, remote_addr=None):
     return locked
 
 
-def dataset_confirm_schema(*, dataset, user, schema, remote_addr=None):
+def dataset_confirm_schema(*, dataset, user, schema, remote_addr=None, accept_clamping=True):
     """Validate and store the custodian's public metadata; releases become possible.
 
     The stored table is checked against the schema first (`schema_checks`): a schema is only
@@ -295,7 +295,10 @@ def dataset_confirm_schema(*, dataset, user, schema, remote_addr=None):
     (or send to "(other)") are counted in the same pass and kept in the owner-only profile
     (`profile["clamping"]`), shown at confirmation and on the schema page. A person column
     other than the one this dataset's DP estimates protected people by is refused
-    (`dp_estimates.check_schema_person`).
+    (`dp_estimates.check_schema_person`). With `accept_clamping` false, a schema whose bounds
+    or categories move more than the warning share of some column's values is not confirmed:
+    `ClampingNotAccepted` carries those columns' lines (owner-only, like the profile), so the
+    schema page can say the likely cause and ask again.
 
     A table that stays where it lives is checked by no one and may change at any time, so its
     schema is stored in its accepting form (`Schema.accepting`: "reject" read as "other" and
@@ -323,6 +326,9 @@ def dataset_confirm_schema(*, dataset, user, schema, remote_addr=None):
         if problems:
             raise ServiceError(" ".join(problems), problems)
         clamping = schema_checks.clamping_lines(check)
+        warned = [entry for entry in clamping if entry["warn"]]
+        if warned and not accept_clamping:
+            raise ClampingNotAccepted(warned)
     with transaction.atomic():
         locked = locked_dataset(dataset.pk)
         if locked.is_deleted:

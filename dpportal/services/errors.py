@@ -23,3 +23,12 @@ class DuplicateRequest(ServiceError):
     def __init__(self, request):
         super().__init__("This request was already submitted; here it is.")
         self.request = request
+
+
+class ClampingNotAccepted(ServiceError):
+    """Confirmation held back: bounds or categories move a large share of a column's values
+    (`clamping`, the owner-only lines of `schema_checks.clamping_lines`); nothing was saved."""
+
+    def __init__(self, clamping: list[dict]):
+        self.clamping = clamping
+        super().__init__(" ".join(entry["message"] for entry in clamping))

@@ -27,6 +27,21 @@
     select.addEventListener("change", function () { showFor(row); });
     showFor(row);
   });
+  // The person question names the column that identifies people: its row needs nothing else
+  // (the server reads it as the person column whatever its type says).
+  var personSelect = document.querySelector("select[name='person_column']");
+  function markPerson() {
+    document.querySelectorAll(".schema-row").forEach(function (row) {
+      var chosen = personSelect.value !== "" && row.getAttribute("data-name") === personSelect.value;
+      row.classList.toggle("person-row", chosen);
+      row.querySelector(".person-note").hidden = !chosen;
+      row.querySelector("select[name$='-type']").disabled = chosen;
+    });
+  }
+  if (personSelect) {
+    personSelect.addEventListener("change", markPerson);
+    markPerson();
+  }
 
   var listsElement = document.getElementById("public-lists");
   var lists = listsElement ? JSON.parse(listsElement.textContent) : {};

@@ -507,3 +507,21 @@ def test_an_unknown_api_address_is_a_json_404(owner):
     assert_json_error(response, 404, "openapi.json")
     page = client_for(owner).get("/no-such-page/")  # pages keep their HTML 404
     assert page.status_code == 404 and page["Content-Type"].startswith("text/html")
+
+
+def test_the_api_declares_a_list_that_ignores_capitals(owner):
+    """Issue 43: "match" goes through the schema page's own form; absent, texts compare
+    exactly (as before); an unknown rule is refused naming the field."""
+    client = api(token_from_page(owner))
+    pk = upload(client, content=b"age,sex,city\n34,f,Leeds\n51, M ,York\n").json()["id"]
+    url = reverse("api_dataset_schema", args=[pk])
+    columns = [dict(c) for c in SMALL_SCHEMA["columns"]]
+    columns[1]["match"] = "lower"
+    refused = post_json(client, url, {"columns": columns, "public_knowledge": True})
+    assert refused.status_code == 400 and "columns[1].match" in refused.json()["errors"]
+    columns[1]["match"] = "casefold"
+    response = post_json(client, url, {"columns": columns, "public_knowledge": True})
+    assert response.status_code == 200, response.content
+    dataset = Dataset.objects.get(pk=pk)
+    assert dataset.schema["columns"][1]["match"] == "casefold"
+    assert {c["column"]: c["moved"] for c in dataset.profile["clamping"]}.get("sex", 0) == 0

