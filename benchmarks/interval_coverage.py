@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from mechanisms import accuracy, histogram, plans  # noqa: E402
+from mechanisms import accuracy, histogram, planner, plans  # noqa: E402
 from mechanisms.mwem import mwem  # noqa: E402
 from mechanisms.noise import secure_source, seeded_source  # noqa: E402
 from mechanisms.release_request import PlanInputs  # noqa: E402
@@ -121,11 +121,12 @@ def planner_rows(draws):
     shape, codes, workload = mwem_setup()
     out = []
     for target in (10, 50, 200):
-        perturbed = accuracy.epsilon_for_half_width(
-            lambda e: plans.perturbed_plan(plan_inputs(params={}, epsilon=e, n=n)),
-            target,
-            n,
-        )
+        perturbed = planner.plan_epsilon(
+            planner.PlanRequest("perturbed_histogram", SCHEMA, tuple(COLUMNS), {}, n), target
+        ).epsilon
+        if perturbed is None:  # a target at least an average count: the planner refuses it
+            out.append(("perturbed", target, None, float("nan")))
+            continue
         counts = SCHEMA.cell_counts(DATA, COLUMNS).ravel()
         noisy = histogram.perturb_counts(
             np.tile(counts, (draws * 25, 1)),
@@ -136,11 +137,9 @@ def planner_rows(draws):
         out.append(
             ("perturbed", target, perturbed, float(np.mean(np.abs(noisy - counts) <= target)))
         )
-        eps = accuracy.epsilon_for_half_width(
-            lambda e: plans.mwem_plan(plan_inputs(params=MWEM_PARAMS, epsilon=e, n=n)),
-            target,
-            n,
-        )
+        eps = planner.plan_epsilon(
+            planner.PlanRequest("mwem", SCHEMA, tuple(COLUMNS), MWEM_PARAMS, n), target
+        ).epsilon
         if eps is None:
             out.append(("mwem rounds", target, None, float("nan")))
             continue

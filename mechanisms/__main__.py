@@ -6,6 +6,8 @@
         [--neighbouring add-remove|replace-one]    # the risk in words (mechanisms.risk)
     python -m mechanisms verify RECORD [--key KEY]  # a dataset's public record, offline
                                                     # (mechanisms.record_verify): exit 0 or 1
+    python -m mechanisms plan perturbed-histogram --schema schema.json --row-count 2000 \
+        --target 20    # the epsilon that reaches ±20 rows, or why none does (mechanisms.plan_cli)
 
 Each subcommand is one row of mechanisms.catalogue.CATALOGUE, its options the row's parameter
 schema (each option's value goes into the mechanism's `params` under the parameter's name).
@@ -54,6 +56,7 @@ from mechanisms.counting.source import POSTGRES_SCHEMES
 from mechanisms.errors import MechanismError
 from mechanisms.noise import secure_source, seeded_source
 from mechanisms.package import PackageContext, write_package
+from mechanisms.plan_cli import add_parameter_options, add_plan_parser, run_plan
 from mechanisms.public_record import key_argument
 from mechanisms.range_count.api import range_query_csv
 from mechanisms.record_verify import report_lines, verify
@@ -124,18 +127,12 @@ def build_parser() -> argparse.ArgumentParser:
             help="custodian-only JSON (input hash, rows) outside --out "
             "(default: OUT.custodian.json)",
         )
-        for option in spec.parameters:
-            p.add_argument(
-                f"--{option.name.replace('_', '-')}",
-                dest=option.name,
-                type=option.type,
-                help=option.help,
-                action="append" if option.repeat else "store",
-            )
+        add_parameter_options(p, spec)
     q = sub.add_parser("range-query", help="answer new ranges from a released structure (free)")
     q.add_argument("--structure", required=True, help="structure.json of a range-count release")
     q.add_argument("--query", required=True, help="JSON or CSV file of intervals/boxes/halfspaces")
     q.add_argument("--estimator", choices=("auto", "chain", "gls"), help="default: the structure's")
+    add_plan_parser(sub, _OneLineParser)
     r = sub.add_parser("risk", help="the risk of a release in words (no data read, free)")
     r.add_argument("--epsilon", required=True, help="privacy loss epsilon >= 0")
     r.add_argument("--delta", default="0", help="privacy parameter delta in [0, 1) (default 0)")
@@ -335,6 +332,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.subcommand == "verify":
             return verify_record(args)
+        if args.subcommand == "plan":
+            return run_plan(args)
         paths = run(args)
     except MechanismError as exc:
         print(f"error: {exc}", file=sys.stderr)

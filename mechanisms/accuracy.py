@@ -15,15 +15,13 @@ mixing weight, the released values): post-processing, no privacy cost, no data.
   cell's sampling probability, mapped through the public mixture back to n·h (n and mix are
   public for this mechanism). It covers the sampling variation of the synthetic rows only, and
   is approximate (Wilson), closest to 95% for cells with 10 or more synthetic rows.
-- The planner (`epsilon_for_half_width`) finds the smallest epsilon whose public noise plan
-  meets a target half-width at the same confidence, by bisection on the plan itself, so it uses
-  exactly the split and scales the release will use.
+- `binomial_tail_half_width`: the smoothed histogram's half-width for the hardest even spread
+  of its rows, which the planner (`mechanisms.planner`) promises.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
@@ -49,8 +47,6 @@ class NoisePlan(Protocol):
 
 CONFIDENCE = 0.95
 ZERO_LEVEL = 0.001  # a count whose true value is 0 is told from 0 in at most 0.1% of releases
-PLANNER_EPSILON_RANGE = (1e-3, 100.0)
-PLANNER_STEPS = 40
 
 
 def _check_confidence(confidence: float) -> float:
@@ -174,6 +170,43 @@ def binomial_half_width(trials: int, p: float, confidence: float = CONFIDENCE) -
     return float(distance[order][int(np.argmax(reached))])
 
 
+def binomial_tail_half_width(rows: int, mix: float, cells: int, confidence: float) -> float:
+    """Smallest d with at most 1 - confidence of the cells' counts straying more than d, for all K.
+
+    The smoothed histogram's synthetic count of a cell is Binomial(rows, q). For a table whose
+    rows fill K of the `cells` cells equally, q = (1 - mix) / K + mix / cells in those and mix /
+    cells in the others; the expected share of cells whose count strays more than d from
+    rows·q is exact (binomial tails). d is the smallest (to 1e-3 rows) keeping that share at
+    most 1 - confidence for every K from 1 to `cells` (all K up to 64, then 400 spread
+    geometrically).
+    """
+    from scipy import stats  # here: importing scipy.stats takes half a second
+
+    confidence = _check_confidence(confidence)
+    spread = {round(k) for k in np.geomspace(1, cells, 400)} if cells > 64 else set()
+    full = np.array(sorted(spread | set(range(1, min(cells, 64) + 1))), dtype=float)
+    q_full, q_empty = (1 - mix) / full + mix / cells, mix / cells
+
+    def strays(q: FloatArray, d: float) -> FloatArray:
+        mean = rows * q
+        below = stats.binom.cdf(np.ceil(mean - d - 1e-9) - 1, rows, q)
+        above = stats.binom.sf(np.floor(mean + d + 1e-9), rows, q)
+        share: FloatArray = np.asarray(below + above, dtype=np.float64)
+        return share
+
+    def worst(d: float) -> float:
+        empty = strays(np.array([q_empty]), d)[0]
+        return float(np.max((full * strays(q_full, d) + (cells - full) * empty) / cells))
+
+    low, high = 0.0, float(rows)
+    if worst(low) <= 1 - confidence:
+        return 0.0
+    while high - low > 1e-3:
+        middle = (low + high) / 2
+        low, high = (low, middle) if worst(middle) <= 1 - confidence else (middle, high)
+    return high
+
+
 def normal_half_width(std: float, confidence: float = CONFIDENCE) -> float:
     """z·std: the half-width of a normal approximation (sums of many noise terms)."""
     return float(special.ndtri(0.5 + _check_confidence(confidence) / 2)) * float(std)
@@ -204,56 +237,3 @@ def plan_half_width(plan: NoisePlan, n: int, confidence: float = CONFIDENCE) -> 
     if plan.expected_error is None:
         return None
     return normal_half_width(plan.expected_error, confidence)
-
-
-def epsilon_for_half_width(
-    plan_at: Callable[[float], NoisePlan],
-    target: float,
-    n: int,
-    *,
-    confidence: float = CONFIDENCE,
-    steps: int = PLANNER_STEPS,
-) -> float | None:
-    """The smallest epsilon (to 3 significant digits, rounded up) whose plan meets `target`.
-
-    `plan_at(epsilon)` is the mechanism's public noise plan at that epsilon (its settings
-    fixed). Bisection in log epsilon over PLANNER_EPSILON_RANGE; a plan that raises
-    MechanismError (or overflows) counts as not meeting the target. None if even the largest
-    epsilon of the range does not reach it (for example the smoothed histogram's sampling
-    error, which more epsilon cannot remove below the error of `rows` draws).
-    """
-    if not target > 0:
-        raise MechanismError(f"target ({target}) must be a number of rows > 0")
-
-    def meets(epsilon: float) -> bool:
-        try:
-            width = plan_half_width(plan_at(epsilon), n, confidence)
-        except (MechanismError, ArithmeticError):  # settings the mechanism refuses at this ε
-            return False
-        return width is not None and width <= target
-
-    low, high = PLANNER_EPSILON_RANGE
-    if not meets(high):
-        return None
-    if meets(low):
-        return low
-    for _ in range(steps):
-        middle = math.sqrt(low * high)
-        if meets(middle):
-            high = middle
-        else:
-            low = middle
-        if high / low < 1.005:
-            break
-    proposal = _round_up(high)
-    for _ in range(100):  # rounding up lowers the noise; past a non-monotone plan, step on
-        if meets(proposal):
-            return proposal
-        proposal = _round_up(proposal * 1.01)
-    return None
-
-
-def _round_up(value: float, digits: int = 3) -> float:
-    """`value` rounded up to `digits` significant digits."""
-    step = 10.0 ** (math.floor(math.log10(value)) - digits + 1)
-    return float(f"{math.ceil(value / step - 1e-9) * step:.{digits}g}")

@@ -138,7 +138,6 @@ def mwem_plan(inputs: PlanInputs) -> NoisePlan:
 
 PREVIEW_WORK = 2**21  # point x range pairs a range-count preview may evaluate (~0.3 s)
 PREVIEW_SAMPLE = 64  # beyond: at most this many ranges, drawn at random, are averaged
-PREVIEW_TREE_AXIS = 1024  # beyond that: the tree only on axes this short (its matrices: cells^2)
 
 
 def range_count_plan(inputs: PlanInputs) -> NoisePlan:
@@ -219,32 +218,16 @@ def _range_estimate(
 ) -> tuple[str, float | None]:
     """(method, mean variance) of a large range-count release, from bounded work.
 
-    The workload-free plans (identity, path_tree, the tree on axes up to PREVIEW_TREE_AXIS
-    cells) are averaged over `_sample_size` random ranges; per_query's sensitivity is bounded
-    by the number of ranges (an upper bound). The halfspace decomposition (mn12) is planned only
-    when the release runs: `auto` picks it only if it beats these, so for `auto` the figure is
-    an upper bound. A method that cannot be estimated this way gets None.
+    Averaged over `_sample_size` random ranges of the plan `promise.estimated_plan` builds from
+    them (an upper bound for `auto`; see there). A method that cannot be estimated this way
+    gets None.
     """
-    from mechanisms.range_count import api
-    from mechanisms.range_count.core import noise_variance, scale_for
     from mechanisms.range_count.inputs import incidence
+    from mechanisms.range_count.promise import estimated_plan
 
-    names = api.candidate_mechanisms(support, queries, target) if method == "auto" else [method]
-    workload_free = {"identity", "path_tree"}
-    if support.grid_shape is not None and max(support.grid_shape) <= PREVIEW_TREE_AXIS:
-        workload_free.add("tree")
-    predicted: dict[str, float] = {}
-    if "per_query" in names:
-        scale = scale_for(target.noise, float(len(queries)), target.loss_budget)
-        predicted["per_query"] = noise_variance(target.noise, scale)
-    sampled = [name for name in names if name in workload_free]
-    if sampled:
-        sample = [queries[i] for i in rng.integers(len(queries), _sample_size(support))]
-        bits = incidence(support, sample)
-        for name in sampled:
-            plan = api.build_plan(name, support, sample, bits, target)
-            predicted[name] = float(np.mean(plan.predicted_variance(bits)))
-    if not predicted:
+    sample = [queries[i] for i in rng.integers(len(queries), _sample_size(support))]
+    bits = incidence(support, sample)
+    plan = estimated_plan(method, support, queries, bits, target)
+    if plan is None:
         return method, None
-    best = min(predicted, key=predicted.__getitem__)
-    return best, predicted[best]
+    return plan.name, float(np.mean(plan.predicted_variance(bits)))

@@ -1,4 +1,4 @@
-"""API endpoints of datasets: list and upload, detail, schema, accuracy preview, ledger.
+"""API endpoints of datasets: list and upload, detail, schema, accuracy preview, planner, ledger.
 
 Each one is the page's logic over JSON: the same permission helpers (`access`), forms and
 services. Auditors may read a dataset and its ledger; everything else is the owner's (others
@@ -25,6 +25,7 @@ from dpportal.core.storage import UPLOAD_FIELD, PrivateUploadHandler
 from dpportal.datasets.forms import DatasetUploadForm, PublicKnowledgeForm, SchemaColumnForm
 from dpportal.datasets.views import FORM_OVERHEAD_BYTES, shared_budget_text
 from dpportal.releases.forms import ReleaseForm
+from dpportal.releases.planner import TargetForm, proposals
 from dpportal.releases.risk_words import preview_risk
 from dpportal.signals import client_address
 
@@ -185,6 +186,31 @@ def dataset_preview(request, pk):
             "delta_left": plain_number(delta_left),
             "fits": epsilon_left >= 0 and delta_left >= 0,
             "risk": preview_risk(dataset, form.cleaned_data["epsilon"], form.cleaned_data["delta"]),
+        }
+    )
+
+
+@api_endpoint("GET")
+def dataset_plan(request, pk):
+    """The planner, as on the new-release form (`releases.planner.proposals`, the same code):
+    for every kind of release with these settings, the ε whose promise reaches the accuracy
+    asked (target_rows, or target_percent of a public row count), or why none does. Public
+    information only; nothing is spent."""
+    dataset = dataset_for_owner(request.user, pk)
+    if dataset.is_deleted or not dataset.schema_confirmed:
+        raise ApiError(409, "Confirm the dataset's schema first (POST its schema).")
+    target = TargetForm(request.GET, dataset=dataset)
+    settings_form = ReleaseForm(request.GET, dataset=dataset)
+    unknown = sorted(set(request.GET) - set(target.fields) - set(settings_form.fields))
+    if unknown:
+        raise ApiError(400, f"Unknown parameter(s): {', '.join(unknown)}.")
+    if not target.is_valid():
+        raise invalid(target)
+    return JsonResponse(
+        {
+            "target": target.cleaned_data["target"],
+            "proposals": proposals(dataset, request.GET, target.cleaned_data["target"]),
+            "epsilon_remaining": plain_number(dataset.epsilon_remaining),
         }
     )
 

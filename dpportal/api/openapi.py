@@ -156,6 +156,16 @@ PREVIEW_PARAMETERS = [
     )
 ]
 
+PLAN_PARAMETERS = [
+    {"name": name, "in": "query", "required": required, "schema": schema}
+    for name, required, schema in (
+        ("columns", True, {"type": "array", "items": {"type": "string"}}),
+        ("target_rows", False, {"type": "number"}),
+        ("target_percent", False, {"type": "number"}),
+        ("delta", False, {"type": "string"}),
+    )
+]
+
 PATHS = {
     "/api/v1/datasets/": {
         "get": _operation("Datasets you own or audit", errors=()),
@@ -181,6 +191,13 @@ PATHS = {
             "Expected accuracy and risk of a release; spends nothing (owner)",
             parameters=[PK, *PREVIEW_PARAMETERS],
             responses={"200": {"description": "OK", "content": _content(WITH_RISK)}},
+            errors=("400", "404", "409"),
+        )
+    },
+    "/api/v1/datasets/{pk}/plan/": {
+        "get": _operation(
+            "The ε each kind of release needs for an accuracy, or why none; spends nothing (owner)",
+            parameters=[PK, *PLAN_PARAMETERS],
             errors=("400", "404", "409"),
         )
     },

@@ -10,6 +10,7 @@ urlpatterns = [
     path("datasets/<int:pk>/", dataset_views.dataset_detail, name="api_dataset_detail"),
     path("datasets/<int:pk>/schema/", dataset_views.dataset_schema, name="api_dataset_schema"),
     path("datasets/<int:pk>/preview/", dataset_views.dataset_preview, name="api_dataset_preview"),
+    path("datasets/<int:pk>/plan/", dataset_views.dataset_plan, name="api_dataset_plan"),
     path("datasets/<int:pk>/ledger/", dataset_views.dataset_ledger, name="api_dataset_ledger"),
     path("datasets/<int:pk>/budget/", owner_views.dataset_budget, name="api_dataset_budget"),
     path("datasets/<int:pk>/auditors/", owner_views.dataset_auditors, name="api_dataset_auditors"),

@@ -1,12 +1,14 @@
 """The planner: from the accuracy the custodian needs to the ε each mechanism would spend.
 
-The custodian states "counts within ±k rows at 95%" (or a share of the row count, where that
-count is public). For every mechanism, with the columns and settings chosen on the form, the
-planner bisects on the mechanism's public noise plan (`mechanisms.accuracy.
-epsilon_for_half_width`) for the smallest ε whose 95% half-width is at most k, and shows the
-budget left beside it. Public quantities only: the schema, the settings, the row count (public
-under replace-one without a person column; otherwise the planner asks for rows, not a share).
-No data is read and nothing is spent.
+The custodian states "within ±k at 95%" (rows for counts and range answers, each statistic in
+its own unit; or a share of the row count, where that count is public). For every mechanism,
+with the columns and settings chosen on the form, the one planner of `mechanisms.planner`
+(`plan_epsilon`, the command line's `plan` too) proposes the smallest ε whose promise meets
+it, or says why none does, and shows the budget left beside it. The promise is the one the
+verdict later checks (`promise_check`). The API's planner is this module too. Public
+quantities only: the schema, the settings, the row count (public under replace-one without a
+person column; otherwise the planner asks for rows, not a share). No data is read and nothing
+is spent.
 """
 
 from decimal import Decimal
@@ -17,11 +19,10 @@ import mechanisms
 from dpportal.access.rules import row_count_is_public
 from dpportal.core.form_fields import DECIMAL_INPUT
 from dpportal.core.formatting import plain_number
-from dpportal.releases import catalogue
-from dpportal.releases import engine as release_engine
+from dpportal.releases import catalogue, promise_check
 from dpportal.releases.forms import ReleaseForm
 from dpportal.releases.kinds import kind_of
-from mechanisms import accuracy
+from mechanisms import planner
 
 PLACEHOLDER_EPSILON = "1"  # only to validate the other settings; each mechanism is re-planned
 
@@ -34,7 +35,8 @@ class TargetForm(forms.Form):
         required=False,
         min_value=0.5,
         widget=DECIMAL_INPUT,
-        help_text="For example 50: each count within ±50 rows of the truth, 95 times in 100.",
+        help_text="For example 50: each count within ±50 rows of the truth, 95 times in 100 "
+        "(summary statistics: each in its own unit).",
     )
     target_percent = forms.FloatField(
         label="or within ± (% of all rows)",
@@ -86,24 +88,26 @@ def _proposal(dataset, query, card, target, remaining) -> dict:
         row["reason"] = _first_error(form)
         return row
     kind, cleaned = kind_of(card.name), form.cleaned_data
-    params = kind.planning_params(form.params(), cleaned)
-    schema = mechanisms.Schema.from_dict(dataset.schema)
-
-    def plan_at(epsilon):
-        return release_engine.noise_plan(
-            dataset, schema, card.name, cleaned["columns"], params, epsilon, cleaned["delta"]
-        )
-
-    epsilon = accuracy.epsilon_for_half_width(plan_at, target, max(dataset.row_count, 1))
-    if epsilon is None:
-        row["reason"] = "No ε reaches this accuracy with these settings" + kind.no_epsilon_reason()
+    params = kind.planning_params(form, form.params(), cleaned)
+    request = promise_check.plan_request(
+        dataset, card.name, cleaned["columns"], params, cleaned["delta"]
+    )
+    try:
+        proposal = planner.plan_epsilon(request, target)
+    except mechanisms.MechanismError as exc:
+        row["reason"] = f"These settings cannot work: {exc}"
         return row
-    needed = Decimal(repr(epsilon))
+    if proposal.epsilon is None:
+        row["reason"] = proposal.reason[:1].upper() + proposal.reason[1:] + "."
+        return row
+    needed = Decimal(repr(proposal.epsilon))
+    settings = {k: v for p in proposal.promises for k, v in p.settings.items()}
     row.update(
         epsilon=plain_number(needed),
         fits=needed <= remaining,
         left=plain_number(remaining - needed),
-        planned=kind.planned,
+        planned="; ".join(p.sentence() for p in proposal.promises),
+        settings={k: str(v) for k, v in settings.items()},
     )
     return row
 

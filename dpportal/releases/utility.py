@@ -11,10 +11,10 @@ import json
 import mechanisms
 from dpportal.core import files, object_store
 from dpportal.releases import engine as release_engine
-from dpportal.releases import packaging
+from dpportal.releases import packaging, promise_check
 from dpportal.releases.kinds import kind_of
 from dpportal.releases.packaging import with_numbers
-from mechanisms import validation
+from mechanisms import persons, validation
 
 
 def load_report(release) -> dict | None:
@@ -40,6 +40,7 @@ def compute(release) -> bytes:
         stored,
         epsilon=float(release.epsilon),
         neighbouring=release.neighbouring,
+        **judged(release, schema),
     )
     return json.dumps(report).encode()
 
@@ -52,3 +53,21 @@ def build_report(kind, schema, columns, frame, files) -> dict:
     ]
     report.update(kind.custodian_report(schema, columns, with_numbers(frame, schema), files))
     return report
+
+
+def judged(release, schema) -> dict:
+    """What a kind's `assess` judges a release by, besides its files and the raw rows: the
+    planner's promise at its ε, the rows bounding dropped, the release's parameters."""
+    return {
+        "promises": promise_check.promised(release),
+        "dropped": rows_dropped(release.dataset, schema),
+        "params": dict(release.params or {}),
+    }
+
+
+def rows_dropped(dataset, schema) -> int:
+    """Rows a person-level release dropped by bounding (custodian only; 0 at row level)."""
+    if schema.person is None:
+        return 0
+    ids = release_engine.load_columns(dataset, [schema.person.column])[schema.person.column]
+    return persons.rows_over_bound(ids, schema.person.max_rows)

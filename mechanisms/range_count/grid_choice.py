@@ -16,23 +16,11 @@ from functools import lru_cache
 import numpy as np
 
 from mechanisms.range_count.core import half_width, privacy_target
-from mechanisms.range_count.inputs import grid_support
+from mechanisms.range_count.inputs import grid_support, spread_points
 from mechanisms.range_count.intervals import answer_kurtosis, answered_sets
 
 SIZES = (8, 16, 32, 64, 128, 256, 512, 1024)  # finer: the tree's matrices grow as cells^2
 SAMPLE_BOXES = 16
-
-
-def spread_points(count: int, dims: int) -> np.ndarray:
-    """`count` fixed points spread evenly over the unit cube [0, 1)^dims.
-
-    The additive R_d sequence: the same sample boxes every time, with no random source to seed.
-    """
-    phi = 2.0
-    for _ in range(32):  # the root of x^(dims+1) = x + 1
-        phi = (1 + phi) ** (1 / (dims + 1))
-    steps = phi ** -np.arange(1, dims + 1)
-    return (0.5 + np.arange(1, count + 1)[:, None] * steps) % 1.0
 
 
 @lru_cache(maxsize=256)

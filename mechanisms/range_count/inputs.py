@@ -299,6 +299,18 @@ def _standard_normal_from_uniform(rng: RandomSource, shape: tuple[int, ...]) -> 
     return np.sqrt(-2.0 * np.log1p(-u1)) * np.cos(2.0 * np.pi * u2)
 
 
+def spread_points(count: int, dims: int) -> np.ndarray:
+    """`count` fixed points spread evenly over the unit cube [0, 1)^dims.
+
+    The additive R_d sequence: the same sample boxes every time, with no random source to seed.
+    """
+    phi = 2.0
+    for _ in range(32):  # the root of x^(dims+1) = x + 1
+        phi = (1 + phi) ** (1 / (dims + 1))
+    steps = phi ** -np.arange(1, dims + 1)
+    return (0.5 + np.arange(1, count + 1)[:, None] * steps) % 1.0
+
+
 def random_halfspaces(support: Support, m: int, rng: RandomSource) -> list[dict[str, Any]]:
     """M halfspaces a·x <= b with a random direction, through a random support point (public)."""
     if m < 1:

@@ -26,7 +26,12 @@ from tests.conftest import REPO_ROOT, wait_until
 from tests.dpportal.worker_app import child_pids, executions, max_concurrent, start_worker
 from tests.helpers import make_dataset, make_user
 
-pytestmark = [pytest.mark.database, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.database,
+    pytest.mark.slow,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("sleep_mechanism"),
+]
 
 FAST_RECOVERY = {
     "DPPORTAL_HEARTBEAT_SECONDS": "1",

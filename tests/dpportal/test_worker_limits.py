@@ -21,7 +21,7 @@ from tests.conftest import wait_until
 from tests.dpportal.worker_app import executions, start_worker
 from tests.helpers import make_dataset, make_user
 
-pytestmark = pytest.mark.database
+pytestmark = [pytest.mark.database, pytest.mark.usefixtures("sleep_mechanism")]
 
 WORKER_DB = pytest.mark.django_db(transaction=True)  # a worker process must see committed rows
 

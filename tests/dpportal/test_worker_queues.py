@@ -13,7 +13,7 @@ from tests.conftest import wait_until
 from tests.dpportal.worker_app import start_worker
 from tests.helpers import make_dataset, make_user
 
-pytestmark = pytest.mark.database
+pytestmark = [pytest.mark.database, pytest.mark.usefixtures("sleep_mechanism")]
 
 
 @pytest.mark.django_db

@@ -1,10 +1,15 @@
-"""The portal's Celery app plus a test-only mechanism, for tests with real worker processes.
+"""Real Celery worker processes for tests, and the test-only "test_sleep" mechanism.
 
-Start a worker with `start_worker(...)`: `celery -A tests.dpportal.worker_app worker` on the
-real Redis, sharing the live test database. The "test_sleep" mechanism stands in for a long
-release: it reads the data, sleeps (optionally without reporting progress, like a long NumPy
-call), writes a temp file, logs each execution's start and end, and returns a fresh random
-output, so that a second execution or a second published output would be visible.
+Start a worker with `start_worker(...)`: `celery -A tests.dpportal.celery_app worker` on the
+real Redis, sharing the live test database; the worker registers `TEST_SLEEP` in its own
+catalogue (tests/dpportal/celery_app.py). The test process registers it only for the tests
+that submit it, and removes it after (the `sleep_mechanism` fixture of
+tests/dpportal/conftest.py), so it never leaks into another test's catalogue.
+
+"test_sleep" stands in for a long release: it reads the data, sleeps (optionally without
+reporting progress, like a long NumPy call), writes a temp file, logs each execution's start
+and end, and returns a fresh random output, so that a second execution or a second published
+output would be visible.
 """
 
 import os
@@ -17,7 +22,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import mechanisms
-from dpportal.celery import app  # noqa: F401  (celery -A finds it here)
 from tests.conftest import REPO_ROOT, test_database_url, wait_for_worker_ready
 
 
@@ -54,7 +58,7 @@ def _log(path, line):
         os.close(fd)
 
 
-mechanisms.CATALOGUE["test_sleep"] = mechanisms.MechanismSpec(
+TEST_SLEEP = mechanisms.MechanismSpec(
     name="test_sleep",
     title="Test sleep",
     summary="a stand-in for a long release (tests only)",
@@ -115,7 +119,7 @@ def start_worker(connection, *, concurrency=1, queues=None, env=None, name="w"):
                 "-m",
                 "celery",
                 "-A",
-                "tests.dpportal.worker_app",
+                "tests.dpportal.celery_app",
                 "worker",
                 "--loglevel=INFO",
                 f"--concurrency={concurrency}",

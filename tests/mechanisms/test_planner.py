@@ -1,135 +1,46 @@
-"""The planner's ε achieves the accuracy asked (issue 15, item 3), checked with many draws.
+"""The one planner (`mechanisms.planner`, issue 43 item 3): its search, its answers and its CLI.
 
-`epsilon_for_half_width` reads only a mechanism's public noise plan. Here the ε it proposes for
-"counts within ±k rows at 95%" is spent by the mechanism itself, many times, and the share of
-released counts within ±k of the truth must lie in [0.945, 0.96]: at least what was asked
-(minus sampling error) and not wastefully more. Broken twin: 0.7 × the proposed ε (a planner
-that under-provisions) must fail the same check.
+The statistical check that a release at the planned ε keeps the promise, for every kind on
+several tables, is tests/mechanisms/test_planner_promise.py. Here: the perturbed histogram's
+ε is the exact one (worked out from the pmf); the search never fails at large ε (the old
+search overflowed on range counts and gave up); statistics get an ε (the old planner had no
+expected error for them); a target no ε reaches names the floor ε cannot beat (grid
+rounding) and the advice; person level uses k; and the command line prints the same.
 """
 
 import math
-from functools import partial
 
-import numpy as np
-import pandas as pd
 import pytest
 
-from mechanisms import accuracy, histogram, plans
-from mechanisms.mwem import mwem
-from mechanisms.noise import secure_source, seeded_source
-from mechanisms.release_request import PlanInputs
+from mechanisms import histogram, planner
+from mechanisms.__main__ import main
+from mechanisms.errors import MechanismError
 from mechanisms.schema import Schema
-from mechanisms.workload import expand_workload, marginals_spec
-
-pytestmark = pytest.mark.audit  # Monte-Carlo checks of many draws
 
 SCHEMA = Schema.from_dict(
     {
         "columns": [
-            {
-                "name": "a",
-                "type": "categorical",
-                "categories": list("uvwxyz"),
-                "unknown": "reject",
-                "missing": "reject",
-            },
-            {
-                "name": "b",
-                "type": "categorical",
-                "categories": list("pqrst"),
-                "unknown": "reject",
-                "missing": "reject",
-            },
+            {"name": "a", "type": "categorical", "categories": list("uvwxyz"), "missing": "reject",
+             "unknown": "reject"},
+            {"name": "b", "type": "categorical", "categories": list("pqrst"), "missing": "reject",
+             "unknown": "reject"},
+            {"name": "x", "type": "numeric", "lower": 0, "upper": 100, "bins": 10},
+            {"name": "y", "type": "numeric", "lower": 0, "upper": 10, "bins": 10},
         ]
     }
-)
-ROWS = np.random.default_rng(5)
-DATA = pd.DataFrame({"a": ROWS.choice(list("uvwxyz"), 3000), "b": ROWS.choice(list("pqrst"), 3000)})
-N = len(DATA)
+)  # fmt: skip
+N = 3000
 
 
-def within(share: float) -> bool:
-    return 0.945 <= share <= 0.96
-
-
-# A plan's inputs over SCHEMA at pure epsilon under replace-one.
-replace_one = partial(PlanInputs, schema=SCHEMA, delta=0.0, neighbouring="replace-one")
-
-
-def test_the_mwem_epsilon_for_50_rows_puts_95_percent_of_measured_counts_within_50():
-    """N = 150 MWEM runs × 3 rounds' measured counts (5 to 30 each: over 2,250, here about
-    14,000; the check's false-alarm rate at a true 95.0-95.2% is below 1e-5 at 10,000); the
-    twin, at 0.7 ε, has about 88% within ±50. Only the rounds' counts: the ±k is theirs."""
-    params = {"workload": marginals_spec(2), "rounds": 3}
-
-    def plan_at(epsilon):
-        return plans.mwem_plan(replace_one(columns=["a", "b"], params=params, epsilon=epsilon, n=N))
-
-    epsilon = accuracy.epsilon_for_half_width(plan_at, 50, N)
-    shape = SCHEMA.domain_shape(["a", "b"])
-    codes = SCHEMA.encode(DATA, ["a", "b"])
-    workload = expand_workload(marginals_spec(2), ["a", "b"], shape, set())
-
-    def truth(attrs):
-        dims = tuple(shape[a] for a in attrs)
-        flat = np.ravel_multi_index(tuple(codes[:, a] for a in attrs), dims)
-        return np.bincount(flat, minlength=math.prod(dims))
-
-    def share_within(eps):
-        errors = []
-        for _ in range(150):
-            result = mwem(codes, shape, workload, epsilon=eps, rounds=3, rng=secure_source())
-            start = len(shape) if result.budget["initial_one_way"] else 0
-            for record in result.measurements[start:]:
-                noisy = np.array(record["noisy_answer"])
-                errors.extend(np.abs(noisy - truth(record["query"].attrs)))
-        assert len(errors) >= 150 * 3 * 5
-        return float(np.mean(np.array(errors) <= 50))
-
-    assert within(share_within(epsilon))
-    assert not within(share_within(0.7 * epsilon))
-
-
-def test_the_smoothed_epsilon_reaches_the_target_in_an_average_cell():
-    """Cells of equal share (the planner's average cell): N = 5,000 releases × 30 cells
-    (seeded sampler, deterministic): the estimate of a cell's real count within ±k between
-    94.5% and 96% of the time, pooled over the cells; the twin, 0.7 ε, fails."""
-    counts = np.full(30, 100, dtype=np.int64)  # 30 cells of 100 rows: n = 3,000
-    n, cells, target = int(counts.sum()), counts.size, 60
-
-    def plan_at(epsilon):
-        return plans.smoothed_plan(replace_one(columns=["a", "b"], params={}, epsilon=epsilon, n=n))
-
-    epsilon = accuracy.epsilon_for_half_width(plan_at, target, n)
-    assert epsilon is not None
-
-    def share_within(eps):
-        plan = plan_at(eps)
-        rows, mix = plan.details["rows"], plan.details["mix"]
-        rng = seeded_source(9)
-        released = np.array(
-            [
-                np.bincount(rng.smoothed_cells(counts, mix, rows), minlength=cells)
-                for _ in range(5_000)
-            ]
-        )
-        estimate, _, _ = accuracy.smoothed_intervals(released, rows=rows, mix=mix, n=n, cells=cells)
-        return float(np.mean(np.abs(estimate - counts) <= target))
-
-    assert within(share_within(epsilon))
-    assert not within(share_within(0.7 * epsilon))
+def request(kind, columns, params=None, **options):
+    return planner.PlanRequest(kind, SCHEMA, tuple(columns), params or {}, N, **options)
 
 
 def test_the_perturbed_epsilon_is_the_exact_one():
-    """For the perturbed histogram the proposal is within 1% above the smallest ε whose scale
-    2/ε has P(|Z| <= k) >= 95%, worked out here from the pmf (k = 50)."""
-    proposed = accuracy.epsilon_for_half_width(
-        lambda e: plans.perturbed_plan(replace_one(columns=["a"], params={}, epsilon=e, n=N)),
-        50,
-        N,
-    )
-    # smallest scale s with 2 a^51 / (1 + a) <= 0.05, a = exp(-1/s): bisection on s
-    low, high = 1.0, 100.0
+    """For ±50 rows the proposal is within 1% above the smallest ε whose scale 2/ε has
+    P(|Z| <= 50) >= 95%, worked out here from the discrete Laplace pmf."""
+    proposed = planner.plan_epsilon(request("perturbed_histogram", ["a"]), 50).epsilon
+    low, high = 1.0, 100.0  # smallest scale s with 2 a^51 / (1 + a) <= 0.05, a = exp(-1/s)
     for _ in range(100):
         s = (low + high) / 2
         a = math.exp(-1 / s)
@@ -137,3 +48,163 @@ def test_the_perturbed_epsilon_is_the_exact_one():
     exact = 2 / low
     assert exact <= proposed <= 1.01 * exact
     assert histogram.count_sensitivity("replace-one") == 2
+
+
+def off_grid_intervals(count=40):
+    """Intervals of x whose edges fall inside the cells of a 10-cell grid."""
+    return [{"type": "box", "lo": [3.3 + 2 * i], "hi": [47.6 + i]} for i in range(count)]
+
+
+def test_range_counts_get_an_epsilon_without_overflow_at_large_epsilon():
+    """The old search planned 1e-10-scale noise at ε = 100, got an OverflowError and gave up;
+    this one searches up to its cap and plans off-grid intervals, rounding included."""
+    params = {"grid": [400], "workload": off_grid_intervals()}
+    proposal = planner.plan_epsilon(request("range_count", ["x"], params), 20, cap=100)
+    assert proposal.epsilon is not None and proposal.epsilon < 100
+    (promise,) = proposal.promises
+    assert promise.half_width <= 20 and 0 < promise.floor < promise.half_width
+    assert "range answers" in promise.sentence() and "rounding" in promise.sentence()
+
+
+def test_a_target_below_the_grid_rounding_names_it_and_asks_for_a_finer_grid():
+    """On a 10-cell grid the off-grid intervals' rounding alone errs far more than ±20 rows:
+    no ε removes it, the answer says so; on 400 cells the same target is reached."""
+    coarse = {"grid": [10], "workload": off_grid_intervals()}
+    proposal = planner.plan_epsilon(request("range_count", ["x"], coarse), 20)
+    assert proposal.epsilon is None
+    assert "grid rounding alone errs" in proposal.reason and "finer grid" in proposal.reason
+    assert proposal.promises[0].floor > 20
+    fine = {"grid": [400], "workload": off_grid_intervals()}
+    assert planner.plan_epsilon(request("range_count", ["x"], fine), 20).epsilon is not None
+
+
+def test_ignoring_the_rounding_would_promise_more_than_the_grid_allows():
+    """Broken twin of the range planner: crowding 0 (no rounding) reaches ±20 on the coarse
+    grid at some ε, which the real planner refuses above."""
+    coarse = {"grid": [10], "workload": off_grid_intervals()}
+    twin = request("range_count", ["x"], coarse, assumptions=planner.Assumptions(crowding=0))
+    assert planner.plan_epsilon(twin, 20).epsilon is not None
+
+
+def test_statistics_get_an_epsilon_per_statistic_target():
+    params = {"stat": ["count", "mean:x", "median:x"], "by": ["a"]}
+    targets = {"count": 20, "mean:x": 5, "median:x": 60}
+    proposal = planner.plan_epsilon(
+        request("statistics", ["x", "a"], params, neighbouring="add-remove"), targets
+    )
+    assert proposal.epsilon is not None
+    by_key = {p.key: p for p in proposal.promises}
+    assert set(by_key) == set(targets)
+    assert all(by_key[k].half_width <= targets[k] for k in targets)
+    assert by_key["median:x"].unit == "rows of rank" and by_key["mean:x"].unit == "x"
+    assert by_key["mean:x"].assumed_rows == N / 6  # an even split over the 6 categories
+
+
+def test_smaller_groups_need_more_epsilon():
+    params = {"stat": ["mean:x"], "by": ["a"]}
+    even = planner.plan_epsilon(request("statistics", ["x", "a"], params), 5).epsilon
+    fewer = planner.Assumptions(group_rows=100)
+    small = request("statistics", ["x", "a"], params, assumptions=fewer)
+    assert planner.plan_epsilon(small, 5).epsilon > even
+
+
+def test_a_sum_with_its_own_count_is_promised_on_the_share_the_release_leaves_it():
+    """A sum with no count to read (add-remove, no mean of its column) spends SUPPORT_SHARE of
+    its ε on a noisy count of its own (`statistics.support`); on large groups (nothing
+    withheld) its promise is the statistics plan's own 95% preview, which uses the release's
+    split. The promise of d19796b gave the sum its whole share: 0.75 of this."""
+    from mechanisms.release_request import PlanInputs
+    from mechanisms.statistics.plan import statistics_plan
+
+    params = {"stat": ["sum:x"], "by": ["a"]}
+    plan_request = request("statistics", ["x", "a"], params, neighbouring="add-remove")
+    promise = planner.accuracy_at(plan_request, 1.0)[0]
+    inputs = PlanInputs(
+        schema=SCHEMA,
+        columns=["x", "a"],
+        params=params,
+        epsilon=1.0,
+        delta=0.0,
+        neighbouring="add-remove",
+        n=N,
+    )
+    preview = statistics_plan(inputs).details["statistics"][0]
+    assert preview["source"].startswith("a noisy count of present values")
+    assert promise.half_width == pytest.approx(preview["halfwidth"], rel=1e-6)
+
+
+def test_groups_withheld_too_often_get_no_promise_and_the_reason_says_so():
+    """Groups of 5 rows at ε ≤ 0.05 are nearly always withheld (too few rows to publish): no ±
+    is kept (an infinite half-width), and the planner says why instead of printing ±inf."""
+    params = {"stat": ["mean:x"], "by": ["a"]}
+    tiny = planner.Assumptions(group_rows=5)
+    plan_request = request("statistics", ["x", "a"], params, assumptions=tiny)
+    assert planner.accuracy_at(plan_request, 0.05)[0].half_width == math.inf
+    proposal = planner.plan_epsilon(plan_request, 50, cap=0.05)
+    assert proposal.epsilon is None
+    assert "too often withheld" in proposal.reason and "inf" not in proposal.reason
+
+
+def test_person_level_needs_k_times_the_epsilon():
+    document = {
+        "columns": [
+            {"name": "pid", "role": "person_id"},
+            {"name": "a", "type": "categorical", "categories": list("uvw")},
+        ],
+        "max_rows_per_person": 3,
+    }
+    person = Schema.from_dict(document)
+    at_k = planner.PlanRequest(
+        "perturbed_histogram", person, ("a",), {}, N, neighbouring="add-remove"
+    )
+    one = planner.PlanRequest(
+        "perturbed_histogram", person, ("a",), {}, N, neighbouring="add-remove",
+        max_rows_per_person=1,
+    )  # fmt: skip
+    with_k, without = (planner.plan_epsilon(r, 30).epsilon for r in (at_k, one))
+    assert with_k == pytest.approx(3 * without, rel=0.01)
+    assert "bounded to 3" in planner.plan_epsilon(at_k, 30).promises[0].assumption
+
+
+def test_a_target_as_wide_as_an_average_count_is_refused():
+    proposal = planner.plan_epsilon(request("perturbed_histogram", ["a", "b"]), 200)
+    assert proposal.epsilon is None and "average output" in proposal.reason  # 3000 / 30 cells
+
+
+def test_bad_requests_say_what_to_fix():
+    with pytest.raises(MechanismError, match="unknown"):
+        planner.plan_epsilon(request("histogram", ["a"]), 5)
+    with pytest.raises(MechanismError, match="must be a number > 0"):
+        planner.plan_epsilon(request("perturbed_histogram", ["a"]), 0)
+    stats = request("statistics", ["x"], {"stat": ["mean:x"]})
+    with pytest.raises(MechanismError, match="does not compute"):
+        planner.plan_epsilon(stats, {"mean:y": 1})
+
+
+def test_the_command_line_prints_the_epsilon_or_why_none(tmp_path, capsys):
+    schema = tmp_path / "schema.json"
+    schema.write_text(
+        '{"columns": [{"name": "x", "type": "numeric", "lower": 0, "upper": 100, "bins": 10}]}'
+    )
+    common = ["plan", "perturbed-histogram", "--schema", str(schema), "--row-count", "3000"]
+    assert main([*common, "--target", "20"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("epsilon ") and "promise: at least 95% of the noisy cell counts" in out
+    workload = tmp_path / "ranges.json"
+    workload.write_text(
+        '[{"type": "box", "lo": [3], "hi": [47]}, {"type": "box", "lo": [5], "hi": [61]}]'
+    )
+    ranges = ["plan", "range-count", "--schema", str(schema), "--row-count", "3000"]
+    assert main([*ranges, "--grid", "10", "--workload", str(workload), "--target", "20"]) == 1
+    assert "grid rounding alone errs" in capsys.readouterr().out
+    stats = ["plan", "statistics", "--schema", str(schema), "--row-count", "3000"]
+    assert main([*stats, "--stat", "mean:x", "--target", "mean:x=2"]) == 0
+    assert "mean:x estimates within" in capsys.readouterr().out
+    assert main([*common, "--target", "twenty"]) == 2
+    assert "must be a number" in capsys.readouterr().err
+
+
+def test_every_catalogue_kind_has_a_planner():
+    from mechanisms.catalogue import CATALOGUE
+
+    assert set(planner.KINDS) == set(CATALOGUE)

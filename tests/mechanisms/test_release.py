@@ -176,7 +176,7 @@ def test_every_real_mechanism_writes_the_one_manifest_shape():
     real = {
         name for name, spec in CATALOGUE.items() if spec.run.__module__.startswith("mechanisms")
     }
-    assert {run[0] for run in REAL_RUNS} == real  # tests/dpportal/worker_app.py adds test_sleep
+    assert {run[0] for run in REAL_RUNS} == real  # test_sleep: tests only
     for name, columns, params, delta, neighbouring in REAL_RUNS:
         out = run_release(
             name,

@@ -28,7 +28,6 @@ MAX_GENERIC_BARS = 60  # rows of a generic results chart
 class Kind:
     """The portal's half of the catalogue mechanism `name` (generic defaults)."""
 
-    planned = "each output"  # what the planner's "±k rows" is about, in words
     needs_public_row_count = False
     legend = ""  # the settings fieldset's legend ("" = "<title> settings")
 
@@ -80,14 +79,13 @@ class Kind:
             if key.startswith(prefix) and value not in (None, "")
         }
 
-    def planning_params(self, params: dict[str, Any], cleaned: dict[str, Any]) -> dict[str, Any]:
-        """The parameters the planner re-plans at each ε (default: the form's, unchanged)."""
+    def planning_params(
+        self, form, params: dict[str, Any], cleaned: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The parameters the planner (`mechanisms.planner`) re-plans at each ε: what the form
+        re-chooses for each ε left for the planner to choose by the same rule (default: the
+        form's, unchanged)."""
         return params
-
-    def no_epsilon_reason(self) -> str:
-        """Why no ε may reach a target, beyond the settings (words after the planner's "No ε
-        reaches this accuracy with these settings")."""
-        return ""
 
     # ------------------------------------------------------------ the accuracy preview
 
@@ -167,8 +165,15 @@ class Kind:
         """CUSTODIAN-ONLY: comparisons of the public files with the raw `frame`."""
         return {}
 
-    def assess(self, schema, columns, frame, files, *, epsilon, neighbouring) -> dict | None:
-        """CUSTODIAN-ONLY: good / usable with care / not usable (None: no verdict)."""
+    def assess(
+        self, schema, columns, frame, files, *, epsilon, neighbouring, **judged
+    ) -> dict | None:
+        """CUSTODIAN-ONLY: good / usable with care / not usable (None: no verdict).
+
+        `judged` (`promise_check.judged`): `promises`, the planner's promise for this release at
+        its ε (None when it cannot be planned), which the verdict checks first; `dropped`, rows
+        the release dropped by bounding persons (then the truth it is about is not known
+        here); `params`, the release's parameters."""
         return None
 
 

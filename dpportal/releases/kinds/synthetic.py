@@ -9,13 +9,15 @@ noise is against an average cell) are shared by their accuracy previews.
 import math
 from typing import Any
 
+import numpy as np
 from django import forms
 
 import mechanisms
 from dpportal.core.form_fields import WHOLE_NUMBER_INPUT
-from dpportal.releases import charts, comparisons, packaging
+from dpportal.releases import charts, comparisons, packaging, promise_check
 from dpportal.releases.kinds import synthetic_verdict
 from dpportal.releases.kinds.base import Kind
+from mechanisms import planner
 
 SYNTHETIC = "synthetic.csv"
 
@@ -46,10 +48,76 @@ class SyntheticKind(Kind):
         synthetic = packaging.read_csv(files[SYNTHETIC], schema)
         return comparisons.synthetic_comparisons(schema, columns, frame, synthetic)
 
-    def assess(self, schema, columns, frame, files, *, epsilon, neighbouring) -> dict | None:
-        return synthetic_verdict.assess(
-            schema, columns, frame, files, epsilon=epsilon, neighbouring=neighbouring
+    def assess(
+        self, schema, columns, frame, files, *, epsilon, neighbouring, **judged
+    ) -> dict | None:
+        """The promise checked on the noisy counts (or MWEM's measured counts) first, then the
+        synthetic rows (`synthetic_verdict`)."""
+        promise = _counts_check(
+            schema, columns, frame, files, judged.get("promises"), judged.get("dropped", 0)
         )
+        return synthetic_verdict.assess(
+            schema, columns, frame, files, epsilon=epsilon, neighbouring=neighbouring,
+            promise=promise,
+        )  # fmt: skip
+
+
+def _counts_check(schema, columns, frame, files, promises, dropped) -> dict | None:
+    """The planner's promise checked on noisy_counts.csv's cells, or on each count of
+    measurements.json at its own scale (None without a promise or those files)."""
+    import json
+
+    if not promises:
+        return None
+    promise, frame = promises[0], packaging.with_numbers(frame, schema)
+    if "measurements.json" in files:
+        measurements = json.loads(files["measurements.json"])["measurements"]
+        errors, widths = _measured_errors(schema, frame, measurements, promise.confidence)
+        return _measured_check(promise, errors, widths, dropped=dropped)
+    cells = _cell_errors(schema, columns, frame, files)
+    return None if cells is None else promise_check.check(promise, cells, dropped=dropped)
+
+
+def _cell_errors(schema, columns, frame, files) -> np.ndarray | None:
+    """|released - true| of every cell of noisy_counts.csv (a histogram's promised outputs):
+    the noisy count (perturbed) or the real-count estimate (smoothed). None without the file."""
+    if "noisy_counts.csv" not in files:
+        return None
+    table = packaging.read_csv(files["noisy_counts.csv"])
+    column = "real_count_estimate" if "real_count_estimate" in table else "noisy_count"
+    released = table[column].astype(float).to_numpy()
+    truth = schema.cell_counts(frame, columns).ravel().astype(float)
+    return np.abs(released - truth)
+
+
+def _measured_errors(schema, frame, measurements, confidence) -> tuple[np.ndarray, np.ndarray]:
+    """MWEM: (|noisy - true|, the promised half-width at each count's own noise scale).
+
+    The half-width is the planner's, `accuracy.discrete_laplace_half_width` of the scale the
+    measurement records: the rounds' counts at the rounds' scale (what the planner promises),
+    the one-way counts measured first at theirs."""
+    from mechanisms.accuracy import discrete_laplace_half_width
+
+    errors, widths = [], []
+    for measurement in measurements:
+        query = measurement["query"]
+        counts = schema.cell_counts(frame, query["columns"])
+        if query["type"] == "box":
+            counts = counts[tuple(slice(lo, hi + 1) for lo, hi in query["bins"])].sum()
+        noisy = np.asarray(measurement["noisy_answer"], dtype=float)
+        errors.append(np.abs(noisy - np.atleast_1d(counts).ravel()))
+        width = discrete_laplace_half_width(measurement["noise_scale"], confidence)
+        widths.append(np.full(noisy.size, float(width)))
+    if not errors:
+        return np.zeros(0), np.zeros(0)
+    return np.concatenate(errors), np.concatenate(widths)
+
+
+def _measured_check(promise: planner.Promise, errors, widths, *, dropped: int = 0) -> dict:
+    """`promise_check.check` for MWEM's counts, each against the half-width at its own scale."""
+    scaled = np.asarray(errors, dtype=float) - np.asarray(widths, dtype=float)
+    result = promise_check.check(promise, scaled + promise.half_width, dropped=dropped)
+    return result
 
 
 def combinations(schema, columns) -> str:

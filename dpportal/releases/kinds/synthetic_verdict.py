@@ -16,12 +16,21 @@ Two yardsticks, both computed here on the raw data:
   from their product), `BASELINE_DRAWS` times. A release that does not beat it has learnt
   nothing about how the columns go together.
 
-Grades (in this order): an average pair TVD that does not beat the baseline by at least
-`BEAT_MARGIN` × the floor (less is within sampling noise): not usable; any column or
-the average above `UNUSABLE_TVD`: not usable; the average within `GOOD_FACTOR` × the floor
-(or `GOOD_MARGIN` above it) and no column above `CAREFUL_TVD`: good; otherwise usable with
-care. The thresholds follow common practice for synthetic-data utility reports (a TVD of 0.1
-moves a tenth of the rows).
+The planner's promise (`promise`, from `promise_check`: its counts within ±H, checked on the
+noisy counts or MWEM's measured counts) comes first: broken (fewer within than a release
+keeping it would show, `planner.kept`) or vacuous (±H at least an average count): not usable.
+A release that kept it is never graded not usable for what the planner does not promise
+(the synthetic rows' tables): those shortfalls make it usable with care, and the reason says
+which tables.
+
+Grades of the synthetic rows (in this order): an average pair TVD that does not beat the
+baseline by at least `BEAT_MARGIN` × the floor (less is within sampling noise), or any column,
+any table or the average above `UNUSABLE_TVD`: not usable (usable with care when the promise
+was kept); the worst table within `GOOD_FACTOR` × its own floor (or `GOOD_MARGIN` above it),
+the average likewise and no column above `CAREFUL_TVD`: good; otherwise usable with care,
+naming the tables beyond `CAREFUL_TVD` (the worst table, not only the average, decides). The
+thresholds follow common practice for synthetic-data utility reports (a TVD of 0.1 moves a
+tenth of the rows).
 """
 
 import itertools
@@ -41,10 +50,11 @@ BEAT_MARGIN = 0.5  # beating the baseline by less than half the floor is within 
 GRADES = {"good": "Good", "care": "Usable with care", "bad": "Not usable"}
 
 
-def assess(schema, columns, frame, files, *, epsilon, neighbouring) -> dict | None:
-    """The verdict on a release with synthetic.csv (None for other releases)."""
+def assess(schema, columns, frame, files, *, epsilon, neighbouring, promise=None) -> dict | None:
+    """The verdict on a release with synthetic.csv, or with only `promise` (a `promise_check`
+    result: a histogram without synthetic rows); None for other releases."""
     if "synthetic.csv" not in files:
-        return None
+        return None if promise is None else promise_grade(promise)
     real = schema.encode(with_numbers(frame, schema), columns)
     synthetic = schema.encode(read_csv(files["synthetic.csv"], schema), columns)
     shape = schema.domain_shape(columns)
@@ -66,7 +76,8 @@ def assess(schema, columns, frame, files, *, epsilon, neighbouring) -> dict | No
         ]
         baseline = float(np.mean([_tvds(real, b, shape, targets).mean() for b in draws]))
     one_way = _tvds(real, synthetic, shape, [(j,) for j in range(len(columns))])
-    return _grade(columns, targets, release, floor, baseline, one_way)
+    result = _grade(columns, targets, release, floor, baseline, one_way)
+    return result if promise is None else _with_promise(result, promise)
 
 
 def _targets(d: int) -> list[tuple[int, ...]]:
@@ -110,18 +121,27 @@ def _baseline(real, shape, rows, epsilon, neighbouring, rng) -> np.ndarray:
 
 def _grade(columns, targets, release, floor, baseline, one_way) -> dict:
     average, floor_average = float(release.mean()), float(floor.mean())
-    worst = int(np.argmax(one_way))
+    worst, table = int(np.argmax(one_way)), int(np.argmax(release))
     what = "pair tables" if len(columns) > 1 else "distribution"
+    names = [" × ".join(columns[a] for a in attrs) for attrs in targets]
+    far = [
+        f"{names[i]} ({release[i]:.3f})" for i in np.argsort(-release) if release[i] > CAREFUL_TVD
+    ]
     facts = {
         "tvd": average,
         "floor": floor_average,
         "baseline": baseline,
         "worst_column": columns[worst],
         "worst_column_tvd": float(one_way[worst]),
-        "tables": [" × ".join(columns[a] for a in attrs) for attrs in targets],
+        "worst_table": names[table],
+        "worst_table_tvd": float(release[table]),
+        "far_tables": far,
+        "tables": names,
         "table_tvds": release.tolist(),
     }
-    more = "spend more ε or release fewer columns"
+    more = "spend more ε or release fewer columns" + (
+        f" (far from the data: {', '.join(far)})" if far else ""
+    )
     if baseline is not None and average > baseline - BEAT_MARGIN * floor_average:
         grade, reason = (
             "bad",
@@ -130,16 +150,18 @@ def _grade(columns, targets, release, floor, baseline, one_way) -> dict:
                 f"independent noisy one-way counts at the same ε would be ({baseline:.3f}): {more}."
             ),
         )
-    elif average > UNUSABLE_TVD or one_way[worst] > UNUSABLE_TVD:
+    elif max(average, one_way[worst], release[table]) > UNUSABLE_TVD:
         grade, reason = (
             "bad",
             (
                 f"Its {what} are far from the real data (average TVD {average:.3f}; "
-                f"{columns[worst]} alone {one_way[worst]:.3f}): {more}."
+                f"{columns[worst]} alone {one_way[worst]:.3f}; worst table {names[table]} "
+                f"{release[table]:.3f}): {more}."
             ),
         )
     elif (
         average <= max(GOOD_FACTOR * floor_average, floor_average + GOOD_MARGIN)
+        and release[table] <= max(GOOD_FACTOR * floor[table], floor[table] + GOOD_MARGIN)
         and one_way[worst] <= CAREFUL_TVD
     ):
         grade, reason = (
@@ -157,7 +179,58 @@ def _grade(columns, targets, release, floor, baseline, one_way) -> dict:
                 f"Its {what} differ from the real data by TVD {average:.3f} on average "
                 f"({average / max(floor_average, 1e-9):.1f}× a fresh sample's {floor_average:.3f}"
                 f"{beats}; {columns[worst]} alone {one_way[worst]:.3f}): fine for broad patterns, "
-                "not for small groups."
+                "not for small groups"
+                + (f"; far from the data: {', '.join(far)}" if far else "")
+                + "."
             ),
         )
     return {"grade": grade, "label": GRADES[grade], "reason": reason, **facts}
+
+
+def promise_grade(promise: dict) -> dict:
+    """The grade of a release judged by the planner's promise alone (no synthetic rows)."""
+    if promise["kept"] is False or promise["vacuous"]:
+        return {
+            "grade": "bad",
+            "label": GRADES["bad"],
+            "reason": broken(promise),
+            "promise": promise,
+        }
+    grade = "good" if promise["kept"] else "care"
+    return {"grade": grade, "label": GRADES[grade], "reason": kept(promise), "promise": promise}
+
+
+def _with_promise(result: dict, promise: dict) -> dict:
+    """The synthetic rows' grade under the promise: broken or vacuous, not usable; kept, never
+    not usable for what it does not cover (the synthetic tables), but usable with care."""
+    if promise["kept"] is False or promise["vacuous"]:
+        return {**result, "grade": "bad", "label": GRADES["bad"], "reason": broken(promise)}
+    grade = "care" if result["grade"] == "bad" or promise["kept"] is None else result["grade"]
+    reason = f"{kept(promise)} {result['reason']}"
+    return {**result, "grade": grade, "label": GRADES[grade], "reason": reason, "promise": promise}
+
+
+def kept(promise: dict) -> str:
+    """The promise as kept, in words (or why it could not be judged)."""
+    seen = f"{promise['within']:,} of its {promise['outputs']:,} promised counts were within"
+    if promise["kept"] is None:
+        return (
+            f"The planner promised {promise['sentence']}; {seen} ±{promise['half_width']:,.0f}, "
+            f"but {promise['dropped_by_bounding']:,} rows were dropped by bounding persons, so "
+            "the truth it is about is not known here."
+        )
+    return f"It kept the planner's promise ({promise['sentence']}: {seen})."
+
+
+def broken(promise: dict) -> str:
+    """Why the promise makes the release not usable: not kept, or too wide to say anything."""
+    if promise["vacuous"]:
+        return (
+            f"The planner's promise at this ε, {promise['sentence']}, is wider than an average "
+            "count: the counts say nothing. Spend more ε or release fewer columns."
+        )
+    return (
+        f"It did not keep the planner's promise ({promise['sentence']}): only "
+        f"{promise['within']:,} of {promise['outputs']:,} were within, far fewer than a release "
+        "keeping it would show. Report this: the release does not behave as planned."
+    )

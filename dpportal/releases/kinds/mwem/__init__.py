@@ -22,7 +22,6 @@ MEASUREMENTS = "measurements.json"
 
 
 class Mwem(SyntheticKind):
-    planned = "each count measured in a round"
     legend = "MWEM settings"
 
     def good_for(self) -> str:

@@ -20,8 +20,6 @@ from mechanisms.plans import discrete_laplace_std
 
 
 class PerturbedHistogram(HistogramKind):
-    planned = "each cell count"
-
     def good_for(self) -> str:
         return (
             "Counts of people per combination of a few columns (for example age group × sex), "

@@ -264,10 +264,23 @@ class RangeCount(Kind):
             return {}
         return {"answers": _answer_errors(columns, frame, files)}
 
-    def assess(self, schema, columns, frame, files, *, epsilon, neighbouring) -> dict | None:
+    def planning_params(self, form, params, cleaned):
+        """A grid nobody typed is the one the form suggests at each ε (`_grid`): the planner
+        suggests it by the same rule ("suggested"), under the same limit."""
+        if cleaned.get("range_grid") or not row_count_is_public(form.dataset):
+            return params
+        limit = MAX_QUERIES if _workload(cleaned) == "prefixes" else MAX_GRID_POINTS
+        return {**params, "grid": "suggested", "max_grid_points": limit}
+
+    def assess(
+        self, schema, columns, frame, files, *, epsilon, neighbouring, **judged
+    ) -> dict | None:
+        promises = judged.get("promises")
+        promise = promises[0] if promises else None
         return range_verdict.assess(
-            schema, columns, frame, files, epsilon=epsilon, neighbouring=neighbouring
-        )
+            schema, columns, frame, files, epsilon=epsilon, neighbouring=neighbouring,
+            promise=promise,
+        )  # fmt: skip
 
 
 def _workload(cleaned) -> str:

@@ -15,8 +15,6 @@ from mechanisms.plans import smoothed_default_rows
 
 
 class SmoothedHistogram(HistogramKind):
-    planned = "the real count of an average cell"
-
     def good_for(self) -> str:
         return (
             "Made-up rows drawn from a blend of the real histogram and an even spread over all "
@@ -44,13 +42,10 @@ class SmoothedHistogram(HistogramKind):
             )
         return params
 
-    def planning_params(self, params, cleaned):
+    def planning_params(self, form, params, cleaned):
         if cleaned.get("rows"):
             return params
         return {key: value for key, value in params.items() if key != "rows"}  # per ε
-
-    def no_epsilon_reason(self) -> str:
-        return " (the sampling error of the synthetic rows stays)"
 
     def accuracy_lines(self, plan, schema, columns, row_count) -> list[str]:
         rows, mix = plan.details["rows"], plan.details["mix"]

@@ -7,11 +7,11 @@ from django import forms
 from dpportal.releases.kinds.base import Kind
 from dpportal.releases.kinds.statistics import figures as statistics_charts
 from dpportal.releases.kinds.statistics import portal
+from dpportal.releases.kinds.statistics import verdict as statistics_verdict
 
 
 class Statistics(Kind):
     legend = "Summary statistics settings"
-    planned = "each statistic"
 
     def good_for(self) -> str:
         return (
@@ -49,6 +49,15 @@ class Statistics(Kind):
 
     def public_charts(self, release, schema) -> list[dict]:
         return statistics_charts.release_charts(release)
+
+    def assess(
+        self, schema, columns, frame, files, *, epsilon, neighbouring, **judged
+    ) -> dict | None:
+        """Each statistic against the raw rows and its promise (`statistics.verdict`)."""
+        return statistics_verdict.assess(
+            schema, columns, frame, files, epsilon=epsilon, neighbouring=neighbouring,
+            params=judged.get("params") or {}, promise=judged.get("promises"),
+        )  # fmt: skip
 
     def interval_note(self, name: str, header: list[str]) -> str:
         if "ci_lower" not in header:
