@@ -158,6 +158,13 @@ def _letter(k: int) -> str:
 
 
 def _cell(sheet: WriteOnlyWorksheet, value: Cell, *, bold: bool = False) -> SheetCell:
+    """A cell of the About sheet or a header, text without the characters XML cannot hold.
+
+    A control character typed into a dataset's publishing details (stored before they were
+    refused) must not stop every package of its releases from being built.
+    """
+    if isinstance(value, str):
+        value = _NOT_XML.sub("", value)
     cell = WriteOnlyCell(sheet, value=value)
     if isinstance(value, str):
         cell.data_type = "s"  # text is text: "=..." must not become a formula

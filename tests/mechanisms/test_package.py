@@ -229,6 +229,20 @@ def test_the_workbook_holds_every_kind_of_cell_as_the_table_has_it():
     assert "negative" in rows[3][3]
 
 
+def test_control_characters_in_the_publishing_details_do_not_stop_the_workbook():
+    """Publishing details stored with a control character (accepted by the portal before it
+    refused them) made every package of the dataset's releases fail (openpyxl's
+    IllegalCharacterError: a server error on each download). They are dropped instead."""
+    from dataclasses import replace
+
+    from mechanisms.package.workbook import workbook_bytes
+
+    table = read_table("synthetic.csv", SYNTHETIC.encode(), MANIFEST)
+    context = replace(CONTEXT, title="bell\x07 title", publisher="esc\x1b[31m", note="vt\x0b")
+    about = xlsx_cells(workbook_bytes(MANIFEST, [table], context))["About"]
+    assert about[0] == ["bell title"] and ["Published by esc[31m."] in about and ["vt"] in about
+
+
 @pytest.mark.parametrize("broken", [False, True])
 def test_the_workbook_does_not_retype_every_row_cell_by_cell(monkeypatch, broken):
     """Issue 44: the package cost most of a release on large tables because each of up to
