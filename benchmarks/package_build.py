@@ -15,9 +15,9 @@ of the two, in the same process on the same table.
 `--release` prints the package's share of a whole release as the command line makes it: an
 MWEM release of ROWS synthetic rows from a table of ROWS rows and C columns (`run_release`),
 then its package (`build_package`), CPU seconds; beside it the package as it was built before
-its tables, CSVs and workbook rows went through pyarrow (REFERENCE below: pandas parsing every
-cell, pandas writing the CSVs, the workbook's rows as pandas string columns with cell
-references), in the same process on the same release, and the ratio of the two packages.
+its tables, CSVs and workbook rows went through pyarrow (the `reference_*` functions below:
+pandas reading and parsing every cell, pandas writing the CSVs, the workbook's rows as pandas
+string columns with cell references), in the same process on the same release, and the ratio of the two packages.
 """
 
 import argparse
@@ -114,6 +114,11 @@ def reference_typed_column(name, cells, column, columns, whole, sd):
     return cells.map(texts)
 
 
+def reference_cells(content):
+    """Every cell read by pandas as text."""
+    return pd.read_csv(io.BytesIO(content), dtype=str, keep_default_na=False, encoding="utf-8-sig")
+
+
 def reference_csv_text(table):
     """The CSV written by pandas."""
     frame = table.frame.copy()
@@ -145,8 +150,9 @@ def reference_rows_xml(table):
 
 @contextlib.contextmanager
 def reference_package():
-    """Build packages the way REFERENCE says, for the `with` block."""
+    """Build packages with the reference_* functions, for the `with` block."""
     swaps = [
+        (package_tables, "_cells", reference_cells),
         (package_tables, "_typed_column", reference_typed_column),
         (package_workbook, "_rows_xml", reference_rows_xml),
         (package, "csv_text", reference_csv_text),

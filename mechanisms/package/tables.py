@@ -22,6 +22,7 @@ case. Columns are converted whole (pandas), so millions of synthetic rows take s
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -125,7 +126,7 @@ def is_interval(name: str) -> bool:
 
 def read_table(name: str, content: bytes, manifest: dict[str, Any]) -> Table:
     """A released CSV file as a typed, rounded, reordered Table (see the module docstring)."""
-    raw = pd.read_csv(io.BytesIO(content), dtype=str, keep_default_na=False, encoding="utf-8-sig")
+    raw = _cells(content)
     schema = {c["name"]: c for c in manifest.get("schema", {}).get("columns", [])}
     columns = manifest.get("parameters", {}).get("columns") or list(schema)
     whole = any(is_count(str(h)) for h in raw.columns)  # intervals of counts: whole numbers
@@ -142,6 +143,27 @@ def read_table(name: str, content: bytes, manifest: dict[str, Any]) -> Table:
     table = Table(name, pd.DataFrame({h: typed[h] for h in order}))
     _explain_negatives(table)
     return table
+
+
+def _cells(content: bytes) -> pd.DataFrame:
+    """Every cell of a CSV as text, an empty one "" (nothing is read as missing).
+
+    Read by pyarrow, several times faster than pandas on large synthetic tables; by pandas
+    when pyarrow cannot (repeated column names, which pandas renames).
+    """
+    text = io.TextIOWrapper(io.BytesIO(content), encoding="utf-8-sig", newline="")
+    names = next(csv.reader(text), [])
+    if names and len(set(names)) == len(names):
+        options = pa_csv.ConvertOptions(
+            column_types=dict.fromkeys(names, pa.string()),
+            strings_can_be_null=False,
+            quoted_strings_can_be_null=False,
+        )
+        with contextlib.suppress(pa.ArrowInvalid):
+            table = pa_csv.read_csv(io.BytesIO(content), convert_options=options)
+            frame: pd.DataFrame = table.to_pandas()
+            return frame
+    return pd.read_csv(io.BytesIO(content), dtype=str, keep_default_na=False, encoding="utf-8-sig")
 
 
 def _order(header: list[str]) -> list[str]:
