@@ -370,7 +370,8 @@ def csv_text(table: Table) -> bytes:
             values = values.map({v: escape_cell(v) for v in values.dropna().unique()})
         columns[str(k)] = pa.array(values, from_pandas=True)
     if len(columns) == 1:  # an empty value alone on its line is written "": readers skip a
-        writer.writerows([[""] if pd.isna(v) else [v] for v in values])  # blank line
+        (cells,) = columns.values()  # blank line
+        writer.writerows([[text or ""] for text in pc.cast(cells, pa.string()).to_pylist()])
         return header.getvalue().encode("utf-8")
     rows = io.BytesIO()
     options = pa_csv.WriteOptions(include_header=False, eol="\r\n", quoting_style="needed")
