@@ -2,6 +2,8 @@
 
     python -m mechanisms perturbed-histogram --input data.csv --schema schema.json \
         --epsilon 1 [--rows K] [--seed S] --out DIR
+    python -m mechanisms dp-schema-estimate --input data.csv --schema names.json \
+        --epsilon 0.1 [--kind categorical --delta 1e-6] --out DIR   # bounds or categories
     python -m mechanisms risk --epsilon 1 [--delta D] [--unit row|person] \
         [--neighbouring add-remove|replace-one]    # the risk in words (mechanisms.risk)
     python -m mechanisms verify RECORD [--key KEY]  # a dataset's public record, offline
@@ -162,7 +164,7 @@ def read_table(
     text_columns = {
         n: str
         for n in columns
-        if not isinstance(spec := schema.column(n), NumericColumn) or spec.part is not None
+        if not isinstance(spec := schema.columns[n], NumericColumn) or spec.part is not None
     }
     wanted = set(columns)
     if schema.person is not None:  # read, bounded, then dropped by run_release (never released)
@@ -211,12 +213,14 @@ def run(args: argparse.Namespace) -> list[Any]:
     check_delta(args.delta)
     delta = float_at_most(args.delta)  # validated just above; rounded down like epsilon
     schema = Schema.load(args.schema)
-    columns = schema.resolve_columns(args.columns.split(",") if args.columns else None)
+    columns = schema.resolve_columns(
+        args.columns.split(",") if args.columns else None, undescribed=spec.describes_schema
+    )
     record = custodian_record_path(args.out, args.custodian_record)
     data, facts = (
         engine_input(args)
         if counted_where_it_lives(args.input)
-        else csv_input(args, schema, columns)
+        else csv_input(args, schema, columns, checked=not spec.describes_schema)
     )
     params = {
         o.name: getattr(args, o.name) for o in spec.parameters if getattr(args, o.name) is not None
@@ -266,16 +270,20 @@ def engine_input(args: argparse.Namespace) -> tuple[EngineTable, dict[str, Any]]
 
 
 def csv_input(
-    args: argparse.Namespace, schema: Schema, columns: list[str]
+    args: argparse.Namespace, schema: Schema, columns: list[str], *, checked: bool = True
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """The CSV --input, checked against the schema; custodian facts (hash, rows read)."""
+    """The CSV --input and custodian facts (hash, rows read).
+
+    The rows are checked against the schema unless not `checked` (a DP estimate of the
+    metadata the schema lacks).
+    """
     if args.engine not in (None, "inprocess"):
         raise MechanismError(
             f"--engine {args.engine} counts a Parquet file or folder or a PostgreSQL table; "
             f"input ({args.input!r}) is read as CSV"
         )
     data = read_table(args.input, schema, columns, max_bytes=args.max_input_mb << 20)
-    problems = check_data(data, schema, columns)
+    problems = check_data(data, schema, columns) if checked else []
     if problems:
         raise MechanismError(
             f"input file ({args.input!r}) does not fit the schema: " + "; ".join(problems)

@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from mechanisms import histogram, persons, plans, statistics
+from mechanisms import histogram, persons, plans, public_bounds, statistics
 from mechanisms.accounting import (
     DEFAULT_NEIGHBOURING,
     approx_dp_to_zcdp,
@@ -106,6 +106,14 @@ class MechanismSpec:
     counts_only: bool = False  # reads nothing but the schema's cell counts: takes an EngineTable
     long_running: bool = False  # iterative: always a long job, whatever its support size
     synthetic_rows: bool = False  # publishes counts of made-up rows (so never negative)
+    # its columns are ones the schema has yet to describe (any declared type, "ignored" too):
+    # it finds their public metadata, so it is offered where the schema is written (the
+    # portal's schema page), not on the release form
+    describes_schema: bool = False
+    # (epsilon, delta, group) -> the row-level (epsilon, delta) that costs (epsilon, delta)
+    # for `group` rows (group privacy): persons.row_level_budget (pure DP, or zCDP when
+    # delta > 0), persons.approx_group_budget for an (epsilon, delta)-DP mechanism
+    group_budget: Callable[[float, float, int], tuple[float, float]] = persons.row_level_budget
 
 
 def pure_guarantee(
@@ -133,6 +141,20 @@ def range_count_guarantee(
     return Guarantee(**{**asdict(base), "definition": definition, "delta": delta, "rho": rho})
 
 
+def estimate_guarantee(
+    epsilon: float, delta: float, neighbouring: str, params: dict[str, Any]
+) -> Guarantee:
+    """Bounds: pure epsilon-DP; categories (params kind "categorical"): (epsilon, delta)-DP.
+
+    On counts of L1 sensitivity 2 (replace-one) or 1 (add-remove): public_bounds.run_estimate.
+    """
+    base = pure_guarantee(epsilon, 0.0, neighbouring, params)
+    if params.get("kind") != "categorical":
+        return base
+    return Guarantee(**{**asdict(base), "definition": "(epsilon, delta)-DP", "delta": delta})
+
+
+SCHEMA_ESTIMATE = "dp_schema_estimate"  # the name existing releases and ledgers carry
 ROWS = Parameter("rows", int, "number of synthetic rows to release", bounds=(0, None))
 CATALOGUE: dict[str, MechanismSpec] = {
     "perturbed_histogram": MechanismSpec(
@@ -275,6 +297,28 @@ CATALOGUE: dict[str, MechanismSpec] = {
         files=statistics.FILES,
         columns=statistics.COLUMNS,
     ),
+    SCHEMA_ESTIMATE: MechanismSpec(
+        name=SCHEMA_ESTIMATE,
+        title="DP estimate of a column's bounds or categories",
+        summary="bounds (a median, then sparse-vector scans) or categories (thresholded noisy "
+        "counts) of columns whose public metadata is unknown, spending budget",
+        run=public_bounds.run_estimate,
+        parameters=(
+            Parameter(
+                "kind",
+                str,
+                "numeric: bounds (default); categorical: categories (needs --delta > 0)",
+                "numeric",
+                choices=public_bounds.ESTIMATE_KINDS,
+            ),
+        ),
+        plan=public_bounds.estimate_plan,
+        guarantee=estimate_guarantee,
+        files=public_bounds.ESTIMATE_FILES,
+        columns=public_bounds.ESTIMATE_COLUMNS,
+        describes_schema=True,
+        group_budget=persons.approx_group_budget,
+    ),
 }
 
 
@@ -315,7 +359,7 @@ def run_release(
 
     Person level (the schema has a person column; `max_rows_per_person` overrides its k): the
     rows are bounded to k per person, the person column is dropped, and the mechanism runs
-    under row-level add-remove at the budget `persons.row_level_budget` derives, so the
+    under row-level add-remove at the budget the row's `group_budget` derives, so the
     guarantee holds for one person under `neighbouring` (mechanisms.persons). The rows dropped
     by bounding go to `ReleaseOutput.custodian` only.
 
@@ -337,7 +381,8 @@ def run_release(
             f"data in chunks needs a counting mechanism ({', '.join(chunked)}), "
             f"not {name!r}; pass a DataFrame instead"
         )
-    columns, params = schema.resolve_columns(columns), dict(params or {})
+    columns = schema.resolve_columns(columns, undescribed=entry.describes_schema)
+    params = dict(params or {})
     epsilon, delta = check_epsilon(epsilon), check_delta(delta)
     neighbouring, rng = check_neighbouring(neighbouring), resolve_rng(rng)
     person = persons.for_release(schema.person, max_rows_per_person)
@@ -347,7 +392,7 @@ def run_release(
         data, dropped = persons.bound_contributions(_whole(data), person, rng)
         group = person.group_size(neighbouring)
         budget, custodian = (
-            (*persons.row_level_budget(epsilon, delta, group), "add-remove"),
+            (*entry.group_budget(epsilon, delta, group), "add-remove"),
             {"rows_dropped_by_bounding": dropped},
         )
     output = entry.run(
@@ -376,7 +421,7 @@ def run_release(
             "guarantee": _guarantee(entry, person, epsilon, delta, neighbouring, params),
             "accounting": spent if person is None else _person_accounting(epsilon, delta, spent),
             "row_count_public": neighbouring == "replace-one" and person is None,
-            "schema": {"columns": [schema.column(c).to_dict() for c in columns]},
+            "schema": {"columns": [schema.columns[c].to_dict() for c in columns]},
             "files": dict(entry.files),
         }
     )
@@ -430,7 +475,7 @@ def _guarantee(
 def _person_accounting(epsilon: float, delta: float, spent: dict[str, Any]) -> dict[str, Any]:
     """Person level: the requested (epsilon, delta) for one person, and the row-level spend.
 
-    `per_row` is the mechanism's own recorded spend (checked against persons.row_level_budget).
+    `per_row` is the mechanism's own recorded spend (checked against the row's group_budget).
     """
     record: dict[str, Any] = {"epsilon": epsilon, "delta": delta, "per_row": spent}
     if math.isinf(epsilon):

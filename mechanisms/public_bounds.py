@@ -13,12 +13,16 @@ from public inputs alone, before anything is spent (`estimate_accuracy`).
   delta (the domain is unknown, so a value held by one row could otherwise be revealed).
   (epsilon, delta)-DP; it needs delta > 0. It states, without the data, the fewest rows a value
   needs to be found with 95% probability.
-- `estimate_column`: either of them for one column of a table, at the table's unit of privacy:
-  one row, or (with a person column) one person, bounded to k rows exactly as a release is.
+- `run_estimate`: either of them for columns of a table, as the catalogue row
+  `dp_schema_estimate` (mechanisms.catalogue): `run_release` runs it at the table's unit of
+  privacy, one row or (with a person column) one person, bounded to k rows exactly as a
+  release is.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 from collections import Counter
 from collections.abc import Iterable
@@ -37,10 +41,12 @@ from mechanisms.accounting import (
     float_at_most,
     noise_scale,
 )
-from mechanisms.catalogue import UNIT as ROW_UNIT
-from mechanisms.errors import MechanismError
+from mechanisms.errors import MechanismError, shown
 from mechanisms.histogram import count_sensitivity
 from mechanisms.noise import RandomSource, check_count_noise, resolve_rng
+from mechanisms.plans import NoisePlan, discrete_laplace_std
+from mechanisms.release import ReleaseOutput, json_bytes
+from mechanisms.release_request import MechanismInputs, PlanInputs
 
 MANTISSAS = (1, 2, 5)
 DECADES = range(-3, 13)  # 0.001 ... 5e12
@@ -347,55 +353,107 @@ def _check_discovery_delta(delta: float) -> float:
     return delta
 
 
-def estimate_column(
-    frame: pd.DataFrame,
-    column: str,
-    kind: str,
-    *,
-    person: persons.PersonLevel | None,
-    epsilon: float,
-    delta: float = 0.0,
-    neighbouring: str = DEFAULT_NEIGHBOURING,
-    rng: RandomSource | None = None,
-) -> dict[str, Any]:
-    """Bounds ("numeric") or categories ("categorical") of a column, with their guarantee.
-
-    Returns {"result": the public estimate, "guarantee": unit, relation, sensitivity, ...}.
-
-    Guarantee: without a person column, `estimate_bounds` (pure epsilon-DP) or
-    `discover_categories` ((epsilon, delta)-DP) for one row under `neighbouring`. With one
-    (`person`, the column and its k), (epsilon, delta)-DP for one person, all rows with the same
-    ID, under `neighbouring`, as every release at person level (mechanisms.persons): the rows are
-    first bounded to k per person (`persons.bound_contributions`, before anything is counted),
-    so one person changes at most g rows (k under add-remove, 2k under replace-one), and the
-    row-level estimate runs under add-remove at what group privacy leaves for one row: bounds at
-    epsilon / g (the count noise is then g / epsilon, the L1 sensitivity g of the person's rows);
-    categories at `persons.approx_group_budget` (their threshold is not zCDP, so the group form
-    of (epsilon, delta)-DP is used). A value held by one person is then released with at most
-    the requested delta's slack, however many rows they have.
-    """
-    epsilon = check_epsilon(epsilon, allow_infinite=False)
-    delta = check_delta(delta)
-    rng = resolve_rng(rng)
-    values, guarantee = frame[column], {}
-    budget = row_budget(kind, person, epsilon, delta, neighbouring)
-    if person is not None:
-        kept, _dropped = persons.bound_contributions(frame[[column, person.column]], person, rng)
-        values = kept[column]
-        guarantee = {"max_rows_per_person": person.max_rows, "per_row": _per_row(*budget)}
-    result = _estimate(values, kind, *budget, rng)
-    guarantee = {
-        "unit": person.unit() if person is not None else ROW_UNIT,
-        "neighbouring": neighbouring,
-        "definition": result["definition"],
-        "epsilon": epsilon,
-        "delta": delta if kind == "categorical" else 0.0,
-        "sensitivity": person.group_size(neighbouring)
-        if person is not None
-        else count_sensitivity(neighbouring),
-        **guarantee,
+ESTIMATE_KINDS = ("numeric", "categorical")
+ESTIMATE_RESULTS = "estimates.json"  # {column: its estimate}, what the portal's schema page reads
+ESTIMATE_FILES = {
+    "estimates.csv": "per column: the DP bounds or categories, and what they can do",
+    ESTIMATE_RESULTS: "the same estimates, exactly, for programs (the portal's schema page)",
+}
+ESTIMATE_COLUMNS = {
+    "estimates.csv": {
+        "column": "the column estimated",
+        "kind": "numeric (bounds) or categorical (categories)",
+        "lower": "the DP lower bound (empty: none found at this epsilon)",
+        "upper": "the DP upper bound (empty: none found at this epsilon)",
+        "categories": "the DP categories, separated by ' | ' (values held by few rows are "
+        "left out)",
+        "rows_beyond_at_most": "bounds: on average at most this many rows lie beyond the two "
+        "bounds (from public inputs only)",
+        "found_rows": "categories: a value held by at least this many rows is found with "
+        "probability 95% or more (from public inputs only)",
     }
-    return {"result": result, "guarantee": guarantee}
+}
+
+
+def run_estimate(inputs: MechanismInputs[pd.DataFrame]) -> ReleaseOutput:
+    """Bounds ("numeric") or categories ("categorical", params["kind"]) of each column.
+
+    The columns are ones the schema has not described yet (their declared type is not read):
+    their bounds and categories are what this estimates. The budget is split evenly over the
+    columns (sequential composition; each share rounded down).
+
+    Guarantee: for one row under `neighbouring`, pure epsilon-DP for bounds (`estimate_bounds`,
+    delta is not spent) and (epsilon, delta)-DP for categories (`discover_categories`); the
+    L1 sensitivity of the counts is 2 (replace-one) or 1 (add-remove). At person level
+    `run_release` has already bounded each person to k rows and passes the row-level budget of
+    the catalogue row's `group_budget` (`persons.approx_group_budget`: the category threshold is
+    not zCDP), so the guarantee holds for one person (mechanisms.persons).
+    """
+    kind = inputs.params.get("kind", "numeric")
+    unknown = set(inputs.params) - {"kind"}
+    if unknown or kind not in ESTIMATE_KINDS:
+        raise MechanismError(
+            f"an estimate takes kind numeric (bounds) or categorical (categories), not "
+            f"{shown(kind) if not unknown else sorted(unknown)}"
+        )
+    epsilon = check_epsilon(inputs.epsilon, allow_infinite=False)
+    epsilon = float_at_most(Fraction(epsilon) / len(inputs.columns))
+    delta = float_at_most(Fraction(inputs.delta) / len(inputs.columns))
+    results = {
+        name: _estimate(inputs.data[name], kind, epsilon, delta, inputs.neighbouring, inputs.rng)
+        for name in inputs.columns
+    }
+    rows = [_estimate_row(name, kind, result) for name, result in results.items()]
+    return ReleaseOutput(
+        files={"estimates.csv": _csv_bytes(rows), ESTIMATE_RESULTS: json_bytes(results)},
+        manifest={"parameters": {"kind": kind}},
+        spent={"epsilon": inputs.epsilon, "delta": inputs.delta if kind == "categorical" else 0.0},
+    )
+
+
+def _csv_bytes(rows: list[dict[str, Any]]) -> bytes:
+    """RFC 4180 CSV of a few rows, None an empty field.
+
+    Pandas and pyarrow would cost more than the estimate itself, which the privacy audits run
+    thousands of times.
+    """
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue().encode()
+
+
+def _estimate_row(name: str, kind: str, result: dict[str, Any]) -> dict[str, Any]:
+    """One row of estimates.csv: a column's public estimate in plain cells."""
+    return {
+        "column": name,
+        "kind": kind,
+        "lower": result.get("lower"),
+        "upper": result.get("upper"),
+        "categories": " | ".join(result.get("categories", [])),
+        "rows_beyond_at_most": result.get("expected_clamp_rows"),
+        "found_rows": result.get("found_rows"),
+    }
+
+
+def estimate_plan(inputs: PlanInputs) -> NoisePlan:
+    """The discrete Laplace noise on each estimate's counts, from the request alone."""
+    share = float_at_most(Fraction(inputs.epsilon) / len(inputs.columns))
+    if inputs.params.get("kind") == "categorical":
+        scale = count_sensitivity(inputs.neighbouring) / share
+        details: dict[str, Any] = {}
+    else:
+        plan = bounds_plan(share, inputs.neighbouring)
+        scale, details = plan.query_scale, {"expected_clamp_rows": plan.expected_clamp_rows()}
+    return NoisePlan(
+        "discrete Laplace",
+        scale,
+        discrete_laplace_std(scale),
+        len(inputs.columns),
+        len(inputs.columns),
+        details,
+    )
 
 
 def row_budget(
@@ -405,19 +463,18 @@ def row_budget(
     delta: float,
     neighbouring: str,
 ) -> tuple[float, float, str]:
-    """(epsilon, delta, neighbouring) the row-level estimate of `kind` runs at.
+    """(epsilon, delta, neighbouring) one column's row-level estimate of `kind` runs at.
 
-    The request itself without a person column; with one, what group privacy leaves for one
-    row under add-remove (see `estimate_column`).
+    The request itself without a person column; with one, what `run_release` passes the
+    catalogue row: `persons.approx_group_budget` for the person's group of rows, under
+    add-remove (bounds spend no delta, so theirs is epsilon / g).
     """
-    if kind not in ("numeric", "categorical"):
+    if kind not in ESTIMATE_KINDS:
         raise MechanismError(f"an estimate is of bounds or categories, not {kind!r}")
     delta = delta if kind == "categorical" else 0.0
     if person is None:
         return epsilon, delta, neighbouring
     group = person.group_size(neighbouring)
-    if kind == "numeric":
-        return (*persons.row_level_budget(epsilon, 0.0, group), "add-remove")
     return (*persons.approx_group_budget(epsilon, delta, group), "add-remove")
 
 
@@ -443,10 +500,6 @@ def estimate_accuracy(
     if kind == "numeric":
         return {"expected_clamp_rows": bounds_plan(row_epsilon, relation).expected_clamp_rows()}
     return {"found_rows": categories_found_rows(row_epsilon, row_delta, relation)}
-
-
-def _per_row(epsilon: float, delta: float, neighbouring: str) -> dict[str, Any]:
-    return {"epsilon": epsilon, "delta": delta, "neighbouring": neighbouring}
 
 
 def _estimate(

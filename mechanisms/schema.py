@@ -759,10 +759,20 @@ class Schema:
         columns = [_accepting(c) for c in self.columns.values()]
         return Schema(columns, self.person)
 
-    def resolve_columns(self, columns: Sequence[str] | None = None) -> list[str]:
-        """The requested column names, validated; None means every column that is not ignored."""
+    def resolve_columns(
+        self, columns: Sequence[str] | None = None, *, undescribed: bool = False
+    ) -> list[str]:
+        """The requested column names, validated; None means every column that is not ignored.
+
+        `undescribed`: columns whose metadata is still to be found (a DP estimate of it), so
+        an ignored column is accepted too, and None means every column.
+        """
         if columns is None:
-            columns = [n for n, c in self.columns.items() if not isinstance(c, IgnoredColumn)]
+            columns = [
+                n
+                for n, c in self.columns.items()
+                if undescribed or not isinstance(c, IgnoredColumn)
+            ]
         elif isinstance(columns, str):
             columns = [columns]
         columns = list(columns)
@@ -771,7 +781,8 @@ class Schema:
         if len(set(columns)) != len(columns):
             raise MechanismError(f"columns ({shown(columns)}) must not repeat a column")
         for name in columns:
-            self.column(name)
+            if not (undescribed and name in self.columns):
+                self.column(name)
         return columns
 
     def domain_shape(self, columns: Sequence[str] | None) -> tuple[int, ...]:

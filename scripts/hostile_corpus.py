@@ -7,6 +7,10 @@ upload it as, the expectation). tests/dpportal/test_hostile_corpus.py runs every
 the real upload page and asserts the expectation: a refusal (HTTP 400 or 413) whose message
 contains the given words, or an acceptance whose stored table holds exactly the given values;
 never a server error.
+
+TEXT_PAYLOADS and NUMBER_PAYLOADS are the strings every typed input of TYPED_INPUTS gets
+(tests/dpportal/test_hostile_inputs.py): refused with a message that names what is wrong, or
+kept and shown escaped on every page and inert in every CSV and workbook; never a server error.
 """
 
 import argparse
@@ -39,6 +43,49 @@ PAYLOADS = {  # values a spreadsheet, a template engine, a browser or a database
     "jinja": "{{7*7}}",
     "template_literal": "${7*7}",
     "sql": "'; DROP TABLE dpportal_dataset;--",
+}
+TEXT_PAYLOADS = {  # what people may type into a text box, PAYLOADS and more
+    **PAYLOADS,
+    "nul": "a\x00b",
+    "control": "bell\x07 escape\x1b[31m vertical tab\x0b",
+    "huge": "W" * 100_000,
+    "bidi_override": "\u202egnp.exe",
+    "zero_width": "a\u200bb\u200dc",
+    "lookalike": "\u041effice",  # a Cyrillic O, then Latin letters
+    "non_bmp": "\U0001d54f \U0001f4ca",
+    "combining": "e" + "\u0301" * 40,
+    "newlines": "one\r\ntwo\rthree\nfour",
+    "fullwidth_formula": '\uff1dHYPERLINK("https://evil.example")',
+    "after_separator": "x;=1+1",
+    "entities": "&lt;b&gt; &amp;amp;",
+    "blank": "   ",
+}
+NUMBER_PAYLOADS = {  # what people may type into a number box
+    "overflow": "1e309",
+    "largest": "1.7976931348623157e308",
+    "negative_huge": "-1e308",
+    "underflow": "1e-400",
+    "nan": "NaN",
+    "infinity": "Infinity",
+    "negative_infinity": "-inf",
+    "arabic_digits": "\u0661\u0662",
+    "fullwidth_digits": "\uff11\uff12",
+    "hex": "0x10",
+    "underscore": "1_000",
+    "comma_decimal": "0,5",
+    "many_digits": "9" * 400,
+    "exponent_overflow": "1e+999999999",
+    "zero": "0",
+    "negative": "-1",
+    "padded": " 0.5 ",
+}
+# The typed inputs besides uploads that get every string above (tests/dpportal/
+# test_hostile_inputs.py): the publishing details, the range questions in words and the
+# analysts' allotments (its fields, by page).
+TYPED_INPUTS = {
+    "publishing details": ("publish_title", "publisher", "publish_contact", "publish_note"),
+    "range questions in words": ("lo_0", "hi_1", "p1_0", "p2_1", "a_0", "b"),
+    "allotments": ("email", "epsilon", "delta"),
 }
 
 

@@ -386,3 +386,37 @@ def randomness_uses(tree: ast.AST) -> list[str]:
         elif isinstance(node, ast.Name) and node.id == "default_rng":
             found.append("default_rng")
     return found
+
+
+LIVE_HTML = ("<script>alert", "<img src=x")  # raw: escaped text would read &lt;script&gt;
+
+
+def assert_no_live_html(page: str, where: str) -> None:
+    """No element or attribute a hostile text would have made had it not been escaped."""
+    for raw in LIVE_HTML:
+        assert raw not in page, (where, raw, page[max(page.find(raw) - 200, 0) :][:400])
+    parsed = LiveMarkup()
+    parsed.feed(page)
+    assert parsed.found == [], (where, parsed.found)
+
+
+class LiveMarkup(HTMLParser):
+    """Elements and attributes a payload would have created had it not been escaped."""
+
+    def __init__(self):
+        super().__init__()
+        self.found, self._in_script = [], False
+
+    def handle_starttag(self, tag, attrs):
+        kind = dict(attrs).get("type") or "text/javascript"
+        self._in_script = tag == "script" and "json" not in kind  # JSON data never runs
+        for name, value in attrs:
+            if name.startswith("on") or (tag == "img" and value == "x"):
+                self.found.append(f"<{tag} {name}={value!r}>")
+
+    def handle_data(self, data):
+        if self._in_script and "alert(" in data:
+            self.found.append(f"script {data[:80]!r}")
+
+    def handle_endtag(self, tag):
+        self._in_script = False

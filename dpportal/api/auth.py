@@ -18,6 +18,7 @@ import functools
 import json
 from collections.abc import Callable
 
+from django import forms
 from django.contrib.auth.decorators import login_not_required
 from django.core.exceptions import BadRequest, RequestDataTooBig, SuspiciousOperation
 from django.core.files.uploadhandler import FileUploadHandler
@@ -173,7 +174,8 @@ def read_json(request) -> dict:
 
 def form_data(data: dict, allowed) -> QueryDict:
     """A JSON object as the form data a page would send: lists become repeated fields,
-    true/false a ticked/unticked box. Unknown fields are refused, never silently ignored."""
+    true/false a ticked/unticked box. Unknown fields are refused, never silently ignored; so
+    is a list of several values for a field that takes one (its form would keep the last)."""
     unknown = sorted(set(data) - set(allowed))
     if unknown:
         raise ApiError(
@@ -184,6 +186,8 @@ def form_data(data: dict, allowed) -> QueryDict:
     query = QueryDict(mutable=True)
     for key, value in data.items():
         items = value if isinstance(value, list) else [value]
+        if len(items) > 1 and not _takes_several(allowed, key):
+            raise ApiError(400, f"{key}: give one value, not a list of {len(items)}.")
         texts = []
         for item in items:
             if isinstance(item, bool):
@@ -196,6 +200,13 @@ def form_data(data: dict, allowed) -> QueryDict:
                 )
         query.setlist(key, texts)
     return query
+
+
+def _takes_several(allowed, key: str) -> bool:
+    """Whether the form field `key` of `allowed` (a form's fields, or plain names) takes
+    several values."""
+    field = allowed.get(key) if isinstance(allowed, dict) else None
+    return field is None or isinstance(field, forms.MultipleChoiceField)
 
 
 def form_errors(form) -> dict:

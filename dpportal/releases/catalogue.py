@@ -25,8 +25,6 @@ class Card:
 def mechanism_title(name: str) -> str:
     """The plain-language title of a mechanism (the id in words if it is not catalogued)."""
     spec = mechanisms.CATALOGUE.get(name)
-    if name == "dp_schema_estimate":  # the schema page's "estimate for me" (services.dp_estimates)
-        return "DP estimate of a column's bounds or categories"
     return spec.title if spec else name.replace("_", " ")
 
 
@@ -37,7 +35,7 @@ def needs_delta(name: str) -> bool:
 
 
 def cards() -> list[Card]:
-    """One card per catalogue row, in catalogue order."""
+    """One card per kind the release form offers, in catalogue order."""
     return [
         Card(
             kind.name,

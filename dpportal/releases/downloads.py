@@ -11,8 +11,8 @@ from dpportal.core.downloads import attachment, content_type_for, streamed_attac
 from dpportal.core.users import AnyUser
 from dpportal.models import AuditEvent, Release
 from dpportal.releases import packaging
+from dpportal.releases.kinds import describes_schema
 from dpportal.releases.presentation import release_as_seen
-from dpportal.services.dp_estimates import ESTIMATE_MECHANISM
 from dpportal.signals import client_address
 
 
@@ -24,7 +24,7 @@ def release_with_files(user: AnyUser, pk: int, *, owner_only: bool = False) -> R
         raise Http404("No such release.")
     if release.status != Release.Status.DONE:
         raise Http404("This release has no files yet.")
-    if release.mechanism == ESTIMATE_MECHANISM:
+    if describes_schema(release.mechanism):
         raise Http404("A schema estimate has no files; its result is on its page.")
     return release
 

@@ -3,6 +3,7 @@
 The only bridge between the portal and the `mechanisms` package.
 """
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -15,10 +16,12 @@ from dpportal.core.files import dataset_path
 from dpportal.releases import accuracy_preview
 from dpportal.releases.kinds import kind_of
 from dpportal.sources.tables import SourceError, table_source
-from mechanisms import persons, public_bounds
+from mechanisms import persons
 from mechanisms.accounting import float_at_most
+from mechanisms.catalogue import SCHEMA_ESTIMATE
 from mechanisms.counting.inprocess import batch_frame
-from mechanisms.schema import CHUNK_ROWS
+from mechanisms.public_bounds import ESTIMATE_RESULTS
+from mechanisms.schema import CHUNK_ROWS, IgnoredColumn
 
 
 class ReleaseInputError(Exception):
@@ -163,9 +166,10 @@ def noise_plan(dataset, schema, mechanism, columns, params, epsilon, delta):
 
 def estimate_column(dataset, column, kind, *, epsilon, delta, person) -> dict:
     """A DP estimate of `column`'s bounds (kind "numeric") or categories ("categorical"), read
-    from the stored copy: {"result": ..., "guarantee": ...}. With `person` (the person column
-    and k the estimate protects) the rows are bounded per person exactly as a release does; the
-    guarantee is stated in `mechanisms.public_bounds.estimate_column`."""
+    from the stored copy and run as the catalogue row SCHEMA_ESTIMATE (`run_release`):
+    {"result": ..., "guarantee": ..., "accounting": ...}. With `person` (the person column and
+    k the estimate protects) `run_release` bounds the rows per person exactly as a release
+    does; the guarantee is the row's (`mechanisms.public_bounds.run_estimate`)."""
     if dataset.is_external:
         raise ReleaseInputError(
             "This table stays where it lives and is only counted there, so no column can be read "
@@ -173,14 +177,17 @@ def estimate_column(dataset, column, kind, *, epsilon, delta, person) -> dict:
         )
     frame = load_columns(dataset, [column, *([person.column] if person else [])])
     try:
-        return public_bounds.estimate_column(
+        output = mechanisms.run_release(
+            SCHEMA_ESTIMATE,
             frame,
-            column,
-            kind,
-            person=person,
+            mechanisms.Schema([IgnoredColumn(column)], person),
             epsilon=float_at_most(epsilon),  # never above the debited budget
             delta=float_at_most(delta),
             neighbouring=dataset.neighbouring,
+            columns=[column],
+            params={"kind": kind},
         )
     except mechanisms.MechanismError as exc:
         raise ReleaseInputError(str(exc)) from exc
+    result = json.loads(output.files[ESTIMATE_RESULTS])[column]
+    return {"result": result} | {k: output.manifest[k] for k in ("guarantee", "accounting")}

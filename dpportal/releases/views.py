@@ -27,6 +27,7 @@ from dpportal.releases.downloads import (
     zip_download,
 )
 from dpportal.releases.forms import ReleaseForm
+from dpportal.releases.kinds import describes_schema
 from dpportal.releases.presentation import (
     GENERIC_FAILURE,
     progress_payload,
@@ -34,7 +35,6 @@ from dpportal.releases.presentation import (
     release_for_owner,
 )
 from dpportal.releases.results import results_context
-from dpportal.services.dp_estimates import ESTIMATE_MECHANISM
 from dpportal.signals import client_address
 
 # ---------------------------------------------------------------- new release
@@ -164,7 +164,7 @@ def release_detail(request, pk):
         "progress_config": {"url": reverse("release_progress", args=[release.pk])},
         "refunded": _refunded(release),
     }
-    estimate = release.mechanism == ESTIMATE_MECHANISM  # a schema-page estimate: no package
+    estimate = describes_schema(release.mechanism)  # a schema-page estimate: no package
     context["estimate"] = (release.manifest or {}).get("result") if estimate else None
     if release.status == Release.Status.DONE and not estimate:
         context.update(results_context(request, release, is_owner))

@@ -3,7 +3,8 @@
 An estimate spends a stated share of the dataset's budget (a percent of its total ε, and of its
 total δ for categories: one of SPEND_PERCENTS, chosen by the custodian on the schema page, or
 DPPORTAL_ESTIMATE_PERCENT) and is recorded like any release: a `Release` row
-(mechanism ESTIMATE_MECHANISM) with its DEBIT ledger entry, written through the same admission
+(mechanism ESTIMATE_MECHANISM, the catalogue row `mechanisms.catalogue.SCHEMA_ESTIMATE`, run
+by `run_release` with its guarantee) with its DEBIT ledger entry, written through the same admission
 code as `releases.release_create` (`budget.check_budget` under the budget lock,
 `budget.ledger_write`), and "release requested" and "release done" audit events.
 
@@ -16,7 +17,7 @@ commits, the estimate is shown and its budget stays spent (its data was read: ne
 Unit of privacy: an estimate protects what the dataset's releases protect. With a person column
 (the one chosen on the schema page, confirmed or not, with its k) it bounds the rows per person
 and is recorded as "one person" with the person-level sensitivity, exactly like a release
-(`mechanisms.public_bounds.estimate_column`). The person column an estimate used is stored in
+(`mechanisms.public_bounds.run_estimate`). The person column an estimate used is stored in
 its params; from then on this dataset's estimates and its confirmed schema must use the same
 column (k may change: the guarantee is for all of one person's rows whatever k is). Changing the
 column afterwards is refused, because the budget already spent protected people as identified by
@@ -38,9 +39,10 @@ from dpportal.releases import engine as release_engine
 from dpportal.services import audit
 from dpportal.services.budget import check_budget, ledger_write, locked_budget, locked_dataset
 from dpportal.services.errors import ServiceError
+from mechanisms.catalogue import SCHEMA_ESTIMATE
 from mechanisms.persons import PersonLevel
 
-ESTIMATE_MECHANISM = "dp_schema_estimate"
+ESTIMATE_MECHANISM = SCHEMA_ESTIMATE  # its catalogue row; the name existing releases carry
 KINDS = ("numeric", "categorical")
 CONFIRMED = object()  # "the page did not say": the confirmed schema's person level
 SPEND_PERCENTS = (1, 2, 5, 10, 20, 50)  # the shares of the budget the schema page offers
@@ -258,6 +260,8 @@ def _record(locked, user, spend, found, remote_addr) -> Release:
         **({"max_rows_per_person": person.max_rows} if person else {}),
     }
     guarantee = found["guarantee"] | {"epsilon": str(spend.epsilon), "delta": str(spend.delta)}
+    if person:  # the row-level run at person level (as estimates recorded it before)
+        guarantee["per_row"] = found["accounting"]["per_row"] | {"neighbouring": "add-remove"}
     release = Release.objects.create(
         dataset=locked,
         requested_by=user,

@@ -18,7 +18,7 @@ from mechanisms.package.context import (
     risk_of_budget,
     risk_of_release,
 )
-from mechanisms.package.tables import NEGATIVE_NOTE, PRECISION_NOTES, Table
+from mechanisms.package.tables import NEGATIVE_NOTE, PRECISION_NOTES, WORKBOOK_ROWS, Table
 
 PACKAGE_FILES = {
     "manifest.json": "the technical record: mechanism, settings and privacy guarantee",
@@ -98,7 +98,7 @@ def readme_text(
     spreadsheets = _paragraph(
         "Text cells that begin with = + - @ or a tab were prefixed with an apostrophe (') so "
         "that a spreadsheet does not run them as formulas. release.xlsx holds the same tables "
-        "with numbers as numbers."
+        "with numbers as numbers" + _workbook_cap(tables) + "."
     )
     title = context.title
     about = "\n".join(
@@ -132,3 +132,12 @@ Columns
 Spreadsheets
 {spreadsheets}
 """
+
+
+def _workbook_cap(tables: Sequence[Table]) -> str:
+    """What release.xlsx leaves out of tables longer than a sheet holds, in words ("": none)."""
+    long = [t for t in tables if len(t.frame) > WORKBOOK_ROWS]
+    if not long:
+        return ""
+    which = ", ".join(f"{t.name} ({len(t.frame):,} rows)" for t in long)
+    return f", but only the first {WORKBOOK_ROWS:,} rows of {which}: the CSV file has every row"

@@ -5,9 +5,11 @@ Numbers are stored as numbers (whole counts with a whole-number format), text ce
 order), each header frozen on screen.
 
 openpyxl writes the About sheet and each table's header (widths, bold, frozen pane); the
-tables' rows are written as sheet XML a column at a time (`_rows_xml`), not cell by cell
-through openpyxl: 100,000 rows of 7 columns took 10.7 CPU s that way, most of a release's
-package (benchmarks/package_build.py).
+tables' rows are written as sheet XML a column at a time by pyarrow (`_rows_xml`), not cell
+by cell through openpyxl: 100,000 rows of 7 columns took 10.7 CPU s that way, most of a
+release's package (benchmarks/package_build.py). A sheet holds the first MAX_ROWS rows of
+its table; the About sheet and README.txt say so where a table is longer, and its CSV has
+every row.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ import re
 import zipfile
 from typing import Any
 
-import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 from openpyxl import Workbook
 from openpyxl.cell import WriteOnlyCell
 from openpyxl.cell.cell import Cell as SheetCell
@@ -35,9 +38,15 @@ from mechanisms.package.context import (
     released_columns,
 )
 from mechanisms.package.readme import file_descriptions
-from mechanisms.package.tables import NEGATIVE_NOTE, PRECISION_NOTES, Cell, Table
+from mechanisms.package.tables import (
+    NEGATIVE_NOTE,
+    PRECISION_NOTES,
+    WORKBOOK_ROWS,
+    Cell,
+    Table,
+)
 
-MAX_ROWS = 100_000  # per sheet (Excel's limit is 1,048,575): the CSV beside it has every row
+MAX_ROWS = WORKBOOK_ROWS  # per sheet: the CSV beside it has every row
 BOLD = Font(bold=True)
 
 
@@ -102,6 +111,7 @@ def _table_sheet(sheet: WriteOnlyWorksheet, table: Table) -> None:
 
 
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")  # no XML 1.0 form
+EMPTY_CELL = "<c/>"
 
 
 def _rows_xml(table: Table) -> str:
@@ -109,23 +119,34 @@ def _rows_xml(table: Table) -> str:
 
     A number is a number cell (`t="n"`), text an inline string (`t="inlineStr"`: text, never
     a formula), an empty value (or empty text) an empty cell; characters XML cannot hold are
-    dropped.
+    dropped. Rows and cells carry no `r` reference (optional in SpreadsheetML: they follow
+    each other), so a text cell's XML depends on its value alone and is made once per distinct
+    value; numbers are written and every row joined by pyarrow, not cell by cell in Python.
     """
     head = table.frame.head(MAX_ROWS)
-    row_numbers = pd.Series(np.arange(2, len(head) + 2).astype(str), index=head.index)
-    rows = '<row r="' + row_numbers + '">'
-    for k, name in enumerate(table.header):
-        values = head[name]
-        text = values.astype(object).astype(str)
-        ref = '<c r="' + _letter(k) + row_numbers
-        if table.is_numeric(name):
-            cells = ref + '" t="n"><v>' + text + "</v></c>"
-        else:
-            text = text.str.replace(_NOT_XML, "", regex=True).str.replace("&", "&amp;")
-            text = text.str.replace("<", "&lt;").str.replace(">", "&gt;")
-            cells = ref + '" t="inlineStr"><is><t xml:space="preserve">' + text + "</t></is></c>"
-        rows = rows + cells.where(values.notna() & (text != ""), ref + '"/>')
-    return "".join((rows + "</row>").tolist())
+    columns = [_cells(head[name], table.is_numeric(name)) for name in table.header]
+    if not columns or head.empty:
+        return ""
+    return "".join(pc.binary_join_element_wise("<row>", *columns, "</row>", "").to_pylist())
+
+
+def _cells(values: pd.Series, numeric: bool) -> pa.Array:
+    """One column's cells, as SpreadsheetML strings (an empty cell `<c/>`)."""
+    if numeric:
+        text = pc.cast(pa.array(values, from_pandas=True), pa.string())
+        cells = pc.binary_join_element_wise('<c t="n"><v>', text, "</v></c>", "")
+    else:
+        present = values[values.notna()]
+        xml = {value: _text_cell(str(value)) for value in pd.unique(present)}
+        cells = pa.array(values.map(xml), type=pa.string(), from_pandas=True)
+    return pc.fill_null(cells, EMPTY_CELL)
+
+
+def _text_cell(value: str) -> str:
+    text = _NOT_XML.sub("", value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    if not text:
+        return EMPTY_CELL
+    return '<c t="inlineStr"><is><t xml:space="preserve">' + text + "</t></is></c>"
 
 
 def _with_rows(content: bytes, rows: dict[str, str]) -> bytes:
@@ -158,6 +179,13 @@ def _letter(k: int) -> str:
 
 
 def _cell(sheet: WriteOnlyWorksheet, value: Cell, *, bold: bool = False) -> SheetCell:
+    """A cell of the About sheet or a header, text without the characters XML cannot hold.
+
+    A control character typed into a dataset's publishing details (stored before they were
+    refused) must not stop every package of its releases from being built.
+    """
+    if isinstance(value, str):
+        value = _NOT_XML.sub("", value)
     cell = WriteOnlyCell(sheet, value=value)
     if isinstance(value, str):
         cell.data_type = "s"  # text is text: "=..." must not become a formula

@@ -217,6 +217,23 @@ def _vector(q: dict[str, Any], key: str, dim: int, k: int) -> AnyArray:
     return arr
 
 
+LARGEST_WEIGHT = 2.0**64  # above it, a·x may overflow at a column's values
+
+
+def _within_range(a: AnyArray, b: float) -> tuple[AnyArray, float]:
+    """The same halfspace a·x <= b, scaled down when a weight or b is above LARGEST_WEIGHT.
+
+    Scaled by the power of two that brings the largest below 1 (exact; a weight more than
+    2^1074 times smaller than the largest becomes 0, beyond any double's precision in a·x), so
+    that a·x no longer overflows to infinity and answers another range.
+    """
+    largest = max(float(np.abs(a).max(initial=0.0)), abs(b))
+    if largest <= LARGEST_WEIGHT:
+        return a, b
+    shift = -math.frexp(largest)[1]
+    return np.ldexp(a, shift), math.ldexp(b, shift)
+
+
 def normalize_query(q: dict[str, Any], dim: int, k: int = 0) -> dict[str, Any]:
     """Validate one query dict and return it in canonical form (lists of floats)."""
     if not isinstance(q, dict):
@@ -229,7 +246,8 @@ def normalize_query(q: dict[str, Any], dim: int, k: int = 0) -> dict[str, Any]:
         b = q.get("b")
         if not isinstance(b, int | float) or not math.isfinite(b):
             raise MechanismError(f"query {k}: b ({b!r}) must be a finite number")
-        return {"type": "halfspace", "a": a.tolist(), "b": float(b)}
+        a, b = _within_range(a, float(b))
+        return {"type": "halfspace", "a": a.tolist(), "b": b}
     if kind == "interval" and dim != 1:
         raise MechanismError(f"query {k}: an interval needs 1 column, not {dim}; use a box")
     lo, hi = _vector(q, "lo", dim, k), _vector(q, "hi", dim, k)

@@ -148,8 +148,13 @@ def answer_with_intervals(
 
 
 def _number(value: float) -> str:
-    """Shortest text that reads back as the same float (grid edges stay exact)."""
-    return repr(float(value)) if not float(value).is_integer() else str(int(value))
+    """Shortest text that reads back as the same float (grid edges stay exact).
+
+    Whole numbers without a point below 10^16, larger ones with an exponent (1e+308, not 309
+    digits).
+    """
+    value = float(value)
+    return str(int(value)) if value.is_integer() and abs(value) < 1e16 else repr(value)
 
 
 def describe(query: dict[str, Any], support: Support) -> str:

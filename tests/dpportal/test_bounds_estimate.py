@@ -4,6 +4,7 @@ release, and its values are labelled "DP estimate"."""
 
 import json
 import re
+from dataclasses import replace
 from decimal import ROUND_DOWN, Decimal
 from fractions import Fraction
 
@@ -13,9 +14,12 @@ import pytest
 from django.urls import reverse
 
 from dpportal import services
+from dpportal.api import openapi
 from dpportal.datasets.schema_proposals import public_proposal
 from dpportal.models import AuditEvent, BudgetLedgerEntry, Release
-from dpportal.releases import engine as release_engine
+from dpportal.releases.catalogue import cards
+from mechanisms.__main__ import subcommands
+from mechanisms.catalogue import CATALOGUE, SCHEMA_ESTIMATE
 from tests.helpers import client_for, make_user
 
 pytestmark = pytest.mark.django_db
@@ -199,13 +203,13 @@ def test_an_estimates_delta_is_rounded_up_and_the_mechanism_spends_at_most_the_l
     recorded as 0. Now δ is rounded up (ε down), and the mechanism runs at what the ledger holds
     or less."""
     seen = {}
-    real = release_engine.public_bounds.estimate_column
+    row = CATALOGUE[SCHEMA_ESTIMATE]  # the estimate runs as this catalogue row
 
-    def spy(*args, **kwargs):
-        seen.update(epsilon=kwargs["epsilon"], delta=kwargs["delta"])
-        return real(*args, **kwargs)
+    def spy(inputs):
+        seen.update(epsilon=inputs.epsilon, delta=inputs.delta)
+        return row.run(inputs)
 
-    monkeypatch.setattr(release_engine.public_bounds, "estimate_column", spy)
+    monkeypatch.setitem(CATALOGUE, SCHEMA_ESTIMATE, replace(row, run=spy))
     dataset = canary_dataset(owner, tmp_path, epsilon_total="1.2345678", delta_total=delta_total)
     assert estimate(owner, dataset, 1, "categorical").json()["ok"]
     entry = BudgetLedgerEntry.objects.get(dataset=dataset)
@@ -216,3 +220,22 @@ def test_an_estimates_delta_is_rounded_up_and_the_mechanism_spends_at_most_the_l
     assert Fraction(seen["epsilon"]) <= Fraction(entry.epsilon)
     dataset.refresh_from_db()
     assert dataset.delta_spent == entry.delta
+
+
+def test_the_estimate_is_a_catalogue_row_offered_on_the_schema_page_only(owner, tmp_path):
+    """Issue 42 item 6: one name and one row for the estimate in the catalogue, the ledger, the
+    API and the command line; not a kind of release the release form or the API offers."""
+    dataset = canary_dataset(owner, tmp_path)
+    assert estimate(owner, dataset, 0, "numeric").json()["ok"]
+    release = Release.objects.get(dataset=dataset)
+    assert release.mechanism == SCHEMA_ESTIMATE == release.manifest["mechanism"]
+    assert release.manifest["guarantee"]["definition"] == "pure epsilon-DP"
+    assert BudgetLedgerEntry.objects.get(release=release).release.mechanism == SCHEMA_ESTIMATE
+    title = CATALOGUE[SCHEMA_ESTIMATE].title
+    page = client_for(owner).get(reverse("release_detail", args=[release.pk])).content.decode()
+    assert title.replace("'", "&#x27;") in page  # the catalogue's title names it
+    assert SCHEMA_ESTIMATE not in {card.name for card in cards()}
+    assert SCHEMA_ESTIMATE not in openapi.document()["components"]["schemas"]["Mechanism"]["enum"]
+    assert subcommands()["dp-schema-estimate"] is CATALOGUE[SCHEMA_ESTIMATE]
+    files = client_for(owner).get(reverse("release_download_zip", args=[release.pk]))
+    assert files.status_code == 404  # its result is on its page; it has no package

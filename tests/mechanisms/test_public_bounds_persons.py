@@ -1,4 +1,5 @@
-"""Issue 41 item 1: "estimate for me" at person level (mechanisms.public_bounds.estimate_column).
+"""Issue 41 item 1: "estimate for me" at person level, run as the portal runs it: the catalogue
+row SCHEMA_ESTIMATE through `run_release` (its run, its group budget, its guarantee).
 
 The audit's attack, reproduced: one person holds 400 rows of a category no one else has, and an
 income of 7e9 in each. At row level that category was released, and the upper bound lifted to
@@ -12,15 +13,18 @@ broken twin is the code before the fix (the same estimate at row level: no bound
 row sensitivity); the same test must reject it (there the event has rate 1 with the person).
 """
 
+import json
 import math
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from mechanisms.catalogue import SCHEMA_ESTIMATE, run_release
 from mechanisms.noise import RecordingSource, seeded_source
 from mechanisms.persons import PersonLevel, approx_group_budget
-from mechanisms.public_bounds import category_threshold, estimate_column
+from mechanisms.public_bounds import ESTIMATE_RESULTS, category_threshold
+from mechanisms.schema import IgnoredColumn, Schema
 from tests.mechanisms.privacy_audit import audit_neighbours
 
 N_PER_SIDE = 4_000
@@ -57,6 +61,22 @@ def _neighbours(neighbouring: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     return d, d2
 
 
+def estimate(data, column, kind, *, person, epsilon, delta, neighbouring, rng):
+    """One estimate of `column` through the catalogue row: (its result, the manifest)."""
+    out = run_release(
+        SCHEMA_ESTIMATE,
+        data[[column, *([person.column] if person else [])]],
+        Schema([IgnoredColumn(column)], person),
+        epsilon=epsilon,
+        delta=delta,
+        neighbouring=neighbouring,
+        columns=[column],
+        params={"kind": kind},
+        rng=rng,
+    )
+    return json.loads(out.files[ESTIMATE_RESULTS])[column], out.manifest
+
+
 def _events(data, kind, neighbouring, person, seed) -> np.ndarray:
     """1 where the attack succeeds: the rare category is released, or the upper bound is 1e10
     or more; 0 elsewhere. One estimate per draw."""
@@ -65,7 +85,7 @@ def _events(data, kind, neighbouring, person, seed) -> np.ndarray:
     out = np.empty(N_PER_SIDE, dtype=np.int64)
     column = "group" if kind == "categorical" else "income"
     for i in range(N_PER_SIDE):
-        found = estimate_column(
+        found, _manifest = estimate(
             data,
             column,
             kind,
@@ -74,7 +94,7 @@ def _events(data, kind, neighbouring, person, seed) -> np.ndarray:
             delta=delta,
             neighbouring=neighbouring,
             rng=rng,
-        )["result"]
+        )
         if kind == "categorical":
             out[i] = RARE in found["categories"]
         else:
@@ -113,7 +133,7 @@ def test_the_noise_is_the_person_sensitivity_over_the_requested_epsilon(neighbou
     d, _ = _neighbours(neighbouring)
     for kind in ("numeric", "categorical"):
         recorder = RecordingSource(seeded_source(0))
-        found = estimate_column(
+        _found, manifest = estimate(
             d,
             "income" if kind == "numeric" else "group",
             kind,
@@ -131,7 +151,7 @@ def test_the_noise_is_the_person_sensitivity_over_the_requested_epsilon(neighbou
         else:
             assert scales == [pytest.approx(group / 0.5, rel=1e-12)]
             assert scales[0] >= group / 0.5  # never less noise than the group needs
-        guarantee = found["guarantee"]
+        guarantee = manifest["guarantee"]
         assert guarantee["unit"] == PERSON.unit() and guarantee["sensitivity"] == group
         assert guarantee["neighbouring"] == neighbouring and guarantee["max_rows_per_person"] == 2
 

@@ -166,6 +166,8 @@ REAL_RUNS = [
     ("range_count", ["age"], {"prefixes": True, "mechanism": "mn12_laplace"}, 1e-6, "replace-one"),
     ("statistics", ["age", "sex"], {"stat": ["count", "median:age"]}, 0.0, "replace-one"),
     ("statistics", ["age", "sex"], {"stat": ["mean:age"], "by": ["sex"]}, 0.0, "add-remove"),
+    ("dp_schema_estimate", ["age", "size"], {"kind": "numeric"}, 0.0, "replace-one"),
+    ("dp_schema_estimate", ["sex"], {"kind": "categorical"}, 1e-6, "add-remove"),
 ]
 
 

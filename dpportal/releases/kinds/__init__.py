@@ -30,8 +30,19 @@ def kind_of(name: str) -> Kind:
 
 
 def all_kinds() -> list[Kind]:
-    """One kind per catalogue row, in catalogue order."""
-    return [kind_of(name) for name in mechanisms.CATALOGUE]
+    """The kinds the release form, the API's list of kinds and its OpenAPI document offer: one
+    per catalogue row, in catalogue order, but for the rows that describe a schema (the DP
+    estimate of bounds and categories, offered on the schema page instead)."""
+    return [
+        kind_of(name) for name, spec in mechanisms.CATALOGUE.items() if not spec.describes_schema
+    ]
+
+
+def describes_schema(name: str) -> bool:
+    """Whether releases of `name` find a schema's metadata (the schema page's DP estimate):
+    their result is shown on their page, and they have no package to download."""
+    spec = mechanisms.CATALOGUE.get(name)
+    return spec is not None and spec.describes_schema
 
 
 def public_charts(release, schema) -> list[dict]:

@@ -343,7 +343,10 @@ def new_range_answer(request, release, structure_json: bytes) -> dict:
     if support.grid_shape is not None:
         edges = list(zip(support.lower, support.upper, support.grid_shape, strict=True))
     asked = "ask" in request.GET
-    form = RangeQueryForm(request.GET if asked else None, columns=release.columns, edges=edges)
+    bounds = list(zip(support.lower, support.upper, strict=True))
+    form = RangeQueryForm(
+        request.GET if asked else None, columns=release.columns, edges=edges, bounds=bounds
+    )
     if not (asked and form.is_valid()):
         return {"query_form": form}
     query = form.query(list(support.lower), list(support.upper))

@@ -10,6 +10,8 @@ answers do, and the nearest range on the grid's edges is answered beside it, nam
 narrower interval an exact range gets.
 """
 
+import math
+
 from django import forms
 
 from dpportal.core.form_fields import DECIMAL_INPUT, choice_field
@@ -46,9 +48,11 @@ class RangeQueryForm(forms.Form):
     side = forms.ChoiceField(label="Which side", choices=SIDES, initial="below", required=False)
     b = forms.FloatField(label="b (the right-hand side)", required=False, widget=DECIMAL_INPUT)
 
-    def __init__(self, *args, columns, edges=None, **kwargs):
+    def __init__(self, *args, columns, edges=None, bounds=None, **kwargs):
+        """`bounds`: per column (lower, upper) of the released structure, where every row's
+        value lies; a box beyond them is refused in words (None: not checked)."""
         super().__init__(*args, **kwargs)
-        self.columns, self.edges = list(columns), edges
+        self.columns, self.edges, self.bounds = list(columns), edges, bounds
         if len(self.columns) != 2:
             choice_field(self, "kind").choices = [c for c in KINDS if c[0] != LINE]
         for i, name in enumerate(self.columns):
@@ -148,6 +152,23 @@ class RangeQueryForm(forms.Form):
                     f"For {name}, ‘from’ ({lo:g}) must be below ‘below’ ({hi:g}); swap them or "
                     "widen the range.",
                 )
+            elif self.bounds is not None:
+                self._check_within(i, name, lo, hi)
+
+    def _check_within(self, i, name, lo, hi):
+        """Refuse a side left open whose other side is beyond the column's bounds: no row."""
+        lower, upper = self.bounds[i]
+        runs = f"{name} runs from {lower:g} to {upper:g} in this release"
+        if lo is not None and hi is None and lo > upper:
+            self.add_error(
+                f"lo_{i}",
+                f"No row is {name} from {lo:g} up: {runs}; ask from a value below {upper:g}.",
+            )
+        if hi is not None and lo is None and hi < lower:
+            self.add_error(
+                f"hi_{i}",
+                f"No row is {name} below {hi:g}: {runs}; ask below a value above {lower:g}.",
+            )
 
     def _check_line(self, data):
         points = [data.get(f"p{p}_{i}") for p in (1, 2) for i in range(2)]
@@ -163,6 +184,14 @@ class RangeQueryForm(forms.Form):
                 "p2_0",
                 f"The two points have the same {name}, so the line is upright: ask for “{name} "
                 f"below {x1:g}” or “{name} from {x1:g}” as a range on each column instead.",
+            )
+            return
+        line = line_halfspace([(x1, y1), (x2, y2)], data.get("side") or "below")
+        if not all(math.isfinite(v) for v in (*line["a"], line["b"])):
+            self.add_error(
+                None,
+                "These points are too far apart to compute their line with 64-bit numbers; "
+                "choose points nearer the columns' values, on the same line.",
             )
 
     def query(self, lower, upper) -> dict:
