@@ -5,7 +5,8 @@ returns exactly the counts of `Schema.cell_counts`:
 
 - Numeric bins with equal widths repeat the in-process arithmetic: clamp to [lower, upper],
   `(v - lower) * (n_bins / (upper - lower))` with the same double constant, capped at
-  n_bins - 1 and floored. IEEE doubles round each step the same in numpy, DuckDB and
+  n_bins - 1 and floored (a product PostgreSQL would refuse as an underflow is 0, bin 0, as
+  numpy has it). IEEE doubles round each step the same in numpy, DuckDB and
   PostgreSQL, so values exactly at (or a rounding away from) an edge land in the same bin.
   Clamping first gives the same bin (each step is monotone) and avoids PostgreSQL's overflow
   error on huge values. Explicit edges and whole-number columns compare the value with the
@@ -139,12 +140,24 @@ def _numeric(dialect: Dialect, spec: NumericColumn, value: str, kind: str) -> Co
             f"{value}))"
         )
         factor = spec.n_bins / (spec.upper - spec.lower)  # the constant numpy multiplies by
-        scaled = f"({clamped} - {number(dialect, spec.lower)}) * {number(dialect, factor)}"
+        scaled = _scaled(dialect, f"({clamped} - {number(dialect, spec.lower)})", factor)
         top = number(dialect, spec.n_bins - 1)
         present = f"CAST(floor(least({top}, {scaled})) AS BIGINT)"
     else:
         present = _search(dialect, value, list(spec.edges[1:-1]), 0, spec.name)
     return ColumnSQL(spec.name, f"CASE WHEN {missing} THEN {absent} ELSE {present} END")
+
+
+def _scaled(dialect: Dialect, difference: str, factor: float) -> str:
+    """`difference * factor` of a difference >= 0, as numpy computes it up to the floor.
+
+    PostgreSQL raises an error where a product of nonzero doubles underflows to 0 (numpy
+    returns 0, e.g. 5e-324 * 0.27); a difference under 2^-1000 / factor scales below 2^-1000,
+    so its bin is 0 whichever, and it is written as 0 instead of multiplied.
+    """
+    negligible = number(dialect, math.ldexp(1.0, -1000) / factor)
+    product = f"{difference} * {number(dialect, factor)}"
+    return f"(CASE WHEN {difference} < {negligible} THEN 0 ELSE {product} END)"
 
 
 def _search(dialect: Dialect, value: str, edges: list[float], offset: int, name: str) -> str:

@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from mechanisms.counting import TableSource, count_cells
@@ -495,8 +495,12 @@ def test_every_engine_adds_one_row_as_one_count(case, tmp_path_factory):
         assert np.abs(change).sum() == 1 and change.max() == 1, (engine, document, extra)
 
 
+UNDERFLOW = {"name": "v", "type": "numeric", "lower": 0.0, "upper": 3.7, "bins": 1}
+
+
 @settings(DRAWN, max_examples=25)
 @given(case=float_tables())
+@example(case=(UNDERFLOW, [], 5e-324, None))  # 5e-324 * (1 / 3.7): an underflow error before
 def test_postgres_adds_one_row_as_one_count(case, postgres):
     """The same property inside PostgreSQL, whose NaN equals itself and exceeds every number."""
     connection, namespace = postgres
