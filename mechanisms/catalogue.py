@@ -103,7 +103,9 @@ class MechanismSpec:
     # what each column of its CSV files holds, per file: mechanisms.package.columns
     columns: dict[str, dict[str, str]] = field(default_factory=dict)
     reads_in_chunks: bool = False
-    counts_only: bool = False  # reads nothing but the schema's cell counts: takes an EngineTable
+    # reads nothing but aggregates an engine tallies (cell counts, a range-count grid), so it
+    # takes an EngineTable
+    counts_only: bool = False
     long_running: bool = False  # iterative: always a long job, whatever its support size
     synthetic_rows: bool = False  # publishes counts of made-up rows (so never negative)
 
@@ -254,6 +256,7 @@ CATALOGUE: dict[str, MechanismSpec] = {
         },
         columns={"answers.csv": ANSWER_COLUMNS},
         reads_in_chunks=True,
+        counts_only=True,  # the grid's counts, tallied where the data lives
     ),
     "statistics": MechanismSpec(
         name="statistics",
@@ -290,6 +293,14 @@ def spec(name: str) -> MechanismSpec:
 def reads_in_chunks(name: str) -> bool:
     """Whether the mechanism `name` accepts a ChunkedTable (it only counts, in one pass)."""
     return name in CATALOGUE and CATALOGUE[name].reads_in_chunks
+
+
+def runs_where_data_lives(name: str) -> bool:
+    """Whether the mechanism `name` runs on a table that stays where it lives (an EngineTable).
+
+    It reads only aggregates an engine tallies there (`counts_only`), never the rows.
+    """
+    return name in CATALOGUE and CATALOGUE[name].counts_only
 
 
 def run_release(
@@ -388,7 +399,7 @@ def _check_engine_table(entry: MechanismSpec, data: EngineTable) -> None:
     if not entry.counts_only:
         supported = sorted(n for n, s in CATALOGUE.items() if s.counts_only)
         raise MechanismError(
-            f"{entry.name!r} reads more than cell counts, so it cannot run on {data.description}"
+            f"{entry.name!r} reads more than counts, so it cannot run on {data.description}"
             f" counted by the {data.engine!r} engine; engines serve {', '.join(supported)}"
         )
 

@@ -21,6 +21,8 @@ from mechanisms.errors import MechanismError
 
 # (schema, column names) -> exact int64 counts of shape schema.domain_shape(columns)
 CountCells = Callable[[Any, list[str]], AnyArray]
+# a tally (mechanisms.counting.tally) -> its exact int64 answer, computed by the engine
+Aggregate = Callable[[Any], AnyArray]
 
 
 class ChunkedTable:
@@ -38,19 +40,25 @@ class ChunkedTable:
 
 
 class EngineTable:
-    """A table counted where it lives by the engine `engine`; only its cell counts are read.
+    """A table tallied where it lives by the engine `engine`; only its aggregates are read.
 
-    `count(schema, columns)` returns exactly what `Schema.cell_counts` would from the rows, and
-    no noise: the mechanism adds it. `description` names the source in words (no credentials).
+    `count(schema, columns)` returns exactly what `Schema.cell_counts` would from the rows;
+    `aggregate(tally)` exactly `tally.of_frame` of all the rows (a tally of
+    `mechanisms.counting.tally`, such as a range-count grid); no noise: the mechanism adds it.
+    `description` names the source in words (no credentials).
     """
 
-    def __init__(self, engine: str, description: str, count: CountCells):
+    def __init__(self, engine: str, description: str, count: CountCells, aggregate: Aggregate):
         self.engine = engine
         self.description = description
         self._count = count
+        self._aggregate = aggregate
 
     def cell_counts(self, schema: Any, columns: list[str]) -> AnyArray:
         return self._count(schema, columns)
+
+    def tally(self, tally: Any) -> AnyArray:
+        return self._aggregate(tally)
 
     def __repr__(self) -> str:
         return f"EngineTable({self.engine!r}, {self.description!r})"

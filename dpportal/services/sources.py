@@ -131,10 +131,11 @@ def release_engine_for(dataset, mechanism, engine="") -> str:
         raise ServiceError(
             f"The {engine!r} engine cannot count this source; choose {', '.join(choices)}."
         )
-    if not mechanisms.reads_in_chunks(mechanism):
+    if not mechanisms.runs_where_data_lives(mechanism):
+        served = [s.title for s in mechanisms.catalogue.CATALOGUE.values() if s.counts_only]
         raise ServiceError(
             "This table stays where it lives and is only ever counted there: choose a release "
-            "made from counts (a histogram or range counts)."
+            f"made from counts ({', '.join(served)})."
         )
     schema = mechanisms.Schema.from_dict(dataset.schema) if dataset.schema else None
     if schema is not None and schema.person is not None:

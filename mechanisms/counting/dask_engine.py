@@ -1,13 +1,14 @@
-"""The Dask engine: counting a Parquet table on a Dask cluster, for tables beyond one machine.
+"""The Dask engine: tallying a Parquet table on a Dask cluster, for tables beyond one machine.
 
 The work is split into pieces of consecutive row groups of one Parquet file. A worker reads a
-piece's needed columns with pyarrow, one record batch at a time, and counts it with the same
-`Schema.cell_counts` code the in-process engine runs, so the counts are equal by construction.
-Partial count arrays are summed by a tree of tasks on the workers; only the final array (one
-int64 per cell) comes back. The table is never gathered anywhere, and listing the pieces runs on
+piece's needed columns with pyarrow, one record batch at a time, and tallies it with the same
+code the in-process engine runs (`Tally.of_frame`: for cell counts `Schema.cell_counts`, for a
+range-count grid `Support.counts`), so the answers are equal by construction. Partial arrays
+are summed by a tree of tasks on the workers; only the final array (one int64 per cell) comes
+back. The table is never gathered anywhere, and listing the pieces runs on
 a worker too, so the machine asking needs the scheduler's address, not the data.
 
-Engines only count: workers see raw rows and return exact counts, never noise. The noise is
+Engines only tally: workers see raw rows and return exact aggregates, never noise. The noise is
 added afterwards, on the machine that asked, by the portal's mechanisms.
 
 The cluster is given by `scheduler` or the environment variable DPPORTAL_DASK_SCHEDULER (for
@@ -28,9 +29,10 @@ import pyarrow as pa
 import pyarrow.fs as pa_fs
 import pyarrow.parquet as pq
 
-from mechanisms.chunks import ChunkedTable
+from mechanisms.arrays import AnyArray
 from mechanisms.counting.inprocess import batch_frame, open_parquet, s3_filesystem
 from mechanisms.counting.source import TableSource
+from mechanisms.counting.tally import CellTally, Tally, frames_tally
 from mechanisms.errors import MechanismError
 from mechanisms.schema import CHUNK_ROWS, Schema
 
@@ -62,11 +64,23 @@ def count_on_dask(
     *,
     scheduler: str | None = None,
     timeout: float = CONNECT_SECONDS,
-) -> np.ndarray:
-    """Exact rows per cell of `source` (Parquet), counted by the workers of a Dask cluster.
+) -> AnyArray:
+    """Exact rows per cell of `columns` (`Schema.cell_counts` of the accepting schema)."""
+    tally = CellTally(schema.accepting(), tuple(columns))
+    return tally_on_dask(source, tally, scheduler=scheduler, timeout=timeout)
 
-    Equal to `count_in_process` for the same table: each worker counts its pieces with
-    `Schema.cell_counts`. Only the summed counts leave the cluster.
+
+def tally_on_dask(
+    source: TableSource,
+    tally: Tally,
+    *,
+    scheduler: str | None = None,
+    timeout: float = CONNECT_SECONDS,
+) -> AnyArray:
+    """`tally` of `source` (Parquet), computed by the workers of a Dask cluster.
+
+    Equal to `tally_in_process` for the same table: each worker runs `Tally.of_frame` on its
+    pieces' record batches. Only the summed aggregate leaves the cluster.
     """
     if source.is_postgres:
         raise MechanismError(
@@ -77,7 +91,7 @@ def count_on_dask(
         raise MechanismError(f"the dask engine needs a Dask cluster: {START_HINT}")
     with _connect(address, timeout) as client:
         try:
-            return _count(client, source, schema, columns)
+            return _tally(client, source, tally)
         except (ModuleNotFoundError, RuntimeError) as error:
             module = _missing_module(error)
             if module is None:
@@ -113,23 +127,17 @@ def _connect(address: str, timeout: float) -> Client:
         ) from error
 
 
-def _count(client: Client, source: TableSource, schema: Schema, columns: list[str]) -> np.ndarray:
-    pieces, arrow_schema = client.submit(plan_pieces, source, columns, pure=False).result()
+def _tally(client: Client, source: TableSource, tally: Tally) -> AnyArray:
+    pieces, arrow_schema = client.submit(plan_pieces, source, tally.columns, pure=False).result()
     if not pieces:
-        return np.zeros(schema.domain_shape(columns), dtype=np.int64)
+        return np.zeros(tally.shape, dtype=np.int64)
     partial = client.map(
-        count_piece,
-        pieces,
-        source=source,
-        schema=schema,
-        columns=columns,
-        arrow_schema=arrow_schema,
-        pure=False,
+        tally_piece, pieces, source=source, tally=tally, arrow_schema=arrow_schema, pure=False
     )
     return _tree_sum(client, partial).result()
 
 
-def _tree_sum(client: Client, futures: list[Future[np.ndarray]]) -> Future[np.ndarray]:
+def _tree_sum(client: Client, futures: list[Future[AnyArray]]) -> Future[AnyArray]:
     """One future holding the sum of `futures`, summed on the workers FAN_IN at a time."""
     while len(futures) > 1:
         futures = [
@@ -139,7 +147,7 @@ def _tree_sum(client: Client, futures: list[Future[np.ndarray]]) -> Future[np.nd
     return futures[0]
 
 
-def add_counts(*counts: np.ndarray) -> np.ndarray:
+def add_counts(*counts: AnyArray) -> AnyArray:
     """Sum of partial count arrays (runs on a worker)."""
     total = counts[0].copy()
     for more in counts[1:]:
@@ -175,15 +183,11 @@ def _file_pieces(filesystem: pa_fs.FileSystem, path: str) -> Iterator[Piece]:
         yield Piece(path, tuple(groups))
 
 
-def count_piece(
-    piece: Piece,
-    *,
-    source: TableSource,
-    schema: Schema,
-    columns: list[str],
-    arrow_schema: pa.Schema,
-) -> np.ndarray:
-    """Exact rows per cell of one piece (runs on a worker; memory: one record batch)."""
+def tally_piece(
+    piece: Piece, *, source: TableSource, tally: Tally, arrow_schema: pa.Schema
+) -> AnyArray:
+    """`tally` of one piece (runs on a worker; memory: one record batch)."""
+    columns = tally.columns
     filesystem, _ = _filesystem(source)
     try:
         with filesystem.open_input_file(piece.path) as handle:
@@ -191,7 +195,7 @@ def count_piece(
                 batch_size=CHUNK_ROWS, row_groups=list(piece.row_groups), columns=columns
             )
             frames = (batch_frame(_conform(b, arrow_schema), columns) for b in batches)
-            return schema.cell_counts(ChunkedTable(frames), columns)
+            return frames_tally(tally, frames)
     except MechanismError as error:
         raise MechanismError(
             f"{error} [rows counted from row group {piece.row_groups[0]} of {piece.path}]"

@@ -1,7 +1,8 @@
-"""The DuckDB engine: an embedded database counts a Parquet file or folder with one GROUP BY.
+"""The DuckDB engine: an embedded database tallies a Parquet file or folder with one GROUP BY.
 
 DuckDB reads the Parquet files itself (only the needed columns, in parallel) and returns one
-(cell, rows) pair per occupied cell, so memory holds the counts, not the rows. The files are
+row of aggregates per occupied cell (`mechanisms.counting.tally`), so memory holds the
+aggregates, not the rows. The files are
 the ones the in-process engine reads (pyarrow's listing of the folder), the cell expressions
 those of `mechanisms.counting.sql`. Local files only, and no extension is fetched.
 
@@ -15,16 +16,17 @@ evaluated as written, as the in-process engine does.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import duckdb
-import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as pa_dataset
 
+from mechanisms.arrays import AnyArray
 from mechanisms.counting.source import TableSource
-from mechanisms.counting.sql import DUCKDB, count_in_sql, single_quoted
+from mechanisms.counting.sql import DUCKDB, single_quoted
+from mechanisms.counting.tally import Tally, sql_tally
 from mechanisms.errors import MechanismError
-from mechanisms.schema import Schema
 
 INTEGER_TYPES = re.compile(r"U?(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT)")
 KINDS = {
@@ -42,8 +44,8 @@ KINDS = {
 }
 
 
-def count_duckdb(source: TableSource, schema: Schema, columns: list[str]) -> np.ndarray:
-    """Exact rows per cell, counted by DuckDB inside this process from Parquet files."""
+def tally_duckdb(source: TableSource, tally: Tally) -> AnyArray:
+    """`tally` of Parquet files, computed by DuckDB inside this process (one query)."""
     if source.is_postgres or "://" in source.location:
         raise MechanismError(
             f"the DuckDB engine reads local Parquet files, not {source.describe()}; use "
@@ -58,12 +60,12 @@ def count_duckdb(source: TableSource, schema: Schema, columns: list[str]) -> np.
         "disabled_optimizers": "statistics_propagation",  # statistics leave NaN out
     }
     with duckdb.connect(":memory:", config=config) as connection:
-        kinds = stored_kinds(connection, files, source, columns)
+        kinds = stored_kinds(connection, files, source, tally.columns)
 
-        def fetch(query: str) -> list[tuple[int, ...]]:
+        def fetch(query: str) -> list[tuple[Any, ...]]:
             return connection.execute(query).fetchall()
 
-        return count_in_sql(schema, columns, DUCKDB, kinds, table, fetch)
+        return sql_tally(tally, DUCKDB, kinds, table, fetch)
 
 
 def parquet_files(source: TableSource) -> list[str]:

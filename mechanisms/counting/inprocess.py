@@ -2,9 +2,10 @@
 
 Reads the needed columns of a Parquet file or folder one record batch at a time, or of a
 PostgreSQL table through a server-side cursor (CHUNK_ROWS rows at a time, in a READ ONLY
-transaction), and counts each batch with `Schema.cell_counts`, so memory holds one batch
-whatever the row count. PostgreSQL rows become Arrow batches as Parquet's would (`real` and
-`numeric` read as double precision), so both sources are read alike.
+transaction), and tallies each batch with the tally's own Python code (`Tally.of_frame`, for
+cell counts `Schema.cell_counts`), so memory holds one batch whatever the row count.
+PostgreSQL rows become Arrow batches as Parquet's would (`real` and `numeric` read as double
+precision), so both sources are read alike.
 """
 
 from __future__ import annotations
@@ -12,26 +13,28 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.dataset as pa_dataset
 import pyarrow.fs as pa_fs
 from psycopg import sql
 
+from mechanisms.arrays import AnyArray
 from mechanisms.chunks import ChunkedTable
 from mechanisms.counting.postgres_engine import column_types, read_only, relation
 from mechanisms.counting.source import TableSource
+from mechanisms.counting.tally import Tally, frames_tally
 from mechanisms.errors import MechanismError
-from mechanisms.schema import CHUNK_ROWS, Schema
+from mechanisms.schema import CHUNK_ROWS
 
 
-def count_in_process(source: TableSource, schema: Schema, columns: list[str]) -> np.ndarray:
-    """Exact rows per cell, counted here from record batches of `source` (Parquet)."""
+def tally_in_process(source: TableSource, tally: Tally) -> AnyArray:
+    """`tally` computed here from record batches of `source` (Parquet or PostgreSQL rows)."""
+    columns = tally.columns
     chunks = (
         postgres_chunks(source, columns) if source.is_postgres else parquet_chunks(source, columns)
     )
-    return schema.cell_counts(chunks, columns)
+    return frames_tally(tally, chunks)
 
 
 def parquet_chunks(source: TableSource, columns: list[str]) -> ChunkedTable:

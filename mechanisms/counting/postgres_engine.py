@@ -1,9 +1,10 @@
-"""The PostgreSQL engine: the database counts its own table, and only cell counts come back.
+"""The PostgreSQL engine: the database tallies its own table, and only aggregates come back.
 
 The engine sends one `SELECT cell, count(*) ... GROUP BY cell` built by
-`mechanisms.counting.sql`, so raw rows never leave the database: the answer is one pair of
-whole numbers per occupied cell. It runs in a READ ONLY transaction with a statement timeout
-(`STATEMENT_TIMEOUT`) and the session time zone set to UTC; identifiers and texts are quoted by
+`mechanisms.counting.sql` for the tally asked (`mechanisms.counting.tally`), so raw rows never
+leave the database: the answer is one row of aggregates per occupied cell. It runs in a READ
+ONLY transaction with a statement timeout (`STATEMENT_TIMEOUT`) and the session time zone set
+to UTC; identifiers and texts are quoted by
 psycopg (`psycopg.sql.Identifier`, `psycopg.sql.Literal`) and the query is sent without
 client-side parameters, so no name or category is ever read as SQL.
 
@@ -15,15 +16,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
-import numpy as np
 import psycopg
 from psycopg import sql
 
+from mechanisms.arrays import AnyArray
 from mechanisms.counting.source import TableSource
-from mechanisms.counting.sql import Dialect, count_in_sql
+from mechanisms.counting.sql import Dialect
+from mechanisms.counting.tally import Tally, sql_tally
 from mechanisms.errors import MechanismError
-from mechanisms.schema import Schema
 
 STATEMENT_TIMEOUT = "30min"
 CONNECT_TIMEOUT_S = 10
@@ -47,17 +49,18 @@ COLUMN_TYPES = (
 )
 
 
-def count_postgres(source: TableSource, schema: Schema, columns: list[str]) -> np.ndarray:
-    """Exact rows per cell, counted inside PostgreSQL by one GROUP BY."""
+def tally_postgres(source: TableSource, tally: Tally) -> AnyArray:
+    """`tally` of a PostgreSQL table, computed inside the database by one GROUP BY."""
     with read_only(source) as connection:
         table = relation(source)
-        kinds = {c: KINDS.get(t, t) for c, t in column_types(connection, source, columns).items()}
+        found = column_types(connection, source, tally.columns)
+        kinds = {c: KINDS.get(t, t) for c, t in found.items()}
         dialect = postgres_dialect(connection)
 
-        def fetch(query: str) -> list[tuple[int, ...]]:
+        def fetch(query: str) -> list[tuple[Any, ...]]:
             return connection.execute(query.encode()).fetchall()
 
-        return count_in_sql(schema, columns, dialect, kinds, table.as_string(connection), fetch)
+        return sql_tally(tally, dialect, kinds, table.as_string(connection), fetch)
 
 
 def postgres_dialect(connection: psycopg.Connection) -> Dialect:

@@ -92,7 +92,7 @@ def number(dialect: Dialect, value: float) -> str:
 
 
 def column_sql(dialect: Dialect, spec: Column, kind: str) -> ColumnSQL:
-    """The cell index of `spec` for a stored column of `kind` (see `type_kind`).
+    """The cell index of `spec` for a stored column of `kind` (the engines' `kind`).
 
     `spec` refuses nothing (its "reject" rules read as `Schema.accepting` reads them).
     """
@@ -127,15 +127,17 @@ def _numbers(dialect: Dialect, spec: NumericColumn, ref: str, kind: str) -> str:
     )
 
 
-def _numeric(dialect: Dialect, spec: NumericColumn, value: str, kind: str) -> ColumnSQL:
+def _missing(dialect: Dialect, value: str, kind: str) -> str:
+    """Whether a number is missing: NULL, or NaN in a floating-point column (never NULL)."""
     nan = f" OR {value} = {number(dialect, math.nan)}" if kind == "float" else ""
-    missing = f"({value} IS NULL{nan})"
+    return f"({value} IS NULL{nan})"
+
+
+def _numeric(dialect: Dialect, spec: NumericColumn, value: str, kind: str) -> ColumnSQL:
+    missing = _missing(dialect, value, kind)
     absent = str(spec.n_bins)
     if spec.equal_width:
-        clamped = (
-            f"greatest({number(dialect, spec.lower)}, least({number(dialect, spec.upper)}, "
-            f"{value}))"
-        )
+        clamped = clamp_sql(dialect, value, spec.lower, spec.upper)
         factor = spec.n_bins / (spec.upper - spec.lower)  # the constant numpy multiplies by
         scaled = f"({clamped} - {number(dialect, spec.lower)}) * {number(dialect, factor)}"
         top = number(dialect, spec.n_bins - 1)
@@ -143,6 +145,25 @@ def _numeric(dialect: Dialect, spec: NumericColumn, value: str, kind: str) -> Co
     else:
         present = _search(dialect, value, list(spec.edges[1:-1]), 0, spec.name)
     return ColumnSQL(spec.name, f"CASE WHEN {missing} THEN {absent} ELSE {present} END")
+
+
+def number_sql(dialect: Dialect, spec: NumericColumn, kind: str) -> tuple[str, str]:
+    """(the value as a double, whether it is missing): `NumericColumn.numbers` in SQL.
+
+    For a stored column of `kind` (the engines' `kind`); the missing test is never NULL.
+    """
+    value = _numbers(dialect, spec, dialect.identifier(spec.name), kind)
+    return value, _missing(dialect, value, kind)
+
+
+def clamp_sql(dialect: Dialect, value: str, lower: float, upper: float) -> str:
+    """`np.clip(value, lower, upper)` of a present (not NaN) double."""
+    return f"greatest({number(dialect, lower)}, least({number(dialect, upper)}, {value}))"
+
+
+def edge_search(dialect: Dialect, value: str, edges: Sequence[float], name: str) -> str:
+    """`np.searchsorted(edges, value, side="right")` as a balanced CASE (increasing edges)."""
+    return _search(dialect, value, [float(e) for e in edges], 0, name)
 
 
 def _search(dialect: Dialect, value: str, edges: list[float], offset: int, name: str) -> str:
@@ -206,24 +227,3 @@ def dense_counts(schema: Schema, columns: list[str], cells: AnyArray, rows: AnyA
         raise MechanismError("the engine returned a cell outside the schema's cells")
     np.add.at(counts, cells, np.asarray(rows, dtype=np.int64))
     return counts.reshape(shape)
-
-
-Fetch = Callable[[str], list[tuple[int, ...]]]
-
-
-def count_in_sql(
-    schema: Schema,
-    columns: list[str],
-    dialect: Dialect,
-    kinds: dict[str, str],
-    table: str,
-    fetch: Fetch,
-) -> AnyArray:
-    """Count `table` into the cells of `columns` with one GROUP BY sent through `fetch`.
-
-    `kinds` names how each column is stored (`type_kind`). Only (cell, rows) pairs of whole
-    numbers come back.
-    """
-    codes = [column_sql(dialect, schema.column(c), kinds[c]) for c in columns]
-    pairs = np.array(fetch(count_query(schema, codes, table)), dtype=np.int64).reshape(-1, 2)
-    return dense_counts(schema, columns, pairs[:, 0], pairs[:, 1])

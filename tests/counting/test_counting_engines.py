@@ -348,9 +348,14 @@ def test_run_release_refuses_what_needs_rows(tmp_path):
     frame, document = public_case("seattle_weather")
     path = write_parquet(frame, tmp_path / "w.parquet")
     table = engine_table(TableSource(str(path)), "duckdb")
-    with pytest.raises(MechanismError, match="reads more than cell counts.*mwem, perturbed"):
+    with pytest.raises(MechanismError, match="reads more than counts.*mwem, perturbed"):
         mechanisms.run_release(
-            "range_count", table, Schema.from_dict(document), epsilon=1.0, columns=["wind"]
+            "statistics",
+            table,
+            Schema.from_dict(document),
+            epsilon=1.0,
+            columns=["wind"],
+            params={"stat": ["mean:wind"]},
         )
     person = {
         **document,

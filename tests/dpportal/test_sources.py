@@ -40,8 +40,10 @@ from dpportal.models import AuditEvent, Dataset, PrivacyBudget, Release
 from dpportal.services.sources import source_fingerprint
 from dpportal.sources.reach import NOWHERE
 from dpportal.sources.tables import SourceError, table_source
-from mechanisms.counting import TableSource, count_cells
+from mechanisms.counting import TableSource, count_cells, tally_table
 from mechanisms.counting.dask_engine import SCHEDULER_VARIABLE as DASK_SCHEDULER
+from mechanisms.counting.tally import grid_tally
+from mechanisms.range_count.api import support_from_schema
 from tests.conftest import wait_until
 from tests.helpers import (
     client_for,
@@ -312,7 +314,7 @@ def test_a_release_that_cannot_be_counted_where_the_data_lives_spends_nothing(so
     assert b'name="engine"' not in upload_form
     asks = [
         ({"mechanism": "perturbed_histogram", "engine": "duckdb"}, "cannot count this source"),
-        ({"mechanism": "mwem", "engine": ""}, "only ever counted there"),
+        ({"mechanism": "statistics", "engine": ""}, "only ever counted there"),
     ]
     for ask, message in asks:
         with pytest.raises(services.ServiceError, match=message):
@@ -452,6 +454,34 @@ def test_a_parquet_folder_is_released_where_it_lives(settings, tmp_path, engine)
     exact = count_cells(source, schema, ["age", "sex"], engine)
     reference = count_cells(source, schema, ["age", "sex"], "inprocess")
     assert np.array_equal(exact, reference) and exact.sum() == len(rows)
+
+
+@pytest.mark.django_db
+def test_range_counts_of_a_parquet_folder_run_where_it_lives(settings, tmp_path):
+    """Issue 45 item 1: range counts on a source go through the form (its preview too), run on
+    the source's engine (DuckDB) from the grid's counts alone, and show their results page;
+    the counts the engine made are the in-process ones of the same rows."""
+    rows = people_rows()
+    parts = {"0.pq": {name: [r[j] for r in rows] for j, name in enumerate(PEOPLE)}}
+    owner, dataset = register_parquet(settings, tmp_path, parts, "duckdb")
+    services.dataset_confirm_schema(dataset=dataset, user=owner, schema=SCHEMA)
+    ask = {"mechanism": "range_count", "columns": ["age"], "epsilon": "0.5", "engine": "duckdb"}
+    ask |= {"range_workload": "boxes", "range_queries": "12", "range_grid": "20"}
+    client = client_for(owner)
+    preview = client.get(reverse("release_preview", args=[dataset.pk]), ask).json()
+    assert preview["ok"], preview
+    response = post_new_release(client, dataset.pk, ask | {"confirm": "on"})
+    assert response.status_code == 302, response.content.decode()[:3000]
+    done = run_now(Release.objects.get(dataset=dataset))
+    assert done.engine == "duckdb" and done.manifest["parameters"]["counting_engine"] == "duckdb"
+    page = client.get(reverse("release_detail", args=[done.pk])).content.decode()
+    assert "answers.csv" in page and "by the <code>duckdb</code> engine" in page
+    schema = mechanisms.Schema.from_dict(SCHEMA).accepting()
+    support = support_from_schema(schema, ["age"], {"grid": [20]})
+    tally, source = grid_tally(support, schema), table_source(done.dataset)
+    exact = tally_table(source, tally, "duckdb")
+    assert np.array_equal(exact, tally_table(source, tally, "inprocess"))
+    assert exact.sum() == sum(r[0] is not None for r in rows)  # gaps are left out
 
 
 FIRST_PART = {"age": [30, 41], "sex": ["F", "M"], "city": ["a", "b"]}

@@ -1,0 +1,149 @@
+"""Every engine computes the aggregates of every release kind exactly as the in-process reference.
+
+The reference is the tally's own Python code on the whole pandas DataFrame (`Tally.of_frame`:
+for range counts `Support.counts` of `NumericColumn.numbers`); each engine computes the same
+tally from the same rows stored as a Parquet file, a folder of three files, or a PostgreSQL
+table, and must return the same int64 array. The tables are those of the cell-count equality
+test (tests/counting/engine_tables.py: public tables, and hostile ones with real NaN, NULL,
++-inf, 1e300, values at and a float step around every edge, whole numbers with gaps, every date
+part, time zones, an empty table, 40 random equal-width columns), with the first numeric column
+renamed to a hostile name. Dask joins where a cluster is named (./test.sh starts one).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import mechanisms
+from mechanisms.counting import TableSource, engine_table, tally_table
+from mechanisms.counting.tally import grid_tally
+from mechanisms.errors import MechanismError
+from mechanisms.range_count.api import support_from_schema
+from mechanisms.schema import Schema
+from tests.counting import engine_tables as tables
+from tests.counting.engine_tables import postgres_schema  # noqa: F401 (the fixture `postgres`)
+from tests.counting.test_counting_engines import PARQUET_ENGINES, POSTGRES_ENGINES
+
+RANGE_NAME = 'r"; DROP TABLE x; --'
+
+
+def renamed(frame: pd.DataFrame, document: dict, old: str, new: str) -> tuple[pd.DataFrame, dict]:
+    columns = [{**c, "name": new} if c["name"] == old else c for c in document["columns"]]
+    return frame.rename(columns={old: new}), {**document, "columns": columns}
+
+
+def range_cases() -> dict[str, tuple[pd.DataFrame, dict, list[tuple[list[str], str | None]]]]:
+    """name -> (frame, schema, [(columns, grid)]): grid None is the schema's bins."""
+    frame, document = renamed(*tables.hostile_case(), "equal width", RANGE_NAME)
+    hostile = [
+        ([RANGE_NAME], None),
+        ([RANGE_NAME], "64"),
+        ([RANGE_NAME, "whole"], "7x31"),
+        (["explicit", "day"], "10x5"),
+        (["naïve ✓", "tiny range", "whole"], None),
+    ]
+    found = {"hostile": (frame, document, hostile), "empty": (frame.iloc[:0], document, hostile)}
+    found["date parts"] = (
+        *tables.date_parts_case(),
+        [(["year", "date"], "13x9"), (["year as number"], "51")],
+    )
+    frame, document = tables.random_bins_case(columns=12)
+    found["random bins"] = (frame, document, [([c], None) for c in frame.columns])
+    for name, columns in (("cars", ["Horsepower", "Weight_in_lbs"]), ("co2", ["co2"])):
+        found[name] = (
+            *tables.public_case(name),
+            [(columns, None), (columns, "x".join(["5"] * len(columns)))],
+        )
+    return found
+
+
+CASES = range_cases()
+
+
+def grids(document: dict, runs: list[tuple[list[str], str | None]]):
+    schema = Schema.from_dict(document).accepting()
+    for columns, grid in runs:
+        support = support_from_schema(schema, columns, {} if grid is None else {"grid": grid})
+        yield columns, grid_tally(support, schema)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_range_count_grids_match_the_reference_on_parquet(case, tmp_path):
+    frame, document, runs = CASES[case]
+    paths = [tables.write_parquet(frame, tmp_path / f"{files}.parquet", files) for files in (1, 3)]
+    for columns, tally in grids(document, runs):
+        expected = tally.of_frame(frame)
+        assert expected.dtype == np.int64
+        for path in paths:
+            for engine in PARQUET_ENGINES:
+                got = tally_table(TableSource(str(path)), tally, engine)
+                assert np.array_equal(got, expected), (case, engine, path.name, columns)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_range_count_grids_match_the_reference_in_postgresql(case, postgres):
+    connection, namespace = postgres
+    frame, document, runs = CASES[case]
+    table = f"range {case}"
+    tables.write_postgres(
+        connection, namespace, table, frame, like=CASES["hostile"][0] if case == "empty" else None
+    )
+    source = TableSource(tables.POSTGRES_URL, table=f"{namespace}.{table}")
+    for columns, tally in grids(document, runs):
+        expected = tally.of_frame(frame)
+        for engine in POSTGRES_ENGINES:
+            assert np.array_equal(tally_table(source, tally, engine), expected), (case, engine)
+
+
+def test_the_hostile_grid_counts_see_nan_and_the_edges():
+    """Guard: the hostile column's rows fall on both sides of grid edges and some are NaN, so
+    the equality above would catch an engine that keeps NaN, or closes a cell on the wrong
+    side (a comparison `<=` where numpy's searchsorted has `<`)."""
+    frame, document, _ = CASES["hostile"]
+    ((_, tally),) = grids(document, [([RANGE_NAME], "64")])
+    values = frame[RANGE_NAME].to_numpy(dtype=float)
+    assert np.isnan(values).any() and tally.of_frame(frame).sum() == (~np.isnan(values)).sum()
+    edges = tally.support.axis_edges(0)
+    present = np.clip(values[~np.isnan(values)], edges[0], edges[-1])
+    wrong = np.clip(np.searchsorted(edges, present, side="left") - 1, 0, 63)
+    right = np.clip(np.searchsorted(edges, present, side="right") - 1, 0, 63)
+    assert not np.array_equal(wrong, right)
+
+
+@pytest.mark.parametrize("engine", [*PARQUET_ENGINES])
+def test_a_range_count_release_from_a_source_equals_the_dataframe_release(engine, tmp_path):
+    """run_release on an EngineTable: the same files, the manifest naming the engine."""
+    frame, document, _ = CASES["hostile"]
+    path = tables.write_parquet(frame, tmp_path / "h.parquet", 3)
+    schema = Schema.from_dict(document).accepting()
+    params = {"grid": "16x8", "random_boxes": 20, "mechanism": "tree"}
+    runs = [
+        mechanisms.run_release(
+            "range_count",
+            data,
+            schema,
+            epsilon=1.0,
+            columns=[RANGE_NAME, "whole"],
+            params=params,
+            rng=mechanisms.seeded_source(9),
+        )
+        for data in (frame, engine_table(TableSource(str(path)), engine))
+    ]
+    assert runs[1].files == runs[0].files
+    assert runs[1].manifest["parameters"].pop("counting_engine") == engine
+    assert runs[1].manifest == runs[0].manifest
+
+
+def test_sql_engines_refuse_what_they_cannot_place_in_words(tmp_path):
+    frame, document, _ = CASES["hostile"]
+    path = TableSource(str(tables.write_parquet(frame, tmp_path / "p.parquet")))
+    schema = Schema.from_dict(document).accepting()
+    points = support_from_schema(schema, ["whole"], {"points": [[1.0], [20.0]]})
+    with pytest.raises(MechanismError, match="nearest point, which SQL engines do not repeat"):
+        tally_table(path, grid_tally(points, schema), "duckdb")
+    assert tally_table(path, grid_tally(points, schema), "inprocess").sum() > 0
+    fine = support_from_schema(schema, ["whole"], {"grid": "5000"})
+    with pytest.raises(MechanismError, match="coarser grid"):
+        tally_table(path, grid_tally(fine, schema), "duckdb")
