@@ -277,6 +277,7 @@ CATALOGUE: dict[str, MechanismSpec] = {
         guarantee=pure_guarantee,
         files=statistics.FILES,
         columns=statistics.COLUMNS,
+        counts_only=True,  # its aggregates, tallied where the data lives
     ),
 }
 

@@ -161,12 +161,21 @@ def clamp_sql(dialect: Dialect, value: str, lower: float, upper: float) -> str:
     return f"greatest({number(dialect, lower)}, least({number(dialect, upper)}, {value}))"
 
 
-def edge_search(dialect: Dialect, value: str, edges: Sequence[float], name: str) -> str:
-    """`np.searchsorted(edges, value, side="right")` as a balanced CASE (increasing edges)."""
-    return _search(dialect, value, [float(e) for e in edges], 0, name)
+def edge_search(
+    dialect: Dialect, value: str, edges: Sequence[float], name: str, side: str = "right"
+) -> str:
+    """`np.searchsorted(edges, value, side)` as a balanced CASE (increasing edges).
+
+    "right" counts the edges <= value, "left" those < value.
+    """
+    return _search(
+        dialect, value, [float(e) for e in edges], 0, name, "<=" if side == "left" else "<"
+    )
 
 
-def _search(dialect: Dialect, value: str, edges: list[float], offset: int, name: str) -> str:
+def _search(
+    dialect: Dialect, value: str, edges: list[float], offset: int, name: str, below: str = "<"
+) -> str:
     """How many of `edges` (increasing) are <= value, plus `offset`: a balanced CASE."""
     if len(edges) > MAX_EDGES:
         raise MechanismError(
@@ -176,9 +185,9 @@ def _search(dialect: Dialect, value: str, edges: list[float], offset: int, name:
     if not edges:
         return str(offset)
     middle = len(edges) // 2
-    below = _search(dialect, value, edges[:middle], offset, name)
-    above = _search(dialect, value, edges[middle + 1 :], offset + middle + 1, name)
-    return f"CASE WHEN {value} < {number(dialect, edges[middle])} THEN {below} ELSE {above} END"
+    low = _search(dialect, value, edges[:middle], offset, name, below)
+    high = _search(dialect, value, edges[middle + 1 :], offset + middle + 1, name, below)
+    return f"CASE WHEN {value} {below} {number(dialect, edges[middle])} THEN {low} ELSE {high} END"
 
 
 def _categorical(dialect: Dialect, spec: CategoricalColumn, ref: str, kind: str) -> ColumnSQL:

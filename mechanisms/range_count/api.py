@@ -21,10 +21,11 @@ import pandas as pd
 from mechanisms.accounting import zcdp_to_approx_dp
 from mechanisms.arrays import AnyArray
 from mechanisms.chunks import ChunkedTable, EngineTable, table_chunks
-from mechanisms.counting.tally import frames_tally, grid_tally
+from mechanisms.counting.tally import frames_tally
 from mechanisms.errors import MechanismError
 from mechanisms.noise import resolve_rng
 from mechanisms.range_count.core import IdentityPlan, PerQueryPlan, PrivacyTarget, privacy_target
+from mechanisms.range_count.grid_tally import grid_tally
 from mechanisms.range_count.inputs import (
     Support,
     all_prefixes,

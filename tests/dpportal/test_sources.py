@@ -9,6 +9,7 @@ canary), dropped afterwards.
 """
 
 import contextlib
+import dataclasses
 import html
 import math
 import os
@@ -42,8 +43,9 @@ from dpportal.sources.reach import NOWHERE
 from dpportal.sources.tables import SourceError, table_source
 from mechanisms.counting import TableSource, count_cells, tally_table
 from mechanisms.counting.dask_engine import SCHEDULER_VARIABLE as DASK_SCHEDULER
-from mechanisms.counting.tally import grid_tally
 from mechanisms.range_count.api import support_from_schema
+from mechanisms.range_count.grid_tally import grid_tally
+from mechanisms.statistics.aggregates import tallies
 from tests.conftest import wait_until
 from tests.helpers import (
     client_for,
@@ -302,7 +304,13 @@ def test_postgres_counts_equal_in_process_counts_of_the_same_rows(source_schema,
 
 
 @pytest.mark.django_db
-def test_a_release_that_cannot_be_counted_where_the_data_lives_spends_nothing(source_schema):
+def test_a_release_that_cannot_be_counted_where_the_data_lives_spends_nothing(
+    source_schema, monkeypatch
+):
+    """Every mechanism runs on a source now (issue 45); one that needed rows would be refused
+    before spending: a catalogue row without `counts_only` stands for it."""
+    rows_only = dataclasses.replace(mechanisms.catalogue.CATALOGUE["mwem"], counts_only=False)
+    monkeypatch.setitem(mechanisms.catalogue.CATALOGUE, "mwem", rows_only)
     owner = make_user("owner")
     dataset = register(owner, source_schema)
     services.dataset_confirm_schema(dataset=dataset, user=owner, schema=SCHEMA)
@@ -314,7 +322,7 @@ def test_a_release_that_cannot_be_counted_where_the_data_lives_spends_nothing(so
     assert b'name="engine"' not in upload_form
     asks = [
         ({"mechanism": "perturbed_histogram", "engine": "duckdb"}, "cannot count this source"),
-        ({"mechanism": "statistics", "engine": ""}, "only ever counted there"),
+        ({"mechanism": "mwem", "engine": ""}, "only ever counted there"),
     ]
     for ask, message in asks:
         with pytest.raises(services.ServiceError, match=message):
@@ -482,6 +490,37 @@ def test_range_counts_of_a_parquet_folder_run_where_it_lives(settings, tmp_path)
     exact = tally_table(source, tally, "duckdb")
     assert np.array_equal(exact, tally_table(source, tally, "inprocess"))
     assert exact.sum() == sum(r[0] is not None for r in rows)  # gaps are left out
+
+
+@pytest.mark.django_db
+def test_statistics_of_a_postgresql_table_run_inside_the_database(source_schema):
+    """Issue 45 item 1: summary statistics on a source go through the form and its preview,
+    are computed from the aggregates PostgreSQL returns (the same as in process from the same
+    rows), and show their table on the results page."""
+    owner = make_user("owner")
+    dataset = register(owner, source_schema)
+    services.dataset_confirm_schema(dataset=dataset, user=owner, schema=SCHEMA)
+    ask = {"mechanism": "statistics", "columns": ["age", "sex"], "epsilon": "1", "engine": ""}
+    ask |= {"stats_kinds": ["count", "mean", "median"], "stats_quantiles": "", "confirm": "on"}
+    client = client_for(owner)
+    preview = client.get(reverse("release_preview", args=[dataset.pk]), ask).json()
+    assert preview["ok"], preview
+    response = post_new_release(client, dataset.pk, ask)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    done = run_now(Release.objects.get(dataset=dataset))
+    assert done.manifest["parameters"]["counting_engine"] == "postgres"
+    assert done.params["by"] == ["sex"] and done.params["stat"][0] == "count"
+    page = client.get(reverse("release_detail", args=[done.pk])).content.decode()
+    assert "statistics.csv" in page and "ci_lower" in page
+    schema = mechanisms.Schema.from_dict(SCHEMA).accepting()
+    request = mechanisms.statistics.parse_request(
+        schema, done.params, epsilon=1.0, neighbouring="replace-one"
+    )
+    source = table_source(done.dataset)
+    for tally in (lambda g, r: [g, *r])(*tallies(schema, request)):
+        pushed = tally_table(source, tally, "postgres")
+        assert np.array_equal(pushed, tally_table(source, tally, "inprocess")), tally
+    assert pushed.sum() == sum(r[0] is not None for r in people_rows())  # the ages' ranks
 
 
 FIRST_PART = {"age": [30, 41], "sex": ["F", "M"], "city": ["a", "b"]}

@@ -150,7 +150,11 @@ def frame_only_run(inputs: MechanismInputs[pd.DataFrame]) -> ReleaseOutput:
     "row, change, caught",
     [
         ("statistics", {"reads_in_chunks": True}, ["statistics.run omits ChunkedTable"]),
-        ("statistics", {"counts_only": True}, ["statistics.run omits EngineTable"]),
+        (
+            "statistics",
+            {"counts_only": True, "run": frame_only_run},
+            ["statistics.run omits EngineTable"],
+        ),
         ("mwem", {"counts_only": False}, ["mwem.run declares EngineTable"]),
         (
             "perturbed_histogram",
