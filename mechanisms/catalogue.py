@@ -329,13 +329,14 @@ def run_release(
     rows are bounded to k per person, the person column is dropped, and the mechanism runs
     under row-level add-remove at the budget `persons.row_level_budget` derives, so the
     guarantee holds for one person under `neighbouring` (mechanisms.persons). The rows dropped
-    by bounding go to `ReleaseOutput.custodian` only.
+    by bounding go to `ReleaseOutput.custodian` only. An EngineTable is bounded inside its engine
+    (`EngineTable.bounded`, with a seed drawn from `rng`); its dropped rows are not counted.
 
     `data` may be an EngineTable (mechanisms.counting.engine_table) for the mechanisms that
-    read only cell counts (`counts_only`): the engine counts where the table lives, the
-    mechanism adds the noise, and the manifest's parameters name the engine. Such a table may
-    change after any check, so it is read with `schema.accepting()` (no "reject" rule: see
-    there why the guarantee holds), which the manifest's schema shows.
+    read only aggregates an engine tallies (`counts_only`): the engine computes them where the
+    table lives, the mechanism adds the noise, and the manifest's parameters name the engine.
+    Such a table may change after any check, so it is read with `schema.accepting()` (no
+    "reject" rule: see there why the guarantee holds), which the manifest's schema shows.
     """
     entry = spec(name)
     if not isinstance(schema, Schema):
@@ -356,7 +357,13 @@ def run_release(
     budget, custodian = (epsilon, delta, neighbouring), {}
     if person is not None:
         persons.check_person_level(name, delta, params)
-        data, dropped = persons.bound_contributions(_whole(data), person, rng)
+        if isinstance(data, EngineTable):  # bounded inside the engine; drops stay uncounted
+            data, dropped = (
+                data.bounded(person.column, person.max_rows, persons.bounding_seed(rng)),
+                None,
+            )
+        else:
+            data, dropped = persons.bound_contributions(_whole(data), person, rng)
         group = person.group_size(neighbouring)
         budget, custodian = (
             (*persons.row_level_budget(epsilon, delta, group), "add-remove"),
@@ -405,14 +412,8 @@ def _check_engine_table(entry: MechanismSpec, data: EngineTable) -> None:
         )
 
 
-def _whole(data: pd.DataFrame | ChunkedTable | EngineTable) -> pd.DataFrame:
+def _whole(data: pd.DataFrame | ChunkedTable) -> pd.DataFrame:
     """The table as one DataFrame: bounding needs all rows of each person at once."""
-    if isinstance(data, EngineTable):
-        raise MechanismError(
-            "the schema has a person column: bounding each person's rows needs the rows "
-            f"themselves, which the {data.engine!r} engine does not return; load the table "
-            "as a DataFrame instead"
-        )
     if isinstance(data, ChunkedTable):
         return pd.concat(list(data), ignore_index=True)
     return data

@@ -48,11 +48,29 @@ class EngineTable:
     `description` names the source in words (no credentials).
     """
 
-    def __init__(self, engine: str, description: str, count: CountCells, aggregate: Aggregate):
+    def __init__(
+        self,
+        engine: str,
+        description: str,
+        count: CountCells,
+        aggregate: Aggregate,
+        bound: Callable[[str, int, str], EngineTable] | None = None,
+    ):
         self.engine = engine
         self.description = description
         self._count = count
         self._aggregate = aggregate
+        self._bound = bound
+
+    def bounded(self, person: str, max_rows: int, seed: str) -> EngineTable:
+        """The same table with at most `max_rows` rows per `person` kept inside the engine.
+
+        The rows are chosen by `seed` (mechanisms.counting.bounding); every tally and count of
+        the returned table is computed over the rows kept, where the table lives.
+        """
+        if self._bound is None:
+            raise MechanismError(f"the {self.engine!r} engine cannot bound rows per person")
+        return self._bound(person, max_rows, seed)
 
     def cell_counts(self, schema: Any, columns: list[str]) -> AnyArray:
         return self._count(schema, columns)

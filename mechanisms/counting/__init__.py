@@ -28,6 +28,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from mechanisms.arrays import AnyArray
 from mechanisms.chunks import EngineTable
+from mechanisms.counting.bounding import BoundedTally
 from mechanisms.counting.dask_engine import tally_on_dask
 from mechanisms.counting.duckdb_engine import tally_duckdb
 from mechanisms.counting.inprocess import tally_in_process
@@ -95,14 +96,32 @@ def check_engine(engine: str) -> str:
 def engine_table(source: TableSource, engine: str = "inprocess") -> EngineTable:
     """`source` as data for `run_release`: counted by `engine` where it lives, when asked.
 
-    Privacy: the engine returns exact counts only; the mechanism adds the noise.
+    Privacy: the engine returns exact counts only; the mechanism adds the noise. At person
+    level `EngineTable.bounded` keeps at most k rows per person inside the engine
+    (`mechanisms.counting.bounding`).
     """
-    check_engine(engine)
+    return _engine_table(source, check_engine(engine), None)
+
+
+def _engine_table(
+    source: TableSource, engine: str, person: tuple[str, int, str] | None
+) -> EngineTable:
+    """`engine_table`; with `person` = (column, k, seed), every tally bounded per person."""
+
+    def tally(inner: Tally) -> AnyArray:
+        wrapped = inner if person is None else BoundedTally(inner, *person)
+        return tally_table(source, wrapped, engine)
+
+    def cells(schema: Schema, columns: Sequence[str] | None) -> AnyArray:
+        accepting = schema.accepting()
+        return tally(CellTally(accepting, tuple(accepting.resolve_columns(columns))))
+
     return EngineTable(
         engine,
         source.describe(),
-        lambda schema, columns: count_cells(source, schema, columns, engine),
-        lambda tally: tally_table(source, tally, engine),
+        cells,
+        tally,
+        lambda column, k, seed: _engine_table(source, engine, (column, k, seed)),
     )
 
 

@@ -30,6 +30,7 @@ import pyarrow.fs as pa_fs
 import pyarrow.parquet as pq
 
 from mechanisms.arrays import AnyArray
+from mechanisms.counting.bounding import whole
 from mechanisms.counting.inprocess import batch_frame, open_parquet, s3_filesystem
 from mechanisms.counting.source import TableSource
 from mechanisms.counting.tally import CellTally, Tally, frames_tally
@@ -85,6 +86,11 @@ def tally_on_dask(
     if source.is_postgres:
         raise MechanismError(
             "the dask engine reads Parquet; count a PostgreSQL table with --engine postgres"
+        )
+    if whole(tally):
+        raise MechanismError(
+            "the dask engine does not bound rows per person yet; release at person level with "
+            "the duckdb or inprocess engine"
         )
     address = scheduler or os.environ.get(SCHEDULER_VARIABLE, "").strip()
     if not address:

@@ -21,7 +21,8 @@ from psycopg import sql
 
 from mechanisms.arrays import AnyArray
 from mechanisms.chunks import ChunkedTable
-from mechanisms.counting.postgres_engine import column_types, read_only, relation
+from mechanisms.counting.bounding import POSITION, positioned, whole
+from mechanisms.counting.postgres_engine import POSITION_SQL, column_types, read_only, relation
 from mechanisms.counting.source import TableSource
 from mechanisms.counting.tally import Tally, frames_tally
 from mechanisms.errors import MechanismError
@@ -31,6 +32,13 @@ from mechanisms.schema import CHUNK_ROWS
 def tally_in_process(source: TableSource, tally: Tally) -> AnyArray:
     """`tally` computed here from record batches of `source` (Parquet or PostgreSQL rows)."""
     columns = tally.columns
+    if whole(tally):  # person-level bounding: every row with its position, at once
+        frames = (
+            _postgres_frames(source, columns, positions=True)
+            if source.is_postgres
+            else _positioned_frames(open_parquet(source, columns), columns)
+        )
+        return tally.of_frame(positioned(frames, tally))
     chunks = (
         postgres_chunks(source, columns) if source.is_postgres else parquet_chunks(source, columns)
     )
@@ -99,7 +107,10 @@ def postgres_chunks(source: TableSource, columns: list[str]) -> ChunkedTable:
     return ChunkedTable(_postgres_frames(source, columns))
 
 
-def _postgres_frames(source: TableSource, columns: list[str]) -> Iterator[pd.DataFrame]:
+def _postgres_frames(
+    source: TableSource, columns: list[str], positions: bool = False
+) -> Iterator[pd.DataFrame]:
+    """Chunks of the table; with `positions`, each row's ctid as text in POSITION too."""
     with read_only(source) as connection:
         types = column_types(connection, source, columns)
         selected = sql.SQL(", ").join(
@@ -108,6 +119,8 @@ def _postgres_frames(source: TableSource, columns: list[str]) -> Iterator[pd.Dat
             else sql.Identifier(c)
             for c in columns
         )
+        if positions:
+            selected = sql.SQL("{}, {}").format(selected, sql.SQL(POSITION_SQL))
         query = sql.SQL("SELECT {} FROM {}").format(selected, relation(source))
         with connection.cursor(name="dp_portal_count") as cursor:
             cursor.execute(query)
@@ -115,7 +128,10 @@ def _postgres_frames(source: TableSource, columns: list[str]) -> Iterator[pd.Dat
                 batch = pa.table(
                     {c: pa.array([row[j] for row in rows]) for j, c in enumerate(columns)}
                 )
-                yield batch_frame(batch, columns)
+                frame = batch_frame(batch, columns)
+                if positions:
+                    frame[POSITION] = [row[-1] for row in rows]
+                yield frame
 
 
 def _frames(dataset: pa_dataset.Dataset, columns: list[str]) -> Iterator[pd.DataFrame]:
@@ -129,6 +145,19 @@ def _frames(dataset: pa_dataset.Dataset, columns: list[str]) -> Iterator[pd.Data
     )
     for batch in batches:
         yield batch_frame(batch, columns)
+
+
+def _positioned_frames(
+    dataset: pa_dataset.FileSystemDataset, columns: list[str]
+) -> Iterator[pd.DataFrame]:
+    """The dataset's batches, file by file, each row's "file#row" in POSITION."""
+    for fragment in dataset.get_fragments():
+        start = 0
+        for batch in fragment.to_batches(columns=columns, batch_size=CHUNK_ROWS):
+            frame = batch_frame(batch, columns)
+            frame[POSITION] = [f"{fragment.path}#{start + i}" for i in range(len(frame))]
+            start += len(frame)
+            yield frame
 
 
 def batch_frame(batch: pa.RecordBatch | pa.Table, columns: list[str]) -> pd.DataFrame:

@@ -28,6 +28,7 @@ from mechanisms.counting.tally import Tally, sql_tally
 from mechanisms.errors import MechanismError
 
 STATEMENT_TIMEOUT = "30min"
+POSITION_SQL = "CAST(ctid AS text)"  # a row's place in the table, as the in-process engine reads it
 CONNECT_TIMEOUT_S = 10
 KINDS = {
     "smallint": "integer",
@@ -71,6 +72,8 @@ def postgres_dialect(connection: psycopg.Connection) -> Dialect:
         lambda value: sql.Literal(value).as_string(connection),
         "double precision",
         "btrim",
+        position=POSITION_SQL,
+        digest=lambda text: f"encode(sha256(convert_to({text}, 'UTF8')), 'hex') COLLATE \"C\"",
     )
 
 

@@ -55,6 +55,10 @@ class Dialect:
     text: Callable[[str], str]
     double: str  # the 8-byte float type
     trim: str  # trim(text, characters)
+    # for person-level bounding (`mechanisms.counting.bounding`): a row's position as the
+    # in-process engine writes it, and the lowercase hex sha256 of a text, ordered bytewise
+    position: str | None = None
+    digest: Callable[[str], str] | None = None
 
 
 def double_quoted(name: str) -> str:

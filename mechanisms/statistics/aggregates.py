@@ -184,7 +184,8 @@ class GroupTally:
                 ]
         inner = f"SELECT {', '.join(read)} FROM {table}"  # noqa: S608  # nosec B608: quoted
         middle = f"SELECT {', '.join(['g', *clamp])} FROM ({inner}) AS r"  # noqa: S608  # nosec B608
-        return f"SELECT g, count(*), {', '.join(sums)} FROM ({middle}) AS c GROUP BY g"  # noqa: S608  # nosec B608
+        selected = ", ".join(["g", "count(*)", *sums])
+        return f"SELECT {selected} FROM ({middle}) AS c GROUP BY g"  # noqa: S608  # nosec B608
 
     def from_rows(self, rows: list[tuple[Any, ...]]) -> AnyArray:
         out = np.zeros(self.shape, dtype=np.int64)

@@ -20,10 +20,13 @@ import pytest
 
 import mechanisms
 from mechanisms.counting import TableSource, engine_table, tally_table
+from mechanisms.counting.bounding import POSITION, BoundedTally, whole
+from mechanisms.counting.tally import CellTally
 from mechanisms.errors import MechanismError
 from mechanisms.range_count.api import support_from_schema
 from mechanisms.range_count.grid_tally import grid_tally
 from mechanisms.schema import Schema
+from mechanisms.statistics.aggregates import GroupTally
 from tests.counting import engine_tables as tables
 from tests.counting.engine_tables import postgres_schema  # noqa: F401 (the fixture `postgres`)
 from tests.counting.test_counting_engines import PARQUET_ENGINES, POSTGRES_ENGINES
@@ -178,44 +181,100 @@ def test_a_statistics_release_from_a_source_equals_the_dataframe_release(engine,
 # ---------------------------------------------------------------- every kind on every engine
 
 
+PERSON, SEED, K = 'who"; --', "5eed" * 8, 2
+
+
+def with_persons(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with a person column: a few people with many rows, most with one, some
+    rows without an ID (left out), IDs stored as whole numbers with gaps."""
+    ids = pd.array([i % 7 if i % 3 else i for i in range(len(frame))], dtype="Int64")
+    ids[::29] = pd.NA
+    return frame.assign(**{PERSON: ids})
+
+
 def kind_tallies(kind: str, case: str) -> list:
     """The tallies one release kind asks an engine for, on one case's schema."""
     if kind == "range counts":
         _, document, runs = CASES[case]
         return [tally for _, tally in grids(document, runs)]
-    return list(statistics_tallies(case))
+    if kind == "statistics":
+        return list(statistics_tallies(case))
+    schema = Schema.from_dict(CASES[case][1]).accepting()
+    inner = [CellTally(schema, (RANGE_NAME, tables.HOSTILE)), *kind_tallies("range counts", case)]
+    inner += [*kind_tallies("statistics", case)[:3], GroupTally(schema, (), ())]  # a row count
+    return [BoundedTally(t, PERSON, K, SEED) for t in inner]
 
 
 KIND_CASES = [("range counts", c) for c in sorted(CASES)]
 KIND_CASES += [("statistics", c) for c in sorted(STATISTICS)]
+KIND_CASES += [("person level", c) for c in ("empty", "hostile")]
+
+
+def table_of(kind: str, case: str) -> pd.DataFrame:
+    frame = CASES[case][0]
+    return with_persons(frame) if kind == "person level" else frame
+
+
+def reference(tally, frame: pd.DataFrame, source: TableSource, single: str | None) -> np.ndarray:
+    """The in-process reference: the tally of the DataFrame; at person level, of the rows at
+    their stored positions (the in-process engine reads them; for one Parquet file, checked
+    here against the DataFrame with its row numbers)."""
+    if not whole(tally):
+        return tally.of_frame(frame)
+    expected = tally_table(source, tally, "inprocess")
+    if single is not None:
+        positions = [f"{single}#{i}" for i in range(len(frame))]
+        assert np.array_equal(tally.of_frame(frame.assign(**{POSITION: positions})), expected)
+    return expected
 
 
 @pytest.mark.parametrize(("kind", "case"), KIND_CASES)
 def test_each_kind_matches_the_reference_on_parquet(kind, case, tmp_path):
-    frame = CASES[case][0]
+    frame = table_of(kind, case)
     paths = [tables.write_parquet(frame, tmp_path / f"{files}.parquet", files) for files in (1, 3)]
     for tally in kind_tallies(kind, case):
-        expected = tally.of_frame(frame)
-        assert expected.dtype == np.int64
         for path in paths:
+            source = TableSource(str(path))
+            expected = reference(tally, frame, source, str(path) if path.is_file() else None)
+            assert expected.dtype == np.int64
             for engine in PARQUET_ENGINES:
-                got = tally_table(TableSource(str(path)), tally, engine)
+                if engine == "dask" and whole(tally):
+                    with pytest.raises(MechanismError, match="does not bound rows per person"):
+                        tally_table(source, tally, engine)
+                    continue
+                got = tally_table(source, tally, engine)
                 assert np.array_equal(got, expected), (kind, case, engine, path.name, tally)
 
 
 @pytest.mark.parametrize(("kind", "case"), KIND_CASES)
 def test_each_kind_matches_the_reference_in_postgresql(kind, case, postgres):
     connection, namespace = postgres
-    frame = CASES[case][0]
+    frame = table_of(kind, case)
     table = f"{kind} {case}"
-    like = CASES["hostile"][0] if case == "empty" else None
+    like = table_of(kind, "hostile") if case == "empty" else None
     tables.write_postgres(connection, namespace, table, frame, like=like)
     source = TableSource(tables.POSTGRES_URL, table=f"{namespace}.{table}")
     for tally in kind_tallies(kind, case):
-        expected = tally.of_frame(frame)
+        expected = reference(tally, frame, source, None)
         for engine in POSTGRES_ENGINES:
             got = tally_table(source, tally, engine)
             assert np.array_equal(got, expected), (kind, case, engine, tally)
+
+
+def test_person_level_keeps_at_most_k_rows_of_each_person(tmp_path):
+    """The bound itself: the kept rows are exactly min(rows, k) per person with an ID, on
+    every engine, and a twin that keeps k + 1 is seen."""
+    frame = with_persons(CASES["hostile"][0])
+    path = tables.write_parquet(frame, tmp_path / "p.parquet", 3)
+    schema = Schema.from_dict(CASES["hostile"][1]).accepting()
+    cells = CellTally(schema, (tables.HOSTILE,))
+    per_person = frame[PERSON].dropna().value_counts()
+    for k in (1, K, 5):
+        expected = int(np.minimum(per_person, k).sum())
+        for engine in ("inprocess", "duckdb"):
+            kept = tally_table(TableSource(str(path)), BoundedTally(cells, PERSON, k, SEED), engine)
+            assert kept.sum() == expected, (engine, k)
+    assert np.minimum(per_person, K + 1).sum() > np.minimum(per_person, K).sum()
 
 
 def test_a_group_of_more_than_a_million_rows_is_summed_whole():
@@ -234,3 +293,38 @@ def test_a_group_of_more_than_a_million_rows_is_summed_whole():
     )  # fmt: skip
     table = pd.read_csv(io.BytesIO(output.files["statistics.csv"]))
     assert abs(table["estimate"][0] - rows * 3.5) < 1.0
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "columns"),
+    [
+        ("perturbed_histogram", {}, [tables.HOSTILE]),
+        ("range_count", {"grid": "16", "random_boxes": 10, "mechanism": "tree"}, [RANGE_NAME]),
+        ("statistics", {"stat": ["count", f"mean:{RANGE_NAME}", "median:whole"]}, None),
+    ],
+    ids=["histogram", "range counts", "statistics"],
+)
+def test_a_person_level_release_is_the_same_from_every_engine(name, params, columns, tmp_path):
+    """run_release at person level on a source: bounded inside the engine by a seed from the
+    release's random source, so the same source gives the same files on every engine."""
+    frame = with_persons(CASES["hostile"][0])
+    path = TableSource(str(tables.write_parquet(frame, tmp_path / "p.parquet", 3)))
+    document = dict(CASES["hostile"][1])
+    document["columns"] = [*document["columns"], {"name": PERSON, "role": "person_id"}]
+    schema = Schema.from_dict({**document, "max_rows_per_person": K}).accepting()
+    columns = columns or [RANGE_NAME, "whole"]
+    outputs = [
+        mechanisms.run_release(
+            name,
+            engine_table(path, engine),
+            schema,
+            epsilon=1.0,
+            columns=columns,
+            params=params,
+            rng=mechanisms.seeded_source(8),
+        )
+        for engine in ("inprocess", "duckdb")
+    ]
+    assert outputs[0].files == outputs[1].files
+    assert outputs[1].manifest["guarantee"]["max_rows_per_person"] == K
+    assert outputs[1].custodian["rows_dropped_by_bounding"] is None  # not counted on a source

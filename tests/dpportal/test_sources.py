@@ -523,6 +523,42 @@ def test_statistics_of_a_postgresql_table_run_inside_the_database(source_schema)
     assert pushed.sum() == sum(r[0] is not None for r in people_rows())  # the ages' ranks
 
 
+@pytest.mark.django_db
+def test_a_person_level_histogram_of_a_parquet_folder_is_bounded_inside_duckdb(settings, tmp_path):
+    """Issue 45 item 1: with a person column (here the city, at most 2 rows each) a release on
+    a source goes through the form and runs: DuckDB keeps at most k rows per person, and only
+    the counts of the rows kept leave it; the guarantee is per person. The web process reads
+    no row: the owner's page states no count of dropped rows for such a table."""
+    rows = people_rows()
+    parts = {"0.pq": {name: [r[j] for r in rows] for j, name in enumerate(PEOPLE)}}
+    owner, dataset = register_parquet(settings, tmp_path, parts, "duckdb")
+    person_schema = {
+        "columns": [*SCHEMA["columns"][:2], {"name": "city", "role": "person_id"}],
+        "max_rows_per_person": 2,
+    }
+    services.dataset_confirm_schema(dataset=dataset, user=owner, schema=person_schema)
+    ask = {"mechanism": "perturbed_histogram", "columns": ["sex"], "epsilon": "1"}
+    ask |= {"engine": "duckdb", "rows": "20", "confirm": "on"}
+    client = client_for(owner)
+    assert client.get(reverse("release_preview", args=[dataset.pk]), ask).json()["ok"]
+    response = post_new_release(client, dataset.pk, ask)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    done = run_now(Release.objects.get(dataset=dataset))
+    assert done.manifest["guarantee"]["max_rows_per_person"] == 2
+    assert "one person" in done.manifest["guarantee"]["unit"]
+    page = client.get(reverse("release_detail", args=[done.pk])).content.decode()
+    assert "noisy_counts.csv" in page and "Bounding rows per person dropped" not in page
+    table = table_source(done.dataset)
+    schema = mechanisms.Schema.from_dict(person_schema)
+    kept = [
+        mechanisms.counting.engine_table(table, engine)
+        .bounded("city", 2, "ab" * 16)
+        .cell_counts(schema, ["sex"])
+        for engine in ("duckdb", "inprocess")
+    ]
+    assert np.array_equal(kept[0], kept[1]) and kept[0].sum() == 2 * len({r[2] for r in rows})
+
+
 FIRST_PART = {"age": [30, 41], "sex": ["F", "M"], "city": ["a", "b"]}
 REJECTING = {
     "columns": [
