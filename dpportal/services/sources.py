@@ -118,9 +118,8 @@ def release_engine_for(dataset, mechanism, engine="") -> str:
     """The engine a release of `dataset` counts with ("" for an upload), once it is known to fit.
 
     Refused before any budget is spent: an engine that cannot read the source, a mechanism that
-    needs rows rather than counts, a person column on the dask engine (which does not bound rows
-    per person yet; the others bound them inside the engine), a schema confirmed with a "reject"
-    rule before sources' schemas were stored accepting.
+    needs rows rather than counts, a schema confirmed with a "reject" rule before sources'
+    schemas were stored accepting. A person column is bounded inside the engine.
     """
     if not dataset.is_external:
         if engine:
@@ -139,11 +138,6 @@ def release_engine_for(dataset, mechanism, engine="") -> str:
             f"made from counts ({', '.join(served)})."
         )
     schema = mechanisms.Schema.from_dict(dataset.schema) if dataset.schema else None
-    if schema is not None and schema.person is not None and engine == "dask":
-        raise ServiceError(
-            "The dask engine cannot bound each person's rows yet: release this table at person "
-            "level with another engine."
-        )
     if schema is not None and schema.accepting().to_dict() != schema.to_dict():
         raise ServiceError(  # confirmed before such schemas were stored in accepting form
             'This table\'s schema was confirmed with a "reject" rule, which a table that stays '

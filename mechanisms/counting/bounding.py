@@ -39,6 +39,7 @@ from mechanisms.errors import MechanismError
 POSITION = "__dp_portal_position__"  # the in-process reference's position column
 PERSON_KINDS = ("integer", "text")  # person IDs every engine partitions alike
 RANK = "dp_portal_rank"
+PERSON_ID, KEY = "__dp_portal_person__", "__dp_portal_key__"  # the reference's working columns
 
 
 def row_key(seed: str, position: str) -> str:
@@ -64,14 +65,26 @@ class BoundedTally:
     def shape(self) -> tuple[int, ...]:
         return tuple(self.inner.shape)
 
+    def keyed(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """The rows with an ID, their ID as text in PERSON_ID and their key in KEY.
+
+        IDs as text, so a whole number read as 3 from one batch and as "3" from another (a
+        batch with gaps, `batch_frame`) is one person, as the SQL engines partition it.
+        """
+        ids = frame[self.person]
+        present = frame[~ids.isna().to_numpy()].drop(columns=[self.person])
+        return present.assign(
+            **{
+                PERSON_ID: [str(v) for v in ids[~ids.isna().to_numpy()]],
+                KEY: [row_key(self.seed, str(p)) for p in present[POSITION]],
+            }
+        )
+
     def of_frame(self, frame: pd.DataFrame) -> AnyArray:
         """The reference: the whole table, with its rows' positions in POSITION."""
-        ids = frame[self.person]
-        present = frame[~ids.isna().to_numpy()]
-        keys = [row_key(self.seed, str(p)) for p in present[POSITION]]
-        ordered = present.assign(**{RANK: keys}).sort_values(RANK, kind="stable")
-        rank = ordered.groupby(self.person, sort=False).cumcount().to_numpy()
-        kept = ordered[rank < self.k].drop(columns=[RANK, POSITION, self.person])
+        ordered = self.keyed(frame).sort_values(KEY, kind="stable")
+        rank = ordered.groupby(PERSON_ID, sort=False).cumcount().to_numpy()
+        kept = ordered[rank < self.k].drop(columns=[KEY, POSITION, PERSON_ID])
         return self.inner.of_frame(kept.reset_index(drop=True))
 
     def query(self, dialect: Dialect, kinds: dict[str, str], table: str) -> str:

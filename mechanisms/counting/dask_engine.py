@@ -11,6 +11,9 @@ a worker too, so the machine asking needs the scheduler's address, not the data.
 Engines only tally: workers see raw rows and return exact aggregates, never noise. The noise is
 added afterwards, on the machine that asked, by the portal's mechanisms.
 
+Person-level bounding (`mechanisms.counting.bounding`) runs in two passes on the workers
+(`_bounded`): the persons' keys are merged and kept there; only the tally comes back.
+
 The cluster is given by `scheduler` or the environment variable DPPORTAL_DASK_SCHEDULER (for
 example `tcp://10.0.0.5:8786`). Every worker needs pyarrow, this package (`mechanisms`) at the
 same version (the scheduler too: it unpacks the tasks), and access to the data at the same
@@ -21,16 +24,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.fs as pa_fs
 import pyarrow.parquet as pq
 
 from mechanisms.arrays import AnyArray
-from mechanisms.counting.bounding import whole
+from mechanisms.counting.bounding import KEY, PERSON_ID, POSITION, BoundedTally
 from mechanisms.counting.inprocess import batch_frame, open_parquet, s3_filesystem
 from mechanisms.counting.source import TableSource
 from mechanisms.counting.tally import CellTally, Tally, frames_tally
@@ -56,6 +61,7 @@ class Piece:
 
     path: str
     row_groups: tuple[int, ...]
+    first_row: int = 0  # the number of its first row in the file (rows' positions)
 
 
 def count_on_dask(
@@ -86,11 +92,6 @@ def tally_on_dask(
     if source.is_postgres:
         raise MechanismError(
             "the dask engine reads Parquet; count a PostgreSQL table with --engine postgres"
-        )
-    if whole(tally):
-        raise MechanismError(
-            "the dask engine does not bound rows per person yet; release at person level with "
-            "the duckdb or inprocess engine"
         )
     address = scheduler or os.environ.get(SCHEDULER_VARIABLE, "").strip()
     if not address:
@@ -137,6 +138,8 @@ def _tally(client: Client, source: TableSource, tally: Tally) -> AnyArray:
     pieces, arrow_schema = client.submit(plan_pieces, source, tally.columns, pure=False).result()
     if not pieces:
         return np.zeros(tally.shape, dtype=np.int64)
+    if isinstance(tally, BoundedTally):
+        return _bounded(client, source, tally, pieces, arrow_schema)
     partial = client.map(
         tally_piece, pieces, source=source, tally=tally, arrow_schema=arrow_schema, pure=False
     )
@@ -177,37 +180,136 @@ def _file_pieces(filesystem: pa_fs.FileSystem, path: str) -> Iterator[Piece]:
     with filesystem.open_input_file(path) as handle:
         metadata = pq.ParquetFile(handle).metadata
     groups: list[int] = []
-    rows = 0
+    rows = first = 0
     for group in range(metadata.num_row_groups):
         more = metadata.row_group(group).num_rows
         if groups and rows + more > CHUNK_ROWS:
-            yield Piece(path, tuple(groups))
-            groups, rows = [], 0
+            yield Piece(path, tuple(groups), first)
+            groups, first, rows = [], first + rows, 0
         groups.append(group)
         rows += more
     if groups:
-        yield Piece(path, tuple(groups))
+        yield Piece(path, tuple(groups), first)
 
 
 def tally_piece(
     piece: Piece, *, source: TableSource, tally: Tally, arrow_schema: pa.Schema
 ) -> AnyArray:
     """`tally` of one piece (runs on a worker; memory: one record batch)."""
-    columns = tally.columns
+    with _reading(piece):
+        return frames_tally(tally, piece_frames(piece, source, tally.columns, arrow_schema))
+
+
+def piece_frames(
+    piece: Piece,
+    source: TableSource,
+    columns: list[str],
+    arrow_schema: pa.Schema,
+    positions: bool = False,
+) -> Iterator[pd.DataFrame]:
+    """The piece's record batches as the in-process engine reads them, one at a time.
+
+    With `positions`, each row's "file#row" in POSITION, as the in-process engine writes it.
+    """
     filesystem, _ = _filesystem(source)
+    with filesystem.open_input_file(piece.path) as handle:
+        batches = pq.ParquetFile(handle).iter_batches(
+            batch_size=CHUNK_ROWS, row_groups=list(piece.row_groups), columns=columns
+        )
+        row = piece.first_row
+        for batch in batches:
+            frame = batch_frame(_conform(batch, arrow_schema), columns)
+            if positions:
+                frame[POSITION] = [f"{piece.path}#{row + i}" for i in range(len(frame))]
+            row += len(frame)
+            yield frame
+
+
+@contextmanager
+def _reading(piece: Piece) -> Iterator[None]:
+    """Errors of reading one piece, in words that name it."""
     try:
-        with filesystem.open_input_file(piece.path) as handle:
-            batches = pq.ParquetFile(handle).iter_batches(
-                batch_size=CHUNK_ROWS, row_groups=list(piece.row_groups), columns=columns
-            )
-            frames = (batch_frame(_conform(b, arrow_schema), columns) for b in batches)
-            return frames_tally(tally, frames)
+        yield
     except MechanismError as error:
         raise MechanismError(
             f"{error} [rows counted from row group {piece.row_groups[0]} of {piece.path}]"
         ) from error
     except (OSError, pa.ArrowInvalid) as error:
         raise MechanismError(f"a Dask worker cannot read {piece.path!r}: {error}") from error
+
+
+# ---------------------------------------------------------------- person-level bounding
+
+
+def _bounded(
+    client: Client, source: TableSource, tally: BoundedTally, pieces: list[Piece], arrow: pa.Schema
+) -> AnyArray:
+    """`tally` on the cluster in two passes; the persons' keys never leave the workers.
+
+    First each piece's k smallest keys per person, merged FAN_IN at a time into the k smallest
+    of the whole table (`smallest_keys`, `merge_keys`), and from them each person's largest
+    kept key; then every piece tallies its rows whose key is at most their person's
+    (`kept_piece`): exactly the rows the in-process engine keeps.
+    """
+    found = client.map(
+        smallest_keys, pieces, source=source, tally=tally, arrow_schema=arrow, pure=False
+    )
+    while len(found) > 1:
+        found = [
+            client.submit(merge_keys, *found[start : start + FAN_IN], k=tally.k, pure=False)
+            for start in range(0, len(found), FAN_IN)
+        ]
+    limits = client.submit(largest_kept, found[0], pure=False)
+    partial = client.map(
+        kept_piece, pieces, source=source, tally=tally, arrow_schema=arrow, limits=limits,
+        pure=False,
+    )  # fmt: skip
+    return _tree_sum(client, partial).result()
+
+
+def smallest_keys(
+    piece: Piece, *, source: TableSource, tally: BoundedTally, arrow_schema: pa.Schema
+) -> pd.DataFrame:
+    """(person, key) of the k smallest keys of each person among the piece's rows (a worker)."""
+    with _reading(piece):
+        person = pa.schema([arrow_schema.field(tally.person)])
+        frames = piece_frames(piece, source, [tally.person], person, positions=True)
+        keyed = [tally.keyed(frame)[[PERSON_ID, KEY]] for frame in frames]
+    return merge_keys(*keyed, k=tally.k)
+
+
+def merge_keys(*frames: pd.DataFrame, k: int) -> pd.DataFrame:
+    """The k smallest keys of each person among `frames` (runs on a worker)."""
+    if not frames:  # a piece without batches
+        return pd.DataFrame({PERSON_ID: pd.Series(dtype=object), KEY: pd.Series(dtype=object)})
+    keys = pd.concat(frames, ignore_index=True).sort_values(KEY, kind="stable")
+    return keys.groupby(PERSON_ID, sort=False).head(k)
+
+
+def largest_kept(keys: pd.DataFrame) -> dict[str, str]:
+    """Each person's largest kept key (runs on a worker; stays there)."""
+    return {str(p): str(v) for p, v in keys.groupby(PERSON_ID)[KEY].max().items()}
+
+
+def kept_piece(
+    piece: Piece,
+    *,
+    source: TableSource,
+    tally: BoundedTally,
+    arrow_schema: pa.Schema,
+    limits: dict[str, str],
+) -> AnyArray:
+    """The inner tally of the piece's rows kept by bounding (runs on a worker)."""
+    columns = [*tally.inner.columns, tally.person]
+
+    def kept() -> Iterator[pd.DataFrame]:
+        for frame in piece_frames(piece, source, columns, arrow_schema, positions=True):
+            keyed = tally.keyed(frame)
+            limit = keyed[PERSON_ID].map(limits)
+            yield keyed[keyed[KEY] <= limit].drop(columns=[PERSON_ID, KEY, POSITION])
+
+    with _reading(piece):
+        return frames_tally(tally.inner, kept())
 
 
 def _conform(batch: pa.RecordBatch, arrow_schema: pa.Schema) -> pa.Table:
