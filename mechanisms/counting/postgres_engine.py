@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 import psycopg
@@ -23,7 +24,7 @@ from psycopg import sql
 
 from mechanisms.arrays import AnyArray
 from mechanisms.counting.source import TableSource
-from mechanisms.counting.sql import Dialect
+from mechanisms.counting.sql import Dialect, number
 from mechanisms.counting.tally import Tally, sql_tally
 from mechanisms.errors import MechanismError
 
@@ -66,7 +67,7 @@ def tally_postgres(source: TableSource, tally: Tally) -> AnyArray:
 
 def postgres_dialect(connection: psycopg.Connection) -> Dialect:
     """PostgreSQL's quoting, by psycopg for this connection."""
-    return Dialect(
+    dialect = Dialect(
         "PostgreSQL",
         lambda name: sql.Identifier(name).as_string(connection),
         lambda value: sql.Literal(value).as_string(connection),
@@ -75,6 +76,27 @@ def postgres_dialect(connection: psycopg.Connection) -> Dialect:
         position=POSITION_SQL,
         digest=lambda text: f"encode(sha256(convert_to({text}, 'UTF8')), 'hex') COLLATE \"C\"",
     )
+    return replace(
+        dialect, search=lambda value, edges, side: width_bucket(dialect, value, edges, side)
+    )
+
+
+def width_bucket(dialect: Dialect, value: str, edges: list[float], side: str) -> str:
+    """`np.searchsorted(edges, value, side)` by PostgreSQL's binary search, `width_bucket`.
+
+    width_bucket(v, edges) counts the edges <= v (side "right"); those < v are the others'
+    complement: len(edges) - #(-edges <= -v), with the negated edges in increasing order.
+    Negation is exact, so both repeat numpy's comparisons; far faster than a CASE tree on
+    PostgreSQL, which evaluated one of 1,282 candidates at 340 microseconds a row.
+    """
+    if side == "right":
+        return f"width_bucket({value}, {_array(dialect, edges)})"
+    negated = [-e for e in reversed(edges)]
+    return f"({len(edges)} - width_bucket(-({value}), {_array(dialect, negated)}))"
+
+
+def _array(dialect: Dialect, values: list[float]) -> str:
+    return "ARRAY[" + ", ".join(number(dialect, v) for v in values) + "]"
 
 
 @contextmanager

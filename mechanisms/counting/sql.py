@@ -59,6 +59,8 @@ class Dialect:
     # in-process engine writes it, and the lowercase hex sha256 of a text, ordered bytewise
     position: str | None = None
     digest: Callable[[str], str] | None = None
+    # `edge_search` by a built-in binary search, (value, edges, side) -> SQL; None: a CASE tree
+    search: Callable[[str, list[float], str], str] | None = None
 
 
 def double_quoted(name: str) -> str:
@@ -147,7 +149,7 @@ def _numeric(dialect: Dialect, spec: NumericColumn, value: str, kind: str) -> Co
         top = number(dialect, spec.n_bins - 1)
         present = f"CAST(floor(least({top}, {scaled})) AS BIGINT)"
     else:
-        present = _search(dialect, value, list(spec.edges[1:-1]), 0, spec.name)
+        present = edge_search(dialect, value, list(spec.edges[1:-1]), spec.name)
     return ColumnSQL(spec.name, f"CASE WHEN {missing} THEN {absent} ELSE {present} END")
 
 
@@ -168,24 +170,26 @@ def clamp_sql(dialect: Dialect, value: str, lower: float, upper: float) -> str:
 def edge_search(
     dialect: Dialect, value: str, edges: Sequence[float], name: str, side: str = "right"
 ) -> str:
-    """`np.searchsorted(edges, value, side)` as a balanced CASE (increasing edges).
+    """`np.searchsorted(edges, value, side)` of a number (not NaN), increasing edges.
 
-    "right" counts the edges <= value, "left" those < value.
+    "right" counts the edges <= value, "left" those < value: the dialect's own binary search
+    when it has one (`Dialect.search`), else a balanced CASE of comparisons.
     """
-    return _search(
-        dialect, value, [float(e) for e in edges], 0, name, "<=" if side == "left" else "<"
-    )
-
-
-def _search(
-    dialect: Dialect, value: str, edges: list[float], offset: int, name: str, below: str = "<"
-) -> str:
-    """How many of `edges` (increasing) are <= value, plus `offset`: a balanced CASE."""
     if len(edges) > MAX_EDGES:
         raise MechanismError(
             f"column {name!r} has {len(edges) + 1} bins with explicit edges; SQL engines compare "
             f"at most {MAX_EDGES + 1}: use fewer bins or --engine inprocess"
         )
+    listed = [float(e) for e in edges]
+    if dialect.search is not None and listed:
+        return dialect.search(value, listed, side)
+    return _search(dialect, value, listed, 0, name, "<=" if side == "left" else "<")
+
+
+def _search(
+    dialect: Dialect, value: str, edges: list[float], offset: int, name: str, below: str = "<"
+) -> str:
+    """How many of `edges` (increasing) are <= value (< value), plus `offset`: a CASE tree."""
     if not edges:
         return str(offset)
     middle = len(edges) // 2
