@@ -15,6 +15,7 @@ from mechanisms.catalogue import (
     Parameter,
     reads_in_chunks,
     run_release,
+    runs_where_data_lives,
 )
 from mechanisms.chunks import ChunkedTable
 from mechanisms.errors import MechanismError
@@ -68,6 +69,7 @@ __all__ = [
     "public_manifest",
     "range_count",
     "reads_in_chunks",
+    "runs_where_data_lives",
     "recommended_bins",
     "resolve_rng",
     "run_release",

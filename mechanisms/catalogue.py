@@ -103,7 +103,9 @@ class MechanismSpec:
     # what each column of its CSV files holds, per file: mechanisms.package.columns
     columns: dict[str, dict[str, str]] = field(default_factory=dict)
     reads_in_chunks: bool = False
-    counts_only: bool = False  # reads nothing but the schema's cell counts: takes an EngineTable
+    # reads nothing but aggregates an engine tallies (cell counts, a range-count grid), so it
+    # takes an EngineTable
+    counts_only: bool = False
     long_running: bool = False  # iterative: always a long job, whatever its support size
     synthetic_rows: bool = False  # publishes counts of made-up rows (so never negative)
     # its columns are ones the schema has yet to describe (any declared type, "ignored" too):
@@ -276,6 +278,7 @@ CATALOGUE: dict[str, MechanismSpec] = {
         },
         columns={"answers.csv": ANSWER_COLUMNS},
         reads_in_chunks=True,
+        counts_only=True,  # the grid's counts, tallied where the data lives
     ),
     "statistics": MechanismSpec(
         name="statistics",
@@ -296,6 +299,7 @@ CATALOGUE: dict[str, MechanismSpec] = {
         guarantee=pure_guarantee,
         files=statistics.FILES,
         columns=statistics.COLUMNS,
+        counts_only=True,  # its aggregates, tallied where the data lives
     ),
     SCHEMA_ESTIMATE: MechanismSpec(
         name=SCHEMA_ESTIMATE,
@@ -336,6 +340,14 @@ def reads_in_chunks(name: str) -> bool:
     return name in CATALOGUE and CATALOGUE[name].reads_in_chunks
 
 
+def runs_where_data_lives(name: str) -> bool:
+    """Whether the mechanism `name` runs on a table that stays where it lives (an EngineTable).
+
+    It reads only aggregates an engine tallies there (`counts_only`), never the rows.
+    """
+    return name in CATALOGUE and CATALOGUE[name].counts_only
+
+
 def run_release(
     name: str,
     data: pd.DataFrame | ChunkedTable | EngineTable,
@@ -361,13 +373,14 @@ def run_release(
     rows are bounded to k per person, the person column is dropped, and the mechanism runs
     under row-level add-remove at the budget the row's `group_budget` derives, so the
     guarantee holds for one person under `neighbouring` (mechanisms.persons). The rows dropped
-    by bounding go to `ReleaseOutput.custodian` only.
+    by bounding go to `ReleaseOutput.custodian` only. An EngineTable is bounded inside its engine
+    (`EngineTable.bounded`, with a seed drawn from `rng`); its dropped rows are not counted.
 
     `data` may be an EngineTable (mechanisms.counting.engine_table) for the mechanisms that
-    read only cell counts (`counts_only`): the engine counts where the table lives, the
-    mechanism adds the noise, and the manifest's parameters name the engine. Such a table may
-    change after any check, so it is read with `schema.accepting()` (no "reject" rule: see
-    there why the guarantee holds), which the manifest's schema shows.
+    read only aggregates an engine tallies (`counts_only`): the engine computes them where the
+    table lives, the mechanism adds the noise, and the manifest's parameters name the engine.
+    Such a table may change after any check, so it is read with `schema.accepting()` (no
+    "reject" rule: see there why the guarantee holds), which the manifest's schema shows.
     """
     entry = spec(name)
     if not isinstance(schema, Schema):
@@ -389,7 +402,13 @@ def run_release(
     budget, custodian = (epsilon, delta, neighbouring), {}
     if person is not None:
         persons.check_person_level(name, delta, params)
-        data, dropped = persons.bound_contributions(_whole(data), person, rng)
+        if isinstance(data, EngineTable):  # bounded inside the engine; drops stay uncounted
+            data, dropped = (
+                data.bounded(person.column, person.max_rows, persons.bounding_seed(rng)),
+                None,
+            )
+        else:
+            data, dropped = persons.bound_contributions(_whole(data), person, rng)
         group = person.group_size(neighbouring)
         budget, custodian = (
             (*entry.group_budget(epsilon, delta, group), "add-remove"),
@@ -433,19 +452,13 @@ def _check_engine_table(entry: MechanismSpec, data: EngineTable) -> None:
     if not entry.counts_only:
         supported = sorted(n for n, s in CATALOGUE.items() if s.counts_only)
         raise MechanismError(
-            f"{entry.name!r} reads more than cell counts, so it cannot run on {data.description}"
+            f"{entry.name!r} reads more than counts, so it cannot run on {data.description}"
             f" counted by the {data.engine!r} engine; engines serve {', '.join(supported)}"
         )
 
 
-def _whole(data: pd.DataFrame | ChunkedTable | EngineTable) -> pd.DataFrame:
+def _whole(data: pd.DataFrame | ChunkedTable) -> pd.DataFrame:
     """The table as one DataFrame: bounding needs all rows of each person at once."""
-    if isinstance(data, EngineTable):
-        raise MechanismError(
-            "the schema has a person column: bounding each person's rows needs the rows "
-            f"themselves, which the {data.engine!r} engine does not return; load the table "
-            "as a DataFrame instead"
-        )
     if isinstance(data, ChunkedTable):
         return pd.concat(list(data), ignore_index=True)
     return data

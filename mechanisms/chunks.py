@@ -21,6 +21,8 @@ from mechanisms.errors import MechanismError
 
 # (schema, column names) -> exact int64 counts of shape schema.domain_shape(columns)
 CountCells = Callable[[Any, list[str]], AnyArray]
+# a tally (mechanisms.counting.tally) -> its exact int64 answer, computed by the engine
+Aggregate = Callable[[Any], AnyArray]
 
 
 class ChunkedTable:
@@ -38,19 +40,43 @@ class ChunkedTable:
 
 
 class EngineTable:
-    """A table counted where it lives by the engine `engine`; only its cell counts are read.
+    """A table tallied where it lives by the engine `engine`; only its aggregates are read.
 
-    `count(schema, columns)` returns exactly what `Schema.cell_counts` would from the rows, and
-    no noise: the mechanism adds it. `description` names the source in words (no credentials).
+    `count(schema, columns)` returns exactly what `Schema.cell_counts` would from the rows;
+    `aggregate(tally)` exactly `tally.of_frame` of all the rows (a tally of
+    `mechanisms.counting.tally`, such as a range-count grid); no noise: the mechanism adds it.
+    `description` names the source in words (no credentials).
     """
 
-    def __init__(self, engine: str, description: str, count: CountCells):
+    def __init__(
+        self,
+        engine: str,
+        description: str,
+        count: CountCells,
+        aggregate: Aggregate,
+        bound: Callable[[str, int, str], EngineTable] | None = None,
+    ):
         self.engine = engine
         self.description = description
         self._count = count
+        self._aggregate = aggregate
+        self._bound = bound
+
+    def bounded(self, person: str, max_rows: int, seed: str) -> EngineTable:
+        """The same table with at most `max_rows` rows per `person` kept inside the engine.
+
+        The rows are chosen by `seed` (mechanisms.counting.bounding); every tally and count of
+        the returned table is computed over the rows kept, where the table lives.
+        """
+        if self._bound is None:
+            raise MechanismError(f"the {self.engine!r} engine cannot bound rows per person")
+        return self._bound(person, max_rows, seed)
 
     def cell_counts(self, schema: Any, columns: list[str]) -> AnyArray:
         return self._count(schema, columns)
+
+    def tally(self, tally: Any) -> AnyArray:
+        return self._aggregate(tally)
 
     def __repr__(self) -> str:
         return f"EngineTable({self.engine!r}, {self.description!r})"

@@ -54,6 +54,8 @@ def _rows_dropped(release, schema) -> int | None:
     k = ((release.manifest or {}).get("guarantee") or {}).get("max_rows_per_person")
     if schema.person is None or k is None or release.dataset.is_deleted:
         return None
+    if release.dataset.is_external:  # bounded inside the engine: the rows are never read here
+        return None
     try:
         ids = release_engine.load_columns(release.dataset, [schema.person.column])
     except release_engine.ReleaseInputError:

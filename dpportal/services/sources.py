@@ -118,8 +118,8 @@ def release_engine_for(dataset, mechanism, engine="") -> str:
     """The engine a release of `dataset` counts with ("" for an upload), once it is known to fit.
 
     Refused before any budget is spent: an engine that cannot read the source, a mechanism that
-    needs rows rather than counts, a person column (bounding rows per person needs the rows), a
-    schema confirmed with a "reject" rule before sources' schemas were stored accepting.
+    needs rows rather than counts, a schema confirmed with a "reject" rule before sources'
+    schemas were stored accepting. A person column is bounded inside the engine.
     """
     if not dataset.is_external:
         if engine:
@@ -131,17 +131,13 @@ def release_engine_for(dataset, mechanism, engine="") -> str:
         raise ServiceError(
             f"The {engine!r} engine cannot count this source; choose {', '.join(choices)}."
         )
-    if not mechanisms.reads_in_chunks(mechanism):
+    if not mechanisms.runs_where_data_lives(mechanism):
+        served = [s.title for s in mechanisms.catalogue.CATALOGUE.values() if s.counts_only]
         raise ServiceError(
             "This table stays where it lives and is only ever counted there: choose a release "
-            "made from counts (a histogram or range counts)."
+            f"made from counts ({', '.join(served)})."
         )
     schema = mechanisms.Schema.from_dict(dataset.schema) if dataset.schema else None
-    if schema is not None and schema.person is not None:
-        raise ServiceError(
-            "A table that stays where it lives cannot be released at person level yet: bounding "
-            "each person's rows needs the rows themselves."
-        )
     if schema is not None and schema.accepting().to_dict() != schema.to_dict():
         raise ServiceError(  # confirmed before such schemas were stored in accepting form
             'This table\'s schema was confirmed with a "reject" rule, which a table that stays '

@@ -1,9 +1,10 @@
 """Counting rows into cells where the data lives, with interchangeable engines.
 
 Every counting mechanism needs the raw rows only once, to count them into the cells of the
-schema (`Schema.cell_counts`). This package is that one step as an interface: a `TableSource`
-says where the table lives (a Parquet file or folder, local or in object storage, or a table in
-PostgreSQL) and an engine counts it there.
+schema (`Schema.cell_counts`) or of a range-count grid. This package is that one step as an
+interface: a `TableSource` says where the table lives (a Parquet file or folder, local or in
+object storage, or a table in PostgreSQL) and an engine computes a tally there
+(`mechanisms.counting.tally`: exact counts per public cell; `tally_table`).
 
 The contract every engine keeps: `count_cells(source, schema, columns, engine)` returns exactly
 the array `schema.accepting().cell_counts(rows, columns)` returns for the same rows (same shape,
@@ -25,55 +26,62 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-import numpy as np
-
+from mechanisms.arrays import AnyArray
 from mechanisms.chunks import EngineTable
-from mechanisms.counting.dask_engine import count_on_dask
-from mechanisms.counting.duckdb_engine import count_duckdb
-from mechanisms.counting.inprocess import count_in_process
-from mechanisms.counting.postgres_engine import count_postgres
+from mechanisms.counting.bounding import BoundedTally
+from mechanisms.counting.dask_engine import tally_on_dask
+from mechanisms.counting.duckdb_engine import tally_duckdb
+from mechanisms.counting.inprocess import tally_in_process
+from mechanisms.counting.postgres_engine import tally_postgres
 from mechanisms.counting.source import POSTGRES_SCHEMES, TableSource
+from mechanisms.counting.tally import CellTally, Tally, checked
 from mechanisms.errors import MechanismError
 from mechanisms.schema import Schema
 
 __all__ = [
     "ENGINES",
-    "CountFunction",
     "EngineTable",
     "TableSource",
+    "TallyFunction",
     "count_cells",
     "engine_table",
     "table_source",
+    "tally_table",
 ]
 
-CountFunction = Callable[[TableSource, Schema, list[str]], np.ndarray]
+TallyFunction = Callable[[TableSource, Tally], AnyArray]
 
-# One row per engine: name -> function counting a source into the schema's cells.
-ENGINES: dict[str, CountFunction] = {
-    "inprocess": count_in_process,  # Parquet record batches or a PostgreSQL cursor, here
-    "duckdb": count_duckdb,  # embedded DuckDB over local Parquet files
-    "postgres": count_postgres,  # one GROUP BY inside PostgreSQL
-    "dask": count_on_dask,  # Parquet pieces counted on the workers of a Dask cluster
+# One row per engine: name -> function computing a tally of a source where it lives. A SQL
+# engine runs `tally.sql_tally` with its own dialect and fetch; a Python one `frames_tally`.
+ENGINES: dict[str, TallyFunction] = {
+    "inprocess": tally_in_process,  # Parquet record batches or a PostgreSQL cursor, here
+    "duckdb": tally_duckdb,  # embedded DuckDB over local Parquet files
+    "postgres": tally_postgres,  # one GROUP BY inside PostgreSQL
+    "dask": tally_on_dask,  # Parquet pieces tallied on the workers of a Dask cluster
 }
 
 
 def count_cells(
     source: TableSource, schema: Schema, columns: Sequence[str] | None, engine: str = "inprocess"
-) -> np.ndarray:
+) -> AnyArray:
     """Exact rows per cell of `columns`, counted by `engine` where `source` lives.
 
     The cells of `schema.accepting()` (shape `domain_shape(columns)`), int64: every row lands
     in exactly one cell, whatever the data now holds, on every engine. No noise: callers pass
     the counts to a mechanism (`run_release` reads an EngineTable with the same schema).
     """
-    check_engine(engine)
     schema = schema.accepting()
-    names = schema.resolve_columns(columns)
-    counts = ENGINES[engine](source, schema, names)
-    expected = tuple(schema.domain_shape(names))
-    if counts.shape != expected:  # a broken engine must never reach a mechanism
-        raise MechanismError(f"engine {engine!r} returned counts of shape {counts.shape}")
-    return counts.astype(np.int64, copy=False)
+    return tally_table(source, CellTally(schema, tuple(schema.resolve_columns(columns))), engine)
+
+
+def tally_table(source: TableSource, tally: Tally, engine: str = "inprocess") -> AnyArray:
+    """`tally` of `source`, computed by `engine` where the source lives (exact, int64).
+
+    Equal to `tally.of_frame` of all the rows on every engine. No noise: callers pass the
+    answer to a mechanism.
+    """
+    check_engine(engine)
+    return checked(tally, ENGINES[engine](source, tally), engine)
 
 
 def check_engine(engine: str) -> str:
@@ -88,13 +96,32 @@ def check_engine(engine: str) -> str:
 def engine_table(source: TableSource, engine: str = "inprocess") -> EngineTable:
     """`source` as data for `run_release`: counted by `engine` where it lives, when asked.
 
-    Privacy: the engine returns exact counts only; the mechanism adds the noise.
+    Privacy: the engine returns exact counts only; the mechanism adds the noise. At person
+    level `EngineTable.bounded` keeps at most k rows per person inside the engine
+    (`mechanisms.counting.bounding`).
     """
-    check_engine(engine)
+    return _engine_table(source, check_engine(engine), None)
+
+
+def _engine_table(
+    source: TableSource, engine: str, person: tuple[str, int, str] | None
+) -> EngineTable:
+    """`engine_table`; with `person` = (column, k, seed), every tally bounded per person."""
+
+    def tally(inner: Tally) -> AnyArray:
+        wrapped = inner if person is None else BoundedTally(inner, *person)
+        return tally_table(source, wrapped, engine)
+
+    def cells(schema: Schema, columns: Sequence[str] | None) -> AnyArray:
+        accepting = schema.accepting()
+        return tally(CellTally(accepting, tuple(accepting.resolve_columns(columns))))
+
     return EngineTable(
         engine,
         source.describe(),
-        lambda schema, columns: count_cells(source, schema, columns, engine),
+        cells,
+        tally,
+        lambda column, k, seed: _engine_table(source, engine, (column, k, seed)),
     )
 
 

@@ -1,14 +1,18 @@
-"""The Dask engine: counting a Parquet table on a Dask cluster, for tables beyond one machine.
+"""The Dask engine: tallying a Parquet table on a Dask cluster, for tables beyond one machine.
 
 The work is split into pieces of consecutive row groups of one Parquet file. A worker reads a
-piece's needed columns with pyarrow, one record batch at a time, and counts it with the same
-`Schema.cell_counts` code the in-process engine runs, so the counts are equal by construction.
-Partial count arrays are summed by a tree of tasks on the workers; only the final array (one
-int64 per cell) comes back. The table is never gathered anywhere, and listing the pieces runs on
+piece's needed columns with pyarrow, one record batch at a time, and tallies it with the same
+code the in-process engine runs (`Tally.of_frame`: for cell counts `Schema.cell_counts`, for a
+range-count grid `Support.counts`), so the answers are equal by construction. Partial arrays
+are summed by a tree of tasks on the workers; only the final array (one int64 per cell) comes
+back. The table is never gathered anywhere, and listing the pieces runs on
 a worker too, so the machine asking needs the scheduler's address, not the data.
 
-Engines only count: workers see raw rows and return exact counts, never noise. The noise is
+Engines only tally: workers see raw rows and return exact aggregates, never noise. The noise is
 added afterwards, on the machine that asked, by the portal's mechanisms.
+
+Person-level bounding (`mechanisms.counting.bounding`) runs in two passes on the workers
+(`_bounded`): the persons' keys are merged and kept there; only the tally comes back.
 
 The cluster is given by `scheduler` or the environment variable DPPORTAL_DASK_SCHEDULER (for
 example `tcp://10.0.0.5:8786`). Every worker needs pyarrow, this package (`mechanisms`) at the
@@ -20,17 +24,21 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.fs as pa_fs
 import pyarrow.parquet as pq
 
-from mechanisms.chunks import ChunkedTable
+from mechanisms.arrays import AnyArray
+from mechanisms.counting.bounding import KEY, PERSON_ID, POSITION, BoundedTally
 from mechanisms.counting.inprocess import batch_frame, open_parquet, s3_filesystem
 from mechanisms.counting.source import TableSource
+from mechanisms.counting.tally import CellTally, Tally, frames_tally
 from mechanisms.errors import MechanismError
 from mechanisms.schema import CHUNK_ROWS, Schema
 
@@ -53,6 +61,7 @@ class Piece:
 
     path: str
     row_groups: tuple[int, ...]
+    first_row: int = 0  # the number of its first row in the file (rows' positions)
 
 
 def count_on_dask(
@@ -62,11 +71,23 @@ def count_on_dask(
     *,
     scheduler: str | None = None,
     timeout: float = CONNECT_SECONDS,
-) -> np.ndarray:
-    """Exact rows per cell of `source` (Parquet), counted by the workers of a Dask cluster.
+) -> AnyArray:
+    """Exact rows per cell of `columns` (`Schema.cell_counts` of the accepting schema)."""
+    tally = CellTally(schema.accepting(), tuple(columns))
+    return tally_on_dask(source, tally, scheduler=scheduler, timeout=timeout)
 
-    Equal to `count_in_process` for the same table: each worker counts its pieces with
-    `Schema.cell_counts`. Only the summed counts leave the cluster.
+
+def tally_on_dask(
+    source: TableSource,
+    tally: Tally,
+    *,
+    scheduler: str | None = None,
+    timeout: float = CONNECT_SECONDS,
+) -> AnyArray:
+    """`tally` of `source` (Parquet), computed by the workers of a Dask cluster.
+
+    Equal to `tally_in_process` for the same table: each worker runs `Tally.of_frame` on its
+    pieces' record batches. Only the summed aggregate leaves the cluster.
     """
     if source.is_postgres:
         raise MechanismError(
@@ -77,7 +98,7 @@ def count_on_dask(
         raise MechanismError(f"the dask engine needs a Dask cluster: {START_HINT}")
     with _connect(address, timeout) as client:
         try:
-            return _count(client, source, schema, columns)
+            return _tally(client, source, tally)
         except (ModuleNotFoundError, RuntimeError) as error:
             module = _missing_module(error)
             if module is None:
@@ -113,23 +134,19 @@ def _connect(address: str, timeout: float) -> Client:
         ) from error
 
 
-def _count(client: Client, source: TableSource, schema: Schema, columns: list[str]) -> np.ndarray:
-    pieces, arrow_schema = client.submit(plan_pieces, source, columns, pure=False).result()
+def _tally(client: Client, source: TableSource, tally: Tally) -> AnyArray:
+    pieces, arrow_schema = client.submit(plan_pieces, source, tally.columns, pure=False).result()
     if not pieces:
-        return np.zeros(schema.domain_shape(columns), dtype=np.int64)
+        return np.zeros(tally.shape, dtype=np.int64)
+    if isinstance(tally, BoundedTally):
+        return _bounded(client, source, tally, pieces, arrow_schema)
     partial = client.map(
-        count_piece,
-        pieces,
-        source=source,
-        schema=schema,
-        columns=columns,
-        arrow_schema=arrow_schema,
-        pure=False,
+        tally_piece, pieces, source=source, tally=tally, arrow_schema=arrow_schema, pure=False
     )
     return _tree_sum(client, partial).result()
 
 
-def _tree_sum(client: Client, futures: list[Future[np.ndarray]]) -> Future[np.ndarray]:
+def _tree_sum(client: Client, futures: list[Future[AnyArray]]) -> Future[AnyArray]:
     """One future holding the sum of `futures`, summed on the workers FAN_IN at a time."""
     while len(futures) > 1:
         futures = [
@@ -139,7 +156,7 @@ def _tree_sum(client: Client, futures: list[Future[np.ndarray]]) -> Future[np.nd
     return futures[0]
 
 
-def add_counts(*counts: np.ndarray) -> np.ndarray:
+def add_counts(*counts: AnyArray) -> AnyArray:
     """Sum of partial count arrays (runs on a worker)."""
     total = counts[0].copy()
     for more in counts[1:]:
@@ -163,41 +180,136 @@ def _file_pieces(filesystem: pa_fs.FileSystem, path: str) -> Iterator[Piece]:
     with filesystem.open_input_file(path) as handle:
         metadata = pq.ParquetFile(handle).metadata
     groups: list[int] = []
-    rows = 0
+    rows = first = 0
     for group in range(metadata.num_row_groups):
         more = metadata.row_group(group).num_rows
         if groups and rows + more > CHUNK_ROWS:
-            yield Piece(path, tuple(groups))
-            groups, rows = [], 0
+            yield Piece(path, tuple(groups), first)
+            groups, first, rows = [], first + rows, 0
         groups.append(group)
         rows += more
     if groups:
-        yield Piece(path, tuple(groups))
+        yield Piece(path, tuple(groups), first)
 
 
-def count_piece(
+def tally_piece(
+    piece: Piece, *, source: TableSource, tally: Tally, arrow_schema: pa.Schema
+) -> AnyArray:
+    """`tally` of one piece (runs on a worker; memory: one record batch)."""
+    with _reading(piece):
+        return frames_tally(tally, piece_frames(piece, source, tally.columns, arrow_schema))
+
+
+def piece_frames(
     piece: Piece,
-    *,
     source: TableSource,
-    schema: Schema,
     columns: list[str],
     arrow_schema: pa.Schema,
-) -> np.ndarray:
-    """Exact rows per cell of one piece (runs on a worker; memory: one record batch)."""
+    positions: bool = False,
+) -> Iterator[pd.DataFrame]:
+    """The piece's record batches as the in-process engine reads them, one at a time.
+
+    With `positions`, each row's "file#row" in POSITION, as the in-process engine writes it.
+    """
     filesystem, _ = _filesystem(source)
+    with filesystem.open_input_file(piece.path) as handle:
+        batches = pq.ParquetFile(handle).iter_batches(
+            batch_size=CHUNK_ROWS, row_groups=list(piece.row_groups), columns=columns
+        )
+        row = piece.first_row
+        for batch in batches:
+            frame = batch_frame(_conform(batch, arrow_schema), columns)
+            if positions:
+                frame[POSITION] = [f"{piece.path}#{row + i}" for i in range(len(frame))]
+            row += len(frame)
+            yield frame
+
+
+@contextmanager
+def _reading(piece: Piece) -> Iterator[None]:
+    """Errors of reading one piece, in words that name it."""
     try:
-        with filesystem.open_input_file(piece.path) as handle:
-            batches = pq.ParquetFile(handle).iter_batches(
-                batch_size=CHUNK_ROWS, row_groups=list(piece.row_groups), columns=columns
-            )
-            frames = (batch_frame(_conform(b, arrow_schema), columns) for b in batches)
-            return schema.cell_counts(ChunkedTable(frames), columns)
+        yield
     except MechanismError as error:
         raise MechanismError(
             f"{error} [rows counted from row group {piece.row_groups[0]} of {piece.path}]"
         ) from error
     except (OSError, pa.ArrowInvalid) as error:
         raise MechanismError(f"a Dask worker cannot read {piece.path!r}: {error}") from error
+
+
+# ---------------------------------------------------------------- person-level bounding
+
+
+def _bounded(
+    client: Client, source: TableSource, tally: BoundedTally, pieces: list[Piece], arrow: pa.Schema
+) -> AnyArray:
+    """`tally` on the cluster in two passes; the persons' keys never leave the workers.
+
+    First each piece's k smallest keys per person, merged FAN_IN at a time into the k smallest
+    of the whole table (`smallest_keys`, `merge_keys`), and from them each person's largest
+    kept key; then every piece tallies its rows whose key is at most their person's
+    (`kept_piece`): exactly the rows the in-process engine keeps.
+    """
+    found = client.map(
+        smallest_keys, pieces, source=source, tally=tally, arrow_schema=arrow, pure=False
+    )
+    while len(found) > 1:
+        found = [
+            client.submit(merge_keys, *found[start : start + FAN_IN], k=tally.k, pure=False)
+            for start in range(0, len(found), FAN_IN)
+        ]
+    limits = client.submit(largest_kept, found[0], pure=False)
+    partial = client.map(
+        kept_piece, pieces, source=source, tally=tally, arrow_schema=arrow, limits=limits,
+        pure=False,
+    )  # fmt: skip
+    return _tree_sum(client, partial).result()
+
+
+def smallest_keys(
+    piece: Piece, *, source: TableSource, tally: BoundedTally, arrow_schema: pa.Schema
+) -> pd.DataFrame:
+    """(person, key) of the k smallest keys of each person among the piece's rows (a worker)."""
+    with _reading(piece):
+        person = pa.schema([arrow_schema.field(tally.person)])
+        frames = piece_frames(piece, source, [tally.person], person, positions=True)
+        keyed = [tally.keyed(frame)[[PERSON_ID, KEY]] for frame in frames]
+    return merge_keys(*keyed, k=tally.k)
+
+
+def merge_keys(*frames: pd.DataFrame, k: int) -> pd.DataFrame:
+    """The k smallest keys of each person among `frames` (runs on a worker)."""
+    if not frames:  # a piece without batches
+        return pd.DataFrame({PERSON_ID: pd.Series(dtype=object), KEY: pd.Series(dtype=object)})
+    keys = pd.concat(frames, ignore_index=True).sort_values(KEY, kind="stable")
+    return keys.groupby(PERSON_ID, sort=False).head(k)
+
+
+def largest_kept(keys: pd.DataFrame) -> dict[str, str]:
+    """Each person's largest kept key (runs on a worker; stays there)."""
+    return {str(p): str(v) for p, v in keys.groupby(PERSON_ID)[KEY].max().items()}
+
+
+def kept_piece(
+    piece: Piece,
+    *,
+    source: TableSource,
+    tally: BoundedTally,
+    arrow_schema: pa.Schema,
+    limits: dict[str, str],
+) -> AnyArray:
+    """The inner tally of the piece's rows kept by bounding (runs on a worker)."""
+    columns = [*tally.inner.columns, tally.person]
+
+    def kept() -> Iterator[pd.DataFrame]:
+        for frame in piece_frames(piece, source, columns, arrow_schema, positions=True):
+            keyed = tally.keyed(frame)
+            limit = keyed[PERSON_ID].map(limits)
+            yield keyed[keyed[KEY] <= limit].drop(columns=[PERSON_ID, KEY, POSITION])
+
+    with _reading(piece):
+        return frames_tally(tally.inner, kept())
 
 
 def _conform(batch: pa.RecordBatch, arrow_schema: pa.Schema) -> pa.Table:

@@ -1,7 +1,8 @@
-"""The DuckDB engine: an embedded database counts a Parquet file or folder with one GROUP BY.
+"""The DuckDB engine: an embedded database tallies a Parquet file or folder with one GROUP BY.
 
 DuckDB reads the Parquet files itself (only the needed columns, in parallel) and returns one
-(cell, rows) pair per occupied cell, so memory holds the counts, not the rows. The files are
+row of aggregates per occupied cell (`mechanisms.counting.tally`), so memory holds the
+aggregates, not the rows. The files are
 the ones the in-process engine reads (pyarrow's listing of the folder), the cell expressions
 those of `mechanisms.counting.sql`. Local files only, and no extension is fetched.
 
@@ -14,19 +15,24 @@ evaluated as written, as the in-process engine does.
 
 from __future__ import annotations
 
+import os
 import re
+from dataclasses import replace
+from typing import Any
 
 import duckdb
-import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as pa_dataset
 
+from mechanisms.arrays import AnyArray
+from mechanisms.counting.bounding import whole
 from mechanisms.counting.source import TableSource
-from mechanisms.counting.sql import DUCKDB, count_in_sql, single_quoted
+from mechanisms.counting.sql import DUCKDB, single_quoted
+from mechanisms.counting.tally import Tally, sql_tally
 from mechanisms.errors import MechanismError
-from mechanisms.schema import Schema
 
 INTEGER_TYPES = re.compile(r"U?(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT)")
+POSITION_SQL = "filename || '#' || CAST(file_row_number AS VARCHAR)"  # as in process
 KINDS = {
     "FLOAT": "float",
     "DOUBLE": "float",
@@ -42,8 +48,8 @@ KINDS = {
 }
 
 
-def count_duckdb(source: TableSource, schema: Schema, columns: list[str]) -> np.ndarray:
-    """Exact rows per cell, counted by DuckDB inside this process from Parquet files."""
+def tally_duckdb(source: TableSource, tally: Tally) -> AnyArray:
+    """`tally` of Parquet files, computed by DuckDB inside this process (one query)."""
     if source.is_postgres or "://" in source.location:
         raise MechanismError(
             f"the DuckDB engine reads local Parquet files, not {source.describe()}; use "
@@ -51,19 +57,29 @@ def count_duckdb(source: TableSource, schema: Schema, columns: list[str]) -> np.
         )
     files = parquet_files(source)
     quoted = ", ".join(single_quoted(f) for f in files)
-    table = f"read_parquet([{quoted}], hive_partitioning = false)"  # pyarrow's reading
+    options = "hive_partitioning = false"  # pyarrow's reading
+    dialect = DUCKDB
+    if whole(tally):  # person-level bounding: each row's file and row number
+        options += ", filename = true, file_row_number = true"
+        dialect = replace(DUCKDB, position=POSITION_SQL, digest=lambda text: f"sha256({text})")
+    table = f"read_parquet([{quoted}], {options})"
     config: dict[str, str | bool | int | float | list[str]] = {
         "autoinstall_known_extensions": False,  # offline: no extension is fetched
         "autoload_known_extensions": False,
         "disabled_optimizers": "statistics_propagation",  # statistics leave NaN out
     }
     with duckdb.connect(":memory:", config=config) as connection:
-        kinds = stored_kinds(connection, files, source, columns)
+        kinds = stored_kinds(connection, files, source, tally.columns)
+        if whole(tally) and {"filename", "file_row_number"} & set(all_columns(connection, files)):
+            raise MechanismError(
+                f"{source.describe()} has a column named filename or file_row_number, which "
+                "the DuckDB engine uses to bound rows per person: use --engine inprocess"
+            )
 
-        def fetch(query: str) -> list[tuple[int, ...]]:
+        def fetch(query: str) -> list[tuple[Any, ...]]:
             return connection.execute(query).fetchall()
 
-        return count_in_sql(schema, columns, DUCKDB, kinds, table, fetch)
+        return sql_tally(tally, dialect, kinds, table, fetch)
 
 
 def parquet_files(source: TableSource) -> list[str]:
@@ -72,14 +88,20 @@ def parquet_files(source: TableSource) -> list[str]:
     Exactly `source.files` when given, else pyarrow's listing of the folder.
     """
     if source.files:
-        return list(source.files)
+        return [os.path.abspath(f) for f in source.files]
     try:
-        files = list(pa_dataset.dataset(source.location, format="parquet").files)
+        location = os.path.abspath(source.location)  # as the in-process engine names files
+        files = list(pa_dataset.dataset(location, format="parquet").files)
     except (OSError, pa.ArrowInvalid) as error:
         raise MechanismError(f"cannot read {source.describe()}: {error}") from error
     if not files:
         raise MechanismError(f"{source.describe()} holds no Parquet file")
     return files
+
+
+def all_columns(connection: duckdb.DuckDBPyConnection, files: list[str]) -> list[str]:
+    """The names of the files' columns."""
+    return [str(c) for c in connection.read_parquet(files, hive_partitioning=False).columns]
 
 
 def stored_kinds(

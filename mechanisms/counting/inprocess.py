@@ -2,9 +2,10 @@
 
 Reads the needed columns of a Parquet file or folder one record batch at a time, or of a
 PostgreSQL table through a server-side cursor (CHUNK_ROWS rows at a time, in a READ ONLY
-transaction), and counts each batch with `Schema.cell_counts`, so memory holds one batch
-whatever the row count. PostgreSQL rows become Arrow batches as Parquet's would (`real` and
-`numeric` read as double precision), so both sources are read alike.
+transaction), and tallies each batch with the tally's own Python code (`Tally.of_frame`, for
+cell counts `Schema.cell_counts`), so memory holds one batch whatever the row count.
+PostgreSQL rows become Arrow batches as Parquet's would (`real` and `numeric` read as double
+precision), so both sources are read alike.
 """
 
 from __future__ import annotations
@@ -12,26 +13,36 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.dataset as pa_dataset
 import pyarrow.fs as pa_fs
 from psycopg import sql
 
+from mechanisms.arrays import AnyArray
 from mechanisms.chunks import ChunkedTable
-from mechanisms.counting.postgres_engine import column_types, read_only, relation
+from mechanisms.counting.bounding import POSITION, positioned, whole
+from mechanisms.counting.postgres_engine import POSITION_SQL, column_types, read_only, relation
 from mechanisms.counting.source import TableSource
+from mechanisms.counting.tally import Tally, frames_tally
 from mechanisms.errors import MechanismError
-from mechanisms.schema import CHUNK_ROWS, Schema
+from mechanisms.schema import CHUNK_ROWS
 
 
-def count_in_process(source: TableSource, schema: Schema, columns: list[str]) -> np.ndarray:
-    """Exact rows per cell, counted here from record batches of `source` (Parquet)."""
+def tally_in_process(source: TableSource, tally: Tally) -> AnyArray:
+    """`tally` computed here from record batches of `source` (Parquet or PostgreSQL rows)."""
+    columns = tally.columns
+    if whole(tally):  # person-level bounding: every row with its position, at once
+        frames = (
+            _postgres_frames(source, columns, positions=True)
+            if source.is_postgres
+            else _positioned_frames(open_parquet(source, columns), columns)
+        )
+        return tally.of_frame(positioned(frames, tally))
     chunks = (
         postgres_chunks(source, columns) if source.is_postgres else parquet_chunks(source, columns)
     )
-    return schema.cell_counts(chunks, columns)
+    return frames_tally(tally, chunks)
 
 
 def parquet_chunks(source: TableSource, columns: list[str]) -> ChunkedTable:
@@ -96,7 +107,10 @@ def postgres_chunks(source: TableSource, columns: list[str]) -> ChunkedTable:
     return ChunkedTable(_postgres_frames(source, columns))
 
 
-def _postgres_frames(source: TableSource, columns: list[str]) -> Iterator[pd.DataFrame]:
+def _postgres_frames(
+    source: TableSource, columns: list[str], positions: bool = False
+) -> Iterator[pd.DataFrame]:
+    """Chunks of the table; with `positions`, each row's ctid as text in POSITION too."""
     with read_only(source) as connection:
         types = column_types(connection, source, columns)
         selected = sql.SQL(", ").join(
@@ -105,6 +119,8 @@ def _postgres_frames(source: TableSource, columns: list[str]) -> Iterator[pd.Dat
             else sql.Identifier(c)
             for c in columns
         )
+        if positions:
+            selected = sql.SQL("{}, {}").format(selected, sql.SQL(POSITION_SQL))
         query = sql.SQL("SELECT {} FROM {}").format(selected, relation(source))
         with connection.cursor(name="dp_portal_count") as cursor:
             cursor.execute(query)
@@ -112,7 +128,10 @@ def _postgres_frames(source: TableSource, columns: list[str]) -> Iterator[pd.Dat
                 batch = pa.table(
                     {c: pa.array([row[j] for row in rows]) for j, c in enumerate(columns)}
                 )
-                yield batch_frame(batch, columns)
+                frame = batch_frame(batch, columns)
+                if positions:
+                    frame[POSITION] = [row[-1] for row in rows]
+                yield frame
 
 
 def _frames(dataset: pa_dataset.Dataset, columns: list[str]) -> Iterator[pd.DataFrame]:
@@ -126,6 +145,19 @@ def _frames(dataset: pa_dataset.Dataset, columns: list[str]) -> Iterator[pd.Data
     )
     for batch in batches:
         yield batch_frame(batch, columns)
+
+
+def _positioned_frames(
+    dataset: pa_dataset.FileSystemDataset, columns: list[str]
+) -> Iterator[pd.DataFrame]:
+    """The dataset's batches, file by file, each row's "file#row" in POSITION."""
+    for fragment in dataset.get_fragments():
+        start = 0
+        for batch in fragment.to_batches(columns=columns, batch_size=CHUNK_ROWS):
+            frame = batch_frame(batch, columns)
+            frame[POSITION] = [f"{fragment.path}#{start + i}" for i in range(len(frame))]
+            start += len(frame)
+            yield frame
 
 
 def batch_frame(batch: pa.RecordBatch | pa.Table, columns: list[str]) -> pd.DataFrame:

@@ -1,9 +1,10 @@
-"""The PostgreSQL engine: the database counts its own table, and only cell counts come back.
+"""The PostgreSQL engine: the database tallies its own table, and only aggregates come back.
 
 The engine sends one `SELECT cell, count(*) ... GROUP BY cell` built by
-`mechanisms.counting.sql`, so raw rows never leave the database: the answer is one pair of
-whole numbers per occupied cell. It runs in a READ ONLY transaction with a statement timeout
-(`STATEMENT_TIMEOUT`) and the session time zone set to UTC; identifiers and texts are quoted by
+`mechanisms.counting.sql` for the tally asked (`mechanisms.counting.tally`), so raw rows never
+leave the database: the answer is one row of aggregates per occupied cell. It runs in a READ
+ONLY transaction with a statement timeout (`STATEMENT_TIMEOUT`) and the session time zone set
+to UTC; identifiers and texts are quoted by
 psycopg (`psycopg.sql.Identifier`, `psycopg.sql.Literal`) and the query is sent without
 client-side parameters, so no name or category is ever read as SQL.
 
@@ -15,17 +16,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
+from typing import Any
 
-import numpy as np
 import psycopg
 from psycopg import sql
 
+from mechanisms.arrays import AnyArray
 from mechanisms.counting.source import TableSource
-from mechanisms.counting.sql import Dialect, count_in_sql
+from mechanisms.counting.sql import Dialect, number
+from mechanisms.counting.tally import Tally, sql_tally
 from mechanisms.errors import MechanismError
-from mechanisms.schema import Schema
 
 STATEMENT_TIMEOUT = "30min"
+POSITION_SQL = "CAST(ctid AS text)"  # a row's place in the table, as the in-process engine reads it
 CONNECT_TIMEOUT_S = 10
 KINDS = {
     "smallint": "integer",
@@ -47,28 +51,52 @@ COLUMN_TYPES = (
 )
 
 
-def count_postgres(source: TableSource, schema: Schema, columns: list[str]) -> np.ndarray:
-    """Exact rows per cell, counted inside PostgreSQL by one GROUP BY."""
+def tally_postgres(source: TableSource, tally: Tally) -> AnyArray:
+    """`tally` of a PostgreSQL table, computed inside the database by one GROUP BY."""
     with read_only(source) as connection:
         table = relation(source)
-        kinds = {c: KINDS.get(t, t) for c, t in column_types(connection, source, columns).items()}
+        found = column_types(connection, source, tally.columns)
+        kinds = {c: KINDS.get(t, t) for c, t in found.items()}
         dialect = postgres_dialect(connection)
 
-        def fetch(query: str) -> list[tuple[int, ...]]:
+        def fetch(query: str) -> list[tuple[Any, ...]]:
             return connection.execute(query.encode()).fetchall()
 
-        return count_in_sql(schema, columns, dialect, kinds, table.as_string(connection), fetch)
+        return sql_tally(tally, dialect, kinds, table.as_string(connection), fetch)
 
 
 def postgres_dialect(connection: psycopg.Connection) -> Dialect:
     """PostgreSQL's quoting, by psycopg for this connection."""
-    return Dialect(
+    dialect = Dialect(
         "PostgreSQL",
         lambda name: sql.Identifier(name).as_string(connection),
         lambda value: sql.Literal(value).as_string(connection),
         "double precision",
         "btrim",
+        position=POSITION_SQL,
+        digest=lambda text: f"encode(sha256(convert_to({text}, 'UTF8')), 'hex') COLLATE \"C\"",
     )
+    return replace(
+        dialect, search=lambda value, edges, side: width_bucket(dialect, value, edges, side)
+    )
+
+
+def width_bucket(dialect: Dialect, value: str, edges: list[float], side: str) -> str:
+    """`np.searchsorted(edges, value, side)` by PostgreSQL's binary search, `width_bucket`.
+
+    width_bucket(v, edges) counts the edges <= v (side "right"); those < v are the others'
+    complement: len(edges) - #(-edges <= -v), with the negated edges in increasing order.
+    Negation is exact, so both repeat numpy's comparisons; far faster than a CASE tree on
+    PostgreSQL, which evaluated one of 1,282 candidates at 340 microseconds a row.
+    """
+    if side == "right":
+        return f"width_bucket({value}, {_array(dialect, edges)})"
+    negated = [-e for e in reversed(edges)]
+    return f"({len(edges)} - width_bucket(-({value}), {_array(dialect, negated)}))"
+
+
+def _array(dialect: Dialect, values: list[float]) -> str:
+    return "ARRAY[" + ", ".join(number(dialect, v) for v in values) + "]"
 
 
 @contextmanager

@@ -58,6 +58,12 @@ class Dialect:
     text: Callable[[str], str]
     double: str  # the 8-byte float type
     trim: str  # trim(text, characters)
+    # for person-level bounding (`mechanisms.counting.bounding`): a row's position as the
+    # in-process engine writes it, and the lowercase hex sha256 of a text, ordered bytewise
+    position: str | None = None
+    digest: Callable[[str], str] | None = None
+    # `edge_search` by a built-in binary search, (value, edges, side) -> SQL; None: a CASE tree
+    search: Callable[[str, list[float], str], str] | None = None
 
 
 def double_quoted(name: str) -> str:
@@ -95,7 +101,7 @@ def number(dialect: Dialect, value: float) -> str:
 
 
 def column_sql(dialect: Dialect, spec: Column, kind: str) -> ColumnSQL:
-    """The cell index of `spec` for a stored column of `kind` (see `type_kind`).
+    """The cell index of `spec` for a stored column of `kind` (the engines' `kind`).
 
     `spec` refuses nothing (its "reject" rules read as `Schema.accepting` reads them).
     """
@@ -130,21 +136,23 @@ def _numbers(dialect: Dialect, spec: NumericColumn, ref: str, kind: str) -> str:
     )
 
 
-def _numeric(dialect: Dialect, spec: NumericColumn, value: str, kind: str) -> ColumnSQL:
+def _missing(dialect: Dialect, value: str, kind: str) -> str:
+    """Whether a number is missing: NULL, or NaN in a floating-point column (never NULL)."""
     nan = f" OR {value} = {number(dialect, math.nan)}" if kind == "float" else ""
-    missing = f"({value} IS NULL{nan})"
+    return f"({value} IS NULL{nan})"
+
+
+def _numeric(dialect: Dialect, spec: NumericColumn, value: str, kind: str) -> ColumnSQL:
+    missing = _missing(dialect, value, kind)
     absent = str(spec.n_bins)
     if spec.equal_width:
-        clamped = (
-            f"greatest({number(dialect, spec.lower)}, least({number(dialect, spec.upper)}, "
-            f"{value}))"
-        )
+        clamped = clamp_sql(dialect, value, spec.lower, spec.upper)
         factor = spec.n_bins / (spec.upper - spec.lower)  # the constant numpy multiplies by
         scaled = _scaled(dialect, f"({clamped} - {number(dialect, spec.lower)})", factor)
         top = number(dialect, spec.n_bins - 1)
         present = f"CAST(floor(least({top}, {scaled})) AS BIGINT)"
     else:
-        present = _search(dialect, value, list(spec.edges[1:-1]), 0, spec.name)
+        present = edge_search(dialect, value, list(spec.edges[1:-1]), spec.name)
     return ColumnSQL(spec.name, f"CASE WHEN {missing} THEN {absent} ELSE {present} END")
 
 
@@ -160,19 +168,49 @@ def _scaled(dialect: Dialect, difference: str, factor: float) -> str:
     return f"(CASE WHEN {difference} < {negligible} THEN 0 ELSE {product} END)"
 
 
-def _search(dialect: Dialect, value: str, edges: list[float], offset: int, name: str) -> str:
-    """How many of `edges` (increasing) are <= value, plus `offset`: a balanced CASE."""
+def number_sql(dialect: Dialect, spec: NumericColumn, kind: str) -> tuple[str, str]:
+    """(the value as a double, whether it is missing): `NumericColumn.numbers` in SQL.
+
+    For a stored column of `kind` (the engines' `kind`); the missing test is never NULL.
+    """
+    value = _numbers(dialect, spec, dialect.identifier(spec.name), kind)
+    return value, _missing(dialect, value, kind)
+
+
+def clamp_sql(dialect: Dialect, value: str, lower: float, upper: float) -> str:
+    """`np.clip(value, lower, upper)` of a present (not NaN) double."""
+    return f"greatest({number(dialect, lower)}, least({number(dialect, upper)}, {value}))"
+
+
+def edge_search(
+    dialect: Dialect, value: str, edges: Sequence[float], name: str, side: str = "right"
+) -> str:
+    """`np.searchsorted(edges, value, side)` of a number (not NaN), increasing edges.
+
+    "right" counts the edges <= value, "left" those < value: the dialect's own binary search
+    when it has one (`Dialect.search`), else a balanced CASE of comparisons.
+    """
     if len(edges) > MAX_EDGES:
         raise MechanismError(
             f"column {name!r} has {len(edges) + 1} bins with explicit edges; SQL engines compare "
             f"at most {MAX_EDGES + 1}: use fewer bins or --engine inprocess"
         )
+    listed = [float(e) for e in edges]
+    if dialect.search is not None and listed:
+        return dialect.search(value, listed, side)
+    return _search(dialect, value, listed, 0, name, "<=" if side == "left" else "<")
+
+
+def _search(
+    dialect: Dialect, value: str, edges: list[float], offset: int, name: str, below: str = "<"
+) -> str:
+    """How many of `edges` (increasing) are <= value (< value), plus `offset`: a CASE tree."""
     if not edges:
         return str(offset)
     middle = len(edges) // 2
-    below = _search(dialect, value, edges[:middle], offset, name)
-    above = _search(dialect, value, edges[middle + 1 :], offset + middle + 1, name)
-    return f"CASE WHEN {value} < {number(dialect, edges[middle])} THEN {below} ELSE {above} END"
+    low = _search(dialect, value, edges[:middle], offset, name, below)
+    high = _search(dialect, value, edges[middle + 1 :], offset + middle + 1, name, below)
+    return f"CASE WHEN {value} {below} {number(dialect, edges[middle])} THEN {low} ELSE {high} END"
 
 
 def _categorical(dialect: Dialect, spec: CategoricalColumn, ref: str, kind: str) -> ColumnSQL:
@@ -227,24 +265,3 @@ def dense_counts(schema: Schema, columns: list[str], cells: AnyArray, rows: AnyA
         raise MechanismError("the engine returned a cell outside the schema's cells")
     np.add.at(counts, cells, np.asarray(rows, dtype=np.int64))
     return counts.reshape(shape)
-
-
-Fetch = Callable[[str], list[tuple[int, ...]]]
-
-
-def count_in_sql(
-    schema: Schema,
-    columns: list[str],
-    dialect: Dialect,
-    kinds: dict[str, str],
-    table: str,
-    fetch: Fetch,
-) -> AnyArray:
-    """Count `table` into the cells of `columns` with one GROUP BY sent through `fetch`.
-
-    `kinds` names how each column is stored (`type_kind`). Only (cell, rows) pairs of whole
-    numbers come back.
-    """
-    codes = [column_sql(dialect, schema.column(c), kinds[c]) for c in columns]
-    pairs = np.array(fetch(count_query(schema, codes, table)), dtype=np.int64).reshape(-1, 2)
-    return dense_counts(schema, columns, pairs[:, 0], pairs[:, 1])

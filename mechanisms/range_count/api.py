@@ -20,10 +20,12 @@ import pandas as pd
 
 from mechanisms.accounting import zcdp_to_approx_dp
 from mechanisms.arrays import AnyArray
-from mechanisms.chunks import ChunkedTable, table_chunks
+from mechanisms.chunks import ChunkedTable, EngineTable, table_chunks
+from mechanisms.counting.tally import frames_tally
 from mechanisms.errors import MechanismError
 from mechanisms.noise import resolve_rng
 from mechanisms.range_count.core import IdentityPlan, PerQueryPlan, PrivacyTarget, privacy_target
+from mechanisms.range_count.grid_tally import grid_tally
 from mechanisms.range_count.inputs import (
     Support,
     all_prefixes,
@@ -424,25 +426,34 @@ def workload_from_params(
 
 
 def support_counts(
-    support: Support, data: pd.DataFrame | ChunkedTable, columns: Sequence[str], schema: Schema
+    support: Support,
+    data: pd.DataFrame | ChunkedTable | EngineTable,
+    columns: Sequence[str],
+    schema: Schema,
 ) -> AnyArray:
-    """Records per support point, from a DataFrame or a ChunkedTable, one chunk at a time.
+    """Records per support point: the grid tally (`mechanisms.counting.tally.GridTally`).
 
-    Rows with a missing value in any of `columns` are not counted (see `Support.counts`).
+    From a DataFrame or a ChunkedTable, one chunk at a time; from an EngineTable, computed by
+    its engine where the table lives (only the counts per support point come back). The same
+    code or SQL places each row on every engine. Rows with a missing value in any of `columns`
+    are not counted (see `Support.counts`).
     """
-    specs = {c: cast(NumericColumn, schema.column(c)) for c in columns}
-    counts = np.zeros(support.n, dtype=np.int64)
-    for _start, piece in table_chunks(data, CHUNK_ROWS):
-        values = np.column_stack([specs[c].numbers(piece[c]) for c in columns])
-        counts += support.counts(values)
-    return counts
+    tally = grid_tally(support, schema)
+    if list(columns) != tally.columns:
+        raise MechanismError("the support's columns must be the release's columns")
+    if isinstance(data, EngineTable):
+        return data.tally(tally)
+    return frames_tally(tally, (piece for _start, piece in table_chunks(data, CHUNK_ROWS)))
 
 
-def range_count_release(inputs: MechanismInputs[pd.DataFrame | ChunkedTable]) -> ReleaseOutput:
+def range_count_release(
+    inputs: MechanismInputs[pd.DataFrame | ChunkedTable | EngineTable],
+) -> ReleaseOutput:
     """release.py entry: answers.csv and structure.json for a workload of range counts.
 
     Privacy: as `range_count`; unit one row, under the declared neighbouring relation.
-    `data` is a DataFrame or a ChunkedTable (counted in one pass).
+    `data` is a DataFrame or a ChunkedTable (counted in one pass), or an EngineTable whose
+    engine counts the grid where the table lives (`support_counts`): the noise is added here.
     """
     schema, columns, params = inputs.schema, inputs.columns, inputs.params
     support = support_from_schema(schema, columns, params)

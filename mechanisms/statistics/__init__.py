@@ -10,8 +10,12 @@ by `weights` (one positive number per statistic); each statistic's share is spen
 at once (the groups are disjoint, so one row touches at most two of them, see below).
 
 Building blocks are OpenDP's (https://docs.opendp.org): its clamp + bounded-sum and count
-transformations give the exact aggregate and, through their stability maps, the sensitivity
-(including OpenDP's allowance for floating-point summation). A quantile's estimate scores a
+transformations give, through their stability maps, the sensitivity (including OpenDP's
+allowance for floating-point summation). The statistics read the table once, as aggregates
+(`aggregates`: per group the rows, the values present, exact fixed-point sums of the clamped
+values and counts around the public quantile candidates), computed here or by an engine where
+the table lives alike; the sums' sensitivity is the larger of OpenDP's map and the exact sums'
+own (`measures.fixed_point_sensitivity`). A quantile's estimate scores a
 public grid of candidates by a tie-aware rank distance (`quantiles.rank_distances`, its
 sensitivity proven there) for permute-and-flip (report-noisy-max with exponential noise, as
 OpenDP's own quantile measurement). All noise comes from
@@ -77,10 +81,11 @@ manifest also states each statistic's guarantee and the sensitivity of each of i
 pieces (`sensitivity.sensitivities`).
 Grouping columns may have a "(missing)" cell: it is one more declared group.
 
-Modules: `request` (parsing, budget split), `measures` (OpenDP's sums and counts, noise
-half-widths), `quantiles`, `compute` (the statistics over every group, the release), `plan`
-(the public preview, by group size), `sensitivity` (the manifest's sensitivities), `support`
-(which groups' estimates are published).
+Modules: `request` (parsing, budget split), `aggregates` (what is read of the table, from
+any engine), `measures` (OpenDP's sums and counts, noise half-widths), `quantiles`, `compute`
+(the statistics over every group, the release), `plan` (the public preview, by group size),
+`sensitivity` (the manifest's sensitivities), `support` (which groups' estimates are
+published).
 """
 
 from mechanisms.statistics.compute import (

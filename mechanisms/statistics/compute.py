@@ -13,12 +13,19 @@ import pandas as pd
 
 from mechanisms.accounting import noise_scale
 from mechanisms.arrays import FloatArray, IntArray
+from mechanisms.chunks import EngineTable
 from mechanisms.errors import MechanismError
 from mechanisms.noise import RandomSource
 from mechanisms.release import Progress, ReleaseOutput, csv_bytes
 from mechanisms.release_request import MechanismInputs
 from mechanisms.schema import NumericColumn, Schema
 from mechanisms.statistics import quantiles, support
+from mechanisms.statistics.aggregates import (
+    Aggregates,
+    exact_sum,
+    group_codes,
+    tallies,
+)
 from mechanisms.statistics.measures import (
     LEVEL,
     centre,
@@ -100,33 +107,28 @@ class Row:
 
 
 class Computer:
-    """Runs each statistic over every group, recording every epsilon it spends."""
+    """Runs each statistic over every group, recording every epsilon it spends.
+
+    It reads the table once, as aggregates (`aggregates.Aggregates`: rows, values present,
+    exact clamped sums and counts around the quantile candidates, per group), computed from a
+    DataFrame here or by an engine where the table lives (an EngineTable) alike.
+    """
 
     def __init__(
         self,
-        data: pd.DataFrame,
+        data: pd.DataFrame | EngineTable,
         schema: Schema,
         request: Request,
         neighbouring: str,
         rng: RandomSource,
     ) -> None:
         self.schema, self.request, self.neighbouring, self.rng = schema, request, neighbouring, rng
-        self.n = len(data)
         self.data = data
-        self._numbers: dict[str, FloatArray] = {}
-        self.group_of = self._group_codes(data)
+        self.aggregates = read_aggregates(data, schema, request)
+        self.n = self.aggregates.n
         self.spent: list[float] = []
         self.count_upper: list[float] | None = None  # the released count's 95% upper ends
         self.skipped_ends: list[list[bool]] = []  # per quantile run, per group (public)
-
-    def _group_codes(self, data: pd.DataFrame) -> IntArray:
-        by = list(self.request.by)
-        if not by:
-            return np.zeros(len(data), dtype=np.int64)
-        shape = self.schema.domain_shape(by)
-        codes = self.schema.encode(data, by)
-        flat: IntArray = np.ravel_multi_index(tuple(codes.T), shape).astype(np.int64)
-        return flat
 
     @property
     def grouped(self) -> bool:
@@ -149,27 +151,18 @@ class Computer:
         """Whether the schema lets `column` hold missing values (public)."""
         return self.numeric(column).missing == "cell"
 
-    def numbers(self, column: str) -> FloatArray:
-        """`column` as float64, NaN where missing or unreadable: read once, then read-only."""
-        if column not in self._numbers:
-            x = np.array(self.numeric(column).numbers(self.data[column]), dtype=np.float64)
-            x.flags.writeable = False
-            self._numbers[column] = x
-        return self._numbers[column]
-
-    def present(self, column: str) -> np.ndarray[Any, np.dtype[np.bool_]]:
-        """Which rows carry a value of `column` (missing or unreadable ones do not)."""
-        return ~np.isnan(self.numbers(column))
-
     def values(self, column: str) -> list[FloatArray]:
-        """Each group's present values of `column` (float64 arrays), in group order.
+        """Each group's present values of a DataFrame's `column`, in group order.
 
-        Missing values are left out of every statistic of the column. Arrays, not lists: OpenDP
-        reads a float64 array at once, where a list is checked value by value.
+        For checks of one building block on the values themselves (`noisy_sums`, `ends`,
+        `select`); the statistics read the aggregates.
         """
-        x = self.numbers(column)
+        if not isinstance(self.data, pd.DataFrame):
+            raise MechanismError("the values of a table counted where it lives are not read")
+        spec = self.numeric(column)
+        x = np.asarray(spec.numbers(self.data[column]), dtype=np.float64)
         keep = ~np.isnan(x)
-        group_of = self.group_of[keep]
+        group_of = group_codes(self.schema, self.request.by, self.data)[keep]
         order = np.argsort(group_of, kind="stable")
         cuts = np.searchsorted(group_of[order], np.arange(1, len(self.request.groups)))
         return list(np.split(np.asarray(x[keep][order], dtype=np.float64), cuts))
@@ -189,8 +182,7 @@ class Computer:
         group and join another); under replace-one without groups the count of present values
         moves by at most 1 (`count_scale` with the public n).
         """
-        rows = self.group_of if column is None else self.group_of[self.present(column)]
-        true = np.bincount(rows, minlength=len(self.request.groups)).astype(np.int64)
+        true = self.aggregates.rows() if column is None else self.aggregates.present(column)
         sized = self.public_n if column is not None else None
         scale = count_scale(epsilon, self.neighbouring, sized)
         self._spend(epsilon)
@@ -204,21 +196,25 @@ class Computer:
         epsilon: float,
         missing: bool = False,
     ) -> tuple[FloatArray, float]:
-        """Per-group OpenDP bounded sums over [low, high] + Laplace of scale Delta / epsilon.
+        """`noisy_totals` of each group's values clamped to [low, high] (`exact_sum`)."""
+        true = np.asarray([exact_sum(g, low, high) for g in groups])
+        return self.noisy_totals(true, low, high, epsilon, missing)
 
-        Privacy: epsilon-DP; Delta from OpenDP's stability map (`group_sensitivity`), or, under
-        replace-one without grouping, OpenDP's sized-domain map for the public n (`missing`:
-        the group's values may be fewer than n; each missing one counts as 0, see
-        `sum_transformation`).
+    def noisy_totals(
+        self, true: FloatArray, low: float, high: float, epsilon: float, missing: bool = False
+    ) -> tuple[FloatArray, float]:
+        """Per-group exact sums over [low, high] (`aggregates`) + Laplace of scale Delta / epsilon.
+
+        Privacy: epsilon-DP; Delta from `sum_transformation`: the larger of OpenDP's stability
+        map of its bounded sum and the exact sums' own bound (`fixed_point_sensitivity`),
+        doubled under replace-one with groups, or, under replace-one without grouping, the
+        sized bounds for the public n (`missing`: the group's values may be fewer than n; each
+        missing one counts as 0, so the bounds are widened to hold 0).
         """
-        n = self.public_n
-        t, sensitivity = sum_transformation(low, high, self.neighbouring, n, missing)
-        if n is not None and missing:
-            groups = [np.concatenate([np.clip(g, low, high), np.zeros(n - len(g))]) for g in groups]
+        _, sensitivity = sum_transformation(low, high, self.neighbouring, self.public_n, missing)
         scale = noise_scale(sensitivity, epsilon)
-        true = np.asarray([float(t(g)) for g in groups])
         self._spend(epsilon)
-        return self.rng.add_laplace(true, scale), scale
+        return self.rng.add_laplace(np.asarray(true, dtype=np.float64), scale), scale
 
     # -- the statistics ---------------------------------------------------------------
 
@@ -253,8 +249,8 @@ class Computer:
         """
         spec = self.numeric(column)
         counted, epsilon = self.own_counts(column, epsilon, own_count)
-        values, missing = self.values(column), self.may_miss(column)
-        sums, scale = self.noisy_sums(values, spec.lower, spec.upper, epsilon, missing)
+        true, missing = self.aggregates.sums(column, "raw"), self.may_miss(column)
+        sums, scale = self.noisy_totals(true, spec.lower, spec.upper, epsilon, missing)
         half = laplace_halfwidth(scale)
         return [Row(s, s - half, s + half, scale, *counted[g]) for g, s in enumerate(sums)]
 
@@ -289,15 +285,15 @@ class Computer:
         """
         spec = self.numeric(column)
         c, r = centre(spec)
-        groups = [g - c for g in self.values(column)]
+        centred = self.aggregates.sums(column, "centred")
         if (known := self.known_count(column)) is not None:
-            sums, scale = self.noisy_sums(groups, -r, r, epsilon)
+            sums, scale = self.noisy_totals(centred, -r, r, epsilon)
             half = laplace_halfwidth(scale) / max(known, 1)
             m = float(sums[0]) / max(known, 1)
             row = Row(c + m, c + m - half, c + m + half, scale, count=float(known))
             return [clip_row(row, spec)]
         part = split(epsilon, 2)
-        sums, scale = self.noisy_sums(groups, -r, r, part, self.may_miss(column))
+        sums, scale = self.noisy_totals(centred, -r, r, part, self.may_miss(column))
         counts, count_scale = self.noisy_counts(part, column)
         rows = []
         for s, n in zip(sums, counts.astype(float), strict=True):
@@ -323,12 +319,10 @@ class Computer:
         """
         spec = self.numeric(column)
         c, r = centre(spec)
-        groups = [g - c for g in self.values(column)]
-        squares = [np.minimum(g * g, r * r) for g in groups]
         part = split(epsilon, 3)
-        missing = self.may_miss(column)
-        s1, scale1 = self.noisy_sums(groups, -r, r, part, missing)
-        s2, scale2 = self.noisy_sums(squares, 0.0, r * r, part, missing)
+        missing, sums = self.may_miss(column), self.aggregates.sums
+        s1, scale1 = self.noisy_totals(sums(column, "centred"), -r, r, part, missing)
+        s2, scale2 = self.noisy_totals(sums(column, "square"), 0.0, r * r, part, missing)
         counts, count_scale = self.noisy_counts(part, column)
         rows = []
         for a, b, n in zip(s1, s2, counts.astype(float), strict=True):
@@ -371,7 +365,7 @@ class Computer:
         counted, epsilon = self.own_counts(column, epsilon, own_count)
         point, _ = quantile_shares(epsilon)
         rows, skipped = [], []
-        for group, values in enumerate(self.values(column)):
+        for group, values in enumerate(self.aggregates.rank_counts(column)):
             estimate, lower, upper, skip = self.one_quantile(
                 values, spec, alpha, epsilon, self.rows_at_most(group, *counted[group])
             )
@@ -384,7 +378,7 @@ class Computer:
 
     def one_quantile(
         self,
-        values: FloatArray,
+        values: quantiles.Values,
         spec: NumericColumn,
         alpha: float,
         epsilon: float,
@@ -417,24 +411,34 @@ class Computer:
         return min(bounds, default=None)
 
     def ends(
-        self, values: FloatArray, spec: NumericColumn, alpha: float, epsilon: float
+        self, values: quantiles.Values, spec: NumericColumn, alpha: float, epsilon: float
     ) -> tuple[float, float]:
-        """`quantiles.ends` on one group's values (epsilon-DP; the caller records the spend)."""
+        """`quantiles.ends` of one group's values or counts (epsilon-DP; caller records it)."""
         return quantiles.ends(values, spec, alpha, epsilon, self.neighbouring, self.rng)
 
     def select(
         self,
-        values: FloatArray,
+        values: quantiles.Values,
         spec: NumericColumn,
         alpha: float,
         epsilon: float,
         within: tuple[float, float] | None = None,
     ) -> float:
-        """`quantiles.select` on one group's values (epsilon-DP; the caller records the spend)."""
+        """`quantiles.select` of one group's values or counts (epsilon-DP; caller records it)."""
         return quantiles.select(values, spec, alpha, epsilon, self.neighbouring, self.rng, within)
 
     def numeric(self, column: str) -> NumericColumn:
         return _numeric(self.schema, column)
+
+
+def read_aggregates(
+    data: pd.DataFrame | EngineTable, schema: Schema, request: Request
+) -> Aggregates:
+    """The request's aggregates of `data`: its engine's where it lives, else computed here."""
+    groups, ranked = tallies(schema, request)
+    if isinstance(data, EngineTable):
+        return Aggregates(groups, data.tally(groups), {t.column: data.tally(t) for t in ranked})
+    return Aggregates(groups, groups.of_frame(data), {t.column: t.of_frame(data) for t in ranked})
 
 
 def clip_row(row: Row, spec: NumericColumn) -> Row:
@@ -451,7 +455,7 @@ def root_row(row: Row) -> Row:
 
 
 def computed(
-    data: pd.DataFrame,
+    data: pd.DataFrame | EngineTable,
     schema: Schema,
     request: Request,
     *,
@@ -585,11 +589,13 @@ def selected_request(
     return request
 
 
-def run_statistics(inputs: MechanismInputs[pd.DataFrame]) -> ReleaseOutput:
+def run_statistics(inputs: MechanismInputs[pd.DataFrame | EngineTable]) -> ReleaseOutput:
     """The catalogue's entry point: statistics.csv, and the spend recorded piece by piece.
 
     Privacy: pure epsilon-DP for one row under `neighbouring` (delta is not used); each
-    statistic's sensitivity and guarantee are in its Computer method's docstring.
+    statistic's sensitivity and guarantee are in its Computer method's docstring. `data` is a
+    DataFrame or an EngineTable, whose engine computes the aggregates where the table lives
+    (`aggregates`): only those leave it, and the noise is added here.
     """
     schema, epsilon, neighbouring = inputs.schema, inputs.epsilon, inputs.neighbouring
     if math.isinf(epsilon):
@@ -610,7 +616,7 @@ def run_statistics(inputs: MechanismInputs[pd.DataFrame]) -> ReleaseOutput:
         manifest={
             "parameters": {
                 **public_parameters(schema, request),
-                "sensitivities": sensitivities(schema, request, neighbouring, len(inputs.data)),
+                "sensitivities": sensitivities(schema, request, neighbouring, run.n),
                 "quantile_interval_picks": interval_picks(run),
                 **publication(schema, request, neighbouring),
             }

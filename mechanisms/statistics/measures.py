@@ -22,6 +22,8 @@ from mechanisms.schema import NumericColumn
 dp.enable_features("contrib")
 
 LEVEL = 0.95
+WORD_BITS = 61  # |floor(v 2^k)| <= 2^61 (`sum_exponent`): two 31-bit limbs, int64 sums
+MAX_GROUP_ROWS = 2**32  # the exact sums' float rounding is allowed for up to this many rows
 
 
 def _domain(size: int | None = None) -> Any:
@@ -80,7 +82,12 @@ def count_sensitivity(neighbouring: str, public_n: int | None = None) -> float:
 def sum_transformation(
     low: float, high: float, neighbouring: str, public_n: int | None, missing: bool = False
 ) -> tuple[Any, float]:
-    """The OpenDP bounded sum over [low, high] and its sensitivity.
+    """The OpenDP bounded sum over [low, high] and the sensitivity of the sums the statistics use.
+
+    The statistics sum exactly (`mechanisms.statistics.aggregates`, the same on every engine)
+    rather than with OpenDP's float sum; the sensitivity is the larger of OpenDP's map and
+    `fixed_point_sensitivity` (per row, doubled under replace-one with groups), so it bounds
+    both, whichever computed the sum.
 
     Sized on the public n when given (replace-one without groups: OpenDP's map(2) on vectors
     of n values), else `group_sensitivity`. A missing value adds nothing, so where values may
@@ -93,9 +100,39 @@ def sum_transformation(
         if missing:
             low, high = min(low, 0.0), max(high, 0.0)
         t = _bounded_sum(low, high, public_n)
-        return t, float(t.map(2))
+        return t, max(float(t.map(2)), fixed_point_sensitivity(low, high, sized=True))
     t = _bounded_sum(low, high)
-    return t, group_sensitivity(t, neighbouring)
+    moved = 1 if neighbouring == "add-remove" else 2  # replace-one: a row may change groups
+    exact = moved * fixed_point_sensitivity(low, high, sized=False)
+    return t, max(group_sensitivity(t, neighbouring), exact)
+
+
+def sum_exponent(low: float, high: float) -> int:
+    """k such that |v| 2^k <= 2^61 for every v in [low, high] (0 when both are 0).
+
+    The fixed point of the exact sums (`mechanisms.statistics.aggregates`): each clamped value
+    is read as floor(v 2^k) 2^-k, within 2^-k below v.
+    """
+    bound = max(abs(low), abs(high))
+    if bound == 0:
+        return 0
+    return WORD_BITS - math.frexp(bound)[1]  # bound < 2^e
+
+
+def fixed_point_sensitivity(low: float, high: float, *, sized: bool) -> float:
+    """One row's L1 change of the exact fixed-point sum over [low, high], rounded to a float.
+
+    Unsized (a row added or removed): max(|low|, |high|) + 2^-k (a term lies in [low - 2^-k,
+    high]); sized (a row's value replaced): high - low + 2^-k. Plus the final rounding of each
+    of the two sums to a float, half a unit in the last place of at most MAX_GROUP_ROWS
+    max(|low|, |high|) each. Rounded up, so the noise scaled to it covers the sum as computed
+    for every group of at most MAX_GROUP_ROWS rows (`aggregates.Aggregates` refuses larger).
+    """
+    bound = max(abs(low), abs(high))
+    step = 2.0 ** -sum_exponent(low, high)
+    rounding = math.ulp(2.0 * MAX_GROUP_ROWS * bound) if bound else 0.0  # one binade up
+    term = (high - low) if sized else bound
+    return math.nextafter(term + step + rounding, math.inf)
 
 
 def discrete_laplace_halfwidth(scale: float, level: float = LEVEL) -> float:

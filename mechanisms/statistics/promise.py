@@ -52,6 +52,7 @@ from mechanisms.arrays import BoolArray, FloatArray, IntArray
 from mechanisms.noise import secure_source
 from mechanisms.schema import NumericColumn, Schema
 from mechanisms.statistics import support
+from mechanisms.statistics.aggregates import group_codes
 from mechanisms.statistics.compute import Computer
 from mechanisms.statistics.measures import (
     centre,
@@ -230,7 +231,9 @@ def statistic_errors(
     `estimates`: per statistic, one estimate per group in `request.groups` order.
     """
     computer = Computer(data, schema, request, "add-remove", secure_source())
-    rows: IntArray = np.bincount(computer.group_of, minlength=len(request.groups))
+    rows: IntArray = np.bincount(
+        group_codes(schema, request.by, data), minlength=len(request.groups)
+    )
     values, errors = [], []
     for stat, released in zip(request.statistics, estimates, strict=True):
         if stat.column is None:

@@ -1,20 +1,23 @@
 """Quantiles of the summary statistics.
 
 Public round-number candidates, the two ends of a quantile's 95% interval and its estimate (a
-tie-aware rank distance), each chosen by permute-and-flip.
+tie-aware rank distance), each chosen by permute-and-flip. Both read a group's values only as
+#(x < c) and #(x <= c) for the public candidates c (`ranks`), so they run on the values or on
+their counts around the candidates (`RankCounts`, which an engine computes) alike.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
 import numpy as np
 
 from mechanisms.accounting import float_at_most, noise_scale
-from mechanisms.arrays import FloatArray
+from mechanisms.arrays import FloatArray, IntArray
 from mechanisms.errors import MechanismError
 from mechanisms.noise import RandomSource, permute_and_flip
 from mechanisms.schema import NumericColumn
@@ -54,6 +57,78 @@ def _round_grid(lower: float, upper: float, decimals: int, limit: int) -> tuple[
             if len(grid) <= limit:
                 return tuple(grid)
     raise MechanismError(f"bounds [{lower}, {upper}] leave no grid of {limit} candidates")
+
+
+def quantile_grid(spec: NumericColumn) -> tuple[float, ...]:
+    """Every candidate a quantile may score: the estimate's and the interval ends' (sorted).
+
+    Public: from the schema alone. The ends are END_CANDIDATES candidates, so an estimate
+    within them (`select`) scores candidates of this grid too.
+    """
+    return _union(candidates(spec, CANDIDATES), candidates(spec, END_CANDIDATES))
+
+
+@lru_cache(maxsize=256)
+def _union(first: tuple[float, ...], second: tuple[float, ...]) -> tuple[float, ...]:
+    return tuple(sorted(set(first) | set(second)))
+
+
+@dataclass(frozen=True)
+class RankCounts:
+    """One group's clamped values as counts around the public candidates of `grid` (sorted).
+
+    slots[2 i] counts the values strictly between candidates i - 1 and i (below the first for
+    i = 0), slots[2 i + 1] those equal to candidate i, slots[2 m] those above the last. This is
+    all the quantiles read of the values: #(x < c) and #(x <= c) for every candidate c, and the
+    number of values, so an engine computes it (`aggregates.RankTally`) and no value leaves it.
+    """
+
+    grid: tuple[float, ...]
+    slots: IntArray
+
+    @staticmethod
+    def slots_of(clamped: FloatArray, grid: tuple[float, ...]) -> IntArray:
+        """The slot of each value: #(candidates < v) + #(candidates <= v)."""
+        edges = np.asarray(grid)
+        slots: IntArray = np.searchsorted(edges, clamped, side="left") + np.searchsorted(
+            edges, clamped, side="right"
+        )
+        return slots
+
+    @classmethod
+    def of_values(cls, values: FloatArray, spec: NumericColumn) -> RankCounts:
+        """The counts of `values` clamped to the bounds, over the column's `quantile_grid`."""
+        grid = quantile_grid(spec)
+        clamped = np.clip(np.asarray(values, dtype=np.float64), spec.lower, spec.upper)
+        counts = np.bincount(cls.slots_of(clamped, grid), minlength=2 * len(grid) + 1)
+        return cls(grid, counts.astype(np.int64))
+
+    def around(self, candidates: FloatArray) -> tuple[IntArray, IntArray, int]:
+        """(#(x < c), #(x <= c)) for each of `candidates` (all in the grid), and #x."""
+        edges = np.asarray(self.grid)
+        index = np.searchsorted(edges, candidates)
+        if np.any(index >= edges.size) or not np.array_equal(edges[index], candidates):
+            raise MechanismError("quantile candidates outside the counted grid")
+        cumulative = np.concatenate([[0], np.cumsum(self.slots)])
+        return cumulative[2 * index + 1], cumulative[2 * index + 2], int(cumulative[-1])
+
+
+Values = Sequence[float] | FloatArray | RankCounts
+
+
+def ranks(values: Values, candidates: FloatArray) -> tuple[IntArray, IntArray, int]:
+    """(#(x < c), #(x <= c)) for each candidate, and #x: from the values or their counts."""
+    if isinstance(values, RankCounts):
+        return values.around(candidates)
+    x = np.sort(np.asarray(values, dtype=np.float64))
+    return np.searchsorted(x, candidates, "left"), np.searchsorted(x, candidates, "right"), x.size
+
+
+def clamped(values: Values, spec: NumericColumn) -> Values:
+    """The values clamped to the column's bounds (counts are counted of clamped values)."""
+    if isinstance(values, RankCounts):
+        return values
+    return np.clip(np.asarray(values, dtype=np.float64), spec.lower, spec.upper)
 
 
 def quantile_rank_margin(alpha: float, epsilon: float, neighbouring: str, size: int) -> float:
@@ -117,18 +192,14 @@ def cap_bounds(low: FloatArray, high: FloatArray, cap: float) -> tuple[FloatArra
     return low, high
 
 
-def signed_rank_scores(
-    values: Sequence[float] | FloatArray, candidates: FloatArray, alpha: float
-) -> FloatArray:
+def signed_rank_scores(values: Values, candidates: FloatArray, alpha: float) -> FloatArray:
     """s(c) = (1 - alpha) #(x < c) - alpha #(x > c) for each candidate (values clamped).
 
     Ties at c count on neither side, as in OpenDP's quantile score (|s| is that score in
     rows). One row added or removed moves every s(c) by at most max(alpha, 1 - alpha).
     """
-    x = np.sort(np.asarray(values, dtype=np.float64))
-    below = np.searchsorted(x, candidates, side="left")
-    above = x.size - np.searchsorted(x, candidates, side="right")
-    scores: FloatArray = (1 - alpha) * below - alpha * above
+    below, up_to, n = ranks(values, candidates)
+    scores: FloatArray = (1 - alpha) * below - alpha * (n - up_to)
     return scores
 
 
@@ -171,7 +242,7 @@ def end_scores(s: FloatArray, margin: float, cap: float) -> tuple[FloatArray, Fl
 
 
 def ends(
-    values: FloatArray,
+    values: Values,
     spec: NumericColumn,
     alpha: float,
     epsilon: float,
@@ -205,7 +276,7 @@ def ends(
     grid = np.asarray(candidates(spec, END_CANDIDATES))
     margin = quantile_rank_margin(alpha, epsilon, neighbouring, grid.size)
     cap = bound_score(rank_scale(alpha, epsilon, neighbouring))
-    s = signed_rank_scores(np.clip(values, spec.lower, spec.upper), grid, alpha)
+    s = signed_rank_scores(clamped(values, spec), grid, alpha)
     low, high = end_scores(s, margin, cap)
     first, second = np.triu_indices(grid.size)
     scores = np.maximum(low[first], high[second])
@@ -214,9 +285,7 @@ def ends(
     return grid[first[index]], grid[second[index]]
 
 
-def rank_distances(
-    values: Sequence[float] | FloatArray, candidates: FloatArray, alpha: float
-) -> FloatArray:
+def rank_distances(values: Values, candidates: FloatArray, alpha: float) -> FloatArray:
     """d(c), the distance (in rows) from the target rank alpha n to [#(x < c), #(x <= c)].
 
     The ranks a candidate covers: 0 when c is an alpha-quantile of the (clamped) values, ties
@@ -232,16 +301,14 @@ def rank_distances(
     one group and joins another (max(alpha, 1 - alpha) in each): at most 2 max(alpha, 1 -
     alpha) per group either way, as `rank_sensitivity` states.
     """
-    x = np.sort(np.asarray(values, dtype=np.float64))
-    below = np.searchsorted(x, candidates, side="left")
-    up_to = np.searchsorted(x, candidates, side="right")
-    target = alpha * x.size
+    below, up_to, n = ranks(values, candidates)
+    target = alpha * n
     distances: FloatArray = np.maximum(0.0, np.maximum(below - target, target - up_to))
     return distances
 
 
 def select(
-    values: FloatArray,
+    values: Values,
     spec: NumericColumn,
     alpha: float,
     epsilon: float,
@@ -268,8 +335,7 @@ def select(
     grid = np.asarray(candidates(spec, CANDIDATES))
     if within is not None:
         grid = np.union1d(grid[(grid >= low) & (grid <= high)], [low, high])
-    clamped = np.clip(np.asarray(values, dtype=np.float64), spec.lower, spec.upper)
-    scores = -rank_distances(clamped, grid, alpha)
+    scores = -rank_distances(clamped(values, spec), grid, alpha)
     sensitivity = rank_sensitivity(alpha, neighbouring)
     index = permute_and_flip(scores, epsilon=epsilon, sensitivity=sensitivity, rng=rng)
     chosen: float = grid[index]

@@ -15,6 +15,7 @@ skipped only when the server cannot be reached.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import numpy as np
@@ -344,22 +345,17 @@ def test_run_release_takes_an_engine_table(tmp_path):
         assert got.manifest == expected.manifest
 
 
-def test_run_release_refuses_what_needs_rows(tmp_path):
+def test_run_release_refuses_what_needs_rows(tmp_path, monkeypatch):
+    """Every mechanism reads only aggregates now (issue 45), person level included; a row
+    that needed the rows themselves (here MWEM's, marked so) would be refused in words."""
     frame, document = public_case("seattle_weather")
     path = write_parquet(frame, tmp_path / "w.parquet")
     table = engine_table(TableSource(str(path)), "duckdb")
-    with pytest.raises(MechanismError, match="reads more than cell counts.*mwem, perturbed"):
+    rows_only = dataclasses.replace(mechanisms.catalogue.CATALOGUE["mwem"], counts_only=False)
+    monkeypatch.setitem(mechanisms.catalogue.CATALOGUE, "mwem", rows_only)
+    with pytest.raises(MechanismError, match="reads more than counts.*perturbed"):
         mechanisms.run_release(
-            "range_count", table, Schema.from_dict(document), epsilon=1.0, columns=["wind"]
-        )
-    person = {
-        **document,
-        "columns": [{"name": "weather", "role": "person_id"}, *document["columns"][:-1]],
-    }
-    person["max_rows_per_person"] = 2
-    with pytest.raises(MechanismError, match="person column"):
-        mechanisms.run_release(
-            "perturbed_histogram", table, Schema.from_dict(person), epsilon=1.0, columns=["wind"]
+            "mwem", table, Schema.from_dict(document), epsilon=1.0, columns=["wind"]
         )
 
 

@@ -23,9 +23,10 @@ from mechanisms.counting.dask_engine import (
     SCHEDULER_VARIABLE,
     add_counts,
     count_on_dask,
-    count_piece,
     plan_pieces,
+    tally_piece,
 )
+from mechanisms.counting.tally import CellTally
 from mechanisms.errors import MechanismError
 from mechanisms.noise import seeded_source
 from mechanisms.schema import CHUNK_ROWS
@@ -115,11 +116,9 @@ def test_every_piece_matters(folder):
     reader that skips work) changes the counts the equality test compares."""
     columns = ["x", "y", "c", "k", "n"]
     pieces, arrow_schema = plan_pieces(folder, columns)
+    tally = CellTally(SCHEMA.accepting(), tuple(columns))
     assert len([p for p in pieces if p.path.endswith("part-9.parquet")]) == 2
-    parts = [
-        count_piece(p, source=folder, schema=SCHEMA, columns=columns, arrow_schema=arrow_schema)
-        for p in pieces
-    ]
+    parts = [tally_piece(p, source=folder, tally=tally, arrow_schema=arrow_schema) for p in pieces]
     reference = count_cells(folder, SCHEMA, columns, "inprocess")
     assert np.array_equal(add_counts(*parts), reference)
     for lost in range(len(parts)):

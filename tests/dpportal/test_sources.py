@@ -9,6 +9,7 @@ canary), dropped afterwards.
 """
 
 import contextlib
+import dataclasses
 import html
 import math
 import os
@@ -40,8 +41,11 @@ from dpportal.models import AuditEvent, Dataset, PrivacyBudget, Release
 from dpportal.services.sources import source_fingerprint
 from dpportal.sources.reach import NOWHERE
 from dpportal.sources.tables import SourceError, table_source
-from mechanisms.counting import TableSource, count_cells
+from mechanisms.counting import TableSource, count_cells, tally_table
 from mechanisms.counting.dask_engine import SCHEDULER_VARIABLE as DASK_SCHEDULER
+from mechanisms.range_count.api import support_from_schema
+from mechanisms.range_count.grid_tally import grid_tally
+from mechanisms.statistics.aggregates import tallies
 from tests.conftest import wait_until
 from tests.helpers import (
     client_for,
@@ -300,7 +304,13 @@ def test_postgres_counts_equal_in_process_counts_of_the_same_rows(source_schema,
 
 
 @pytest.mark.django_db
-def test_a_release_that_cannot_be_counted_where_the_data_lives_spends_nothing(source_schema):
+def test_a_release_that_cannot_be_counted_where_the_data_lives_spends_nothing(
+    source_schema, monkeypatch
+):
+    """Every mechanism runs on a source now (issue 45); one that needed rows would be refused
+    before spending: a catalogue row without `counts_only` stands for it."""
+    rows_only = dataclasses.replace(mechanisms.catalogue.CATALOGUE["mwem"], counts_only=False)
+    monkeypatch.setitem(mechanisms.catalogue.CATALOGUE, "mwem", rows_only)
     owner = make_user("owner")
     dataset = register(owner, source_schema)
     services.dataset_confirm_schema(dataset=dataset, user=owner, schema=SCHEMA)
@@ -452,6 +462,101 @@ def test_a_parquet_folder_is_released_where_it_lives(settings, tmp_path, engine)
     exact = count_cells(source, schema, ["age", "sex"], engine)
     reference = count_cells(source, schema, ["age", "sex"], "inprocess")
     assert np.array_equal(exact, reference) and exact.sum() == len(rows)
+
+
+@pytest.mark.django_db
+def test_range_counts_of_a_parquet_folder_run_where_it_lives(settings, tmp_path):
+    """Issue 45 item 1: range counts on a source go through the form (its preview too), run on
+    the source's engine (DuckDB) from the grid's counts alone, and show their results page;
+    the counts the engine made are the in-process ones of the same rows."""
+    rows = people_rows()
+    parts = {"0.pq": {name: [r[j] for r in rows] for j, name in enumerate(PEOPLE)}}
+    owner, dataset = register_parquet(settings, tmp_path, parts, "duckdb")
+    services.dataset_confirm_schema(dataset=dataset, user=owner, schema=SCHEMA)
+    ask = {"mechanism": "range_count", "columns": ["age"], "epsilon": "0.5", "engine": "duckdb"}
+    ask |= {"range_workload": "boxes", "range_queries": "12", "range_grid": "20"}
+    client = client_for(owner)
+    preview = client.get(reverse("release_preview", args=[dataset.pk]), ask).json()
+    assert preview["ok"], preview
+    response = post_new_release(client, dataset.pk, ask | {"confirm": "on"})
+    assert response.status_code == 302, response.content.decode()[:3000]
+    done = run_now(Release.objects.get(dataset=dataset))
+    assert done.engine == "duckdb" and done.manifest["parameters"]["counting_engine"] == "duckdb"
+    page = client.get(reverse("release_detail", args=[done.pk])).content.decode()
+    assert "answers.csv" in page and "by the <code>duckdb</code> engine" in page
+    schema = mechanisms.Schema.from_dict(SCHEMA).accepting()
+    support = support_from_schema(schema, ["age"], {"grid": [20]})
+    tally, source = grid_tally(support, schema), table_source(done.dataset)
+    exact = tally_table(source, tally, "duckdb")
+    assert np.array_equal(exact, tally_table(source, tally, "inprocess"))
+    assert exact.sum() == sum(r[0] is not None for r in rows)  # gaps are left out
+
+
+@pytest.mark.django_db
+def test_statistics_of_a_postgresql_table_run_inside_the_database(source_schema):
+    """Issue 45 item 1: summary statistics on a source go through the form and its preview,
+    are computed from the aggregates PostgreSQL returns (the same as in process from the same
+    rows), and show their table on the results page."""
+    owner = make_user("owner")
+    dataset = register(owner, source_schema)
+    services.dataset_confirm_schema(dataset=dataset, user=owner, schema=SCHEMA)
+    ask = {"mechanism": "statistics", "columns": ["age", "sex"], "epsilon": "1", "engine": ""}
+    ask |= {"stats_kinds": ["count", "mean", "median"], "stats_quantiles": "", "confirm": "on"}
+    client = client_for(owner)
+    preview = client.get(reverse("release_preview", args=[dataset.pk]), ask).json()
+    assert preview["ok"], preview
+    response = post_new_release(client, dataset.pk, ask)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    done = run_now(Release.objects.get(dataset=dataset))
+    assert done.manifest["parameters"]["counting_engine"] == "postgres"
+    assert done.params["by"] == ["sex"] and done.params["stat"][0] == "count"
+    page = client.get(reverse("release_detail", args=[done.pk])).content.decode()
+    assert "statistics.csv" in page and "ci_lower" in page
+    schema = mechanisms.Schema.from_dict(SCHEMA).accepting()
+    request = mechanisms.statistics.parse_request(
+        schema, done.params, epsilon=1.0, neighbouring="replace-one"
+    )
+    source = table_source(done.dataset)
+    for tally in (lambda g, r: [g, *r])(*tallies(schema, request)):
+        pushed = tally_table(source, tally, "postgres")
+        assert np.array_equal(pushed, tally_table(source, tally, "inprocess")), tally
+    assert pushed.sum() == sum(r[0] is not None for r in people_rows())  # the ages' ranks
+
+
+@pytest.mark.django_db
+def test_a_person_level_histogram_of_a_parquet_folder_is_bounded_inside_duckdb(settings, tmp_path):
+    """Issue 45 item 1: with a person column (here the city, at most 2 rows each) a release on
+    a source goes through the form and runs: DuckDB keeps at most k rows per person, and only
+    the counts of the rows kept leave it; the guarantee is per person. The web process reads
+    no row: the owner's page states no count of dropped rows for such a table."""
+    rows = people_rows()
+    parts = {"0.pq": {name: [r[j] for r in rows] for j, name in enumerate(PEOPLE)}}
+    owner, dataset = register_parquet(settings, tmp_path, parts, "duckdb")
+    person_schema = {
+        "columns": [*SCHEMA["columns"][:2], {"name": "city", "role": "person_id"}],
+        "max_rows_per_person": 2,
+    }
+    services.dataset_confirm_schema(dataset=dataset, user=owner, schema=person_schema)
+    ask = {"mechanism": "perturbed_histogram", "columns": ["sex"], "epsilon": "1"}
+    ask |= {"engine": "duckdb", "rows": "20", "confirm": "on"}
+    client = client_for(owner)
+    assert client.get(reverse("release_preview", args=[dataset.pk]), ask).json()["ok"]
+    response = post_new_release(client, dataset.pk, ask)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    done = run_now(Release.objects.get(dataset=dataset))
+    assert done.manifest["guarantee"]["max_rows_per_person"] == 2
+    assert "one person" in done.manifest["guarantee"]["unit"]
+    page = client.get(reverse("release_detail", args=[done.pk])).content.decode()
+    assert "noisy_counts.csv" in page and "Bounding rows per person dropped" not in page
+    table = table_source(done.dataset)
+    schema = mechanisms.Schema.from_dict(person_schema)
+    kept = [
+        mechanisms.counting.engine_table(table, engine)
+        .bounded("city", 2, "ab" * 16)
+        .cell_counts(schema, ["sex"])
+        for engine in ("duckdb", "inprocess")
+    ]
+    assert np.array_equal(kept[0], kept[1]) and kept[0].sum() == 2 * len({r[2] for r in rows})
 
 
 FIRST_PART = {"age": [30, 41], "sex": ["F", "M"], "city": ["a", "b"]}

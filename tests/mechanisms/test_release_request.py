@@ -151,7 +151,11 @@ def frame_only_run(inputs: MechanismInputs[pd.DataFrame]) -> ReleaseOutput:
     "row, change, caught",
     [
         ("statistics", {"reads_in_chunks": True}, ["statistics.run omits ChunkedTable"]),
-        ("range_count", {"counts_only": True}, ["range_count.run omits EngineTable"]),
+        (
+            "statistics",
+            {"counts_only": True, "run": frame_only_run},
+            ["statistics.run omits EngineTable"],
+        ),
         ("mwem", {"counts_only": False}, ["mwem.run declares EngineTable"]),
         (
             "perturbed_histogram",

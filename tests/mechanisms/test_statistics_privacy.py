@@ -30,6 +30,7 @@ from mechanisms import statistics
 from mechanisms.noise import RandomSource, seeded_source
 from mechanisms.schema import Schema
 from mechanisms.statistics import Computer, measures, parse_request, quantiles, support
+from mechanisms.statistics import compute as statistics_compute
 from tests.mechanisms.privacy_audit import audit_neighbours, threshold_grid
 
 N, ALPHA = 100_000, 1e-6
@@ -132,8 +133,13 @@ def test_count_and_sum_at_the_requested_epsilon(step, integer, factor, honest):
 @pytest.mark.parametrize("divide, honest", [(1.0, True), (2.5, False)])
 def test_mean_sum_piece_at_its_share(divide, honest, monkeypatch):
     epsilon = 2.0
-    real = measures.group_sensitivity
-    monkeypatch.setattr(measures, "group_sensitivity", lambda t, nb: real(t, nb) / divide)
+    real = measures.sum_transformation  # the sums' sensitivity (OpenDP's map or the exact one)
+
+    def divided(*args):
+        t, sensitivity = real(*args)
+        return t, sensitivity / divide
+
+    monkeypatch.setattr(statistics_compute, "sum_transformation", divided)
     x, scale = _mean_sum_piece(D, 13, 1.0, epsilon)
     x2, _ = _mean_sum_piece(D2, 14, 1.0, epsilon)
     grid = threshold_grid(50.0, 0.0, scale, integer=False)

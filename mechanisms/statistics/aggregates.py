@@ -1,0 +1,356 @@
+"""The aggregates the summary statistics read, the same from the rows here or from any engine.
+
+Every statistic reads per group (the cells of the `by` columns; one group without them):
+- the rows, and per numeric column the values present (not NULL, not NaN, readable);
+- three exact sums over the present values x, each clamped as the statistic clamps them:
+  "raw" sum(clip(x, lower, upper)) (sums), "centred" sum(clip(x - c, -r, r)) (means,
+  variances) and "square" sum(clip(x - c, -r, r)^2) (variances), c and r the bounds' midpoint
+  and half-width (`measures.centre`);
+- per quantile column, the counts of the clamped values around each public candidate
+  (`quantiles.RankCounts`): in each open gap between candidates and on each candidate.
+
+Exact sums. A floating-point sum depends on the order of its terms, which no engine fixes (a
+GROUP BY adds in parallel). So each clamped value v is read in fixed point first:
+w = floor(v 2^k), with k = `sum_exponent` of the public bounds (|w| <= 2^61, a spacing of at
+most 2^-61 of the bound), split into two limbs w = hi 2^31 + lo (0 <= lo < 2^31), and the limbs
+are summed as whole numbers (exact in any order: int64 here and on Dask, NUMERIC in PostgreSQL,
+HUGEINT in DuckDB). The sum is then (sum hi 2^31 + sum lo) 2^-k, rounded once to a float.
+Every step before the sums is an IEEE double operation on one value (clip, subtract, multiply
+by a power of two, floor), which numpy, DuckDB and PostgreSQL round alike, so the limbs, and so
+the sums, are equal on every engine. The SQL guards two steps PostgreSQL refuses rather than
+rounds (overflow, and a product that underflows to zero) by branches that give the value numpy
+computes (see `SquareGuard` and `PRE_CLAMP`).
+
+Privacy: aggregates only, exact, no noise: the statistics add it (`compute`). Each row's fixed-
+point term lies in [low - 2^-k, high] for a clamp to [low, high], so one row moves a group's
+sum by at most max(|low|, |high|) + 2^-k before the final rounding to a float, which adds at
+most half a unit in the last place of each sum: `measures.fixed_point_sensitivity` bounds both
+for groups of up to MAX_GROUP_ROWS rows (larger ones are refused), and the noise is scaled to
+the larger of it and OpenDP's map (`measures.sum_transformation`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from mechanisms.arrays import AnyArray, FloatArray, IntArray
+from mechanisms.counting.sql import (
+    Dialect,
+    clamp_sql,
+    column_sql,
+    edge_search,
+    flat_index,
+    number,
+    number_sql,
+)
+from mechanisms.errors import MechanismError
+from mechanisms.schema import NumericColumn, Schema
+from mechanisms.statistics.measures import MAX_GROUP_ROWS, centre, sum_exponent
+from mechanisms.statistics.quantiles import RankCounts, quantile_grid
+from mechanisms.statistics.request import Request
+
+LIMB_BITS = 31  # floor(v 2^k) = hi 2^31 + lo: limbs of at most 31 bits (WORD_BITS = 61)
+MAX_BOUND = 2.0**60  # |bounds| up to this: k >= 0, so no product underflows to zero
+MIN_BOUND = 2.0**-400  # a nonzero bound at least this: 2^k and the squares stay normal
+PRE_CLAMP = 2.0**1000  # SQL clamps x to +-PRE_CLAMP before x - c (no overflow; same clip)
+SUMS = ("raw", "centred", "square")
+PER_COLUMN = 1 + 2 * len(SUMS)  # values present, then (hi, lo) limbs of each sum
+
+
+def sum_bounds(spec: NumericColumn, which: str) -> tuple[float, float]:
+    """The clamp of one of SUMS: [lower, upper], [-r, r] or [0, r^2]."""
+    if which == "raw":
+        return spec.lower, spec.upper
+    _, r = centre(spec)
+    return (-r, r) if which == "centred" else (0.0, r * r)
+
+
+def check_bounds(spec: NumericColumn) -> None:
+    """Refuse bounds whose sums cannot be made exactly alike everywhere, in words."""
+    for value in (spec.lower, spec.upper, centre(spec)[1]):
+        if abs(value) > MAX_BOUND or 0 < abs(value) < MIN_BOUND:
+            raise MechanismError(
+                f"column {spec.name!r}: bounds [{spec.lower}, {spec.upper}] are too far from "
+                "1 for exact sums (each bound, and half their distance, must be 0 or between "
+                "2^-400 and 2^60 in size): declare the column in another unit"
+            )
+
+
+def limbs(values: FloatArray, k: int) -> tuple[IntArray, IntArray]:
+    """(hi, lo) of floor(v 2^k) = hi 2^31 + lo, 0 <= lo < 2^31, for values clamped to bounds."""
+    word = np.floor(values * 2.0**k)
+    high = np.floor(word * 2.0**-LIMB_BITS)
+    low = word - high * 2.0**LIMB_BITS
+    return high.astype(np.int64), low.astype(np.int64)
+
+
+def total(high: int, low: int, k: int) -> float:
+    """(high 2^31 + low) 2^-k, rounded once to the nearest float."""
+    return float(Fraction((int(high) << LIMB_BITS) + int(low)) / Fraction(2) ** k)
+
+
+def exact_sum(values: Any, low: float, high: float) -> float:
+    """sum(clip(values, low, high)) as the aggregates compute it (fixed point, one rounding)."""
+    k = sum_exponent(low, high)
+    parts = limbs(np.clip(np.asarray(values, dtype=np.float64), low, high), k)
+    return total(int(parts[0].sum()), int(parts[1].sum()), k)
+
+
+def clamped_terms(x: FloatArray, spec: NumericColumn) -> dict[str, FloatArray]:
+    """Each of SUMS' terms of present values x (numpy: the reference the SQL repeats)."""
+    c, r = centre(spec)
+    with np.errstate(over="ignore"):  # x - c of +-1e308 may be +-inf: clipped to +-r
+        g = np.clip(x - c, -r, r)
+    return {"raw": np.clip(x, spec.lower, spec.upper), "centred": g, "square": g * g}
+
+
+@dataclass(frozen=True)
+class GroupTally:
+    """Per group: rows, and per numeric column its present values and SUMS as limb sums.
+
+    Shape (groups, 1 + PER_COLUMN * len(numeric)), int64: column 0 the rows; then per numeric
+    column: values present, (hi, lo) of "raw", "centred" and "square".
+    """
+
+    schema: Schema
+    by: tuple[str, ...]
+    numeric: tuple[str, ...]
+
+    @property
+    def columns(self) -> list[str]:
+        return list(dict.fromkeys([*self.numeric, *self.by]))
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (self.groups, 1 + PER_COLUMN * len(self.numeric))
+
+    @property
+    def groups(self) -> int:
+        return math.prod(self.schema.domain_shape(list(self.by))) if self.by else 1
+
+    def spec(self, column: str) -> NumericColumn:
+        found = self.schema.column(column)
+        assert isinstance(found, NumericColumn)  # parse_request checked it
+        return found
+
+    def of_frame(self, frame: pd.DataFrame) -> AnyArray:
+        out = np.zeros(self.shape, dtype=np.int64)
+        group = group_codes(self.schema, self.by, frame)
+        np.add.at(out[:, 0], group, 1)
+        for j, column in enumerate(self.numeric):
+            spec, base = self.spec(column), 1 + PER_COLUMN * j
+            check_bounds(spec)
+            x = np.asarray(spec.numbers(frame[column]), dtype=np.float64)
+            present = ~np.isnan(x)
+            where, terms = group[present], clamped_terms(x[present], spec)
+            np.add.at(out[:, base], where, 1)
+            for i, which in enumerate(SUMS):
+                high, low = limbs(terms[which], sum_exponent(*sum_bounds(spec, which)))
+                np.add.at(out[:, base + 1 + 2 * i], where, high)
+                np.add.at(out[:, base + 2 + 2 * i], where, low)
+        return out
+
+    def query(self, dialect: Dialect, kinds: dict[str, str], table: str) -> str:
+        """Three nested SELECTs: read and test each value, clamp it, then sum the limbs."""
+        read, clamp, sums = [group_sql(dialect, self.schema, self.by, kinds) + " AS g"], [], []
+        for j, column in enumerate(self.numeric):
+            spec = self.spec(column)
+            check_bounds(spec)
+            value, missing = number_sql(dialect, spec, kinds[column])
+            read += [f"{value} AS v{j}", f"{missing} AS m{j}"]
+            c, r = centre(spec)
+            safe = clamp_sql(dialect, f"v{j}", -PRE_CLAMP, PRE_CLAMP)
+            raw = clamp_sql(dialect, f"v{j}", spec.lower, spec.upper)
+            centred = clamp_sql(dialect, f"({safe} - {number(dialect, c)})", -r, r)
+            clamp += [
+                f"m{j}",
+                f"CASE WHEN m{j} THEN NULL ELSE {raw} END AS raw{j}",
+                f"CASE WHEN m{j} THEN NULL ELSE {centred} END AS centred{j}",
+            ]
+            sums.append(f"sum(CASE WHEN m{j} THEN 0 ELSE 1 END)")
+            for which in SUMS:
+                k = sum_exponent(*sum_bounds(spec, which))
+                word = _word_sql(dialect, which, j, k)
+                high = f"floor({word} * {number(dialect, 2.0**-LIMB_BITS)})"
+                sums += [
+                    f"sum(CAST({high} AS BIGINT))",
+                    f"sum(CAST({word} - {high} * {number(dialect, 2.0**LIMB_BITS)} AS BIGINT))",
+                ]
+        inner = f"SELECT {', '.join(read)} FROM {table}"  # noqa: S608  # nosec B608: quoted
+        middle = f"SELECT {', '.join(['g', *clamp])} FROM ({inner}) AS r"  # noqa: S608  # nosec B608
+        selected = ", ".join(["g", "count(*)", *sums])
+        return f"SELECT {selected} FROM ({middle}) AS c GROUP BY g"  # noqa: S608  # nosec B608
+
+    def from_rows(self, rows: list[tuple[Any, ...]]) -> AnyArray:
+        out = np.zeros(self.shape, dtype=np.int64)
+        for row in rows:
+            group = int(row[0])
+            if not 0 <= group < self.groups:
+                raise MechanismError("the engine returned a group outside the declared groups")
+            out[group] = [0 if v is None else int(v) for v in row[1:]]
+        return out
+
+
+def _word_sql(dialect: Dialect, which: str, j: int, k: int) -> str:
+    """floor(term 2^k) of one of SUMS in SQL, as numpy computes it (see `SquareGuard`)."""
+    scale = number(dialect, 2.0**k)
+    if which == "raw":
+        return f"floor(raw{j} * {scale})"  # k >= 0 (`check_bounds`): no product underflows
+    if which == "centred":
+        return f"floor(centred{j} * {scale})"
+    return SquareGuard(k).sql(dialect, f"centred{j}")
+
+
+@dataclass(frozen=True)
+class SquareGuard:
+    """floor(g * g * 2^k) of a clamped centred value g without an underflowing product.
+
+    PostgreSQL refuses a product that underflows to zero, where numpy rounds it. Below
+    t = 2^(floor(-k / 2) - 1), g^2 2^k <= 1/4 in floating point (rounding is monotone and t^2
+    2^k is a power of two at most 1/4), so numpy's floor is 0, which the guard returns. At t or
+    above, g^2 >= t^2 stays a normal number (k <= 861 by `check_bounds`, so t >= 2^-432) and so
+    does its product with 2^k (at least 1/8): SQL computes numpy's value.
+    """
+
+    k: int
+
+    def sql(self, dialect: Dialect, g: str) -> str:
+        t = number(dialect, 2.0 ** (math.floor(-self.k / 2) - 1))
+        word = f"floor(({g} * {g}) * {number(dialect, 2.0**self.k)})"
+        return f"CASE WHEN abs({g}) < {t} THEN {number(dialect, 0.0)} ELSE {word} END"
+
+
+@dataclass(frozen=True)
+class RankTally:
+    """Per group, the counts of one column's clamped present values around each candidate.
+
+    Shape (groups, 2 m + 1) for the m candidates of `quantiles.quantile_grid`: slot 2 i holds
+    the values strictly between candidates i - 1 and i, slot 2 i + 1 those equal to candidate
+    i (`RankCounts`); the slot of a value is #(candidates < v) + #(candidates <= v).
+    """
+
+    schema: Schema
+    by: tuple[str, ...]
+    column: str
+
+    @property
+    def columns(self) -> list[str]:
+        return list(dict.fromkeys([self.column, *self.by]))
+
+    @property
+    def grid(self) -> tuple[float, ...]:
+        spec = self.schema.column(self.column)
+        assert isinstance(spec, NumericColumn)
+        return quantile_grid(spec)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        groups = math.prod(self.schema.domain_shape(list(self.by))) if self.by else 1
+        return (groups, 2 * len(self.grid) + 1)
+
+    def of_frame(self, frame: pd.DataFrame) -> AnyArray:
+        spec = self.schema.column(self.column)
+        assert isinstance(spec, NumericColumn)
+        group = group_codes(self.schema, self.by, frame)
+        x = np.asarray(spec.numbers(frame[self.column]), dtype=np.float64)
+        present = ~np.isnan(x)
+        slots = RankCounts.slots_of(np.clip(x[present], spec.lower, spec.upper), self.grid)
+        out = np.zeros(self.shape, dtype=np.int64)
+        np.add.at(out, (group[present], slots), 1)
+        return out
+
+    def query(self, dialect: Dialect, kinds: dict[str, str], table: str) -> str:
+        spec = self.schema.column(self.column)
+        assert isinstance(spec, NumericColumn)
+        value, missing = number_sql(dialect, spec, kinds[self.column])
+        group = group_sql(dialect, self.schema, self.by, kinds)
+        inner = (
+            f"SELECT {group} AS g, {clamp_sql(dialect, value, spec.lower, spec.upper)} AS v "  # noqa: S608  # nosec B608: quoted
+            f"FROM {table} WHERE NOT {missing}"
+        )
+        below = edge_search(dialect, "v", self.grid, self.column, "left")
+        upto = edge_search(dialect, "v", self.grid, self.column, "right")
+        return f"SELECT g, ({below}) + ({upto}) AS s, count(*) FROM ({inner}) AS q GROUP BY 1, 2"  # noqa: S608  # nosec B608
+
+    def from_rows(self, rows: list[tuple[Any, ...]]) -> AnyArray:
+        out = np.zeros(self.shape, dtype=np.int64)
+        triples = np.array(rows, dtype=np.int64).reshape(-1, 3)
+        if triples.size and (
+            triples[:, :2].min() < 0
+            or triples[:, 0].max() >= out.shape[0]
+            or triples[:, 1].max() >= out.shape[1]
+        ):
+            raise MechanismError("the engine returned a group or slot outside the declared ones")
+        np.add.at(out, (triples[:, 0], triples[:, 1]), triples[:, 2])
+        return out
+
+
+def group_codes(schema: Schema, by: tuple[str, ...], frame: pd.DataFrame) -> IntArray:
+    """The flat group (row-major cell of the `by` columns) of each row; 0 without grouping."""
+    if not by:
+        return np.zeros(len(frame), dtype=np.int64)
+    codes = schema.encode(frame, list(by))
+    flat: IntArray = np.ravel_multi_index(tuple(codes.T), schema.domain_shape(list(by)))
+    return flat.astype(np.int64)
+
+
+def group_sql(dialect: Dialect, schema: Schema, by: tuple[str, ...], kinds: dict[str, str]) -> str:
+    """`group_codes` in SQL (the cell expressions of `mechanisms.counting.sql`)."""
+    if not by:
+        return "CAST(0 AS BIGINT)"
+    return flat_index(schema, [column_sql(dialect, schema.column(b), kinds[b]) for b in by])
+
+
+@dataclass(frozen=True)
+class Aggregates:
+    """What the statistics read of a table (see the module docstring); exact, no noise."""
+
+    tally: GroupTally
+    table: IntArray  # GroupTally's answer
+    ranks: dict[str, IntArray]  # RankTally's answer per quantile column
+
+    def __post_init__(self) -> None:
+        if self.table.size and int(self.table[:, 0].max()) > MAX_GROUP_ROWS:
+            raise MechanismError(  # the sums' rounding is allowed for up to that many rows
+                f"a group holds more than {MAX_GROUP_ROWS:,} rows, more than the exact sums "
+                "allow for: group by one more column"
+            )
+
+    @property
+    def n(self) -> int:
+        return int(self.table[:, 0].sum())
+
+    def rows(self) -> IntArray:
+        return self.table[:, 0].copy()
+
+    def present(self, column: str) -> IntArray:
+        return self.table[:, 1 + PER_COLUMN * self.tally.numeric.index(column)].copy()
+
+    def sums(self, column: str, which: str) -> FloatArray:
+        """Per group the exact sum `which` (of SUMS) of the column's clamped present values."""
+        spec = self.tally.spec(column)
+        base = 1 + PER_COLUMN * self.tally.numeric.index(column) + 1 + 2 * SUMS.index(which)
+        k = sum_exponent(*sum_bounds(spec, which))
+        return np.array([total(h, lo, k) for h, lo in self.table[:, base : base + 2]])
+
+    def rank_counts(self, column: str) -> list[RankCounts]:
+        spec = self.tally.spec(column)
+        grid = quantile_grid(spec)
+        return [RankCounts(grid, slots) for slots in self.ranks[column]]
+
+
+def tallies(schema: Schema, request: Request) -> tuple[GroupTally, list[RankTally]]:
+    """The tallies a request needs: one per table pass (the groups', one per quantile column)."""
+    numeric = tuple(dict.fromkeys(s.column for s in request.statistics if s.column is not None))
+    quantile = dict.fromkeys(
+        s.column for s in request.statistics if s.alpha is not None and s.column is not None
+    )
+    return GroupTally(schema, request.by, numeric), [
+        RankTally(schema, request.by, c) for c in quantile
+    ]
