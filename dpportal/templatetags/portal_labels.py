@@ -21,7 +21,6 @@ PARAMETER_NAMES = {
     "cells": "combinations of values",
     "rounds": "rounds",
     "mix": "share spread evenly",
-    "recommended_bins_per_numeric_column": "suggested bins per numeric column",
     "grid": "grid points per column",
     "mechanism": "method",
     "chosen_mechanism": "method used",
@@ -57,6 +56,8 @@ def parameter_text(key, value):
         value = json.loads(value)
     if key == "workload" and isinstance(value, dict):
         return f"patterns: {_workload_words(value)}"
+    if key == "structural_cells" and isinstance(value, dict):
+        return _structural_words(value.get("zeroed") or [])
     if key in ("mechanism", "chosen_mechanism"):
         value = method_words(value)
     elif key == "prefixes":
@@ -70,6 +71,19 @@ def parameter_text(key, value):
     elif isinstance(value, dict):
         value = json.dumps(value)
     return f"{PARAMETER_NAMES.get(key, key.replace('_', ' '))}: {value}"
+
+
+def _structural_words(zeroed: list) -> str:
+    """The structural-cell rule of a synthetic release (`mechanisms.mwem.structural`), in words."""
+    given = (
+        f"given none here: {', '.join(str(cell) for cell in zeroed)}"
+        if zeroed
+        else "every one of them was given some here"
+    )
+    return (
+        '"(missing)" and "(other)" cells: synthetic rows only where their noisy count is clearly '
+        f"above what noise alone gives an empty cell ({given})"
+    )
 
 
 def _workload_words(spec: dict) -> str:
