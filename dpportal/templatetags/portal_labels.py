@@ -64,13 +64,22 @@ def parameter_text(key, value):
         return "ranges: intervals from the lower bound up to every grid point"
     elif key == "mix" and isinstance(value, float):
         value = f"{value:.0%}"
-    elif isinstance(value, float):
-        value = rounded_number(value)
-    elif isinstance(value, list):
-        value = " × ".join(str(rounded_number(item)) for item in value)
-    elif isinstance(value, dict):
-        value = json.dumps(value)
+    else:
+        value = _words(value)
     return f"{PARAMETER_NAMES.get(key, key.replace('_', ' '))}: {value}"
+
+
+def _words(value) -> str:
+    """A recorded setting in words: numbers rounded, lists joined with ×, mappings as
+    'name: value' pairs (never JSON or Python's own notation)."""
+    if isinstance(value, float):
+        return str(rounded_number(value))
+    if isinstance(value, list):
+        return " × ".join(_words(item) for item in value)
+    if isinstance(value, dict):
+        pairs = "; ".join(f"{str(k).replace('_', ' ')}: {_words(v)}" for k, v in value.items())
+        return f"({pairs})"
+    return str(value)
 
 
 def _structural_words(zeroed: list) -> str:

@@ -99,8 +99,8 @@ def test_the_preview_names_the_cells_the_data_may_not_hold(owner):
         line
     ), line
     assert (
-        '"(other)" only if the data has values outside the declared list and "(missing)" only '
-        "if it has empty values hold rows"
+        '; the "(other)" cells hold rows only if the data has values outside the list, the '
+        '"(missing)" cells only if it has empty values'
     ) in line
 
 
@@ -201,3 +201,34 @@ def test_the_openapi_document_describes_accept_clamping(owner):
     described = body["properties"]["accept_clamping"]
     assert described["type"] == "boolean" and described["default"] is False
     assert "5%" in described["description"] and "400" in described["description"]
+
+
+def test_every_recorded_setting_reads_as_words_not_json():
+    """The statistics' Parameters row printed Python dicts and JSON (seen in the walkthrough)."""
+    from dpportal.templatetags.portal_labels import parameter_text
+
+    candidates = parameter_text("quantile_candidates", '{"estimate": 1025, "interval_ends": 257}')
+    assert candidates == "quantile candidates: (estimate: 1025; interval ends: 257)"
+    sensitivities = [{"statistic": "mean:lwage", "sensitivity": {"count of present values": 1.0}}]
+    text = parameter_text("sensitivities", sensitivities)
+    assert "{" not in text and "'" not in text, text
+    assert "statistic: mean:lwage; sensitivity: (count of present values: 1" in text, text
+
+
+def test_the_mwem_preview_counts_its_patterns_in_words(owner):
+    """Seen in the walkthrough: "The workload has 1 patterns …; MWEM will measure 3 of them"."""
+    dataset = make_dataset(owner)
+    pair = ["education", "occupation"]  # 17 × 16 cells: not measured as one full table
+    first = preview(owner, dataset, mechanism="mwem", mwem_rounds="3", rows="", columns=pair)
+    first = first["accuracy"][0]
+    assert first == (
+        "The workload has 1 pattern (a table of counts); MWEM will measure it in each of its "
+        "3 rounds."
+    ), first
+    wider = preview(
+        owner, dataset, mechanism="mwem", mwem_rounds="2", rows="", columns=["age", "sex", "race"]
+    )
+    assert (
+        "has 3 patterns (tables of counts); MWEM will measure 2 of them, each round"
+        in (wider["accuracy"][0])
+    ), wider

@@ -184,7 +184,7 @@ def test_typed_bounds_are_answered_as_typed_and_the_grid_range_is_named_beside(o
     assert grid["exact"] and "age from 35 up to (not including) 44.25" in grid["region"]
     assert grid["ci_upper"] - grid["ci_lower"] < answer["ci_upper"] - answer["ci_lower"]
     page = response.content.decode()
-    assert "Age between 36 and 44 (from 36, below 44): about" in page
+    assert "age between 36 and 44 (from 36, below 44): about" in page  # as the column is named
     assert "The nearest range on the grid's edges, age from " in page
     assert (
         page.index("Answer (free)")

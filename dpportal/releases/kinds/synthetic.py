@@ -140,16 +140,13 @@ def combinations(schema, columns) -> str:
         parts.append(part)
     total = math.prod(schema.column(name).n_cells for name in columns)
     text = f"{total:,} combinations ({' × '.join(parts)})"
-    holds = [
-        words
-        for key, words in (
-            ("other", '"(other)" only if the data has values outside the declared list'),
-            ("missing", '"(missing)" only if it has empty values'),
-        )
-        if key in extras
-    ]
-    if holds:
-        text += f"; of these cells, {' and '.join(holds)} hold rows"
+    other = 'the "(other)" cells hold rows only if the data has values outside the list'
+    if extras == {"other", "missing"}:
+        text += f'; {other}, the "(missing)" cells only if it has empty values'
+    elif extras == {"other"}:
+        text += f"; {other}"
+    elif extras == {"missing"}:
+        text += '; the "(missing)" cells hold rows only if the data has empty values'
     return text
 
 
