@@ -232,3 +232,21 @@ def test_the_mwem_preview_counts_its_patterns_in_words(owner):
         "has 3 patterns (tables of counts); MWEM will measure 2 of them, each round"
         in (wider["accuracy"][0])
     ), wider
+
+
+def test_the_statistics_verdict_names_the_estimates_that_say_little_not_the_groups(owner):
+    """Seen in the walkthrough: "Groups too small to publish (their intervals say little): 0, 1"
+    for two groups of 1,090 rows each, whose medians' intervals were the whole range at a small
+    ε; and the empty "(other)" group called "less accurate than promised" though withheld."""
+    dataset = make_dataset(owner)
+    params = {"stat": ["mean:age", "median:age"], "by": ["sex"]}
+    release = run_now(
+        make_release(
+            owner, dataset, mechanism="statistics", columns=["age", "sex"], params=params,
+            epsilon="0.05",
+        )
+    )  # fmt: skip
+    page = text_of(results_page(owner, release))
+    assert "Groups too small to publish" not in page
+    assert "Estimates whose 95% intervals say little at this ε" in page, page
+    assert re.search(r"(mean|median):age in (Female|Male|\(other\))", page), page
