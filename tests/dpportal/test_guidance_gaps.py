@@ -220,6 +220,7 @@ def test_the_mwem_preview_counts_its_patterns_in_words(owner):
     dataset = make_dataset(owner)
     pair = ["education", "occupation"]  # 17 × 16 cells: not measured as one full table
     first = preview(owner, dataset, mechanism="mwem", mwem_rounds="3", rows="", columns=pair)
+    assert not any("not measured" in line for line in first["accuracy"])  # it is measured
     first = first["accuracy"][0]
     assert first == (
         "The workload has 1 pattern (a table of counts); MWEM will measure it in each of its "

@@ -87,7 +87,14 @@ class Mwem(SyntheticKind):
             _rounds_line(plan.details["workload"], plan.details["rounds"]),
             noise,
             relative_error_line(plan.expected_error, _rows_per_cell(plan, row_count)),
-            "Patterns that are not measured are only as good as the model's guess from the others.",
+            *(
+                [
+                    "Patterns that are not measured are only as good as the model's guess from the "
+                    "others."
+                ]
+                if plan.details["workload"] > 1
+                else []
+            ),
         ]
 
     def preview_warnings(self, plan, schema, columns, row_count) -> list[str]:
