@@ -52,17 +52,19 @@ GRADES = {"good": "Good", "care": "Usable with care", "bad": "Not usable"}
 # small print names the grade given first, then the other two)
 GRADE_RULES = {
     "good": (
-        "every table within about twice the fresh sample's TVD, and no column alone above "
-        f"{CAREFUL_TVD}"
+        "the planner's promise kept (where it made one), every table within about twice the "
+        f"fresh sample's TVD, and no column alone above {CAREFUL_TVD}"
     ),
     "care": (
         "better than independent noisy one-way counts, but some table or column further from "
         "the data than that: broad patterns only"
     ),
     "bad": (
-        "not clearly closer to the data than independent noisy one-way counts at the same ε, "
-        f"or the average, a table or a column alone above {UNUSABLE_TVD}; a release that kept "
-        "the planner's promise is graded usable with care instead"
+        "the planner's promise not kept, or wider than an average count (the counts then say "
+        "nothing); or, for the synthetic rows, not clearly closer to the data than independent "
+        f"noisy one-way counts at the same ε, or the average, a table or a column alone above "
+        f"{UNUSABLE_TVD} (a release that kept a useful promise is graded usable with care "
+        "instead)"
     ),
 }
 
