@@ -75,7 +75,8 @@ def test_the_estimate_plans_without_reading_the_data(owner, dataset, monkeypatch
     )
     assert result["ok"], result
     assert (
-        "40 ranges over a grid of 256 points. The method used will be a" in (result["accuracy"][0])
+        "40 ranges over a 16 × 16 grid (age × hours-per-week: 256 points). The method used will "
+        "be a" in (result["accuracy"][0])
     )
     assert "with 95% probability" in result["accuracy"][1]
     assert result["accuracy"][2].startswith("Rounding: none.")  # random boxes snap to the grid
