@@ -175,6 +175,7 @@ def range_count_plan(inputs: PlanInputs) -> NoisePlan:
     std = None if variance is None else math.sqrt(variance)
     details = {
         "method": name,
+        "grid": list(support.grid_shape) if support.grid_shape else None,
         "estimate": estimate,
         "upper_bound": estimate and method == "auto",
         "sample": _sample_size(support),

@@ -98,6 +98,9 @@ def dataset_detail(request, pk):
     return JsonResponse(dataset_json(dataset_for_reader(request.user, pk), request.user))
 
 
+SCHEMA_STATEMENTS = ("public_knowledge", "accept_clamping")
+
+
 @api_endpoint("GET", "POST")
 def dataset_schema(request, pk):
     """GET: the confirmed schema, or the proposal from the data (owner only: the proposal is
@@ -115,15 +118,39 @@ def dataset_schema(request, pk):
         )
     data = read_json(request)
     others = {k: v for k, v in data.items() if k != "columns"}
-    statement = PublicKnowledgeForm(form_data(others, ("columns", "public_knowledge")))
+    statement = PublicKnowledgeForm(form_data(others, ("columns", *SCHEMA_STATEMENTS)))
     schema = {"columns": _schema_columns(dataset, data.get("columns"))}
     if not statement.is_valid():
         raise invalid(statement)
-    services.dataset_confirm_schema(
-        dataset=dataset, user=request.user, schema=schema, remote_addr=client_address(request)
-    )
+    accept = data.get("accept_clamping", False)
+    if not isinstance(accept, bool):
+        raise ApiError(400, "accept_clamping: give true or false.")
+    try:
+        services.dataset_confirm_schema(
+            dataset=dataset,
+            user=request.user,
+            schema=schema,
+            remote_addr=client_address(request),
+            accept_clamping=accept,
+        )
+    except services.ClampingNotAccepted as exc:
+        raise _asked_again(dataset, exc.clamping) from None
     dataset.refresh_from_db()
     return JsonResponse(dataset_json(dataset, request.user))
+
+
+def _asked_again(dataset, clamping: list[dict]) -> ApiError:
+    """The schema page's question asked again (owner-only, as the page): the bounds or
+    categories move a large share of these columns' values; nothing was saved."""
+    index = {name: i for i, name in enumerate(dataset.columns)}
+    return ApiError(
+        400,
+        "Not confirmed yet: the bounds or categories move a large share of the values of "
+        f"{', '.join(repr(entry['column']) for entry in clamping)} (see errors: each column's "
+        "share and likely cause). Correct them, or, if they are right, send the schema again "
+        'with "accept_clamping": true. Nothing was saved.',
+        {f"columns[{index[entry['column']]}]": [entry["message"]] for entry in clamping},
+    )
 
 
 def _schema_columns(dataset, columns) -> list[dict]:

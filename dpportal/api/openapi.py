@@ -13,6 +13,7 @@ from django.http import JsonResponse
 from django.views.decorators.http import require_GET
 
 from dpportal.releases.kinds import all_kinds
+from mechanisms.validation import CLAMPING_WARNING_SHARE
 
 PK = {"name": "pk", "in": "path", "required": True, "schema": {"type": "integer"}}
 FILENAME = {"name": "filename", "in": "path", "required": True, "schema": {"type": "string"}}
@@ -133,6 +134,17 @@ SCHEMA_BODY = _content(
         "properties": {
             "columns": {"type": "array", "items": JSON_OBJECT},
             "public_knowledge": {"type": "boolean"},
+            "accept_clamping": {
+                "type": "boolean",
+                "default": False,
+                "description": (
+                    "As the schema page's 'Confirm anyway'. Without it, a schema whose bounds "
+                    f"or categories move more than {CLAMPING_WARNING_SHARE:.0%} of a column's "
+                    "values (clamped to a bound or sent to '(other)') is not confirmed: the "
+                    "answer is a 400 whose errors name each such column (columns[i]), its "
+                    "share and the likely cause. Send true once they are checked and right."
+                ),
+            },
         },
     }
 )

@@ -35,14 +35,25 @@ def spend_choices(dataset) -> dict[str, list[dict]]:
             epsilon, delta = services.estimate_cost(dataset, kind, percent)
             if epsilon <= 0:
                 continue
+            label, too_little = _label(dataset, kind, percent, (epsilon, delta), person, rows)
             choices[kind].append(
                 {
                     "value": plain_number(percent),
-                    "label": _label(dataset, kind, percent, (epsilon, delta), person, rows),
+                    "label": label,
                     "checked": percent == default,
+                    "too_little": too_little,
                 }
             )
     return choices
+
+
+def too_little_checked(choices: dict[str, list[dict]]) -> dict[str, bool]:
+    """Kind -> whether the spend checked when the page opens is too little to find anything
+    (its "estimate for me" buttons are then disabled, with the reason beside them)."""
+    return {
+        kind: any(c["checked"] and c["too_little"] for c in offered)
+        for kind, offered in choices.items()
+    }
 
 
 def page_person(dataset) -> PersonLevel | None:
@@ -56,7 +67,8 @@ def page_person(dataset) -> PersonLevel | None:
     return PersonLevel(used["person_column"], used["max_rows_per_person"])
 
 
-def _label(dataset, kind, percent, cost, person, rows) -> str:
+def _label(dataset, kind, percent, cost, person, rows) -> tuple[str, bool]:
+    """The choice's words, and whether its spend is too little to find anything."""
     epsilon, delta = cost
     spent = f"ε = {plain_number(epsilon)}" + (
         f", δ = {plain_number(delta)}" if kind == "categorical" else ""
@@ -70,18 +82,26 @@ def _label(dataset, kind, percent, cost, person, rows) -> str:
     )
     if kind == "numeric":
         what = clamp_words(accuracy["expected_clamp_rows"], rows)
+        too_little = clamps_too_much(accuracy["expected_clamp_rows"], rows)
     else:
         what = found_words(int(accuracy["found_rows"]), rows)
+        too_little = rows is not None and int(accuracy["found_rows"]) > rows
     left = epsilon > dataset.epsilon_remaining or delta > dataset.delta_remaining
-    return f"{plain_number(percent)}% of the budget ({spent}): {what}" + (
+    label = f"{plain_number(percent)}% of the budget ({spent}): {what}" + (
         " (more than is left)" if left else ""
     )
+    return label, too_little
+
+
+def clamps_too_much(expected_rows: float, rows: int | None) -> bool:
+    """Bounds at this spend may cut off half the public rows or more: too little to help."""
+    return rows is not None and math.ceil(expected_rows) >= rows / 2
 
 
 def clamp_words(expected_rows: float, rows: int | None = None) -> str:
     """What bounds at this spend cut off, in words: a share of `rows` if given, else rows."""
     most = math.ceil(expected_rows)
-    if rows is not None and most >= rows / 2:
+    if rows is not None and clamps_too_much(expected_rows, rows):
         return (
             f"too little for {rows:,} rows: the bounds may cut off many of the values "
             f"(up to about {most:,} rows on average)"

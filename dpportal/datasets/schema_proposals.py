@@ -7,7 +7,7 @@ are dropped here (`public_proposal`), so no page ever shows them.
 
 from dpportal import services
 from dpportal.access.rules import row_count_is_public
-from dpportal.datasets.dp_estimate_offer import page_person, spend_choices
+from dpportal.datasets.dp_estimate_offer import page_person, spend_choices, too_little_checked
 from dpportal.datasets.dp_estimate_views import estimate_text
 from dpportal.datasets.public_lists import public_lists
 
@@ -59,8 +59,10 @@ def dp_estimate_offer(dataset) -> dict:
     """The spends an estimate may choose, each with its cost and what it can do, shown before
     anything is spent (`dp_estimate_offer.spend_choices`), and the public lists for categories."""
     person = page_person(dataset)
+    spends = spend_choices(dataset)
     return {
-        "spends": spend_choices(dataset),
+        "spends": spends,
+        "too_little": too_little_checked(spends),
         "person": person,
         "rows_public": person is None and row_count_is_public(dataset),
         "has_delta": dataset.delta_total > 0,

@@ -16,9 +16,13 @@ import mechanisms
 from dpportal.core import object_store
 from dpportal.releases import charts, kinds, packaging, utility
 from dpportal.releases import engine as release_engine
+from dpportal.releases.kinds import synthetic_verdict
 from mechanisms import persons
 
 PREVIEW_ROWS = 25
+# recorded settings the Parameters row leaves out: the columns (shown above it) and advice that
+# can only be acted on before spending (the accuracy preview gives it: kinds.synthetic.bins_advice)
+NOT_SHOWN = frozenset({"columns", "recommended_bins_per_numeric_column"})
 
 
 def results_context(request, release, is_owner) -> dict:
@@ -36,7 +40,9 @@ def results_context(request, release, is_owner) -> dict:
     if is_owner:
         report = utility.load_report(release)
         context["report"] = report
-        context["verdict"] = (report or {}).get("verdict")
+        context["verdict"] = verdict = (report or {}).get("verdict")
+        if verdict and verdict.get("tables"):
+            context["verdict_scale"] = synthetic_verdict.grade_scale(verdict["grade"])
         context["custodian_charts"] = charts.custodian_charts(schema, report)
         context["rows_dropped"] = _rows_dropped(release, schema)
     _number_charts([*context["charts"], *(context.get("custodian_charts") or [])])
@@ -71,7 +77,7 @@ def _parameters(release) -> list[tuple[str, str | int | float]]:
     return [
         (key, value if isinstance(value, str | int | float) else json.dumps(value))
         for key, value in params.items()
-        if key != "columns"
+        if key not in NOT_SHOWN
     ]
 
 

@@ -21,7 +21,6 @@ PARAMETER_NAMES = {
     "cells": "combinations of values",
     "rounds": "rounds",
     "mix": "share spread evenly",
-    "recommended_bins_per_numeric_column": "suggested bins per numeric column",
     "grid": "grid points per column",
     "mechanism": "method",
     "chosen_mechanism": "method used",
@@ -57,19 +56,43 @@ def parameter_text(key, value):
         value = json.loads(value)
     if key == "workload" and isinstance(value, dict):
         return f"patterns: {_workload_words(value)}"
+    if key == "structural_cells" and isinstance(value, dict):
+        return _structural_words(value.get("zeroed") or [])
     if key in ("mechanism", "chosen_mechanism"):
         value = method_words(value)
     elif key == "prefixes":
         return "ranges: intervals from the lower bound up to every grid point"
     elif key == "mix" and isinstance(value, float):
         value = f"{value:.0%}"
-    elif isinstance(value, float):
-        value = rounded_number(value)
-    elif isinstance(value, list):
-        value = " × ".join(str(rounded_number(item)) for item in value)
-    elif isinstance(value, dict):
-        value = json.dumps(value)
+    else:
+        value = _words(value)
     return f"{PARAMETER_NAMES.get(key, key.replace('_', ' '))}: {value}"
+
+
+def _words(value) -> str:
+    """A recorded setting in words: numbers rounded, lists joined with ×, mappings as
+    'name: value' pairs (never JSON or Python's own notation)."""
+    if isinstance(value, float):
+        return str(rounded_number(value))
+    if isinstance(value, list):
+        return " × ".join(_words(item) for item in value)
+    if isinstance(value, dict):
+        pairs = "; ".join(f"{str(k).replace('_', ' ')}: {_words(v)}" for k, v in value.items())
+        return f"({pairs})"
+    return str(value)
+
+
+def _structural_words(zeroed: list) -> str:
+    """The structural-cell rule of a synthetic release (`mechanisms.mwem.structural`), in words."""
+    given = (
+        f"given none here: {', '.join(str(cell) for cell in zeroed)}"
+        if zeroed
+        else "every one of them was given some here"
+    )
+    return (
+        '"(missing)" and "(other)" cells: synthetic rows only where their noisy count is clearly '
+        f"above what noise alone gives an empty cell ({given})"
+    )
 
 
 def _workload_words(spec: dict) -> str:

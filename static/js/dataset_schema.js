@@ -22,11 +22,30 @@
       });
     });
   }
+  // A spend the choice under the table calls too little to find anything: its kind's "estimate
+  // for me" buttons are disabled, and the note beside them says why.
+  function applySpend() {
+    ["numeric", "categorical"].forEach(function (kind) {
+      var checked = document.querySelector("input[name='spend_" + kind + "']:checked");
+      var tooLittle = !!(checked && checked.hasAttribute("data-too-little"));
+      document.querySelectorAll(".public-help[data-kind='" + kind + "']").forEach(function (help) {
+        var button = help.querySelector("button.estimate-button");
+        var note = help.querySelector(".estimate-too-little");
+        if (!button || !note) { return; }
+        note.hidden = !tooLittle;
+        button.disabled = tooLittle || !!button.closest(".inactive");
+      });
+    });
+  }
+  document.querySelectorAll("input[name^='spend_']").forEach(function (radio) {
+    radio.addEventListener("change", applySpend);
+  });
   document.querySelectorAll(".schema-row").forEach(function (row) {
     var select = row.querySelector("select[name$='-type']");
-    select.addEventListener("change", function () { showFor(row); });
+    select.addEventListener("change", function () { showFor(row); applySpend(); });
     showFor(row);
   });
+  applySpend();
   // The person question names the column that identifies people: its row needs nothing else
   // (the server reads it as the person column whatever its type says).
   var personSelect = document.querySelector("select[name='person_column']");
@@ -97,7 +116,7 @@
           else { showEstimate(help, data.error, true); }
         })
         .catch(function () { showEstimate(help, "The estimate could not be made; try again.", true); })
-        .then(function () { button.disabled = false; });
+        .then(function () { button.disabled = false; applySpend(); });
     });
   });
 })();

@@ -134,7 +134,7 @@ def test_the_estimate_predicts_accuracy_and_budget_without_the_data(owner, monke
     assert result["epsilon_left"] == "0.75" and result["fits"] is True
     noise = plans.discrete_laplace_std(2 / 0.25)
     assert f"±{noise:,.1f} rows" in result["accuracy"][0]
-    assert "24 combinations (8 age bins × 3 sex values)" in result["accuracy"][0]
+    assert "24 combinations (8 age bins × 2 declared sex values + (other))" in result["accuracy"][0]
     assert "error is under 1% of that" in result["accuracy"][1]  # ±11 rows of ~2,000
 
 

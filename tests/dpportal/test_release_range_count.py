@@ -75,7 +75,8 @@ def test_the_estimate_plans_without_reading_the_data(owner, dataset, monkeypatch
     )
     assert result["ok"], result
     assert (
-        "40 ranges over a grid of 256 points. The method used will be a" in (result["accuracy"][0])
+        "40 ranges over a 16 × 16 grid (age × hours-per-week: 256 points). The method used will "
+        "be a" in (result["accuracy"][0])
     )
     assert "with 95% probability" in result["accuracy"][1]
     assert result["accuracy"][2].startswith("Rounding: none.")  # random boxes snap to the grid
@@ -184,7 +185,7 @@ def test_typed_bounds_are_answered_as_typed_and_the_grid_range_is_named_beside(o
     assert grid["exact"] and "age from 35 up to (not including) 44.25" in grid["region"]
     assert grid["ci_upper"] - grid["ci_lower"] < answer["ci_upper"] - answer["ci_lower"]
     page = response.content.decode()
-    assert "Age between 36 and 44 (from 36, below 44): about" in page
+    assert "age between 36 and 44 (from 36, below 44): about" in page  # as the column is named
     assert "The nearest range on the grid's edges, age from " in page
     assert (
         page.index("Answer (free)")

@@ -41,6 +41,10 @@ TABLES = {
             "union": {"type": "categorical", "list": "0\n1"},
         },
         "released": ["lwage", "union"],
+        # mean and median of the log wage by union membership, at person level
+        "second": {"kind": "Summary statistics", "columns": ["lwage", "union"],
+                   "statistics": ["Mean", "Median"], "expect": "Verdict",
+                   "charted": ["mean of lwage", "median of lwage"]},
     },
     "census sample": {
         "rows": 3010,
@@ -51,6 +55,8 @@ TABLES = {
                          "bins": "0, 9, 12, 13, 16, 21"},
         },
         "released": ["educ", "fatheduc"],
+        "second": {"kind": "Synthetic data (MWEM)", "columns": ["educ", "fatheduc"],
+                   "settings": {"MWEM rounds": "3"}, "expect": "Verdict"},
     },
     "car-share zones": {
         "rows": 249,
@@ -59,6 +65,10 @@ TABLES = {
             "centroid_lon": {"type": "numeric", "lower": "-73.98", "upper": "-73.47"},
         },
         "released": ["centroid_lat", "centroid_lon"],
+        # then "how many zones lie north of latitude 45.55?", asked in words (free)
+        "second": {"kind": "Range counts", "columns": ["centroid_lat", "centroid_lon"],
+                   "question": ("centroid_lat", "45.55"), "expect": "Verdict",
+                   "charted": ["Range answers"]},
     },
 }  # fmt: skip
 
@@ -142,6 +152,7 @@ def test_walkthrough(name, browser, custodian, celery_worker_process, tmp_path):
             box = page.get_by_label(f"Categories of {column}, one per line", exact=True)
             box.fill(wanted["list"])
     assert page.evaluate("document.documentElement.scrollWidth") <= WINDOW
+    check_estimate_offer(browser, notes, table)
     page.get_by_label(re.compile("come from public knowledge")).check()
     browser.screenshot(f"{name}: schema filled in")
     browser.click_and_wait(page.get_by_role("button", name="Confirm the schema"))
@@ -155,39 +166,108 @@ def test_walkthrough(name, browser, custodian, celery_worker_process, tmp_path):
     notes.read("dataset page")
     browser.screenshot(f"{name}: dataset page with its schema")
 
-    # one noisy histogram
+    # one noisy histogram, then the table's second kind of release
+    dataset_page = page.url
+    histogram = {"kind": "Noisy histogram", "columns": table["released"]}
+    read_results(browser, notes, make_release(browser, notes, histogram), table["released"])
+    second = table["second"]
+    page.goto(dataset_page)  # back to the dataset, for its second release
+    charted = second.get("charted", second["columns"])
+    text = read_results(browser, notes, make_release(browser, notes, second), charted)
+    if "question" in second:
+        ask_in_words(browser, notes, *second["question"])
+    assert second["expect"] in text, text
+    print(f"\n--- walkthrough: {name} ---\n" + "\n".join(notes.lines))
+    browser.assert_no_problems()
+
+
+def check_estimate_offer(browser, notes, table):
+    """ "Estimate bounds for me" is offered only at a spend that can find something: at a spend
+    the choice under the table calls too little, the button is disabled and says why."""
+    page = browser.page
+    numeric = next(c for c, w in table["columns"].items() if w["type"] == "numeric")
+    row = page.locator(f".schema-row[data-name='{numeric}']")
+    button, note = row.locator("button.estimate-button"), row.locator(".estimate-too-little")
+    checked = page.locator("input[name='spend_numeric']:checked")
+    if checked.get_attribute("data-too-little") is None:
+        assert button.is_enabled() and note.is_hidden()
+        return
+    assert button.is_disabled() and note.is_visible()
+    notes.lines.append("schema page, beside Estimate bounds for me: " + note.inner_text())
+    default = checked.get_attribute("value")
+    page.locator("input[name='spend_numeric'][value='50']").check()
+    assert button.is_enabled() and note.is_hidden()  # 50%: enough on these tables
+    page.locator(f"input[name='spend_numeric'][value='{default}']").check()
+    assert button.is_disabled()
+
+
+def make_release(browser, notes, release) -> str:
+    """Fill the new-release form for `release` (kind, columns, settings), read its preview and
+    spend; returns the kind's name, once the release is done."""
+    page = browser.page
+    kind = release["kind"]
     browser.click_and_wait(page.get_by_role("link", name=re.compile("new release", re.I)).first)
-    page.get_by_role("radio", name=re.compile("Noisy histogram")).check()
-    for column in table["released"]:
+    page.get_by_role("radio", name=re.compile(re.escape(kind))).check()
+    for column in release["columns"]:
         page.get_by_role("checkbox", name=re.compile(rf"^\s*{re.escape(column)} \(")).check()
     page.get_by_label("Privacy cost ε for this release").fill(EPSILON)
+    if "statistics" in release:
+        chosen = page.locator("fieldset", has=page.get_by_text(f"{kind} settings"))
+        for label in ("Count of rows", "Sum", "Mean", "Median"):
+            box = chosen.get_by_role("checkbox", name=label, exact=True)
+            box.set_checked(label in release["statistics"])
+    for label, value in release.get("settings", {}).items():
+        page.get_by_label(label, exact=True).fill(value)
+    page.locator("#preview[aria-busy=false]").wait_for()
     page.locator("#preview-body").filter(has_text="Budget left after this release").wait_for()
     browser.wait_for_estimate()
-    notes.read("new release")
+    notes.read(f"new release ({kind})")
     notes.lines.append(
-        "new release, preview: "
-        + " ".join(page.locator("#preview-body").inner_text().split())[:600]
+        f"new release ({kind}), preview: "
+        + " ".join(page.locator("#preview-body").inner_text().split())[:700]
     )
-    browser.screenshot(f"{name}: release form with its preview")
+    browser.screenshot(f"{kind}: release form with its preview")
     confirm = page.locator("#confirm-box")
     if confirm.is_visible():
         notes.lines.append(
-            "new release, asked to confirm: " + " ".join(confirm.inner_text().split())
+            f"new release ({kind}), asked to confirm: " + " ".join(confirm.inner_text().split())
         )
         page.get_by_label(re.compile(r"^Spend anyway")).check()
     browser.click_and_wait(
         page.get_by_role("button", name="Spend this budget and make the release")
     )
     watch_release_finish(browser)
+    return kind
 
-    # the results page: the verdict first, every chart drawn
+
+def read_results(browser, notes, kind, columns) -> str:
+    """The results page: the verdict first, with a grade, every chart drawn; its text."""
+    page = browser.page
     browser.settle()
     verdict = page.locator("#verdict")
-    text = verdict.inner_text()
+    text = " ".join(verdict.inner_text().split())
     assert "Verdict" in text and any(g in text for g in ("Good", "Usable with care", "Not usable"))
     captions = " ".join(page.locator("figcaption").all_inner_texts())
-    assert all(column in captions for column in table["released"]), captions
-    notes.lines.append("results, verdict: " + " ".join(text.split())[:600])
-    browser.screenshot(f"{name}: results page")
-    print(f"\n--- walkthrough: {name} ---\n" + "\n".join(notes.lines))
-    browser.assert_no_problems()
+    assert all(column in captions for column in columns), captions
+    parameters = page.locator("tr", has=page.locator("th", has_text="Parameters"))
+    notes.lines.append(f"results ({kind}), verdict: " + text[:900])
+    if parameters.count():
+        notes.lines.append(f"results ({kind}), parameters: " + parameters.inner_text())
+    browser.screenshot(f"{kind}: results page")
+    return text
+
+
+def ask_in_words(browser, notes, column, value):
+    """A new range question, as said: "north of latitude X" is "<column> from X"."""
+    page = browser.page
+    page.get_by_label(f"{column} from", exact=True).fill(value)
+    browser.click_and_wait(page.get_by_role("button", name="Answer (free)"))
+    answer = " ".join(page.locator("#range-answer").inner_text().split())
+    assert answer.startswith(f"{column} from {value} up: about "), answer  # as named
+    notes.lines.append(f"results, a new question ({column} from {value}): " + answer[:600])
+    grid = page.locator("#grid-answer")
+    if grid.count():
+        notes.lines.append(
+            "results, the nearest grid range: " + " ".join(grid.inner_text().split())
+        )
+    browser.screenshot("a range question in words, answered")

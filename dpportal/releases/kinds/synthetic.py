@@ -121,15 +121,52 @@ def _measured_check(promise: planner.Promise, errors, widths, *, dropped: int = 
 
 
 def combinations(schema, columns) -> str:
-    """'24 combinations (8 age bins × 3 sex values)': the cells, in words."""
-    parts = []
+    """'24 combinations (8 age bins × 2 declared sex values + (other))': the cells, in words,
+    then what the "(other)" and "(missing)" cells are. They exist whatever the data holds (the
+    cells come from the schema alone), but hold rows only if the data has values outside the
+    list or empty values, so they are named apart from the declared values and bins."""
+    parts: list[str] = []
+    extras: set[str] = set()
     for name in columns:
         spec = schema.column(name)
-        unit = "bins" if isinstance(spec, mechanisms.schema.NumericColumn) else "values"
-        missing = " with (missing)" if spec.missing == "cell" else ""
-        parts.append(f"{spec.n_cells} {name} {unit}{missing}")
+        if isinstance(spec, mechanisms.schema.NumericColumn):
+            part = f"{spec.n_bins} {name} bins"
+        else:
+            part = f"{len(spec.categories)} declared {name} values"
+            if spec.unknown == "other":
+                part, extras = part + " + (other)", extras | {"other"}
+        if spec.missing == "cell":
+            part, extras = part + " + (missing)", extras | {"missing"}
+        parts.append(part)
     total = math.prod(schema.column(name).n_cells for name in columns)
-    return f"{total:,} combinations ({' × '.join(parts)})"
+    text = f"{total:,} combinations ({' × '.join(parts)})"
+    other = 'the "(other)" cells hold rows only if the data has values outside the list'
+    if extras == {"other", "missing"}:
+        text += f'; {other}, the "(missing)" cells only if it has empty values'
+    elif extras == {"other"}:
+        text += f"; {other}"
+    elif extras == {"missing"}:
+        text += '; the "(missing)" cells hold rows only if the data has empty values'
+    return text
+
+
+def bins_advice(schema, columns, row_count: int) -> list[str]:
+    """Before spending: the rate-optimal bins per numeric column (`recommended_bins`) for this
+    many rows, when a chosen numeric column has more (finer bins only add noise there). From
+    the schema and the stored row count, as the rest of the preview."""
+    numeric = [c for c in columns if isinstance(schema.column(c), mechanisms.schema.NumericColumn)]
+    if not numeric or row_count <= 0:
+        return []
+    best = mechanisms.recommended_bins(row_count, len(numeric))
+    bins = {c: schema.column(c).n_bins for c in numeric}
+    finer = [f"{c} has {n}" for c, n in bins.items() if n > best]
+    if not finer:
+        return []
+    return [
+        f"For {row_count:,} rows, about {best} bins per numeric column balance noise against "
+        f"detail; {', '.join(finer)}. Fewer, wider bins (set on the schema page) put more rows in "
+        "each combination, so the same noise weighs less."
+    ]
 
 
 def _share_text(share: float) -> str:

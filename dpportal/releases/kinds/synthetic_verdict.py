@@ -48,6 +48,31 @@ GOOD_FACTOR, GOOD_MARGIN = 2.0, 0.01
 CAREFUL_TVD, UNUSABLE_TVD = 0.1, 0.25
 BEAT_MARGIN = 0.5  # beating the baseline by less than half the floor is within sampling noise
 GRADES = {"good": "Good", "care": "Usable with care", "bad": "Not usable"}
+# what each grade of the synthetic rows means, in the order `_grade` decides (the results page's
+# small print names the grade given first, then the other two)
+GRADE_RULES = {
+    "good": (
+        "the planner's promise kept (where it made one), every table within about twice the "
+        f"fresh sample's TVD, and no column alone above {CAREFUL_TVD}"
+    ),
+    "care": (
+        "better than independent noisy one-way counts, but some table or column further from "
+        "the data than that: broad patterns only"
+    ),
+    "bad": (
+        "the planner's promise not kept, or wider than an average count (the counts then say "
+        "nothing); or, for the synthetic rows, not clearly closer to the data than independent "
+        f"noisy one-way counts at the same ε, or the average, a table or a column alone above "
+        f"{UNUSABLE_TVD} (a release that kept a useful promise is graded usable with care "
+        "instead)"
+    ),
+}
+
+
+def grade_scale(grade: str) -> list[dict]:
+    """The three grades with what each means, the one given (`grade`) first."""
+    order = [grade, *(g for g in GRADES if g != grade)] if grade in GRADES else list(GRADES)
+    return [{"label": GRADES[g], "rule": GRADE_RULES[g], "given": g == grade} for g in order]
 
 
 def assess(schema, columns, frame, files, *, epsilon, neighbouring, promise=None) -> dict | None:

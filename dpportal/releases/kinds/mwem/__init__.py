@@ -84,12 +84,17 @@ class Mwem(SyntheticKind):
                 relative_error_line(plan.expected_error, _rows_per_cell(plan, row_count)),
             ]
         return [
-            f"The workload has {plan.details['workload']} patterns (tables of counts); MWEM "
-            f"will measure {plan.details['rounds']} of them, the ones its model gets most "
-            "wrong, one per round.",
+            _rounds_line(plan.details["workload"], plan.details["rounds"]),
             noise,
             relative_error_line(plan.expected_error, _rows_per_cell(plan, row_count)),
-            "Patterns that are not measured are only as good as the model's guess from the others.",
+            *(
+                [
+                    "Patterns that are not measured are only as good as the model's guess from the "
+                    "others."
+                ]
+                if plan.details["workload"] > 1
+                else []
+            ),
         ]
 
     def preview_warnings(self, plan, schema, columns, row_count) -> list[str]:
@@ -220,3 +225,19 @@ def _rows_per_cell(plan, row_count) -> float:
     median pattern."""
     cells = plan.support if plan.details.get("full_table") else plan.details["median_cells"]
     return row_count / cells
+
+
+def _rounds_line(patterns: int, rounds: int) -> str:
+    """What MWEM's rounds measure, in words (a pattern may be chosen again in a later round)."""
+    if patterns == 1:
+        return "The workload has 1 pattern (a table of counts); MWEM will measure it " + (
+            f"in each of its {rounds} rounds." if rounds > 1 else "once."
+        )
+    if rounds < patterns:
+        each = f"{rounds} of them, each round the one its model gets most wrong."
+    else:
+        each = (
+            f"one in each of its {rounds} rounds, the one its model gets most wrong at the "
+            "time (a pattern may be measured again)."
+        )
+    return f"The workload has {patterns} patterns (tables of counts); MWEM will measure {each}"

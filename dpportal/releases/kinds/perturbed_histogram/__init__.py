@@ -11,6 +11,7 @@ from dpportal.releases.accuracy_preview import (
 )
 from dpportal.releases.kinds.synthetic import (
     HistogramKind,
+    bins_advice,
     combinations,
     relative_error_line,
     relative_error_warning,
@@ -34,6 +35,7 @@ class PerturbedHistogram(HistogramKind):
             f"The chosen columns make {combinations(schema, columns)}. Each combination's "
             f"count gets random noise of typically ±{plan.expected_error:,.1f} rows.",
             relative_error_line(plan.expected_error, row_count / plan.support),
+            *bins_advice(schema, columns, row_count),
         ]
 
     def preview_warnings(self, plan, schema, columns, row_count) -> list[str]:

@@ -172,7 +172,7 @@ class RangeCount(Kind):
         (mechanisms.plans.range_count_plan), and says which."""
         method = method_words(plan.details["method"])
         lines = [
-            f"{plan.outputs:,} ranges over a grid of {plan.support:,} points. The method used "
+            f"{plan.outputs:,} ranges over {_grid_words(plan, columns)}. The method used "
             f"will be {method}, chosen from public information only."
         ]
         if plan.expected_error is None:
@@ -183,7 +183,7 @@ class RangeCount(Kind):
             return lines
         if plan.details.get("estimate"):
             lines[0] = (
-                f"{plan.outputs:,} ranges over a grid of {plan.support:,} points: an estimate, "
+                f"{plan.outputs:,} ranges over {_grid_words(plan, columns)}: an estimate, "
                 f"from {plan.details['sample']} of the ranges drawn at random, with {method}."
             )
             if plan.details.get("upper_bound"):
@@ -409,3 +409,13 @@ def _answer_errors(columns, frame, files) -> dict:
 
 
 KIND = RangeCount("range_count")
+
+
+def _grid_words(plan, columns) -> str:
+    """'an 8 × 8 grid (lat × lon: 64 points)': the grid the ranges are answered on."""
+    shape = plan.details.get("grid")
+    if not shape or len(shape) != len(columns):
+        return f"a grid of {plan.support:,} points"
+    sizes = " × ".join(str(k) for k in shape)
+    article = "an" if str(shape[0]).startswith(("8", "11", "18")) else "a"
+    return f"{article} {sizes} grid ({' × '.join(columns)}: {plan.support:,} points)"

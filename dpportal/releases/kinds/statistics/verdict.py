@@ -187,13 +187,18 @@ def _concerns(stats) -> list[str]:
     small = sorted({g for s in stats for g in s["smaller_than_assumed"]})
     if small:
         concerns.append(
-            f"Groups with fewer rows than the planner assumed, less accurate than promised: "
-            f"{', '.join(small)}."
+            f"Groups with fewer rows than the planner assumed ({', '.join(small)}): their "
+            "estimates are withheld (too few rows to publish) or less accurate than promised."
         )
-    little = sorted({g for s in stats for g in s["says_little"]})
+    little = [
+        f"{s['statistic']} in {', '.join(s['says_little'])}" for s in stats if s["says_little"]
+    ]
     if little:
         concerns.append(
-            f"Groups too small to publish (their intervals say little): {', '.join(little)}."
+            f"Estimates whose 95% intervals say little at this ε (a mean's or quantile's "
+            f"covering at least {WIDE_SHARE:.0%} of the declared range, a count's reaching 0, "
+            f"another's as wide as the estimate): {'; '.join(little)}. Do not read them as "
+            "findings; a larger ε or fewer statistics would narrow them."
         )
     wide = [s["statistic"] for s in stats if s["relative_width"] >= WIDE_SHARE]
     if wide:
