@@ -96,7 +96,8 @@ def test_a_range_count_release_answers_new_questions_for_free(owner, dataset):
     query = {"ask": "1", "kind": "box", "lo_0": "17", "hi_0": "40", "lo_1": "1", "hi_1": "99"}
     response = client.get(url, query)
     answer = response.context["range_answer"]
-    assert response.status_code == 200 and "rows,\n        between" in response.content.decode()
+    page = " ".join(response.content.decode().split())
+    assert response.status_code == 200 and "with 95% confidence" in page
     assert 0 < answer["std"] < 1000 and abs(answer["answer"]) < 10 * dataset.row_count
     dataset.refresh_from_db()
     assert dataset.epsilon_spent == spent and BudgetLedgerEntry.objects.count() == entries
@@ -184,12 +185,12 @@ def test_typed_bounds_are_answered_as_typed_and_the_grid_range_is_named_beside(o
     assert answer["asked"] == "age between 36 and 44 (from 36, below 44)"  # any hours: unsaid
     assert grid["exact"] and "age from 35 up to (not including) 44.25" in grid["region"]
     assert grid["ci_upper"] - grid["ci_lower"] < answer["ci_upper"] - answer["ci_lower"]
-    page = response.content.decode()
+    page = " ".join(response.content.decode().split())
     assert "age between 36 and 44 (from 36, below 44): about" in page  # as the column is named
     assert "The nearest range on the grid's edges, age from " in page
     assert (
         page.index("Answer (free)")
-        < page.index("with 95%\n        confidence")
+        < page.index("with 95% confidence. It is a different range")
         < page.index("</form>", page.index("Answer (free)"))
     )
     backwards = {**query, "lo_0": "50", "hi_0": "20"}
@@ -283,3 +284,43 @@ def test_the_preview_headline_and_its_table_state_the_same_interval(owner, datas
     )  # fmt: skip
     assert accuracy.plan_half_width(plan, dataset.row_count) == plan.details["noise_95"]
     assert plan.details["noise_95"] < 2.5 * plan.expected_error  # not sd × ln 20 ≈ 3 sd
+
+
+@pytest.mark.parametrize(
+    ("answer", "words", "not_words"),
+    [
+        (
+            {"answer": 31.4, "ci_lower": 12, "ci_upper": 50},
+            [
+                "about <strong>31</strong> rows",
+                "between <strong>12</strong> and <strong>50</strong>",
+            ],
+            ["at most"],
+        ),
+        (
+            {"answer": 6.2, "ci_lower": -14, "ci_upper": 48},
+            ["about <strong>6</strong> rows", "at most <strong>48</strong>"],
+            ["-14", "between"],
+        ),
+        (
+            {"answer": -9.6, "ci_lower": -40, "ci_upper": 21},
+            ["about <strong>0</strong> rows", "estimate to -10", "at most <strong>21</strong>"],
+            ["between"],
+        ),
+    ],
+)
+def test_a_range_answer_never_reads_as_fewer_than_zero_rows(answer, words, not_words):
+    """No range holds fewer than 0 rows: the words say "at most" where the interval reaches
+    below 0, and "about 0" where the noise took the estimate there (it read "between -14 and
+    48")."""
+    from django.template.loader import render_to_string
+
+    text = " ".join(
+        render_to_string(
+            "dpportal/releases/kinds/range_count/answer.html", {"answer": answer}
+        ).split()
+    )
+    for phrase in words:
+        assert phrase in text, (phrase, text)
+    for phrase in not_words:
+        assert phrase not in text, (phrase, text)
