@@ -374,7 +374,7 @@ def run_release(
     under row-level add-remove at the budget the row's `group_budget` derives, so the
     guarantee holds for one person under `neighbouring` (mechanisms.persons). The rows dropped
     by bounding go to `ReleaseOutput.custodian` only. An EngineTable is bounded inside its engine
-    (`EngineTable.bounded`, with a seed drawn from `rng`); its dropped rows are not counted.
+    (`EngineTable.bounded`, with a secret drawn from `rng`); its dropped rows are not counted.
 
     `data` may be an EngineTable (mechanisms.counting.engine_table) for the mechanisms that
     read only aggregates an engine tallies (`counts_only`): the engine computes them where the
@@ -404,7 +404,7 @@ def run_release(
         persons.check_person_level(name, delta, params)
         if isinstance(data, EngineTable):  # bounded inside the engine; drops stay uncounted
             data, dropped = (
-                data.bounded(person.column, person.max_rows, persons.bounding_seed(rng)),
+                data.bounded(person.column, person.max_rows, persons.bounding_secret(rng)),
                 None,
             )
         else:

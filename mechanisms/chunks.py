@@ -62,15 +62,15 @@ class EngineTable:
         self._aggregate = aggregate
         self._bound = bound
 
-    def bounded(self, person: str, max_rows: int, seed: str) -> EngineTable:
+    def bounded(self, person: str, max_rows: int, secret: str) -> EngineTable:
         """The same table with at most `max_rows` rows per `person` kept inside the engine.
 
-        The rows are chosen by `seed` (mechanisms.counting.bounding); every tally and count of
+        The rows are chosen by `secret` (mechanisms.counting.bounding); every tally and count of
         the returned table is computed over the rows kept, where the table lives.
         """
         if self._bound is None:
             raise MechanismError(f"the {self.engine!r} engine cannot bound rows per person")
-        return self._bound(person, max_rows, seed)
+        return self._bound(person, max_rows, secret)
 
     def cell_counts(self, schema: Any, columns: list[str]) -> AnyArray:
         return self._count(schema, columns)

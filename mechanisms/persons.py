@@ -19,8 +19,8 @@ Contribution bounding (`bound_contributions`) keeps, for every person with more 
 k of them chosen uniformly at random (a shuffle by the random source, then the first k rows of
 each person), before any mechanism sees the data. Every person then contributes at most k
 rows, chosen from their own rows only. A table that stays where it lives is bounded inside its
-engine instead (`mechanisms.counting.bounding`: the k rows of smallest sha256(seed | position),
-the seed from `bounding_seed`), which keeps the same two properties.
+engine instead (`mechanisms.counting.bounding`: the k rows of smallest sha256(secret | position),
+the secret from `bounding_secret`), which keeps the same two properties.
 
 Sensitivity, by group privacy over the bounded table (`row_level_budget`): a change of one
 person is at most g = k row additions or removals (add-remove) or g = 2k (replace-one: remove
@@ -183,10 +183,10 @@ def bound_contributions(
     return kept.reset_index(drop=True), len(data) - len(keep)
 
 
-def bounding_seed(rng: RandomSource) -> str:
+def bounding_secret(rng: RandomSource) -> str:
     """128 random bits as hex from `rng` (the secure source in releases).
 
-    The seed of the keys that choose each person's rows when they are bounded inside an engine
+    The secret of the keys that choose each person's rows when they are bounded inside an engine
     (`mechanisms.counting.bounding`). Drawn per release, never stored or shown.
     """
     return "".join(f"{int(v):08x}" for v in rng.integers(2**32, 4))

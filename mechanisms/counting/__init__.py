@@ -106,7 +106,7 @@ def engine_table(source: TableSource, engine: str = "inprocess") -> EngineTable:
 def _engine_table(
     source: TableSource, engine: str, person: tuple[str, int, str] | None
 ) -> EngineTable:
-    """`engine_table`; with `person` = (column, k, seed), every tally bounded per person."""
+    """`engine_table`; with `person` = (column, k, secret), every tally bounded per person."""
 
     def tally(inner: Tally) -> AnyArray:
         wrapped = inner if person is None else BoundedTally(inner, *person)
@@ -121,7 +121,7 @@ def _engine_table(
         source.describe(),
         cells,
         tally,
-        lambda column, k, seed: _engine_table(source, engine, (column, k, seed)),
+        lambda column, k, secret: _engine_table(source, engine, (column, k, secret)),
     )
 
 

@@ -2,12 +2,12 @@
 
 `BoundedTally` wraps any tally (`mechanisms.counting.tally`): the engine keeps, for each
 person (the rows sharing a value of the person column), the k rows with the smallest key
-sha256(seed | position), and computes the wrapped tally over the rows kept; only its aggregate
-leaves the engine. The seed is 128 bits drawn from the secure source per release
-(`persons.bounding_seed`), never stored or shown; the position names a row where it is stored
+sha256(secret | position), and computes the wrapped tally over the rows kept; only its aggregate
+leaves the engine. The secret is 128 bits drawn from the secure source per release
+(`persons.bounding_secret`), never stored or shown; the position names a row where it is stored
 ("file#row" for Parquet, the row's ctid in PostgreSQL), so every engine and the in-process
 reference order a person's rows alike and keep the same rows. In SQL:
-`ROW_NUMBER() OVER (PARTITION BY person ORDER BY sha256(seed | position)) <= k`.
+`ROW_NUMBER() OVER (PARTITION BY person ORDER BY sha256(secret | position)) <= k`.
 
 Rows without a person ID (NULL, or NaN read as missing here) are left out on every engine: a
 table that stays where it lives must never make a release fail (issue 41), and leaving out a
@@ -15,9 +15,9 @@ row whatever the others hold changes no person's rows but its own.
 
 Privacy (what `persons.row_level_budget`'s group-privacy argument needs): (1) every person
 keeps at most k rows, by construction; (2) which rows a person keeps depends on their own rows
-and the seed only, and is a uniformly random k-subset of them: the keys of distinct positions
-are independent uniform draws for a random seed (sha256 read as a random function of the secret
-seed), so the ranks of a person's rows are a uniform random order whatever the other rows are
+and the secret only, and is a uniformly random k-subset of them: the keys of distinct positions
+are independent uniform draws for a random secret (sha256 read as a random function of the
+secret), so the ranks of a person's rows are a uniform random order whatever the other rows are
 or where they stand. Two tables that differ in one person's rows then give kept tables that
 differ in that person's at most k rows (add-remove) or 2k (replace one person), as in process.
 """
@@ -42,19 +42,19 @@ RANK = "dp_portal_rank"
 PERSON_ID, KEY = "__dp_portal_person__", "__dp_portal_key__"  # the reference's working columns
 
 
-def row_key(seed: str, position: str) -> str:
-    """sha256(seed | position) as lowercase hex: the order of a person's rows."""
-    return hashlib.sha256(f"{seed}|{position}".encode()).hexdigest()
+def row_key(secret: str, position: str) -> str:
+    """sha256(secret | position) as lowercase hex: the order of a person's rows."""
+    return hashlib.sha256(f"{secret}|{position}".encode()).hexdigest()
 
 
 @dataclass(frozen=True)
 class BoundedTally:
-    """`inner` over at most `k` rows per value of `person`, chosen by the seeded keys."""
+    """`inner` over at most `k` rows per value of `person`, chosen by the secret keys."""
 
     inner: Tally
     person: str
     k: int
-    seed: str
+    secret: str
     whole = True  # needs every row of a person at once: not additive over chunks
 
     @property
@@ -76,7 +76,7 @@ class BoundedTally:
         return present.assign(
             **{
                 PERSON_ID: [str(v) for v in ids[~ids.isna().to_numpy()]],
-                KEY: [row_key(self.seed, str(p)) for p in present[POSITION]],
+                KEY: [row_key(self.secret, str(p)) for p in present[POSITION]],
             }
         )
 
@@ -98,7 +98,7 @@ class BoundedTally:
         person = dialect.identifier(self.person)
         # a row count reads no column: keep one constant so each SELECT names something
         needed = ", ".join(dialect.identifier(c) for c in self.inner.columns) or "1 AS dp_one"
-        key = dialect.digest(f"{dialect.text(self.seed + '|')} || {dialect.position}")
+        key = dialect.digest(f"{dialect.text(self.secret + '|')} || {dialect.position}")
         ranked = (
             f"SELECT {needed}, ROW_NUMBER() OVER (PARTITION BY {person} ORDER BY {key}) AS {RANK} "  # noqa: S608  # nosec B608: quoted
             f"FROM {table} WHERE {person} IS NOT NULL"

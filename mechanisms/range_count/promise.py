@@ -32,14 +32,11 @@ from scipy import special
 
 from mechanisms.arrays import AnyArray, FloatArray
 from mechanisms.errors import MechanismError
+
+# inputs.incidence is read at call time, so a work cap that counts it counts the promise too
+from mechanisms.range_count import inputs
 from mechanisms.range_count.core import PerQueryPlan, PrivacyTarget, popcount, scale_for
-from mechanisms.range_count.inputs import (
-    Support,
-    grid_edges,
-    incidence,
-    rounding_bounds,
-    spread_points,
-)
+from mechanisms.range_count.inputs import Support, grid_edges, rounding_bounds, spread_points
 
 if TYPE_CHECKING:
     from mechanisms.range_count.intervals import Plan
@@ -62,7 +59,7 @@ def rounding_bound(support: Support, queries: list[dict[str, Any]], n: int) -> F
     bounds = rounding_bounds(support, queries)
     if bounds is None or support.grid_shape is None:
         return np.zeros(len(queries))
-    centres = incidence(support, queries)
+    centres = inputs.incidence(support, queries)
     per_cell = n / support.n
     out = np.zeros(len(queries))
     for k, query in enumerate(queries):
@@ -180,7 +177,7 @@ def even_count(support: Support, queries: list[dict[str, Any]], n: int) -> float
     """The average answer if the n rows were spread evenly: n * mean share of cells counted."""
     if not queries:
         return 0.0
-    return float(n * np.mean(popcount(incidence(support, queries))) / max(support.n, 1))
+    return float(n * np.mean(popcount(inputs.incidence(support, queries))) / max(support.n, 1))
 
 
 def answer_noise(

@@ -4,8 +4,8 @@ the REQUESTED epsilon.
 A person-level statistic on a Parquet table whose rows DuckDB bounds to K per person
 (`EngineTable.bounded`, the path `run_release` takes for a source): D holds other people
 (some with more than K rows) and person "p" with K + 3 rows; D' is D without p. The release's
-randomness is the bounding seed and the noise: each side draws SEEDS seeds from the secure
-source, runs the engine once per seed (the kept rows' count), and adds DRAWS noise draws of
+randomness is the bounding secret and the noise: each side draws SEEDS seeds from the secure
+source, runs the engine once per secret (the kept rows' count), and adds DRAWS noise draws of
 the statistic's own noise step (`Computer.noisy_counts`, at the row-level budget
 `persons.mechanism_budget` gives), so the samples are the mixture over seeds the release draws
 from (SEEDS x DRAWS = 10^5 per side). Claim: the requested epsilon = 1. Broken twin: the engine
@@ -36,7 +36,7 @@ OTHERS = pd.DataFrame({"pid": [f"o{i % 5}" for i in range(23)], "x": np.arange(2
 D = pd.concat([OTHERS, pd.DataFrame({"pid": ["p"] * (K + 3), "x": [9.0] * (K + 3)})])
 
 
-def samples(frame: pd.DataFrame, folder, kept: int, seed: int) -> np.ndarray:
+def samples(frame: pd.DataFrame, folder, kept: int, secret: int) -> np.ndarray:
     """SEEDS x DRAWS person-level noisy row counts, bounded to `kept` rows inside DuckDB."""
     source = TableSource(str(write_parquet(frame, folder / f"{len(frame)}.parquet")))
     table = engine_table(source, "duckdb")
@@ -46,8 +46,8 @@ def samples(frame: pd.DataFrame, folder, kept: int, seed: int) -> np.ndarray:
                             neighbouring="add-remove")  # fmt: skip
     out = []
     for i in range(SEEDS):
-        bounded = table.bounded("pid", kept, persons.bounding_seed(secure_source()))
-        run = Computer(bounded, SCHEMA, request, "add-remove", Batch(seed + i, DRAWS))
+        bounded = table.bounded("pid", kept, persons.bounding_secret(secure_source()))
+        run = Computer(bounded, SCHEMA, request, "add-remove", Batch(secret + i, DRAWS))
         counts, _ = run.noisy_counts(row_epsilon)
         out.append(counts[:, 0])
     return np.concatenate(out)
