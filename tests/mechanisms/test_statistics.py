@@ -510,8 +510,8 @@ def test_a_skipped_pick_could_not_have_narrowed_the_interval(epsilon, neighbouri
     declared = (first == 0) & (second == grid.size - 1)
     outscored = []
     for value in (50.05, 50.0):
-        s = quantiles.signed_rank_scores(np.full(int(rows * inflate), value), grid, 0.5)
-        low, high = quantiles.end_scores(s, margin, cap)
+        r_lo, r_hi = quantiles.end_ranks(np.full(int(rows * inflate), value), grid, 0.5)
+        low, high = quantiles.end_scores(r_lo, r_hi, margin, cap)
         scores = np.maximum(low[first], high[second])
         outscored.append(scores[~declared].min() < scores[declared][0])
     assert (not any(outscored)) is honest, (rows, outscored)

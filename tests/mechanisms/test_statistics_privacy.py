@@ -147,7 +147,7 @@ def _quantile_picks(monkeypatch, divide, step, data=(D, D2)):
     for module, name in ((measures, "group_sensitivity"), (quantiles, "rank_sensitivity")):
         real = getattr(module, name)
         monkeypatch.setattr(module, name, lambda *a, real=real: real(*a) / divide)
-    for name in ("CANDIDATES", "END_CANDIDATES"):  # power; the guarantee holds for any K
+    for name in ("CANDIDATES", "END_CANDIDATES", "INNER_CANDIDATES"):  # power; any K is fine
         monkeypatch.setattr(quantiles, name, 3)
     spec = SCHEMA.column("x")
     picks = []
@@ -242,8 +242,10 @@ def test_quantile_whose_interval_pick_is_skipped_at_the_requested_epsilon(twin, 
 # Replace-one neighbours within group a: the value 0 replaced by 100. Chosen by computing the
 # exact output distributions (permute-and-flip over the 6 pairs of ends, then over the
 # candidates inside them) for every pair of tables of at most 4 values in {0, 25, 50, 75, 100}
-# differing in one value: here the honest quantile's privacy loss is 0.83 at epsilon 1, and the
-# twin's (rank sensitivity not doubled) 1.67, the largest of all those pairs.
+# differing in one value: here the honest quantile's privacy loss was 0.83 at epsilon 1, and the
+# twin's (rank sensitivity not doubled) 1.67, the largest of all those pairs, with the ends
+# scored by ranks counting ties on neither side (before d12f55f's successor judged lo by the
+# values below it and hi by those at or below it); the twin is still caught.
 REPLACED = pd.DataFrame({"x": [0.0, 25.0, 25.0, 75.0], "g": ["a"] * 4})
 REPLACING = REPLACED.assign(x=[100.0, 25.0, 25.0, 75.0])
 
@@ -292,7 +294,7 @@ def test_whole_quantile_under_replace_one_at_the_requested_epsilon(twin, monkeyp
     and candidates). Twin: the rank sensitivity without the replace-one doubling (its
     add/remove value max(alpha, 1 - alpha)), which spends about 1.67 epsilon here."""
     epsilon = 1.0
-    for name in ("CANDIDATES", "END_CANDIDATES"):
+    for name in ("CANDIDATES", "END_CANDIDATES", "INNER_CANDIDATES"):
         monkeypatch.setattr(quantiles, name, 3)
     monkeypatch.setattr(quantiles, "quantile_rank_margin", lambda *a: 0.0)
     _vectorised_select(monkeypatch)
