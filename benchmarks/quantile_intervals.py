@@ -39,6 +39,7 @@ import argparse
 import subprocess
 import sys
 import types
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -391,7 +392,8 @@ def mean_sum_table(tables, split_of, releases):
             for epsilon in EPSILONS:
                 request = parse_request(schema, {"stat": [text], "by": [by] if by else []},
                                         epsilon=epsilon, neighbouring=NEIGHBOURING)  # fmt: skip
-                run = Computer(frame, schema, request, NEIGHBOURING, seeded_source(5))
+                seed = zlib.crc32(f"{name} {text} {epsilon}".encode())  # fresh draws per cell
+                run = Computer(frame, schema, request, NEIGHBOURING, seeded_source(seed))
                 groups = run.values(column)
                 clipped = [np.clip(g, spec["lower"], spec["upper"]) for g in groups]
                 truth = np.array([(g.mean() if kind == "mean" else g.sum()) if g.size else np.nan
