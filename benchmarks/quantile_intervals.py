@@ -1,36 +1,34 @@
-"""Quantile intervals and medians before and after issue 44, with means and sums, against OpenDP.
+"""Quantile intervals and medians before and after a change, with means and sums, against OpenDP.
 
-Ten public tables bundled with statsmodels and vega_datasets (read offline): the five of
-`statistics_accuracy.py` (fair, seattle-weather, cars, anes96, modechoice) and five more
-(statsmodels' randhie, 20,190 rows of the RAND health insurance experiment, grouped by `idp`;
-grunfeld, 220 firm-years in 11 firms; vega's sf-temps, 8,759 hourly temperatures by month;
-airports, 3,376 US airports by state, 56 groups of 1 to 263; stocks, 560 monthly prices of 5
-symbols). Bounds and precisions are public ranges of what the columns measure, not read from
-the data; the groups are the declared categories. The tables are split once into a "tune" and
-a "held-out" half by SPLIT_SEED (`split`); the method's constants (POINT_SHARE,
-END_CANDIDATES, the ends' scores) were chosen looking at the tune half only.
+Two sets of public tables (read offline). The default, "heldout": the 30 tables of the held-out
+protocol (benchmarks/heldout.py: its frozen tune / held-out split; install its data as that
+file says), each with a count and the median of two or three numeric columns by one declared
+categorical column or none (HELDOUT_REQUESTS, chosen from the public schema). "package": the
+ten statsmodels and vega_datasets tables of the first pass (the five of
+`statistics_accuracy.py`, and randhie, grunfeld, sf-temps, airports, stocks below), split by
+SPLIT_SEED. Bounds and precisions are public ranges of what the columns measure, not read from
+the data; the groups are the declared categories.
 
 Per table, epsilon per statistic (EPSILONS) and release (`--releases`), each table's request
 (its `count` first, so a quantile reads the released count's upper end, as a release does) is
-run by the release's own code (`Computer`) on add/remove neighbours, and each quantile twice on
-the same count: "before", the method of BEFORE (its quantiles module read from git, so both
-run in this process: estimate at 95% of epsilon, the interval's two ends from a 5% pick on at
-most 129 candidates, Gumbel noise) and "after" (the working tree's `Computer.one_quantile`).
-Each release's estimate is drawn `--estimates` times more given its interval (Rao-Blackwell:
-less sampling noise in the error, the same expectation).
+run by the release's own code (`Computer`) on add/remove neighbours, and each quantile by
+"before", the quantiles module of BEFORE read from git (run in this process, its
+`Computer.one_quantile` steps), and "after", the working tree's `Computer.one_quantile`.
 
-Printed: (1) per split, table, epsilon and group-size band, the intervals' coverage of the true
-quantile (of the clamped values; `np.quantile`, interpolated) and their mean width as a share
-of the declared range, before and after; (2) per split, table and epsilon, the medians' (and
-other quantiles') mean absolute error against OpenDP's `make_private_quantile` (its score,
-exponential noise under max divergence, at the whole epsilon on our candidates and bounds,
-`--opendp` draws per group): pooled (sum of errors) ours / OpenDP's, and the share of groups at
-or below OpenDP's; (3) means and sums against OpenDP's pipeline at the same epsilon and bounds
-(mean: clamped sum / count with Laplace noise at epsilon / 2 each; sum: clamped sum with
-Laplace noise at epsilon).
+Printed: (1) per split, epsilon and group-size band, pooled over the tables, and (2) per table:
+the intervals' coverage of the true quantile (of the clamped values; `np.quantile`,
+interpolated) and their mean width as a share of the declared range, before and after; (3) per
+split, table and epsilon, the medians' mean absolute error against OpenDP's
+`make_private_quantile` (its score and permute-and-flip under max divergence, at the whole
+epsilon on the declared range's candidates and bounds, `--opendp` draws per group): pooled (sum
+of errors) ours / OpenDP's, and the share of groups at or below OpenDP's; (4) means and sums
+against OpenDP's pipeline at the same epsilon and bounds (mean: clamped sum / count with Laplace
+noise at epsilon / 2 each; sum: clamped sum with Laplace noise at epsilon), on the same columns
+(heldout set) or the package tables' requests.
 
-    nice -n 10 .venv/bin/python benchmarks/quantile_intervals.py [--releases R]
-        [--estimates E] [--opendp D] [--tables fair,cars]
+    nice -n 10 .venv/bin/python benchmarks/quantile_intervals.py [--set heldout|package]
+        [--releases R] [--opendp D] [--tables a,b] [--role tune|held-out]
+        [--methods before,after] [--means-only | --no-means]
 """
 
 from __future__ import annotations
