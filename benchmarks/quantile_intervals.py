@@ -404,8 +404,11 @@ def mean_sum_table(tables, split_of, releases):
                 )
                 theirs = np.array([[theirs_fn(g) for g in groups]
                                    for _ in range(releases)])  # fmt: skip
-                keep = ~np.isnan(truth)
-                ours_error = np.abs(ours - truth)[:, keep].mean(axis=0)
+                # a group withheld by the publication rule (`support`) has no estimate: ours is
+                # its error over the releases that published it; a group never published is left out
+                published = (~np.isnan(ours)).any(axis=0)
+                keep = ~np.isnan(truth) & published
+                ours_error = np.nanmean(np.abs(ours - truth)[:, keep], axis=0)
                 theirs_error = np.abs(theirs - truth)[:, keep].mean(axis=0)
                 rows.append(
                     {

@@ -26,6 +26,7 @@ from mechanisms.statistics.measures import (
     discrete_laplace_halfwidth,
     laplace_halfwidth,
     linear_halfwidth,
+    mean_centre,
     sum_transformation,
 )
 from mechanisms.statistics.quantiles import (
@@ -277,10 +278,12 @@ class Computer:
     def mean(self, column: str, epsilon: float) -> list[Row]:
         """Per-group mean of the present values of the clamped column.
 
-        c + (noisy centred sum) / (noisy count of present values).
+        c + (noisy sum of x - c) / (noisy count of present values), c = `mean_centre` (0 for
+        bounds around 0, as OpenDP's pipeline; else about the middle of the bounds).
 
-        Privacy: epsilon-DP; epsilon/2 on the sum (OpenDP bounded-sum map over [-r, r]: r per
-        row added or removed, 2r under replace-one; a missing value adds 0) and epsilon/2 on
+        Privacy: epsilon-DP; epsilon/2 on the sum (OpenDP bounded-sum map over [lower - c,
+        upper - c], or [-r, r] when the number of values is public: upper - lower per row added
+        or removed, twice under replace-one with groups; a missing value adds 0) and epsilon/2 on
         the count of present values (1 per row added or removed; under replace-one 2 with
         groups, 1 without: `noisy_counts`). All of it on the sum when the number of values is
         public (replace-one, no groups, no missing values allowed; OpenDP's sized map, about
@@ -288,23 +291,26 @@ class Computer:
         (E_sum - mean_c E_count) / count with exact noise distributions.
         """
         spec = self.numeric(column)
-        c, r = centre(spec)
-        groups = [g - c for g in self.values(column)]
         if (known := self.known_count(column)) is not None:
+            c, r = centre(spec)
+            groups = [g - c for g in self.values(column)]
             sums, scale = self.noisy_sums(groups, -r, r, epsilon)
             half = laplace_halfwidth(scale) / max(known, 1)
             m = float(sums[0]) / max(known, 1)
             row = Row(c + m, c + m - half, c + m + half, scale, count=float(known))
             return [clip_row(row, spec)]
+        c = mean_centre(spec)
+        low, high = spec.lower - c, spec.upper - c
+        groups = [g - c for g in self.values(column)]
         part = split(epsilon, 2)
-        sums, scale = self.noisy_sums(groups, -r, r, part, self.may_miss(column))
+        sums, scale = self.noisy_sums(groups, low, high, part, self.may_miss(column))
         counts, count_scale = self.noisy_counts(part, column)
         rows = []
         for s, n in zip(sums, counts.astype(float), strict=True):
             if not publishable(n, count_scale):  # withheld by `support`: nothing to divide
                 rows.append(Row(math.nan, math.nan, math.nan, scale, n, count_scale))
                 continue
-            m = min(max(s / n, -r), r)
+            m = min(max(s / n, low), high)
             terms = [(1 / n, "laplace", scale), (m / n, "discrete_laplace", count_scale)]
             half = linear_halfwidth(terms)
             row = Row(c + m, c + m - half, c + m + half, scale, n, count_scale)

@@ -22,6 +22,7 @@ from mechanisms.statistics.measures import (
     discrete_laplace_halfwidth,
     laplace_halfwidth,
     linear_halfwidth,
+    mean_centre,
     sum_transformation,
 )
 from mechanisms.statistics.quantiles import (
@@ -195,8 +196,9 @@ def _preview(
             scale = noise_scale(sum_transformation(-r, r, neighbouring, public_n)[1], epsilon)
             half = laplace_halfwidth(scale) / max(public_n, 1)
         else:
-            part = split(epsilon, 2)
-            scale = noise_scale(sum_transformation(-r, r, neighbouring, public_n)[1], part)
+            part, low = split(epsilon, 2), spec.lower - mean_centre(spec)
+            shifted = sum_transformation(low, low + 2 * r, neighbouring, public_n)
+            scale = noise_scale(shifted[1], part)
             half = laplace_halfwidth(scale) / size
         return {**record, "noise_scale": scale, "halfwidth": half, "unit": stat.column}
     if stat.kind in ("variance", "std"):
