@@ -28,8 +28,10 @@ sums use OpenDP's sized-domain bound (t.map(2) on vectors of n values, about upp
 the count is released exactly without spending anything.
 
 Values are clamped to the schema's [lower, upper]; the "true value" each interval is for is the
-statistic of the clamped values. Sums, means and variances work on values centred at the
-bounds' midpoint c (sums of x - c), which keeps the count's noise from inflating the mean's.
+statistic of the clamped values. Variances work on values centred at the bounds' midpoint c
+(sums of x - c), which keeps the count's noise from inflating them; a mean over a noisy count
+sums x - c around `measures.mean_centre` (0 for bounds around 0, as OpenDP's pipeline; else
+about the midpoint), which keeps its error at or below OpenDP's pipeline's on any data.
 
 Intervals (95%, every released number has one; computed from released values and public noise
 scales only, so they are post-processing):
