@@ -1,36 +1,35 @@
-"""Quantile intervals and medians before and after issue 44, with means and sums, against OpenDP.
+"""Quantile intervals and medians before and after a change, with means and sums, against OpenDP.
 
-Ten public tables bundled with statsmodels and vega_datasets (read offline): the five of
-`statistics_accuracy.py` (fair, seattle-weather, cars, anes96, modechoice) and five more
-(statsmodels' randhie, 20,190 rows of the RAND health insurance experiment, grouped by `idp`;
-grunfeld, 220 firm-years in 11 firms; vega's sf-temps, 8,759 hourly temperatures by month;
-airports, 3,376 US airports by state, 56 groups of 1 to 263; stocks, 560 monthly prices of 5
-symbols). Bounds and precisions are public ranges of what the columns measure, not read from
-the data; the groups are the declared categories. The tables are split once into a "tune" and
-a "held-out" half by SPLIT_SEED (`split`); the method's constants (POINT_SHARE,
-END_CANDIDATES, the ends' scores) were chosen looking at the tune half only.
+Two sets of public tables (read offline). The default, "heldout": the 30 tables of the held-out
+protocol (benchmarks/heldout.py: its frozen tune / held-out split; install its data as that
+file says), each with a count and the median of two or three numeric columns by one declared
+categorical column or none (HELDOUT_REQUESTS, chosen from the public schema). "package": the
+ten statsmodels and vega_datasets tables of the first pass (the five of
+`statistics_accuracy.py`, and randhie, grunfeld, sf-temps, airports, stocks below), split by
+SPLIT_SEED. Bounds and precisions are public ranges of what the columns measure, not read from
+the data; the groups are the declared categories.
 
 Per table, epsilon per statistic (EPSILONS) and release (`--releases`), each table's request
 (its `count` first, so a quantile reads the released count's upper end, as a release does) is
-run by the release's own code (`Computer`) on add/remove neighbours, and each quantile twice on
-the same count: "before", the method of BEFORE (its quantiles module read from git, so both
-run in this process: estimate at 95% of epsilon, the interval's two ends from a 5% pick on at
-most 129 candidates, Gumbel noise) and "after" (the working tree's `Computer.one_quantile`).
-Each release's estimate is drawn `--estimates` times more given its interval (Rao-Blackwell:
-less sampling noise in the error, the same expectation).
+run by the release's own code (`Computer`) on add/remove neighbours, and each quantile by
+"before", the quantiles module of BEFORE read from git (run in this process, its
+`Computer.one_quantile` steps), and "after", the working tree's `Computer.interval` and
+`Computer.estimate` (on the values: the same ranks as the engines' counts).
 
-Printed: (1) per split, table, epsilon and group-size band, the intervals' coverage of the true
-quantile (of the clamped values; `np.quantile`, interpolated) and their mean width as a share
-of the declared range, before and after; (2) per split, table and epsilon, the medians' (and
-other quantiles') mean absolute error against OpenDP's `make_private_quantile` (its score,
-exponential noise under max divergence, at the whole epsilon on our candidates and bounds,
-`--opendp` draws per group): pooled (sum of errors) ours / OpenDP's, and the share of groups at
-or below OpenDP's; (3) means and sums against OpenDP's pipeline at the same epsilon and bounds
-(mean: clamped sum / count with Laplace noise at epsilon / 2 each; sum: clamped sum with
-Laplace noise at epsilon).
+Printed: (1) per split, epsilon and group-size band, pooled over the tables, and (2) per table:
+the intervals' coverage of the true quantile (of the clamped values; `np.quantile`,
+interpolated) and their mean width as a share of the declared range, before and after; (3) per
+split, table and epsilon, the medians' mean absolute error against OpenDP's
+`make_private_quantile` (its score and permute-and-flip under max divergence, at the whole
+epsilon on the declared range's candidates and bounds, `--opendp` draws per group): pooled (sum
+of errors) ours / OpenDP's, and the share of groups at or below OpenDP's; (4) means and sums
+against OpenDP's pipeline at the same epsilon and bounds (mean: clamped sum / count with Laplace
+noise at epsilon / 2 each; sum: clamped sum with Laplace noise at epsilon), on the same columns
+(heldout set) or the package tables' requests.
 
-    nice -n 10 .venv/bin/python benchmarks/quantile_intervals.py [--releases R]
-        [--estimates E] [--opendp D] [--tables fair,cars]
+    nice -n 10 .venv/bin/python benchmarks/quantile_intervals.py [--set heldout|package]
+        [--releases R] [--opendp D] [--tables a,b] [--role tune|held-out]
+        [--methods before,after] [--means-only | --no-means]
 """
 
 from __future__ import annotations
@@ -39,6 +38,7 @@ import argparse
 import subprocess
 import sys
 import types
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -51,6 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import heldout  # noqa: E402
 import statistics_accuracy as accuracy  # noqa: E402
 
 from mechanisms.noise import seeded_source  # noqa: E402
@@ -60,12 +61,11 @@ from mechanisms.statistics import (  # noqa: E402
     Computer,
     candidates,
     parse_request,
-    quantile_shares,
 )
 
 dp.enable_features("contrib")
 
-BEFORE = "9c22f6c"  # main before issue 44
+BEFORE = "d12f55f"  # main before the second pass on issue 44 item 4
 SPLIT_SEED = 44
 EPSILONS = (0.1, 1.0, 10.0)
 BANDS = (0, 100, 300, 1000, 5000, np.inf)
@@ -151,7 +151,8 @@ def stocks_table():
     return "stocks", frame[["price", "symbol"]], schema, stats, "symbol", False
 
 
-def all_tables():
+def package_tables():
+    """The ten package tables of the first pass (statistics_accuracy.py's five, and five more)."""
     return [
         accuracy.fair_table(),
         accuracy.weather_table(),
@@ -167,10 +168,67 @@ def all_tables():
 
 
 def split(names):
-    """{name: "tune" or "held-out"}: half each, by one permutation of the sorted names."""
+    """{name: "tune" or "held-out"} of the package set: half each, one permutation of the names."""
     order = np.random.default_rng(SPLIT_SEED).permutation(sorted(names))
     half = len(order) // 2
     return {str(n): ("tune" if i < half else "held-out") for i, n in enumerate(order)}
+
+
+# The quantiles asked of each table of benchmarks/heldout.py: (grouping column or None, columns).
+# Chosen from the public schema (numeric columns that are not 0/1 flags; the categorical column
+# with the most varied group sizes), never from the results.
+HELDOUT_REQUESTS = {
+    "baseball": ("lg", ["g", "hr"]),
+    "budgetfood": ("sex", ["wfood", "age", "totexp"]),
+    "diamonds": ("cut", ["price", "carat"]),
+    "fertility": ("afam", ["age", "work"]),
+    "gss_abortion": ("race", ["age"]),
+    "happiness": ("happy", ["educ", "tvhours"]),
+    "hi": ("race", ["whrswk", "experience"]),
+    "injury": (None, ["durat", "age"]),
+    "military": ("branch", ["rank"]),
+    "mortgages": ("bpl", ["qob_minus_kw"]),
+    "movies": ("mpaa", ["rating", "length"]),
+    "mplsstops": ("race", ["policePrecinct"]),
+    "nasscds": ("dvcat", ["ageOFocc"]),
+    "nlswork": (None, ["ln_wage", "hours"]),
+    "weather": ("origin", ["temp", "humid"]),
+    "birthdays": ("state", ["births"]),
+    "card": (None, ["educ", "IQ", "wage"]),
+    "census2000": ("state", ["educ", "lweekinc", "exper"]),
+    "chem97": ("gender", ["score", "gcsescore"]),
+    "cps1988": ("region", ["wage", "experience"]),
+    "cpssw8": ("region", ["earnings", "age"]),
+    "credit_cards": ("LateSept", ["BillApril", "AGE"]),
+    "flights": ("carrier", ["dep_delay", "arr_delay", "distance"]),
+    "gss_wages": ("educcat", ["realrinc", "age"]),
+    "htv": (None, ["wage", "educ"]),
+    "insteval": (None, ["y", "dept"]),
+    "k401ksubs": (None, ["inc", "nettfa", "age"]),
+    "movielens": ("genre", ["rating", "year"]),
+    "pizzaplace": ("size", ["price"]),
+    "vocab": ("sex", ["vocabulary", "education"]),
+}
+
+
+def heldout_table(name):
+    """One table of benchmarks/heldout.py as (name, frame, schema, stats, by, role): its count
+    (by its grouping column, if any) and the median of each column of HELDOUT_REQUESTS."""
+    by, columns = HELDOUT_REQUESTS[name]
+    frame, _ = heldout.load(name)
+    schema = {"columns": [c for c in heldout.TABLES[name].columns if c.get("role") != "person_id"]}
+    stats = ["count", *(f"median:{c}" for c in columns)]
+    keep = [*columns, *([by] if by else [])]
+    return name, frame[keep], schema, stats, by, heldout.role(name)
+
+
+def all_tables(which):
+    """(tables, {name: split}) of the set `which`: "heldout" (30) or "package" (10)."""
+    if which == "package":
+        tables = package_tables()
+        return tables, split(t[0] for t in tables)
+    tables = [heldout_table(name) for name in heldout.names()]
+    return tables, {t[0]: t[5] for t in tables}
 
 
 def before_module():
@@ -182,37 +240,34 @@ def before_module():
     return module
 
 
-def before_quantile(old, values, spec, alpha, epsilon, rows, rng, estimates):
-    """BEFORE's one-group quantile (its `Computer.one_quantile`): (estimates, lower, upper)."""
+def before_quantile(old, values, spec, alpha, epsilon, rows, rng):
+    """BEFORE's one-group quantile (its `Computer.one_quantile`): (estimate, lower, upper)."""
     if old.ends_skipped(spec, alpha, epsilon, NEIGHBOURING, rows):
-        draws = [old.select(values, spec, alpha, epsilon, NEIGHBOURING, rng) for _ in estimates]
-        return draws, spec.lower, spec.upper
+        return old.select(values, spec, alpha, epsilon, NEIGHBOURING, rng), spec.lower, spec.upper
     point, part = old.quantile_shares(epsilon)
-    draws = [old.select(values, spec, alpha, point, NEIGHBOURING, rng) for _ in estimates]
     low, high = old.ends(values, spec, alpha, part, NEIGHBOURING, rng)
-    return draws, min(low, draws[0]), max(high, draws[0])
+    return old.select(values, spec, alpha, point, NEIGHBOURING, rng, (low, high)), low, high
 
 
-def after_quantile(run, values, spec, alpha, epsilon, rows, estimates):
-    """The working tree's one-group quantile: (estimates, lower, upper); more estimates drawn
-    by `Computer.select` given the released interval (as `one_quantile` draws its one)."""
-    first, low, high, skipped = run.one_quantile(values, spec, alpha, epsilon, rows)
-    if skipped:
-        more = [run.select(values, spec, alpha, epsilon) for _ in estimates[1:]]
-    else:
-        point, _ = quantile_shares(epsilon)
-        more = [run.select(values, spec, alpha, point, (low, high)) for _ in estimates[1:]]
-    return [first, *more], low, high
+def after_quantile(run, values, spec, alpha, epsilon, rows):
+    """The working tree's one-group quantile (`Computer.interval`, then `Computer.estimate`):
+    (estimate, lower, upper)."""
+    within = run.interval(values, spec, alpha, epsilon, rows)
+    return run.estimate(values, spec, alpha, epsilon, within)
 
 
-def quantile_rows(table, split_of, old, releases, estimates):
+def group_labels(schema, by):
+    return schema.axis_labels(by) if by else ["(all)"]
+
+
+def quantile_rows(table, split_of, old, releases, methods):
     """One row per table, epsilon, quantile statistic, group, method and release."""
     name, frame, schema_dict, stats, by, _ = table
     schema = Schema.from_dict(schema_dict)
-    labels = schema.axis_labels(by)
+    labels = group_labels(schema, by)
     rows = []
     for epsilon in EPSILONS:
-        request = parse_request(schema, {"stat": stats, "by": [by]},
+        request = parse_request(schema, {"stat": stats, "by": [by] if by else []},
                                 epsilon=epsilon * len(stats), neighbouring=NEIGHBOURING)  # fmt: skip
         quantile_stats = [s for s in request.statistics if s.alpha is not None]
         for release in range(releases):
@@ -224,18 +279,17 @@ def quantile_rows(table, split_of, old, releases, estimates):
                 for group, values in enumerate(run.values(stat.column)):
                     if not values.size:
                         continue
+                    values = np.sort(values)
                     true = float(np.quantile(np.clip(values, spec.lower, spec.upper), stat.alpha))
                     bound = run.rows_at_most(group)
-                    each = range(estimates)
-                    methods = {
-                        "before": before_quantile(
-                            old, values, spec, stat.alpha, epsilon, bound, rng, each
-                        ),  # fmt: skip
-                        "after": after_quantile(
-                            run, values, spec, stat.alpha, epsilon, bound, each
-                        ),
-                    }
-                    for method, (draws, low, high) in methods.items():
+                    for method in methods:
+                        if method == "before":
+                            draw = before_quantile(
+                                old, values, spec, stat.alpha, epsilon, bound, rng
+                            )
+                        else:
+                            draw = after_quantile(run, values, spec, stat.alpha, epsilon, bound)
+                        estimate, low, high = draw
                         rows.append(
                             {
                                 "split": split_of[name],
@@ -247,8 +301,7 @@ def quantile_rows(table, split_of, old, releases, estimates):
                                 "method": method,
                                 "covered": low <= true <= high,
                                 "width": (high - low) / (spec.upper - spec.lower),
-                                "error": float(np.mean(np.abs(np.asarray(draws) - true))),
-                                "true": true,
+                                "error": abs(estimate - true),
                             }
                         )
     return rows
@@ -263,56 +316,65 @@ def opendp_quantile_error(values, spec, alpha, epsilon, draws):
     measure = dp.t.make_clamp(
         *space, bounds=(spec.lower, spec.upper)
     ) >> dp.m.then_private_quantile(dp.max_divergence(), grid, alpha, float(unit) / epsilon)
-    data = [float(v) for v in values]
+    data = np.array(values, dtype=np.float64)  # a writable copy: OpenDP refuses read-only ones
     true = float(np.quantile(np.clip(values, spec.lower, spec.upper), alpha))
     return float(np.mean([abs(measure(data) - true) for _ in range(draws)]))
 
 
 def with_opendp(quantiles, tables, draws):
-    """The quantile rows' groups with OpenDP's error at the same epsilon beside ours."""
+    """The quantile rows' groups with OpenDP's error at the same epsilon beside ours (each group's
+    values as the release groups them: `Computer.values`, "(missing)" and "(other)" included)."""
     by_name = {t[0]: t for t in tables}
     keys = quantiles[["table", "epsilon", "statistic", "group"]].drop_duplicates()
+    groups = {}
     errors = []
     for key in keys.itertuples(index=False):
-        name, frame, schema_dict, _, by, _ = by_name[key.table]
+        name, frame, schema_dict, stats, by, _ = by_name[key.table]
         schema = Schema.from_dict(schema_dict)
         column = key.statistic.partition(":")[2]
         label = key.statistic.partition(":")[0]
         alpha = 0.5 if label == "median" else float(label[1:]) / 100
-        part = frame[frame[by].astype(str) == str(key.group)]
-        values = part[column].dropna().astype(float).to_numpy()
+        if (name, column) not in groups:
+            request = parse_request(schema, {"stat": stats, "by": [by] if by else []},
+                                    epsilon=1.0, neighbouring=NEIGHBOURING)  # fmt: skip
+            run = Computer(frame, schema, request, NEIGHBOURING, seeded_source(0))
+            labels = group_labels(schema, by)
+            groups[name, column] = dict(zip(labels, run.values(column), strict=True))
+        values = groups[name, column][key.group]
         error = opendp_quantile_error(values, schema.column(column), alpha, key.epsilon, draws)
         errors.append({**key._asdict(), "opendp_error": error})
     return pd.DataFrame(errors)
 
 
-def interval_table(quantiles):
-    bands = pd.cut(quantiles["n"], BANDS, right=False)
-    table = quantiles.assign(band=bands).pivot_table(
-        index=["split", "table", "epsilon", "band"],
-        columns="method",
-        values=["covered", "width"],
-        aggfunc="mean",
-        observed=True,
+def interval_table(quantiles, keys):
+    """Coverage and mean width / declared range per `keys` and group-size band, per method."""
+    frame = quantiles.assign(band=pd.cut(quantiles["n"], BANDS, right=False))
+    groups = [*keys, "band"]
+    table = frame.pivot_table(
+        index=groups, columns="method", values=["covered", "width"], aggfunc="mean", observed=True
     )
     table.columns = [f"{value}_{method}" for value, method in table.columns]
-    counts = quantiles.assign(band=bands).groupby(["split", "table", "epsilon", "band"],
-                                                   observed=True)["n"].size()  # fmt: skip
-    return table.assign(draws=counts // 2).reset_index()
+    per_method = frame.groupby(groups, observed=True)["n"].size() // frame["method"].nunique()
+    return table.assign(intervals=per_method).reset_index()
 
 
 def error_table(quantiles, opendp):
+    """Per split, table and epsilon: our mean absolute error / OpenDP's, pooled over the groups
+    (sum of errors), the share of groups at or below OpenDP's and the worst group's ratio.
+
+    A group where both errors are below 1e-9 of the range counts as at or below (0/0)."""
     keys = ["split", "table", "epsilon", "statistic", "group"]
     mean = quantiles.groupby([*keys, "n", "method"])["error"].mean().unstack("method").reset_index()
     merged = mean.merge(opendp, on=keys[1:])
     rows = []
     for (part, name, epsilon), d in merged.groupby(["split", "table", "epsilon"]):
         entry = {"split": part, "table": name, "epsilon": epsilon, "groups": len(d)}
-        for method in ("before", "after"):
-            ratio = d[method] / d["opendp_error"]
-            entry[f"pooled_{method}"] = d[method].sum() / d["opendp_error"].sum()
-            entry[f"at_or_below_{method}"] = float(np.mean(ratio <= 1.0))
-            entry[f"worst_{method}"] = float(ratio.max())
+        theirs = d["opendp_error"].to_numpy()
+        for method in [m for m in ("before", "after") if m in d]:
+            ours = d[method].to_numpy()
+            at_or_below = (ours <= theirs) | (np.maximum(ours, theirs) < 1e-9)
+            entry[f"pooled_{method}"] = ours.sum() / max(theirs.sum(), 1e-12)
+            entry[f"at_or_below_{method}"] = float(np.mean(at_or_below))
         rows.append(entry)
     return pd.DataFrame(rows), merged
 
@@ -328,9 +390,10 @@ def mean_sum_table(tables, split_of, releases):
             kind, _, column = text.partition(":")
             spec = specs[column]
             for epsilon in EPSILONS:
-                request = parse_request(schema, {"stat": [text], "by": [by]}, epsilon=epsilon,
-                                        neighbouring=NEIGHBOURING)  # fmt: skip
-                run = Computer(frame, schema, request, NEIGHBOURING, seeded_source(5))
+                request = parse_request(schema, {"stat": [text], "by": [by] if by else []},
+                                        epsilon=epsilon, neighbouring=NEIGHBOURING)  # fmt: skip
+                seed = zlib.crc32(f"{name} {text} {epsilon}".encode())  # fresh draws per cell
+                run = Computer(frame, schema, request, NEIGHBOURING, seeded_source(seed))
                 groups = run.values(column)
                 clipped = [np.clip(g, spec["lower"], spec["upper"]) for g in groups]
                 truth = np.array([(g.mean() if kind == "mean" else g.sum()) if g.size else np.nan
@@ -341,10 +404,13 @@ def mean_sum_table(tables, split_of, releases):
                 theirs_fn = (accuracy.opendp_mean if kind == "mean" else opendp_sum)(
                     spec["lower"], spec["upper"], epsilon
                 )
-                theirs = np.array([[theirs_fn([float(v) for v in g]) for g in groups]
+                theirs = np.array([[theirs_fn(g) for g in groups]
                                    for _ in range(releases)])  # fmt: skip
-                keep = ~np.isnan(truth)
-                ours_error = np.abs(ours - truth)[:, keep].mean(axis=0)
+                # a group withheld by the publication rule (`support`) has no estimate: ours is
+                # its error over the releases that published it; a group never published is left out
+                published = (~np.isnan(ours)).any(axis=0)
+                keep = ~np.isnan(truth) & published
+                ours_error = np.nanmean(np.abs(ours - truth)[:, keep], axis=0)
                 theirs_error = np.abs(theirs - truth)[:, keep].mean(axis=0)
                 rows.append(
                     {
@@ -352,8 +418,9 @@ def mean_sum_table(tables, split_of, releases):
                         "table": name,
                         "statistic": text,
                         "epsilon": epsilon,
+                        "groups": int(keep.sum()),
                         "pooled_ratio": ours_error.sum() / theirs_error.sum(),
-                        "worst_group": float(np.max(ours_error / theirs_error)),
+                        "at_or_below": float(np.mean(ours_error <= theirs_error)),
                     }
                 )
     return pd.DataFrame(rows)
@@ -368,37 +435,56 @@ def opendp_sum(low, high, epsilon):
     )
 
 
+def with_means(tables):
+    """The tables with a mean and a sum of each quantile column added (for table (3))."""
+    out = []
+    for name, frame, schema, stats, by, role in tables:
+        columns = [s.partition(":")[2] for s in stats if s.startswith("median:")]
+        extra = [f"{kind}:{c}" for c in columns for kind in ("mean", "sum")]
+        out.append((name, frame, schema, [*stats, *extra], by, role))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--releases", type=int, default=100)
-    parser.add_argument("--estimates", type=int, default=10, help="estimates per release")
-    parser.add_argument("--opendp", type=int, default=1000, help="OpenDP draws per group")
+    parser.add_argument("--set", default="heldout", choices=["heldout", "package"])
+    parser.add_argument("--releases", type=int, default=40)
+    parser.add_argument("--opendp", type=int, default=300, help="OpenDP draws per group")
     parser.add_argument("--tables", default="", help="comma-separated names (default: all)")
+    parser.add_argument("--role", default="all", choices=["all", "tune", "held-out"])
+    parser.add_argument("--methods", default="before,after")
     parser.add_argument("--means-only", action="store_true", help="only table (3)")
+    parser.add_argument("--no-means", action="store_true", help="leave table (3) out")
     args = parser.parse_args()
-    tables = all_tables()
-    split_of = split(t[0] for t in tables)
+    tables, split_of = all_tables(args.set)
     if args.tables:
         tables = [t for t in tables if t[0] in args.tables.split(",")]
+    tables = [t for t in tables if args.role in ("all", split_of[t[0]])]
     pd.set_option("display.width", 250, "display.max_rows", 1000, "display.max_columns", 30)
     fmt = {"float_format": lambda v: f"{v:.3g}", "index": False}
-    print(f"split (seed {SPLIT_SEED}):", split_of)
+    print(f"set {args.set}; releases {args.releases}; OpenDP draws {args.opendp}; "
+          f"before = {BEFORE}, after = the working tree")  # fmt: skip
     if not args.means_only:
         quantile_tables(tables, split_of, args, fmt)
-    print("\n(3) means and sums: mean absolute error, ours / OpenDP's")
-    print(mean_sum_table(tables, split_of, args.releases).to_string(**fmt))
+    if not args.no_means:
+        print("\n(4) means and sums: mean absolute error, ours / OpenDP's")
+        means = tables if args.set == "package" else with_means(tables)
+        print(mean_sum_table(means, split_of, args.releases).to_string(**fmt))
 
 
 def quantile_tables(tables, split_of, args, fmt):
-    """Tables (1) and (2)."""
+    """Tables (1) to (3)."""
     old = before_module()
+    methods = args.methods.split(",")
     quantiles = pd.DataFrame(
-        [r for t in tables for r in quantile_rows(t, split_of, old, args.releases, args.estimates)]
+        [r for t in tables for r in quantile_rows(t, split_of, old, args.releases, methods)]
     )
-    print("\n(1) quantile intervals: coverage and mean width / declared range, by group size")
-    print(interval_table(quantiles).to_string(**fmt))
-    errors, per_group = error_table(quantiles, with_opendp(quantiles, tables, args.opendp))
-    print("\n(2) quantile estimates: mean absolute error, ours / OpenDP's")
+    print("\n(1) quantile intervals, pooled over tables: coverage and mean width / declared range")
+    print(interval_table(quantiles, ["split", "epsilon"]).to_string(**fmt))
+    print("\n(2) the same per table")
+    print(interval_table(quantiles, ["split", "table", "epsilon"]).to_string(**fmt))
+    errors, _ = error_table(quantiles, with_opendp(quantiles, tables, args.opendp))
+    print("\n(3) quantile estimates: mean absolute error, ours / OpenDP's (pooled over groups)")
     print(errors.to_string(**fmt))
 
 

@@ -11,9 +11,10 @@ at once (the groups are disjoint, so one row touches at most two of them, see be
 
 Building blocks are OpenDP's (https://docs.opendp.org): its clamp + bounded-sum and count
 transformations give, through their stability maps, the sensitivity (including OpenDP's
-allowance for floating-point summation). The statistics read the table once, as aggregates
+allowance for floating-point summation). The statistics read the table as aggregates only
 (`aggregates`: per group the rows, the values present, exact fixed-point sums of the clamped
-values and counts around the public quantile candidates), computed here or by an engine where
+values and counts around the public quantile candidates, and, once a quantile's interval is
+released, counts around the finer candidates inside it), computed here or by an engine where
 the table lives alike; the sums' sensitivity is the larger of OpenDP's map and the exact sums'
 own (`measures.fixed_point_sensitivity`). A quantile's estimate scores a
 public grid of candidates by a tie-aware rank distance (`quantiles.rank_distances`, its
@@ -32,8 +33,10 @@ sums use OpenDP's sized-domain bound (t.map(2) on vectors of n values, about upp
 the count is released exactly without spending anything.
 
 Values are clamped to the schema's [lower, upper]; the "true value" each interval is for is the
-statistic of the clamped values. Sums, means and variances work on values centred at the
-bounds' midpoint c (sums of x - c), which keeps the count's noise from inflating the mean's.
+statistic of the clamped values. Variances work on values centred at the bounds' midpoint c
+(sums of x - c), which keeps the count's noise from inflating them; a mean over a noisy count
+sums x - c around `measures.mean_centre` (0 for bounds around 0, as OpenDP's pipeline; else
+about the midpoint), which keeps its error at or below OpenDP's pipeline's on any data.
 
 Intervals (95%, every released number has one; computed from released values and public noise
 scales only, so they are post-processing):

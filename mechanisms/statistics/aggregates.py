@@ -2,12 +2,16 @@
 
 Every statistic reads per group (the cells of the `by` columns; one group without them):
 - the rows, and per numeric column the values present (not NULL, not NaN, readable);
-- three exact sums over the present values x, each clamped as the statistic clamps them:
-  "raw" sum(clip(x, lower, upper)) (sums), "centred" sum(clip(x - c, -r, r)) (means,
-  variances) and "square" sum(clip(x - c, -r, r)^2) (variances), c and r the bounds' midpoint
-  and half-width (`measures.centre`);
+- four exact sums over the present values x, each clamped as the statistic clamps them:
+  "raw" sum(clip(x, lower, upper)) (sums), "centred" sum(clip(x - c, -r, r)) (variances, and
+  means over a public number of values), "square" sum(clip(x - c, -r, r)^2) (variances), c
+  and r the bounds' midpoint and half-width (`measures.centre`), and "shifted"
+  sum(clip(x - c', lower - c', upper - c')) (means over a noisy count), c' =
+  `measures.mean_centre`;
 - per quantile column, the counts of the clamped values around each public candidate
-  (`quantiles.RankCounts`): in each open gap between candidates and on each candidate.
+  (`quantiles.RankCounts`): in each open gap between candidates and on each candidate; once a
+  quantile's interval is released, the same around the finer candidates inside each group's
+  interval (a second pass, `inner_tallies`: public given the release).
 
 Exact sums. A floating-point sum depends on the order of its terms, which no engine fixes (a
 GROUP BY adds in parallel). So each clamped value v is read in fixed point first:
@@ -41,6 +45,7 @@ import pandas as pd
 
 from mechanisms.arrays import AnyArray, FloatArray, IntArray
 from mechanisms.counting.sql import (
+    MAX_EDGES,
     Dialect,
     clamp_sql,
     column_sql,
@@ -51,7 +56,7 @@ from mechanisms.counting.sql import (
 )
 from mechanisms.errors import MechanismError
 from mechanisms.schema import NumericColumn, Schema
-from mechanisms.statistics.measures import MAX_GROUP_ROWS, centre, sum_exponent
+from mechanisms.statistics.measures import MAX_GROUP_ROWS, centre, mean_centre, sum_exponent
 from mechanisms.statistics.quantiles import RankCounts, quantile_grid
 from mechanisms.statistics.request import Request
 
@@ -59,26 +64,30 @@ LIMB_BITS = 31  # floor(v 2^k) = hi 2^31 + lo: limbs of at most 31 bits (WORD_BI
 MAX_BOUND = 2.0**60  # |bounds| up to this: k >= 0, so no product underflows to zero
 MIN_BOUND = 2.0**-400  # a nonzero bound at least this: 2^k and the squares stay normal
 PRE_CLAMP = 2.0**1000  # SQL clamps x to +-PRE_CLAMP before x - c (no overflow; same clip)
-SUMS = ("raw", "centred", "square")
+SUMS = ("raw", "centred", "square", "shifted")
 PER_COLUMN = 1 + 2 * len(SUMS)  # values present, then (hi, lo) limbs of each sum
 
 
 def sum_bounds(spec: NumericColumn, which: str) -> tuple[float, float]:
-    """The clamp of one of SUMS: [lower, upper], [-r, r] or [0, r^2]."""
+    """The clamp of one of SUMS: [lower, upper], [-r, r], [0, r^2] or [lower - c', upper - c']."""
     if which == "raw":
         return spec.lower, spec.upper
+    if which == "shifted":
+        c = mean_centre(spec)
+        return spec.lower - c, spec.upper - c
     _, r = centre(spec)
     return (-r, r) if which == "centred" else (0.0, r * r)
 
 
 def check_bounds(spec: NumericColumn) -> None:
     """Refuse bounds whose sums cannot be made exactly alike everywhere, in words."""
-    for value in (spec.lower, spec.upper, centre(spec)[1]):
+    for value in (spec.lower, spec.upper, centre(spec)[1], *sum_bounds(spec, "shifted")):
         if abs(value) > MAX_BOUND or 0 < abs(value) < MIN_BOUND:
             raise MechanismError(
                 f"column {spec.name!r}: bounds [{spec.lower}, {spec.upper}] are too far from "
-                "1 for exact sums (each bound, and half their distance, must be 0 or between "
-                "2^-400 and 2^60 in size): declare the column in another unit"
+                "1 for exact sums (each bound, half their distance, and their distances from "
+                "the mean's centre must be 0 or between 2^-400 and 2^60 in size): declare the "
+                "column in another unit"
             )
 
 
@@ -105,9 +114,16 @@ def exact_sum(values: Any, low: float, high: float) -> float:
 def clamped_terms(x: FloatArray, spec: NumericColumn) -> dict[str, FloatArray]:
     """Each of SUMS' terms of present values x (numpy: the reference the SQL repeats)."""
     c, r = centre(spec)
+    shift, (low, high) = mean_centre(spec), sum_bounds(spec, "shifted")
     with np.errstate(over="ignore"):  # x - c of +-1e308 may be +-inf: clipped to +-r
         g = np.clip(x - c, -r, r)
-    return {"raw": np.clip(x, spec.lower, spec.upper), "centred": g, "square": g * g}
+        shifted = np.clip(x - shift, low, high)
+    return {
+        "raw": np.clip(x, spec.lower, spec.upper),
+        "centred": g,
+        "square": g * g,
+        "shifted": shifted,
+    }
 
 
 @dataclass(frozen=True)
@@ -115,7 +131,7 @@ class GroupTally:
     """Per group: rows, and per numeric column its present values and SUMS as limb sums.
 
     Shape (groups, 1 + PER_COLUMN * len(numeric)), int64: column 0 the rows; then per numeric
-    column: values present, (hi, lo) of "raw", "centred" and "square".
+    column: values present, (hi, lo) of each of SUMS in order.
     """
 
     schema: Schema
@@ -168,10 +184,13 @@ class GroupTally:
             safe = clamp_sql(dialect, f"v{j}", -PRE_CLAMP, PRE_CLAMP)
             raw = clamp_sql(dialect, f"v{j}", spec.lower, spec.upper)
             centred = clamp_sql(dialect, f"({safe} - {number(dialect, c)})", -r, r)
+            shift = f"({safe} - {number(dialect, mean_centre(spec))})"
+            shifted = clamp_sql(dialect, shift, *sum_bounds(spec, "shifted"))
             clamp += [
                 f"m{j}",
                 f"CASE WHEN m{j} THEN NULL ELSE {raw} END AS raw{j}",
                 f"CASE WHEN m{j} THEN NULL ELSE {centred} END AS centred{j}",
+                f"CASE WHEN m{j} THEN NULL ELSE {shifted} END AS shifted{j}",
             ]
             sums.append(f"sum(CASE WHEN m{j} THEN 0 ELSE 1 END)")
             for which in SUMS:
@@ -202,8 +221,8 @@ def _word_sql(dialect: Dialect, which: str, j: int, k: int) -> str:
     scale = number(dialect, 2.0**k)
     if which == "raw":
         return f"floor(raw{j} * {scale})"  # k >= 0 (`check_bounds`): no product underflows
-    if which == "centred":
-        return f"floor(centred{j} * {scale})"
+    if which in ("centred", "shifted"):
+        return f"floor({which}{j} * {scale})"
     return SquareGuard(k).sql(dialect, f"centred{j}")
 
 
@@ -230,53 +249,80 @@ class SquareGuard:
 class RankTally:
     """Per group, the counts of one column's clamped present values around each candidate.
 
-    Shape (groups, 2 m + 1) for the m candidates of `quantiles.quantile_grid`: slot 2 i holds
-    the values strictly between candidates i - 1 and i, slot 2 i + 1 those equal to candidate
-    i (`RankCounts`); the slot of a value is #(candidates < v) + #(candidates <= v).
+    Shape (groups, 2 m + 1) for the m candidates of `quantiles.quantile_grid` (the same for
+    every group), or with `grids`, one grid per group (a second pass at the estimate's finer
+    candidates inside each group's released interval, `inner_tallies`; m the longest, a
+    group's slots past 2 len(its grid) + 1 empty): slot 2 i holds the values strictly between
+    candidates i - 1 and i, slot 2 i + 1 those equal to candidate i (`RankCounts`); the slot of
+    a value is #(candidates < v) + #(candidates <= v) (0 for a group with no candidates).
     """
 
     schema: Schema
     by: tuple[str, ...]
     column: str
+    grids: tuple[tuple[float, ...], ...] | None = None
 
     @property
     def columns(self) -> list[str]:
         return list(dict.fromkeys([self.column, *self.by]))
 
     @property
-    def grid(self) -> tuple[float, ...]:
+    def spec(self) -> NumericColumn:
         spec = self.schema.column(self.column)
         assert isinstance(spec, NumericColumn)
-        return quantile_grid(spec)
+        return spec
+
+    @property
+    def grid(self) -> tuple[float, ...]:
+        return quantile_grid(self.spec)
 
     @property
     def shape(self) -> tuple[int, ...]:
         groups = math.prod(self.schema.domain_shape(list(self.by))) if self.by else 1
-        return (groups, 2 * len(self.grid) + 1)
+        longest = len(self.grid) if self.grids is None else max(map(len, self.grids), default=0)
+        return (groups, 2 * longest + 1)
 
     def of_frame(self, frame: pd.DataFrame) -> AnyArray:
-        spec = self.schema.column(self.column)
-        assert isinstance(spec, NumericColumn)
+        spec = self.spec
         group = group_codes(self.schema, self.by, frame)
         x = np.asarray(spec.numbers(frame[self.column]), dtype=np.float64)
         present = ~np.isnan(x)
-        slots = RankCounts.slots_of(np.clip(x[present], spec.lower, spec.upper), self.grid)
+        group, clamped = group[present], np.clip(x[present], spec.lower, spec.upper)
+        if self.grids is None:
+            slots = RankCounts.slots_of(clamped, self.grid)
+        else:
+            slots = np.zeros(clamped.size, dtype=np.int64)
+            for g, grid in enumerate(self.grids):
+                mine = group == g
+                slots[mine] = RankCounts.slots_of(clamped[mine], grid)
         out = np.zeros(self.shape, dtype=np.int64)
-        np.add.at(out, (group[present], slots), 1)
+        np.add.at(out, (group, slots), 1)
         return out
 
     def query(self, dialect: Dialect, kinds: dict[str, str], table: str) -> str:
-        spec = self.schema.column(self.column)
-        assert isinstance(spec, NumericColumn)
+        spec = self.spec
         value, missing = number_sql(dialect, spec, kinds[self.column])
         group = group_sql(dialect, self.schema, self.by, kinds)
         inner = (
             f"SELECT {group} AS g, {clamp_sql(dialect, value, spec.lower, spec.upper)} AS v "  # noqa: S608  # nosec B608: quoted
             f"FROM {table} WHERE NOT {missing}"
         )
-        below = edge_search(dialect, "v", self.grid, self.column, "left")
-        upto = edge_search(dialect, "v", self.grid, self.column, "right")
-        return f"SELECT g, ({below}) + ({upto}) AS s, count(*) FROM ({inner}) AS q GROUP BY 1, 2"  # noqa: S608  # nosec B608
+        if self.grids is None:
+            slot = self.slot_sql(dialect, self.grid)
+        else:
+            arms = [
+                f"WHEN {g} THEN {self.slot_sql(dialect, grid)}"
+                for g, grid in enumerate(self.grids)
+                if grid
+            ]
+            slot = f"CASE g {' '.join(arms)} ELSE 0 END" if arms else "0"
+        return f"SELECT g, {slot} AS s, count(*) FROM ({inner}) AS q GROUP BY 1, 2"  # noqa: S608  # nosec B608
+
+    def slot_sql(self, dialect: Dialect, grid: tuple[float, ...]) -> str:
+        """#(candidates < v) + #(candidates <= v) in SQL."""
+        below = edge_search(dialect, "v", grid, self.column, "left")
+        upto = edge_search(dialect, "v", grid, self.column, "right")
+        return f"({below}) + ({upto})"
 
     def from_rows(self, rows: list[tuple[Any, ...]]) -> AnyArray:
         out = np.zeros(self.shape, dtype=np.int64)
@@ -343,6 +389,27 @@ class Aggregates:
         spec = self.tally.spec(column)
         grid = quantile_grid(spec)
         return [RankCounts(grid, slots) for slots in self.ranks[column]]
+
+
+def inner_tallies(
+    schema: Schema, by: tuple[str, ...], column: str, grids: list[tuple[float, ...]]
+) -> list[RankTally]:
+    """The second passes counting each group's values around its own `grids` (empty: none).
+
+    As few passes as keep each query at MAX_EDGES candidates or fewer (a group's grid whole).
+    The grids must be public or released (`quantiles.inner` of a released interval): the
+    counts are then aggregates at public candidates, like the first pass's.
+    """
+    passes: list[list[tuple[float, ...]]] = []
+    size = MAX_EDGES
+    for g, grid in enumerate(grids):
+        if not grid:
+            continue
+        if size + len(grid) > MAX_EDGES:
+            passes.append([()] * len(grids))
+            size = 0
+        passes[-1][g], size = grid, size + len(grid)
+    return [RankTally(schema, by, column, tuple(chosen)) for chosen in passes]
 
 
 def tallies(schema: Schema, request: Request) -> tuple[GroupTally, list[RankTally]]:

@@ -22,8 +22,12 @@ from mechanisms.schema import NumericColumn, Schema
 from mechanisms.statistics import quantiles, support
 from mechanisms.statistics.aggregates import (
     Aggregates,
+    GroupTally,
+    RankTally,
     exact_sum,
     group_codes,
+    inner_tallies,
+    sum_bounds,
     tallies,
 )
 from mechanisms.statistics.measures import (
@@ -33,6 +37,7 @@ from mechanisms.statistics.measures import (
     discrete_laplace_halfwidth,
     laplace_halfwidth,
     linear_halfwidth,
+    mean_centre,
     sum_transformation,
 )
 from mechanisms.statistics.quantiles import (
@@ -109,9 +114,11 @@ class Row:
 class Computer:
     """Runs each statistic over every group, recording every epsilon it spends.
 
-    It reads the table once, as aggregates (`aggregates.Aggregates`: rows, values present,
-    exact clamped sums and counts around the quantile candidates, per group), computed from a
-    DataFrame here or by an engine where the table lives (an EngineTable) alike.
+    It reads the table as aggregates only (`aggregates.Aggregates`: rows, values present,
+    exact clamped sums and counts around the quantile candidates, per group; and for a quantile
+    whose released interval takes finer candidates, a second pass counting around those,
+    `finer_counts`), computed from a DataFrame here or by an engine where the table lives (an
+    EngineTable) alike.
     """
 
     def __init__(
@@ -273,10 +280,12 @@ class Computer:
     def mean(self, column: str, epsilon: float) -> list[Row]:
         """Per-group mean of the present values of the clamped column.
 
-        c + (noisy centred sum) / (noisy count of present values).
+        c + (noisy sum of x - c) / (noisy count of present values), c = `mean_centre` (0 for
+        bounds around 0, as OpenDP's pipeline; else about the middle of the bounds).
 
-        Privacy: epsilon-DP; epsilon/2 on the sum (OpenDP bounded-sum map over [-r, r]: r per
-        row added or removed, 2r under replace-one; a missing value adds 0) and epsilon/2 on
+        Privacy: epsilon-DP; epsilon/2 on the sum (OpenDP bounded-sum map over [lower - c,
+        upper - c], or [-r, r] when the number of values is public: upper - lower per row added
+        or removed, twice under replace-one with groups; a missing value adds 0) and epsilon/2 on
         the count of present values (1 per row added or removed; under replace-one 2 with
         groups, 1 without: `noisy_counts`). All of it on the sum when the number of values is
         public (replace-one, no groups, no missing values allowed; OpenDP's sized map, about
@@ -284,23 +293,25 @@ class Computer:
         (E_sum - mean_c E_count) / count with exact noise distributions.
         """
         spec = self.numeric(column)
-        c, r = centre(spec)
-        centred = self.aggregates.sums(column, "centred")
         if (known := self.known_count(column)) is not None:
+            c, r = centre(spec)
+            centred = self.aggregates.sums(column, "centred")
             sums, scale = self.noisy_totals(centred, -r, r, epsilon)
             half = laplace_halfwidth(scale) / max(known, 1)
             m = float(sums[0]) / max(known, 1)
             row = Row(c + m, c + m - half, c + m + half, scale, count=float(known))
             return [clip_row(row, spec)]
+        c, (low, high) = mean_centre(spec), sum_bounds(spec, "shifted")
+        shifted = self.aggregates.sums(column, "shifted")
         part = split(epsilon, 2)
-        sums, scale = self.noisy_totals(centred, -r, r, part, self.may_miss(column))
+        sums, scale = self.noisy_totals(shifted, low, high, part, self.may_miss(column))
         counts, count_scale = self.noisy_counts(part, column)
         rows = []
         for s, n in zip(sums, counts.astype(float), strict=True):
             if not publishable(n, count_scale):  # withheld by `support`: nothing to divide
                 rows.append(Row(math.nan, math.nan, math.nan, scale, n, count_scale))
                 continue
-            m = min(max(s / n, -r), r)
+            m = min(max(s / n, low), high)
             terms = [(1 / n, "laplace", scale), (m / n, "discrete_laplace", count_scale)]
             half = linear_halfwidth(terms)
             row = Row(c + m, c + m - half, c + m + half, scale, n, count_scale)
@@ -364,35 +375,83 @@ class Computer:
         spec = self.numeric(column)
         counted, epsilon = self.own_counts(column, epsilon, own_count)
         point, _ = quantile_shares(epsilon)
-        rows, skipped = [], []
-        for group, values in enumerate(self.aggregates.rank_counts(column)):
-            estimate, lower, upper, skip = self.one_quantile(
-                values, spec, alpha, epsilon, self.rows_at_most(group, *counted[group])
-            )
-            scale = rank_scale(alpha, epsilon if skip else point, self.neighbouring)
+        counts = self.aggregates.rank_counts(column)
+        within = [
+            self.interval(values, spec, alpha, epsilon, self.rows_at_most(group, *counted[group]))
+            for group, values in enumerate(counts)
+        ]
+        rows, skipped = [], [ends is None for ends in within]
+        for group, values in enumerate(self.finer_counts(column, counts, within)):
+            estimate, lower, upper = self.estimate(values, spec, alpha, epsilon, within[group])
+            scale = rank_scale(alpha, epsilon if skipped[group] else point, self.neighbouring)
             rows.append(Row(float(estimate), float(lower), float(upper), scale, *counted[group]))
-            skipped.append(skip)
         self.spent += [epsilon] if any(skipped) else list(quantile_shares(epsilon))
         self.skipped_ends.append(skipped)
         return rows
 
-    def one_quantile(
+    def interval(
         self,
         values: quantiles.Values,
         spec: NumericColumn,
         alpha: float,
         epsilon: float,
         rows: float | None,
-    ) -> tuple[Any, Any, Any, bool]:
-        """(estimate, lower, upper, whether the ends' pick was skipped) of one group's quantile.
+    ) -> tuple[Any, Any] | None:
+        """The released ends of one group's quantile interval, or None: its pick skipped.
 
-        epsilon-DP (the caller records the spend). `rows` must be public or released.
+        1 - POINT_SHARE of epsilon (`ends`), or nothing where `quantiles.ends_skipped` says so
+        (the interval is then the declared range). `rows` must be public or released. The
+        caller records the spend.
         """
         if quantiles.ends_skipped(spec, alpha, epsilon, self.neighbouring, rows):
-            return self.select(values, spec, alpha, epsilon), spec.lower, spec.upper, True
-        point, part = quantile_shares(epsilon)
-        lower, upper = self.ends(values, spec, alpha, part)
-        return self.select(values, spec, alpha, point, (lower, upper)), lower, upper, False
+            return None
+        return self.ends(values, spec, alpha, quantile_shares(epsilon)[1])
+
+    def estimate(
+        self,
+        values: quantiles.Values,
+        spec: NumericColumn,
+        alpha: float,
+        epsilon: float,
+        within: tuple[Any, Any] | None,
+    ) -> tuple[Any, Any, Any]:
+        """(estimate, lower, upper) of one group's quantile, its interval released (`interval`).
+
+        The estimate on POINT_SHARE of epsilon among the candidates inside `within`
+        (`quantiles.inner`), or on the whole epsilon among the declared range's (`within`
+        None: the ends' pick skipped). The caller records the spend.
+        """
+        if within is None:
+            return self.select(values, spec, alpha, epsilon), spec.lower, spec.upper
+        point, _ = quantile_shares(epsilon)
+        return self.select(values, spec, alpha, point, within), *within
+
+    def finer_counts(
+        self,
+        column: str,
+        counts: list[quantiles.RankCounts],
+        within: list[tuple[Any, Any] | None],
+    ) -> list[quantiles.RankCounts]:
+        """Each group's counts at the estimate's candidates inside its released interval.
+
+        The first pass's counts where they hold those candidates (`quantiles.inner`), else a
+        second pass's around them (`aggregates.inner_tallies`). Privacy: the second pass's
+        candidates are a function of the schema and the released ends alone, so choosing them
+        is post-processing; the counts it returns are read only by the estimate's selection,
+        whose epsilon-DP proof takes any public candidates (`quantiles.select`).
+        """
+        spec = self.numeric(column)
+        grids: list[tuple[float, ...]] = []
+        for values, ends in zip(counts, within, strict=True):
+            grid = () if ends is None else quantiles.inner(spec, *ends)
+            grids.append(() if set(grid) <= set(values.grid) else grid)
+        finer = list(counts)
+        for tally in inner_tallies(self.schema, self.request.by, column, grids):
+            answer = read_tally(self.data, tally)
+            for group, grid in enumerate(tally.grids or ()):
+                if grid:
+                    finer[group] = quantiles.RankCounts(grid, answer[group, : 2 * len(grid) + 1])
+        return finer
 
     def rows_at_most(
         self, group: int, count: float | None = None, scale: float = 0.0
@@ -436,9 +495,13 @@ def read_aggregates(
 ) -> Aggregates:
     """The request's aggregates of `data`: its engine's where it lives, else computed here."""
     groups, ranked = tallies(schema, request)
-    if isinstance(data, EngineTable):
-        return Aggregates(groups, data.tally(groups), {t.column: data.tally(t) for t in ranked})
-    return Aggregates(groups, groups.of_frame(data), {t.column: t.of_frame(data) for t in ranked})
+    ranks = {t.column: read_tally(data, t) for t in ranked}
+    return Aggregates(groups, read_tally(data, groups), ranks)
+
+
+def read_tally(data: pd.DataFrame | EngineTable, tally: GroupTally | RankTally) -> IntArray:
+    """One tally of `data`: its engine's where it lives, else computed here (equal answers)."""
+    return data.tally(tally) if isinstance(data, EngineTable) else tally.of_frame(data)
 
 
 def clip_row(row: Row, spec: NumericColumn) -> Row:

@@ -219,3 +219,32 @@ def _convolve_same(x: FloatArray, y: FloatArray) -> FloatArray:
 def centre(spec: NumericColumn) -> tuple[float, float]:
     """(c, r): the midpoint of the bounds and the half-width, so values lie in [c - r, c + r]."""
     return (spec.lower + spec.upper) / 2, (spec.upper - spec.lower) / 2
+
+
+def mean_centre(spec: NumericColumn) -> float:
+    """c, the public point a mean's values are summed around when it divides by a noisy count.
+
+    The mean is c + S / N, S the noisy sum of x - c over [lower - c, upper - c], N the noisy
+    count; its error is about (E_S - (m - c) E_N) / n (m the true mean). For every c in [lower,
+    upper] OpenDP's map gives S the same sensitivity, upper - lower (the shifted bounds hold 0),
+    so c only sets the count's term |m - c|. OpenDP's own pipeline sums x itself (c = 0): its
+    sum's sensitivity is max(|lower|, |upper|) and its count's term |m|. So:
+
+    - bounds around 0 (lower <= 0 <= upper): c = 0, OpenDP's estimator exactly (same sums, same
+      sensitivity), never worse than it;
+    - 0 < lower (mirrored for upper < 0): the midpoint, moved toward lower to at most lower +
+      sqrt(2 lower upper). With equal budgets the error's spread goes as (upper - lower)^2 +
+      (m - c)^2 against OpenDP's upper^2 + m^2; their difference 2 upper lower - lower^2 + 2 m c
+      - c^2 is smallest at m = lower, where it is >= 0 iff c <= lower + sqrt(2 lower upper). So
+      on any data the spread is at most OpenDP's, and the midpoint (the smallest worst case,
+      |m - c| <= r) is kept wherever that allows it (ages 18-95: c = 56.5).
+
+    Public: from the schema alone.
+    """
+    low, high = spec.lower, spec.upper
+    if low <= 0 <= high:
+        return 0.0
+    middle = (low + high) / 2
+    if low > 0:
+        return min(middle, low + math.sqrt(2 * low * high))
+    return max(middle, high - math.sqrt(2 * high * low))

@@ -15,6 +15,7 @@ from mechanisms.plans import NoisePlan
 from mechanisms.release_request import PlanInputs
 from mechanisms.schema import NumericColumn, Schema
 from mechanisms.statistics import support
+from mechanisms.statistics.aggregates import sum_bounds
 from mechanisms.statistics.compute import missing_columns, selected_request
 from mechanisms.statistics.measures import (
     centre,
@@ -195,8 +196,8 @@ def _preview(
             scale = noise_scale(sum_transformation(-r, r, neighbouring, public_n)[1], epsilon)
             half = laplace_halfwidth(scale) / max(public_n, 1)
         else:
-            part = split(epsilon, 2)
-            scale = noise_scale(sum_transformation(-r, r, neighbouring, public_n)[1], part)
+            part, (low, high) = split(epsilon, 2), sum_bounds(spec, "shifted")
+            scale = noise_scale(sum_transformation(low, high, neighbouring, public_n)[1], part)
             half = laplace_halfwidth(scale) / size
         return {**record, "noise_scale": scale, "halfwidth": half, "unit": stat.column}
     if stat.kind in ("variance", "std"):

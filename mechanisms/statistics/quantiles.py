@@ -25,6 +25,7 @@ from mechanisms.statistics.measures import LEVEL
 
 CANDIDATES = 1025  # at most this many public candidates for a quantile's estimate
 END_CANDIDATES = 257  # at most this many for each end of its interval (a coarser grid)
+INNER_CANDIDATES = 129  # at least this many for the estimate inside its interval (`inner`)
 POINT_SHARE = 0.75  # a quantile's share of its epsilon spent on the estimate (the rest: interval)
 BOUND_ODDS = 1000.0  # the bound candidate of an interval end scores b ln(BOUND_ODDS) at worst
 
@@ -52,6 +53,8 @@ def _round_grid(lower: float, upper: float, decimals: int, limit: int) -> tuple[
         for factor in (1, 2, 5):
             step = unit * factor * 10**power
             first, last = -((-low) // step), high // step
+            if last - first + 1 > limit:  # too many multiples: a coarser step
+                continue
             inner = {float(k * step) for k in range(int(first), int(last) + 1)}
             grid = sorted(inner | {float(low), float(high)})
             if len(grid) <= limit:
@@ -131,6 +134,27 @@ def clamped(values: Values, spec: NumericColumn) -> Values:
     return np.clip(np.asarray(values, dtype=np.float64), spec.lower, spec.upper)
 
 
+def inner(spec: NumericColumn, low: float, high: float) -> tuple[float, ...]:
+    """The estimate's public candidates inside a released interval [low, high], ends included.
+
+    The finer of two grids: `candidates`' own inside [low, high] (with low and high), and the
+    round numbers of `candidates`' rule applied to [low, high] with at most INNER_CANDIDATES.
+    The interval spans about 2M rows of rank around the quantile (M: `quantile_rank_margin`),
+    and the estimate's selection resolves about one noise scale b of rank; with POINT_SHARE
+    0.75, 2M / b is about 120 at any epsilon, so INNER_CANDIDATES = 129 candidates put about
+    one noise scale of rows between neighbours where the interval is narrow (a price's median
+    between 1,700 and 1,900 is picked to 2 dollars, not to the 20 of 1,025 candidates over 0
+    to 20,000), and never a coarser grid than before where it is wide. A finer grid on a wide
+    interval would only spread the picks over more candidates between tied values. Public:
+    from the schema and the released ends. An engine counts the values around them in a
+    second pass when the first (`quantile_grid`) did not (`aggregates.inner_tallies`).
+    """
+    grid = candidates(spec, CANDIDATES)
+    coarse = sorted({c for c in grid if low <= c <= high} | {low, high})
+    fine = _round_grid(low, high, 0 if spec.integer else spec.decimals, INNER_CANDIDATES)
+    return tuple(coarse) if len(coarse) >= len(fine) else fine
+
+
 def quantile_rank_margin(alpha: float, epsilon: float, neighbouring: str, size: int) -> float:
     """The rank offset M (in rows) the ends of a quantile's interval target, at their epsilon.
 
@@ -140,8 +164,8 @@ def quantile_rank_margin(alpha: float, epsilon: float, neighbouring: str, size: 
     upper bound for hi) capped at the public value o (so the pair of bounds scores at most o,
     whatever the data). The pick exceeds the best score by more than m = b ln(P / beta) with
     probability at most beta = 5%, for P = size (size + 1) / 2 pairs and b = `rank_scale`; so M = m
-    + o + 2 puts s(lo) at -2 or below and s(hi) at 2 or above, which places lo at or below the true
-    quantile and hi at or above it: see `ends`.
+    + o + 2 puts r_lo(lo) at -2 or below and r_hi(hi) at 2 or above (`end_ranks`), which places lo
+    at or below the true quantile and hi at or above it: see `ends`.
     """
     b = rank_scale(alpha, epsilon, neighbouring)
     pairs = size * (size + 1) / 2
@@ -157,9 +181,10 @@ def ends_skipped(
     epsilon. `rows` must be public or already released (a 95% upper bound on the group's number
     of values, or None when there is none): the pick is skipped when no pair narrower than the
     declared range can outscore it on any group of at most `rows` values, max(alpha, 1 -
-    alpha) rows <= M - o (at the ends' share of epsilon). Each s(c) lies in [-alpha n, (1 -
-    alpha) n], so a pair other than the two bounds scores at least M - max(alpha, 1 - alpha) n
-    (its end that is not a bound scores at least s(lo) + M or M - s(hi): `end_scores`), while
+    alpha) rows <= M - o (at the ends' share of epsilon). Each r_lo(c) and r_hi(c) lies in
+    [-alpha n, (1 - alpha) n] (`end_ranks`), so a pair other than the two bounds scores at least
+    M - max(alpha, 1 - alpha) n (its end that is not a bound scores at least r_lo(lo) + M or
+    M - r_hi(hi): `end_scores`), while
     the pair of bounds scores at most o. In that regime a narrower pick is noise, never
     information about the quantile, and the estimate needs the whole epsilon most: on a few
     dozen values the candidates far from the data are close enough in score to take a large
@@ -192,15 +217,20 @@ def cap_bounds(low: FloatArray, high: FloatArray, cap: float) -> tuple[FloatArra
     return low, high
 
 
-def signed_rank_scores(values: Values, candidates: FloatArray, alpha: float) -> FloatArray:
-    """s(c) = (1 - alpha) #(x < c) - alpha #(x > c) for each candidate (values clamped).
+def end_ranks(
+    values: Values, candidates: FloatArray, alpha: float
+) -> tuple[FloatArray, FloatArray]:
+    """(r_lo, r_hi): #(x < c) - alpha n and #(x <= c) - alpha n for each candidate (values clamped).
 
-    Ties at c count on neither side, as in OpenDP's quantile score (|s| is that score in
-    rows). One row added or removed moves every s(c) by at most max(alpha, 1 - alpha).
+    The signed ranks an end is judged by: lo is at or below the quantile when few enough values
+    lie strictly below it (r_lo(lo) <= -2), hi at or above it when enough lie at or below it
+    (r_hi(hi) >= 2), so a candidate tied with the quantile itself can be either end. One row
+    added or removed moves #(x < c) and #(x <= c) by 0 or 1 and alpha n by alpha, so each r by
+    at most max(alpha, 1 - alpha); one row replaced (n fixed), by at most 1.
     """
     below, up_to, n = ranks(values, candidates)
-    scores: FloatArray = (1 - alpha) * below - alpha * (n - up_to)
-    return scores
+    target = alpha * n
+    return (below - target).astype(np.float64), (up_to - target).astype(np.float64)
 
 
 def quantile_shares(epsilon: float) -> tuple[float, float]:
@@ -222,22 +252,25 @@ def rank_scale(alpha: float, epsilon: float, neighbouring: str) -> float:
     return noise_scale(2 * rank_sensitivity(alpha, neighbouring), epsilon)
 
 
-def end_scores(s: FloatArray, margin: float, cap: float) -> tuple[FloatArray, FloatArray]:
+def end_scores(
+    r_lo: FloatArray, r_hi: FloatArray, margin: float, cap: float
+) -> tuple[FloatArray, FloatArray]:
     """The scores (lower is better) of each candidate as the low end and as the high end.
 
-    A candidate c as lo covers the signed ranks from s(c) to s(c+), c+ the next candidate up;
-    it scores the distance from its target -M to that span: max(0, s(c) + M, -M - s(c+)) (0
-    when the target lies in the span; the top candidate has no c+). As hi, the distance from
-    +M to [s(c-), s(c)], c- the next candidate down. So the valid end nearest the target scores
-    0 however many tied values separate it from its neighbours, and an end past it scores its
-    rank distance. The lower bound's score as lo and the upper bound's as hi are capped at
-    `cap` (`cap_bounds`). Each score is a max of a constant and of signed ranks moved by
-    constants, so it moves by at most as much as the s do.
+    A candidate c as lo covers the signed ranks from r_lo(c) to r_lo(c+), c+ the next candidate
+    up (`end_ranks`); it scores the distance from its target -M to that span: max(0, r_lo(c) +
+    M, -M - r_lo(c+)) (0 when the target lies in the span; the top candidate has no c+). As hi,
+    the distance from +M to [r_hi(c-), r_hi(c)], c- the next candidate down. So the valid end
+    nearest the target scores 0, a value tied across the target included (a whole-number
+    median's interval can be that one number), and an end past it scores its rank distance. The
+    lower bound's score as lo and the upper bound's as hi are capped at `cap` (`cap_bounds`).
+    Each score is a max of a constant and of signed ranks moved by constants, so it moves by
+    at most as much as the r do.
     """
-    above = np.append(s[1:], np.inf)
-    below = np.insert(s[:-1], 0, -np.inf)
-    low = np.maximum(0.0, np.maximum(s + margin, -margin - above))
-    high = np.maximum(0.0, np.maximum(margin - s, below - margin))
+    above = np.append(r_lo[1:], np.inf)
+    below = np.insert(r_hi[:-1], 0, -np.inf)
+    low = np.maximum(0.0, np.maximum(r_lo + margin, -margin - above))
+    high = np.maximum(0.0, np.maximum(margin - r_hi, below - margin))
     return cap_bounds(low, high, cap)
 
 
@@ -253,31 +286,35 @@ def ends(
 
     Permute-and-flip picks a pair lo <= hi of the END_CANDIDATES public candidates
     (`candidates`) with score max(u_lo(lo), u_hi(hi)) (lower is better; `end_scores`): u_lo is
-    the distance from the target rank offset -M to the span of signed ranks lo covers (s from
-    `signed_rank_scores`, M from `quantile_rank_margin`), u_hi alike about +M; the lower
-    bound's score as lo and the upper bound's as hi are capped at o = `bound_score` (the
-    bounds are always valid ends). Measuring to the span, not to s(c) itself, lets the valid
-    end next to a block of tied values (whole ages, many zeros) score 0, where a distance to
-    s(c) made the pair of bounds win on tied data (and more often as epsilon grew).
+    the distance from the target rank offset -M to the span of ranks r_lo = #(x < c) - alpha n
+    that lo covers (up to the next candidate; `end_ranks`; M from `quantile_rank_margin`), u_hi
+    alike about +M with r_hi = #(x <= c) - alpha n; the lower bound's score as lo and the upper
+    bound's as hi are capped at o = `bound_score` (the bounds are always valid ends). Measuring
+    to the span lets the valid end next to a block of tied values (whole ages, many zeros)
+    score 0, and judging lo by the values strictly below it and hi by those at or below it lets
+    a value tied across the quantile be both ends (a median of whole numbers on a block of
+    thousands of rows at one value gets that value as its interval, where a rank counting the
+    ties on neither side pushed each end to the next value out).
 
-    Privacy: each s(c) moves by at most max(alpha, 1 - alpha) rows per row added or removed
-    (doubled under replace-one, `rank_sensitivity`); the scores and a max of two of them move
-    no more (`end_scores`), so this is epsilon-DP.
+    Privacy: each r moves by at most max(alpha, 1 - alpha) rows per row added or removed, and
+    by at most 1 per row replaced within the group (`end_ranks`; `rank_sensitivity` doubles the
+    former under replace-one, which covers both and a row moving between groups); the scores and
+    a max of two of them move no more (`end_scores`), so this is epsilon-DP.
 
     Coverage: the pair of bounds scores at most o, so with probability >= 95% the pick scores at
     most o + m (m = b ln(P / 5%), P pairs, b the noise scale: a pair scoring t above the best wins
-    only if its exponential noise exceeds t, probability e^(-t / b)), so s(lo) + M <= u_lo(lo) <= o
-    + m, i.e. s(lo) <= -2, or lo is the lower bound. Likewise s(hi) >= 2 or hi is the upper bound.
-    With B = #below lo, T = #tied, s = B - alpha n + alpha T, so B <= alpha n - 2 < alpha (n - 1):
-    at most floor(alpha (n - 1)) values lie below lo, so lo <= the sorted value of that index <= the
-    (interpolated) true quantile. Likewise s(hi) >= 2 gives #(x <= hi) >= alpha n + 2, so hi >= the
-    next sorted value >= it. Both hold at once with probability >= 95%, on any table, ties included.
+    only if its exponential noise exceeds t, probability e^(-t / b)), so r_lo(lo) + M <= u_lo(lo)
+    <= o + m, i.e. r_lo(lo) <= -2, or lo is the lower bound. Likewise r_hi(hi) >= 2 or hi is the
+    upper bound. With B = #(x < lo) <= alpha n - 2 < alpha (n - 1), at most floor(alpha (n - 1))
+    values lie below lo, so lo <= the sorted value of that index <= the (interpolated) true
+    quantile. Likewise #(x <= hi) >= alpha n + 2 puts hi at or above the next sorted value, so at
+    or above it. Both hold at once with probability >= 95%, on any table, ties included.
     """
     grid = np.asarray(candidates(spec, END_CANDIDATES))
     margin = quantile_rank_margin(alpha, epsilon, neighbouring, grid.size)
     cap = bound_score(rank_scale(alpha, epsilon, neighbouring))
-    s = signed_rank_scores(clamped(values, spec), grid, alpha)
-    low, high = end_scores(s, margin, cap)
+    r_lo, r_hi = end_ranks(clamped(values, spec), grid, alpha)
+    low, high = end_scores(r_lo, r_hi, margin, cap)
     first, second = np.triu_indices(grid.size)
     scores = np.maximum(low[first], high[second])
     sensitivity = rank_sensitivity(alpha, neighbouring)
@@ -318,12 +355,13 @@ def select(
 ) -> float:
     """One epsilon-DP permute-and-flip quantile of one group's values.
 
-    Among the CANDIDATES public candidates (`candidates`), those in `within` = (lo, hi) when given
-    (with lo and hi themselves), score -d(c) (`rank_distances`, of the values clamped to the
-    bounds). `within` must be public or already released (the interval's ends, picked first): the
-    candidate set is then a function of released values (adaptive composition). Privacy: d moves by
-    at most `rank_sensitivity` rows per neighbouring change, so the selection at that sensitivity is
-    epsilon-DP (`permute_and_flip`). alpha is clipped to [0, 1]: 0 and 1 give the bounds (or the
+    Among the CANDIDATES public candidates (`candidates`), or those of the released interval
+    `within` = (lo, hi) when given (`inner`: a finer grid on it, lo and hi included), score -d(c)
+    (`rank_distances`, of the values clamped to the bounds). `within` must be public or already
+    released (the interval's ends, picked first): the candidate set is then a function of
+    released values (adaptive composition). Privacy: d moves by at most `rank_sensitivity` rows
+    per neighbouring change, so the selection at that sensitivity is epsilon-DP
+    (`permute_and_flip`). alpha is clipped to [0, 1]: 0 and 1 give the bounds (or the
     ends of `within`) without a draw, a choice made from public or already released values. The
     caller records the spend.
     """
@@ -332,9 +370,7 @@ def select(
         return low
     if alpha >= 1:
         return high
-    grid = np.asarray(candidates(spec, CANDIDATES))
-    if within is not None:
-        grid = np.union1d(grid[(grid >= low) & (grid <= high)], [low, high])
+    grid = np.asarray(candidates(spec, CANDIDATES) if within is None else inner(spec, low, high))
     scores = -rank_distances(clamped(values, spec), grid, alpha)
     sensitivity = rank_sensitivity(alpha, neighbouring)
     index = permute_and_flip(scores, epsilon=epsilon, sensitivity=sensitivity, rng=rng)

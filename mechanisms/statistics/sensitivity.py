@@ -10,7 +10,12 @@ from typing import Any
 
 from mechanisms.schema import NumericColumn, Schema
 from mechanisms.statistics import support
-from mechanisms.statistics.measures import centre, count_sensitivity, sum_transformation
+from mechanisms.statistics.measures import (
+    centre,
+    count_sensitivity,
+    mean_centre,
+    sum_transformation,
+)
 from mechanisms.statistics.quantiles import rank_sensitivity
 from mechanisms.statistics.request import Request, Statistic
 
@@ -63,8 +68,12 @@ def _pieces(
     centred = sum_transformation(-r, r, neighbouring, public_n, missing)[1]
     if stat.kind == "mean" and public_n is not None and not missing:
         return {"sum of x - c": centred}
+    if stat.kind == "mean":  # summed around `mean_centre`
+        c = mean_centre(spec)
+        shifted = sum_transformation(
+            spec.lower - c, spec.upper - c, neighbouring, public_n, missing
+        )
+        return {"sum of x - c": shifted[1], count: count_sensitivity(neighbouring, public_n)}
     pieces = {"sum of x - c": centred, count: count_sensitivity(neighbouring, public_n)}
-    if stat.kind == "mean":
-        return pieces
     squares = sum_transformation(0.0, r * r, neighbouring, public_n, missing)[1]
     return {**pieces, "sum of (x - c)^2": squares}

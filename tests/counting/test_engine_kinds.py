@@ -142,8 +142,10 @@ STATISTICS["empty"] = STATISTICS["hostile"]
 
 
 def statistics_tallies(case: str):
-    from mechanisms.statistics import parse_request
-    from mechanisms.statistics.aggregates import tallies
+    """Each request's tallies, then for each quantile column its second pass (per-group grids
+    inside narrow intervals of neighbouring end candidates, every third group without one)."""
+    from mechanisms.statistics import parse_request, quantiles
+    from mechanisms.statistics.aggregates import inner_tallies, tallies
 
     frame, document, _ = CASES[case]
     schema = Schema.from_dict(document).accepting()
@@ -152,6 +154,12 @@ def statistics_tallies(case: str):
         request = parse_request(schema, params, epsilon=1.0, neighbouring="add-remove")
         groups, ranked = tallies(schema, request)
         yield from (groups, *ranked)
+        for tally in ranked:
+            ends = quantiles.candidates(tally.spec, quantiles.END_CANDIDATES)
+            pairs = [ends[g % (len(ends) - 1) : g % (len(ends) - 1) + 2] for g in range(9)]
+            grids = [() if g % 3 == 1 else quantiles.inner(tally.spec, *pairs[g % 9])
+                     for g in range(tally.shape[0])]  # fmt: skip
+            yield from inner_tallies(schema, request.by, tally.column, grids)
 
 
 @pytest.mark.parametrize("engine", [*PARQUET_ENGINES])

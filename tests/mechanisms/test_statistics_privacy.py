@@ -153,7 +153,7 @@ def _quantile_picks(monkeypatch, divide, step, data=(D, D2)):
     for module, name in ((measures, "group_sensitivity"), (quantiles, "rank_sensitivity")):
         real = getattr(module, name)
         monkeypatch.setattr(module, name, lambda *a, real=real: real(*a) / divide)
-    for name in ("CANDIDATES", "END_CANDIDATES"):  # power; the guarantee holds for any K
+    for name in ("CANDIDATES", "END_CANDIDATES", "INNER_CANDIDATES"):  # power; any K is fine
         monkeypatch.setattr(quantiles, name, 3)
     spec = SCHEMA.column("x")
     picks = []
@@ -211,7 +211,7 @@ def _true_size(self, group):
 @pytest.mark.audit
 @pytest.mark.parametrize("twin", [None, "true size", "sensitivity / 4"])
 def test_quantile_whose_interval_pick_is_skipped_at_the_requested_epsilon(twin, monkeypatch):
-    """One group's whole quantile (`Computer.one_quantile`: estimate and interval) on add/remove
+    """One group's whole quantile (`Computer.interval`, then `Computer.estimate`) on add/remove
     neighbours of 5 and 4 rows (0, 0, 100, 100 and one more 100: the scores of the 3
     candidates stay close, where a twin shows), the skip rule replaced by "at most 4.5 rows"
     so that a data-dependent choice would differ between them. Honest: the choice reads the
@@ -229,9 +229,8 @@ def test_quantile_whose_interval_pick_is_skipped_at_the_requested_epsilon(twin, 
 
     def step(run, values, spec):
         run.count_upper = [4.0, 4.0]
-        estimate, lower, upper, _ = run.one_quantile(
-            values, spec, 0.5, epsilon, run.rows_at_most(0)
-        )
+        within = run.interval(values, spec, 0.5, epsilon, run.rows_at_most(0))
+        estimate, lower, upper = run.estimate(values, spec, 0.5, epsilon, within)
         grid = list(statistics.candidates(spec, quantiles.CANDIDATES))
         narrowed = (np.asarray(lower) > spec.lower) | (np.asarray(upper) < spec.upper)
         return np.searchsorted(grid, estimate) * 2 + narrowed
@@ -248,8 +247,10 @@ def test_quantile_whose_interval_pick_is_skipped_at_the_requested_epsilon(twin, 
 # Replace-one neighbours within group a: the value 0 replaced by 100. Chosen by computing the
 # exact output distributions (permute-and-flip over the 6 pairs of ends, then over the
 # candidates inside them) for every pair of tables of at most 4 values in {0, 25, 50, 75, 100}
-# differing in one value: here the honest quantile's privacy loss is 0.83 at epsilon 1, and the
-# twin's (rank sensitivity not doubled) 1.67, the largest of all those pairs.
+# differing in one value: here the honest quantile's privacy loss was 0.83 at epsilon 1, and the
+# twin's (rank sensitivity not doubled) 1.67, the largest of all those pairs, with the ends
+# scored by ranks counting ties on neither side (before d12f55f's successor judged lo by the
+# values below it and hi by those at or below it); the twin is still caught.
 REPLACED = pd.DataFrame({"x": [0.0, 25.0, 25.0, 75.0], "g": ["a"] * 4})
 REPLACING = REPLACED.assign(x=[100.0, 25.0, 25.0, 75.0])
 
@@ -275,15 +276,18 @@ def _vectorised_select(monkeypatch):
 
 
 def _whole_quantile(data, seed, epsilon):
-    """One group's whole median (the real `Computer.one_quantile`, N draws at once through
-    `_vectorised_select`) under replace-one at the requested `epsilon`, over 3 candidates:
-    the pair of ends (lo, hi), then the estimate among the candidates inside them.
+    """One group's whole median (the real `Computer.interval` and `Computer.estimate`, N draws
+    at once through `_vectorised_select`) under replace-one at the requested `epsilon`, over 3
+    candidates: the pair of ends (lo, hi), then the estimate among the candidates inside them.
     Projection: lo's candidate index * 9 + hi's * 3 + the estimate's."""
     request = parse_request(SCHEMA, {"stat": ["median:x"], "by": ["g"]}, epsilon=epsilon,
                             neighbouring="replace-one")  # fmt: skip
     spec = SCHEMA.column("x")
     run = Computer(data, SCHEMA, request, "replace-one", Batch(seed, N))
-    estimate, lo, hi, _ = run.one_quantile(run.values("x")[0], spec, 0.5, epsilon, None)
+    values = run.values("x")[0]
+    estimate, lo, hi = run.estimate(
+        values, spec, 0.5, epsilon, run.interval(values, spec, 0.5, epsilon, None)
+    )
     grid = np.asarray(statistics.candidates(spec, quantiles.CANDIDATES))
     return sum(np.searchsorted(grid, v) * w for v, w in ((lo, 9), (hi, 3), (estimate, 1)))
 
@@ -298,7 +302,7 @@ def test_whole_quantile_under_replace_one_at_the_requested_epsilon(twin, monkeyp
     and candidates). Twin: the rank sensitivity without the replace-one doubling (its
     add/remove value max(alpha, 1 - alpha)), which spends about 1.67 epsilon here."""
     epsilon = 1.0
-    for name in ("CANDIDATES", "END_CANDIDATES"):
+    for name in ("CANDIDATES", "END_CANDIDATES", "INNER_CANDIDATES"):
         monkeypatch.setattr(quantiles, name, 3)
     monkeypatch.setattr(quantiles, "quantile_rank_margin", lambda *a: 0.0)
     _vectorised_select(monkeypatch)
