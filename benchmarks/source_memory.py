@@ -169,15 +169,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 10_000_000])
     parser.add_argument("--timeout", type=float, default=600, help="seconds per release")
+    parser.add_argument("--engines", nargs="+", default=["duckdb", "postgres", "dask"])
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(*args.child)
         return
-    engines = ["duckdb", "postgres"]
-    if os.environ.get("DPPORTAL_DASK_SCHEDULER"):
+    engines = [e for e in args.engines if e != "dask"]
+    if "dask" in args.engines and os.environ.get("DPPORTAL_DASK_SCHEDULER"):
         engines.append("dask")
-    else:
+    elif "dask" in args.engines:
         print("dask: skipped (DPPORTAL_DASK_SCHEDULER names no cluster)")
     if max(args.rows) < 10**8:
         print("10^8 rows: not run (give --rows 100000000: minutes to write, 2 GB of Parquet)")
