@@ -81,9 +81,7 @@ def check_tally(tally: Tally, engine: str) -> None:
     """
     check_engine(engine)
     if engine in SQL_ENGINES:
-        dialect = replace(
-            DUCKDB, name=SQL_ENGINES[engine], position="0", digest=lambda text: text
-        )
+        dialect = replace(DUCKDB, name=SQL_ENGINES[engine], position="0", digest=lambda text: text)
         tally.query(dialect, defaultdict(lambda: "integer"), "t")
 
 
