@@ -19,6 +19,7 @@ from dpportal.sources.tables import SourceError, table_source
 from mechanisms import persons
 from mechanisms.accounting import float_at_most
 from mechanisms.catalogue import SCHEMA_ESTIMATE
+from mechanisms.counting.bounding import BoundedTally
 from mechanisms.counting.inprocess import batch_frame
 from mechanisms.public_bounds import ESTIMATE_RESULTS
 from mechanisms.schema import CHUNK_ROWS, IgnoredColumn
@@ -104,6 +105,52 @@ def _where_it_lives(dataset, release):
     except SourceError as exc:
         raise ReleaseInputError(str(exc)) from exc
     return mechanisms.counting.engine_table(source, release.engine or dataset.engine)
+
+
+def engine_refusal(dataset, *, mechanism, columns, params, epsilon, engine) -> str:
+    """Why `engine` cannot make this release of a table that stays where it lives ("" when it
+    can), from the schema and the settings alone: no row is read and nothing connects, so the
+    form, the API and the preview refuse it before any budget is spent
+    (`mechanisms.counting.check_tally`). Settings the mechanism itself refuses are left to the
+    dry run (`expected_accuracy`), which words them."""
+    schema = mechanisms.Schema.from_dict(dataset.schema)
+    person = schema.person
+    neighbouring = "add-remove" if person is not None else dataset.neighbouring
+    try:
+        wanted = kind_of(mechanism).engine_tallies(
+            schema, list(columns), dict(params), float(epsilon), neighbouring
+        )
+    except mechanisms.MechanismError:
+        return ""
+    try:
+        for tally in wanted:
+            if person is not None:  # bounded inside the engine; the seed does not change the SQL
+                tally = BoundedTally(tally, person.column, person.max_rows, "0" * 64)
+            mechanisms.counting.check_tally(tally, engine)
+    except mechanisms.MechanismError as exc:
+        return (
+            f"The {engine} engine cannot make this release: {exc}. Change that setting, or "
+            "choose another engine in “Engine”; nothing was spent."
+        )
+    return ""
+
+
+def refusal_before_reading(release) -> str:
+    """`engine_refusal` of a queued release on a source, checked again by the worker before
+    the data is marked read: a release admitted before a limit was checked, or whose schema
+    changed since, fails with a full refund (no row read, no noise drawn) instead of losing its
+    budget to an engine's refusal ("" when the engine can make it, and for uploads)."""
+    dataset = release.dataset
+    if not dataset.is_external or not dataset.schema:
+        return ""
+    return engine_refusal(
+        dataset,
+        mechanism=release.mechanism,
+        columns=release.columns,
+        params=release.params,
+        epsilon=release.epsilon,
+        engine=release.engine or dataset.engine,
+    )
 
 
 def _person_column(schema) -> list[str]:

@@ -193,6 +193,18 @@ class ReleaseForm(forms.Form):
             )
         except mechanisms.MechanismError as exc:
             self.add_error(None, f"These settings cannot work: {exc}")
+            return
+        if self.dataset.is_external and (
+            refusal := release_engine.engine_refusal(
+                self.dataset,
+                mechanism=data["mechanism"],
+                columns=data["columns"],
+                params=self.params(),
+                epsilon=data["epsilon"],
+                engine=data.get("engine") or self.dataset.engine,
+            )
+        ):
+            self.add_error("engine" if "engine" in self.fields else None, refusal)
 
     def release_fields(self) -> dict:
         """What `services.release_create` needs from the cleaned form (page and API alike)."""

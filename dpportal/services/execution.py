@@ -53,6 +53,9 @@ def release_run(*, release_id):
     release, token = claim
     with _heartbeat(release.pk, token), _work_dir(release, token) as work_dir:
         try:
+            if refusal := release_engine.refusal_before_reading(release):
+                _release_fail(release, token, refusal)  # nothing read, no noise: refunded
+                return
             _mark_data_read(release, token)
             output = release_engine.compute(release, progress=_progress_writer(release.pk, token))
             _release_store(release, token, output, work_dir)

@@ -73,7 +73,9 @@ def release_create(
             locked = locked_dataset(dataset.pk)
             _check_not_submitted(locked.pk, submission_token)
             _check_releasable(locked)
-            engine = release_engine_for(locked, mechanism, engine)
+            engine = release_engine_for(
+                locked, mechanism, engine, columns=columns, params=params, epsilon=epsilon
+            )
             analyst = _locked_allotment(locked, allotment)
             locked.budget = locked_budget(locked.budget_id)
             if analyst is None:

@@ -59,7 +59,9 @@ def request_submit(
             member = locked_analyst(analyst.pk)
             _check_member(locked, member, user)
             _check_not_submitted(member, submission_token)
-            engine = release_engine_for(locked, mechanism, engine)
+            engine = release_engine_for(
+                locked, mechanism, engine, columns=columns, params=params, epsilon=epsilon
+            )
             check_allotment(member, epsilon, delta, promised=promised(member))
             request = ReleaseRequest.objects.create(
                 analyst=member,

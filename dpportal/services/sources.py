@@ -15,6 +15,7 @@ from django.db import transaction
 
 import mechanisms
 from dpportal.models import AuditEvent, Dataset, PrivacyBudget
+from dpportal.releases import engine as release_engine
 from dpportal.services import audit
 from dpportal.services.budget import budget_for, budget_scope, budget_values, check_neighbouring
 from dpportal.services.errors import ServiceError
@@ -114,12 +115,14 @@ def dataset_register_source(
     return dataset
 
 
-def release_engine_for(dataset, mechanism, engine="") -> str:
+def release_engine_for(dataset, mechanism, engine="", *, columns, params, epsilon) -> str:
     """The engine a release of `dataset` counts with ("" for an upload), once it is known to fit.
 
     Refused before any budget is spent: an engine that cannot read the source, a mechanism that
     needs rows rather than counts, a schema confirmed with a "reject" rule before sources'
-    schemas were stored accepting. A person column is bounded inside the engine.
+    schemas were stored accepting, settings the engine cannot compute (such as a grid finer
+    than a SQL engine compares: `release_engine.engine_refusal`). A person column is bounded
+    inside the engine.
     """
     if not dataset.is_external:
         if engine:
@@ -145,4 +148,14 @@ def release_engine_for(dataset, mechanism, engine="") -> str:
             "fail on its data. Confirm the schema again (values outside the list then go to "
             '"(other)", missing values to "(missing)"); nothing was spent.'
         )
+    refusal = release_engine.engine_refusal(
+        dataset,
+        mechanism=mechanism,
+        columns=columns,
+        params=params,
+        epsilon=epsilon,
+        engine=engine,
+    )
+    if refusal:
+        raise ServiceError(refusal)
     return engine

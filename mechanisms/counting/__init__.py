@@ -23,7 +23,9 @@ docs/counting.md.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from mechanisms.arrays import AnyArray
@@ -34,6 +36,7 @@ from mechanisms.counting.duckdb_engine import tally_duckdb
 from mechanisms.counting.inprocess import tally_in_process
 from mechanisms.counting.postgres_engine import tally_postgres
 from mechanisms.counting.source import POSTGRES_SCHEMES, TableSource
+from mechanisms.counting.sql import DUCKDB
 from mechanisms.counting.tally import CellTally, Tally, checked
 from mechanisms.errors import MechanismError
 from mechanisms.schema import Schema
@@ -43,6 +46,7 @@ __all__ = [
     "EngineTable",
     "TableSource",
     "TallyFunction",
+    "check_tally",
     "count_cells",
     "engine_table",
     "table_source",
@@ -59,6 +63,26 @@ ENGINES: dict[str, TallyFunction] = {
     "postgres": tally_postgres,  # one GROUP BY inside PostgreSQL
     "dask": tally_on_dask,  # Parquet pieces tallied on the workers of a Dask cluster
 }
+
+
+# The engines that build one SQL query per tally, by the name their refusals give the database.
+SQL_ENGINES = {"duckdb": "DuckDB", "postgres": "PostgreSQL"}
+
+
+def check_tally(tally: Tally, engine: str) -> None:
+    """Raise the MechanismError `engine` would raise building its query for `tally`, at once.
+
+    Reads no row and connects to nothing: the SQL engines' limits (explicit edges and grid
+    cells per column, categories matched ignoring capitals, statistics bounds too far from 1)
+    hold whatever the table stores, so a release can be refused before any budget is spent.
+    The query is built in the SQL engines' shared arithmetic with every column standing in as
+    a whole number (a kind every column type reads); how the table really stores a column is
+    checked by the engine when it runs. Python engines (inprocess, dask) build no query.
+    """
+    check_engine(engine)
+    if engine in SQL_ENGINES:
+        dialect = replace(DUCKDB, name=SQL_ENGINES[engine], position="0", digest=lambda text: text)
+        tally.query(dialect, defaultdict(lambda: "integer"), "t")
 
 
 def count_cells(

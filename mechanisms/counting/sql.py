@@ -192,8 +192,8 @@ def edge_search(
     """
     if len(edges) > MAX_EDGES:
         raise MechanismError(
-            f"column {name!r} has {len(edges) + 1} bins with explicit edges; SQL engines compare "
-            f"at most {MAX_EDGES + 1}: use fewer bins or --engine inprocess"
+            f"column {name!r} has {len(edges) + 1:,} bins with explicit edges; the {dialect.name} "
+            f"engine compares at most {MAX_EDGES + 1:,}: use fewer bins or the inprocess engine"
         )
     listed = [float(e) for e in edges]
     if dialect.search is not None and listed:

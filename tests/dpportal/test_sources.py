@@ -612,6 +612,104 @@ def test_a_source_schema_confirmed_with_reject_before_is_refused_before_spending
     assert 'value="reject"' not in page and 'value="other"' in page
 
 
+UNEVEN_EDGES = [0.0, *np.geomspace(0.01, 100, 4999).tolist()]  # 4,999 bins, compared one by one
+ENGINE_LIMITS = [  # (schema change, mechanism, columns, params, form fields, words)
+    ({"age": {"bins": UNEVEN_EDGES}}, "perturbed_histogram", ["age"], {"rows": 60}, {}, "4,097"),
+    ({"sex": {"match": "casefold"}}, "perturbed_histogram", ["sex"], {"rows": 60}, {}, "casefold"),
+    (
+        {"age": {"upper": 2.0**61}},
+        "statistics",
+        ["age"],
+        {"stat": ["count", "mean:age"]},
+        {"stats_kinds": ["count", "mean"]},
+        r"2\^60",
+    ),
+    (
+        {},
+        "range_count",
+        ["age"],
+        {"grid": [5000]},
+        None,
+        "4,097 cells per column",
+    ),  # not in the form
+]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("change", "mechanism", "columns", "params", "fields", "words"), ENGINE_LIMITS
+)
+def test_what_a_sql_engine_cannot_compute_is_refused_before_spending(
+    settings, tmp_path, change, mechanism, columns, params, fields, words
+):
+    """SQL engines compare at most 4,097 explicit bins or grid cells per column, match no
+    category ignoring capitals, and sum no bounds beyond 2^60. Before the fix each was found
+    when the job ran, after the budget was debited and the data marked read (never refunded).
+    Now the preview, the form and the service refuse them in words naming the engine, and
+    nothing is spent; the in-process engine, which has none of these limits, is offered them.
+    (The form's grid field stops at 4,096 points per column: that limit is reached only by the
+    service's callers.)"""
+    rows = people_rows(60)
+    parts = {"0.pq": {name: [r[j] for r in rows] for j, name in enumerate(PEOPLE)}}
+    owner, dataset = register_parquet(settings, tmp_path, parts, "duckdb")
+    schema = {"columns": [c | change.get(c["name"], {}) for c in SCHEMA["columns"]]}
+    services.dataset_confirm_schema(dataset=dataset, user=owner, schema=schema)
+    client, preview_url = client_for(owner), reverse("release_preview", args=[dataset.pk])
+    if fields is not None:
+        ask = {"mechanism": mechanism, "columns": columns, "epsilon": "0.5", "confirm": "on"}
+        ask |= fields | {"perturbed_histogram__rows": "60"}
+        for engine in ("", "duckdb"):  # the dataset's engine, or named
+            preview = client.get(preview_url, ask | {"engine": engine}).json()
+            assert not preview["ok"]
+            assert re.search(f"duckdb engine cannot make this release.*{words}", str(preview))
+            page = post_new_release(client, dataset.pk, ask | {"engine": engine})
+            assert page.status_code == 200
+            assert re.search(words, html.unescape(page.content.decode()))
+        inprocess = client.get(preview_url, ask | {"engine": "inprocess"}).json()
+        assert "engine cannot make this release" not in str(inprocess)
+    with pytest.raises(services.ServiceError, match=f"(?s)duckdb engine.*{words}.*nothing was"):
+        services.release_create(  # the API's and analysts' requests' path
+            dataset=Dataset.objects.get(pk=dataset.pk),
+            user=owner,
+            mechanism=mechanism,
+            columns=columns,
+            params=params,
+            epsilon="0.5",
+            engine="duckdb",
+        )
+    assert Dataset.objects.get(pk=dataset.pk).epsilon_spent == 0
+    assert not Release.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_queued_release_an_engine_cannot_compute_fails_refunded_before_reading(
+    settings, tmp_path
+):
+    """A release admitted before its engine's limits were checked (here: its schema made to
+    match categories ignoring capitals after admission, as a schema stored before the check)
+    used to fail in the engine after the data was marked read, and lose its ε without a
+    result. The worker checks the same public limits first: the release fails in words, its
+    data never read, and its ε comes back."""
+    rows = people_rows(60)
+    parts = {"0.pq": {name: [r[j] for r in rows] for j, name in enumerate(PEOPLE)}}
+    owner, dataset = register_parquet(settings, tmp_path, parts, "duckdb")
+    services.dataset_confirm_schema(dataset=dataset, user=owner, schema=SCHEMA)
+    release = histogram_release(Dataset.objects.get(pk=dataset.pk), owner, ["sex"], rows=60)
+    assert Dataset.objects.get(pk=dataset.pk).epsilon_spent == Decimal("0.5")
+    casefold = {
+        "columns": [
+            c | {"match": "casefold"} if c["name"] == "sex" else c for c in SCHEMA["columns"]
+        ]
+    }
+    Dataset.objects.filter(pk=dataset.pk).update(schema=casefold)
+    services.release_run(release_id=release.pk)
+    release.refresh_from_db()
+    assert release.status == Release.Status.FAILED and not release.data_was_read
+    assert "duckdb engine cannot make this release" in release.error_message
+    assert "casefold" in release.error_message
+    assert Dataset.objects.get(pk=dataset.pk).epsilon_spent == 0
+
+
 @pytest.fixture
 def object_storage(allowed_hosts):
     """A local S3-compatible server (moto) with one bucket, allowed; its endpoint URL."""

@@ -21,6 +21,7 @@ from dpportal.releases.chart_style import RELEASE_COLOUR, plotly_text
 from dpportal.releases.chart_style import layout as chart_layout
 from mechanisms import accuracy
 from mechanisms.catalogue import MechanismSpec, Parameter
+from mechanisms.counting.tally import CellTally
 
 MAX_GENERIC_BARS = 60  # rows of a generic results chart
 
@@ -69,6 +70,17 @@ class Kind:
             form.schema.domain_shape(columns)
         except mechanisms.MechanismError as exc:
             form.add_error("columns", str(exc))
+
+    def engine_tallies(
+        self, schema, columns: list[str], params: dict[str, Any], epsilon: float, neighbouring: str
+    ) -> list:
+        """The exact aggregates an engine computes for this release where its table lives
+        (`mechanisms.counting.tally`), from public inputs alone (the schema and the settings),
+        so the engine's limits are checked before any budget is spent (default: the cell
+        counts of the columns)."""
+        accepting = schema.accepting()
+        names = tuple(accepting.resolve_columns(columns))
+        return [CellTally(accepting, names)]
 
     def params(self, form, cleaned: dict[str, Any]) -> dict[str, Any]:
         """The mechanism's parameters from the cleaned form (empty fields left to defaults)."""

@@ -19,8 +19,9 @@ from dpportal.releases.kinds.base import Kind
 from dpportal.releases.kinds.range_count import figures as range_charts
 from dpportal.releases.kinds.range_count import verdict as range_verdict
 from dpportal.releases.kinds.range_count.query_form import RangeQueryForm
-from mechanisms.range_count.api import MECHANISM_NAMES, load_structure
+from mechanisms.range_count.api import MECHANISM_NAMES, load_structure, support_from_schema
 from mechanisms.range_count.grid_choice import suggest_grid
+from mechanisms.range_count.grid_tally import grid_tally
 
 ANSWERS, STRUCTURE = "answers.csv", "structure.json"
 MAX_ANSWERS_SHOWN = 100
@@ -124,6 +125,11 @@ class RangeCount(Kind):
                 required=False,
             ),
         }
+
+    def engine_tallies(self, schema, columns, params, epsilon, neighbouring) -> list:
+        """The rows per point of the grid (`range_count.grid_tally`)."""
+        accepting = schema.accepting()
+        return [grid_tally(support_from_schema(accepting, columns, params), accepting)]
 
     def check_columns(self, form, columns) -> None:
         data = form.cleaned_data

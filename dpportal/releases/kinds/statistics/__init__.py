@@ -8,6 +8,8 @@ from dpportal.releases.kinds.base import Kind
 from dpportal.releases.kinds.statistics import figures as statistics_charts
 from dpportal.releases.kinds.statistics import portal
 from dpportal.releases.kinds.statistics import verdict as statistics_verdict
+from mechanisms.statistics import parse_request
+from mechanisms.statistics.aggregates import tallies
 
 
 class Statistics(Kind):
@@ -31,6 +33,12 @@ class Statistics(Kind):
 
     def check_columns(self, form, columns) -> None:
         """Nothing to check: it works on the columns themselves, not on a grid of cells."""
+
+    def engine_tallies(self, schema, columns, params, epsilon, neighbouring) -> list:
+        """The groups' sums and the quantiles' rank counts (`statistics.aggregates.tallies`)."""
+        request = parse_request(schema, params, epsilon=epsilon, neighbouring=neighbouring)
+        groups, ranked = tallies(schema, request)
+        return [groups, *ranked]
 
     def params(self, form, cleaned):
         return portal.params(form.schema, cleaned["columns"], cleaned)
