@@ -8,6 +8,8 @@ from django.urls import reverse
 import mechanisms
 from dpportal.models import Release
 from dpportal.releases import comparisons, packaging, utility
+from dpportal.templatetags.portal_labels import parameter_text
+from tests.dpportal.test_hostile_corpus import corpus
 from tests.helpers import (
     DEMO_SCHEMA,
     chart_figures,
@@ -121,3 +123,29 @@ def test_measurement_errors_are_zero_when_the_measurements_are_exact():
     assert errors["cells"] == 24 + 1 and errors["rmse"] == 0
     measurements[1]["noisy_answer"] = [5]  # the two oldest rows are in bins 6-7: truth is 2
     assert comparisons.measurement_errors(schema, frame, measurements)["mean_abs_error"] == 3 / 25
+
+
+def test_the_form_lifts_the_speed_cap_only_when_asked(owner, dataset):
+    """ "Detail over speed" reaches MWEM as quick_cells "none"; the default keeps the cap; a value
+    that is not a choice (the hostile corpus's strings) is refused ("Select a valid choice"), never
+    a server error."""
+    client = client_for(owner)
+    post_new_release(client, dataset.pk, mwem_post(mwem_speed="detail"))
+    assert Release.objects.get().params["quick_cells"] == "none"  # the default: see the first test
+    url = reverse("release_preview", args=[dataset.pk])
+    for value in {**corpus.NUMBER_PAYLOADS, **corpus.TEXT_PAYLOADS}.values():
+        response = client.get(url, mwem_post(mwem_speed=value))
+        assert response.status_code < 500, value
+        assert "Select a valid choice" in json.dumps(response.json()), value
+
+
+def test_the_speed_cap_in_words():
+    note = "In 3 of 5 rounds the speed cap left out patterns ..."
+    record = {"cells": 1 << 22, "capped_rounds": 3, "rounds": 5, "note": note}
+    assert parameter_text("speed_cap", json.dumps(record)) == note
+    quiet = dict(record, capped_rounds=0, note="")
+    assert parameter_text("speed_cap", json.dumps(quiet)) == (
+        "speed cap: blocks of up to 4,194,304 cells (it left no pattern out)"
+    )
+    lifted = dict(quiet, cells=None)
+    assert parameter_text("speed_cap", json.dumps(lifted)).startswith("speed cap: lifted")
