@@ -474,8 +474,8 @@ def speed_cap_record(quick_cells: int | None, capped_rounds: int, rounds: int) -
         note = (
             f"In {capped_rounds} of {rounds} rounds the speed cap left out patterns that would "
             f"have joined the model's blocks into one of more than {quick_cells:,} cells; "
-            "lifting it may improve those patterns at the cost of time and memory: untick "
-            '"Speed over detail" on the form, or pass --quick-cells none.'
+            "lifting it may improve those patterns at the cost of time and memory: choose "
+            '"Detail over speed" on the form, or pass --quick-cells none.'
         )
     return {"cells": quick_cells, "capped_rounds": capped_rounds, "rounds": rounds, "note": note}
 

@@ -1,7 +1,9 @@
 """MWEM releases in the portal: parameters from the form, the estimate, results and charts."""
 
+import html
 import json
 
+import numpy as np
 import pandas as pd
 from django.urls import reverse
 
@@ -14,6 +16,8 @@ from tests.helpers import (
     DEMO_SCHEMA,
     chart_figures,
     client_for,
+    make_dataset,
+    make_release,
     make_user,
     post_new_release,
     run_now,
@@ -149,3 +153,27 @@ def test_the_speed_cap_in_words():
     )
     lifted = dict(quiet, cells=None)
     assert parameter_text("speed_cap", json.dumps(lifted)).startswith("speed cap: lifted")
+
+
+def test_the_results_page_says_when_the_speed_cap_left_patterns_out(
+    owner, tmp_path, a_minute_later
+):
+    """4 columns of 64 bins (65^4 cells with "(missing)", above the cap of 2^22): from round 3
+    on the cap leaves pairs out in every round (tests/mechanisms/test_mwem.py, WIDE); the page
+    says it in words, with how to lift the cap."""
+    rng = np.random.default_rng(44)
+    path = tmp_path / "wide.csv"
+    pd.DataFrame(rng.uniform(0, 64, size=(2000, 4)), columns=list("abcd")).to_csv(path, index=False)
+    schema = {"columns": [{"name": c, "type": "numeric", "lower": 0, "upper": 64, "bins": 64}
+                          for c in "abcd"]}  # fmt: skip
+    dataset = make_dataset(owner, epsilon_total=10, schema=schema, path=path, name="Wide")
+    workload = mechanisms.workload.marginals_spec(2)
+    release = make_release(owner, dataset, mechanism="mwem", columns=list("abcd"), epsilon="10",
+                           params={"workload": workload, "rounds": 5})  # fmt: skip
+    release = run_now(release)
+    assert release.manifest["parameters"]["speed_cap"]["capped_rounds"] == 3
+    page = html.unescape(
+        client_for(owner).get(reverse("release_detail", args=[release.pk])).content.decode()
+    )
+    assert "In 3 of 5 rounds the speed cap left out patterns" in page
+    assert 'choose "Detail over speed" on the form, or pass --quick-cells none.' in page
