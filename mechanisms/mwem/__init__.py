@@ -43,6 +43,7 @@ from mechanisms.mwem.release import (
     MwemResult,
     measure_all,
     mwem,
+    parse_quick_cells,
     run_mwem,
     workload_spec,
 )
@@ -73,6 +74,7 @@ __all__ = [
     "marginal_sensitivity",
     "measure_all",
     "mwem",
+    "parse_quick_cells",
     "plan_budget",
     "run_mwem",
     "workload_spec",

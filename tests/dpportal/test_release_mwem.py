@@ -167,6 +167,12 @@ def test_the_results_page_says_when_the_speed_cap_left_patterns_out(
     schema = {"columns": [{"name": c, "type": "numeric", "lower": 0, "upper": 64, "bins": 64}
                           for c in "abcd"]}  # fmt: skip
     dataset = make_dataset(owner, epsilon_total=10, schema=schema, path=path, name="Wide")
+    fields = {"mechanism": "mwem", "columns": list("abcd"), "epsilon": "10", "mwem_rounds": "5"}
+    url, warned = reverse("release_preview", args=[dataset.pk]), "more than the speed cap's"
+    said = client_for(owner).get(url, fields).json()["accuracy"]
+    assert any(warned in line for line in said)  # before any budget is spent
+    lifted = client_for(owner).get(url, {**fields, "mwem_speed": "detail"}).json()["accuracy"]
+    assert not any(warned in line for line in lifted)
     workload = mechanisms.workload.marginals_spec(2)
     release = make_release(owner, dataset, mechanism="mwem", columns=list("abcd"), epsilon="10",
                            params={"workload": workload, "rounds": 5})  # fmt: skip

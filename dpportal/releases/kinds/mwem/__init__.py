@@ -118,6 +118,7 @@ class Mwem(SyntheticKind):
                 if plan.details["workload"] > 1
                 else []
             ),
+            *_speed_cap_lines(plan),
         ]
 
     def preview_warnings(self, plan, schema, columns, row_count) -> list[str]:
@@ -248,6 +249,19 @@ def _rows_per_cell(plan, row_count) -> float:
     median pattern."""
     cells = plan.support if plan.details.get("full_table") else plan.details["median_cells"]
     return row_count / cells
+
+
+def _speed_cap_lines(plan) -> list[str]:
+    """What the speed cap may do to a table above it (public: the domain's size and the cap)."""
+    cap = plan.details.get("quick_cells")
+    if cap is None or plan.support <= cap:
+        return []
+    return [
+        f"The table has {plan.support:,} combinations of values, more than the speed cap's "
+        f'{cap:,}: with "Speed over detail" MWEM may leave out patterns that would join the '
+        "model's blocks into a larger one (the results page will say in how many rounds). "
+        '"Detail over speed" lifts the cap, at the cost of time and memory.'
+    ]
 
 
 def _rounds_line(patterns: int, rounds: int) -> str:
