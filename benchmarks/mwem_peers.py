@@ -38,7 +38,7 @@ virtual environments (benchmarks/requirements-peers-*.txt), found at /tmp/peer-<
 
 Methods:
   ours          mechanisms.mwem, workload = all 2-way and 3-way marginals, defaults otherwise.
-  ours_nocap    ours with measure.QUICK_CELLS lifted: the selection not steered toward
+  ours_nocap    ours with the speed cap lifted (quick_cells=None): the selection not steered toward
                 queries that keep the model's groups within 2^22 cells (issue 44).
   ours3         ours on the 3-way marginals only (--marginals 3; TVD as for every method).
   independent   noisy 1-way marginals (all ε, discrete Laplace), rows from their product.
@@ -798,9 +798,10 @@ def worker(args) -> None:
         print(json.dumps(record), flush=True)
 
 
-def fit_ours(codes, shape, eps, seed, structural=None, orders=(2, 3)):
+def fit_ours(codes, shape, eps, seed, structural=None, orders=(2, 3), **options):
     """Ours on all marginals of `orders`; with `structural` (a held-out table's "(missing)"/
-    "(other)" cells) the release's rule is applied before sampling, as the portal does."""
+    "(other)" cells) the release's rule is applied before sampling, as the portal does.
+    `options` go to mwem as they are (quick_cells)."""
     from mechanisms.mwem import mwem
     from mechanisms.mwem.structural import unsupported_cells, zero_cells
     from mechanisms.noise import seeded_source
@@ -810,7 +811,7 @@ def fit_ours(codes, shape, eps, seed, structural=None, orders=(2, 3)):
     spec = {"queries": [{"type": "marginals", "k": k} for k in orders]}
     workload = expand_workload(spec, columns, tuple(shape), set())
     rng = seeded_source(seed)
-    result = mwem(codes, tuple(shape), workload, epsilon=eps, rng=rng)
+    result = mwem(codes, tuple(shape), workload, epsilon=eps, rng=rng, **options)
     if structural:
         zero_cells(result.distribution, unsupported_cells(result.measurements, shape, structural))
     return result.distribution.sample(len(codes), rng)
@@ -822,11 +823,9 @@ def fit_ours3(codes, shape, eps, seed, structural=None):
 
 
 def fit_ours_nocap(codes, shape, eps, seed, structural=None):
-    """Ours with the QUICK_CELLS cap of the selection lifted (every query competes)."""
-    from mechanisms.mwem import measure
-
-    measure.QUICK_CELLS = 1 << 62
-    return fit_ours(codes, shape, eps, seed, structural)
+    """Ours with the speed cap of the selection lifted (quick_cells=None: every query
+    competes), as the release's parameter quick_cells "none" does."""
+    return fit_ours(codes, shape, eps, seed, structural, quick_cells=None)
 
 
 def fit_independent(codes, shape, eps, seed):

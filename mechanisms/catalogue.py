@@ -30,7 +30,7 @@ from mechanisms.accounting import (
 )
 from mechanisms.chunks import ChunkedTable, EngineTable
 from mechanisms.errors import MechanismError
-from mechanisms.mwem import run_mwem
+from mechanisms.mwem import QUICK_CELLS, run_mwem
 from mechanisms.noise import RandomSource, resolve_rng
 from mechanisms.range_count.api import MECHANISM_NAMES, range_count_release
 from mechanisms.range_count.intervals import ANSWER_COLUMNS
@@ -227,6 +227,13 @@ CATALOGUE: dict[str, MechanismSpec] = {
                 "last (default) or average (the iterates' mean; small domains)",
                 "last",
                 choices=("last", "average"),
+            ),
+            Parameter(
+                "quick_cells",
+                str,
+                "speed over detail: keep the model's blocks within N cells while smaller "
+                "choices remain (faster; may miss links between columns in different blocks); "
+                f"default {QUICK_CELLS}, or none to lift the cap (slower, more memory)",
             ),
         ),
         plan=plans.mwem_plan,

@@ -21,7 +21,13 @@ import numpy as np
 
 from mechanisms.accounting import noise_scale
 from mechanisms.histogram import count_sensitivity, min_admissible_mix
-from mechanisms.mwem import SELECT_FRACTION, plan_budget, workload_spec
+from mechanisms.mwem import (
+    QUICK_CELLS,
+    SELECT_FRACTION,
+    parse_quick_cells,
+    plan_budget,
+    workload_spec,
+)
 from mechanisms.noise import RandomSource, check_count_noise, secure_source
 from mechanisms.release_request import PlanInputs
 from mechanisms.schema import NumericColumn, Schema
@@ -125,6 +131,8 @@ def mwem_plan(inputs: PlanInputs) -> NoisePlan:
         "median_cells": cells,
         "init_scale": plan.init_scale,
         "columns": len(columns),
+        # the speed cap (None: lifted); above it the selection may leave patterns out
+        "quick_cells": parse_quick_cells(params.get("quick_cells", QUICK_CELLS)),
     }
     return NoisePlan(
         "discrete Laplace",

@@ -58,6 +58,8 @@ def parameter_text(key, value):
         return f"patterns: {_workload_words(value)}"
     if key == "structural_cells" and isinstance(value, dict):
         return _structural_words(value.get("zeroed") or [])
+    if key == "speed_cap" and isinstance(value, dict):
+        return _speed_cap_words(value)
     if key in ("mechanism", "chosen_mechanism"):
         value = method_words(value)
     elif key == "prefixes":
@@ -93,6 +95,16 @@ def _structural_words(zeroed: list) -> str:
         '"(missing)" and "(other)" cells: synthetic rows only where their noisy count is clearly '
         f"above what noise alone gives an empty cell ({given})"
     )
+
+
+def _speed_cap_words(record: dict) -> str:
+    """MWEM's speed cap (`mechanisms.mwem.release.speed_cap_record`) in words: its note when it
+    left patterns out, else the setting alone."""
+    if record.get("note"):
+        return str(record["note"])
+    if record.get("cells") is None:
+        return "speed cap: lifted (every pattern could be chosen in every round)"
+    return f"speed cap: blocks of up to {record['cells']:,} cells (it left no pattern out)"
 
 
 def _workload_words(spec: dict) -> str:

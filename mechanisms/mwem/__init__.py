@@ -16,7 +16,12 @@ shared between the submodules; tests reach them (and private names) in their sub
 
 from mechanisms.mwem.distribution import FactoredDistribution
 from mechanisms.mwem.fit import FINAL_PASSES, FLOOR_SHARE
-from mechanisms.mwem.measure import BOX_SENSITIVITY, expected_abs_noise, marginal_sensitivity
+from mechanisms.mwem.measure import (
+    BOX_SENSITIVITY,
+    QUICK_CELLS,
+    expected_abs_noise,
+    marginal_sensitivity,
+)
 from mechanisms.mwem.plan import (
     ADD_REMOVE_INIT_FRACTION,
     MAX_DEFAULT_ROUNDS,
@@ -33,10 +38,12 @@ from mechanisms.mwem.plan import (
 from mechanisms.mwem.release import (
     CELL_ORDER,
     DEFAULT_MEMORY_CELLS,
+    NO_CAP,
     RELEASE_PARAMS,
     MwemResult,
     measure_all,
     mwem,
+    parse_quick_cells,
     run_mwem,
     workload_spec,
 )
@@ -51,6 +58,8 @@ __all__ = [
     "FLOOR_SHARE",
     "MAX_DEFAULT_ROUNDS",
     "MIN_DEFAULT_ROUNDS",
+    "NO_CAP",
+    "QUICK_CELLS",
     "RELEASE_PARAMS",
     "SELECTION_GAP",
     "SELECT_FRACTION",
@@ -65,6 +74,7 @@ __all__ = [
     "marginal_sensitivity",
     "measure_all",
     "mwem",
+    "parse_quick_cells",
     "plan_budget",
     "run_mwem",
     "workload_spec",

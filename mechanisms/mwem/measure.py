@@ -136,13 +136,21 @@ def select_query(
     marginal_l1: int,
     memory_cells: int | None,
     rng: RandomSource,
-) -> Query:
-    """Exponential mechanism over the queries the memory budget allows.
+    *,
+    quick_cells: int | None,
+) -> tuple[Query, bool]:
+    """Exponential mechanism over the queries the memory budget allows: (query, capped).
 
-    Among those, only queries that keep every group within QUICK_CELLS (or lie inside one
-    group already) compete while there are any: MW passes over one group of ~10^7 cells cost
-    seconds each (anes96, 9 columns, ε = 10: 30 s a run without the cap, 1 s with it, 2-/3-way
-    TVD .099/.227 and .097/.227).
+    ``capped``: whether the speed cap left out at least one of those queries this round.
+
+    With ``quick_cells`` (the speed cap; None lifts it), only queries that keep every group
+    within ``quick_cells`` (or lie inside one group already) compete while there are any: MW
+    passes over one group of ~10^7 cells cost seconds each (anes96, 9 columns, ε = 10: 30 s a
+    run without the cap, 1 s with it, 2-/3-way TVD .099/.227 and .097/.227). On other tables
+    above the cap it costs accuracy (issue 44: 2-way TVD 1.4–3.2× the uncapped), so whether it
+    left a query out is returned, to be said in the release. That flag is public: it depends
+    only on the groups (fixed by earlier DP selections), the public domain shape and workload,
+    and the cap, never on the data.
     Score of q = (‖q(B) − q(A)‖₁ − expected ‖noise‖₁ of measuring q) / Δ_q, so every score has
     sensitivity 1; the penalty is data-independent. Which queries fit the memory budget depends
     only on earlier (DP) selections. Privacy: spends ``eps_select`` (ε-DP, the exponential
@@ -150,22 +158,25 @@ def select_query(
     replace-one, the DP estimate under add-remove).
     """
     allowed = [q for q in workload if model.merged_size(q.attrs) <= memory_cells]
-    allowed = [q for q in allowed if _quick(model, q)] or allowed
+    quick = [q for q in allowed if quick_cells is None or _quick(model, q, quick_cells)]
+    capped = bool(quick) and len(quick) < len(allowed)
+    allowed = quick or allowed
     if not allowed:
         raise MechanismError(
             f"no workload query fits memory_cells ({memory_cells}); raise it or use smaller queries"
         )
     scores = _selection_scores(model, true, allowed, n, eps_measure, marginal_l1)
-    return allowed[exponential_mechanism(scores, epsilon=eps_select, sensitivity=1, rng=rng)]
+    chosen = exponential_mechanism(scores, epsilon=eps_select, sensitivity=1, rng=rng)
+    return allowed[chosen], capped
 
 
-QUICK_CELLS = 1 << 22  # float64 cells (32 MB) a group may grow to while smaller queries remain
+QUICK_CELLS = 1 << 22  # the default speed cap: float64 cells (32 MB) a group may grow to
 
 
-def _quick(model: Any, query: Query) -> bool:
-    """Public (earlier DP selections fix the groups): measuring keeps groups within QUICK_CELLS."""
+def _quick(model: Any, query: Query, quick_cells: int) -> bool:
+    """Public (earlier DP selections fix the groups): measuring keeps groups within the cap."""
     return bool(
-        model.merged_size(query.attrs) <= QUICK_CELLS or len(model.groups_of(query.attrs)) == 1
+        model.merged_size(query.attrs) <= quick_cells or len(model.groups_of(query.attrs)) == 1
     )
 
 

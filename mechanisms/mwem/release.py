@@ -24,6 +24,7 @@ from mechanisms.errors import MechanismError
 from mechanisms.mwem.distribution import FactoredDistribution, query_answer
 from mechanisms.mwem.fit import independent_weights, joint_weights, mw_update, refit, target_floor
 from mechanisms.mwem.measure import (
+    QUICK_CELLS,
     TrueAnswers,
     expected_abs_noise,
     marginal_sensitivity,
@@ -80,6 +81,8 @@ class MwemResult:
     trace: list[dict[str, Any]] = field(default_factory=list)
     rounds: int = 0
     budget: dict[str, Any] = field(default_factory=dict)
+    # rounds in which the speed cap (quick_cells) left out at least one query: public, see mwem
+    capped_rounds: int = 0
 
 
 def mwem(
@@ -97,6 +100,7 @@ def mwem(
     update: str = "damped",
     dense: bool = False,
     memory_cells: int = DEFAULT_MEMORY_CELLS,
+    quick_cells: int | None = QUICK_CELLS,
     rng: RandomSource | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> MwemResult:
@@ -118,6 +122,12 @@ def mwem(
     the paper's A(x) ← A(x)·exp(q(x)·(m − q(A))/(2n)), which needs many more passes.
     ``output="last"`` returns the last iterate, ``"average"`` the average of the iterates
     (the analysed estimator; needs the dense representation).
+    ``quick_cells`` is the speed cap: while any query would keep every group of the model
+    within that many cells, only such queries compete in the selection (``None`` lifts it:
+    slower and larger, and pairs across groups may come out better). ``capped_rounds`` of the
+    result counts the rounds in which it left out at least one query. That count is public:
+    it is a function of the earlier selections (ε-DP), the public domain shape, workload and
+    cap only, never of the data, so publishing it costs no budget.
 
     Privacy: unit = one record; pure ε-DP by sequential composition under ``neighbouring``.
     Sensitivities: replace-one: a marginal's cell vector has L1 sensitivity 2 (one cell −1,
@@ -137,7 +147,7 @@ def mwem(
     rest = epsilon_left(epsilon, eps_count)
     if eps_count:  # refuse bad options before the count is drawn
         check_options(neighbouring, 0.0, select_fraction, output, update, workload, rounds)
-        check_counts(1, mw_passes=mw_passes, memory_cells=memory_cells)
+        check_counts(1, mw_passes=mw_passes, memory_cells=memory_cells, quick_cells=quick_cells)
         check_count_noise(noise_scale(1, eps_count), epsilon)
     public_n = (
         len(codes)
@@ -148,7 +158,9 @@ def mwem(
         public_n, rest, shape, workload, neighbouring, rounds, init_fraction
     ):
         check_options(neighbouring, 0.0, select_fraction, output, update, workload, rounds)
-        check_counts(public_n, mw_passes=mw_passes, memory_cells=memory_cells)
+        check_counts(
+            public_n, mw_passes=mw_passes, memory_cells=memory_cells, quick_cells=quick_cells
+        )
         plan = plan_budget(public_n, epsilon, shape, workload, neighbouring)
         check_noise_fits(epsilon, 0.0, len(shape), plan.marginal_l1, plan.eps_measure)
         return _joint_release(true, plan, rng, progress)
@@ -159,7 +171,9 @@ def mwem(
     check_options(neighbouring, init_fraction, select_fraction, output, update, workload, rounds)
     # under add-remove an empty table must run like any other
     rows = 1 if public_n is None else public_n
-    check_counts(rows, rounds=rounds, mw_passes=mw_passes, memory_cells=memory_cells)
+    check_counts(
+        rows, rounds=rounds, mw_passes=mw_passes, memory_cells=memory_cells, quick_cells=quick_cells
+    )
     marginal_l1 = marginal_sensitivity(neighbouring)
     eps_init = epsilon_share(rest, init_fraction)
     # refuse a too small ε before any draw: the most rounds the default could choose
@@ -190,9 +204,19 @@ def mwem(
     measured = [(Query((a,)), m / n, target_floor(init_scale, n)) for a, m in enumerate(one_way)]
     iterate_sum = np.zeros(shape) if output == "average" else None
     for t in range(rounds):
-        query = select_query(
-            model, true, workload, n, eps_select, eps_measure, marginal_l1, memory_cells, rng
+        query, capped = select_query(
+            model,
+            true,
+            workload,
+            n,
+            eps_select,
+            eps_measure,
+            marginal_l1,
+            memory_cells,
+            rng,
+            quick_cells=quick_cells,
         )
+        result.capped_rounds += capped
         noisy, scale = measure_query(true, query, eps_measure, marginal_l1, rng)
         before = _error_before(query, noisy, scale, model, n, shape)
         result.measurements.append(_measurement_record(query, noisy, scale))
@@ -347,7 +371,9 @@ RELEASE_PARAMS = {
     "output",
     "update",
     "memory_cells",
+    "quick_cells",
 }
+NO_CAP = "none"  # quick_cells that lifts the speed cap
 
 
 def run_mwem(inputs: MechanismInputs[pd.DataFrame | EngineTable]) -> ReleaseOutput:
@@ -371,7 +397,12 @@ def run_mwem(inputs: MechanismInputs[pd.DataFrame | EngineTable]) -> ReleaseOutp
     workload = expand_workload(
         spec, columns, shape, {c for c in columns if isinstance(schema.column(c), NumericColumn)}
     )
-    options = {k: params[k] for k in RELEASE_PARAMS - {"workload", "marginals"} if k in params}
+    options = {
+        k: params[k]
+        for k in RELEASE_PARAMS - {"workload", "marginals", "quick_cells"}
+        if k in params
+    }
+    quick_cells = parse_quick_cells(params.get("quick_cells", QUICK_CELLS))
     result = mwem(
         schema.encode(inputs.data, columns),
         shape,
@@ -380,6 +411,7 @@ def run_mwem(inputs: MechanismInputs[pd.DataFrame | EngineTable]) -> ReleaseOutp
         neighbouring=inputs.neighbouring,
         rng=rng,
         progress=inputs.progress,
+        quick_cells=quick_cells,
         **options,
     )
     zeroed = unsupported_cells(result.measurements, shape, structural_cells(schema, columns))
@@ -397,6 +429,7 @@ def run_mwem(inputs: MechanismInputs[pd.DataFrame | EngineTable]) -> ReleaseOutp
             "rounds": result.rounds,
             "workload": spec,
             "structural_cells": empty,
+            "speed_cap": speed_cap_record(quick_cells, result.capped_rounds, result.rounds),
         }
     }
     files = {
@@ -411,6 +444,40 @@ def run_mwem(inputs: MechanismInputs[pd.DataFrame | EngineTable]) -> ReleaseOutp
         trace={"rounds": result.rounds, "trace": trace},
         spent=spent_by(result.budget),
     )
+
+
+def parse_quick_cells(value: Any) -> int | None:
+    """The speed cap from a parameter: a whole number of cells >= 1, or "none" (no cap)."""
+    if value is None or (isinstance(value, str) and value.strip().lower() == NO_CAP):
+        return None
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise MechanismError(
+            f"quick_cells ({value!r}) must be a whole number of cells >= 1 (default "
+            f"{QUICK_CELLS}), or {NO_CAP!r} to lift the speed cap"
+        )
+    return value
+
+
+def speed_cap_record(quick_cells: int | None, capped_rounds: int, rounds: int) -> dict[str, Any]:
+    """The manifest's record of the speed cap, with a sentence when it left queries out.
+
+    The cap, in how many rounds it left out at least one query, and a note saying so in words
+    when it did ("" otherwise).
+
+    Public: the count is a function of the DP selections, the public schema, workload and cap
+    only (``mwem``), so it is published like the rounds themselves.
+    """
+    note = ""
+    if capped_rounds:
+        note = (
+            f"In {capped_rounds} of {rounds} rounds the speed cap left out patterns that would "
+            f"have joined the model's blocks into one of more than {quick_cells:,} cells; "
+            "lifting it may improve those patterns at the cost of time and memory: choose "
+            '"Detail over speed" on the form, or pass --quick-cells none.'
+        )
+    return {"cells": quick_cells, "capped_rounds": capped_rounds, "rounds": rounds, "note": note}
 
 
 def spent_by(budget: dict[str, Any]) -> dict[str, Any]:

@@ -7,6 +7,7 @@ needs no change here to be published).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from mechanisms.catalogue import CATALOGUE
 
@@ -81,6 +82,20 @@ METHODS = {
         "discrepancy. Proceedings of the 44th ACM Symposium on Theory of Computing, 1285-1292.",
     ),
 }
+
+
+def setting_notes(manifest: dict[str, Any]) -> list[str]:
+    """What the mechanism said about its own settings in this release, in sentences.
+
+    The non-empty "note" of each recorded setting that has one (such as MWEM's speed cap when
+    it left patterns out).
+    """
+    settings = manifest.get("parameters") or {}
+    return [
+        str(value["note"])
+        for value in settings.values()
+        if isinstance(value, dict) and value.get("note")
+    ]
 
 
 def method(name: str) -> Method:

@@ -31,7 +31,7 @@ from mechanisms.package.context import (
     risk_of_budget,
     risk_of_release,
 )
-from mechanisms.package.methods import method
+from mechanisms.package.methods import method, setting_notes
 from mechanisms.package.readme import file_descriptions
 from mechanisms.package.tables import NEGATIVE_NOTE, PRECISION_NOTES, Table
 
@@ -203,5 +203,6 @@ def _columns(manifest: dict[str, Any], tables: list[Table]) -> str:
 def _method(manifest: dict[str, Any]) -> str:
     m = method(str(manifest.get("mechanism", "")))
     return (
-        "".join(_p(p) for p in m.paragraphs) + f"<p><strong>Paper:</strong> {escape(m.paper)}</p>"
+        "".join(_p(p) for p in (*m.paragraphs, *setting_notes(manifest)))
+        + f"<p><strong>Paper:</strong> {escape(m.paper)}</p>"
     )

@@ -9,6 +9,7 @@ Contingency test: 5 seeds per point; the asserted gaps are ones the 5-seed bench
 (benchmarks/mwem_contingency.py) shows by a factor of 2 or more.
 """
 
+import html
 import importlib
 import io
 import json
@@ -540,3 +541,72 @@ def test_the_shipped_contingency_tables_are_what_their_generator_writes():
         text=True,
     )
     assert check.returncode == 0, check.stderr
+
+
+# --- the speed cap (issue 44) ------------------------------------------------------------------
+# 4 columns of 64 bins plus the "(missing)" cell: 65^4 ≈ 1.8·10^7 cells, above the default cap
+# of 2^22. Once round 2 has formed a group of 2 or 3 columns, every pair across two groups
+# would join them into one of 65^4 cells while pairs inside a group remain: from round 3 on the
+# cap leaves queries out in every round, whatever the draws.
+WIDE = Schema.from_dict(
+    {
+        "columns": [
+            {"name": name, "type": "numeric", "lower": 0, "upper": 64, "bins": 64}
+            for name in "abcd"
+        ]
+    }
+)
+
+
+def wide_frame(columns="abcd", rows=2000):
+    rng = seeded_source(44)
+    return pd.DataFrame({name: rng.uniform(rows) * 64 for name in columns})
+
+
+def test_the_speed_cap_is_counted_in_the_rounds_it_leaves_queries_out():
+    shape, codes = (64,) * 4, seeded_source(1).integers(64, 2000 * 4).reshape(2000, 4)
+    workload = workload_of(list("abcd"), shape, 2)
+    capped = mwem(codes, shape, workload, epsilon=10, rounds=5, rng=seeded_source(2))
+    assert capped.capped_rounds == 3  # rounds 3, 4 and 5 (see WIDE)
+    three = mwem(codes[:, :3], shape[:3], workload_of(list("abc"), shape[:3], 2), epsilon=10,
+                 rounds=5, rng=seeded_source(2))  # fmt: skip
+    assert three.capped_rounds == 0  # 64^3 cells: every query fits the cap
+    with pytest.raises(MechanismError, match=r"quick_cells \(0\) must be a whole number >= 1"):
+        mwem(codes, shape, workload, epsilon=10, rounds=5, quick_cells=0)
+
+
+def test_the_release_says_when_the_speed_cap_left_patterns_out(tmp_path, capsys):
+    """The command line's --quick-cells reaches MWEM; the manifest and the report say in words
+    when the cap left patterns out, and nothing when it did not or was lifted."""
+    from mechanisms.__main__ import main
+
+    def release(name, frame, schema, *options):
+        data, schema_file = tmp_path / f"{name}.csv", tmp_path / f"{name}.json"
+        frame.to_csv(data, index=False)
+        schema_file.write_text(json.dumps(schema.to_dict()))
+        out = tmp_path / name
+        args = ["mwem", "--input", str(data), "--schema", str(schema_file), "--epsilon", "10",
+                "--seed", "3", "--out", str(out), "--rounds", "5", *options]  # fmt: skip
+        assert main(args) == 0
+        manifest = json.loads((out / "manifest.json").read_text())
+        return manifest["parameters"]["speed_cap"], (out / "report.html").read_text()
+
+    cap, report = release("wide", wide_frame(), WIDE)
+    assert cap["cells"] == 1 << 22 and cap["capped_rounds"] == 3 and cap["rounds"] == 5
+    assert cap["note"].startswith("In 3 of 5 rounds the speed cap left out patterns")
+    assert "--quick-cells none" in cap["note"] and cap["note"] in html.unescape(report)
+    cap, report = release("narrow", wide_frame("abc"), Schema.from_dict(
+        {"columns": WIDE.to_dict()["columns"][:3]}))  # fmt: skip
+    assert cap == {"cells": 1 << 22, "capped_rounds": 0, "rounds": 5, "note": ""}
+    assert "speed cap" not in report
+    cap, _ = release("lifted", small_frame(), SCHEMA, "--quick-cells", "none")
+    assert cap == {"cells": None, "capped_rounds": 0, "rounds": 5, "note": ""}
+    capsys.readouterr()
+    data, schema_file = str(tmp_path / "lifted.csv"), str(tmp_path / "lifted.json")
+    bad = ["mwem", "--input", data, "--schema", schema_file, "--epsilon", "1",
+           "--out", str(tmp_path / "bad"), "--quick-cells", "lots"]  # fmt: skip
+    assert main(bad) == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: quick_cells ('lots') must be a whole number of cells >= 1 (default 4194304), "
+        "or 'none' to lift the speed cap"
+    )

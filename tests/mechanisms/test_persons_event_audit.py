@@ -256,9 +256,9 @@ def _first_selection(monkeypatch, neighbouring, epsilon):
     seen = {}
     real = mwem_release.select_query
 
-    def capture(*args):
+    def capture(*args, **kwargs):
         seen.setdefault("args", args)
-        return real(*args)
+        return real(*args, **kwargs)
 
     monkeypatch.setattr(mwem_release, "select_query", capture)
     source = RecordingSource(seeded_source(8))
