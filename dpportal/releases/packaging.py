@@ -103,11 +103,16 @@ def budget(dataset) -> package.Budget:
     )
 
 
+def package_zip_name(release) -> str:
+    """The name of the public package's zip (`package_zip_path`), without building it."""
+    return f"package-v{PACKAGE_LAYOUT}-{publishing_key(release)}.zip"
+
+
 def package_zip_path(release) -> Path:
     """The public package as one zip, built on first use and kept (a release never changes;
     its publishing details may: one zip per state of them, `publishing_key`); kept in the
     object store when one is configured (`dpportal.core.object_store`)."""
-    path = cache_dir(release) / f"package-v{PACKAGE_LAYOUT}-{publishing_key(release)}.zip"
+    path = cache_dir(release) / package_zip_name(release)
     if not object_store.exists(path):
         folder = f"release-{release.pk}"
         with (

@@ -10,6 +10,7 @@ Whichever comes second sees what the first did, so no report survives a deletion
 """
 
 import logging
+import traceback
 from collections.abc import Callable
 
 from django.conf import settings
@@ -39,8 +40,14 @@ def release_store_utility_report(release_pk):
     for what, step in steps:
         try:
             step(release)
-        except Exception as exc:  # the message may quote data: log its type only
-            logger.error("Release %s: %s failed (%s)", release.pk, what, type(exc).__name__)
+        except Exception as exc:  # the message may quote data: log its type and stack only
+            logger.error(
+                "Release %s: %s failed (%s):\n%s",
+                release.pk,
+                what,
+                type(exc).__name__,
+                "".join(traceback.format_tb(exc.__traceback__)),
+            )
 
 
 def _prepare_charts(release: Release) -> None:

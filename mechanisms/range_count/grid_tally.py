@@ -55,8 +55,8 @@ class GridTally:
             raise MechanismError(
                 f"a range-count grid of {'x'.join(map(str, grid))} cells has more than "
                 f"{MAX_EDGES + 1:,} cells along one column, more than the {dialect.name} engine "
-                f"compares: choose at most {MAX_EDGES + 1:,} cells per column, or the inprocess "
-                "or dask engine"
+                f"compares: choose a coarser grid (at most {MAX_EDGES + 1:,} cells per column), or "
+                "the inprocess or dask engine"
             )
         flat, missing = "", []
         for axis, spec in enumerate(self.specs):

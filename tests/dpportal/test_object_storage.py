@@ -8,6 +8,7 @@ The bucket is on a real S3-compatible HTTP server, moto's standalone server
 
 import http.server
 import io
+import os
 import re
 import threading
 import time
@@ -74,6 +75,13 @@ def s3_worker(transactional_db, bucket, request):
     return request.getfixturevalue("celery_worker_process")
 
 
+def worker_failures() -> str:
+    """What the test workers logged as failed (type and stack), to say why a step is missing."""
+    logs = sorted(Path(os.environ["DPPORTAL_DATA_DIR"]).glob("worker-*.log"))
+    lines = [line for log in logs for line in log.read_text(errors="replace").splitlines()]
+    return "\n".join(line for line in lines if "failed" in line or line.startswith("  File"))
+
+
 def test_upload_release_and_download_run_on_the_bucket(prebuild_packages, bucket, s3_worker):
     owner = make_user()
     content = SMALL_ADULT.read_bytes()
@@ -94,10 +102,11 @@ def test_upload_release_and_download_run_on_the_bucket(prebuild_packages, bucket
         timeout=120,
     )
     assert done.status == Release.Status.DONE, done.error_message
-    zip_name = packaging.package_zip_path(done).name  # the layout and publishing key
+    zip_name = packaging.package_zip_name(done)  # the layout and publishing key; not built here
     zip_key = object_store.key(files.release_cache_dir(done) / zip_name)
     assert zip_key == f"release-cache/{Path(done.output_dir).name}/{zip_name}"
-    wait_until(lambda: zip_key in keys(bucket), timeout=60)  # made by the worker after release
+    # made by the worker after the release and after the custodian's report
+    wait_until(lambda: zip_key in keys(bucket), timeout=60)
     # the worker removes its local copy right after the upload (object_store.keep)
     wait_until(
         lambda: not any(p.suffix == ".zip" for p in local_files(files.release_cache_dir(done))),
@@ -109,7 +118,8 @@ def test_upload_release_and_download_run_on_the_bucket(prebuild_packages, bucket
     page = client_for(owner).get(reverse("release_detail", args=[done.pk]))
     assert page.status_code == 200 and "Rows 1–25 of 300" in page.content.decode()
     report_key = object_store.key(files.utility_report_path(done))
-    assert report_key.startswith("custodian/") and report_key in keys(bucket)  # before the zip
+    # made before the zip, which is there
+    assert report_key.startswith("custodian/") and report_key in keys(bucket), worker_failures()
     report = client_for(owner).get(reverse("release_utility_report", args=[done.pk]))
     assert report.status_code == 200
 
