@@ -12,8 +12,9 @@ grow with the table.
 
 DuckDB is embedded: its buffers are inside the worker process, so its peak is part of the
 peak printed (each query opens DuckDB in memory and closes it; `duckdb_memory()` could only be
-read inside the engine's connection). PostgreSQL's and Dask's memory is in their own
-processes, not measured here.
+read inside the engine's connection); it is held to DPPORTAL_DUCKDB_MEMORY_LIMIT (512MB
+unless set in the environment), and a release that needs more is printed as failed.
+PostgreSQL's and Dask's memory is in their own processes, not measured here.
 
 The histograms release SYNTHETIC rows at every size: by default they release as many
 synthetic rows as the table holds, an output (not the table) that grows with it.
