@@ -59,7 +59,8 @@ class Dialect:
     double: str  # the 8-byte float type
     trim: str  # trim(text, characters)
     # for person-level bounding (`mechanisms.counting.bounding`): a row's position as the
-    # in-process engine writes it, and the lowercase hex sha256 of a text, ordered bytewise
+    # in-process engine writes it, and an ORDER BY list (one expression or several) that orders
+    # texts as their lowercase hex sha256 ordered bytewise
     position: str | None = None
     digest: Callable[[str], str] | None = None
     # `edge_search` by a built-in binary search, (value, edges, side) -> SQL; None: a CASE tree
