@@ -153,9 +153,10 @@ def release(rows, workers):
     }
 
 
-def in_subprocess(*args):
+def in_subprocess(*args, script=__file__):
+    """`script` run with `args` in a fresh Python: its last line of output, read as JSON."""
     result = subprocess.run(
-        [sys.executable, __file__, *map(str, args)], capture_output=True, text=True, check=False
+        [sys.executable, script, *map(str, args)], capture_output=True, text=True, check=False
     )
     if result.returncode:
         raise SystemExit(f"measurement {args} failed:\n{result.stderr[-3000:]}")

@@ -21,6 +21,7 @@ propagation back on, the audited code) shows the check catching the audit's chan
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import itertools
 import math
@@ -35,7 +36,7 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from mechanisms.counting import TableSource, count_cells
+from mechanisms.counting import TableSource, count_cells, sql
 from mechanisms.errors import MechanismError
 from mechanisms.schema import Schema
 from tests.counting.engine_tables import (
@@ -520,3 +521,45 @@ def test_postgres_adds_one_row_as_one_count(case, postgres):
     for engine in POSTGRES_ENGINES:
         change = np.subtract(counted["D'"][engine], counted["D"][engine])
         assert np.abs(change).sum() == 1 and change.max() == 1, (engine, document, extra)
+
+
+# ---------------------------------------------------------------- DuckDB's list search
+
+
+def many_edges_case(bins: int) -> tuple[pa.Table, Schema]:
+    """A column of `bins` explicit bins (irregular edges), and a table holding each inner
+    edge, one float step either side of it, and the special floats."""
+    edges = np.unique(np.round(np.random.default_rng(bins).uniform(-50, 50, bins + 1), 3))
+    edges[[0, -1]] = -50.0, 50.0
+    inner = edges[1:-1]
+    values = [*SPECIAL_FLOATS, *inner, *np.nextafter(inner, np.inf), *np.nextafter(inner, -np.inf)]
+    column = {"name": "x", "type": "numeric", "lower": -50, "upper": 50, "bins": edges.tolist()}
+    table = pa.table({"x": float_array([None if v is None else float(v) for v in values])})
+    return table, Schema.from_dict({"columns": [column]})
+
+
+@pytest.mark.parametrize("bins", [200, sql.LIST_SEARCH_FROM + 1, 1000])
+def test_duckdb_places_many_explicit_edges_as_numpy(bins, tmp_path):
+    """Under LIST_SEARCH_FROM edges DuckDB compares by a CASE tree, from there by a binary
+    search over a list (`sql.list_search`): both count every edge value as in process."""
+    table, schema = many_edges_case(bins)
+    assert (len(schema.column("x").edges) - 2 >= sql.LIST_SEARCH_FROM) == (bins > 200)
+    source = TableSource(str(write_layout(table, tmp_path / "edges.parquet", None)))
+    found = counts_by_engine(source, schema, ["x"], ("inprocess", "duckdb"))
+    assert_all_equal(found, bins)
+    assert np.sum(found["inprocess"]) == table.num_rows
+
+
+def test_the_check_catches_a_list_search_off_by_the_equal_edge(tmp_path, monkeypatch):
+    """Broken twin: the list search with its sides swapped (< for <=) puts every value equal
+    to an edge one bin lower; the comparison above sees it."""
+    from mechanisms.counting import duckdb_engine
+
+    def swapped(value: str, edges: list[float], side: str) -> str:
+        return sql.list_search(value, edges, "left" if side == "right" else "right")
+
+    monkeypatch.setattr(duckdb_engine, "DUCKDB", dataclasses.replace(sql.DUCKDB, search=swapped))
+    table, schema = many_edges_case(1000)
+    source = TableSource(str(write_layout(table, tmp_path / "edges.parquet", None)))
+    found = counts_by_engine(source, schema, ["x"], ("inprocess", "duckdb"))
+    assert not np.array_equal(found["inprocess"], found["duckdb"])

@@ -1,0 +1,219 @@
+"""The engines' cost against each engine's own GROUP BY (issue 45 item 3): seconds, peak MB, ratio.
+
+For each size (benchmarks/scale_data.py's synthetic Parquet table) and each engine (duckdb on
+the Parquet folder; postgres on the same rows loaded with COPY before the clock starts, only up
+to --postgres-max rows; dask when DPPORTAL_DASK_SCHEDULER names a cluster) three tallies are
+computed as the releases ask for them (`mechanisms.counting.tally_table`):
+
+- histogram: the cells of age, income, region, education (CellTally, 14,256 cells);
+- range counts: a 32x16 grid over age and income (GridTally);
+- statistics: count, mean and median of income by region (GroupTally and the median's
+  RankTally over 1,001 candidates).
+
+Beside each, the engine's own plain aggregate of the same columns, with no clamping, missing
+cells or exact-arithmetic care: for a numeric column `floor(x / width)` (width: the schema's
+bin width, the grid's cell width, or the candidates' spacing, 200), for a category the column
+itself; for the statistics `count(*), count(x), sum(x), sum(x * x)` per group plus the
+`floor(x / 200)` count per group. DuckDB's plain query runs with its default settings; Dask's
+is dask.dataframe's `read_parquet(...).groupby(...).size()` (sums: `.agg`).
+
+Each measurement runs in a fresh subprocess (best of --repeat runs; peak MB is that process's
+ru_maxrss: DuckDB's buffers included, PostgreSQL's and Dask workers' not). "ratio": engine
+tally seconds / plain GROUP BY seconds.
+
+    nice -n 10 .venv/bin/python benchmarks/engine_overhead.py --rows 10000000 100000000
+"""
+
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import counting_scale  # noqa: E402
+from counting_scale import PG_URL, drop_postgres, load_postgres, schema_of  # noqa: E402
+from scale_data import COUNT_COLUMNS, table_folder  # noqa: E402
+
+from mechanisms.counting import TableSource, tally_table  # noqa: E402
+from mechanisms.counting.tally import CellTally  # noqa: E402
+from mechanisms.range_count.api import support_from_schema  # noqa: E402
+from mechanisms.range_count.grid_tally import grid_tally  # noqa: E402
+from mechanisms.statistics import parse_request  # noqa: E402
+from mechanisms.statistics.aggregates import tallies  # noqa: E402
+
+KINDS = ("histogram", "range counts", "statistics")
+GRID = (32, 16)
+CANDIDATE_STEP = 200.0  # income's quantile candidates: 0, 200, ..., 200,000
+
+
+def engine_tallies(rows, kind):
+    schema = schema_of(rows).accepting()
+    if kind == "histogram":
+        return [CellTally(schema, tuple(COUNT_COLUMNS))]
+    if kind == "range counts":
+        support = support_from_schema(schema, ["age", "income"], {"grid": "x".join(map(str, GRID))})
+        return [grid_tally(support, schema)]
+    params = {"stat": ["count", "mean:income", "median:income"], "by": ["region"]}
+    groups, ranked = tallies(
+        schema, parse_request(schema, params, epsilon=1.0, neighbouring="add-remove")
+    )
+    return [groups, *ranked]
+
+
+def plain_queries(rows, kind, table):
+    """The engine's own GROUP BY of the same columns (SQL), no binning care."""
+    schema = schema_of(rows)
+    if kind == "histogram":
+        age, income = schema.column("age"), schema.column("income")
+        width = [(c.upper - c.lower) / c.n_bins for c in (age, income)]
+        return [
+            f"SELECT floor(age / {width[0]}), floor(income / {width[1]}), region, education, "
+            f"count(*) FROM {table} GROUP BY 1, 2, 3, 4"
+        ]
+    if kind == "range counts":
+        return [
+            f"SELECT floor(age / {100 / GRID[0]}), floor(income / {200000 / GRID[1]}), count(*) "
+            f"FROM {table} GROUP BY 1, 2"
+        ]
+    return [
+        f"SELECT region, count(*), count(income), sum(income), sum(income * income) "
+        f"FROM {table} GROUP BY 1",
+        f"SELECT region, floor(income / {CANDIDATE_STEP}), count(*) FROM {table} GROUP BY 1, 2",
+    ]
+
+
+def duckdb_plain(rows, kind):
+    import duckdb
+
+    files = sorted(str(p) for p in table_folder(rows).glob("*.parquet"))
+    table = "read_parquet([" + ", ".join(f"'{f}'" for f in files) + "])"
+    with duckdb.connect(":memory:") as connection:
+        for query in plain_queries(rows, kind, table):
+            connection.execute(query).fetchall()
+
+
+def postgres_plain(rows, kind):
+    import psycopg
+
+    with psycopg.connect(PG_URL) as connection:
+        for query in plain_queries(rows, kind, f"scale_{rows}"):
+            connection.execute(query).fetchall()
+
+
+def dask_plain(rows, kind):
+    import dask.dataframe as dd
+    from distributed import Client
+
+    with Client(os.environ["DPPORTAL_DASK_SCHEDULER"]):
+        frame = dd.read_parquet(
+            str(table_folder(rows)), columns=["age", "income", "region", "education"]
+        )
+        if kind == "histogram":
+            frame = frame.assign(a=(frame.age // 10.0), i=(frame.income // 25000.0))
+            frame.groupby(["a", "i", "region", "education"], dropna=False).size().compute()
+        elif kind == "range counts":
+            frame = frame.assign(
+                a=(frame.age // (100 / GRID[0])), i=(frame.income // (200000 / GRID[1]))
+            )
+            frame.groupby(["a", "i"]).size().compute()
+        else:
+            frame = frame.assign(sq=frame.income * frame.income, c=frame.income // CANDIDATE_STEP)
+            frame.groupby("region", dropna=False).agg(
+                {"age": "size", "income": ["count", "sum"], "sq": "sum"}
+            ).compute()
+            frame.groupby(["region", "c"], dropna=False).size().compute()
+
+
+def dask_workers():
+    from distributed import Client
+
+    with Client(os.environ["DPPORTAL_DASK_SCHEDULER"]) as client:
+        return len(client.scheduler_info()["workers"])
+
+
+PLAIN = {"duckdb": duckdb_plain, "postgres": postgres_plain, "dask": dask_plain}
+
+
+def measure(engine, rows, kind, how, repeat):
+    """Best of `repeat` runs in this process: seconds and own peak MB."""
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        if how == "engine":
+            if engine == "postgres":
+                source = TableSource(PG_URL, table=f"scale_{rows}")
+            else:
+                source = TableSource(str(table_folder(rows)))
+            answers = [tally_table(source, t, engine) for t in engine_tallies(rows, kind)]
+            assert int(answers[0].sum()) > 0
+        else:
+            PLAIN[engine](rows, kind)
+        best = min(best, time.perf_counter() - start)
+    return {"seconds": best, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def in_subprocess(*args):
+    return counting_scale.in_subprocess(*args, script=__file__)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, nargs="+", default=[10**7])
+    parser.add_argument("--engines", nargs="+", default=["duckdb", "postgres", "dask"])
+    parser.add_argument("--kinds", nargs="+", default=list(KINDS))
+    parser.add_argument("--postgres-max", type=int, default=10**7)
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--measure", nargs=4, metavar=("ENGINE", "ROWS", "KIND", "HOW"))
+    parser.add_argument("--load-postgres", type=int, metavar="ROWS")
+    args = parser.parse_args()
+    if args.measure:
+        engine, rows, kind, how = args.measure
+        print(json.dumps(measure(engine, int(rows), kind, how, args.repeat)))
+        return
+    if args.load_postgres:
+        print(json.dumps(load_postgres(args.load_postgres)))
+        return
+    engines = list(args.engines)
+    if "dask" in engines and not os.environ.get("DPPORTAL_DASK_SCHEDULER"):
+        print("dask: skipped (DPPORTAL_DASK_SCHEDULER names no cluster)")
+        engines.remove("dask")
+    print(
+        f"cpus {os.cpu_count()}; best of {args.repeat}; plain: floor(x / width) per numeric "
+        "column, the category itself, sums per group"
+    )
+    print(
+        f"{'rows':>13} {'engine':<9} {'kind':<13} {'seconds':>8} {'peak MB':>8} "
+        f"{'plain s':>8} {'plain MB':>8} {'ratio':>6}"
+    )
+    for rows in args.rows:
+        table_folder(rows)
+        for engine in engines:
+            if engine == "postgres" and rows > args.postgres_max:
+                print(f"{rows:>13,} {engine:<9} not run: loading takes too long (--postgres-max)")
+                continue
+            if engine == "postgres":
+                in_subprocess("--load-postgres", rows)
+            name = f"dask x{dask_workers()}" if engine == "dask" else engine
+            for kind in args.kinds:
+                ours = in_subprocess(
+                    "--repeat", args.repeat, "--measure", engine, rows, kind, "engine"
+                )
+                plain = in_subprocess(
+                    "--repeat", args.repeat, "--measure", engine, rows, kind, "plain"
+                )
+                print(
+                    f"{rows:>13,} {name:<9} {kind:<13} {ours['seconds']:8.2f} "
+                    f"{ours['peak_mb']:8.0f} {plain['seconds']:8.2f} {plain['peak_mb']:8.0f} "
+                    f"{ours['seconds'] / plain['seconds']:6.2f}",
+                    flush=True,
+                )
+            if engine == "postgres":
+                drop_postgres(f"scale_{rows}")
+
+
+if __name__ == "__main__":
+    main()
