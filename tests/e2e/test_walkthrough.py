@@ -21,8 +21,11 @@ Step screenshots (DPPORTAL_E2E_SCREENSHOTS=steps): test-artifacts/e2e/test_walkt
 import re
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.e2e.test_release_flow import watch_release_finish
+
+GRADE = re.compile("Good|Usable with care|Not usable")
 
 pytestmark = pytest.mark.e2e
 # per commit: the wage panel (about 12 s on two cores); the other two with the long runs
@@ -245,6 +248,8 @@ def read_results(browser, notes, kind, columns) -> str:
     page = browser.page
     browser.settle()
     verdict = page.locator("#verdict")
+    # the verdict is computed right after the release and appears by itself: wait for its grade
+    expect(verdict).to_contain_text(GRADE, timeout=90_000)
     text = " ".join(verdict.inner_text().split())
     assert "Verdict" in text and any(g in text for g in ("Good", "Usable with care", "Not usable"))
     captions = " ".join(page.locator("figcaption").all_inner_texts())
