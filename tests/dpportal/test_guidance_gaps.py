@@ -13,7 +13,9 @@
    unless the body says "accept_clamping": true.
 """
 
+import csv
 import html
+import io
 import json
 import re
 
@@ -23,6 +25,7 @@ from django.urls import reverse
 
 from dpportal import services
 from dpportal.models import Dataset
+from dpportal.releases import packaging
 from tests.dpportal.test_estimate_spend import table_dataset
 from tests.helpers import (
     client_for,
@@ -238,15 +241,26 @@ def test_the_mwem_preview_counts_its_patterns_in_words(owner):
 def test_the_statistics_verdict_names_the_estimates_that_say_little_not_the_groups(owner):
     """Seen in the walkthrough: "Groups too small to publish (their intervals say little): 0, 1"
     for two groups of 1,090 rows each, whose medians' intervals were the whole range at a small
-    ε; and the empty "(other)" group called "less accurate than promised" though withheld."""
-    dataset = make_dataset(owner)
+    ε; and the empty "(other)" group called "less accurate than promised" though withheld.
+
+    At ε 0.1 on these 2,000 rows every estimate is withheld in about 2 releases of 1,000
+    (measured: 998 of 1,000 published some); the verdict then has nothing to name, so the test
+    takes the first of up to three releases that published an estimate (all three withheld:
+    about 10^-8)."""
+    dataset = make_dataset(owner, epsilon_total="1")
     params = {"stat": ["mean:age", "median:age"], "by": ["sex"]}
-    release = run_now(
-        make_release(
-            owner, dataset, mechanism="statistics", columns=["age", "sex"], params=params,
-            epsilon="0.05",
+    for _ in range(3):
+        release = run_now(
+            make_release(
+                owner, dataset, mechanism="statistics", columns=["age", "sex"], params=params,
+                epsilon="0.1",
+            )
+        )  # fmt: skip
+        rows = csv.DictReader(
+            io.StringIO(packaging.package_file(release, "statistics.csv").decode())
         )
-    )  # fmt: skip
+        if any(not row["note"] for row in rows):
+            break
     page = text_of(results_page(owner, release))
     assert "Groups too small to publish" not in page
     assert "Estimates whose 95% intervals say little at this ε" in page, page
