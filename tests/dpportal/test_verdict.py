@@ -23,10 +23,34 @@ def grade(synthetic: pd.DataFrame, epsilon=1.0) -> dict:
     return verdict.assess(SCHEMA, COLUMNS, RAW, files, epsilon=epsilon, neighbouring="replace-one")
 
 
-def test_a_fresh_sample_of_the_real_rows_is_good():
-    result = grade(RAW.sample(len(RAW), replace=True, random_state=1))
-    assert result["grade"] == "good", result["reason"]
-    assert "fresh sample" in result["reason"]
+FRESH_SAMPLES = 200
+GOOD_AT_LEAST = 192
+
+
+def test_fresh_samples_of_the_real_rows_are_good():
+    """A fresh resample of the real rows is as good as a release can be. Measured: 10 of 2,000
+    such samples graded "usable with care" (0.5%); at that rate the chance of more than 8 in 200
+    is below 10^-5. The grade's spread allowance matters: before it, 3 of 100 were (that rate
+    fails this bound about 1 run in 7)."""
+    results = [
+        grade(RAW.sample(len(RAW), replace=True, random_state=i)) for i in range(FRESH_SAMPLES)
+    ]
+    good = [r for r in results if r["grade"] == "good"]
+    assert len(good) >= GOOD_AT_LEAST, [r["reason"] for r in results if r["grade"] != "good"]
+    assert all("fresh sample" in r["reason"] for r in good)
+
+
+def test_its_twin_a_slightly_distorted_sample_is_seldom_good():
+    """The twin the bound above must not let through: fresh samples with 8% of rows' income
+    set to ">50K" (an income × race table about twice its floor). Measured: 38 of 200 graded
+    good; the chance of more than 100 in 200 at that rate is below 10^-20."""
+    good = 0
+    for i in range(FRESH_SAMPLES):
+        sample = RAW.sample(len(RAW), replace=True, random_state=i).reset_index(drop=True)
+        rows = np.random.default_rng(i).random(len(sample)) < 0.08
+        sample.loc[rows, "income"] = ">50K"
+        good += grade(sample)["grade"] == "good"
+    assert good <= FRESH_SAMPLES // 2
 
 
 def test_rows_that_forget_how_columns_go_together_do_not_beat_the_baseline():

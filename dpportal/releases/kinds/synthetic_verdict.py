@@ -26,7 +26,8 @@ which tables.
 Grades of the synthetic rows (in this order): an average pair TVD that does not beat the
 baseline by at least `BEAT_MARGIN` × the floor (less is within sampling noise), or any column,
 any table or the average above `UNUSABLE_TVD`: not usable (usable with care when the promise
-was kept); the worst table within `GOOD_FACTOR` × its own floor (or `GOOD_MARGIN` above it),
+was kept); the worst table within `GOOD_FACTOR` × its own floor (or `GOOD_MARGIN` above it, or
+`SPREAD_ALLOWANCE` standard deviations of the fresh samples' TVD on it),
 the average likewise and no column above `CAREFUL_TVD`: good; otherwise usable with care,
 naming the tables beyond `CAREFUL_TVD` (the worst table, not only the average, decides). The
 thresholds follow common practice for synthetic-data utility reports (a TVD of 0.1 moves a
@@ -42,9 +43,10 @@ from mechanisms.histogram import count_sensitivity
 from mechanisms.noise import secure_source
 
 MAX_PAIRS = 15
-FLOOR_DRAWS = 10
+FLOOR_DRAWS = 20
 BASELINE_DRAWS = 5
 GOOD_FACTOR, GOOD_MARGIN = 2.0, 0.01
+SPREAD_ALLOWANCE = 4.0  # standard deviations of a fresh sample's TVD on the same table
 CAREFUL_TVD, UNUSABLE_TVD = 0.1, 0.25
 BEAT_MARGIN = 0.5  # beating the baseline by less than half the floor is within sampling noise
 GRADES = {"good": "Good", "care": "Usable with care", "bad": "Not usable"}
@@ -87,12 +89,11 @@ def assess(schema, columns, frame, files, *, epsilon, neighbouring, promise=None
     rng = secure_source()
     rows = len(synthetic)
     release = _tvds(real, synthetic, shape, targets)
-    floor = np.mean(
+    floor_draws = np.array(
         [
             _tvds(real, real[rng.integers(len(real), rows)], shape, targets)
             for _ in range(FLOOR_DRAWS)
-        ],
-        axis=0,
+        ]
     )
     baseline = None
     if len(columns) > 1:
@@ -101,7 +102,7 @@ def assess(schema, columns, frame, files, *, epsilon, neighbouring, promise=None
         ]
         baseline = float(np.mean([_tvds(real, b, shape, targets).mean() for b in draws]))
     one_way = _tvds(real, synthetic, shape, [(j,) for j in range(len(columns))])
-    result = _grade(columns, targets, release, floor, baseline, one_way)
+    result = _grade(columns, targets, release, floor_draws, baseline, one_way)
     return result if promise is None else _with_promise(result, promise)
 
 
@@ -144,7 +145,8 @@ def _baseline(real, shape, rows, epsilon, neighbouring, rng) -> np.ndarray:
     return np.column_stack(columns) if columns else np.zeros((rows, 0), dtype=int)
 
 
-def _grade(columns, targets, release, floor, baseline, one_way) -> dict:
+def _grade(columns, targets, release, floor_draws, baseline, one_way) -> dict:
+    floor = floor_draws.mean(axis=0)
     average, floor_average = float(release.mean()), float(floor.mean())
     worst, table = int(np.argmax(one_way)), int(np.argmax(release))
     what = "pair tables" if len(columns) > 1 else "distribution"
@@ -186,7 +188,7 @@ def _grade(columns, targets, release, floor, baseline, one_way) -> dict:
         )
     elif (
         average <= max(GOOD_FACTOR * floor_average, floor_average + GOOD_MARGIN)
-        and release[table] <= max(GOOD_FACTOR * floor[table], floor[table] + GOOD_MARGIN)
+        and release[table] <= _good_limit(floor_draws[:, table])
         and one_way[worst] <= CAREFUL_TVD
     ):
         grade, reason = (
@@ -210,6 +212,15 @@ def _grade(columns, targets, release, floor, baseline, one_way) -> dict:
             ),
         )
     return {"grade": grade, "label": GRADES[grade], "reason": reason, **facts}
+
+
+def _good_limit(draws: np.ndarray) -> float:
+    """The largest TVD on one table still graded good, from that table's TVDs in the fresh
+    samples (`draws`): twice their mean, `GOOD_MARGIN` above it, or `SPREAD_ALLOWANCE` standard
+    deviations above it, whichever is largest (small tables' TVDs vary by more than their mean)."""
+    mean = float(draws.mean())
+    spread = float(draws.std(ddof=1)) if len(draws) > 1 else 0.0
+    return max(GOOD_FACTOR * mean, mean + GOOD_MARGIN, mean + SPREAD_ALLOWANCE * spread)
 
 
 def promise_grade(promise: dict) -> dict:
