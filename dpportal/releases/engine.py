@@ -137,13 +137,14 @@ def engine_refusal(dataset, *, mechanism, columns, params, epsilon, engine) -> s
 
 def refusal_before_reading(release) -> str:
     """`engine_refusal` of a queued release on a source, checked again by the worker before
-    the data is marked read: a release admitted before a limit was checked, or whose schema
-    changed since, fails with a full refund (no row read, no noise drawn) instead of losing its
-    budget to an engine's refusal ("" when the engine can make it, and for uploads)."""
+    the data is marked read, then whether the source can be reached: a release admitted before
+    a limit was checked, whose schema changed since, or whose source is down, fails with a full
+    refund (no row read, no noise drawn) instead of losing its budget ("" when the engine can
+    make it, and for uploads)."""
     dataset = release.dataset
     if not dataset.is_external or not dataset.schema:
         return ""
-    return engine_refusal(
+    refusal = engine_refusal(
         dataset,
         mechanism=release.mechanism,
         columns=release.columns,
@@ -151,6 +152,21 @@ def refusal_before_reading(release) -> str:
         epsilon=release.epsilon,
         engine=release.engine or dataset.engine,
     )
+    return refusal or _unreachable(dataset)
+
+
+def _unreachable(dataset) -> str:
+    """Why the source cannot be reached now ("" when it can), checked as at registration
+    (`table_source`: a connection and the table's name, or the files' names; never a row), so a
+    source that is down fails the release with a full refund."""
+    try:
+        table_source(dataset)
+    except SourceError as exc:
+        return (
+            f"The source could not be reached when this release started: {exc} Nothing was "
+            "read and the budget was returned; start the release again once it can be reached."
+        )
+    return ""
 
 
 def _person_column(schema) -> list[str]:

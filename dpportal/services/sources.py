@@ -69,7 +69,7 @@ def dataset_register_source(
         found = sources.inspect(owner, location, table, storage_options)
         sealed = sources.seal(found.source)
     except sources.SourceError as exc:
-        raise ServiceError(str(exc)) from None
+        raise ServiceError(f"{exc} Nothing was registered.") from None
     choices = sources.engine_choices(found.kind)
     engine = engine or next(iter(choices), "")
     if engine not in choices:

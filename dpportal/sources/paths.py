@@ -79,8 +79,7 @@ def vetted_files(location: str, username: str) -> tuple[Path, list[str]]:
     real = _resolved(path if path.is_absolute() else roots[0] / path, location)
     if not any(real.is_relative_to(root) for root in roots):
         raise SourceError(
-            f"{location!r} is outside your folders on this server "
-            f"({', '.join(map(str, roots))}); nothing was registered."
+            f"{location!r} is outside your folders on this server ({', '.join(map(str, roots))})."
         )
     mode = _mode(real, location)
     if stat.S_ISREG(mode):
@@ -89,7 +88,7 @@ def vetted_files(location: str, username: str) -> tuple[Path, list[str]]:
         raise SourceError(_not_regular(location))
     files = sorted(_folder_files(real, roots, location))
     if not files:
-        raise SourceError(f"The folder {location!r} holds no file; nothing was registered.")
+        raise SourceError(f"The folder {location!r} holds no file.")
     return real, files
 
 

@@ -119,7 +119,7 @@ def catalogue(connection, qualified: str) -> tuple[list[str], list[str], int]:
         [identifier.as_string(connection)],
     ).fetchall()
     if not described:
-        raise SourceError(f"{qualified!r} has no columns; nothing was registered.")
+        raise SourceError(f"{qualified!r} has no columns.")
     rows = connection.execute(sql.SQL("SELECT count(*) FROM {}").format(identifier)).fetchone()[0]
     return [n for n, _t in described], [postgres_type(t) for _n, t in described], rows
 

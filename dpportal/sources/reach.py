@@ -37,7 +37,7 @@ URL_KEYS = {"host", "port", "dbname", "user", "password", "sslmode"}
 FAILURE = (
     "Cannot read this source: the portal could not connect to it or sign in with what was "
     "given. Check the address, the port, the database or bucket, the user name and the "
-    "password or keys; nothing was registered."
+    "password or keys."
 )
 
 

@@ -211,7 +211,7 @@ def _footers_key(filesystem, files, shown) -> str:
     sizes and statistics), in any order, whatever path or link names them."""
     digests = sorted(_footer_digest(filesystem, name, shown(name)) for name in files)
     if not digests:
-        raise SourceError("There is no Parquet file there; nothing was registered.")
+        raise SourceError("There is no Parquet file there.")
     return "parquet:" + hashlib.sha256(b"".join(digests)).hexdigest()
 
 
@@ -264,7 +264,7 @@ def _inspect_postgres(url: str, table: str) -> Found:
 def _found(source, key, label, found, kind, legacy_key) -> Found:
     columns, types, rows = found
     if not columns:
-        raise SourceError(f"{label} has no columns; nothing was registered.")
+        raise SourceError(f"{label} has no columns.")
     proposals = [type_proposal(name, kind) for name, kind in zip(columns, types, strict=True)]
     return Found(source, key, label, columns, types, rows, kind, proposals, legacy_key)
 

@@ -681,6 +681,27 @@ def test_what_a_sql_engine_cannot_compute_is_refused_before_spending(
     assert not Release.objects.exists()
 
 
+def queued_duckdb_histogram(settings, tmp_path):
+    """A 60-row Parquet folder registered for DuckDB with its schema confirmed, and a queued
+    histogram of `sex` at ε 0.5 (debited): (owner, dataset, release)."""
+    rows = people_rows(60)
+    parts = {"0.pq": {name: [r[j] for r in rows] for j, name in enumerate(PEOPLE)}}
+    owner, dataset = register_parquet(settings, tmp_path, parts, "duckdb")
+    services.dataset_confirm_schema(dataset=dataset, user=owner, schema=SCHEMA)
+    release = histogram_release(Dataset.objects.get(pk=dataset.pk), owner, ["sex"], rows=60)
+    assert Dataset.objects.get(pk=dataset.pk).epsilon_spent == Decimal("0.5")
+    return owner, dataset, release
+
+
+def run_refunded_unread(dataset, release) -> str:
+    """Run `release`; assert it failed with its data unread and its ε refunded; its message."""
+    services.release_run(release_id=release.pk)
+    release.refresh_from_db()
+    assert release.status == Release.Status.FAILED and not release.data_was_read
+    assert Dataset.objects.get(pk=dataset.pk).epsilon_spent == 0
+    return release.error_message
+
+
 @pytest.mark.django_db
 def test_a_queued_release_an_engine_cannot_compute_fails_refunded_before_reading(
     settings, tmp_path
@@ -690,24 +711,35 @@ def test_a_queued_release_an_engine_cannot_compute_fails_refunded_before_reading
     used to fail in the engine after the data was marked read, and lose its ε without a
     result. The worker checks the same public limits first: the release fails in words, its
     data never read, and its ε comes back."""
-    rows = people_rows(60)
-    parts = {"0.pq": {name: [r[j] for r in rows] for j, name in enumerate(PEOPLE)}}
-    owner, dataset = register_parquet(settings, tmp_path, parts, "duckdb")
-    services.dataset_confirm_schema(dataset=dataset, user=owner, schema=SCHEMA)
-    release = histogram_release(Dataset.objects.get(pk=dataset.pk), owner, ["sex"], rows=60)
-    assert Dataset.objects.get(pk=dataset.pk).epsilon_spent == Decimal("0.5")
+    owner, dataset, release = queued_duckdb_histogram(settings, tmp_path)
     casefold = {
         "columns": [
             c | {"match": "casefold"} if c["name"] == "sex" else c for c in SCHEMA["columns"]
         ]
     }
     Dataset.objects.filter(pk=dataset.pk).update(schema=casefold)
-    services.release_run(release_id=release.pk)
-    release.refresh_from_db()
-    assert release.status == Release.Status.FAILED and not release.data_was_read
-    assert "duckdb engine cannot make this release" in release.error_message
-    assert "casefold" in release.error_message
-    assert Dataset.objects.get(pk=dataset.pk).epsilon_spent == 0
+    message = run_refunded_unread(dataset, release)
+    assert "duckdb engine cannot make this release" in message and "casefold" in message
+
+
+@pytest.mark.django_db
+def test_a_source_gone_when_its_release_starts_fails_refunded_before_reading(settings, tmp_path):
+    """A release queued on a Parquet folder whose files were removed before the worker took it
+    used to fail after the data was marked read and keep its ε. The worker checks that the source
+    can be reached (its files' names, never a row) before marking it read: the release fails in
+    words and its ε comes back; once the files are back, the release runs and spends it."""
+    owner, dataset, release = queued_duckdb_histogram(settings, tmp_path)
+    (part,) = (tmp_path / "owner" / "people").iterdir()
+    kept = part.read_bytes()
+    part.unlink()
+    message = run_refunded_unread(dataset, release)
+    assert "could not be reached" in message and "budget was returned" in message
+    part.write_bytes(kept)
+    again = histogram_release(Dataset.objects.get(pk=dataset.pk), owner, ["sex"], rows=60)
+    services.release_run(release_id=again.pk)
+    again.refresh_from_db()
+    assert again.status == Release.Status.DONE, again.error_message
+    assert Dataset.objects.get(pk=dataset.pk).epsilon_spent == Decimal("0.5")
 
 
 @pytest.fixture
