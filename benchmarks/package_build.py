@@ -199,6 +199,11 @@ def mwem_release(frame, schema):
 
 
 def release_share(sizes, columns):
+    """The package's share of each release; the PDF library is loaded first, as a worker that
+    has built one package has it (loading it takes about 0.7 s, once per worker process, and
+    would otherwise fall on the first package timed only)."""
+    import weasyprint  # noqa: F401
+
     rng = np.random.default_rng(1)
     print(
         f"{'rows':>10} {'columns':>7} {'release s':>9} {'package s':>9} {'share':>6} "
