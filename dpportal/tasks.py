@@ -4,6 +4,7 @@ from celery import shared_task
 from django.db import InterfaceError, OperationalError
 
 from dpportal import services
+from dpportal.services import publishing
 
 
 @shared_task(
@@ -19,3 +20,10 @@ from dpportal import services
 def run_release(release_id: int) -> None:
     """Run one release; safe to deliver twice (the lease and the stored output guard it)."""
     services.release_run(release_id=release_id)
+
+
+@shared_task(name="dpportal.make_utility_report")
+def make_utility_report(release_id: int) -> None:
+    """Make a done release's custodian-only report (and its zip and charts) again: its first
+    try failed or its worker died (`publishing.utility_report_again`)."""
+    publishing.release_store_utility_report(release_id)

@@ -35,6 +35,7 @@ from dpportal.releases.presentation import (
     release_for_owner,
 )
 from dpportal.releases.results import results_context
+from dpportal.services.publishing import utility_report_again
 from dpportal.signals import client_address
 
 # ---------------------------------------------------------------- new release
@@ -168,11 +169,19 @@ def release_detail(request, pk):
     context["estimate"] = (release.manifest or {}).get("result") if estimate else None
     if release.status == Release.Status.DONE and not estimate:
         context.update(results_context(request, release, is_owner))
+        if is_owner and context["report"] is None and not _has_no_report(release.dataset):
+            context["comparison"] = utility_report_again(release)
     if release.status == Release.Status.FAILED and not is_owner:
         # the mechanism's reason can quote facts about the data (e.g. how many values fall
         # outside the declared categories, and the first row): the owner's eyes only
         release.error_message = GENERIC_FAILURE
     return render(request, "dpportal/releases/detail.html", context)
+
+
+def _has_no_report(dataset) -> bool:
+    """A deleted dataset's reports went with its raw data; a table that stays where it lives
+    never gets one (it would need the raw rows)."""
+    return dataset.is_deleted or dataset.is_external
 
 
 def _refunded(release) -> bool:

@@ -12,17 +12,26 @@ Whichever comes second sees what the first did, so no report survives a deletion
 import logging
 import traceback
 from collections.abc import Callable
+from datetime import timedelta
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import transaction
+from django.utils import timezone
+from kombu.exceptions import OperationalError
 
 import mechanisms
+from dpportal.celery import app as celery_app
 from dpportal.core import files, object_store
 from dpportal.models import Release
 from dpportal.releases import kinds, packaging, utility
 from dpportal.services.budget import locked_dataset
 
 logger = logging.getLogger(__name__)
+
+MAKE_REPORT_TASK = "dpportal.make_utility_report"  # dpportal.tasks.make_utility_report
+REPORT_AGAIN_AFTER = timedelta(minutes=2)  # a report still missing this long after: try again
+REPORT_TRIES = 3  # the release's own try and two more; then the page says it could not be made
 
 
 def release_store_utility_report(release_pk):
@@ -84,3 +93,30 @@ def release_remove_utility_reports(dataset):
     commits: a report being stored meanwhile finds the dataset deleted and discards itself."""
     for release in dataset.releases.all():
         object_store.remove(files.utility_report_path(release))
+
+
+def utility_report_again(release) -> str:
+    """For the owner's page of a done release whose custodian-only report is missing: "" while
+    its first try may still be running (`REPORT_AGAIN_AFTER` after the release finished);
+    "again" once it is queued again (at most once per `REPORT_AGAIN_AFTER`, `REPORT_TRIES` in
+    all), after a try that failed or a worker that died; "failed" after the last try. Deleted
+    datasets and tables that stay where they live have no report (`store_utility_report`)."""
+    if release.finished_at is None or timezone.now() - release.finished_at < REPORT_AGAIN_AFTER:
+        return ""
+    tries, queued = f"utility-report-tries:{release.pk}", f"utility-report-again:{release.pk}"
+    cache.add(tries, 1, timeout=None)  # the release's own try
+    if cache.get(queued):
+        return "again"  # queued less than REPORT_AGAIN_AFTER ago
+    if cache.get(tries, 1) >= REPORT_TRIES:
+        return "failed"
+    if not cache.add(queued, 1, REPORT_AGAIN_AFTER.total_seconds()):
+        return "again"  # another page view queued it a moment ago
+    try:
+        celery_app.send_task(MAKE_REPORT_TASK, args=[release.pk])
+    except (OperationalError, OSError) as exc:
+        logger.warning(
+            "Broker unreachable (%s): report %s not queued", type(exc).__name__, release.pk
+        )
+    else:
+        cache.incr(tries)
+    return "again"

@@ -6,12 +6,17 @@ import io
 import json
 import re
 import stat
+from datetime import timedelta
+from functools import partial
 
 import pytest
+from django.core.cache import cache
 from django.urls import reverse
+from django.utils import timezone
 
 from dpportal import services
-from dpportal.core import files
+from dpportal.core import files, object_store
+from dpportal.core.files import dataset_path
 from dpportal.models import Release
 from dpportal.releases import packaging, utility
 from dpportal.templatetags.portal_labels import parameter_text, short_number
@@ -144,6 +149,37 @@ def test_a_release_runs_end_to_end_through_a_real_worker(celery_worker_process):
     assert "Rows 1–25 of 200" in page and CUSTODIAN_BADGE in page
     download = client.get(reverse("release_download_zip", args=[release.pk]))
     assert download.status_code == 200 and download["Content-Type"] == "application/zip"
+
+
+def test_a_missing_comparison_is_made_again_then_said_to_have_failed(celery_worker_process):
+    """A custodian-only comparison whose first try failed, or whose worker died, used to be
+    "being computed ... in a moment" forever. Two minutes after the release the owner's page
+    queues it again on the real worker, which makes it; one that cannot be made (its raw data
+    gone) is said to have failed after three tries in all."""
+    owner = make_user("owner")
+    client = client_for(owner)
+    assert post_new_release(client, make_dataset(owner).pk, histogram_post()).status_code == 302
+    release = wait_until(
+        lambda: Release.objects.filter(status__in=Release.TERMINAL).first(), timeout=90
+    )
+    wait_until(lambda: utility.load_report(release), timeout=30)
+    page = partial(client.get, reverse("release_detail", args=[release.pk]))
+    files.utility_report_path(release).unlink()
+    assert "is being computed right after the" in page().content.decode()
+    Release.objects.filter(pk=release.pk).update(finished_at=timezone.now() - timedelta(minutes=3))
+    assert "it is being computed again" in page().content.decode()
+    wait_until(lambda: utility.load_report(release), timeout=30)
+    assert CUSTODIAN_BADGE in page().content.decode() and "Download this comparison" in (
+        page().content.decode()
+    )
+
+    files.utility_report_path(release).unlink()
+    object_store.remove(dataset_path(release.dataset))  # every try now fails
+    cache.delete(f"utility-report-again:{release.pk}")  # as two minutes later
+    assert "it is being computed again" in page().content.decode()  # the third try
+    cache.delete(f"utility-report-again:{release.pk}")
+    assert "could not be computed, after three tries" in page().content.decode()
+    assert utility.load_report(release) is None
 
 
 def test_a_smoothed_histogram_release_shows_its_comparison(owner, dataset):

@@ -484,6 +484,8 @@ def test_range_counts_of_a_parquet_folder_run_where_it_lives(settings, tmp_path)
     assert done.engine == "duckdb" and done.manifest["parameters"]["counting_engine"] == "duckdb"
     page = client.get(reverse("release_detail", args=[done.pk])).content.decode()
     assert "answers.csv" in page and "by the <code>duckdb</code> engine" in page
+    assert "No comparison for a table that stays where it lives" in page  # never "in a moment"
+    assert "comparison-pending" not in page
     schema = mechanisms.Schema.from_dict(SCHEMA).accepting()
     support = support_from_schema(schema, ["age"], {"grid": [20]})
     tally, source = grid_tally(support, schema), table_source(done.dataset)
