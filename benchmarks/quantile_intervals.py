@@ -26,9 +26,9 @@ permute-and-flip under max divergence, at the whole epsilon on the declared rang
 and bounds): pooled (sum of errors) ours / OpenDP's, and the share of groups at or below
 OpenDP's. Sampled (ours over the releases, OpenDP's over `--opendp` draws per group), or with
 `--exact` each estimate's expected error given its released interval, computed exactly from
-permute-and-flip's chances (`flip_chances`; OpenDP's with its own score transformation and
-noise scale), so a group's comparison carries no selection noise (ours still averages the
-releases' intervals); (4) means and sums
+permute-and-flip's chances (`noise.permute_and_flip_chances`; OpenDP's with its own score
+transformation and noise scale), so a group's comparison carries no selection noise (ours
+still averages the releases' intervals); (4) means and sums
 against OpenDP's pipeline at the same epsilon and bounds (mean: clamped sum / count with Laplace
 noise at epsilon / 2 each; sum: clamped sum with Laplace noise at epsilon), on the same columns
 (heldout set) or the package tables' requests.
@@ -60,7 +60,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import heldout  # noqa: E402
 import statistics_accuracy as accuracy  # noqa: E402
 
-from mechanisms.noise import seeded_source  # noqa: E402
+from mechanisms.noise import permute_and_flip_chances, seeded_source  # noqa: E402
 from mechanisms.schema import Schema  # noqa: E402
 from mechanisms.statistics import (  # noqa: E402
     CANDIDATES,
@@ -269,23 +269,6 @@ def after_quantile(run, values, spec, alpha, epsilon, rows):
     return (*run.estimate(values, spec, alpha, epsilon, within), within, point)
 
 
-def flip_chances(scores, scale):
-    """Exact chances of each index under permute-and-flip (report-noisy-max with Exponential
-    noise of `scale`; larger scores better): with w = exp((s - max s) / scale), index i wins
-    with chance w_i times the integral over v in [0, 1] of prod_(j != i) (1 - w_j v), a
-    polynomial that Gauss-Legendre with half as many nodes as indices integrates exactly
-    (indices with w below 1e-17 left at 0). Checked against OpenDP's sampled
-    `make_private_quantile` (`--opendp`)."""
-    w = np.exp((np.asarray(scores, dtype=float) - np.max(scores)) / scale)
-    kept = w > 1e-17
-    nodes, weights = np.polynomial.legendre.leggauss(int(kept.sum()) // 2 + 2)
-    v, weights = (nodes + 1) / 2, weights / 2
-    factors = 1 - np.outer(w[kept], v)
-    chances = np.zeros_like(w)
-    chances[kept] = w[kept] * ((weights * np.prod(factors, axis=0)) / factors).sum(axis=1)
-    return chances
-
-
 def expected_error(module, values, spec, alpha, epsilon, within, true):
     """The exact expected absolute error of `module`'s estimate (its `select`: its candidates,
     its score, permute-and-flip at `epsilon`) given its released interval `within` (or None)."""
@@ -296,8 +279,9 @@ def expected_error(module, values, spec, alpha, epsilon, within, true):
     )
     score = getattr(module, "rank_offsets", None) or module.rank_distances  # BEFORE: floored
     clipped = np.clip(values, spec.lower, spec.upper)
-    chances = flip_chances(-score(clipped, grid, alpha), module.rank_scale(alpha, epsilon,
-                                                                          NEIGHBOURING))  # fmt: skip
+    sensitivity = module.rank_sensitivity(alpha, NEIGHBOURING)
+    chances = permute_and_flip_chances(-score(clipped, grid, alpha), epsilon=epsilon,
+                                       sensitivity=sensitivity)  # fmt: skip
     return float(chances @ np.abs(grid - true))
 
 
@@ -375,13 +359,13 @@ def opendp_quantile_error(values, spec, alpha, epsilon, draws):
 def opendp_expected_error(values, spec, alpha, epsilon):
     """The exact expected absolute error of OpenDP's `make_private_quantile` as above: its own
     score (`then_quantile_score_candidates`, ties counted on neither side) and its noise scale
-    (2 map(1) / epsilon), permute-and-flip's chances exactly (`flip_chances`)."""
+    (2 map(1) / epsilon), permute-and-flip's chances exactly (`noise.permute_and_flip_chances`)."""
     grid = [float(c) for c in candidates(spec, CANDIDATES)]
     space = dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.symmetric_distance()
     score = dp.t.make_clamp(*space, bounds=(spec.lower, spec.upper))
     score = score >> dp.t.then_quantile_score_candidates(grid, alpha)
-    chances = flip_chances(-np.asarray(score(np.array(values, dtype=np.float64)), dtype=float),
-                           2 * float(score.map(1)) / epsilon)  # fmt: skip
+    scores = -np.asarray(score(np.array(values, dtype=np.float64)), dtype=float)
+    chances = permute_and_flip_chances(scores, epsilon=epsilon, sensitivity=float(score.map(1)))
     true = float(np.quantile(np.clip(values, spec.lower, spec.upper), alpha))
     return float(chances @ np.abs(np.asarray(grid) - true))
 

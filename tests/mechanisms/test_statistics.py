@@ -33,7 +33,7 @@ from mechanisms import statistics
 from mechanisms.catalogue import run_release
 from mechanisms.counting.sql import MAX_EDGES
 from mechanisms.errors import MechanismError
-from mechanisms.noise import RandomSource, seeded_source
+from mechanisms.noise import RandomSource, permute_and_flip_chances, seeded_source
 from mechanisms.release_request import PlanInputs
 from mechanisms.schema import Schema
 from mechanisms.statistics import Computer, parse_request, quantiles
@@ -751,22 +751,6 @@ def test_a_means_centre_keeps_its_error_at_or_below_opendps_on_any_data(lower, u
     assert (_spread_over_opendp(spec, middle) > 1) is (lower <= 0 <= upper)
 
 
-def _flip_chances(scores, scale):
-    """Exact chances of each index under permute-and-flip (report-noisy-max with Exponential
-    noise of `scale`) on `scores` (larger is better): with w = exp((s - max s) / scale), index i
-    wins with chance w_i times the integral over v in [0, 1] of prod_(j != i) (1 - w_j v), a
-    polynomial of degree < len(scores), which Gauss-Legendre with that many half nodes
-    integrates exactly (indices with w below 1e-17 are left at 0 and out of the product)."""
-    w = np.exp((np.asarray(scores, dtype=float) - np.max(scores)) / scale)
-    kept = w > 1e-17
-    nodes, weights = np.polynomial.legendre.leggauss(int(kept.sum()) // 2 + 2)
-    v, weights = (nodes + 1) / 2, weights / 2
-    factors = 1 - np.outer(w[kept], v)
-    chances = np.zeros_like(w)
-    chances[kept] = w[kept] * ((weights * np.prod(factors, axis=0)) / factors).sum(axis=1)
-    return chances
-
-
 def _opendp_error(values, spec, epsilon):
     """OpenDP's median (`make_private_quantile`'s score and permute-and-flip under max
     divergence, at the whole epsilon, on the declared range's candidates): its exact expected
@@ -778,7 +762,9 @@ def _opendp_error(values, spec, epsilon):
     space = dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.symmetric_distance()
     score = dp.t.make_clamp(*space, bounds=(spec.lower, spec.upper))
     score = score >> dp.t.then_quantile_score_candidates(grid, 0.5)
-    chances = _flip_chances(-np.asarray(score(values), float), 2 * float(score.map(1)) / epsilon)
+    chances = permute_and_flip_chances(
+        -np.asarray(score(values), float), epsilon=epsilon, sensitivity=float(score.map(1))
+    )
     return float(chances @ np.abs(np.asarray(grid) - np.median(values)))
 
 
@@ -795,7 +781,8 @@ def _our_error(values, spec, epsilon, monkeypatch, draws=20):
             else quantiles.inner(spec, *within)
         )
         scores = -quantiles.rank_offsets(values, grid, alpha)
-        chances = _flip_chances(scores, quantiles.rank_scale(alpha, epsilon, "add-remove"))
+        sensitivity = quantiles.rank_sensitivity(alpha, "add-remove")
+        chances = permute_and_flip_chances(scores, epsilon=epsilon, sensitivity=sensitivity)
         errors.append(float(chances @ np.abs(grid - np.median(values))))
         return float(grid[np.argmax(chances)])
 
@@ -845,8 +832,9 @@ def _floored(values, candidates, alpha):
 def test_a_medians_error_is_at_or_below_opendps_where_noise_sets_it(data, twin, monkeypatch):
     """Issue 44 item 4: at epsilon 0.1, 1,500 values (public n), the median's expected
     absolute error is at most OpenDP's median at the same epsilon, bounds and candidates
-    (exact expectations of both selections: `_flip_chances`; ours over 20 seeded draws of the
-    interval where one is picked, so the test is deterministic: no false alarm). Ages with
+    (exact expectations of both selections: `noise.permute_and_flip_chances`; ours over 20
+    seeded draws of the interval where one is picked, so the test is deterministic: no false
+    alarm). Ages with
     decimals that are never candidates (no ties: our score is OpenDP's, so equal), and peaked
     whole numbers (ties at every candidate: the signed offset puts the median's neighbours
     further behind than OpenDP's score, so below). Here the ends would aim about 814 rows of
