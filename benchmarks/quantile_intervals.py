@@ -332,6 +332,7 @@ def quantile_rows(table, split_of, old, releases, methods):
                                 "n": values.size,
                                 "method": method,
                                 "covered": low <= true <= high,
+                                "range": spec.upper - spec.lower,
                                 "width": (high - low) / (spec.upper - spec.lower),
                                 "error": abs(estimate - true),
                                 "exact_error": exact,
@@ -415,8 +416,9 @@ def interval_table(quantiles, keys):
 
 def error_table(quantiles, opendp, exact, keys):
     """Per `keys` (of split, table, epsilon and the group-size band): our mean absolute error /
-    OpenDP's, pooled over the groups (sum of errors), and the share of groups at or below
-    OpenDP's. `exact`: both errors their exact expectations over the estimate's selection
+    OpenDP's, pooled over the groups (sum of errors, each as a share of its column's declared
+    range, so columns and tables of other units weigh alike), and the share of groups at or
+    below OpenDP's. `exact`: both errors their exact expectations over the estimate's selection
     (ours averaged over the releases' intervals; `expected_error`, `opendp_expected_error`),
     else the sampled errors (ours over the releases, OpenDP's over `--opendp` draws).
 
@@ -425,14 +427,18 @@ def error_table(quantiles, opendp, exact, keys):
     ours_column, theirs_column = ("exact_error", "opendp_exact") if exact else ("error",
                                                                                 "opendp_error")  # fmt: skip
     group = ["split", "table", "epsilon", "statistic", "group"]
-    mean = quantiles.groupby([*group, "n", "method"])[ours_column].mean()
+    mean = quantiles.groupby([*group, "n", "range", "method"])[ours_column].mean()
     merged = mean.unstack("method").reset_index().merge(opendp, on=group[1:])
+    methods = [m for m in ("before", "after") if m in merged]
+    merged[[*methods, theirs_column]] = merged[[*methods, theirs_column]].div(
+        merged["range"], axis=0
+    )
     merged["band"] = pd.cut(merged["n"], BANDS, right=False)
     rows = []
     for values, d in merged.groupby(keys, observed=True):
         entry = {**dict(zip(keys, values, strict=True)), "groups": len(d)}
         theirs = d[theirs_column].to_numpy()
-        for method in [m for m in ("before", "after") if m in d]:
+        for method in methods:
             ours = d[method].to_numpy()
             at_or_below = (ours <= theirs * (1 + 1e-9)) | (np.maximum(ours, theirs) < 1e-9)
             entry[f"pooled_{method}"] = ours.sum() / max(theirs.sum(), 1e-12)
