@@ -12,24 +12,30 @@ the data; the groups are the declared categories.
 Per table, epsilon per statistic (EPSILONS) and release (`--releases`), each table's request
 (its `count` first, so a quantile reads the released count's upper end, as a release does) is
 run by the release's own code (`Computer`) on add/remove neighbours, and each quantile by
-"before", the quantiles module of BEFORE read from git (run in this process, its
-`Computer.one_quantile` steps), and "after", the working tree's `Computer.interval` and
-`Computer.estimate` (on the values: the same ranks as the engines' counts).
+"before", the quantiles module of `--before` (default BEFORE) read from git (run in this
+process, its `Computer.interval` and `Computer.estimate` steps), and "after", the working
+tree's `Computer.interval` and `Computer.estimate` (on the values: the same ranks as the
+engines' counts).
 
 Printed: (1) per split, epsilon and group-size band, pooled over the tables, and (2) per table:
 the intervals' coverage of the true quantile (of the clamped values; `np.quantile`,
 interpolated) and their mean width as a share of the declared range, before and after; (3) per
-split, table and epsilon, the medians' mean absolute error against OpenDP's
-`make_private_quantile` (its score and permute-and-flip under max divergence, at the whole
-epsilon on the declared range's candidates and bounds, `--opendp` draws per group): pooled (sum
-of errors) ours / OpenDP's, and the share of groups at or below OpenDP's; (4) means and sums
+split, epsilon and group-size band, (3b) per table and epsilon and (3c) per table, epsilon and
+band, the medians' mean absolute error against OpenDP's `make_private_quantile` (its score and
+permute-and-flip under max divergence, at the whole epsilon on the declared range's candidates
+and bounds): pooled (sum of errors) ours / OpenDP's, and the share of groups at or below
+OpenDP's. Sampled (ours over the releases, OpenDP's over `--opendp` draws per group), or with
+`--exact` each estimate's expected error given its released interval, computed exactly from
+permute-and-flip's chances (`noise.permute_and_flip_chances`; OpenDP's with its own score
+transformation and noise scale), so a group's comparison carries no selection noise (ours
+still averages the releases' intervals); (4) means and sums
 against OpenDP's pipeline at the same epsilon and bounds (mean: clamped sum / count with Laplace
 noise at epsilon / 2 each; sum: clamped sum with Laplace noise at epsilon), on the same columns
 (heldout set) or the package tables' requests.
 
     nice -n 10 .venv/bin/python benchmarks/quantile_intervals.py [--set heldout|package]
-        [--releases R] [--opendp D] [--tables a,b] [--role tune|held-out]
-        [--methods before,after] [--means-only | --no-means]
+        [--releases R] [--opendp D] [--exact] [--before COMMIT] [--tables a,b]
+        [--role tune|held-out] [--methods before,after] [--means-only | --no-means]
 """
 
 from __future__ import annotations
@@ -54,18 +60,20 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import heldout  # noqa: E402
 import statistics_accuracy as accuracy  # noqa: E402
 
-from mechanisms.noise import seeded_source  # noqa: E402
+from mechanisms.noise import permute_and_flip_chances, seeded_source  # noqa: E402
 from mechanisms.schema import Schema  # noqa: E402
 from mechanisms.statistics import (  # noqa: E402
     CANDIDATES,
     Computer,
     candidates,
     parse_request,
+    quantile_shares,
 )
+from mechanisms.statistics import quantiles as current  # noqa: E402
 
 dp.enable_features("contrib")
 
-BEFORE = "d12f55f"  # main before the second pass on issue 44 item 4
+BEFORE = "3383e7bf"  # main before the signed rank offset and the wider skip rule (issue 44 item 4)
 SPLIT_SEED = 44
 EPSILONS = (0.1, 1.0, 10.0)
 BANDS = (0, 100, 300, 1000, 5000, np.inf)
@@ -231,29 +239,50 @@ def all_tables(which):
     return tables, {t[0]: t[5] for t in tables}
 
 
-def before_module():
-    """The quantiles module of BEFORE, read from git and loaded under another name."""
+def before_module(commit):
+    """The quantiles module of `commit`, read from git and loaded under another name."""
     path = "mechanisms/statistics/quantiles.py"
-    source = subprocess.check_output(["git", "-C", str(ROOT), "show", f"{BEFORE}:{path}"])
+    source = subprocess.check_output(["git", "-C", str(ROOT), "show", f"{commit}:{path}"])
     module = types.ModuleType("quantiles_before")
-    exec(compile(source, f"{BEFORE}:{path}", "exec"), module.__dict__)
+    sys.modules[module.__name__] = module  # its dataclasses look their module up
+    exec(compile(source, f"{commit}:{path}", "exec"), module.__dict__)
     return module
 
 
 def before_quantile(old, values, spec, alpha, epsilon, rows, rng):
-    """BEFORE's one-group quantile (its `Computer.one_quantile`): (estimate, lower, upper)."""
+    """BEFORE's one-group quantile (its `Computer.interval`, then `Computer.estimate`):
+    (estimate, lower, upper, the released interval or None, the estimate's epsilon)."""
     if old.ends_skipped(spec, alpha, epsilon, NEIGHBOURING, rows):
-        return old.select(values, spec, alpha, epsilon, NEIGHBOURING, rng), spec.lower, spec.upper
+        estimate = old.select(values, spec, alpha, epsilon, NEIGHBOURING, rng)
+        return estimate, spec.lower, spec.upper, None, epsilon
     point, part = old.quantile_shares(epsilon)
     low, high = old.ends(values, spec, alpha, part, NEIGHBOURING, rng)
-    return old.select(values, spec, alpha, point, NEIGHBOURING, rng, (low, high)), low, high
+    estimate = old.select(values, spec, alpha, point, NEIGHBOURING, rng, (low, high))
+    return estimate, low, high, (low, high), point
 
 
 def after_quantile(run, values, spec, alpha, epsilon, rows):
     """The working tree's one-group quantile (`Computer.interval`, then `Computer.estimate`):
-    (estimate, lower, upper)."""
+    (estimate, lower, upper, the released interval or None, the estimate's epsilon)."""
     within = run.interval(values, spec, alpha, epsilon, rows)
-    return run.estimate(values, spec, alpha, epsilon, within)
+    point = epsilon if within is None else quantile_shares(epsilon)[0]
+    return (*run.estimate(values, spec, alpha, epsilon, within), within, point)
+
+
+def expected_error(module, values, spec, alpha, epsilon, within, true):
+    """The exact expected absolute error of `module`'s estimate (its `select`: its candidates,
+    its score, permute-and-flip at `epsilon`) given its released interval `within` (or None)."""
+    grid = np.asarray(
+        module.candidates(spec, module.CANDIDATES)
+        if within is None
+        else module.inner(spec, *within)
+    )
+    score = getattr(module, "rank_offsets", None) or module.rank_distances  # BEFORE: floored
+    clipped = np.clip(values, spec.lower, spec.upper)
+    sensitivity = module.rank_sensitivity(alpha, NEIGHBOURING)
+    chances = permute_and_flip_chances(-score(clipped, grid, alpha), epsilon=epsilon,
+                                       sensitivity=sensitivity)  # fmt: skip
+    return float(chances @ np.abs(grid - true))
 
 
 def group_labels(schema, by):
@@ -289,7 +318,10 @@ def quantile_rows(table, split_of, old, releases, methods):
                             )
                         else:
                             draw = after_quantile(run, values, spec, stat.alpha, epsilon, bound)
-                        estimate, low, high = draw
+                        estimate, low, high, within, point = draw
+                        module = old if method == "before" else current
+                        exact = expected_error(module, values, spec, stat.alpha, point, within,
+                                               true)  # fmt: skip
                         rows.append(
                             {
                                 "split": split_of[name],
@@ -300,8 +332,10 @@ def quantile_rows(table, split_of, old, releases, methods):
                                 "n": values.size,
                                 "method": method,
                                 "covered": low <= true <= high,
+                                "range": spec.upper - spec.lower,
                                 "width": (high - low) / (spec.upper - spec.lower),
                                 "error": abs(estimate - true),
+                                "exact_error": exact,
                             }
                         )
     return rows
@@ -309,7 +343,9 @@ def quantile_rows(table, split_of, old, releases, methods):
 
 def opendp_quantile_error(values, spec, alpha, epsilon, draws):
     """Mean absolute error of OpenDP's `make_private_quantile` at epsilon (max divergence, our
-    candidates and bounds, values clamped), over `draws` releases."""
+    candidates and bounds, values clamped), over `draws` releases (NaN for none)."""
+    if not draws:
+        return float("nan")
     grid = [float(c) for c in candidates(spec, CANDIDATES)]
     space = dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.symmetric_distance()
     unit = dp.m.make_private_quantile(*space, dp.max_divergence(), grid, alpha, 1.0).map(1)
@@ -319,6 +355,20 @@ def opendp_quantile_error(values, spec, alpha, epsilon, draws):
     data = np.array(values, dtype=np.float64)  # a writable copy: OpenDP refuses read-only ones
     true = float(np.quantile(np.clip(values, spec.lower, spec.upper), alpha))
     return float(np.mean([abs(measure(data) - true) for _ in range(draws)]))
+
+
+def opendp_expected_error(values, spec, alpha, epsilon):
+    """The exact expected absolute error of OpenDP's `make_private_quantile` as above: its own
+    score (`then_quantile_score_candidates`, ties counted on neither side) and its noise scale
+    (2 map(1) / epsilon), permute-and-flip's chances exactly (`noise.permute_and_flip_chances`)."""
+    grid = [float(c) for c in candidates(spec, CANDIDATES)]
+    space = dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.symmetric_distance()
+    score = dp.t.make_clamp(*space, bounds=(spec.lower, spec.upper))
+    score = score >> dp.t.then_quantile_score_candidates(grid, alpha)
+    scores = -np.asarray(score(np.array(values, dtype=np.float64)), dtype=float)
+    chances = permute_and_flip_chances(scores, epsilon=epsilon, sensitivity=float(score.map(1)))
+    true = float(np.quantile(np.clip(values, spec.lower, spec.upper), alpha))
+    return float(chances @ np.abs(np.asarray(grid) - true))
 
 
 def with_opendp(quantiles, tables, draws):
@@ -341,8 +391,14 @@ def with_opendp(quantiles, tables, draws):
             labels = group_labels(schema, by)
             groups[name, column] = dict(zip(labels, run.values(column), strict=True))
         values = groups[name, column][key.group]
-        error = opendp_quantile_error(values, schema.column(column), alpha, key.epsilon, draws)
-        errors.append({**key._asdict(), "opendp_error": error})
+        spec = schema.column(column)
+        errors.append(
+            {
+                **key._asdict(),
+                "opendp_error": opendp_quantile_error(values, spec, alpha, key.epsilon, draws),
+                "opendp_exact": opendp_expected_error(values, spec, alpha, key.epsilon),
+            }
+        )
     return pd.DataFrame(errors)
 
 
@@ -358,25 +414,37 @@ def interval_table(quantiles, keys):
     return table.assign(intervals=per_method).reset_index()
 
 
-def error_table(quantiles, opendp):
-    """Per split, table and epsilon: our mean absolute error / OpenDP's, pooled over the groups
-    (sum of errors), the share of groups at or below OpenDP's and the worst group's ratio.
+def error_table(quantiles, opendp, exact, keys):
+    """Per `keys` (of split, table, epsilon and the group-size band): our mean absolute error /
+    OpenDP's, pooled over the groups (sum of errors, each as a share of its column's declared
+    range, so columns and tables of other units weigh alike), and the share of groups at or
+    below OpenDP's. `exact`: both errors their exact expectations over the estimate's selection
+    (ours averaged over the releases' intervals; `expected_error`, `opendp_expected_error`),
+    else the sampled errors (ours over the releases, OpenDP's over `--opendp` draws).
 
-    A group where both errors are below 1e-9 of the range counts as at or below (0/0)."""
-    keys = ["split", "table", "epsilon", "statistic", "group"]
-    mean = quantiles.groupby([*keys, "n", "method"])["error"].mean().unstack("method").reset_index()
-    merged = mean.merge(opendp, on=keys[1:])
+    A group where both errors are below 1e-9 of the range counts as at or below (0/0); exact
+    errors equal to 1e-9 (relative) count as equal."""
+    ours_column, theirs_column = ("exact_error", "opendp_exact") if exact else ("error",
+                                                                                "opendp_error")  # fmt: skip
+    group = ["split", "table", "epsilon", "statistic", "group"]
+    mean = quantiles.groupby([*group, "n", "range", "method"])[ours_column].mean()
+    merged = mean.unstack("method").reset_index().merge(opendp, on=group[1:])
+    methods = [m for m in ("before", "after") if m in merged]
+    merged[[*methods, theirs_column]] = merged[[*methods, theirs_column]].div(
+        merged["range"], axis=0
+    )
+    merged["band"] = pd.cut(merged["n"], BANDS, right=False)
     rows = []
-    for (part, name, epsilon), d in merged.groupby(["split", "table", "epsilon"]):
-        entry = {"split": part, "table": name, "epsilon": epsilon, "groups": len(d)}
-        theirs = d["opendp_error"].to_numpy()
-        for method in [m for m in ("before", "after") if m in d]:
+    for values, d in merged.groupby(keys, observed=True):
+        entry = {**dict(zip(keys, values, strict=True)), "groups": len(d)}
+        theirs = d[theirs_column].to_numpy()
+        for method in methods:
             ours = d[method].to_numpy()
-            at_or_below = (ours <= theirs) | (np.maximum(ours, theirs) < 1e-9)
+            at_or_below = (ours <= theirs * (1 + 1e-9)) | (np.maximum(ours, theirs) < 1e-9)
             entry[f"pooled_{method}"] = ours.sum() / max(theirs.sum(), 1e-12)
             entry[f"at_or_below_{method}"] = float(np.mean(at_or_below))
         rows.append(entry)
-    return pd.DataFrame(rows), merged
+    return pd.DataFrame(rows)
 
 
 def mean_sum_table(tables, split_of, releases):
@@ -450,6 +518,9 @@ def main() -> None:
     parser.add_argument("--set", default="heldout", choices=["heldout", "package"])
     parser.add_argument("--releases", type=int, default=40)
     parser.add_argument("--opendp", type=int, default=300, help="OpenDP draws per group")
+    parser.add_argument("--exact", action="store_true",
+                        help="table (3) from exact expected errors of the estimates' selections")  # fmt: skip
+    parser.add_argument("--before", default=BEFORE, help="the commit whose quantiles are 'before'")
     parser.add_argument("--tables", default="", help="comma-separated names (default: all)")
     parser.add_argument("--role", default="all", choices=["all", "tune", "held-out"])
     parser.add_argument("--methods", default="before,after")
@@ -463,7 +534,7 @@ def main() -> None:
     pd.set_option("display.width", 250, "display.max_rows", 1000, "display.max_columns", 30)
     fmt = {"float_format": lambda v: f"{v:.3g}", "index": False}
     print(f"set {args.set}; releases {args.releases}; OpenDP draws {args.opendp}; "
-          f"before = {BEFORE}, after = the working tree")  # fmt: skip
+          f"before = {args.before}, after = the working tree")  # fmt: skip
     if not args.means_only:
         quantile_tables(tables, split_of, args, fmt)
     if not args.no_means:
@@ -474,7 +545,7 @@ def main() -> None:
 
 def quantile_tables(tables, split_of, args, fmt):
     """Tables (1) to (3)."""
-    old = before_module()
+    old = before_module(args.before)
     methods = args.methods.split(",")
     quantiles = pd.DataFrame(
         [r for t in tables for r in quantile_rows(t, split_of, old, args.releases, methods)]
@@ -483,9 +554,16 @@ def quantile_tables(tables, split_of, args, fmt):
     print(interval_table(quantiles, ["split", "epsilon"]).to_string(**fmt))
     print("\n(2) the same per table")
     print(interval_table(quantiles, ["split", "table", "epsilon"]).to_string(**fmt))
-    errors, _ = error_table(quantiles, with_opendp(quantiles, tables, args.opendp))
-    print("\n(3) quantile estimates: mean absolute error, ours / OpenDP's (pooled over groups)")
-    print(errors.to_string(**fmt))
+    opendp = with_opendp(quantiles, tables, args.opendp)
+    kind = "exact expected" if args.exact else "sampled mean"
+    print(f"\n(3) quantile estimates ({kind} absolute error), ours / OpenDP's, pooled over the "
+          "tables' groups, and the share of groups at or below OpenDP's, per group size")  # fmt: skip
+    print(error_table(quantiles, opendp, args.exact, ["split", "epsilon", "band"]).to_string(**fmt))
+    print("\n(3b) the same per table")
+    keys = ["split", "table", "epsilon"]
+    print(error_table(quantiles, opendp, args.exact, keys).to_string(**fmt))
+    print("\n(3c) the same per table and group size")
+    print(error_table(quantiles, opendp, args.exact, [*keys, "band"]).to_string(**fmt))
 
 
 if __name__ == "__main__":

@@ -27,11 +27,11 @@ clamped sum / noisy count (epsilon/2 each, OpenDP's Laplace); median = OpenDP's 
 and its noisy max at the whole epsilon, over 1,025 evenly spread candidates (`ratio` = ours /
 OpenDP) and over our own candidates (`ratio_same_grid`). Ours are drawn by the release's own
 code on the table's whole request (its count first, as in a release). Ours also releases a 95%
-interval: its median spends 95% of epsilon on the estimate and 5% on the interval's ends, or,
-in a group whose released count's 95% upper end is too small for that pick to narrow the
-interval (`quantiles.ends_skipped`), the whole epsilon on the estimate. Our estimate scores
-its candidates by a tie-aware rank distance (`quantiles.rank_distances`: 0 on a value tied at
-the quantile, where OpenDP's score counts the ties on neither side). The summary
+interval: its median spends POINT_SHARE of epsilon on the estimate and the rest on the
+interval's ends, or, in a group whose released count's 95% upper end is small enough
+(`quantiles.ends_skipped`), the whole epsilon on the estimate. Our estimate scores its
+candidates by a signed tie-aware rank offset (`quantiles.rank_offsets`: at most 0 on a value
+tied at the quantile, where OpenDP's score counts the ties on neither side). The summary
 ratios are pooled (sum of our errors / sum of OpenDP's over the groups) and the median of the
 per-group ratios.
 
@@ -344,10 +344,10 @@ def _exact_mae(values, grid, alpha, epsilon, true):
 
 
 def _exact_mae_ours(values, grid, alpha, epsilon, true):
-    """The same for our estimate's score (`quantiles.rank_distances`, `rank_scale`)."""
+    """The same for our estimate's score (`quantiles.rank_offsets`, `rank_scale`)."""
     grid = np.asarray(grid)
     clamped = np.clip(values, grid[0], grid[-1])
-    score = quantiles.rank_distances(clamped, grid, alpha)
+    score = quantiles.rank_offsets(clamped, grid, alpha)
     return _weighted_error(score, quantiles.rank_scale(alpha, epsilon, "add-remove"), grid, true)
 
 
@@ -362,7 +362,7 @@ def exact_side_by_side(tables):
     Ours before issue 21 (OpenDP's score, 95% of epsilon on our candidates), `opendp_score`
     (OpenDP's score at the whole epsilon where the count's released upper end lets the ends'
     pick be skipped, weighted by the discrete Laplace chance of that: the release before the
-    tie-aware score), ours now (the same with the tie-aware `quantiles.rank_distances`), OpenDP
+    tie-aware score), ours now (the same with the signed tie-aware `quantiles.rank_offsets`), OpenDP
     at the whole epsilon on 1,025 even candidates and on ours (OpenDP's score).
     Assumes the table's request holds a `count` (it does: every table above)."""
     rows = []

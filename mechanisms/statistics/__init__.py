@@ -17,7 +17,7 @@ values and counts around the public quantile candidates, and, once a quantile's 
 released, counts around the finer candidates inside it), computed here or by an engine where
 the table lives alike; the sums' sensitivity is the larger of OpenDP's map and the exact sums'
 own (`measures.fixed_point_sensitivity`). A quantile's estimate scores a
-public grid of candidates by a tie-aware rank distance (`quantiles.rank_distances`, its
+public grid of candidates by a signed tie-aware rank offset (`quantiles.rank_offsets`, its
 sensitivity proven there) for permute-and-flip (report-noisy-max with exponential noise, as
 OpenDP's own quantile measurement). All noise comes from
 `mechanisms.noise` (OpenDP's samplers on the secure source): integer discrete Laplace for
@@ -52,9 +52,11 @@ scales only, so they are post-processing):
   the proof is in `quantiles.ends`. The estimate then gets POINT_SHARE (75%), picked among the
   candidates inside the interval. Where a public or released upper bound on a group's rows (the
   public n under replace-one without groups, or the 95% upper end of the request's own `count`,
-  which is computed first) shows no narrower pair could outscore the declared range on any such
-  group (`quantiles.ends_skipped`), the pick is skipped: the interval is the declared range (it
-  always holds the quantile) and the estimate gets the whole epsilon. The choice is post-processing
+  which is computed first) shows the group within two margins M of the quantile on its wider
+  side (`quantiles.ends_skipped`: the interval would hold half the group or more, and the
+  estimate's noise, 4/3 of the whole epsilon's, would set its error), the pick is skipped: the
+  interval is the declared range (it always holds the quantile) and the estimate gets the
+  whole epsilon. The choice is post-processing
   of released values (adaptive composition) and the manifest states it per group
   (`quantile_interval_picks`).
 
@@ -117,6 +119,7 @@ from mechanisms.statistics.quantiles import (
     END_CANDIDATES,
     POINT_SHARE,
     candidates,
+    margin_reaches,
     quantile_rank_margin,
     quantile_shares,
     rank_scale,
@@ -153,6 +156,7 @@ __all__ = [
     "parse_request",
     "parse_statistic",
     "public_parameters",
+    "margin_reaches",
     "quantile_rank_margin",
     "quantile_shares",
     "rank_scale",

@@ -362,12 +362,14 @@ class Computer:
         selections composed sequentially (adaptively): the interval's two ends, chosen
         together (1 - POINT_SHARE of epsilon; `ends`), then the estimate among the candidates
         inside them (POINT_SHARE; at most CANDIDATES public candidates, `candidates`, scored by
-        the tie-aware rank distance `quantiles.rank_distances`, sensitivity `rank_sensitivity`);
-        or, where `quantiles.ends_skipped` says so from a public or released upper bound on the
-        group's rows (`rows_at_most`), the estimate alone at the whole epsilon and the declared
-        range as its interval. With `own_count`, a noisy count of present values first, on
-        SUPPORT_SHARE of epsilon (`own_counts`; its 95% upper end is one more released bound
-        for `rows_at_most`), and the selections on the rest. Missing values are left out (a
+        the signed tie-aware rank offset `quantiles.rank_offsets`, sensitivity
+        `rank_sensitivity`); or, where `quantiles.ends_skipped` says so from a public or released
+        upper bound on the group's rows (`rows_at_most`: groups within SKIP_MARGINS rank margins
+        of the quantile), the estimate alone at the whole epsilon and the declared range as its
+        interval. Either way the group's selections spend epsilon in total. With `own_count`,
+        a noisy count of present values first, on SUPPORT_SHARE of epsilon (`own_counts`; its
+        95% upper end is one more released bound for `rows_at_most`), and the selections on
+        the rest. Missing values are left out (a
         row with none changes no score; one turned missing by replace-one moves each by at most
         what removing it does). Interval: at least 95% for every table (`ends`; the declared
         range: always).

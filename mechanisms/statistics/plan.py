@@ -28,6 +28,7 @@ from mechanisms.statistics.measures import (
 from mechanisms.statistics.quantiles import (
     END_CANDIDATES,
     candidates,
+    margin_reaches,
     quantile_rank_margin,
     quantile_shares,
     rank_scale,
@@ -47,7 +48,9 @@ def statistics_plan(inputs: PlanInputs) -> NoisePlan:
     values centred in their bounds.
     details["statistics"]: one dict per statistic (statistic, column, epsilon, noise_scale,
     halfwidth and unit at `size`, the average; threshold, source, by_size: per size, the same
-    and `published`); details["missing_left_out"]:
+    and `published`; a quantile's noise scale is its estimate's, at the whole epsilon where
+    a group of that size skips the interval's pick: `quantiles.margin_reaches`, the size
+    standing for the released bound on its rows); details["missing_left_out"]:
     `missing_columns`; details["sizes"]: the group sizes of `by_size`.
     """
     schema, neighbouring, n = inputs.schema, inputs.neighbouring, inputs.n
@@ -212,11 +215,12 @@ def _preview(
         return {**record, "noise_scale": scale, "halfwidth": half, "unit": stat.column}
     assert stat.alpha is not None
     point, part = quantile_shares(epsilon)
+    ends = len(candidates(spec, END_CANDIDATES))
+    margin = quantile_rank_margin(stat.alpha, part, neighbouring, ends)
+    skipped = margin_reaches(stat.alpha, margin, size)  # as `quantiles.ends_skipped`, at `size`
     return {
         **record,
-        "noise_scale": rank_scale(stat.alpha, point, neighbouring),
-        "halfwidth": quantile_rank_margin(
-            stat.alpha, part, neighbouring, len(candidates(spec, END_CANDIDATES))
-        ),
+        "noise_scale": rank_scale(stat.alpha, epsilon if skipped else point, neighbouring),
+        "halfwidth": margin,
         "unit": "rows of rank",
     }

@@ -1,7 +1,7 @@
 """Quantiles of the summary statistics.
 
 Public round-number candidates, the two ends of a quantile's 95% interval and its estimate (a
-tie-aware rank distance), each chosen by permute-and-flip. Both read a group's values only as
+signed, tie-aware rank offset), each chosen by permute-and-flip. Both read a group's values only as
 #(x < c) and #(x <= c) for the public candidates c (`ranks`), so they run on the values or on
 their counts around the candidates (`RankCounts`, which an engine computes) alike.
 """
@@ -28,6 +28,7 @@ END_CANDIDATES = 257  # at most this many for each end of its interval (a coarse
 INNER_CANDIDATES = 129  # at least this many for the estimate inside its interval (`inner`)
 POINT_SHARE = 0.75  # a quantile's share of its epsilon spent on the estimate (the rest: interval)
 BOUND_ODDS = 1000.0  # the bound candidate of an interval end scores b ln(BOUND_ODDS) at worst
+SKIP_MARGINS = 2.0  # skip the ends' pick where a group reaches at most this many margins M
 
 
 def candidates(spec: NumericColumn, limit: int) -> tuple[float, ...]:
@@ -39,8 +40,8 @@ def candidates(spec: NumericColumn, limit: int) -> tuple[float, ...]:
     power of ten at least as large as the step is a candidate, so values recorded at such a
     precision (ages, one-decimal readings, many tied zeros) are candidates themselves, and a
     quantile sitting on a tied value can be picked exactly, where an evenly spread grid would
-    only reach the gap next to it. The estimate scores them by `rank_distances`, which counts
-    the tied values as covering every rank they occupy (0 at a true quantile).
+    only reach the gap next to it. The estimate scores them by `rank_offsets`, which counts
+    the tied values as covering every rank they occupy (at most 0 at a true quantile).
     """
     return _round_grid(spec.lower, spec.upper, 0 if spec.integer else spec.decimals, limit)
 
@@ -177,19 +178,11 @@ def ends_skipped(
 ) -> bool:
     """Whether a quantile at `epsilon` skips its interval's pick (`ends`).
 
-    If so, its interval is the declared range [lower, upper] and the estimate gets the whole
-    epsilon. `rows` must be public or already released (a 95% upper bound on the group's number
-    of values, or None when there is none): the pick is skipped when no pair narrower than the
-    declared range can outscore it on any group of at most `rows` values, max(alpha, 1 -
-    alpha) rows <= M - o (at the ends' share of epsilon). Each r_lo(c) and r_hi(c) lies in
-    [-alpha n, (1 - alpha) n] (`end_ranks`), so a pair other than the two bounds scores at least
-    M - max(alpha, 1 - alpha) n (its end that is not a bound scores at least r_lo(lo) + M or
-    M - r_hi(hi): `end_scores`), while
-    the pair of bounds scores at most o. In that regime a narrower pick is noise, never
-    information about the quantile, and the estimate needs the whole epsilon most: on a few
-    dozen values the candidates far from the data are close enough in score to take a large
-    share of the picks at 75% of epsilon (a group of 20 values at epsilon 1: 9 times OpenDP's
-    error).
+    If so, its interval is the declared range and the estimate gets the whole epsilon. `rows`
+    must be public or already released (a 95% upper bound on the group's number of values, or
+    None when there is none): the pick is skipped where `margin_reaches` says the group is
+    within SKIP_MARGINS margins M (`quantile_rank_margin`, at the ends' share of epsilon) of
+    the quantile on its wider side.
 
     Privacy: the choice is post-processing of public or released values, so the quantile that
     follows is epsilon-DP either way (adaptive sequential composition). Coverage: the declared
@@ -200,10 +193,27 @@ def ends_skipped(
         return False
     _, part = quantile_shares(epsilon)
     size = len(candidates(spec, END_CANDIDATES))
-    gap = quantile_rank_margin(alpha, part, neighbouring, size) - bound_score(
-        rank_scale(alpha, part, neighbouring)
-    )
-    return max(alpha, 1 - alpha) * rows <= gap
+    return margin_reaches(alpha, quantile_rank_margin(alpha, part, neighbouring, size), rows)
+
+
+def margin_reaches(alpha: float, margin: float, rows: float) -> bool:
+    """Whether an interval aimed at +-`margin` rows of rank is skipped on a group of `rows`.
+
+    Skipped where max(alpha, 1 - alpha) rows <= SKIP_MARGINS * margin: the ends would aim at
+    least half-way from the quantile to the group's far end, so the interval would hold about
+    half the group or more. There the estimate's noise, not the candidates' spacing, sets its
+    error, and 1 - POINT_SHARE of epsilon spent on the ends makes that noise 1 / POINT_SHARE
+    times what the whole epsilon gives (OpenDP's median at the whole epsilon beat ours in most
+    such groups); skipped, the estimate is at the whole epsilon on the declared range's
+    candidates, as OpenDP's. SKIP_MARGINS = 2 was chosen on the tune half of the held-out
+    protocol (benchmarks/quantile_intervals.py). It includes every group where no pair
+    narrower than the declared range can outscore it at all: each r_lo(c) and r_hi(c) lies in
+    [-alpha n, (1 - alpha) n] (`end_ranks`), so a pair other than the two bounds scores at least
+    M - max(alpha, 1 - alpha) n (`end_scores`), while the pair of bounds scores at most o;
+    where max(alpha, 1 - alpha) n <= M - o a narrower pick is noise only. Public: a function of
+    public or released values (the preview's words use it too).
+    """
+    return max(alpha, 1 - alpha) * rows <= SKIP_MARGINS * margin
 
 
 def bound_score(scale: float) -> float:
@@ -322,25 +332,40 @@ def ends(
     return grid[first[index]], grid[second[index]]
 
 
-def rank_distances(values: Values, candidates: FloatArray, alpha: float) -> FloatArray:
-    """d(c), the distance (in rows) from the target rank alpha n to [#(x < c), #(x <= c)].
+def rank_offsets(values: Values, candidates: FloatArray, alpha: float) -> FloatArray:
+    """s(c), the signed distance (in rows) from the target rank alpha n to [#(x < c), #(x <= c)].
 
-    The ranks a candidate covers: 0 when c is an alpha-quantile of the (clamped) values, ties
-    at c included, so a quantile sitting on a tied value scores best (OpenDP's score counts
-    ties on neither side, so a heavy tie can score worse than its neighbour). Without ties at
-    c, d(c) = |#(x < c) - alpha n|, OpenDP's score in rows.
+    The ranks a candidate covers, ties at c included: s(c) = max(B - alpha n, alpha n - B - T)
+    with B = #(x < c), T = #(x = c). Positive outside the span (how many rows of rank c misses
+    the target by), negative inside it (minus the distance to the span's nearer end), so a
+    quantile sitting on a block of tied values scores best, and the deeper the target lies in
+    the block, the better: its neighbours trail it by their own distance plus that depth, where
+    a distance floored at 0 (`rank_distances`) gave only the former. Without ties at c, s(c) =
+    |#(x < c) - alpha n| up to the sign inside the span, OpenDP's score in rows; OpenDP counts
+    the ties at c on neither side, i.e. the distance to the span's middle, so a heavy tie can
+    score worse than its neighbour (the true median 3 of 10 values below it, 50 at it and 40
+    above scores worse than 4 there, and -10 here).
 
-    Sensitivity: d(c) = max(0, B - alpha n, alpha n - B - T) with B = #(x < c), T = #(x = c).
-    A row added (n + 1) moves B - alpha n by 1 - alpha (if x < c) or -alpha, and alpha n - B -
-    T by alpha - 1 (x <= c) or alpha; removed, the opposite. So each argument of the max, and
-    d(c), moves by at most max(alpha, 1 - alpha): add/remove, the row lands in one group. Under
-    replace-one (n fixed) B and B + T move by at most 1 each, within a group, or the row leaves
-    one group and joins another (max(alpha, 1 - alpha) in each): at most 2 max(alpha, 1 -
-    alpha) per group either way, as `rank_sensitivity` states.
+    Sensitivity: a row added (n + 1) moves B - alpha n by 1 - alpha (if x < c) or -alpha, and
+    alpha n - B - T by alpha - 1 (x <= c) or alpha; removed, the opposite. So each argument of
+    the max, and s(c), moves by at most max(alpha, 1 - alpha): add/remove, the row lands in one
+    group. Under replace-one (n fixed) B and B + T move by at most 1 each, within a group, or
+    the row leaves one group and joins another (max(alpha, 1 - alpha) in each): at most 2
+    max(alpha, 1 - alpha) per group either way, as `rank_sensitivity` states.
     """
     below, up_to, n = ranks(values, candidates)
     target = alpha * n
-    distances: FloatArray = np.maximum(0.0, np.maximum(below - target, target - up_to))
+    offsets: FloatArray = np.maximum(below - target, target - up_to).astype(np.float64)
+    return offsets
+
+
+def rank_distances(values: Values, candidates: FloatArray, alpha: float) -> FloatArray:
+    """d(c) = max(0, s(c)): how many rows of rank c misses alpha n by (0 inside its span).
+
+    `rank_offsets` floored at 0, 0 when c is an alpha-quantile of the (clamped) values: the
+    error measure of a released quantile (`promise`). It moves by at most what s(c) moves.
+    """
+    distances: FloatArray = np.maximum(0.0, rank_offsets(values, candidates, alpha))
     return distances
 
 
@@ -356,10 +381,10 @@ def select(
     """One epsilon-DP permute-and-flip quantile of one group's values.
 
     Among the CANDIDATES public candidates (`candidates`), or those of the released interval
-    `within` = (lo, hi) when given (`inner`: a finer grid on it, lo and hi included), score -d(c)
-    (`rank_distances`, of the values clamped to the bounds). `within` must be public or already
+    `within` = (lo, hi) when given (`inner`: a finer grid on it, lo and hi included), score -s(c)
+    (`rank_offsets`, of the values clamped to the bounds). `within` must be public or already
     released (the interval's ends, picked first): the candidate set is then a function of
-    released values (adaptive composition). Privacy: d moves by at most `rank_sensitivity` rows
+    released values (adaptive composition). Privacy: s moves by at most `rank_sensitivity` rows
     per neighbouring change, so the selection at that sensitivity is epsilon-DP
     (`permute_and_flip`). alpha is clipped to [0, 1]: 0 and 1 give the bounds (or the
     ends of `within`) without a draw, a choice made from public or already released values. The
@@ -371,7 +396,7 @@ def select(
     if alpha >= 1:
         return high
     grid = np.asarray(candidates(spec, CANDIDATES) if within is None else inner(spec, low, high))
-    scores = -rank_distances(clamped(values, spec), grid, alpha)
+    scores = -rank_offsets(clamped(values, spec), grid, alpha)
     sensitivity = rank_sensitivity(alpha, neighbouring)
     index = permute_and_flip(scores, epsilon=epsilon, sensitivity=sensitivity, rng=rng)
     chosen: float = grid[index]

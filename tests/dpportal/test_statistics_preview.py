@@ -93,3 +93,43 @@ def test_person_level_says_what_the_small_epsilon_per_statistic_is(db, tmp_path)
     person = next(line for line in lines if line.startswith("Each ε above is per row"))
     assert "up to 2 rows, so replacing one person changes up to 4 rows" in person
     assert "count gets 4 × 0.04 = 0.16 for a person's rows together" in person
+
+
+def test_the_preview_skips_a_quantiles_interval_where_the_release_does(monkeypatch):
+    """The preview of a median of ages at ε = 1 under add/remove (no count asked: its
+    selections get 75% of it after its own count; the ends' margin M about 97 rows of rank)
+    for groups of 10 to 3,000 values: "the whole declared range", and the estimate's noise
+    scale at the selections' whole ε, exactly for the sizes where the release skips the
+    interval's pick given that many rows (`quantiles.ends_skipped`: up to about 390 values),
+    the rank margin as percentile points and the scale at 75% of that above them. Twin: the
+    preview's rule before (the whole range only where M reaches past both ends, share >= 1/2),
+    which promised an interval to groups of 195 to 390 values that get the declared range."""
+    from dpportal.releases.kinds.statistics import portal
+    from mechanisms.release_request import PlanInputs
+    from mechanisms.schema import Schema
+    from mechanisms.statistics import quantiles, statistics_plan
+
+    schema = Schema.from_dict(DEMO_SCHEMA)
+    inputs = PlanInputs(schema=schema, columns=["age"], params={"stat": ["median:age"]},
+                        epsilon=1.0, delta=0.0, neighbouring="add-remove", n=2_000)  # fmt: skip
+    record = statistics_plan(inputs).details["statistics"][0]
+    piece, spec = record["by_size"][0]["epsilon"], schema.column("age")
+    assert piece == 0.75
+
+    def preview(size):
+        return portal.within(record, size) == "interval: the whole declared range"
+
+    sizes = [10, 100, 300, 380, 400, 1_000, 3_000]
+    release = [quantiles.ends_skipped(spec, 0.5, piece, "add-remove", s) for s in sizes]
+    assert release == [True] * 4 + [False] * 3
+    assert [preview(s) for s in sizes] == release
+    whole = quantiles.rank_scale(0.5, piece, "add-remove")
+    for entry in record["by_size"]:
+        skipped = quantiles.ends_skipped(spec, 0.5, piece, "add-remove", entry["size"])
+        assert (entry["noise_scale"] == whole) is skipped, entry
+
+    def past_both_ends(alpha, half, values):
+        return half / values >= max(alpha, 1 - alpha)
+
+    monkeypatch.setattr(portal.mechanisms.statistics, "margin_reaches", past_both_ends)
+    assert [preview(s) for s in sizes] != release

@@ -142,6 +142,24 @@ def test_it_selects_with_the_exact_probabilities(source, selector):
         assert (p > P_ACCEPT) == should_accept, f"epsilon x{factor}: p={p}"
 
 
+@pytest.mark.parametrize(
+    "scores", [[0.0, 1.0, 2.0, 3.5], [5.0, 5.0, -1.0, 4.0, 0.5, 5.0], [-40.0, 0.0, -0.25]]
+)
+@pytest.mark.parametrize("epsilon", [0.1, 1.0, 8.0])
+def test_permute_and_flips_chances_are_its_exact_probabilities(scores, epsilon):
+    """`permute_and_flip_chances` (the integral, for accuracy statements) equals the chances
+    from permute-and-flip's own definition (every order enumerated) to 1e-9, ties and distant
+    scores included; at infinite epsilon all on the first best. Twin: the chances at 0.7 times
+    epsilon, which differ."""
+    exact = _permute_and_flip_probabilities(scores, epsilon, 1.5)
+    chances = noise.permute_and_flip_chances(scores, epsilon=epsilon, sensitivity=1.5)
+    assert np.allclose(chances, exact, rtol=1e-9, atol=1e-12), (chances, exact)
+    twin = noise.permute_and_flip_chances(scores, epsilon=0.7 * epsilon, sensitivity=1.5)
+    assert not np.allclose(twin, exact, rtol=1e-9, atol=1e-12)
+    at_infinity = noise.permute_and_flip_chances(scores, epsilon=np.inf, sensitivity=1.5)
+    assert at_infinity.tolist() == [float(i == int(np.argmax(scores))) for i in range(len(scores))]
+
+
 def test_it_is_exact_at_infinite_epsilon():
     assert exponential_mechanism([3, 9, 1, 9], epsilon=float("inf"), sensitivity=1) == 1
 

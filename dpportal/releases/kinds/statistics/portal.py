@@ -116,8 +116,9 @@ def within(row, values: float) -> str:
     preview's half-width scales as 1 / values (exactly: every noise term of their linearised
     error is divided by the count), and an interval of half the statistic's whole span or
     more (`span`: the declared range, r^2 or r) covers about all of it. Quantiles: the rank
-    margin as percentile points of the group, or the whole declared range when the margin
-    reaches past both ends."""
+    margin as percentile points of the group, or the whole declared range where a group of
+    that many values skips the interval's pick (`mechanisms.statistics.margin_reaches`, as the
+    release decides from the bound on a group's rows)."""
     half, unit, stat = float(row["halfwidth"]), row["unit"], row["statistic"]
     if stat in ("count", "sum"):
         return f"typically ±{rounded_number(half, 3)} {unit}"
@@ -127,8 +128,7 @@ def within(row, values: float) -> str:
             return "interval: about the whole declared range"
         return f"typically ±{rounded_number(scaled, 3)} {unit}"
     share = half / max(values, 1.0)
-    alpha = _alpha(stat)
-    if share >= max(alpha, 1 - alpha):
+    if mechanisms.statistics.margin_reaches(_alpha(stat), half, max(values, 1.0)):
         return "interval: the whole declared range"
     return f"within ±{100 * share:.3g} percentile points (a rank error of ±{half:,.0f} rows)"
 
