@@ -138,6 +138,7 @@ def select_query(
     rng: RandomSource,
     *,
     quick_cells: int | None,
+    whole_cells: int | None = None,
 ) -> tuple[Query, bool]:
     """Exponential mechanism over the queries the memory budget allows: (query, capped).
 
@@ -151,13 +152,17 @@ def select_query(
     left a query out is returned, to be said in the release. That flag is public: it depends
     only on the groups (fixed by earlier DP selections), the public domain shape and workload,
     and the cap, never on the data.
+    ``whole_cells``: the model joins blocks into one whole table up to that many cells and
+    links larger ones as a junction tree (``FactoredDistribution.join``; None: always whole),
+    so the memory budget applies to its largest clique; with a junction tree the speed cap is
+    not needed (``mwem``'s ``junction``). Which queries fit is public for the same reason.
     Score of q = (‖q(B) − q(A)‖₁ − expected ‖noise‖₁ of measuring q) / Δ_q, so every score has
     sensitivity 1; the penalty is data-independent. Which queries fit the memory budget depends
     only on earlier (DP) selections. Privacy: spends ``eps_select`` (ε-DP, the exponential
     mechanism at ``eps_select`` with sensitivity 1); ``n`` must be public (the row count under
     replace-one, the DP estimate under add-remove).
     """
-    allowed = [q for q in workload if model.merged_size(q.attrs) <= memory_cells]
+    allowed = [q for q in workload if model.clique_cells(q.attrs, whole_cells) <= memory_cells]
     quick = [q for q in allowed if quick_cells is None or _quick(model, q, quick_cells)]
     capped = bool(quick) and len(quick) < len(allowed)
     allowed = quick or allowed

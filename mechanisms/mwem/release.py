@@ -101,6 +101,7 @@ def mwem(
     dense: bool = False,
     memory_cells: int = DEFAULT_MEMORY_CELLS,
     quick_cells: int | None = QUICK_CELLS,
+    junction: bool = False,
     rng: RandomSource | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> MwemResult:
@@ -128,6 +129,12 @@ def mwem(
     result counts the rounds in which it left out at least one query. That count is public:
     it is a function of the earlier selections (ε-DP), the public domain shape, workload and
     cap only, never of the data, so publishing it costs no budget.
+    ``junction=True`` gets speed from the representation instead: every query competes (no
+    cap, ``capped_rounds`` stays 0), and blocks whose whole table would exceed ``quick_cells``
+    are linked as a junction tree of cliques (``FactoredDistribution.join``), the same
+    distribution as the whole table, so the fit and the release are those of the lifted cap.
+    It is post-processing: the measurements and selections, and their ε, are unchanged; only
+    how the model holds the fitted distribution differs.
 
     Privacy: unit = one record; pure ε-DP by sequential composition under ``neighbouring``.
     Sensitivities: replace-one: a marginal's cell vector has L1 sensitivity 2 (one cell −1,
@@ -214,14 +221,15 @@ def mwem(
             marginal_l1,
             memory_cells,
             rng,
-            quick_cells=quick_cells,
+            quick_cells=None if junction else quick_cells,
+            whole_cells=quick_cells if junction else None,
         )
         result.capped_rounds += capped
         noisy, scale = measure_query(true, query, eps_measure, marginal_l1, rng)
         before = _error_before(query, noisy, scale, model, n, shape)
         result.measurements.append(_measurement_record(query, noisy, scale))
         measured.append((query, noisy / n, target_floor(scale, n)))
-        model.merge(query.attrs)
+        model.join(query.attrs, quick_cells if junction else None)
         refit(model, measured, mw_passes, update, last_round=t == rounds - 1)
         if iterate_sum is not None:
             iterate_sum += model.to_dense()
