@@ -1,9 +1,12 @@
 """MWEM's synthetic distribution: the model that multiplicative weights fits (never the data).
 
-Kept factored (Hardt, Ligett & McSherry 2012, Sec. 4): independent groups of attributes, each a
-dense float64 array of probabilities; two groups are merged (outer product) only when a
-measured query spans both. ``dense=True`` starts from one group over the whole domain. Here are
-the representations, their marginals, the arithmetic of a reweighting, sampling, and a query's
+Kept factored (Hardt, Ligett & McSherry 2012, Sec. 4): independent blocks of attributes; two
+blocks are joined only when a measured query spans both, into one dense float64 table of
+probabilities while that has at most ``QUICK_CELLS`` cells, else into a junction tree of such
+tables (cliques) that holds every measured query in one clique (``junction``; as private-PGM
+keeps its graphical models). Both hold the same distribution: the start times one factor per
+measured query. ``dense=True`` starts from one block over the whole domain. Here are the
+representations, their marginals, the arithmetic of a reweighting, sampling, and a query's
 answer from a marginal. Touches no data: it is post-processing of noisy measurements.
 """
 
@@ -25,6 +28,9 @@ if TYPE_CHECKING:
 
 
 INTERMEDIATE_CELLS = 1 << 16
+# The largest block (float64 cells, 32 MB) kept as one whole table by default; ``join`` links
+# larger ones as a junction tree of cliques (the same distribution, a fraction of the cost).
+QUICK_CELLS = 1 << 22
 _stamps = itertools.count()  # a fresh stamp marks every change of a group's array
 
 
@@ -421,10 +427,6 @@ class FactoredDistribution:
             for c in cliques
         ]
         self._install(_Tree(groups, edges, self.shape))
-
-    def merge(self, attrs: tuple[int, ...]) -> None:
-        """Join the blocks holding ``attrs`` into one whole table (``join`` without a tree)."""
-        self.join(attrs)
 
     def reweight(self, attrs: tuple[int, ...], factor: AnyArray) -> None:
         """Multiply by ``factor`` (an array over ``attrs``) in one broadcast and renormalise.
