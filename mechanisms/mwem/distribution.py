@@ -140,7 +140,8 @@ class _Tree:
             self.neighbours[j].append(i)
         self.attrs = tuple(sorted({a for c in cliques for a in c.attrs}))
         self.cells = math.prod(shape[a] for a in self.attrs)  # of the whole table
-        self.stamp = next(_stamps)
+        self.stamp = next(_stamps)  # changes with every reweighting
+        self.structure = next(_stamps)  # names these cliques and edges (never changes)
 
     def home(self, attrs: tuple[int, ...]) -> _Group | None:
         """The smallest clique holding ``attrs``, if one does."""
@@ -374,7 +375,7 @@ class FactoredDistribution:
         merged = self.merged_size(attrs)
         if whole_cells is None or merged <= whole_cells:
             return merged
-        key = (attrs, tuple(t.stamp for t in trees))
+        key = (attrs, tuple(t.structure for t in trees))
         if key not in self._clique_cells:
             blocks = [c.attrs for t in trees for c in t.cliques]
             self._clique_cells[key] = largest_clique(blocks, attrs, self.shape)
