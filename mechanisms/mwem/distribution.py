@@ -232,8 +232,9 @@ class _Tree:
         """Draw the block's columns of ``codes``: the first clique, then each given its parent.
 
         The first clique is sampled systematically (``_sample_cells``); each further clique's
-        other attributes are drawn from its table conditioned on the separator's codes already
-        drawn (forward sampling along the tree).
+        other attributes are drawn from its table given the separator's codes already drawn,
+        systematically within each separator value (``_sample_given``; forward sampling along
+        the tree).
         """
         n = len(codes)
         first = self.cliques[0]
@@ -355,10 +356,6 @@ class FactoredDistribution:
         """The distinct blocks holding ``attrs``."""
         return list({id(self.tree_of[a]): self.tree_of[a] for a in attrs}.values())
 
-    def groups_of(self, attrs: Any) -> list[_Tree]:
-        """The distinct blocks holding ``attrs`` (each one group unless linked as a tree)."""
-        return self.trees_of(attrs)
-
     def merged_size(self, attrs: tuple[int, ...]) -> int:
         """Cells of the whole table of the blocks holding ``attrs``."""
         return math.prod(t.cells for t in self.trees_of(attrs))
@@ -406,8 +403,8 @@ class FactoredDistribution:
         The blocks holding them become one: their whole table (outer product) when it has at
         most ``whole_cells`` cells (None: always), else a junction tree whose cliques hold the
         old cliques and ``attrs`` (``junction.cliques_of``), each clique's table the current
-        model's marginal on it. Either way the distribution is unchanged (the model factorises
-        over the new tree); only a later reweighting can tell them apart, and it does not.
+        model's marginal on it. Either way the distribution is unchanged, and so is every later
+        update: the model factorises over the new tree (``junction``).
         """
         trees = self.trees_of(attrs)
         if len(trees) == 1 and trees[0].home(attrs) is not None:
