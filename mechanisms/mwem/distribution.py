@@ -287,17 +287,19 @@ def _sample_given(
         return
     probs = clique.probs
     dims = [probs.shape[clique.attrs.index(a)] for a in separator]
-    table = probs.transpose([clique.attrs.index(a) for a in (*separator, *rest)]).reshape(
-        math.prod(dims), -1
+    # one copy of the clique, turned into the shifted conditional cumulative sums in place
+    # (randhie1m, a clique of 1.8·10^7 cells: 600 MB of temporaries before)
+    cdf = np.array(
+        probs.transpose([clique.attrs.index(a) for a in (*separator, *rest)]).reshape(
+            math.prod(dims), -1
+        )
     )
-    cdf = np.cumsum(table, axis=1)
-    totals = cdf[:, -1:]
-    cdf = np.where(
-        totals > 0,
-        cdf / np.where(totals > 0, totals, 1),
-        np.linspace(1 / cdf.shape[1], 1, cdf.shape[1]),
-    )
+    np.cumsum(cdf, axis=1, out=cdf)
+    totals = cdf[:, -1].copy()
+    empty = totals <= 0
+    cdf /= np.where(empty, 1, totals)[:, None]
     width = cdf.shape[1]
+    cdf[empty] = np.linspace(1 / width, 1, width)
     cdf += np.arange(cdf.shape[0])[:, None]
     rows = np.ravel_multi_index(tuple(codes[:, a] for a in separator), dims)
     order = np.lexsort((rng.uniform(size=len(rows)), rows))  # by s, at random within s

@@ -102,7 +102,7 @@ def sum_product(tables: Sequence[Table], keep: Attrs) -> AnyArray:
     operands: list[Any] = []
     for attrs, array in tables:
         operands += [array, [label[a] for a in attrs]]
-    result: AnyArray = np.einsum(*operands, [label[a] for a in keep])
+    result: AnyArray = np.einsum(*operands, [label[a] for a in keep], optimize=True)
     return result
 
 
