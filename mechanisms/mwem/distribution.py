@@ -288,12 +288,11 @@ def _sample_given(
     probs = clique.probs
     dims = [probs.shape[clique.attrs.index(a)] for a in separator]
     # one copy of the clique, turned into the shifted conditional cumulative sums in place
-    # (randhie1m, a clique of 1.8·10^7 cells: 600 MB of temporaries before)
-    cdf = np.array(
-        probs.transpose([clique.attrs.index(a) for a in (*separator, *rest)]).reshape(
-            math.prod(dims), -1
-        )
-    )
+    # (randhie1m, a clique of 1.8·10^7 cells: 600 MB of temporaries before, 144 MB now)
+    moved = probs.transpose([clique.attrs.index(a) for a in (*separator, *rest)])
+    copied: AnyArray = np.empty(moved.shape)
+    np.copyto(copied, moved)  # a reshape of the transposed view would copy it once more
+    cdf = copied.reshape(math.prod(dims), -1)
     np.cumsum(cdf, axis=1, out=cdf)
     totals = cdf[:, -1].copy()
     empty = totals <= 0
