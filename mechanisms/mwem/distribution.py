@@ -373,6 +373,11 @@ class FactoredDistribution:
         merged = self.merged_size(attrs)
         if whole_cells is None or merged <= whole_cells:
             return merged
+        largest = max(c.size for t in trees for c in t.cliques)
+        if all(t.home(tuple(a for a in attrs if a in t.attrs)) for t in trees):
+            # glued to each block inside one of its cliques: the graph stays chordal, and its
+            # cliques are the old ones and the query's (``junction.cliques_of`` adds no edge)
+            return max(largest, math.prod(self.shape[a] for a in attrs))
         key = (attrs, tuple(t.structure for t in trees))
         if key not in self._clique_cells:
             blocks = [c.attrs for t in trees for c in t.cliques]

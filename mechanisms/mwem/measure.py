@@ -156,7 +156,12 @@ def select_query(
     count under replace-one, the DP estimate under add-remove). How the model is held (whole
     tables or junction trees) is post-processing: it changes no score, the same distribution.
     """
-    allowed = [q for q in workload if model.clique_cells(q.attrs, whole_cells) <= memory_cells]
+    allowed = [  # a clique never has more cells than the whole table of the blocks it joins
+        q
+        for q in workload
+        if model.merged_size(q.attrs) <= memory_cells
+        or model.clique_cells(q.attrs, whole_cells) <= memory_cells
+    ]
     if not allowed:
         raise MechanismError(
             f"no workload query fits memory_cells ({memory_cells}); raise it or use smaller queries"

@@ -141,3 +141,22 @@ def test_pairs_across_cliques_of_a_table_above_2_22_cells_come_out(monkeypatch):
     assert mean_ratio(tree, whole, across) <= 1.25
     monkeypatch.setattr(distribution._Tree, "sample", _cliques_drawn_alone)
     assert mean_ratio(released_tvds(codes, tree_model, seed=7), whole, across) > 3
+
+
+def test_the_memory_check_agrees_with_the_cliques_a_join_makes():
+    """``clique_cells`` (what the selection's memory budget reads, with a shortcut for a query
+    glued to each block inside one of its cliques) is the largest table ``join`` then builds,
+    for every pair and triple over two chains of cliques (0-1-2 and 3-4-5)."""
+    shape = (5, 4, 6, 3, 5, 4)
+    paths = 0
+    for attrs in [*itertools.combinations(range(6), 2), *itertools.combinations(range(6), 3)]:
+        model = distribution.FactoredDistribution.independent([np.ones(k) for k in shape])
+        for pair in [(0, 1), (1, 2), (3, 4), (4, 5)]:
+            model.join(pair, 8)
+        if model.merged_size(attrs) <= 8:
+            continue
+        expected = model.clique_cells(attrs, 8)
+        model.join(attrs, 8)
+        assert expected == max(c.size for t in model.trees_of(attrs) for c in t.cliques), attrs
+        paths += 1
+    assert paths == 35  # every query that does not fit in one whole table of 8 cells
