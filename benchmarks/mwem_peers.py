@@ -38,8 +38,9 @@ virtual environments (benchmarks/requirements-peers-*.txt), found at /tmp/peer-<
 
 Methods:
   ours          mechanisms.mwem, workload = all 2-way and 3-way marginals, defaults otherwise.
-  ours_nocap    ours with the speed cap lifted (quick_cells=None): the selection not steered toward
-                queries that keep the model's groups within 2^22 cells (issue 44).
+  ours_nocap    ours with every block of the model one whole table (quick_cells=None), no junction
+                trees: the same selections and fit while memory allows, at more time and memory
+                (before issue 44's junction trees: the speed cap of the selection lifted).
   ours3         ours on the 3-way marginals only (--marginals 3; TVD as for every method).
   independent   noisy 1-way marginals (all ε, discrete Laplace), rows from their product.
   aim           OpenDP's AIM (make_contingency_table, dp.mbi.AIM) at the zCDP ρ that implies
@@ -710,7 +711,7 @@ def compare(cell):
 
 
 RATIO_PEERS = {  # peer: column heading
-    "ours_nocap": "nocap",  # ours without the QUICK_CELLS steer of the selection (issue 44)
+    "ours_nocap": "nocap",  # ours with whole tables only, no junction trees (issue 44)
     "ours3": "3-way",  # ours on the 3-way marginals only (--marginals 3)
     "independent": "indep",
     "aim_pure": "AIMε",  # pure ε-DP, as ours: the issue's comparison
@@ -823,8 +824,8 @@ def fit_ours3(codes, shape, eps, seed, structural=None):
 
 
 def fit_ours_nocap(codes, shape, eps, seed, structural=None):
-    """Ours with the speed cap of the selection lifted (quick_cells=None: every query
-    competes), as the release's parameter quick_cells "none" does."""
+    """Ours with every block of the model one whole table (quick_cells=None: no junction
+    trees), as the release's parameter quick_cells "none" does."""
     return fit_ours(codes, shape, eps, seed, structural, quick_cells=None)
 
 

@@ -231,9 +231,9 @@ CATALOGUE: dict[str, MechanismSpec] = {
             Parameter(
                 "quick_cells",
                 str,
-                "speed over detail: keep the model's blocks within N cells while smaller "
-                "choices remain (faster; may miss links between columns in different blocks); "
-                f"default {QUICK_CELLS}, or none to lift the cap (slower, more memory)",
+                "the largest block of the model kept as one whole table: larger blocks are kept "
+                "as a junction tree of smaller tables (the same fit, in less time and memory); "
+                f"default {QUICK_CELLS}, or none for whole tables only (slower, more memory)",
             ),
         ),
         plan=plans.mwem_plan,

@@ -131,7 +131,7 @@ def mwem_plan(inputs: PlanInputs) -> NoisePlan:
         "median_cells": cells,
         "init_scale": plan.init_scale,
         "columns": len(columns),
-        # the speed cap (None: lifted); above it the selection may leave patterns out
+        # refused before any budget is spent when it is not a number of cells or "none"
         "quick_cells": parse_quick_cells(params.get("quick_cells", QUICK_CELLS)),
     }
     return NoisePlan(

@@ -58,8 +58,8 @@ def parameter_text(key, value):
         return f"patterns: {_workload_words(value)}"
     if key == "structural_cells" and isinstance(value, dict):
         return _structural_words(value.get("zeroed") or [])
-    if key == "speed_cap" and isinstance(value, dict):
-        return _speed_cap_words(value)
+    if key == "model_blocks" and isinstance(value, dict):
+        return _model_blocks_words(value)
     if key in ("mechanism", "chosen_mechanism"):
         value = method_words(value)
     elif key == "prefixes":
@@ -97,14 +97,17 @@ def _structural_words(zeroed: list) -> str:
     )
 
 
-def _speed_cap_words(record: dict) -> str:
-    """MWEM's speed cap (`mechanisms.mwem.release.speed_cap_record`) in words: its note when it
-    left patterns out, else the setting alone."""
+def _model_blocks_words(record: dict) -> str:
+    """How MWEM held its model (`mechanisms.mwem.release.model_record`) in words: its note when
+    the memory budget left patterns out, else the setting alone."""
     if record.get("note"):
         return str(record["note"])
-    if record.get("cells") is None:
-        return "speed cap: lifted (every pattern could be chosen in every round)"
-    return f"speed cap: blocks of up to {record['cells']:,} cells (it left no pattern out)"
+    if record.get("whole_cells") is None:
+        return "model: every block one whole table (every pattern could be chosen in every round)"
+    return (
+        f"model: blocks of up to {record['whole_cells']:,} cells as whole tables, larger ones as "
+        "junction trees of smaller tables (every pattern could be chosen in every round)"
+    )
 
 
 def _workload_words(spec: dict) -> str:

@@ -14,11 +14,10 @@ Exported here: what callers outside the package use. The submodules' other publi
 shared between the submodules; tests reach them (and private names) in their submodule.
 """
 
-from mechanisms.mwem.distribution import FactoredDistribution
+from mechanisms.mwem.distribution import QUICK_CELLS, FactoredDistribution
 from mechanisms.mwem.fit import FINAL_PASSES, FLOOR_SHARE
 from mechanisms.mwem.measure import (
     BOX_SENSITIVITY,
-    QUICK_CELLS,
     expected_abs_noise,
     marginal_sensitivity,
 )
@@ -38,8 +37,8 @@ from mechanisms.mwem.plan import (
 from mechanisms.mwem.release import (
     CELL_ORDER,
     DEFAULT_MEMORY_CELLS,
-    NO_CAP,
     RELEASE_PARAMS,
+    WHOLE_TABLES,
     MwemResult,
     measure_all,
     mwem,
@@ -58,11 +57,11 @@ __all__ = [
     "FLOOR_SHARE",
     "MAX_DEFAULT_ROUNDS",
     "MIN_DEFAULT_ROUNDS",
-    "NO_CAP",
     "QUICK_CELLS",
     "RELEASE_PARAMS",
     "SELECTION_GAP",
     "SELECT_FRACTION",
+    "WHOLE_TABLES",
     "FactoredDistribution",
     "MwemPlan",
     "MwemResult",

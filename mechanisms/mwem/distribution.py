@@ -1,9 +1,12 @@
 """MWEM's synthetic distribution: the model that multiplicative weights fits (never the data).
 
-Kept factored (Hardt, Ligett & McSherry 2012, Sec. 4): independent groups of attributes, each a
-dense float64 array of probabilities; two groups are merged (outer product) only when a
-measured query spans both. ``dense=True`` starts from one group over the whole domain. Here are
-the representations, their marginals, the arithmetic of a reweighting, sampling, and a query's
+Kept factored (Hardt, Ligett & McSherry 2012, Sec. 4): independent blocks of attributes; two
+blocks are joined only when a measured query spans both, into one dense float64 table of
+probabilities while that has at most ``QUICK_CELLS`` cells, else into a junction tree of such
+tables (cliques) that holds every measured query in one clique (``junction``; as private-PGM
+keeps its graphical models). Both hold the same distribution: the start times one factor per
+measured query. ``dense=True`` starts from one block over the whole domain. Here are the
+representations, their marginals, the arithmetic of a reweighting, sampling, and a query's
 answer from a marginal. Touches no data: it is post-processing of noisy measurements.
 """
 
@@ -17,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mechanisms.arrays import AnyArray
+from mechanisms.mwem.junction import cliques_of, divide, largest_clique, sum_product
 from mechanisms.workload import Query
 
 if TYPE_CHECKING:
@@ -24,6 +28,9 @@ if TYPE_CHECKING:
 
 
 INTERMEDIATE_CELLS = 1 << 16
+# The largest block (float64 cells, 32 MB) kept as one whole table by default; ``join`` links
+# larger ones as a junction tree of cliques (the same distribution, a fraction of the cost).
+QUICK_CELLS = 1 << 22
 _stamps = itertools.count()  # a fresh stamp marks every change of a group's array
 
 
@@ -117,15 +124,210 @@ def _cells_of(group: _Group) -> Callable[[tuple[int, ...]], int]:
     return lambda attrs: group.partials[attrs].size
 
 
+class _Tree:
+    """A block of the model: cliques (each a ``_Group`` holding its marginal) joined by a tree.
+
+    A junction tree (``junction``): every attribute's cliques are connected, and the joint is
+    the product of the cliques' marginals divided by the separators' (the attributes two
+    neighbouring cliques share). One clique is the whole table of its attributes.
+    """
+
+    def __init__(self, cliques: list[_Group], edges: list[tuple[int, int]], shape: tuple[int, ...]):
+        self.cliques = cliques
+        self.neighbours: list[list[int]] = [[] for _ in cliques]
+        for i, j in edges:
+            self.neighbours[i].append(j)
+            self.neighbours[j].append(i)
+        self.attrs = tuple(sorted({a for c in cliques for a in c.attrs}))
+        self.cells = math.prod(shape[a] for a in self.attrs)  # of the whole table
+        self.stamp = next(_stamps)  # changes with every reweighting
+        self.structure = next(_stamps)  # names these cliques and edges (never changes)
+
+    def home(self, attrs: tuple[int, ...]) -> _Group | None:
+        """The smallest clique holding ``attrs``, if one does."""
+        holding = [c for c in self.cliques if set(attrs) <= set(c.attrs)]
+        return min(holding, key=lambda c: c.size) if holding else None
+
+    def marginal(self, attrs: tuple[int, ...]) -> AnyArray:
+        """Marginal on sorted ``attrs``: of one clique, or summed along the tree between them.
+
+        Rooted at a clique holding ``attrs[0]``, the tree is cut to the paths from the root to
+        one clique per attribute (the nearest); each clique of that subtree passes its parent
+        the joint of their separator and the wanted attributes below it, which the parent
+        divides by the separator's marginal and multiplies in (exact on a junction tree).
+        """
+        clique = self.home(attrs)
+        if clique is not None:
+            return clique.marginal(attrs)
+        parent, order = self._rooted(
+            next(i for i, c in enumerate(self.cliques) if attrs[0] in c.attrs)
+        )
+        used: set[int] = set()
+        for a in attrs:
+            node: int | None = next(i for i in order if a in self.cliques[i].attrs)
+            while node is not None and node not in used:
+                used.add(node)
+                node = parent[node]
+        wanted = set(attrs)
+        messages: dict[int, list[tuple[tuple[int, ...], AnyArray]]] = {i: [] for i in used}
+        for i in reversed([i for i in order if i in used]):
+            clique, up = self.cliques[i], parent[i]
+            below = {a for t in messages[i] for a in t[0]}
+            separator = self._separator(i, up) if up is not None else set()
+            keep = tuple(sorted(wanted & (set(clique.attrs) | below) | separator))
+            own = tuple(a for a in clique.attrs if a in set(keep) | below)
+            message = sum_product([(own, clique.marginal(own)), *messages[i]], keep)
+            if up is None:
+                return message
+            held = tuple(sorted(separator))
+            messages[up].append((keep, divide((keep, message), (held, clique.marginal(held)))))
+        raise AssertionError("the root returns the marginal")
+
+    def _separator(self, i: int, j: int) -> set[int]:
+        return set(self.cliques[i].attrs) & set(self.cliques[j].attrs)
+
+    def _rooted(self, root: int) -> tuple[list[int | None], list[int]]:
+        """Each clique's parent toward ``root``, and the cliques in breadth-first order."""
+        parent: list[int | None] = [None] * len(self.cliques)
+        order, seen = [root], {root}
+        for i in order:
+            for j in self.neighbours[i]:
+                if j not in seen:
+                    seen.add(j)
+                    parent[j] = i
+                    order.append(j)
+        return parent, order
+
+    def reweight(self, attrs: tuple[int, ...], factor: AnyArray) -> None:
+        """Multiply the joint by ``factor`` over ``attrs`` (in one clique; already normalised).
+
+        The clique holding them is multiplied, then each neighbour by the ratio of the new to
+        the old marginal of their separator, outward along the tree: the clique marginals of
+        the reweighted joint (exact on a junction tree).
+        """
+        clique = self.home(attrs)
+        assert clique is not None, "a reweighted query lies inside one clique"
+        self.stamp = next(_stamps)
+        clique.reweight(attrs, factor)
+        start = self.cliques.index(clique)
+        parent, order = self._rooted(start)
+        for j in order[1:]:
+            up = parent[j]
+            assert up is not None
+            separator = tuple(sorted(self._separator(j, up)))
+            if not separator:
+                continue
+            before = self.cliques[j].marginal(separator)
+            after = self.cliques[up].marginal(separator)
+            ratio = np.divide(after, before, out=np.zeros_like(after), where=before > 0)
+            self.cliques[j].reweight(separator, ratio)
+
+    def joint(self) -> AnyArray:
+        """The whole table of the block's attributes."""
+        if len(self.cliques) == 1:
+            return self.cliques[0].probs
+        return self.marginal(self.attrs)
+
+    def sample(self, codes: AnyArray, rng: RandomSource) -> None:
+        """Draw the block's columns of ``codes``: the first clique, then each given its parent.
+
+        The first clique is sampled systematically (``_sample_cells``); each further clique's
+        other attributes are drawn from its table given the separator's codes already drawn,
+        systematically within each separator value (``_sample_given``; forward sampling along
+        the tree).
+        """
+        n = len(codes)
+        first = self.cliques[0]
+        _write_codes(codes, first.attrs, first.probs.shape, _sample_cells(first.probs, n, rng))
+        parent, order = self._rooted(0)
+        for j in order[1:]:
+            up = parent[j]
+            assert up is not None
+            _sample_given(codes, self.cliques[j], tuple(sorted(self._separator(j, up))), rng)
+
+
+def _sample_cells(probs: AnyArray, n: int, rng: RandomSource) -> AnyArray:
+    """``n`` cells of ``probs`` systematically (counts within one of n·p), in random order."""
+    cdf = np.cumsum(probs.ravel())
+    points = (rng.uniform(size=1)[0] + np.arange(n)) / n * cdf[-1]
+    cells = np.minimum(np.searchsorted(cdf, points, side="right"), cdf.size - 1)
+    del points
+    shuffled: AnyArray = cells[np.argsort(rng.uniform(size=n))]
+    return shuffled
+
+
+def _write_codes(
+    codes: AnyArray, attrs: tuple[int, ...], dims: tuple[int, ...], cells: AnyArray
+) -> None:
+    """Split cell indices into their attributes' codes digit by digit, in place (row-major).
+
+    One column at a time, not a copy per attribute (randhie1m, 10^6 rows, a group of 9
+    attributes: 289 MB of temporaries before, benchmarks/mwem_peers.py).
+    """
+    for a, k in reversed(list(zip(attrs, dims, strict=True))):
+        codes[:, a] = cells % k
+        cells //= k
+
+
+def _sample_given(
+    codes: AnyArray, clique: _Group, separator: tuple[int, ...], rng: RandomSource
+) -> None:
+    """Draw the clique's attributes outside ``separator`` given the separator's codes.
+
+    Systematically within each separator value s (as ``_sample_cells`` does for the first
+    clique): its m records, in random order, get the points (u_s + 0..m-1)/m of the
+    conditional table's cumulative sum, so each cell's count is within one of m·p(cell | s).
+    Independent draws instead raised the pair TVD of the 2^24-cell chain of
+    tests/mechanisms/test_mwem_junction.py by 12% over the whole table's systematic sample.
+    The conditional tables are laid end to end, row s shifted by s, so one search draws
+    every record's cell from its own row.
+    """
+    rest = tuple(a for a in clique.attrs if a not in separator)
+    if not rest:
+        return
+    probs = clique.probs
+    dims = [probs.shape[clique.attrs.index(a)] for a in separator]
+    # one copy of the clique, turned into the shifted conditional cumulative sums in place
+    # (randhie1m, a clique of 1.8·10^7 cells: 600 MB of temporaries before, 144 MB now)
+    moved = probs.transpose([clique.attrs.index(a) for a in (*separator, *rest)])
+    copied: AnyArray = np.empty(moved.shape)
+    np.copyto(copied, moved)  # a reshape of the transposed view would copy it once more
+    cdf = copied.reshape(math.prod(dims), -1)
+    np.cumsum(cdf, axis=1, out=cdf)
+    totals = cdf[:, -1].copy()
+    empty = totals <= 0
+    cdf /= np.where(empty, 1, totals)[:, None]
+    width = cdf.shape[1]
+    cdf[empty] = np.linspace(1 / width, 1, width)
+    cdf += np.arange(cdf.shape[0])[:, None]
+    rows = np.ravel_multi_index(tuple(codes[:, a] for a in separator), dims)
+    order = np.lexsort((rng.uniform(size=len(rows)), rows))  # by s, at random within s
+    counts = np.bincount(rows, minlength=len(cdf))
+    starts = np.cumsum(counts) - counts
+    by_row = rows[order]
+    rank = np.arange(len(rows)) - starts[by_row]
+    points = by_row + (rng.uniform(size=len(cdf))[by_row] + rank) / counts[by_row]
+    drawn = np.searchsorted(cdf.ravel(), points, side="right")
+    cells = np.empty_like(rows)
+    cells[order] = np.clip(drawn - by_row * width, 0, width - 1)
+    _write_codes(codes, rest, tuple(probs.shape[clique.attrs.index(a)] for a in rest), cells)
+
+
 class FactoredDistribution:
-    """A product of independent attribute groups, each a dense array of probabilities."""
+    """A product of independent blocks of attributes, each a junction tree of dense tables.
+
+    A block is one dense table (one clique) unless ``join`` linked blocks whose whole table
+    would exceed its ``whole_cells``; then it is a junction tree of smaller cliques
+    (``_Tree``), the same distribution (``junction``).
+    """
 
     def __init__(self, shape: tuple[int, ...], groups: list[tuple[tuple[int, ...], AnyArray]]):
         self.shape = tuple(shape)
-        self.group_of: list[_Group] = [None] * len(shape)  # type: ignore[list-item]
+        self.tree_of: list[_Tree] = [None] * len(shape)  # type: ignore[list-item]
         for attrs, probs in groups:
-            self._install(_Group(attrs, probs / probs.sum()))
+            self._install(_Tree([_Group(attrs, probs / probs.sum())], [], self.shape))
         self._products: dict[tuple[int, ...], tuple[tuple[int, ...], AnyArray]] = {}
+        self._clique_cells: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
 
     @classmethod
     def independent(cls, one_way: list[AnyArray], *, dense: bool = False) -> FactoredDistribution:
@@ -139,59 +341,104 @@ class FactoredDistribution:
         return cls(shape, [(tuple(range(len(shape))), joint)])
 
     def groups(self) -> list[_Group]:
-        """The distinct groups, in attribute order."""
-        return list({id(g): g for g in self.group_of}.values())
+        """The cliques of every block, in attribute order."""
+        return [c for t in self.trees() for c in t.cliques]
 
-    def _install(self, group: _Group) -> None:
-        for a in group.attrs:
-            self.group_of[a] = group
+    def trees(self) -> list[_Tree]:
+        """The distinct blocks, in attribute order."""
+        return list({id(t): t for t in self.tree_of}.values())
 
-    def groups_of(self, attrs: Any) -> list[_Group]:
-        """The distinct groups holding ``attrs``."""
-        return list({id(self.group_of[a]): self.group_of[a] for a in attrs}.values())
+    def _install(self, tree: _Tree) -> None:
+        for a in tree.attrs:
+            self.tree_of[a] = tree
+        self._clique_cells = {}
+
+    def trees_of(self, attrs: Any) -> list[_Tree]:
+        """The distinct blocks holding ``attrs``."""
+        return list({id(self.tree_of[a]): self.tree_of[a] for a in attrs}.values())
 
     def merged_size(self, attrs: tuple[int, ...]) -> int:
-        """Cells of the group that measuring a query on ``attrs`` would need."""
-        return math.prod(g.size for g in self.groups_of(attrs))
+        """Cells of the whole table of the blocks holding ``attrs``."""
+        return math.prod(t.cells for t in self.trees_of(attrs))
+
+    def block_cells(self, attrs: tuple[int, ...]) -> int:
+        """Cells of the whole table of the block holding ``attrs`` (one block)."""
+        return self.tree_of[attrs[0]].cells
+
+    def clique_cells(self, attrs: tuple[int, ...], whole_cells: int | None) -> int:
+        """Cells of the largest table that ``join(attrs, whole_cells)`` would need."""
+        trees = self.trees_of(attrs)
+        if len(trees) == 1 and trees[0].home(attrs) is not None:
+            return max(c.size for c in trees[0].cliques)
+        merged = self.merged_size(attrs)
+        if whole_cells is None or merged <= whole_cells:
+            return merged
+        largest = max(c.size for t in trees for c in t.cliques)
+        if all(t.home(tuple(a for a in attrs if a in t.attrs)) for t in trees):
+            # glued to each block inside one of its cliques: the graph stays chordal, and its
+            # cliques are the old ones and the query's (``junction.cliques_of`` adds no edge)
+            return max(largest, math.prod(self.shape[a] for a in attrs))
+        key = (attrs, tuple(t.structure for t in trees))
+        if key not in self._clique_cells:
+            blocks = [c.attrs for t in trees for c in t.cliques]
+            self._clique_cells[key] = largest_clique(blocks, attrs, self.shape)
+        return self._clique_cells[key]
 
     def marginal(self, attrs: tuple[int, ...]) -> AnyArray:
-        """Probabilities of the marginal on sorted ``attrs`` (cached until a group changes)."""
-        groups = self.groups_of(attrs)
-        if len(groups) == 1:
-            return groups[0].marginal(attrs)
-        stamps = tuple(g.stamp for g in groups)
+        """Probabilities of the marginal on sorted ``attrs`` (cached until a block changes)."""
+        trees = self.trees_of(attrs)
+        if len(trees) == 1:
+            return trees[0].marginal(attrs)
+        stamps = tuple(t.stamp for t in trees)
         cached = self._products.get(attrs)
         if cached is not None and cached[0] == stamps:
             return cached[1]
         wanted = set(attrs)
         result, order = np.ones(()), list[int]()
-        for g in groups:
-            keep = tuple(a for a in g.attrs if a in wanted)
-            result = np.multiply.outer(result, g.marginal(keep))
+        for t in trees:
+            keep = tuple(a for a in t.attrs if a in wanted)
+            result = np.multiply.outer(result, t.marginal(keep))
             order += keep
         result = result.transpose(np.argsort(order))
         self._products[attrs] = (stamps, result)
         return result
 
-    def merge(self, attrs: tuple[int, ...]) -> None:
-        """Join the groups holding ``attrs`` into one (outer product of their arrays)."""
-        groups = self.groups_of(attrs)
-        if len(groups) == 1:
+    def join(self, attrs: tuple[int, ...], whole_cells: int | None = None) -> None:
+        """Put ``attrs`` inside one clique, so that a query on them can be fitted.
+
+        The blocks holding them become one: their whole table (outer product) when it has at
+        most ``whole_cells`` cells (None: always), else a junction tree whose cliques hold the
+        old cliques and ``attrs`` (``junction.cliques_of``), each clique's table the current
+        model's marginal on it. Either way the distribution is unchanged, and so is every later
+        update: the model factorises over the new tree (``junction``).
+        """
+        trees = self.trees_of(attrs)
+        if len(trees) == 1 and trees[0].home(attrs) is not None:
             return
-        joint, order = np.ones(()), []
-        for g in groups:
-            joint = np.multiply.outer(joint, g.probs)
-            order += list(g.attrs)
-        perm = np.argsort(order)
-        self._install(_Group(tuple(sorted(order)), np.ascontiguousarray(joint.transpose(perm))))
+        if whole_cells is None or self.merged_size(attrs) <= whole_cells:
+            joint, order = np.ones(()), []
+            for t in trees:
+                joint = np.multiply.outer(joint, t.joint())
+                order += list(t.attrs)
+            perm = np.argsort(order)
+            group = _Group(tuple(sorted(order)), np.ascontiguousarray(joint.transpose(perm)))
+            self._install(_Tree([group], [], self.shape))
+            return
+        old = {c.attrs: c for t in trees for c in t.cliques}
+        cliques, edges = cliques_of(list(old), attrs, self.shape)
+        groups = [
+            old[c] if c in old else _Group(c, np.ascontiguousarray(self.marginal(c)))
+            for c in cliques
+        ]
+        self._install(_Tree(groups, edges, self.shape))
 
     def reweight(self, attrs: tuple[int, ...], factor: AnyArray) -> None:
         """Multiply by ``factor`` (an array over ``attrs``) in one broadcast and renormalise.
 
-        The groups holding ``attrs`` must already be merged.
+        ``attrs`` must already lie in one clique (``join``).
         """
         factor = factor / float(np.sum(self.marginal(attrs) * factor))
-        self.group_of[attrs[0]].reweight(attrs, factor)
+        self.tree_of[attrs[0]].reweight(attrs, factor)
 
     def to_dense(self) -> AnyArray:
         """The full joint array (small domains only: tests and the averaged output)."""
@@ -200,22 +447,12 @@ class FactoredDistribution:
     def sample(self, n: int, rng: RandomSource) -> AnyArray:
         """``n`` records (cell codes, shape (n, d)) drawn from the distribution.
 
-        Each group is sampled systematically (cell counts within one of n·p) and the groups'
-        rows are paired by independent random permutations. A cell index is split into its
-        attributes' codes digit by digit, in place (row-major, as ``np.unravel_index``): one
-        column at a time, not a copy per attribute (randhie1m, 10^6 rows, a group of 9
-        attributes: 289 MB of temporaries before, benchmarks/mwem_peers.py).
+        Each block is sampled on its own (``_Tree.sample``) and the blocks' rows are paired
+        by independent random permutations.
         """
         codes = np.zeros((n, len(self.shape)), dtype=np.int64)
-        for g in self.groups():
-            cdf = np.cumsum(g.probs.ravel())
-            points = (rng.uniform(size=1)[0] + np.arange(n)) / n * cdf[-1]
-            cells = np.minimum(np.searchsorted(cdf, points, side="right"), cdf.size - 1)
-            del points
-            cells = cells[np.argsort(rng.uniform(size=n))]
-            for a, k in reversed(list(zip(g.attrs, g.probs.shape, strict=True))):
-                codes[:, a] = cells % k
-                cells //= k
+        for t in self.trees():
+            t.sample(codes, rng)
         return codes
 
 

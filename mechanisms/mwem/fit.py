@@ -131,14 +131,14 @@ def refit(
     Only measurements linked to the newest one through shared attributes are refitted: the
     others are independent of it (in the factored representation they form other groups, so
     factored and dense runs make the same updates). ``mw_passes`` given: that many passes over
-    them. Default: 10 passes while the group is small (cheap); once it is large, the newest
-    measurement twice, then one pass over all (FINAL_PASSES in the last round). (A pass over
-    all only every 4th round: Adult, 8 columns, ε = 10, 2-/3-way TVD .0062/.0197 against
-    .0054/.0187, seeds 3-5.)
+    them. Default: 10 passes while the block's whole table is small (cheap; a block kept as a
+    junction tree counts as its whole table, so both make the same updates); once it is
+    large, the newest measurement twice, then one pass over all (FINAL_PASSES in the last
+    round). (A pass over all only every 4th round: Adult, 8 columns, ε = 10, 2-/3-way TVD
+    .0062/.0197 against .0054/.0187, seeds 3-5.)
     """
-    group = model.group_of[measured[-1][0].attrs[0]]
     inside = _linked(measured)
-    if mw_passes is None and group.size > INTERMEDIATE_CELLS:
+    if mw_passes is None and model.block_cells(measured[-1][0].attrs) > INTERMEDIATE_CELLS:
         for _ in range(2):
             query, target, floor = inside[-1]
             mw_update(model, query, target, floor, update)

@@ -137,47 +137,38 @@ def select_query(
     memory_cells: int | None,
     rng: RandomSource,
     *,
-    quick_cells: int | None,
+    whole_cells: int | None,
 ) -> tuple[Query, bool]:
-    """Exponential mechanism over the queries the memory budget allows: (query, capped).
+    """Exponential mechanism over the queries the memory budget allows: (query, left out).
 
-    ``capped``: whether the speed cap left out at least one of those queries this round.
-
-    With ``quick_cells`` (the speed cap; None lifts it), only queries that keep every group
-    within ``quick_cells`` (or lie inside one group already) compete while there are any: MW
-    passes over one group of ~10^7 cells cost seconds each (anes96, 9 columns, ε = 10: 30 s a
-    run without the cap, 1 s with it, 2-/3-way TVD .099/.227 and .097/.227). On other tables
-    above the cap it costs accuracy (issue 44: 2-way TVD 1.4–3.2× the uncapped), so whether it
-    left a query out is returned, to be said in the release. That flag is public: it depends
-    only on the groups (fixed by earlier DP selections), the public domain shape and workload,
-    and the cap, never on the data.
+    ``left out``: whether the memory budget left out at least one workload query this round.
+    The model joins blocks into one whole table of up to ``whole_cells`` cells and links larger
+    ones as a junction tree (``FactoredDistribution.join``; None: always one whole table), so a
+    query fits when the largest table that joining it needs has at most ``memory_cells`` cells.
+    Every query that fits competes: speed comes from the junction trees, not from steering the
+    selection (issue 44: a steer toward queries that kept blocks within 2^22 cells cost up to
+    2.9× pair TVD on tables above it). Which queries fit, and so the flag, is public: it
+    depends only on the model's cliques (fixed by earlier DP selections), the public domain
+    shape, workload, ``whole_cells`` and ``memory_cells``, never on the data.
     Score of q = (‖q(B) − q(A)‖₁ − expected ‖noise‖₁ of measuring q) / Δ_q, so every score has
-    sensitivity 1; the penalty is data-independent. Which queries fit the memory budget depends
-    only on earlier (DP) selections. Privacy: spends ``eps_select`` (ε-DP, the exponential
-    mechanism at ``eps_select`` with sensitivity 1); ``n`` must be public (the row count under
-    replace-one, the DP estimate under add-remove).
+    sensitivity 1; the penalty is data-independent. Privacy: spends ``eps_select`` (ε-DP, the
+    exponential mechanism at ``eps_select`` with sensitivity 1); ``n`` must be public (the row
+    count under replace-one, the DP estimate under add-remove). How the model is held (whole
+    tables or junction trees) is post-processing: it changes no score, the same distribution.
     """
-    allowed = [q for q in workload if model.merged_size(q.attrs) <= memory_cells]
-    quick = [q for q in allowed if quick_cells is None or _quick(model, q, quick_cells)]
-    capped = bool(quick) and len(quick) < len(allowed)
-    allowed = quick or allowed
+    allowed = [  # a clique never has more cells than the whole table of the blocks it joins
+        q
+        for q in workload
+        if model.merged_size(q.attrs) <= memory_cells
+        or model.clique_cells(q.attrs, whole_cells) <= memory_cells
+    ]
     if not allowed:
         raise MechanismError(
             f"no workload query fits memory_cells ({memory_cells}); raise it or use smaller queries"
         )
     scores = _selection_scores(model, true, allowed, n, eps_measure, marginal_l1)
     chosen = exponential_mechanism(scores, epsilon=eps_select, sensitivity=1, rng=rng)
-    return allowed[chosen], capped
-
-
-QUICK_CELLS = 1 << 22  # the default speed cap: float64 cells (32 MB) a group may grow to
-
-
-def _quick(model: Any, query: Query, quick_cells: int) -> bool:
-    """Public (earlier DP selections fix the groups): measuring keeps groups within the cap."""
-    return bool(
-        model.merged_size(query.attrs) <= quick_cells or len(model.groups_of(query.attrs)) == 1
-    )
+    return allowed[chosen], len(allowed) < len(workload)
 
 
 def _selection_scores(

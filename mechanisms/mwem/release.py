@@ -21,10 +21,9 @@ from mechanisms.accuracy import CONFIDENCE, count_intervals
 from mechanisms.arrays import AnyArray
 from mechanisms.chunks import EngineTable
 from mechanisms.errors import MechanismError
-from mechanisms.mwem.distribution import FactoredDistribution, query_answer
+from mechanisms.mwem.distribution import QUICK_CELLS, FactoredDistribution, query_answer
 from mechanisms.mwem.fit import independent_weights, joint_weights, mw_update, refit, target_floor
 from mechanisms.mwem.measure import (
-    QUICK_CELLS,
     TrueAnswers,
     expected_abs_noise,
     marginal_sensitivity,
@@ -81,8 +80,8 @@ class MwemResult:
     trace: list[dict[str, Any]] = field(default_factory=list)
     rounds: int = 0
     budget: dict[str, Any] = field(default_factory=dict)
-    # rounds in which the speed cap (quick_cells) left out at least one query: public, see mwem
-    capped_rounds: int = 0
+    # rounds in which the memory budget (memory_cells) left out at least one query: public
+    left_out_rounds: int = 0
 
 
 def mwem(
@@ -122,12 +121,15 @@ def mwem(
     the paper's A(x) ← A(x)·exp(q(x)·(m − q(A))/(2n)), which needs many more passes.
     ``output="last"`` returns the last iterate, ``"average"`` the average of the iterates
     (the analysed estimator; needs the dense representation).
-    ``quick_cells`` is the speed cap: while any query would keep every group of the model
-    within that many cells, only such queries compete in the selection (``None`` lifts it:
-    slower and larger, and pairs across groups may come out better). ``capped_rounds`` of the
-    result counts the rounds in which it left out at least one query. That count is public:
-    it is a function of the earlier selections (ε-DP), the public domain shape, workload and
-    cap only, never of the data, so publishing it costs no budget.
+    ``quick_cells``: blocks of the model whose whole table would have more cells are kept as
+    a junction tree of cliques (``FactoredDistribution.join``), the same distribution at a
+    fraction of the time and memory (tables above 2^22 cells, benchmarks/mwem_peers.py:
+    docs/mwem.md); ``None`` keeps every block one whole table. ``memory_cells`` bounds the
+    largest table a query may need; ``left_out_rounds`` of the result counts the rounds in which
+    it left out at least one query. That count is public: it is a function of the earlier
+    selections (ε-DP), the public domain shape, workload and limits only, never of the data,
+    so publishing it costs no budget. How the model is held is post-processing: the
+    measurements and selections, and their ε, do not depend on it.
 
     Privacy: unit = one record; pure ε-DP by sequential composition under ``neighbouring``.
     Sensitivities: replace-one: a marginal's cell vector has L1 sensitivity 2 (one cell −1,
@@ -204,7 +206,7 @@ def mwem(
     measured = [(Query((a,)), m / n, target_floor(init_scale, n)) for a, m in enumerate(one_way)]
     iterate_sum = np.zeros(shape) if output == "average" else None
     for t in range(rounds):
-        query, capped = select_query(
+        query, left_out = select_query(
             model,
             true,
             workload,
@@ -214,14 +216,14 @@ def mwem(
             marginal_l1,
             memory_cells,
             rng,
-            quick_cells=quick_cells,
+            whole_cells=quick_cells,
         )
-        result.capped_rounds += capped
+        result.left_out_rounds += left_out
         noisy, scale = measure_query(true, query, eps_measure, marginal_l1, rng)
         before = _error_before(query, noisy, scale, model, n, shape)
         result.measurements.append(_measurement_record(query, noisy, scale))
         measured.append((query, noisy / n, target_floor(scale, n)))
-        model.merge(query.attrs)
+        model.join(query.attrs, quick_cells)
         refit(model, measured, mw_passes, update, last_round=t == rounds - 1)
         if iterate_sum is not None:
             iterate_sum += model.to_dense()
@@ -295,7 +297,7 @@ def measure_all(
     for query in workload:
         noisy, scale = measure_query(true, query, eps_query, 2, rng)
         measured.append((query, noisy / n, target_floor(scale, n, share=1.0)))
-        model.merge(query.attrs)
+        model.join(query.attrs)
     for _ in range(mw_passes):
         for query, target, floor in measured:
             mw_update(model, query, target, floor)
@@ -373,7 +375,7 @@ RELEASE_PARAMS = {
     "memory_cells",
     "quick_cells",
 }
-NO_CAP = "none"  # quick_cells that lifts the speed cap
+WHOLE_TABLES = "none"  # quick_cells that keeps every block of the model one whole table
 
 
 def run_mwem(inputs: MechanismInputs[pd.DataFrame | EngineTable]) -> ReleaseOutput:
@@ -429,7 +431,12 @@ def run_mwem(inputs: MechanismInputs[pd.DataFrame | EngineTable]) -> ReleaseOutp
             "rounds": result.rounds,
             "workload": spec,
             "structural_cells": empty,
-            "speed_cap": speed_cap_record(quick_cells, result.capped_rounds, result.rounds),
+            "model_blocks": model_record(
+                quick_cells,
+                options.get("memory_cells", DEFAULT_MEMORY_CELLS),
+                result.left_out_rounds,
+                result.rounds,
+            ),
         }
     }
     files = {
@@ -447,37 +454,44 @@ def run_mwem(inputs: MechanismInputs[pd.DataFrame | EngineTable]) -> ReleaseOutp
 
 
 def parse_quick_cells(value: Any) -> int | None:
-    """The speed cap from a parameter: a whole number of cells >= 1, or "none" (no cap)."""
-    if value is None or (isinstance(value, str) and value.strip().lower() == NO_CAP):
+    """The largest whole table from a parameter: a whole number of cells >= 1, or "none"."""
+    if value is None or (isinstance(value, str) and value.strip().lower() == WHOLE_TABLES):
         return None
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise MechanismError(
             f"quick_cells ({value!r}) must be a whole number of cells >= 1 (default "
-            f"{QUICK_CELLS}), or {NO_CAP!r} to lift the speed cap"
+            f"{QUICK_CELLS}), or {WHOLE_TABLES!r} to keep every block of the model one whole "
+            "table"
         )
     return value
 
 
-def speed_cap_record(quick_cells: int | None, capped_rounds: int, rounds: int) -> dict[str, Any]:
-    """The manifest's record of the speed cap, with a sentence when it left queries out.
+def model_record(
+    quick_cells: int | None, memory_cells: int, left_out_rounds: int, rounds: int
+) -> dict[str, Any]:
+    """The manifest's record of how the model was held; a sentence when memory left queries out.
 
-    The cap, in how many rounds it left out at least one query, and a note saying so in words
-    when it did ("" otherwise).
-
-    Public: the count is a function of the DP selections, the public schema, workload and cap
-    only (``mwem``), so it is published like the rounds themselves.
+    The largest whole table (``whole_cells``; above it, junction trees), the memory budget,
+    in how many rounds that budget left out at least one query, and a note saying so in words
+    when it did ("" otherwise). Public: the count is a function of the DP selections, the
+    public schema, workload and limits only (``mwem``), so it is published like the rounds.
     """
     note = ""
-    if capped_rounds:
+    if left_out_rounds:
         note = (
-            f"In {capped_rounds} of {rounds} rounds the speed cap left out patterns that would "
-            f"have joined the model's blocks into one of more than {quick_cells:,} cells; "
-            "lifting it may improve those patterns at the cost of time and memory: choose "
-            '"Detail over speed" on the form, or pass --quick-cells none.'
+            f"In {left_out_rounds} of {rounds} rounds the memory budget left out patterns "
+            f"whose model tables would have had more than {memory_cells:,} cells; raising "
+            "memory_cells lets them compete, at the cost of memory."
         )
-    return {"cells": quick_cells, "capped_rounds": capped_rounds, "rounds": rounds, "note": note}
+    return {
+        "whole_cells": quick_cells,
+        "memory_cells": memory_cells,
+        "left_out_rounds": left_out_rounds,
+        "rounds": rounds,
+        "note": note,
+    }
 
 
 def spent_by(budget: dict[str, Any]) -> dict[str, Any]:

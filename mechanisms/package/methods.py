@@ -87,8 +87,8 @@ METHODS = {
 def setting_notes(manifest: dict[str, Any]) -> list[str]:
     """What the mechanism said about its own settings in this release, in sentences.
 
-    The non-empty "note" of each recorded setting that has one (such as MWEM's speed cap when
-    it left patterns out).
+    The non-empty "note" of each recorded setting that has one (such as MWEM's memory budget
+    when it left patterns out).
     """
     settings = manifest.get("parameters") or {}
     return [

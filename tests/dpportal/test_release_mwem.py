@@ -11,7 +11,6 @@ import mechanisms
 from dpportal.models import Release
 from dpportal.releases import comparisons, packaging, utility
 from dpportal.templatetags.portal_labels import parameter_text
-from tests.dpportal.test_hostile_corpus import corpus
 from tests.helpers import (
     DEMO_SCHEMA,
     chart_figures,
@@ -129,57 +128,38 @@ def test_measurement_errors_are_zero_when_the_measurements_are_exact():
     assert comparisons.measurement_errors(schema, frame, measurements)["mean_abs_error"] == 3 / 25
 
 
-def test_the_form_lifts_the_speed_cap_only_when_asked(owner, dataset):
-    """ "Detail over speed" reaches MWEM as quick_cells "none"; the default keeps the cap; a value
-    that is not a choice (the hostile corpus's strings) is refused ("Select a valid choice"), never
-    a server error."""
-    client = client_for(owner)
-    post_new_release(client, dataset.pk, mwem_post(mwem_speed="detail"))
-    assert Release.objects.get().params["quick_cells"] == "none"  # the default: see the first test
-    url = reverse("release_preview", args=[dataset.pk])
-    for value in {**corpus.NUMBER_PAYLOADS, **corpus.TEXT_PAYLOADS}.values():
-        response = client.get(url, mwem_post(mwem_speed=value))
-        assert response.status_code < 500, value
-        assert "Select a valid choice" in json.dumps(response.json()), value
-
-
-def test_the_speed_cap_in_words():
-    note = "In 3 of 5 rounds the speed cap left out patterns ..."
-    record = {"cells": 1 << 22, "capped_rounds": 3, "rounds": 5, "note": note}
-    assert parameter_text("speed_cap", json.dumps(record)) == note
-    quiet = dict(record, capped_rounds=0, note="")
-    assert parameter_text("speed_cap", json.dumps(quiet)) == (
-        "speed cap: blocks of up to 4,194,304 cells (it left no pattern out)"
+def test_how_the_model_was_held_in_words():
+    note = "In 3 of 5 rounds the memory budget left out patterns ..."
+    record = {"whole_cells": 1 << 22, "memory_cells": 8192, "left_out_rounds": 3, "rounds": 5,
+              "note": note}  # fmt: skip
+    assert parameter_text("model_blocks", json.dumps(record)) == note
+    quiet = dict(record, left_out_rounds=0, note="")
+    assert parameter_text("model_blocks", json.dumps(quiet)) == (
+        "model: blocks of up to 4,194,304 cells as whole tables, larger ones as junction trees "
+        "of smaller tables (every pattern could be chosen in every round)"
     )
-    lifted = dict(quiet, cells=None)
-    assert parameter_text("speed_cap", json.dumps(lifted)).startswith("speed cap: lifted")
+    whole = dict(quiet, whole_cells=None)
+    assert parameter_text("model_blocks", json.dumps(whole)).startswith(
+        "model: every block one whole table"
+    )
 
 
-def test_the_results_page_says_when_the_speed_cap_left_patterns_out(
-    owner, tmp_path, a_minute_later
-):
-    """4 columns of 64 bins (65^4 cells with "(missing)", above the cap of 2^22): from round 3
-    on the cap leaves pairs out in every round (tests/mechanisms/test_mwem.py, WIDE); the page
-    says it in words, with how to lift the cap."""
+def test_a_table_above_2_22_cells_leaves_no_pattern_out(owner, tmp_path, a_minute_later):
+    """4 columns of 64 bins (65^4 cells with "(missing)", above the whole-table limit of 2^22):
+    no round leaves a pattern out (a speed cap once did from round 3 on:
+    tests/mechanisms/test_mwem.py, WIDE), and the results page says how the model was held."""
     rng = np.random.default_rng(44)
     path = tmp_path / "wide.csv"
     pd.DataFrame(rng.uniform(0, 64, size=(2000, 4)), columns=list("abcd")).to_csv(path, index=False)
     schema = {"columns": [{"name": c, "type": "numeric", "lower": 0, "upper": 64, "bins": 64}
                           for c in "abcd"]}  # fmt: skip
     dataset = make_dataset(owner, epsilon_total=10, schema=schema, path=path, name="Wide")
-    fields = {"mechanism": "mwem", "columns": list("abcd"), "epsilon": "10", "mwem_rounds": "5"}
-    url, warned = reverse("release_preview", args=[dataset.pk]), "more than the speed cap's"
-    said = client_for(owner).get(url, fields).json()["accuracy"]
-    assert any(warned in line for line in said)  # before any budget is spent
-    lifted = client_for(owner).get(url, {**fields, "mwem_speed": "detail"}).json()["accuracy"]
-    assert not any(warned in line for line in lifted)
     workload = mechanisms.workload.marginals_spec(2)
     release = make_release(owner, dataset, mechanism="mwem", columns=list("abcd"), epsilon="10",
                            params={"workload": workload, "rounds": 5})  # fmt: skip
     release = run_now(release)
-    assert release.manifest["parameters"]["speed_cap"]["capped_rounds"] == 3
+    assert release.manifest["parameters"]["model_blocks"]["left_out_rounds"] == 0
     page = html.unescape(
         client_for(owner).get(reverse("release_detail", args=[release.pk])).content.decode()
     )
-    assert "In 3 of 5 rounds the speed cap left out patterns" in page
-    assert 'choose "Detail over speed" on the form, or pass --quick-cells none.' in page
+    assert "model: blocks of up to 4,194,304 cells as whole tables" in page

@@ -9,7 +9,6 @@ Contingency test: 5 seeds per point; the asserted gaps are ones the 5-seed bench
 (benchmarks/mwem_contingency.py) shows by a factor of 2 or more.
 """
 
-import html
 import importlib
 import io
 import json
@@ -24,6 +23,7 @@ import pytest
 from mechanisms.catalogue import run_release
 from mechanisms.errors import MechanismError
 from mechanisms.mwem import FactoredDistribution, measure_all, mwem
+from mechanisms.mwem.release import model_record
 from mechanisms.noise import RecordingSource, exponential_mechanism, seeded_source
 from mechanisms.schema import Schema
 from mechanisms.workload import Query, expand_workload, marginals_spec, random_marginals_spec
@@ -543,11 +543,11 @@ def test_the_shipped_contingency_tables_are_what_their_generator_writes():
     assert check.returncode == 0, check.stderr
 
 
-# --- the speed cap (issue 44) ------------------------------------------------------------------
-# 4 columns of 64 bins plus the "(missing)" cell: 65^4 ≈ 1.8·10^7 cells, above the default cap
-# of 2^22. Once round 2 has formed a group of 2 or 3 columns, every pair across two groups
-# would join them into one of 65^4 cells while pairs inside a group remain: from round 3 on the
-# cap leaves queries out in every round, whatever the draws.
+# --- the model's blocks on large domains (issue 44) ---------------------------------------------
+# 4 columns of 64 bins plus the "(missing)" cell: 65^4 ≈ 1.8·10^7 cells, above the default
+# whole-table limit of 2^22. A speed cap once let only pairs that kept the model's blocks within
+# 2^22 cells compete, and from round 3 on it left queries out in every round; now every pair
+# competes and blocks above the limit are kept as junction trees.
 WIDE = Schema.from_dict(
     {
         "columns": [
@@ -563,21 +563,32 @@ def wide_frame(columns="abcd", rows=2000):
     return pd.DataFrame({name: rng.uniform(rows) * 64 for name in columns})
 
 
-def test_the_speed_cap_is_counted_in_the_rounds_it_leaves_queries_out():
+def test_every_pair_competes_above_2_22_cells_and_the_memory_budget_is_counted():
+    """Default: no round leaves a query out, pairs across blocks are measured (a junction tree,
+    no table of 64^4 cells), the same rounds as whole tables; a memory budget of 8,192 cells
+    leaves queries out in 3 of 5 rounds (the rounds it did are counted, as the release says)."""
     shape, codes = (64,) * 4, seeded_source(1).integers(64, 2000 * 4).reshape(2000, 4)
     workload = workload_of(list("abcd"), shape, 2)
-    capped = mwem(codes, shape, workload, epsilon=10, rounds=5, rng=seeded_source(2))
-    assert capped.capped_rounds == 3  # rounds 3, 4 and 5 (see WIDE)
-    three = mwem(codes[:, :3], shape[:3], workload_of(list("abc"), shape[:3], 2), epsilon=10,
-                 rounds=5, rng=seeded_source(2))  # fmt: skip
-    assert three.capped_rounds == 0  # 64^3 cells: every query fits the cap
+    tree = mwem(codes, shape, workload, epsilon=10, rounds=5, rng=seeded_source(2))
+    assert tree.left_out_rounds == 0
+    assert max(c.size for c in tree.distribution.groups()) == 64**3  # not 64^4
+    assert len(tree.distribution.trees()) == 1  # every column linked
+    whole = mwem(codes, shape, workload, epsilon=10, rounds=5, rng=seeded_source(2),
+                 quick_cells=None)  # fmt: skip
+    assert [c.size for c in whole.distribution.groups()] == [64**4]
+    assert [t["query"] for t in whole.trace] == [t["query"] for t in tree.trace]
+    small = mwem(codes, shape, workload, epsilon=10, rounds=5, rng=seeded_source(2),
+                 memory_cells=2 * 64**2)  # fmt: skip
+    assert small.left_out_rounds == 3
+    assert max(c.size for c in small.distribution.groups()) <= 2 * 64**2
     with pytest.raises(MechanismError, match=r"quick_cells \(0\) must be a whole number >= 1"):
         mwem(codes, shape, workload, epsilon=10, rounds=5, quick_cells=0)
 
 
-def test_the_release_says_when_the_speed_cap_left_patterns_out(tmp_path, capsys):
-    """The command line's --quick-cells reaches MWEM; the manifest and the report say in words
-    when the cap left patterns out, and nothing when it did not or was lifted."""
+def test_the_release_records_how_the_model_was_held(tmp_path, capsys):
+    """The command line's --quick-cells reaches MWEM; the manifest records the whole-table
+    limit, the memory budget and the rounds it left queries out (none here: no note, and the
+    report says nothing of it); "none" keeps whole tables; a bad value is refused in words."""
     from mechanisms.__main__ import main
 
     def release(name, frame, schema, *options):
@@ -589,24 +600,28 @@ def test_the_release_says_when_the_speed_cap_left_patterns_out(tmp_path, capsys)
                 "--seed", "3", "--out", str(out), "--rounds", "5", *options]  # fmt: skip
         assert main(args) == 0
         manifest = json.loads((out / "manifest.json").read_text())
-        return manifest["parameters"]["speed_cap"], (out / "report.html").read_text()
+        return manifest["parameters"]["model_blocks"], (out / "report.html").read_text()
 
-    cap, report = release("wide", wide_frame(), WIDE)
-    assert cap["cells"] == 1 << 22 and cap["capped_rounds"] == 3 and cap["rounds"] == 5
-    assert cap["note"].startswith("In 3 of 5 rounds the speed cap left out patterns")
-    assert "--quick-cells none" in cap["note"] and cap["note"] in html.unescape(report)
-    cap, report = release("narrow", wide_frame("abc"), Schema.from_dict(
-        {"columns": WIDE.to_dict()["columns"][:3]}))  # fmt: skip
-    assert cap == {"cells": 1 << 22, "capped_rounds": 0, "rounds": 5, "note": ""}
-    assert "speed cap" not in report
-    cap, _ = release("lifted", small_frame(), SCHEMA, "--quick-cells", "none")
-    assert cap == {"cells": None, "capped_rounds": 0, "rounds": 5, "note": ""}
+    record = {"whole_cells": 1 << 22, "memory_cells": 25_000_000, "left_out_rounds": 0,
+              "rounds": 5, "note": ""}  # fmt: skip
+    blocks, report = release("wide", wide_frame(), WIDE)
+    assert blocks == record
+    assert "memory budget" not in report
+    blocks, _ = release("whole", wide_frame(), WIDE, "--quick-cells", "none")
+    assert blocks == dict(record, whole_cells=None)
     capsys.readouterr()
-    data, schema_file = str(tmp_path / "lifted.csv"), str(tmp_path / "lifted.json")
+    data, schema_file = str(tmp_path / "whole.csv"), str(tmp_path / "whole.json")
     bad = ["mwem", "--input", data, "--schema", schema_file, "--epsilon", "1",
            "--out", str(tmp_path / "bad"), "--quick-cells", "lots"]  # fmt: skip
     assert main(bad) == 2
     assert capsys.readouterr().err.strip() == (
         "error: quick_cells ('lots') must be a whole number of cells >= 1 (default 4194304), "
-        "or 'none' to lift the speed cap"
+        "or 'none' to keep every block of the model one whole table"
     )
+
+
+def test_the_note_when_the_memory_budget_left_patterns_out():
+    note = model_record(1 << 22, 8192, 3, 5)["note"]
+    assert note.startswith("In 3 of 5 rounds the memory budget left out patterns")
+    assert "more than 8,192 cells" in note and "memory_cells" in note
+    assert model_record(1 << 22, 8192, 0, 5)["note"] == ""

@@ -17,10 +17,9 @@ from dpportal.releases.kinds.synthetic import (
 )
 from mechanisms import accuracy
 from mechanisms import workload as mwem_workload
-from mechanisms.mwem import NO_CAP, expected_abs_noise
+from mechanisms.mwem import expected_abs_noise
 
 MEASUREMENTS = "measurements.json"
-SPEED, DETAIL = "speed", "detail"  # the form's choice: MWEM's speed cap kept or lifted
 
 
 class Mwem(SyntheticKind):
@@ -61,25 +60,6 @@ class Mwem(SyntheticKind):
                 "each noisier. Leave empty to choose automatically.",
                 widget=WHOLE_NUMBER_INPUT,
             ),
-            "mwem_speed": forms.TypedChoiceField(
-                label="Speed or detail",
-                initial=SPEED,
-                required=False,
-                empty_value=SPEED,
-                choices=[
-                    (
-                        SPEED,
-                        "Speed over detail: keep the model's blocks small (faster; may miss "
-                        "links between columns in different blocks)",
-                    ),
-                    (
-                        DETAIL,
-                        "Detail over speed: let the blocks grow (on large tables several to "
-                        "tens of times longer, and hundreds of MB more memory)",
-                    ),
-                ],
-                help_text="The results page says when keeping blocks small left patterns out.",
-            ),
         }
 
     def params(self, form, cleaned):
@@ -87,8 +67,6 @@ class Mwem(SyntheticKind):
         params: dict[str, Any] = {"workload": mwem_workload.marginals_spec(k)}
         if cleaned.get("mwem_rounds"):
             params["rounds"] = cleaned["mwem_rounds"]
-        if cleaned.get("mwem_speed") == DETAIL:
-            params["quick_cells"] = NO_CAP
         return params
 
     def progress_label(self, done: int, total: int) -> str:
@@ -118,7 +96,6 @@ class Mwem(SyntheticKind):
                 if plan.details["workload"] > 1
                 else []
             ),
-            *_speed_cap_lines(plan),
         ]
 
     def preview_warnings(self, plan, schema, columns, row_count) -> list[str]:
@@ -249,19 +226,6 @@ def _rows_per_cell(plan, row_count) -> float:
     median pattern."""
     cells = plan.support if plan.details.get("full_table") else plan.details["median_cells"]
     return row_count / cells
-
-
-def _speed_cap_lines(plan) -> list[str]:
-    """What the speed cap may do to a table above it (public: the domain's size and the cap)."""
-    cap = plan.details.get("quick_cells")
-    if cap is None or plan.support <= cap:
-        return []
-    return [
-        f"The table has {plan.support:,} combinations of values, more than the speed cap's "
-        f'{cap:,}: with "Speed over detail" MWEM may leave out patterns that would join the '
-        "model's blocks into a larger one (the results page will say in how many rounds). "
-        '"Detail over speed" lifts the cap, at the cost of time and memory.'
-    ]
 
 
 def _rounds_line(patterns: int, rounds: int) -> str:
