@@ -60,6 +60,8 @@ def parameter_text(key, value):
         return _structural_words(value.get("zeroed") or [])
     if key == "model_blocks" and isinstance(value, dict):
         return _model_blocks_words(value)
+    if key == "speed_cap" and isinstance(value, dict):
+        return _speed_cap_words(value)
     if key in ("mechanism", "chosen_mechanism"):
         value = method_words(value)
     elif key == "prefixes":
@@ -108,6 +110,16 @@ def _model_blocks_words(record: dict) -> str:
         f"model: blocks of up to {record['whole_cells']:,} cells as whole tables, larger ones as "
         "junction trees of smaller tables (every pattern could be chosen in every round)"
     )
+
+
+def _speed_cap_words(record: dict) -> str:
+    """The speed cap that MWEM releases made before junction trees record (its note when it
+    left patterns out, else the setting alone): their pages keep saying it."""
+    if record.get("note"):
+        return str(record["note"])
+    if record.get("cells") is None:
+        return "speed cap: lifted (every pattern could be chosen in every round)"
+    return f"speed cap: blocks of up to {record['cells']:,} cells (it left no pattern out)"
 
 
 def _workload_words(spec: dict) -> str:

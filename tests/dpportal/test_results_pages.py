@@ -90,6 +90,10 @@ def test_parameters_in_words():
     assert parameter_text("epsilon_per_statistic", shares) == "epsilon per statistic: 0.2 × 0.3"
     assert parameter_text("level", 0.95) == "level: 0.95"
     assert short_number("41.123456789") == "41.12" and short_number("(other)") == "(other)"
+    # MWEM releases made before junction trees recorded a speed cap: still said in words
+    note = "In 13 of 16 rounds the speed cap left out patterns"
+    assert parameter_text("speed_cap", {"cells": 4194304, "note": note}) == note
+    assert parameter_text("speed_cap", {"cells": None}).startswith("speed cap: lifted")
     assert short_number("12") == "12" and short_number("3.5") == "3.5"
 
 
