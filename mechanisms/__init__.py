@@ -37,7 +37,13 @@ from mechanisms.noise import (
 )
 from mechanisms.plans import NoisePlan
 from mechanisms.range_count import answer_queries, range_count
-from mechanisms.release import PACKAGE_VERSION, ReleaseOutput, public_manifest, write_release
+from mechanisms.release import (
+    DEFAULT_SYNTHETIC_ROWS,
+    PACKAGE_VERSION,
+    ReleaseOutput,
+    public_manifest,
+    write_release,
+)
 from mechanisms.release_request import MechanismInputs, PlanInputs
 from mechanisms.schema import Schema
 
@@ -45,6 +51,7 @@ __version__ = PACKAGE_VERSION
 
 __all__ = [
     "CATALOGUE",
+    "DEFAULT_SYNTHETIC_ROWS",
     "NEIGHBOURING",
     "ChunkedTable",
     "Guarantee",

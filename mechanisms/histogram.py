@@ -34,7 +34,7 @@ from mechanisms.chunks import ChunkedTable, EngineTable
 from mechanisms.errors import MechanismError
 from mechanisms.mwem.structural import rule_text, structural_cells, unsupported_slices
 from mechanisms.noise import RandomSource, check_count_noise, resolve_rng
-from mechanisms.release import ReleaseOutput, csv_bytes
+from mechanisms.release import DEFAULT_SYNTHETIC_ROWS, ReleaseOutput, csv_bytes
 from mechanisms.release_request import MechanismInputs, Table
 from mechanisms.schema import NumericColumn, Schema
 
@@ -131,7 +131,8 @@ def perturbed_histogram(
     Privacy: epsilon-DP (pure), unit one row, neighbouring replace-one (default; count
     sensitivity 2, noise scale 2/epsilon) or add-remove (sensitivity 1, scale 1/epsilon).
     Bounds, bins and categories come from `schema` only. `rows` defaults to the row count under
-    replace-one (public there) and to the rounded noisy total under add-remove. `data` may be
+    replace-one (public there) and to the rounded noisy total under add-remove, at most
+    DEFAULT_SYNTHETIC_ROWS. `data` may be
     a ChunkedTable or an EngineTable: only the cell counts are taken from it, in one pass.
     """
     epsilon, neighbouring = check_epsilon(epsilon), check_neighbouring(neighbouring)
@@ -142,7 +143,7 @@ def perturbed_histogram(
     noisy = perturb_counts(counts, epsilon=epsilon, neighbouring=neighbouring, rng=rng)
     row_count_public = neighbouring == "replace-one"
     if rows is None:
-        rows = n if row_count_public else max(0, int(noisy.sum()))
+        rows = min(n if row_count_public else max(0, int(noisy.sum())), DEFAULT_SYNTHETIC_ROWS)
     rows = _check_rows(rows)
     supported, zeroed = _supported(noisy, schema, columns, epsilon, neighbouring)
     probabilities = clipped_distribution(supported)

@@ -30,6 +30,12 @@ import pyarrow.csv as pa_csv
 from mechanisms.errors import MechanismError
 
 PACKAGE_VERSION = "0.1.0"
+# Synthetic rows drawn when a release does not say how many: as many as the table has (or its
+# noisy count), at most this many. Drawn from the same fitted model, more rows add no
+# information (a million rows' sampling error is about 0.001 per cell share) but grow the
+# worker's memory and the package with the table (MWEM on 10^8 rows: 5.2 GB): the output's size
+# must not follow the table's. A release may ask for more.
+DEFAULT_SYNTHETIC_ROWS = 1_000_000
 CUSTODIAN_ONLY_FIELDS = ("input_sha256",)
 
 Progress = Callable[[int, int], None]

@@ -55,7 +55,7 @@ from mechanisms.mwem.structural import (
     zero_cells,
 )
 from mechanisms.noise import check_count_noise, resolve_rng
-from mechanisms.release import ReleaseOutput, csv_bytes, json_bytes
+from mechanisms.release import DEFAULT_SYNTHETIC_ROWS, ReleaseOutput, csv_bytes, json_bytes
 from mechanisms.release_request import MechanismInputs
 from mechanisms.schema import NumericColumn
 from mechanisms.workload import Query, expand_workload, load_workload, marginals_spec
@@ -379,12 +379,13 @@ WHOLE_TABLES = "none"  # quick_cells that keeps every block of the model one who
 
 
 def run_mwem(inputs: MechanismInputs[pd.DataFrame | EngineTable]) -> ReleaseOutput:
-    """The registry entry: encode, run MWEM, decode ``n`` synthetic rows, package the files.
+    """The registry entry: encode, run MWEM, decode synthetic rows, package the files.
 
-    MWEM reads the whole table, or an EngineTable's cell counts (Schema.encode rebuilds the records
-    from them). Before sampling, the "(missing)" and "(other)" cells that the noisy measurements do
-    not tell from empty get zero mass (``structural``: post-processing; the manifest states the rule
-    and names the cells).
+    The synthetic rows number ``n`` (public, or estimated from the noisy measurements), at
+    most DEFAULT_SYNTHETIC_ROWS. MWEM reads the whole table, or an EngineTable's cell counts
+    (Schema.encode rebuilds the records from them). Before sampling, the "(missing)" and
+    "(other)" cells that the noisy measurements do not tell from empty get zero mass
+    (``structural``: post-processing; the manifest states the rule and names the cells).
     """
     params, schema, columns, rng = inputs.params, inputs.schema, list(inputs.columns), inputs.rng
     unknown = sorted(set(params) - RELEASE_PARAMS)
@@ -418,7 +419,8 @@ def run_mwem(inputs: MechanismInputs[pd.DataFrame | EngineTable]) -> ReleaseOutp
     )
     zeroed = unsupported_cells(result.measurements, shape, structural_cells(schema, columns))
     zero_cells(result.distribution, zeroed)
-    synthetic = schema.decode(result.distribution.sample(result.n, rng), columns, rng)
+    rows = min(result.n, DEFAULT_SYNTHETIC_ROWS)
+    synthetic = schema.decode(result.distribution.sample(rows, rng), columns, rng)
     measurements = [dict(m, query=m["query"].describe(columns)) for m in result.measurements]
     trace = [dict(t, query=t["query"].describe(columns)) for t in result.trace]
     empty = {

@@ -207,9 +207,6 @@ def relative_error_warning(noise: float, rows_per_cell: float) -> list[str]:
     ]
 
 
-MAX_SYNTHETIC_ROWS = 1_000_000
-
-
 class HistogramKind(SyntheticKind):
     """The two histograms: their one setting is how many synthetic rows to draw."""
 
@@ -221,10 +218,10 @@ class HistogramKind(SyntheticKind):
                 label="Rows to synthesise",
                 required=False,
                 min_value=1,
-                max_value=MAX_SYNTHETIC_ROWS,
+                max_value=mechanisms.DEFAULT_SYNTHETIC_ROWS,
                 help_text="How many made-up rows synthetic.csv should have. Leave empty for as "
                 "many as the table has (or, if the number of rows is private, its noisy "
-                "estimate).",
+                f"estimate), up to {mechanisms.DEFAULT_SYNTHETIC_ROWS:,}.",
                 widget=WHOLE_NUMBER_INPUT,
             )
         }
