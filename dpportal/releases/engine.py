@@ -139,18 +139,28 @@ def refusal_before_reading(release) -> str:
     """`engine_refusal` of a queued release on a source, checked again by the worker before
     the data is marked read: a release admitted before a limit was checked, or whose schema
     changed since, fails with a full refund (no row read, no noise drawn) instead of losing its
-    budget to an engine's refusal ("" when the engine can make it, and for uploads)."""
+    budget to an engine's refusal ("" when the engine can make it, and for uploads). An engine
+    on a cluster is asked whether it answers (`mechanisms.counting.check_reachable`), so a Spark
+    cluster that is down fails the release with a full refund too."""
     dataset = release.dataset
     if not dataset.is_external or not dataset.schema:
         return ""
-    return engine_refusal(
+    engine = release.engine or dataset.engine
+    refusal = engine_refusal(
         dataset,
         mechanism=release.mechanism,
         columns=release.columns,
         params=release.params,
         epsilon=release.epsilon,
-        engine=release.engine or dataset.engine,
+        engine=engine,
     )
+    if refusal:
+        return refusal
+    try:  # a cluster that does not answer (Spark): refunded, as no row was read
+        mechanisms.counting.check_reachable(engine)
+    except mechanisms.MechanismError as exc:
+        return f"The {engine} engine cannot be reached: {exc}. Nothing was read or spent."
+    return ""
 
 
 def _person_column(schema) -> list[str]:

@@ -39,9 +39,11 @@ from tests.counting.engine_tables import (
     write_postgres,
 )
 
-# The Dask engine joins wherever a cluster is named (./test.sh starts one with two workers).
+# The Dask and Spark engines join wherever a cluster is named (./test.sh starts a Dask cluster
+# and a Spark cluster, each with two workers).
 DASK = ("dask",) if os.environ.get("DPPORTAL_DASK_SCHEDULER") else ()
-PARQUET_ENGINES = ("inprocess", "duckdb", *DASK)
+SPARK = ("spark",) if os.environ.get("DPPORTAL_SPARK_REMOTE") else ()
+PARQUET_ENGINES = ("inprocess", "duckdb", *DASK, *SPARK)
 POSTGRES_ENGINES = ("inprocess", "postgres")
 TABLE = 'tä"ble; --'
 
@@ -290,7 +292,7 @@ def test_sources_in_words(postgres, tmp_path):
         with pytest.raises(MechanismError, match="not in"):
             count_cells(TableSource(str(tmp_path / "w.parquet")), schema, None, engine)
     with pytest.raises(MechanismError, match="unknown"):
-        count_cells(TableSource(str(tmp_path)), schema, None, "spark")
+        count_cells(TableSource(str(tmp_path)), schema, None, "bigquery")
     with pytest.raises(MechanismError, match="local Parquet"):
         count_cells(TableSource(POSTGRES_URL, table="t"), schema, None, "duckdb")
 

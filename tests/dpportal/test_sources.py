@@ -43,6 +43,7 @@ from dpportal.sources.reach import NOWHERE
 from dpportal.sources.tables import SourceError, table_source
 from mechanisms.counting import TableSource, count_cells, tally_table
 from mechanisms.counting.dask_engine import SCHEDULER_VARIABLE as DASK_SCHEDULER
+from mechanisms.counting.spark_engine import REMOTE_VARIABLE as SPARK_REMOTE
 from mechanisms.range_count.api import support_from_schema
 from mechanisms.range_count.grid_tally import grid_tally
 from mechanisms.statistics.aggregates import tallies
@@ -410,8 +411,13 @@ def test_parquet_outside_the_source_roots_is_refused(settings, tmp_path):
     assert dataset.source_key.startswith("parquet:")
 
 
-# The distributed engine joins wherever a Dask cluster is named (./test.sh starts two workers).
-PARQUET_ENGINES = ["inprocess", "duckdb"] + (["dask"] if os.environ.get(DASK_SCHEDULER) else [])
+# The distributed engines join wherever a Dask cluster or a Spark Connect server is named
+# (./test.sh starts each with two workers).
+PARQUET_ENGINES = (
+    ["inprocess", "duckdb"]
+    + (["dask"] if os.environ.get(DASK_SCHEDULER) else [])
+    + (["spark"] if os.environ.get(SPARK_REMOTE) else [])
+)
 
 
 PEOPLE = ("age", "sex", "city")
