@@ -256,21 +256,36 @@ ensure_java() {
 
 free_port() { "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
-# Whether the Spark Connect server at $1 answers and runs a job on an executor.
-spark_up() { "$PY" - "$1" <<'PY' 2>/dev/null
-import sys
+# Whether the Spark Connect server at $1 runs a job on an executor, trying for at most $2 seconds
+# (default: once) while the processes $3... (if given) run. One Python process polls, so a
+# slow machine does not pay pyspark's import at every try.
+spark_up() { "$PY" - "$@" <<'PY' 2>/dev/null
+import os, sys, time
 from pyspark.sql.connect.client.retries import DefaultPolicy
 from pyspark.sql.connect.session import SparkSession
-spark = SparkSession.builder.remote(sys.argv[1]).create()
-spark.client.set_retry_policies([DefaultPolicy(max_retries=0)])
-assert spark.range(4).repartition(2).count() == 4
-spark.stop()
+url, limit, pids = sys.argv[1], float(sys.argv[2] if len(sys.argv) > 2 else 0), sys.argv[3:]
+deadline = time.monotonic() + limit
+while True:
+    try:
+        spark = SparkSession.builder.remote(url).create()
+        spark.client.set_retry_policies([DefaultPolicy(max_retries=0)])
+        if spark.range(4).repartition(2).count() == 4:
+            spark.stop()
+            sys.exit(0)
+    except Exception:
+        pass
+    for pid in pids:
+        os.kill(int(pid), 0)  # raises (exit 1) once a process of the cluster has ended
+    if time.monotonic() > deadline:
+        sys.exit(1)
+    time.sleep(0.5)
 PY
 }
 
 # A local Spark cluster for the spark counting engine's tests, from the pyspark package and
 # Java: a standalone master, two workers (one core, 512 MB for its executor each) and a Spark
-# Connect server on that master, all on 127.0.0.1 (web pages too: SPARK_LOCAL_IP). Starts the
+# Connect server on that master (shuffles in 4 partitions, twice the cores), all on 127.0.0.1
+# (web pages too: SPARK_LOCAL_IP). Starts the
 # JVMs in the background and returns at once: `wait_for_spark_cluster` waits for them and
 # exports DPPORTAL_SPARK_REMOTE. Reuses the server that variable names if it answers. Logs in a
 # temporary folder; everything is stopped when the calling script exits.
@@ -289,23 +304,26 @@ ensure_spark_cluster() {
   SPARK_LOGS=$logs SPARK_REMOTE_URL="sc://127.0.0.1:$connect_port"
   log "Starting a local Spark cluster at $master, Spark Connect at $SPARK_REMOTE_URL (2 workers; logs in $logs)"
   local -x SPARK_HOME=$home SPARK_LOCAL_IP=127.0.0.1 SPARK_LOG_DIR=$logs SPARK_WORKER_DIR=$logs/work \
-    SPARK_LOCAL_DIRS=$logs/spill SPARK_DAEMON_MEMORY=256m SPARK_NO_DAEMONIZE=1
-  "$home/bin/spark-class" org.apache.spark.deploy.master.Master --host 127.0.0.1 \
-    --port "$master_port" --webui-port 0 >"$logs/master.log" 2>&1 &
+    SPARK_LOCAL_DIRS=$logs/spill SPARK_NO_DAEMONIZE=1
+  # the master and the workers only schedule: 256 MB of heap each (Spark's default: 1 GB)
+  SPARK_DAEMON_MEMORY=256m "$home/bin/spark-class" org.apache.spark.deploy.master.Master \
+    --host 127.0.0.1 --port "$master_port" --webui-port 0 >"$logs/master.log" 2>&1 &
   SPARK_MASTER_PID=$!
   for worker in 1 2; do
-    "$home/bin/spark-class" org.apache.spark.deploy.worker.Worker --host 127.0.0.1 \
+    SPARK_DAEMON_MEMORY=256m "$home/bin/spark-class" org.apache.spark.deploy.worker.Worker --host 127.0.0.1 \
       --cores 1 --memory 640m --webui-port 0 "$master" >"$logs/worker-$worker.log" 2>&1 &
     SPARK_WORKER_PIDS="${SPARK_WORKER_PIDS:-} $!"
   done
   "$home/bin/spark-submit" --class org.apache.spark.sql.connect.service.SparkConnectServer \
     --name "DP Portal tests" --master "$master" --driver-memory 512m \
     --conf spark.executor.memory=512m --conf spark.ui.enabled=false \
+    --conf spark.sql.shuffle.partitions=4 --conf spark.sql.warehouse.dir="$logs/warehouse" \
     --conf spark.driver.host=127.0.0.1 --conf spark.driver.bindAddress=127.0.0.1 \
     --conf spark.connect.grpc.binding.address=127.0.0.1 \
     --conf spark.connect.grpc.binding.port="$connect_port" \
     spark-internal >"$logs/connect.log" 2>&1 &
-  SPARK_WORKER_PIDS="$SPARK_WORKER_PIDS $!"
+  SPARK_CONNECT_PID=$!
+  SPARK_WORKER_PIDS="$SPARK_WORKER_PIDS $SPARK_CONNECT_PID"
   at_exit stop_spark_cluster
 }
 
@@ -314,15 +332,11 @@ ensure_spark_cluster() {
 wait_for_spark_cluster() {
   [ -n "${SPARK_READY:-}" ] && return 0
   [ -n "${SPARK_REMOTE_URL:-}" ] || return 0  # no Java or pyspark: said so already
-  local started=$SECONDS
-  until spark_up "$SPARK_REMOTE_URL"; do
-    if (( SECONDS - started > 120 )) || ! kill -0 "$SPARK_MASTER_PID" 2>/dev/null; then
-      echo "The local Spark cluster did not start; see $SPARK_LOGS (last lines of connect.log):" >&2
-      tail -n 5 "$SPARK_LOGS/connect.log" >&2
-      return 1
-    fi
-    sleep 1
-  done
+  if ! spark_up "$SPARK_REMOTE_URL" 120 "$SPARK_MASTER_PID" "$SPARK_CONNECT_PID"; then
+    echo "The local Spark cluster did not start; see $SPARK_LOGS (last lines of connect.log):" >&2
+    grep -v '^\s*at ' "$SPARK_LOGS/connect.log" | tail -n 5 >&2
+    return 1
+  fi
   export DPPORTAL_SPARK_REMOTE=$SPARK_REMOTE_URL
   SPARK_READY=1
 }

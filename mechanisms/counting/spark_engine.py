@@ -31,7 +31,9 @@ engine refuses with a message saying what to do.
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -68,6 +70,7 @@ POSITION_SQL = (
     f"concat(regexp_replace(url_decode(replace({FILE}, '+', '%2B')), '^[a-z0-9]+:(//)?', ''), "
     f"'#', CAST({ROW} AS STRING))"
 )
+TOKEN = re.compile(r"((?:token|password|secret)[^=;]*=)[^;/\s'\"]*", re.IGNORECASE)  # in messages
 GLOB = str.maketrans({c: "\\" + c for c in "\\*?[]{}"})  # Hadoop reads these as a pattern
 KINDS = {
     "tinyint": "integer",
@@ -91,6 +94,7 @@ SESSION_SETTINGS = {
 # input split), so a few partitions carry it; Spark's default of 200 tasks made each small
 # query about 1.5 times slower. Bounding per person shuffles rows: the cluster's setting.
 SHUFFLE, AGGREGATE_PARTITIONS = "spark.sql.shuffle.partitions", "8"
+QUIET_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")  # pyspark's
 _sessions: dict[str, SparkSession] = {}  # one Spark Connect session per server, reused
 
 
@@ -165,7 +169,7 @@ def check_reachable(remote: str | None = None) -> None:
 
 def _where(address: str) -> str:
     """The server's host and port, for messages (a URL's parameters may hold a token)."""
-    return urlsplit("http://" + address.removeprefix("sc://").split("/")[0]).netloc.split(";")[0]
+    return address.removeprefix("sc://").split("/")[0].split(";")[0].rsplit("@", 1)[-1]
 
 
 @contextmanager
@@ -180,6 +184,8 @@ def _session(address: str) -> Iterator[SparkSession]:
         from pyspark.sql.connect.session import SparkSession
     except ImportError as error:
         raise MechanismError(INSTALL_HINT) from error
+    for name in QUIET_LOGGERS:  # they log a failed query's words, which may quote a value
+        logging.getLogger(name).disabled = True
     try:
         if address not in _sessions:
             session = SparkSession.builder.remote(address).create()
@@ -197,11 +203,19 @@ def _session(address: str) -> Iterator[SparkSession]:
 
 def _spark_message(error: BaseException, address: str) -> str:
     """One line for a Spark error: what failed, without the JVM's stack or the URL's token."""
-    text = (str(error).strip().splitlines() or [type(error).__name__])[0]
-    lowered = text.lower()
+    full = str(error).strip()
+    details = re.search(r'details = "([^"\n]*)"', full)  # gRPC's own words, if it failed
+    text = details.group(1) if details else (full.splitlines() or [type(error).__name__])[0]
+    text = TOKEN.sub(r"\1…", text.replace(address, _where(address)))[:300]
+    lowered = full.lower()
+    if isinstance(error, ValueError) and not isinstance(error, OSError):
+        return (
+            f"{REMOTE_VARIABLE} cannot be read as a Spark Connect URL ({text}); write it "
+            "sc://HOST:PORT, with parameters after a slash: sc://HOST:PORT/;token=…"
+        )
     if any(word in lowered for word in ("unavailable", "connection refused", "failed to connect")):
         return (
-            f"cannot reach the Spark Connect server at {_where(address)} ({text[:200]}); "
+            f"cannot reach the Spark Connect server at {_where(address)} ({text}); "
             f"check that it runs, or {START_HINT}"
         )
     if "s3a" in lowered and ("classnotfound" in lowered or "no filesystem" in lowered):
@@ -209,7 +223,7 @@ def _spark_message(error: BaseException, address: str) -> str:
             "the Spark cluster cannot read s3:// data: add Hadoop's S3A connector (hadoop-aws "
             "and the AWS SDK bundle) to its classpath, or count with --engine inprocess"
         )
-    return f"the Spark engine failed: {text[:500]}"
+    return f"the Spark engine failed: {text}"
 
 
 def _relation(session: SparkSession, source: TableSource) -> tuple[DataFrame, set[str]]:

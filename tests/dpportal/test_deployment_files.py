@@ -142,8 +142,8 @@ def test_the_spark_profile_runs_the_pinned_spark_with_the_engine_s_server():
         assert service["image"] == f"apache/spark:{pinned}" and "ports" not in service
     assert spark["spark-worker"]["deploy"]["replicas"] == 2
     master = "spark://spark-master:7077"
-    assert master in spark["spark-worker"]["command"] and master in spark["spark-connect"]["command"]
     connect = spark["spark-connect"]["command"]
+    assert master in spark["spark-worker"]["command"] and master in connect
     server = connect[connect.index("--class") + 1]
     assert server == "org.apache.spark.sql.connect.service.SparkConnectServer"
     assert "spark.connect.grpc.binding.port=15002" in connect

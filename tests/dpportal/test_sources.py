@@ -20,6 +20,7 @@ import threading
 import time
 import uuid
 from decimal import Decimal
+from importlib.util import find_spec
 
 import numpy as np
 import psycopg
@@ -40,7 +41,7 @@ from dpportal import services
 from dpportal.models import AuditEvent, Dataset, PrivacyBudget, Release
 from dpportal.services.sources import source_fingerprint
 from dpportal.sources.reach import NOWHERE
-from dpportal.sources.tables import SourceError, table_source
+from dpportal.sources.tables import SourceError, engine_choices, table_source
 from mechanisms.counting import TableSource, count_cells, tally_table
 from mechanisms.counting.dask_engine import SCHEDULER_VARIABLE as DASK_SCHEDULER
 from mechanisms.counting.spark_engine import REMOTE_VARIABLE as SPARK_REMOTE
@@ -687,6 +688,18 @@ def test_what_a_sql_engine_cannot_compute_is_refused_before_spending(
     assert not Release.objects.exists()
 
 
+def queued_histogram(settings, tmp_path, engine):
+    """A Parquet source of 60 people on `engine`, and a histogram of "sex" queued on it at
+    ε 0.5 (debited): (dataset, release)."""
+    rows = people_rows(60)
+    parts = {"0.pq": {name: [r[j] for r in rows] for j, name in enumerate(PEOPLE)}}
+    owner, dataset = register_parquet(settings, tmp_path, parts, engine)
+    services.dataset_confirm_schema(dataset=dataset, user=owner, schema=SCHEMA)
+    release = histogram_release(Dataset.objects.get(pk=dataset.pk), owner, ["sex"], rows=60)
+    assert Dataset.objects.get(pk=dataset.pk).epsilon_spent == Decimal("0.5")
+    return dataset, release
+
+
 @pytest.mark.django_db
 def test_a_queued_release_an_engine_cannot_compute_fails_refunded_before_reading(
     settings, tmp_path
@@ -696,12 +709,7 @@ def test_a_queued_release_an_engine_cannot_compute_fails_refunded_before_reading
     used to fail in the engine after the data was marked read, and lose its ε without a
     result. The worker checks the same public limits first: the release fails in words, its
     data never read, and its ε comes back."""
-    rows = people_rows(60)
-    parts = {"0.pq": {name: [r[j] for r in rows] for j, name in enumerate(PEOPLE)}}
-    owner, dataset = register_parquet(settings, tmp_path, parts, "duckdb")
-    services.dataset_confirm_schema(dataset=dataset, user=owner, schema=SCHEMA)
-    release = histogram_release(Dataset.objects.get(pk=dataset.pk), owner, ["sex"], rows=60)
-    assert Dataset.objects.get(pk=dataset.pk).epsilon_spent == Decimal("0.5")
+    dataset, release = queued_histogram(settings, tmp_path, "duckdb")
     casefold = {
         "columns": [
             c | {"match": "casefold"} if c["name"] == "sex" else c for c in SCHEMA["columns"]
@@ -714,6 +722,37 @@ def test_a_queued_release_an_engine_cannot_compute_fails_refunded_before_reading
     assert "duckdb engine cannot make this release" in release.error_message
     assert "casefold" in release.error_message
     assert Dataset.objects.get(pk=dataset.pk).epsilon_spent == 0
+
+
+@pytest.mark.django_db
+def test_a_release_on_a_spark_cluster_that_does_not_answer_fails_refunded(
+    settings, tmp_path, monkeypatch
+):
+    """The spark engine asks the Spark Connect server whether it answers before the data is
+    marked read: with the server down the release fails in words naming it, no row read, and
+    its ε comes back (a Dask or PostgreSQL engine that cannot be reached keeps it spent)."""
+    pytest.importorskip("pyspark")
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))  # a port nothing listens on
+    port = closed.getsockname()[1]
+    monkeypatch.setenv(SPARK_REMOTE, f"sc://127.0.0.1:{port}/;token=secret-token")
+    dataset, release = queued_histogram(settings, tmp_path, "spark")
+    services.release_run(release_id=release.pk)
+    release.refresh_from_db()
+    closed.close()
+    assert release.status == Release.Status.FAILED and not release.data_was_read
+    assert "spark engine cannot be reached" in release.error_message
+    assert f"127.0.0.1:{port}" in release.error_message
+    assert "secret-token" not in release.error_message
+    assert Dataset.objects.get(pk=dataset.pk).epsilon_spent == 0
+
+
+def test_spark_is_offered_only_where_it_is_installed_and_named(monkeypatch):
+    monkeypatch.delenv(SPARK_REMOTE, raising=False)
+    assert "spark" not in engine_choices("parquet")
+    monkeypatch.setenv(SPARK_REMOTE, "sc://spark-connect:15002")
+    assert ("spark" in engine_choices("parquet")) == bool(find_spec("pyspark"))
+    assert "spark" not in engine_choices("postgres")
 
 
 @pytest.fixture
