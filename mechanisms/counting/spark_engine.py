@@ -62,7 +62,7 @@ START_HINT = (
     "start a Spark Connect server beside the cluster (docs/operating.md, 'Spark') and set "
     f"{REMOTE_VARIABLE}=sc://HOST:15002"
 )
-RETRIES = 4  # Spark Connect's own default retries for about 10 minutes before giving up
+RETRIES = 3  # after 0.05, 0.2 and 0.8 s; Spark Connect's default retries for about 10 minutes
 FILE, ROW = "dp_portal_file", "dp_portal_row"  # each row's file and row number (bounding)
 # "file#row" as the in-process engine writes it: the path percent-decoded ("+" kept as it is;
 # url_decode alone reads it as a space) without its scheme (file:, s3a://)
