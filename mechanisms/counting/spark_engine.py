@@ -16,8 +16,9 @@ source's own keys, `s3a_options`), or a table in the Spark catalog (`spark-table
 Column names never appear in the SQL: the table's columns are renamed by position (`c0`, `c1`,
 ...; `DataFrame.toDF`), so a hostile name is never parsed, and texts are written as UTF-8 hex
 (`sql.utf8_literal`). Each query runs in a session whose time zone is UTC (the parts of
-timestamps, as in process), names are compared with their capitals, and the table is a
-temporary view dropped afterwards.
+timestamps, as in process) and whose names are compared with their capitals; its table is
+the renamed frame, passed with the query (`SparkSession.sql(..., table=frame)`): no view
+outlives it.
 
 Person-level bounding (`mechanisms.counting.bounding`) runs inside Spark with the same key,
 sha256(secret | position) in hex, a row's position "file#row" built from Spark's file metadata
@@ -34,7 +35,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
@@ -96,6 +96,8 @@ SESSION_SETTINGS = {
 SHUFFLE, AGGREGATE_PARTITIONS = "spark.sql.shuffle.partitions", "8"
 QUIET_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")  # pyspark's
 _sessions: dict[str, SparkSession] = {}  # one Spark Connect session per server, reused
+_partitions: dict[str, str | None] = {}  # the shuffle partitions each session was given last
+TABLE = "dp_portal_source_table"  # the query's table, named when it is sent (`fetch`)
 
 
 def tally_on_spark(source: TableSource, tally: Tally, *, remote: str | None = None) -> AnyArray:
@@ -129,18 +131,26 @@ def tally_on_spark(source: TableSource, tally: Tally, *, remote: str | None = No
             dialect = replace(dialect, position=POSITION_SQL)
         positions = [FILE, ROW] if whole(tally) else []
         renamed = frame.toDF(*[f"c{i}" for i in range(len(names))], *positions)
-        view = f"dp_portal_{uuid.uuid4().hex}"
-        renamed.createOrReplaceTempView(view)
-        if whole(tally):  # the window shuffles the rows: the cluster's own partitioning
-            session.conf.unset(SHUFFLE)
-        else:
-            session.conf.set(SHUFFLE, AGGREGATE_PARTITIONS)
-        try:
-            return sql_tally(
-                tally, dialect, kinds, view, lambda q: [tuple(r) for r in session.sql(q).collect()]
-            )
-        finally:
-            session.catalog.dropTempView(view)
+        # the window shuffles the rows: the cluster's own partitioning
+        _shuffle_partitions(session, address, None if whole(tally) else AGGREGATE_PARTITIONS)
+
+        def fetch(query: str) -> list[tuple[Any, ...]]:
+            """The query's rows, its table the renamed frame (a view of this query alone)."""
+            text = query.replace("{", "{{").replace("}", "}}").replace(TABLE, "{table}")
+            return [tuple(row) for row in session.sql(text, table=renamed).collect()]
+
+        return sql_tally(tally, dialect, kinds, TABLE, fetch)
+
+
+def _shuffle_partitions(session: SparkSession, address: str, partitions: str | None) -> None:
+    """Set (None: unset, the cluster's own) the session's shuffle partitions, if not so yet."""
+    if _partitions.get(address, "") == partitions:
+        return
+    if partitions is None:
+        session.conf.unset(SHUFFLE)
+    else:
+        session.conf.set(SHUFFLE, partitions)
+    _partitions[address] = partitions
 
 
 def remote_address(remote: str | None = None) -> str:
@@ -198,6 +208,7 @@ def _session(address: str) -> Iterator[SparkSession]:
         raise
     except (PySparkException, ValueError, OSError) as error:
         _sessions.pop(address, None)
+        _partitions.pop(address, None)
         raise MechanismError(_spark_message(error, address)) from None
 
 
