@@ -324,6 +324,7 @@ def test_a_release_that_cannot_be_counted_where_the_data_lives_spends_nothing(
     assert b'name="engine"' not in upload_form
     asks = [
         ({"mechanism": "perturbed_histogram", "engine": "duckdb"}, "cannot count this source"),
+        ({"mechanism": "perturbed_histogram", "engine": "spark"}, "cannot count this source"),
         ({"mechanism": "mwem", "engine": ""}, "only ever counted there"),
     ]
     for ask, message in asks:
