@@ -172,9 +172,20 @@ def offered() -> bool:
 
 
 def check_reachable(remote: str | None = None) -> None:
-    """Raise the engine's MechanismError unless the Spark Connect server answers (reads no row)."""
-    with _session(remote_address(remote)) as session:
-        session.sql("SELECT 1").collect()
+    """Raise the engine's MechanismError unless the Spark Connect server answers (reads no row).
+
+    A reused session the server no longer knows (it restarted, or closed the session after an
+    idle hour) fails once and is forgotten: the check then asks again with a new one.
+    """
+    address = remote_address(remote)
+    for attempt in (1, 2):
+        try:
+            with _session(address) as session:
+                session.sql("SELECT 1").collect()
+            return
+        except MechanismError:
+            if attempt == 2:
+                raise
 
 
 def _where(address: str) -> str:

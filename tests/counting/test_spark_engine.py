@@ -129,6 +129,20 @@ def test_a_missing_column_and_a_metadata_column_are_refused_in_words(tmp_path):
         tally_table(TableSource(str(path)), bounded, "spark")
 
 
+@needs_spark
+def test_a_session_the_server_closed_is_replaced_by_the_check_before_reading(hostile_folder):
+    """Spark Connect closes a session after an idle hour (and forgets all on a restart): the
+    portal's check before a release reads the data replaces it, so the release runs."""
+    from mechanisms.counting import check_reachable, spark_engine
+
+    cells = CellTally(SCHEMA.accepting(), ("c",))
+    expected = tally_table(hostile_folder, cells, "inprocess")
+    assert np.array_equal(tally_table(hostile_folder, cells, "spark"), expected)
+    spark_engine._sessions[REMOTE].stop()  # as the server's idle timeout does
+    check_reachable("spark")
+    assert np.array_equal(tally_table(hostile_folder, cells, "spark"), expected)
+
+
 def test_a_server_that_does_not_answer_is_a_clear_error(tmp_path):
     """Refused within seconds (Spark Connect's own retries would wait about 10 minutes), naming
     host and port, never the URL's token."""
