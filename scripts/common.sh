@@ -289,6 +289,11 @@ PY
 # JVMs in the background and returns at once: `wait_for_spark_cluster` waits for them and
 # exports DPPORTAL_SPARK_REMOTE. Reuses the server that variable names if it answers. Logs in a
 # temporary folder; everything is stopped when the calling script exits.
+# The test cluster's JVMs: the quick compiler only and the serial collector. Its queries are
+# small and it lives for one run, so the optimising compiler only took CPU from the tests:
+# measured on this machine, about 8 s less to start, 0.2-0.3 s a query either way, 1.9 GB
+# for the six JVMs instead of 2.2-2.9 GB. A production cluster keeps Spark's defaults.
+SPARK_JVM_OPTIONS="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 ensure_spark_cluster() {
   if [ -n "${DPPORTAL_SPARK_REMOTE:-}" ] && spark_up "$DPPORTAL_SPARK_REMOTE"; then
     SPARK_READY=1; return 0
@@ -304,7 +309,7 @@ ensure_spark_cluster() {
   SPARK_LOGS=$logs SPARK_REMOTE_URL="sc://127.0.0.1:$connect_port"
   log "Starting a local Spark cluster at $master, Spark Connect at $SPARK_REMOTE_URL (2 workers; logs in $logs)"
   local -x SPARK_HOME=$home SPARK_LOCAL_IP=127.0.0.1 SPARK_LOG_DIR=$logs SPARK_WORKER_DIR=$logs/work \
-    SPARK_LOCAL_DIRS=$logs/spill SPARK_NO_DAEMONIZE=1
+    SPARK_LOCAL_DIRS=$logs/spill SPARK_NO_DAEMONIZE=1 SPARK_DAEMON_JAVA_OPTS="$SPARK_JVM_OPTIONS"
   # the master and the workers only schedule: 256 MB of heap each (Spark's default: 1 GB)
   SPARK_DAEMON_MEMORY=256m "$home/bin/spark-class" org.apache.spark.deploy.master.Master \
     --host 127.0.0.1 --port "$master_port" --webui-port 0 >"$logs/master.log" 2>&1 &
@@ -317,6 +322,8 @@ ensure_spark_cluster() {
   "$home/bin/spark-submit" --class org.apache.spark.sql.connect.service.SparkConnectServer \
     --name "DP Portal tests" --master "$master" --driver-memory 512m \
     --conf spark.executor.memory=512m --conf spark.ui.enabled=false \
+    --conf spark.driver.extraJavaOptions="$SPARK_JVM_OPTIONS" \
+    --conf spark.executor.extraJavaOptions="$SPARK_JVM_OPTIONS" \
     --conf spark.sql.shuffle.partitions=4 --conf spark.sql.warehouse.dir="$logs/warehouse" \
     --conf spark.driver.host=127.0.0.1 --conf spark.driver.bindAddress=127.0.0.1 \
     --conf spark.connect.grpc.binding.address=127.0.0.1 \
