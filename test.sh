@@ -48,7 +48,7 @@ log "Type check (mypy: strict on mechanisms/, basic on dpportal/; config in pypr
 "$VENV/bin/mypy" || status=$?
 spark_waited=$SECONDS
 wait_for_spark_cluster
-log "Spark cluster ready ($((SECONDS - spark_waited)) s waited after the checks)"
+log "Waited $((SECONDS - spark_waited)) s for the Spark cluster after the checks"
 if ensure_postgres; then
   log "Test suite on PostgreSQL"
   DATABASE_URL=$pg_url "$PY" -m pytest "${parallel[@]}" --durations=15 -m "$marker" "$@" || status=$?

@@ -306,7 +306,7 @@ ensure_spark_cluster() {
   master_port=$(free_port) connect_port=$(free_port)
   logs=$(mktemp -d "${TMPDIR:-/tmp}/dpportal-spark.XXXXXX")
   master="spark://127.0.0.1:$master_port"
-  SPARK_LOGS=$logs SPARK_REMOTE_URL="sc://127.0.0.1:$connect_port"
+  SPARK_LOGS=$logs SPARK_REMOTE_URL="sc://127.0.0.1:$connect_port" SPARK_STARTED=$SECONDS
   log "Starting a local Spark cluster at $master, Spark Connect at $SPARK_REMOTE_URL (2 workers; logs in $logs)"
   local -x SPARK_HOME=$home SPARK_LOCAL_IP=127.0.0.1 SPARK_LOG_DIR=$logs SPARK_WORKER_DIR=$logs/work \
     SPARK_LOCAL_DIRS=$logs/spill SPARK_NO_DAEMONIZE=1 SPARK_DAEMON_JAVA_OPTS="$SPARK_JVM_OPTIONS"
@@ -346,6 +346,7 @@ wait_for_spark_cluster() {
   fi
   export DPPORTAL_SPARK_REMOTE=$SPARK_REMOTE_URL
   SPARK_READY=1
+  log "Spark cluster ready at $SPARK_REMOTE_URL, $((SECONDS - SPARK_STARTED)) s after it was started"
 }
 
 # The Connect server and the workers (which stop their executors) first, then the master.
