@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -193,34 +194,20 @@ def test_an_s3_folder_is_listed_with_its_keys_and_read_by_the_cluster_or_refused
     connector (the test cluster cannot fetch one from a Maven repository), so here the
     release is refused in one sentence saying what to add; a cluster with it must count
     what the in-process engine counts."""
-    import boto3
-
-    from tests.object_storage import AWS_ENV, REGION, s3_server
+    from tests.object_storage import bucket_with, s3_server
 
     path = write_parquet(people(50), tmp_path / "p.parquet")
-    keys = {
-        "access_key": AWS_ENV["AWS_ACCESS_KEY_ID"],
-        "secret_key": AWS_ENV["AWS_SECRET_ACCESS_KEY"],
-    }
     with s3_server() as endpoint:
-        client = boto3.client(
-            "s3",
-            endpoint_url=endpoint,
-            region_name=REGION,
-            aws_access_key_id=keys["access_key"],
-            aws_secret_access_key=keys["secret_key"],
-        )
-        client.create_bucket(Bucket="spark-source")
-        client.upload_file(str(path), "spark-source", "table/p.parquet")
-        options = {"endpoint_url": endpoint, "region": REGION, **keys}
-        source = TableSource("s3://spark-source/table", storage_options=options)
+        bucket = f"spark-{uuid.uuid4().hex[:12]}"
+        options = bucket_with(endpoint, bucket, {"table/p.parquet": path})
+        source = TableSource(f"s3://{bucket}/table", storage_options=options)
         reference = count_cells(source, SCHEMA, ["x", "c"], "inprocess")
         assert reference.sum() == 50
         try:
             counts = count_cells(source, SCHEMA, ["x", "c"], "spark")
         except MechanismError as refused:
             assert "cannot read s3:// data: add Hadoop's S3A connector" in str(refused)
-            assert keys["secret_key"] not in str(refused)
+            assert options["secret_key"] not in str(refused)
         else:
             assert np.array_equal(counts, reference)
 
