@@ -282,18 +282,19 @@ while True:
 PY
 }
 
-# A local Spark cluster for the spark counting engine's tests, from the pyspark package and
-# Java: a standalone master, two workers (one core, 512 MB for its executor each) and a Spark
-# Connect server on that master (shuffles in 4 partitions, twice the cores), all on 127.0.0.1
-# (web pages too: SPARK_LOCAL_IP). Starts the
-# JVMs in the background and returns at once: `wait_for_spark_cluster` waits for them and
-# exports DPPORTAL_SPARK_REMOTE. Reuses the server that variable names if it answers. Logs in a
-# temporary folder; everything is stopped when the calling script exits.
 # The test cluster's JVMs: the quick compiler only and the serial collector. Its queries are
 # small and it lives for one run, so the optimising compiler only took CPU from the tests:
 # measured on this machine, about 8 s less to start, 0.2-0.3 s a query either way, 1.9 GB
 # for the six JVMs instead of 2.2-2.9 GB. A production cluster keeps Spark's defaults.
 SPARK_JVM_OPTIONS="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+# A local Spark cluster for the spark counting engine's tests, from the pyspark package and
+# Java: a standalone master, two workers (one core, 512 MB for its executor each) and a Spark
+# Connect server on that master (shuffles in 4 partitions, twice the cores), all on 127.0.0.1
+# (web pages too: SPARK_LOCAL_IP). Starts the JVMs in the background and returns at once:
+# `wait_for_spark_cluster` waits for them and exports DPPORTAL_SPARK_REMOTE. Reuses the server
+# that variable names if it answers. Logs in a temporary folder; everything is stopped when the
+# calling script exits.
 ensure_spark_cluster() {
   if [ -n "${DPPORTAL_SPARK_REMOTE:-}" ] && spark_up "$DPPORTAL_SPARK_REMOTE"; then
     SPARK_READY=1; return 0
