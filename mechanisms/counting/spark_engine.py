@@ -23,7 +23,10 @@ outlives it.
 Person-level bounding (`mechanisms.counting.bounding`) runs inside Spark with the same key,
 sha256(secret | position) in hex, a row's position "file#row" built from Spark's file metadata
 (`_metadata.file_path`, percent-decoded, and `_metadata.row_index`): the rows the in-process
-engine keeps.
+engine keeps, so the guarantee of `mechanisms.counting.bounding` holds as it is (every person
+at most k rows, a uniformly random k-subset chosen by the secret). The secret travels in the
+query's text, as to PostgreSQL and DuckDB: the cluster and its logs belong inside the
+custodian's trust boundary, as the data does.
 
 Privacy: Spark returns exact aggregates only; the portal's mechanism adds the noise afterwards.
 pyspark is optional (requirements-spark.txt); without it, or without a reachable server, the
