@@ -10,8 +10,11 @@ WORKDIR /app
 COPY scripts/common.sh scripts/
 RUN bash -c 'source scripts/common.sh && ensure_pdf_libraries && pdf_libraries_present' \
     && rm -rf /var/lib/apt/lists/*
-COPY requirements.txt .
+COPY requirements.txt requirements-spark.txt ./
 RUN pip install --no-cache-dir -r requirements.txt
+# The optional `spark` counting engine's client (docker compose --profile spark; docs/scale.md)
+ARG DPPORTAL_WITH_SPARK=0
+RUN if [ "$DPPORTAL_WITH_SPARK" = 1 ]; then pip install --no-cache-dir -r requirements-spark.txt; fi
 COPY . .
 RUN DJANGO_SECRET_KEY=build-only-collectstatic-key-not-used-at-runtime-000 \
     python manage.py collectstatic --no-input

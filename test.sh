@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Run the whole test suite. Installs the pinned test dependencies and Debian's Chromium, starts
-# Redis and PostgreSQL if they are not running, then runs pytest on PostgreSQL (when available)
-# and the database-behaviour tests (marker `database`) again on SQLite. Exits non-zero on any
+# Run the whole test suite. Installs the pinned test dependencies and Debian's Chromium and Java,
+# starts Redis and PostgreSQL if they are not running and a local Dask and Spark cluster, then
+# runs pytest on PostgreSQL (when available) and the database-behaviour tests (marker
+# `database`) again on SQLite. Exits non-zero on any
 # failure; the slowest tests are listed at the end of the PostgreSQL run.
 #   ./test.sh            per-commit suite (how long: python benchmarks/suite_time.py --whole)
 #   ./test.sh --long     also the long runs (kill tests, large privacy audits, fuzzing)
@@ -30,6 +31,8 @@ export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
 # live server imports the project again, and pytest caches its rewritten test modules.
 unset PYTHONDONTWRITEBYTECODE
 ensure_venv requirements-dev.txt
+ensure_java
+ensure_spark_cluster  # its JVMs start while the rest is set up and checked (wait_for_spark_cluster)
 ensure_redis
 ensure_chromium
 ensure_pdf_libraries
@@ -43,6 +46,9 @@ log "Lint and format (ruff)"
 "$VENV/bin/ruff" format --check . || status=$?
 log "Type check (mypy: strict on mechanisms/, basic on dpportal/; config in pyproject.toml)"
 "$VENV/bin/mypy" || status=$?
+spark_waited=$SECONDS
+wait_for_spark_cluster
+log "Waited $((SECONDS - spark_waited)) s for the Spark cluster after the checks"
 if ensure_postgres; then
   log "Test suite on PostgreSQL"
   DATABASE_URL=$pg_url "$PY" -m pytest "${parallel[@]}" --durations=15 -m "$marker" "$@" || status=$?

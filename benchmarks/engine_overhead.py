@@ -2,7 +2,9 @@
 
 For each size (benchmarks/scale_data.py's synthetic Parquet table) and each engine (duckdb on
 the Parquet folder; postgres on the same rows loaded with COPY before the clock starts, only up
-to --postgres-max rows; dask when DPPORTAL_DASK_SCHEDULER names a cluster) three tallies are
+to --postgres-max rows; dask when DPPORTAL_DASK_SCHEDULER names a cluster; spark when
+DPPORTAL_SPARK_REMOTE names a Spark Connect server, e.g. ./test.sh's local cluster of two
+one-core workers with 512 MB executors, scripts/common.sh ensure_spark_cluster) three tallies are
 computed as the releases ask for them (`mechanisms.counting.tally_table`):
 
 - histogram: the cells of age, income, region, education (CellTally, 14,256 cells);
@@ -15,10 +17,11 @@ cells or exact-arithmetic care: for a numeric column `floor(x / width)` (width: 
 bin width, the grid's cell width, or the candidates' spacing, 200), for a category the column
 itself; for the statistics `count(*), count(x), sum(x), sum(x * x)` per group plus the
 `floor(x / 200)` count per group. DuckDB's plain query runs with its default settings; Dask's
-is dask.dataframe's `read_parquet(...).groupby(...).size()` (sums: `.agg`).
+is dask.dataframe's `read_parquet(...).groupby(...).size()` (sums: `.agg`); Spark's is the same
+SQL over the folder read by the cluster, in a Spark Connect session of the cluster's defaults.
 
 Each measurement runs in a fresh subprocess (best of --repeat runs; peak MB is that process's
-ru_maxrss: DuckDB's buffers included, PostgreSQL's and Dask workers' not). "ratio": engine
+ru_maxrss: DuckDB's buffers included, PostgreSQL's, Dask workers' and Spark's JVMs' not). "ratio": engine
 tally seconds / plain GROUP BY seconds.
 
     nice -n 10 .venv/bin/python benchmarks/engine_overhead.py --rows 10000000 100000000
@@ -128,6 +131,18 @@ def dask_plain(rows, kind):
             frame.groupby(["region", "c"], dropna=False).size().compute()
 
 
+def spark_plain(rows, kind):
+    from pyspark.sql.connect.session import SparkSession
+
+    spark = SparkSession.builder.remote(os.environ["DPPORTAL_SPARK_REMOTE"]).create()
+    try:
+        spark.read.parquet(str(table_folder(rows))).createOrReplaceTempView("scale")
+        for query in plain_queries(rows, kind, "scale"):
+            spark.sql(query).collect()
+    finally:
+        spark.stop()
+
+
 def dask_workers():
     from distributed import Client
 
@@ -135,7 +150,12 @@ def dask_workers():
         return len(client.scheduler_info()["workers"])
 
 
-PLAIN = {"duckdb": duckdb_plain, "postgres": postgres_plain, "dask": dask_plain}
+PLAIN = {
+    "duckdb": duckdb_plain,
+    "postgres": postgres_plain,
+    "dask": dask_plain,
+    "spark": spark_plain,
+}
 
 
 def measure(engine, rows, kind, how, repeat):
@@ -163,7 +183,7 @@ def in_subprocess(*args):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[10**7])
-    parser.add_argument("--engines", nargs="+", default=["duckdb", "postgres", "dask"])
+    parser.add_argument("--engines", nargs="+", default=["duckdb", "postgres", "dask", "spark"])
     parser.add_argument("--kinds", nargs="+", default=list(KINDS))
     parser.add_argument("--postgres-max", type=int, default=10**7)
     parser.add_argument("--repeat", type=int, default=2)
@@ -181,6 +201,9 @@ def main():
     if "dask" in engines and not os.environ.get("DPPORTAL_DASK_SCHEDULER"):
         print("dask: skipped (DPPORTAL_DASK_SCHEDULER names no cluster)")
         engines.remove("dask")
+    if "spark" in engines and not os.environ.get("DPPORTAL_SPARK_REMOTE"):
+        print("spark: skipped (DPPORTAL_SPARK_REMOTE names no Spark Connect server)")
+        engines.remove("spark")
     print(
         f"cpus {os.cpu_count()}; best of {args.repeat}; plain: floor(x / width) per numeric "
         "column, the category itself, sums per group"

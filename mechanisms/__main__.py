@@ -18,9 +18,10 @@ schema (mechanisms.validation) before any noise is drawn.
 
 The --out folder gets only public files: the same package as the portal's download
 (mechanisms.package: spreadsheet-friendly CSVs, manifest.json, README.txt, report.html,
-report.pdf, release.xlsx). --input may also be a Parquet file or folder, or a PostgreSQL
-table written postgresql://user@host:port/db?table=schema.name; --engine (inprocess, the
-default, duckdb, postgres, ...: mechanisms.counting) then counts the rows into cells where they
+report.pdf, release.xlsx). --input may also be a Parquet file or folder, a PostgreSQL table
+written postgresql://user@host:port/db?table=schema.name, or a Spark catalog table written
+spark-table:db.name; --engine (inprocess, the default, duckdb, postgres, dask, spark:
+mechanisms.counting) then counts the rows into cells where they
 live, for the mechanisms that need only cell counts. The custodian record (input file name,
 its SHA-256, the number of rows read: all computed from the raw data, so never for
 publication) is written outside it, to --custodian-record or by default to OUT.custodian.json
@@ -54,7 +55,7 @@ from mechanisms.archives import (
 from mechanisms.catalogue import CATALOGUE, MechanismSpec, run_release
 from mechanisms.chunks import EngineTable
 from mechanisms.counting import ENGINES, engine_table, table_source
-from mechanisms.counting.source import POSTGRES_SCHEMES
+from mechanisms.counting.source import POSTGRES_SCHEMES, SPARK_TABLE_SCHEME
 from mechanisms.errors import MechanismError
 from mechanisms.noise import secure_source, seeded_source
 from mechanisms.package import PackageContext, write_package
@@ -91,13 +92,15 @@ def build_parser() -> argparse.ArgumentParser:
             required=True,
             help="CSV or TSV file of the sensitive table (also .csv.gz, .tsv.gz, or a .zip "
             "holding one of them); or a Parquet file or folder; or a PostgreSQL table as "
-            "postgresql://user@host:port/db?table=schema.name (counted by --engine)",
+            "postgresql://user@host:port/db?table=schema.name; or a Spark catalog table as "
+            "spark-table:db.name (counted by --engine)",
         )
         p.add_argument(
             "--engine",
             choices=sorted(ENGINES),
             help="where Parquet or PostgreSQL rows are counted into cells (default inprocess; "
-            "duckdb: local Parquet; postgres: a GROUP BY inside the database)",
+            "duckdb: local Parquet; postgres: a GROUP BY inside the database; dask, spark: "
+            "on the cluster DPPORTAL_DASK_SCHEDULER or DPPORTAL_SPARK_REMOTE names)",
         )
         p.add_argument(
             "--max-input-mb",
@@ -257,9 +260,13 @@ def run(args: argparse.Namespace) -> list[Any]:
 
 
 def counted_where_it_lives(text: str) -> bool:
-    """Whether --input names a PostgreSQL table or Parquet data (else a CSV-like file)."""
+    """Whether --input names a PostgreSQL or Spark table or Parquet data (else a CSV-like file)."""
     path = Path(text)
-    return text.startswith(POSTGRES_SCHEMES) or path.is_dir() or path.suffix == ".parquet"
+    return (
+        text.startswith((*POSTGRES_SCHEMES, SPARK_TABLE_SCHEME))
+        or path.is_dir()
+        or path.suffix == ".parquet"
+    )
 
 
 def engine_input(args: argparse.Namespace) -> tuple[EngineTable, dict[str, Any]]:

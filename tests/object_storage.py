@@ -57,6 +57,28 @@ def s3_server():
         process.wait(timeout=10)
 
 
+def bucket_with(endpoint: str, bucket: str, files: dict[str, Path]) -> dict[str, str]:
+    """A new bucket on the server at `endpoint` holding `files` ({key: local file}); the storage
+    options a source reads it with (the test keys)."""
+    options = {
+        "endpoint_url": endpoint,
+        "region": REGION,
+        "access_key": AWS_ENV["AWS_ACCESS_KEY_ID"],
+        "secret_key": AWS_ENV["AWS_SECRET_ACCESS_KEY"],
+    }
+    client = boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name=REGION,
+        aws_access_key_id=options["access_key"],
+        aws_secret_access_key=options["secret_key"],
+    )
+    client.create_bucket(Bucket=bucket)
+    for key, path in files.items():
+        client.upload_file(str(path), bucket, key)
+    return options
+
+
 def _answers(url) -> bool:
     try:
         urllib.request.urlopen(url, timeout=1).close()  # noqa: S310  (our local test server)

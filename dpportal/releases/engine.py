@@ -137,28 +137,31 @@ def engine_refusal(dataset, *, mechanism, columns, params, epsilon, engine) -> s
 
 def refusal_before_reading(release) -> str:
     """`engine_refusal` of a queued release on a source, checked again by the worker before
-    the data is marked read, then whether the source can be reached: a release admitted before
-    a limit was checked, whose schema changed since, or whose source is down, fails with a full
-    refund (no row read, no noise drawn) instead of losing its budget ("" when the engine can
-    make it, and for uploads)."""
+    the data is marked read, then whether the source and its engine can be reached: a release
+    admitted before a limit was checked, whose schema changed since, whose source is down, or
+    whose engine's cluster does not answer (Spark: `mechanisms.counting.check_reachable`), fails
+    with a full refund (no row read, no noise drawn) instead of losing its budget ("" when the
+    engine can make it, and for uploads)."""
     dataset = release.dataset
     if not dataset.is_external or not dataset.schema:
         return ""
+    engine = release.engine or dataset.engine
     refusal = engine_refusal(
         dataset,
         mechanism=release.mechanism,
         columns=release.columns,
         params=release.params,
         epsilon=release.epsilon,
-        engine=release.engine or dataset.engine,
+        engine=engine,
     )
-    return refusal or _unreachable(dataset)
+    return refusal or _unreachable(dataset, engine)
 
 
-def _unreachable(dataset) -> str:
-    """Why the source cannot be reached now ("" when it can), checked as at registration
-    (`table_source`: a connection and the table's name, or the files' names; never a row), so a
-    source that is down fails the release with a full refund."""
+def _unreachable(dataset, engine: str) -> str:
+    """Why the source or its engine cannot be reached now ("" when both can): the source checked
+    as at registration (`table_source`: a connection and the table's name, or the files' names;
+    never a row), the engine's cluster asked whether it answers; either way nothing is read, so
+    a release that fails here is refunded."""
     try:
         table_source(dataset)
     except SourceError as exc:
@@ -166,6 +169,10 @@ def _unreachable(dataset) -> str:
             f"The source could not be reached when this release started: {exc} Nothing was "
             "read and the budget was returned; start the release again once it can be reached."
         )
+    try:
+        mechanisms.counting.check_reachable(engine)
+    except mechanisms.MechanismError as exc:
+        return f"The {engine} engine cannot be reached: {exc}. Nothing was read or spent."
     return ""
 
 

@@ -40,14 +40,14 @@ from dpportal.sources.reach import (
     s3_endpoint,
     uniform_failure,
 )
-from mechanisms.counting import TableSource
+from mechanisms.counting import TableSource, spark_engine
 from mechanisms.counting.inprocess import s3_filesystem
 from mechanisms.counting.source import POSTGRES_SCHEMES
 
 __all__ = ["Found", "SourceError", "inspect", "seal", "table_source"]
 
 POSTGRES_ENGINES = ("postgres", "inprocess")  # in-process: the rows come to the worker
-PARQUET_ENGINES = ("inprocess", "duckdb", "dask")
+PARQUET_ENGINES = ("inprocess", "duckdb", "dask", "spark")
 S3_OPTIONS = ("endpoint_url", "access_key", "secret_key")  # all a custodian may give
 
 
@@ -116,9 +116,14 @@ def _unsealed(dataset) -> TableSource:
 
 
 def engine_choices(kind: str) -> list[str]:
-    """The counting engines that can read a source of this kind, of those installed."""
+    """The counting engines that can read a source of this kind, of those installed (Spark:
+    when pyspark is installed and DPPORTAL_SPARK_REMOTE names a server)."""
     wanted = POSTGRES_ENGINES if kind == "postgres" else PARQUET_ENGINES
-    return [name for name in wanted if name in mechanisms.counting.ENGINES]
+    return [
+        name
+        for name in wanted
+        if name in mechanisms.counting.ENGINES and (name != "spark" or spark_engine.offered())
+    ]
 
 
 def source_kind(dataset) -> str:

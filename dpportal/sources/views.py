@@ -26,6 +26,7 @@ ENGINE_CHOICES = [
     ("duckdb", "DuckDB: counts Parquet files with a query engine"),
     ("postgres", "PostgreSQL: GROUP BY inside the database, no row leaves it"),
     ("dask", "Dask: counts Parquet files in parallel partitions"),
+    ("spark", "Spark: counts Parquet files on the Spark cluster, one query"),
 ]
 
 

@@ -16,9 +16,10 @@ mechanism's whatever engine counted.
 
 Engines (ENGINES): "inprocess" (the reference: Parquet record batches or a PostgreSQL cursor
 counted here), "duckdb" (embedded DuckDB over local Parquet), "postgres" (one GROUP BY inside
-the database; only (cell, count) pairs come back). `engine_table(source, engine)` wraps a
-source for `run_release`; `table_source(text)` reads the command line's --input. See
-docs/counting.md.
+the database; only (cell, count) pairs come back), "dask" (Parquet pieces on a Dask cluster),
+"spark" (one query on a Spark cluster through Spark Connect; pyspark is optional).
+`engine_table(source, engine)` wraps a source for `run_release`; `table_source(text)` reads
+the command line's --input. See docs/counting.md.
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ from mechanisms.counting.dask_engine import tally_on_dask
 from mechanisms.counting.duckdb_engine import tally_duckdb
 from mechanisms.counting.inprocess import tally_in_process
 from mechanisms.counting.postgres_engine import tally_postgres
-from mechanisms.counting.source import POSTGRES_SCHEMES, TableSource
+from mechanisms.counting.source import POSTGRES_SCHEMES, SPARK_TABLE_SCHEME, TableSource
+from mechanisms.counting.spark_engine import check_reachable as spark_reachable
+from mechanisms.counting.spark_engine import tally_on_spark
 from mechanisms.counting.sql import DUCKDB
 from mechanisms.counting.tally import CellTally, Tally, checked
 from mechanisms.errors import MechanismError
@@ -46,6 +49,7 @@ __all__ = [
     "EngineTable",
     "TableSource",
     "TallyFunction",
+    "check_reachable",
     "check_tally",
     "count_cells",
     "engine_table",
@@ -62,11 +66,12 @@ ENGINES: dict[str, TallyFunction] = {
     "duckdb": tally_duckdb,  # embedded DuckDB over local Parquet files
     "postgres": tally_postgres,  # one GROUP BY inside PostgreSQL
     "dask": tally_on_dask,  # Parquet pieces tallied on the workers of a Dask cluster
+    "spark": tally_on_spark,  # one query on a Spark cluster, through Spark Connect
 }
 
 
 # The engines that build one SQL query per tally, by the name their refusals give the database.
-SQL_ENGINES = {"duckdb": "DuckDB", "postgres": "PostgreSQL"}
+SQL_ENGINES = {"duckdb": "DuckDB", "postgres": "PostgreSQL", "spark": "Spark"}
 
 
 def check_tally(tally: Tally, engine: str) -> None:
@@ -83,6 +88,22 @@ def check_tally(tally: Tally, engine: str) -> None:
     if engine in SQL_ENGINES:
         dialect = replace(DUCKDB, name=SQL_ENGINES[engine], position="0", digest=lambda text: text)
         tally.query(dialect, defaultdict(lambda: "integer"), "t")
+
+
+# Engines on a cluster that a release can ask, before it reads anything, whether it answers.
+PROBES: dict[str, Callable[[], None]] = {"spark": spark_reachable}
+
+
+def check_reachable(engine: str) -> None:
+    """Raise the MechanismError `engine` would raise for a cluster that does not answer.
+
+    Reads no row: a release that checks this before the data is marked read fails with its
+    budget refunded when the cluster is down, instead of spending it on nothing. Engines
+    without a probe (in this process, or reached per query) pass.
+    """
+    probe = PROBES.get(check_engine(engine))
+    if probe is not None:
+        probe()
 
 
 def count_cells(
@@ -105,6 +126,8 @@ def tally_table(source: TableSource, tally: Tally, engine: str = "inprocess") ->
     answer to a mechanism.
     """
     check_engine(engine)
+    if source.is_spark_table and engine != "spark":
+        raise MechanismError(f"{source.describe()} is counted by Spark only: use --engine spark")
     return checked(tally, ENGINES[engine](source, tally), engine)
 
 
@@ -150,12 +173,18 @@ def _engine_table(
 
 
 def table_source(text: str) -> TableSource:
-    """The source an --input names: a Parquet file or folder, or a PostgreSQL table.
+    """The source an --input names: a Parquet file or folder, a PostgreSQL or Spark table.
 
     PostgreSQL: ``postgresql://user@host:port/db?table=schema.name`` (the ``table`` key is
     taken out of the URL; any other key, such as ``sslmode``, stays for libpq). An ``s3://``
-    input is read with the credentials of whoever runs the command (the AWS SDK's sources).
+    input is read with the credentials of whoever runs the command (the AWS SDK's sources; on
+    Spark, the cluster's). A table in the Spark catalog: ``spark-table:db.name``.
     """
+    if text.startswith(SPARK_TABLE_SCHEME):
+        name = text.removeprefix(SPARK_TABLE_SCHEME).strip()
+        if not name:
+            raise MechanismError("a Spark catalog input names its table: spark-table:db.name")
+        return TableSource(text, table=name)
     if text.startswith("s3://"):
         return TableSource(text, storage_options={"credentials": "ambient"})
     if not text.startswith(POSTGRES_SCHEMES):

@@ -67,6 +67,10 @@ class Dialect:
     digest: Callable[[str], str] | None = None
     # `edge_search` by the dialect's own search, (value, edges, side) -> SQL; None: a CASE tree
     search: Callable[[str, list[float], str], str] | None = None
+    string: str = "VARCHAR"  # the text type a whole number is cast to
+    # a date part of a stored DATE or TIMESTAMP, (column, kind, part) -> SQL number; None: the
+    # standard SQL of `_date_part`
+    date_part: Callable[[str, str, str], str] | None = None
 
 
 def double_quoted(name: str) -> str:
@@ -99,16 +103,103 @@ def list_search(value: str, edges: list[float], side: str) -> str:
     logarithm (10^7 rows, benchmarks/engine_overhead.py: 1,001 quantile candidates 23 s as a
     tree, 1.4 s as a list; 31 edges 0.3 s against 1.1 s; even at about 255).
     """
-    below = "<=" if side == "right" else "<"
+    return _list_search(
+        DUCKDB,
+        value,
+        edges,
+        side,
+        lambda steps, taken: f"list_reduce({steps}, lambda pos, step: pos + {taken}, 0)",
+        lambda listed: f"[{listed}][pos + step]",
+    )
+
+
+def spark_search(value: str, edges: list[float], side: str) -> str:
+    """`np.searchsorted(edges, value, side)` in Spark SQL: `list_search`'s branchless search.
+
+    Spark's `aggregate` folds the powers of two as DuckDB's `list_reduce` does; the edge at
+    pos + step (1-based) is read by `try_element_at`, NULL past the array's end (plain indexing
+    raises there under ANSI mode), so no step goes beyond it. Under LIST_SEARCH_FROM edges a
+    balanced CASE of comparisons, which Spark compiles to plain Java comparisons.
+    """
+    return _list_search(
+        SPARK,
+        value,
+        edges,
+        side,
+        lambda steps, taken: (
+            f"aggregate(array({str(steps)[1:-1]}), 0, (pos, step) -> pos + {taken})"
+        ),
+        lambda listed: f"try_element_at(array({listed}), pos + step)",
+    )
+
+
+def _list_search(
+    dialect: Dialect,
+    value: str,
+    edges: list[float],
+    side: str,
+    fold: Callable[[list[int], str], str],
+    edge_at: Callable[[str], str],
+) -> str:
+    """A balanced CASE under LIST_SEARCH_FROM edges, else the branchless binary search.
+
+    `fold(steps, taken)` adds each step `taken` allows, `steps` the powers of two from the
+    largest <= len(edges) down to 1; `edge_at(listed)` reads the 1-based edge at pos + step of
+    the edges listed (NULL past the end, which no comparison takes).
+    """
     if len(edges) < LIST_SEARCH_FROM:
-        return _search(DUCKDB, value, edges, 0, "", "<=" if side == "left" else "<")
+        return _search(dialect, value, edges, 0, "", "<=" if side == "left" else "<")
+    listed = ", ".join(number(dialect, e) for e in edges)
+    below = "<=" if side == "right" else "<"
     steps = [1 << k for k in range(len(edges).bit_length() - 1, -1, -1)]
-    listed = "[" + ", ".join(number(DUCKDB, e) for e in edges) + "]"
-    taken = f"CASE WHEN {listed}[pos + step] {below} {value} THEN step ELSE 0 END"
-    return f"list_reduce({steps}, lambda pos, step: pos + {taken}, 0)"
+    taken = f"CASE WHEN {edge_at(listed)} {below} {value} THEN step ELSE 0 END"
+    return fold(steps, taken)
 
 
 DUCKDB = Dialect("DuckDB", double_quoted, single_quoted, "DOUBLE", "trim", search=list_search)
+
+
+def backquoted(name: str) -> str:
+    """A Spark SQL identifier in backquotes, inner backquotes doubled."""
+    _no_nul(name)
+    return "`" + name.replace("`", "``") + "`"
+
+
+def utf8_literal(value: str) -> str:
+    """A Spark SQL text as the cast of its UTF-8 bytes in hex: no quote or backslash to escape.
+
+    Spark reads backslash escapes inside quotes, and two quotes in a row as two literals
+    joined, unless spark.sql.parser.escapedStringLiterals is set: a hex literal reads the same
+    under every setting.
+    """
+    _no_nul(value)
+    return f"CAST(X'{value.encode().hex().upper()}' AS STRING)"
+
+
+def spark_date_part(ref: str, kind: str, part: str) -> str:
+    """A date part in Spark SQL, whose session time zone the engine sets to UTC.
+
+    Spark's TIMESTAMP is an instant, shown and taken apart in the session's zone (so in UTC),
+    TIMESTAMP_NTZ a wall time taken apart as it is: the parts `_date_part` reads.
+    """
+    del kind  # every stored kind reads alike in a UTC session
+    if part == "date":
+        return f"unix_date(CAST({ref} AS DATE))"
+    field = {"year": "YEAR", "month": "MONTH", "weekday": "DAYOFWEEK_ISO", "hour": "HOUR"}
+    return f"EXTRACT({field[part]} FROM CAST({ref} AS TIMESTAMP))"
+
+
+SPARK = Dialect(
+    "Spark",
+    backquoted,
+    utf8_literal,
+    "DOUBLE",
+    "btrim",
+    digest=lambda text: f"sha2({text}, 256)",
+    search=spark_search,
+    string="STRING",
+    date_part=spark_date_part,
+)
 
 
 @dataclass(frozen=True)
@@ -146,19 +237,22 @@ def _numbers(dialect: Dialect, spec: NumericColumn, ref: str, kind: str) -> str:
     if kind == "null" or (kind in NUMBER_KINDS and spec.part != "date"):  # day numbers: unwritten
         return f"CAST({ref} AS {dialect.double})"
     if spec.part is not None and kind in DATE_KINDS:
-        stamp = f"({ref} AT TIME ZONE 'UTC')" if kind == "timestamptz" else ref
-        if spec.part == "date":
-            part = f"(CAST({stamp} AS DATE) - DATE '1970-01-01')"
-        else:
-            field = {"year": "YEAR", "month": "MONTH", "weekday": "ISODOW", "hour": "HOUR"}
-            timestamp = f"CAST({stamp} AS TIMESTAMP)"
-            part = f"EXTRACT({field[spec.part]} FROM {timestamp})"
+        part = (dialect.date_part or _date_part)(ref, kind, spec.part)
         return f"CAST({part} AS {dialect.double})"
     wanted = "numbers, dates or timestamps" if spec.part is not None else "numbers"
     raise MechanismError(
         f"column {spec.name!r} is stored as {kind}; the {dialect.name} engine reads {wanted} "
         "for it (store it so, or count with --engine inprocess)"
     )
+
+
+def _date_part(ref: str, kind: str, part: str) -> str:
+    """A date part in standard SQL (DuckDB, PostgreSQL): times with a zone read in UTC."""
+    stamp = f"({ref} AT TIME ZONE 'UTC')" if kind == "timestamptz" else ref
+    if part == "date":
+        return f"(CAST({stamp} AS DATE) - DATE '1970-01-01')"
+    field = {"year": "YEAR", "month": "MONTH", "weekday": "ISODOW", "hour": "HOUR"}
+    return f"EXTRACT({field[part]} FROM CAST({stamp} AS TIMESTAMP))"
 
 
 def _missing(dialect: Dialect, value: str, kind: str) -> str:
@@ -248,7 +342,7 @@ def _categorical(dialect: Dialect, spec: CategoricalColumn, ref: str, kind: str)
     if kind == "text":
         text = ref
     elif kind in ("integer", "null"):
-        text = f"CAST({ref} AS VARCHAR)"
+        text = f"CAST({ref} AS {dialect.string})"
     elif kind == "boolean":
         text = f"CASE WHEN {ref} THEN 'True' WHEN NOT {ref} THEN 'False' END"
     else:

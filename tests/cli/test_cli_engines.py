@@ -1,5 +1,6 @@
 """Command line with --engine: a perturbed histogram from a Parquet folder (DuckDB) and from a
-PostgreSQL table (counted inside the database) equals the one from the same rows as CSV.
+PostgreSQL table (counted inside the database) and from the Parquet folder on Spark (when
+./test.sh's Spark cluster is named) equals the one from the same rows as CSV.
 
 Data: vega_datasets' local seattle-weather table (NOAA daily weather, tests/real_tables.py),
 as CSV, as a Parquet folder of three files, and as a table in a schema of its own in the
@@ -9,11 +10,14 @@ PostgreSQL database `test` (dropped afterwards; skipped only when PostgreSQL is 
 from __future__ import annotations
 
 import json
+import os
+import socket
 
 import pandas as pd
 import pytest
 
 from mechanisms.__main__ import main
+from mechanisms.counting.spark_engine import REMOTE_VARIABLE
 from tests.counting.engine_tables import (
     POSTGRES_URL,
     postgres_schema,  # noqa: F401 (the fixture `postgres`)
@@ -24,6 +28,7 @@ from tests.counting.engine_tables import (
 from tests.real_tables import seattle_weather
 
 COLUMNS = "date,weather,wind"
+SPARK = ("spark",) if os.environ.get(REMOTE_VARIABLE) else ()
 
 
 @pytest.fixture(scope="module")
@@ -68,9 +73,11 @@ def test_engines_release_what_the_csv_path_releases(weather):
     assert _release(folder, "duckdb", parquet, "--engine", "duckdb") == 0
     assert _release(folder, "postgres", url, "--engine", "postgres") == 0
     assert _release(folder, "inprocess", url) == 0  # default engine: a server-side cursor
+    for engine in SPARK:  # the Parquet folder on the Spark cluster ./test.sh starts
+        assert _release(folder, engine, parquet, "--engine", engine) == 0
     expected = pd.read_csv(folder / "csv" / "noisy_counts.csv", keep_default_na=False)
     assert len(expected) == 13 * 7 * 6  # months, 5 kinds and other, 5 bins; each + missing
-    for engine in ("duckdb", "postgres", "inprocess"):
+    for engine in ("duckdb", "postgres", "inprocess", *SPARK):
         counts = pd.read_csv(folder / engine / "noisy_counts.csv", keep_default_na=False)
         assert counts.shape == expected.shape and counts.equals(expected), engine
         manifest = json.loads((folder / engine / "manifest.json").read_text())
@@ -89,6 +96,8 @@ def test_engines_release_what_the_csv_path_releases(weather):
         ({"columns": "date,rain"}, "not in the schema"),
         ({"engine": "duckdb", "input": "CSV"}, "read as CSV"),
         ({"engine": "duckdb", "input": "URL"}, "local Parquet"),
+        ({"engine": "duckdb", "input": "spark-table:db.visits"}, "counted by Spark only"),
+        ({"engine": "spark", "input": "spark-table:"}, "names its table"),
         # range counts run on engines now (issue 45); a grid finer than SQL compares does not
         ({"mechanism": "range-count", "input": "PARQUET", "grid": "5000"}, "coarser grid"),
     ],
@@ -125,3 +134,17 @@ def test_bad_sources_exit_2_with_words(weather, change, words, capsys):
     assert main(argv) == 2
     error = capsys.readouterr().err.strip()
     assert words in error and len(error.splitlines()) == 1 and "Traceback" not in error
+
+
+def test_a_spark_server_that_does_not_answer_exits_2_in_one_line(weather, monkeypatch, capsys):
+    pytest.importorskip("pyspark")
+    folder, _csv, parquet, _url = weather
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    monkeypatch.setenv(REMOTE_VARIABLE, f"sc://127.0.0.1:{port}")
+    assert _release(folder, "down", parquet, "--engine", "spark") == 2
+    closed.close()
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f"cannot reach the Spark Connect server at 127.0.0.1:{port}" in error
+    assert not (folder / "down").exists()

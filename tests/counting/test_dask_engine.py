@@ -170,28 +170,15 @@ def test_a_column_missing_from_the_files_is_named(folder, scheduler):
 
 def test_an_s3_folder_is_counted_as_in_process(folder, scheduler):
     """The workers read object storage (moto's S3 server) through the source's options."""
-    import boto3
-
-    from tests.object_storage import AWS_ENV, REGION, s3_server
+    from tests.object_storage import bucket_with, s3_server
 
     with s3_server() as endpoint:
         bucket = f"dask-{uuid.uuid4().hex[:12]}"
-        keys = {
-            "access_key": AWS_ENV["AWS_ACCESS_KEY_ID"],
-            "secret_key": AWS_ENV["AWS_SECRET_ACCESS_KEY"],
+        parts = {
+            f"table/part-{n}.parquet": Path(folder.location) / f"part-{n}.parquet"
+            for n in (0, 1, 3)
         }
-        client = boto3.client(
-            "s3",
-            endpoint_url=endpoint,
-            region_name=REGION,
-            aws_access_key_id=keys["access_key"],
-            aws_secret_access_key=keys["secret_key"],
-        )
-        client.create_bucket(Bucket=bucket)
-        for number in (0, 1, 3):
-            name = f"part-{number}.parquet"
-            client.upload_file(str(Path(folder.location) / name), bucket, f"table/{name}")
-        options = {"endpoint_url": endpoint, "region": REGION, **keys}
+        options = bucket_with(endpoint, bucket, parts)
         source = TableSource(f"s3://{bucket}/table", storage_options=options)
         reference = count_cells(source, SCHEMA, ["x", "c", "k"], "inprocess")
         assert reference.sum() == 1_000 + 2_500 + 777

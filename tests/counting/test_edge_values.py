@@ -43,7 +43,12 @@ from tests.counting.engine_tables import (
     POSTGRES_URL,
     postgres_schema,  # noqa: F401 (the fixture `postgres`)
 )
-from tests.counting.test_counting_engines import PARQUET_ENGINES, POSTGRES_ENGINES
+from tests.counting.test_counting_engines import (
+    PARQUET_ENGINES,
+    POSTGRES_ENGINES,
+    SPARK,
+    layout_engines,
+)
 
 NEGATIVE_NAN = float(np.array([0xFFF8000000000001], dtype=np.uint64).view(np.float64)[0])
 SMALLEST_NORMAL = float(np.finfo(np.float64).tiny)
@@ -352,7 +357,8 @@ def test_parquet_engines_count_every_edge_value_alike(case, tmp_path):
     for layout, sizes in LAYOUTS.items():
         path = write_layout(table, tmp_path / f"{layout}.parquet", sizes)
         for columns in column_groups(documents):
-            found = counts_by_engine(TableSource(str(path)), schema, columns, PARQUET_ENGINES)
+            engines = layout_engines(sizes == [3, 0])
+            found = counts_by_engine(TableSource(str(path)), schema, columns, engines)
             assert_all_equal(found, (case, layout, columns))
             assert np.sum(found["inprocess"]) == table.num_rows
 
@@ -482,16 +488,28 @@ def float_tables(draw) -> tuple[dict, list[float | None], float | None, list[int
 @given(case=float_tables())
 def test_every_engine_adds_one_row_as_one_count(case, tmp_path_factory):
     """Property: on drawn tables, every Parquet engine equals the in-process engine, and adding
-    one drawn row changes each engine's counts by exactly one in one cell (L1 = 1)."""
+    one drawn row changes each engine's counts by exactly one in one cell (L1 = 1). Spark: the
+    next test, on fewer drawn tables (each costs it two queries of about 0.3 s)."""
+    adds_one_row_as_one_count(case, tmp_path_factory.mktemp("drawn"), layout_engines(False))
+
+
+@pytest.mark.skipif(not SPARK, reason="no Spark cluster named (./test.sh starts one)")
+@settings(DRAWN, max_examples=10)
+@given(case=float_tables())
+def test_spark_adds_one_row_as_one_count(case, tmp_path_factory):
+    """The same property on Spark, on 10 drawn tables."""
+    adds_one_row_as_one_count(case, tmp_path_factory.mktemp("drawn"), ("inprocess", *SPARK))
+
+
+def adds_one_row_as_one_count(case, folder: Path, engines) -> None:
     document, values, extra, layout = case
     schema = Schema.from_dict({"columns": [document]})
-    folder = tmp_path_factory.mktemp("drawn")
     counted = {}
     for name, rows in (("D", values), ("D'", [*values, extra])):
         path = write_layout(pa.table({"v": float_array(rows)}), folder / f"{name}.parquet", layout)
-        counted[name] = counts_by_engine(TableSource(str(path)), schema, ["v"], PARQUET_ENGINES)
+        counted[name] = counts_by_engine(TableSource(str(path)), schema, ["v"], engines)
         assert_all_equal(counted[name], (document, rows, layout))
-    for engine in PARQUET_ENGINES:
+    for engine in engines:
         change = np.subtract(counted["D'"][engine], counted["D"][engine])
         assert np.abs(change).sum() == 1 and change.max() == 1, (engine, document, extra)
 

@@ -29,7 +29,11 @@ from mechanisms.schema import Schema
 from mechanisms.statistics.aggregates import GroupTally
 from tests.counting import engine_tables as tables
 from tests.counting.engine_tables import postgres_schema  # noqa: F401 (the fixture `postgres`)
-from tests.counting.test_counting_engines import PARQUET_ENGINES, POSTGRES_ENGINES
+from tests.counting.test_counting_engines import (
+    PARQUET_ENGINES,
+    POSTGRES_ENGINES,
+    layout_engines,
+)
 
 RANGE_NAME = 'r"; DROP TABLE x; --'
 
@@ -245,7 +249,9 @@ def test_each_kind_matches_the_reference_on_parquet(kind, case, tmp_path):
             source = TableSource(str(path))
             expected = reference(tally, frame, source, str(path) if path.is_file() else None)
             assert expected.dtype == np.int64
-            for engine in PARQUET_ENGINES:
+            # Spark: the folder, and not the empty table (its queries return no row; how
+            # Spark reads its columns of no type is test_counting_engines' "empty" case)
+            for engine in layout_engines(path.is_dir() and case != "empty"):
                 got = tally_table(source, tally, engine)
                 assert np.array_equal(got, expected), (kind, case, engine, path.name, tally)
 

@@ -128,3 +128,24 @@ def test_the_image_runs_the_web_server_as_compose_does():
     command = json.loads(re.search(r"^CMD (\[.*\])$", dockerfile, re.MULTILINE).group(1))
     assert command == SERVICES["web"]["command"]
     assert "gthread" in command  # threads: /healthz does not wait behind every slow page
+
+
+def test_the_spark_profile_runs_the_pinned_spark_with_the_engine_s_server():
+    """Profile `spark`: a master, two workers and a Spark Connect server of the pinned version,
+    on this network only, in the shape the engine's tests start locally (scripts/common.sh)."""
+    spark = {name: s for name, s in SERVICES.items() if "spark" in s.get("profiles", [])}
+    assert set(spark) == {"spark-master", "spark-worker", "spark-connect"}
+    pinned = re.search(
+        r"^pyspark==(\S+)$", (REPO_ROOT / "requirements-spark.txt").read_text(), re.MULTILINE
+    ).group(1)
+    for service in spark.values():
+        assert service["image"] == f"apache/spark:{pinned}" and "ports" not in service
+    assert spark["spark-worker"]["deploy"]["replicas"] == 2
+    master = "spark://spark-master:7077"
+    connect = spark["spark-connect"]["command"]
+    assert master in spark["spark-worker"]["command"] and master in connect
+    server = connect[connect.index("--class") + 1]
+    assert server == "org.apache.spark.sql.connect.service.SparkConnectServer"
+    assert "spark.connect.grpc.binding.port=15002" in connect
+    assert server in (REPO_ROOT / "scripts" / "common.sh").read_text()
+    assert "sc://spark-connect:15002" in (REPO_ROOT / "docker-compose.yml").read_text()

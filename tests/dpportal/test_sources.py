@@ -20,6 +20,7 @@ import threading
 import time
 import uuid
 from decimal import Decimal
+from importlib.util import find_spec
 
 import numpy as np
 import psycopg
@@ -40,9 +41,10 @@ from dpportal import services
 from dpportal.models import AuditEvent, Dataset, PrivacyBudget, Release
 from dpportal.services.sources import source_fingerprint
 from dpportal.sources.reach import NOWHERE
-from dpportal.sources.tables import SourceError, table_source
+from dpportal.sources.tables import SourceError, engine_choices, table_source
 from mechanisms.counting import TableSource, count_cells, tally_table
 from mechanisms.counting.dask_engine import SCHEDULER_VARIABLE as DASK_SCHEDULER
+from mechanisms.counting.spark_engine import REMOTE_VARIABLE as SPARK_REMOTE
 from mechanisms.range_count.api import support_from_schema
 from mechanisms.range_count.grid_tally import grid_tally
 from mechanisms.statistics.aggregates import tallies
@@ -322,6 +324,7 @@ def test_a_release_that_cannot_be_counted_where_the_data_lives_spends_nothing(
     assert b'name="engine"' not in upload_form
     asks = [
         ({"mechanism": "perturbed_histogram", "engine": "duckdb"}, "cannot count this source"),
+        ({"mechanism": "perturbed_histogram", "engine": "spark"}, "cannot count this source"),
         ({"mechanism": "mwem", "engine": ""}, "only ever counted there"),
     ]
     for ask, message in asks:
@@ -410,8 +413,13 @@ def test_parquet_outside_the_source_roots_is_refused(settings, tmp_path):
     assert dataset.source_key.startswith("parquet:")
 
 
-# The distributed engine joins wherever a Dask cluster is named (./test.sh starts two workers).
-PARQUET_ENGINES = ["inprocess", "duckdb"] + (["dask"] if os.environ.get(DASK_SCHEDULER) else [])
+# The distributed engines join wherever a Dask cluster or a Spark Connect server is named
+# (./test.sh starts each with two workers).
+PARQUET_ENGINES = (
+    ["inprocess", "duckdb"]
+    + (["dask"] if os.environ.get(DASK_SCHEDULER) else [])
+    + (["spark"] if os.environ.get(SPARK_REMOTE) else [])
+)
 
 
 PEOPLE = ("age", "sex", "city")
@@ -683,12 +691,12 @@ def test_what_a_sql_engine_cannot_compute_is_refused_before_spending(
     assert not Release.objects.exists()
 
 
-def queued_duckdb_histogram(settings, tmp_path):
-    """A 60-row Parquet folder registered for DuckDB with its schema confirmed, and a queued
-    histogram of `sex` at ε 0.5 (debited): (owner, dataset, release)."""
+def queued_histogram(settings, tmp_path, engine):
+    """A Parquet source of 60 people on `engine`, and a histogram of "sex" queued on it at
+    ε 0.5 (debited): (owner, dataset, release)."""
     rows = people_rows(60)
     parts = {"0.pq": {name: [r[j] for r in rows] for j, name in enumerate(PEOPLE)}}
-    owner, dataset = register_parquet(settings, tmp_path, parts, "duckdb")
+    owner, dataset = register_parquet(settings, tmp_path, parts, engine)
     services.dataset_confirm_schema(dataset=dataset, user=owner, schema=SCHEMA)
     release = histogram_release(Dataset.objects.get(pk=dataset.pk), owner, ["sex"], rows=60)
     assert Dataset.objects.get(pk=dataset.pk).epsilon_spent == Decimal("0.5")
@@ -713,7 +721,7 @@ def test_a_queued_release_an_engine_cannot_compute_fails_refunded_before_reading
     used to fail in the engine after the data was marked read, and lose its ε without a
     result. The worker checks the same public limits first: the release fails in words, its
     data never read, and its ε comes back."""
-    owner, dataset, release = queued_duckdb_histogram(settings, tmp_path)
+    _owner, dataset, release = queued_histogram(settings, tmp_path, "duckdb")
     casefold = {
         "columns": [
             c | {"match": "casefold"} if c["name"] == "sex" else c for c in SCHEMA["columns"]
@@ -730,7 +738,7 @@ def test_a_source_gone_when_its_release_starts_fails_refunded_before_reading(set
     used to fail after the data was marked read and keep its ε. The worker checks that the source
     can be reached (its files' names, never a row) before marking it read: the release fails in
     words and its ε comes back; once the files are back, the release runs and spends it."""
-    owner, dataset, release = queued_duckdb_histogram(settings, tmp_path)
+    owner, dataset, release = queued_histogram(settings, tmp_path, "duckdb")
     (part,) = (tmp_path / "owner" / "people").iterdir()
     kept = part.read_bytes()
     part.unlink()
@@ -742,6 +750,33 @@ def test_a_source_gone_when_its_release_starts_fails_refunded_before_reading(set
     again.refresh_from_db()
     assert again.status == Release.Status.DONE, again.error_message
     assert Dataset.objects.get(pk=dataset.pk).epsilon_spent == Decimal("0.5")
+
+
+@pytest.mark.django_db
+def test_a_release_on_a_spark_cluster_that_does_not_answer_fails_refunded(
+    settings, tmp_path, monkeypatch
+):
+    """The spark engine asks the Spark Connect server whether it answers before the data is
+    marked read: with the server down the release fails in words naming it, no row read, and
+    its ε comes back (a Dask or PostgreSQL engine that cannot be reached keeps it spent)."""
+    pytest.importorskip("pyspark")
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))  # a port nothing listens on
+    port = closed.getsockname()[1]
+    monkeypatch.setenv(SPARK_REMOTE, f"sc://127.0.0.1:{port}/;token=secret-token")
+    _owner, dataset, release = queued_histogram(settings, tmp_path, "spark")
+    message = run_refunded_unread(dataset, release)
+    closed.close()
+    assert "spark engine cannot be reached" in message and f"127.0.0.1:{port}" in message
+    assert "secret-token" not in message
+
+
+def test_spark_is_offered_only_where_it_is_installed_and_named(monkeypatch):
+    monkeypatch.delenv(SPARK_REMOTE, raising=False)
+    assert "spark" not in engine_choices("parquet")
+    monkeypatch.setenv(SPARK_REMOTE, "sc://spark-connect:15002")
+    assert ("spark" in engine_choices("parquet")) == bool(find_spec("pyspark"))
+    assert "spark" not in engine_choices("postgres")
 
 
 @pytest.fixture
