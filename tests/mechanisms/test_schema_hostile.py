@@ -232,10 +232,14 @@ def test_deep_nesting_gives_a_mechanism_error():
 
 
 def test_the_fuzz_reaches_every_kind_of_column():
-    """The strategies are not all refusals: accepted numeric, date and categorical columns."""
+    """The strategies are not all refusals: accepted numeric, date and categorical columns.
+
+    No example database: examples it kept from earlier runs took the place of generated ones and
+    left no categorical column accepted among 400 (seen once in the whole suite); here 1,000
+    fixed examples accept 14 categorical columns."""
     kinds = set()
 
-    @settings(max_examples=400, deadline=None, derandomize=True)
+    @settings(max_examples=1000, deadline=None, derandomize=True, database=None)
     @given(COLUMN)
     def collect(column):
         schema = build({"columns": [column]})
