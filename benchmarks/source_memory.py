@@ -173,6 +173,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 10_000_000])
     parser.add_argument("--timeout", type=float, default=600, help="seconds per release")
     parser.add_argument("--engines", nargs="+", default=["duckdb", "postgres", "dask"])
+    parser.add_argument("--kinds", nargs="+", default=list(KINDS), choices=list(KINDS))
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -193,7 +194,7 @@ def main() -> None:
     for rows in args.rows:
         with tempfile.TemporaryDirectory(prefix="source_memory_") as folder:
             write_table(rows, Path(folder), "postgres" in engines)
-            for kind in KINDS:
+            for kind in args.kinds:
                 for engine in engines:
                     location = PG_URL if engine == "postgres" else folder
                     got = measure(kind, engine, location, args.timeout)
