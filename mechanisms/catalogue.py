@@ -250,7 +250,7 @@ CATALOGUE: dict[str, MechanismSpec] = {
         },
         long_running=True,
         synthetic_rows=True,
-        counts_only=True,  # its records are rebuilt from the cell counts (Schema.encode)
+        counts_only=True,  # it measures marginals of the cell counts (mwem.measure.TrueAnswers)
     ),
     "range_count": MechanismSpec(
         name="range_count",

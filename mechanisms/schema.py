@@ -800,17 +800,9 @@ class Schema:
         """Human-readable label of each cell along a column."""
         return self.column(column).labels()
 
-    def encode(self, data: pd.DataFrame | EngineTable, columns: Sequence[str] | None) -> AnyArray:
-        """Cell index per column, shape (n, k), int64.
-
-        From an EngineTable, rebuilt from its cell counts, rows in cell order (the same
-        multiset of rows: enough for mechanisms that only count them, such as MWEM).
-        """
+    def encode(self, data: pd.DataFrame, columns: Sequence[str] | None) -> AnyArray:
+        """Cell index per column, shape (n, k), int64."""
         columns = self.resolve_columns(columns)
-        if isinstance(data, EngineTable):
-            counts = self.cell_counts(data, columns)
-            flat = np.repeat(np.arange(counts.size), counts.ravel())
-            return np.column_stack(np.unravel_index(flat, counts.shape)).astype(np.int64)
         _check_present(data, columns)
         codes = np.empty((len(data), len(columns)), dtype=np.int64)
         for j, name in enumerate(columns):

@@ -48,6 +48,9 @@ def _sensitivity(query: Query, marginal_l1: int) -> int:
 class TrueAnswers:
     """Exact marginals of the private records, computed once per attribute set.
 
+    From the encoded records (n × d cell indices), or from the full table of cell counts
+    (`from_counts`: what a counting engine returns, so a table that stays where it lives is
+    never rebuilt row by row in the worker). Both give the same marginals, exactly.
     Private: these counts leave this module only through ``measure_one_way``, ``select_query`` and
     ``measure_query`` (noisy or as a selection), never as they are.
     """
@@ -59,17 +62,36 @@ class TrueAnswers:
         # fast per-column reads, in the smallest integer type of the codes (randhie1m, 10^6
         # rows: 10 MB of uint8 instead of 80 MB of int64, benchmarks/mwem_peers.py)
         small = np.min_scalar_type(max(max(shape, default=1) - 1, 0))
-        self.columns = np.ascontiguousarray(codes.T, dtype=small)
+        self.columns: AnyArray | None = np.ascontiguousarray(codes.T, dtype=small)
+        self.rows = len(codes)
         self.shape = shape
         self._cache: dict[tuple[int, ...], AnyArray] = {}
 
+    @classmethod
+    def from_counts(cls, counts: AnyArray) -> TrueAnswers:
+        """The marginals of the records whose full table of cell counts is ``counts``."""
+        counts = np.asarray(counts, dtype=np.int64)
+        true = cls(np.zeros((0, counts.ndim), dtype=np.int64), tuple(counts.shape))
+        true.columns, true.rows = None, int(counts.sum())
+        true._cache[tuple(range(counts.ndim))] = counts
+        return true
+
     def marginal(self, attrs: tuple[int, ...]) -> AnyArray:
         if attrs not in self._cache:
-            dims = tuple(self.shape[a] for a in attrs)
-            flat = np.ravel_multi_index(tuple(self.columns[a] for a in attrs), dims)
-            counts = np.bincount(flat, minlength=math.prod(dims))
-            self._cache[attrs] = counts.reshape(dims).astype(np.int64)
+            self._cache[attrs] = self._count(attrs)
         return self._cache[attrs]
+
+    def _count(self, attrs: tuple[int, ...]) -> AnyArray:
+        dims = tuple(self.shape[a] for a in attrs)
+        if self.columns is None:  # summed from the full table of counts
+            full = self._cache[tuple(range(len(self.shape)))]
+            others = tuple(a for a in range(len(self.shape)) if a not in attrs)
+            kept = sorted(attrs)
+            summed = full.sum(axis=others) if others else full
+            return np.transpose(summed, [kept.index(a) for a in attrs]).astype(np.int64)
+        flat = np.ravel_multi_index(tuple(self.columns[a] for a in attrs), dims)
+        counts = np.bincount(flat, minlength=math.prod(dims))
+        return counts.reshape(dims).astype(np.int64)
 
     def answer(self, query: Query) -> AnyArray:
         return query_answer(query, self.marginal(query.attrs))
@@ -109,7 +131,7 @@ def noisy_row_count(true: TrueAnswers, eps_count: float, rng: RandomSource) -> i
     clip at 1 is post-processing). Only the add-remove default plan draws it (n is public
     under replace-one).
     """
-    rows = np.array([true.columns.shape[1]], dtype=np.int64)
+    rows = np.array([true.rows], dtype=np.int64)
     return max(1, int(rng.add_discrete_laplace(rows, noise_scale(1, eps_count))[0]))
 
 

@@ -57,7 +57,7 @@ from mechanisms.mwem.structural import (
 from mechanisms.noise import check_count_noise, resolve_rng
 from mechanisms.release import DEFAULT_SYNTHETIC_ROWS, ReleaseOutput, csv_bytes, json_bytes
 from mechanisms.release_request import MechanismInputs
-from mechanisms.schema import NumericColumn
+from mechanisms.schema import NumericColumn, Schema
 from mechanisms.workload import Query, expand_workload, load_workload, marginals_spec
 
 if TYPE_CHECKING:
@@ -85,7 +85,7 @@ class MwemResult:
 
 
 def mwem(
-    codes: AnyArray,
+    codes: AnyArray | TrueAnswers,
     shape: tuple[int, ...],
     workload: list[Query],
     *,
@@ -105,7 +105,8 @@ def mwem(
 ) -> MwemResult:
     """Fit a synthetic-data distribution to ``workload`` with MWEM.
 
-    ``codes`` are the encoded records (n × d cell indices), ``shape`` the public domain shape
+    ``codes`` are the encoded records (n × d cell indices), or their ``TrueAnswers`` (from a
+    counting engine's cell counts), ``shape`` the public domain shape
     from the schema. Budget split (the whole ε, nothing else is spent):
     ``init_fraction·ε`` measures every 1-way marginal (the start is their product; 0 starts
     from uniform), then each of T rounds spends ``select_fraction`` of ``(1 - init_fraction)·ε/T``
@@ -142,7 +143,7 @@ def mwem(
     rng = resolve_rng(rng)
     check_epsilon(epsilon)  # before the default split divides by it
     check_neighbouring(neighbouring)
-    true = TrueAnswers(codes, shape)
+    true = codes if isinstance(codes, TrueAnswers) else TrueAnswers(codes, shape)
     # n: public under replace-one; under add-remove the default plan's noisy row count, else
     # (None) the estimate from the noisy 1-way marginals
     eps_count = count_epsilon(epsilon, neighbouring, rounds, init_fraction)
@@ -152,7 +153,7 @@ def mwem(
         check_counts(1, mw_passes=mw_passes, memory_cells=memory_cells, quick_cells=quick_cells)
         check_count_noise(noise_scale(1, eps_count), epsilon)
     public_n = (
-        len(codes)
+        true.rows
         if neighbouring == "replace-one"
         else (noisy_row_count(true, eps_count, rng) if eps_count else None)
     )
@@ -378,12 +379,25 @@ RELEASE_PARAMS = {
 WHOLE_TABLES = "none"  # quick_cells that keeps every block of the model one whole table
 
 
+def _true_answers(
+    data: pd.DataFrame | EngineTable, schema: Schema, columns: list[str]
+) -> TrueAnswers:
+    """The exact marginals MWEM measures, from the encoded records or an engine's cell counts.
+
+    An engine's table is read as its cell counts: the worker holds one array of the domain's
+    size, never a row per record (10^8 rows rebuilt as records held 4 GB).
+    """
+    if isinstance(data, EngineTable):
+        return TrueAnswers.from_counts(schema.cell_counts(data, columns))
+    return TrueAnswers(schema.encode(data, columns), schema.domain_shape(columns))
+
+
 def run_mwem(inputs: MechanismInputs[pd.DataFrame | EngineTable]) -> ReleaseOutput:
     """The registry entry: encode, run MWEM, decode synthetic rows, package the files.
 
     The synthetic rows number ``n`` (public, or estimated from the noisy measurements), at
     most DEFAULT_SYNTHETIC_ROWS. MWEM reads the whole table, or an EngineTable's cell counts
-    (Schema.encode rebuilds the records from them). Before sampling, the "(missing)" and
+    (`_true_answers`). Before sampling, the "(missing)" and
     "(other)" cells that the noisy measurements do not tell from empty get zero mass
     (``structural``: post-processing; the manifest states the rule and names the cells).
     """
@@ -407,7 +421,7 @@ def run_mwem(inputs: MechanismInputs[pd.DataFrame | EngineTable]) -> ReleaseOutp
     }
     quick_cells = parse_quick_cells(params.get("quick_cells", QUICK_CELLS))
     result = mwem(
-        schema.encode(inputs.data, columns),
+        _true_answers(inputs.data, schema, columns),
         shape,
         workload,
         epsilon=inputs.epsilon,
