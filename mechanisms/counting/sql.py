@@ -320,6 +320,33 @@ def edge_search(
     return _search(dialect, value, listed, 0, name, "<=" if side == "left" else "<")
 
 
+def slot_search(dialect: Dialect, value: str, candidates: Sequence[float], name: str) -> str:
+    """#(candidates < value) + #(candidates <= value) of a number (not NaN) by ONE search.
+
+    The search counts the items <= value of the candidates interleaved with their successors,
+    c_0, next(c_0), c_1, next(c_1), ... (next(c): the least double above c, so still in
+    order): c <= value counts the candidates at or below it, next(c) <= value exactly those
+    strictly below (between two doubles lies none). One search of 2 m items costs one step more
+    than a search of m, against two searches of m; its comparisons are still the value's with
+    exact constants, as numpy's. Up to MAX_EDGES candidates (2 MAX_EDGES items searched).
+    """
+    if len(candidates) > MAX_EDGES:
+        raise MechanismError(
+            f"column {name!r} has {len(candidates):,} quantile candidates in one pass; the "
+            f"{dialect.name} engine places a value among at most {MAX_EDGES:,}"
+        )
+    listed = [float(c) for c in candidates]
+    items = [e for c in listed for e in (c, successor(c))]
+    if dialect.search is not None and items:
+        return dialect.search(value, items, "right")
+    return _search(dialect, value, items, 0, name)
+
+
+def successor(value: float) -> float:
+    """The least double above `value`."""
+    return float(np.nextafter(value, math.inf))
+
+
 def _search(
     dialect: Dialect, value: str, edges: list[float], offset: int, name: str, below: str = "<"
 ) -> str:

@@ -49,10 +49,10 @@ from mechanisms.counting.sql import (
     Dialect,
     clamp_sql,
     column_sql,
-    edge_search,
     flat_index,
     number,
     number_sql,
+    slot_search,
 )
 from mechanisms.errors import MechanismError
 from mechanisms.schema import NumericColumn, Schema
@@ -319,10 +319,8 @@ class RankTally:
         return f"SELECT g, {slot} AS s, count(*) FROM ({inner}) AS q GROUP BY 1, 2"  # noqa: S608  # nosec B608
 
     def slot_sql(self, dialect: Dialect, grid: tuple[float, ...]) -> str:
-        """#(candidates < v) + #(candidates <= v) in SQL."""
-        below = edge_search(dialect, "v", grid, self.column, "left")
-        upto = edge_search(dialect, "v", grid, self.column, "right")
-        return f"({below}) + ({upto})"
+        """#(candidates < v) + #(candidates <= v) in SQL: one search (`slot_search`)."""
+        return slot_search(dialect, "v", grid, self.column)
 
     def from_rows(self, rows: list[tuple[Any, ...]]) -> AnyArray:
         out = np.zeros(self.shape, dtype=np.int64)

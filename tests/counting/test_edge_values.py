@@ -581,3 +581,86 @@ def test_the_check_catches_a_list_search_off_by_the_equal_edge(tmp_path, monkeyp
     source = TableSource(str(write_layout(table, tmp_path / "edges.parquet", None)))
     found = counts_by_engine(source, schema, ["x"], ("inprocess", "duckdb"))
     assert not np.array_equal(found["inprocess"], found["duckdb"])
+
+
+# ---------------------------------------------------------------- the quantiles' one search
+
+
+def rank_tallies() -> tuple[pa.Table, list[Any]]:
+    """A column holding every quantile candidate, one float step either side of each and the
+    special floats, in two groups (and rows of no group); its first pass (the whole grid, a
+    binary search over a list) and second passes of a few candidates (a CASE tree), one per
+    group, the other group without candidates."""
+    from mechanisms.statistics.aggregates import RankTally
+    from mechanisms.statistics.quantiles import quantile_grid
+
+    document = {"name": "x", "type": "numeric", "lower": -50, "upper": 50, "bins": 10}
+    schema = Schema.from_dict(
+        {"columns": [document, {"name": "g", "type": "categorical", "categories": ["a", "b"]}]}
+    ).accepting()
+    grid = np.array(quantile_grid(schema.column("x")))
+    small = (-50.0, -0.25, 0.0, float(np.nextafter(0.0, 1.0)), 7.5, 50.0)
+    placed = np.concatenate([grid, small])
+    values = [
+        *SPECIAL_FLOATS,
+        *placed,
+        *np.nextafter(placed, np.inf),
+        *np.nextafter(placed, -np.inf),
+    ]
+    groups = [("a", "b", None)[i % 3] for i in range(len(values))]
+    table = pa.table(
+        {
+            "x": float_array([None if v is None else float(v) for v in values]),
+            "g": pa.array(groups, type=pa.string()),
+        }
+    )
+    tallies = [
+        RankTally(schema, (), "x"),
+        RankTally(schema, ("g",), "x"),
+        RankTally(schema, ("g",), "x", (small, (), ())),
+        RankTally(schema, ("g",), "x", ((), small[1:4], tuple(grid[::3]))),
+    ]
+    return table, tallies
+
+
+def ranks_by_engine(
+    table: pa.Table, tallies: list[Any], tmp_path: Path, postgres, engines=PARQUET_ENGINES
+) -> dict:
+    from mechanisms.counting import tally_table
+
+    parquet = TableSource(str(write_layout(table, tmp_path / "ranks.parquet", [3])))
+    connection, namespace = postgres
+    types = {"x": "double precision", "g": "text"}
+    stored = postgres_table(
+        connection,
+        namespace,
+        f"ranks {uuid.uuid4().hex}",
+        {c: (types[c], table.column(c).to_pylist()) for c in table.column_names},
+    )
+    found = {e: [tally_table(parquet, t, e).tolist() for t in tallies] for e in engines}
+    found["postgres"] = [tally_table(stored, t, "postgres").tolist() for t in tallies]
+    return found
+
+
+def test_every_engine_counts_the_values_around_each_candidate_as_numpy(tmp_path, postgres):
+    """The rank counts (#(x < c) and #(x <= c) for every candidate c, one SQL search over the
+    candidates interleaved with their float successors, `sql.slot_search`) equal numpy's two
+    searches on every candidate, one float step either side and the special floats."""
+    table, tallies = rank_tallies()
+    found = ranks_by_engine(table, tallies, tmp_path, postgres)
+    frame = table.to_pandas()
+    found["inprocess"] = [t.of_frame(frame).tolist() for t in tallies]
+    assert all(sum(map(sum, counts)) > 0 for counts in found["inprocess"])
+    assert_all_equal(found, "ranks")
+
+
+def test_the_check_catches_a_slot_search_without_the_successors(tmp_path, postgres, monkeypatch):
+    """Broken twin: interleaving each candidate with itself (not its successor) counts a value
+    equal to a candidate as below it; the comparison above sees it on every SQL engine."""
+    table, tallies = rank_tallies()
+    monkeypatch.setattr(sql, "successor", lambda value: value)
+    found = ranks_by_engine(table, tallies, tmp_path, postgres, ("inprocess", "duckdb"))
+    reference = [t.of_frame(table.to_pandas()).tolist() for t in tallies]
+    for engine in ("duckdb", "postgres"):
+        assert found[engine] != reference, engine
+    assert found["inprocess"] == reference
