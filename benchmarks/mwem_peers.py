@@ -46,6 +46,9 @@ Methods:
   aim           OpenDP's AIM (make_contingency_table, dp.mbi.AIM) at the zCDP ρ that implies
                 (ε, 1e-9)-DP (a weaker guarantee than our pure ε-DP), privacy unit
                 contributions=2 (a replaced row).
+  aim_pure      aim at pure ε-DP (max divergence: Laplace noise, as ours): the issue's comparison.
+  mst           OpenDP's MST (dp.mbi.MST: 1-way marginals and a spanning tree of 2-way ones), run as
+                aim is (same relation, privacy unit and ρ); mst_pure at pure ε-DP, as aim_pure.
   snsynth       SmartNoise Synth MWEMSynthesizer, split_factor=3 on the 8-column data (its
                 defaults do not finish there), defaults on the 4-column data.
   mwem_pgm      MWEM with private-pgm (mbi 2.x) estimation: our driver of the published
@@ -76,6 +79,8 @@ WORK = Path("/tmp/mwem_peers")
 PEER_PYTHON = {
     "aim": "/tmp/peer-aim/bin/python",
     "aim_pure": "/tmp/peer-aim/bin/python",
+    "mst": "/tmp/peer-aim/bin/python",
+    "mst_pure": "/tmp/peer-aim/bin/python",
     "snsynth": "/tmp/peer-snsynth/bin/python",
     "mwem_pgm": "/tmp/peer-mbi/bin/python",
 }
@@ -699,7 +704,7 @@ def compare(cell):
             for key in ("tvd2", "tvd3"):
                 (a, sa), (b, sb) = _mean_se(ours, key), _mean_se(done, key)
                 entry[key] = (a / b, abs(a - b) <= 2 * np.hypot(sa, sb))
-        if peer in ("aim", "aim_pure"):
+        if peer in SPEED_PEERS:
             our_t = np.mean([r["seconds"] for r in ours])
             if done:
                 entry["speedup"] = (np.mean([r["seconds"] for r in done]) / our_t, False)
@@ -716,8 +721,11 @@ RATIO_PEERS = {  # peer: column heading
     "independent": "indep",
     "aim_pure": "AIMε",  # pure ε-DP, as ours: the issue's comparison
     "aim": "AIMρ",  # zCDP at (ε, 1e-9)-DP: a weaker guarantee
+    "mst_pure": "MSTε",
+    "mst": "MSTρ",
     "mwem_pgm": "PGM",
 }
+SPEED_PEERS = ("aim_pure", "aim", "mst_pure", "mst")  # a speed-up column beside their TVDs
 
 
 def print_ratios(ratios) -> None:
@@ -726,8 +734,11 @@ def print_ratios(ratios) -> None:
     print()
     print("ours / peer mean TVD (< 1: ours lower; '~' the gap is within 2 standard errors of the")
     print("seed means, '!' ours higher beyond the seed noise); speed-up = AIM time / ours")
-    heads = [f"{h} TVD{k}" for h in RATIO_PEERS.values() for k in (2, 3)]
-    heads[6:10] = [*heads[6:8], "AIMε x", *heads[8:10], "AIMρ x"]
+    heads = [
+        head
+        for peer, h in RATIO_PEERS.items()
+        for head in [f"{h} TVD2", f"{h} TVD3"] + ([f"{h} x"] if peer in SPEED_PEERS else [])
+    ]
     print(f"{'table':10} {'role':8} {'eps':>5} " + " ".join(f"{h:>10}" for h in heads))
 
     def fmt(entry, key):
@@ -747,7 +758,7 @@ def print_ratios(ratios) -> None:
         columns = []
         for peer in RATIO_PEERS:
             columns += [fmt(entry.get(peer, {}), "tvd2"), fmt(entry.get(peer, {}), "tvd3")]
-            if peer.startswith("aim"):
+            if peer in SPEED_PEERS:
                 columns.append(speed(entry.get(peer, {})))
         print(f"{table:10} {role:8} {eps:>5g} " + " ".join(f"{c:>10}" for c in columns))
 
@@ -762,6 +773,8 @@ LIBRARIES = {
     "independent": ["mechanisms.mwem"],
     "aim": ["opendp.prelude", "polars", "mbi"],
     "aim_pure": ["opendp.prelude", "polars", "mbi"],
+    "mst": ["opendp.prelude", "polars", "mbi"],
+    "mst_pure": ["opendp.prelude", "polars", "mbi"],
     "snsynth": ["snsynth", "pandas"],
     "mwem_pgm": ["mbi", "jax"],
 }
@@ -780,6 +793,8 @@ def worker(args) -> None:
         "independent": fit_independent,
         "aim": fit_aim,
         "aim_pure": fit_aim_pure,
+        "mst": fit_mst,
+        "mst_pure": fit_mst_pure,
         "snsynth": fit_snsynth,
         "mwem_pgm": fit_mwem_pgm,
     }[args.worker]
@@ -856,6 +871,26 @@ def zcdp_rho(eps: float, delta: float = PEER_DELTA) -> float:
 def fit_aim(codes, shape, eps, seed, pure=False):
     """OpenDP's AIM on a replaced row (contributions=2): at the zCDP ρ giving (ε, 1e-9)-DP, or
     with ``pure`` at pure ε-DP (max divergence: Laplace noise, as ours), the issue's setting."""
+    return fit_opendp("AIM", codes, shape, eps, pure)
+
+
+def fit_aim_pure(codes, shape, eps, seed):
+    return fit_aim(codes, shape, eps, seed, pure=True)
+
+
+def fit_mst(codes, shape, eps, seed, pure=False):
+    """OpenDP's MST, as fit_aim runs AIM (same relation, privacy unit and privacy loss)."""
+    return fit_opendp("MST", codes, shape, eps, pure)
+
+
+def fit_mst_pure(codes, shape, eps, seed):
+    return fit_mst(codes, shape, eps, seed, pure=True)
+
+
+def fit_opendp(algorithm, codes, shape, eps, pure):
+    """OpenDP's contingency table with ``algorithm`` (a dp.mbi class name, defaults) on a
+    replaced row (contributions=2), at pure ε-DP or the zCDP ρ = zcdp_rho(ε); OpenDP draws its
+    own noise (no seed)."""
     import opendp.prelude as dp
     import polars as pl
 
@@ -872,19 +907,15 @@ def fit_aim(codes, shape, eps, seed, pure=False):
     table = (
         context.query()
         .select(columns)
-        .contingency_table(keys=keys, algorithm=dp.mbi.AIM())
+        .contingency_table(keys=keys, algorithm=getattr(dp.mbi, algorithm)())
         .release()
     )
     synthetic = table.synthesize(rows=len(codes))
-    # AIM's keys include a null category; rows it puts there match no real cell: count them
+    # OpenDP's keys include a null category; rows it puts there match no real cell: count them
     # as wrong by mapping them to code 0 (reported on stderr).
     nulls = sum(synthetic[c].null_count() for c in columns)
-    print(f"aim: {nulls} null values in the synthetic data mapped to 0", file=sys.stderr)
+    print(f"{algorithm}: {nulls} null values in the synthetic data mapped to 0", file=sys.stderr)
     return np.stack([synthetic[c].fill_null(0).to_numpy() for c in columns], axis=1)
-
-
-def fit_aim_pure(codes, shape, eps, seed):
-    return fit_aim(codes, shape, eps, seed, pure=True)
 
 
 def fit_snsynth(codes, shape, eps, seed):
