@@ -30,8 +30,10 @@ previous run's AIM figures stand for seattle ε = 10, anes96 ε >= .3 and randhi
 
 Each peer run is its own subprocess, and so is each of our runs on a table of GROUP_ROWS rows
 or more (below that a cell's seeds share one); a cell's peak memory is the maximum resident set
-size of its runs (getrusage in the worker; it includes the interpreter and the method's
-libraries). Peers run in their own
+size of its runs (VmHWM of the worker's own process, records with "peak_from": "VmHWM"; it
+includes the interpreter and the method's libraries). Earlier records took getrusage's
+ru_maxrss, which Linux carries over from the driver at exec: they are at least the driver's
+size, about 400 MB on the held-out tables. Peers run in their own
 virtual environments (benchmarks/requirements-peers-*.txt), found at /tmp/peer-<name>/bin/python:
 
     python3.11 -m venv /tmp/peer-aim && /tmp/peer-aim/bin/pip install -r benchmarks/requirements-peers-aim.txt
@@ -623,6 +625,7 @@ def run_cell(table, shape, true, codes_path, method, eps, args, fresh):
                 record.update(
                     **timing,
                     peak_mb=peak,
+                    peak_from="VmHWM",
                     tvd2=tvd(synthetic, true, shape, 2),
                     tvd3=tvd(synthetic, true, shape, 3),
                 )
@@ -780,9 +783,15 @@ LIBRARIES = {
 }
 
 
-def worker(args) -> None:
-    import resource
+def peak_rss_mb() -> float:
+    """This process's peak resident set size in MB (VmHWM in /proc/self/status: the program's
+    own memory, unlike getrusage's ru_maxrss, which keeps the parent's size across exec)."""
+    status = Path("/proc/self/status").read_text()
+    kilobytes = next(row.split()[1] for row in status.splitlines() if row.startswith("VmHWM:"))
+    return int(kilobytes) / 1024
 
+
+def worker(args) -> None:
     sys.path.insert(0, str(REPO))
     codes = np.load(args.codes)
     shape = json.loads(args.shape)
@@ -809,8 +818,7 @@ def worker(args) -> None:
         synthetic = fit(codes, shape, args.epsilon, seed)
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
         np.save(args.out.format(seed=seed), np.asarray(synthetic, dtype=np.int64))
-        peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        record = {"seed": seed, "seconds": seconds, "cpu_seconds": cpu, "peak_mb": peak_mb}
+        record = {"seed": seed, "seconds": seconds, "cpu_seconds": cpu, "peak_mb": peak_rss_mb()}
         print(json.dumps(record), flush=True)
 
 
