@@ -764,6 +764,30 @@ def print_ratios(ratios) -> None:
             if peer in SPEED_PEERS:
                 columns.append(speed(entry.get(peer, {})))
         print(f"{table:10} {role:8} {eps:>5g} " + " ".join(f"{c:>10}" for c in columns))
+    print_totals(ratios)
+
+
+def print_totals(ratios) -> None:
+    """Per role, peer and TVD: the cells where ours is lower beyond the seed noise (won), within
+    2 standard errors (tied) or higher beyond it (lost); a peer's cells without a result (a
+    timeout, a failure) are counted apart, with their first note."""
+    totals: dict[tuple, list] = {}
+    for _, role, _, entry in ratios:
+        for peer, found in entry.items():
+            for key in ("tvd2", "tvd3"):
+                counts = totals.setdefault((role, peer, key), [0, 0, 0, 0, ""])
+                if key not in found:
+                    counts[3] += 1
+                    counts[4] = counts[4] or found.get("note", "")
+                    continue
+                value, close = found[key]
+                counts[1 if close else (2 if value > 1 else 0)] += 1
+    print()
+    print("ours against each peer: cells won / tied / lost (tied: within 2 standard errors of the")
+    print("seed means), and cells without the peer's result")
+    for (role, peer, key), (won, tied, lost, missing, note) in sorted(totals.items()):
+        without = f"{missing} ({note})" if note else str(missing)
+        print(f"{role:10} {peer:12} {key.upper():5} {won:>3} / {tied:>3} / {lost:>3}   {without}")
 
 
 # --- workers (each runs in its method's own environment) ---------------------------------------
