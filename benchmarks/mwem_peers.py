@@ -30,8 +30,10 @@ previous run's AIM figures stand for seattle ε = 10, anes96 ε >= .3 and randhi
 
 Each peer run is its own subprocess, and so is each of our runs on a table of GROUP_ROWS rows
 or more (below that a cell's seeds share one); a cell's peak memory is the maximum resident set
-size of its runs (getrusage in the worker; it includes the interpreter and the method's
-libraries). Peers run in their own
+size of its runs (VmHWM of the worker's own process, records with "peak_from": "VmHWM"; it
+includes the interpreter and the method's libraries). Earlier records took getrusage's
+ru_maxrss, which Linux carries over from the driver at exec: they are at least the driver's
+size, about 400 MB on the held-out tables. Peers run in their own
 virtual environments (benchmarks/requirements-peers-*.txt), found at /tmp/peer-<name>/bin/python:
 
     python3.11 -m venv /tmp/peer-aim && /tmp/peer-aim/bin/pip install -r benchmarks/requirements-peers-aim.txt
@@ -46,6 +48,11 @@ Methods:
   aim           OpenDP's AIM (make_contingency_table, dp.mbi.AIM) at the zCDP ρ that implies
                 (ε, 1e-9)-DP (a weaker guarantee than our pure ε-DP), privacy unit
                 contributions=2 (a replaced row).
+  aim_pure      aim at pure ε-DP (max divergence: Laplace noise, as ours): the issue's comparison.
+  mst           OpenDP's MST (dp.mbi.MST: 1-way marginals and a spanning tree of 2-way ones), run as
+                aim is (same relation, privacy unit and ρ); mst_pure at pure ε-DP, as aim_pure.
+  (aim, mst: synthetic rows drawn i.i.d. from the fitted model, OpenDP's method "sample"; see
+                fit_opendp for why not its default "round".)
   snsynth       SmartNoise Synth MWEMSynthesizer, split_factor=3 on the 8-column data (its
                 defaults do not finish there), defaults on the 4-column data.
   mwem_pgm      MWEM with private-pgm (mbi 2.x) estimation: our driver of the published
@@ -76,6 +83,8 @@ WORK = Path("/tmp/mwem_peers")
 PEER_PYTHON = {
     "aim": "/tmp/peer-aim/bin/python",
     "aim_pure": "/tmp/peer-aim/bin/python",
+    "mst": "/tmp/peer-aim/bin/python",
+    "mst_pure": "/tmp/peer-aim/bin/python",
     "snsynth": "/tmp/peer-snsynth/bin/python",
     "mwem_pgm": "/tmp/peer-mbi/bin/python",
 }
@@ -92,6 +101,8 @@ COLUMNS = {
     ],
     "adult4": ["age", "education", "marital-status", "occupation"],
 }
+OPENDP_PEERS = ("aim", "aim_pure", "mst", "mst_pure")
+OPENDP_SAMPLING = "sample"  # recorded with their runs (records without it: OpenDP's "round")
 PEER_DELTA = 1e-9  # zCDP peers are run at the ρ that gives (ε, δ)-DP; ours is pure ε-DP
 MISSING_ALLOWED = {"workclass", "occupation"}  # '?' in the source: the "(other)" cell
 
@@ -613,11 +624,14 @@ def run_cell(table, shape, true, codes_path, method, eps, args, fresh):
             record.update(date=time.strftime("%Y-%m-%d"), cpu=processor())
             if note.startswith("timeout"):
                 record["timeout_s"] = args.timeout
+            if method in OPENDP_PEERS:
+                record["opendp_sampling"] = OPENDP_SAMPLING
             if run is not None:
                 timing, peak, synthetic = run
                 record.update(
                     **timing,
                     peak_mb=peak,
+                    peak_from="VmHWM",
                     tvd2=tvd(synthetic, true, shape, 2),
                     tvd3=tvd(synthetic, true, shape, 3),
                 )
@@ -699,7 +713,7 @@ def compare(cell):
             for key in ("tvd2", "tvd3"):
                 (a, sa), (b, sb) = _mean_se(ours, key), _mean_se(done, key)
                 entry[key] = (a / b, abs(a - b) <= 2 * np.hypot(sa, sb))
-        if peer in ("aim", "aim_pure"):
+        if peer in SPEED_PEERS:
             our_t = np.mean([r["seconds"] for r in ours])
             if done:
                 entry["speedup"] = (np.mean([r["seconds"] for r in done]) / our_t, False)
@@ -716,8 +730,11 @@ RATIO_PEERS = {  # peer: column heading
     "independent": "indep",
     "aim_pure": "AIMε",  # pure ε-DP, as ours: the issue's comparison
     "aim": "AIMρ",  # zCDP at (ε, 1e-9)-DP: a weaker guarantee
+    "mst_pure": "MSTε",
+    "mst": "MSTρ",
     "mwem_pgm": "PGM",
 }
+SPEED_PEERS = ("aim_pure", "aim", "mst_pure", "mst")  # a speed-up column beside their TVDs
 
 
 def print_ratios(ratios) -> None:
@@ -726,8 +743,11 @@ def print_ratios(ratios) -> None:
     print()
     print("ours / peer mean TVD (< 1: ours lower; '~' the gap is within 2 standard errors of the")
     print("seed means, '!' ours higher beyond the seed noise); speed-up = AIM time / ours")
-    heads = [f"{h} TVD{k}" for h in RATIO_PEERS.values() for k in (2, 3)]
-    heads[6:10] = [*heads[6:8], "AIMε x", *heads[8:10], "AIMρ x"]
+    heads = [
+        head
+        for peer, h in RATIO_PEERS.items()
+        for head in [f"{h} TVD2", f"{h} TVD3"] + ([f"{h} x"] if peer in SPEED_PEERS else [])
+    ]
     print(f"{'table':10} {'role':8} {'eps':>5} " + " ".join(f"{h:>10}" for h in heads))
 
     def fmt(entry, key):
@@ -747,9 +767,33 @@ def print_ratios(ratios) -> None:
         columns = []
         for peer in RATIO_PEERS:
             columns += [fmt(entry.get(peer, {}), "tvd2"), fmt(entry.get(peer, {}), "tvd3")]
-            if peer.startswith("aim"):
+            if peer in SPEED_PEERS:
                 columns.append(speed(entry.get(peer, {})))
         print(f"{table:10} {role:8} {eps:>5g} " + " ".join(f"{c:>10}" for c in columns))
+    print_totals(ratios)
+
+
+def print_totals(ratios) -> None:
+    """Per role, peer and TVD: the cells where ours is lower beyond the seed noise (won), within
+    2 standard errors (tied) or higher beyond it (lost); a peer's cells without a result (a
+    timeout, a failure) are counted apart, with their first note."""
+    totals: dict[tuple, list] = {}
+    for _, role, _, entry in ratios:
+        for peer, found in entry.items():
+            for key in ("tvd2", "tvd3"):
+                counts = totals.setdefault((role, peer, key), [0, 0, 0, 0, ""])
+                if key not in found:
+                    counts[3] += 1
+                    counts[4] = counts[4] or found.get("note", "")
+                    continue
+                value, close = found[key]
+                counts[1 if close else (2 if value > 1 else 0)] += 1
+    print()
+    print("ours against each peer: cells won / tied / lost (tied: within 2 standard errors of the")
+    print("seed means), and cells without the peer's result")
+    for (role, peer, key), (won, tied, lost, missing, note) in sorted(totals.items()):
+        without = f"{missing} ({note})" if note else str(missing)
+        print(f"{role:10} {peer:12} {key.upper():5} {won:>3} / {tied:>3} / {lost:>3}   {without}")
 
 
 # --- workers (each runs in its method's own environment) ---------------------------------------
@@ -762,14 +806,22 @@ LIBRARIES = {
     "independent": ["mechanisms.mwem"],
     "aim": ["opendp.prelude", "polars", "mbi"],
     "aim_pure": ["opendp.prelude", "polars", "mbi"],
+    "mst": ["opendp.prelude", "polars", "mbi"],
+    "mst_pure": ["opendp.prelude", "polars", "mbi"],
     "snsynth": ["snsynth", "pandas"],
     "mwem_pgm": ["mbi", "jax"],
 }
 
 
-def worker(args) -> None:
-    import resource
+def peak_rss_mb() -> float:
+    """This process's peak resident set size in MB (VmHWM in /proc/self/status: the program's
+    own memory, unlike getrusage's ru_maxrss, which keeps the parent's size across exec)."""
+    status = Path("/proc/self/status").read_text()
+    kilobytes = next(row.split()[1] for row in status.splitlines() if row.startswith("VmHWM:"))
+    return int(kilobytes) / 1024
 
+
+def worker(args) -> None:
     sys.path.insert(0, str(REPO))
     codes = np.load(args.codes)
     shape = json.loads(args.shape)
@@ -780,6 +832,8 @@ def worker(args) -> None:
         "independent": fit_independent,
         "aim": fit_aim,
         "aim_pure": fit_aim_pure,
+        "mst": fit_mst,
+        "mst_pure": fit_mst_pure,
         "snsynth": fit_snsynth,
         "mwem_pgm": fit_mwem_pgm,
     }[args.worker]
@@ -794,8 +848,7 @@ def worker(args) -> None:
         synthetic = fit(codes, shape, args.epsilon, seed)
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
         np.save(args.out.format(seed=seed), np.asarray(synthetic, dtype=np.int64))
-        peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        record = {"seed": seed, "seconds": seconds, "cpu_seconds": cpu, "peak_mb": peak_mb}
+        record = {"seed": seed, "seconds": seconds, "cpu_seconds": cpu, "peak_mb": peak_rss_mb()}
         print(json.dumps(record), flush=True)
 
 
@@ -856,6 +909,26 @@ def zcdp_rho(eps: float, delta: float = PEER_DELTA) -> float:
 def fit_aim(codes, shape, eps, seed, pure=False):
     """OpenDP's AIM on a replaced row (contributions=2): at the zCDP ρ giving (ε, 1e-9)-DP, or
     with ``pure`` at pure ε-DP (max divergence: Laplace noise, as ours), the issue's setting."""
+    return fit_opendp("AIM", codes, shape, eps, pure)
+
+
+def fit_aim_pure(codes, shape, eps, seed):
+    return fit_aim(codes, shape, eps, seed, pure=True)
+
+
+def fit_mst(codes, shape, eps, seed, pure=False):
+    """OpenDP's MST, as fit_aim runs AIM (same relation, privacy unit and privacy loss)."""
+    return fit_opendp("MST", codes, shape, eps, pure)
+
+
+def fit_mst_pure(codes, shape, eps, seed):
+    return fit_mst(codes, shape, eps, seed, pure=True)
+
+
+def fit_opendp(algorithm, codes, shape, eps, pure):
+    """OpenDP's contingency table with ``algorithm`` (a dp.mbi class name, defaults) on a
+    replaced row (contributions=2), at pure ε-DP or the zCDP ρ = zcdp_rho(ε); OpenDP draws its
+    own noise (no seed)."""
     import opendp.prelude as dp
     import polars as pl
 
@@ -872,19 +945,20 @@ def fit_aim(codes, shape, eps, seed, pure=False):
     table = (
         context.query()
         .select(columns)
-        .contingency_table(keys=keys, algorithm=dp.mbi.AIM())
+        .contingency_table(keys=keys, algorithm=getattr(dp.mbi, algorithm)())
         .release()
     )
-    synthetic = table.synthesize(rows=len(codes))
-    # AIM's keys include a null category; rows it puts there match no real cell: count them
+    # i.i.d. rows from the fitted model, as ours draws them. OpenDP's default ("round", mbi
+    # 1.1.0) gives each row of a group its value by the row's rank in the group, so columns that
+    # share no clique come out correlated through the row order (flights, MST at ε 10: the
+    # tree's 6 pairs at TVD .001-.007, the other 15 at .08-.49, where independent 1-way
+    # marginals give .01-.15).
+    synthetic = table.synthesize(rows=len(codes), method=OPENDP_SAMPLING)
+    # OpenDP's keys include a null category; rows it puts there match no real cell: count them
     # as wrong by mapping them to code 0 (reported on stderr).
     nulls = sum(synthetic[c].null_count() for c in columns)
-    print(f"aim: {nulls} null values in the synthetic data mapped to 0", file=sys.stderr)
+    print(f"{algorithm}: {nulls} null values in the synthetic data mapped to 0", file=sys.stderr)
     return np.stack([synthetic[c].fill_null(0).to_numpy() for c in columns], axis=1)
-
-
-def fit_aim_pure(codes, shape, eps, seed):
-    return fit_aim(codes, shape, eps, seed, pure=True)
 
 
 def fit_snsynth(codes, shape, eps, seed):
