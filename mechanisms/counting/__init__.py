@@ -32,6 +32,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from mechanisms.arrays import AnyArray
 from mechanisms.chunks import EngineTable
 from mechanisms.counting.bounding import BoundedTally
+from mechanisms.counting.dask_engine import check_reachable as dask_reachable
 from mechanisms.counting.dask_engine import tally_on_dask
 from mechanisms.counting.duckdb_engine import tally_duckdb
 from mechanisms.counting.inprocess import tally_in_process
@@ -91,7 +92,7 @@ def check_tally(tally: Tally, engine: str) -> None:
 
 
 # Engines on a cluster that a release can ask, before it reads anything, whether it answers.
-PROBES: dict[str, Callable[[], None]] = {"spark": spark_reachable}
+PROBES: dict[str, Callable[[], None]] = {"dask": dask_reachable, "spark": spark_reachable}
 
 
 def check_reachable(engine: str) -> None:

@@ -93,9 +93,7 @@ def tally_on_dask(
         raise MechanismError(
             "the dask engine reads Parquet; count a PostgreSQL table with --engine postgres"
         )
-    address = scheduler or os.environ.get(SCHEDULER_VARIABLE, "").strip()
-    if not address:
-        raise MechanismError(f"the dask engine needs a Dask cluster: {START_HINT}")
+    address = _address(scheduler)
     with _connect(address, timeout) as client:
         try:
             return _tally(client, source, tally)
@@ -107,6 +105,23 @@ def tally_on_dask(
                 f"the Dask cluster at {address} cannot import {module!r}: install pyarrow and "
                 "this package (mechanisms, same version) on the scheduler and every worker"
             ) from error
+
+
+def check_reachable(scheduler: str | None = None, timeout: float = CONNECT_SECONDS) -> None:
+    """Raise the MechanismError `tally_on_dask` raises for a scheduler that does not answer.
+
+    Reads no row: a release asks this before its data is marked read.
+    """
+    with _connect(_address(scheduler), timeout):
+        pass
+
+
+def _address(scheduler: str | None) -> str:
+    """The scheduler's address: the one given, else DPPORTAL_DASK_SCHEDULER's."""
+    address = scheduler or os.environ.get(SCHEDULER_VARIABLE, "").strip()
+    if not address:
+        raise MechanismError(f"the dask engine needs a Dask cluster: {START_HINT}")
+    return address
 
 
 def _missing_module(error: BaseException | None) -> str | None:

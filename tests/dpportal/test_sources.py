@@ -753,21 +753,29 @@ def test_a_source_gone_when_its_release_starts_fails_refunded_before_reading(set
 
 
 @pytest.mark.django_db
-def test_a_release_on_a_spark_cluster_that_does_not_answer_fails_refunded(
-    settings, tmp_path, monkeypatch
+@pytest.mark.parametrize(
+    ("engine", "variable", "url"),
+    [
+        ("spark", SPARK_REMOTE, "sc://127.0.0.1:{port}/;token=secret-token"),
+        ("dask", "DPPORTAL_DASK_SCHEDULER", "tcp://127.0.0.1:{port}"),
+    ],
+)
+def test_a_release_on_a_cluster_that_does_not_answer_fails_refunded(
+    settings, tmp_path, monkeypatch, engine, variable, url
 ):
-    """The spark engine asks the Spark Connect server whether it answers before the data is
-    marked read: with the server down the release fails in words naming it, no row read, and
-    its ε comes back (a Dask or PostgreSQL engine that cannot be reached keeps it spent)."""
-    pytest.importorskip("pyspark")
+    """The cluster engines ask their server whether it answers before the data is marked
+    read: with it down the release fails in words naming it, no row read, and its ε comes
+    back. The dask engine used to keep the ε spent (its case failed before this check)."""
+    if engine == "spark":
+        pytest.importorskip("pyspark")
     closed = socket.socket()
     closed.bind(("127.0.0.1", 0))  # a port nothing listens on
     port = closed.getsockname()[1]
-    monkeypatch.setenv(SPARK_REMOTE, f"sc://127.0.0.1:{port}/;token=secret-token")
-    _owner, dataset, release = queued_histogram(settings, tmp_path, "spark")
+    monkeypatch.setenv(variable, url.format(port=port))
+    _owner, dataset, release = queued_histogram(settings, tmp_path, engine)
     message = run_refunded_unread(dataset, release)
     closed.close()
-    assert "spark engine cannot be reached" in message and f"127.0.0.1:{port}" in message
+    assert f"{engine} engine cannot be reached" in message and f"127.0.0.1:{port}" in message
     assert "secret-token" not in message
 
 
