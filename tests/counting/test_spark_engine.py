@@ -115,6 +115,11 @@ def test_a_table_in_the_spark_catalog_is_counted_there(hostile_folder):
         for engine in ("inprocess", "duckdb"):
             with pytest.raises(MechanismError, match="counted by Spark only"):
                 count_cells(source, SCHEMA, ["x"], engine)
+        # hostile names are a table name to Spark, never SQL: refused in words, nothing dropped
+        for name in ("x; DROP VIEW global_temp.dp_portal_people", "`a`.`b", "no_such.table"):
+            with pytest.raises(MechanismError, match="the Spark engine failed"):
+                count_cells(table_source(f"spark-table:{name}"), SCHEMA, ["x"], "spark")
+        assert np.array_equal(count_cells(source, SCHEMA, ["x", "c"], "spark"), expected)
     finally:
         spark.catalog.dropGlobalTempView("dp_portal_people")
         spark.stop()
