@@ -89,8 +89,12 @@ def test_person_level_says_what_the_small_epsilon_per_statistic_is(db, tmp_path)
     owner = make_user("owner")
     visits = make_visits_dataset(owner, tmp_path, k=2)
     lines, _ = _estimate(client_for(owner), visits)
-    assert any(line.startswith("count: ε = 0.04,") for line in lines)  # 0.8 / 5 / (2 × 2)
+    # 0.8 / 5 / (2 × 2) per row, beside what a person's rows get together, and the reason
+    # straight after the statistics' lines (a newcomer read the per-row ε alone as unexplained)
+    count = next(i for i, line in enumerate(lines) if line.startswith("count: ε = 0.04 per row"))
+    assert lines[count].startswith("count: ε = 0.04 per row (0.16 per person),")
     person = next(line for line in lines if line.startswith("Each ε above is per row"))
+    assert lines.index(person) == count + sum(1 for line in lines if ": ε = " in line)
     assert "up to 2 rows, so replacing one person changes up to 4 rows" in person
     assert "count gets 4 × 0.04 = 0.16 for a person's rows together" in person
 

@@ -84,8 +84,11 @@ def accuracy_lines(plan, schema) -> list[str]:
         + ("group" if groups == 1 else f"groups (about {details['group_rows']:,.0f} rows each)")
         + ". Expected 95% intervals in a group of that size:"
     ]
+    group = schema.person.group_size(facts["neighbouring"]) if _person_level(schema, facts) else 1
     for row in details["statistics"]:
-        lines.append(_statistic_line(row, _average_values(row, details, facts)))
+        lines.append(_statistic_line(row, _average_values(row, details, facts), group))
+    if group > 1 and (person := person_level_line(details["statistics"], schema.person, facts)):
+        lines.append(person)
     lines.append(
         "Quantile intervals are conservative; groups with fewer rows get wider intervals (the "
         "table below gives them by group size)."
@@ -93,20 +96,30 @@ def accuracy_lines(plan, schema) -> list[str]:
     lines += withheld_lines(details["statistics"])
     if missing := details.get("missing_left_out"):
         lines.append(missing_note(missing, facts))
-    if schema.person is not None and facts:
-        lines.append(person_level_line(details["statistics"], schema.person, facts))
     return lines
+
+
+def _person_level(schema, facts) -> bool:
+    """Whether the preview speaks per person: a person column, and the owner's facts that say
+    which neighbouring relation sets a person's rows' ε."""
+    return schema.person is not None and bool(facts)
 
 
 def _name(row) -> str:
     return row["statistic"] + (f" of {row['column']}" if row["column"] else "")
 
 
-def _statistic_line(row, values: float) -> str:
+def _statistic_line(row, values: float, group: int = 1) -> str:
+    """One statistic's ε and expected interval; at person level (`group` rows change with one
+    person) its ε per row and, beside it, what a person's rows get together."""
     name = _name(row)
     if row["epsilon"] == 0:
         return f"{name}: exact (the number of rows is public), ε = 0."
-    return f"{name}: ε = {rounded_number(float(row['epsilon']), 4)}, {within(row, values)}."
+    epsilon = float(row["epsilon"])
+    spent = f"ε = {rounded_number(epsilon, 4)}"
+    if group > 1:
+        spent += f" per row ({rounded_number(group * epsilon, 4)} per person)"
+    return f"{name}: {spent}, {within(row, values)}."
 
 
 def within(row, values: float) -> str:
