@@ -215,7 +215,7 @@ def run(args: argparse.Namespace) -> list[Any]:
     epsilon = check_epsilon(args.epsilon, allow_infinite=False)  # inf (no noise): tests only
     check_delta(args.delta)
     delta = float_at_most(args.delta)  # validated just above; rounded down like epsilon
-    schema = Schema.load(args.schema)
+    schema = Schema.load(args.schema, args.max_rows_per_person)
     columns = schema.resolve_columns(
         args.columns.split(",") if args.columns else None, undescribed=spec.describes_schema
     )

@@ -114,7 +114,8 @@ def split_schema(document: dict[str, Any]) -> tuple[list[Any], PersonLevel | Non
     if bound is None:
         raise MechanismError(
             f"schema names the person column {name!r} but not max_rows_per_person; set the "
-            "most rows one person may contribute (for example 1, 2, 5 or 10)"
+            'most rows one person may contribute beside "columns" (for example '
+            '"max_rows_per_person": 5; 1, 2, 5 or 10 are usual)'
         )
     person = PersonLevel(name, check_max_rows(bound), entries.index(people[0]))
     return [c for c in entries if c is not people[0]], person

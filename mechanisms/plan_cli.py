@@ -84,7 +84,12 @@ def _common_options(p: argparse.ArgumentParser) -> None:
         choices=NEIGHBOURING,
         help=f"default {DEFAULT_NEIGHBOURING}; add-remove when the schema has a person column",
     )
-    p.add_argument("--max-rows-per-person", dest="max_rows_per_person", type=int)
+    p.add_argument(
+        "--max-rows-per-person",
+        dest="max_rows_per_person",
+        type=int,
+        help="the most rows one person may contribute (overrides the schema's)",
+    )
     p.add_argument("--cap", type=float, default=EPSILON_CAP, help="largest epsilon to propose")
     p.add_argument(
         "--crowding",
@@ -112,7 +117,7 @@ def run_plan(args: argparse.Namespace) -> int:
     """Plan, print the answer; 0 when an ε reaches the target, 1 when none does."""
     name = args.kind.replace("-", "_")
     spec = CATALOGUE[name]
-    schema = Schema.load(args.schema)
+    schema = Schema.load(args.schema, args.max_rows_per_person)
     check_delta(args.delta)
     params = {
         o.name: getattr(args, o.name) for o in spec.parameters if getattr(args, o.name) is not None

@@ -708,8 +708,9 @@ class Schema:
         return cls([_column_from_dict(c) for c in entries], person)
 
     @classmethod
-    def load(cls, path: str | Path) -> Schema:
-        """Read a schema JSON file."""
+    def load(cls, path: str | Path, max_rows_per_person: int | None = None) -> Schema:
+        """Read a schema JSON file; `max_rows_per_person` (the command line's) stands in for the
+        file's when it names a person column without one."""
         try:
             document = json.loads(Path(path).read_text(encoding="utf-8"))
         except OSError as exc:
@@ -718,6 +719,8 @@ class Schema:
             ) from None
         except ValueError as exc:
             raise MechanismError(f"schema file ({str(path)!r}) is not valid JSON: {exc}") from None
+        if max_rows_per_person is not None and isinstance(document, dict):
+            document.setdefault("max_rows_per_person", max_rows_per_person)
         return cls.from_dict(document)
 
     def to_dict(self) -> dict[str, Any]:

@@ -259,7 +259,11 @@ def normalize_query(q: dict[str, Any], dim: int, k: int = 0) -> dict[str, Any]:
 def normalize_queries(queries: Any, dim: int) -> list[dict[str, Any]]:
     """Validate a list of queries; an empty workload is an error."""
     if not isinstance(queries, list) or not queries:
-        raise MechanismError("the workload is empty; give queries or generate some")
+        raise MechanismError(
+            "the workload is empty: give the ranges to answer (a JSON or CSV file of intervals, "
+            "boxes or halfspaces: --workload FILE on the command line) or generate some "
+            "(--random-boxes M or --random-halfspaces M)"
+        )
     return [normalize_query(q, dim, k) for k, q in enumerate(queries)]
 
 

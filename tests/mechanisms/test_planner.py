@@ -202,6 +202,23 @@ def test_the_command_line_prints_the_epsilon_or_why_none(tmp_path, capsys):
     assert "mean:x estimates within" in capsys.readouterr().out
     assert main([*common, "--target", "twenty"]) == 2
     assert "must be a number" in capsys.readouterr().err
+    assert main([*ranges, "--grid", "10", "--target", "20"]) == 2  # no ranges: which flags
+    assert "--workload FILE" in capsys.readouterr().err
+
+
+def test_the_command_lines_person_bound_stands_in_for_the_schemas(tmp_path, capsys):
+    """A schema with a person column but no max_rows_per_person: --max-rows-per-person gives
+    it (plan and release alike, `Schema.load`); without it the message says where to put k."""
+    schema = tmp_path / "schema.json"
+    schema.write_text(
+        '{"columns": [{"name": "pid", "role": "person_id"},'
+        ' {"name": "x", "type": "numeric", "lower": 0, "upper": 100, "bins": 10}]}'
+    )
+    common = ["plan", "perturbed-histogram", "--schema", str(schema), "--row-count", "3000"]
+    assert main([*common, "--target", "20"]) == 2
+    assert '"max_rows_per_person": 5' in capsys.readouterr().err
+    assert main([*common, "--target", "20", "--max-rows-per-person", "4"]) == 0
+    assert "each person's rows bounded to 4" in capsys.readouterr().out
 
 
 def test_every_catalogue_kind_has_a_planner():
