@@ -709,8 +709,11 @@ class Schema:
 
     @classmethod
     def load(cls, path: str | Path, max_rows_per_person: int | None = None) -> Schema:
-        """Read a schema JSON file; `max_rows_per_person` (the command line's) stands in for the
-        file's when it names a person column without one."""
+        """Read a schema JSON file.
+
+        `max_rows_per_person` (the command line's) stands in for the file's when the file names
+        a person column without one.
+        """
         try:
             document = json.loads(Path(path).read_text(encoding="utf-8"))
         except OSError as exc:
