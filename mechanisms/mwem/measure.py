@@ -16,6 +16,7 @@ Privacy, unit = one record (each function states what it spends):
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -146,6 +147,27 @@ def expected_abs_noise(scale: float) -> float:
         return 0.0
     alpha = math.exp(-1 / scale)
     return 2 * alpha / (-math.expm1(-1 / scale) * (1 + alpha))  # 1 - α without cancellation
+
+
+def selection_candidates(workload: list[Query]) -> list[Query]:
+    """The queries MWEM may select: the workload, then the pairs inside its larger marginals.
+
+    The pairs are the 2-way marginals inside its marginals of three or more columns that it
+    does not hold already, in a fixed order.
+    Measuring a pair of a 3-way marginal fits that marginal's pair structure at a fraction of
+    its cells' noise, so a workload of 3-way marginals alone no longer forces every round to
+    measure a whole 3-way table (issue 44: such a workload lost to MST and AIM at low signal,
+    which measure pairs). Public: a function of the public workload only; idempotent.
+    """
+    held = {q.attrs for q in workload if q.box is None}
+    pairs = [
+        pair
+        for q in workload
+        if q.box is None and len(q.attrs) >= 3
+        for pair in itertools.combinations(q.attrs, 2)
+    ]
+    extra = [Query(pair) for pair in dict.fromkeys(pairs) if pair not in held]
+    return [*workload, *extra]
 
 
 def select_query(

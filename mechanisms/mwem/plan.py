@@ -20,7 +20,12 @@ import numpy as np
 
 from mechanisms.accounting import check_epsilon, check_neighbouring, float_at_most, noise_scale
 from mechanisms.errors import MechanismError
-from mechanisms.mwem.measure import BOX_SENSITIVITY, expected_abs_noise, marginal_sensitivity
+from mechanisms.mwem.measure import (
+    BOX_SENSITIVITY,
+    expected_abs_noise,
+    marginal_sensitivity,
+    selection_candidates,
+)
 from mechanisms.noise import check_count_noise
 from mechanisms.workload import Query
 
@@ -100,12 +105,14 @@ def plan_budget(
     its estimate from the noisy 1-way marginals). With neither ``rounds`` nor ``init_fraction``
     given, both come from ``default_plan`` (the rounds its rule accepts, none when none pays);
     with one given, the other defaults as in ``mwem`` (``initial_fraction``, ``default_rounds``:
-    at least MIN_DEFAULT_ROUNDS).
+    at least MIN_DEFAULT_ROUNDS). The rules read the queries MWEM selects from
+    (``selection_candidates``: the workload and the pairs inside its larger marginals).
     Post-processing of public values only: it spends nothing.
     """
     check_epsilon(epsilon)
     check_neighbouring(neighbouring)
     check_counts(n, rounds=rounds)
+    workload = selection_candidates(workload)
     eps_count = count_epsilon(epsilon, neighbouring, rounds, init_fraction)
     rest = epsilon_left(epsilon, eps_count)  # what the start and the rounds share
     if measures_joint(n, rest, shape, workload, neighbouring, rounds, init_fraction):

@@ -31,6 +31,7 @@ from mechanisms.mwem.measure import (
     measure_query,
     noisy_row_count,
     select_query,
+    selection_candidates,
 )
 from mechanisms.mwem.plan import (
     MAX_DEFAULT_ROUNDS,
@@ -105,6 +106,8 @@ def mwem(
 ) -> MwemResult:
     """Fit a synthetic-data distribution to ``workload`` with MWEM.
 
+    Each round selects among ``selection_candidates(workload)``: the workload and the pairs
+    inside its marginals of three or more columns.
     ``codes`` are the encoded records (n × d cell indices), or their ``TrueAnswers`` (from a
     counting engine's cell counts), ``shape`` the public domain shape
     from the schema. Budget split (the whole ε, nothing else is spent):
@@ -142,6 +145,7 @@ def mwem(
     """
     rng = resolve_rng(rng)
     check_epsilon(epsilon)  # before the default split divides by it
+    workload = selection_candidates(workload)  # public: the workload and pairs inside it
     check_neighbouring(neighbouring)
     true = codes if isinstance(codes, TrueAnswers) else TrueAnswers(codes, shape)
     # n: public under replace-one; under add-remove the default plan's noisy row count, else
