@@ -26,6 +26,7 @@ from mechanisms.mwem import (
     SELECT_FRACTION,
     parse_quick_cells,
     plan_budget,
+    selection_candidates,
     workload_spec,
 )
 from mechanisms.noise import RandomSource, check_count_noise, secure_source
@@ -127,6 +128,8 @@ def mwem_plan(inputs: PlanInputs) -> NoisePlan:
     cells = sorted(q.cells(shape) for q in workload)[len(workload) // 2]
     details = {
         "workload": len(workload),
+        # pairs inside its larger marginals that rounds may also measure (public)
+        "pairs_inside": len(selection_candidates(workload)) - len(workload),
         **plan.budget,
         "median_cells": cells,
         "init_scale": plan.init_scale,

@@ -20,6 +20,7 @@ from mechanisms.mwem.measure import (
     BOX_SENSITIVITY,
     expected_abs_noise,
     marginal_sensitivity,
+    selection_candidates,
 )
 from mechanisms.mwem.plan import (
     ADD_REMOVE_INIT_FRACTION,
@@ -76,5 +77,6 @@ __all__ = [
     "parse_quick_cells",
     "plan_budget",
     "run_mwem",
+    "selection_candidates",
     "workload_spec",
 ]

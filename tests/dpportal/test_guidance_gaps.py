@@ -236,6 +236,16 @@ def test_the_mwem_preview_counts_its_patterns_in_words(owner):
         "has 3 patterns (tables of counts); MWEM will measure 2 of them, each round"
         in (wider["accuracy"][0])
     ), wider
+    # 3-way patterns: the rounds may also measure the pairs inside them (issue 44), said so
+    triples = ["age", "sex", "race", "income"]
+    three = preview(
+        owner, dataset, mechanism="mwem", mwem_marginal_size="3", rows="", columns=triples
+    )
+    assert (
+        "A round may also measure one of the 6 pairs of columns inside them"
+        in (three["accuracy"][0])
+    ), three
+    assert "pairs of columns" not in wider["accuracy"][0]  # its 2-way patterns are the pairs
 
 
 def test_the_statistics_verdict_names_the_estimates_that_say_little_not_the_groups(owner):

@@ -85,7 +85,8 @@ class Mwem(SyntheticKind):
                 relative_error_line(plan.expected_error, _rows_per_cell(plan, row_count)),
             ]
         return [
-            _rounds_line(plan.details["workload"], plan.details["rounds"]),
+            _rounds_line(plan.details["workload"], plan.details["rounds"])
+            + _pairs_words(plan.details.get("pairs_inside", 0)),
             noise,
             relative_error_line(plan.expected_error, _rows_per_cell(plan, row_count)),
             *(
@@ -226,6 +227,17 @@ def _rows_per_cell(plan, row_count) -> float:
     median pattern."""
     cells = plan.support if plan.details.get("full_table") else plan.details["median_cells"]
     return row_count / cells
+
+
+def _pairs_words(pairs: int) -> str:
+    """The pairs of columns inside the workload's larger patterns that rounds may also measure
+    (`mechanisms.mwem.selection_candidates`), in words ("" when there are none)."""
+    if not pairs:
+        return ""
+    return (
+        f" A round may also measure one of the {pairs} pairs of columns inside them: a pair's "
+        "table has fewer counts, so the same noise weighs less on each."
+    )
 
 
 def _rounds_line(patterns: int, rounds: int) -> str:
