@@ -250,7 +250,7 @@ def mean_centre(spec: NumericColumn) -> float:
     return max(middle, high - math.sqrt(2 * high * low))
 
 
-def laplace_abs_error(mu: FloatArray, b: FloatArray) -> FloatArray:
+def laplace_abs_error(mu: FloatArray, b: FloatArray | float) -> FloatArray:
     """E|mu + L| for L Laplace of scale b (elementwise): |mu| + b exp(-|mu| / b)."""
     distance = np.abs(mu)
     return np.asarray(distance + b * np.exp(-distance / b), dtype=np.float64)
@@ -276,8 +276,8 @@ def clipped_laplace_error(
 def discrete_laplace_support(scale: float, tail: float = 40.0) -> tuple[IntArray, FloatArray]:
     """(k, P(K = k)) for discrete Laplace K of `scale`, |k| <= ceil(tail scale) + 1.
 
-    P(K = k) = (1 - a) / (1 + a) a^|k|, a = exp(-1 / scale); the mass left out is
-    2 a^(K+1) / (1 + a) < exp(-tail) (4e-18 at the default).
+    P(K = k) = (1 - a) / (1 + a) a^|k|, a = exp(-1 / scale); the mass left out,
+    2 a^(reach + 1) / (1 + a), is below 2 exp(-tail) (1e-17 at the default).
     """
     a = math.exp(-1.0 / scale)
     reach = math.ceil(tail * scale) + 1
@@ -301,9 +301,9 @@ def mean_expected_error(
     (`shifted_sum`) over `bounds` = [lower - c, upper - c], L Laplace of `sum_scale`, N = n +
     K, K discrete Laplace of `count_scale`, published only where N is above `threshold`
     (`support.threshold` of that scale: `support.publishable`); `target` is the true mean
-    minus c. Summed over K's
-    pmf (`discrete_laplace_support`: the mass left out is below 4e-18) with L's closed form
-    (`clipped_laplace_error`). An accuracy statement only: no data is released.
+    minus c. Summed over K's pmf (`discrete_laplace_support`: the mass left out is below
+    1e-17) with L's closed form (`clipped_laplace_error`). An accuracy statement only: no data
+    is released.
     """
     ks, chances = discrete_laplace_support(count_scale)
     counts = n + ks
