@@ -31,10 +31,16 @@ transformation and noise scale), so a group's comparison carries no selection no
 still averages the releases' intervals); (4) means and sums
 against OpenDP's pipeline at the same epsilon and bounds (mean: clamped sum / count with Laplace
 noise at epsilon / 2 each; sum: clamped sum with Laplace noise at epsilon), on the same columns
-(heldout set) or the package tables' requests.
+(heldout set) or the package tables' requests: sampled (ours over the releases that publish a
+group), or with `--exact` each group's expected absolute error computed exactly (ours over the
+releases that publish it: `measures.mean_expected_error` at the scales the release used;
+OpenDP's over all releases: `opendp_mean_expected_error`; a sum's: its Laplace scale), per cell
+(4), per table (4b) and per split (4c); with `--validate R` also (4d), the exact errors of
+the CHECKED cells against R releases of the production code and of OpenDP's noise, with two
+deliberately wrong twins the check must catch.
 
     nice -n 10 .venv/bin/python benchmarks/quantile_intervals.py [--set heldout|package]
-        [--releases R] [--opendp D] [--exact] [--before COMMIT] [--tables a,b]
+        [--releases R] [--opendp D] [--exact [--validate R]] [--before COMMIT] [--tables a,b]
         [--role tune|held-out] [--methods before,after] [--means-only | --no-means]
 """
 
@@ -70,6 +76,14 @@ from mechanisms.statistics import (  # noqa: E402
     quantile_shares,
 )
 from mechanisms.statistics import quantiles as current  # noqa: E402
+from mechanisms.statistics.aggregates import exact_sum, sum_bounds  # noqa: E402
+from mechanisms.statistics.measures import (  # noqa: E402
+    discrete_laplace_support,
+    laplace_abs_error,
+    mean_centre,
+    mean_expected_error,
+)
+from mechanisms.statistics.support import threshold  # noqa: E402
 
 dp.enable_features("contrib")
 
@@ -447,60 +461,239 @@ def error_table(quantiles, opendp, exact, keys):
     return pd.DataFrame(rows)
 
 
-def mean_sum_table(tables, split_of, releases):
-    """Means and sums: ours (the release's code) against OpenDP's pipeline, per table and epsilon,
-    pooled over the groups (sum of mean absolute errors)."""
-    rows = []
+def cell_runs(tables, split_of, cells=None, salt=""):
+    """Each mean and sum cell of `tables` (or only the (table, statistic, epsilon) of `cells`):
+    (split, table, statistic, epsilon, the column's declared spec, a `Computer` of that one
+    statistic on a source fresh per cell)."""
     for name, frame, schema_dict, stats, by, _ in tables:
         schema = Schema.from_dict(schema_dict)
         specs = {c["name"]: c for c in schema_dict["columns"]}
         for text in (s for s in stats if s.startswith(("mean:", "sum:"))):
-            kind, _, column = text.partition(":")
-            spec = specs[column]
             for epsilon in EPSILONS:
+                if cells is not None and (name, text, epsilon) not in cells:
+                    continue
                 request = parse_request(schema, {"stat": [text], "by": [by] if by else []},
                                         epsilon=epsilon, neighbouring=NEIGHBOURING)  # fmt: skip
-                seed = zlib.crc32(f"{name} {text} {epsilon}".encode())  # fresh draws per cell
+                seed = zlib.crc32(f"{salt}{name} {text} {epsilon}".encode())
                 run = Computer(frame, schema, request, NEIGHBOURING, seeded_source(seed))
-                groups = run.values(column)
-                clipped = [np.clip(g, spec["lower"], spec["upper"]) for g in groups]
-                truth = np.array([(g.mean() if kind == "mean" else g.sum()) if g.size else np.nan
-                                  for g in clipped])  # fmt: skip
-                method = run.mean if kind == "mean" else run.sum
-                ours = np.array([[r.estimate for r in method(column, epsilon)]
-                                 for _ in range(releases)])  # fmt: skip
-                theirs_fn = (accuracy.opendp_mean if kind == "mean" else opendp_sum)(
-                    spec["lower"], spec["upper"], epsilon
-                )
-                theirs = np.array([[theirs_fn(g) for g in groups]
-                                   for _ in range(releases)])  # fmt: skip
-                # a group withheld by the publication rule (`support`) has no estimate: ours is
-                # its error over the releases that published it; a group never published is left out
-                published = (~np.isnan(ours)).any(axis=0)
-                keep = ~np.isnan(truth) & published
-                ours_error = np.nanmean(np.abs(ours - truth)[:, keep], axis=0)
-                theirs_error = np.abs(theirs - truth)[:, keep].mean(axis=0)
-                rows.append(
-                    {
-                        "split": split_of[name],
-                        "table": name,
-                        "statistic": text,
-                        "epsilon": epsilon,
-                        "groups": int(keep.sum()),
-                        "pooled_ratio": ours_error.sum() / theirs_error.sum(),
-                        "at_or_below": float(np.mean(ours_error <= theirs_error)),
-                    }
-                )
+                yield split_of[name], name, text, epsilon, specs[text.partition(":")[2]], run
+
+
+def cell_row(role, name, text, epsilon, ours, theirs):
+    """One cell's row: its groups' errors pooled (sum of errors), ours / OpenDP's, and the share
+    of groups at or below OpenDP's (1e-9 relative)."""
+    return {
+        "split": role,
+        "table": name,
+        "statistic": text,
+        "epsilon": epsilon,
+        "groups": len(ours),
+        "pooled_ratio": ours.sum() / theirs.sum(),
+        "at_or_below": float(np.mean(ours <= theirs * (1 + 1e-9))),
+    }
+
+
+def mean_sum_table(tables, split_of, releases):
+    """Means and sums: ours (the release's code) against OpenDP's pipeline, per table and epsilon,
+    pooled over the groups (sum of mean absolute errors)."""
+    rows = []
+    for role, name, text, epsilon, spec, run in cell_runs(tables, split_of):
+        kind, _, column = text.partition(":")
+        groups = run.values(column)
+        clipped = [np.clip(g, spec["lower"], spec["upper"]) for g in groups]
+        truth = np.array([(g.mean() if kind == "mean" else g.sum()) if g.size else np.nan
+                          for g in clipped])  # fmt: skip
+        method = run.mean if kind == "mean" else run.sum
+        ours = np.array([[r.estimate for r in method(column, epsilon)]
+                         for _ in range(releases)])  # fmt: skip
+        theirs_fn = (accuracy.opendp_mean if kind == "mean" else opendp_sum)(
+            spec["lower"], spec["upper"], epsilon
+        )
+        theirs = np.array([[theirs_fn(g) for g in groups] for _ in range(releases)])
+        # a group withheld by the publication rule (`support`) has no estimate: ours is its
+        # error over the releases that published it; a group never published is left out
+        keep = ~np.isnan(truth) & (~np.isnan(ours)).any(axis=0)
+        ours_error = np.nanmean(np.abs(ours - truth)[:, keep], axis=0)
+        theirs_error = np.abs(theirs - truth)[:, keep].mean(axis=0)
+        rows.append(cell_row(role, name, text, epsilon, ours_error, theirs_error))
     return pd.DataFrame(rows)
+
+
+def exact_means(tables, split_of, validate, fmt):
+    """Tables (4) to (4c) from exact expected errors (`exact_mean_sum_table`), and with
+    `validate` the Monte Carlo check of each mean cell (`monte_carlo_check`)."""
+    cells = exact_mean_sum_table(tables, split_of)
+    print("\n(4) means and sums, exact expected absolute error: ours (over the releases that "
+          "publish the group) / OpenDP's (over all releases), per cell")  # fmt: skip
+    print(cells.to_string(**fmt))
+    kinds = cells.assign(kind=cells["statistic"].str.partition(":")[0])
+    summary = kinds.groupby(["split", "table", "kind"])["pooled_ratio"]
+    table = summary.agg(cells="size", median="median", max="max").reset_index()
+    print("\n(4b) per table: the cells' pooled ratios, median and max")
+    print(table.to_string(**fmt))
+    print("\n(4c) per split: cells, cells above 1, median and max pooled ratio")
+    above = kinds.assign(above=kinds["pooled_ratio"] > 1 + 1e-9)
+    pooled = above.groupby(["split", "kind"]).agg(
+        cells=("pooled_ratio", "size"), above_1=("above", "sum"),
+        median=("pooled_ratio", "median"), max=("pooled_ratio", "max"))  # fmt: skip
+    print(pooled.reset_index().to_string(**fmt))
+    if validate:
+        print(f"\n(4d) Monte Carlo check, {validate} releases per cell: z = (sampled - exact) / "
+              "its standard error, per group published in 100 releases or more")  # fmt: skip
+        print(monte_carlo_check(tables, split_of, validate).to_string(**fmt))
+
+
+TWINS = ("share 3/4 on the sum", "the other centre")
+# (table, mean, epsilon) of the Monte Carlo check: a tune table's group of 1 published only on
+# a positive count noise; a held-out table whose groups are often withheld at epsilon 0.1; a
+# held-out column whose bounds exclude 0 (the centre is not OpenDP's 0)
+CHECKED = (("budgetfood", "mean:wfood", 10.0), ("pizzaplace", "mean:price", 0.1),
+           ("card", "mean:IQ", 1.0))  # fmt: skip
+
+
+def monte_carlo_check(tables, split_of, releases):
+    """The CHECKED cells' exact errors per group against `releases` draws: ours from the
+    production code (`Computer.mean`), OpenDP's from its own noise measurements at its scales
+    on the group's exact clamped sum and count (`opendp_draws`), over the groups published in
+    100 releases or more. Passes where |z| < 4 (a false alarm in about 6e-5 of the groups);
+    each twin (TWINS: the epsilon split 3/4 to the sum, and the centre 0 where ours is not 0,
+    else the middle of the bounds) must show |z| >= 4 in some group of each cell."""
+    rows = []
+    for _, name, text, epsilon, spec, run in cell_runs(tables, split_of, CHECKED, salt="check "):
+        column = text.partition(":")[2]
+        n, truth, ours, _, theirs = exact_cell(run, "mean", column, spec, epsilon)
+        drawn = np.array([[r.estimate for r in run.mean(column, epsilon)]
+                          for _ in range(releases)])  # fmt: skip
+        c = mean_centre(run.numeric(column))
+        other = (spec["lower"] + spec["upper"]) / 2 if c == 0 else 0.0
+        twins = [exact_cell(run, "mean", column, spec, epsilon, twin)[2]
+                 for twin in ((0.75, c), (0.5, other))]  # fmt: skip
+        opendp = opendp_draws(n, truth, spec, epsilon, releases)
+        for g in np.flatnonzero(n > 0):
+            errors = np.abs(drawn[:, g] - truth[g])
+            errors = errors[~np.isnan(errors)]
+            if errors.size < 100:
+                continue
+            se = errors.std(ddof=1) / np.sqrt(errors.size)
+            theirs_errors = np.abs(opendp[:, g] - truth[g])
+            theirs_se = theirs_errors.std(ddof=1) / np.sqrt(releases)
+            rows.append(
+                {
+                    "table": name,
+                    "statistic": text,
+                    "epsilon": epsilon,
+                    "n": int(n[g]),
+                    "published": errors.size / releases,
+                    "ours_exact": ours[g],
+                    "ours_sampled": errors.mean(),
+                    "z_ours": (errors.mean() - ours[g]) / se,
+                    **{
+                        f"z {k}": (errors.mean() - v[g]) / se
+                        for k, v in zip(TWINS, twins, strict=True)
+                    },  # fmt: skip
+                    "opendp_exact": theirs[g],
+                    "opendp_sampled": theirs_errors.mean(),
+                    "z_opendp": (theirs_errors.mean() - theirs[g]) / theirs_se,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def opendp_draws(n, truth, spec, epsilon, releases):
+    """`releases` of OpenDP's mean per group: its own Laplace and discrete Laplace measurements
+    at `accuracy.opendp_mean_parts`' scales on the exact clamped sum and count (the clamp and
+    sum before them are deterministic), divided as `accuracy.opendp_mean` divides."""
+    _, (sum_scale, count_scale) = accuracy.opendp_mean_parts(spec["lower"], spec["upper"], epsilon)
+    floats = dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.l1_distance(T=float)
+    ints = dp.vector_domain(dp.atom_domain(T=dp.i32)), dp.l1_distance(T=dp.i32)
+    noisy_sums = dp.m.make_laplace(*floats, scale=sum_scale)
+    noisy_counts = dp.m.make_laplace(*ints, scale=count_scale)
+    out = np.full((releases, len(n)), np.nan)
+    for g in np.flatnonzero(n > 0):
+        sums = np.asarray(noisy_sums(np.full(releases, truth[g] * n[g])), dtype=float)
+        counts = np.asarray(noisy_counts([int(n[g])] * releases), dtype=float)
+        out[:, g] = sums / np.maximum(counts, 1)
+    return out
 
 
 def opendp_sum(low, high, epsilon):
     """OpenDP's pipeline: clamped sum with Laplace noise at epsilon."""
+    noisy, scale = opendp_sum_part(low, high, epsilon)
+    return noisy(scale)
+
+
+def opendp_sum_part(low, high, epsilon):
+    """OpenDP's clamped sum with Laplace noise as a function of its scale, and the scale that
+    gives epsilon (binary search)."""
     space = dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.symmetric_distance()
     total = dp.t.make_clamp(*space, bounds=(low, high)) >> dp.t.then_sum()
-    return dp.binary_search_chain(
-        lambda s: total >> dp.m.then_laplace(scale=s), d_in=1, d_out=epsilon
-    )
+    noisy = lambda s: total >> dp.m.then_laplace(scale=s)  # noqa: E731
+    return noisy, dp.binary_search_param(noisy, d_in=1, d_out=epsilon)
+
+
+def opendp_mean_expected_error(total, n, truth, sum_scale, count_scale):
+    """OpenDP's mean (`accuracy.opendp_mean`: (S + L) / max(n + K, 1), L Laplace, K discrete
+    Laplace), E|estimate - truth| exactly: K's pmf (`discrete_laplace_support`; every K <= 1 - n
+    divides by 1, P(K <= -j) = a^j / (1 + a)) and L's closed form (`laplace_abs_error`)."""
+    ks, chances = discrete_laplace_support(count_scale)
+    a = np.exp(-1 / count_scale)
+    keep = ks >= 2 - n
+    divisor = np.concatenate([[1.0], n + ks[keep]])
+    weight = np.concatenate([[a ** (n - 1) / (1 + a)], chances[keep]])
+    return float(weight @ (laplace_abs_error(total - truth * divisor, sum_scale) / divisor))
+
+
+def exact_cell(run, kind, column, spec, epsilon, twin=None):
+    """Per group of one cell: (n, truth, ours, P(ours published), OpenDP's), the errors exact.
+
+    Ours from the scales `Computer.mean` (`Computer.sum`) released with its rows, over the
+    releases that publish the group (`measures.mean_expected_error`); a sum's Laplace of
+    scale b errs by b on average. `twin`: a deliberately wrong (sum epsilon share, centre) for
+    the mean's exact error, which the Monte Carlo check must catch."""
+    low, high = spec["lower"], spec["upper"]
+    n = run.aggregates.present(column)
+    totals = [exact_sum(g, low, high) for g in run.values(column)]
+    truth = np.array([t / k if k else np.nan for t, k in zip(totals, n, strict=True)])
+    if kind == "sum":
+        ours = np.full(len(n), run.sum(column, epsilon)[0].scale)
+        _, theirs = opendp_sum_part(low, high, epsilon)
+        return n, np.array(totals), ours, np.ones(len(n)), np.full(len(n), theirs)
+    rows = run.mean(column, epsilon)
+    scale, counts = rows[0].scale, rows[0].count_scale
+    number = run.numeric(column)
+    c, bounds = mean_centre(number), sum_bounds(number, "shifted")
+    shifted = run.aggregates.sums(column, "shifted")
+    if twin is not None:
+        share, c = twin
+        scale, counts = scale / (2 * share), counts / (2 * (1 - share))
+        bounds = (low - c, high - c)
+        shifted = np.array([t - k * c for t, k in zip(totals, n, strict=True)])
+    _, opendp_scales = accuracy.opendp_mean_parts(low, high, epsilon)
+    out = []
+    for k, total, s, m in zip(n, totals, shifted, truth, strict=True):
+        if not k:
+            out.append((np.nan, 0.0, np.nan))
+            continue
+        ours, shown = mean_expected_error(s, int(k), m - c, bounds, scale, counts,
+                                          threshold(counts))  # fmt: skip
+        out.append((ours, shown, opendp_mean_expected_error(total, int(k), m, *opendp_scales)))
+    ours, shown, theirs = (np.array(v) for v in zip(*out, strict=True))
+    return n, truth, ours, shown, theirs
+
+
+def exact_mean_sum_table(tables, split_of):
+    """Means and sums, exact: per table, statistic and epsilon, ours / OpenDP's expected
+    absolute error pooled over the groups (`cell_row`; ours over the releases that publish
+    the group), the largest group ratio, and the smallest chance a group is published."""
+    rows = []
+    for role, name, text, epsilon, spec, run in cell_runs(tables, split_of):
+        kind, _, column = text.partition(":")
+        n, _, ours, shown, theirs = exact_cell(run, kind, column, spec, epsilon)
+        keep = (n > 0) & (shown > 0)
+        row = cell_row(role, name, text, epsilon, ours[keep], theirs[keep])
+        row["max_group_ratio"] = (ours[keep] / theirs[keep]).max()
+        rows.append(row | {"min_published": shown[keep].min()})
+    return pd.DataFrame(rows)
 
 
 def with_means(tables):
@@ -526,6 +719,8 @@ def main() -> None:
     parser.add_argument("--methods", default="before,after")
     parser.add_argument("--means-only", action="store_true", help="only table (3)")
     parser.add_argument("--no-means", action="store_true", help="leave table (3) out")
+    parser.add_argument("--validate", type=int, default=0,
+                        help="with --exact: check each mean cell against this many releases")  # fmt: skip
     args = parser.parse_args()
     tables, split_of = all_tables(args.set)
     if args.tables:
@@ -538,9 +733,14 @@ def main() -> None:
     if not args.means_only:
         quantile_tables(tables, split_of, args, fmt)
     if not args.no_means:
-        print("\n(4) means and sums: mean absolute error, ours / OpenDP's")
         means = tables if args.set == "package" else with_means(tables)
-        print(mean_sum_table(means, split_of, args.releases).to_string(**fmt))
+        if args.exact:
+            exact_means(
+                means, split_of, args.validate, {**fmt, "float_format": lambda v: f"{v:.7g}"}
+            )
+        else:
+            print("\n(4) means and sums: mean absolute error, ours / OpenDP's")
+            print(mean_sum_table(means, split_of, args.releases).to_string(**fmt))
 
 
 def quantile_tables(tables, split_of, args, fmt):

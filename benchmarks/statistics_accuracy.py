@@ -243,16 +243,23 @@ def ours(name, frame, schema, stats, by, held_out, epsilon, releases):
     return pd.DataFrame(rows)
 
 
-def opendp_mean(low, high, epsilon):
-    """OpenDP's pipeline: clamped sum and count, each with Laplace noise at epsilon / 2."""
+def opendp_mean_parts(low, high, epsilon):
+    """OpenDP's pipeline's clamped sum and count (integer: discrete Laplace noise), each a
+    function of its noise scale, and the scales that give epsilon / 2 each (binary search)."""
     space = dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.symmetric_distance()
     total = dp.t.make_clamp(*space, bounds=(low, high)) >> dp.t.then_sum()
-    noisy_sum = dp.binary_search_chain(
-        lambda s: total >> dp.m.then_laplace(scale=s), d_in=1, d_out=epsilon / 2
+    parts = (
+        lambda s: total >> dp.m.then_laplace(scale=s),
+        lambda s: dp.t.make_count(*space) >> dp.m.then_laplace(scale=s),
     )
-    noisy_count = dp.binary_search_chain(
-        lambda s: dp.t.make_count(*space) >> dp.m.then_laplace(scale=s), d_in=1, d_out=epsilon / 2
-    )
+    scales = [dp.binary_search_param(p, d_in=1, d_out=epsilon / 2) for p in parts]
+    return parts, scales
+
+
+def opendp_mean(low, high, epsilon):
+    """OpenDP's pipeline: clamped sum and count, each with Laplace noise at epsilon / 2."""
+    parts, scales = opendp_mean_parts(low, high, epsilon)
+    noisy_sum, noisy_count = (p(s) for p, s in zip(parts, scales, strict=True))
     return lambda values: noisy_sum(values) / max(noisy_count(values), 1)
 
 
