@@ -2,10 +2,11 @@
 
 For each size (benchmarks/scale_data.py's synthetic Parquet table) and each engine (duckdb on
 the Parquet folder; postgres on the same rows loaded with COPY before the clock starts, only up
-to --postgres-max rows; dask when DPPORTAL_DASK_SCHEDULER names a cluster; spark when
-DPPORTAL_SPARK_REMOTE names a Spark Connect server, e.g. ./test.sh's local cluster of two
-one-core workers with 512 MB executors, scripts/common.sh ensure_spark_cluster) three tallies are
-computed as the releases ask for them (`mechanisms.counting.tally_table`):
+to --postgres-max rows, default 10^8, a few minutes to load; dask when DPPORTAL_DASK_SCHEDULER
+names a cluster; spark when DPPORTAL_SPARK_REMOTE names a Spark Connect server, e.g. ./test.sh's
+local cluster of two one-core workers with 512 MB executors, scripts/common.sh
+ensure_spark_cluster) three tallies are computed as the releases ask for them
+(`mechanisms.counting.tally_table`):
 
 - histogram: the cells of age, income, region, education (CellTally, 14,256 cells);
 - range counts: a 32x16 grid over age and income (GridTally);
@@ -185,7 +186,7 @@ def main():
     parser.add_argument("--rows", type=int, nargs="+", default=[10**7])
     parser.add_argument("--engines", nargs="+", default=["duckdb", "postgres", "dask", "spark"])
     parser.add_argument("--kinds", nargs="+", default=list(KINDS))
-    parser.add_argument("--postgres-max", type=int, default=10**7)
+    parser.add_argument("--postgres-max", type=int, default=10**8)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--measure", nargs=4, metavar=("ENGINE", "ROWS", "KIND", "HOW"))
     parser.add_argument("--load-postgres", type=int, metavar="ROWS")
@@ -219,7 +220,10 @@ def main():
                 print(f"{rows:>13,} {engine:<9} not run: loading takes too long (--postgres-max)")
                 continue
             if engine == "postgres":
-                in_subprocess("--load-postgres", rows)
+                loaded = in_subprocess("--load-postgres", rows)
+                print(
+                    f"{rows:>13,} {engine:<9} loaded in {loaded['load_seconds']:.0f} s (no clock)"
+                )
             name = f"dask x{dask_workers()}" if engine == "dask" else engine
             for kind in args.kinds:
                 ours = in_subprocess(

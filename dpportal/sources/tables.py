@@ -22,6 +22,7 @@ PostgreSQL the server's system identifier, the database's oid and the table's oi
 import base64
 import hashlib
 import json
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -148,14 +149,18 @@ def inspect(owner, location: str, table: str = "", storage_options: dict | None 
 
 def reach(username: str, source: TableSource) -> TableSource:
     """`source` (as sealed) as the engines may read it, after the registration's checks: its
-    local files vetted one by one; its PostgreSQL URL rebuilt with pinned options; its
-    object-storage endpoint allowed, and not the portal's own storage."""
+    local files vetted one by one; its PostgreSQL URL rebuilt with pinned options, connected to
+    and its table found; its object-storage endpoint allowed, not the portal's own storage, and
+    its Parquet files listed there with the source's keys. No row is read: a source that is
+    down, gone or refuses its credentials is a SourceError before a release marks it read."""
     if source.is_postgres:
         with source_postgres.checked_connection(source.location) as (connection, location, _id):
             qualified, _oid = source_postgres.resolve_table(connection, source.table or "")
         return TableSource(location, table=qualified)
     if source.location.startswith("s3://"):
-        return _s3_source(source.location, _s3_options(source.storage_options))[0]
+        checked, path, _where = _s3_source(source.location, _s3_options(source.storage_options))
+        _list_parquet_files(checked, path)
+        return checked
     real, files = vetted_files(source.location, username)
     return TableSource(str(real), files=tuple(files))
 
@@ -197,18 +202,37 @@ def _inspect_s3(location: str, options: dict) -> Found:
     custodian's keys or anonymously; no message names an object or repeats the store's words."""
     source, path, where = _s3_source(location, options)
     filesystem = s3_filesystem(source.storage_options)  # the one the counting engines read with
+    with _store_failures(location):
+        dataset = pa_dataset.dataset(path, format="parquet", filesystem=filesystem)
+        key = _footers_key(filesystem, dataset.files, lambda _f: "A file there")
+        found = _parquet_metadata(dataset)
+    legacy = f"s3://{path}@{urlsplit(options.get('endpoint_url', '')).netloc or 'aws'}"
+    return _found(source, key, f"s3://{path} at {where}", found, "parquet", legacy)
+
+
+def _list_parquet_files(source: TableSource, path: str) -> None:
+    """Ask the store, with the source's own keys (`s3_filesystem`), for the Parquet files the
+    engines would read at `path` (their names, and the first one's footer for the schema: as
+    pyarrow opens a dataset; never a row). A store that does not answer, objects that are gone
+    and keys it refuses are all the one uniform FAILURE (`uniform_failure`)."""
+    filesystem = s3_filesystem(source.storage_options)
+    with _store_failures(source.location):
+        files = pa_dataset.dataset(path, format="parquet", filesystem=filesystem).files
+    if not files:
+        raise SourceError("There is no Parquet file there.")
+
+
+@contextmanager
+def _store_failures(location: str):
+    """The store's errors as SourceErrors that name no object and repeat none of its words."""
     try:
         with uniform_failure(OSError):
-            dataset = pa_dataset.dataset(path, format="parquet", filesystem=filesystem)
-            key = _footers_key(filesystem, dataset.files, lambda _f: "A file there")
-            found = _parquet_metadata(dataset)
+            yield
     except pa.ArrowInvalid:
         raise SourceError(
             f"{location!r} cannot be read as one Parquet table: a file in it is not Parquet, "
             "or its files' columns differ."
         ) from None
-    legacy = f"s3://{path}@{urlsplit(options.get('endpoint_url', '')).netloc or 'aws'}"
-    return _found(source, key, f"s3://{path} at {where}", found, "parquet", legacy)
 
 
 def _footers_key(filesystem, files, shown) -> str:

@@ -10,11 +10,14 @@ import http.server
 import io
 import os
 import re
+import socket
 import threading
 import time
 import uuid
 import zipfile
+from decimal import Decimal
 from pathlib import Path
+from types import SimpleNamespace
 
 import boto3
 import pyarrow as pa
@@ -29,6 +32,9 @@ from dpportal import services
 from dpportal.core import files, object_store
 from dpportal.models import Dataset, Release
 from dpportal.releases import packaging
+from dpportal.sources import reach, tables
+from dpportal.sources.reach import FAILURE, FAILURE_SECONDS
+from dpportal.sources.tables import seal
 from mechanisms.counting import TableSource, count_cells
 from tests.conftest import wait_until
 from tests.helpers import (
@@ -46,6 +52,7 @@ from tests.object_storage import (
     AWS_ENV,
     REGION,
     anonymous_get,
+    bucket_with,
     keys,
     local_files,
     s3_server,
@@ -414,3 +421,142 @@ def test_refusals_never_name_an_object_or_repeat_the_stores_words(s3_endpoint, o
         said = str(refused.value)
         for echo in ("Canary-object-name-41", "Parquet file size", "AWS Error", "Path does not"):
             assert echo not in said, said
+
+
+# ---------------------------------------------------------------- the store when a release starts
+
+PEOPLE_SCHEMA = {
+    "columns": [
+        {"name": "age", "type": "numeric", "lower": 0, "upper": 100, "bins": 5},
+        {"name": "sex", "type": "categorical", "categories": ["F", "M"], "unknown": "other"},
+    ]
+}
+
+
+def queued_on_the_store(s3_endpoint, settings, tmp_path):
+    """A Parquet folder in a fresh bucket of the test store, registered by a new custodian with
+    keys of its own, and a histogram queued on it at ε 0.5 (debited): (dataset, release, how to
+    reach the bucket)."""
+    settings.DPPORTAL_S3_BUCKET = settings.DPPORTAL_S3_ENDPOINT_URL = ""  # not the portal's store
+    settings.DPPORTAL_SOURCE_HOSTS = [s3_endpoint.removeprefix("http://")]
+    part = tmp_path / "0.parquet"
+    pq.write_table(
+        pa.table({"age": [20 + i % 60 for i in range(60)], "sex": ["F", "M"] * 30}), part
+    )
+    name = f"custodian-{uuid.uuid4().hex[:12]}"
+    options = bucket_with(s3_endpoint, name, {"people/0.parquet": part})
+    owner = make_user("custodian")
+    dataset = services.dataset_register_source(
+        owner=owner,
+        name="People",
+        location=f"s3://{name}/people/",
+        epsilon_total=1,
+        storage_options=options,
+        engine="inprocess",
+    )
+    dataset = services.dataset_confirm_schema(dataset=dataset, user=owner, schema=PEOPLE_SCHEMA)
+    release = services.release_create(
+        dataset=dataset,
+        user=owner,
+        mechanism="perturbed_histogram",
+        columns=["age", "sex"],
+        params={"rows": 60},
+        epsilon="0.5",
+    )
+    assert Dataset.objects.get(pk=dataset.pk).epsilon_spent == Decimal("0.5")
+    bucket = SimpleNamespace(name=name, options=options, client=boto3_client(options))
+    return dataset, release, bucket
+
+
+def boto3_client(options):
+    return boto3.client(
+        "s3",
+        endpoint_url=options["endpoint_url"],
+        region_name=REGION,
+        aws_access_key_id=options["access_key"],
+        aws_secret_access_key=options["secret_key"],
+    )
+
+
+def empty_the_bucket(bucket):
+    bucket.client.delete_object(Bucket=bucket.name, Key="people/0.parquet")
+
+
+def closed_port_endpoint():
+    """An endpoint nothing answers at (a store moved or down)."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{closed.getsockname()[1]}"
+
+
+def move_the_source(dataset, bucket, endpoint, settings):
+    """The source now read at `endpoint` (allowed by the operator), with the same keys."""
+    settings.DPPORTAL_SOURCE_HOSTS = [*settings.DPPORTAL_SOURCE_HOSTS, endpoint[7:]]
+    options = bucket.options | {"endpoint_url": endpoint}
+    source = TableSource(f"s3://{bucket.name}/people", storage_options=options)
+    Dataset.objects.filter(pk=dataset.pk).update(source_secret=seal(source))
+
+
+def run_on_the_store(dataset, release):
+    """Run `release` here, as the worker does; the release, the budget spent after, seconds."""
+    started = time.monotonic()
+    services.release_run(release_id=release.pk)
+    release.refresh_from_db()
+    return release, Dataset.objects.get(pk=dataset.pk).epsilon_spent, time.monotonic() - started
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("breaks", ["emptied", "down", "keys refused"])
+def test_a_release_on_a_store_that_cannot_be_read_fails_refunded(
+    s3_endpoint, settings, tmp_path, request, monkeypatch, breaks
+):
+    """Issue 45: a release on an object-storage source whose objects are gone, whose store is
+    down or which refuses the source's keys used to be marked read first and keep its ε. The
+    worker now lists the source's Parquet files with the source's own keys (their names, never
+    a row) before that mark: the release fails in the words every unreadable source gets, after
+    at least FAILURE_SECONDS, nothing read, and the ledger is back where it was."""
+    dataset, release, bucket = queued_on_the_store(s3_endpoint, settings, tmp_path)
+    delay = FAILURE_SECONDS if breaks == "emptied" else 0.0  # the wait: once is enough
+    monkeypatch.setattr(reach, "FAILURE_SECONDS", delay)
+    if breaks == "emptied":
+        empty_the_bucket(bucket)
+    elif breaks == "down":
+        move_the_source(dataset, bucket, closed_port_endpoint(), settings)
+    else:  # a store that answers every request with 403 AccessDenied
+        move_the_source(dataset, bucket, request.getfixturevalue("recording_store"), settings)
+    done, spent, seconds = run_on_the_store(dataset, release)
+    assert done.status == Release.Status.FAILED and not done.data_was_read
+    assert spent == 0 and sum_of_ledger(dataset) == 0
+    assert "could not be reached" in done.error_message and FAILURE in done.error_message
+    assert "budget was returned" in done.error_message
+    assert bucket.name not in done.error_message and "AWS" not in done.error_message
+    assert seconds >= delay
+
+
+def sum_of_ledger(dataset):
+    signs = {"debit": 1, "reserve": 1, "refund": -1, "return": -1}
+    return sum(signs[e.kind] * e.epsilon for e in dataset.ledger.all())
+
+
+@pytest.mark.django_db
+def test_without_the_listing_an_emptied_bucket_keeps_the_epsilon(
+    s3_endpoint, settings, tmp_path, monkeypatch
+):
+    """Twin of the test above: with the worker's listing of the store made a no-op (as before
+    the fix), the same release is marked read, fails in the engine and keeps its ε, which the
+    checks above catch."""
+    monkeypatch.setattr(tables, "_list_parquet_files", lambda *_: None)
+    dataset, release, bucket = queued_on_the_store(s3_endpoint, settings, tmp_path)
+    empty_the_bucket(bucket)
+    done, spent, _seconds = run_on_the_store(dataset, release)
+    assert done.status == Release.Status.FAILED and done.data_was_read
+    assert spent == Decimal("0.5") == sum_of_ledger(dataset)
+
+
+@pytest.mark.django_db
+def test_a_release_on_a_readable_store_runs_and_spends(s3_endpoint, settings, tmp_path):
+    """The listing lets a readable source through: the release runs and keeps its ε."""
+    dataset, release, _bucket = queued_on_the_store(s3_endpoint, settings, tmp_path)
+    done, spent, _seconds = run_on_the_store(dataset, release)
+    assert done.status == Release.Status.DONE, done.error_message
+    assert spent == Decimal("0.5") == sum_of_ledger(dataset)
