@@ -259,7 +259,9 @@ free_port() { "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1",
 # Whether the Spark Connect server at $1 runs a job on an executor, trying for at most $2 seconds
 # (default: once) while the processes $3... (if given) run. One Python process polls, so a
 # slow machine does not pay pyspark's import at every try.
-spark_up() { "$PY" - "$@" <<'PY' 2>/dev/null
+# Bounded from outside too (timeout): a Connect call without a deadline, or the client's exit,
+# can hang under load after the cluster has answered; a probe that is killed counts as "not up".
+spark_up() { timeout --kill-after=5 $((${2:-0} + 30)) "$PY" - "$@" <<'PY' 2>/dev/null
 import os, sys, time
 from pyspark.sql.connect.client.retries import DefaultPolicy
 from pyspark.sql.connect.session import SparkSession
@@ -270,8 +272,7 @@ while True:
         spark = SparkSession.builder.remote(url).create()
         spark.client.set_retry_policies([DefaultPolicy(max_retries=0)])
         if spark.range(4).repartition(2).count() == 4:
-            spark.stop()
-            sys.exit(0)
+            os._exit(0)  # no stop(): the server drops the idle session; the exit cannot hang
     except Exception:
         pass
     for pid in pids:
