@@ -44,6 +44,7 @@ from mechanisms.package.tables import (
     WORKBOOK_ROWS,
     Cell,
     Table,
+    per_value,
 )
 
 MAX_ROWS = WORKBOOK_ROWS  # per sheet: the CSV beside it has every row
@@ -136,9 +137,8 @@ def _cells(values: pd.Series, numeric: bool) -> pa.Array:
         text = pc.cast(pa.array(values, from_pandas=True), pa.string())
         cells = pc.binary_join_element_wise('<c t="n"><v>', text, "</v></c>", "")
     else:
-        present = values[values.notna()]
-        xml = {value: _text_cell(str(value)) for value in pd.unique(present)}
-        cells = pa.array(values.map(xml), type=pa.string(), from_pandas=True)
+        xml = per_value(values, lambda value: _text_cell(str(value)))
+        cells = pa.array(xml, type=pa.string(), from_pandas=True)
     return pc.fill_null(cells, EMPTY_CELL)
 
 
