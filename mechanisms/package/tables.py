@@ -232,19 +232,24 @@ def _typed_column(
         numbers = _numbers(cells).replace([np.inf, -np.inf], np.nan)
         if bool((numbers.notna() | (cells == "")).all()):
             return _rounded(name, numbers.astype(float), column, whole, sd)
-    return per_value(cells, lambda cell: _text(cell, columns))
+    texts = per_value(cells, lambda cell: _text(cell, columns))
+    typed: pd.Series = texts.to_pandas().set_axis(cells.index)
+    return typed
 
 
-def per_value(values: pd.Series, rule: Callable[[str], str]) -> pd.Series:
-    """A text column with `rule` applied once per distinct value (a missing one stays missing).
+def per_value(values: pd.Series, rule: Callable[[str], str]) -> pa.Array | pa.ChunkedArray:
+    """A text column as arrow text, `rule` applied once per distinct value.
 
-    The column itself where the rule changes no value: mapping a million synthetic rows onto
-    themselves took 0.1 CPU s a column (benchmarks/package_build.py).
+    A missing value stays missing; the column is as it was where the rule changes no value.
+    Mapped by pyarrow (`index_in`, `take`): pandas' `map` took 0.1 CPU s a column on a million
+    synthetic rows, most often to map every value onto itself (benchmarks/package_build.py).
     """
-    texts = {value: rule(value) for value in values.dropna().unique()}
-    if all(text == value for value, text in texts.items()):
-        return values
-    return values.map(texts)
+    cells = pa.array(values, from_pandas=True)
+    distinct = pc.unique(cells).drop_null()
+    texts = [rule(value) for value in distinct.to_pylist()]
+    if texts == distinct.to_pylist():
+        return cells
+    return pa.array(texts, distinct.type).take(pc.index_in(cells, value_set=distinct))
 
 
 def _numbers(cells: pd.Series) -> pd.Series:
@@ -381,9 +386,10 @@ def csv_text(table: Table) -> bytes:
     columns = {}
     for k, name in enumerate(table.header):
         values = table.frame[name]
-        if not table.is_numeric(name):
-            values = per_value(values, escape_cell)
-        columns[str(k)] = pa.array(values, from_pandas=True)
+        numeric = table.is_numeric(name)
+        columns[str(k)] = (
+            pa.array(values, from_pandas=True) if numeric else per_value(values, escape_cell)
+        )
     if len(columns) == 1:  # an empty value alone on its line is written "": readers skip a
         (cells,) = columns.values()  # blank line
         writer.writerows([[text or ""] for text in pc.cast(cells, pa.string()).to_pylist()])

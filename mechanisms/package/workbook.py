@@ -113,22 +113,28 @@ def _table_sheet(sheet: WriteOnlyWorksheet, table: Table) -> None:
 
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")  # no XML 1.0 form
 EMPTY_CELL = "<c/>"
+TEXT = pa.large_string()  # the rows of a sheet may pass 2 GB
 
 
-def _rows_xml(table: Table) -> str:
+def _rows_xml(table: Table) -> memoryview:
     """Rows 2.. of a table's sheet (its first MAX_ROWS rows) as SpreadsheetML, built by column.
 
     A number is a number cell (`t="n"`), text an inline string (`t="inlineStr"`: text, never
     a formula), an empty value (or empty text) an empty cell; characters XML cannot hold are
     dropped. Rows and cells carry no `r` reference (optional in SpreadsheetML: they follow
     each other), so a text cell's XML depends on its value alone and is made once per distinct
-    value; numbers are written and every row joined by pyarrow, not cell by cell in Python.
+    value; numbers are written and the rows joined into one UTF-8 text by pyarrow, not cell by
+    cell in Python, and handed to the zip file without a copy.
     """
     head = table.frame.head(MAX_ROWS)
     columns = [_cells(head[name], table.is_numeric(name)) for name in table.header]
     if not columns or head.empty:
-        return ""
-    return "".join(pc.binary_join_element_wise("<row>", *columns, "</row>", "").to_pylist())
+        return memoryview(b"")
+    rows = pc.binary_join_element_wise("<row>", *columns, "</row>", "").cast(TEXT)
+    if isinstance(rows, pa.ChunkedArray):  # pyarrow reads a CSV in blocks of a megabyte
+        rows = rows.combine_chunks()
+    whole = pa.LargeListArray.from_arrays(pa.array([0, len(rows)], pa.int64()), rows)
+    return memoryview(pc.binary_join(whole, pa.scalar("", TEXT))[0].as_buffer())
 
 
 def _cells(values: pd.Series, numeric: bool) -> pa.Array:
@@ -137,8 +143,7 @@ def _cells(values: pd.Series, numeric: bool) -> pa.Array:
         text = pc.cast(pa.array(values, from_pandas=True), pa.string())
         cells = pc.binary_join_element_wise('<c t="n"><v>', text, "</v></c>", "")
     else:
-        xml = per_value(values, lambda value: _text_cell(str(value)))
-        cells = pa.array(xml, type=pa.string(), from_pandas=True)
+        cells = per_value(values, lambda value: _text_cell(str(value))).cast(pa.string())
     return pc.fill_null(cells, EMPTY_CELL)
 
 
@@ -149,7 +154,7 @@ def _text_cell(value: str) -> str:
     return '<c t="inlineStr"><is><t xml:space="preserve">' + text + "</t></is></c>"
 
 
-def _with_rows(content: bytes, rows: dict[str, str]) -> bytes:
+def _with_rows(content: bytes, rows: dict[str, memoryview]) -> bytes:
     """The workbook `content` with each named sheet's rows written after its header."""
     out = io.BytesIO()
     with (
@@ -157,10 +162,17 @@ def _with_rows(content: bytes, rows: dict[str, str]) -> bytes:
         zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as target,
     ):
         for item in source.infolist():
-            data = source.read(item)
-            if item.filename in rows:
-                data = data.replace(b"</sheetData>", rows[item.filename].encode() + b"</sheetData>")
-            target.writestr(item, data)
+            head, end, tail = source.read(item).partition(b"</sheetData>")
+            parts: list[bytes | memoryview] = [
+                head,
+                rows.get(item.filename, memoryview(b"")),
+                end,
+                tail,
+            ]
+            item.file_size = sum(len(part) for part in parts)  # sheets: tens of megabytes
+            with target.open(item, "w") as member:
+                for part in parts:
+                    member.write(part)
     return out.getvalue()
 
 

@@ -17,11 +17,12 @@ import json
 from pathlib import Path
 
 import openpyxl
+import pyarrow.csv as pa_csv
 import pytest
 
 from mechanisms.package import PackageContext, release_tables, tables
 from mechanisms.package.charts import table_charts
-from mechanisms.package.tables import csv_text
+from mechanisms.package.tables import csv_text, read_table
 from mechanisms.package.workbook import workbook_bytes
 from mechanisms.release import public_manifest
 
@@ -158,6 +159,31 @@ def test_the_csvs_workbook_and_charts_are_the_files_made_before(monkeypatch, bro
     expected = json.loads(EXPECTED.read_text())
     same = [made[part] == expected[part] for part in ("csv", "sheets", "charts")]
     assert same == ([False, True, True] if broken else [True, True, True])
+
+
+def test_a_csv_read_in_blocks_makes_the_same_rows(monkeypatch):
+    """pyarrow reads a CSV in blocks (a megabyte each), so the columns of a large table come
+    in chunks, which small files never do. Read here in blocks of 4 kB: the synthetic file's
+    rows repeated 8 times (480 rows, 22 kB) make the expected CSV rows, workbook rows and
+    charts of the synthetic table repeated (a repeated table's shares are the same floats: the
+    same fractions, correctly rounded)."""
+    read = pa_csv.read_csv
+    blocks = pa_csv.ReadOptions(block_size=4096)
+    monkeypatch.setattr(pa_csv, "read_csv", lambda source, **kw: read(source, blocks, **kw))
+    times = 8
+    header, body = package_files()["synthetic.csv"].split(b"\n", 1)
+    content = header + b"\n" + body * times
+    assert pa_csv.read_csv(io.BytesIO(content)).column("c").num_chunks > 1
+    manifest = public_manifest(MANIFEST)
+    table = read_table("synthetic.csv", content, manifest)
+    expected = json.loads(EXPECTED.read_text())
+    first, rest = expected["csv"]["synthetic.csv"].split("\r\n", 1)
+    assert csv_text(table).decode() == first + "\r\n" + rest * times
+    sheet = expected["sheets"]["synthetic"]
+    made = _cells(workbook_bytes(manifest, [table], PackageContext(title="Same files")))
+    assert made["synthetic"] == sheet[:1] + sheet[1:] * times
+    charts = [c for c in expected["charts"] if c[0].endswith("(synthetic.csv)")]
+    assert [[c.title, c.svg, c.note] for c in table_charts(table, manifest)] == charts
 
 
 def test_the_expected_files_hold_what_they_are_for():
