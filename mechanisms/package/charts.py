@@ -44,7 +44,7 @@ def table_charts(table: Table, manifest: dict[str, Any]) -> list[Chart]:
     charts = []
     for column in columns:
         labels = schema.axis_labels(column)
-        counts = schema.cell_counts(table.frame, [column])  # text stays arrow text: 7x faster
+        counts = schema.cell_counts(table.frame, [column])  # encode() made Python objects
         shares = (counts / max(1, counts.sum())).tolist()
         title = f"{column}: share of the synthetic rows ({table.name})"
         charts.append(

@@ -163,13 +163,9 @@ def _with_rows(content: bytes, rows: dict[str, memoryview]) -> bytes:
     ):
         for item in source.infolist():
             head, end, tail = source.read(item).partition(b"</sheetData>")
-            parts: list[bytes | memoryview] = [
-                head,
-                rows.get(item.filename, memoryview(b"")),
-                end,
-                tail,
-            ]
-            item.file_size = sum(len(part) for part in parts)  # sheets: tens of megabytes
+            added = rows.get(item.filename, b"") if end else b""
+            parts: list[bytes | memoryview] = [head, added, end, tail]
+            item.file_size = sum(len(part) for part in parts)  # tells zipfile whether ZIP64
             with target.open(item, "w") as member:
                 for part in parts:
                     member.write(part)
