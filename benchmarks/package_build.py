@@ -3,8 +3,8 @@
 Made-up rows, no data set needed:
 
     python benchmarks/package_build.py [--columns C] [ROWS ...]   (default 2; 10000 100000 1000000)
-    python benchmarks/package_build.py --release [--columns C] [--previous COMMIT] [ROWS ...]
-        (default 2 columns; 30000 100000 300000)
+    python benchmarks/package_build.py --release [--columns C] [--previous COMMIT] [--repeat R]
+        [ROWS ...]   (default 2 columns; 30000 100000 300000)
 
 The first form prints one line per size for a synthetic table of C columns (half numeric with
 two decimals, half categorical with four values): CPU seconds for the spreadsheet-friendly
@@ -14,17 +14,18 @@ appended cell by cell through openpyxl's write-only sheet, `cell_by_cell` below)
 of the two, in the same process on the same table.
 
 `--release` prints the package's share of a whole release as the command line makes it: an
-MWEM release of ROWS synthetic rows from a table of ROWS rows and C columns (`run_release`),
-then its package (`build_package`), CPU seconds; the package's share of the two and its ratio
-to the release alone; beside it the package built by mechanisms/package as of `--previous`
-(default PREVIOUS, the package before its per-value shortcuts and column-wise chart counts;
-read from git, `previous_package`; the rest of mechanisms is the working tree's), in the same
-process on the same release, the ratio of the two packages, and whether they hold the same files
-with the same contents (`same_files`). Each package is built
-`--repeat` times (default 2), alternately, and the least CPU time kept; a small release is
-packaged by each first, so loading openpyxl and first allocations fall on neither. The PDF
-library is loaded before any timing, as a worker that has built one package has it (about
-0.7 s, once per worker process).
+MWEM release from a made-up table of ROWS rows and C columns (`run_release`; MWEM writes as
+many synthetic rows as the table has, up to DEFAULT_SYNTHETIC_ROWS, a million), then its
+package (`build_package`), CPU seconds: the package's share of the two ("share") and its ratio
+to the release ("pkg/rel"); beside it the package built by mechanisms/package as of
+`--previous` (default PREVIOUS, before issue 44 item 6's third step; read from git,
+`previous_package`, with the rest of mechanisms the working tree's), in the same process on the
+same release, its share, the ratio of the two packages ("ratio") and whether they hold the
+same files with the same contents ("same", `same_files`). Each package is built R times
+(default 2), the two taking turns, and its least CPU time kept; a small release is packaged by
+each first, so loading openpyxl and first allocations fall on neither. The PDF library is
+loaded before any timing, as a worker that has built one package has it (about 0.7 s, once
+per worker process).
 """
 
 import argparse
@@ -145,16 +146,17 @@ def previous_package(commit: str) -> dict:
     now = _package_modules()
     for name in now:
         del sys.modules[name]
-    spec = importlib.util.spec_from_file_location(
-        "mechanisms.package", source / "__init__.py", submodule_search_locations=[str(source)]
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["mechanisms.package"] = module
-    spec.loader.exec_module(module)
-    importlib.import_module("mechanisms.package.workbook")  # build_package imports it late
-    before = _package_modules()
-    _install(now)
-    return before
+    try:
+        spec = importlib.util.spec_from_file_location(
+            "mechanisms.package", source / "__init__.py", submodule_search_locations=[str(source)]
+        )
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["mechanisms.package"] = module
+        spec.loader.exec_module(module)
+        importlib.import_module("mechanisms.package.workbook")  # build_package imports it late
+        return _package_modules()
+    finally:
+        _install(now)
 
 
 @contextlib.contextmanager
@@ -195,7 +197,7 @@ def parts(sizes, columns):
 
 
 def mwem_release(frame, schema):
-    """MWEM with its defaults: as many synthetic rows as the table has."""
+    """MWEM with its defaults: as many synthetic rows as the table has (at most a million)."""
     return run_release("mwem", frame, schema, epsilon=1.0, rng=seeded_source(1))
 
 
