@@ -19,6 +19,7 @@ import re
 import zipfile
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -113,28 +114,35 @@ def _table_sheet(sheet: WriteOnlyWorksheet, table: Table) -> None:
 
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")  # no XML 1.0 form
 EMPTY_CELL = "<c/>"
-TEXT = pa.large_string()  # the rows of a sheet may pass 2 GB
 
 
-def _rows_xml(table: Table) -> memoryview:
+def _rows_xml(table: Table) -> list[memoryview]:
     """Rows 2.. of a table's sheet (its first MAX_ROWS rows) as SpreadsheetML, built by column.
 
     A number is a number cell (`t="n"`), text an inline string (`t="inlineStr"`: text, never
     a formula), an empty value (or empty text) an empty cell; characters XML cannot hold are
     dropped. Rows and cells carry no `r` reference (optional in SpreadsheetML: they follow
     each other), so a text cell's XML depends on its value alone and is made once per distinct
-    value; numbers are written and the rows joined into one UTF-8 text by pyarrow, not cell by
-    cell in Python, and handed to the zip file without a copy.
+    value; numbers are written and rows joined by pyarrow, not cell by cell in Python, and
+    handed to the zip file as views of pyarrow's buffers, one per block of rows, not copied.
     """
     head = table.frame.head(MAX_ROWS)
     columns = [_cells(head[name], table.is_numeric(name)) for name in table.header]
     if not columns or head.empty:
+        return []
+    rows = pc.binary_join_element_wise("<row>", *columns, "</row>", "")
+    blocks = rows.chunks if isinstance(rows, pa.ChunkedArray) else [rows]
+    return [_joined(block) for block in blocks]
+
+
+def _joined(texts: pa.Array) -> memoryview:
+    """The UTF-8 text of a string array's values one after the other: a view of its data."""
+    _, offsets, data = texts.buffers()
+    if data is None:  # no value at all
         return memoryview(b"")
-    rows = pc.binary_join_element_wise("<row>", *columns, "</row>", "").cast(TEXT)
-    if isinstance(rows, pa.ChunkedArray):  # pyarrow reads a CSV in blocks of a megabyte
-        rows = rows.combine_chunks()
-    whole = pa.LargeListArray.from_arrays(pa.array([0, len(rows)], pa.int64()), rows)
-    return memoryview(pc.binary_join(whole, pa.scalar("", TEXT))[0].as_buffer())
+    width = np.int64 if pa.types.is_large_string(texts.type) else np.int32
+    ends = np.frombuffer(offsets, dtype=width)[texts.offset : texts.offset + len(texts) + 1]
+    return memoryview(data)[int(ends[0]) : int(ends[-1])]
 
 
 def _cells(values: pd.Series, numeric: bool) -> pa.Array:
@@ -154,7 +162,7 @@ def _text_cell(value: str) -> str:
     return '<c t="inlineStr"><is><t xml:space="preserve">' + text + "</t></is></c>"
 
 
-def _with_rows(content: bytes, rows: dict[str, memoryview]) -> bytes:
+def _with_rows(content: bytes, rows: dict[str, list[memoryview]]) -> bytes:
     """The workbook `content` with each named sheet's rows written after its header."""
     out = io.BytesIO()
     with (
@@ -163,8 +171,8 @@ def _with_rows(content: bytes, rows: dict[str, memoryview]) -> bytes:
     ):
         for item in source.infolist():
             head, end, tail = source.read(item).partition(b"</sheetData>")
-            added = rows.get(item.filename, b"") if end else b""
-            parts: list[bytes | memoryview] = [head, added, end, tail]
+            added = rows.get(item.filename, []) if end else []
+            parts: list[bytes | memoryview] = [head, *added, end, tail]
             item.file_size = sum(len(part) for part in parts)  # tells zipfile whether ZIP64
             with target.open(item, "w") as member:
                 for part in parts:
