@@ -3,7 +3,8 @@
 Made-up rows, no data set needed:
 
     python benchmarks/package_build.py [--columns C] [ROWS ...]   (default 2; 10000 100000 1000000)
-    python benchmarks/package_build.py --release [--columns C] [ROWS ...]
+    python benchmarks/package_build.py --release [--columns C] [--previous COMMIT] [--repeat R]
+        [ROWS ...]   (default 2 columns; 30000 100000 300000)
 
 The first form prints one line per size for a synthetic table of C columns (half numeric with
 two decimals, half categorical with four values): CPU seconds for the spreadsheet-friendly
@@ -13,39 +14,49 @@ appended cell by cell through openpyxl's write-only sheet, `cell_by_cell` below)
 of the two, in the same process on the same table.
 
 `--release` prints the package's share of a whole release as the command line makes it: an
-MWEM release of ROWS synthetic rows from a table of ROWS rows and C columns (`run_release`),
-then its package (`build_package`), CPU seconds; beside it the package as it was built before
-its tables, CSVs and workbook rows went through pyarrow (the `reference_*` functions below:
-pandas reading and parsing every cell, pandas writing the CSVs, the workbook's rows as pandas
-string columns with cell references), in the same process on the same release, and the ratio of the two packages.
+MWEM release from a made-up table of ROWS rows and C columns (`run_release`; MWEM writes as
+many synthetic rows as the table has, up to DEFAULT_SYNTHETIC_ROWS, a million), then its
+package (`build_package`), CPU seconds: the package's share of the two ("share") and its ratio
+to the release ("pkg/rel"); beside it the package built by mechanisms/package as of
+`--previous` (default PREVIOUS, before issue 44 item 6's third step; read from git,
+`previous_package`, with the rest of mechanisms the working tree's), in the same process on the
+same release, its share, the ratio of the two packages ("ratio") and whether they hold the
+same files with the same contents ("same", `same_files`). Each package is built R times
+(default 2), the two taking turns, and its least CPU time kept; a small release is packaged by
+each first, so loading openpyxl and first allocations fall on neither. The PDF library is
+loaded before any timing, as a worker that has built one package has it (about 0.7 s, once
+per worker process).
 """
 
 import argparse
+import atexit
 import contextlib
+import importlib
+import importlib.util
 import io
+import shutil
+import subprocess
 import sys
+import tarfile
+import tempfile
 import time
+import zipfile
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import mechanisms.package as package  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 from mechanisms import Schema  # noqa: E402
 from mechanisms.catalogue import run_release  # noqa: E402
-from mechanisms.csv_safety import escape_cell  # noqa: E402
 from mechanisms.noise import seeded_source  # noqa: E402
 from mechanisms.package import PackageContext, build_package  # noqa: E402
-from mechanisms.package import tables as package_tables  # noqa: E402
-from mechanisms.package import workbook as package_workbook  # noqa: E402
 from mechanisms.package.report import report_html, report_pdf  # noqa: E402
 from mechanisms.package.tables import csv_text, read_table  # noqa: E402
 from mechanisms.package.workbook import (  # noqa: E402
-    _NOT_XML,
     MAX_ROWS,
     _cell,
-    _letter,
     _table_sheet,
     _with_rows,
     sheet_name,
@@ -53,6 +64,7 @@ from mechanisms.package.workbook import (  # noqa: E402
 )
 from mechanisms.release import csv_bytes  # noqa: E402
 
+PREVIOUS = "077bb38"  # the package before issue 44 item 6's third step
 CATEGORIES = ("north", "south", "east", "west")
 
 
@@ -101,70 +113,61 @@ def cell_by_cell(manifest, tables, context):
     return _with_rows(out.getvalue(), {})
 
 
-# ------------------------------------------------ the reference package (before pyarrow)
+# ------------------------------------------------ the previous package (from git)
 
 
-def reference_typed_column(name, cells, column, columns, whole, sd):
-    """Every column parsed as numbers first, categorical ones too."""
-    categorical = column is not None and column.get("type") == "categorical"
-    numbers = pd.to_numeric(cells, errors="coerce").replace([np.inf, -np.inf], np.nan)
-    if not categorical and len(cells) and bool((numbers.notna() | (cells == "")).all()):
-        return package_tables._rounded(name, numbers.astype(float), column, whole, sd)
-    texts = {c: package_tables._text(c, columns) for c in cells.unique()}
-    return cells.map(texts)
+def _package_modules() -> dict:
+    """mechanisms.package and its modules as this process has them loaded now."""
+    prefix = "mechanisms.package"
+    return {n: m for n, m in sys.modules.items() if n == prefix or n.startswith(prefix + ".")}
 
 
-def reference_cells(content):
-    """Every cell read by pandas as text."""
-    return pd.read_csv(io.BytesIO(content), dtype=str, keep_default_na=False, encoding="utf-8-sig")
+def _install(modules: dict) -> None:
+    for name in _package_modules():
+        del sys.modules[name]
+    sys.modules.update(modules)
+    sys.modules["mechanisms"].package = modules["mechanisms.package"]
 
 
-def reference_csv_text(table):
-    """The CSV written by pandas."""
-    frame = table.frame.copy()
-    for name in table.header:
-        if not table.is_numeric(name):
-            frame[name] = frame[name].map({v: escape_cell(v) for v in frame[name].unique()})
-    frame.columns = pd.Index([escape_cell(h) for h in table.header])
-    return frame.to_csv(index=False, lineterminator="\r\n").encode("utf-8")
-
-
-def reference_rows_xml(table):
-    """The workbook's rows as pandas string columns, each cell with its reference."""
-    head = table.frame.head(MAX_ROWS)
-    numbers = pd.Series(np.arange(2, len(head) + 2).astype(str), index=head.index)
-    rows = '<row r="' + numbers + '">'
-    for k, name in enumerate(table.header):
-        values = head[name]
-        text = values.astype(object).astype(str)
-        ref = '<c r="' + _letter(k) + numbers
-        if table.is_numeric(name):
-            cells = ref + '" t="n"><v>' + text + "</v></c>"
-        else:
-            text = text.str.replace(_NOT_XML, "", regex=True).str.replace("&", "&amp;")
-            text = text.str.replace("<", "&lt;").str.replace(">", "&gt;")
-            cells = ref + '" t="inlineStr"><is><t xml:space="preserve">' + text + "</t></is></c>"
-        rows = rows + cells.where(values.notna() & (text != ""), ref + '"/>')
-    return "".join((rows + "</row>").tolist())
+def previous_package(commit: str) -> dict:
+    """mechanisms.package as of `commit` (git archive into a temporary folder), loaded beside
+    the working tree's under the same names: its modules, to swap in with `swapped`. The rest
+    of mechanisms is the working tree's."""
+    folder = Path(tempfile.mkdtemp(prefix="package_build_"))
+    atexit.register(shutil.rmtree, folder, True)
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", commit, "mechanisms/package"],
+        check=True,
+        capture_output=True,
+    ).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(folder, filter="data")
+    source = folder / "mechanisms" / "package"
+    now = _package_modules()
+    for name in now:
+        del sys.modules[name]
+    try:
+        spec = importlib.util.spec_from_file_location(
+            "mechanisms.package", source / "__init__.py", submodule_search_locations=[str(source)]
+        )
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["mechanisms.package"] = module
+        spec.loader.exec_module(module)
+        importlib.import_module("mechanisms.package.workbook")  # build_package imports it late
+        return _package_modules()
+    finally:
+        _install(now)
 
 
 @contextlib.contextmanager
-def reference_package():
-    """Build packages with the reference_* functions, for the `with` block."""
-    swaps = [
-        (package_tables, "_cells", reference_cells),
-        (package_tables, "_typed_column", reference_typed_column),
-        (package_workbook, "_rows_xml", reference_rows_xml),
-        (package, "csv_text", reference_csv_text),
-    ]
-    saved = [(module, name, getattr(module, name)) for module, name, _ in swaps]
-    for module, name, value in swaps:
-        setattr(module, name, value)
+def swapped(modules: dict):
+    """The `with` block runs with `modules` as mechanisms.package."""
+    now = _package_modules()
+    _install(modules)
     try:
-        yield
+        yield modules["mechanisms.package"]
     finally:
-        for module, name, value in saved:
-            setattr(module, name, value)
+        _install(now)
 
 
 # ------------------------------------------------------------------ the two tables
@@ -194,33 +197,73 @@ def parts(sizes, columns):
 
 
 def mwem_release(frame, schema):
-    """MWEM with its defaults: as many synthetic rows as the table has."""
+    """MWEM with its defaults: as many synthetic rows as the table has (at most a million)."""
     return run_release("mwem", frame, schema, epsilon=1.0, rng=seeded_source(1))
 
 
-def release_share(sizes, columns):
-    """The package's share of each release; the PDF library is loaded first, as a worker that
-    has built one package has it (loading it takes about 0.7 s, once per worker process, and
-    would otherwise fall on the first package timed only)."""
+def least_time(builds, repeat):
+    """Each build's least CPU time over `repeat` rounds, the builds taking turns; and what each
+    built last."""
+    times, made = [[] for _ in builds], [None] * len(builds)
+    for _ in range(repeat):
+        for k, build in enumerate(builds):
+            made[k], spent = timed(build)
+            times[k].append(spent)
+    return [min(spent) for spent in times], made
+
+
+def same_files(package, other) -> bool:
+    """Whether two packages hold the same files with the same contents: every file byte for
+    byte, release.xlsx member by member but for its time stamps (docProps/core.xml),
+    report.pdf not compared (it carries its creation time; the same report.html makes it)."""
+
+    def members(xlsx):
+        with zipfile.ZipFile(io.BytesIO(xlsx)) as book:
+            return {n: book.read(n) for n in book.namelist() if n != "docProps/core.xml"}
+
+    skip = {"report.pdf", "release.xlsx"}
+    return (
+        set(package) == set(other)
+        and all(package[n] == other[n] for n in set(package) - skip)
+        and members(package["release.xlsx"]) == members(other["release.xlsx"])
+    )
+
+
+def release_share(sizes, columns, commit, repeat):
+    """The package's share of each release, against the package as of `commit`."""
     import weasyprint  # noqa: F401
 
+    old_modules = previous_package(commit)
     rng = np.random.default_rng(1)
+
+    def builders(output):
+        context = PackageContext()
+
+        def now():
+            return build_package(output.files, output.manifest, context)
+
+        def previous():
+            with swapped(old_modules) as old:
+                return old.build_package(output.files, output.manifest, context)
+
+        return [now, previous]
+
+    frame, schema = synthetic(2_000, columns, rng)
+    least_time(builders(mwem_release(frame, Schema.from_dict(schema))), 1)  # warm-up
+    print(f"previous: mechanisms/package as of {commit}")
     print(
         f"{'rows':>10} {'columns':>7} {'release s':>9} {'package s':>9} {'share':>6} "
-        f"{'ref. package s':>14} {'ref. share':>10} {'ratio':>6}"
+        f"{'pkg/rel':>7} {'prev. package s':>15} {'prev. share':>11} {'ratio':>6} {'same':>5}"
     )
     for rows in sizes:
         frame, schema = synthetic(rows, columns, rng)
         output, t_release = timed(mwem_release, frame, Schema.from_dict(schema))
-        context = PackageContext()
-        now, t_now = timed(build_package, output.files, output.manifest, context)
-        with reference_package():
-            before, t_before = timed(build_package, output.files, output.manifest, context)
-        assert set(now) == set(before)
+        (t_now, t_before), (now, before) = least_time(builders(output), repeat)
         print(
             f"{rows:>10,} {columns:>7} {t_release:>9.2f} {t_now:>9.2f} "
-            f"{t_now / (t_release + t_now):>6.0%} {t_before:>14.2f} "
-            f"{t_before / (t_release + t_before):>10.0%} {t_now / t_before:>6.2f}"
+            f"{t_now / (t_release + t_now):>6.0%} {t_now / t_release:>7.2f} {t_before:>15.2f} "
+            f"{t_before / (t_release + t_before):>11.0%} {t_now / t_before:>6.2f} "
+            f"{'yes' if same_files(now, before) else 'NO':>5}"
         )
 
 
@@ -229,9 +272,13 @@ def main(argv=None):
     parser.add_argument("rows", nargs="*", type=int)
     parser.add_argument("--columns", type=int, default=2)
     parser.add_argument("--release", action="store_true", help="the package's share of a release")
+    parser.add_argument("--previous", default=PREVIOUS, help="git revision of the previous package")
+    parser.add_argument("--repeat", type=int, default=2, help="builds of each package per size")
     args = parser.parse_args(argv)
     if args.release:
-        release_share(args.rows or [30_000, 100_000, 300_000], args.columns)
+        release_share(
+            args.rows or [30_000, 100_000, 300_000], args.columns, args.previous, args.repeat
+        )
     else:
         parts(args.rows or [10_000, 100_000, 1_000_000], args.columns)
 

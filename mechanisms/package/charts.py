@@ -11,8 +11,6 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
-import numpy as np
-
 from mechanisms.package.tables import Table, interval_owner, is_estimate, is_interval
 from mechanisms.schema import Schema
 
@@ -43,11 +41,10 @@ def table_charts(table: Table, manifest: dict[str, Any]) -> list[Chart]:
     columns = [c for c in table.header if c in schema.columns]
     if not columns or table.frame.empty:
         return []
-    codes = schema.encode(table.frame, columns)
     charts = []
-    for j, column in enumerate(columns):
+    for column in columns:
         labels = schema.axis_labels(column)
-        counts = np.bincount(codes[:, j], minlength=len(labels))
+        counts = schema.cell_counts(table.frame, [column])  # encode() made Python objects
         shares = (counts / max(1, counts.sum())).tolist()
         title = f"{column}: share of the synthetic rows ({table.name})"
         charts.append(

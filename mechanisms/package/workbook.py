@@ -19,6 +19,7 @@ import re
 import zipfile
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -44,6 +45,7 @@ from mechanisms.package.tables import (
     WORKBOOK_ROWS,
     Cell,
     Table,
+    per_value,
 )
 
 MAX_ROWS = WORKBOOK_ROWS  # per sheet: the CSV beside it has every row
@@ -114,20 +116,33 @@ _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")  # no XML 1.0 
 EMPTY_CELL = "<c/>"
 
 
-def _rows_xml(table: Table) -> str:
+def _rows_xml(table: Table) -> list[memoryview]:
     """Rows 2.. of a table's sheet (its first MAX_ROWS rows) as SpreadsheetML, built by column.
 
     A number is a number cell (`t="n"`), text an inline string (`t="inlineStr"`: text, never
     a formula), an empty value (or empty text) an empty cell; characters XML cannot hold are
     dropped. Rows and cells carry no `r` reference (optional in SpreadsheetML: they follow
     each other), so a text cell's XML depends on its value alone and is made once per distinct
-    value; numbers are written and every row joined by pyarrow, not cell by cell in Python.
+    value; numbers are written and rows joined by pyarrow, not cell by cell in Python, and
+    handed to the zip file as views of pyarrow's buffers, one per block of rows, not copied.
     """
     head = table.frame.head(MAX_ROWS)
     columns = [_cells(head[name], table.is_numeric(name)) for name in table.header]
     if not columns or head.empty:
-        return ""
-    return "".join(pc.binary_join_element_wise("<row>", *columns, "</row>", "").to_pylist())
+        return []
+    rows = pc.binary_join_element_wise("<row>", *columns, "</row>", "")
+    blocks = rows.chunks if isinstance(rows, pa.ChunkedArray) else [rows]
+    return [_joined(block) for block in blocks]
+
+
+def _joined(texts: pa.Array) -> memoryview:
+    """The UTF-8 text of a string array's values one after the other: a view of its data."""
+    _, offsets, data = texts.buffers()
+    if data is None:  # no value at all
+        return memoryview(b"")
+    width = np.int64 if pa.types.is_large_string(texts.type) else np.int32
+    ends = np.frombuffer(offsets, dtype=width)[texts.offset : texts.offset + len(texts) + 1]
+    return memoryview(data)[int(ends[0]) : int(ends[-1])]
 
 
 def _cells(values: pd.Series, numeric: bool) -> pa.Array:
@@ -136,9 +151,7 @@ def _cells(values: pd.Series, numeric: bool) -> pa.Array:
         text = pc.cast(pa.array(values, from_pandas=True), pa.string())
         cells = pc.binary_join_element_wise('<c t="n"><v>', text, "</v></c>", "")
     else:
-        present = values[values.notna()]
-        xml = {value: _text_cell(str(value)) for value in pd.unique(present)}
-        cells = pa.array(values.map(xml), type=pa.string(), from_pandas=True)
+        cells = per_value(values, lambda value: _text_cell(str(value))).cast(pa.string())
     return pc.fill_null(cells, EMPTY_CELL)
 
 
@@ -149,7 +162,7 @@ def _text_cell(value: str) -> str:
     return '<c t="inlineStr"><is><t xml:space="preserve">' + text + "</t></is></c>"
 
 
-def _with_rows(content: bytes, rows: dict[str, str]) -> bytes:
+def _with_rows(content: bytes, rows: dict[str, list[memoryview]]) -> bytes:
     """The workbook `content` with each named sheet's rows written after its header."""
     out = io.BytesIO()
     with (
@@ -157,10 +170,13 @@ def _with_rows(content: bytes, rows: dict[str, str]) -> bytes:
         zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as target,
     ):
         for item in source.infolist():
-            data = source.read(item)
-            if item.filename in rows:
-                data = data.replace(b"</sheetData>", rows[item.filename].encode() + b"</sheetData>")
-            target.writestr(item, data)
+            head, end, tail = source.read(item).partition(b"</sheetData>")
+            added = rows.get(item.filename, []) if end else []
+            parts: list[bytes | memoryview] = [head, *added, end, tail]
+            item.file_size = sum(len(part) for part in parts)  # tells zipfile whether ZIP64
+            with target.open(item, "w") as member:
+                for part in parts:
+                    member.write(part)
     return out.getvalue()
 
 
