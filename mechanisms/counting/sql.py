@@ -10,8 +10,9 @@ returns exactly the counts of `Schema.cell_counts`:
   PostgreSQL, so values exactly at (or a rounding away from) an edge land in the same bin.
   Clamping first gives the same bin (each step is monotone) and avoids PostgreSQL's overflow
   error on huge values. Explicit edges and whole-number columns compare the value with the
-  edges (`np.searchsorted(..., side="right")` without arithmetic: a balanced CASE, or the
-  dialect's own search, `width_bucket` in PostgreSQL, `list_search` in DuckDB).
+  edges (`np.searchsorted(..., side="right")`: a balanced CASE, or the dialect's own search,
+  `width_bucket` in PostgreSQL, `list_search` in DuckDB; in DuckDB and Spark, from GUESS_FROM
+  edges, a first guess by arithmetic made exact by comparisons with the edges, `Guess`).
 - Missing values (NULL, and NaN in a floating-point column: both DuckDB and PostgreSQL hold
   NaN equal to itself and above every number) go to the missing cell; an empty or blank text
   (Python's whitespace, as pandas strips it) is missing in a categorical column.
@@ -345,7 +346,8 @@ def edge_search(
 ) -> str:
     """`np.searchsorted(edges, value, side)` of a number (not NaN), increasing edges.
 
-    "right" counts the edges <= value, "left" those < value: the dialect's own search when it
+    "right" counts the edges <= value, "left" those < value: a first guess made exact
+    (`Guess`) where the dialect and the edges allow one, else the dialect's own search when it
     has one (`Dialect.search`), else a balanced CASE of comparisons.
     """
     if len(edges) > MAX_EDGES:
@@ -363,14 +365,16 @@ def edge_search(
 
 
 def slot_search(dialect: Dialect, value: str, candidates: Sequence[float], name: str) -> str:
-    """#(candidates < value) + #(candidates <= value) of a number (not NaN) by ONE search.
+    """#(candidates < value) + #(candidates <= value) of a number (not NaN).
 
-    The search counts the items <= value of the candidates interleaved with their successors,
-    c_0, next(c_0), c_1, next(c_1), ... (next(c): the least double above c, so still in
-    order): c <= value counts the candidates at or below it, next(c) <= value exactly those
-    strictly below (between two doubles lies none). One search of 2 m items costs one step more
-    than a search of m, against two searches of m; its comparisons are still the value's with
-    exact constants, as numpy's. Up to MAX_EDGES candidates (2 MAX_EDGES items searched).
+    By a first guess made exact (`Guess`, both comparisons with each candidate of the value's
+    bucket) where the dialect and the candidates allow one. Else by ONE search: it counts the
+    items <= value of the candidates interleaved with their successors, c_0, next(c_0), c_1,
+    next(c_1), ... (next(c): the least double above c, so still in order): c <= value counts
+    the candidates at or below it, next(c) <= value exactly those strictly below (between two
+    doubles lies none). One search of 2 m items costs one step more than a search of m,
+    against two searches of m; its comparisons are still the value's with exact constants, as
+    numpy's. Up to MAX_EDGES candidates (2 MAX_EDGES items searched).
     """
     if len(candidates) > MAX_EDGES:
         raise MechanismError(
