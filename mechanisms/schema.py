@@ -210,11 +210,8 @@ class NumericColumn:
         return codes
 
     def _bin_codes(self, values: AnyArray) -> AnyArray:
-        if self.equal_width:  # clamp before the cast: inf or 1e300 would not fit int64
-            with np.errstate(over="ignore"):  # ±1e308 scale to ±inf, which the clamp handles
-                scaled = (values - self.lower) * (self.n_bins / (self.upper - self.lower))
-            np.clip(scaled, 0, self.n_bins - 1, out=scaled)
-            return np.floor(scaled, out=scaled).astype(np.int64)
+        if self.equal_width:
+            return equal_width_codes(values, self.lower, self.upper, self.n_bins)
         codes = np.searchsorted(np.asarray(self.edges[1:-1]), values, side="right")
         return np.clip(codes, 0, self.n_bins - 1, out=codes).astype(np.int64)
 
@@ -268,6 +265,18 @@ class NumericColumn:
             if not self.integer:
                 out["decimals"] = self.decimals
         return out
+
+
+def equal_width_codes(values: AnyArray, lower: float, upper: float, bins: int) -> AnyArray:
+    """The bin of each number (not NaN) among `bins` equal-width bins of [lower, upper].
+
+    (v - lower) * (bins / (upper - lower)), clipped to [0, bins - 1] and floored: the arithmetic
+    the SQL engines repeat step for step (`mechanisms.counting.sql.equal_width_sql`).
+    """
+    with np.errstate(over="ignore"):  # ±1e308 scale to ±inf, which the clip handles
+        scaled = (np.asarray(values, dtype=np.float64) - lower) * (bins / (upper - lower))
+    np.clip(scaled, 0, bins - 1, out=scaled)  # clip before the cast: inf would not fit int64
+    return np.floor(scaled, out=scaled).astype(np.int64)
 
 
 def _plain(value: float) -> int | float:

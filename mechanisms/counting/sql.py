@@ -10,8 +10,9 @@ returns exactly the counts of `Schema.cell_counts`:
   PostgreSQL, so values exactly at (or a rounding away from) an edge land in the same bin.
   Clamping first gives the same bin (each step is monotone) and avoids PostgreSQL's overflow
   error on huge values. Explicit edges and whole-number columns compare the value with the
-  edges (`np.searchsorted(..., side="right")` without arithmetic: a balanced CASE, or the
-  dialect's own search, `width_bucket` in PostgreSQL, `list_search` in DuckDB).
+  edges (`np.searchsorted(..., side="right")`: a balanced CASE, or the dialect's own search,
+  `width_bucket` in PostgreSQL, `list_search` in DuckDB; in DuckDB and Spark, from GUESS_FROM
+  edges, a first guess by arithmetic made exact by comparisons with the edges, `Guess`).
 - Missing values (NULL, and NaN in a floating-point column: both DuckDB and PostgreSQL hold
   NaN equal to itself and above every number) go to the missing cell; an empty or blank text
   (Python's whitespace, as pandas strips it) is missing in a categorical column.
@@ -36,18 +37,28 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
 from mechanisms.arrays import AnyArray
 from mechanisms.errors import MechanismError
-from mechanisms.schema import CategoricalColumn, Column, NumericColumn, Schema
+from mechanisms.schema import (
+    CategoricalColumn,
+    Column,
+    NumericColumn,
+    Schema,
+    equal_width_codes,
+)
 
 # pandas' str.strip() removes exactly Python's whitespace (none lies above U+3000)
 WHITESPACE = "".join(chr(c) for c in range(0x3001) if chr(c).isspace())
 MAX_EDGES = 4096  # explicit edges compared in one CASE; more would make a very long query
 NUMBER_KINDS = ("integer", "float")
 LIST_SEARCH_FROM = 256  # edges from which DuckDB searches a list, not a CASE tree
+GUESS_FROM = 48  # edges from which DuckDB and Spark start from an arithmetic guess (`Guess`)
+GUESS_WINDOW = 4  # at most this many edges compared after the guess; more: a search
+MIN_GUESS_SPAN = 2.0**-900  # edges closer together than this are searched, never guessed
 DATE_KINDS = ("date", "timestamp", "timestamptz")
 
 
@@ -67,6 +78,9 @@ class Dialect:
     digest: Callable[[str], str] | None = None
     # `edge_search` by the dialect's own search, (value, edges, side) -> SQL; None: a CASE tree
     search: Callable[[str, list[float], str], str] | None = None
+    # (listed constants, 1-based index) -> that constant, NULL past the list's end; None: no
+    # first guess by arithmetic (`Guess`)
+    item: Callable[[str, str], str] | None = None
     string: str = "VARCHAR"  # the text type a whole number is cast to
     # a date part of a stored DATE or TIMESTAMP, (column, kind, part) -> SQL number; None: the
     # standard SQL of `_date_part`
@@ -109,8 +123,21 @@ def list_search(value: str, edges: list[float], side: str) -> str:
         edges,
         side,
         lambda steps, taken: f"list_reduce({steps}, lambda pos, step: pos + {taken}, 0)",
-        lambda listed: f"[{listed}][pos + step]",
+        lambda listed: duckdb_item(listed, "pos + step"),
     )
+
+
+def duckdb_item(listed: str, index: str) -> str:
+    """The constant at a 1-based index of a DuckDB list (NULL past its end)."""
+    return f"[{listed}][{index}]"
+
+
+def spark_item(listed: str, index: str) -> str:
+    """The constant at a 1-based index of a Spark array (NULL past its end).
+
+    `try_element_at`: plain indexing raises past the end under ANSI mode.
+    """
+    return f"try_element_at(array({listed}), {index})"
 
 
 def spark_search(value: str, edges: list[float], side: str) -> str:
@@ -129,7 +156,7 @@ def spark_search(value: str, edges: list[float], side: str) -> str:
         lambda steps, taken: (
             f"aggregate(array({str(steps)[1:-1]}), 0, (pos, step) -> pos + {taken})"
         ),
-        lambda listed: f"try_element_at(array({listed}), pos + step)",
+        lambda listed: spark_item(listed, "pos + step"),
     )
 
 
@@ -156,7 +183,9 @@ def _list_search(
     return fold(steps, taken)
 
 
-DUCKDB = Dialect("DuckDB", double_quoted, single_quoted, "DOUBLE", "trim", search=list_search)
+DUCKDB = Dialect(
+    "DuckDB", double_quoted, single_quoted, "DOUBLE", "trim", search=list_search, item=duckdb_item
+)
 
 
 def backquoted(name: str) -> str:
@@ -197,6 +226,7 @@ SPARK = Dialect(
     "btrim",
     digest=lambda text: f"sha2({text}, 256)",
     search=spark_search,
+    item=spark_item,
     string="STRING",
     date_part=spark_date_part,
 )
@@ -265,14 +295,24 @@ def _numeric(dialect: Dialect, spec: NumericColumn, value: str, kind: str) -> Co
     missing = _missing(dialect, value, kind)
     absent = str(spec.n_bins)
     if spec.equal_width:
-        clamped = clamp_sql(dialect, value, spec.lower, spec.upper)
-        factor = spec.n_bins / (spec.upper - spec.lower)  # the constant numpy multiplies by
-        scaled = _scaled(dialect, f"({clamped} - {number(dialect, spec.lower)})", factor)
-        top = number(dialect, spec.n_bins - 1)
-        present = f"CAST(floor(least({top}, {scaled})) AS BIGINT)"
+        present = equal_width_sql(dialect, value, spec.lower, spec.upper, spec.n_bins)
     else:
         present = edge_search(dialect, value, list(spec.edges[1:-1]), spec.name)
     return ColumnSQL(spec.name, f"CASE WHEN {missing} THEN {absent} ELSE {present} END")
+
+
+def equal_width_sql(
+    dialect: Dialect, value: str, lower: float, upper: float, bins: int, integer: str = "BIGINT"
+) -> str:
+    """`schema.equal_width_codes` of a number (not NaN) in SQL, as a whole number of `integer`.
+
+    Clamped to [lower, upper] first (the same bin: each step is monotone), then numpy's steps
+    with the same double constants.
+    """
+    clamped = clamp_sql(dialect, value, lower, upper)
+    factor = bins / (upper - lower)  # the constant numpy multiplies by
+    scaled = _scaled(dialect, f"({clamped} - {number(dialect, lower)})", factor)
+    return f"CAST(floor(least({number(dialect, bins - 1)}, {scaled})) AS {integer})"
 
 
 def _scaled(dialect: Dialect, difference: str, factor: float) -> str:
@@ -306,7 +346,8 @@ def edge_search(
 ) -> str:
     """`np.searchsorted(edges, value, side)` of a number (not NaN), increasing edges.
 
-    "right" counts the edges <= value, "left" those < value: the dialect's own search when it
+    "right" counts the edges <= value, "left" those < value: a first guess made exact
+    (`Guess`) where the dialect and the edges allow one, else the dialect's own search when it
     has one (`Dialect.search`), else a balanced CASE of comparisons.
     """
     if len(edges) > MAX_EDGES:
@@ -315,20 +356,25 @@ def edge_search(
             f"engine compares at most {MAX_EDGES + 1:,}: use fewer bins or the inprocess engine"
         )
     listed = [float(e) for e in edges]
+    guessed = guessed_search(dialect, value, listed, ("<=",) if side == "right" else ("<",))
+    if guessed is not None:
+        return guessed
     if dialect.search is not None and listed:
         return dialect.search(value, listed, side)
     return _search(dialect, value, listed, 0, name, "<=" if side == "left" else "<")
 
 
 def slot_search(dialect: Dialect, value: str, candidates: Sequence[float], name: str) -> str:
-    """#(candidates < value) + #(candidates <= value) of a number (not NaN) by ONE search.
+    """#(candidates < value) + #(candidates <= value) of a number (not NaN).
 
-    The search counts the items <= value of the candidates interleaved with their successors,
-    c_0, next(c_0), c_1, next(c_1), ... (next(c): the least double above c, so still in
-    order): c <= value counts the candidates at or below it, next(c) <= value exactly those
-    strictly below (between two doubles lies none). One search of 2 m items costs one step more
-    than a search of m, against two searches of m; its comparisons are still the value's with
-    exact constants, as numpy's. Up to MAX_EDGES candidates (2 MAX_EDGES items searched).
+    By a first guess made exact (`Guess`, both comparisons with each candidate of the value's
+    bucket) where the dialect and the candidates allow one. Else by ONE search: it counts the
+    items <= value of the candidates interleaved with their successors, c_0, next(c_0), c_1,
+    next(c_1), ... (next(c): the least double above c, so still in order): c <= value counts
+    the candidates at or below it, next(c) <= value exactly those strictly below (between two
+    doubles lies none). One search of 2 m items costs one step more than a search of m,
+    against two searches of m; its comparisons are still the value's with exact constants, as
+    numpy's. Up to MAX_EDGES candidates (2 MAX_EDGES items searched).
     """
     if len(candidates) > MAX_EDGES:
         raise MechanismError(
@@ -336,15 +382,92 @@ def slot_search(dialect: Dialect, value: str, candidates: Sequence[float], name:
             f"{dialect.name} engine places a value among at most {MAX_EDGES:,}"
         )
     listed = [float(c) for c in candidates]
+    guessed = guessed_search(dialect, value, listed, ("<", "<="))
+    if guessed is not None:
+        return guessed
     items = [e for c in listed for e in (c, successor(c))]
     if dialect.search is not None and items:
         return dialect.search(value, items, "right")
     return _search(dialect, value, items, 0, name)
 
 
+@dataclass(frozen=True)
+class Guess:
+    """A value's place among increasing edges: a first guess by arithmetic, then exact comparisons.
+
+    The guess is the value's bucket among len(first) equal-width buckets over [edges[0],
+    edges[-1]] (`equal_width_sql`, numpy's arithmetic step for step), and first[b] is the number
+    of edges whose own bucket is below b; at most `window` edges share a bucket. The bucket is
+    non-decreasing in the value (each step is), so an edge in a lower bucket than the value's
+    lies below the value, one in a higher bucket above it: #(edges <= v) is first[b] plus how
+    many of the `window` edges from position first[b] on are <= v, compared exactly (those past
+    bucket b are above v, and an index past the list reads NULL, which no comparison takes).
+    The same holds for < v. Only the edges' own buckets are computed here, by numpy, whose
+    arithmetic the engines repeat; no value is rounded into a slot.
+    """
+
+    edges: tuple[float, ...]
+    first: tuple[int, ...]
+    window: int
+
+    @staticmethod
+    @lru_cache(maxsize=256)
+    def of(edges: tuple[float, ...]) -> Guess | None:
+        """The guess of the fewest buckets (n, 2 n or 4 n for n edges) of window 1, or narrowest.
+
+        None where a search is better or needed: under GUESS_FROM edges, edges not finite or
+        within MIN_GUESS_SPAN of each other (below it, the buckets' arithmetic could leave the
+        normal doubles), or a window wider than GUESS_WINDOW (edges crowded in part of their
+        range).
+        """
+        values = np.asarray(edges, dtype=np.float64)
+        low, high = (float(values[0]), float(values[-1])) if values.size else (0.0, 0.0)
+        if values.size < GUESS_FROM or not np.isfinite(values).all():
+            return None
+        if not MIN_GUESS_SPAN <= high - low < math.inf:
+            return None
+        shapes = []
+        for buckets in (values.size, 2 * values.size, 4 * values.size):
+            codes = equal_width_codes(values, low, high, buckets)
+            shapes.append((int(np.bincount(codes, minlength=buckets).max()), buckets, codes))
+            if shapes[-1][0] == 1:
+                break
+        window, buckets, codes = min(shapes, key=lambda shape: shape[:2])
+        if window > GUESS_WINDOW:
+            return None
+        first = np.searchsorted(codes, np.arange(buckets), side="left")
+        return Guess(edges, tuple(int(f) for f in first), window)
+
+    def sql(self, dialect: Dialect, value: str, below: tuple[str, ...]) -> str:
+        """How many edges pass each comparison of `below`, summed, for a number (not NaN).
+
+        "<=" counts the edges <= value, "<" those < value.
+        """
+        assert dialect.item is not None
+        low, high, buckets = self.edges[0], self.edges[-1], len(self.first)
+        bucket = equal_width_sql(dialect, value, low, high, buckets, integer="INTEGER")
+        start = dialect.item(", ".join(map(str, self.first)), f"{bucket} + 1")
+        listed = ", ".join(number(dialect, e) for e in self.edges)
+        compared = [
+            f"CASE WHEN {dialect.item(listed, f'{start} + {w + 1}')} {op} {value} THEN 1 ELSE 0 END"
+            for w in range(self.window)
+            for op in below
+        ]
+        return f"({len(below)} * {start}{''.join(f' + {c}' for c in compared)})"
+
+
+def guessed_search(
+    dialect: Dialect, value: str, edges: list[float], below: tuple[str, ...]
+) -> str | None:
+    """`Guess.sql`, where the dialect reads lists by index and the edges allow a guess."""
+    guess = Guess.of(tuple(edges)) if dialect.item is not None else None
+    return None if guess is None else guess.sql(dialect, value, below)
+
+
 def successor(value: float) -> float:
-    """The least double above `value`."""
-    return float(np.nextafter(value, math.inf))
+    """The least double above `value` (infinity above the largest double)."""
+    with np.errstate(over="ignore"):
+        return float(np.nextafter(value, math.inf))
 
 
 def _search(

@@ -180,22 +180,20 @@ class GroupTally:
             check_bounds(spec)
             value, missing = number_sql(dialect, spec, kinds[column])
             read += [f"{value} AS v{j}", f"{missing} AS m{j}"]
-            c, r = centre(spec)
             safe = clamp_sql(dialect, f"v{j}", -PRE_CLAMP, PRE_CLAMP)
-            raw = clamp_sql(dialect, f"v{j}", spec.lower, spec.upper)
-            centred = clamp_sql(dialect, f"({safe} - {number(dialect, c)})", -r, r)
-            shift = f"({safe} - {number(dialect, mean_centre(spec))})"
-            shifted = clamp_sql(dialect, shift, *sum_bounds(spec, "shifted"))
+            terms = {"raw": clamp_sql(dialect, f"v{j}", spec.lower, spec.upper)}
+            for which, shift in shifts(spec).items():
+                if which not in raw_alike(spec):
+                    moved = f"({safe} - {number(dialect, shift)})"
+                    terms[which] = clamp_sql(dialect, moved, *sum_bounds(spec, which))
             clamp += [
                 f"m{j}",
-                f"CASE WHEN m{j} THEN NULL ELSE {raw} END AS raw{j}",
-                f"CASE WHEN m{j} THEN NULL ELSE {centred} END AS centred{j}",
-                f"CASE WHEN m{j} THEN NULL ELSE {shifted} END AS shifted{j}",
+                *(f"CASE WHEN m{j} THEN NULL ELSE {t} END AS {w}{j}" for w, t in terms.items()),
             ]
             sums.append(f"sum(CASE WHEN m{j} THEN 0 ELSE 1 END)")
             for which in SUMS:
                 k = sum_exponent(*sum_bounds(spec, which))
-                word = _word_sql(dialect, which, j, k)
+                word = _word_sql(dialect, which, j, k, raw_alike(spec))
                 high = f"floor({word} * {number(dialect, 2.0**-LIMB_BITS)})"
                 sums += [
                     f"sum(CAST({high} AS BIGINT))",
@@ -216,14 +214,37 @@ class GroupTally:
         return out
 
 
-def _word_sql(dialect: Dialect, which: str, j: int, k: int) -> str:
+def shifts(spec: NumericColumn) -> dict[str, float]:
+    """The point each clamped term of SUMS but "raw" and "square" is taken around (c, c')."""
+    return {"centred": centre(spec)[0], "shifted": mean_centre(spec)}
+
+
+def raw_alike(spec: NumericColumn) -> frozenset[str]:
+    """The terms of `shifts` equal to the raw one, value for value.
+
+    Those taken around 0 and clamped to the bounds: "shifted" for bounds around 0 (c' = 0),
+    "centred" for bounds symmetric about 0 (c = 0). x - 0 is x (-0.0 included) and the clamp
+    to PRE_CLAMP changes no clamp to the bounds, so their SQL reads the raw column and their
+    sums are the raw sums' very expressions, which DuckDB, PostgreSQL and Spark compute once.
+    Public: from the schema alone.
+    """
+    bounds = (spec.lower, spec.upper)
+    return frozenset(
+        which
+        for which, shift in shifts(spec).items()
+        if shift == 0.0 and sum_bounds(spec, which) == bounds
+    )
+
+
+def _word_sql(dialect: Dialect, which: str, j: int, k: int, alike: frozenset[str]) -> str:
     """floor(term 2^k) of one of SUMS in SQL, as numpy computes it (see `SquareGuard`)."""
     scale = number(dialect, 2.0**k)
+    column = f"{'raw' if which in alike else which}{j}"
     if which == "raw":
         return f"floor(raw{j} * {scale})"  # k >= 0 (`check_bounds`): no product underflows
     if which in ("centred", "shifted"):
-        return f"floor({which}{j} * {scale})"
-    return SquareGuard(k).sql(dialect, f"centred{j}")
+        return f"floor({column} * {scale})"
+    return SquareGuard(k).sql(dialect, f"{'raw' if 'centred' in alike else 'centred'}{j}")
 
 
 @dataclass(frozen=True)

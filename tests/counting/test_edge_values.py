@@ -556,12 +556,22 @@ def many_edges_case(bins: int) -> tuple[pa.Table, Schema]:
     return table, Schema.from_dict({"columns": [column]})
 
 
+def searched_on_duckdb(monkeypatch, search=sql.list_search) -> None:
+    """DuckDB placing values by its search alone, never by a first guess (`sql.Guess`)."""
+    from mechanisms.counting import duckdb_engine
+
+    searched = dataclasses.replace(sql.DUCKDB, search=search, item=None)
+    monkeypatch.setattr(duckdb_engine, "DUCKDB", searched)
+
+
 @pytest.mark.parametrize("bins", [200, sql.LIST_SEARCH_FROM + 1, 1000])
-def test_duckdb_places_many_explicit_edges_as_numpy(bins, tmp_path):
-    """Under LIST_SEARCH_FROM edges DuckDB compares by a CASE tree, from there by a binary
-    search over a list (`sql.list_search`): both count every edge value as in process."""
+def test_duckdb_places_many_explicit_edges_as_numpy(bins, tmp_path, monkeypatch):
+    """Without the first guess (tests/counting/test_guessed_search.py), DuckDB compares by a
+    CASE tree under LIST_SEARCH_FROM edges, from there by a binary search over a list
+    (`sql.list_search`): both count every edge value as in process."""
     table, schema = many_edges_case(bins)
     assert (len(schema.column("x").edges) - 2 >= sql.LIST_SEARCH_FROM) == (bins > 200)
+    searched_on_duckdb(monkeypatch)
     source = TableSource(str(write_layout(table, tmp_path / "edges.parquet", None)))
     found = counts_by_engine(source, schema, ["x"], ("inprocess", "duckdb"))
     assert_all_equal(found, bins)
@@ -571,12 +581,11 @@ def test_duckdb_places_many_explicit_edges_as_numpy(bins, tmp_path):
 def test_the_check_catches_a_list_search_off_by_the_equal_edge(tmp_path, monkeypatch):
     """Broken twin: the list search with its sides swapped (< for <=) puts every value equal
     to an edge one bin lower; the comparison above sees it."""
-    from mechanisms.counting import duckdb_engine
 
     def swapped(value: str, edges: list[float], side: str) -> str:
         return sql.list_search(value, edges, "left" if side == "right" else "right")
 
-    monkeypatch.setattr(duckdb_engine, "DUCKDB", dataclasses.replace(sql.DUCKDB, search=swapped))
+    searched_on_duckdb(monkeypatch, swapped)
     table, schema = many_edges_case(1000)
     source = TableSource(str(write_layout(table, tmp_path / "edges.parquet", None)))
     found = counts_by_engine(source, schema, ["x"], ("inprocess", "duckdb"))
@@ -588,9 +597,9 @@ def test_the_check_catches_a_list_search_off_by_the_equal_edge(tmp_path, monkeyp
 
 def rank_tallies() -> tuple[pa.Table, list[Any]]:
     """A column holding every quantile candidate, one float step either side of each and the
-    special floats, in two groups (and rows of no group); its first pass (the whole grid, a
-    binary search over a list) and second passes of a few candidates (a CASE tree), one per
-    group, the other group without candidates."""
+    special floats, in two groups (and rows of no group); its first pass (the whole grid: a
+    first guess, or a binary search over a list) and second passes of a few candidates (a CASE
+    tree), one per group, the other group without candidates."""
     from mechanisms.statistics.aggregates import RankTally
     from mechanisms.statistics.quantiles import quantile_grid
 
@@ -643,9 +652,10 @@ def ranks_by_engine(
 
 
 def test_every_engine_counts_the_values_around_each_candidate_as_numpy(tmp_path, postgres):
-    """The rank counts (#(x < c) and #(x <= c) for every candidate c, one SQL search over the
-    candidates interleaved with their float successors, `sql.slot_search`) equal numpy's two
-    searches on every candidate, one float step either side and the special floats."""
+    """The rank counts (#(x < c) and #(x <= c) for every candidate c, `sql.slot_search`: a
+    first guess and two comparisons per candidate of its bucket, or one search over the
+    candidates interleaved with their float successors) equal numpy's two searches on every
+    candidate, one float step either side and the special floats."""
     table, tallies = rank_tallies()
     found = ranks_by_engine(table, tallies, tmp_path, postgres)
     frame = table.to_pandas()
@@ -654,13 +664,95 @@ def test_every_engine_counts_the_values_around_each_candidate_as_numpy(tmp_path,
     assert_all_equal(found, "ranks")
 
 
+def test_duckdb_searching_counts_the_values_around_each_candidate_as_numpy(tmp_path, monkeypatch):
+    """The same on DuckDB placing every value by its search over the candidates interleaved with
+    their successors, never by a first guess."""
+    from mechanisms.counting import tally_table
+
+    searched_on_duckdb(monkeypatch)
+    table, tallies = rank_tallies()
+    parquet = TableSource(str(write_layout(table, tmp_path / "ranks.parquet", [3])))
+    frame = table.to_pandas()
+    found = [tally_table(parquet, t, "duckdb").tolist() for t in tallies]
+    assert found == [t.of_frame(frame).tolist() for t in tallies]
+
+
 def test_the_check_catches_a_slot_search_without_the_successors(tmp_path, postgres, monkeypatch):
     """Broken twin: interleaving each candidate with itself (not its successor) counts a value
-    equal to a candidate as below it; the comparison above sees it on every SQL engine."""
+    equal to a candidate as below it; the comparison above sees it on DuckDB (searching, not
+    guessing) and PostgreSQL."""
     table, tallies = rank_tallies()
+    searched_on_duckdb(monkeypatch)
     monkeypatch.setattr(sql, "successor", lambda value: value)
     found = ranks_by_engine(table, tallies, tmp_path, postgres, ("inprocess", "duckdb"))
     reference = [t.of_frame(table.to_pandas()).tolist() for t in tallies]
     for engine in ("duckdb", "postgres"):
         assert found[engine] != reference, engine
     assert found["inprocess"] == reference
+
+
+# ---------------------------------------------------------------- the exact sums
+
+
+def group_tally_case() -> tuple[pa.Table, Any]:
+    """Three columns of the special floats and the bounds a float step either side: bounds
+    symmetric about 0 (its centred and shifted sums are the raw sum's SQL), bounds from 0 (its
+    shifted sum is), and bounds above 0 (none is); in two groups and rows of no group."""
+    from mechanisms.statistics.aggregates import GroupTally
+
+    bounds = {"symmetric": (-50, 50), "from zero": (0, 10), "above zero": (1, 7)}
+    documents = [
+        {"name": n, "type": "numeric", "lower": lo, "upper": hi, "bins": 4}
+        for n, (lo, hi) in bounds.items()
+    ]
+    groups = {"name": "g", "type": "categorical", "categories": ["a", "b"]}
+    schema = Schema.from_dict({"columns": [*documents, groups]}).accepting()
+    near = [float(np.nextafter(b, d)) for lo, hi in bounds.values() for b in (lo, hi, -1.0, 0.0)
+            for d in (-math.inf, 0.0, math.inf)]  # fmt: skip
+    values = [*SPECIAL_FLOATS, *near]
+    columns = {
+        name: float_array(values[i:] + values[:i]) for i, name in enumerate(bounds)
+    }  # each column in another order, so a row's values differ
+    columns["g"] = pa.array([("a", "b", None)[i % 3] for i in range(len(values))])
+    return pa.table(columns), GroupTally(schema, ("g",), tuple(bounds))
+
+
+def sums_by_engine(tmp_path: Path, postgres, engines=PARQUET_ENGINES) -> dict:
+    from mechanisms.counting import tally_table
+
+    table, tally = group_tally_case()
+    parquet = TableSource(str(write_layout(table, tmp_path / "sums.parquet", [3])))
+    connection, namespace = postgres
+    stored = postgres_table(
+        connection,
+        namespace,
+        f"sums {uuid.uuid4().hex}",
+        {c: ("text" if c == "g" else "double precision", table.column(c).to_pylist())
+         for c in table.column_names},
+    )  # fmt: skip
+    found = {e: tally_table(parquet, tally, e).tolist() for e in engines if e != "inprocess"}
+    found["postgres"] = tally_table(stored, tally, "postgres").tolist()
+    found["inprocess"] = tally.of_frame(table.to_pandas()).tolist()
+    return found
+
+
+def test_every_engine_sums_the_special_floats_exactly_alike(tmp_path, postgres):
+    """The exact limb sums (`GroupTally`) on every engine equal numpy's, with the sums equal
+    to the raw sum read from the raw column (`aggregates.raw_alike`) and without."""
+    from mechanisms.statistics.aggregates import raw_alike
+
+    _, tally = group_tally_case()
+    alike = [sorted(raw_alike(tally.spec(c))) for c in tally.numeric]
+    assert alike == [["centred", "shifted"], ["shifted"], []]
+    assert_all_equal(sums_by_engine(tmp_path, postgres), "sums")
+
+
+def test_the_check_catches_sums_read_from_the_raw_column_off_zero(tmp_path, postgres, monkeypatch):
+    """Broken twin: every column's centred and shifted sums read from its raw column, also
+    where they are taken around a point other than 0; the comparison above sees it."""
+    from mechanisms.statistics import aggregates
+
+    monkeypatch.setattr(aggregates, "raw_alike", lambda spec: frozenset({"centred", "shifted"}))
+    found = sums_by_engine(tmp_path, postgres, ("inprocess", "duckdb"))
+    for engine in ("duckdb", "postgres"):
+        assert found[engine] != found["inprocess"], engine
