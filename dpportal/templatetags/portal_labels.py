@@ -62,6 +62,8 @@ def parameter_text(key, value):
         return _model_blocks_words(value)
     if key == "speed_cap" and isinstance(value, dict):
         return _speed_cap_words(value)
+    if key in STATISTICS_WORDS:
+        return STATISTICS_WORDS[key](value)
     if key in ("mechanism", "chosen_mechanism"):
         value = method_words(value)
     elif key == "prefixes":
@@ -130,3 +132,80 @@ def _workload_words(spec: dict) -> str:
         else:
             words.append(json.dumps(query))
     return "; ".join(words) or "none"
+
+
+# ---------------------------------------------------------------- summary statistics' settings
+
+STATISTIC_NAMES = {"std": "standard deviation", "count": "count of rows"}
+
+
+def statistic_words(text: str) -> str:
+    """A statistic as the manifest names it ("mean:age", "q25:age", "count") in words."""
+    kind, _, column = str(text).partition(":")
+    if kind.startswith("q") and kind[1:].isdigit():
+        name = f"{int(kind[1:])}th percentile"
+    else:
+        name = STATISTIC_NAMES.get(kind, kind)
+    return f"{name} of {column}" if column else name
+
+
+def _per_statistic(mapping: dict, words) -> str:
+    return "; ".join(f"{statistic_words(stat)}: {words(value)}" for stat, value in mapping.items())
+
+
+def _sensitivity_words(records: list) -> str:
+    """Per statistic, how much one row can move each noisy piece (its sensitivity)."""
+    guarantee = records[0].get("guarantee", "") if records else ""
+    pieces = {
+        record["statistic"]: ", ".join(
+            f"{piece} by {rounded_number(float(amount))}"
+            for piece, amount in record["sensitivity"].items()
+        )
+        for record in records
+    }
+    return f"the most one row can move each noisy piece ({_words(guarantee)}): " + _per_statistic(
+        pieces, str
+    )
+
+
+def _picks_words(picks: dict) -> str:
+    """Per quantile, in how many groups its interval's ends were picked (else the declared
+    range, the estimate then taking the whole ε)."""
+
+    def counted(groups: list) -> str:
+        picked = sum(1 for g in groups if g == "picked")
+        if picked == len(groups):
+            return f"ends picked in every group ({picked})"
+        return (
+            f"ends picked in {picked} of {len(groups)} groups; the declared range in the others "
+            "(too few rows for a pick to narrow it)"
+        )
+
+    return "quantile intervals: " + _per_statistic(picks, counted)
+
+
+def _epsilon_words(shares: list) -> str:
+    if shares and all(share == shares[0] for share in shares):
+        return f"ε per statistic (per row): {rounded_number(float(shares[0]))} each"
+    return "ε per statistic (per row, in the order above): " + _words(shares)
+
+
+STATISTICS_WORDS = {
+    "stat": lambda stats: "statistics: " + ", ".join(map(statistic_words, stats)),
+    "by": lambda by: f"grouped by: {', '.join(by)}" if by else "grouped by: nothing (one group)",
+    "level": lambda level: f"confidence of each interval: {float(level):.0%}",
+    "epsilon_per_statistic": _epsilon_words,
+    "quantile_candidates": lambda c: (
+        f"quantile candidates: {c['estimate']:,} for the estimate, "
+        f"{c['interval_ends']:,} for the interval's ends"
+    ),
+    "sensitivities": _sensitivity_words,
+    "quantile_interval_picks": _picks_words,
+    "published_where": lambda where: (
+        "a group's estimate is published where this noisy count shows rows: "
+        + _per_statistic(where, str)
+    ),
+    "missing_values_left_out": lambda columns: (
+        f"missing values left out of: {', '.join(columns)}" if columns else "missing values: none"
+    ),
+}

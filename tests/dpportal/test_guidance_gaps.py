@@ -211,11 +211,16 @@ def test_every_recorded_setting_reads_as_words_not_json():
     from dpportal.templatetags.portal_labels import parameter_text
 
     candidates = parameter_text("quantile_candidates", '{"estimate": 1025, "interval_ends": 257}')
-    assert candidates == "quantile candidates: (estimate: 1025; interval ends: 257)"
+    assert candidates == "quantile candidates: 1,025 for the estimate, 257 for the interval's ends"
     sensitivities = [{"statistic": "mean:lwage", "sensitivity": {"count of present values": 1.0}}]
     text = parameter_text("sensitivities", sensitivities)
     assert "{" not in text and "'" not in text, text
-    assert "statistic: mean:lwage; sensitivity: (count of present values: 1" in text, text
+    assert "mean of lwage: count of present values by 1" in text, text
+    # the walkthrough's "picked × picked × picked × picked" and "mean:lwage × median:lwage"
+    picks = parameter_text("quantile_interval_picks", {"q25:lwage": ["picked", "declared range"]})
+    assert picks.startswith("quantile intervals: 25th percentile of lwage: ends picked in 1 of 2")
+    stats = parameter_text("stat", ["mean:lwage", "std:lwage", "count"])
+    assert stats == "statistics: mean of lwage, standard deviation of lwage, count of rows"
 
 
 def test_the_mwem_preview_counts_its_patterns_in_words(owner):

@@ -87,8 +87,10 @@ def test_parameters_in_words():
     assert parameter_text("grid", "[8, 16]") == "grid points per column: 8 × 16"
     assert parameter_text("mechanism", "tree") == "method: a hierarchy of noisy counts"
     shares = "[0.19999999999999998, 0.30000000000000004]"  # a statistics release's epsilons
-    assert parameter_text("epsilon_per_statistic", shares) == "epsilon per statistic: 0.2 × 0.3"
-    assert parameter_text("level", 0.95) == "level: 0.95"
+    assert parameter_text("epsilon_per_statistic", shares) == (
+        "ε per statistic (per row, in the order above): 0.2 × 0.3"
+    )
+    assert parameter_text("level", 0.95) == "confidence of each interval: 95%"
     assert short_number("41.123456789") == "41.12" and short_number("(other)") == "(other)"
     # MWEM releases made before junction trees recorded a speed cap: still said in words
     note = "In 13 of 16 rounds the speed cap left out patterns"
