@@ -39,7 +39,10 @@ from psycopg.conninfo import conninfo_to_dict
 import mechanisms
 from dpportal import services
 from dpportal.models import AuditEvent, Dataset, PrivacyBudget, Release
+from dpportal.releases import engine as release_engine
 from dpportal.services.sources import source_fingerprint
+from dpportal.sources import reach as source_reach
+from dpportal.sources import tables as source_tables
 from dpportal.sources.reach import NOWHERE
 from dpportal.sources.tables import SourceError, engine_choices, table_source
 from mechanisms.counting import TableSource, count_cells, tally_table
@@ -749,6 +752,58 @@ def test_a_source_gone_when_its_release_starts_fails_refunded_before_reading(set
     services.release_run(release_id=again.pk)
     again.refresh_from_db()
     assert again.status == Release.Status.DONE, again.error_message
+    assert Dataset.objects.get(pk=dataset.pk).epsilon_spent == Decimal("0.5")
+
+
+def break_the_postgres_source(dataset, schema_name, breaks, settings):
+    """The registered PostgreSQL source made unreadable: its table dropped, or its server moved
+    to a port nothing answers at (the operator allows it: the refusal must be the server's)."""
+    if breaks == "table dropped":
+        with psycopg.connect(f"postgresql://postgres@{SERVER}", autocommit=True) as pg:
+            pg.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(schema_name, "people")))
+        return
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    settings.DPPORTAL_SOURCE_HOSTS = [*settings.DPPORTAL_SOURCE_HOSTS, f"127.0.0.1:{port}"]
+    moved = TableSource(f"postgresql://postgres@127.0.0.1:{port}/test", f"{schema_name}.people")
+    Dataset.objects.filter(pk=dataset.pk).update(source_secret=source_tables.seal(moved))
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("breaks", ["table dropped", "server down"])
+def test_a_postgresql_source_that_cannot_be_read_fails_refunded(
+    source_schema, settings, monkeypatch, breaks
+):
+    """A release queued on a PostgreSQL table that was dropped, or whose server stopped
+    answering, before the worker took it: the worker connects and resolves the table (never a
+    row) before marking the data read, so the release fails in words and its ε comes back."""
+    monkeypatch.setattr(source_reach, "FAILURE_SECONDS", 0.0)
+    owner = make_user("owner")
+    dataset = register(owner, source_schema)
+    services.dataset_confirm_schema(dataset=dataset, user=owner, schema=SCHEMA)
+    release = histogram_release(Dataset.objects.get(pk=dataset.pk), owner, ["sex"], rows=60)
+    break_the_postgres_source(dataset, source_schema, breaks, settings)
+    message = run_refunded_unread(dataset, release)
+    assert "could not be reached" in message and "budget was returned" in message
+    assert PASSWORD not in message
+
+
+@pytest.mark.django_db
+def test_without_the_check_a_dropped_postgresql_table_keeps_the_epsilon(
+    source_schema, settings, monkeypatch
+):
+    """Twin of the test above: with the worker's reach check made a no-op, the same release is
+    marked read, fails in the engine and keeps its ε, which those checks catch."""
+    monkeypatch.setattr(release_engine, "_unreachable", lambda *_: "")
+    owner = make_user("owner")
+    dataset = register(owner, source_schema)
+    services.dataset_confirm_schema(dataset=dataset, user=owner, schema=SCHEMA)
+    release = histogram_release(Dataset.objects.get(pk=dataset.pk), owner, ["sex"], rows=60)
+    break_the_postgres_source(dataset, source_schema, "table dropped", settings)
+    services.release_run(release_id=release.pk)
+    release.refresh_from_db()
+    assert release.status == Release.Status.FAILED and release.data_was_read
     assert Dataset.objects.get(pk=dataset.pk).epsilon_spent == Decimal("0.5")
 
 
