@@ -146,11 +146,23 @@ class Browser:
     def screenshot(self, name: str) -> None:
         """A step of this test: note any form control on the page that has no label, and save
         a full-page screenshot as the next numbered step when step screenshots are on."""
-        for control in self.page.evaluate(FIND_UNLABELLED):
+        for control in self._unlabelled_controls():
             self.problems.unlabelled_fields.append(f"unlabelled {control} on {self.page.url}")
         self._step += 1
         if STEP_SCREENSHOTS:
             self.save_screenshot(name)
+
+    def _unlabelled_controls(self) -> list:
+        """The page's form controls without a label. A page that reloads itself (the job page,
+        once its job has finished) may do so while this runs: then the new page is checked."""
+        for _attempt in range(3):
+            try:
+                return self.page.evaluate(FIND_UNLABELLED)
+            except PlaywrightError as exc:
+                if "Execution context was destroyed" not in str(exc):
+                    raise
+                self.page.wait_for_load_state()
+        return self.page.evaluate(FIND_UNLABELLED)
 
     def save_screenshot(self, name: str) -> Path:
         """Save a full-page screenshot of the page as now shown, numbered by the last step."""
