@@ -316,10 +316,27 @@ def test_a_three_way_workload_measures_pairs_where_whole_tables_are_too_noisy(mo
     shape = (10,) * 6
     workload = [Query(a) for a in itertools.combinations(range(6), 3)]
     codes = np.random.default_rng(4).integers(0, 10, (20_000, 6))
-    result = mwem(codes, shape, workload, epsilon=1.0, rng=seeded_source(5))
+    plan = plan_budget(20_000, 1.0, shape, workload, "replace-one")
+
+    def round_scales():
+        """The run, and the discrete Laplace scales its rounds measured at."""
+        source = RecordingSource(seeded_source(5))
+        run = mwem(codes, shape, workload, epsilon=1.0, rng=source)
+        laplace = [c.scale for c in source.noise_calls() if c.primitive == "discrete_laplace"]
+        return run, laplace[len(shape) :]
+
+    result, scales = round_scales()
     measured = [len(m["query"].attrs) for m in result.measurements[len(shape) :]]
     assert result.rounds > 0 and measured.count(2) > 0
-    assert result.budget == plan_budget(20_000, 1.0, shape, workload, "replace-one").budget
+    assert result.budget == plan.budget
+    # a pair is measured at the plan's scale: sensitivity 2 under replace-one, as a triple
+    assert scales == [plan.marginal_scale] * result.rounds
+    measure_module = importlib.import_module("mechanisms.mwem.measure")
+    with monkeypatch.context() as broken:  # twin: a pair measured at half its sensitivity
+        broken.setattr(
+            measure_module, "_sensitivity", lambda q, l1: l1 // 2 if len(q.attrs) == 2 else l1
+        )
+        assert round_scales()[1] != [plan.marginal_scale] * result.rounds
     monkeypatch.setattr(plan_module, "selection_candidates", lambda w: list(w))
     twin = plan_budget(20_000, 1.0, shape, workload, "replace-one")
     assert twin.rounds < result.rounds
