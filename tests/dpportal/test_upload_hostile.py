@@ -6,7 +6,6 @@ import codecs
 import gzip
 import html
 import io
-import resource
 import subprocess
 import sys
 import tempfile
@@ -461,8 +460,14 @@ def test_hostile_upload_is_refused_cleanly(case, clean_dirs, settings, monkeypat
 
 
 MEMORY_SCRIPT = """
+import resource
 import sys
 from pathlib import Path
+# Address space: pyarrow's thread pools reserve much more than they use. Set here, not in a
+# preexec_fn: a preexec_fn makes subprocess fork() rather than vfork(), and fork() runs the
+# at-fork handlers of libraries the test worker has loaded (gRPC, from the Spark tests, restarts
+# its poller in the child, which then aborts when close_fds closes the poller's epoll descriptor).
+resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
 from dpportal import ingest
 path, out = Path(sys.argv[1]), Path(sys.argv[2])
 scan = ingest.scan_file(path)
@@ -492,20 +497,16 @@ MEMORY_CAP_MB = 400
     ],
 )
 def test_hostile_files_stay_under_a_memory_cap(tmp_path, name, content):
-    """Ingest in a child process under RLIMIT_AS; print and check its peak resident memory."""
+    """Ingest in a child process that caps its own address space (RLIMIT_AS); print and check
+    its peak resident memory."""
     path = tmp_path / name
     path.write_bytes(content())
-
-    def limit():
-        cap = 2 << 30  # address space: pyarrow's thread pools reserve much more than they use
-        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 
     result = subprocess.run(
         [sys.executable, "-c", MEMORY_SCRIPT, str(path), str(tmp_path / "out.parquet")],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
-        preexec_fn=limit,
         timeout=120,
         env={"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "tests.settings"},
     )
