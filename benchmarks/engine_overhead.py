@@ -21,11 +21,16 @@ itself; for the statistics `count(*), count(x), sum(x), sum(x * x)` per group pl
 is dask.dataframe's `read_parquet(...).groupby(...).size()` (sums: `.agg`); Spark's is the same
 SQL over the folder read by the cluster, in a Spark Connect session of the cluster's defaults.
 
+With `--native`, each statistics row also gives the engine's own count, mean and exact median
+of income per region, without DP (DuckDB's and Spark's `median`, PostgreSQL's
+`percentile_cont(0.5)`, Dask's groupby `median`): what an office would run to publish the same
+figures without a privacy guarantee ("native s", and ours against it).
+
 Each measurement runs in a fresh subprocess (best of --repeat runs; peak MB is that process's
 ru_maxrss: DuckDB's buffers included, PostgreSQL's, Dask workers' and Spark's JVMs' not). "ratio": engine
 tally seconds / plain GROUP BY seconds.
 
-    nice -n 10 .venv/bin/python benchmarks/engine_overhead.py --rows 10000000 100000000
+    nice -n 10 .venv/bin/python benchmarks/engine_overhead.py --rows 10000000 100000000 [--native]
 """
 
 import argparse
@@ -50,6 +55,7 @@ from mechanisms.statistics import parse_request  # noqa: E402
 from mechanisms.statistics.aggregates import tallies  # noqa: E402
 
 KINDS = ("histogram", "range counts", "statistics")
+NATIVE = "native statistics"  # the engine's own count, mean and exact median (the "plain" run)
 GRID = (32, 16)
 CANDIDATE_STEP = 200.0  # income's quantile candidates: 0, 200, ..., 200,000
 
@@ -90,21 +96,41 @@ def plain_queries(rows, kind, table):
     ]
 
 
+NATIVE_MEDIAN = {  # each engine's own exact median of income per region
+    "duckdb": "median(income)",
+    "postgres": "percentile_cont(0.5) WITHIN GROUP (ORDER BY income)",
+    "spark": "median(income)",
+}
+
+
+def native_query(engine, table):
+    """The statistics as the engine computes them itself, without DP: count, mean and the
+    exact median of income per region."""
+    return f"SELECT region, count(*), avg(income), {NATIVE_MEDIAN[engine]} FROM {table} GROUP BY 1"
+
+
 def duckdb_plain(rows, kind):
     import duckdb
 
     files = sorted(str(p) for p in table_folder(rows).glob("*.parquet"))
     table = "read_parquet([" + ", ".join(f"'{f}'" for f in files) + "])"
+    queries = (
+        [native_query("duckdb", table)] if kind == NATIVE else plain_queries(rows, kind, table)
+    )
     with duckdb.connect(":memory:") as connection:
-        for query in plain_queries(rows, kind, table):
+        for query in queries:
             connection.execute(query).fetchall()
 
 
 def postgres_plain(rows, kind):
     import psycopg
 
+    table = f"scale_{rows}"
+    queries = (
+        [native_query("postgres", table)] if kind == NATIVE else plain_queries(rows, kind, table)
+    )
     with psycopg.connect(PG_URL) as connection:
-        for query in plain_queries(rows, kind, f"scale_{rows}"):
+        for query in queries:
             connection.execute(query).fetchall()
 
 
@@ -116,7 +142,9 @@ def dask_plain(rows, kind):
         frame = dd.read_parquet(
             str(table_folder(rows)), columns=["age", "income", "region", "education"]
         )
-        if kind == "histogram":
+        if kind == NATIVE:
+            frame.groupby("region", dropna=False).income.agg(["size", "mean", "median"]).compute()
+        elif kind == "histogram":
             frame = frame.assign(a=(frame.age // 10.0), i=(frame.income // 25000.0))
             frame.groupby(["a", "i", "region", "education"], dropna=False).size().compute()
         elif kind == "range counts":
@@ -138,7 +166,12 @@ def spark_plain(rows, kind):
     spark = SparkSession.builder.remote(os.environ["DPPORTAL_SPARK_REMOTE"]).create()
     try:
         spark.read.parquet(str(table_folder(rows))).createOrReplaceTempView("scale")
-        for query in plain_queries(rows, kind, "scale"):
+        queries = (
+            [native_query("spark", "scale")]
+            if kind == NATIVE
+            else plain_queries(rows, kind, "scale")
+        )
+        for query in queries:
             spark.sql(query).collect()
     finally:
         spark.stop()
@@ -188,6 +221,7 @@ def main():
     parser.add_argument("--kinds", nargs="+", default=list(KINDS))
     parser.add_argument("--postgres-max", type=int, default=10**8)
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--native", action="store_true", help="statistics: also the engine's own")
     parser.add_argument("--measure", nargs=4, metavar=("ENGINE", "ROWS", "KIND", "HOW"))
     parser.add_argument("--load-postgres", type=int, metavar="ROWS")
     args = parser.parse_args()
@@ -212,6 +246,7 @@ def main():
     print(
         f"{'rows':>13} {'engine':<9} {'kind':<13} {'seconds':>8} {'peak MB':>8} "
         f"{'plain s':>8} {'plain MB':>8} {'ratio':>6}"
+        + (f" {'native s':>8} {'ratio':>6}" if args.native else "")
     )
     for rows in args.rows:
         table_folder(rows)
@@ -232,10 +267,16 @@ def main():
                 plain = in_subprocess(
                     "--repeat", args.repeat, "--measure", engine, rows, kind, "plain"
                 )
+                native = ""
+                if kind == "statistics" and args.native:
+                    own = in_subprocess(
+                        "--repeat", args.repeat, "--measure", engine, rows, NATIVE, "plain"
+                    )
+                    native = f" {own['seconds']:8.2f} {ours['seconds'] / own['seconds']:6.2f}"
                 print(
                     f"{rows:>13,} {name:<9} {kind:<13} {ours['seconds']:8.2f} "
                     f"{ours['peak_mb']:8.0f} {plain['seconds']:8.2f} {plain['peak_mb']:8.0f} "
-                    f"{ours['seconds'] / plain['seconds']:6.2f}",
+                    f"{ours['seconds'] / plain['seconds']:6.2f}{native}",
                     flush=True,
                 )
             if engine == "postgres":

@@ -12,7 +12,8 @@ Engines only tally: workers see raw rows and return exact aggregates, never nois
 added afterwards, on the machine that asked, by the portal's mechanisms.
 
 Person-level bounding (`mechanisms.counting.bounding`) runs in two passes on the workers
-(`_bounded`): the persons' keys are merged and kept there; only the tally comes back.
+(`_bounded`): the persons' keys are merged in buckets of persons and kept there; only the tally
+comes back.
 
 The cluster is given by `scheduler` or the environment variable DPPORTAL_DASK_SCHEDULER (for
 example `tcp://10.0.0.5:8786`). Every worker needs pyarrow, this package (`mechanisms`) at the
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
 SCHEDULER_VARIABLE = "DPPORTAL_DASK_SCHEDULER"
 CONNECT_SECONDS = 10.0
 FAN_IN = 8  # partial count arrays summed per reduction task
+PIECE, ROW = "__dp_portal_piece__", "__dp_portal_row__"  # a row's piece and number in it
 START_HINT = (
     "start one with `dask scheduler` (it listens on tcp://HOST:8786) and `dask worker "
     "tcp://HOST:8786` on each machine holding the data, then set "
@@ -261,70 +263,130 @@ def _bounded(
 ) -> AnyArray:
     """`tally` on the cluster in two passes; the persons' keys never leave the workers.
 
-    First each piece's k smallest keys per person, merged FAN_IN at a time into the k smallest
-    of the whole table (`smallest_keys`, `merge_keys`), and from them each person's largest
-    kept key; then every piece tallies its rows whose key is at most their person's
-    (`kept_piece`): exactly the rows the in-process engine keeps.
+    The persons are split into as many buckets as there are pieces, by a hash of their ID, so
+    that no task holds more than about one piece's keys, whatever the table's size:
+
+    1. each piece's rows with an ID, as (person, key, piece, row of the piece), the k smallest
+       keys of each person among them, split by bucket (`piece_keys`);
+    2. each bucket's parts merged FAN_IN at a time into the k smallest keys of each of its
+       persons in the whole table (`merge_keys`): the rows kept;
+    3. each piece tallies the rows of it that some bucket kept (`kept_piece`, given their row
+       numbers in it by every bucket, `rows_of_piece`).
+
+    The rows kept are those with the k smallest keys of their person: exactly the rows the
+    in-process engine keeps (the keys of distinct positions differ). Memory: a task holds one
+    piece's rows, or one bucket's share of the keys (about one piece's); the cluster holds the
+    pieces' keys (step 1) until the buckets have merged them, spread over its workers.
     """
-    found = client.map(
-        smallest_keys, pieces, source=source, tally=tally, arrow_schema=arrow, pure=False
-    )
-    while len(found) > 1:
-        found = [
-            client.submit(merge_keys, *found[start : start + FAN_IN], k=tally.k, pure=False)
-            for start in range(0, len(found), FAN_IN)
-        ]
-    limits = client.submit(largest_kept, found[0], pure=False)
-    partial = client.map(
-        kept_piece, pieces, source=source, tally=tally, arrow_schema=arrow, limits=limits,
-        pure=False,
-    )  # fmt: skip
+    buckets = len(pieces)
+    split = [
+        client.submit(
+            piece_keys,
+            piece,
+            index,
+            source=source,
+            tally=tally,
+            arrow_schema=arrow,
+            buckets=buckets,
+            pure=False,
+        )  # fmt: skip
+        for index, piece in enumerate(pieces)
+    ]
+    kept = []
+    for bucket in range(buckets):
+        parts = [client.submit(bucket_of, keys, bucket, pure=False) for keys in split]
+        while len(parts) > 1:
+            parts = [
+                client.submit(merge_keys, *parts[start : start + FAN_IN], k=tally.k, pure=False)
+                for start in range(0, len(parts), FAN_IN)
+            ]
+        kept.append(parts[0])
+    partial = [
+        client.submit(
+            kept_piece,
+            piece,
+            *(client.submit(rows_of_piece, rows, index, pure=False) for rows in kept),
+            source=source,
+            tally=tally,
+            arrow_schema=arrow,
+            pure=False,
+        )  # fmt: skip
+        for index, piece in enumerate(pieces)
+    ]
     return _tree_sum(client, partial).result()
 
 
-def smallest_keys(
-    piece: Piece, *, source: TableSource, tally: BoundedTally, arrow_schema: pa.Schema
-) -> pd.DataFrame:
-    """(person, key) of the k smallest keys of each person among the piece's rows (a worker)."""
-    with _reading(piece):
-        person = pa.schema([arrow_schema.field(tally.person)])
-        frames = piece_frames(piece, source, [tally.person], person, positions=True)
-        keyed = [tally.keyed(frame)[[PERSON_ID, KEY]] for frame in frames]
-    return merge_keys(*keyed, k=tally.k)
-
-
-def merge_keys(*frames: pd.DataFrame, k: int) -> pd.DataFrame:
-    """The k smallest keys of each person among `frames` (runs on a worker)."""
-    if not frames:  # a piece without batches
-        return pd.DataFrame({PERSON_ID: pd.Series(dtype=object), KEY: pd.Series(dtype=object)})
-    keys = pd.concat(frames, ignore_index=True).sort_values(KEY, kind="stable")
-    return keys.groupby(PERSON_ID, sort=False).head(k)
-
-
-def largest_kept(keys: pd.DataFrame) -> dict[str, str]:
-    """Each person's largest kept key (runs on a worker; stays there)."""
-    return {str(p): str(v) for p, v in keys.groupby(PERSON_ID)[KEY].max().items()}
-
-
-def kept_piece(
+def piece_keys(
     piece: Piece,
+    index: int,
     *,
     source: TableSource,
     tally: BoundedTally,
     arrow_schema: pa.Schema,
-    limits: dict[str, str],
-) -> AnyArray:
-    """The inner tally of the piece's rows kept by bounding (runs on a worker)."""
-    columns = [*tally.inner.columns, tally.person]
+    buckets: int,
+) -> list[pd.DataFrame]:
+    """The piece's k smallest keys of each person, split by a hash of their ID (a worker).
 
-    def kept() -> Iterator[pd.DataFrame]:
-        for frame in piece_frames(piece, source, columns, arrow_schema, positions=True):
-            keyed = tally.keyed(frame)
-            limit = keyed[PERSON_ID].map(limits)
-            yield keyed[keyed[KEY] <= limit].drop(columns=[PERSON_ID, KEY, POSITION])
+    Each key with its row's piece (`index`) and number in the piece, in one of `buckets` parts.
+    """
+    with _reading(piece):
+        person = pa.schema([arrow_schema.field(tally.person)])
+        keyed, first = [], 0
+        for frame in piece_frames(piece, source, [tally.person], person, positions=True):
+            frame[ROW] = np.arange(first, first + len(frame), dtype=np.int64)
+            first += len(frame)
+            keyed.append(tally.keyed(frame)[[PERSON_ID, KEY, ROW]])
+    keys = merge_keys(*keyed, k=tally.k).assign(**{PIECE: index})
+    hashes = pd.util.hash_pandas_object(keys[PERSON_ID], index=False).to_numpy()
+    bucket = hashes % np.uint64(buckets)
+    return [keys[bucket == b] for b in range(buckets)]
+
+
+def bucket_of(parts: list[pd.DataFrame], bucket: int) -> pd.DataFrame:
+    """One bucket's part of a piece's keys (`piece_keys`; runs on a worker)."""
+    return parts[bucket]
+
+
+def merge_keys(*frames: pd.DataFrame, k: int) -> pd.DataFrame:
+    """The rows of `frames` with the k smallest keys of each person (runs on a worker)."""
+    if not frames:  # a piece without batches
+        return pd.DataFrame(
+            {
+                PERSON_ID: pd.Series(dtype=object),
+                KEY: pd.Series(dtype=object),
+                ROW: pd.Series(dtype=np.int64),
+            }
+        )
+    keys = pd.concat(frames, ignore_index=True).sort_values(KEY, kind="stable")
+    return keys.groupby(PERSON_ID, sort=False).head(k)
+
+
+def rows_of_piece(kept: pd.DataFrame, index: int) -> AnyArray:
+    """The row numbers in piece `index` of the rows a bucket kept (runs on a worker)."""
+    rows: AnyArray = kept.loc[kept[PIECE] == index, ROW].to_numpy(dtype=np.int64)
+    return rows
+
+
+def kept_piece(
+    piece: Piece,
+    *kept: AnyArray,
+    source: TableSource,
+    tally: BoundedTally,
+    arrow_schema: pa.Schema,
+) -> AnyArray:
+    """The inner tally of the piece's rows whose numbers are in `kept` (runs on a worker)."""
+    columns = [*tally.inner.columns, tally.person]
+    rows = np.sort(np.concatenate(kept)) if kept else np.zeros(0, dtype=np.int64)
+
+    def kept_frames() -> Iterator[pd.DataFrame]:
+        first = 0
+        for frame in piece_frames(piece, source, columns, arrow_schema):
+            numbers = np.arange(first, first + len(frame), dtype=np.int64)
+            first += len(frame)
+            yield frame[np.isin(numbers, rows, assume_unique=True)].drop(columns=[tally.person])
 
     with _reading(piece):
-        return frames_tally(tally.inner, kept())
+        return frames_tally(tally.inner, kept_frames())
 
 
 def _conform(batch: pa.RecordBatch, arrow_schema: pa.Schema) -> pa.Table:

@@ -338,3 +338,28 @@ def test_a_person_level_release_is_the_same_from_every_engine(name, params, colu
     assert all(output.files == outputs[0].files for output in outputs)
     assert outputs[-1].manifest["guarantee"]["max_rows_per_person"] == K
     assert outputs[-1].custodian["rows_dropped_by_bounding"] is None  # not counted on a source
+
+
+@pytest.mark.skipif("dask" not in PARQUET_ENGINES, reason="needs a Dask cluster")
+def test_dask_keeps_the_same_rows_of_persons_spread_over_many_pieces(tmp_path):
+    """The Dask engine bounds persons in buckets by a hash of their ID, one bucket per piece
+    (a piece per file here): 21 files, so 21 buckets whose keys merge in a tree of FAN_IN,
+    persons of 1 to 40 rows spread over every file, some IDs missing, some people with all
+    their rows in one file. Equal to the in-process reference for k = 1, K and 7, and keeping
+    exactly min(rows, k) per person."""
+    rng = np.random.default_rng(3)
+    rows = 4_000
+    ids = pd.array(rng.integers(0, 300, rows), dtype="Int64")
+    ids[rng.random(rows) < 0.03] = pd.NA
+    ids[:40] = 1_000  # one person's 40 rows, all in the first file
+    frame = pd.DataFrame({tables.HOSTILE: rng.normal(0, 3, rows), PERSON: ids})
+    document = {"columns": [{"name": tables.HOSTILE, "type": "numeric", "lower": -5,
+                             "upper": 5, "bins": 10}]}  # fmt: skip
+    cells = CellTally(Schema.from_dict(document).accepting(), (tables.HOSTILE,))
+    source = TableSource(str(tables.write_parquet(frame, tmp_path / "many", 21)))
+    per_person = frame[PERSON].dropna().value_counts()
+    for k in (1, K, 7):
+        bounded = BoundedTally(cells, PERSON, k, SEED)
+        expected = tally_table(source, bounded, "inprocess")
+        assert expected.sum() == np.minimum(per_person, k).sum()
+        assert np.array_equal(tally_table(source, bounded, "dask"), expected), k
