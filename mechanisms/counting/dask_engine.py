@@ -27,7 +27,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -165,9 +165,14 @@ def _tally(client: Client, source: TableSource, tally: Tally) -> AnyArray:
 
 def _tree_sum(client: Client, futures: list[Future[AnyArray]]) -> Future[AnyArray]:
     """One future holding the sum of `futures`, summed on the workers FAN_IN at a time."""
+    return _tree(client, futures, add_counts)
+
+
+def _tree(client: Client, futures: list[Future[Any]], combine: Any, **options: Any) -> Future[Any]:
+    """One future holding `combine` of `futures`, combined on the workers FAN_IN at a time."""
     while len(futures) > 1:
         futures = [
-            client.submit(add_counts, *futures[start : start + FAN_IN], pure=False)
+            client.submit(combine, *futures[start : start + FAN_IN], **options, pure=False)
             for start in range(0, len(futures), FAN_IN)
         ]
     return futures[0]
@@ -289,18 +294,13 @@ def _bounded(
             arrow_schema=arrow,
             buckets=buckets,
             pure=False,
-        )  # fmt: skip
+        )
         for index, piece in enumerate(pieces)
     ]
     kept = []
     for bucket in range(buckets):
         parts = [client.submit(bucket_of, keys, bucket, pure=False) for keys in split]
-        while len(parts) > 1:
-            parts = [
-                client.submit(merge_keys, *parts[start : start + FAN_IN], k=tally.k, pure=False)
-                for start in range(0, len(parts), FAN_IN)
-            ]
-        kept.append(parts[0])
+        kept.append(_tree(client, parts, merge_keys, k=tally.k))
     partial = [
         client.submit(
             kept_piece,
@@ -310,7 +310,7 @@ def _bounded(
             tally=tally,
             arrow_schema=arrow,
             pure=False,
-        )  # fmt: skip
+        )
         for index, piece in enumerate(pieces)
     ]
     return _tree_sum(client, partial).result()
