@@ -78,6 +78,10 @@ DPPORTAL_ESTIMATE_PERCENT = env("DPPORTAL_ESTIMATE_PERCENT", "1")
 DPPORTAL_SOURCE_ROOTS = [p for p in env("DPPORTAL_SOURCE_ROOTS").split(":") if p.strip()]
 DPPORTAL_SOURCE_HOSTS = [h.strip() for h in env("DPPORTAL_SOURCE_HOSTS").split(",") if h.strip()]
 DPPORTAL_CREDENTIALS_KEY = env("DPPORTAL_CREDENTIALS_KEY")
+# Tables in the Spark catalog custodians may register (the `spark` engine, DPPORTAL_SPARK_REMOTE):
+# entries `NAME=TABLE` separated by ",", TABLE as `db.table` (or `catalog.db.table`); one per
+# custodian and table. None (the default): no catalog table (dpportal/sources/reach.py).
+DPPORTAL_SPARK_TABLES = [t.strip() for t in env("DPPORTAL_SPARK_TABLES").split(",") if t.strip()]
 # The Ed25519 key that signs datasets' public records (dpportal/records, docs/public-record.md):
 # a PEM private key, or the path of a file holding one. Without it one is derived from SECRET_KEY
 # (development only: `manage.py check --deploy` warns, dpportal.W020).

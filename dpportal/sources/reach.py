@@ -11,9 +11,14 @@
   anonymously, never through the AWS SDK's default chain (variables, ~/.aws, instance roles).
 - Failures: every connection failure gets one message (FAILURE), after no less than
   FAILURE_SECONDS, so neither its words nor its timing tell a closed port from a wrong password.
+- Tables in the Spark catalog: only those the operator lists for the custodian in
+  DPPORTAL_SPARK_TABLES (none by default). The cluster reads its catalog with its own
+  credentials, so the list is what stands between a custodian and every other table the
+  cluster can read; a name not on it is never sent to Spark.
 """
 
 import ipaddress
+import re
 import socket
 import time
 from contextlib import contextmanager
@@ -21,6 +26,7 @@ from pathlib import Path
 from urllib.parse import urlencode, urlsplit
 
 from django.conf import settings
+from django.core.checks import Warning, register
 from psycopg import ProgrammingError
 from psycopg.conninfo import conninfo_to_dict
 
@@ -39,6 +45,11 @@ FAILURE = (
     "given. Check the address, the port, the database or bucket, the user name and the "
     "password or keys."
 )
+
+
+# A catalog table's name as DPPORTAL_SPARK_TABLES lists it: `db.table` or `catalog.db.table`,
+# plain identifiers only (no quoting, so a listed name is one table to Spark and never SQL).
+SPARK_TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*){1,2}")
 
 
 class SourceError(Exception):
@@ -77,6 +88,57 @@ def check_allowed(host: str, port: int, default_port: int) -> None:
             f"This portal may not connect to {shown}: the administrator allows sources only on "
             "the hosts listed in DPPORTAL_SOURCE_HOSTS (none by default). Ask them to add it."
         )
+
+
+# ---------------------------------------------------------------- the Spark catalog
+
+
+def _spark_entries() -> list[tuple[str, str]]:
+    """DPPORTAL_SPARK_TABLES as (custodian, table) pairs, of the well-formed entries only."""
+    pairs = [entry.partition("=")[::2] for entry in settings.DPPORTAL_SPARK_TABLES]
+    return [(user.strip(), table.strip()) for user, table in pairs if _listable(table.strip())]
+
+
+def _listable(table: str) -> bool:
+    return SPARK_TABLE_NAME.fullmatch(table) is not None
+
+
+def spark_tables_of(username: str) -> list[str]:
+    """The catalog tables the operator lists for `username`, as the operator spells them."""
+    return [table for user, table in _spark_entries() if user == username]
+
+
+def listed_spark_table(username: str, name: str) -> str:
+    """The catalog table `name` as DPPORTAL_SPARK_TABLES lists it for `username`, compared
+    without regard to capitals (Spark is then asked for the operator's spelling); else a
+    SourceError naming the tables that custodian may register. Nothing is sent to Spark before
+    this check."""
+    wanted = name.strip().lower()
+    for table in spark_tables_of(username):
+        if table.lower() == wanted:
+            return table
+    mine = ", ".join(f"spark-table:{table}" for table in spark_tables_of(username))
+    raise SourceError(
+        "This Spark catalog table is not one the administrator lists for you in "
+        f"DPPORTAL_SPARK_TABLES ({f'yours: {mine}' if mine else 'none is listed for you'}). "
+        "Ask them to add it."
+    )
+
+
+@register()
+def check_spark_tables_are_well_formed(app_configs=None, **kwargs):
+    """dpportal.W011: an entry of DPPORTAL_SPARK_TABLES that is not `NAME=db.table`, which no
+    custodian can register (a typo would otherwise fail silently)."""
+    return [
+        Warning(
+            f"DPPORTAL_SPARK_TABLES: {entry!r} is not NAME=db.table, so nobody can register it.",
+            hint="Write each entry as the custodian's user name, '=', and the table's plain "
+            "name (db.table or catalog.db.table: letters, digits and _ only), separated by ','.",
+            id="dpportal.W011",
+        )
+        for entry in settings.DPPORTAL_SPARK_TABLES
+        if not entry.partition("=")[0].strip() or not _listable(entry.partition("=")[2].strip())
+    ]
 
 
 # ---------------------------------------------------------------- uniform failures

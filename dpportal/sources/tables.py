@@ -1,14 +1,17 @@
-"""Tables that stay where they live: a Parquet file or folder (local, or in object storage) or a
-table or view in a PostgreSQL database the portal can read.
+"""Tables that stay where they live: a Parquet file or folder (local, or in object storage), a
+table or view in a PostgreSQL database the portal can read, or a table in the Spark catalog
+(`spark-table:db.table`, counted by the Spark engine only).
 
 What the portal learns at registration is the table's column names, their types and its row
-count, from metadata (Parquet footers, the PostgreSQL catalogue, `count(*)`): never a value. The
+count, from metadata (Parquet footers, the PostgreSQL or Spark catalogue, `count(*)`): never a
+value. The
 schema step proposes a type per column from those types only.
 
 What a source may reach (checked at registration and again by `table_source` before each
 release): local files inside the owner's folders only (`source_paths`); PostgreSQL servers and
 object-storage endpoints the operator allows, with the custodian's own credentials only, never
-the portal's own database or bucket (`source_reach`, `source_postgres`).
+the portal's own database or bucket (`source_reach`, `source_postgres`); Spark catalog tables
+the operator lists for that custodian (`source_reach.listed_spark_table`).
 
 Credentials: the location with its password or keys is kept only encrypted (Fernet, key
 DPPORTAL_CREDENTIALS_KEY, else derived from SECRET_KEY for development); pages show the owner
@@ -16,7 +19,9 @@ DPPORTAL_CREDENTIALS_KEY, else derived from SECRET_KEY for development); pages s
 Identity: `key` names the data, whatever spells its location, so every registration of the same
 data draws on one privacy budget (services.sources): for Parquet a digest of the files' footers
 (so a file, its folder, a hard link or a copy, on disk or in a bucket, are one source), for
-PostgreSQL the server's system identifier, the database's oid and the table's oid.
+PostgreSQL the server's system identifier, the database's oid and the table's oid, for a Spark
+catalog table its name (capitals aside: the catalog's own identity of it; docs/operating.md says
+why the operator lists each table's data once).
 """
 
 import base64
@@ -38,17 +43,26 @@ from dpportal.sources.paths import vetted_files
 from dpportal.sources.reach import (
     SourceError,
     check_not_the_portals_storage,
+    listed_spark_table,
     s3_endpoint,
     uniform_failure,
 )
 from mechanisms.counting import TableSource, spark_engine
 from mechanisms.counting.inprocess import s3_filesystem
-from mechanisms.counting.source import POSTGRES_SCHEMES
+from mechanisms.counting.source import POSTGRES_SCHEMES, SPARK_TABLE_SCHEME
+from mechanisms.errors import MechanismError
 
 __all__ = ["Found", "SourceError", "inspect", "seal", "table_source"]
 
 POSTGRES_ENGINES = ("postgres", "inprocess")  # in-process: the rows come to the worker
 PARQUET_ENGINES = ("inprocess", "duckdb", "dask", "spark")
+ENGINES_OF_KIND = {
+    "postgres": POSTGRES_ENGINES,
+    "parquet": PARQUET_ENGINES,
+    "spark-table": ("spark",),
+}
+# a Spark column's kind (`spark_engine.kind`) as registration names types (`type_proposal`)
+SPARK_TYPES = {"float": "number", "timestamp": "date", "timestamptz": "date"}
 S3_OPTIONS = ("endpoint_url", "access_key", "secret_key")  # all a custodian may give
 
 
@@ -62,7 +76,7 @@ class Found:
     columns: list[str]
     types: list[str]
     row_count: int
-    kind: str  # "postgres" or "parquet"
+    kind: str  # "postgres", "parquet" or "spark-table" (ENGINES_OF_KIND)
     proposals: list[dict] = field(default_factory=list)
     legacy_key: str = ""  # the key this source had before keys named data (services.sources)
 
@@ -119,16 +133,18 @@ def _unsealed(dataset) -> TableSource:
 def engine_choices(kind: str) -> list[str]:
     """The counting engines that can read a source of this kind, of those installed (Spark:
     when pyspark is installed and DPPORTAL_SPARK_REMOTE names a server)."""
-    wanted = POSTGRES_ENGINES if kind == "postgres" else PARQUET_ENGINES
     return [
         name
-        for name in wanted
+        for name in ENGINES_OF_KIND[kind]
         if name in mechanisms.counting.ENGINES and (name != "spark" or spark_engine.offered())
     ]
 
 
 def source_kind(dataset) -> str:
-    return "postgres" if dataset.source_key.startswith("postgresql://") else "parquet"
+    """The dataset's kind of source (ENGINES_OF_KIND), told by its key."""
+    if dataset.source_key.startswith("postgresql://"):
+        return "postgres"
+    return "spark-table" if dataset.source_key.startswith(SPARK_TABLE_SCHEME) else "parquet"
 
 
 # ---------------------------------------------------------------- registration
@@ -142,6 +158,8 @@ def inspect(owner, location: str, table: str = "", storage_options: dict | None 
         return _inspect_postgres(location, table.strip())
     if table.strip():
         raise SourceError("A table name is only for a PostgreSQL source; leave it empty.")
+    if location.startswith(SPARK_TABLE_SCHEME):
+        return _inspect_spark_table(location, owner.get_username())
     if location.startswith("s3://"):
         return _inspect_s3(location, _s3_options(storage_options or {}))
     return _inspect_path(location, owner.get_username())
@@ -151,8 +169,11 @@ def reach(username: str, source: TableSource) -> TableSource:
     """`source` (as sealed) as the engines may read it, after the registration's checks: its
     local files vetted one by one; its PostgreSQL URL rebuilt with pinned options, connected to
     and its table found; its object-storage endpoint allowed, not the portal's own storage, and
-    its Parquet files listed there with the source's keys. No row is read: a source that is
-    down, gone or refuses its credentials is a SourceError before a release marks it read."""
+    its Parquet files listed there with the source's keys; its Spark catalog table still listed
+    for `username` and still in the catalog. No row is read: a source that is down, gone or
+    refuses its credentials is a SourceError before a release marks it read."""
+    if source.is_spark_table:
+        return _reached_spark_table(username, source.table or "")
     if source.is_postgres:
         with source_postgres.checked_connection(source.location) as (connection, location, _id):
             qualified, _oid = source_postgres.resolve_table(connection, source.table or "")
@@ -175,6 +196,49 @@ def _inspect_path(location: str, username: str) -> Found:
     except (OSError, pa.ArrowInvalid):
         raise SourceError(f"{location!r} cannot be read as one Parquet table.") from None
     return _found(source, key, str(real), found, "parquet", f"file://{real}")
+
+
+def _inspect_spark_table(location: str, username: str) -> Found:
+    """A table in the Spark catalog that the operator lists for `username`: its columns, their
+    types and its row count, as the cluster describes them (`spark_engine.describe_table`)."""
+    name = listed_spark_table(username, location.removeprefix(SPARK_TABLE_SCHEME))
+    if not spark_engine.offered():
+        raise SourceError(
+            "This portal has no Spark cluster to count a catalog table with (the administrator "
+            "sets DPPORTAL_SPARK_REMOTE and installs requirements-spark.txt)."
+        )
+    columns, kinds, rows = _describe_spark_table(name, count_rows=True)
+    types = [SPARK_TYPES.get(k, k) for k in kinds]
+    source = TableSource(SPARK_TABLE_SCHEME + name, table=name)
+    key = SPARK_TABLE_SCHEME + name.lower()
+    return _found(
+        source, key, f"Spark catalog table {name}", (columns, types, rows), "spark-table", ""
+    )
+
+
+def _reached_spark_table(username: str, name: str) -> TableSource:
+    """The catalog table `name`, still listed for `username` and still in the catalog (its
+    columns asked for, no row)."""
+    name = listed_spark_table(username, name)
+    _describe_spark_table(name, count_rows=False)
+    return TableSource(SPARK_TABLE_SCHEME + name, table=name)
+
+
+def _describe_spark_table(name: str, *, count_rows: bool) -> tuple[list[str], list[str], int]:
+    """`spark_engine.describe_table`, its failures in the portal's words (never Spark's)."""
+    try:
+        columns, kinds, rows = spark_engine.describe_table(name, count_rows=count_rows)
+    except MechanismError as exc:
+        if "TABLE_OR_VIEW_NOT_FOUND" in str(exc):
+            raise SourceError(
+                f"The Spark catalog has no table {name}: ask the administrator whether it was "
+                "renamed or dropped."
+            ) from None
+        raise SourceError(
+            "The Spark cluster did not answer (DPPORTAL_SPARK_REMOTE): try again later, or ask "
+            "the administrator whether it is running."
+        ) from None
+    return columns, kinds, rows or 0
 
 
 def _s3_options(options) -> dict:

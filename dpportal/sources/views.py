@@ -1,6 +1,7 @@
 """The page "Register a table that stays where it lives": a Parquet file or folder (a path in
 one of the custodian's folders of DPPORTAL_SOURCE_ROOTS, or an s3:// URL) or a PostgreSQL table
-or view, on a host the operator allows (DPPORTAL_SOURCE_HOSTS; `dpportal.sources.reach`).
+or view, on a host the operator allows (DPPORTAL_SOURCE_HOSTS; `dpportal.sources.reach`), or a
+table in the Spark catalog the operator lists for the custodian (DPPORTAL_SPARK_TABLES).
 
 Passwords and keys typed here are never rendered back: a password field stays empty after a
 refusal, and a password inside the URL is masked in the re-rendered form.
@@ -19,6 +20,8 @@ from dpportal.core.form_fields import DisplayTextField
 from dpportal.core.formatting import plain_number
 from dpportal.datasets.forms import delta_field, epsilon_field, neighbouring_field
 from dpportal.signals import client_address
+from dpportal.sources.reach import spark_tables_of
+from mechanisms.counting.source import SPARK_TABLE_SCHEME
 
 ENGINE_CHOICES = [
     ("", "The usual one for this source (PostgreSQL: inside the database; Parquet: in-process)"),
@@ -26,7 +29,7 @@ ENGINE_CHOICES = [
     ("duckdb", "DuckDB: counts Parquet files with a query engine"),
     ("postgres", "PostgreSQL: GROUP BY inside the database, no row leaves it"),
     ("dask", "Dask: counts Parquet files in parallel partitions"),
-    ("spark", "Spark: counts Parquet files on the Spark cluster, one query"),
+    ("spark", "Spark: counts Parquet files or a catalog table on the Spark cluster, one query"),
 ]
 
 
@@ -77,7 +80,8 @@ class SourceForm(forms.Form):
         help_text="A Parquet file or folder in your folder on this server (a path relative "
         "to it, or absolute), an s3://bucket/path URL, or a PostgreSQL URL such as "
         "postgresql://reader@db.example.org:5432/census; servers and endpoints only on the "
-        "hosts the administrator allows.",
+        "hosts the administrator allows. A table in the Spark catalog: spark-table:db.table, "
+        "for the tables the administrator lists for you.",
     )
     table = forms.CharField(
         label="PostgreSQL table or view (schema.table)",
@@ -115,6 +119,13 @@ class SourceForm(forms.Form):
     delta_total = delta_field()
     neighbouring = neighbouring_field()
 
+    def __init__(self, *args, spark_tables=(), **kwargs):
+        """`spark_tables`: the catalog tables this custodian may register, named in the help."""
+        super().__init__(*args, **kwargs)
+        if spark_tables:
+            listed = ", ".join(SPARK_TABLE_SCHEME + name for name in spark_tables)
+            self.fields["location"].help_text += f" Yours: {listed}."
+
     def source_fields(self) -> dict:
         """What `services.dataset_register_source` needs from the cleaned form."""
         data = self.cleaned_data
@@ -151,7 +162,8 @@ def shared_source_text(dataset) -> str:
 
 @require_http_methods(["GET", "POST"])
 def dataset_register_source(request):
-    form = SourceForm(request.POST or None)
+    spark_tables = spark_tables_of(request.user.get_username())
+    form = SourceForm(request.POST or None, spark_tables=spark_tables)
     if request.method == "POST" and form.is_valid():
         try:
             dataset = services.dataset_register_source(

@@ -191,6 +191,21 @@ def check_reachable(remote: str | None = None) -> None:
                 raise
 
 
+def describe_table(
+    name: str, *, count_rows: bool, remote: str | None = None
+) -> tuple[list[str], list[str], int | None]:
+    """A catalog table's column names, their kinds (`kind`) and, if asked, its row count.
+
+    Metadata and one `count(*)` only, never a value: what registering the table as a source
+    learns, and (without the count) what checks that it is still there before a release.
+    """
+    with _session(remote_address(remote)) as session:
+        frame = session.read.table(name)
+        fields = frame.schema.fields
+        rows = frame.count() if count_rows else None
+    return [f.name for f in fields], [kind(f.dataType.simpleString()) for f in fields], rows
+
+
 def _where(address: str) -> str:
     """The server's host and port, for messages (a URL's parameters may hold a token)."""
     return address.removeprefix("sc://").split("/")[0].split(";")[0].rsplit("@", 1)[-1]

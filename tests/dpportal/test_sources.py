@@ -1236,6 +1236,11 @@ HOSTILE_LOCATIONS = [
     ("s3://b/k", {"endpoint_url": "http://127.0.0.1:5432/latest/meta-data"}, "nothing after"),
     ("s3://b/k", {"endpoint_url": "http://user:pw@127.0.0.1:5432"}, "nothing after the port"),
     ("s3://b/k", {"endpoint_url": "file:///etc"}, "nothing after the port"),
+    # Spark catalog names not listed for the owner (none is): refused before Spark is asked
+    ("spark-table:census.people; DROP TABLE census.people", {}, "none is listed for you"),
+    ("spark-table:parquet.`/etc/passwd`", {}, "none is listed for you"),
+    ("spark-table:", {}, "none is listed for you"),
+    ("spark-table:global_temp.people", TABLE, "A table name is only for a PostgreSQL source"),
 ]
 
 
