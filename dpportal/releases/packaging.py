@@ -1,6 +1,7 @@
 """The public release package of a finished release, built by `mechanisms.package` (the same
 builder as the command line's): spreadsheet-friendly CSVs, manifest, README.txt, report.html,
-report.pdf, release.xlsx; and the whole package as one zip, kept once built.
+report.pdf, release.xlsx; and the whole package as one zip, kept once built (`package.write_zip`:
+release.xlsx stored as it is, a large synthetic CSV deflated at a faster level).
 
 Only mechanism output and public context (title, dataset name, budget spent) go in here. The
 custodian-only utility report lives elsewhere (`dpportal.releases.utility`) and is never added.
@@ -114,13 +115,8 @@ def package_zip_path(release) -> Path:
     object store when one is configured (`dpportal.core.object_store`)."""
     path = cache_dir(release) / package_zip_name(release)
     if not object_store.exists(path):
-        folder = f"release-{release.pk}"
-        with (
-            files.PrivateWriter(path) as out,
-            zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as archive,
-        ):
-            for name, content in package_files(release).items():
-                archive.writestr(f"{folder}/{name}", content)
+        with files.PrivateWriter(path) as out:
+            package.write_zip(package_files(release), out, f"release-{release.pk}")
         object_store.keep(path)
     return path
 
