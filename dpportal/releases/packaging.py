@@ -8,7 +8,6 @@ custodian-only utility report lives elsewhere (`dpportal.releases.utility`) and 
 """
 
 import hashlib
-import io
 import json
 import zipfile
 from pathlib import Path
@@ -21,6 +20,7 @@ from dpportal.core import files, object_store
 from dpportal.core.formatting import plain_number
 from dpportal.models import Release
 from mechanisms import package
+from mechanisms.package.tables import text_cells
 
 PACKAGE_LAYOUT = 5  # bump when the package's files or README change: rebuilds cached zips
 
@@ -148,8 +148,13 @@ def cached_json(release, kind: str, build):
 
 
 def read_csv(content: bytes, schema=None) -> pd.DataFrame:
-    """A released CSV as text columns, the schema's numeric columns (if given) as numbers."""
-    frame = pd.read_csv(io.BytesIO(content), dtype=str, keep_default_na=False)
+    """A released CSV as text columns, the schema's numeric columns (if given) as numbers.
+
+    Read as the package reads it (`tables.text_cells`, pyarrow): a worker reads a synthetic
+    CSV three times after its release (the custodian's report, its verdict, the charts), and
+    pandas took 0.70 CPU s each time at a million rows of 8 columns, pyarrow 0.18.
+    """
+    frame = text_cells(content)
     return with_numbers(frame, schema) if schema is not None else frame
 
 
