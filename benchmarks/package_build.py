@@ -21,11 +21,17 @@ to the release ("pkg/rel"); beside it the package built by mechanisms/package as
 `--previous` (default PREVIOUS, before issue 44 item 6's third step; read from git,
 `previous_package`, with the rest of mechanisms the working tree's), in the same process on the
 same release, its share, the ratio of the two packages ("ratio") and whether they hold the
-same files with the same contents ("same", `same_files`). Each package is built R times
-(default 2), the two taking turns, and its least CPU time kept; a small release is packaged by
-each first, so loading openpyxl and first allocations fall on neither. The PDF library is
-loaded before any timing, as a worker that has built one package has it (about 0.7 s, once
-per worker process).
+same files with the same contents ("same", `same_files`). Then the portal's part, which the
+command line does not do: the package put into one zip for download ("zip s", CPU s, and
+"zip MB", its size; `write_zip`, as `dpportal.releases.packaging.package_zip_path` does),
+beside the previous package zipped as the portal did before issue 44 item 6's fourth step
+("prev. zip s", "prev. zip MB"; every member deflated at zlib's default level, `zip_before`,
+unless the previous package has a `write_zip` of its own), and the share of package and zip
+together in what a worker spends on the release, the release included ("worker share",
+"prev. worker share"). Each package is built R times (default 2), the two taking turns, and
+its least CPU time kept; so is each zip; a small release is packaged by each first, so
+loading openpyxl and first allocations fall on neither. The PDF library is loaded before any
+timing, as a worker that has built one package has it (about 0.7 s, once per worker process).
 """
 
 import argparse
@@ -51,7 +57,7 @@ sys.path.insert(0, str(ROOT))
 from mechanisms import Schema  # noqa: E402
 from mechanisms.catalogue import run_release  # noqa: E402
 from mechanisms.noise import seeded_source  # noqa: E402
-from mechanisms.package import PackageContext, build_package  # noqa: E402
+from mechanisms.package import PackageContext, build_package, write_zip  # noqa: E402
 from mechanisms.package.report import report_html, report_pdf  # noqa: E402
 from mechanisms.package.tables import csv_text, read_table  # noqa: E402
 from mechanisms.package.workbook import (  # noqa: E402
@@ -111,6 +117,21 @@ def cell_by_cell(manifest, tables, context):
     out = io.BytesIO()
     book.save(out)
     return _with_rows(out.getvalue(), {})
+
+
+def zip_before(package, out, folder):
+    """The portal's zip before issue 44 item 6's fourth step: every member deflated at zlib's
+    default level, release.xlsx too."""
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name, content in package.items():
+            archive.writestr(f"{folder}/{name}", content)
+
+
+def zipped(write, package) -> int:
+    """The size in bytes of `package` zipped by `write` (as the portal does, into a file)."""
+    out = io.BytesIO()
+    write(package, out, "release-1")
+    return len(out.getvalue())
 
 
 # ------------------------------------------------ the previous package (from git)
@@ -248,22 +269,35 @@ def release_share(sizes, columns, commit, repeat):
 
         return [now, previous]
 
+    old_zip = getattr(old_modules["mechanisms.package"], "write_zip", zip_before)
+
+    def zips(now, before):
+        return [lambda: zipped(write_zip, now), lambda: zipped(old_zip, before)]
+
     frame, schema = synthetic(2_000, columns, rng)
-    least_time(builders(mwem_release(frame, Schema.from_dict(schema))), 1)  # warm-up
+    _, made = least_time(builders(mwem_release(frame, Schema.from_dict(schema))), 1)  # warm-up
+    least_time(zips(*made), 1)
     print(f"previous: mechanisms/package as of {commit}")
     print(
         f"{'rows':>10} {'columns':>7} {'release s':>9} {'package s':>9} {'share':>6} "
-        f"{'pkg/rel':>7} {'prev. package s':>15} {'prev. share':>11} {'ratio':>6} {'same':>5}"
+        f"{'pkg/rel':>7} {'prev. package s':>15} {'prev. share':>11} {'ratio':>6} {'same':>5} "
+        f"{'zip s':>6} {'zip MB':>6} {'prev. zip s':>11} {'prev. zip MB':>12} "
+        f"{'worker share':>12} {'prev. worker share':>18}"
     )
     for rows in sizes:
         frame, schema = synthetic(rows, columns, rng)
         output, t_release = timed(mwem_release, frame, Schema.from_dict(schema))
         (t_now, t_before), (now, before) = least_time(builders(output), repeat)
+        (z_now, z_before), (mb_now, mb_before) = least_time(zips(now, before), repeat)
+        worker, worker_before = t_now + z_now, t_before + z_before
         print(
             f"{rows:>10,} {columns:>7} {t_release:>9.2f} {t_now:>9.2f} "
             f"{t_now / (t_release + t_now):>6.0%} {t_now / t_release:>7.2f} {t_before:>15.2f} "
             f"{t_before / (t_release + t_before):>11.0%} {t_now / t_before:>6.2f} "
-            f"{'yes' if same_files(now, before) else 'NO':>5}"
+            f"{'yes' if same_files(now, before) else 'NO':>5} "
+            f"{z_now:>6.2f} {mb_now / 1e6:>6.1f} {z_before:>11.2f} {mb_before / 1e6:>12.1f} "
+            f"{worker / (t_release + worker):>12.0%} "
+            f"{worker_before / (t_release + worker_before):>18.0%}"
         )
 
 

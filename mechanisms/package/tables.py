@@ -127,7 +127,7 @@ def is_interval(name: str) -> bool:
 
 def read_table(name: str, content: bytes, manifest: dict[str, Any]) -> Table:
     """A released CSV file as a typed, rounded, reordered Table (see the module docstring)."""
-    raw = _cells(content)
+    raw = text_cells(content)
     schema = {c["name"]: c for c in manifest.get("schema", {}).get("columns", [])}
     columns = manifest.get("parameters", {}).get("columns") or list(schema)
     whole = any(is_count(str(h)) for h in raw.columns)  # intervals of counts: whole numbers
@@ -146,11 +146,13 @@ def read_table(name: str, content: bytes, manifest: dict[str, Any]) -> Table:
     return table
 
 
-def _cells(content: bytes) -> pd.DataFrame:
+def text_cells(content: bytes) -> pd.DataFrame:
     """Every cell of a CSV as text, an empty one "" (nothing is read as missing).
 
     Read by pyarrow, several times faster than pandas on large synthetic tables; by pandas
-    when pyarrow cannot (repeated column names, which pandas renames).
+    when pyarrow cannot (repeated column names, which pandas renames). The same frame as
+    pandas' `read_csv(dtype=str, keep_default_na=False)`; the portal reads released CSVs with
+    it too (`dpportal.releases.packaging.read_csv`).
     """
     text = io.TextIOWrapper(io.BytesIO(content), encoding="utf-8-sig", newline="")
     names = next(csv.reader(text), [])

@@ -157,6 +157,9 @@ def test_the_zip_holds_the_public_package_and_nothing_custodian_only(owner, done
         "report.pdf",
         "release.xlsx",
     }
+    methods = {info.filename.removeprefix(folder): info.compress_type for info in archive.filelist}
+    assert methods.pop("release.xlsx") == zipfile.ZIP_STORED  # a zip already (package.write_zip)
+    assert set(methods.values()) == {zipfile.ZIP_DEFLATED}
     manifest = json.loads(archive.read(folder + "manifest.json"))
     assert manifest["mechanism"] == "perturbed_histogram" and "input_sha256" not in manifest
     everything = b"".join(archive.read(name) for name in archive.namelist())
