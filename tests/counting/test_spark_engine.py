@@ -149,13 +149,17 @@ def test_a_session_the_server_closed_is_replaced_by_the_check_before_reading(hos
     assert np.array_equal(tally_table(hostile_folder, cells, "spark"), expected)
 
 
-def test_a_server_that_does_not_answer_is_a_clear_error(tmp_path):
-    """Refused within seconds (Spark Connect's own retries would wait about 10 minutes), naming
-    host and port, never the URL's token."""
+@pytest.mark.parametrize("listening", [False, True], ids=["closed port", "silent server"])
+def test_a_server_that_does_not_answer_is_a_clear_error(tmp_path, listening):
+    """Refused within seconds (Spark Connect's own retries would wait about 10 minutes; a server
+    that accepts and never answers, 21 s at gRPC's default connect timeout, about 4 s with
+    CONNECT_OPTIONS), naming host and port, never the URL's token."""
     pytest.importorskip("pyspark")
     path = write_parquet(people(10), tmp_path / "p.parquet")
     closed = socket.socket()
     closed.bind(("127.0.0.1", 0))
+    if listening:
+        closed.listen(4)  # the kernel accepts connections; nobody ever answers
     port = closed.getsockname()[1]
     with pytest.raises(MechanismError) as refused:
         tally_on_spark(
