@@ -85,6 +85,9 @@ class Dialect:
     # a date part of a stored DATE or TIMESTAMP, (column, kind, part) -> SQL number; None: the
     # standard SQL of `_date_part`
     date_part: Callable[[str, str, str], str] | None = None
+    # whether sum() of BIGINT values is exact past 64 bits (DuckDB's HUGEINT, PostgreSQL's
+    # NUMERIC), so a sum of 61-bit words needs no split into limbs (`aggregates.GroupTally`)
+    wide_sums: bool = False
 
 
 def double_quoted(name: str) -> str:
@@ -184,7 +187,14 @@ def _list_search(
 
 
 DUCKDB = Dialect(
-    "DuckDB", double_quoted, single_quoted, "DOUBLE", "trim", search=list_search, item=duckdb_item
+    "DuckDB",
+    double_quoted,
+    single_quoted,
+    "DOUBLE",
+    "trim",
+    search=list_search,
+    item=duckdb_item,
+    wide_sums=True,
 )
 
 
