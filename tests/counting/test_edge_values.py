@@ -391,6 +391,36 @@ def test_postgres_engines_count_every_edge_value_alike(case, postgres, tmp_path)
         assert_all_equal(found, (case, columns))
 
 
+def test_the_check_catches_a_blank_test_reading_ascii_whitespace_first(
+    tmp_path, postgres, monkeypatch
+):
+    """Broken twin: `sql.blank_sql` trimming only texts that start with ASCII whitespace, so
+    texts of other whitespace alone ("\u3000", "\x1c", "\x85") count as an unlisted category
+    instead of missing; the comparisons above see it on DuckDB and PostgreSQL."""
+
+    def ascii_first(dialect: sql.Dialect, text: str) -> str:
+        space, ascii_space = dialect.text(sql.WHITESPACE), dialect.text(" \t\n\r")
+        first = f"POSITION(left({text}, 1) IN {ascii_space}) > 0"
+        return f"({text} = '' OR ({first} AND {dialect.trim}({text}, {space}) = ''))"
+
+    monkeypatch.setattr(sql, "blank_sql", ascii_first)
+    table, documents, types = EDGE_TABLES["texts"]
+    schema = Schema.from_dict({"columns": documents})
+    column = [documents[0]["name"]]
+    parquet = TableSource(str(write_layout(table, tmp_path / "texts.parquet", None)))
+    found = counts_by_engine(parquet, schema, column, ("inprocess", "duckdb"))
+    connection, namespace = postgres
+    stored = postgres_table(
+        connection,
+        namespace,
+        f"texts {uuid.uuid4().hex}",
+        {c: (types[c], table.column(c).to_pylist()) for c in table.column_names},
+    )
+    found["postgres"] = count_cells(stored, schema, column, "postgres").tolist()
+    for engine in ("duckdb", "postgres"):
+        assert found[engine] != found["inprocess"], engine
+
+
 def test_postgres_holds_what_the_tests_say(postgres):
     """Guard: the table really holds NaN (equal to itself there, above every number), NULL and
     infinities, so the test above sees them."""
