@@ -110,6 +110,9 @@ class BoundedTally:
     def from_rows(self, rows: list[tuple[Any, ...]]) -> AnyArray:
         return self.inner.from_rows(rows)
 
+    def settled(self, answer: AnyArray) -> AnyArray:
+        return self.inner.settled(answer)
+
 
 def whole(tally: Any) -> bool:
     """Whether `tally` needs the whole table at once (person-level bounding)."""

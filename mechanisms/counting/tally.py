@@ -58,6 +58,9 @@ class Tally(Protocol):
     def from_rows(self, rows: list[tuple[Any, ...]]) -> AnyArray:
         """The answer from the query's rows."""
 
+    def settled(self, answer: AnyArray) -> AnyArray:
+        """The answer in its one written form, however its parts were added up (`checked`)."""
+
 
 def sql_tally(
     tally: Tally, dialect: Dialect, kinds: dict[str, str], table: str, fetch: Fetch
@@ -100,12 +103,18 @@ class CellTally:
         pairs = np.array(rows, dtype=np.int64).reshape(-1, 2)
         return dense_counts(self.schema, self.columns, pairs[:, 0], pairs[:, 1])
 
+    def settled(self, answer: AnyArray) -> AnyArray:
+        return answer
+
 
 def checked(tally: Tally, answer: AnyArray, engine: str) -> AnyArray:
-    """The engine's answer as int64, refused if its shape is not the tally's."""
+    """The engine's answer as int64 in its one form (`Tally.settled`).
+
+    Refused if its shape is not the tally's.
+    """
     if tuple(answer.shape) != tuple(tally.shape):  # a broken engine must never reach a mechanism
         raise MechanismError(f"engine {engine!r} returned an answer of shape {answer.shape}")
-    return np.asarray(answer, dtype=np.int64)
+    return tally.settled(np.asarray(answer, dtype=np.int64))
 
 
 __all__ = [

@@ -22,7 +22,7 @@ from mechanisms.schema import NumericColumn
 dp.enable_features("contrib")
 
 LEVEL = 0.95
-WORD_BITS = 61  # |floor(v 2^k)| <= 2^61 (`sum_exponent`): two 31-bit limbs, int64 sums
+WORD_BITS = 61  # |floor(v 2^k)| <= 2^61 (`sum_exponent`): one wide sum, or two 31-bit limbs
 MAX_GROUP_ROWS = 2**32  # the exact sums' float rounding is allowed for up to this many rows
 
 

@@ -391,6 +391,36 @@ def test_postgres_engines_count_every_edge_value_alike(case, postgres, tmp_path)
         assert_all_equal(found, (case, columns))
 
 
+def test_the_check_catches_a_blank_test_reading_ascii_whitespace_first(
+    tmp_path, postgres, monkeypatch
+):
+    """Broken twin: `sql.blank_sql` trimming only texts that start with ASCII whitespace, so
+    texts of other whitespace alone ("\u3000", "\x1c", "\x85") count as an unlisted category
+    instead of missing; the comparisons above see it on DuckDB and PostgreSQL."""
+
+    def ascii_first(dialect: sql.Dialect, text: str) -> str:
+        space, ascii_space = dialect.text(sql.WHITESPACE), dialect.text(" \t\n\r")
+        first = f"POSITION(left({text}, 1) IN {ascii_space}) > 0"
+        return f"({text} = '' OR ({first} AND {dialect.trim}({text}, {space}) = ''))"
+
+    monkeypatch.setattr(sql, "blank_sql", ascii_first)
+    table, documents, types = EDGE_TABLES["texts"]
+    schema = Schema.from_dict({"columns": documents})
+    column = [documents[0]["name"]]
+    parquet = TableSource(str(write_layout(table, tmp_path / "texts.parquet", None)))
+    found = counts_by_engine(parquet, schema, column, ("inprocess", "duckdb"))
+    connection, namespace = postgres
+    stored = postgres_table(
+        connection,
+        namespace,
+        f"texts {uuid.uuid4().hex}",
+        {c: (types[c], table.column(c).to_pylist()) for c in table.column_names},
+    )
+    found["postgres"] = count_cells(stored, schema, column, "postgres").tolist()
+    for engine in ("duckdb", "postgres"):
+        assert found[engine] != found["inprocess"], engine
+
+
 def test_postgres_holds_what_the_tests_say(postgres):
     """Guard: the table really holds NaN (equal to itself there, above every number), NULL and
     infinities, so the test above sees them."""
@@ -700,13 +730,8 @@ def group_tally_case() -> tuple[pa.Table, Any]:
     shifted sum is), and bounds above 0 (none is); in two groups and rows of no group."""
     from mechanisms.statistics.aggregates import GroupTally
 
-    bounds = {"symmetric": (-50, 50), "from zero": (0, 10), "above zero": (1, 7)}
-    documents = [
-        {"name": n, "type": "numeric", "lower": lo, "upper": hi, "bins": 4}
-        for n, (lo, hi) in bounds.items()
-    ]
-    groups = {"name": "g", "type": "categorical", "categories": ["a", "b"]}
-    schema = Schema.from_dict({"columns": [*documents, groups]}).accepting()
+    bounds = {"symmetric": (-50.0, 50.0), "from zero": (0.0, 10.0), "above zero": (1.0, 7.0)}
+    schema = grouped_schema(bounds)
     near = [float(np.nextafter(b, d)) for lo, hi in bounds.values() for b in (lo, hi, -1.0, 0.0)
             for d in (-math.inf, 0.0, math.inf)]  # fmt: skip
     values = [*SPECIAL_FLOATS, *near]
@@ -717,10 +742,23 @@ def group_tally_case() -> tuple[pa.Table, Any]:
     return pa.table(columns), GroupTally(schema, ("g",), tuple(bounds))
 
 
-def sums_by_engine(tmp_path: Path, postgres, engines=PARQUET_ENGINES) -> dict:
+def grouped_schema(bounds: dict[str, tuple[float, float]]) -> Schema:
+    """Numeric columns of these bounds, and a column g of categories a and b (accepting)."""
+    documents = [
+        {"name": n, "type": "numeric", "lower": lo, "upper": hi, "bins": 4}
+        for n, (lo, hi) in bounds.items()
+    ]
+    groups = {"name": "g", "type": "categorical", "categories": ["a", "b"]}
+    return Schema.from_dict({"columns": [*documents, groups]}).accepting()
+
+
+def tally_on_engines(
+    table: pa.Table, tally: Any, tmp_path: Path, postgres, engines
+) -> tuple[dict, TableSource]:
+    """`tally` of `table` (text g, doubles) on `engines` over Parquet in row groups of three,
+    and on PostgreSQL; and that Parquet source."""
     from mechanisms.counting import tally_table
 
-    table, tally = group_tally_case()
     parquet = TableSource(str(write_layout(table, tmp_path / "sums.parquet", [3])))
     connection, namespace = postgres
     stored = postgres_table(
@@ -730,8 +768,15 @@ def sums_by_engine(tmp_path: Path, postgres, engines=PARQUET_ENGINES) -> dict:
         {c: ("text" if c == "g" else "double precision", table.column(c).to_pylist())
          for c in table.column_names},
     )  # fmt: skip
-    found = {e: tally_table(parquet, tally, e).tolist() for e in engines if e != "inprocess"}
+    found = {e: tally_table(parquet, tally, e).tolist() for e in engines}
     found["postgres"] = tally_table(stored, tally, "postgres").tolist()
+    return found, parquet
+
+
+def sums_by_engine(tmp_path: Path, postgres, engines=PARQUET_ENGINES) -> dict:
+    table, tally = group_tally_case()
+    engines = [e for e in engines if e != "inprocess"]
+    found, _ = tally_on_engines(table, tally, tmp_path, postgres, engines)
     found["inprocess"] = tally.of_frame(table.to_pandas()).tolist()
     return found
 
@@ -756,3 +801,131 @@ def test_the_check_catches_sums_read_from_the_raw_column_off_zero(tmp_path, post
     found = sums_by_engine(tmp_path, postgres, ("inprocess", "duckdb"))
     for engine in ("duckdb", "postgres"):
         assert found[engine] != found["inprocess"], engine
+
+
+def test_the_check_catches_a_square_guard_two_binades_high(tmp_path, postgres, monkeypatch):
+    """Broken twin: squares read as max(|g|, 4 t) (`SquareGuard`), so values below 4 t (0, the
+    subnormals, and the missing values, which read the threshold) add a word of 1 or more
+    where numpy adds 0; the comparison above sees it."""
+    from mechanisms.statistics import aggregates
+
+    high = property(lambda guard: 2.0 ** (math.floor(-guard.k / 2) + 1))
+    monkeypatch.setattr(aggregates.SquareGuard, "floor_at", high)
+    found = sums_by_engine(tmp_path, postgres, ("inprocess", "duckdb"))
+    for engine in ("duckdb", "postgres"):
+        assert found[engine] != found["inprocess"], engine
+
+
+# ---------------------------------------------------------------- sums past int64
+
+WIDE_ROWS = 16  # rows at a bound in one group: 16 words of 2^60 or more pass int64 (2^63)
+
+
+def wide_sums_case() -> tuple[pa.Table, Any]:
+    """Sums at the boundary where a 64-bit sum no longer holds them: in group "a" WIDE_ROWS
+    rows at each column's upper bound (and +inf, clamped to it), in group "b" at its lower
+    bound (and -inf), a float step inside each bound, and rows of no group; bounds of words
+    2^60 (4, a power of two) and 7 2^58, so each group's sums pass int64 (|S| >= 2^63), and
+    three words of low limb 2^31 - 128 in each group, so the limbs' sums carry."""
+    from mechanisms.statistics.aggregates import GroupTally
+
+    bounds = {"pow2": (-4.0, 4.0), "odd": (1.0, 7.0)}
+    schema = grouped_schema(bounds)
+    columns: dict[str, Any] = {}
+    for name, (lo, hi) in bounds.items():
+        inside = [float(np.nextafter(hi, 0.0))] * 3  # low limbs 2^31 - 128: their sums carry
+        high = [hi] * WIDE_ROWS + [math.inf, *inside]
+        low = [lo] * WIDE_ROWS + [-math.inf, float(np.nextafter(lo, hi)), *inside]
+        columns[name] = float_array([*high, *low, hi, None])
+    columns["g"] = pa.array(["a"] * (WIDE_ROWS + 4) + ["b"] * (WIDE_ROWS + 5) + [None, "a"])
+    return pa.table(columns), GroupTally(schema, ("g",), tuple(bounds))
+
+
+def wide_sums_by_engine(tmp_path: Path, postgres, engines=PARQUET_ENGINES) -> dict:
+    """The tally on every engine, and on DuckDB summing 31-bit limbs as Spark does."""
+    from mechanisms.counting import duckdb_engine, tally_table
+
+    table, tally = wide_sums_case()
+    found, parquet = tally_on_engines(table, tally, tmp_path, postgres, engines)
+    limbs = dataclasses.replace(duckdb_engine.DUCKDB, wide_sums=False)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(duckdb_engine, "DUCKDB", limbs)
+        found["duckdb limbs"] = tally_table(parquet, tally, "duckdb").tolist()
+    found["reference"] = tally.of_frame(table.to_pandas()).tolist()
+    return found
+
+
+def test_sums_past_int64_are_exact_and_alike_wide_or_in_limbs(tmp_path, postgres):
+    """DuckDB's and PostgreSQL's one wide sum per term (`Dialect.wide_sums`), DuckDB's limb
+    sums, and the in-process sums of row groups of three (settled: `GroupTally.settled`) all
+    equal numpy's, where every group's sums pass int64; each raw sum is the exact sum of the
+    clamped values (all multiples of 2^-k here), as math.fsum rounds it."""
+    from mechanisms.statistics.aggregates import LIMB_BITS, PER_COLUMN, SUMS, total
+    from mechanisms.statistics.measures import sum_exponent
+
+    table, tally = wide_sums_case()
+    found = wide_sums_by_engine(tmp_path, postgres)
+    found["inprocess"], reference = found["reference"], np.array(found["reference"])
+    assert_all_equal(found, "wide sums")
+    highs = reference[
+        :2, [c for j in range(2) for c in range(2 + PER_COLUMN * j, (j + 1) * PER_COLUMN, 2)]
+    ]
+    assert (np.abs(highs) >= 2 ** (63 - LIMB_BITS)).all()  # |S| >= 2^63 for every sum of a, b
+    frame = table.to_pandas()
+    for j, name in enumerate(tally.numeric):
+        spec = tally.spec(name)
+        k = sum_exponent(spec.lower, spec.upper)
+        raw = 2 + PER_COLUMN * j + 2 * SUMS.index("raw")
+        for group, label in enumerate("ab"):
+            values = frame[name][(frame["g"] == label).to_numpy()].dropna()
+            expected = math.fsum(np.clip(values, spec.lower, spec.upper))
+            assert total(*reference[group, raw : raw + 2], k) == expected, (name, label)
+
+
+def test_the_check_catches_wide_sums_summed_in_64_bits(tmp_path, postgres, monkeypatch):
+    """Broken twin: the words' one sum held in 64 bits (as an engine without wide sums would
+    hold it) cannot hold these sums: DuckDB and PostgreSQL refuse the query, so the check
+    above runs at the boundary where the limbs become necessary."""
+    import duckdb
+
+    from mechanisms.statistics import aggregates
+
+    def narrow(dialect, word):
+        return ["0", f"CAST(sum(CAST({word} AS BIGINT)) AS BIGINT)"]
+
+    monkeypatch.setattr(aggregates, "word_sums", narrow)
+    with pytest.raises(duckdb.Error, match="out of range|Overflow"):
+        wide_sums_by_engine(tmp_path, postgres, ("duckdb",))
+    with pytest.raises(MechanismError, match="out of range"):
+        wide_sums_by_engine(tmp_path, postgres, ())
+
+
+def test_the_check_catches_sums_left_unsettled(tmp_path, postgres, monkeypatch):
+    """Broken twin: answers whose limb sums are not settled into one form: the reference and
+    the in-process engine keep (sum of hi, sum of lo), which the SQL engines' exact sums no
+    longer equal; the comparison above sees it on DuckDB and PostgreSQL."""
+    from mechanisms.statistics import aggregates
+
+    monkeypatch.setattr(aggregates.GroupTally, "settled", lambda self, answer: answer)
+    found = wide_sums_by_engine(tmp_path, postgres, ("inprocess", "duckdb"))
+    assert found["inprocess"] == found["reference"]
+    for engine in ("duckdb", "postgres", "duckdb limbs"):
+        assert found[engine] != found["reference"], engine
+
+
+def test_the_largest_group_sum_settles_within_int64():
+    """At MAX_GROUP_ROWS rows of words +-2^61 (past every bound's), a wide sum of +-2^93
+    settles into (S >> 31, S mod 2^31), within int64, and reads back as S 2^-k."""
+    from mechanisms.statistics.aggregates import GroupTally, total
+    from mechanisms.statistics.measures import MAX_GROUP_ROWS
+
+    schema = Schema.from_dict(
+        {"columns": [{"name": "x", "type": "numeric", "lower": -4, "upper": 4, "bins": 2}]}
+    ).accepting()
+    tally = GroupTally(schema, (), ("x",))
+    for sign in (1, -1):
+        exact = sign * MAX_GROUP_ROWS * 2**61
+        row = (0, MAX_GROUP_ROWS, MAX_GROUP_ROWS, *[0, exact] * 4)
+        answer = tally.from_rows([row])
+        assert answer[0, 2:4].tolist() == [exact >> 31, exact % 2**31]
+        assert total(*answer[0, 2:4], 58) == sign * 2.0 ** (93 - 58)
