@@ -88,6 +88,10 @@ class Dialect:
     # whether sum() of BIGINT values is exact past 64 bits (DuckDB's HUGEINT, PostgreSQL's
     # NUMERIC), so a sum of 61-bit words needs no split into limbs (`aggregates.GroupTally`)
     wide_sums: bool = False
+    # a stored text compared code point by code point whatever its column's collation, as
+    # pandas compares (under a nondeterministic collation PostgreSQL finds canonically
+    # equivalent or case-blind texts equal, and refuses POSITION)
+    bytewise: Callable[[str], str] = lambda text: text
 
 
 def double_quoted(name: str) -> str:
@@ -500,7 +504,7 @@ def _categorical(dialect: Dialect, spec: CategoricalColumn, ref: str, kind: str)
             '"match": "exact" or count with --engine inprocess'
         )
     if kind == "text":
-        text = ref
+        text = dialect.bytewise(ref)
     elif kind in ("integer", "null"):
         text = f"CAST({ref} AS {dialect.string})"
     elif kind == "boolean":

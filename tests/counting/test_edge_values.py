@@ -929,3 +929,48 @@ def test_the_largest_group_sum_settles_within_int64():
         answer = tally.from_rows([row])
         assert answer[0, 2:4].tolist() == [exact >> 31, exact % 2**31]
         assert total(*answer[0, 2:4], 58) == sign * 2.0 ** (93 - 58)
+
+
+CASE_BLIND = "dp_portal_nondeterministic"  # equal under Unicode canonical equivalence only
+
+
+@pytest.mark.parametrize("bytewise", [True, False], ids=["as built", "twin: column collation"])
+def test_texts_under_a_nondeterministic_collation_count_as_in_process(
+    tmp_path, postgres, monkeypatch, bytewise
+):
+    """A PostgreSQL text column under a nondeterministic ICU collation, which finds texts in
+    different Unicode forms equal and refuses POSITION: the engine compares the column's texts
+    under "C" (`Dialect.bytewise`), so they count as in process (canonically equivalent texts
+    of TEXTS included). Twin: the column's own collation, as before: the query fails."""
+    from mechanisms.counting import postgres_engine
+
+    connection, namespace = postgres
+    connection.execute(
+        f"CREATE COLLATION IF NOT EXISTS {CASE_BLIND} "
+        "(provider = icu, locale = 'und-u-ks-level3', deterministic = false)"
+    )
+    if not bytewise:
+        built = postgres_engine.postgres_dialect
+        monkeypatch.setattr(
+            postgres_engine,
+            "postgres_dialect",
+            lambda c: dataclasses.replace(built(c), bytewise=lambda text: text),
+        )
+    table, documents, _types = EDGE_TABLES["texts"]
+    schema = Schema.from_dict({"columns": documents})
+    stored = postgres_table(
+        connection,
+        namespace,
+        f"collated {uuid.uuid4().hex}",
+        {
+            c: (f"text COLLATE {CASE_BLIND}", table.column(c).to_pylist())
+            for c in table.column_names
+        },
+    )
+    parquet = TableSource(str(write_layout(table, tmp_path / "texts.parquet", None)))
+    expected = count_cells(parquet, schema, None, "inprocess").tolist()
+    if not bytewise:
+        with pytest.raises(MechanismError):
+            count_cells(stored, schema, None, "postgres")
+        return
+    assert count_cells(stored, schema, None, "postgres").tolist() == expected
