@@ -99,8 +99,9 @@ class BoundedTally:
         # a row count reads no column: keep one constant so each SELECT names something
         needed = ", ".join(dialect.identifier(c) for c in self.inner.columns) or "1 AS dp_one"
         key = dialect.digest(f"{dialect.text(self.secret + '|')} || {dialect.position}")
+        window = f"PARTITION BY {person_key(dialect, person, kinds[self.person])} ORDER BY {key}"
         ranked = (
-            f"SELECT {needed}, ROW_NUMBER() OVER (PARTITION BY {person} ORDER BY {key}) AS {RANK} "  # noqa: S608  # nosec B608: quoted
+            f"SELECT {needed}, ROW_NUMBER() OVER ({window}) AS {RANK} "  # noqa: S608  # nosec B608: quoted
             f"FROM {table} WHERE {person} IS NOT NULL"
         )
         names = ", ".join(dialect.identifier(c) for c in self.inner.columns) or "dp_one"
@@ -112,6 +113,15 @@ class BoundedTally:
 
     def settled(self, answer: AnyArray) -> AnyArray:
         return self.inner.settled(answer)
+
+
+def person_key(dialect: Dialect, person: str, kind: str) -> str:
+    """The person column as the engine partitions its rows by it.
+
+    A text is compared code point by code point whatever its column's collation
+    (`Dialect.bytewise`), as pandas groups the IDs.
+    """
+    return dialect.bytewise(person) if kind == "text" else person
 
 
 def whole(tally: Any) -> bool:

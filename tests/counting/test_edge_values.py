@@ -36,7 +36,9 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from mechanisms.counting import TableSource, count_cells, sql
+from mechanisms.counting import TableSource, count_cells, sql, tally_table
+from mechanisms.counting.bounding import BoundedTally
+from mechanisms.counting.tally import CellTally
 from mechanisms.errors import MechanismError
 from mechanisms.schema import Schema
 from tests.counting.engine_tables import (
@@ -934,30 +936,15 @@ def test_the_largest_group_sum_settles_within_int64():
 CASE_BLIND = "dp_portal_nondeterministic"  # equal under Unicode canonical equivalence only
 
 
-@pytest.mark.parametrize("bytewise", [True, False], ids=["as built", "twin: column collation"])
-def test_texts_under_a_nondeterministic_collation_count_as_in_process(
-    tmp_path, postgres, monkeypatch, bytewise
-):
-    """A PostgreSQL text column under a nondeterministic ICU collation, which finds texts in
-    different Unicode forms equal and refuses POSITION: the engine compares the column's texts
-    under "C" (`Dialect.bytewise`), so they count as in process (canonically equivalent texts
-    of TEXTS included). Twin: the column's own collation, as before: the query fails."""
-    from mechanisms.counting import postgres_engine
-
-    connection, namespace = postgres
+def collated_texts(connection, namespace: str, tmp_path) -> tuple[TableSource, TableSource, Schema]:
+    """The edge texts in PostgreSQL under a nondeterministic ICU collation (which finds texts in
+    different Unicode forms equal, and refuses POSITION), the same in a Parquet file, and their
+    schema."""
     connection.execute(
         f"CREATE COLLATION IF NOT EXISTS {CASE_BLIND} "
         "(provider = icu, locale = 'und-u-ks-level3', deterministic = false)"
     )
-    if not bytewise:
-        built = postgres_engine.postgres_dialect
-        monkeypatch.setattr(
-            postgres_engine,
-            "postgres_dialect",
-            lambda c: dataclasses.replace(built(c), bytewise=lambda text: text),
-        )
     table, documents, _types = EDGE_TABLES["texts"]
-    schema = Schema.from_dict({"columns": documents})
     stored = postgres_table(
         connection,
         namespace,
@@ -968,9 +955,39 @@ def test_texts_under_a_nondeterministic_collation_count_as_in_process(
         },
     )
     parquet = TableSource(str(write_layout(table, tmp_path / "texts.parquet", None)))
-    expected = count_cells(parquet, schema, None, "inprocess").tolist()
-    if not bytewise:
-        with pytest.raises(MechanismError):
-            count_cells(stored, schema, None, "postgres")
-        return
-    assert count_cells(stored, schema, None, "postgres").tolist() == expected
+    return stored, parquet, Schema.from_dict({"columns": documents})
+
+
+def test_texts_under_a_nondeterministic_collation_count_as_in_process(tmp_path, postgres):
+    """PostgreSQL compares a stored text column under "C" (`Dialect.bytewise`), so its cells,
+    and its persons when it is the person column (k = 1: one row per distinct ID), are the
+    in-process ones, canonically equivalent texts of TEXTS included."""
+    stored, parquet, schema = collated_texts(*postgres, tmp_path)
+    expected = count_cells(parquet, schema, None, "inprocess")
+    assert np.array_equal(count_cells(stored, schema, None, "postgres"), expected)
+    persons = BoundedTally(CellTally(schema.accepting(), ("strict",)), "sex", 1, "c3" * 32)
+    expected = tally_table(parquet, persons, "inprocess")
+    assert np.array_equal(tally_table(stored, persons, "postgres"), expected)
+
+
+def test_the_checks_catch_texts_read_under_their_column_s_collation(
+    tmp_path, postgres, monkeypatch
+):
+    """Twins of the test above: the cells under the column's own collation (as before): the
+    query fails on POSITION; the persons partitioned under it: IDs in two Unicode forms are
+    one person, and fewer rows are kept."""
+    from mechanisms.counting import bounding, postgres_engine
+
+    stored, parquet, schema = collated_texts(*postgres, tmp_path)
+    persons = BoundedTally(CellTally(schema.accepting(), ("strict",)), "sex", 1, "c3" * 32)
+    monkeypatch.setattr(bounding, "person_key", lambda _dialect, person, _kind: person)
+    merged = tally_table(stored, persons, "postgres")
+    assert merged.sum() < tally_table(parquet, persons, "inprocess").sum()
+    built = postgres_engine.postgres_dialect
+    monkeypatch.setattr(
+        postgres_engine,
+        "postgres_dialect",
+        lambda c: dataclasses.replace(built(c), bytewise=lambda text: text),
+    )
+    with pytest.raises(MechanismError):
+        count_cells(stored, schema, None, "postgres")
