@@ -991,3 +991,25 @@ def test_the_checks_catch_texts_read_under_their_column_s_collation(
     )
     with pytest.raises(MechanismError):
         count_cells(stored, schema, None, "postgres")
+
+
+@pytest.mark.parametrize("guarded", [True, False], ids=["as built", "twin: no guard"])
+def test_postgres_bins_a_difference_that_would_underflow(postgres, monkeypatch, guarded):
+    """5e-324 in [0, 3.7] with one bin: its difference times 1 / 3.7 underflows, which
+    PostgreSQL refuses; the guard (`sql._scaled`) reads such a difference at 2^-1000 / factor,
+    bin 0 as in process. Twin: the plain product, which PostgreSQL refuses."""
+    if not guarded:
+        monkeypatch.setattr(sql, "_scaled", lambda d, diff, factor: f"({diff} * {factor!r})")
+    connection, namespace = postgres
+    schema = Schema.from_dict({"columns": [UNDERFLOW]})
+    rows = [5e-324, 0.0, 3.7, None]
+    source = postgres_table(
+        connection, namespace, f"tiny {uuid.uuid4().hex}", {"v": ("double precision", rows)}
+    )
+    frame = pa.table({"v": float_array(rows)}).to_pandas()
+    if not guarded:
+        with pytest.raises(MechanismError):
+            count_cells(source, schema, ["v"], "postgres")
+        return
+    counted = count_cells(source, schema, ["v"], "postgres")
+    assert counted.tolist() == schema.cell_counts(frame, ["v"]).tolist() == [3, 1]
