@@ -79,8 +79,8 @@ def _open_dataset(source: TableSource) -> pa_dataset.FileSystemDataset:
     return pa_dataset.dataset(paths, format="parquet", filesystem=filesystem)
 
 
-def s3_filesystem(options: Mapping[str, str]) -> pa_fs.S3FileSystem:
-    """pyarrow's S3 filesystem from storage options.
+def s3_filesystem(options: Mapping[str, str], attempts: int = 3) -> pa_fs.S3FileSystem:
+    """pyarrow's S3 filesystem from storage options, trying each request up to `attempts` times.
 
     `endpoint_url` (an S3-compatible server; empty for AWS), `region`, `access_key` and
     `secret_key`. Without keys the objects are read anonymously; the AWS SDK's usual sources
@@ -99,6 +99,7 @@ def s3_filesystem(options: Mapping[str, str]) -> pa_fs.S3FileSystem:
         region=options.get("region") or None,
         endpoint_override=endpoint or None,
         scheme="http" if endpoint.startswith("http://") else "https",
+        retry_strategy=pa_fs.AwsStandardS3RetryStrategy(max_attempts=attempts),
     )
 
 

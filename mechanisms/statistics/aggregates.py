@@ -234,11 +234,25 @@ class GroupTally:
             if not 0 <= group < self.groups:
                 raise MechanismError("the engine returned a group outside the declared groups")
             values = [0 if v is None else int(v) for v in row[1:]]
+            refuse_large_group(values[0])  # its sums may not fit int64 once settled
             for high in self.sum_columns():  # S = hi 2^31 + lo: lo may pass int64
                 exact = (values[high] << LIMB_BITS) + values[high + 1]
                 values[high : high + 2] = [exact >> LIMB_BITS, exact & LOW_MASK]
             out[group] = values
         return out
+
+
+def refuse_large_group(rows: int) -> None:
+    """Refuse a group of more than MAX_GROUP_ROWS rows, in words.
+
+    The sums' float rounding (`measures`) is bounded for up to that many rows, and an engine's
+    exact sums of a larger group may not fit int64 once settled.
+    """
+    if rows > MAX_GROUP_ROWS:
+        raise MechanismError(
+            f"a group holds more than {MAX_GROUP_ROWS:,} rows, more than the exact sums "
+            "allow for: group by one more column"
+        )
 
 
 def word_sums(dialect: Dialect, word: str) -> list[str]:
@@ -434,11 +448,8 @@ class Aggregates:
     ranks: dict[str, IntArray]  # RankTally's answer per quantile column
 
     def __post_init__(self) -> None:
-        if self.table.size and int(self.table[:, 0].max()) > MAX_GROUP_ROWS:
-            raise MechanismError(  # the sums' rounding is allowed for up to that many rows
-                f"a group holds more than {MAX_GROUP_ROWS:,} rows, more than the exact sums "
-                "allow for: group by one more column"
-            )
+        if self.table.size:
+            refuse_large_group(int(self.table[:, 0].max()))
 
     @property
     def n(self) -> int:

@@ -933,6 +933,40 @@ def test_the_largest_group_sum_settles_within_int64():
         assert total(*answer[0, 2:4], 58) == sign * 2.0 ** (93 - 58)
 
 
+def larger_group_answer(tally_from_rows) -> str:
+    """What reading back one engine row of a group of 2^34 rows of words 2^61 (sums 2^95,
+    past int64 once settled) raises: its words."""
+    from mechanisms.statistics.aggregates import GroupTally
+
+    schema = Schema.from_dict(
+        {"columns": [{"name": "x", "type": "numeric", "lower": -4, "upper": 4, "bins": 2}]}
+    ).accepting()
+    rows = 2**34
+    row = (0, rows, rows, *[0, rows * 2**61] * 4)
+    with pytest.raises(Exception) as raised:
+        tally_from_rows(GroupTally(schema, (), ("x",)), [row])
+    return f"{type(raised.value).__name__}: {raised.value}"
+
+
+def test_a_group_too_large_for_the_exact_sums_is_refused_in_words():
+    """An engine's group of more than MAX_GROUP_ROWS rows is refused as Aggregates refuses it,
+    before its sums are settled into int64 (where 2^95 would raise OverflowError)."""
+    from mechanisms.statistics.aggregates import GroupTally
+
+    said = larger_group_answer(GroupTally.from_rows)
+    assert said.startswith("MechanismError: a group holds more than 4,294,967,296 rows"), said
+    assert "group by one more column" in said
+
+
+def test_the_words_need_the_group_check(monkeypatch):
+    """Broken twin: without the check in from_rows the same row raises OverflowError."""
+    from mechanisms.statistics import aggregates
+
+    monkeypatch.setattr(aggregates, "refuse_large_group", lambda rows: None)
+    said = larger_group_answer(aggregates.GroupTally.from_rows)
+    assert said.startswith("OverflowError"), said
+
+
 CASE_BLIND = "dp_portal_nondeterministic"  # equal under Unicode canonical equivalence only
 
 
