@@ -19,8 +19,6 @@ import re
 import zipfile
 from typing import Any
 
-import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 from openpyxl import Workbook
@@ -45,7 +43,8 @@ from mechanisms.package.tables import (
     WORKBOOK_ROWS,
     Cell,
     Table,
-    per_value,
+    column_fields,
+    joined_lines,
 )
 
 MAX_ROWS = WORKBOOK_ROWS  # per sheet: the CSV beside it has every row
@@ -122,40 +121,32 @@ def _rows_xml(table: Table) -> list[memoryview]:
     A number is a number cell (`t="n"`), text an inline string (`t="inlineStr"`: text, never
     a formula), an empty value (or empty text) an empty cell; characters XML cannot hold are
     dropped. Rows and cells carry no `r` reference (optional in SpreadsheetML: they follow
-    each other), so a text cell's XML depends on its value alone and is made once per distinct
-    value; numbers are written and rows joined by pyarrow, not cell by cell in Python, and
-    handed to the zip file as views of pyarrow's buffers, one per block of rows, not copied.
+    each other), so a cell's XML depends on its value alone and is made once per distinct
+    value (`column_fields`, as the CSV's fields are); rows are joined by pyarrow from those
+    (`joined_lines`), not cell by cell in Python, and handed to the zip file as views of
+    pyarrow's buffers, one per block of rows, not copied.
     """
     head = table.frame.head(MAX_ROWS)
-    columns = [_cells(head[name], table.is_numeric(name)) for name in table.header]
-    if not columns or head.empty:
+    if head.empty:
         return []
-    rows = pc.binary_join_element_wise("<row>", *columns, "</row>", "")
-    blocks = rows.chunks if isinstance(rows, pa.ChunkedArray) else [rows]
-    return [_joined(block) for block in blocks]
+    columns = [
+        column_fields(head[name], table.is_numeric(name), _number_cells, _text, EMPTY_CELL)
+        for name in table.header
+    ]
+    return joined_lines(columns, "", "<row>", "</row>")
 
 
-def _joined(texts: pa.Array) -> memoryview:
-    """The UTF-8 text of a string array's values one after the other: a view of its data."""
-    _, offsets, data = texts.buffers()
-    if data is None:  # no value at all
-        return memoryview(b"")
-    width = np.int64 if pa.types.is_large_string(texts.type) else np.int32
-    ends = np.frombuffer(offsets, dtype=width)[texts.offset : texts.offset + len(texts) + 1]
-    return memoryview(data)[int(ends[0]) : int(ends[-1])]
+def _number_cells(values: pa.Array) -> pa.Array:
+    """Number cells (`t="n"`) of distinct numbers."""
+    return pc.binary_join_element_wise('<c t="n"><v>', pc.cast(values, pa.string()), "</v></c>", "")
 
 
-def _cells(values: pd.Series, numeric: bool) -> pa.Array:
-    """One column's cells, as SpreadsheetML strings (an empty cell `<c/>`)."""
-    if numeric:
-        text = pc.cast(pa.array(values, from_pandas=True), pa.string())
-        cells = pc.binary_join_element_wise('<c t="n"><v>', text, "</v></c>", "")
-    else:
-        cells = per_value(values, lambda value: _text_cell(str(value))).cast(pa.string())
-    return pc.fill_null(cells, EMPTY_CELL)
+def _text(value: Any) -> str:
+    return _text_cell(str(value))
 
 
 def _text_cell(value: str) -> str:
+    """A text cell (an inline string), or an empty cell for empty text."""
     text = _NOT_XML.sub("", value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     if not text:
         return EMPTY_CELL
