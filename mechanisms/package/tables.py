@@ -17,8 +17,11 @@ Post-processing of public mechanism output only (no privacy cost, nothing read f
   column on its row.
 
 Columns are recognised by name, so a new mechanism's columns flow through without a special
-case. Columns are converted whole (pandas and pyarrow; a rule on text once per distinct value,
-`per_value`), never cell by cell: a million synthetic rows of 8 columns take about 0.3 CPU s.
+case. Columns are converted whole (pandas and pyarrow), never cell by cell: each distinct text
+parsed, rounded or made readable once (`distinct_values`, `per_value`), a million synthetic
+rows of 8 columns in about 0.3 CPU s. Text columns are kept as pandas categoricals (each
+distinct text once, a code per cell), so the CSV, the workbook and the charts work per
+distinct value without finding the distinct values again.
 """
 
 from __future__ import annotations
@@ -71,7 +74,10 @@ WORKBOOK_ROWS = 100_000  # rows per sheet of release.xlsx (Excel holds 1,048,575
 
 @dataclass
 class Table:
-    """One released CSV as typed columns: its file name, the frame, what was done to it."""
+    """One released CSV as typed columns: its file name, the frame, what was done to it.
+
+    Numbers are float or nullable integer columns, text columns categoricals (read_table).
+    """
 
     name: str
     frame: pd.DataFrame
@@ -232,28 +238,66 @@ def _typed_column(
 ) -> pd.Series:
     categorical = column is not None and column.get("type") == "categorical"  # "007" stays
     if not categorical and len(cells):  # never parsed: to_numeric is slow on text
-        numbers = _numbers(cells).replace([np.inf, -np.inf], np.nan)
-        if bool((numbers.notna() | (cells == "")).all()):
-            return _rounded(name, numbers.astype(float), column, whole, sd)
+        texts, codes = distinct_values(pa.array(cells, type=pa.string(), from_pandas=True))
+        if bool((codes >= 0).all()):  # no missing cell (text_cells reads none)
+            once = texts.to_pandas()  # each distinct text parsed and rounded once
+            numbers = _numbers(once).replace([np.inf, -np.inf], np.nan)
+            if bool((numbers.notna() | (once == "")).all()):
+                numbers = numbers.astype(float)
+                if sd is None:  # every rule of `_rounded` then takes one value at a time
+                    return _taken(_rounded(name, numbers, column, whole, None), codes, cells)
+                return _rounded(name, _taken(numbers, codes, cells), column, whole, sd)
     texts = per_value(cells, lambda cell: _text(cell, columns))
     typed: pd.Series = texts.to_pandas().set_axis(cells.index)
     return typed
 
 
-def per_value(values: pd.Series, rule: Callable[[str], str]) -> pa.Array | pa.ChunkedArray:
-    """A text column as arrow text, `rule` applied once per distinct value.
+def distinct_values(cells: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
+    """A column's distinct values and each cell's index among them (-1 where missing).
 
-    A missing value stays missing; the column is as it was where the rule changes no value.
-    Mapped by pyarrow (`index_in`, `take`): pandas' `map` took 0.1 CPU s a column on a million
-    synthetic rows, most often to map every value onto itself (benchmarks/package_build.py).
+    A dictionary (categorical) column's own dictionary and indices; else one hash of its
+    cells (pyarrow's `dictionary_encode`). The column is the values taken at the codes.
     """
-    cells = pa.array(values, from_pandas=True)
-    distinct = pc.unique(cells).drop_null()
-    values_once = distinct.to_pylist()
-    texts = [rule(value) for value in values_once]
-    if texts == values_once:
-        return cells
-    return pa.array(texts, distinct.type).take(pc.index_in(cells, value_set=distinct))
+    encoded = cells if pa.types.is_dictionary(cells.type) else pc.dictionary_encode(cells)
+    chunks = encoded.chunks if isinstance(encoded, pa.ChunkedArray) else [encoded]
+    if not chunks:
+        return pa.array(
+            [], cells.type.value_type if pa.types.is_dictionary(cells.type) else cells.type
+        ), np.zeros(0, dtype=np.int32)
+    values = chunks[0].dictionary
+    if not all(chunk.dictionary.equals(values) for chunk in chunks[1:]):  # one memo: never
+        decoded = [chunk.dictionary_decode() for chunk in chunks]
+        return distinct_values(pc.dictionary_encode(pa.concat_arrays(decoded)))
+    codes = np.concatenate(
+        [chunk.indices.fill_null(-1).to_numpy(zero_copy_only=False) for chunk in chunks]
+    ).astype(np.int32, copy=False)
+    return values, codes
+
+
+def _taken(once: pd.Series, codes: np.ndarray, like: pd.Series) -> pd.Series:
+    """The column of `like`'s index whose cells are `once`'s values at `codes` (none -1)."""
+    return pd.Series(once.array.take(codes), index=like.index, name=like.name)
+
+
+def per_value(values: pd.Series, rule: Callable[[str], str]) -> pa.DictionaryArray:
+    """A text column as arrow dictionary text, `rule` applied once per distinct value.
+
+    A missing value stays missing. The distinct values are a categorical column's categories
+    (a Table's text columns are categorical), else found by one hash (`distinct_values`); the
+    cells are then indices into the rule's texts: pandas' `map` took 0.1 CPU s a column on a
+    million synthetic rows (benchmarks/package_build.py).
+    """
+    texts, codes = distinct_values(pa.array(values, from_pandas=True))
+    return dictionary_cells([rule(text) for text in texts.to_pylist()], codes)
+
+
+def dictionary_cells(texts: list[str], codes: np.ndarray) -> pa.DictionaryArray:
+    """The cells `texts[code]` (missing where a code is -1), each distinct text once."""
+    index: dict[str, int] = {}
+    remap = np.array([index.setdefault(t, len(index)) for t in texts] + [-1], dtype=np.int32)
+    cells = remap[codes]  # -1 takes the -1 after the texts: missing stays missing
+    indices = pa.array(cells, mask=cells < 0)
+    return pa.DictionaryArray.from_arrays(indices, pa.array(list(index), pa.string()))
 
 
 def _numbers(cells: pd.Series) -> pd.Series:
@@ -380,25 +424,130 @@ def _explain_negatives(table: Table) -> None:
 def csv_text(table: Table) -> bytes:
     """The table as UTF-8 CSV (RFC 4180, CRLF), every text cell escaped for spreadsheets.
 
-    The header is written by the csv module, the rows by pyarrow (text cells quoted, numbers
-    in their shortest form, an empty value an empty field): pandas took most of the package's
-    time on large synthetic tables (benchmarks/package_build.py).
+    The header is written by the csv module; the rows as pyarrow's CSV writer wrote them
+    (text cells quoted, numbers in their shortest form, an empty value an empty field), but
+    not cell by cell: each column's field is written once per distinct value (`csv_fields`),
+    neighbouring columns whose values make few combinations are joined once per combination
+    (`_joined_fields`), and each line is taken from those by index and joined by pyarrow. The
+    writer formatted every number of a million synthetic rows anew, most of the CSV's time
+    (benchmarks/package_build.py).
     """
     header = io.StringIO()
     writer = csv.writer(header, lineterminator="\r\n")
     writer.writerow([escape_cell(h) for h in table.header])
-    columns = {}
-    for k, name in enumerate(table.header):
+    if len(table.header) == 1:  # an empty value alone on its line is written "": readers skip
+        (name,) = table.header  # a blank line
         values = table.frame[name]
-        numeric = table.is_numeric(name)
-        columns[str(k)] = (
-            pa.array(values, from_pandas=True) if numeric else per_value(values, escape_cell)
+        cells = (
+            pa.array(values, from_pandas=True)
+            if table.is_numeric(name)
+            else per_value(values, escape_cell)
         )
-    if len(columns) == 1:  # an empty value alone on its line is written "": readers skip a
-        (cells,) = columns.values()  # blank line
         writer.writerows([[text or ""] for text in pc.cast(cells, pa.string()).to_pylist()])
         return header.getvalue().encode("utf-8")
-    rows = io.BytesIO()
-    options = pa_csv.WriteOptions(include_header=False, eol="\r\n", quoting_style="needed")
-    pa_csv.write_csv(pa.table(columns), rows, options)
-    return header.getvalue().encode("utf-8") + rows.getvalue()
+    fields = [
+        column_fields(table.frame[name], table.is_numeric(name), _csv_numbers, _csv_text, "")
+        for name in table.header
+    ]
+    lines = joined_lines(fields, ",", "", "\r\n")
+    return b"".join([header.getvalue().encode("utf-8"), *lines])
+
+
+COMBINATIONS = 1 << 16  # at most this many combinations of neighbouring columns' fields
+BLOCK_ROWS = 1 << 20  # lines joined at a time, and at most BLOCK_BYTES of them
+BLOCK_BYTES = 1 << 30  # (pyarrow's text holds at most 2 GB)
+
+
+def column_fields(
+    values: pd.Series,
+    numeric: bool,
+    numbers: Callable[[pa.Array], pa.Array],
+    text: Callable[[str], str],
+    empty: str,
+) -> tuple[pa.Array, np.ndarray]:
+    """One column's fields as a file writes them, each distinct one once; each cell's index.
+
+    The fields are `numbers` of the distinct numbers, or `text` of each distinct text, then
+    the field of an empty (missing) value, `empty`.
+    """
+    values_once, codes = distinct_values(pa.array(values, from_pandas=True))
+    if numeric:
+        texts = numbers(values_once)
+    else:
+        texts = pa.array([text(value) for value in values_once.to_pylist()], pa.string())
+    missing = len(texts)
+    texts = pa.concat_arrays([texts.cast(pa.string()), pa.array([empty], pa.string())])
+    return texts, np.where(codes < 0, missing, codes)
+
+
+def joined_lines(
+    fields: list[tuple[pa.Array, np.ndarray]], separator: str, before: str, after: str
+) -> list[memoryview]:
+    """Each row's fields (`column_fields`) joined by `separator`, between `before` and `after`.
+
+    Returned as views of pyarrow's text, one per block of rows (not copied).
+    Neighbouring columns whose fields make few combinations (at most COMBINATIONS, and no
+    more than rows) are joined once per combination, each row's taken by index; then the
+    groups are taken and joined by pyarrow, not cell by cell in Python.
+    """
+    if not fields:
+        return []
+    (first, at), *rest = fields
+    fields = [(pc.binary_join_element_wise(before, first, ""), at), *rest]
+    texts, codes = fields[-1]
+    fields[-1] = (pc.binary_join_element_wise(texts, after, ""), codes)
+    rows = len(codes)
+    groups = _combined(fields, separator, min(COMBINATIONS, rows))
+    longest = sum(pc.max(pc.binary_length(texts)).as_py() or 0 for texts, _ in groups)
+    step = max(1, min(BLOCK_ROWS, BLOCK_BYTES // (longest + len(groups) * len(separator) + 1)))
+    lines = []
+    for start in range(0, rows, step):
+        block = [texts.take(codes[start : start + step]) for texts, codes in groups]
+        lines.append(text_data(pc.binary_join_element_wise(*block, separator)))
+    return lines
+
+
+def _combined(
+    fields: list[tuple[pa.Array, np.ndarray]], separator: str, most: int
+) -> list[tuple[pa.Array, np.ndarray]]:
+    """The fields, neighbours joined by `separator` where they make at most `most` pairs.
+
+    Every combination's text is made once, and each row's combination is its index.
+    """
+    groups: list[tuple[pa.Array, np.ndarray]] = []
+    for texts, codes in fields:
+        if groups and len(groups[-1][0]) * len(texts) <= most:
+            before, at = groups[-1]
+            size = len(texts)
+            pairs = np.arange(len(before) * size)
+            joined = pc.binary_join_element_wise(
+                before.take(pairs // size), texts.take(pairs % size), separator
+            )
+            groups[-1] = (joined, at * size + codes)
+        else:
+            groups.append((texts, codes))
+    return groups
+
+
+def _csv_numbers(values: pa.Array) -> pa.Array:
+    """Numbers as pyarrow's CSV writer writes them (its cast to text)."""
+    return pc.cast(values, pa.string())
+
+
+def _csv_text(text: str) -> str:
+    """A text cell as pyarrow's CSV writer quoted it, escaped for spreadsheets first."""
+    return _quoted(escape_cell(text))
+
+
+def _quoted(text: str) -> str:
+    return '"' + text.replace('"', '""') + '"'
+
+
+def text_data(texts: pa.Array) -> memoryview:
+    """The UTF-8 text of a string array's values one after the other: a view of its data."""
+    _, offsets, data = texts.buffers()
+    if data is None:  # no value at all
+        return memoryview(b"")
+    width = np.int64 if pa.types.is_large_string(texts.type) else np.int32
+    ends = np.frombuffer(offsets, dtype=width)[texts.offset : texts.offset + len(texts) + 1]
+    return memoryview(data)[int(ends[0]) : int(ends[-1])]
