@@ -92,6 +92,10 @@ class Dialect:
     # pandas compares (under a nondeterministic collation PostgreSQL finds canonically
     # equivalent or case-blind texts equal, and refuses POSITION)
     bytewise: Callable[[str], str] = lambda text: text
+    # whether double arithmetic rounds as IEEE 754 and never raises: an overflow is +-inf, an
+    # underflow 0 (DuckDB). PostgreSQL refuses both, so its SQL guards them (`clamp_sql`,
+    # `_scaled`); where this holds, the cheaper forms read `ieee_bins` and `even_grid_sql`
+    ieee: bool = False
 
 
 def double_quoted(name: str) -> str:
@@ -199,6 +203,7 @@ DUCKDB = Dialect(
     search=list_search,
     item=duckdb_item,
     wide_sums=True,
+    ieee=True,
 )
 
 
