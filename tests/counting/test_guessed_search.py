@@ -11,8 +11,9 @@ span guessed; and those searched instead (crowded, too narrow, too few, too wide
 
 DuckDB is checked directly (one in-memory query per edge list, and a property test on drawn
 edge lists); every Parquet engine (Dask when its cluster runs, Spark on two of the lists)
-through the counting API on the edge lists a schema accepts. Two broken twins are caught: the guess
-without its correction, and a window one edge too narrow.
+through the counting API on the edge lists a schema accepts. Three broken twins are caught: the
+guess without its correction, a window one edge too narrow, and edge b read as bucket b's first
+(the shortcut of edge lists whose every edge is its own bucket) where it is not.
 """
 
 from __future__ import annotations
@@ -160,6 +161,28 @@ def test_the_check_catches_a_guess_without_its_correction(name, monkeypatch):
     values = values_around(edges)
     broken(monkeypatch, None)
     assert duckdb_places(edges, values) != numpy_places(edges, values)
+
+
+def test_the_check_catches_the_own_bucket_shortcut_taken_wrongly(monkeypatch):
+    """Broken twin: edge b read as bucket b's first (no list of first edges) where it is not.
+
+    The shortcut itself runs on "even" (each edge its own bucket) and "signed zero"."""
+    assert {n for n, e in EDGES.items() if own_buckets(sql.Guess.of(e))} >= {"even", "signed zero"}
+    assert not own_buckets(sql.Guess.of(EDGES["merged"]))
+    guessed = sql.Guess.of
+
+    def ranked(edges: tuple[float, ...]) -> sql.Guess | None:
+        guess = guessed(edges)
+        return guess and dataclasses.replace(guess, first=tuple(range(len(guess.first))))
+
+    monkeypatch.setattr(sql.Guess, "of", staticmethod(ranked))
+    edges = EDGES["merged"]
+    values = values_around(edges)
+    assert duckdb_places(edges, values) != numpy_places(edges, values)
+
+
+def own_buckets(guess: sql.Guess | None) -> bool:
+    return guess is not None and guess.first == tuple(range(len(guess.first)))
 
 
 def test_the_check_catches_a_window_one_edge_too_narrow(monkeypatch):
