@@ -11,9 +11,10 @@ span guessed; and those searched instead (crowded, too narrow, too few, too wide
 
 DuckDB is checked directly (one in-memory query per edge list, and a property test on drawn
 edge lists); every Parquet engine (Dask when its cluster runs, Spark on two of the lists)
-through the counting API on the edge lists a schema accepts. Three broken twins are caught: the
-guess without its correction, a window one edge too narrow, and edge b read as bucket b's first
-(the shortcut of edge lists whose every edge is its own bucket) where it is not.
+through the counting API on the edge lists a schema accepts. Four broken twins are caught: the
+guess without its correction, a window one edge too narrow, edge b read as bucket b's first
+(the shortcut of edge lists whose every edge is its own bucket) where it is not, and edges of a
+decimal step computed by its reciprocal (`Spacing` divides, as the doubles were rounded).
 """
 
 from __future__ import annotations
@@ -183,6 +184,26 @@ def test_the_check_catches_the_own_bucket_shortcut_taken_wrongly(monkeypatch):
 
 def own_buckets(guess: sql.Guess | None) -> bool:
     return guess is not None and guess.first == tuple(range(len(guess.first)))
+
+
+def test_spaced_edges_are_computed_not_read():
+    """`Spacing`: the lists whose edges are the multiples of a step are computed per row."""
+    spaced = {n for n, e in EDGES.items() if own_buckets(sql.Guess.of(e)) and sql.Spacing.of(e)}
+    assert spaced == {"even", "cents", "signed zero", "near 2^53"}
+    assert sql.Spacing.of(EDGES["cents"]) == sql.Spacing(-300.0, 1.0, 100.0)
+
+
+def test_the_check_catches_spaced_edges_by_the_reciprocal(monkeypatch):
+    """Broken twin: edge k of the cents as k * 0.01, where their doubles are float(k / 100)."""
+
+    def by_reciprocal(self, dialect, index: str) -> str:
+        moved = f"({index} + {sql.number(dialect, self.offset)})"
+        return f"({moved} * {sql.number(dialect, self.numerator / self.denominator)})"
+
+    monkeypatch.setattr(sql.Spacing, "sql", by_reciprocal)
+    edges = EDGES["cents"]
+    values = values_around(edges)
+    assert duckdb_places(edges, values) != numpy_places(edges, values)
 
 
 def test_the_check_catches_a_window_one_edge_too_narrow(monkeypatch):
