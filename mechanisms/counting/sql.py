@@ -8,6 +8,8 @@ returns exactly the counts of `Schema.cell_counts`:
   n_bins - 1 and floored (a product PostgreSQL would refuse as an underflow is 0, bin 0, as
   numpy has it). IEEE doubles round each step the same in numpy, DuckDB and
   PostgreSQL, so values exactly at (or a rounding away from) an edge land in the same bin.
+  DuckDB, whose doubles overflow and underflow as numpy's instead of raising (`Dialect.ieee`),
+  runs numpy's steps alone, unclamped and unguarded.
   Clamping first gives the same bin (each step is monotone) and avoids PostgreSQL's overflow
   error on huge values. Explicit edges and whole-number columns compare the value with the
   edges (`np.searchsorted(..., side="right")`: a balanced CASE, or the dialect's own search,
@@ -19,7 +21,8 @@ returns exactly the counts of `Schema.cell_counts`:
 - The schema refuses nothing (`Schema.accepting`, which `count_cells` applies): every row
   gets a cell, so the GROUP BY answers the counts and nothing else.
 - Categories compare text exactly (whole numbers as their decimal text, booleans as "True"
-  and "False", as pandas writes them). A column declared with "match": "casefold" is refused:
+  and "False", as pandas writes them); DuckDB finds a stored text's place among the categories
+  with `list_position` (`Dialect.find`). A column declared with "match": "casefold" is refused:
   SQL's lower() is not Python's casefold() (the German sharp s, the Kelvin sign), so the
   counts could differ from `Column.encode` on some texts; count it in process.
 - Date columns read DATE and TIMESTAMP values (with a time zone: converted to UTC) or numbers
@@ -37,6 +40,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import lru_cache
 
 import numpy as np
@@ -92,6 +96,16 @@ class Dialect:
     # pandas compares (under a nondeterministic collation PostgreSQL finds canonically
     # equivalent or case-blind texts equal, and refuses POSITION)
     bytewise: Callable[[str], str] = lambda text: text
+    # whether double arithmetic rounds as IEEE 754 and never raises: an overflow is +-inf, an
+    # underflow 0 (DuckDB). PostgreSQL refuses both, so its SQL guards them (`clamp_sql`,
+    # `_scaled`); where this holds, the cheaper forms read `ieee_bins` and `even_grid_sql`
+    ieee: bool = False
+    # (text, listed category literals) -> the text's 1-based place among them compared
+    # bytewise, NULL if none; None: a CASE of one equality per category (`_categorical`).
+    # DuckDB's list_position runs once per distinct text of a dictionary-encoded Parquet
+    # column: 10^7 texts, 10 categories, 0.13 against 0.19 s of CPU (plain-encoded texts:
+    # 0.40 against 0.37 s; 40 categories, 0.62 against 0.75 s)
+    find: Callable[[str, str], str] | None = None
 
 
 def double_quoted(name: str) -> str:
@@ -199,6 +213,8 @@ DUCKDB = Dialect(
     search=list_search,
     item=duckdb_item,
     wide_sums=True,
+    ieee=True,
+    find=lambda text, listed: f"list_position([{listed}], {text})",
 )
 
 
@@ -321,10 +337,16 @@ def equal_width_sql(
     """`schema.equal_width_codes` of a number (not NaN) in SQL, as a whole number of `integer`.
 
     Clamped to [lower, upper] first (the same bin: each step is monotone), then numpy's steps
-    with the same double constants.
+    with the same double constants. Where doubles never raise (`Dialect.ieee`), numpy's steps
+    alone, unclamped: an overflow to +-inf is clipped as numpy clips it (DuckDB, 10^7 rows:
+    a float column 0.15 against 0.20 s of CPU).
     """
-    clamped = clamp_sql(dialect, value, lower, upper)
     factor = bins / (upper - lower)  # the constant numpy multiplies by
+    if dialect.ieee:
+        moved = value if lower == 0 else f"({value} - {number(dialect, lower)})"
+        scaled = f"greatest({number(dialect, 0.0)}, {moved} * {number(dialect, factor)})"
+        return f"CAST(floor(least({number(dialect, bins - 1)}, {scaled})) AS {integer})"
+    clamped = clamp_sql(dialect, value, lower, upper)
     scaled = _scaled(dialect, f"({clamped} - {number(dialect, lower)})", factor)
     return f"CAST(floor(least({number(dialect, bins - 1)}, {scaled})) AS {integer})"
 
@@ -456,19 +478,76 @@ class Guess:
     def sql(self, dialect: Dialect, value: str, below: tuple[str, ...]) -> str:
         """How many edges pass each comparison of `below`, summed, for a number (not NaN).
 
-        "<=" counts the edges <= value, "<" those < value.
+        "<=" counts the edges <= value, "<" those < value. Where each edge is its own bucket's
+        first (first[b] = b: n edges spread over n buckets, as the quantile candidates are),
+        the bucket is the start, with no list read; the two comparisons of a slot are one CASE
+        (DuckDB, 10^7 rows, 1,001 candidates: 0.39 against 0.51 s of CPU for the slot).
         """
         assert dialect.item is not None
         low, high, buckets = self.edges[0], self.edges[-1], len(self.first)
-        bucket = equal_width_sql(dialect, value, low, high, buckets, integer="INTEGER")
-        start = dialect.item(", ".join(map(str, self.first)), f"{bucket} + 1")
+        own = self.first == tuple(range(buckets))  # edge b is bucket b's first
+        spaced = Spacing.of(self.edges) if own and self.window == 1 else None
+        # a whole number; where no list is indexed by it, left a double (no cast either way)
+        whole = "INTEGER" if spaced is None else dialect.double
+        bucket = equal_width_sql(dialect, value, low, high, buckets, integer=whole)
+        start = bucket if own else dialect.item(", ".join(map(str, self.first)), f"{bucket} + 1")
         listed = ", ".join(number(dialect, e) for e in self.edges)
-        compared = [
-            f"CASE WHEN {dialect.item(listed, f'{start} + {w + 1}')} {op} {value} THEN 1 ELSE 0 END"
-            for w in range(self.window)
-            for op in below
-        ]
+        compared = []
+        for w in range(self.window):
+            if spaced is not None:  # start is an edge's index (0 .. n - 1): never past the end
+                edge = spaced.sql(dialect, start)
+            else:
+                edge = dialect.item(listed, f"{start} + {w + 1}")
+            if below == ("<", "<="):  # both in one CASE: one pass over the rows, not two
+                compared.append(
+                    f"CASE WHEN {edge} < {value} THEN 2 WHEN {edge} = {value} THEN 1 ELSE 0 END"
+                )
+            else:
+                compared += [f"CASE WHEN {edge} {op} {value} THEN 1 ELSE 0 END" for op in below]
         return f"({len(below)} * {start}{''.join(f' + {c}' for c in compared)})"
+
+
+@dataclass(frozen=True)
+class Spacing:
+    """Edges written by arithmetic: edge j = ((offset + j) * numerator) / denominator.
+
+    The quantile candidates are, between bounds that are multiples of it, the multiples of a
+    step p / q, float(k p / q): the double of ((offset + j) p) / q, correctly rounded once, as
+    numpy and the SQL engines divide. `of` finds the step and checks every edge with numpy,
+    step for step as `sql` computes it, so an edge computed is the listed one bit for bit;
+    no list is read per row (DuckDB, 10^7 rows, 1,001 candidates: the rank query's CPU 0.47
+    against 0.60 s reading the list).
+    """
+
+    offset: float
+    numerator: float
+    denominator: float
+
+    @staticmethod
+    @lru_cache(maxsize=256)
+    def of(edges: tuple[float, ...]) -> Spacing | None:
+        """The arithmetic of these edges, or None if no step of at most 15 decimals gives them."""
+        values = np.asarray(edges, dtype=np.float64)
+        if values.size < 3 or not np.isfinite(values).all():
+            return None
+        step = float(values[2] - values[1])
+        index = np.arange(values.size, dtype=np.float64)
+        for digits in range(16):
+            fraction = Fraction(step).limit_denominator(10**digits)
+            if fraction <= 0:
+                continue
+            p, q = float(fraction.numerator), float(fraction.denominator)
+            offset = float(round(values[1] * q / p) - 1)
+            with np.errstate(all="ignore"):
+                if np.array_equal(((index + offset) * p) / q, values):
+                    return Spacing(offset, p, q)
+        return None
+
+    def sql(self, dialect: Dialect, index: str) -> str:
+        """The edge at a 0-based index (a whole double, at most the last edge's)."""
+        moved = f"({index} + {number(dialect, self.offset)})"
+        product = f"({moved} * {number(dialect, self.numerator)})"
+        return f"({product} / {number(dialect, self.denominator)})"
 
 
 def guessed_search(
@@ -517,10 +596,14 @@ def _categorical(dialect: Dialect, spec: CategoricalColumn, ref: str, kind: str)
             "so, or count with --engine inprocess)"
         )
     missing = f"({text} IS NULL OR {blank_sql(dialect, text)})"
-    listed = " ".join(
-        f"WHEN {text} = {dialect.text(c)} THEN {i}" for i, c in enumerate(spec.categories)
-    )
     other, absent = len(spec.categories), len(spec.categories) + 1
+    if dialect.find is not None and kind == "text":
+        found = dialect.find(text, ", ".join(dialect.text(c) for c in spec.categories))
+        listed = f"WHEN {found} IS NOT NULL THEN {found} - 1"
+    else:
+        listed = " ".join(
+            f"WHEN {text} = {dialect.text(c)} THEN {i}" for i, c in enumerate(spec.categories)
+        )
     code = f"CASE {listed} WHEN {missing} THEN {absent} ELSE {other} END"
     return ColumnSQL(spec.name, code)
 

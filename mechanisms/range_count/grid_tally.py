@@ -6,6 +6,7 @@ is added here (the range-count mechanism adds it).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from mechanisms.arrays import AnyArray
-from mechanisms.counting.sql import MAX_EDGES, Dialect, clamp_sql, edge_search, number_sql
+from mechanisms.counting.sql import MAX_EDGES, Dialect, clamp_sql, edge_search, number, number_sql
 from mechanisms.errors import MechanismError
 from mechanisms.range_count.inputs import Support
 from mechanisms.schema import NumericColumn, Schema
@@ -64,8 +65,12 @@ class GridTally:
             missing.append(absent)
             lower, upper = float(self.support.lower[axis]), float(self.support.upper[axis])
             clamped = clamp_sql(dialect, value, lower, upper)
-            inner = self.support.axis_edges(axis)[1:-1].tolist()
-            cell = edge_search(dialect, clamped, inner, spec.name)
+            edges = self.support.axis_edges(axis)
+            even = EvenAxis.of(lower, upper, grid[axis], edges) if dialect.ieee else None
+            if even is not None:
+                cell = even.sql(dialect, clamped)
+            else:
+                cell = edge_search(dialect, clamped, edges[1:-1].tolist(), spec.name)
             flat = f"({cell})" if axis == 0 else f"({flat}) * {grid[axis]} + ({cell})"
         present = " AND ".join(f"NOT {m}" for m in missing)
         return (
@@ -83,6 +88,58 @@ class GridTally:
 
     def settled(self, answer: AnyArray) -> AnyArray:
         return answer
+
+
+EVEN_FROM = 4  # cells from which an IEEE dialect places a value by `EvenAxis`, not a search
+
+
+@dataclass(frozen=True)
+class EvenAxis:
+    """A clamped value's cell on one grid axis by arithmetic and one exact comparison.
+
+    The axis's edges are e_j = lower + j w (`Support.axis_edges`, w = (upper - lower) / g). The
+    bucket B(v) = floor(min(g - 1, (v - lower) g / (upper - lower) + 1/2)) is non-decreasing in
+    v (each IEEE step is), and `of` checks with numpy, step for step as the SQL computes it,
+    that B(e_j) = j for each inner edge j = 1 .. g - 1 (the half puts each edge mid-bucket, so
+    a rounding either way keeps it there). So an edge below bucket B(v) lies below v and one
+    above it above v: the cell, #(inner edges <= v), is B - 1 + [e_B <= v] (for B = 0:
+    e_0 = lower <= v, so 0), whose comparison is numpy's search's, with the exact edge. Only
+    for a dialect whose doubles never raise (`Dialect.ieee`): PostgreSQL refuses the product
+    that underflows for a value a hair above lower. DuckDB, 10^7 rows, the 32x16 grid of
+    benchmarks/engine_overhead.py: 0.35 s of CPU against 0.58 s with a balanced CASE of the
+    edges on each axis.
+    """
+
+    lower: float
+    step: float  # w, numpy's edge spacing
+    factor: float  # g / (upper - lower), the bucket's constant
+    cells: int
+
+    @staticmethod
+    def of(lower: float, upper: float, cells: int, edges: AnyArray) -> EvenAxis | None:
+        """The axis if every inner edge is its own bucket (else None: search the edges)."""
+        if cells < EVEN_FROM:
+            return None
+        with np.errstate(all="ignore"):
+            step, factor = (upper - lower) / cells, cells / (upper - lower)
+            inner = np.asarray(edges, dtype=np.float64)[1:cells]
+            j = np.arange(cells)
+            spaced = np.array_equal(lower + j * step, np.asarray(edges)[:cells])
+            moved = inner - lower if lower != 0 else inner
+            buckets = np.floor(np.minimum(cells - 1, moved * factor + 0.5))
+        if not (spaced and math.isfinite(factor) and np.array_equal(buckets, j[1:])):
+            return None
+        return EvenAxis(lower, step, factor, cells)
+
+    def sql(self, dialect: Dialect, clamped: str) -> str:
+        """The cell of a value clamped to [lower, upper] (a double holding a whole number)."""
+        moved = f"({clamped} - {number(dialect, self.lower)})" if self.lower != 0 else clamped
+        scaled = f"{moved} * {number(dialect, self.factor)} + {number(dialect, 0.5)}"
+        bucket = f"floor(least({number(dialect, self.cells - 1)}, {scaled}))"
+        edge = f"{bucket} * {number(dialect, self.step)}"
+        if self.lower != 0:
+            edge = f"({number(dialect, self.lower)} + {edge})"
+        return f"({bucket} - 1 + CAST({edge} <= {clamped} AS INTEGER))"
 
 
 def grid_tally(support: Support, schema: Schema) -> GridTally:

@@ -28,7 +28,8 @@ Every step before the sums is an IEEE double operation on one value (clip, subtr
 by a power of two, floor), which numpy, DuckDB and PostgreSQL round alike, so the words, and so
 the sums, are equal on every engine. The SQL guards two steps PostgreSQL refuses rather than
 rounds (overflow, and a product that underflows to zero) by clamps that give the value numpy
-computes (see `SquareGuard` and `PRE_CLAMP`).
+computes (see `SquareGuard` and `PRE_CLAMP`); DuckDB, whose doubles overflow and underflow as
+numpy's do (`Dialect.ieee`), runs numpy's steps unguarded.
 
 Privacy: aggregates only, exact, no noise: the statistics add it (`compute`). Each row's fixed-
 point term lies in [low - 2^-k, high] for a clamp to [low, high], so one row moves a group's
@@ -208,7 +209,8 @@ class GroupTally:
             check_bounds(spec)
             value, missing = number_sql(dialect, spec, kinds[column])
             read += [f"{value} AS v{j}", f"{missing} AS m{j}"]
-            safe = clamp_sql(dialect, f"v{j}", -PRE_CLAMP, PRE_CLAMP)
+            # where doubles never raise (`Dialect.ieee`), x - c overflows to +-inf as in numpy
+            safe = f"v{j}" if dialect.ieee else clamp_sql(dialect, f"v{j}", -PRE_CLAMP, PRE_CLAMP)
             terms = {"raw": clamp_sql(dialect, f"v{j}", spec.lower, spec.upper)}
             for which, shift in shifts(spec).items():
                 if which not in raw_alike(spec):
@@ -326,6 +328,8 @@ class SquareGuard:
         return 2.0 ** (math.floor(-self.k / 2) - 1)
 
     def sql(self, dialect: Dialect, g: str) -> str:
+        if dialect.ieee:  # a product that underflows is 0 (or subnormal) there, as in numpy
+            return f"floor(({g} * {g}) * {number(dialect, 2.0**self.k)})"
         h = f"greatest(abs({g}), {number(dialect, self.floor_at)})"
         return f"floor(({h} * {h}) * {number(dialect, 2.0**self.k)})"
 

@@ -11,8 +11,10 @@ span guessed; and those searched instead (crowded, too narrow, too few, too wide
 
 DuckDB is checked directly (one in-memory query per edge list, and a property test on drawn
 edge lists); every Parquet engine (Dask when its cluster runs, Spark on two of the lists)
-through the counting API on the edge lists a schema accepts. Two broken twins are caught: the guess
-without its correction, and a window one edge too narrow.
+through the counting API on the edge lists a schema accepts. Four broken twins are caught: the
+guess without its correction, a window one edge too narrow, edge b read as bucket b's first
+(the shortcut of edge lists whose every edge is its own bucket) where it is not, and edges of a
+decimal step computed by its reciprocal (`Spacing` divides, as the doubles were rounded).
 """
 
 from __future__ import annotations
@@ -159,6 +161,48 @@ def test_the_check_catches_a_guess_without_its_correction(name, monkeypatch):
     edges = EDGES[name]
     values = values_around(edges)
     broken(monkeypatch, None)
+    assert duckdb_places(edges, values) != numpy_places(edges, values)
+
+
+def test_the_check_catches_the_own_bucket_shortcut_taken_wrongly(monkeypatch):
+    """Broken twin: edge b read as bucket b's first (no list of first edges) where it is not.
+
+    The shortcut itself runs on "even" (each edge its own bucket) and "signed zero"."""
+    assert {n for n, e in EDGES.items() if own_buckets(sql.Guess.of(e))} >= {"even", "signed zero"}
+    assert not own_buckets(sql.Guess.of(EDGES["merged"]))
+    guessed = sql.Guess.of
+
+    def ranked(edges: tuple[float, ...]) -> sql.Guess | None:
+        guess = guessed(edges)
+        return guess and dataclasses.replace(guess, first=tuple(range(len(guess.first))))
+
+    monkeypatch.setattr(sql.Guess, "of", staticmethod(ranked))
+    edges = EDGES["merged"]
+    values = values_around(edges)
+    assert duckdb_places(edges, values) != numpy_places(edges, values)
+
+
+def own_buckets(guess: sql.Guess | None) -> bool:
+    return guess is not None and guess.first == tuple(range(len(guess.first)))
+
+
+def test_spaced_edges_are_computed_not_read():
+    """`Spacing`: the lists whose edges are the multiples of a step are computed per row."""
+    spaced = {n for n, e in EDGES.items() if own_buckets(sql.Guess.of(e)) and sql.Spacing.of(e)}
+    assert spaced == {"even", "cents", "signed zero", "near 2^53"}
+    assert sql.Spacing.of(EDGES["cents"]) == sql.Spacing(-300.0, 1.0, 100.0)
+
+
+def test_the_check_catches_spaced_edges_by_the_reciprocal(monkeypatch):
+    """Broken twin: edge k of the cents as k * 0.01, where their doubles are float(k / 100)."""
+
+    def by_reciprocal(self, dialect, index: str) -> str:
+        moved = f"({index} + {sql.number(dialect, self.offset)})"
+        return f"({moved} * {sql.number(dialect, self.numerator / self.denominator)})"
+
+    monkeypatch.setattr(sql.Spacing, "sql", by_reciprocal)
+    edges = EDGES["cents"]
+    values = values_around(edges)
     assert duckdb_places(edges, values) != numpy_places(edges, values)
 
 

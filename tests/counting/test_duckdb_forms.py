@@ -1,0 +1,103 @@
+"""DuckDB's own SQL forms, pinned to the in-process engine, and broken twins of each caught.
+
+DuckDB writes some cells and sums in cheaper SQL than the other engines: numpy's binning steps
+unclamped and the statistics' sums unguarded (its doubles overflow and underflow as numpy's,
+`Dialect.ieee`), a category's place by `list_position` (`Dialect.find`), and a guess whose
+every edge is its own bucket read without a list (`Guess.sql`). On the hostile table (values at
+and a float step around every edge, beyond the bounds, +-inf, NaN, NULL; texts that differ by a
+space, an accent's encoding, blanks) the histogram cells of every column, the statistics'
+tallies and the range-count grids must equal the in-process engine's; a twin that bins by
+division instead of numpy's product, one that matches a text after trimming it, one that
+counts a value equal to a candidate as below it, and one that squares without the absolute
+value, must each differ from it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mechanisms.counting import TableSource, duckdb_engine, sql, tally_table
+from mechanisms.counting.tally import CellTally
+from mechanisms.schema import Schema
+from mechanisms.statistics import aggregates
+from tests.counting import engine_tables as tables
+from tests.counting.test_engine_kinds import CASES, grids, statistics_tallies
+
+
+def hostile_tallies() -> list:
+    frame, document, runs = CASES["hostile"]
+    schema = Schema.from_dict(document).accepting()
+    cells = [CellTally(schema, (c,)) for c in frame.columns if c != "tiny range"]
+    return [*cells, *statistics_tallies("hostile"), *(t for _, t in grids(document, runs))]
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory) -> TableSource:
+    frame = CASES["hostile"][0]
+    path: Path = tmp_path_factory.mktemp("forms") / "h.parquet"
+    return TableSource(str(tables.write_parquet(frame, path, 3)))
+
+
+def differing(source: TableSource) -> list:
+    """The tallies whose DuckDB answer differs from the in-process one."""
+    return [
+        tally
+        for tally in hostile_tallies()
+        if not np.array_equal(
+            tally_table(source, tally, "duckdb"), tally_table(source, tally, "inprocess")
+        )
+    ]
+
+
+def test_duckdb_forms_equal_the_inprocess_engine(source):
+    assert sql.DUCKDB.ieee and sql.DUCKDB.find is not None
+    assert differing(source) == []
+
+
+def divided(dialect, value, lower, upper, bins, integer="BIGINT"):
+    """Twin: (v - lower) / width, where numpy multiplies by bins / (upper - lower)."""
+    width = sql.number(dialect, (upper - lower) / bins)
+    scaled = f"greatest(0.0, ({value} - {sql.number(dialect, lower)}) / {width})"
+    return f"CAST(floor(least({bins - 1}, {scaled})) AS {integer})"
+
+
+def trimmed(text: str, listed: str) -> str:
+    """Twin: the text's place after trimming spaces ("F " read as "F")."""
+    return f"list_position([{listed}], rtrim({text}))"
+
+
+def squared_without_abs(self, dialect, g: str) -> str:
+    """Twin: the underflow guard kept, its absolute value dropped."""
+    h = f"greatest({g}, {sql.number(dialect, self.floor_at)})"
+    return f"floor(({h} * {h}) * {sql.number(dialect, 2.0**self.k)})"
+
+
+def test_the_check_catches_binning_by_division(source, monkeypatch):
+    monkeypatch.setattr(sql, "equal_width_sql", divided)
+    assert differing(source)
+
+
+def test_the_check_catches_a_trimmed_category(source, monkeypatch):
+    twin = dataclasses.replace(sql.DUCKDB, find=trimmed)
+    monkeypatch.setattr(duckdb_engine, "DUCKDB", twin)
+    assert differing(source)
+
+
+def test_the_check_catches_a_square_without_its_absolute_value(source, monkeypatch):
+    monkeypatch.setattr(aggregates.SquareGuard, "sql", squared_without_abs)
+    assert differing(source)
+
+
+def test_the_check_catches_a_value_on_a_candidate_counted_below_it(source, monkeypatch):
+    """Twin of the quantile slot's one CASE: a value equal to a candidate read as above it."""
+    written = sql.Guess.sql
+
+    def twin(self, dialect, value, below):
+        return written(self, dialect, value, below).replace(" = v THEN 1", " = v THEN 2")
+
+    monkeypatch.setattr(sql.Guess, "sql", twin)
+    assert differing(source)

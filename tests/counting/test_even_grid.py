@@ -1,0 +1,146 @@
+"""A range-count grid axis placed by arithmetic and one comparison (`grid_tally.EvenAxis`).
+
+DuckDB (`Dialect.ieee`) places a clamped value on an even grid axis by a bucket that puts each
+inner edge in a bucket of its own, then one exact comparison with that edge. The cell must be
+numpy's (`Support.axis_cells`) for every value: each edge, a float step either side of it,
+halfway between edges, the special floats (clamped first, as the tally clamps them), on axes of
+round and decimal bounds, negative ones, a signed zero, vast and tiny spans and 4,097 cells;
+and the axes the arithmetic cannot serve are searched as before (too few cells, edges that
+collapse near 2^53, subnormal spans, a span past the largest double). Through the counting API
+every Parquet engine counts a grid over such columns as the in-process engine. Two broken twins
+are caught: the comparison `<` where numpy's search has `<=`, and an axis taken without the
+check that each edge is its own bucket.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from mechanisms.counting import TableSource, sql, tally_table
+from mechanisms.range_count import grid_tally as grids
+from mechanisms.range_count.api import support_from_schema
+from mechanisms.range_count.inputs import Support
+from mechanisms.schema import Schema
+from tests.counting.test_counting_engines import layout_engines
+from tests.counting.test_edge_values import SPECIAL_FLOATS, float_array, write_layout
+from tests.counting.test_guessed_search import values_around
+
+LARGEST = float(np.finfo(np.float64).max)
+AXES = {  # name -> (lower, upper, cells)
+    "ages": (0.0, 100.0, 32),
+    "incomes": (0.0, 200000.0, 16),
+    "decimal": (0.1, 0.7, 6),
+    "negative": (-7.3, 12.9, 7),
+    "signed zero": (-0.0, 1.0, 10),
+    "vast": (-1e300, 1e300, 64),
+    "tiny": (0.0, 3e-12, 5),
+    "fine": (0.0, 1.0, 4097),
+    # searched, not placed by arithmetic
+    "too few": (0.0, 1.0, grids.EVEN_FROM - 1),
+    "near 2^53": (2.0**53 - 64, 2.0**53 + 64, 128),
+    "subnormal": (1e-310, 5e-310, 8),
+    "too wide": (-LARGEST, LARGEST, 8),
+}
+SEARCHED = ("too few", "near 2^53", "subnormal", "too wide")
+
+
+def support(lower: float, upper: float, cells: int) -> Support:
+    return Support(("x",), np.array([lower]), np.array([upper]), np.zeros((cells, 1)), (cells,))
+
+
+def axis(name: str) -> tuple[Support, grids.EvenAxis | None]:
+    lower, upper, cells = AXES[name]
+    found = support(lower, upper, cells)
+    with np.errstate(over="ignore", invalid="ignore"):  # "too wide": the span overflows
+        return found, grids.EvenAxis.of(lower, upper, cells, found.axis_edges(0))
+
+
+def around(found: Support) -> list[float]:
+    specials = [v for v in SPECIAL_FLOATS if v is not None]
+    values = np.array([*values_around(tuple(found.axis_edges(0))), *specials])
+    values = values[~np.isnan(values)]
+    return [float(v) for v in np.clip(values, found.lower[0], found.upper[0])]
+
+
+def duckdb_cells(found: Support, even: grids.EvenAxis, values: list[float]) -> list[int]:
+    with duckdb.connect(":memory:") as connection:
+        connection.register("t", pa.table({"i": range(len(values)), "v": float_array(values)}))
+        query = f"SELECT CAST({even.sql(sql.DUCKDB, 'v')} AS BIGINT) FROM t ORDER BY i"  # noqa: S608
+        return [row[0] for row in connection.execute(query).fetchall()]
+
+
+def numpy_cells(found: Support, values: list[float]) -> list[int]:
+    cells = found.axis_cells(0, np.asarray(values), found.axis_edges(0))
+    return [int(c) for c in cells]
+
+
+def test_the_axes_take_both_paths():
+    for name in AXES:
+        assert (axis(name)[1] is None) == (name in SEARCHED), name
+
+
+@pytest.mark.parametrize("name", [n for n in AXES if n not in SEARCHED])
+def test_duckdb_places_every_value_as_numpy(name):
+    found, even = axis(name)
+    assert even is not None
+    values = around(found)
+    assert duckdb_cells(found, even, values) == numpy_cells(found, values)
+
+
+COLUMNS = ("ages", "decimal", "negative", "signed zero", "too few")
+
+
+def test_every_engine_counts_an_even_grid_as_in_process(tmp_path: Path):
+    """Grid counts over columns of these bounds (the hostile values around every edge, NaN,
+    NULL, +-inf) on every Parquet engine against the in-process engine."""
+    columns, table = [], {}
+    for j, name in enumerate(COLUMNS):
+        lower, upper, cells = AXES[name]
+        columns.append(
+            {"name": f"c{j}", "type": "numeric", "lower": lower, "upper": upper, "bins": 5}
+        )
+        values = [*values_around(tuple(support(lower, upper, cells).axis_edges(0)))]
+        values += [v for v in SPECIAL_FLOATS if v is not None][:4] + [None]
+        table[f"c{j}"] = values
+    rows = max(map(len, table.values()))
+    rng = np.random.default_rng(7)
+    arrays = {
+        k: float_array([v[i] for i in rng.integers(0, len(v), rows)]) for k, v in table.items()
+    }
+    source = TableSource(str(write_layout(pa.table(arrays), tmp_path / "g.parquet", [5])))
+    schema = Schema.from_dict({"columns": columns}).accepting()
+    for first, second in ((0, 1), (2, 3), (4, 0)):
+        shape = f"{AXES[COLUMNS[first]][2]}x{AXES[COLUMNS[second]][2]}"
+        chosen = support_from_schema(schema, [f"c{first}", f"c{second}"], {"grid": shape})
+        tally = grids.grid_tally(chosen, schema)
+        expected = tally_table(source, tally, "inprocess").tolist()
+        assert sum(expected) > 0
+        for engine in layout_engines(False):
+            assert tally_table(source, tally, engine).tolist() == expected, (engine, shape)
+
+
+def test_the_check_catches_a_comparison_on_the_wrong_side(monkeypatch):
+    """Broken twin: [e_B < v] where numpy's search counts the edges <= v."""
+    found, even = axis("decimal")
+    assert even is not None
+    values = around(found)
+    right = even.sql(sql.DUCKDB, "v")
+    monkeypatch.setattr(grids.EvenAxis, "sql", lambda self, dialect, v: right.replace("<=", "<"))
+    assert duckdb_cells(found, even, values) != numpy_cells(found, values)
+
+
+def test_the_check_catches_an_axis_taken_unchecked():
+    """Broken twin: edges that collapse near 2^53 (several in one bucket), placed anyway."""
+    found, even = axis("near 2^53")
+    assert even is None
+    lower, upper, cells = AXES["near 2^53"]
+    step, factor = (upper - lower) / cells, cells / (upper - lower)
+    unchecked = dataclasses.replace(grids.EvenAxis(lower, step, factor, cells))
+    values = around(found)
+    assert duckdb_cells(found, unchecked, values) != numpy_cells(found, values)
