@@ -24,10 +24,11 @@ location.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -49,7 +50,10 @@ if TYPE_CHECKING:
 SCHEDULER_VARIABLE = "DPPORTAL_DASK_SCHEDULER"
 CONNECT_SECONDS = 10.0
 FAN_IN = 8  # partial count arrays summed per reduction task
+PAUSED_SECONDS = 120.0  # every worker paused this long: the count is given up (`awaited`)
+POLL_SECONDS = 5.0  # how often a count that has not finished asks after the workers
 PIECE, ROW = "__dp_portal_piece__", "__dp_portal_row__"  # a row's piece and number in it
+Result = TypeVar("Result")
 START_HINT = (
     "start one with `dask scheduler` (it listens on tcp://HOST:8786) and `dask worker "
     "tcp://HOST:8786` on each machine holding the data, then set "
@@ -152,7 +156,8 @@ def _connect(address: str, timeout: float) -> Client:
 
 
 def _tally(client: Client, source: TableSource, tally: Tally) -> AnyArray:
-    pieces, arrow_schema = client.submit(plan_pieces, source, tally.columns, pure=False).result()
+    planned = client.submit(plan_pieces, source, tally.columns, pure=False)
+    pieces, arrow_schema = awaited(client, planned)
     if not pieces:
         return np.zeros(tally.shape, dtype=np.int64)
     if isinstance(tally, BoundedTally):
@@ -160,7 +165,39 @@ def _tally(client: Client, source: TableSource, tally: Tally) -> AnyArray:
     partial = client.map(
         tally_piece, pieces, source=source, tally=tally, arrow_schema=arrow_schema, pure=False
     )
-    return _tree_sum(client, partial).result()
+    return awaited(client, _tree_sum(client, partial))
+
+
+def awaited(client: Client, future: Future[Result]) -> Result:
+    """The result of `future`; a MechanismError once every worker is paused PAUSED_SECONDS.
+
+    Dask pauses a worker whose memory nears its limit, until spilling to disk frees some; when
+    what fills it cannot be spilled, it stays paused and no task of the count runs again. The
+    count would then wait for the release's time limit; this says what happened instead.
+    """
+    paused_since = None
+    while True:
+        try:
+            return future.result(timeout=POLL_SECONDS)
+        except TimeoutError:
+            if not _all_paused(client):
+                paused_since = None
+                continue
+            paused_since = paused_since or time.monotonic()
+            if time.monotonic() - paused_since >= PAUSED_SECONDS:
+                client.cancel(future)  # type: ignore[no-untyped-call]
+                raise MechanismError(
+                    f"every worker of the Dask cluster has been paused for lack of memory for "
+                    f"{PAUSED_SECONDS:g} s, so the count cannot go on: give the workers more "
+                    "memory (dask worker --memory-limit, about 2 GB per 10^7 rows counted at "
+                    "person level), or more workers, and make the release again"
+                ) from None
+
+
+def _all_paused(client: Client) -> bool:
+    """Whether the cluster has workers and every one of them is paused."""
+    workers = client.scheduler_info(n_workers=-1)["workers"].values()
+    return bool(workers) and all(worker.get("status") == "paused" for worker in workers)
 
 
 def _tree_sum(client: Client, futures: list[Future[AnyArray]]) -> Future[AnyArray]:
@@ -313,7 +350,7 @@ def _bounded(
         )
         for index, piece in enumerate(pieces)
     ]
-    return _tree_sum(client, partial).result()
+    return awaited(client, _tree_sum(client, partial))
 
 
 def piece_keys(

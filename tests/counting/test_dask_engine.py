@@ -8,6 +8,8 @@ LocalCluster of two worker processes itself.
 
 import os
 import socket
+import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -18,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from mechanisms import Schema, counting
-from mechanisms.counting import TableSource, count_cells
+from mechanisms.counting import TableSource, count_cells, dask_engine
 from mechanisms.counting.dask_engine import (
     SCHEDULER_VARIABLE,
     add_counts,
@@ -184,3 +186,65 @@ def test_an_s3_folder_is_counted_as_in_process(folder, scheduler):
         assert reference.sum() == 1_000 + 2_500 + 777
         counts = count_on_dask(source, SCHEMA, ["x", "c", "k"], scheduler=scheduler)
         assert np.array_equal(counts, reference)
+
+
+@pytest.fixture
+def paused_scheduler():
+    """A cluster of one in-process worker that Dask's own memory monitor pauses: its limit
+    (40 MB) is below the test process's memory, and nothing it holds can be spilled."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(
+        n_workers=1,
+        threads_per_worker=1,
+        processes=False,
+        memory_limit="40MB",
+        dashboard_address=None,
+    ) as cluster:
+        with Client(cluster, set_as_default=False) as client:
+            for _ in range(100):
+                if dask_engine._all_paused(client):
+                    break
+                time.sleep(0.1)
+            assert dask_engine._all_paused(client), client.scheduler_info()["workers"]
+        yield cluster.scheduler_address
+
+
+def test_a_cluster_paused_for_memory_is_refused_in_words(folder, paused_scheduler, monkeypatch):
+    """Every worker paused for PAUSED_SECONDS (1 s here): the count stops with words that say
+    why and what to give the workers (before: it waited for the release's time limit)."""
+    monkeypatch.setattr(dask_engine, "PAUSED_SECONDS", 1.0)
+    monkeypatch.setattr(dask_engine, "POLL_SECONDS", 0.2)
+    started = time.monotonic()
+    with pytest.raises(MechanismError, match="paused for lack of memory .* more memory"):
+        count_on_dask(folder, SCHEMA, ["x", "c"], scheduler=paused_scheduler)
+    assert time.monotonic() - started < 30
+
+
+def test_without_the_watch_a_paused_cluster_holds_the_count(folder, paused_scheduler, monkeypatch):
+    """Broken twin: with the workers' pause unseen, the count is still waiting after 5 s (and
+    would until the release's time limit); the test above would time out."""
+    done = threading.Event()
+
+    def unseen(client) -> bool:
+        if done.is_set():  # the test is over: end the count before the cluster closes
+            raise InterruptedError
+        return False
+
+    monkeypatch.setattr(dask_engine, "_all_paused", unseen)
+    monkeypatch.setattr(dask_engine, "POLL_SECONDS", 0.2)
+    outcome = []
+
+    def count() -> None:
+        try:
+            outcome.append(count_on_dask(folder, SCHEMA, ["x", "c"], scheduler=paused_scheduler))
+        except InterruptedError as stopped:
+            outcome.append(stopped)
+
+    waiting = threading.Thread(target=count)
+    waiting.start()
+    waiting.join(5)
+    still_waiting = waiting.is_alive() and not outcome
+    done.set()
+    waiting.join(10)
+    assert still_waiting, outcome
