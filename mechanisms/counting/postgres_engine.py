@@ -76,6 +76,7 @@ def postgres_dialect(connection: psycopg.Connection) -> Dialect:
         position=POSITION_SQL,
         digest=lambda text: f"encode(sha256(convert_to({text}, 'UTF8')), 'hex') COLLATE \"C\"",
         wide_sums=True,
+        missing_clamps_high=True,
         bytewise=lambda text: f'({text} COLLATE "C")',
     )
     return replace(

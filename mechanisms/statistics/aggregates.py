@@ -29,7 +29,9 @@ by a power of two, floor), which numpy, DuckDB and PostgreSQL round alike, so th
 the sums, are equal on every engine. The SQL guards two steps PostgreSQL refuses rather than
 rounds (overflow, and a product that underflows to zero) by clamps that give the value numpy
 computes (see `SquareGuard` and `PRE_CLAMP`); DuckDB, whose doubles overflow and underflow as
-numpy's do (`Dialect.ieee`), runs numpy's steps unguarded.
+numpy's do (`Dialect.ieee`), runs numpy's steps unguarded. PostgreSQL, where a missing value
+clamps as +inf does (`Dialect.missing_clamps_high`), sums every row's words unmasked and takes
+the words of +inf off once per missing value (`GroupTally.unmasked_query`).
 
 Privacy: aggregates only, exact, no noise: the statistics add it (`compute`). Each row's fixed-
 point term lies in [low - 2^-k, high] for a clamp to [low, high], so one row moves a group's
@@ -201,8 +203,12 @@ class GroupTally:
         """Three nested SELECTs: read and test each value, clamp it, then sum the words.
 
         Two whole numbers per sum, hi and lo with S = hi 2^31 + lo: the sums of the limbs, or
-        where the dialect's sums are wide (`Dialect.wide_sums`) 0 and the words' one sum.
+        where the dialect's sums are wide (`Dialect.wide_sums`) 0 and the words' one sum. Where
+        a missing value clamps as +inf does (`Dialect.missing_clamps_high`), one SELECT with no
+        mask instead (`unmasked_query`).
         """
+        if dialect.missing_clamps_high:
+            return self.unmasked_query(dialect, kinds, table)
         read, clamp, sums = [group_sql(dialect, self.schema, self.by, kinds) + " AS g"], [], []
         for j, column in enumerate(self.numeric):
             spec = self.spec(column)
@@ -229,6 +235,37 @@ class GroupTally:
         selected = ", ".join(["g", "count(*)", *sums])
         return f"SELECT {selected} FROM ({middle}) AS c GROUP BY g"  # noqa: S608  # nosec B608
 
+    def unmasked_query(self, dialect: Dialect, kinds: dict[str, str], table: str) -> str:
+        """The sums over every row, less the words of +inf once per missing value (PostgreSQL).
+
+        PostgreSQL inlines the nested SELECTs of `query` and evaluates each reference to a
+        clamped value anew, its missing test included (the square read the centred value twice).
+        Here every term reads the value itself: a missing one (NULL, which greatest() and
+        least() skip, or NaN, which they rank above every number) clamps to each term's upper
+        bound, exactly as +inf does, so each group's sum over all its rows is the sum over its
+        present values plus (rows - present) times the word of +inf (`high_words`), which the
+        query takes off (an exact NUMERIC per group). The square reads |g| = min(r, |x - c|),
+        equal to |clip(x - c, -r, r)|. x - c is not clamped first: |c| <= 2^61 (`check_bounds`)
+        against 2^970 for the difference of a finite x to round to infinity.
+        """
+        assert dialect.wide_sums  # the sums over every row and their correction are exact NUMERIC
+        read, sums = [group_sql(dialect, self.schema, self.by, kinds) + " AS g"], []
+        for j, column in enumerate(self.numeric):
+            spec = self.spec(column)
+            check_bounds(spec)
+            value, missing = number_sql(dialect, spec, kinds[column])
+            read += [f"{value} AS v{j}", f"{missing} AS m{j}"]
+            present = f"sum(CASE WHEN m{j} THEN 0 ELSE 1 END)"
+            lost = f"CAST(count(*) - {present} AS NUMERIC)"
+            sums.append(present)
+            high = high_words(spec)
+            for which, word in unmasked_words(dialect, spec, f"v{j}").items():
+                zero, total = word_sums(dialect, word)  # wide: "0" and the words' one sum
+                sums += [zero, f"{total} - {lost} * {high[which]}"]
+        inner = f"SELECT {', '.join(read)} FROM {table}"  # noqa: S608  # nosec B608: quoted
+        selected = ", ".join(["g", "count(*)", *sums])
+        return f"SELECT {selected} FROM ({inner}) AS r GROUP BY g"  # noqa: S608  # nosec B608
+
     def from_rows(self, rows: list[tuple[Any, ...]]) -> AnyArray:
         out = np.zeros(self.shape, dtype=np.int64)
         for row in rows:
@@ -242,6 +279,42 @@ class GroupTally:
                 values[high : high + 2] = [exact >> LIMB_BITS, exact & LOW_MASK]
             out[group] = values
         return out
+
+
+def high_words(spec: NumericColumn) -> dict[str, int]:
+    """floor(term 2^k) of each of SUMS for x = +inf, as numpy computes it: each upper bound's."""
+    terms = clamped_terms(np.array([math.inf]), spec)
+    words = {}
+    for which in SUMS:
+        high, low = limbs(terms[which], sum_exponent(*sum_bounds(spec, which)))
+        words[which] = (int(high[0]) << LIMB_BITS) + int(low[0])
+    return words
+
+
+def unmasked_words(dialect: Dialect, spec: NumericColumn, value: str) -> dict[str, str]:
+    """floor(term 2^k) of each of SUMS from the value itself, no missing test (`unmasked_query`).
+
+    A term equal to the raw one (`raw_alike`) is the raw one's very SQL (its sum is computed
+    once); the square's guard is `SquareGuard`'s, on min(r, |x - c|).
+    """
+    alike = raw_alike(spec)
+    terms = {"raw": clamp_sql(dialect, value, spec.lower, spec.upper)}
+    for which, shift in shifts(spec).items():
+        moved = value if shift == 0.0 else f"({value} - {number(dialect, shift)})"
+        terms[which] = (
+            terms["raw"] if which in alike else clamp_sql(dialect, moved, *sum_bounds(spec, which))
+        )
+    c, r = centre(spec)
+    moved = value if c == 0.0 else f"({value} - {number(dialect, c)})"
+    size = f"least({number(dialect, r)}, abs({moved}))"
+    words = {}
+    for which in SUMS:
+        k = sum_exponent(*sum_bounds(spec, which))
+        if which == "square":
+            words[which] = SquareGuard(k).of_size(dialect, size)
+        else:
+            words[which] = f"floor({terms[which]} * {number(dialect, 2.0**k)})"
+    return words
 
 
 def refuse_large_group(rows: int) -> None:
@@ -330,7 +403,11 @@ class SquareGuard:
     def sql(self, dialect: Dialect, g: str) -> str:
         if dialect.ieee:  # a product that underflows is 0 (or subnormal) there, as in numpy
             return f"floor(({g} * {g}) * {number(dialect, 2.0**self.k)})"
-        h = f"greatest(abs({g}), {number(dialect, self.floor_at)})"
+        return self.of_size(dialect, f"abs({g})")
+
+    def of_size(self, dialect: Dialect, size: str) -> str:
+        """The word from |g| (`size`, NULL for a missing value), guarded."""
+        h = f"greatest({size}, {number(dialect, self.floor_at)})"
         return f"floor(({h} * {h}) * {number(dialect, 2.0**self.k)})"
 
 
