@@ -44,7 +44,8 @@ the larger of it and OpenDP's map (`measures.sum_transformation`).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
@@ -249,7 +250,8 @@ class GroupTally:
         against 2^970 for the difference of a finite x to round to infinity.
         """
         assert dialect.wide_sums  # the sums over every row and their correction are exact NUMERIC
-        read, sums = [group_sql(dialect, self.schema, self.by, kinds) + " AS g"], []
+        read: list[str] = []
+        sums: list[str] = []
         for j, column in enumerate(self.numeric):
             spec = self.spec(column)
             check_bounds(spec)
@@ -262,7 +264,16 @@ class GroupTally:
             for which, word in unmasked_words(dialect, spec, f"v{j}").items():
                 zero, total = word_sums(dialect, word)  # wide: "0" and the words' one sum
                 sums += [zero, f"{total} - {lost} * {high[which]}"]
-        inner = f"SELECT {', '.join(read)} FROM {table}"  # noqa: S608  # nosec B608: quoted
+
+        def rows(texts: list[str]) -> tuple[str, list[str], list[str]]:
+            source = f"(SELECT {', '.join([*texts, *read])} FROM {table}) AS r"  # noqa: S608  # nosec B608: quoted
+            return source, [], ["count(*)", *sums]
+
+        first = grouped_first(dialect, self.schema, self.by, kinds, rows)
+        if first is not None:
+            return first
+        group = group_sql(dialect, self.schema, self.by, kinds)
+        inner = f"SELECT {', '.join([group + ' AS g', *read])} FROM {table}"  # noqa: S608  # nosec B608: quoted
         selected = ", ".join(["g", "count(*)", *sums])
         return f"SELECT {selected} FROM ({inner}) AS r GROUP BY g"  # noqa: S608  # nosec B608
 
@@ -468,11 +479,21 @@ class RankTally:
     def query(self, dialect: Dialect, kinds: dict[str, str], table: str) -> str:
         spec = self.spec
         value, missing = number_sql(dialect, spec, kinds[self.column])
-        group = group_sql(dialect, self.schema, self.by, kinds)
-        inner = (
-            f"SELECT {group} AS g, {clamp_sql(dialect, value, spec.lower, spec.upper)} AS v "  # noqa: S608  # nosec B608: quoted
-            f"FROM {table} WHERE NOT {missing}"
+        clamped = f"{clamp_sql(dialect, value, spec.lower, spec.upper)} AS v"
+
+        def rows(texts: list[str]) -> tuple[str, list[str], list[str]]:
+            inner = f"SELECT {', '.join([*texts, clamped])} FROM {table} WHERE NOT {missing}"  # noqa: S608  # nosec B608: quoted
+            return f"({inner}) AS q", [self.slot_sql(dialect, self.grid)], ["count(*)"]
+
+        first = (
+            None
+            if self.grids is not None
+            else grouped_first(dialect, self.schema, self.by, kinds, rows)
         )
+        if first is not None:
+            return first
+        group = group_sql(dialect, self.schema, self.by, kinds)
+        inner = f"SELECT {group} AS g, {clamped} FROM {table} WHERE NOT {missing}"  # noqa: S608  # nosec B608: quoted
         if self.grids is None:
             slot = self.slot_sql(dialect, self.grid)
         else:
@@ -511,6 +532,53 @@ def group_codes(schema: Schema, by: tuple[str, ...], frame: pd.DataFrame) -> Int
     codes = schema.encode(frame, list(by))
     flat: IntArray = np.ravel_multi_index(tuple(codes.T), schema.domain_shape(list(by)))
     return flat.astype(np.int64)
+
+
+FEW_GROUPS = 10_000  # raw text combinations (by the statistics) grouped first at most
+
+
+def grouped_first(
+    dialect: Dialect,
+    schema: Schema,
+    by: tuple[str, ...],
+    kinds: dict[str, str],
+    query: Callable[[list[str]], tuple[str, list[str], list[str]]],
+) -> str | None:
+    """A statistics query grouped by the `by` columns' raw texts first, each coded once after.
+
+    Where every `by` column is text and their texts' combinations are at most FEW_GROUPS by the
+    database's statistics (`Dialect.distinct_texts`), `query(texts)` gives (the rows' source,
+    keys, aggregates) with `texts` the select items of the raw texts, t0, t1, ..., compared
+    bytewise (`Dialect.bytewise`, so a GROUP BY joins exactly the texts the cell codes find
+    equal); the rows are grouped by the texts and the keys, then each text combination gets
+    its group code (the same CASE as per row, on one row per distinct text) and the groups'
+    aggregates are added up per code: sums of whole numbers, exact. 10^7 rows, 13 texts
+    (PostgreSQL, CPU of one backend): groups' query 1.83 against 2.48 s, rank query 2.11
+    against 2.93 s. Grouping by raw texts is slower where they are many (an identifier declared
+    categorical, 10^7 distinct texts: 4x), hence the statistics; where they are wrong (stale)
+    the answer is the same, only slower. None where it does not apply.
+    """
+    estimated = dict(dialect.distinct_texts)
+    if (
+        not by
+        or len(set(by)) < len(by)
+        or any(kinds[b] != "text" or b not in estimated for b in by)
+    ):
+        return None
+    if math.prod(estimated[b] for b in by) > FEW_GROUPS:
+        return None
+    aliases = {b: f"t{i}" for i, b in enumerate(by)}
+    texts = [f"{dialect.bytewise(dialect.identifier(b))} AS {aliases[b]}" for b in by]
+    source, keys, sums = query(texts)
+    coded = replace(dialect, identifier=lambda name: aliases[name])
+    names = [*aliases.values(), *(f"k{i}" for i in range(len(keys)))]
+    listed = [*aliases.values(), *(f"{k} AS k{i}" for i, k in enumerate(keys))]
+    listed += [f"{a} AS a{i}" for i, a in enumerate(sums)]
+    added = ["0" if a == "0" else f"sum(a{i})" for i, a in enumerate(sums)]
+    inner = f"SELECT {', '.join(listed)} FROM {source} GROUP BY {', '.join(names)}"  # noqa: S608  # nosec B608: quoted
+    outer = [f"{group_sql(coded, schema, by, kinds)} AS g", *names[len(by) :], *added]
+    positions = ", ".join(str(i + 1) for i in range(1 + len(keys)))
+    return f"SELECT {', '.join(outer)} FROM ({inner}) AS raw GROUP BY {positions}"  # noqa: S608  # nosec B608
 
 
 def group_sql(dialect: Dialect, schema: Schema, by: tuple[str, ...], kinds: dict[str, str]) -> str:
