@@ -29,7 +29,9 @@ by a power of two, floor), which numpy, DuckDB and PostgreSQL round alike, so th
 the sums, are equal on every engine. The SQL guards two steps PostgreSQL refuses rather than
 rounds (overflow, and a product that underflows to zero) by clamps that give the value numpy
 computes (see `SquareGuard` and `PRE_CLAMP`); DuckDB, whose doubles overflow and underflow as
-numpy's do (`Dialect.ieee`), runs numpy's steps unguarded.
+numpy's do (`Dialect.ieee`), runs numpy's steps unguarded. PostgreSQL, where a missing value
+clamps as +inf does (`Dialect.missing_clamps_high`), sums every row's words unmasked and takes
+the words of +inf off once per missing value (`GroupTally.unmasked_query`).
 
 Privacy: aggregates only, exact, no noise: the statistics add it (`compute`). Each row's fixed-
 point term lies in [low - 2^-k, high] for a clamp to [low, high], so one row moves a group's
@@ -42,7 +44,8 @@ the larger of it and OpenDP's map (`measures.sum_transformation`).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
@@ -201,8 +204,12 @@ class GroupTally:
         """Three nested SELECTs: read and test each value, clamp it, then sum the words.
 
         Two whole numbers per sum, hi and lo with S = hi 2^31 + lo: the sums of the limbs, or
-        where the dialect's sums are wide (`Dialect.wide_sums`) 0 and the words' one sum.
+        where the dialect's sums are wide (`Dialect.wide_sums`) 0 and the words' one sum. Where
+        a missing value clamps as +inf does (`Dialect.missing_clamps_high`), one SELECT with no
+        mask instead (`unmasked_query`).
         """
+        if dialect.missing_clamps_high:
+            return self.unmasked_query(dialect, kinds, table)
         read, clamp, sums = [group_sql(dialect, self.schema, self.by, kinds) + " AS g"], [], []
         for j, column in enumerate(self.numeric):
             spec = self.spec(column)
@@ -229,6 +236,47 @@ class GroupTally:
         selected = ", ".join(["g", "count(*)", *sums])
         return f"SELECT {selected} FROM ({middle}) AS c GROUP BY g"  # noqa: S608  # nosec B608
 
+    def unmasked_query(self, dialect: Dialect, kinds: dict[str, str], table: str) -> str:
+        """The sums over every row, less the words of +inf once per missing value (PostgreSQL).
+
+        PostgreSQL inlines the nested SELECTs of `query` and evaluates each reference to a
+        clamped value anew, its missing test included (the square read the centred value twice).
+        Here every term reads the value itself: a missing one (NULL, which greatest() and
+        least() skip, or NaN, which they rank above every number) clamps to each term's upper
+        bound, exactly as +inf does, so each group's sum over all its rows is the sum over its
+        present values plus (rows - present) times the word of +inf (`high_words`), which the
+        query takes off (an exact NUMERIC per group). The square reads |g| = min(r, |x - c|),
+        equal to |clip(x - c, -r, r)|. x - c is not clamped first: |c| <= 2^61 (`check_bounds`)
+        against 2^970 for the difference of a finite x to round to infinity.
+        """
+        assert dialect.wide_sums  # the sums over every row and their correction are exact NUMERIC
+        read: list[str] = []
+        sums: list[str] = []
+        for j, column in enumerate(self.numeric):
+            spec = self.spec(column)
+            check_bounds(spec)
+            value, missing = number_sql(dialect, spec, kinds[column])
+            read += [f"{value} AS v{j}", f"{missing} AS m{j}"]
+            present = f"sum(CASE WHEN m{j} THEN 0 ELSE 1 END)"
+            lost = f"CAST(count(*) - {present} AS NUMERIC)"
+            sums.append(present)
+            high = high_words(spec)
+            for which, word in unmasked_words(dialect, spec, f"v{j}").items():
+                zero, total = word_sums(dialect, word)  # wide: "0" and the words' one sum
+                sums += [zero, f"{total} - {lost} * {high[which]}"]
+
+        def rows(texts: list[str]) -> tuple[str, list[str], list[str]]:
+            source = f"(SELECT {', '.join([*texts, *read])} FROM {table}) AS r"  # noqa: S608  # nosec B608: quoted
+            return source, [], ["count(*)", *sums]
+
+        first = grouped_first(dialect, self.schema, self.by, kinds, rows)
+        if first is not None:
+            return first
+        group = group_sql(dialect, self.schema, self.by, kinds)
+        inner = f"SELECT {', '.join([group + ' AS g', *read])} FROM {table}"  # noqa: S608  # nosec B608: quoted
+        selected = ", ".join(["g", "count(*)", *sums])
+        return f"SELECT {selected} FROM ({inner}) AS r GROUP BY g"  # noqa: S608  # nosec B608
+
     def from_rows(self, rows: list[tuple[Any, ...]]) -> AnyArray:
         out = np.zeros(self.shape, dtype=np.int64)
         for row in rows:
@@ -242,6 +290,42 @@ class GroupTally:
                 values[high : high + 2] = [exact >> LIMB_BITS, exact & LOW_MASK]
             out[group] = values
         return out
+
+
+def high_words(spec: NumericColumn) -> dict[str, int]:
+    """floor(term 2^k) of each of SUMS for x = +inf, as numpy computes it: each upper bound's."""
+    terms = clamped_terms(np.array([math.inf]), spec)
+    words = {}
+    for which in SUMS:
+        high, low = limbs(terms[which], sum_exponent(*sum_bounds(spec, which)))
+        words[which] = (int(high[0]) << LIMB_BITS) + int(low[0])
+    return words
+
+
+def unmasked_words(dialect: Dialect, spec: NumericColumn, value: str) -> dict[str, str]:
+    """floor(term 2^k) of each of SUMS from the value itself, no missing test (`unmasked_query`).
+
+    A term equal to the raw one (`raw_alike`) is the raw one's very SQL (its sum is computed
+    once); the square's guard is `SquareGuard`'s, on min(r, |x - c|).
+    """
+    alike = raw_alike(spec)
+    terms = {"raw": clamp_sql(dialect, value, spec.lower, spec.upper)}
+    for which, shift in shifts(spec).items():
+        moved = value if shift == 0.0 else f"({value} - {number(dialect, shift)})"
+        terms[which] = (
+            terms["raw"] if which in alike else clamp_sql(dialect, moved, *sum_bounds(spec, which))
+        )
+    c, r = centre(spec)
+    moved = value if c == 0.0 else f"({value} - {number(dialect, c)})"
+    size = f"least({number(dialect, r)}, abs({moved}))"
+    words = {}
+    for which in SUMS:
+        k = sum_exponent(*sum_bounds(spec, which))
+        if which == "square":
+            words[which] = SquareGuard(k).of_size(dialect, size)
+        else:
+            words[which] = f"floor({terms[which]} * {number(dialect, 2.0**k)})"
+    return words
 
 
 def refuse_large_group(rows: int) -> None:
@@ -330,7 +414,11 @@ class SquareGuard:
     def sql(self, dialect: Dialect, g: str) -> str:
         if dialect.ieee:  # a product that underflows is 0 (or subnormal) there, as in numpy
             return f"floor(({g} * {g}) * {number(dialect, 2.0**self.k)})"
-        h = f"greatest(abs({g}), {number(dialect, self.floor_at)})"
+        return self.of_size(dialect, f"abs({g})")
+
+    def of_size(self, dialect: Dialect, size: str) -> str:
+        """The word from |g| (`size`, NULL for a missing value), guarded."""
+        h = f"greatest({size}, {number(dialect, self.floor_at)})"
         return f"floor(({h} * {h}) * {number(dialect, 2.0**self.k)})"
 
 
@@ -391,11 +479,21 @@ class RankTally:
     def query(self, dialect: Dialect, kinds: dict[str, str], table: str) -> str:
         spec = self.spec
         value, missing = number_sql(dialect, spec, kinds[self.column])
-        group = group_sql(dialect, self.schema, self.by, kinds)
-        inner = (
-            f"SELECT {group} AS g, {clamp_sql(dialect, value, spec.lower, spec.upper)} AS v "  # noqa: S608  # nosec B608: quoted
-            f"FROM {table} WHERE NOT {missing}"
+        clamped = f"{clamp_sql(dialect, value, spec.lower, spec.upper)} AS v"
+
+        def rows(texts: list[str]) -> tuple[str, list[str], list[str]]:
+            inner = f"SELECT {', '.join([*texts, clamped])} FROM {table} WHERE NOT {missing}"  # noqa: S608  # nosec B608: quoted
+            return f"({inner}) AS q", [self.slot_sql(dialect, self.grid)], ["count(*)"]
+
+        first = (
+            None
+            if self.grids is not None
+            else grouped_first(dialect, self.schema, self.by, kinds, rows)
         )
+        if first is not None:
+            return first
+        group = group_sql(dialect, self.schema, self.by, kinds)
+        inner = f"SELECT {group} AS g, {clamped} FROM {table} WHERE NOT {missing}"  # noqa: S608  # nosec B608: quoted
         if self.grids is None:
             slot = self.slot_sql(dialect, self.grid)
         else:
@@ -434,6 +532,53 @@ def group_codes(schema: Schema, by: tuple[str, ...], frame: pd.DataFrame) -> Int
     codes = schema.encode(frame, list(by))
     flat: IntArray = np.ravel_multi_index(tuple(codes.T), schema.domain_shape(list(by)))
     return flat.astype(np.int64)
+
+
+FEW_GROUPS = 10_000  # raw text combinations (by the statistics) grouped first at most
+
+
+def grouped_first(
+    dialect: Dialect,
+    schema: Schema,
+    by: tuple[str, ...],
+    kinds: dict[str, str],
+    query: Callable[[list[str]], tuple[str, list[str], list[str]]],
+) -> str | None:
+    """A statistics query grouped by the `by` columns' raw texts first, each coded once after.
+
+    Where every `by` column is text and their texts' combinations are at most FEW_GROUPS by the
+    database's statistics (`Dialect.distinct_texts`), `query(texts)` gives (the rows' source,
+    keys, aggregates) with `texts` the select items of the raw texts, t0, t1, ..., compared
+    bytewise (`Dialect.bytewise`, so a GROUP BY joins exactly the texts the cell codes find
+    equal); the rows are grouped by the texts and the keys, then each text combination gets
+    its group code (the same CASE as per row, on one row per distinct text) and the groups'
+    aggregates are added up per code: sums of whole numbers, exact. 10^7 rows, 13 texts
+    (PostgreSQL, CPU of one backend): groups' query 1.83 against 2.48 s, rank query 2.11
+    against 2.93 s. Grouping by raw texts is slower where they are many (an identifier declared
+    categorical, 10^7 distinct texts: 4x), hence the statistics; where they are wrong (stale)
+    the answer is the same, only slower. None where it does not apply.
+    """
+    estimated = dict(dialect.distinct_texts)
+    if (
+        not by
+        or len(set(by)) < len(by)
+        or any(kinds[b] != "text" or b not in estimated for b in by)
+    ):
+        return None
+    if math.prod(estimated[b] for b in by) > FEW_GROUPS:
+        return None
+    aliases = {b: f"t{i}" for i, b in enumerate(by)}
+    texts = [f"{dialect.bytewise(dialect.identifier(b))} AS {aliases[b]}" for b in by]
+    source, keys, sums = query(texts)
+    coded = replace(dialect, identifier=lambda name: aliases[name])
+    names = [*aliases.values(), *(f"k{i}" for i in range(len(keys)))]
+    listed = [*aliases.values(), *(f"{k} AS k{i}" for i, k in enumerate(keys))]
+    listed += [f"{a} AS a{i}" for i, a in enumerate(sums)]
+    added = ["0" if a == "0" else f"sum(a{i})" for i, a in enumerate(sums)]
+    inner = f"SELECT {', '.join(listed)} FROM {source} GROUP BY {', '.join(names)}"  # noqa: S608  # nosec B608: quoted
+    outer = [f"{group_sql(coded, schema, by, kinds)} AS g", *names[len(by) :], *added]
+    positions = ", ".join(str(i + 1) for i in range(1 + len(keys)))
+    return f"SELECT {', '.join(outer)} FROM ({inner}) AS raw GROUP BY {positions}"  # noqa: S608  # nosec B608
 
 
 def group_sql(dialect: Dialect, schema: Schema, by: tuple[str, ...], kinds: dict[str, str]) -> str:

@@ -819,6 +819,57 @@ def test_the_check_catches_a_square_guard_two_binades_high(tmp_path, postgres, m
     assert found["duckdb"] == found["inprocess"]
 
 
+def missing_sums_by_engine(tmp_path: Path, postgres, engines=PARQUET_ENGINES) -> dict:
+    """The groups' tally where group "a" holds only missing values (NULL, NaN, a negative
+    NaN), "b" missing values beside +-inf and the largest doubles, and rows of no group:
+    PostgreSQL sums every row unmasked and takes the words of +inf off per missing value
+    (`GroupTally.unmasked_query`), so a group of missing values only must come back 0."""
+    from mechanisms.statistics.aggregates import GroupTally
+
+    bounds = {"symmetric": (-50.0, 50.0), "from zero": (0.0, 10.0), "above zero": (1.0, 7.0)}
+    values = [None, math.nan, NEGATIVE_NAN, None, math.inf, -LARGEST, LARGEST, math.nan, 3.5]
+    groups = ["a", "a", "a", "b", "b", "b", "b", "b", None]
+    columns = {name: float_array(values) for name in bounds}
+    columns["g"] = pa.array(groups)
+    table, tally = pa.table(columns), GroupTally(grouped_schema(bounds), ("g",), tuple(bounds))
+    found, _ = tally_on_engines(
+        table, tally, tmp_path, postgres, [e for e in engines if e != "inprocess"]
+    )
+    found["inprocess"] = tally.of_frame(table.to_pandas()).tolist()
+    return found
+
+
+def test_postgres_takes_off_exactly_what_the_missing_values_added(tmp_path, postgres):
+    """Every engine's sums equal numpy's over the present values only, a group of missing
+    values only included (its sums 0, its rows 3)."""
+    found = missing_sums_by_engine(tmp_path, postgres)
+    assert_all_equal(found, "missing sums")
+    group_a = found["inprocess"][0]
+    assert group_a[0] == 3 and not any(group_a[1:])
+
+
+def test_the_check_catches_missing_values_taken_off_as_minus_infinity(
+    tmp_path, postgres, monkeypatch
+):
+    """Broken twin: PostgreSQL takes off the words of -inf (each term's lower bound) for each
+    missing value, where a missing value added those of +inf: the comparison above sees it."""
+    from mechanisms.statistics import aggregates
+
+    def low_words(spec):
+        terms = aggregates.clamped_terms(np.array([-math.inf]), spec)
+        words = {}
+        for which in aggregates.SUMS:
+            k = aggregates.sum_exponent(*aggregates.sum_bounds(spec, which))
+            high, low = aggregates.limbs(terms[which], k)
+            words[which] = (int(high[0]) << aggregates.LIMB_BITS) + int(low[0])
+        return words
+
+    monkeypatch.setattr(aggregates, "high_words", low_words)
+    found = missing_sums_by_engine(tmp_path, postgres, ("inprocess", "duckdb"))
+    assert found["duckdb"] == found["inprocess"]
+    assert found["postgres"] != found["inprocess"]
+
+
 # ---------------------------------------------------------------- sums past int64
 
 WIDE_ROWS = 16  # rows at a bound in one group: 16 words of 2^60 or more pass int64 (2^63)
