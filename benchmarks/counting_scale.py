@@ -2,7 +2,7 @@
 
 For each size (rows) and each engine in mechanisms.counting.ENGINES at run time, one count of
 the 4 columns benchmarks/scale_data.py names (14,256 cells) over its synthetic Parquet folder,
-each in a fresh subprocess that reports its own peak RSS (ru_maxrss). The dask engine runs on a
+each in a fresh subprocess that reports its own peak RSS (VmHWM). The dask engine runs on a
 LocalCluster of 1, 2 and 4 worker processes (one thread each) started inside that subprocess
 before the clock starts; its row adds the workers' largest peak RSS and the speed-up over the
 fewest workers. postgres (when
@@ -115,7 +115,7 @@ def measure(engine, rows, workers):
     if engine == "postgres":
         drop_postgres(source.table)
     assert counts.sum() == rows, (counts.sum(), rows)
-    own_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    own_kb = own_peak_kb()
     return {"seconds": seconds, "rss_kb": own_kb, "worker_kb": worker_kb, "sum": int(counts.sum())}
 
 
@@ -155,8 +155,16 @@ def release(rows, workers):
         "seconds": seconds,
         "how": how,
         "worker_kb": max(peaks.values()),
-        "rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        "rss_kb": own_peak_kb(),
     }
+
+
+def own_peak_kb() -> int:
+    """This process's peak resident size in KB: VmHWM from /proc/self/status. Not getrusage's
+    ru_maxrss, which Linux carries over from the parent at exec (a parent that generated a
+    table first would show its own peak in every measurement)."""
+    status = Path("/proc/self/status").read_text().splitlines()
+    return int(next(line.split()[1] for line in status if line.startswith("VmHWM:")))
 
 
 def in_subprocess(*args, script=__file__):

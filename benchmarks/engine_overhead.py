@@ -27,7 +27,7 @@ of income per region, without DP (DuckDB's and Spark's `median`, PostgreSQL's
 figures without a privacy guarantee ("native s", and ours against it).
 
 Each measurement runs in a fresh subprocess (best of --repeat runs; peak MB is that process's
-ru_maxrss: DuckDB's buffers included, PostgreSQL's, Dask workers' and Spark's JVMs' not). "ratio": engine
+own peak resident size, VmHWM: DuckDB's buffers included, PostgreSQL's, Dask workers' and Spark's JVMs' not). "ratio": engine
 tally seconds / plain GROUP BY seconds.
 
     nice -n 10 .venv/bin/python benchmarks/engine_overhead.py --rows 10000000 100000000 [--native]
@@ -36,7 +36,6 @@ tally seconds / plain GROUP BY seconds.
 import argparse
 import json
 import os
-import resource
 import sys
 import time
 from pathlib import Path
@@ -207,7 +206,7 @@ def measure(engine, rows, kind, how, repeat):
         else:
             PLAIN[engine](rows, kind)
         best = min(best, time.perf_counter() - start)
-    return {"seconds": best, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    return {"seconds": best, "peak_mb": counting_scale.own_peak_kb() / 1024}
 
 
 def in_subprocess(*args):
