@@ -68,23 +68,7 @@ def on_postgres(
     )
     if analyze:
         connection.execute(f'ANALYZE {namespace}."{name}"')
-    used = []
-    original = aggregates.grouped_first
-
-    def spied(*args: Any) -> Any:
-        *given, query = args
-        if texts is not None:
-            given.append(lambda items: query([texts(item) for item in items]))
-        else:
-            given.append(query)
-        built = original(*given)
-        used.append(built is not None)
-        return built
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(aggregates, "grouped_first", spied)
-        found = [tally_table(source, t, "postgres").tolist() for t in tallies]
-    return [found, used]
+    return list(on_postgres_source(source, tallies, texts))
 
 
 def test_grouping_by_raw_texts_first_answers_as_in_process(postgres):
@@ -116,3 +100,73 @@ def test_the_check_catches_texts_grouped_case_blind(postgres):
     found, used = on_postgres(postgres, frame, tallies, analyze=True, texts=blind)
     assert used == [True, True]
     assert found != [t.of_frame(frame).tolist() for t in tallies]
+
+
+def many_texts(postgres, monkeypatch_query: str | None = None) -> tuple[list, list, float]:
+    """20,000 distinct texts in the `by` column, analysed (pg_stats gives their number as a
+    fraction of the rows, n_distinct -1): the tallies against the in-process engine's, whether
+    each query grouped first, and the estimate `distinct_texts` read."""
+    from mechanisms.counting import postgres_engine
+
+    texts = [f"t{i}" for i in range(20_000)]
+    frame = pd.DataFrame({GROUP: texts, "x": [float(i % 101) - 50 for i in range(20_000)]})
+    _, tallies = case()
+    connection, namespace = postgres
+    name = f"many {uuid.uuid4().hex}"
+    source = postgres_table(
+        connection,
+        namespace,
+        name,
+        {GROUP: ("text", texts), "x": ("double precision", frame["x"].tolist())},
+    )
+    connection.execute(f'ANALYZE {namespace}."{name}"')
+    with pytest.MonkeyPatch.context() as patch:
+        if monkeypatch_query is not None:
+            patch.setattr(postgres_engine, "DISTINCT_TEXTS", monkeypatch_query)
+        with postgres_engine.read_only(source) as reading:
+            ((_column, estimate),) = postgres_engine.distinct_texts(reading, source, [GROUP])
+        found, used = on_postgres_source(source, tallies)
+    return [found, [t.of_frame(frame).tolist() for t in tallies]], used, estimate
+
+
+def on_postgres_source(source, tallies, texts: Any = None) -> tuple[list, list]:
+    """The tallies of a stored table, and whether each query grouped by the raw texts first;
+    `texts` rewrites the grouped texts' items."""
+    used = []
+    original = aggregates.grouped_first
+
+    def spied(*args: Any) -> Any:
+        *given, query = args
+        if texts is not None:
+            given.append(lambda items: query([texts(item) for item in items]))
+        else:
+            given.append(query)
+        built = original(*given)
+        used.append(built is not None)
+        return built
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(aggregates, "grouped_first", spied)
+        found = [tally_table(source, t, "postgres").tolist() for t in tallies]
+    return found, used
+
+
+def test_texts_counted_as_a_fraction_of_the_rows_are_many(postgres):
+    """ANALYZE gives a column of distinct texts as -1 (all rows): read as 20,000 texts, more
+    than the grouped-first limit, so the rows are coded one by one, and equal as always."""
+    (found, reference), used, estimate = many_texts(postgres)
+    assert 15_000 <= estimate <= 25_000, estimate
+    assert used == [False, False]
+    assert found == reference
+
+
+def test_the_check_catches_a_fraction_read_as_a_count(postgres):
+    """Broken twin: n_distinct's sign dropped (-1 read as 1 text): the estimate is 1 and both
+    queries group 20,000 texts first; the checks above see both."""
+    from mechanisms.counting import postgres_engine
+
+    broken = postgres_engine.DISTINCT_TEXTS.replace("s.n_distinct,", "abs(s.n_distinct),")
+    assert broken != postgres_engine.DISTINCT_TEXTS
+    (found, reference), used, estimate = many_texts(postgres, broken)
+    assert estimate == 1 and used == [True, True]
+    assert found == reference  # slower, never wrong
