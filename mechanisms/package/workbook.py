@@ -137,7 +137,7 @@ def _rows_xml(table: Table) -> list[memoryview]:
     if head.empty:
         return []
     columns = [
-        column_fields(head[name], table.is_numeric(name), _number_cells, _text, EMPTY_CELL)
+        column_fields(head[name], table.is_numeric(name), _number_cells, _text_cell, EMPTY_CELL)
         for name in table.header
     ]
     return joined_lines(columns, "", "<row>", "</row>")
@@ -148,13 +148,11 @@ def _number_cells(values: pa.Array) -> pa.Array:
     return pc.binary_join_element_wise('<c t="n"><v>', pc.cast(values, pa.string()), "</v></c>", "")
 
 
-def _text(value: Any) -> str:
-    return _text_cell(str(value))
-
-
-def _text_cell(value: str) -> str:
+def _text_cell(value: Any) -> str:
     """A text cell (an inline string), or an empty cell for empty text."""
-    text = _NOT_XML.sub("", value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = (
+        _NOT_XML.sub("", str(value)).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    )
     if not text:
         return EMPTY_CELL
     return '<c t="inlineStr"><is><t xml:space="preserve">' + text + "</t></is></c>"
