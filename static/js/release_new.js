@@ -186,12 +186,17 @@
       .then(function (response) { return response.json(); })
       .then(function (result) { if (request === latest) { render(result); } })
       .catch(function () {
-        output.replaceChildren(paragraph("The estimate is not available right now."));
+        if (request === latest) {
+          output.replaceChildren(paragraph("The estimate is not available right now."));
+        }
       })
       .finally(function () { if (request === latest) { section.setAttribute("aria-busy", "false"); } });
   }
 
+  // Each input outdates the answer still on its way (for older input): only an answer to a
+  // request sent after the last input is shown, and the section stays busy until it arrives.
   function scheduleEstimate() {
+    latest++;
     section.setAttribute("aria-busy", "true");
     showRelevantSettings();
     window.clearTimeout(timer);
