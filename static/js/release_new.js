@@ -154,6 +154,8 @@
       result.confidence, ["Kind of release", "ε needed", "Budget", ""], rows));
   }
 
+  // Only the answer to the last click is shown, whichever answer arrives last.
+  var latestPlan = 0;
   function plan() {
     if (!form.querySelector("input[name=columns]:checked")) {
       planBody.replaceChildren(paragraph("Choose the columns to release (step 2) first."));
@@ -163,11 +165,16 @@
     params.delete("csrfmiddlewaretoken");
     params.delete("submission");
     planBody.replaceChildren(paragraph("Working out the ε each kind of release needs…"));
+    var request = ++latestPlan;
     fetch(config.plan_url + "?" + params.toString(),
           { headers: { Accept: "application/json" }, credentials: "same-origin" })
       .then(function (response) { return response.json(); })
-      .then(renderPlan)
-      .catch(function () { planBody.replaceChildren(paragraph("The planner is not available right now.")); });
+      .then(function (result) { if (request === latestPlan) { renderPlan(result); } })
+      .catch(function () {
+        if (request === latestPlan) {
+          planBody.replaceChildren(paragraph("The planner is not available right now."));
+        }
+      });
   }
   document.getElementById("plan-button").addEventListener("click", plan);
 
