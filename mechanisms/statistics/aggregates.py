@@ -29,9 +29,9 @@ by a power of two, floor), which numpy, DuckDB and PostgreSQL round alike, so th
 the sums, are equal on every engine. The SQL guards two steps PostgreSQL refuses rather than
 rounds (overflow, and a product that underflows to zero) by clamps that give the value numpy
 computes (see `SquareGuard` and `PRE_CLAMP`); DuckDB, whose doubles overflow and underflow as
-numpy's do (`Dialect.ieee`), runs numpy's steps unguarded. PostgreSQL, where a missing value
-clamps as +inf does (`Dialect.missing_clamps_high`), sums every row's words unmasked and takes
-the words of +inf off once per missing value (`GroupTally.unmasked_query`).
+numpy's do (`Dialect.ieee`), runs numpy's steps unguarded. PostgreSQL and DuckDB, where a
+missing value clamps as +inf does (`Dialect.missing_clamps_high`), sum every row's words
+unmasked and take the words of +inf off once per missing value (`GroupTally.unmasked_query`).
 
 Privacy: aggregates only, exact, no noise: the statistics add it (`compute`). Each row's fixed-
 point term lies in [low - 2^-k, high] for a clamp to [low, high], so one row moves a group's
@@ -216,8 +216,7 @@ class GroupTally:
             check_bounds(spec)
             value, missing = number_sql(dialect, spec, kinds[column])
             read += [f"{value} AS v{j}", f"{missing} AS m{j}"]
-            # where doubles never raise (`Dialect.ieee`), x - c overflows to +-inf as in numpy
-            safe = f"v{j}" if dialect.ieee else clamp_sql(dialect, f"v{j}", -PRE_CLAMP, PRE_CLAMP)
+            safe = clamp_sql(dialect, f"v{j}", -PRE_CLAMP, PRE_CLAMP)
             terms = {"raw": clamp_sql(dialect, f"v{j}", spec.lower, spec.upper)}
             for which, shift in shifts(spec).items():
                 if which not in raw_alike(spec):
@@ -237,19 +236,22 @@ class GroupTally:
         return f"SELECT {selected} FROM ({middle}) AS c GROUP BY g"  # noqa: S608  # nosec B608
 
     def unmasked_query(self, dialect: Dialect, kinds: dict[str, str], table: str) -> str:
-        """The sums over every row, less the words of +inf once per missing value (PostgreSQL).
+        """The sums over every row, less the words of +inf once per missing value.
 
         PostgreSQL inlines the nested SELECTs of `query` and evaluates each reference to a
-        clamped value anew, its missing test included (the square read the centred value twice).
-        Here every term reads the value itself: a missing one (NULL, which greatest() and
-        least() skip, or NaN, which they rank above every number) clamps to each term's upper
-        bound, exactly as +inf does, so each group's sum over all its rows is the sum over its
-        present values plus (rows - present) times the word of +inf (`high_words`), which the
-        query takes off (an exact NUMERIC per group). The square reads |g| = min(r, |x - c|),
-        equal to |clip(x - c, -r, r)|. x - c is not clamped first: |c| <= 2^61 (`check_bounds`)
-        against 2^970 for the difference of a finite x to round to infinity.
+        clamped value anew, its missing test included (the square read the centred value twice);
+        on DuckDB this form alone saves nothing measurable, but it is the one that groups the
+        raw texts first (`grouped_first`): both together, 0.47 against 0.63 s of CPU for the
+        benchmark's 10^7 rows. Here every term reads the value itself: a missing one (NULL,
+        which greatest() and least() skip, or NaN, which they rank above every number) clamps
+        to each term's upper bound, exactly as +inf does, so each group's sum over all its rows
+        is the sum over its present values plus (rows - present) times the word of +inf
+        (`high_words`), which the query takes off (exact, in `Dialect.wide`, per group). The
+        square reads |g| = min(r, |x - c|), equal to |clip(x - c, -r, r)|. x - c is not clamped
+        first: |c| <= 2^61 (`check_bounds`) against 2^970 for the difference of a finite x to
+        round to infinity.
         """
-        assert dialect.wide_sums  # the sums over every row and their correction are exact NUMERIC
+        assert dialect.wide_sums  # the sums over every row and their correction are exact
         read: list[str] = []
         sums: list[str] = []
         for j, column in enumerate(self.numeric):
@@ -258,7 +260,7 @@ class GroupTally:
             value, missing = number_sql(dialect, spec, kinds[column])
             read += [f"{value} AS v{j}", f"{missing} AS m{j}"]
             present = f"sum(CASE WHEN m{j} THEN 0 ELSE 1 END)"
-            lost = f"CAST(count(*) - {present} AS NUMERIC)"
+            lost = f"CAST(count(*) - {present} AS {dialect.wide})"
             sums.append(present)
             high = high_words(spec)
             for which, word in unmasked_words(dialect, spec, f"v{j}").items():
@@ -417,7 +419,9 @@ class SquareGuard:
         return self.of_size(dialect, f"abs({g})")
 
     def of_size(self, dialect: Dialect, size: str) -> str:
-        """The word from |g| (`size`, NULL for a missing value), guarded."""
+        """The word from |g| (`size`, NULL for a missing value), guarded unless `Dialect.ieee`."""
+        if dialect.ieee:
+            return self.sql(dialect, size)
         h = f"greatest({size}, {number(dialect, self.floor_at)})"
         return f"floor(({h} * {h}) * {number(dialect, 2.0**self.k)})"
 
