@@ -58,6 +58,7 @@ from mechanisms.counting.sql import (
     Dialect,
     clamp_sql,
     column_sql,
+    few_texts,
     flat_index,
     number,
     number_sql,
@@ -538,9 +539,6 @@ def group_codes(schema: Schema, by: tuple[str, ...], frame: pd.DataFrame) -> Int
     return flat.astype(np.int64)
 
 
-FEW_GROUPS = 10_000  # raw text combinations (by the statistics) grouped first at most
-
-
 def grouped_first(
     dialect: Dialect,
     schema: Schema,
@@ -550,7 +548,7 @@ def grouped_first(
 ) -> str | None:
     """A statistics query grouped by the `by` columns' raw texts first, each coded once after.
 
-    Where every `by` column is text and their texts' combinations are at most FEW_GROUPS by the
+    Where every `by` column is text and their texts' combinations are few (`few_texts`) by the
     database's statistics (`Dialect.distinct_texts`), `query(texts)` gives (the rows' source,
     keys, aggregates) with `texts` the select items of the raw texts, t0, t1, ..., compared
     bytewise (`Dialect.bytewise`, so a GROUP BY joins exactly the texts the cell codes find
@@ -562,14 +560,7 @@ def grouped_first(
     categorical, 10^7 distinct texts: 4x), hence the statistics; where they are wrong (stale)
     the answer is the same, only slower. None where it does not apply.
     """
-    estimated = dict(dialect.distinct_texts)
-    if (
-        not by
-        or len(set(by)) < len(by)
-        or any(kinds[b] != "text" or b not in estimated for b in by)
-    ):
-        return None
-    if math.prod(estimated[b] for b in by) > FEW_GROUPS:
+    if len(set(by)) < len(by) or not few_texts(dialect, by, kinds):
         return None
     aliases = {b: f"t{i}" for i, b in enumerate(by)}
     texts = [f"{dialect.bytewise(dialect.identifier(b))} AS {aliases[b]}" for b in by]

@@ -12,6 +12,7 @@ texts the categories tell apart, which the comparison sees.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from mechanisms.counting import TableSource, tally_table
+from mechanisms.counting.tally import CellTally
 from mechanisms.schema import Schema
 from mechanisms.statistics import aggregates
 from tests.counting.engine_tables import (
@@ -178,15 +180,20 @@ def test_the_check_catches_a_fraction_read_as_a_count(postgres):
     assert found == reference  # slower, never wrong
 
 
-def on_duckdb(folder: Path, frame: pd.DataFrame, tallies: list[Any], texts: Any = None) -> list:
-    """The tallies of the frame as a Parquet file (x with NULLs beside its NaNs, rows in groups
-    of 7), on DuckDB, and whether each query grouped by the raw texts first."""
+def parquet_of(folder: Path, frame: pd.DataFrame) -> TableSource:
+    """The frame as a Parquet file: x with NULLs beside its NaNs, rows in groups of 7."""
     x = [float(v) for v in frame["x"]]
     x = [None if i % 13 == 2 and v != v else v for i, v in enumerate(x)]  # some NaN as NULL
     raw = pa.array([None if t is None else t for t in frame[GROUP]], type=pa.string())
     path = folder / "grouped.parquet"
     pq.write_table(pa.table({GROUP: raw, "x": float_array(x)}), path, row_group_size=7)
-    return list(on_postgres_source(TableSource(str(path)), tallies, texts, "duckdb"))
+    return TableSource(str(path))
+
+
+def on_duckdb(folder: Path, frame: pd.DataFrame, tallies: list[Any], texts: Any = None) -> list:
+    """The tallies of the frame as a Parquet file (`parquet_of`) on DuckDB, and whether each
+    query grouped by the raw texts first."""
+    return list(on_postgres_source(parquet_of(folder, frame), tallies, texts, "duckdb"))
 
 
 def test_duckdb_groups_few_raw_texts_first_as_in_process(tmp_path):
@@ -244,3 +251,53 @@ def test_the_check_catches_duckdb_counting_too_few_rows(tmp_path, monkeypatch):
     found, reference, used = many_on_duckdb(tmp_path)
     assert used == [True, True]
     assert found == reference  # slower, never wrong
+
+
+def cells_on_duckdb(folder: Path, frame: pd.DataFrame) -> tuple[list, list, list]:
+    """The histogram cells of the text column beside x (both orders) on DuckDB, the in-process
+    engine's, and whether each query grouped by the raw texts first (`texts_first_counts`)."""
+    from mechanisms.counting import tally as tally_module
+
+    _, (grouped, _ranked) = case()
+    cells = [CellTally(grouped.schema, (GROUP, "x")), CellTally(grouped.schema, ("x", GROUP))]
+    used = []
+    original = tally_module.texts_first_counts
+
+    def spied(*args: Any) -> Any:
+        built = original(*args)
+        used.append(built is not None)
+        return built
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tally_module, "texts_first_counts", spied)
+        source = parquet_of(folder, frame)
+        found = [tally_table(source, t, "duckdb").tolist() for t in cells]
+    return found, [t.of_frame(frame).tolist() for t in cells], used
+
+
+def test_duckdb_histogram_cells_group_few_raw_texts_first_as_in_process(tmp_path):
+    frame, _ = case()
+    found, reference, used = cells_on_duckdb(tmp_path, frame)
+    assert used == [True, True]
+    assert found == reference
+
+
+def test_the_check_catches_duckdb_cells_of_texts_grouped_case_blind(tmp_path, monkeypatch):
+    """Broken twin: DuckDB reading every stored text as lower(text): the comparison above sees
+    the merged texts."""
+    from mechanisms.counting import duckdb_engine
+
+    blind = dataclasses.replace(duckdb_engine.DUCKDB, bytewise=lambda text: f"lower({text})")
+    monkeypatch.setattr(duckdb_engine, "DUCKDB", blind)
+    frame, _ = case()
+    found, reference, used = cells_on_duckdb(tmp_path, frame)
+    assert used == [True, True]
+    assert found != reference
+
+
+def test_duckdb_histogram_cells_of_many_texts_are_coded_row_by_row(tmp_path):
+    texts = [f"t{i}" for i in range(20_000)]
+    frame = pd.DataFrame({GROUP: texts, "x": [float(i % 101) - 50 for i in range(20_000)]})
+    found, reference, used = cells_on_duckdb(tmp_path, frame)
+    assert used == [False, False]
+    assert found == reference
