@@ -31,7 +31,13 @@ import numpy as np
 import pandas as pd
 
 from mechanisms.arrays import AnyArray
-from mechanisms.counting.sql import Dialect, column_sql, count_query, dense_counts
+from mechanisms.counting.sql import (
+    Dialect,
+    column_sql,
+    count_query,
+    dense_counts,
+    texts_first_counts,
+)
 from mechanisms.errors import MechanismError
 from mechanisms.schema import Schema
 
@@ -96,6 +102,9 @@ class CellTally:
         return self.schema.cell_counts(frame, self.columns)
 
     def query(self, dialect: Dialect, kinds: dict[str, str], table: str) -> str:
+        first = texts_first_counts(dialect, self.schema, self.columns, kinds, table)
+        if first is not None:
+            return first
         codes = [column_sql(dialect, self.schema.column(c), kinds[c]) for c in self.columns]
         return count_query(self.schema, codes, table)
 

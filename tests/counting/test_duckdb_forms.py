@@ -8,8 +8,8 @@ and a float step around every edge, beyond the bounds, +-inf, NaN, NULL; texts t
 space, an accent's encoding, blanks) the histogram cells of every column, the statistics'
 tallies and the range-count grids must equal the in-process engine's; a twin that bins by
 division instead of numpy's product, one that matches a text after trimming it, one that
-counts a value equal to a candidate as below it, and one that squares without the absolute
-value, must each differ from it.
+counts a value equal to a candidate as below it must each differ from it, and one that
+squares without the absolute value is refused (-inf squared).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import pytest
 
@@ -26,6 +27,8 @@ from mechanisms.schema import Schema
 from mechanisms.statistics import aggregates
 from tests.counting import engine_tables as tables
 from tests.counting.test_engine_kinds import CASES, grids, statistics_tallies
+
+SQUARE_OF_SIZE = aggregates.SquareGuard.of_size
 
 
 def hostile_tallies() -> list:
@@ -70,10 +73,10 @@ def trimmed(text: str, listed: str) -> str:
     return f"list_position([{listed}], rtrim({text}))"
 
 
-def squared_without_abs(self, dialect, g: str) -> str:
-    """Twin: the underflow guard kept, its absolute value dropped."""
-    h = f"greatest({g}, {sql.number(dialect, self.floor_at)})"
-    return f"floor(({h} * {h}) * {sql.number(dialect, 2.0**self.k)})"
+def squared_without_abs(self, dialect, size: str) -> str:
+    """Twin: the square's size min(r, |x - c|) read as min(r, x - c)."""
+    assert "abs(" in size
+    return SQUARE_OF_SIZE(self, dialect, size.replace("abs(", "("))
 
 
 def test_the_check_catches_binning_by_division(source, monkeypatch):
@@ -88,8 +91,11 @@ def test_the_check_catches_a_trimmed_category(source, monkeypatch):
 
 
 def test_the_check_catches_a_square_without_its_absolute_value(source, monkeypatch):
-    monkeypatch.setattr(aggregates.SquareGuard, "sql", squared_without_abs)
-    assert differing(source)
+    """The square's size taken below the centre as negative: -inf squares to inf, whose
+    word DuckDB refuses to cast (the statistics sum every row unmasked, `unmasked_query`)."""
+    monkeypatch.setattr(aggregates.SquareGuard, "of_size", squared_without_abs)
+    with pytest.raises(duckdb.ConversionException, match="inf"):
+        differing(source)
 
 
 def test_the_check_catches_a_value_on_a_candidate_counted_below_it(source, monkeypatch):
