@@ -47,6 +47,12 @@ def row_key(secret: str, position: str) -> str:
     return hashlib.sha256(f"{secret}|{position}".encode()).hexdigest()
 
 
+def person_texts(ids: pd.Series) -> tuple[AnyArray, list[str]]:
+    """Which rows have an ID (a mask), and their IDs as the persons' texts (str of each)."""
+    has_id: AnyArray = ~ids.isna().to_numpy()
+    return has_id, [str(v) for v in ids[has_id]]
+
+
 @dataclass(frozen=True)
 class BoundedTally:
     """`inner` over at most `k` rows per value of `person`, chosen by the secret keys."""
@@ -71,11 +77,11 @@ class BoundedTally:
         IDs as text, so a whole number read as 3 from one batch and as "3" from another (a
         batch with gaps, `batch_frame`) is one person, as the SQL engines partition it.
         """
-        ids = frame[self.person]
-        present = frame[~ids.isna().to_numpy()].drop(columns=[self.person])
+        has_id, texts = person_texts(frame[self.person])
+        present = frame[has_id].drop(columns=[self.person])
         return present.assign(
             **{
-                PERSON_ID: [str(v) for v in ids[~ids.isna().to_numpy()]],
+                PERSON_ID: texts,
                 KEY: [row_key(self.secret, str(p)) for p in present[POSITION]],
             }
         )

@@ -23,6 +23,7 @@ location.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from collections.abc import Iterator
@@ -33,11 +34,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pa_fs
 import pyarrow.parquet as pq
 
 from mechanisms.arrays import AnyArray
-from mechanisms.counting.bounding import KEY, PERSON_ID, POSITION, BoundedTally
+from mechanisms.counting.bounding import KEY, PERSON_ID, BoundedTally, person_texts, row_key
 from mechanisms.counting.inprocess import batch_frame, open_parquet, s3_filesystem
 from mechanisms.counting.source import TableSource
 from mechanisms.counting.tally import CellTally, Tally, frames_tally
@@ -53,6 +55,8 @@ FAN_IN = 8  # partial count arrays summed per reduction task
 PAUSED_SECONDS = 120.0  # every worker paused this long: the count is given up (`awaited`)
 POLL_SECONDS = 5.0  # how often a count that has not finished asks after the workers
 PIECE, ROW = "__dp_portal_piece__", "__dp_portal_row__"  # a row's piece and number in it
+BUCKET = "__dp_portal_bucket__"  # its person's bucket
+KEYED_ROWS = 1 << 16  # rows keyed at a time (a Python string each for the hash)
 Result = TypeVar("Result")
 START_HINT = (
     "start one with `dask scheduler` (it listens on tcp://HOST:8786) and `dask worker "
@@ -264,24 +268,23 @@ def piece_frames(
     source: TableSource,
     columns: list[str],
     arrow_schema: pa.Schema,
-    positions: bool = False,
 ) -> Iterator[pd.DataFrame]:
-    """The piece's record batches as the in-process engine reads them, one at a time.
+    """The piece's record batches as the in-process engine reads them, one at a time."""
+    for batch in piece_batches(piece, source, columns, arrow_schema):
+        yield batch_frame(batch, columns)
 
-    With `positions`, each row's "file#row" in POSITION, as the in-process engine writes it.
-    """
+
+def piece_batches(
+    piece: Piece, source: TableSource, columns: list[str], arrow_schema: pa.Schema
+) -> Iterator[pa.Table]:
+    """The piece's record batches in the dataset's column types, one at a time."""
     filesystem, _ = _filesystem(source)
     with filesystem.open_input_file(piece.path) as handle:
         batches = pq.ParquetFile(handle).iter_batches(
             batch_size=CHUNK_ROWS, row_groups=list(piece.row_groups), columns=columns
         )
-        row = piece.first_row
         for batch in batches:
-            frame = batch_frame(_conform(batch, arrow_schema), columns)
-            if positions:
-                frame[POSITION] = [f"{piece.path}#{row + i}" for i in range(len(frame))]
-            row += len(frame)
-            yield frame
+            yield _conform(batch, arrow_schema)
 
 
 @contextmanager
@@ -311,97 +314,185 @@ def _bounded(
     1. each piece's rows with an ID, as (person, key, piece, row of the piece), the k smallest
        keys of each person among them, split by bucket (`piece_keys`);
     2. each bucket's parts merged FAN_IN at a time into the k smallest keys of each of its
-       persons in the whole table (`merge_keys`): the rows kept;
-    3. each piece tallies the rows of it that some bucket kept (`kept_piece`, given their row
-       numbers in it by every bucket, `rows_of_piece`).
+       persons in the whole table (`merge_keys`): the rows kept, as row numbers by piece
+       (`rows_by_piece`);
+    3. each piece tallies the rows of it that some bucket kept (`kept_piece`).
 
     The rows kept are those with the k smallest keys of their person: exactly the rows the
-    in-process engine keeps (the keys of distinct positions differ). Memory: a task holds one
-    piece's rows, or one bucket's share of the keys (about one piece's); the cluster holds the
-    pieces' keys (step 1) until the buckets have merged them, spread over its workers.
+    in-process engine keeps (the keys of distinct positions differ; `merge_keys` orders by
+    their first 8 bytes and, where two of a person's share those, by the whole keys). A key
+    is held as those 8 bytes (a number) and an ID as Arrow text, not as Python strings (about
+    31 bytes a row for IDs of 7 digits), and the portal holds no reference to a step's results once
+    it has asked for the next, so the workers free each piece's keys once its buckets have
+    taken them and each bucket's keys once merged. Memory: a task holds one piece's rows, or
+    one bucket's share of the keys (about one piece's); the cluster holds the keys of the
+    pieces not yet merged, spread over its workers: it still grows with the table.
     """
-    buckets = len(pieces)
-    split = [
-        client.submit(
-            piece_keys,
-            piece,
-            index,
-            source=source,
-            tally=tally,
-            arrow_schema=arrow,
-            buckets=buckets,
-            pure=False,
-        )
-        for index, piece in enumerate(pieces)
-    ]
-    kept = []
-    for bucket in range(buckets):
-        parts = [client.submit(bucket_of, keys, bucket, pure=False) for keys in split]
-        kept.append(_tree(client, parts, merge_keys, k=tally.k))
-    partial = [
-        client.submit(
-            kept_piece,
-            piece,
-            *(client.submit(rows_of_piece, rows, index, pure=False) for rows in kept),
-            source=source,
-            tally=tally,
-            arrow_schema=arrow,
-            pure=False,
-        )
-        for index, piece in enumerate(pieces)
-    ]
+    partial = _kept_tallies(client, source, tally, pieces, arrow)
     return awaited(client, _tree_sum(client, partial))
 
 
+def _kept_tallies(
+    client: Client, source: TableSource, tally: BoundedTally, pieces: list[Piece], arrow: pa.Schema
+) -> list[Future[AnyArray]]:
+    """Step 3 of `_bounded`: each piece's tally of its rows kept (futures)."""
+    kept = _kept_rows(client, source, tally, pieces, arrow)
+    return [
+        client.submit(
+            kept_piece,
+            piece,
+            *(client.submit(part_of, rows, index, pure=False) for rows in kept),
+            source=source,
+            tally=tally,
+            arrow_schema=arrow,
+            pure=False,
+        )
+        for index, piece in enumerate(pieces)
+    ]
+
+
+def _kept_rows(
+    client: Client, source: TableSource, tally: BoundedTally, pieces: list[Piece], arrow: pa.Schema
+) -> list[Future[list[AnyArray]]]:
+    """Steps 1 and 2 of `_bounded`: each bucket's rows kept, by piece (futures)."""
+    every = tuple(pieces)
+    split = [
+        client.submit(
+            piece_keys, every, index, source=source, tally=tally, arrow_schema=arrow, pure=False
+        )
+        for index in range(len(every))
+    ]
+    kept = []
+    for bucket in range(len(every)):
+        parts = [client.submit(part_of, keys, bucket, pure=False) for keys in split]
+        merged = _tree(client, parts, merge_keys, k=tally.k, secret=tally.secret, pieces=every)
+        kept.append(client.submit(rows_by_piece, merged, len(every), pure=False))
+    return kept
+
+
 def piece_keys(
-    piece: Piece,
+    pieces: tuple[Piece, ...],
     index: int,
     *,
     source: TableSource,
     tally: BoundedTally,
     arrow_schema: pa.Schema,
-    buckets: int,
-) -> list[pd.DataFrame]:
-    """The piece's k smallest keys of each person, split by a hash of their ID (a worker).
+) -> list[pa.Table]:
+    """Piece `index`'s k smallest keys of each person, split by a hash of their ID (a worker).
 
-    Each key with its row's piece (`index`) and number in the piece, in one of `buckets` parts.
+    Each key with its row's piece and number in the piece, in one of as many parts as pieces.
     """
+    piece, person = pieces[index], pa.schema([arrow_schema.field(tally.person)])
     with _reading(piece):
-        person = pa.schema([arrow_schema.field(tally.person)])
         keyed, first = [], 0
-        for frame in piece_frames(piece, source, [tally.person], person, positions=True):
-            frame[ROW] = np.arange(first, first + len(frame), dtype=np.int64)
-            first += len(frame)
-            keyed.append(tally.keyed(frame)[[PERSON_ID, KEY, ROW]])
-    keys = merge_keys(*keyed, k=tally.k).assign(**{PIECE: index})
-    hashes = pd.util.hash_pandas_object(keys[PERSON_ID], index=False).to_numpy()
-    bucket = hashes % np.uint64(buckets)
-    return [keys[bucket == b] for b in range(buckets)]
+        for batch in piece_batches(piece, source, [tally.person], person):
+            for start in range(0, batch.num_rows, KEYED_ROWS):
+                part = batch.slice(start, KEYED_ROWS)
+                keyed.append(batch_keys(part, tally, index, piece, first, len(pieces)))
+                first += part.num_rows
+    keyed = keyed or [batch_keys(person.empty_table(), tally, index, piece, 0, len(pieces))]
+    keys = merge_keys(*keyed, k=tally.k, secret=tally.secret, pieces=pieces)
+    buckets = _groups(keys.column(BUCKET).to_numpy(), len(pieces))
+    keys = keys.drop_columns([BUCKET])
+    return [keys.take(rows) for rows in buckets]
 
 
-def bucket_of(parts: list[pd.DataFrame], bucket: int) -> pd.DataFrame:
-    """One bucket's part of a piece's keys (`piece_keys`; runs on a worker)."""
-    return parts[bucket]
+def batch_keys(
+    batch: pa.Table, tally: BoundedTally, index: int, piece: Piece, first: int, buckets: int
+) -> pa.Table:
+    """The batch's rows with an ID: the ID as text, its bucket, the row's key, piece, number.
+
+    Numbers count from the piece's first row (the batch's first is `first`); the ID's text and
+    the key are those of `BoundedTally.keyed` for the row's position "path#row", its row counted
+    from the file's first (`row_key`'s sha256, of which the key keeps the first 8 bytes as a
+    number, in the order of its hex), without a Python string per row for whole-number or text
+    IDs. The bucket is a hash of the ID's text, of `buckets`.
+    """
+    ids = batch.column(tally.person)
+    if pa.types.is_integer(ids.type) or pa.types.is_string(ids.type):
+        present = ids.is_valid().to_numpy()
+        texts = pc.cast(ids, pa.string()).filter(pa.array(present))
+    else:  # other types as the reference writes them, a string at a time
+        present, listed = person_texts(batch_frame(batch, [tally.person])[tally.person])
+        texts = pa.array(listed, type=pa.string())
+    rows = np.flatnonzero(present) + first
+    prefix = hashlib.sha256(f"{tally.secret}|{piece.path}#".encode())
+    starts = bytearray()
+    for row in (rows + piece.first_row).tolist():
+        starts += _digest(prefix, row)[:8]
+    hashes = pd.util.hash_array(texts.to_numpy(zero_copy_only=False))
+    return pa.table(
+        {
+            PERSON_ID: texts,
+            BUCKET: (hashes % np.uint64(buckets)).astype(np.uint32),
+            KEY: np.frombuffer(bytes(starts), dtype=">u8").astype(np.uint64),
+            PIECE: np.full(len(rows), index, dtype=np.int32),
+            ROW: rows,
+        }
+    )
 
 
-def merge_keys(*frames: pd.DataFrame, k: int) -> pd.DataFrame:
-    """The rows of `frames` with the k smallest keys of each person (runs on a worker)."""
-    if not frames:  # a piece without batches
-        return pd.DataFrame(
-            {
-                PERSON_ID: pd.Series(dtype=object),
-                KEY: pd.Series(dtype=object),
-                ROW: pd.Series(dtype=np.int64),
-            }
-        )
-    keys = pd.concat(frames, ignore_index=True).sort_values(KEY, kind="stable")
-    return keys.groupby(PERSON_ID, sort=False).head(k)
+def _digest(prefix: Any, row: int) -> bytes:
+    """sha256 of `prefix`'s text followed by the row's number."""
+    digest = prefix.copy()
+    digest.update(str(row).encode())
+    return bytes(digest.digest())
 
 
-def rows_of_piece(kept: pd.DataFrame, index: int) -> AnyArray:
-    """The row numbers in piece `index` of the rows a bucket kept (runs on a worker)."""
-    rows: AnyArray = kept.loc[kept[PIECE] == index, ROW].to_numpy(dtype=np.int64)
-    return rows
+def part_of(parts: list[Any], index: int) -> Any:
+    """One part of a task's parts: a bucket's keys of a piece, a piece's rows of a bucket."""
+    return parts[index]
+
+
+def merge_keys(*tables: pa.Table, k: int, secret: str, pieces: tuple[Piece, ...]) -> pa.Table:
+    """The rows of `tables` with the k smallest keys of each person (runs on a worker).
+
+    Sorted by the keys' first 8 bytes (KEY); only if two keys of a person share them (about
+    1 in 2^64 for each pair of their rows) by the whole keys (`whole_keys`).
+    """
+    keys = pa.concat_tables(tables).combine_chunks()
+    if not keys.num_rows:
+        return keys
+    ids = keys.column(PERSON_ID).combine_chunks()
+    persons = pc.dictionary_encode(ids).indices.to_numpy()
+    first = keys.column(KEY).to_numpy()
+    order = np.lexsort((first, persons))
+    if _shared(persons[order], first[order]):
+        words = whole_keys(keys, secret, pieces)
+        order = np.lexsort((words[:, 3], words[:, 2], words[:, 1], words[:, 0], persons))
+    sorted_persons = persons[order]
+    index = np.arange(len(order))
+    starts = np.r_[True, sorted_persons[1:] != sorted_persons[:-1]]
+    rank = index - np.maximum.accumulate(np.where(starts, index, 0))
+    return keys.take(order[rank < k])
+
+
+def _shared(persons: AnyArray, first: AnyArray) -> bool:
+    """Whether two neighbours of a sorted order are one person's with the same KEY."""
+    return bool(np.any((persons[1:] == persons[:-1]) & (first[1:] == first[:-1])))
+
+
+def whole_keys(keys: pa.Table, secret: str, pieces: tuple[Piece, ...]) -> AnyArray:
+    """The rows' whole keys (`row_key`, of their positions) as 4 numbers each, in their order."""
+    places = zip(keys.column(PIECE).to_pylist(), keys.column(ROW).to_pylist(), strict=True)
+    hexes = "".join(
+        row_key(secret, f"{pieces[p].path}#{pieces[p].first_row + row}") for p, row in places
+    )
+    words: AnyArray = np.frombuffer(bytes.fromhex(hexes), dtype=">u8").reshape(-1, 4)
+    return words.astype(np.uint64)
+
+
+def rows_by_piece(kept: pa.Table, pieces: int) -> list[AnyArray]:
+    """The numbers of the rows a bucket kept, in each of `pieces` pieces (runs on a worker)."""
+    rows = kept.column(ROW).to_numpy()
+    return [rows[of_piece] for of_piece in _groups(kept.column(PIECE).to_numpy(), pieces)]
+
+
+def _groups(labels: AnyArray, count: int) -> list[AnyArray]:
+    """The positions of the labels 0, 1, ... count - 1 in `labels`, for each label."""
+    order = np.argsort(labels, kind="stable")
+    bounds = np.searchsorted(labels[order], np.arange(count + 1))
+    return [order[bounds[label] : bounds[label + 1]] for label in range(count)]
 
 
 def kept_piece(

@@ -21,6 +21,7 @@ import pytest
 
 from mechanisms import Schema, counting
 from mechanisms.counting import TableSource, count_cells, dask_engine
+from mechanisms.counting.bounding import KEY, PERSON_ID, BoundedTally, row_key
 from mechanisms.counting.dask_engine import (
     SCHEDULER_VARIABLE,
     add_counts,
@@ -248,3 +249,67 @@ def test_without_the_watch_a_paused_cluster_holds_the_count(folder, paused_sched
     done.set()
     waiting.join(10)
     assert still_waiting, outcome
+
+
+def test_person_ids_of_every_type_keep_the_rows_in_process_keeps(scheduler, tmp_path):
+    """Person-level bounding on the cluster reads whole-number and text IDs as Arrow text and
+    any other ID (here floats, NaN missing) as the reference writes it; each is equal to the
+    in-process engine over three files of interleaved persons, and keeps min(rows, k) each.
+    Twin: with the floats' NaN read as an ID ("nan"), the float case keeps too many rows."""
+    draw = np.random.default_rng(5)
+    rows = 3_000
+    ids = draw.integers(0, 400, rows).astype(float)
+    ids[draw.random(rows) < 0.05] = np.nan
+    texts = pd.Series([None if np.isnan(i) else f"p{i:.0f}é" for i in ids], dtype=object)
+    whole = pd.array([None if np.isnan(i) else int(i) for i in ids], dtype="Int64")
+    cells = CellTally(SCHEMA.accepting(), ("x",))
+    for person in (ids, texts, whole):
+        root = tmp_path / str(pd.Series(person).dtype)
+        root.mkdir()
+        table = pd.DataFrame({"x": draw.uniform(0, 10, rows), "who": person})
+        for number, part in enumerate(np.array_split(np.arange(rows), 3)):
+            pq.write_table(pa.Table.from_pandas(table.iloc[part], preserve_index=False),
+                           root / f"part-{number}.parquet", row_group_size=500)  # fmt: skip
+        per_person = pd.Series(person).dropna().value_counts()
+        bounded = BoundedTally(cells, "who", 2, "ab" * 16)
+        expected = counting.tally_table(TableSource(str(root)), bounded, "inprocess")
+        assert expected.sum() == np.minimum(per_person, 2).sum()
+        got = dask_engine.tally_on_dask(TableSource(str(root)), bounded, scheduler=scheduler)
+        assert np.array_equal(got, expected), root.name
+
+
+def test_keys_sharing_their_first_eight_bytes_are_ordered_by_the_whole_key():
+    """A person's rows are sorted by their keys' first 8 bytes, and by the whole keys (of their
+    positions) only when two share those: here two rows given the same first bytes keep the
+    one whose whole key is smaller, though it comes second. Twin: without the whole-key sort,
+    the first of the two is kept."""
+    pieces = (dask_engine.Piece("f.parquet", (0,), 0), dask_engine.Piece("g.parquet", (1,), 7))
+    secret = "ef" * 16
+
+    def key(place: tuple[int, int]) -> str:
+        piece = pieces[place[0]]
+        return row_key(secret, f"{piece.path}#{piece.first_row + place[1]}")
+
+    second, first = sorted([(0, 3), (1, 2)], key=key)  # the smaller whole key second
+    table = pa.table(
+        {
+            PERSON_ID: pa.array(["a", "a", "b"]),
+            KEY: pa.array([5, 5, 1], pa.uint64()),
+            dask_engine.PIECE: pa.array([first[0], second[0], 0], pa.int32()),
+            dask_engine.ROW: pa.array([first[1], second[1], 9], pa.int64()),
+        }
+    )
+    kept = dask_engine.merge_keys(table.slice(0, 1), table.slice(1), k=1, secret=secret,
+                                  pieces=pieces)  # fmt: skip
+    assert sorted(kept.column(dask_engine.ROW).to_pylist()) == sorted([second[1], 9])
+
+
+def test_persons_in_a_file_of_several_pieces_keep_the_rows_in_process_keeps(folder, scheduler):
+    """A key is that of the row's position in its file, not in its piece: the big file is read
+    in several pieces, and the persons (the integer column n, 150 IDs) keep the in-process
+    engine's rows. Twin: keys of the rows counted from their piece's first keep other rows."""
+    assert len([p for p in plan_pieces(folder, ["n"])[0] if p.first_row]) >= 1
+    bounded = BoundedTally(CellTally(SCHEMA.accepting(), ("x", "c")), "n", 3, "cd" * 16)
+    expected = counting.tally_table(folder, bounded, "inprocess")
+    got = dask_engine.tally_on_dask(folder, bounded, scheduler=scheduler)
+    assert np.array_equal(got, expected)
