@@ -112,12 +112,21 @@ def distinct_texts(
     """
     if not columns:
         return ()
+    found = connection.execute(distinct_texts_query(table, columns)).fetchone()
+    assert found is not None  # an aggregate without GROUP BY returns one row
+    return tuple(sorted((c, float(n)) for c, n in zip(columns, found, strict=True)))
+
+
+def distinct_texts_query(table: str, columns: list[str]) -> str:
+    """The SQL of `distinct_texts`, its column names quoted.
+
+    Each column's approximate count of distinct texts in the first SAMPLE_ROWS rows of
+    `table` (the engine's own table expression).
+    """
     names = [DUCKDB.identifier(c) for c in columns]
     counts = ", ".join(f"approx_count_distinct({n})" for n in names)
     first = f"SELECT {', '.join(names)} FROM {table} LIMIT {SAMPLE_ROWS}"  # noqa: S608  # nosec B608: quoted
-    found = connection.execute(f"SELECT {counts} FROM ({first}) AS f").fetchone()  # noqa: S608  # nosec B608
-    assert found is not None  # an aggregate without GROUP BY returns one row
-    return tuple(sorted((c, float(n)) for c, n in zip(columns, found, strict=True)))
+    return f"SELECT {counts} FROM ({first}) AS f"  # noqa: S608  # nosec B608: quoted
 
 
 def sha256_order(text: str) -> str:
