@@ -666,6 +666,18 @@ def few_texts(dialect: Dialect, names: Sequence[str], kinds: dict[str, str]) -> 
     return math.prod(estimated[n] for n in names) <= FEW_TEXTS
 
 
+def raw_texts(dialect: Dialect, names: Sequence[str]) -> tuple[list[str], list[str], Dialect]:
+    """The select items that group rows by these columns' raw texts first.
+
+    Their aliases t0, t1, ...; the items, each text compared bytewise (`Dialect.bytewise`, so a
+    GROUP BY joins exactly the texts the cell codes find equal); and the dialect that names
+    each column by its alias, to code each distinct text once after.
+    """
+    aliases = {n: f"t{i}" for i, n in enumerate(names)}
+    items = [f"{dialect.bytewise(dialect.identifier(n))} AS {a}" for n, a in aliases.items()]
+    return list(aliases.values()), items, replace(dialect, identifier=lambda name: aliases[name])
+
+
 def texts_first_counts(
     dialect: Dialect, schema: Schema, names: Sequence[str], kinds: dict[str, str], table: str
 ) -> str | None:
@@ -684,15 +696,13 @@ def texts_first_counts(
         return None
     if not few_texts(dialect, texts, kinds):
         return None
-    aliases = {n: f"t{i}" for i, n in enumerate(texts)}
-    coded = replace(dialect, identifier=lambda name: aliases[name])
+    aliases, items, coded = raw_texts(dialect, texts)
     rest = [
         f"CAST({column_sql(dialect, schema.column(n), kinds[n]).code} AS BIGINT) * {strides[n]}"
         for n in names
-        if n not in aliases
+        if n not in texts
     ]
-    items = [f"{dialect.bytewise(dialect.identifier(n))} AS {a}" for n, a in aliases.items()]
-    keys = ", ".join(["k", *aliases.values()])
+    keys = ", ".join(["k", *aliases])
     selected = ", ".join([f"{' + '.join(rest) or '0'} AS k", *items, "count(*) AS n"])
     inner = f"SELECT {selected} FROM {table} GROUP BY {keys}"  # noqa: S608  # nosec B608: quoted
     codes = [f"({column_sql(coded, schema.column(n), 'text').code}) * {strides[n]}" for n in texts]

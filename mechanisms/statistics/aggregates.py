@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -62,6 +62,7 @@ from mechanisms.counting.sql import (
     flat_index,
     number,
     number_sql,
+    raw_texts,
     slot_search,
 )
 from mechanisms.errors import MechanismError
@@ -566,12 +567,10 @@ def grouped_first(
     """
     if len(set(by)) < len(by) or not few_texts(dialect, by, kinds):
         return None
-    aliases = {b: f"t{i}" for i, b in enumerate(by)}
-    texts = [f"{dialect.bytewise(dialect.identifier(b))} AS {aliases[b]}" for b in by]
+    aliases, texts, coded = raw_texts(dialect, by)
     source, keys, sums = query(texts)
-    coded = replace(dialect, identifier=lambda name: aliases[name])
-    names = [*aliases.values(), *(f"k{i}" for i in range(len(keys)))]
-    listed = [*aliases.values(), *(f"{k} AS k{i}" for i, k in enumerate(keys))]
+    names = [*aliases, *(f"k{i}" for i in range(len(keys)))]
+    listed = [*aliases, *(f"{k} AS k{i}" for i, k in enumerate(keys))]
     listed += [f"{a} AS a{i}" for i, a in enumerate(sums)]
     added = ["0" if a == "0" else f"sum(a{i})" for i, a in enumerate(sums)]
     inner = f"SELECT {', '.join(listed)} FROM {source} GROUP BY {', '.join(names)}"  # noqa: S608  # nosec B608: quoted
