@@ -289,6 +289,40 @@ PY
 # for the six JVMs instead of 2.2-2.9 GB. A production cluster keeps Spark's defaults.
 SPARK_JVM_OPTIONS="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
+# Hadoop's S3A connector for the local Spark cluster, so that its tests read s3:// sources as a
+# production cluster does: hadoop-aws 3.3.1 and the AWS SDK bundle it was built with. Maven is
+# not reachable here; the registry package that ships this pair is AWS's sagemaker-pyspark
+# (Apache 2.0), fetched by its pinned hash (requirements-spark-s3a.txt), of which only the two
+# jars are kept (var/spark-s3a). Prints their classpath, or nothing if they cannot be had (the
+# Spark S3 tests then fail and say so).
+S3A_JARS="hadoop-aws-3.3.1.jar aws-java-sdk-bundle-1.11.901.jar"
+s3a_classpath() {
+  local dir=$PWD/var/spark-s3a tmp jar missing=""
+  for jar in $S3A_JARS; do [ -s "$dir/$jar" ] || missing=1; done
+  if [ -n "$missing" ]; then
+    tmp=$(mktemp -d)
+    if "$PY" -m pip download --quiet --disable-pip-version-check --no-deps --require-hashes \
+        -d "$tmp" -r requirements-spark-s3a.txt >&2 \
+      && tar -xzf "$tmp"/sagemaker_pyspark-*.tar.gz -C "$tmp" --wildcards \
+        $(for jar in $S3A_JARS; do printf '*/deps/jars/%s ' "$jar"; done); then
+      mkdir -p "$dir" && for jar in $S3A_JARS; do mv "$tmp"/*/deps/jars/"$jar" "$dir/"; done
+    else
+      echo "Hadoop's S3A connector could not be had: the Spark cluster will not read s3://" >&2
+    fi
+    rm -rf "$tmp"
+  fi
+  for jar in $S3A_JARS; do [ -s "$dir/$jar" ] || return 0; done
+  printf '%s' "$dir/${S3A_JARS// /:$dir/}"
+}
+
+# The keys the test cluster holds as its own (its JVMs' environment), as a production cluster
+# may: tests/counting/test_spark_engine.py checks that a source is never read with them.
+SPARK_OWN_KEY=AKIASPARKCLUSTEROWN41
+S3A_PROVIDERS=org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider,\
+org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider,\
+com.amazonaws.auth.EnvironmentVariableCredentialsProvider,\
+org.apache.hadoop.fs.s3a.auth.IAMInstanceCredentialsProvider
+
 # A local Spark cluster for the spark counting engine's tests, from the pyspark package and
 # Java: a standalone master, two workers (one core, 512 MB for its executor each) and a Spark
 # Connect server on that master (shuffles in 4 partitions, twice the cores), all on 127.0.0.1
@@ -302,7 +336,7 @@ ensure_spark_cluster() {
   fi
   SPARK_READY=""
   command -v java >/dev/null || { echo "No java: the local Spark cluster cannot start." >&2; return 0; }
-  local home master_port connect_port logs master worker
+  local home master_port connect_port logs master worker s3a
   home=$("$PY" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))' 2>/dev/null) \
     || { echo "pyspark is not installed (requirements-spark.txt): no local Spark cluster." >&2; return 0; }
   master_port=$(free_port) connect_port=$(free_port)
@@ -321,7 +355,19 @@ ensure_spark_cluster() {
       --cores 1 --memory 640m --webui-port 0 "$master" >"$logs/worker-$worker.log" 2>&1 &
     SPARK_WORKER_PIDS="${SPARK_WORKER_PIDS:-} $!"
   done
+  s3a=$(s3a_classpath)
+  # hadoop-aws 3.3.1 beside Hadoop 3.5 (pyspark's): 3.3.1 reads these as plain numbers and its
+  # SDK's credential classes, where 3.5's defaults hold durations with units and SDK v2 classes
+  AWS_ACCESS_KEY_ID=$SPARK_OWN_KEY AWS_SECRET_ACCESS_KEY=spark-cluster-own-secret \
   "$home/bin/spark-submit" --class org.apache.spark.sql.connect.service.SparkConnectServer \
+    --conf spark.driver.extraClassPath="$s3a" --conf spark.executor.extraClassPath="$s3a" \
+    --conf spark.hadoop.fs.s3a.threads.keepalivetime=60 \
+    --conf spark.hadoop.fs.s3a.connection.establish.timeout=30000 \
+    --conf spark.hadoop.fs.s3a.connection.timeout=200000 \
+    --conf spark.hadoop.fs.s3a.multipart.purge.age=86400 \
+    --conf spark.hadoop.fs.s3a.aws.credentials.provider="$S3A_PROVIDERS" \
+    --conf spark.executorEnv.AWS_ACCESS_KEY_ID=$SPARK_OWN_KEY \
+    --conf spark.executorEnv.AWS_SECRET_ACCESS_KEY=spark-cluster-own-secret \
     --name "DP Portal tests" --master "$master" --driver-memory 512m \
     --conf spark.executor.memory=512m --conf spark.ui.enabled=false \
     --conf spark.driver.extraJavaOptions="$SPARK_JVM_OPTIONS" \
@@ -346,7 +392,7 @@ wait_for_spark_cluster() {
     grep -v '^\s*at ' "$SPARK_LOGS/connect.log" | tail -n 5 >&2
     return 1
   fi
-  export DPPORTAL_SPARK_REMOTE=$SPARK_REMOTE_URL
+  export DPPORTAL_SPARK_REMOTE=$SPARK_REMOTE_URL DPPORTAL_TEST_SPARK_OWN_KEY=$SPARK_OWN_KEY
   SPARK_READY=1
   log "Spark cluster ready at $SPARK_REMOTE_URL, $((SECONDS - SPARK_STARTED)) s after it was started"
 }

@@ -6,12 +6,16 @@ ensure_object_store exports DPPORTAL_TEST_S3_ENDPOINT), or one started here when
 without test.sh. The portal reaches it over HTTP through its production client code.
 """
 
+import http.client
+import http.server
 import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from contextlib import contextmanager
@@ -130,3 +134,47 @@ def anonymous_get(bucket, key) -> int:
             return answer.status
     except urllib.error.HTTPError as error:
         return error.code
+
+
+@contextmanager
+def recording_proxy(upstream: str):
+    """A URL that forwards every request to the S3 server at `upstream` and the list it records
+    each request in, as (User-Agent, Authorization): who asked, with whose key."""
+    target = urllib.parse.urlsplit(upstream)
+    seen: list[tuple[str, str]] = []
+
+    class Forward(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _forward(self):
+            seen.append((self.headers.get("User-Agent", ""), self.headers.get("Authorization", "")))
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else None
+            connection = http.client.HTTPConnection(target.hostname, target.port, timeout=30)
+            connection.request(self.command, self.path, body=body, headers=dict(self.headers))
+            answer = connection.getresponse()
+            payload = answer.read()
+            self.send_response(answer.status)
+            for name, value in answer.getheaders():
+                if name.lower() not in ("transfer-encoding", "connection", "content-length"):
+                    self.send_header(name, value)
+            size = answer.getheader("Content-Length") if self.command == "HEAD" else None
+            self.send_header("Content-Length", size or str(len(payload)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(payload)
+            connection.close()
+
+        do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _forward
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Forward)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    host, port = server.server_address[:2]
+    try:
+        yield f"http://{host}:{port}", seen
+    finally:
+        server.shutdown()
+        server.server_close()

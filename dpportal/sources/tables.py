@@ -56,9 +56,13 @@ __all__ = ["Found", "SourceError", "inspect", "seal", "table_source"]
 
 POSTGRES_ENGINES = ("postgres", "inprocess")  # in-process: the rows come to the worker
 PARQUET_ENGINES = ("inprocess", "duckdb", "dask", "spark")
+# DuckDB reads local files only: its S3 reader is an extension it downloads, which the portal
+# does not allow (mechanisms.counting.duckdb_engine)
+OBJECT_STORAGE_ENGINES = tuple(name for name in PARQUET_ENGINES if name != "duckdb")
 ENGINES_OF_KIND = {
     "postgres": POSTGRES_ENGINES,
     "parquet": PARQUET_ENGINES,
+    "object-storage": OBJECT_STORAGE_ENGINES,
     "spark-table": ("spark",),
 }
 # a Spark column's kind (`spark_engine.kind`) as registration names types (`type_proposal`)
@@ -76,7 +80,7 @@ class Found:
     columns: list[str]
     types: list[str]
     row_count: int
-    kind: str  # "postgres", "parquet" or "spark-table" (ENGINES_OF_KIND)
+    kind: str  # "postgres", "parquet", "object-storage" or "spark-table" (ENGINES_OF_KIND)
     proposals: list[dict] = field(default_factory=list)
     legacy_key: str = ""  # the key this source had before keys named data (services.sources)
 
@@ -141,9 +145,12 @@ def engine_choices(kind: str) -> list[str]:
 
 
 def source_kind(dataset) -> str:
-    """The dataset's kind of source (ENGINES_OF_KIND), told by its key."""
+    """The dataset's kind of source (ENGINES_OF_KIND), told by its key (object storage: by its
+    label, which names the s3:// location; the key names the data, not where it is)."""
     if dataset.source_key.startswith("postgresql://"):
         return "postgres"
+    if dataset.source_label.startswith("s3://"):
+        return "object-storage"
     return "spark-table" if dataset.source_key.startswith(SPARK_TABLE_SCHEME) else "parquet"
 
 
@@ -273,7 +280,7 @@ def _inspect_s3(location: str, options: dict) -> Found:
         key = _footers_key(filesystem, dataset.files, lambda _f: "A file there")
         found = _parquet_metadata(dataset)
     legacy = f"s3://{path}@{urlsplit(options.get('endpoint_url', '')).netloc or 'aws'}"
-    return _found(source, key, f"s3://{path} at {where}", found, "parquet", legacy)
+    return _found(source, key, f"s3://{path} at {where}", found, "object-storage", legacy)
 
 
 def _list_parquet_files(source: TableSource, path: str) -> None:

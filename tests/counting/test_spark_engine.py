@@ -194,31 +194,109 @@ def test_without_pyspark_the_engine_says_how_to_install_it(tmp_path, monkeypatch
     assert INSTALL_HINT.endswith("requirements-spark.txt")
 
 
-@needs_spark
-def test_an_s3_folder_is_listed_with_its_keys_and_read_by_the_cluster_or_refused_in_words(
-    tmp_path,
-):
-    """The files of an s3:// source are listed here with the source's keys (moto's S3 server),
-    then read by the executors through Hadoop's S3A connector. pyspark's jars hold no S3A
-    connector (the test cluster cannot fetch one from a Maven repository), so here the
-    release is refused in one sentence saying what to add; a cluster with it must count
-    what the in-process engine counts."""
-    from tests.object_storage import bucket_with, s3_server
+@pytest.fixture
+def s3_people(tmp_path):
+    """The people table in three files of a new bucket on moto's S3 server, behind a proxy
+    that records who asked with whose key: (the proxy's URL, the bucket, the records)."""
+    from tests.object_storage import bucket_with, recording_proxy, s3_server
 
-    path = write_parquet(people(50), tmp_path / "p.parquet")
-    with s3_server() as endpoint:
+    frame = people()
+    files = {
+        f"table/p {i}.parquet": write_parquet(
+            frame.iloc[i * 300 : (i + 1) * 300], tmp_path / f"p{i}.parquet"
+        )
+        for i in range(3)
+    }
+    with s3_server() as endpoint, recording_proxy(endpoint) as (url, seen):
         bucket = f"spark-{uuid.uuid4().hex[:12]}"
-        options = bucket_with(endpoint, bucket, {"table/p.parquet": path})
-        source = TableSource(f"s3://{bucket}/table", storage_options=options)
-        reference = count_cells(source, SCHEMA, ["x", "c"], "inprocess")
-        assert reference.sum() == 50
-        try:
-            counts = count_cells(source, SCHEMA, ["x", "c"], "spark")
-        except MechanismError as refused:
-            assert "cannot read s3:// data: add Hadoop's S3A connector" in str(refused)
-            assert options["secret_key"] not in str(refused)
+        bucket_with(endpoint, bucket, files)
+        open_to_all(endpoint, bucket)
+        yield url, bucket, seen
+
+
+def open_to_all(endpoint: str, bucket: str) -> None:
+    """Let anyone list and read the bucket, as an open-data bucket does (anonymous sources)."""
+    import json
+
+    import boto3
+
+    from tests.object_storage import AWS_ENV, REGION
+
+    anyone = {"Effect": "Allow", "Principal": "*"}
+    policy = [
+        anyone | {"Action": "s3:ListBucket", "Resource": f"arn:aws:s3:::{bucket}"},
+        # moto checks a HEAD as s3:HeadObject (AWS: s3:GetObject)
+        anyone
+        | {"Action": ["s3:GetObject", "s3:HeadObject"], "Resource": f"arn:aws:s3:::{bucket}/*"},
+    ]
+    boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name=REGION,
+        aws_access_key_id=AWS_ENV["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=AWS_ENV["AWS_SECRET_ACCESS_KEY"],
+    ).put_bucket_policy(
+        Bucket=bucket, Policy=json.dumps({"Version": "2012-10-17", "Statement": policy})
+    )
+
+
+def s3_source(url: str, bucket: str, **keys: str) -> TableSource:
+    """The bucket's table as a source read through `url`, with `keys` (none: anonymous)."""
+    return TableSource(
+        f"s3://{bucket}/table", storage_options={"endpoint_url": url, "region": "us-east-1"} | keys
+    )
+
+
+def cluster_asked(seen: list[tuple[str, str]]) -> list[str]:
+    """The Authorization of each request the cluster made (S3A's Java SDK, not the portal)."""
+    return [key for agent, key in seen if "aws-sdk-java" in agent]
+
+
+@needs_spark
+def test_an_s3_folder_is_counted_by_the_cluster_as_in_process(s3_people):
+    """An s3:// source: listed here with the source's keys, then read by the executors through
+    Hadoop's S3A connector (./test.sh gives the cluster one: scripts/common.sh s3a_classpath).
+    Cells, and person-level cells (k = 1, 2: the rows kept are chosen by each row's file and
+    number, which Spark must name as the in-process engine does), equal the in-process counts
+    of the same files."""
+    url, bucket, seen = s3_people
+    source = s3_source(url, bucket, access_key="custodian-41", secret_key="custodian-secret")
+    cells = CellTally(SCHEMA.accepting(), ("x", "c"))
+    reference = tally_table(source, cells, "inprocess")
+    assert reference.sum() == 900
+    assert np.array_equal(tally_table(source, cells, "spark"), reference)
+    for k in (1, 2):
+        bounded = BoundedTally(cells, "person", k, "5e" * 16)
+        expected = tally_table(source, bounded, "inprocess")
+        assert expected.sum() < 900
+        assert np.array_equal(tally_table(source, bounded, "spark"), expected), k
+    assert cluster_asked(seen), "the cluster never read the bucket"
+
+
+@needs_spark
+def test_a_source_is_never_read_with_the_cluster_s_own_keys(s3_people):
+    """The cluster holds keys of its own (./test.sh's cluster: SPARK_OWN_KEY in its JVMs'
+    environment, found by S3A's default credential chain). A source with keys is read with
+    them, one without keys anonymously; neither ever with the cluster's (`s3a_options`). The
+    command line's "ambient" input is read with the cluster's keys: the check that the
+    cluster's keys are really there to be misused."""
+    own = os.environ.get("DPPORTAL_TEST_SPARK_OWN_KEY", "")
+    if not own:
+        pytest.skip("the cluster's own keys are unknown: DPPORTAL_TEST_SPARK_OWN_KEY is unset")
+    url, bucket, seen = s3_people
+    cells = CellTally(SCHEMA.accepting(), ("x", "c"))
+    tally_table(s3_source(url, bucket, credentials="ambient"), cells, "spark")
+    assert any(own in key for key in cluster_asked(seen)), "no ambient read with the own keys"
+    for keys in ({"access_key": "custodian-41", "secret_key": "custodian-secret"}, {}):
+        seen.clear()
+        tally_table(s3_source(url, bucket, **keys), cells, "spark")
+        asked = cluster_asked(seen)
+        assert asked, "the cluster never read the bucket"
+        assert not any(own in key for key in asked), keys
+        if keys:
+            assert all("custodian-41" in key for key in asked)
         else:
-            assert np.array_equal(counts, reference)
+            assert not any(asked), "an anonymous read was signed"
 
 
 def test_s3_is_read_with_the_source_s_own_keys_for_its_bucket_only():
