@@ -110,11 +110,15 @@ class PrivateWriter:
         fd = os.open(self.temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         self.file = os.fdopen(fd, mode, **open_args)
 
-    def commit(self) -> Path:
+    def close(self) -> Path:
+        """Flush the file to disk and close it, still at its temporary name (returned)."""
         self.file.flush()
         os.fsync(self.file.fileno())
         self.file.close()
-        os.replace(self.temp, self.path)
+        return self.temp
+
+    def commit(self) -> Path:
+        os.replace(self.close(), self.path)
         return self.path
 
     def discard(self) -> None:

@@ -66,6 +66,21 @@ def keep(path: Path) -> None:
         Path(path).unlink(missing_ok=True)
 
 
+def keep_written(writer: files.PrivateWriter) -> Path:
+    """Finish `writer`'s file as `keep` does, where two processes may write the same file at
+    once: committed in place, or uploaded as `writer.path`'s object from the writer's own
+    temporary file and that file removed. Neither then uploads or removes the other's file
+    (each committing to the one local path, the first to upload removed what the second was
+    about to upload)."""
+    if not enabled():
+        return writer.commit()
+    try:
+        _upload(writer.close(), key(writer.path))
+    finally:
+        writer.temp.unlink(missing_ok=True)
+    return writer.path
+
+
 def _upload(path: Path, object_key: str) -> None:
     from boto3.s3.transfer import TransferConfig
 

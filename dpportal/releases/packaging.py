@@ -115,9 +115,13 @@ def package_zip_path(release) -> Path:
     object store when one is configured (`dpportal.core.object_store`)."""
     path = cache_dir(release) / package_zip_name(release)
     if not object_store.exists(path):
-        with files.PrivateWriter(path) as out:
-            package.write_zip(package_files(release), out, f"release-{release.pk}")
-        object_store.keep(path)
+        writer = files.PrivateWriter(path)  # a worker and a download may build it at once
+        try:
+            package.write_zip(package_files(release), writer.file, f"release-{release.pk}")
+        except BaseException:
+            writer.discard()
+            raise
+        object_store.keep_written(writer)
     return path
 
 

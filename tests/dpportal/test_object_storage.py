@@ -283,6 +283,35 @@ def test_the_compose_option_sets_every_object_store_setting_it_documents():
     assert "ports" not in compose["services"]["minio"]  # the store stays on the private network
 
 
+def test_a_package_zip_built_twice_at_once_is_stored_once_without_error(
+    bucket, owner, monkeypatch, settings, tmp_path
+):
+    """A worker's prebuild and a download may build a release's zip at the same moment.
+    Here the second build runs whole (written, uploaded, its local file removed) while the
+    first is about to upload. Each uploads its own file: no FileNotFoundError (before, both
+    committed to one local path, and the first to upload removed the file the other was
+    uploading: a failed download, and the test flow's failure in CI), and one object holds
+    the zip."""
+    settings.DATA_DIR = str(tmp_path / "data")
+    release = run_now(make_release(owner, make_dataset(owner)))
+    real_upload, builds = object_store._upload, []
+
+    def upload_after_another_build(path, object_key):
+        if not builds:
+            builds.append("the other build")
+            builds.append(packaging.package_zip_path(release))  # the other process, whole
+        real_upload(path, object_key)
+
+    monkeypatch.setattr(object_store, "_upload", upload_after_another_build)
+    path = packaging.package_zip_path(release)
+    assert builds == ["the other build", path]
+    zip_key = object_store.key(path)
+    assert zip_key in keys(bucket) and not path.exists()
+    with zipfile.ZipFile(io.BytesIO(stored_bytes(bucket, zip_key))) as archive:
+        assert archive.testzip() is None and archive.namelist()
+    assert not list(path.parent.glob(".*.tmp"))  # no temporary file left behind
+
+
 def test_the_reaper_removes_unpublished_release_objects_only(bucket, owner, settings, tmp_path):
     """Files an execution staged in the bucket but never published (it lost its lease, or was
     killed) are swept; a published release's files stay."""
