@@ -57,9 +57,10 @@ POLL_SECONDS = 5.0  # how often a count that has not finished asks after the wor
 PIECE, ROW = "__dp_portal_piece__", "__dp_portal_row__"  # a row's piece and number in it
 BUCKET = "__dp_portal_bucket__"  # its person's bucket
 KEYED_ROWS = 1 << 16  # rows keyed at a time (a Python string each for the hash)
-# Rows whose keys one round of person-level bounding makes and merges, about (`_kept_bits`):
-# held at about 40 bytes a row over the cluster, 2^23 rows are about 340 MB, near a two-worker
-# cluster's memory for the unbounded count; each further round reads every piece's IDs again.
+# Rows whose keys one round of person-level bounding makes and merges, about (`_kept_bits`).
+# Measured on two workers (docs/scale.md, 2026-12-07): rounds of 2^23 rows took about 0.3 GB
+# a worker beyond the unbounded count, 2^22 about 0.15 GB but 1.3 times as long (each further
+# round reads and hashes every piece's IDs again).
 ROUND_ROWS = 1 << 23
 Result = TypeVar("Result")
 START_HINT = (

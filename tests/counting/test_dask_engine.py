@@ -289,7 +289,7 @@ def test_persons_taken_in_rounds_keep_the_rows_in_process_keeps(scheduler, tmp_p
     buckets, every piece holding rows of every round: for every kind of ID the tally is the
     in-process engine's (the k smallest keys of each person, min(rows, k) rows each).
     Twins caught: a round forgotten, the bits of earlier rounds dropped, k + 1 rows kept in one
-    round (see the report of the change that added rounds)."""
+    round (docs/scale.md, "Person-level bounding on Dask in rounds")."""
     monkeypatch.setattr(dask_engine, "ROUND_ROWS", 700)
     asked = []
     kept_rows = dask_engine._kept_rows
