@@ -15,6 +15,7 @@ Before each run every worker's peak resident memory is reset (`/proc/self/clear_
 read (VmHWM); before and after run twice, in turns (plain, after, before, before, after), each
 figure the least of its two; printed: seconds, the largest worker's peak and the sum over workers (MB), and the
 ratio of each to "plain" at that size; "same" says whether before and after counted alike.
+With --after-only, "before" is not run (sizes where it would take too long or too much memory).
 
     DPPORTAL_DASK_SCHEDULER=tcp://127.0.0.1:8786 nice -n 10 .venv/bin/python \\
         benchmarks/dask_person_memory.py --rows 1000000 10000000 [--before COMMIT]
@@ -109,20 +110,22 @@ def least(first, second):
 
 
 def in_order(results: dict) -> dict:
-    return {name: results[name] for name in ("plain", "before", "after")}
+    return {name: results[name] for name in ("plain", "before", "after") if name in results}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 10_000_000])
     parser.add_argument("--before", default=BEFORE)
+    parser.add_argument("--after-only", action="store_true", help="run plain and after only")
     args = parser.parse_args()
     client = Client(dask_engine._address(None), set_as_default=False)
     old = engine_before(client, args.before, Path(tempfile.mkdtemp()))
     workers = len(client.scheduler_info()["workers"])
     cells = CellTally(SCHEMA, ("x", "c"))
     bounded = BoundedTally(cells, "pid", K, "0123456789abcdef" * 2)
-    print(f"{workers} workers; k = {K}; before = {args.before}, after = the working tree")
+    before = "not run" if args.after_only else args.before
+    print(f"{workers} workers; k = {K}; before = {before}, after = the working tree")
     print(f"{'rows':>12} {'run':>7} {'seconds':>8} {'max MB':>7} {'sum MB':>7} "
           f"{'s ratio':>7} {'MB ratio':>8} {'same':>5}")  # fmt: skip
     for rows in args.rows:
@@ -134,16 +137,20 @@ def main() -> None:
                 "after": partial(dask_engine.tally_on_dask, source, bounded),
                 "before": partial(old.tally_on_dask, source, bounded),
             }
+            if args.after_only:
+                del runs["before"]
             results = {name: measured(client, run) for name, run in runs.items()}
-            again = {name: measured(client, runs[name]) for name in ("before", "after")}
+            again = {
+                name: measured(client, runs[name]) for name in ("before", "after") if name in runs
+            }
         results = {name: least(results[name], again.get(name)) for name in results}
         results, plain = in_order(results), results["plain"]
-        same = np.array_equal(results["before"][3], results["after"][3])
+        same = "before" not in results or np.array_equal(results["before"][3], results["after"][3])
         for name, (seconds, largest, total, _) in results.items():
             print(
                 f"{rows:>12,} {name:>7} {seconds:>8.1f} {largest:>7.0f} {total:>7.0f} "
                 f"{seconds / plain[0]:>7.2f} {largest / plain[1]:>8.2f} "
-                f"{'yes' if same else 'NO':>5}"
+                f"{('-' if args.after_only else 'yes') if same else 'NO':>5}"
             )
 
 

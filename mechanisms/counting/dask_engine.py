@@ -11,9 +11,9 @@ a worker too, so the machine asking needs the scheduler's address, not the data.
 Engines only tally: workers see raw rows and return exact aggregates, never noise. The noise is
 added afterwards, on the machine that asked, by the portal's mechanisms.
 
-Person-level bounding (`mechanisms.counting.bounding`) runs in two passes on the workers
-(`_bounded`): the persons' keys are merged in buckets of persons and kept there; only the tally
-comes back.
+Person-level bounding (`mechanisms.counting.bounding`) runs on the workers in rounds of
+persons (`_bounded`): each round's keys are merged in buckets of persons, and the rows kept
+are marked, a bit a row, where the rows are; only the tally comes back.
 
 The cluster is given by `scheduler` or the environment variable DPPORTAL_DASK_SCHEDULER (for
 example `tcp://10.0.0.5:8786`). Every worker needs pyarrow, this package (`mechanisms`) at the
@@ -57,6 +57,11 @@ POLL_SECONDS = 5.0  # how often a count that has not finished asks after the wor
 PIECE, ROW = "__dp_portal_piece__", "__dp_portal_row__"  # a row's piece and number in it
 BUCKET = "__dp_portal_bucket__"  # its person's bucket
 KEYED_ROWS = 1 << 16  # rows keyed at a time (a Python string each for the hash)
+# Rows whose keys one round of person-level bounding makes and merges, about (`_kept_bits`).
+# Measured on two workers (docs/scale.md, 2026-12-07): rounds of 2^23 rows took about 0.3 GB
+# a worker beyond the unbounded count, 2^22 about 0.15 GB but 1.3 times as long (each further
+# round reads and hashes every piece's IDs again).
+ROUND_ROWS = 1 << 23
 Result = TypeVar("Result")
 START_HINT = (
     "start one with `dask scheduler` (it listens on tcp://HOST:8786) and `dask worker "
@@ -71,7 +76,8 @@ class Piece:
 
     path: str
     row_groups: tuple[int, ...]
-    first_row: int = 0  # the number of its first row in the file (rows' positions)
+    first_row: int  # the number of its first row in the file (rows' positions)
+    rows: int
 
 
 def count_on_dask(
@@ -173,29 +179,42 @@ def _tally(client: Client, source: TableSource, tally: Tally) -> AnyArray:
 
 
 def awaited(client: Client, future: Future[Result]) -> Result:
-    """The result of `future`; a MechanismError once every worker is paused PAUSED_SECONDS.
+    """The result of `future`; a MechanismError once every worker is paused (`finished`)."""
+    finished(client, [future])
+    return future.result()
+
+
+def finished(client: Client, futures: list[Future[Any]]) -> None:
+    """Wait for `futures` to finish, without fetching them; raise the error of one that failed.
+
+    A MechanismError once every worker has been paused PAUSED_SECONDS.
 
     Dask pauses a worker whose memory nears its limit, until spilling to disk frees some; when
     what fills it cannot be spilled, it stays paused and no task of the count runs again. The
     count would then wait for the release's time limit; this says what happened instead.
     """
-    paused_since = None
-    while True:
+    paused_since, waiting = None, list(futures)
+    while waiting:
         try:
-            return future.result(timeout=POLL_SECONDS)
+            failed = waiting[-1].exception(timeout=POLL_SECONDS)  # type: ignore[no-untyped-call]
         except TimeoutError:
             if not _all_paused(client):
                 paused_since = None
                 continue
             paused_since = paused_since or time.monotonic()
             if time.monotonic() - paused_since >= PAUSED_SECONDS:
-                client.cancel(future)  # type: ignore[no-untyped-call]
+                client.cancel(futures)  # type: ignore[no-untyped-call]
                 raise MechanismError(
                     f"every worker of the Dask cluster has been paused for lack of memory for "
                     f"{PAUSED_SECONDS:g} s, so the count cannot go on: give the workers more "
-                    "memory (dask worker --memory-limit, about 2 GB per 10^7 rows counted at "
-                    "person level), or more workers, and make the release again"
+                    "memory (dask worker --memory-limit, about 1 GB a worker for a count at "
+                    "person level, whatever the table's size), or more workers, and make the "
+                    "release again"
                 ) from None
+            continue
+        if failed is not None:
+            raise failed
+        waiting.pop()
 
 
 def _all_paused(client: Client) -> bool:
@@ -247,12 +266,12 @@ def _file_pieces(filesystem: pa_fs.FileSystem, path: str) -> Iterator[Piece]:
     for group in range(metadata.num_row_groups):
         more = metadata.row_group(group).num_rows
         if groups and rows + more > CHUNK_ROWS:
-            yield Piece(path, tuple(groups), first)
+            yield Piece(path, tuple(groups), first, rows)
             groups, first, rows = [], first + rows, 0
         groups.append(group)
         rows += more
     if groups:
-        yield Piece(path, tuple(groups), first)
+        yield Piece(path, tuple(groups), first, rows)
 
 
 def tally_piece(
@@ -306,81 +325,130 @@ def _reading(piece: Piece) -> Iterator[None]:
 def _bounded(
     client: Client, source: TableSource, tally: BoundedTally, pieces: list[Piece], arrow: pa.Schema
 ) -> AnyArray:
-    """`tally` on the cluster in two passes; the persons' keys never leave the workers.
-
-    The persons are split into as many buckets as there are pieces, by a hash of their ID, so
-    that no task holds more than about one piece's keys, whatever the table's size:
-
-    1. each piece's rows with an ID, as (person, key, piece, row of the piece), the k smallest
-       keys of each person among them, split by bucket (`piece_keys`);
-    2. each bucket's parts merged FAN_IN at a time into the k smallest keys of each of its
-       persons in the whole table (`merge_keys`): the rows kept, as row numbers by piece
-       (`rows_by_piece`);
-    3. each piece tallies the rows of it that some bucket kept (`kept_piece`).
+    """`tally` on the cluster, at most k rows per person; the persons' keys never leave it.
 
     The rows kept are those with the k smallest keys of their person: exactly the rows the
     in-process engine keeps (the keys of distinct positions differ; `merge_keys` orders by
-    their first 8 bytes and, where two of a person's share those, by the whole keys). A key
-    is held as those 8 bytes (a number) and an ID as Arrow text, not as Python strings (about
-    31 bytes a row for IDs of 7 digits), and the portal holds no reference to a step's results once
-    it has asked for the next, so the workers free each piece's keys once its buckets have
-    taken them and each bucket's keys once merged. Memory: a task holds one piece's rows, or
-    one bucket's share of the keys (about one piece's); the cluster holds the keys of the
-    pieces not yet merged, spread over its workers: it still grows with the table.
+    their first 8 bytes and, where two of a person's share those, by the whole keys). The
+    persons are taken in rounds (`_kept_bits`), each round's in as many buckets as the table
+    has pieces per round, by a hash of their ID (`Round`):
+
+    1. each piece's rows with an ID of the round's persons, as (person, key, piece, row of
+       the piece), the k smallest keys of each person among them, split by bucket
+       (`piece_keys`);
+    2. each bucket's parts merged FAN_IN at a time into the k smallest keys of each of its
+       persons in the whole table (`merge_keys`): the rows kept, as row numbers by piece
+       (`rows_by_piece`), marked in the piece's bits of rows kept (`kept_bits`);
+    3. once every round is done, each piece tallies the rows of it marked kept (`kept_piece`).
+
+    A key is held as its first 8 bytes (a number) and an ID as Arrow text, not as Python
+    strings, and the portal holds no reference to a step's results once it has asked for the
+    next, so the workers free each piece's keys once its buckets have taken them and each
+    bucket's keys once merged. Memory: a task holds one piece's rows, or one bucket's share of
+    a round's keys; the cluster holds one round's keys (about ROUND_ROWS rows' worth, whatever
+    the table's size) and a bit for each row of the table.
     """
-    partial = _kept_tallies(client, source, tally, pieces, arrow)
+    kept = _kept_bits(client, source, tally, pieces, arrow)
+    partial = [
+        client.submit(
+            kept_piece, piece, bits, source=source, tally=tally, arrow_schema=arrow, pure=False
+        )
+        for piece, bits in zip(pieces, kept, strict=True)
+    ]
     return awaited(client, _tree_sum(client, partial))
 
 
-def _kept_tallies(
+def _kept_bits(
     client: Client, source: TableSource, tally: BoundedTally, pieces: list[Piece], arrow: pa.Schema
 ) -> list[Future[AnyArray]]:
-    """Step 3 of `_bounded`: each piece's tally of its rows kept (futures)."""
-    kept = _kept_rows(client, source, tally, pieces, arrow)
-    return [
+    """Steps 1 and 2 of `_bounded`, a round at a time: each piece's rows kept, a bit a row.
+
+    A round's keys are about ROUND_ROWS rows' worth (the persons are shared among the rounds
+    by a hash of their ID); the next round is asked for once this one's bits are done, so the
+    cluster holds one round's keys at a time. Each person's rows are all in one round.
+    """
+    rounds = max(1, -(-sum(piece.rows for piece in pieces) // ROUND_ROWS))
+    buckets = max(1, -(-len(pieces) // rounds))
+    kept: list[Future[AnyArray]] = []
+    for number in range(rounds):
+        rows = _kept_rows(client, source, tally, pieces, arrow, Round(number, rounds, buckets))
+        before: list[Future[AnyArray] | None] = [*kept] or [None] * len(pieces)
+        kept = [
+            client.submit(
+                kept_bits,
+                piece.rows,
+                *(client.submit(part_of, bucket, index, pure=False) for bucket in rows),
+                before=bits,
+                pure=False,
+            )
+            for index, (piece, bits) in enumerate(zip(pieces, before, strict=True))
+        ]
+        finished(client, kept)
+    return kept
+
+
+def _kept_rows(
+    client: Client,
+    source: TableSource,
+    tally: BoundedTally,
+    pieces: list[Piece],
+    arrow: pa.Schema,
+    round: Round,
+) -> list[Future[list[AnyArray]]]:
+    """The rows each bucket of `round` kept, by piece (futures)."""
+    every = tuple(pieces)
+    split = [
         client.submit(
-            kept_piece,
-            piece,
-            *(client.submit(part_of, rows, index, pure=False) for rows in kept),
+            piece_keys,
+            every,
+            index,
+            round,
             source=source,
             tally=tally,
             arrow_schema=arrow,
             pure=False,
         )
-        for index, piece in enumerate(pieces)
-    ]
-
-
-def _kept_rows(
-    client: Client, source: TableSource, tally: BoundedTally, pieces: list[Piece], arrow: pa.Schema
-) -> list[Future[list[AnyArray]]]:
-    """Steps 1 and 2 of `_bounded`: each bucket's rows kept, by piece (futures)."""
-    every = tuple(pieces)
-    split = [
-        client.submit(
-            piece_keys, every, index, source=source, tally=tally, arrow_schema=arrow, pure=False
-        )
         for index in range(len(every))
     ]
     kept = []
-    for bucket in range(len(every)):
+    for bucket in range(round.buckets):
         parts = [client.submit(part_of, keys, bucket, pure=False) for keys in split]
         merged = _tree(client, parts, merge_keys, k=tally.k, secret=tally.secret, pieces=every)
         kept.append(client.submit(rows_by_piece, merged, len(every), pure=False))
     return kept
 
 
+@dataclass(frozen=True)
+class Round:
+    """The persons of one round of `rounds`, in `buckets` buckets, by their ID's hash.
+
+    A person is the round's if the hash is `number` modulo `rounds`, and in the bucket the
+    hash's quotient by `rounds` is modulo `buckets`.
+    """
+
+    number: int
+    rounds: int
+    buckets: int
+
+    def place(self, hashes: AnyArray) -> tuple[AnyArray, AnyArray]:
+        """Which of the IDs of `hashes` (`id_hashes`) are the round's, and their buckets."""
+        mine = hashes % np.uint64(self.rounds) == np.uint64(self.number)
+        buckets = hashes[mine] // np.uint64(self.rounds) % np.uint64(self.buckets)
+        return mine, buckets.astype(np.uint32)
+
+
 def piece_keys(
     pieces: tuple[Piece, ...],
     index: int,
+    round: Round,
     *,
     source: TableSource,
     tally: BoundedTally,
     arrow_schema: pa.Schema,
 ) -> list[pa.Table]:
-    """Piece `index`'s k smallest keys of each person, split by a hash of their ID (a worker).
+    """Piece `index`'s k smallest keys of each person of `round`, split by bucket (a worker).
 
-    Each key with its row's piece and number in the piece, in one of as many parts as pieces.
+    Each key with its row's piece and number in the piece, in one part per bucket of the round.
     """
     piece, person = pieces[index], pa.schema([arrow_schema.field(tally.person)])
     with _reading(piece):
@@ -388,48 +456,77 @@ def piece_keys(
         for batch in piece_batches(piece, source, [tally.person], person):
             for start in range(0, batch.num_rows, KEYED_ROWS):
                 part = batch.slice(start, KEYED_ROWS)
-                keyed.append(batch_keys(part, tally, index, piece, first, len(pieces)))
+                keyed.append(batch_keys(part, tally, index, piece, first, round))
                 first += part.num_rows
-    keyed = keyed or [batch_keys(person.empty_table(), tally, index, piece, 0, len(pieces))]
+    keyed = keyed or [batch_keys(person.empty_table(), tally, index, piece, 0, round)]
     keys = merge_keys(*keyed, k=tally.k, secret=tally.secret, pieces=pieces)
-    buckets = _groups(keys.column(BUCKET).to_numpy(), len(pieces))
+    buckets = _groups(keys.column(BUCKET).to_numpy(), round.buckets)
     keys = keys.drop_columns([BUCKET])
     return [keys.take(rows) for rows in buckets]
 
 
 def batch_keys(
-    batch: pa.Table, tally: BoundedTally, index: int, piece: Piece, first: int, buckets: int
+    batch: pa.Table, tally: BoundedTally, index: int, piece: Piece, first: int, round: Round
 ) -> pa.Table:
-    """The batch's rows with an ID: the ID as text, its bucket, the row's key, piece, number.
+    """The batch's rows whose ID is `round`'s: the ID as text, its bucket, key, piece, number.
 
     Numbers count from the piece's first row (the batch's first is `first`); the ID's text and
     the key are those of `BoundedTally.keyed` for the row's position "path#row", its row counted
     from the file's first (`row_key`'s sha256, of which the key keeps the first 8 bytes as a
     number, in the order of its hex), without a Python string per row for whole-number or text
-    IDs. The bucket is a hash of the ID's text, of `buckets`.
+    IDs. Only the round's rows are hashed with sha256.
     """
     ids = batch.column(tally.person)
     if pa.types.is_integer(ids.type) or pa.types.is_string(ids.type):
         present = ids.is_valid().to_numpy()
-        texts = pc.cast(ids, pa.string()).filter(pa.array(present))
+        ids = ids.filter(pa.array(present)).combine_chunks()
     else:  # other types as the reference writes them, a string at a time
         present, listed = person_texts(batch_frame(batch, [tally.person])[tally.person])
-        texts = pa.array(listed, type=pa.string())
-    rows = np.flatnonzero(present) + first
+        ids = pa.array(listed, type=pa.string())
+    mine, buckets = round.place(id_hashes(ids))
+    rows = np.flatnonzero(present)[mine] + first
     prefix = hashlib.sha256(f"{tally.secret}|{piece.path}#".encode())
     starts = bytearray()
     for row in (rows + piece.first_row).tolist():
         starts += _digest(prefix, row)[:8]
-    hashes = pd.util.hash_array(texts.to_numpy(zero_copy_only=False))
     return pa.table(
         {
-            PERSON_ID: texts,
-            BUCKET: (hashes % np.uint64(buckets)).astype(np.uint32),
+            PERSON_ID: pc.cast(ids.filter(pa.array(mine)), pa.string()),
+            BUCKET: buckets,
             KEY: np.frombuffer(bytes(starts), dtype=">u8").astype(np.uint64),
             PIECE: np.full(len(rows), index, dtype=np.int32),
             ROW: rows,
         }
     )
+
+
+def id_hashes(ids: pa.Array) -> AnyArray:
+    """A 64-bit hash of each ID (whole numbers or texts, none missing).
+
+    Equal IDs of one type hash alike, so a person's rows in every piece; no Python object per
+    row is made.
+    """
+    if pa.types.is_integer(ids.type):
+        return _mixed(ids.to_numpy().astype(np.int64).view(np.uint64))
+    texts = pc.cast(ids, pa.large_string())
+    bounds = np.frombuffer(texts.buffers()[1], dtype=np.int64)[
+        texts.offset : texts.offset + len(texts) + 1
+    ]
+    data = np.frombuffer(texts.buffers()[2] or b"", dtype=np.uint8)[bounds[0] : bounds[-1]]
+    bounds = bounds - bounds[0]
+    lengths = np.diff(bounds).astype(np.uint64)
+    places = np.arange(len(data), dtype=np.int64) - np.repeat(bounds[:-1], np.diff(bounds))
+    each = _mixed(data.astype(np.uint64) | (places.astype(np.uint64) << np.uint64(8)))
+    sums = np.concatenate([np.zeros(1, dtype=np.uint64), np.cumsum(each, dtype=np.uint64)])
+    return _mixed(sums[bounds[1:]] - sums[bounds[:-1]] + lengths)
+
+
+def _mixed(values: AnyArray) -> AnyArray:
+    """SplitMix64's finalizer of unsigned 64-bit numbers: every bit moves every bit."""
+    values = (values ^ (values >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    values = (values ^ (values >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    mixed: AnyArray = values ^ (values >> np.uint64(31))
+    return mixed
 
 
 def _digest(prefix: Any, row: int) -> bytes:
@@ -495,23 +592,40 @@ def _groups(labels: AnyArray, count: int) -> list[AnyArray]:
     return [order[bounds[label] : bounds[label + 1]] for label in range(count)]
 
 
+def kept_bits(rows: int, *kept: AnyArray, before: AnyArray | None) -> AnyArray:
+    """A piece's rows kept, a bit a row (`np.packbits`; runs on a worker).
+
+    The rows of `before` (the bits of the earlier rounds, None for the first) and the rows
+    numbered in `kept`.
+    """
+    bits = np.zeros(rows, dtype=bool) if before is None else _unpacked(before, rows)
+    bits[np.concatenate(kept)] = True
+    return np.packbits(bits)
+
+
+def _unpacked(bits: AnyArray, rows: int) -> AnyArray:
+    """Bits packed by `np.packbits` as `rows` booleans."""
+    return np.unpackbits(bits, count=rows).view(bool)
+
+
 def kept_piece(
     piece: Piece,
-    *kept: AnyArray,
+    kept: AnyArray,
+    *,
     source: TableSource,
     tally: BoundedTally,
     arrow_schema: pa.Schema,
 ) -> AnyArray:
-    """The inner tally of the piece's rows whose numbers are in `kept` (runs on a worker)."""
+    """The inner tally of the piece's rows marked in `kept` (`kept_bits`; runs on a worker)."""
     columns = [*tally.inner.columns, tally.person]
-    rows = np.sort(np.concatenate(kept)) if kept else np.zeros(0, dtype=np.int64)
+    marked = _unpacked(kept, piece.rows)
 
     def kept_frames() -> Iterator[pd.DataFrame]:
         first = 0
         for frame in piece_frames(piece, source, columns, arrow_schema):
-            numbers = np.arange(first, first + len(frame), dtype=np.int64)
+            chosen = marked[first : first + len(frame)]
             first += len(frame)
-            yield frame[np.isin(numbers, rows, assume_unique=True)].drop(columns=[tally.person])
+            yield frame[chosen].drop(columns=[tally.person])
 
     with _reading(piece):
         return frames_tally(tally.inner, kept_frames())

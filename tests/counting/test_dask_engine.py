@@ -251,31 +251,73 @@ def test_without_the_watch_a_paused_cluster_holds_the_count(folder, paused_sched
     assert still_waiting, outcome
 
 
-def test_person_ids_of_every_type_keep_the_rows_in_process_keeps(scheduler, tmp_path):
-    """Person-level bounding on the cluster reads whole-number and text IDs as Arrow text and
-    any other ID (here floats, NaN missing) as the reference writes it; each is equal to the
-    in-process engine over three files of interleaved persons, and keeps min(rows, k) each.
-    Twin: with the floats' NaN read as an ID ("nan"), the float case keeps too many rows."""
+def person_folders(root: Path, files: int):
+    """Three folders of `files` files of interleaved persons (3,000 rows, 400 IDs), one for each
+    kind of ID: floats (NaN missing), texts and whole numbers (missing ones): each folder with
+    its bounded tally (k = 2) and its rows per person."""
     draw = np.random.default_rng(5)
     rows = 3_000
     ids = draw.integers(0, 400, rows).astype(float)
     ids[draw.random(rows) < 0.05] = np.nan
     texts = pd.Series([None if np.isnan(i) else f"p{i:.0f}é" for i in ids], dtype=object)
     whole = pd.array([None if np.isnan(i) else int(i) for i in ids], dtype="Int64")
-    cells = CellTally(SCHEMA.accepting(), ("x",))
+    bounded = BoundedTally(CellTally(SCHEMA.accepting(), ("x",)), "who", 2, "ab" * 16)
     for person in (ids, texts, whole):
-        root = tmp_path / str(pd.Series(person).dtype)
-        root.mkdir()
+        folder = root / str(pd.Series(person).dtype)
+        folder.mkdir()
         table = pd.DataFrame({"x": draw.uniform(0, 10, rows), "who": person})
-        for number, part in enumerate(np.array_split(np.arange(rows), 3)):
+        for number, part in enumerate(np.array_split(np.arange(rows), files)):
             pq.write_table(pa.Table.from_pandas(table.iloc[part], preserve_index=False),
-                           root / f"part-{number}.parquet", row_group_size=500)  # fmt: skip
-        per_person = pd.Series(person).dropna().value_counts()
-        bounded = BoundedTally(cells, "who", 2, "ab" * 16)
-        expected = counting.tally_table(TableSource(str(root)), bounded, "inprocess")
+                           folder / f"part-{number}.parquet", row_group_size=500)  # fmt: skip
+        yield TableSource(str(folder)), bounded, pd.Series(person).dropna().value_counts()
+
+
+def test_person_ids_of_every_type_keep_the_rows_in_process_keeps(scheduler, tmp_path):
+    """Person-level bounding on the cluster reads whole-number and text IDs as Arrow text and
+    any other ID (here floats, NaN missing) as the reference writes it; each is equal to the
+    in-process engine over three files of interleaved persons, and keeps min(rows, k) each.
+    Twin: with the floats' NaN read as an ID ("nan"), the float case keeps too many rows."""
+    for source, bounded, per_person in person_folders(tmp_path, 3):
+        expected = counting.tally_table(source, bounded, "inprocess")
         assert expected.sum() == np.minimum(per_person, 2).sum()
-        got = dask_engine.tally_on_dask(TableSource(str(root)), bounded, scheduler=scheduler)
-        assert np.array_equal(got, expected), root.name
+        got = dask_engine.tally_on_dask(source, bounded, scheduler=scheduler)
+        assert np.array_equal(got, expected), source.location
+
+
+def test_persons_taken_in_rounds_keep_the_rows_in_process_keeps(scheduler, tmp_path, monkeypatch):
+    """With ROUND_ROWS at 700, a table of 3,000 rows in 9 pieces is bounded in 5 rounds of 2
+    buckets, every piece holding rows of every round: for every kind of ID the tally is the
+    in-process engine's (the k smallest keys of each person, min(rows, k) rows each).
+    Twins caught: a round forgotten, the bits of earlier rounds dropped, k + 1 rows kept in one
+    round (docs/scale.md, "Person-level bounding on Dask in rounds")."""
+    monkeypatch.setattr(dask_engine, "ROUND_ROWS", 700)
+    asked = []
+    kept_rows = dask_engine._kept_rows
+
+    def recorded(*arguments):
+        asked.append(arguments[-1])
+        return kept_rows(*arguments)
+
+    monkeypatch.setattr(dask_engine, "_kept_rows", recorded)
+    for source, bounded, per_person in person_folders(tmp_path, 9):
+        asked.clear()
+        expected = counting.tally_table(source, bounded, "inprocess")
+        assert expected.sum() == np.minimum(per_person, 2).sum()
+        got = dask_engine.tally_on_dask(source, bounded, scheduler=scheduler)
+        assert np.array_equal(got, expected), source.location
+        assert asked == [dask_engine.Round(number, 5, 2) for number in range(5)]
+
+
+def test_an_id_hashes_alike_wherever_it_is():
+    """A text ID's hash (which picks its round and bucket) is that of its bytes, whatever its
+    place in an array or a slice of one; whole numbers too. Twin: with the slice's offset
+    ignored, the slice's hashes are those of the array's first texts."""
+    texts = pa.array(["p1", "", "é", "p1", "p22", None, "p1"]).drop_null()
+    hashes = dask_engine.id_hashes(texts)
+    assert hashes[0] == hashes[3] == hashes[5] and len(set(hashes.tolist())) == 4
+    assert np.array_equal(dask_engine.id_hashes(texts.slice(3)), hashes[3:])
+    whole = pa.array([7, 12, 7], pa.int32())
+    assert np.array_equal(dask_engine.id_hashes(whole.slice(1)), dask_engine.id_hashes(whole)[1:])
 
 
 def test_keys_sharing_their_first_eight_bytes_are_ordered_by_the_whole_key():
@@ -283,7 +325,10 @@ def test_keys_sharing_their_first_eight_bytes_are_ordered_by_the_whole_key():
     positions) only when two share those: here two rows given the same first bytes keep the
     one whose whole key is smaller, though it comes second. Twin: without the whole-key sort,
     the first of the two is kept."""
-    pieces = (dask_engine.Piece("f.parquet", (0,), 0), dask_engine.Piece("g.parquet", (1,), 7))
+    pieces = (
+        dask_engine.Piece("f.parquet", (0,), 0, 5),
+        dask_engine.Piece("g.parquet", (1,), 7, 5),
+    )
     secret = "ef" * 16
 
     def key(place: tuple[int, int]) -> str:
