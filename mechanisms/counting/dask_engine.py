@@ -57,11 +57,12 @@ POLL_SECONDS = 5.0  # how often a count that has not finished asks after the wor
 PIECE, ROW = "__dp_portal_piece__", "__dp_portal_row__"  # a row's piece and number in it
 BUCKET = "__dp_portal_bucket__"  # its person's bucket
 KEYED_ROWS = 1 << 16  # rows keyed at a time (a Python string each for the hash)
-# Rows whose keys one round of person-level bounding makes and merges, about (`_kept_bits`).
-# Measured on two workers (docs/scale.md, 2026-12-07): rounds of 2^23 rows took about 0.3 GB
-# a worker beyond the unbounded count, 2^22 about 0.15 GB but 1.3 times as long (each further
-# round reads and hashes every piece's IDs again).
-ROUND_ROWS = 1 << 23
+# Rows per worker whose keys one round of person-level bounding makes and merges, about
+# (`_kept_bits`: a round is this many rows for each worker of the cluster). Measured on two
+# workers (docs/scale.md, 2026-12-07): rounds of 2^22 rows a worker took about 0.3 GB a worker
+# beyond the unbounded count, 2^21 about 0.15 GB but 1.3 times as long (each further round
+# reads and hashes every piece's IDs again).
+ROUND_ROWS = 1 << 22
 Result = TypeVar("Result")
 START_HINT = (
     "start one with `dask scheduler` (it listens on tcp://HOST:8786) and `dask worker "
@@ -345,8 +346,8 @@ def _bounded(
     strings, and the portal holds no reference to a step's results once it has asked for the
     next, so the workers free each piece's keys once its buckets have taken them and each
     bucket's keys once merged. Memory: a task holds one piece's rows, or one bucket's share of
-    a round's keys; the cluster holds one round's keys (about ROUND_ROWS rows' worth, whatever
-    the table's size) and a bit for each row of the table.
+    a round's keys; each worker holds about its share of one round's keys (ROUND_ROWS rows'
+    worth, whatever the table's size) and a bit for each row of its pieces.
     """
     kept = _kept_bits(client, source, tally, pieces, arrow)
     partial = [
@@ -363,11 +364,13 @@ def _kept_bits(
 ) -> list[Future[AnyArray]]:
     """Steps 1 and 2 of `_bounded`, a round at a time: each piece's rows kept, a bit a row.
 
-    A round's keys are about ROUND_ROWS rows' worth (the persons are shared among the rounds
-    by a hash of their ID); the next round is asked for once this one's bits are done, so the
+    A round's keys are about ROUND_ROWS rows' worth for each worker of the cluster (the
+    persons are shared among the rounds by a hash of their ID), so a larger cluster takes a
+    table in fewer rounds; the next round is asked for once this one's bits are done, so the
     cluster holds one round's keys at a time. Each person's rows are all in one round.
     """
-    rounds = max(1, -(-sum(piece.rows for piece in pieces) // ROUND_ROWS))
+    per_round = ROUND_ROWS * max(1, len(client.scheduler_info(n_workers=-1)["workers"]))
+    rounds = max(1, -(-sum(piece.rows for piece in pieces) // per_round))
     buckets = max(1, -(-len(pieces) // rounds))
     kept: list[Future[AnyArray]] = []
     for number in range(rounds):

@@ -18,6 +18,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from distributed import Client
 
 from mechanisms import Schema, counting
 from mechanisms.counting import TableSource, count_cells, dask_engine
@@ -285,12 +286,15 @@ def test_person_ids_of_every_type_keep_the_rows_in_process_keeps(scheduler, tmp_
 
 
 def test_persons_taken_in_rounds_keep_the_rows_in_process_keeps(scheduler, tmp_path, monkeypatch):
-    """With ROUND_ROWS at 700, a table of 3,000 rows in 9 pieces is bounded in 5 rounds of 2
-    buckets, every piece holding rows of every round: for every kind of ID the tally is the
-    in-process engine's (the k smallest keys of each person, min(rows, k) rows each).
-    Twins caught: a round forgotten, the bits of earlier rounds dropped, k + 1 rows kept in one
-    round (docs/scale.md, "Person-level bounding on Dask in rounds")."""
-    monkeypatch.setattr(dask_engine, "ROUND_ROWS", 700)
+    """With rounds of 700 rows (ROUND_ROWS a worker), a table of 3,000 rows in 9 pieces is
+    bounded in 5 rounds of 2 buckets, every piece holding rows of every round: for every kind
+    of ID the tally is the in-process engine's (the k smallest keys of each person, min(rows,
+    k) rows each). Twins caught: a round forgotten, the bits of earlier rounds dropped, k + 1
+    rows kept in one round (docs/scale.md, "Person-level bounding on Dask in rounds")."""
+    with Client(scheduler) as client:
+        workers = len(client.scheduler_info(n_workers=-1)["workers"])
+    assert 700 % workers == 0, workers  # ./test.sh's cluster: two workers
+    monkeypatch.setattr(dask_engine, "ROUND_ROWS", 700 // workers)
     asked = []
     kept_rows = dask_engine._kept_rows
 
