@@ -332,14 +332,14 @@ def _date_part(ref: str, kind: str, part: str) -> str:
     return f"EXTRACT({field[part]} FROM CAST({stamp} AS TIMESTAMP))"
 
 
-def _missing(dialect: Dialect, value: str, kind: str) -> str:
+def missing_sql(dialect: Dialect, value: str, kind: str) -> str:
     """Whether a number is missing: NULL, or NaN in a floating-point column (never NULL)."""
     nan = f" OR {value} = {number(dialect, math.nan)}" if kind == "float" else ""
     return f"({value} IS NULL{nan})"
 
 
 def _numeric(dialect: Dialect, spec: NumericColumn, value: str, kind: str) -> ColumnSQL:
-    missing = _missing(dialect, value, kind)
+    missing = missing_sql(dialect, value, kind)
     absent = str(spec.n_bins)
     if spec.equal_width:
         present = equal_width_sql(dialect, value, spec.lower, spec.upper, spec.n_bins)
@@ -387,7 +387,7 @@ def number_sql(dialect: Dialect, spec: NumericColumn, kind: str) -> tuple[str, s
     For a stored column of `kind` (the engines' `kind`); the missing test is never NULL.
     """
     value = _numbers(dialect, spec, dialect.identifier(spec.name), kind)
-    return value, _missing(dialect, value, kind)
+    return value, missing_sql(dialect, value, kind)
 
 
 def clamp_sql(dialect: Dialect, value: str, lower: float, upper: float) -> str:
