@@ -487,12 +487,12 @@ class RankTally:
         return out
 
     def query(self, dialect: Dialect, kinds: dict[str, str], table: str) -> str:
-        spec = self.spec
-        value, missing = number_sql(dialect, spec, kinds[self.column])
-        clamped = f"{clamp_sql(dialect, value, spec.lower, spec.upper)} AS v"
+        """Per group and slot, the rows: the slot of the value unclamped (`from_rows` clamps it)."""
+        value, missing = number_sql(dialect, self.spec, kinds[self.column])
+        unclamped = f"{value} AS v"
 
         def rows(texts: list[str]) -> tuple[str, list[str], list[str]]:
-            inner = f"SELECT {', '.join([*texts, clamped])} FROM {table} WHERE NOT {missing}"  # noqa: S608  # nosec B608: quoted
+            inner = f"SELECT {', '.join([*texts, unclamped])} FROM {table} WHERE NOT {missing}"  # noqa: S608  # nosec B608: quoted
             return f"({inner}) AS q", [self.slot_sql(dialect, self.grid)], ["count(*)"]
 
         first = (
@@ -503,7 +503,7 @@ class RankTally:
         if first is not None:
             return first
         group = group_sql(dialect, self.schema, self.by, kinds)
-        inner = f"SELECT {group} AS g, {clamped} FROM {table} WHERE NOT {missing}"  # noqa: S608  # nosec B608: quoted
+        inner = f"SELECT {group} AS g, {unclamped} FROM {table} WHERE NOT {missing}"  # noqa: S608  # nosec B608: quoted
         if self.grids is None:
             slot = self.slot_sql(dialect, self.grid)
         else:
@@ -520,6 +520,14 @@ class RankTally:
         return slot_search(dialect, "v", grid, self.column)
 
     def from_rows(self, rows: list[tuple[Any, ...]]) -> AnyArray:
+        """Counts per group and slot from (group, slot of the unclamped value, rows).
+
+        The slot is monotone in the value, so the clamped value's slot is the unclamped one's
+        clamped to the slots of the bounds (`slot_bounds`): a value below the lower bound
+        takes the lower bound's slot, one above the upper bound the upper bound's. Clamping on
+        the groups spares each row the clamp's least() and greatest() (10^7 rows, the rank query's
+        CPU, best of 5 to 7: PostgreSQL 1.86 against 2.09 s, DuckDB 0.25 against 0.34 s).
+        """
         out = np.zeros(self.shape, dtype=np.int64)
         triples = np.array(rows, dtype=np.int64).reshape(-1, 3)
         if triples.size and (
@@ -528,8 +536,20 @@ class RankTally:
             or triples[:, 1].max() >= out.shape[1]
         ):
             raise MechanismError("the engine returned a group or slot outside the declared ones")
-        np.add.at(out, (triples[:, 0], triples[:, 1]), triples[:, 2])
+        low, high = self.slot_bounds()
+        groups = triples[:, 0]
+        slots = np.clip(triples[:, 1], low[groups], high[groups])
+        np.add.at(out, (groups, slots), triples[:, 2])
         return out
+
+    def slot_bounds(self) -> tuple[IntArray, IntArray]:
+        """Per group, the slots of the lower and the upper bound among its candidates."""
+        spec, groups = self.spec, self.shape[0]
+        grids = [self.grid] * groups if self.grids is None else self.grids
+        grids = [*grids, *[()] * (groups - len(grids))]  # a group past the grids: no candidates
+        bounds = np.array([spec.lower, spec.upper], dtype=np.float64)
+        slots = np.array([RankCounts.slots_of(bounds, grid) for grid in grids], dtype=np.int64)
+        return slots[:, 0], slots[:, 1]
 
     def settled(self, answer: AnyArray) -> AnyArray:
         return answer
