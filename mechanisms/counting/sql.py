@@ -120,6 +120,10 @@ class Dialect:
     distinct_texts: tuple[tuple[str, float], ...] = ()
     # whether a histogram's cells group the rows by few raw texts first (`texts_first_counts`)
     cells_texts_first: bool = False
+    # whether the engine computes an expression repeated within a row once (DuckDB; PostgreSQL
+    # evaluates each use): the statistics' sums then read each term from one clamped value
+    # (`aggregates.unmasked_words`)
+    shares_repeats: bool = False
 
 
 def double_quoted(name: str) -> str:
@@ -232,6 +236,7 @@ DUCKDB = Dialect(
     missing_clamps_high=True,
     wide="HUGEINT",
     cells_texts_first=True,
+    shares_repeats=True,
 )
 
 

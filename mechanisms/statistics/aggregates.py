@@ -310,18 +310,29 @@ def unmasked_words(dialect: Dialect, spec: NumericColumn, value: str) -> dict[st
     """floor(term 2^k) of each of SUMS from the value itself, no missing test (`unmasked_query`).
 
     A term equal to the raw one (`raw_alike`) is the raw one's very SQL (its sum is computed
-    once); the square's guard is `SquareGuard`'s, on min(r, |x - c|).
+    once); the square's guard is `SquareGuard`'s, on min(r, |x - c|). Where the engine
+    computes a repeated expression once (`Dialect.shares_repeats`, DuckDB), a term that is the
+    clamped raw value minus its shift (`from_clamped`) is written so, and the square's size as
+    its absolute value: one clamp per value instead of three (DuckDB, 10^7 rows, the groups'
+    query: 0.27 against 0.34 s of CPU; PostgreSQL, which evaluates each use, 1.93 against
+    1.82 s, so not there).
     """
     alike = raw_alike(spec)
-    terms = {"raw": clamp_sql(dialect, value, spec.lower, spec.upper)}
+    raw = clamp_sql(dialect, value, spec.lower, spec.upper)
+    terms = {"raw": raw}
     for which, shift in shifts(spec).items():
         moved = value if shift == 0.0 else f"({value} - {number(dialect, shift)})"
-        terms[which] = (
-            terms["raw"] if which in alike else clamp_sql(dialect, moved, *sum_bounds(spec, which))
-        )
+        if which in alike:
+            terms[which] = raw
+        elif dialect.shares_repeats and from_clamped(spec, which):
+            terms[which] = f"({raw} - {number(dialect, shift)})"
+        else:
+            terms[which] = clamp_sql(dialect, moved, *sum_bounds(spec, which))
     c, r = centre(spec)
     moved = value if c == 0.0 else f"({value} - {number(dialect, c)})"
     size = f"least({number(dialect, r)}, abs({moved}))"
+    if dialect.shares_repeats and ("centred" in alike or from_clamped(spec, "centred")):
+        size = f"abs({terms['centred']})"  # |clip(x - c, -r, r)|
     words = {}
     for which in SUMS:
         k = sum_exponent(*sum_bounds(spec, which))
@@ -330,6 +341,18 @@ def unmasked_words(dialect: Dialect, spec: NumericColumn, value: str) -> dict[st
         else:
             words[which] = f"floor({terms[which]} * {number(dialect, 2.0**k)})"
     return words
+
+
+def from_clamped(spec: NumericColumn, which: str) -> bool:
+    """Whether a term of `shifts`, clip(x - s, a, b), is clip(x, lower, upper) - s value for value.
+
+    It is when lower - s and upper - s (rounded) are its bounds a and b: x - s is monotone in
+    x, so a value within the bounds keeps x - s, inside [a, b], and one beyond a bound (+-inf
+    and, in the unmasked sums, a missing value clamped high) takes that bound's a or b. Public:
+    from the schema alone.
+    """
+    shift = shifts(spec)[which]
+    return (spec.lower - shift, spec.upper - shift) == sum_bounds(spec, which)
 
 
 def refuse_large_group(rows: int) -> None:
