@@ -21,6 +21,14 @@ itself; for the statistics `count(*), count(x), sum(x), sum(x * x)` per group pl
 is dask.dataframe's `read_parquet(...).groupby(...).size()` (sums: `.agg`); Spark's is the same
 SQL over the folder read by the cluster, in a Spark Connect session of the cluster's defaults.
 
+With `--exact-plain`, each statistics row also gives the engine's own plain query made exact
+as ours must be ("exact s", and ours against it): the same two queries, the sums replaced by
+exact sums of the clamped values as fixed-point whole numbers, `sum(CAST(floor(c * 2^43) AS
+BIGINT))` and `sum(CAST(floor(c * c * 2^26) AS BIGINT))` for c = least(greatest(income, 0),
+200000) (DuckDB sums BIGINT as HUGEINT, PostgreSQL as NUMERIC: exact), no missing-value or
+category care: how much of the statistics' cost over the plain query is the exact
+arithmetic itself (DuckDB and PostgreSQL only).
+
 With `--native`, each statistics row also gives the engine's own count, mean and exact median
 of income per region, without DP (DuckDB's and Spark's `median`, PostgreSQL's
 `percentile_cont(0.5)`, Dask's groupby `median`): what an office would run to publish the same
@@ -55,6 +63,7 @@ from mechanisms.statistics.aggregates import tallies  # noqa: E402
 
 KINDS = ("histogram", "range counts", "statistics")
 NATIVE = "native statistics"  # the engine's own count, mean and exact median (the "plain" run)
+EXACT = "exact statistics"  # the plain statistics queries with exact sums (the "plain" run)
 GRID = (32, 16)
 CANDIDATE_STEP = 200.0  # income's quantile candidates: 0, 200, ..., 200,000
 
@@ -87,6 +96,15 @@ def plain_queries(rows, kind, table):
         return [
             f"SELECT floor(age / {100 / GRID[0]}), floor(income / {200000 / GRID[1]}), count(*) "
             f"FROM {table} GROUP BY 1, 2"
+        ]
+    if kind == EXACT:
+        clamped = "least(greatest(CAST(income AS DOUBLE PRECISION), 0.0), 200000.0)"
+        return [
+            f"SELECT region, count(*), count(income), "
+            f"sum(CAST(floor({clamped} * {2.0**43}) AS BIGINT)), "
+            f"sum(CAST(floor({clamped} * {clamped} * {2.0**26}) AS BIGINT)) "
+            f"FROM {table} GROUP BY 1",
+            f"SELECT region, floor(income / {CANDIDATE_STEP}), count(*) FROM {table} GROUP BY 1, 2",
         ]
     return [
         f"SELECT region, count(*), count(income), sum(income), sum(income * income) "
@@ -221,6 +239,9 @@ def main():
     parser.add_argument("--postgres-max", type=int, default=10**8)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--native", action="store_true", help="statistics: also the engine's own")
+    parser.add_argument(
+        "--exact-plain", action="store_true", help="statistics: also the plain query, exact sums"
+    )
     parser.add_argument("--measure", nargs=4, metavar=("ENGINE", "ROWS", "KIND", "HOW"))
     parser.add_argument("--load-postgres", type=int, metavar="ROWS")
     args = parser.parse_args()
@@ -246,6 +267,7 @@ def main():
         f"{'rows':>13} {'engine':<9} {'kind':<13} {'seconds':>8} {'peak MB':>8} "
         f"{'plain s':>8} {'plain MB':>8} {'ratio':>6}"
         + (f" {'native s':>8} {'ratio':>6}" if args.native else "")
+        + (f" {'exact s':>8} {'ratio':>6}" if args.exact_plain else "")
     )
     for rows in args.rows:
         table_folder(rows)
@@ -272,6 +294,11 @@ def main():
                         "--repeat", args.repeat, "--measure", engine, rows, NATIVE, "plain"
                     )
                     native = f" {own['seconds']:8.2f} {ours['seconds'] / own['seconds']:6.2f}"
+                if kind == "statistics" and args.exact_plain and engine in ("duckdb", "postgres"):
+                    exact = in_subprocess(
+                        "--repeat", args.repeat, "--measure", engine, rows, EXACT, "plain"
+                    )
+                    native += f" {exact['seconds']:8.2f} {ours['seconds'] / exact['seconds']:6.2f}"
                 print(
                     f"{rows:>13,} {name:<9} {kind:<13} {ours['seconds']:8.2f} "
                     f"{ours['peak_mb']:8.0f} {plain['seconds']:8.2f} {plain['peak_mb']:8.0f} "

@@ -120,6 +120,10 @@ class Dialect:
     distinct_texts: tuple[tuple[str, float], ...] = ()
     # whether a histogram's cells group the rows by few raw texts first (`texts_first_counts`)
     cells_texts_first: bool = False
+    # whether the engine computes an expression repeated within a row once (DuckDB; PostgreSQL
+    # evaluates each use): the statistics' sums then read each term from one clamped value
+    # (`aggregates.unmasked_words`)
+    shares_repeats: bool = False
 
 
 def double_quoted(name: str) -> str:
@@ -232,6 +236,7 @@ DUCKDB = Dialect(
     missing_clamps_high=True,
     wide="HUGEINT",
     cells_texts_first=True,
+    shares_repeats=True,
 )
 
 
@@ -332,14 +337,14 @@ def _date_part(ref: str, kind: str, part: str) -> str:
     return f"EXTRACT({field[part]} FROM CAST({stamp} AS TIMESTAMP))"
 
 
-def _missing(dialect: Dialect, value: str, kind: str) -> str:
+def missing_sql(dialect: Dialect, value: str, kind: str) -> str:
     """Whether a number is missing: NULL, or NaN in a floating-point column (never NULL)."""
     nan = f" OR {value} = {number(dialect, math.nan)}" if kind == "float" else ""
     return f"({value} IS NULL{nan})"
 
 
 def _numeric(dialect: Dialect, spec: NumericColumn, value: str, kind: str) -> ColumnSQL:
-    missing = _missing(dialect, value, kind)
+    missing = missing_sql(dialect, value, kind)
     absent = str(spec.n_bins)
     if spec.equal_width:
         present = equal_width_sql(dialect, value, spec.lower, spec.upper, spec.n_bins)
@@ -387,7 +392,7 @@ def number_sql(dialect: Dialect, spec: NumericColumn, kind: str) -> tuple[str, s
     For a stored column of `kind` (the engines' `kind`); the missing test is never NULL.
     """
     value = _numbers(dialect, spec, dialect.identifier(spec.name), kind)
-    return value, _missing(dialect, value, kind)
+    return value, missing_sql(dialect, value, kind)
 
 
 def clamp_sql(dialect: Dialect, value: str, lower: float, upper: float) -> str:

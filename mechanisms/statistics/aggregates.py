@@ -310,18 +310,29 @@ def unmasked_words(dialect: Dialect, spec: NumericColumn, value: str) -> dict[st
     """floor(term 2^k) of each of SUMS from the value itself, no missing test (`unmasked_query`).
 
     A term equal to the raw one (`raw_alike`) is the raw one's very SQL (its sum is computed
-    once); the square's guard is `SquareGuard`'s, on min(r, |x - c|).
+    once); the square's guard is `SquareGuard`'s, on min(r, |x - c|). Where the engine
+    computes a repeated expression once (`Dialect.shares_repeats`, DuckDB), a term that is the
+    clamped raw value minus its shift (`from_clamped`) is written so, and the square's size as
+    its absolute value: one clamp per value instead of three (DuckDB, 10^7 rows, the groups'
+    query: 0.27 against 0.34 s of CPU; PostgreSQL, which evaluates each use, 1.93 against
+    1.82 s, so not there).
     """
     alike = raw_alike(spec)
-    terms = {"raw": clamp_sql(dialect, value, spec.lower, spec.upper)}
+    raw = clamp_sql(dialect, value, spec.lower, spec.upper)
+    terms = {"raw": raw}
     for which, shift in shifts(spec).items():
         moved = value if shift == 0.0 else f"({value} - {number(dialect, shift)})"
-        terms[which] = (
-            terms["raw"] if which in alike else clamp_sql(dialect, moved, *sum_bounds(spec, which))
-        )
+        if which in alike:
+            terms[which] = raw
+        elif dialect.shares_repeats and from_clamped(spec, which):
+            terms[which] = f"({raw} - {number(dialect, shift)})"
+        else:
+            terms[which] = clamp_sql(dialect, moved, *sum_bounds(spec, which))
     c, r = centre(spec)
     moved = value if c == 0.0 else f"({value} - {number(dialect, c)})"
     size = f"least({number(dialect, r)}, abs({moved}))"
+    if dialect.shares_repeats and ("centred" in alike or from_clamped(spec, "centred")):
+        size = f"abs({terms['centred']})"  # |clip(x - c, -r, r)|
     words = {}
     for which in SUMS:
         k = sum_exponent(*sum_bounds(spec, which))
@@ -330,6 +341,18 @@ def unmasked_words(dialect: Dialect, spec: NumericColumn, value: str) -> dict[st
         else:
             words[which] = f"floor({terms[which]} * {number(dialect, 2.0**k)})"
     return words
+
+
+def from_clamped(spec: NumericColumn, which: str) -> bool:
+    """Whether a term of `shifts`, clip(x - s, a, b), is clip(x, lower, upper) - s value for value.
+
+    It is when lower - s and upper - s (rounded) are its bounds a and b: x - s is monotone in
+    x, so a value within the bounds keeps x - s, inside [a, b], and one beyond a bound (+-inf
+    and, in the unmasked sums, a missing value clamped high) takes that bound's a or b. Public:
+    from the schema alone.
+    """
+    shift = shifts(spec)[which]
+    return (spec.lower - shift, spec.upper - shift) == sum_bounds(spec, which)
 
 
 def refuse_large_group(rows: int) -> None:
@@ -487,12 +510,12 @@ class RankTally:
         return out
 
     def query(self, dialect: Dialect, kinds: dict[str, str], table: str) -> str:
-        spec = self.spec
-        value, missing = number_sql(dialect, spec, kinds[self.column])
-        clamped = f"{clamp_sql(dialect, value, spec.lower, spec.upper)} AS v"
+        """Per group and slot, the rows: the slot of the value unclamped (`from_rows` clamps it)."""
+        value, missing = number_sql(dialect, self.spec, kinds[self.column])
+        unclamped = f"{value} AS v"
 
         def rows(texts: list[str]) -> tuple[str, list[str], list[str]]:
-            inner = f"SELECT {', '.join([*texts, clamped])} FROM {table} WHERE NOT {missing}"  # noqa: S608  # nosec B608: quoted
+            inner = f"SELECT {', '.join([*texts, unclamped])} FROM {table} WHERE NOT {missing}"  # noqa: S608  # nosec B608: quoted
             return f"({inner}) AS q", [self.slot_sql(dialect, self.grid)], ["count(*)"]
 
         first = (
@@ -503,7 +526,7 @@ class RankTally:
         if first is not None:
             return first
         group = group_sql(dialect, self.schema, self.by, kinds)
-        inner = f"SELECT {group} AS g, {clamped} FROM {table} WHERE NOT {missing}"  # noqa: S608  # nosec B608: quoted
+        inner = f"SELECT {group} AS g, {unclamped} FROM {table} WHERE NOT {missing}"  # noqa: S608  # nosec B608: quoted
         if self.grids is None:
             slot = self.slot_sql(dialect, self.grid)
         else:
@@ -520,6 +543,14 @@ class RankTally:
         return slot_search(dialect, "v", grid, self.column)
 
     def from_rows(self, rows: list[tuple[Any, ...]]) -> AnyArray:
+        """Counts per group and slot from (group, slot of the unclamped value, rows).
+
+        The slot is monotone in the value, so the clamped value's slot is the unclamped one's
+        clamped to the slots of the bounds (`slot_bounds`): a value below the lower bound
+        takes the lower bound's slot, one above the upper bound the upper bound's. Clamping on
+        the groups spares each row the clamp's least() and greatest() (10^7 rows, the rank query's
+        CPU, best of 5 to 7: PostgreSQL 1.86 against 2.09 s, DuckDB 0.25 against 0.34 s).
+        """
         out = np.zeros(self.shape, dtype=np.int64)
         triples = np.array(rows, dtype=np.int64).reshape(-1, 3)
         if triples.size and (
@@ -528,8 +559,20 @@ class RankTally:
             or triples[:, 1].max() >= out.shape[1]
         ):
             raise MechanismError("the engine returned a group or slot outside the declared ones")
-        np.add.at(out, (triples[:, 0], triples[:, 1]), triples[:, 2])
+        low, high = self.slot_bounds()
+        groups = triples[:, 0]
+        slots = np.clip(triples[:, 1], low[groups], high[groups])
+        np.add.at(out, (groups, slots), triples[:, 2])
         return out
+
+    def slot_bounds(self) -> tuple[IntArray, IntArray]:
+        """Per group, the slots of the lower and the upper bound among its candidates."""
+        spec, groups = self.spec, self.shape[0]
+        grids = [self.grid] * groups if self.grids is None else self.grids
+        grids = [*grids, *[()] * (groups - len(grids))]  # a group past the grids: no candidates
+        bounds = np.array([spec.lower, spec.upper], dtype=np.float64)
+        slots = np.array([RankCounts.slots_of(bounds, grid) for grid in grids], dtype=np.int64)
+        return slots[:, 0], slots[:, 1]
 
     def settled(self, answer: AnyArray) -> AnyArray:
         return answer

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import duckdb
 import numpy as np
+import pandas as pd
 import pytest
 
 from mechanisms.counting import TableSource, duckdb_engine, sql, tally_table
@@ -92,7 +93,11 @@ def test_the_check_catches_a_trimmed_category(source, monkeypatch):
 
 def test_the_check_catches_a_square_without_its_absolute_value(source, monkeypatch):
     """The square's size taken below the centre as negative: -inf squares to inf, whose
-    word DuckDB refuses to cast (the statistics sum every row unmasked, `unmasked_query`)."""
+    word DuckDB refuses to cast (the statistics sum every row unmasked, `unmasked_query`).
+    The size min(r, |x - c|), as where each term is clamped apart (`Dialect.shares_repeats`
+    off); read from the clamped value, the size is bounded and its sign does not matter."""
+    twin = dataclasses.replace(sql.DUCKDB, shares_repeats=False)
+    monkeypatch.setattr(duckdb_engine, "DUCKDB", twin)
     monkeypatch.setattr(aggregates.SquareGuard, "of_size", squared_without_abs)
     with pytest.raises(duckdb.ConversionException, match="inf"):
         differing(source)
@@ -107,3 +112,39 @@ def test_the_check_catches_a_value_on_a_candidate_counted_below_it(source, monke
 
     monkeypatch.setattr(sql.Guess, "sql", twin)
     assert differing(source)
+
+
+UNEVEN = {"name": "x", "type": "numeric", "lower": 0.1, "upper": 0.7, "bins": 3}
+UNEVEN_VALUES = [-1.0, 0.0, 0.1, 0.25, 0.4, 0.55, 0.7, 0.8, np.inf, -np.inf, np.nan, None]
+
+
+def uneven_differing(tmp_path: Path) -> bool:
+    """Whether DuckDB's sums of a column whose bounds' centre c = 0.4 has 0.1 - c rounded
+    off -r (so its centred term is clamped apart, `aggregates.from_clamped`) differ from the
+    in-process engine's, every value below, at, between and beyond the bounds."""
+    from mechanisms.statistics import parse_request
+    from mechanisms.statistics.aggregates import tallies
+
+    document = {"columns": [UNEVEN]}
+    schema = Schema.from_dict(document).accepting()
+    frame = pd.DataFrame({"x": UNEVEN_VALUES * 3}, dtype="float64")
+    path = tables.write_parquet(frame, tmp_path / "uneven.parquet")
+    params = {"stat": ["count", "mean:x", "variance:x"], "by": []}
+    request = parse_request(schema, params, epsilon=1.0, neighbouring="add-remove")
+    groups, _ = tallies(schema, request)
+    source = TableSource(str(path))
+    answers = [tally_table(source, groups, e) for e in ("duckdb", "inprocess")]
+    assert answers[1][:, 1].sum() == 3 * 10  # the present values, one group
+    return not np.array_equal(*answers)
+
+
+def test_a_centred_term_off_the_clamped_value_is_clamped_apart(tmp_path):
+    spec = Schema.from_dict({"columns": [UNEVEN]}).column("x")
+    assert not aggregates.from_clamped(spec, "centred")
+    assert not uneven_differing(tmp_path)
+
+
+def test_the_check_catches_a_centred_term_read_from_the_clamped_value_anyway(tmp_path, monkeypatch):
+    """Broken twin: every term taken as the clamped value minus its shift."""
+    monkeypatch.setattr(aggregates, "from_clamped", lambda spec, which: True)
+    assert uneven_differing(tmp_path)

@@ -723,6 +723,27 @@ def test_the_check_catches_a_slot_search_without_the_successors(tmp_path, postgr
     assert found["inprocess"] == reference
 
 
+@pytest.mark.parametrize("bound", ["lower", "upper"])
+def test_the_check_catches_a_slot_clamped_to_a_wrong_bound(tmp_path, monkeypatch, bound):
+    """Broken twin: the slots of values beyond one bound (the engines search the unclamped
+    value, `RankTally.from_rows` clamps the slot) clamped one slot off that bound's own."""
+    from mechanisms.statistics.aggregates import RankTally
+
+    table, tallies = rank_tallies()
+    right = RankTally.slot_bounds
+    shift = (1, 0) if bound == "lower" else (0, -1)
+
+    def off(self):
+        low, high = right(self)
+        return low + shift[0], high + shift[1]
+
+    monkeypatch.setattr(RankTally, "slot_bounds", off)
+    parquet = TableSource(str(write_layout(table, tmp_path / "ranks.parquet", [3])))
+    for tally in tallies:
+        found = tally_table(parquet, tally, "duckdb").tolist()
+        assert found != tally.of_frame(table.to_pandas()).tolist()
+
+
 # ---------------------------------------------------------------- the exact sums
 
 

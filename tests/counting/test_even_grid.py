@@ -1,15 +1,17 @@
 """A range-count grid axis placed by arithmetic and one comparison (`grid_tally.EvenAxis`).
 
-DuckDB (`Dialect.ieee`) places a clamped value on an even grid axis by a bucket that puts each
-inner edge in a bucket of its own, then one exact comparison with that edge. The cell must be
-numpy's (`Support.axis_cells`) for every value: each edge, a float step either side of it,
-halfway between edges, the special floats (clamped first, as the tally clamps them), on axes of
+DuckDB (`Dialect.ieee`) keys a value on an even grid axis by a bucket that puts each inner
+edge in a bucket of its own, then one exact comparison with that edge; the key clamped to the
+axis's cells is the cell. The cell must be numpy's (`Support.axis_cells`, which clamps the
+value first) for every value: each edge, a float step either side of it, halfway between
+edges, the special floats and values far outside the bounds (unclamped), on axes of
 round and decimal bounds, negative ones, a signed zero, vast and tiny spans and 4,097 cells;
 and the axes the arithmetic cannot serve are searched as before (too few cells, edges that
 collapse near 2^53, subnormal spans, a span past the largest double). Through the counting API
-every Parquet engine counts a grid over such columns as the in-process engine. Two broken twins
-are caught: the comparison `<` where numpy's search has `<=`, and an axis taken without the
-check that each edge is its own bucket.
+every Parquet engine counts a grid over such columns as the in-process engine, missing values
+and values outside the bounds among them. Broken twins caught: the comparison `<` where numpy's
+search has `<=`, an axis taken without the check that each edge is its own bucket, a key
+clamped one cell short at the top, and NaN keys taken as numbers (NaN counted in the top cell).
 """
 
 from __future__ import annotations
@@ -62,16 +64,20 @@ def axis(name: str) -> tuple[Support, grids.EvenAxis | None]:
 
 
 def around(found: Support) -> list[float]:
+    """Values about each edge and the bounds, far outside them, and the special floats."""
     specials = [v for v in SPECIAL_FLOATS if v is not None]
-    values = np.array([*values_around(tuple(found.axis_edges(0))), *specials])
-    values = values[~np.isnan(values)]
-    return [float(v) for v in np.clip(values, found.lower[0], found.upper[0])]
+    lower, upper = found.lower[0], found.upper[0]
+    outside = [lower - abs(lower) - 1, upper + abs(upper) + 1, -LARGEST, LARGEST]
+    values = np.array([*values_around(tuple(found.axis_edges(0))), *specials, *outside])
+    return [float(v) for v in values[~np.isnan(values)]]
 
 
 def duckdb_cells(found: Support, even: grids.EvenAxis, values: list[float]) -> list[int]:
+    """Each value's cell by DuckDB: its key (unclamped) clamped to the axis's cells."""
+    cells = grids.key_cell(even.sql(sql.DUCKDB, "v"), even.cells)
     with duckdb.connect(":memory:") as connection:
         connection.register("t", pa.table({"i": range(len(values)), "v": float_array(values)}))
-        query = f"SELECT CAST({even.sql(sql.DUCKDB, 'v')} AS BIGINT) FROM t ORDER BY i"  # noqa: S608
+        query = f"SELECT CAST({cells} AS BIGINT) FROM t ORDER BY i"  # noqa: S608
         return [row[0] for row in connection.execute(query).fetchall()]
 
 
@@ -94,13 +100,15 @@ def test_duckdb_places_every_value_as_numpy(name):
 
 
 COLUMNS = ("ages", "decimal", "negative", "signed zero", "too few")
+PAIRS = ((0, 1), (2, 3), (4, 0), (5, 1))  # column 5: whole numbers on the "ages" axis
+WHOLE = [-(2**62), -5, 0, 3, 4, 99, 100, 101, 2**62, None]
 
 
-def test_every_engine_counts_an_even_grid_as_in_process(tmp_path: Path):
-    """Grid counts over columns of these bounds (the hostile values around every edge, NaN,
-    NULL, +-inf) on every Parquet engine against the in-process engine."""
+def grid_tallies(tmp_path: Path) -> tuple[TableSource, list[grids.GridTally]]:
+    """A table of the hostile values around every edge, NaN, NULL and +-inf in columns of
+    these bounds, and whole numbers with NULL; a grid tally per pair of its columns."""
     columns, table = [], {}
-    for j, name in enumerate(COLUMNS):
+    for j, name in enumerate((*COLUMNS, "ages")):
         lower, upper, cells = AXES[name]
         columns.append(
             {"name": f"c{j}", "type": "numeric", "lower": lower, "upper": upper, "bins": 5}
@@ -113,16 +121,46 @@ def test_every_engine_counts_an_even_grid_as_in_process(tmp_path: Path):
     arrays = {
         k: float_array([v[i] for i in rng.integers(0, len(v), rows)]) for k, v in table.items()
     }
+    arrays["c5"] = pa.array([WHOLE[i] for i in rng.integers(0, len(WHOLE), rows)], pa.int64())
     source = TableSource(str(write_layout(pa.table(arrays), tmp_path / "g.parquet", [5])))
     schema = Schema.from_dict({"columns": columns}).accepting()
-    for first, second in ((0, 1), (2, 3), (4, 0)):
-        shape = f"{AXES[COLUMNS[first]][2]}x{AXES[COLUMNS[second]][2]}"
+    tallies = []
+    for first, second in PAIRS:
+        shape = f"{AXES[COLUMNS[first % 5]][2]}x{AXES[COLUMNS[second]][2]}"
         chosen = support_from_schema(schema, [f"c{first}", f"c{second}"], {"grid": shape})
-        tally = grids.grid_tally(chosen, schema)
+        tallies.append(grids.grid_tally(chosen, schema))
+    return source, tallies
+
+
+def test_every_engine_counts_an_even_grid_as_in_process(tmp_path: Path):
+    """Grid counts over those columns on every Parquet engine against the in-process engine."""
+    source, tallies = grid_tallies(tmp_path)
+    for tally in tallies:
         expected = tally_table(source, tally, "inprocess").tolist()
         assert sum(expected) > 0
         for engine in layout_engines(False):
-            assert tally_table(source, tally, engine).tolist() == expected, (engine, shape)
+            assert tally_table(source, tally, engine).tolist() == expected, (engine, tally)
+
+
+def test_the_engine_test_catches_nan_keys_taken_as_numbers(tmp_path: Path, monkeypatch):
+    """Broken twin: no group's key read as missing, so NaN (a NaN key) is counted in the top
+    cell and NULL (a NULL key, which greatest() skips) in the bottom one."""
+    source, tallies = grid_tallies(tmp_path)
+    monkeypatch.setattr(grids, "missing_sql", lambda dialect, value, kind: "FALSE")
+    differ = [
+        tally_table(source, t, "duckdb").tolist() != tally_table(source, t, "inprocess").tolist()
+        for t in tallies
+    ]
+    assert all(differ)
+
+
+def test_the_check_catches_a_key_clamped_short():
+    """Broken twin: the keys clamped to one cell short of the top."""
+    found, even = axis("ages")
+    assert even is not None
+    values = around(found)
+    short = dataclasses.replace(even, cells=even.cells - 1)  # the same key, clamped short
+    assert duckdb_cells(found, short, values) != numpy_cells(found, values)
 
 
 def test_the_check_catches_a_comparison_on_the_wrong_side(monkeypatch):
