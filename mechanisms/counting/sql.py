@@ -124,6 +124,11 @@ class Dialect:
     # evaluates each use): the statistics' sums then read each term from one clamped value
     # (`aggregates.unmasked_words`)
     shares_repeats: bool = False
+    # whether a range-count grid's even axes group the rows by the unclamped value's key
+    # (`GridTally._keys_query`, where `ieee`); each value far outside the bounds may then make
+    # a group of its own, so DuckDB clamps each row instead where its first rows hold many
+    # such values (`duckdb_engine.grid_dialect`)
+    grid_unclamped: bool = True
 
 
 def double_quoted(name: str) -> str:

@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from mechanisms.counting import TableSource, sql, tally_table
+from mechanisms.counting import TableSource, duckdb_engine, sql, tally_table
 from mechanisms.range_count import grid_tally as grids
 from mechanisms.range_count.api import support_from_schema
 from mechanisms.range_count.inputs import Support
@@ -132,8 +132,16 @@ def grid_tallies(tmp_path: Path) -> tuple[TableSource, list[grids.GridTally]]:
     return source, tallies
 
 
-def test_every_engine_counts_an_even_grid_as_in_process(tmp_path: Path):
-    """Grid counts over those columns on every Parquet engine against the in-process engine."""
+# DuckDB's grid forms, forced: keys of the unclamped values, or of the values clamped row by
+# row (`duckdb_engine.grid_dialect` chooses by the share of the first rows outside the bounds)
+FORMS = {"unclamped keys": 1.0, "each row clamped": -1.0}
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_every_engine_counts_an_even_grid_as_in_process(tmp_path: Path, monkeypatch, form):
+    """Grid counts over those columns on every Parquet engine against the in-process engine,
+    DuckDB in each of its forms."""
+    monkeypatch.setattr(duckdb_engine, "OUTSIDE_SHARE", FORMS[form])
     source, tallies = grid_tallies(tmp_path)
     for tally in tallies:
         expected = tally_table(source, tally, "inprocess").tolist()
@@ -146,12 +154,66 @@ def test_the_engine_test_catches_nan_keys_taken_as_numbers(tmp_path: Path, monke
     """Broken twin: no group's key read as missing, so NaN (a NaN key) is counted in the top
     cell and NULL (a NULL key, which greatest() skips) in the bottom one."""
     source, tallies = grid_tallies(tmp_path)
+    monkeypatch.setattr(duckdb_engine, "OUTSIDE_SHARE", FORMS["unclamped keys"])
     monkeypatch.setattr(grids, "missing_sql", lambda dialect, value, kind: "FALSE")
-    differ = [
-        tally_table(source, t, "duckdb").tolist() != tally_table(source, t, "inprocess").tolist()
-        for t in tallies
-    ]
-    assert all(differ)
+    assert all(duckdb_differs(source, t) for t in tallies)
+
+
+def test_the_engine_test_catches_missing_values_clamped_in(tmp_path: Path, monkeypatch):
+    """Broken twin of the clamped form: no missing value left out, so NaN, clamped (DuckDB's
+    NaN is above every number), is counted in the top cell."""
+    source, tallies = grid_tallies(tmp_path)
+    monkeypatch.setattr(duckdb_engine, "OUTSIDE_SHARE", FORMS["each row clamped"])
+    number_sql = grids.number_sql
+    monkeypatch.setattr(
+        grids, "number_sql", lambda *arguments: (number_sql(*arguments)[0], "FALSE")
+    )
+    assert all(duckdb_differs(source, t) for t in tallies)
+
+
+def duckdb_differs(source: TableSource, tally: grids.GridTally) -> bool:
+    """Whether DuckDB's counts of the grid differ from the in-process engine's."""
+    return (
+        tally_table(source, tally, "duckdb").tolist()
+        != tally_table(source, tally, "inprocess").tolist()
+    )
+
+
+def grid_forms(monkeypatch) -> list[bool]:
+    """Each DuckDB grid query's form from now on, as `Dialect.grid_unclamped` (a spy)."""
+    forms, keys_query = [], grids.GridTally._keys_query
+
+    def spied(self, dialect, kinds, table):
+        forms.append(dialect.grid_unclamped)
+        return keys_query(self, dialect, kinds, table)
+
+    monkeypatch.setattr(grids.GridTally, "_keys_query", spied)
+    return forms
+
+
+@pytest.mark.parametrize(("outside", "unclamped"), [(0.0, True), (0.005, True), (0.5, False)])
+def test_duckdb_clamps_each_row_where_its_first_rows_lie_outside(
+    tmp_path: Path, monkeypatch, outside, unclamped
+):
+    """A table whose first rows hold more than OUTSIDE_SHARE values beyond the grid's bounds,
+    here every value of a share of the rows at 10^9 times the bound (each its own key), is
+    counted with each row clamped; below it, by unclamped keys; the same counts either way.
+    Twin: without the choice (every grid unclamped), the table of half its rows outside is
+    counted unclamped; caught."""
+    rows = 4000
+    rng = np.random.default_rng(11)
+    values = rng.uniform(0, 100, (rows, 2))
+    far = rng.random(rows) < outside
+    values[far] *= rng.uniform(1e9, 1e10, (int(far.sum()), 1))
+    values[rng.random(rows) < 0.05, 0] = np.nan
+    frame = pa.table({"a": values[:, 0], "b": values[:, 1]})
+    source = TableSource(str(write_layout(frame, tmp_path / "o.parquet", [1000])))
+    columns = [{"name": c, "type": "numeric", "lower": 0, "upper": 100, "bins": 5} for c in "ab"]
+    schema = Schema.from_dict({"columns": columns}).accepting()
+    tally = grids.grid_tally(support_from_schema(schema, ["a", "b"], {"grid": "8x8"}), schema)
+    forms = grid_forms(monkeypatch)
+    assert not duckdb_differs(source, tally)
+    assert forms == [unclamped]
 
 
 def test_the_check_catches_a_key_clamped_short():
