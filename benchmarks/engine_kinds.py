@@ -34,7 +34,7 @@ from mechanisms.range_count.api import support_from_schema  # noqa: E402
 from mechanisms.range_count.grid_tally import grid_tally  # noqa: E402
 from mechanisms.schema import Schema  # noqa: E402
 from mechanisms.statistics import parse_request  # noqa: E402
-from mechanisms.statistics.aggregates import tallies  # noqa: E402
+from mechanisms.statistics.aggregates import table_passes  # noqa: E402
 
 PG_URL = os.environ.get("TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 SCHEMA = Schema.from_dict(
@@ -64,8 +64,7 @@ def kinds() -> dict[str, list]:
     support = support_from_schema(SCHEMA, ["x", "n"], {"grid": "32x16"})
     params = {"stat": ["count", "mean:x", "variance:n", "median:x", "q90:n"], "by": ["c"]}
     request = parse_request(SCHEMA, params, epsilon=1.0, neighbouring="add-remove")
-    groups, ranked = tallies(SCHEMA, request)
-    statistics = [groups, *ranked]
+    statistics = table_passes(SCHEMA, request, "add-remove")
     return {
         "range counts": [grid_tally(support, SCHEMA)],
         "statistics": statistics,

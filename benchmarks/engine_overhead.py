@@ -10,24 +10,25 @@ ensure_spark_cluster) three tallies are computed as the releases ask for them
 
 - histogram: the cells of age, income, region, education (CellTally, 14,256 cells);
 - range counts: a 32x16 grid over age and income (GridTally);
-- statistics: count, mean and median of income by region (GroupTally and the median's
-  RankTally over 1,001 candidates).
+- statistics: count, mean and median of income by region, in one pass (GroupsAndRanks: the
+  mean's exact sum per group and the median's counts around 1,001 candidates).
 
 Beside each, the engine's own plain aggregate of the same columns, with no clamping, missing
 cells or exact-arithmetic care: for a numeric column `floor(x / width)` (width: the schema's
 bin width, the grid's cell width, or the candidates' spacing, 200), for a category the column
-itself; for the statistics `count(*), count(x), sum(x), sum(x * x)` per group plus the
-`floor(x / 200)` count per group. DuckDB's plain query runs with its default settings; Dask's
-is dask.dataframe's `read_parquet(...).groupby(...).size()` (sums: `.agg`); Spark's is the same
-SQL over the folder read by the cluster, in a Spark Connect session of the cluster's defaults.
+itself; for the statistics `count(*), count(x), sum(x)` per group (what a count and a mean
+read) plus the `floor(x / 200)` count per group, two queries. DuckDB's plain query runs with
+its default settings; Dask's is dask.dataframe's `read_parquet(...).groupby(...).size()`
+(sums: `.agg`); Spark's is the same SQL over the folder read by the cluster, in a Spark
+Connect session of the cluster's defaults.
 
 With `--exact-plain`, each statistics row also gives the engine's own plain query made exact
-as ours must be ("exact s", and ours against it): the same two queries, the sums replaced by
-exact sums of the clamped values as fixed-point whole numbers, `sum(CAST(floor(c * 2^43) AS
-BIGINT))` and `sum(CAST(floor(c * c * 2^26) AS BIGINT))` for c = least(greatest(income, 0),
-200000) (DuckDB sums BIGINT as HUGEINT, PostgreSQL as NUMERIC: exact), no missing-value or
-category care: how much of the statistics' cost over the plain query is the exact
-arithmetic itself (DuckDB and PostgreSQL only).
+as ours must be ("exact s", and ours against it): the same two queries, the sum replaced by
+the exact sum of the clamped values as fixed-point whole numbers, `sum(CAST(floor(c * 2^43)
+AS BIGINT))` for c = least(greatest(income, 0), 200000) (DuckDB sums BIGINT as HUGEINT,
+PostgreSQL as NUMERIC: exact), no missing-value or category care: how much of the
+statistics' cost over the plain query is the exact arithmetic itself (DuckDB and PostgreSQL
+only).
 
 With `--native`, each statistics row also gives the engine's own count, mean and exact median
 of income per region, without DP (DuckDB's and Spark's `median`, PostgreSQL's
@@ -59,7 +60,7 @@ from mechanisms.counting.tally import CellTally  # noqa: E402
 from mechanisms.range_count.api import support_from_schema  # noqa: E402
 from mechanisms.range_count.grid_tally import grid_tally  # noqa: E402
 from mechanisms.statistics import parse_request  # noqa: E402
-from mechanisms.statistics.aggregates import tallies  # noqa: E402
+from mechanisms.statistics.aggregates import table_passes  # noqa: E402
 
 KINDS = ("histogram", "range counts", "statistics")
 NATIVE = "native statistics"  # the engine's own count, mean and exact median (the "plain" run)
@@ -76,10 +77,8 @@ def engine_tallies(rows, kind):
         support = support_from_schema(schema, ["age", "income"], {"grid": "x".join(map(str, GRID))})
         return [grid_tally(support, schema)]
     params = {"stat": ["count", "mean:income", "median:income"], "by": ["region"]}
-    groups, ranked = tallies(
-        schema, parse_request(schema, params, epsilon=1.0, neighbouring="add-remove")
-    )
-    return [groups, *ranked]
+    request = parse_request(schema, params, epsilon=1.0, neighbouring="add-remove")
+    return table_passes(schema, request, "add-remove")
 
 
 def plain_queries(rows, kind, table):
@@ -101,14 +100,11 @@ def plain_queries(rows, kind, table):
         clamped = "least(greatest(CAST(income AS DOUBLE PRECISION), 0.0), 200000.0)"
         return [
             f"SELECT region, count(*), count(income), "
-            f"sum(CAST(floor({clamped} * {2.0**43}) AS BIGINT)), "
-            f"sum(CAST(floor({clamped} * {clamped} * {2.0**26}) AS BIGINT)) "
-            f"FROM {table} GROUP BY 1",
+            f"sum(CAST(floor({clamped} * {2.0**43}) AS BIGINT)) FROM {table} GROUP BY 1",
             f"SELECT region, floor(income / {CANDIDATE_STEP}), count(*) FROM {table} GROUP BY 1, 2",
         ]
     return [
-        f"SELECT region, count(*), count(income), sum(income), sum(income * income) "
-        f"FROM {table} GROUP BY 1",
+        f"SELECT region, count(*), count(income), sum(income) FROM {table} GROUP BY 1",
         f"SELECT region, floor(income / {CANDIDATE_STEP}), count(*) FROM {table} GROUP BY 1, 2",
     ]
 
@@ -170,9 +166,9 @@ def dask_plain(rows, kind):
             )
             frame.groupby(["a", "i"]).size().compute()
         else:
-            frame = frame.assign(sq=frame.income * frame.income, c=frame.income // CANDIDATE_STEP)
+            frame = frame.assign(c=frame.income // CANDIDATE_STEP)
             frame.groupby("region", dropna=False).agg(
-                {"age": "size", "income": ["count", "sum"], "sq": "sum"}
+                {"age": "size", "income": ["count", "sum"]}
             ).compute()
             frame.groupby(["region", "c"], dropna=False).size().compute()
 

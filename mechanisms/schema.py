@@ -821,7 +821,7 @@ class Schema:
         _check_present(data, columns)
         codes = np.empty((len(data), len(columns)), dtype=np.int64)
         for j, name in enumerate(columns):
-            codes[:, j] = self.column(name).encode(data[name].to_numpy())
+            codes[:, j] = self.column(name).encode(data[name])
         return codes
 
     def _flat_chunks(

@@ -431,6 +431,9 @@ def edge_search(
 def slot_search(dialect: Dialect, value: str, candidates: Sequence[float], name: str) -> str:
     """#(candidates < value) + #(candidates <= value) of a number (not NaN).
 
+    Of NaN or NULL it computes some number or NULL, without an error: the statistics' one pass
+    of sums and slots (`aggregates.GroupsAndRanks`) reads no slot of a missing value.
+
     By a first guess made exact (`Guess`, both comparisons with each candidate of the value's
     bucket) where the dialect and the candidates allow one. Else by ONE search: it counts the
     items <= value of the candidates interleaved with their successors, c_0, next(c_0), c_1,

@@ -2,7 +2,8 @@
 
 Every statistic reads per group (the cells of the `by` columns; one group without them):
 - the rows, and per numeric column the values present (not NULL, not NaN, readable);
-- four exact sums over the present values x, each clamped as the statistic clamps them:
+- up to four exact sums over the present values x (those the request's statistics read,
+  `needed_sums`), each clamped as the statistic clamps them:
   "raw" sum(clip(x, lower, upper)) (sums), "centred" sum(clip(x - c, -r, r)) (variances, and
   means over a public number of values), "square" sum(clip(x - c, -r, r)^2) (variances), c
   and r the bounds' midpoint and half-width (`measures.centre`), and "shifted"
@@ -78,6 +79,9 @@ PRE_CLAMP = 2.0**1000  # SQL clamps x to +-PRE_CLAMP before x - c (no overflow; 
 SUMS = ("raw", "centred", "square", "shifted")
 PER_COLUMN = 1 + 2 * len(SUMS)  # values present, then (S >> 31, S mod 2^31) of each sum S
 LOW_MASK = (1 << LIMB_BITS) - 1
+# (group, slot) pairs up to which the groups' sums and a column's ranks share a pass
+# (`table_passes`): the engine returns a row of sums per pair, added up here
+JOINED_ROWS = 2**17
 
 
 def sum_bounds(spec: NumericColumn, which: str) -> tuple[float, float]:
@@ -144,12 +148,18 @@ class GroupTally:
 
     Shape (groups, 1 + PER_COLUMN * len(numeric)), int64: column 0 the rows; then per numeric
     column: values present, then each of SUMS in order as its fixed-point sum S written
-    (S >> 31, S mod 2^31) (`settled`).
+    (S >> 31, S mod 2^31) (`settled`). With `wanted`, per numeric column the sums its
+    statistics read (`needed_sums`); the others are not computed and read 0.
     """
 
     schema: Schema
     by: tuple[str, ...]
     numeric: tuple[str, ...]
+    wanted: tuple[tuple[str, ...], ...] | None = None
+
+    def terms(self, column: str) -> tuple[str, ...]:
+        """The SUMS computed for `column` (all of them without `wanted`)."""
+        return SUMS if self.wanted is None else self.wanted[self.numeric.index(column)]
 
     @property
     def columns(self) -> list[str]:
@@ -169,8 +179,11 @@ class GroupTally:
         return found
 
     def of_frame(self, frame: pd.DataFrame) -> AnyArray:
+        return self.of_groups(frame, group_codes(self.schema, self.by, frame))
+
+    def of_groups(self, frame: pd.DataFrame, group: IntArray) -> AnyArray:
+        """`of_frame`, given each row's group (`group_codes`)."""
         out = np.zeros(self.shape, dtype=np.int64)
-        group = group_codes(self.schema, self.by, frame)
         np.add.at(out[:, 0], group, 1)
         for j, column in enumerate(self.numeric):
             spec, base = self.spec(column), 1 + PER_COLUMN * j
@@ -180,6 +193,8 @@ class GroupTally:
             where, terms = group[present], clamped_terms(x[present], spec)
             np.add.at(out[:, base], where, 1)
             for i, which in enumerate(SUMS):
+                if which not in self.terms(column):
+                    continue
                 high, low = limbs(terms[which], sum_exponent(*sum_bounds(spec, which)))
                 np.add.at(out[:, base + 1 + 2 * i], where, high)
                 np.add.at(out[:, base + 2 + 2 * i], where, low)
@@ -202,16 +217,19 @@ class GroupTally:
         out[:, low] &= LOW_MASK
         return out
 
-    def query(self, dialect: Dialect, kinds: dict[str, str], table: str) -> str:
+    def query(
+        self, dialect: Dialect, kinds: dict[str, str], table: str, ranks: RankTally | None = None
+    ) -> str:
         """Three nested SELECTs: read and test each value, clamp it, then sum the words.
 
         Two whole numbers per sum, hi and lo with S = hi 2^31 + lo: the sums of the limbs, or
         where the dialect's sums are wide (`Dialect.wide_sums`) 0 and the words' one sum. Where
         a missing value clamps as +inf does (`Dialect.missing_clamps_high`), one SELECT with no
-        mask instead (`unmasked_query`).
+        mask instead (`unmasked_query`). With `ranks` (`GroupsAndRanks`), per group and slot of
+        that column's value (`RankTally.slot_sql`) instead of per group: rows (g, s, ...).
         """
         if dialect.missing_clamps_high:
-            return self.unmasked_query(dialect, kinds, table)
+            return self.unmasked_query(dialect, kinds, table, ranks)
         read, clamp, sums = [group_sql(dialect, self.schema, self.by, kinds) + " AS g"], [], []
         for j, column in enumerate(self.numeric):
             spec = self.spec(column)
@@ -231,13 +249,22 @@ class GroupTally:
             sums.append(f"sum(CASE WHEN m{j} THEN 0 ELSE 1 END)")
             for which in SUMS:
                 k = sum_exponent(*sum_bounds(spec, which))
-                sums += word_sums(dialect, _word_sql(dialect, which, j, k, raw_alike(spec)))
+                word = _word_sql(dialect, which, j, k, raw_alike(spec))
+                sums += word_sums(dialect, word) if which in self.terms(column) else ["0", "0"]
+        keys = ["g"] if ranks is None else ["g", f"{self.slot_sql(dialect, ranks)} AS s"]
         inner = f"SELECT {', '.join(read)} FROM {table}"  # noqa: S608  # nosec B608: quoted
-        middle = f"SELECT {', '.join(['g', *clamp])} FROM ({inner}) AS r"  # noqa: S608  # nosec B608
-        selected = ", ".join(["g", "count(*)", *sums])
-        return f"SELECT {selected} FROM ({middle}) AS c GROUP BY g"  # noqa: S608  # nosec B608
+        middle = f"SELECT {', '.join([*keys, *clamp])} FROM ({inner}) AS r"  # noqa: S608  # nosec B608
+        names = ["g"] if ranks is None else ["g", "s"]
+        selected = ", ".join([*names, "count(*)", *sums])
+        return f"SELECT {selected} FROM ({middle}) AS c GROUP BY {', '.join(names)}"  # noqa: S608  # nosec B608
 
-    def unmasked_query(self, dialect: Dialect, kinds: dict[str, str], table: str) -> str:
+    def slot_sql(self, dialect: Dialect, ranks: RankTally) -> str:
+        """The slot of the read value `v{j}` of the ranks' column (any, for a missing value)."""
+        return ranks.slot_sql(dialect, ranks.grid, f"v{self.numeric.index(ranks.column)}")
+
+    def unmasked_query(
+        self, dialect: Dialect, kinds: dict[str, str], table: str, ranks: RankTally | None = None
+    ) -> str:
         """The sums over every row, less the words of +inf once per missing value.
 
         PostgreSQL inlines the nested SELECTs of `query` and evaluates each reference to a
@@ -266,20 +293,26 @@ class GroupTally:
             sums.append(present)
             high = high_words(spec)
             for which, word in unmasked_words(dialect, spec, f"v{j}").items():
+                if which not in self.terms(column):
+                    sums += ["0", "0"]
+                    continue
                 zero, total = word_sums(dialect, word)  # wide: "0" and the words' one sum
                 sums += [zero, f"{total} - {lost} * {high[which]}"]
 
+        keys = [] if ranks is None else [self.slot_sql(dialect, ranks)]
+
         def rows(texts: list[str]) -> tuple[str, list[str], list[str]]:
             source = f"(SELECT {', '.join([*texts, *read])} FROM {table}) AS r"  # noqa: S608  # nosec B608: quoted
-            return source, [], ["count(*)", *sums]
+            return source, keys, ["count(*)", *sums]
 
         first = grouped_first(dialect, self.schema, self.by, kinds, rows)
         if first is not None:
             return first
         group = group_sql(dialect, self.schema, self.by, kinds)
         inner = f"SELECT {', '.join([group + ' AS g', *read])} FROM {table}"  # noqa: S608  # nosec B608: quoted
-        selected = ", ".join(["g", "count(*)", *sums])
-        return f"SELECT {selected} FROM ({inner}) AS r GROUP BY g"  # noqa: S608  # nosec B608
+        selected = ", ".join(["g", *keys, "count(*)", *sums])
+        positions = ", ".join(str(i + 1) for i in range(1 + len(keys)))
+        return f"SELECT {selected} FROM ({inner}) AS r GROUP BY {positions}"  # noqa: S608  # nosec B608
 
     def from_rows(self, rows: list[tuple[Any, ...]]) -> AnyArray:
         out = np.zeros(self.shape, dtype=np.int64)
@@ -493,8 +526,11 @@ class RankTally:
         return (groups, 2 * longest + 1)
 
     def of_frame(self, frame: pd.DataFrame) -> AnyArray:
+        return self.of_groups(frame, group_codes(self.schema, self.by, frame))
+
+    def of_groups(self, frame: pd.DataFrame, group: IntArray) -> AnyArray:
+        """`of_frame`, given each row's group (`group_codes`)."""
         spec = self.spec
-        group = group_codes(self.schema, self.by, frame)
         x = np.asarray(spec.numbers(frame[self.column]), dtype=np.float64)
         present = ~np.isnan(x)
         group, clamped = group[present], np.clip(x[present], spec.lower, spec.upper)
@@ -538,9 +574,9 @@ class RankTally:
             slot = f"CASE g {' '.join(arms)} ELSE 0 END" if arms else "0"
         return f"SELECT g, {slot} AS s, count(*) FROM ({inner}) AS q GROUP BY 1, 2"  # noqa: S608  # nosec B608
 
-    def slot_sql(self, dialect: Dialect, grid: tuple[float, ...]) -> str:
+    def slot_sql(self, dialect: Dialect, grid: tuple[float, ...], value: str = "v") -> str:
         """#(candidates < v) + #(candidates <= v) in SQL: one search (`slot_search`)."""
-        return slot_search(dialect, "v", grid, self.column)
+        return slot_search(dialect, value, grid, self.column)
 
     def from_rows(self, rows: list[tuple[Any, ...]]) -> AnyArray:
         """Counts per group and slot from (group, slot of the unclamped value, rows).
@@ -576,6 +612,67 @@ class RankTally:
 
     def settled(self, answer: AnyArray) -> AnyArray:
         return answer
+
+
+@dataclass(frozen=True)
+class GroupsAndRanks:
+    """The groups' tally and one column's first rank tally in one pass over the rows.
+
+    Its answer is theirs, flattened one after the other (`split`). Here the rows' groups are
+    coded once for both. In SQL the groups' query is grouped by group and by the slot of the
+    rank column's value (`GroupTally.query` with `ranks`): per (group, slot) the rows, the
+    values present and the sums. The rank counts are that column's values present per
+    (group, slot): a missing value's slot is whatever the search makes of NULL or NaN, and it
+    counts in no value present. The groups' sums are the (group, slot) sums added up, whole
+    numbers, so exact. One pass instead of two (10^7 rows, DuckDB, one thread: 0.58 against
+    0.37 + 0.31 s of CPU).
+    """
+
+    groups: GroupTally
+    ranks: RankTally
+
+    @property
+    def columns(self) -> list[str]:
+        return list(dict.fromkeys([*self.groups.columns, *self.ranks.columns]))
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (math.prod(self.groups.shape) + math.prod(self.ranks.shape),)
+
+    def split(self, answer: AnyArray) -> tuple[AnyArray, AnyArray]:
+        """(the groups' answer, the ranks' answer) of this tally's answer."""
+        size = math.prod(self.groups.shape)
+        return answer[:size].reshape(self.groups.shape), answer[size:].reshape(self.ranks.shape)
+
+    def joined(self, groups: AnyArray, ranks: AnyArray) -> AnyArray:
+        return np.concatenate([groups.ravel(), ranks.ravel()])
+
+    def of_frame(self, frame: pd.DataFrame) -> AnyArray:
+        group = group_codes(self.groups.schema, self.groups.by, frame)
+        return self.joined(self.groups.of_groups(frame, group), self.ranks.of_groups(frame, group))
+
+    def query(self, dialect: Dialect, kinds: dict[str, str], table: str) -> str:
+        return self.groups.query(dialect, kinds, table, self.ranks)
+
+    def from_rows(self, rows: list[tuple[Any, ...]]) -> AnyArray:
+        """Both answers from rows (group, slot, rows, then per numeric column present, sums)."""
+        present = 3 + PER_COLUMN * self.groups.numeric.index(self.ranks.column)
+        per_group: dict[int, list[int]] = {}
+        slots = []
+        for row in rows:
+            values = [0 if v is None else int(v) for v in row[2:]]
+            added = per_group.get(int(row[0]))
+            per_group[int(row[0])] = (
+                values if added is None else [a + v for a, v in zip(added, values, strict=True)]
+            )
+            if row[present]:  # a slot of no value present (a missing value's) is left out
+                slots.append((row[0], -1 if row[1] is None else row[1], row[present]))
+        groups = self.groups.from_rows([(g, *v) for g, v in per_group.items()])
+        return self.joined(groups, self.ranks.from_rows(slots))
+
+    def settled(self, answer: AnyArray) -> AnyArray:
+        groups, ranks = self.split(answer)
+        return self.joined(self.groups.settled(groups), ranks)
 
 
 def group_codes(schema: Schema, by: tuple[str, ...], frame: pd.DataFrame) -> IntArray:
@@ -653,6 +750,8 @@ class Aggregates:
 
     def sums(self, column: str, which: str) -> FloatArray:
         """Per group the exact sum `which` (of SUMS) of the column's clamped present values."""
+        if which not in self.tally.terms(column):  # a statistic reading a sum not asked for
+            raise MechanismError(f"the {which} sums of column {column!r} were not read")
         spec = self.tally.spec(column)
         base = 1 + PER_COLUMN * self.tally.numeric.index(column) + 1 + 2 * SUMS.index(which)
         k = sum_exponent(*sum_bounds(spec, which))
@@ -685,12 +784,62 @@ def inner_tallies(
     return [RankTally(schema, by, column, tuple(chosen)) for chosen in passes]
 
 
-def tallies(schema: Schema, request: Request) -> tuple[GroupTally, list[RankTally]]:
-    """The tallies a request needs: one per table pass (the groups', one per quantile column)."""
+def table_passes(
+    schema: Schema, request: Request, neighbouring: str | None = None
+) -> list[GroupTally | GroupsAndRanks | RankTally]:
+    """The tallies a request runs, one per pass over the table.
+
+    The groups' sums together with the first quantile column's rank counts (`GroupsAndRanks`)
+    where their (group, slot) pairs are at most JOINED_ROWS; then one per other quantile
+    column (`read_aggregates` reads them).
+    """
+    groups, ranked = tallies(schema, request, neighbouring)
+    if ranked and math.prod(ranked[0].shape) <= JOINED_ROWS:
+        return [GroupsAndRanks(groups, ranked[0]), *ranked[1:]]
+    return [groups, *ranked]
+
+
+def needed_sums(
+    schema: Schema, request: Request, column: str, neighbouring: str | None
+) -> tuple[str, ...]:
+    """The SUMS the request's statistics of `column` read (`compute`), in SUMS order.
+
+    A sum "raw"; a mean "centred" where its number of values is public
+    (`values_counted_publicly`), else "shifted" (both without `neighbouring`); a variance or
+    standard deviation "centred" and "square"; a count or a quantile none.
+    """
+    spec = schema.column(column)
+    assert isinstance(spec, NumericColumn)  # parse_request checked it
+    public = neighbouring is not None and values_counted_publicly(neighbouring, request.by, spec)
+    means = {"centred", "shifted"} if neighbouring is None else {"centred" if public else "shifted"}
+    reads = {"sum": {"raw"}, "mean": means, "variance": {"centred", "square"}}
+    reads["std"] = reads["variance"]
+    stats = [s for s in request.statistics if s.column == column]
+    return tuple(w for w in SUMS if any(w in reads.get(s.kind, set()) for s in stats))
+
+
+def values_counted_publicly(neighbouring: str, by: tuple[str, ...], spec: NumericColumn) -> bool:
+    """Whether the number of a column's values is public (public itself: no data read).
+
+    It is where the row count is (replace-one without groups) and the schema rules out missing
+    values ("missing": "reject"); never from whether the data happen to hold any.
+    """
+    return neighbouring == "replace-one" and not by and spec.missing != "cell"
+
+
+def tallies(
+    schema: Schema, request: Request, neighbouring: str | None = None
+) -> tuple[GroupTally, list[RankTally]]:
+    """The tallies a request needs: the groups' and one per quantile column.
+
+    The groups' sums are those the statistics read under `neighbouring` (`needed_sums`;
+    without it, every sum a mean may read).
+    """
     numeric = tuple(dict.fromkeys(s.column for s in request.statistics if s.column is not None))
     quantile = dict.fromkeys(
         s.column for s in request.statistics if s.alpha is not None and s.column is not None
     )
-    return GroupTally(schema, request.by, numeric), [
+    wanted = tuple(needed_sums(schema, request, column, neighbouring) for column in numeric)
+    return GroupTally(schema, request.by, numeric, wanted), [
         RankTally(schema, request.by, c) for c in quantile
     ]

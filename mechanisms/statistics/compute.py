@@ -22,13 +22,15 @@ from mechanisms.schema import NumericColumn, Schema
 from mechanisms.statistics import quantiles, support
 from mechanisms.statistics.aggregates import (
     Aggregates,
+    GroupsAndRanks,
     GroupTally,
     RankTally,
     exact_sum,
     group_codes,
     inner_tallies,
     sum_bounds,
-    tallies,
+    table_passes,
+    values_counted_publicly,
 )
 from mechanisms.statistics.measures import (
     LEVEL,
@@ -131,7 +133,7 @@ class Computer:
     ) -> None:
         self.schema, self.request, self.neighbouring, self.rng = schema, request, neighbouring, rng
         self.data = data
-        self.aggregates = read_aggregates(data, schema, request)
+        self.aggregates = read_aggregates(data, schema, request, neighbouring)
         self.n = self.aggregates.n
         self.spent: list[float] = []
         self.count_upper: list[float] | None = None  # the released count's 95% upper ends
@@ -152,7 +154,8 @@ class Computer:
         Public only when the row count is and the schema rules out missing values
         ("missing": "reject"); never from whether the data happen to hold any.
         """
-        return self.public_n if not self.may_miss(column) else None
+        public = values_counted_publicly(self.neighbouring, self.request.by, self.numeric(column))
+        return self.n if public else None
 
     def may_miss(self, column: str) -> bool:
         """Whether the schema lets `column` hold missing values (public)."""
@@ -493,15 +496,21 @@ class Computer:
 
 
 def read_aggregates(
-    data: pd.DataFrame | EngineTable, schema: Schema, request: Request
+    data: pd.DataFrame | EngineTable, schema: Schema, request: Request, neighbouring: str
 ) -> Aggregates:
     """The request's aggregates of `data`: its engine's where it lives, else computed here."""
-    groups, ranked = tallies(schema, request)
-    ranks = {t.column: read_tally(data, t) for t in ranked}
-    return Aggregates(groups, read_tally(data, groups), ranks)
+    first, *ranked = table_passes(schema, request, neighbouring)
+    ranks = {t.column: read_tally(data, t) for t in ranked if isinstance(t, RankTally)}
+    if isinstance(first, GroupsAndRanks):
+        table, ranks[first.ranks.column] = first.split(read_tally(data, first))
+        return Aggregates(first.groups, table, ranks)
+    assert isinstance(first, GroupTally)
+    return Aggregates(first, read_tally(data, first), ranks)
 
 
-def read_tally(data: pd.DataFrame | EngineTable, tally: GroupTally | RankTally) -> IntArray:
+def read_tally(
+    data: pd.DataFrame | EngineTable, tally: GroupTally | GroupsAndRanks | RankTally
+) -> IntArray:
     """One tally of `data`: its engine's where it lives, else computed here (equal answers)."""
     return data.tally(tally) if isinstance(data, EngineTable) else tally.of_frame(data)
 

@@ -696,6 +696,29 @@ def test_every_engine_counts_the_values_around_each_candidate_as_numpy(tmp_path,
     assert_all_equal(found, "ranks")
 
 
+@pytest.mark.parametrize(
+    "grid", ["quantile grid", (-0.25, 0.0, 7.5), (-0.0, 0.0, 7.5, 7.5), (7.5,), ()]
+)
+def test_the_slot_of_a_value_counts_the_candidates_below_and_at_or_below_it(grid):
+    """`RankCounts.slots_of`, the reference every engine's rank counts are compared with (one
+    search, then the candidate it lands on compared), equals #(c < v) + #(c <= v) counted
+    candidate by candidate: for every candidate, a float step either side, -0.0 and 0.0, and
+    grids with a repeated candidate (two searches there) or none."""
+    from mechanisms.statistics.quantiles import RankCounts, quantile_grid
+
+    table, tallies = rank_tallies()
+    spec = tallies[0].spec
+    candidates = quantile_grid(spec) if grid == "quantile grid" else grid
+    values = np.array([v for v in table.column("x").to_pylist() if v is not None])
+    values = np.clip(values[~np.isnan(values)], spec.lower, spec.upper)
+    values = np.concatenate([values, [-0.0, 0.0], np.asarray(candidates, dtype=float)])
+    edges = np.asarray(candidates, dtype=float)[None, :]
+    counted = (edges < values[:, None]).sum(axis=1) + (edges <= values[:, None]).sum(axis=1)
+    on_a_candidate = (edges == values[:, None]).any(axis=1)  # some values on one, some between
+    assert not candidates or (on_a_candidate.any() and not on_a_candidate.all())
+    assert np.array_equal(RankCounts.slots_of(values, candidates), counted)
+
+
 def test_duckdb_searching_counts_the_values_around_each_candidate_as_numpy(tmp_path, monkeypatch):
     """The same on DuckDB placing every value by its search over the candidates interleaved with
     their successors, never by a first guess."""

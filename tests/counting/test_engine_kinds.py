@@ -12,6 +12,7 @@ renamed to a hostile name. Dask joins where a cluster is named (./test.sh starts
 
 from __future__ import annotations
 
+import dataclasses
 import io
 
 import numpy as np
@@ -26,7 +27,7 @@ from mechanisms.errors import MechanismError
 from mechanisms.range_count.api import support_from_schema
 from mechanisms.range_count.grid_tally import grid_tally
 from mechanisms.schema import Schema
-from mechanisms.statistics.aggregates import GroupTally
+from mechanisms.statistics.aggregates import GroupsAndRanks, GroupTally, table_passes
 from tests.counting import engine_tables as tables
 from tests.counting.engine_tables import postgres_schema  # noqa: F401 (the fixture `postgres`)
 from tests.counting.test_counting_engines import (
@@ -146,8 +147,10 @@ STATISTICS["empty"] = STATISTICS["hostile"]
 
 
 def statistics_tallies(case: str):
-    """Each request's tallies, then for each quantile column its second pass (per-group grids
-    inside narrow intervals of neighbouring end candidates, every third group without one)."""
+    """Each request's tallies (its groups' sums, and every sum of its columns), the groups'
+    sums with each quantile column's ranks in one pass, then for each quantile column its
+    second pass (per-group grids inside narrow intervals of neighbouring end candidates, every
+    third group without one)."""
     from mechanisms.statistics import parse_request, quantiles
     from mechanisms.statistics.aggregates import inner_tallies, tallies
 
@@ -157,13 +160,42 @@ def statistics_tallies(case: str):
         params = {"stat": stat, "by": by}
         request = parse_request(schema, params, epsilon=1.0, neighbouring="add-remove")
         groups, ranked = tallies(schema, request)
-        yield from (groups, *ranked)
+        every_sum = dataclasses.replace(groups, wanted=None)  # every term of every column
+        yield from (groups, every_sum, *ranked, *(GroupsAndRanks(groups, r) for r in ranked))
         for tally in ranked:
             ends = quantiles.candidates(tally.spec, quantiles.END_CANDIDATES)
             pairs = [ends[g % (len(ends) - 1) : g % (len(ends) - 1) + 2] for g in range(9)]
             grids = [() if g % 3 == 1 else quantiles.inner(tally.spec, *pairs[g % 9])
                      for g in range(tally.shape[0])]  # fmt: skip
             yield from inner_tallies(schema, request.by, tally.column, grids)
+
+
+@pytest.mark.parametrize("case", sorted(STATISTICS))
+def test_one_pass_of_groups_and_ranks_is_the_two_passes(case, monkeypatch):
+    """`GroupsAndRanks` (the groups' sums and a column's rank counts in one pass) answers, split,
+    exactly the two tallies it joins, on the DataFrame (each engine's answer is compared with
+    this one above); past JOINED_ROWS (group, slot) pairs, the two run apart."""
+    from mechanisms.statistics import aggregates, parse_request
+    from mechanisms.statistics.aggregates import tallies
+
+    frame, document, _ = CASES[case]
+    schema = Schema.from_dict(document).accepting()
+    joined = [t for t in statistics_tallies(case) if isinstance(t, GroupsAndRanks)]
+    assert joined
+    for tally in joined:
+        groups, ranks = tally.split(tally.of_frame(frame))
+        assert np.array_equal(groups, tally.groups.of_frame(frame))
+        assert np.array_equal(ranks, tally.ranks.of_frame(frame))
+    for stat, by in STATISTICS[case]:
+        request = parse_request(
+            schema, {"stat": stat, "by": by}, epsilon=1.0, neighbouring="add-remove"
+        )
+        groups, ranked = tallies(schema, request)
+        first = [GroupsAndRanks(groups, ranked[0])] if ranked else [groups]
+        assert table_passes(schema, request) == [*first, *ranked[1:]]
+        with monkeypatch.context() as patched:
+            patched.setattr(aggregates, "JOINED_ROWS", 0)
+            assert table_passes(schema, request) == [groups, *ranked]
 
 
 @pytest.mark.parametrize("engine", [*PARQUET_ENGINES])
@@ -213,7 +245,9 @@ def kind_tallies(kind: str, case: str) -> list:
         return list(statistics_tallies(case))
     schema = Schema.from_dict(CASES[case][1]).accepting()
     inner = [CellTally(schema, (RANGE_NAME, tables.HOSTILE)), *kind_tallies("range counts", case)]
-    inner += [*kind_tallies("statistics", case)[:3], GroupTally(schema, (), ())]  # a row count
+    statistics = kind_tallies("statistics", case)
+    joined = next(t for t in statistics if isinstance(t, GroupsAndRanks))  # one pass of both
+    inner += [*statistics[:3], joined, GroupTally(schema, (), ())]  # and a row count
     return [BoundedTally(t, PERSON, K, SEED) for t in inner]
 
 

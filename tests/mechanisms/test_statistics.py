@@ -957,3 +957,52 @@ def test_a_means_exact_expected_error_matches_the_release_and_catches_a_wrong_sp
     assert len(z) >= 2
     assert max(abs(v) for v in z) < 4
     assert max(abs(v) for v in z_twin) >= 4
+
+
+@pytest.mark.parametrize(
+    ("stat", "by", "neighbouring", "x_sums"),
+    [
+        (["count", "median:x"], [], "add-remove", ()),
+        (["sum:x"], [], "add-remove", ("raw",)),
+        (["mean:x"], [], "add-remove", ("shifted",)),
+        (["mean:x"], [], "replace-one", ("centred",)),  # x's number of values is public
+        (["mean:x"], ["c"], "replace-one", ("shifted",)),  # not with groups
+        (["mean:x"], [], None, ("centred", "shifted")),  # no relation named: either
+        (["variance:x", "std:x"], [], "add-remove", ("centred", "square")),
+        (
+            ["sum:x", "mean:x", "variance:x"],
+            [],
+            "add-remove",
+            ("raw", "centred", "square", "shifted"),
+        ),
+    ],
+)
+def test_the_groups_tally_sums_what_its_statistics_read(stat, by, neighbouring, x_sums):
+    """`aggregates.needed_sums`: each statistic's sums, and no other (a sum not asked for is
+    not computed); y, which may miss values, never has a public number of values."""
+    numeric = {"type": "numeric", "lower": 0, "upper": 10, "bins": 5}
+    x, y = {"name": "x", **numeric, "missing": "reject"}, {"name": "y", **numeric}
+    categories = {"name": "c", "type": "categorical", "categories": ["a", "b"]}
+    schema = Schema.from_dict({"columns": [x, y, categories]})
+    params = {"stat": [*stat, "mean:y"], "by": by}
+    request = parse_request(schema, params, epsilon=1.0, neighbouring=neighbouring or "add-remove")
+    groups, _ = aggregates.tallies(schema, request, neighbouring)
+    assert groups.terms("x") == x_sums
+    assert groups.terms("y") == (("centred", "shifted") if neighbouring is None else ("shifted",))
+
+
+def test_a_sum_not_asked_for_is_refused_not_read_as_zero():
+    """The aggregates refuse a sum their tally did not compute (it would read 0): a statistic
+    whose sums `needed_sums` left out fails in words instead of releasing a wrong estimate."""
+    from mechanisms.statistics.compute import read_aggregates
+
+    schema = Schema.from_dict(
+        {"columns": [{"name": "x", "type": "numeric", "lower": 0, "upper": 10, "bins": 5}]}
+    )
+    request = parse_request(schema, {"stat": ["mean:x"]}, epsilon=1.0, neighbouring="add-remove")
+    values = np.array([1.0, 2.0])
+    table = read_aggregates(pd.DataFrame({"x": values}), schema, request, "add-remove")
+    shifted = aggregates.clamped_terms(values, schema.column("x"))["shifted"]
+    assert table.sums("x", "shifted").tolist() == [shifted.sum()]
+    with pytest.raises(MechanismError, match="square sums of column 'x' were not read"):
+        table.sums("x", "square")

@@ -9,7 +9,7 @@ from dpportal.releases.kinds.statistics import figures as statistics_charts
 from dpportal.releases.kinds.statistics import portal
 from dpportal.releases.kinds.statistics import verdict as statistics_verdict
 from mechanisms.statistics import parse_request
-from mechanisms.statistics.aggregates import tallies
+from mechanisms.statistics.aggregates import table_passes
 
 
 class Statistics(Kind):
@@ -35,10 +35,10 @@ class Statistics(Kind):
         """Nothing to check: it works on the columns themselves, not on a grid of cells."""
 
     def engine_tallies(self, schema, columns, params, epsilon, neighbouring) -> list:
-        """The groups' sums and the quantiles' rank counts (`statistics.aggregates.tallies`)."""
+        """The groups' sums and the quantiles' rank counts, one tally per pass over the table
+        (`statistics.aggregates.table_passes`)."""
         request = parse_request(schema, params, epsilon=epsilon, neighbouring=neighbouring)
-        groups, ranked = tallies(schema, request)
-        return [groups, *ranked]
+        return list(table_passes(schema, request, neighbouring))
 
     def params(self, form, cleaned):
         return portal.params(form.schema, cleaned["columns"], cleaned)
