@@ -69,7 +69,7 @@ GRID = (32, 16)
 CANDIDATE_STEP = 200.0  # income's quantile candidates: 0, 200, ..., 200,000
 
 
-def engine_tallies(rows, kind):
+def engine_tallies(rows, kind, engine="duckdb"):
     schema = schema_of(rows).accepting()
     if kind == "histogram":
         return [CellTally(schema, tuple(COUNT_COLUMNS))]
@@ -78,7 +78,7 @@ def engine_tallies(rows, kind):
         return [grid_tally(support, schema)]
     params = {"stat": ["count", "mean:income", "median:income"], "by": ["region"]}
     request = parse_request(schema, params, epsilon=1.0, neighbouring="add-remove")
-    return table_passes(schema, request, "add-remove")
+    return table_passes(schema, request, "add-remove", engine)
 
 
 def plain_queries(rows, kind, table):
@@ -215,7 +215,7 @@ def measure(engine, rows, kind, how, repeat):
                 source = TableSource(PG_URL, table=f"scale_{rows}")
             else:
                 source = TableSource(str(table_folder(rows)))
-            answers = [tally_table(source, t, engine) for t in engine_tallies(rows, kind)]
+            answers = [tally_table(source, t, engine) for t in engine_tallies(rows, kind, engine)]
             assert int(answers[0].sum()) > 0
         else:
             PLAIN[engine](rows, kind)

@@ -499,7 +499,8 @@ def read_aggregates(
     data: pd.DataFrame | EngineTable, schema: Schema, request: Request, neighbouring: str
 ) -> Aggregates:
     """The request's aggregates of `data`: its engine's where it lives, else computed here."""
-    first, *ranked = table_passes(schema, request, neighbouring)
+    engine = data.engine if isinstance(data, EngineTable) else "inprocess"
+    first, *ranked = table_passes(schema, request, neighbouring, engine)
     ranks = {t.column: read_tally(data, t) for t in ranked if isinstance(t, RankTally)}
     if isinstance(first, GroupsAndRanks):
         table, ranks[first.ranks.column] = first.split(read_tally(data, first))

@@ -198,6 +198,35 @@ def test_one_pass_of_groups_and_ranks_is_the_two_passes(case, monkeypatch):
             assert table_passes(schema, request) == [groups, *ranked]
 
 
+@pytest.mark.parametrize(("engine", "one_pass"), [("duckdb", True), ("postgres", False)])
+def test_postgresql_reads_the_groups_and_the_ranks_in_two_passes(engine, one_pass):
+    """The tallies a statistics release asks an engine for (`read_aggregates`): the groups'
+    sums with the median's ranks in one pass, except on PostgreSQL, whose planner would sort
+    every row to group them (`aggregates.ONE_PASS_ENGINES`); the same aggregates either way."""
+    from mechanisms.chunks import EngineTable
+    from mechanisms.statistics import parse_request
+    from mechanisms.statistics.compute import read_aggregates
+
+    frame, document, _ = CASES["cars"]
+    schema = Schema.from_dict(document).accepting()
+    request = parse_request(
+        schema, {"stat": ["mean:Horsepower", "median:Weight_in_lbs"], "by": ["Origin"]},
+        epsilon=1.0, neighbouring="add-remove",
+    )  # fmt: skip
+    asked = []
+
+    def tally(inner):
+        asked.append(inner)
+        return inner.of_frame(frame)
+
+    table = EngineTable(engine, "the cars", lambda *_: None, tally)
+    found = read_aggregates(table, schema, request, "add-remove")
+    reference = read_aggregates(frame, schema, request, "add-remove")
+    assert [isinstance(t, GroupsAndRanks) for t in asked] == ([True] if one_pass else [False] * 2)
+    assert np.array_equal(found.table, reference.table)
+    assert np.array_equal(found.ranks["Weight_in_lbs"], reference.ranks["Weight_in_lbs"])
+
+
 @pytest.mark.parametrize("engine", [*PARQUET_ENGINES])
 def test_a_statistics_release_from_a_source_equals_the_dataframe_release(engine, tmp_path):
     frame, document, _ = CASES["hostile"]
