@@ -45,9 +45,8 @@ MEMORY_VARIABLE = "DPPORTAL_DUCKDB_MEMORY_LIMIT"
 DEFAULT_MEMORY_LIMIT = "512MB"
 INTEGER_TYPES = re.compile(r"U?(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT)")
 SAMPLE_ROWS = 100_000  # rows whose distinct texts `distinct_texts` counts
-# the share of a range count's first rows outside the grid's bounds above which each row is
-# clamped (`grid_dialect`): below it, the values outside add at most about that share of the
-# rows as groups to the unclamped keys' grouping
+# the groups that values outside a range count's bounds add to the unclamped keys' grouping,
+# as a share of its first rows, above which each row is clamped instead (`grid_dialect`)
 OUTSIDE_SHARE = 0.01
 POSITION_SQL = "filename || '#' || CAST(file_row_number AS VARCHAR)"  # as in process
 KINDS = {
@@ -131,11 +130,12 @@ def grid_dialect(
 ) -> Dialect:
     """`dialect`, with `grid_unclamped` off for a grid of many values outside its bounds.
 
-    Off where `tally` is a range count's grid whose first SAMPLE_ROWS rows hold more than
-    OUTSIDE_SHARE values outside its bounds (`GridTally.outside_query`).
-    Unclamped keys spare each row two clamps, but each value far outside the bounds may make
-    a group of its own (every row at 10^7 rows: 1.4 against 0.25-0.30 s, docs/scale.md). Only
-    the speed depends on the choice, never an answer.
+    Off where `tally` is a range count's grid whose values outside its bounds, in its first
+    SAMPLE_ROWS rows, would add more groups than OUTSIDE_SHARE of those rows
+    (`GridTally.outside_query`). Unclamped keys spare each row two clamps, but each value far
+    outside the bounds may make a group of its own (every row at 10^7 rows: 1.4 against
+    0.25-0.30 s, docs/scale.md); values just outside share a few. Only the speed depends on
+    the choice, never an answer.
     """
     grid = getattr(tally, "inner", tally)  # a person-level count's grid is its inner tally
     outside_query = getattr(grid, "outside_query", None)

@@ -130,20 +130,28 @@ class GridTally:
         return f"{cells} GROUP BY 1"
 
     def outside_query(self, dialect: Dialect, kinds: dict[str, str], table: str, rows: int) -> str:
-        """The SQL of the share of `table`'s first `rows` rows with a value outside the bounds.
+        """The SQL of the groups values outside the bounds add, as a share of the first rows.
 
-        A missing value (NaN or NULL) is not outside: it is one group whatever its number.
+        The groups they add to the unclamped keys' grouping (`_keys_query`) in `table`'s first
+        `rows` rows: the distinct buckets, floor((v - lower) g / (upper - lower)) on each
+        axis of g cells, of the rows with a value outside: a value just outside the bounds
+        shares its bucket with many (a few ages above 100, an income's long tail), one far
+        outside (bounds in the wrong unit) makes a bucket of its own. A missing value (NaN or
+        NULL) is not outside: it is one group whatever its number.
         """
-        values, tests = [], []
+        values, tests, buckets = [], [], []
+        shape = self.support.grid_shape or (1,) * len(self.specs)
         for axis, spec in enumerate(self.specs):
             value, _ = number_sql(dialect, spec, kinds[spec.name])
-            lower = number(dialect, float(self.support.lower[axis]))
-            upper = number(dialect, float(self.support.upper[axis]))
+            low, high = float(self.support.lower[axis]), float(self.support.upper[axis])
+            lower, upper = number(dialect, low), number(dialect, high)
+            scale = number(dialect, shape[axis] / (high - low) if high > low else 1.0)
             values.append(f"{value} AS v{axis}")
             tests.append(f"((v{axis} < {lower} OR v{axis} > {upper}) AND NOT isnan(v{axis}))")
+            buckets.append(f"floor((v{axis} - {lower}) * {scale})")
         first = f"SELECT {', '.join(values)} FROM {table} LIMIT {rows}"  # noqa: S608  # nosec B608: quoted
-        share = f"avg(CASE WHEN {' OR '.join(tests)} THEN 1.0 ELSE 0.0 END)"
-        return f"SELECT {share} FROM ({first}) AS f"  # noqa: S608  # nosec B608: quoted
+        added = f"count(DISTINCT CASE WHEN {' OR '.join(tests)} THEN [{', '.join(buckets)}] END)"
+        return f"SELECT {added} / greatest(count(*), 1) FROM ({first}) AS f"  # noqa: S608  # nosec B608: quoted
 
     def from_rows(self, rows: list[tuple[Any, ...]]) -> AnyArray:
         """Counts per grid cell from (cell, rows) pairs.

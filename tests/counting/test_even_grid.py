@@ -191,20 +191,29 @@ def grid_forms(monkeypatch) -> list[bool]:
     return forms
 
 
-@pytest.mark.parametrize(("outside", "unclamped"), [(0.0, True), (0.005, True), (0.5, False)])
+@pytest.mark.parametrize(
+    ("outside", "far", "unclamped"),
+    [(0.0, True, True), (0.005, True, True), (0.5, True, False), (0.3, False, True)],
+)
 def test_duckdb_clamps_each_row_where_its_first_rows_lie_outside(
-    tmp_path: Path, monkeypatch, outside, unclamped
+    tmp_path: Path, monkeypatch, outside, far, unclamped
 ):
-    """A table whose first rows hold more than OUTSIDE_SHARE values beyond the grid's bounds,
-    here every value of a share of the rows at 10^9 times the bound (each its own key), is
-    counted with each row clamped; below it, by unclamped keys; the same counts either way.
-    Twin: without the choice (every grid unclamped), the table of half its rows outside is
-    counted unclamped; caught."""
+    """A table whose values beyond the grid's bounds would add groups for more than
+    OUTSIDE_SHARE of its first rows, here every value of a share of the rows at 10^9 to 10^10
+    times the bound (each its own key), is counted with each row clamped; below it, by
+    unclamped keys; the same counts either way. 30% of the rows just above the bounds
+    (100 to 120: three keys an axis) keep the unclamped keys. Twins: without the choice (every
+    grid unclamped), the table of half its rows far outside is counted unclamped; the share of
+    rows outside as the measure (before 2026-12-07, last), the table of 30% just outside is
+    counted with each row clamped; both caught."""
     rows = 4000
     rng = np.random.default_rng(11)
     values = rng.uniform(0, 100, (rows, 2))
-    far = rng.random(rows) < outside
-    values[far] *= rng.uniform(1e9, 1e10, (int(far.sum()), 1))
+    chosen = rng.random(rows) < outside
+    if far:
+        values[chosen] *= rng.uniform(1e9, 1e10, (int(chosen.sum()), 1))
+    else:
+        values[chosen] = rng.uniform(100.5, 120, (int(chosen.sum()), 2))
     values[rng.random(rows) < 0.05, 0] = np.nan
     frame = pa.table({"a": values[:, 0], "b": values[:, 1]})
     source = TableSource(str(write_layout(frame, tmp_path / "o.parquet", [1000])))
