@@ -38,7 +38,7 @@ from mechanisms.arrays import AnyArray
 from mechanisms.counting.bounding import whole
 from mechanisms.counting.source import TableSource
 from mechanisms.counting.sql import DUCKDB, Dialect, single_quoted
-from mechanisms.counting.tally import Tally, sql_tally
+from mechanisms.counting.tally import Fetch, Tally, sql_tally
 from mechanisms.errors import MechanismError
 
 MEMORY_VARIABLE = "DPPORTAL_DUCKDB_MEMORY_LIMIT"
@@ -46,7 +46,7 @@ DEFAULT_MEMORY_LIMIT = "512MB"
 INTEGER_TYPES = re.compile(r"U?(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT)")
 SAMPLE_ROWS = 100_000  # rows whose distinct texts `distinct_texts` counts
 # the groups that values outside a range count's bounds add to the unclamped keys' grouping,
-# as a share of its first rows, above which each row is clamped instead (`grid_dialect`)
+# as a share of its first rows, above which each row is clamped instead (`unclamped_dialect`)
 OUTSIDE_SHARE = 0.01
 POSITION_SQL = "filename || '#' || CAST(file_row_number AS VARCHAR)"  # as in process
 KINDS = {
@@ -80,15 +80,6 @@ def tally_duckdb(source: TableSource, tally: Tally) -> AnyArray:
         dialect = replace(DUCKDB, position=POSITION_SQL, digest=sha256_order)
     table = f"read_parquet([{quoted}], {options})"
     with spilling_connection() as connection:
-        kinds = stored_kinds(connection, files, source, tally.columns)
-        texts = [c for c in tally.columns if kinds[c] == "text"]
-        dialect = replace(dialect, distinct_texts=distinct_texts(connection, table, texts))
-        dialect = grid_dialect(connection, table, tally, kinds, dialect)
-        if whole(tally) and {"filename", "file_row_number"} & set(all_columns(connection, files)):
-            raise MechanismError(
-                f"{source.describe()} has a column named filename or file_row_number, which "
-                "the DuckDB engine uses to bound rows per person: use --engine inprocess"
-            )
 
         def fetch(query: str) -> list[tuple[Any, ...]]:
             try:
@@ -100,6 +91,15 @@ def tally_duckdb(source: TableSource, tally: Tally) -> AnyArray:
                     "raise it, or count this source with --engine postgres or dask"
                 ) from error
 
+        kinds = stored_kinds(connection, files, source, tally.columns)
+        texts = [c for c in tally.columns if kinds[c] == "text"]
+        dialect = replace(dialect, distinct_texts=distinct_texts(connection, table, texts))
+        dialect = unclamped_dialect(fetch, table, tally, kinds, dialect)
+        if whole(tally) and {"filename", "file_row_number"} & set(all_columns(connection, files)):
+            raise MechanismError(
+                f"{source.describe()} has a column named filename or file_row_number, which "
+                "the DuckDB engine uses to bound rows per person: use --engine inprocess"
+            )
         return sql_tally(tally, dialect, kinds, table, fetch)
 
 
@@ -121,29 +121,30 @@ def distinct_texts(
     return tuple(sorted((c, float(n)) for c, n in zip(columns, found, strict=True)))
 
 
-def grid_dialect(
-    connection: duckdb.DuckDBPyConnection,
+def unclamped_dialect(
+    fetch: Fetch,
     table: str,
     tally: Tally,
     kinds: dict[str, str],
     dialect: Dialect,
 ) -> Dialect:
-    """`dialect`, with `grid_unclamped` off for a grid of many values outside its bounds.
+    """`dialect`, with `unclamped_keys` off for a table of many values outside its bounds.
 
-    Off where `tally` is a range count's grid whose values outside its bounds, in its first
-    SAMPLE_ROWS rows, would add more groups than OUTSIDE_SHARE of those rows
-    (`GridTally.outside_query`). Unclamped keys spare each row two clamps, but each value far
-    outside the bounds may make a group of its own (every row at 10^7 rows: 1.4 against
-    0.25-0.30 s, docs/scale.md); values just outside share a few. Only the speed depends on
-    the choice, never an answer.
+    Off where the values outside the bounds of `tally`'s unclamped keys (a range count's grid,
+    a histogram's equal-width bins), in its first SAMPLE_ROWS rows, would add more groups
+    than OUTSIDE_SHARE of those rows (`outside_query`). Unclamped keys spare each row its
+    clamps, but each value far outside the bounds may make a group of its own (every row at
+    10^7 rows: 1.4 against 0.25-0.30 s, docs/scale.md); values just outside share a few. Only
+    the speed depends on the choice, never an answer.
     """
-    grid = getattr(tally, "inner", tally)  # a person-level count's grid is its inner tally
-    outside_query = getattr(grid, "outside_query", None)
-    if outside_query is None:
+    inner = getattr(tally, "inner", tally)  # a person-level count's grid is its inner tally
+    outside_query = getattr(inner, "outside_query", None)
+    query = None if outside_query is None else outside_query(dialect, kinds, table, SAMPLE_ROWS)
+    if query is None:
         return dialect
-    found = connection.execute(outside_query(dialect, kinds, table, SAMPLE_ROWS)).fetchone()
-    share = float(found[0] or 0.0) if found else 0.0
-    return replace(dialect, grid_unclamped=share <= OUTSIDE_SHARE)
+    ((share,),) = fetch(query)  # an aggregate without GROUP BY returns one row
+    share = float(share or 0.0)
+    return replace(dialect, unclamped_keys=share <= OUTSIDE_SHARE)
 
 
 def distinct_texts_query(table: str, columns: list[str]) -> str:

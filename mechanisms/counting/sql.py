@@ -118,17 +118,18 @@ class Dialect:
     # text columns of few texts groups the rows by the raw texts first and codes each text once
     # (`aggregates.grouped_first`)
     distinct_texts: tuple[tuple[str, float], ...] = ()
-    # whether a histogram's cells group the rows by few raw texts first (`texts_first_counts`)
+    # whether a histogram's cells group the rows by few raw texts first (`keys_first_counts`)
     cells_texts_first: bool = False
     # whether the engine computes an expression repeated within a row once (DuckDB; PostgreSQL
     # evaluates each use): the statistics' sums then read each term from one clamped value
     # (`aggregates.unmasked_words`)
     shares_repeats: bool = False
-    # whether a range-count grid's even axes group the rows by the unclamped value's key
-    # (`GridTally._keys_query`, where `ieee`); each value far outside the bounds may then make
-    # a group of its own, so DuckDB clamps each row instead where its first rows hold many
-    # such values (`duckdb_engine.grid_dialect`)
-    grid_unclamped: bool = True
+    # whether the rows are grouped by unclamped keys, where `ieee`: a range-count grid's even
+    # axes (`GridTally._keys_query`) and a histogram's equal-width bins (`keys_first_counts`);
+    # each value far outside the bounds may then make a group of its own, so DuckDB clamps
+    # each row instead where its first rows hold many such values
+    # (`duckdb_engine.unclamped_dialect`)
+    unclamped_keys: bool = True
 
 
 def double_quoted(name: str) -> str:
@@ -376,6 +377,51 @@ def equal_width_sql(
     clamped = clamp_sql(dialect, value, lower, upper)
     scaled = _scaled(dialect, f"({clamped} - {number(dialect, lower)})", factor)
     return f"CAST(floor(least({number(dialect, bins - 1)}, {scaled})) AS {integer})"
+
+
+def equal_width_key(dialect: Dialect, spec: NumericColumn, value: str) -> str | None:
+    """A number's bin before numpy's clip: floor((v - lower) * bins / (upper - lower)), a double.
+
+    For equal-width bins where doubles never raise (`Dialect.ieee`) and the factor is finite
+    and positive; None otherwise. The clip's bounds are whole, so the floor and the clip
+    commute: the key clamped to 0 .. bins - 1 (`key_cell`) is `equal_width_sql`'s bin. A
+    missing value's key is NULL or NaN, and a present value's never is (v - lower is NaN only
+    for NaN, and so is its product with that factor), so the key alone tells the missing cell.
+    """
+    factor = spec.n_bins / (spec.upper - spec.lower)
+    if not (dialect.ieee and spec.equal_width and 0.0 < factor < math.inf):
+        return None
+    moved = value if spec.lower == 0 else f"({value} - {number(dialect, spec.lower)})"
+    return f"floor({moved} * {number(dialect, factor)})"
+
+
+def key_cell(key: str, cells: int) -> str:
+    """The cell 0 .. cells - 1 of an unclamped key (`equal_width_key`, `EvenAxis.sql`)."""
+    return f"least({cells - 1}, greatest(0, {key}))"
+
+
+def outside_groups_query(
+    dialect: Dialect, table: str, rows: int, axes: Sequence[tuple[str, float, float, int]]
+) -> str:
+    """The share of groups that values outside the bounds add to unclamped keys' grouping.
+
+    For each axis (a value's SQL, its lower and upper bound, its cells), in `table`'s first
+    `rows` rows: the distinct buckets, floor((v - lower) g / (upper - lower)) on each axis
+    of g cells, of the rows with a value outside, over the rows read. A value just outside
+    the bounds shares its bucket with many (a few ages above 100, an income's long tail), one
+    far outside (bounds in the wrong unit) makes a bucket of its own. A missing value (NaN or
+    NULL) is not outside: it is one group whatever its number.
+    """
+    values, tests, buckets = [], [], []
+    for axis, (value, low, high, cells) in enumerate(axes):
+        lower, upper = number(dialect, low), number(dialect, high)
+        scale = number(dialect, cells / (high - low) if high > low else 1.0)
+        values.append(f"{value} AS v{axis}")
+        tests.append(f"((v{axis} < {lower} OR v{axis} > {upper}) AND NOT isnan(v{axis}))")
+        buckets.append(f"floor((v{axis} - {lower}) * {scale})")
+    first = f"SELECT {', '.join(values)} FROM {table} LIMIT {rows}"  # noqa: S608  # nosec B608: quoted
+    added = f"count(DISTINCT CASE WHEN {' OR '.join(tests)} THEN [{', '.join(buckets)}] END)"
+    return f"SELECT {added} / greatest(count(*), 1) FROM ({first}) AS f"  # noqa: S608  # nosec B608: quoted
 
 
 def _scaled(dialect: Dialect, difference: str, factor: float) -> str:
@@ -691,34 +737,66 @@ def raw_texts(dialect: Dialect, names: Sequence[str]) -> tuple[list[str], list[s
     return list(aliases.values()), items, replace(dialect, identifier=lambda name: aliases[name])
 
 
-def texts_first_counts(
+def keyed_numbers(
+    dialect: Dialect, schema: Schema, names: Sequence[str], kinds: dict[str, str]
+) -> dict[str, tuple[NumericColumn, str]]:
+    """The numeric columns whose rows group by their unclamped bin key (`equal_width_key`).
+
+    Each with its spec and its value as a double; none unless the dialect groups so
+    (`Dialect.unclamped_keys`).
+    """
+    keyed = {}
+    for name in names if dialect.unclamped_keys else ():
+        spec = schema.column(name)
+        if isinstance(spec, NumericColumn):
+            value = _numbers(dialect, spec, dialect.identifier(name), kinds[name])
+            if equal_width_key(dialect, spec, value) is not None:
+                keyed[name] = (spec, value)
+    return keyed
+
+
+def keys_first_counts(
     dialect: Dialect, schema: Schema, names: Sequence[str], kinds: dict[str, str], table: str
 ) -> str | None:
-    """`count_query`'s pairs, the rows grouped by the categorical texts first where they are few.
+    """`count_query`'s pairs, the rows grouped first by keys of few values, each coded once.
 
-    The inner GROUP BY takes the other columns' codes as one whole number (their part of the
-    flat index) and the raw texts (compared bytewise, `Dialect.bytewise`); the outer codes each
-    distinct text once (the same CASE as per row) and adds the rows per flat cell: whole
-    numbers, exact. Where the dialect asks for it (`Dialect.cells_texts_first`), no column is
-    named twice and the texts are few (`few_texts`); None otherwise.
+    The keys: the raw texts of the categorical columns where the dialect asks for it
+    (`Dialect.cells_texts_first`) and they are few (`few_texts`), compared bytewise
+    (`Dialect.bytewise`); the unclamped bin key of each equal-width numeric column
+    (`keyed_numbers`: no clamp and no missing test per row; DuckDB, 10^7 rows, the benchmark's
+    histogram of two numeric and two text columns: 0.55 against 0.83 s of CPU, its plain
+    GROUP BY 0.50). The inner GROUP BY takes the other columns' codes as one whole number
+    (their part of the flat index) beside the keys; the outer codes each distinct key once (a
+    text by the same CASE as per row; a number's key clamped to its bins, `key_cell`, NULL or
+    NaN to its missing cell) and adds the rows per flat cell: whole numbers, exact. None where
+    no column has such a key, or a column is named twice.
     """
+    if len(set(names)) < len(names):
+        return None
     shape = schema.domain_shape(list(names))
     strides = {n: math.prod(shape[i + 1 :]) for i, n in enumerate(names)}
     texts = [n for n in names if isinstance(schema.column(n), CategoricalColumn)]
-    if len(set(names)) < len(names) or not dialect.cells_texts_first:
-        return None
-    if not few_texts(dialect, texts, kinds):
+    if not (dialect.cells_texts_first and few_texts(dialect, texts, kinds)):
+        texts = []
+    numbers = keyed_numbers(dialect, schema, names, kinds)
+    if not texts and not numbers:
         return None
     aliases, items, coded = raw_texts(dialect, texts)
+    codes = [f"({column_sql(coded, schema.column(n), 'text').code}) * {strides[n]}" for n in texts]
+    for i, (name, (spec, value)) in enumerate(numbers.items()):
+        aliases.append(f"u{i}")
+        items.append(f"{equal_width_key(dialect, spec, value)} AS u{i}")
+        missing = missing_sql(dialect, f"u{i}", "float")
+        code = f"CAST({key_cell(f'u{i}', spec.n_bins)} AS BIGINT)"
+        codes.append(f"(CASE WHEN {missing} THEN {spec.n_bins} ELSE {code} END) * {strides[name]}")
     rest = [
         f"CAST({column_sql(dialect, schema.column(n), kinds[n]).code} AS BIGINT) * {strides[n]}"
         for n in names
-        if n not in texts
+        if n not in texts and n not in numbers
     ]
     keys = ", ".join(["k", *aliases])
     selected = ", ".join([f"{' + '.join(rest) or '0'} AS k", *items, "count(*) AS n"])
     inner = f"SELECT {selected} FROM {table} GROUP BY {keys}"  # noqa: S608  # nosec B608: quoted
-    codes = [f"({column_sql(coded, schema.column(n), 'text').code}) * {strides[n]}" for n in texts]
     cell = " + ".join(["k", *codes])
     return f"SELECT coalesce({cell}, -1) AS cell, sum(n) AS n FROM ({inner}) AS raw GROUP BY 1"  # noqa: S608  # nosec B608
 

@@ -36,7 +36,9 @@ from mechanisms.counting.sql import (
     column_sql,
     count_query,
     dense_counts,
-    texts_first_counts,
+    keyed_numbers,
+    keys_first_counts,
+    outside_groups_query,
 )
 from mechanisms.errors import MechanismError
 from mechanisms.schema import Schema
@@ -102,11 +104,23 @@ class CellTally:
         return self.schema.cell_counts(frame, self.columns)
 
     def query(self, dialect: Dialect, kinds: dict[str, str], table: str) -> str:
-        first = texts_first_counts(dialect, self.schema, self.columns, kinds, table)
+        first = keys_first_counts(dialect, self.schema, self.columns, kinds, table)
         if first is not None:
             return first
         codes = [column_sql(dialect, self.schema.column(c), kinds[c]) for c in self.columns]
         return count_query(self.schema, codes, table)
+
+    def outside_query(
+        self, dialect: Dialect, kinds: dict[str, str], table: str, rows: int
+    ) -> str | None:
+        """The share of groups that values outside the bins' bounds add (`outside_groups_query`).
+
+        To the unclamped keys of `keys_first_counts`, in `table`'s first `rows` rows; None
+        where no column is keyed so.
+        """
+        keyed = keyed_numbers(dialect, self.schema, self.columns, kinds).values()
+        axes = [(value, spec.lower, spec.upper, spec.n_bins) for spec, value in keyed]
+        return outside_groups_query(dialect, table, rows, axes) if axes else None
 
     def from_rows(self, rows: list[tuple[Any, ...]]) -> AnyArray:
         pairs = np.array(rows, dtype=np.int64).reshape(-1, 2)

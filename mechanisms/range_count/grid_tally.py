@@ -19,9 +19,11 @@ from mechanisms.counting.sql import (
     Dialect,
     clamp_sql,
     edge_search,
+    key_cell,
     missing_sql,
     number,
     number_sql,
+    outside_groups_query,
 )
 from mechanisms.errors import MechanismError
 from mechanisms.range_count.inputs import Support
@@ -98,7 +100,7 @@ class GridTally:
         the cell of the value clamped to the bounds. Values far outside the bounds make more
         groups: slower, the same counts (the benchmark's grid with every value times 1,000,
         1.46 million key pairs: 0.59 against 0.30 s of CPU per 10^7 rows; every row its own
-        pair: 1.4 against 0.25-0.30 s). Where `Dialect.grid_unclamped` is off, an even axis's
+        pair: 1.4 against 0.25-0.30 s). Where `Dialect.unclamped_keys` is off, an even axis's
         key is that of the clamped value instead, its missing values left out by the WHERE:
         at most the axis's cells and one more as groups.
         """
@@ -110,7 +112,7 @@ class GridTally:
             lower, upper = float(self.support.lower[axis]), float(self.support.upper[axis])
             edges = self.support.axis_edges(axis)
             even = EvenAxis.of(lower, upper, grid[axis], edges)
-            if even is not None and dialect.grid_unclamped:
+            if even is not None and dialect.unclamped_keys:
                 keys.append(even.sql(dialect, value))
                 unknown.append(missing_sql(dialect, f"k{axis}", "float"))
             else:
@@ -130,28 +132,21 @@ class GridTally:
         return f"{cells} GROUP BY 1"
 
     def outside_query(self, dialect: Dialect, kinds: dict[str, str], table: str, rows: int) -> str:
-        """The SQL of the groups values outside the bounds add, as a share of the first rows.
+        """The share of groups that values outside the bounds add (`outside_groups_query`).
 
-        The groups they add to the unclamped keys' grouping (`_keys_query`) in `table`'s first
-        `rows` rows: the distinct buckets, floor((v - lower) g / (upper - lower)) on each
-        axis of g cells, of the rows with a value outside: a value just outside the bounds
-        shares its bucket with many (a few ages above 100, an income's long tail), one far
-        outside (bounds in the wrong unit) makes a bucket of its own. A missing value (NaN or
-        NULL) is not outside: it is one group whatever its number.
+        To the unclamped keys of `_keys_query`, in `table`'s first `rows` rows.
         """
-        values, tests, buckets = [], [], []
         shape = self.support.grid_shape or (1,) * len(self.specs)
-        for axis, spec in enumerate(self.specs):
-            value, _ = number_sql(dialect, spec, kinds[spec.name])
-            low, high = float(self.support.lower[axis]), float(self.support.upper[axis])
-            lower, upper = number(dialect, low), number(dialect, high)
-            scale = number(dialect, shape[axis] / (high - low) if high > low else 1.0)
-            values.append(f"{value} AS v{axis}")
-            tests.append(f"((v{axis} < {lower} OR v{axis} > {upper}) AND NOT isnan(v{axis}))")
-            buckets.append(f"floor((v{axis} - {lower}) * {scale})")
-        first = f"SELECT {', '.join(values)} FROM {table} LIMIT {rows}"  # noqa: S608  # nosec B608: quoted
-        added = f"count(DISTINCT CASE WHEN {' OR '.join(tests)} THEN [{', '.join(buckets)}] END)"
-        return f"SELECT {added} / greatest(count(*), 1) FROM ({first}) AS f"  # noqa: S608  # nosec B608: quoted
+        axes = [
+            (
+                number_sql(dialect, spec, kinds[spec.name])[0],
+                float(self.support.lower[axis]),
+                float(self.support.upper[axis]),
+                shape[axis],
+            )
+            for axis, spec in enumerate(self.specs)
+        ]
+        return outside_groups_query(dialect, table, rows, axes)
 
     def from_rows(self, rows: list[tuple[Any, ...]]) -> AnyArray:
         """Counts per grid cell from (cell, rows) pairs.
@@ -222,11 +217,6 @@ class EvenAxis:
         if self.lower != 0:
             edge = f"({number(dialect, self.lower)} + {edge})"
         return f"({bucket} - 1 + CAST({edge} <= {value} AS INTEGER))"
-
-
-def key_cell(key: str, cells: int) -> str:
-    """The cell 0 .. cells - 1 of an axis's key (`EvenAxis.sql`; a searched axis's cell)."""
-    return f"least({cells - 1}, greatest(0, {key}))"
 
 
 def grid_tally(support: Support, schema: Schema) -> GridTally:

@@ -23,6 +23,7 @@ import pandas as pd
 import pytest
 
 from mechanisms.counting import TableSource, duckdb_engine, sql, tally_table
+from mechanisms.counting import tally as tally_module
 from mechanisms.counting.tally import CellTally
 from mechanisms.schema import Schema
 from mechanisms.statistics import aggregates
@@ -57,9 +58,101 @@ def differing(source: TableSource) -> list:
     ]
 
 
-def test_duckdb_forms_equal_the_inprocess_engine(source):
+# DuckDB's forms of grids and equal-width bins, forced: keys of the unclamped values, or of
+# the values clamped row by row (`duckdb_engine.unclamped_dialect` chooses by the first rows)
+FORMS = {"unclamped keys": 1.0, "each row clamped": -1.0}
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_duckdb_forms_equal_the_inprocess_engine(source, monkeypatch, form):
+    monkeypatch.setattr(duckdb_engine, "OUTSIDE_SHARE", FORMS[form])
     assert sql.DUCKDB.ieee and sql.DUCKDB.find is not None
     assert differing(source) == []
+
+
+def keyed_differs(source: TableSource, monkeypatch) -> bool:
+    """Whether DuckDB's histogram of the hostile table's equal-width column (values at and a
+    float step around every edge, beyond the bounds, +-inf, NaN, NULL), grouped by its
+    unclamped key, differs from the in-process engine's."""
+    monkeypatch.setattr(duckdb_engine, "OUTSIDE_SHARE", FORMS["unclamped keys"])
+    frame, document, _ = CASES["hostile"]
+    schema = Schema.from_dict(document).accepting()
+    (name,) = [c["name"] for c in document["columns"] if c.get("bins") == 7 and "integer" not in c]
+    assert frame[name].isna().any() and (frame[name] > schema.column(name).upper).any()
+    tally = CellTally(schema, (name,))
+    return not np.array_equal(
+        tally_table(source, tally, "duckdb"), tally_table(source, tally, "inprocess")
+    )
+
+
+def test_an_equal_width_histogram_by_its_unclamped_key_equals_the_inprocess_engine(
+    source, monkeypatch
+):
+    assert not keyed_differs(source, monkeypatch)
+
+
+def divided_key(dialect, spec, value):
+    """Twin: the key as (v - lower) / width, where numpy multiplies by bins / (upper - lower)."""
+    width = sql.number(dialect, (spec.upper - spec.lower) / spec.n_bins)
+    return f"floor(({value} - {sql.number(dialect, spec.lower)}) / {width})"
+
+
+def test_the_check_catches_a_key_by_division(source, monkeypatch):
+    monkeypatch.setattr(sql, "equal_width_key", divided_key)
+    assert keyed_differs(source, monkeypatch)
+
+
+def test_the_check_catches_a_missing_key_read_as_a_number(source, monkeypatch):
+    """Twin: no key read as missing, so NaN (ranked above every number) is counted in the top
+    bin and NULL (which greatest() skips) in the bottom one."""
+    monkeypatch.setattr(sql, "missing_sql", lambda dialect, value, kind: "FALSE")
+    assert keyed_differs(source, monkeypatch)
+
+
+def histogram_forms(monkeypatch) -> list[bool]:
+    """Each DuckDB histogram query's form from now on, as `Dialect.unclamped_keys` (a spy)."""
+    forms, built = [], tally_module.keys_first_counts
+
+    def spied(dialect, *arguments):
+        forms.append(dialect.unclamped_keys)
+        return built(dialect, *arguments)
+
+    monkeypatch.setattr(tally_module, "keys_first_counts", spied)
+    return forms
+
+
+@pytest.mark.parametrize(
+    ("outside", "far", "unclamped"), [(0.0, True, True), (0.5, True, False), (0.3, False, True)]
+)
+def test_duckdb_bins_each_row_where_its_first_rows_lie_far_outside(
+    tmp_path: Path, monkeypatch, outside, far, unclamped
+):
+    """A histogram whose values beyond the bins' bounds would add groups for more than
+    OUTSIDE_SHARE of its first rows (half the rows at 10^9 to 10^10 times the bound, each its
+    own key) is binned row by row; below it, by unclamped keys (30% of the rows just above the
+    bounds make two keys); the same counts either way."""
+    rows = 4000
+    rng = np.random.default_rng(5)
+    values = rng.uniform(0, 100, rows)
+    chosen = rng.random(rows) < outside
+    if far:
+        values[chosen] *= rng.uniform(1e9, 1e10, int(chosen.sum()))
+    else:
+        values[chosen] = rng.uniform(100.5, 140, int(chosen.sum()))
+    values[rng.random(rows) < 0.05] = np.nan
+    frame = pd.DataFrame({"a": values, "b": rng.choice(["x", "y", "z"], rows)})
+    document = {
+        "columns": [
+            {"name": "a", "type": "numeric", "lower": 0, "upper": 100, "bins": 5},
+            {"name": "b", "type": "categorical", "categories": ["x", "y"]},
+        ]
+    }
+    tally = CellTally(Schema.from_dict(document).accepting(), ("a", "b"))
+    source = TableSource(str(tables.write_parquet(frame, tmp_path / "o.parquet")))
+    forms = histogram_forms(monkeypatch)
+    found = tally_table(source, tally, "duckdb")
+    assert forms == [unclamped]
+    assert np.array_equal(found, tally_table(source, tally, "inprocess"))
 
 
 def divided(dialect, value, lower, upper, bins, integer="BIGINT"):

@@ -133,7 +133,7 @@ def grid_tallies(tmp_path: Path) -> tuple[TableSource, list[grids.GridTally]]:
 
 
 # DuckDB's grid forms, forced: keys of the unclamped values, or of the values clamped row by
-# row (`duckdb_engine.grid_dialect` chooses by the share of the first rows outside the bounds)
+# row (`duckdb_engine.unclamped_dialect` chooses by the share of the first rows outside the bounds)
 FORMS = {"unclamped keys": 1.0, "each row clamped": -1.0}
 
 
@@ -180,11 +180,11 @@ def duckdb_differs(source: TableSource, tally: grids.GridTally) -> bool:
 
 
 def grid_forms(monkeypatch) -> list[bool]:
-    """Each DuckDB grid query's form from now on, as `Dialect.grid_unclamped` (a spy)."""
+    """Each DuckDB grid query's form from now on, as `Dialect.unclamped_keys` (a spy)."""
     forms, keys_query = [], grids.GridTally._keys_query
 
     def spied(self, dialect, kinds, table):
-        forms.append(dialect.grid_unclamped)
+        forms.append(dialect.unclamped_keys)
         return keys_query(self, dialect, kinds, table)
 
     monkeypatch.setattr(grids.GridTally, "_keys_query", spied)

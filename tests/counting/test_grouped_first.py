@@ -255,21 +255,20 @@ def test_the_check_catches_duckdb_counting_too_few_rows(tmp_path, monkeypatch):
 
 def cells_on_duckdb(folder: Path, frame: pd.DataFrame) -> tuple[list, list, list]:
     """The histogram cells of the text column beside x (both orders) on DuckDB, the in-process
-    engine's, and whether each query grouped by the raw texts first (`texts_first_counts`)."""
-    from mechanisms.counting import tally as tally_module
+    engine's, and whether each query grouped by the raw texts first (`keys_first_counts`)."""
+    from mechanisms.counting import sql
 
     _, (grouped, _ranked) = case()
     cells = [CellTally(grouped.schema, (GROUP, "x")), CellTally(grouped.schema, ("x", GROUP))]
     used = []
-    original = tally_module.texts_first_counts
+    original = sql.raw_texts
 
-    def spied(*args: Any) -> Any:
-        built = original(*args)
-        used.append(built is not None)
-        return built
+    def spied(dialect: Any, names: Any) -> Any:
+        used.append(bool(names))
+        return original(dialect, names)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(tally_module, "texts_first_counts", spied)
+        patch.setattr(sql, "raw_texts", spied)
         source = parquet_of(folder, frame)
         found = [tally_table(source, t, "duckdb").tolist() for t in cells]
     return found, [t.of_frame(frame).tolist() for t in cells], used
