@@ -62,7 +62,6 @@ from mechanisms.counting.sql import (
     Spacing,
     clamp_sql,
     column_sql,
-    equal_width_sql,
     few_texts,
     flat_index,
     number,
@@ -341,13 +340,15 @@ def present_count(dialect: Dialect, value: str, missing: str, j: int) -> tuple[l
     """The select items reading a numeric column as `v{j}`, and its values present per group.
 
     In DuckDB the values v <= +inf: a number, +-inf included, is; NULL (the comparison is
-    NULL) and NaN (ranked above every number) are not. `count_if` of the comparison, with no
+    NULL) and NaN (ranked above every number) are not. `count_if` of the comparison (NULL over
+    values all NULL, so read as 0: the sums then take off their words of +inf), with no
     missing test per row (the benchmark's groups and ranks, 10^6 of its rows on one thread,
     callgrind: 785 against 822 instructions per row for the sum of a CASE on the missing
     test, 821 for count(*) FILTER). Elsewhere (PostgreSQL) that sum, of the missing test `m{j}`.
     """
     if dialect.name == DUCKDB.name:
-        return [f"{value} AS v{j}"], f"count_if(v{j} <= {number(dialect, math.inf)})"
+        present = f"count_if(v{j} <= {number(dialect, math.inf)})"
+        return [f"{value} AS v{j}"], f"coalesce({present}, 0)"  # NULL over NULLs only
     return [f"{value} AS v{j}", f"{missing} AS m{j}"], f"sum(CASE WHEN m{j} THEN 0 ELSE 1 END)"
 
 
@@ -370,10 +371,10 @@ def unmasked_words(dialect: Dialect, spec: NumericColumn, value: str) -> dict[st
     clamped raw value minus its shift (`from_clamped`) is written so, and the square's size as
     its absolute value: one clamp per value instead of three (DuckDB, 10^7 rows, the groups'
     query: 0.27 against 0.34 s of CPU; PostgreSQL, which evaluates each use, 1.93 against
-    1.82 s, so not there).
+    1.82 s, so not there). Each clamp: `clamp_high`.
     """
     alike = raw_alike(spec)
-    raw = clamp_sql(dialect, value, spec.lower, spec.upper)
+    raw = clamp_high(dialect, value, spec.lower, spec.upper)
     terms = {"raw": raw}
     for which, shift in shifts(spec).items():
         moved = value if shift == 0.0 else f"({value} - {number(dialect, shift)})"
@@ -382,7 +383,7 @@ def unmasked_words(dialect: Dialect, spec: NumericColumn, value: str) -> dict[st
         elif dialect.shares_repeats and from_clamped(spec, which):
             terms[which] = f"({raw} - {number(dialect, shift)})"
         else:
-            terms[which] = clamp_sql(dialect, moved, *sum_bounds(spec, which))
+            terms[which] = clamp_high(dialect, moved, *sum_bounds(spec, which))
     c, r = centre(spec)
     moved = value if c == 0.0 else f"({value} - {number(dialect, c)})"
     size = f"least({number(dialect, r)}, abs({moved}))"
@@ -396,6 +397,24 @@ def unmasked_words(dialect: Dialect, spec: NumericColumn, value: str) -> dict[st
         else:
             words[which] = f"floor({terms[which]} * {number(dialect, 2.0**k)})"
     return words
+
+
+def clamp_high(dialect: Dialect, value: str, lower: float, upper: float) -> str:
+    """`clamp_sql` of a number, and `upper` of NULL and NaN (as greatest() and least() give).
+
+    Where the engine computes a repeated expression once (`Dialect.shares_repeats`, DuckDB), a
+    CASE of two comparisons: NULL passes neither, NaN (ranked above every number) neither, so
+    both read `upper`, as +inf does. Cheaper there than DuckDB's greatest() and least() (10^6
+    of the benchmark's values, one thread, callgrind: 63 against 104 instructions per value;
+    its one pass of groups and ranks, the word's and the slot's bucket clamped so, 457 against
+    540 per row). Elsewhere `clamp_sql`.
+    """
+    if not dialect.shares_repeats:
+        return clamp_sql(dialect, value, lower, upper)
+    low, high = number(dialect, lower), number(dialect, upper)
+    return (
+        f"CASE WHEN {value} < {low} THEN {low} WHEN {value} <= {high} THEN {value} ELSE {high} END"
+    )
 
 
 def from_clamped(spec: NumericColumn, which: str) -> bool:
@@ -650,7 +669,8 @@ def sign_slot(dialect: Dialect, value: str, grid: tuple[float, ...]) -> str | No
     (gradual underflow: no difference of unequal doubles is 0; -0.0 - 0.0 is -0.0, sign 0),
     and is +-inf for v = +-inf. Arithmetic instead of the CASE's two comparisons (DuckDB, the
     benchmark's groups and ranks, 10^6 of its rows on one thread, callgrind: 759 against 785
-    instructions per row). Of NaN some number, of NULL NULL, neither read (`slot_search`).
+    instructions per row). The bucket is `equal_width_sql`'s, clamped by `clamp_high` (NaN
+    and NULL in the top bucket). Of NaN some number, of NULL NULL, neither read.
     None where it does not apply (also past MAX_EDGES candidates: `slot_search` refuses them).
     """
     edges = tuple(float(c) for c in grid)
@@ -660,7 +680,10 @@ def sign_slot(dialect: Dialect, value: str, grid: tuple[float, ...]) -> str | No
     spaced = Spacing.of(edges)
     if spaced is None:
         return None
-    bucket = equal_width_sql(dialect, value, edges[0], edges[-1], len(edges), dialect.double)
+    factor = len(edges) / (edges[-1] - edges[0])  # `equal_width_sql`'s steps, its clamp a CASE
+    moved = value if edges[0] == 0 else f"({value} - {number(dialect, edges[0])})"
+    scaled = f"({moved} * {number(dialect, factor)})"
+    bucket = f"floor({clamp_high(dialect, scaled, 0.0, float(len(edges) - 1))})"
     return f"(2 * {bucket} + 1 + sign({value} - {spaced.sql(dialect, bucket)}))"
 
 

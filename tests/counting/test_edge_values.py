@@ -784,15 +784,16 @@ def one_pass_on_duckdb(tmp_path: Path) -> tuple[list, list]:
 
 def test_duckdb_reads_the_one_pass_in_its_own_forms_as_numpy(tmp_path):
     """DuckDB's one pass reads each value's slot by the sign of its distance to a candidate
-    (`aggregates.sign_slot`), the values present by count_if (`aggregates.present_count`)
-    and returns one row per group, its slots as text (`GroupsAndRanks.packed_query`): the
-    answers are numpy's."""
+    (`aggregates.sign_slot`), the values present by count_if (`aggregates.present_count`),
+    clamps by a CASE (`aggregates.clamp_high`) and returns one row per group, its slots as
+    text (`GroupsAndRanks.packed_query`): the answers are numpy's."""
     from mechanisms.statistics.aggregates import GroupsAndRanks, GroupTally
 
     _, tallies = rank_tallies()
     joined = GroupsAndRanks(GroupTally(tallies[1].schema, ("g",), ("x",)), tallies[1])
     query = joined.query(sql.DUCKDB, {"x": "float", "g": "text"}, "t")
-    assert all(form in query for form in ("sign(", "count_if(", "string_agg("))
+    assert all(form in query for form in ("sign(", "count_if(", "string_agg(", "CASE WHEN"))
+    assert "least(" not in query.split("sign(")[0]  # the slot's bucket clamped by the CASE
     found, reference = one_pass_on_duckdb(tmp_path)
     assert found == reference
 
@@ -819,6 +820,17 @@ def nan_present(written):
     return twin
 
 
+def null_read_low(written):
+    """Twin of `clamp_high`: the upper bound tested first, so NULL (no test true) reads lower."""
+
+    def twin(dialect, value, lower, upper):
+        low, high = sql.number(dialect, lower), sql.number(dialect, upper)
+        above = f"WHEN {value} > {high} THEN {high}"
+        return f"CASE {above} WHEN {value} >= {low} THEN {value} ELSE {low} END"
+
+    return twin
+
+
 def single_values_left_out(written):
     """Twin of `packed_query`: the slots holding one value left out of the text."""
     return lambda self, pairs: written(self, pairs).replace(" > 0 THEN ", " > 1 THEN ")
@@ -829,6 +841,7 @@ def single_values_left_out(written):
     [
         ("sign_slot", equal_read_below),
         ("present_count", nan_present),
+        ("clamp_high", null_read_low),
         ("GroupsAndRanks.packed_query", single_values_left_out),
     ],
 )
