@@ -55,8 +55,11 @@ import pandas as pd
 
 from mechanisms.arrays import AnyArray, FloatArray, IntArray
 from mechanisms.counting.sql import (
+    DUCKDB,
     MAX_EDGES,
     Dialect,
+    Guess,
+    Spacing,
     clamp_sql,
     column_sql,
     few_texts,
@@ -282,7 +285,7 @@ class GroupTally:
         (`high_words`), which the query takes off (exact, in `Dialect.wide`, per group). The
         square reads |g| = min(r, |x - c|), equal to |clip(x - c, -r, r)|. x - c is not clamped
         first: |c| <= 2^61 (`check_bounds`) against 2^970 for the difference of a finite x to
-        round to infinity.
+        round to infinity. The values present: `present_count`.
         """
         assert dialect.wide_sums  # the sums over every row and their correction are exact
         read: list[str] = []
@@ -291,8 +294,8 @@ class GroupTally:
             spec = self.spec(column)
             check_bounds(spec)
             value, missing = number_sql(dialect, spec, kinds[column])
-            read += [f"{value} AS v{j}", f"{missing} AS m{j}"]
-            present = f"sum(CASE WHEN m{j} THEN 0 ELSE 1 END)"
+            reads, present = present_count(dialect, value, missing, j)
+            read += reads
             lost = f"CAST(count(*) - {present} AS {dialect.wide})"
             sums.append(present)
             high = high_words(spec)
@@ -333,6 +336,22 @@ class GroupTally:
         return out
 
 
+def present_count(dialect: Dialect, value: str, missing: str, j: int) -> tuple[list[str], str]:
+    """The select items reading a numeric column as `v{j}`, and its values present per group.
+
+    In DuckDB the values v <= +inf: a number, +-inf included, is; NULL (the comparison is
+    NULL) and NaN (ranked above every number) are not. `count_if` of the comparison (NULL over
+    values all NULL, so read as 0: the sums then take off their words of +inf), with no
+    missing test per row (the benchmark's groups and ranks, 10^6 of its rows on one thread,
+    callgrind: 785 against 822 instructions per row for the sum of a CASE on the missing
+    test, 821 for count(*) FILTER). Elsewhere (PostgreSQL) that sum, of the missing test `m{j}`.
+    """
+    if dialect.name == DUCKDB.name:
+        present = f"count_if(v{j} <= {number(dialect, math.inf)})"
+        return [f"{value} AS v{j}"], f"coalesce({present}, 0)"  # NULL over NULLs only
+    return [f"{value} AS v{j}", f"{missing} AS m{j}"], f"sum(CASE WHEN m{j} THEN 0 ELSE 1 END)"
+
+
 def high_words(spec: NumericColumn) -> dict[str, int]:
     """floor(term 2^k) of each of SUMS for x = +inf, as numpy computes it: each upper bound's."""
     terms = clamped_terms(np.array([math.inf]), spec)
@@ -352,10 +371,10 @@ def unmasked_words(dialect: Dialect, spec: NumericColumn, value: str) -> dict[st
     clamped raw value minus its shift (`from_clamped`) is written so, and the square's size as
     its absolute value: one clamp per value instead of three (DuckDB, 10^7 rows, the groups'
     query: 0.27 against 0.34 s of CPU; PostgreSQL, which evaluates each use, 1.93 against
-    1.82 s, so not there).
+    1.82 s, so not there). Each clamp: `clamp_high`.
     """
     alike = raw_alike(spec)
-    raw = clamp_sql(dialect, value, spec.lower, spec.upper)
+    raw = clamp_high(dialect, value, spec.lower, spec.upper)
     terms = {"raw": raw}
     for which, shift in shifts(spec).items():
         moved = value if shift == 0.0 else f"({value} - {number(dialect, shift)})"
@@ -364,7 +383,7 @@ def unmasked_words(dialect: Dialect, spec: NumericColumn, value: str) -> dict[st
         elif dialect.shares_repeats and from_clamped(spec, which):
             terms[which] = f"({raw} - {number(dialect, shift)})"
         else:
-            terms[which] = clamp_sql(dialect, moved, *sum_bounds(spec, which))
+            terms[which] = clamp_high(dialect, moved, *sum_bounds(spec, which))
     c, r = centre(spec)
     moved = value if c == 0.0 else f"({value} - {number(dialect, c)})"
     size = f"least({number(dialect, r)}, abs({moved}))"
@@ -378,6 +397,24 @@ def unmasked_words(dialect: Dialect, spec: NumericColumn, value: str) -> dict[st
         else:
             words[which] = f"floor({terms[which]} * {number(dialect, 2.0**k)})"
     return words
+
+
+def clamp_high(dialect: Dialect, value: str, lower: float, upper: float) -> str:
+    """`clamp_sql` of a number, and `upper` of NULL and NaN (as greatest() and least() give).
+
+    Where the engine computes a repeated expression once (`Dialect.shares_repeats`, DuckDB), a
+    CASE of two comparisons: NULL passes neither, NaN (ranked above every number) neither, so
+    both read `upper`, as +inf does. Cheaper there than DuckDB's greatest() and least() (10^6
+    of the benchmark's values, one thread, callgrind: 63 against 104 instructions per value;
+    its one pass of groups and ranks, the word's and the slot's bucket clamped so, 457 against
+    540 per row). Elsewhere `clamp_sql`.
+    """
+    if not dialect.shares_repeats:
+        return clamp_sql(dialect, value, lower, upper)
+    low, high = number(dialect, lower), number(dialect, upper)
+    return (
+        f"CASE WHEN {value} < {low} THEN {low} WHEN {value} <= {high} THEN {value} ELSE {high} END"
+    )
 
 
 def from_clamped(spec: NumericColumn, which: str) -> bool:
@@ -579,8 +616,8 @@ class RankTally:
         return f"SELECT g, {slot} AS s, count(*) FROM ({inner}) AS q GROUP BY 1, 2"  # noqa: S608  # nosec B608
 
     def slot_sql(self, dialect: Dialect, grid: tuple[float, ...], value: str = "v") -> str:
-        """#(candidates < v) + #(candidates <= v) in SQL: one search (`slot_search`)."""
-        return slot_search(dialect, value, grid, self.column)
+        """#(candidates < v) + #(candidates <= v) in SQL: `sign_slot`, else one search."""
+        return sign_slot(dialect, value, grid) or slot_search(dialect, value, grid, self.column)
 
     def from_rows(self, rows: list[tuple[Any, ...]]) -> AnyArray:
         """Counts per group and slot from (group, slot of the unclamped value, rows).
@@ -591,8 +628,11 @@ class RankTally:
         the groups spares each row the clamp's least() and greatest() (10^7 rows, the rank query's
         CPU, best of 5 to 7: PostgreSQL 1.86 against 2.09 s, DuckDB 0.25 against 0.34 s).
         """
+        return self.from_triples(np.array(rows, dtype=np.int64).reshape(-1, 3))
+
+    def from_triples(self, triples: IntArray) -> AnyArray:
+        """`from_rows` of the rows as an (n, 3) array."""
         out = np.zeros(self.shape, dtype=np.int64)
-        triples = np.array(rows, dtype=np.int64).reshape(-1, 3)
         if triples.size and (
             triples[:, :2].min() < 0
             or triples[:, 0].max() >= out.shape[0]
@@ -618,6 +658,35 @@ class RankTally:
         return answer
 
 
+def sign_slot(dialect: Dialect, value: str, grid: tuple[float, ...]) -> str | None:
+    """`slot_search`'s slot of a number (not NaN) by the sign of its distance to one candidate.
+
+    Where doubles round as IEEE 754 (`Dialect.ieee`) and each candidate c_b is alone in its
+    bucket and written by arithmetic (`Guess.sql`'s spaced form: `Guess`, `Spacing`), the
+    candidates before the value's bucket b lie below the value and those after it above, so
+    the slot 2 b + [c_b < v] + [c_b <= v] (`Guess.sql`'s one CASE) is 2 b + 1 + sign(v - c_b):
+    a difference of two doubles is rounded with its sign, is 0 only where they are equal
+    (gradual underflow: no difference of unequal doubles is 0; -0.0 - 0.0 is -0.0, sign 0),
+    and is +-inf for v = +-inf. Arithmetic instead of the CASE's two comparisons (DuckDB, the
+    benchmark's groups and ranks, 10^6 of its rows on one thread, callgrind: 759 against 785
+    instructions per row). The bucket is `equal_width_sql`'s, clamped by `clamp_high` (NaN
+    and NULL in the top bucket). Of NaN some number, of NULL NULL, neither read.
+    None where it does not apply (also past MAX_EDGES candidates: `slot_search` refuses them).
+    """
+    edges = tuple(float(c) for c in grid)
+    guess = Guess.of(edges) if dialect.ieee and len(edges) <= MAX_EDGES else None
+    if guess is None or guess.window != 1 or guess.first != tuple(range(len(edges))):
+        return None
+    spaced = Spacing.of(edges)
+    if spaced is None:
+        return None
+    factor = len(edges) / (edges[-1] - edges[0])  # `equal_width_sql`'s steps, its clamp a CASE
+    moved = value if edges[0] == 0 else f"({value} - {number(dialect, edges[0])})"
+    scaled = f"({moved} * {number(dialect, factor)})"
+    bucket = f"floor({clamp_high(dialect, scaled, 0.0, float(len(edges) - 1))})"
+    return f"(2 * {bucket} + 1 + sign({value} - {spaced.sql(dialect, bucket)}))"
+
+
 @dataclass(frozen=True)
 class GroupsAndRanks:
     """The groups' tally and one column's first rank tally in one pass over the rows.
@@ -629,7 +698,8 @@ class GroupsAndRanks:
     (group, slot): a missing value's slot is whatever the search makes of NULL or NaN, and it
     counts in no value present. The groups' sums are the (group, slot) sums added up, whole
     numbers, so exact. One pass instead of two (10^7 rows, DuckDB, one thread: 0.58 against
-    0.37 + 0.31 s of CPU).
+    0.37 + 0.31 s of CPU). DuckDB returns one row per group instead, the slots as text
+    (`packed_query`).
     """
 
     groups: GroupTally
@@ -656,11 +726,44 @@ class GroupsAndRanks:
         return self.joined(self.groups.of_groups(frame, group), self.ranks.of_groups(frame, group))
 
     def query(self, dialect: Dialect, kinds: dict[str, str], table: str) -> str:
-        return self.groups.query(dialect, kinds, table, self.ranks)
+        pairs = self.groups.query(dialect, kinds, table, self.ranks)
+        return self.packed_query(pairs) if dialect.name == DUCKDB.name else pairs
+
+    def packed_query(self, pairs: str) -> str:
+        """The rows of `pairs` (one per group and slot) added up per group, slots as one text.
+
+        One row per group: (group, rows, per numeric column present and sums, then the rank
+        column's slots and values present, "s n s n ...", for the slots holding any), so
+        the engine returns a few rows, not one per (group, slot). DuckDB hands each HUGEINT
+        to Python as text and each row as a tuple of values: its 12,170 rows of the
+        benchmark's pairs took 0.035 s of CPU to fetch, and 0.027 s more to add up here; its
+        12 groups' rows and texts, 0.003 s and 0.005 s (10^7 rows: the whole tally 0.36 s of
+        wall time). Each slot is a whole number (`RankTally.slot_sql`); a slot of values
+        present that is NULL reads -1, which `from_triples` refuses. The group's sums are
+        the (group, slot) sums added up: whole numbers, exact.
+        """
+        names = [f"c{i}" for i in range(3 + PER_COLUMN * len(self.groups.numeric))]
+        present = names[self.present_position]
+        slot = "coalesce(CAST(CAST(c1 AS BIGINT) AS VARCHAR), '-1')"
+        pair = f"CASE WHEN {present} > 0 THEN {slot} || ' ' || CAST({present} AS VARCHAR) END"
+        added = [f"sum({n})" for n in names[2:]]
+        selected = ", ".join(["c0", *added, f"coalesce(string_agg({pair}, ' '), '')"])
+        source = f"({pairs}) AS p({', '.join(names)})"
+        return f"SELECT {selected} FROM {source} GROUP BY c0"  # noqa: S608  # nosec B608: ours
+
+    @property
+    def present_position(self) -> int:
+        """The place of the rank column's values present in a row of (group, slot, rows, ...)."""
+        return 3 + PER_COLUMN * self.groups.numeric.index(self.ranks.column)
 
     def from_rows(self, rows: list[tuple[Any, ...]]) -> AnyArray:
-        """Both answers from rows (group, slot, rows, then per numeric column present, sums)."""
-        present = 3 + PER_COLUMN * self.groups.numeric.index(self.ranks.column)
+        """Both answers from rows (group, slot, rows, then per numeric column present, sums).
+
+        Or from `packed_query`'s rows (their last item a text).
+        """
+        if rows and isinstance(rows[0][-1], str):
+            return self.from_packed(rows)
+        present = self.present_position
         per_group: dict[int, list[int]] = {}
         slots = []
         for row in rows:
@@ -673,6 +776,15 @@ class GroupsAndRanks:
                 slots.append((row[0], -1 if row[1] is None else row[1], row[present]))
         groups = self.groups.from_rows([(g, *v) for g, v in per_group.items()])
         return self.joined(groups, self.ranks.from_rows(slots))
+
+    def from_packed(self, rows: list[tuple[Any, ...]]) -> AnyArray:
+        """Both answers from `packed_query`'s rows: the groups' as they are, the slots' texts."""
+        groups = self.groups.from_rows([row[:-1] for row in rows])
+        triples = [np.zeros((0, 3), dtype=np.int64)]
+        for row in rows:
+            pairs = np.array(row[-1].split(), dtype=np.int64).reshape(-1, 2)
+            triples.append(np.column_stack([np.full(len(pairs), int(row[0])), pairs]))
+        return self.joined(groups, self.ranks.from_triples(np.concatenate(triples)))
 
     def settled(self, answer: AnyArray) -> AnyArray:
         groups, ranks = self.split(answer)

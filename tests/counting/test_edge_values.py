@@ -767,6 +767,96 @@ def test_the_check_catches_a_slot_clamped_to_a_wrong_bound(tmp_path, monkeypatch
         assert found != tally.of_frame(table.to_pandas()).tolist()
 
 
+def one_pass_on_duckdb(tmp_path: Path) -> tuple[list, list]:
+    """DuckDB's and numpy's answers of the groups' sums (all of them) and the rank counts of the
+    rank case's column in one pass (`GroupsAndRanks`), without and with groups: candidates,
+    a float step either side, NaN (both signs), NULL, +-inf, -0.0 and subnormals."""
+    from mechanisms.counting import tally_table
+    from mechanisms.statistics.aggregates import GroupsAndRanks, GroupTally
+
+    table, tallies = rank_tallies()
+    joined = [GroupsAndRanks(GroupTally(t.schema, t.by, ("x",)), t) for t in tallies[:2]]
+    parquet = TableSource(str(write_layout(table, tmp_path / "joined.parquet", [3])))
+    frame = table.to_pandas()
+    found = [tally_table(parquet, t, "duckdb").tolist() for t in joined]
+    return found, [t.of_frame(frame).tolist() for t in joined]
+
+
+def test_duckdb_reads_the_one_pass_in_its_own_forms_as_numpy(tmp_path):
+    """DuckDB's one pass reads each value's slot by the sign of its distance to a candidate
+    (`aggregates.sign_slot`), the values present by count_if (`aggregates.present_count`),
+    clamps by a CASE (`aggregates.clamp_high`) and returns one row per group, its slots as
+    text (`GroupsAndRanks.packed_query`): the answers are numpy's."""
+    from mechanisms.statistics.aggregates import GroupsAndRanks, GroupTally
+
+    _, tallies = rank_tallies()
+    joined = GroupsAndRanks(GroupTally(tallies[1].schema, ("g",), ("x",)), tallies[1])
+    query = joined.query(sql.DUCKDB, {"x": "float", "g": "text"}, "t")
+    assert all(form in query for form in ("sign(", "count_if(", "string_agg(", "CASE WHEN"))
+    assert "least(" not in query.split("sign(")[0]  # the slot's bucket clamped by the CASE
+    found, reference = one_pass_on_duckdb(tmp_path)
+    assert found == reference
+
+
+def equal_read_below(written):
+    """Twin of `sign_slot`: a value equal to its bucket's candidate (sign 0) read as below it."""
+
+    def twin(dialect, value, grid):
+        slot = written(dialect, value, grid)
+        if slot is None:
+            return None
+        distance = slot[slot.index("sign(") + len("sign(") : -2]
+        return f"{slot[:-1]} - CAST(({distance}) = 0 AS INTEGER))"
+
+    return twin
+
+
+def nan_present(written):
+    """Twin of `present_count`: count(v), which counts NaN (not NULL) as a value present."""
+
+    def twin(dialect, value, missing, j):
+        return written(dialect, value, missing, j)[0], f"count(v{j})"
+
+    return twin
+
+
+def null_read_low(written):
+    """Twin of `clamp_high`: the upper bound tested first, so NULL (no test true) reads lower."""
+
+    def twin(dialect, value, lower, upper):
+        low, high = sql.number(dialect, lower), sql.number(dialect, upper)
+        above = f"WHEN {value} > {high} THEN {high}"
+        return f"CASE {above} WHEN {value} >= {low} THEN {value} ELSE {low} END"
+
+    return twin
+
+
+def single_values_left_out(written):
+    """Twin of `packed_query`: the slots holding one value left out of the text."""
+    return lambda self, pairs: written(self, pairs).replace(" > 0 THEN ", " > 1 THEN ")
+
+
+@pytest.mark.parametrize(
+    ("name", "twin"),
+    [
+        ("sign_slot", equal_read_below),
+        ("present_count", nan_present),
+        ("clamp_high", null_read_low),
+        ("GroupsAndRanks.packed_query", single_values_left_out),
+    ],
+)
+def test_the_check_catches_a_broken_one_pass_form(tmp_path, monkeypatch, name, twin):
+    """Broken twins of DuckDB's one-pass forms: the comparison above sees each."""
+    from mechanisms.statistics import aggregates
+
+    owner, attribute = (
+        (aggregates, name) if "." not in name else (aggregates.GroupsAndRanks, name.split(".")[1])
+    )
+    monkeypatch.setattr(owner, attribute, twin(getattr(owner, attribute)))
+    found, reference = one_pass_on_duckdb(tmp_path)
+    assert found != reference
+
+
 # ---------------------------------------------------------------- the exact sums
 
 
