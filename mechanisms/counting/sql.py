@@ -130,6 +130,12 @@ class Dialect:
     # each row instead where its first rows hold many such values
     # (`duckdb_engine.unclamped_dialect`)
     unclamped_keys: bool = True
+    # (a number column's alias) -> an aggregate of its values present, NULL and NaN left out,
+    # without a missing test per row (`aggregates.present_count`); None: a sum of that test
+    count_present: Callable[[str], str] | None = None
+    # whether the statistics' one pass returns one row per group, its rank slots as one text
+    # (`GroupsAndRanks.packed_query`), not one row per (group, slot)
+    packs_slots: bool = False
 
 
 def double_quoted(name: str) -> str:
@@ -243,6 +249,9 @@ DUCKDB = Dialect(
     wide="HUGEINT",
     cells_texts_first=True,
     shares_repeats=True,
+    # every number, +-inf included, is <= +inf; NULL and NaN (above every number) are not
+    count_present=lambda value: f"coalesce(count_if({value} <= CAST('inf' AS DOUBLE)), 0)",
+    packs_slots=True,
 )
 
 
