@@ -368,6 +368,11 @@ def _numeric(dialect: Dialect, spec: NumericColumn, value: str, kind: str) -> Co
     return ColumnSQL(spec.name, f"CASE WHEN {missing} THEN {absent} ELSE {present} END")
 
 
+def shifted(dialect: Dialect, value: str, shift: float) -> str:
+    """`value - shift` in SQL, or the value itself where the shift is 0 (the same double)."""
+    return value if shift == 0 else f"({value} - {number(dialect, shift)})"
+
+
 def equal_width_sql(
     dialect: Dialect, value: str, lower: float, upper: float, bins: int, integer: str = "BIGINT"
 ) -> str:
@@ -380,7 +385,7 @@ def equal_width_sql(
     """
     factor = bins / (upper - lower)  # the constant numpy multiplies by
     if dialect.ieee:
-        moved = value if lower == 0 else f"({value} - {number(dialect, lower)})"
+        moved = shifted(dialect, value, lower)
         scaled = f"greatest({number(dialect, 0.0)}, {moved} * {number(dialect, factor)})"
         return f"CAST(floor(least({number(dialect, bins - 1)}, {scaled})) AS {integer})"
     clamped = clamp_sql(dialect, value, lower, upper)
@@ -400,7 +405,7 @@ def equal_width_key(dialect: Dialect, spec: NumericColumn, value: str) -> str | 
     factor = spec.n_bins / (spec.upper - spec.lower)
     if not (dialect.ieee and spec.equal_width and 0.0 < factor < math.inf):
         return None
-    moved = value if spec.lower == 0 else f"({value} - {number(dialect, spec.lower)})"
+    moved = shifted(dialect, value, spec.lower)
     return f"floor({moved} * {number(dialect, factor)})"
 
 

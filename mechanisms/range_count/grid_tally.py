@@ -24,6 +24,7 @@ from mechanisms.counting.sql import (
     number,
     number_sql,
     outside_groups_query,
+    shifted,
 )
 from mechanisms.errors import MechanismError
 from mechanisms.range_count.inputs import Support
@@ -211,7 +212,7 @@ class EvenAxis:
 
     def sql(self, dialect: Dialect, value: str) -> str:
         """The key K of a present value (not NULL, not NaN), unclamped: a double."""
-        moved = f"({value} - {number(dialect, self.lower)})" if self.lower != 0 else value
+        moved = shifted(dialect, value, self.lower)
         bucket = f"floor({moved} * {number(dialect, self.factor)} + {number(dialect, 0.5)})"
         edge = f"{bucket} * {number(dialect, self.step)}"
         if self.lower != 0:

@@ -66,6 +66,7 @@ from mechanisms.counting.sql import (
     number,
     number_sql,
     raw_texts,
+    shifted,
     slot_search,
 )
 from mechanisms.errors import MechanismError
@@ -139,12 +140,12 @@ def clamped_terms(x: FloatArray, spec: NumericColumn) -> dict[str, FloatArray]:
     shift, (low, high) = mean_centre(spec), sum_bounds(spec, "shifted")
     with np.errstate(over="ignore"):  # x - c of +-1e308 may be +-inf: clipped to +-r
         g = np.clip(x - c, -r, r)
-        shifted = np.clip(x - shift, low, high)
+        moved = np.clip(x - shift, low, high)
     return {
         "raw": np.clip(x, spec.lower, spec.upper),
         "centred": g,
         "square": g * g,
-        "shifted": shifted,
+        "shifted": moved,
     }
 
 
@@ -375,7 +376,7 @@ def unmasked_words(dialect: Dialect, spec: NumericColumn, value: str) -> dict[st
     raw = clamp_high(dialect, value, spec.lower, spec.upper)
     terms = {"raw": raw}
     for which, shift in shifts(spec).items():
-        moved = value if shift == 0.0 else f"({value} - {number(dialect, shift)})"
+        moved = shifted(dialect, value, shift)
         if which in alike:
             terms[which] = raw
         elif dialect.shares_repeats and from_clamped(spec, which):
@@ -383,7 +384,7 @@ def unmasked_words(dialect: Dialect, spec: NumericColumn, value: str) -> dict[st
         else:
             terms[which] = clamp_high(dialect, moved, *sum_bounds(spec, which))
     c, r = centre(spec)
-    moved = value if c == 0.0 else f"({value} - {number(dialect, c)})"
+    moved = shifted(dialect, value, c)
     size = f"least({number(dialect, r)}, abs({moved}))"
     if dialect.shares_repeats and ("centred" in alike or from_clamped(spec, "centred")):
         size = f"abs({terms['centred']})"  # |clip(x - c, -r, r)|
@@ -679,7 +680,7 @@ def sign_slot(dialect: Dialect, value: str, grid: tuple[float, ...]) -> str | No
     if spaced is None:
         return None
     factor = len(edges) / (edges[-1] - edges[0])  # `equal_width_sql`'s steps, its clamp a CASE
-    moved = value if edges[0] == 0 else f"({value} - {number(dialect, edges[0])})"
+    moved = shifted(dialect, value, edges[0])
     scaled = f"({moved} * {number(dialect, factor)})"
     bucket = f"floor({clamp_high(dialect, scaled, 0.0, float(len(edges) - 1))})"
     return f"(2 * {bucket} + 1 + sign({value} - {spaced.sql(dialect, bucket)}))"
