@@ -9,28 +9,29 @@ shows rows there (below). The budget is split across the statistics, evenly or
 by `weights` (one positive number per statistic); each statistic's share is spent on every group
 at once (the groups are disjoint, so one row touches at most two of them, see below).
 
-Building blocks are OpenDP's (https://docs.opendp.org): its clamp + bounded-sum and count
-transformations give, through their stability maps, the sensitivity (including OpenDP's
-allowance for floating-point summation). The statistics read the table as aggregates only
-(`aggregates`: per group the rows, the values present, exact fixed-point sums of the clamped
-values and counts around the public quantile candidates, and, once a quantile's interval is
-released, counts around the finer candidates inside it), computed here or by an engine where
-the table lives alike; the sums' sensitivity is the larger of OpenDP's map and the exact sums'
-own (`measures.fixed_point_sensitivity`). A quantile's estimate scores a
-public grid of candidates by a signed tie-aware rank offset (`quantiles.rank_offsets`, its
-sensitivity proven there) for permute-and-flip (report-noisy-max with exponential noise, as
-OpenDP's own quantile measurement). All noise comes from
-`mechanisms.noise` (OpenDP's samplers on the secure source): integer discrete Laplace for
-counts, Laplace for sums (added inside OpenDP's measurement), and report-noisy-max with
-exponential noise (OpenDP's sampler) for the quantiles' selections.
+Building blocks: OpenDP's count transformations give, through their stability maps, the
+counts' sensitivity. The statistics read the table as aggregates only (`aggregates`: per group
+the rows, the values present, exact fixed-point sums of the clamped values and counts around the
+public quantile candidates, and, once a quantile's interval is released, counts around the finer
+candidates inside them), computed here or by an engine where the table lives alike. A sum's
+noise is added to the exact fixed-point sum on a grid (`measures.sum_grid`: S >> 32), scaled to
+one row's largest whole-number term there, at most OpenDP's map of its own bounded float sum and
+half of it for bounds around 0; no float rounding enters the privacy argument. A quantile's
+estimate scores a public grid of candidates by a signed tie-aware rank offset
+(`quantiles.rank_offsets`, its sensitivity proven there) for permute-and-flip (report-noisy-max
+with exponential noise, as OpenDP's own quantile measurement). All noise comes from
+`mechanisms.noise` (OpenDP's samplers on the secure source): integer discrete Laplace for counts
+and for sums on their grid, and report-noisy-max with exponential noise (OpenDP's sampler) for
+the quantiles' selections.
 
 Sensitivity across groups. A transformation t on one group has stability t.map(d) for d rows
 added or removed in that group. Under add/remove one row lands in one group: the per-group
 vector moves by t.map(1) in L1. Under replace-one a row either stays in its group (d = 2 in the
 symmetric distance) or moves between two groups (d = 1 in each): the vector moves by at most
-max(t.map(2), 2 t.map(1)). Without grouping under replace-one the row count n is public, so
-sums use OpenDP's sized-domain bound (t.map(2) on vectors of n values, about upper - lower) and
-the count is released exactly without spending anything.
+max(t.map(2), 2 t.map(1)). The sums follow the same rule with their own bound per row
+(`measures.sum_grid`). Without grouping under replace-one the row count n is public, so a
+changed row moves a sum by at most about upper - lower and the count is released exactly
+without spending anything.
 
 Values are clamped to the schema's [lower, upper]; the "true value" each interval is for is the
 statistic of the clamped values. Variances work on values centred at the bounds' midpoint c
@@ -80,14 +81,14 @@ Missing values: a column declared `"missing": "cell"` may hold them; they are le
 statistics, which are computed over the present values. How many values are present is then
 not public under either relation, so means and variances divide by a noisy count of present
 values (OpenDP's count over those rows), and under replace-one, where one row may turn from
-present to missing, each sensitivity allows for that (`sum_transformation`, `noisy_counts`).
+present to missing, each sensitivity allows for that (`sum_grid`, `noisy_counts`).
 The manifest (`missing_values_left_out`) and the portal say which columns this concerns; the
 manifest also states each statistic's guarantee and the sensitivity of each of its noisy
 pieces (`sensitivity.sensitivities`).
 Grouping columns may have a "(missing)" cell: it is one more declared group.
 
 Modules: `request` (parsing, budget split), `aggregates` (what is read of the table, from
-any engine), `measures` (OpenDP's sums and counts, noise half-widths), `quantiles`, `compute`
+any engine), `measures` (the counts' and sums' noise, half-widths), `quantiles`, `compute`
 (the statistics over every group, the release), `plan` (the public preview, by group size),
 `sensitivity` (the manifest's sensitivities), `support` (which groups' estimates are
 published).
@@ -109,9 +110,8 @@ from mechanisms.statistics.measures import (
     count_scale,
     discrete_laplace_halfwidth,
     group_sensitivity,
-    laplace_halfwidth,
     linear_halfwidth,
-    sum_transformation,
+    sum_grid,
 )
 from mechanisms.statistics.plan import statistics_plan
 from mechanisms.statistics.quantiles import (
@@ -150,7 +150,6 @@ __all__ = [
     "count_scale",
     "discrete_laplace_halfwidth",
     "group_sensitivity",
-    "laplace_halfwidth",
     "linear_halfwidth",
     "missing_columns",
     "parse_request",
@@ -164,5 +163,5 @@ __all__ = [
     "run_statistics",
     "selected_request",
     "statistics_plan",
-    "sum_transformation",
+    "sum_grid",
 ]

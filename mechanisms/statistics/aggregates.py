@@ -35,11 +35,10 @@ missing value clamps as +inf does (`Dialect.missing_clamps_high`), sum every row
 unmasked and take the words of +inf off once per missing value (`GroupTally.unmasked_query`).
 
 Privacy: aggregates only, exact, no noise: the statistics add it (`compute`). Each row's fixed-
-point term lies in [low - 2^-k, high] for a clamp to [low, high], so one row moves a group's
-sum by at most max(|low|, |high|) + 2^-k before the final rounding to a float, which adds at
-most half a unit in the last place of each sum: `measures.fixed_point_sensitivity` bounds both
-for groups of up to MAX_GROUP_ROWS rows (larger ones are refused), and the noise is scaled to
-the larger of it and OpenDP's map (`measures.sum_transformation`).
+point term is a whole number in [floor(low 2^k), floor(high 2^k)] for a clamp to [low, high], so
+one row moves a group's exact sum S by a whole number of units that the schema bounds, and the
+noise is added to S itself (on the grid S >> shift, `measures.sum_grid`), never to a float
+rounded from it. Groups of more than MAX_GROUP_ROWS rows are refused.
 """
 
 from __future__ import annotations
@@ -127,11 +126,17 @@ def total(high: int, low: int, k: int) -> float:
     return float(Fraction((int(high) << LIMB_BITS) + int(low)) / Fraction(2) ** k)
 
 
-def exact_sum(values: Any, low: float, high: float) -> float:
-    """sum(clip(values, low, high)) as the aggregates compute it (fixed point, one rounding)."""
+def fixed_sum(values: Any, low: float, high: float) -> int:
+    """sum(clip(values, low, high)) as the aggregates compute it: S in units of 2^-k."""
     k = sum_exponent(low, high)
-    parts = limbs(np.clip(np.asarray(values, dtype=np.float64), low, high), k)
-    return total(int(parts[0].sum()), int(parts[1].sum()), k)
+    high_limbs, low_limbs = limbs(np.clip(np.asarray(values, dtype=np.float64), low, high), k)
+    return (int(high_limbs.sum()) << LIMB_BITS) + int(low_limbs.sum())
+
+
+def exact_sum(values: Any, low: float, high: float) -> float:
+    """`fixed_sum` in the column's unit, rounded once to the nearest float."""
+    exact = fixed_sum(values, low, high)
+    return total(exact >> LIMB_BITS, exact & LOW_MASK, sum_exponent(low, high))
 
 
 def clamped_terms(x: FloatArray, spec: NumericColumn) -> dict[str, FloatArray]:
@@ -863,14 +868,24 @@ class Aggregates:
     def present(self, column: str) -> IntArray:
         return self.table[:, 1 + PER_COLUMN * self.tally.numeric.index(column)].copy()
 
+    def fixed_sums(self, column: str, which: str) -> list[int]:
+        """Per group the exact sum `which` (of SUMS) of the column's clamped present values.
+
+        Each is S in units of 2^-k (`sum_exponent` of its `sum_bounds`).
+        """
+        return [(int(h) << LIMB_BITS) + int(lo) for h, lo in self._limbs(column, which)]
+
     def sums(self, column: str, which: str) -> FloatArray:
-        """Per group the exact sum `which` (of SUMS) of the column's clamped present values."""
+        """`fixed_sums` in the column's unit, each rounded once to the nearest float."""
+        k = sum_exponent(*sum_bounds(self.tally.spec(column), which))
+        return np.array([total(h, lo, k) for h, lo in self._limbs(column, which)])
+
+    def _limbs(self, column: str, which: str) -> IntArray:
+        """Per group (S >> 31, S mod 2^31) of the sum `which` of `column` (`settled`)."""
         if which not in self.tally.terms(column):  # a statistic reading a sum not asked for
             raise MechanismError(f"the {which} sums of column {column!r} were not read")
-        spec = self.tally.spec(column)
         base = 1 + PER_COLUMN * self.tally.numeric.index(column) + 1 + 2 * SUMS.index(which)
-        k = sum_exponent(*sum_bounds(spec, which))
-        return np.array([total(h, lo, k) for h, lo in self.table[:, base : base + 2]])
+        return self.table[:, base : base + 2]
 
     def rank_counts(self, column: str) -> list[RankCounts]:
         spec = self.tally.spec(column)

@@ -11,7 +11,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mechanisms.accounting import noise_scale
 from mechanisms.arrays import FloatArray, IntArray
 from mechanisms.chunks import EngineTable
 from mechanisms.errors import MechanismError
@@ -25,7 +24,7 @@ from mechanisms.statistics.aggregates import (
     GroupsAndRanks,
     GroupTally,
     RankTally,
-    exact_sum,
+    fixed_sum,
     group_codes,
     inner_tallies,
     sum_bounds,
@@ -34,13 +33,14 @@ from mechanisms.statistics.aggregates import (
 )
 from mechanisms.statistics.measures import (
     LEVEL,
+    SumGrid,
     centre,
     count_scale,
     discrete_laplace_halfwidth,
-    laplace_halfwidth,
     linear_halfwidth,
     mean_centre,
-    sum_transformation,
+    sum_exponent,
+    sum_grid,
 )
 from mechanisms.statistics.quantiles import (
     CANDIDATES,
@@ -205,26 +205,28 @@ class Computer:
         high: float,
         epsilon: float,
         missing: bool = False,
-    ) -> tuple[FloatArray, float]:
-        """`noisy_totals` of each group's values clamped to [low, high] (`exact_sum`)."""
-        true = np.asarray([exact_sum(g, low, high) for g in groups])
-        return self.noisy_totals(true, low, high, epsilon, missing)
+    ) -> tuple[FloatArray, SumGrid]:
+        """`noisy_totals` of each group's values clamped to [low, high] (`fixed_sum`)."""
+        exact = [fixed_sum(g, low, high) for g in groups]
+        return self.noisy_totals(exact, low, high, epsilon, missing)
 
     def noisy_totals(
-        self, true: FloatArray, low: float, high: float, epsilon: float, missing: bool = False
-    ) -> tuple[FloatArray, float]:
-        """Per-group exact sums over [low, high] (`aggregates`) + Laplace of scale Delta / epsilon.
+        self, exact: list[int], low: float, high: float, epsilon: float, missing: bool = False
+    ) -> tuple[FloatArray, SumGrid]:
+        """Per-group exact sums over [low, high] (`aggregates`, units of 2^-k) + noise.
 
-        Privacy: epsilon-DP; Delta from `sum_transformation`: the larger of OpenDP's stability
-        map of its bounded sum and the exact sums' own bound (`fixed_point_sensitivity`),
-        doubled under replace-one with groups, or, under replace-one without grouping, the
-        sized bounds for the public n (`missing`: the group's values may be fewer than n; each
-        missing one counts as 0, so the bounds are widened to hold 0).
+        Each sum takes discrete Laplace noise of scale Delta / epsilon on its grid (`SumGrid`:
+        S >> shift, then back to the column's unit). Privacy: epsilon-DP; Delta, the grid sums'
+        L1 change between neighbours, from `sum_grid`: one row's largest term, doubled under
+        replace-one with groups, or, under replace-one without grouping, the sized bounds for
+        the public n (`missing`: the group's values may be fewer than n; each missing one
+        counts as 0, so the bounds are widened to hold 0).
         """
-        _, sensitivity = sum_transformation(low, high, self.neighbouring, self.public_n, missing)
-        scale = noise_scale(sensitivity, epsilon)
+        grid = sum_grid(low, high, self.neighbouring, self.public_n, missing)
+        assert grid.exponent == sum_exponent(low, high)  # the sums' own fixed point
+        scale = grid.grid_scale(epsilon)
         self._spend(epsilon)
-        return self.rng.add_laplace(np.asarray(true, dtype=np.float64), scale), scale
+        return grid.values(self.rng.add_discrete_laplace(grid.on_grid(exact), scale)), grid
 
     # -- the statistics ---------------------------------------------------------------
 
@@ -249,19 +251,17 @@ class Computer:
     def sum(self, column: str, epsilon: float, own_count: bool = False) -> list[Row]:
         """Per-group sum of the present values of the column clamped to [lower, upper], + Laplace.
 
-        Privacy: epsilon-DP; sensitivity: OpenDP's map of the bounded sum, max(|lower|,
-        |upper|) or upper - lower with mixed signs (per row added or removed, doubled under
-        replace-one with groups; a missing value adds 0), or its sized-domain map when n is
-        public: about upper - lower, or max(upper, 0) - min(lower, 0) if values may be missing
-        (`sum_transformation`). With `own_count`, a noisy count of present values first, on
-        SUPPORT_SHARE of epsilon (`own_counts`), and the sum on the rest. Interval: exact 95%
-        for the Laplace noise.
+        Privacy: epsilon-DP; sensitivity (`noisy_totals`): about max(|lower|, |upper|) per row
+        added or removed (doubled under replace-one with groups; a missing value adds 0), or
+        when n is public about upper - lower, or max(upper, 0) - min(lower, 0) if values may be
+        missing. With `own_count`, a noisy count of present values first, on SUPPORT_SHARE of
+        epsilon (`own_counts`), and the sum on the rest. Interval: exact 95% for the noise.
         """
         spec = self.numeric(column)
         counted, epsilon = self.own_counts(column, epsilon, own_count)
-        true, missing = self.aggregates.sums(column, "raw"), self.may_miss(column)
-        sums, scale = self.noisy_totals(true, spec.lower, spec.upper, epsilon, missing)
-        half = laplace_halfwidth(scale)
+        exact, missing = self.aggregates.fixed_sums(column, "raw"), self.may_miss(column)
+        sums, grid = self.noisy_totals(exact, spec.lower, spec.upper, epsilon, missing)
+        half, scale = grid.halfwidth(epsilon), grid.scale(epsilon)
         return [Row(s, s - half, s + half, scale, *counted[g]) for g, s in enumerate(sums)]
 
     def own_counts(
@@ -286,28 +286,29 @@ class Computer:
         c + (noisy sum of x - c) / (noisy count of present values), c = `mean_centre` (0 for
         bounds around 0, as OpenDP's pipeline; else about the middle of the bounds).
 
-        Privacy: epsilon-DP; epsilon/2 on the sum (OpenDP bounded-sum map over [lower - c,
-        upper - c], or [-r, r] when the number of values is public: upper - lower per row added
-        or removed, twice under replace-one with groups; a missing value adds 0) and epsilon/2 on
-        the count of present values (1 per row added or removed; under replace-one 2 with
-        groups, 1 without: `noisy_counts`). All of it on the sum when the number of values is
-        public (replace-one, no groups, no missing values allowed; OpenDP's sized map, about
-        upper - lower). Interval: exact when that number is public, else the linearised error
+        Privacy: epsilon-DP; epsilon/2 on the sum of x - c over [lower - c, upper - c]
+        (`noisy_totals`: about max(c - lower, upper - c) per row added or removed, twice under
+        replace-one with groups; a missing value adds 0) and epsilon/2 on the count of present
+        values (1 per row added or removed; under replace-one 2 with groups, 1 without:
+        `noisy_counts`). All of it on the sum of x - c over [-r, r] when the number of values is
+        public (replace-one, no groups, no missing values allowed; about upper - lower per row
+        replaced). Interval: exact when that number is public, else the linearised error
         (E_sum - mean_c E_count) / count with exact noise distributions.
         """
         spec = self.numeric(column)
         if (known := self.known_count(column)) is not None:
             c, r = centre(spec)
-            centred = self.aggregates.sums(column, "centred")
-            sums, scale = self.noisy_totals(centred, -r, r, epsilon)
-            half = laplace_halfwidth(scale) / max(known, 1)
+            centred = self.aggregates.fixed_sums(column, "centred")
+            sums, grid = self.noisy_totals(centred, -r, r, epsilon)
+            half = grid.halfwidth(epsilon) / max(known, 1)
             m = float(sums[0]) / max(known, 1)
-            row = Row(c + m, c + m - half, c + m + half, scale, count=float(known))
+            row = Row(c + m, c + m - half, c + m + half, grid.scale(epsilon), count=float(known))
             return [clip_row(row, spec)]
         c, (low, high) = mean_centre(spec), sum_bounds(spec, "shifted")
-        shifted = self.aggregates.sums(column, "shifted")
+        shifted = self.aggregates.fixed_sums(column, "shifted")
         part = split(epsilon, 2)
-        sums, scale = self.noisy_totals(shifted, low, high, part, self.may_miss(column))
+        sums, grid = self.noisy_totals(shifted, low, high, part, self.may_miss(column))
+        scale = grid.scale(part)
         counts, count_scale = self.noisy_counts(part, column)
         rows = []
         for s, n in zip(sums, counts.astype(float), strict=True):
@@ -315,7 +316,7 @@ class Computer:
                 rows.append(Row(math.nan, math.nan, math.nan, scale, n, count_scale))
                 continue
             m = min(max(s / n, low), high)
-            terms = [(1 / n, "laplace", scale), (m / n, "discrete_laplace", count_scale)]
+            terms = [grid.term(1 / n, part), (m / n, count_scale)]
             half = linear_halfwidth(terms)
             row = Row(c + m, c + m - half, c + m + half, scale, n, count_scale)
             rows.append(clip_row(row, spec))
@@ -326,7 +327,7 @@ class Computer:
 
         Privacy: epsilon-DP; epsilon/3 each on the noisy count of present values
         (`noisy_counts`), the sum of x - c over [-r, r] and the sum of (x - c)^2 over [0, r^2]
-        (OpenDP bounded-sum maps; a missing value adds 0 to both). Missing values are left
+        (`noisy_totals`; a missing value adds 0 to both). Missing values are left
         out. Interval: the
         linearised error (E2 - 2 m1 E1 - (m2 - 2 m1^2) E_count) / count with exact noise
         distributions, clipped to [0, r^2]; for std, the square roots of its ends.
@@ -334,9 +335,10 @@ class Computer:
         spec = self.numeric(column)
         c, r = centre(spec)
         part = split(epsilon, 3)
-        missing, sums = self.may_miss(column), self.aggregates.sums
-        s1, scale1 = self.noisy_totals(sums(column, "centred"), -r, r, part, missing)
-        s2, scale2 = self.noisy_totals(sums(column, "square"), 0.0, r * r, part, missing)
+        missing, sums = self.may_miss(column), self.aggregates.fixed_sums
+        s1, grid1 = self.noisy_totals(sums(column, "centred"), -r, r, part, missing)
+        s2, grid2 = self.noisy_totals(sums(column, "square"), 0.0, r * r, part, missing)
+        scale2 = grid2.scale(part)
         counts, count_scale = self.noisy_counts(part, column)
         rows = []
         for a, b, n in zip(s1, s2, counts.astype(float), strict=True):
@@ -347,9 +349,9 @@ class Computer:
             m2 = min(max(b / n, m1 * m1), r * r)
             v = m2 - m1 * m1
             terms = [
-                (1 / n, "laplace", scale2),
-                (2 * m1 / n, "laplace", scale1),
-                ((m2 - 2 * m1 * m1) / n, "discrete_laplace", count_scale),
+                grid2.term(1 / n, part),
+                grid1.term(2 * m1 / n, part),
+                ((m2 - 2 * m1 * m1) / n, count_scale),
             ]
             half = linear_halfwidth(terms)
             row = Row(v, max(v - half, 0.0), min(v + half, r * r), scale2, n, count_scale)

@@ -1,14 +1,16 @@
-"""OpenDP's building blocks of the summary statistics, and the half-widths of their noise.
+"""The noise of the summary statistics' counts and sums, and its half-widths.
 
-Sums and counts with their sensitivities across groups; exact 95% half-widths.
+Counts: OpenDP's count maps; sums: the exact fixed-point sums' own grid and sensitivity
+(`sum_grid`); both take OpenDP's discrete Laplace. Exact 95% half-widths.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import opendp.prelude as dp
@@ -23,24 +25,14 @@ dp.enable_features("contrib")
 
 LEVEL = 0.95
 WORD_BITS = 61  # |floor(v 2^k)| <= 2^61 (`sum_exponent`): one wide sum, or two 31-bit limbs
-MAX_GROUP_ROWS = 2**32  # the exact sums' float rounding is allowed for up to this many rows
-
-
-def _domain(size: int | None = None) -> Any:
-    atom = dp.atom_domain(T=float, nan=False)
-    return dp.vector_domain(atom) if size is None else dp.vector_domain(atom, size=size)
-
-
-@lru_cache(maxsize=256)
-def _bounded_sum(low: float, high: float, size: int | None = None) -> Any:
-    """OpenDP: clamp to [low, high], then sum (sized when `size` is the public row count)."""
-    metric = dp.symmetric_distance()
-    return dp.t.make_clamp(_domain(size), metric, bounds=(low, high)) >> dp.t.then_sum()  # type: ignore[no-untyped-call]
+MAX_GROUP_ROWS = 2**32  # rows a group may hold: its exact sums stay within 2^93 units
+GRID_SHIFT = 32  # a sum takes its noise on S >> 32 (`sum_grid`)
 
 
 @lru_cache(maxsize=1)
 def _count() -> Any:
-    return dp.t.make_count(_domain(), dp.symmetric_distance())
+    domain = dp.vector_domain(dp.atom_domain(T=float, nan=False))
+    return dp.t.make_count(domain, dp.symmetric_distance())
 
 
 def group_sensitivity(transformation: Any, neighbouring: str) -> float:
@@ -79,34 +71,6 @@ def count_sensitivity(neighbouring: str, public_n: int | None = None) -> float:
     return group_sensitivity(_count(), neighbouring)
 
 
-def sum_transformation(
-    low: float, high: float, neighbouring: str, public_n: int | None, missing: bool = False
-) -> tuple[Any, float]:
-    """The OpenDP bounded sum over [low, high] and the sensitivity of the sums the statistics use.
-
-    The statistics sum exactly (`mechanisms.statistics.aggregates`, the same on every engine)
-    rather than with OpenDP's float sum; the sensitivity is the larger of OpenDP's map and
-    `fixed_point_sensitivity` (per row, doubled under replace-one with groups), so it bounds
-    both, whichever computed the sum.
-
-    Sized on the public n when given (replace-one without groups: OpenDP's map(2) on vectors
-    of n values), else `group_sensitivity`. A missing value adds nothing, so where values may
-    be missing (`missing`) the sized sum runs over all n rows with 0 for each missing value,
-    on bounds widened to hold 0: replacing a row then moves the sum by at most max(high, 0) -
-    min(low, 0) (a value changed: high - low; a value turned missing: max(|low|, |high|)).
-    Unsized, a missing row adds 0, within the map of one row added or removed.
-    """
-    if public_n is not None:
-        if missing:
-            low, high = min(low, 0.0), max(high, 0.0)
-        t = _bounded_sum(low, high, public_n)
-        return t, max(float(t.map(2)), fixed_point_sensitivity(low, high, sized=True))
-    t = _bounded_sum(low, high)
-    moved = 1 if neighbouring == "add-remove" else 2  # replace-one: a row may change groups
-    exact = moved * fixed_point_sensitivity(low, high, sized=False)
-    return t, max(group_sensitivity(t, neighbouring), exact)
-
-
 def sum_exponent(low: float, high: float) -> int:
     """k such that |v| 2^k <= 2^61 for every v in [low, high] (0 when both are 0).
 
@@ -119,20 +83,99 @@ def sum_exponent(low: float, high: float) -> int:
     return WORD_BITS - math.frexp(bound)[1]  # bound < 2^e
 
 
-def fixed_point_sensitivity(low: float, high: float, *, sized: bool) -> float:
-    """One row's L1 change of the exact fixed-point sum over [low, high], rounded to a float.
+@dataclass(frozen=True)
+class SumGrid:
+    """Where a per-group exact sum takes its noise: whole multiples of `unit`, 2^(shift - k).
 
-    Unsized (a row added or removed): max(|low|, |high|) + 2^-k (a term lies in [low - 2^-k,
-    high]); sized (a row's value replaced): high - low + 2^-k. Plus the final rounding of each
-    of the two sums to a float, half a unit in the last place of at most MAX_GROUP_ROWS
-    max(|low|, |high|) each. Rounded up, so the noise scaled to it covers the sum as computed
-    for every group of at most MAX_GROUP_ROWS rows (`aggregates.Aggregates` refuses larger).
+    A group's exact sum over [low, high] is the whole number S in units of 2^-k (`aggregates`,
+    `sum_exponent`). Its grid sum S >> shift (floored) takes discrete Laplace noise K of scale
+    `units` / epsilon (OpenDP's integer measurement), and the release is (S >> shift + K)
+    `unit`, rounded once to a float: post-processing of an integer mechanism, so no float
+    rounding of the sum or of the noise enters the privacy argument (Laplace noise added to a
+    float sum needs an allowance for both).
+
+    Privacy: epsilon-DP when `units` bounds the L1 change of the per-group grid sums between
+    neighbours (`sum_grid` proves it). Accuracy: E|K unit| = unit / sinh(unit / b) < b for the
+    scale b = `units` `unit` / epsilon, below a Laplace of scale b; the 95% half-width is exact
+    (`halfwidth`).
     """
-    bound = max(abs(low), abs(high))
-    step = 2.0 ** -sum_exponent(low, high)
-    rounding = math.ulp(2.0 * MAX_GROUP_ROWS * bound) if bound else 0.0  # one binade up
-    term = (high - low) if sized else bound
-    return math.nextafter(term + step + rounding, math.inf)
+
+    exponent: int  # k
+    shift: int
+    units: int  # the sensitivity, in units of `unit`
+
+    @property
+    def unit(self) -> float:
+        return math.ldexp(1.0, self.shift - self.exponent)
+
+    @property
+    def sensitivity(self) -> float:
+        """The sensitivity in the column's unit: `units` `unit`."""
+        return self.units * self.unit
+
+    def grid_scale(self, epsilon: float) -> float:
+        """The discrete Laplace scale, in units of `unit`: units / epsilon, rounded up."""
+        return check_count_noise(noise_scale(self.units, epsilon), epsilon)
+
+    def scale(self, epsilon: float) -> float:
+        """The noise scale in the column's unit."""
+        return self.grid_scale(epsilon) * self.unit
+
+    def halfwidth(self, epsilon: float, level: float = LEVEL) -> float:
+        """The exact half-width of the noise at `level` (discrete Laplace, in the column's unit)."""
+        return discrete_laplace_halfwidth(self.grid_scale(epsilon), level) * self.unit
+
+    def term(self, weight: float, epsilon: float) -> tuple[float, float]:
+        """The noise times `weight`, as a term of `linear_halfwidth`."""
+        return (weight * self.unit, self.grid_scale(epsilon))
+
+    def on_grid(self, exact: Sequence[int]) -> IntArray:
+        """Each exact sum S (units of 2^-k) floored to the grid: S >> shift."""
+        return np.array([s >> self.shift for s in exact], dtype=np.int64)
+
+    def values(self, grid_sums: IntArray) -> FloatArray:
+        """Grid sums (noisy) in the column's unit.
+
+        Each is rounded once to a float, then scaled by a power of two (exact).
+        """
+        exact: FloatArray = np.ldexp(
+            np.asarray(grid_sums, dtype=np.float64), self.shift - self.exponent
+        )
+        return exact
+
+
+def sum_grid(
+    low: float, high: float, neighbouring: str, public_n: int | None, missing: bool = False
+) -> SumGrid:
+    """The grid and sensitivity of the per-group exact sums over [low, high] (`SumGrid`).
+
+    Each row's term is floor(v 2^k) for v clamped to [low, high] (`aggregates`), a whole
+    number in [a, b] = [floor(low 2^k), floor(high 2^k)] (scaling by 2^k is exact and floor
+    monotone); a missing value adds 0. A change d of S moves S >> shift by at most
+    ceil(|d| / 2^shift) (floor((S + d) / m) - floor(S / m) lies between floor(d / m) and
+    ceil(d / m)). So the grid sums move, in L1 over the groups, by at most:
+
+    - a row added or removed (add-remove): ceil(max(|a|, |b|) / 2^shift), in its one group;
+    - a row replaced, with groups: twice that (it leaves one group and joins another, or its
+      value moves by at most b - a <= 2 max(|a|, |b|) in one);
+    - a row replaced without groups (`public_n`, the public row count): ceil((b - a) /
+      2^shift), on [min(a, 0), max(b, 0)] where values may be missing (`missing`: a value
+      turned missing adds 0).
+
+    The shift, GRID_SHIFT = 32, keeps |S >> 32| <= 2^61 for the MAX_GROUP_ROWS rows a group
+    may hold (each |term| <= 2^61), inside the integer noise's range, and the sensitivity at
+    most 2^30 units, so the scale fits it for epsilon down to about 10^-8. The rounding to the
+    grid costs at most one unit of sensitivity, 2^-28 of max(|low|, |high|) (OpenDP's map of
+    its float sum allows 2^-26.7 for its rounding).
+    """
+    k = sum_exponent(low, high)
+    a, b = math.floor(math.ldexp(low, k)), math.floor(math.ldexp(high, k))
+    if public_n is not None:
+        if missing:
+            a, b = min(a, 0), max(b, 0)
+        return SumGrid(k, GRID_SHIFT, -(-(b - a) >> GRID_SHIFT))
+    moved = 1 if neighbouring == "add-remove" else 2
+    return SumGrid(k, GRID_SHIFT, moved * -(-max(abs(a), abs(b)) >> GRID_SHIFT))
 
 
 def discrete_laplace_halfwidth(scale: float, level: float = LEVEL) -> float:
@@ -146,35 +189,28 @@ def discrete_laplace_halfwidth(scale: float, level: float = LEVEL) -> float:
     return float(max(k, 0))
 
 
-def laplace_halfwidth(scale: float, level: float = LEVEL) -> float:
-    """b ln(1 / (1 - level)): P(|E| <= it) = level for Laplace E of scale b (exact)."""
-    return scale * math.log(1 / (1 - level))
-
-
-def linear_halfwidth(terms: Sequence[tuple[float, str, float]], level: float = LEVEL) -> float:
+def linear_halfwidth(terms: Sequence[tuple[float, float]], level: float = LEVEL) -> float:
     """The half-width z with P(|sum a_i E_i| <= z) ~ level.
 
-    The E_i are independent, of kind "laplace" or "discrete_laplace" with the given scales;
-    terms are (a_i, kind, scale).
+    The E_i are independent discrete Laplace variables with the given scales; terms are (a_i,
+    scale_i).
 
     Computed by convolving the exact distributions on a grid of 2^12 points over +-30 total
     scales: the half-width is off by at most one grid step, 1.5% of the total scale.
     """
-    terms = [(abs(a), kind, s) for a, kind, s in terms if a != 0 and s > 0]
+    terms = [(abs(a), s) for a, s in terms if a != 0 and s > 0]
     if not terms:
         return 0.0
     if len(terms) == 1:
-        a, kind, s = terms[0]
-        if kind == "laplace":
-            return a * laplace_halfwidth(s, level)
+        a, s = terms[0]
         return a * discrete_laplace_halfwidth(s, level)
-    span = 30 * sum(a * s for a, _, s in terms)
+    span = 30 * sum(a * s for a, s in terms)
     points = 2**12 + 1
     grid = np.linspace(-span, span, points)
     step = grid[1] - grid[0]
     density: FloatArray | None = None
-    for a, kind, s in terms:
-        mass = _term_mass(grid, step, a, kind, s)
+    for a, s in terms:
+        mass = _term_mass(grid, step, a, s)
         density = mass if density is None else _convolve_same(density, mass)
     assert density is not None
     density = np.clip(density, 0, None)
@@ -186,21 +222,21 @@ def linear_halfwidth(terms: Sequence[tuple[float, str, float]], level: float = L
     return float((index + 1.5) * step)
 
 
-def _term_mass(grid: FloatArray, step: float, a: float, kind: str, s: float) -> FloatArray:
-    if kind == "laplace":
-        b = a * s
-        edges = np.concatenate([grid - step / 2, [grid[-1] + step / 2]])
-        tail = 0.5 * np.exp(-np.abs(edges) / b)
-        cdf = np.where(edges < 0, tail, 1 - tail)
-        mass: FloatArray = np.diff(cdf)
-        return mass
-    alpha = math.exp(-1.0 / s)
-    limit = int(min(abs(grid[-1]) / a, 60 * s + 60))
-    ks = np.arange(-limit, limit + 1)
-    pmf = (1 - alpha) / (1 + alpha) * alpha ** np.abs(ks)
-    idx = np.clip(np.rint((a * ks - grid[0]) / step).astype(np.int64), 0, len(grid) - 1)
-    out = cast(FloatArray, np.bincount(idx, weights=pmf, minlength=len(grid)))  # float: weighted
-    return out
+def _term_mass(grid: FloatArray, step: float, a: float, s: float) -> FloatArray:
+    """The mass of a E on each grid point's bin (x - step / 2, x + step / 2].
+
+    E is discrete Laplace of scale s. From E's distribution function at the bins' edges,
+    P(E <= j) = 1 - e^(-(j + 1) / s) / (1 + e^(-1 / s)) for j >= 0, else e^(j / s) / (1 +
+    e^(-1 / s)): a scale of any size, however many of E's values share a bin, costs one pass
+    over the grid.
+    """
+    edges = np.concatenate([grid - step / 2, [grid[-1] + step / 2]])
+    j = np.floor(edges / a)
+    spread = 1 + math.exp(-1.0 / s)
+    above = 1 - np.exp(-(np.maximum(j, 0) + 1) / s) / spread
+    cdf = np.where(j >= 0, above, np.exp(np.minimum(j, 0) / s) / spread)
+    mass: FloatArray = np.diff(cdf)
+    return mass
 
 
 def _convolve_same(x: FloatArray, y: FloatArray) -> FloatArray:

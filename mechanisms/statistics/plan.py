@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from mechanisms.accounting import noise_scale
 from mechanisms.plans import NoisePlan
 from mechanisms.release_request import PlanInputs
 from mechanisms.schema import NumericColumn, Schema
@@ -21,9 +20,8 @@ from mechanisms.statistics.measures import (
     centre,
     count_scale,
     discrete_laplace_halfwidth,
-    laplace_halfwidth,
     linear_halfwidth,
-    sum_transformation,
+    sum_grid,
 )
 from mechanisms.statistics.quantiles import (
     END_CANDIDATES,
@@ -186,30 +184,28 @@ def _preview(
     c, r = centre(spec)
     missing = spec.missing == "cell"
     if stat.kind == "sum":
-        _, sensitivity = sum_transformation(spec.lower, spec.upper, neighbouring, public_n, missing)
-        scale = noise_scale(sensitivity, epsilon)
+        grid = sum_grid(spec.lower, spec.upper, neighbouring, public_n, missing)
         return {
             **record,
-            "noise_scale": scale,
-            "halfwidth": laplace_halfwidth(scale),
+            "noise_scale": grid.scale(epsilon),
+            "halfwidth": grid.halfwidth(epsilon),
             "unit": stat.column,
         }
     if stat.kind == "mean":
         if public_n is not None and not missing:
-            scale = noise_scale(sum_transformation(-r, r, neighbouring, public_n)[1], epsilon)
-            half = laplace_halfwidth(scale) / max(public_n, 1)
+            grid, part = sum_grid(-r, r, neighbouring, public_n), epsilon
+            half = grid.halfwidth(part) / max(public_n, 1)
         else:
             part, (low, high) = split(epsilon, 2), sum_bounds(spec, "shifted")
-            scale = noise_scale(sum_transformation(low, high, neighbouring, public_n)[1], part)
-            half = laplace_halfwidth(scale) / size
-        return {**record, "noise_scale": scale, "halfwidth": half, "unit": stat.column}
+            grid = sum_grid(low, high, neighbouring, public_n, missing)
+            half = grid.halfwidth(part) / size
+        return {**record, "noise_scale": grid.scale(part), "halfwidth": half, "unit": stat.column}
     if stat.kind in ("variance", "std"):
         part = split(epsilon, 3)
-        scale = noise_scale(sum_transformation(0.0, r * r, neighbouring, public_n)[1], part)
+        grid = sum_grid(0.0, r * r, neighbouring, public_n, missing)
         cs = count_scale(part, neighbouring, public_n)
-        half = linear_halfwidth(
-            [(1 / size, "laplace", scale), (r * r / 3 / size, "discrete_laplace", cs)]
-        )
+        half = linear_halfwidth([grid.term(1 / size, part), (r * r / 3 / size, cs)])
+        scale = grid.scale(part)
         if stat.kind == "std":  # the square root near a spread of r / sqrt(3)
             half = half / (2 * r / math.sqrt(3))
         return {**record, "noise_scale": scale, "halfwidth": half, "unit": stat.column}

@@ -15,10 +15,11 @@ is taken off the miss allowance: H is each statistic's half-width at confidence 
 often). A count is always published.
 
 - count: the discrete Laplace half-width of the count's noise (0 when n is public: exact);
-- sum: the Laplace half-width of the sum's noise;
+- sum: the exact half-width of the sum's noise (discrete Laplace on its grid, `sum_grid`);
 - mean: exact when the number of values is public; else the first-order error of noisy sum
   over noisy count (as `Computer.mean` states its interval) for a mean at a bound, where the
-  count's noise weighs most: (E_sum + r E_count) / present, r the half-range;
+  count's noise weighs most: (E_sum + d E_count) / present, d the larger distance from the
+  mean's centre (`mean_centre`) to a bound;
 - variance: the first-order error for the worst coefficients, E2 / present + 2 r E1 / present
   + r^2 E_count / present (|m2 - 2 m1^2| <= r^2 and |m1| <= r);
 - std: the square root of the variance's (|sqrt a - sqrt b| <= sqrt |a - b|);
@@ -47,20 +48,19 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from mechanisms.accounting import noise_scale
 from mechanisms.arrays import BoolArray, FloatArray, IntArray
 from mechanisms.noise import secure_source
 from mechanisms.schema import NumericColumn, Schema
 from mechanisms.statistics import support
-from mechanisms.statistics.aggregates import group_codes
+from mechanisms.statistics.aggregates import group_codes, sum_bounds
 from mechanisms.statistics.compute import Computer
 from mechanisms.statistics.measures import (
+    SumGrid,
     centre,
     count_scale,
     discrete_laplace_halfwidth,
-    laplace_halfwidth,
     linear_halfwidth,
-    sum_transformation,
+    sum_grid,
 )
 from mechanisms.statistics.plan import published_share
 from mechanisms.statistics.quantiles import (
@@ -101,11 +101,10 @@ class _Setting:
     present: float  # values per group: the rows, less the missing share
     confidence: float
 
-    def sum_scale(self, spec: NumericColumn, low: float, high: float, epsilon: float) -> float:
-        """The Laplace scale of a bounded sum over [low, high] (`sum_transformation`)."""
+    def sum_grid(self, spec: NumericColumn, low: float, high: float) -> SumGrid:
+        """The noise grid of a sum of `spec`'s values over [low, high] (`sum_grid`)."""
         missing = spec.missing == "cell"
-        sensitivity = sum_transformation(low, high, self.neighbouring, self.public_n, missing)[1]
-        return noise_scale(sensitivity, epsilon)
+        return sum_grid(low, high, self.neighbouring, self.public_n, missing)
 
 
 def statistic_half_width(
@@ -139,8 +138,7 @@ def statistic_half_width(
     source = support.sources(schema, request, neighbouring)[index]
     epsilon = support.own_shares(share)[1] if source.kind == "own" else share
     if stat.kind == "sum":
-        scale = setting.sum_scale(spec, spec.lower, spec.upper, epsilon)
-        return laplace_halfwidth(scale, level)
+        return setting.sum_grid(spec, spec.lower, spec.upper).halfwidth(epsilon, level)
     if stat.kind == "mean":
         return _mean(spec, epsilon, setting)
     if stat.kind in ("variance", "std"):
@@ -166,16 +164,23 @@ def unit(stat: Statistic) -> str:
 
 
 def _mean(spec: NumericColumn, epsilon: float, setting: _Setting) -> float:
+    """The mean's half-width as `Computer.mean` computes it.
+
+    Around `mean_centre` (its sum over the shifted bounds, its count's term at most the
+    farther shifted bound) unless the number of values is public.
+    """
     _, r = centre(spec)
     known = setting.public_n if spec.missing != "cell" else None
     if known is not None:
-        scale = setting.sum_scale(spec, -r, r, epsilon)
-        return min(laplace_halfwidth(scale, setting.confidence) / max(known, 1), 2 * r)
-    part = split(epsilon, 2)
-    scale = setting.sum_scale(spec, -r, r, part)
+        half = setting.sum_grid(spec, -r, r).halfwidth(epsilon, setting.confidence)
+        return min(half / max(known, 1), 2 * r)
+    part, (low, high) = split(epsilon, 2), sum_bounds(spec, "shifted")
     counts = count_scale(part, setting.neighbouring, setting.public_n)
     present = setting.present
-    terms = [(1 / present, "laplace", scale), (r / present, "discrete_laplace", counts)]
+    terms = [
+        setting.sum_grid(spec, low, high).term(1 / present, part),
+        (max(-low, high) / present, counts),
+    ]
     return min(linear_halfwidth(terms, setting.confidence), 2 * r)
 
 
@@ -184,11 +189,10 @@ def _variance(spec: NumericColumn, epsilon: float, setting: _Setting) -> float:
     part = split(epsilon, 3)
     present = setting.present
     terms = [
-        (1 / present, "laplace", setting.sum_scale(spec, 0.0, r * r, part)),
-        (2 * r / present, "laplace", setting.sum_scale(spec, -r, r, part)),
+        setting.sum_grid(spec, 0.0, r * r).term(1 / present, part),
+        setting.sum_grid(spec, -r, r).term(2 * r / present, part),
         (
             r * r / present,
-            "discrete_laplace",
             count_scale(part, setting.neighbouring, setting.public_n),
         ),
     ]

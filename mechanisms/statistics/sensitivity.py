@@ -14,7 +14,7 @@ from mechanisms.statistics.measures import (
     centre,
     count_sensitivity,
     mean_centre,
-    sum_transformation,
+    sum_grid,
 )
 from mechanisms.statistics.quantiles import rank_sensitivity
 from mechanisms.statistics.request import Request, Statistic
@@ -59,21 +59,23 @@ def _pieces(
     missing = spec.missing == "cell"
     count = "count of present values" if missing else "row count"
     if stat.kind == "sum":
-        sum_ = sum_transformation(spec.lower, spec.upper, neighbouring, public_n, missing)
-        return {"sum": sum_[1]}
+        return {
+            "sum": sum_grid(spec.lower, spec.upper, neighbouring, public_n, missing).sensitivity
+        }
     if stat.kind == "quantile":
         assert stat.alpha is not None
         return {"rank score per candidate": rank_sensitivity(stat.alpha, neighbouring)}
     _, r = centre(spec)
-    centred = sum_transformation(-r, r, neighbouring, public_n, missing)[1]
+    centred = sum_grid(-r, r, neighbouring, public_n, missing).sensitivity
     if stat.kind == "mean" and public_n is not None and not missing:
         return {"sum of x - c": centred}
     if stat.kind == "mean":  # summed around `mean_centre`
         c = mean_centre(spec)
-        shifted = sum_transformation(
-            spec.lower - c, spec.upper - c, neighbouring, public_n, missing
-        )
-        return {"sum of x - c": shifted[1], count: count_sensitivity(neighbouring, public_n)}
+        shifted = sum_grid(spec.lower - c, spec.upper - c, neighbouring, public_n, missing)
+        return {
+            "sum of x - c": shifted.sensitivity,
+            count: count_sensitivity(neighbouring, public_n),
+        }
     pieces = {"sum of x - c": centred, count: count_sensitivity(neighbouring, public_n)}
-    squares = sum_transformation(0.0, r * r, neighbouring, public_n, missing)[1]
+    squares = sum_grid(0.0, r * r, neighbouring, public_n, missing).sensitivity
     return {**pieces, "sum of (x - c)^2": squares}

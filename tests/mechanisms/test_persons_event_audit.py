@@ -132,15 +132,15 @@ def _count(data, epsilon, seed):
 
 def _sum(data, epsilon, seed):
     run = _computer(data, "sum:x", epsilon, seed)
-    sums, scale = run.noisy_sums(run.values("x"), 0.0, 100.0, epsilon)
-    return sums[:, 0], scale
+    sums, grid = run.noisy_sums(run.values("x"), 0.0, 100.0, epsilon)
+    return sums[:, 0], grid.scale(epsilon)
 
 
 def _mean_sum_piece(data, epsilon, seed):
     run = _computer(data, "mean:x", epsilon, seed)
     groups = [[v - 50 for v in g] for g in run.values("x")]
-    sums, scale = run.noisy_sums(groups, -50.0, 50.0, epsilon / 2)
-    return sums[:, 0], scale
+    sums, grid = run.noisy_sums(groups, -50.0, 50.0, epsilon / 2)
+    return sums[:, 0], grid.scale(epsilon / 2)
 
 
 STEPS = {"count": (_count, 1.0, 1.0, True), "sum": (_sum, 1.0, 1.0, False),

@@ -1,7 +1,8 @@
 """Event tests (docs/testing-privacy.md section 1) for each summary statistic's noise step.
 
 Each case runs the statistic's own noise step (`Computer.noisy_counts`, `noisy_sums`, `select`,
-`ends`: scales from the real code, OpenDP's stability maps) n = 10^5 times per side on add/remove
+`ends`: scales from the real code: OpenDP's stability maps for counts, the exact sums' own bound
+on their noise grid for sums, `measures.sum_grid`) n = 10^5 times per side on add/remove
 neighbours (one row at the upper bound against none; the quantile's selections over 3 candidates,
 where a twin has the power to show), alpha = 10^-6 family-wise, and claims the epsilon the custodian
 asked for: the count, the sum and the variance's sum of squares (on its own share) spend it all; the
@@ -10,8 +11,8 @@ estimate POINT_SHARE = 75% of epsilon, its interval's two ends, picked together,
 quantile (its interval's ends, then its estimate among the candidates inside them) is also audited
 on replace-one neighbours at the requested epsilon, where the doubled rank sensitivity is what keeps
 it private. Twins the same test must fail: noise scale x 0.85 (count, sum, sum of squares); declared
-sensitivity / 2.5 for the mean's sum (OpenDP bounds a mixed-sign sum by upper - lower, twice the
-real change, so only a twin below half the sensitivity can overspend); sensitivity / 4 for the
+sensitivity x 0.85 for the mean's sum (its bound is one row's largest term, 50 on [-50, 50],
+exactly the change the neighbours make); sensitivity / 4 for the
 quantile's selections (the exponential mechanism's loss on monotone scores is half its claim).
 Missing values, on replace-one neighbours without groups (one value turned missing): the count of
 present values (twin: scale x 0.85) and the sum of present values (twin: its sized bounds not
@@ -21,6 +22,9 @@ statistic's epsilon and the sum the rest (twins: scale x 0.85; the quarter not t
 """
 
 from __future__ import annotations
+
+import dataclasses
+import math
 
 import numpy as np
 import pandas as pd
@@ -94,15 +98,15 @@ def _count(data, seed, factor, epsilon):
 
 def _sum(data, seed, factor, epsilon):
     run = _computer(data, "sum:x", seed, factor)
-    sums, scale = run.noisy_sums(run.values("x"), 0.0, 100.0, epsilon)
-    return sums[:, 0], scale
+    sums, grid = run.noisy_sums(run.values("x"), 0.0, 100.0, epsilon)
+    return sums[:, 0], grid.scale(epsilon)
 
 
 def _mean_sum_piece(data, seed, factor, epsilon):
     run = _computer(data, "mean:x", seed, factor)
     groups = [[v - 50 for v in g] for g in run.values("x")]
-    sums, scale = run.noisy_sums(groups, -50.0, 50.0, epsilon / 2)
-    return sums[:, 0], scale
+    sums, grid = run.noisy_sums(groups, -50.0, 50.0, epsilon / 2)
+    return sums[:, 0], grid.scale(epsilon / 2)
 
 
 def _variance_squares_piece(data, seed, factor, epsilon):
@@ -110,8 +114,8 @@ def _variance_squares_piece(data, seed, factor, epsilon):
     runs it at three times the claim it checks)."""
     run = _computer(data, "variance:x", seed, factor)
     squares = [[(v - 50) ** 2 for v in g] for g in run.values("x")]
-    sums, scale = run.noisy_sums(squares, 0.0, 2500.0, epsilon)
-    return sums[:, 0], scale
+    sums, grid = run.noisy_sums(squares, 0.0, 2500.0, epsilon)
+    return sums[:, 0], grid.scale(epsilon)
 
 
 @pytest.mark.audit
@@ -130,16 +134,16 @@ def test_count_and_sum_at_the_requested_epsilon(step, integer, factor, honest):
 
 
 @pytest.mark.audit
-@pytest.mark.parametrize("divide, honest", [(1.0, True), (2.5, False)])
-def test_mean_sum_piece_at_its_share(divide, honest, monkeypatch):
+@pytest.mark.parametrize("factor, honest", [(1.0, True), (0.85, False)])
+def test_mean_sum_piece_at_its_share(factor, honest, monkeypatch):
     epsilon = 2.0
-    real = measures.sum_transformation  # the sums' sensitivity (OpenDP's map or the exact one)
+    real = measures.sum_grid  # the sums' grid and sensitivity
 
-    def divided(*args):
-        t, sensitivity = real(*args)
-        return t, sensitivity / divide
+    def shrunk(*args):
+        grid = real(*args)
+        return dataclasses.replace(grid, units=math.floor(grid.units * factor))
 
-    monkeypatch.setattr(statistics_compute, "sum_transformation", divided)
+    monkeypatch.setattr(statistics_compute, "sum_grid", shrunk)
     x, scale = _mean_sum_piece(D, 13, 1.0, epsilon)
     x2, _ = _mean_sum_piece(D2, 14, 1.0, epsilon)
     grid = threshold_grid(50.0, 0.0, scale, integer=False)
@@ -350,14 +354,15 @@ def test_count_of_present_values_under_replace_one(factor, honest):
 @pytest.mark.parametrize("widen, honest", [(True, True), (False, False)])
 def test_sum_of_present_values_under_replace_one(widen, honest):
     """A value at the upper bound 100 turned missing moves the sum by 100, more than upper -
-    lower = 50 (OpenDP's sized bound for a changed value): the sum is sized on bounds widened
+    lower = 50 (the sized bound for a changed value): the sum is sized on bounds widened
     to hold 0 (sensitivity 100). Twin: the bounds not widened (sensitivity 50)."""
     epsilon = 1.0
     draws = []
     for data, seed in ((PRESENT, 23), (TURNED_MISSING, 24)):
         run = _missing_computer(data, "sum:x", seed, 1.0)
-        sums, scale = run.noisy_sums(run.values("x"), 50.0, 100.0, epsilon, missing=widen)
+        sums, sum_grid = run.noisy_sums(run.values("x"), 50.0, 100.0, epsilon, missing=widen)
         draws.append(sums[:, 0])
+    scale = sum_grid.scale(epsilon)
     grid = threshold_grid(150.0, 50.0, scale, integer=False)
     result = audit_neighbours(*draws, epsilon=epsilon, thresholds=grid, discrete=False,
                               alpha=ALPHA)  # fmt: skip
@@ -391,9 +396,71 @@ def test_a_sum_after_its_own_count_at_the_rest_of_its_epsilon(taken_off, honest)
     draws = []
     for data, seed in ((D, 27), (D2, 28)):
         run = _computer(data, "sum:x", seed)
-        sums, scale = run.noisy_sums(run.values("x"), 0.0, 100.0, rest)
+        sums, sum_grid = run.noisy_sums(run.values("x"), 0.0, 100.0, rest)
         draws.append(sums[:, 0])
+    scale = sum_grid.scale(rest)
     grid = threshold_grid(100.0, 0.0, scale, integer=False)
     result = audit_neighbours(*draws, epsilon=0.75 * epsilon, thresholds=grid, discrete=False,
                               alpha=ALPHA)  # fmt: skip
     assert result.passed is honest, result.summary()
+
+
+def _grid_changes(low, high, seed, trials=2_000):
+    """The largest change of the grid sums S >> GRID_SHIFT that one row makes, over `trials`
+    random neighbouring tables (values at, near, between and beyond the bounds, some missing
+    in the sized case): (add-remove, replace-one with two groups in L1, replace-one sized
+    without missing values, the same with missing values)."""
+    from mechanisms.statistics.aggregates import fixed_sum
+
+    gen = np.random.default_rng(seed)
+    picks = np.array([low, high, np.nextafter(high, low), np.nextafter(low, high), 2 * high - low])
+
+    def values(size):
+        inside = gen.uniform(low, high, size)
+        return np.where(gen.random(size) < 0.5, gen.choice(picks, size), inside)
+
+    def grid(v):
+        return fixed_sum(v, low, high) >> measures.GRID_SHIFT
+
+    worst = [0, 0, 0, 0]
+    for _ in range(trials):
+        a, b, (one, other) = values(int(gen.integers(0, 40))), values(5), values(2)
+        worst[0] = max(worst[0], abs(grid(np.append(a, one)) - grid(a)))
+        moved = abs(grid(np.append(a, one)) - grid(a)) + abs(grid(np.append(b, one)) - grid(b))
+        worst[1] = max(worst[1], moved)
+        worst[2] = max(worst[2], abs(grid(np.append(a, one)) - grid(np.append(a, other))))
+        worst[3] = max(worst[3], abs(grid(np.append(a, one)) - grid(a)))  # `one` turned missing
+    return worst
+
+
+@pytest.mark.parametrize(
+    "low, high", [(0.0, 100.0), (-5.0, 5.0), (0.3, 1.9999), (-1e6, 3.0), (18.0, 95.0)]
+)
+def test_one_rows_change_of_the_grid_sums_is_within_their_sensitivity(low, high):
+    """`measures.sum_grid`'s bound, by brute force: on 2,000 random neighbouring tables per
+    relation, one row moves the grid sums (S >> 32 of the exact fixed-point sums, L1 over
+    groups) by at most the units the noise is scaled to, and on [0, 100] a row at the bound
+    added or removed by exactly that (the bound is a whole number of units). Twin: the bound
+    rounded down instead of up, which a row's change exceeds on bounds that are not whole units
+    ([0.3, 1.9999])."""
+    kinds = [("add-remove", None, False), ("replace-one", None, False),
+             ("replace-one", 40, False), ("replace-one", 40, True)]  # fmt: skip
+    worst = _grid_changes(low, high, seed=int(high * 7) % 1000)
+    for change, (neighbouring, public_n, missing) in zip(worst, kinds, strict=True):
+        units = measures.sum_grid(low, high, neighbouring, public_n, missing).units
+        assert change <= units, (neighbouring, public_n, missing)
+        if (low, high) == (0.0, 100.0) and neighbouring == "add-remove":
+            assert change == units  # a row at 100 adds exactly 100 2^22 units
+        if (low, high) == (0.3, 1.9999):
+            twin = _rounded_down(low, high, neighbouring, public_n, missing)
+            assert twin < units and change > twin, (neighbouring, public_n, missing)
+
+
+def _rounded_down(low, high, neighbouring, public_n, missing):
+    """The twin of `sum_grid`'s units: one row's largest change of S floored to the grid."""
+    k = measures.sum_exponent(low, high)
+    a, b = math.floor(math.ldexp(low, k)), math.floor(math.ldexp(high, k))
+    if public_n is not None:
+        return (max(b, 0 if missing else b) - min(a, 0 if missing else a)) >> measures.GRID_SHIFT
+    moved = 1 if neighbouring == "add-remove" else 2
+    return moved * (max(abs(a), abs(b)) >> measures.GRID_SHIFT)
