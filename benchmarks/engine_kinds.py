@@ -64,7 +64,7 @@ def kinds() -> dict[str, list]:
     support = support_from_schema(SCHEMA, ["x", "n"], {"grid": "32x16"})
     params = {"stat": ["count", "mean:x", "variance:n", "median:x", "q90:n"], "by": ["c"]}
     request = parse_request(SCHEMA, params, epsilon=1.0, neighbouring="add-remove")
-    statistics = table_passes(SCHEMA, request, "add-remove")
+    statistics = table_passes(SCHEMA, request)
     return {
         "range counts": [grid_tally(support, SCHEMA)],
         "statistics": statistics,

@@ -78,7 +78,7 @@ def engine_tallies(rows, kind, engine="duckdb"):
         return [grid_tally(support, schema)]
     params = {"stat": ["count", "mean:income", "median:income"], "by": ["region"]}
     request = parse_request(schema, params, epsilon=1.0, neighbouring="add-remove")
-    return table_passes(schema, request, "add-remove", engine)
+    return table_passes(schema, request, engine)
 
 
 def plain_queries(rows, kind, table):

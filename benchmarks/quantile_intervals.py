@@ -78,9 +78,9 @@ from mechanisms.statistics import (  # noqa: E402
 from mechanisms.statistics import quantiles as current  # noqa: E402
 from mechanisms.statistics.aggregates import exact_sum, sum_bounds  # noqa: E402
 from mechanisms.statistics.measures import (  # noqa: E402
+    centre,
     discrete_laplace_support,
     laplace_abs_error,
-    mean_centre,
     mean_expected_error,
 )
 from mechanisms.statistics.support import threshold  # noqa: E402
@@ -556,16 +556,17 @@ def monte_carlo_check(tables, split_of, releases):
     production code (`Computer.mean`), OpenDP's from its own noise measurements at its scales
     on the group's exact clamped sum and count (`opendp_draws`), over the groups published in
     100 releases or more. Passes where |z| < 4 (a false alarm in about 6e-5 of the groups);
-    each twin (TWINS: the epsilon split 3/4 to the sum, and the centre 0 where ours is not 0,
-    else the middle of the bounds) must show |z| >= 4 in some group of each cell."""
+    each twin (TWINS: the epsilon split 3/4 to the sum, and the centre 0 where ours, the middle
+    of the bounds, is not 0, else half the upper bound) must show |z| >= 4 in some group of
+    each cell."""
     rows = []
     for _, name, text, epsilon, spec, run in cell_runs(tables, split_of, CHECKED, salt="check "):
         column = text.partition(":")[2]
         n, truth, ours, _, theirs = exact_cell(run, "mean", column, spec, epsilon)
         drawn = np.array([[r.estimate for r in run.mean(column, epsilon)]
                           for _ in range(releases)])  # fmt: skip
-        c = mean_centre(run.numeric(column))
-        other = (spec["lower"] + spec["upper"]) / 2 if c == 0 else 0.0
+        c, _ = centre(run.numeric(column))
+        other = spec["upper"] / 2 if c == 0 else 0.0
         twins = [exact_cell(run, "mean", column, spec, epsilon, twin)[2]
                  for twin in ((0.75, c), (0.5, other))]  # fmt: skip
         opendp = opendp_draws(n, truth, spec, epsilon, releases)
@@ -647,8 +648,9 @@ def exact_cell(run, kind, column, spec, epsilon, twin=None):
     """Per group of one cell: (n, truth, ours, P(ours published), OpenDP's), the errors exact.
 
     Ours from the scales `Computer.mean` (`Computer.sum`) released with its rows, over the
-    releases that publish the group (`measures.mean_expected_error`); a sum's Laplace of
-    scale b errs by b on average. `twin`: a deliberately wrong (sum epsilon share, centre) for
+    releases that publish the group (`measures.mean_expected_error`); a sum's noise of scale
+    b errs by at most b on average (a Laplace's b; ours, discrete Laplace on the sum's grid of
+    unit u, u / sinh(u / b) < b), so its ratio is at most our scale over OpenDP's. `twin`: a deliberately wrong (sum epsilon share, centre) for
     the mean's exact error, which the Monte Carlo check must catch."""
     low, high = spec["lower"], spec["upper"]
     n = run.aggregates.present(column)
@@ -661,16 +663,16 @@ def exact_cell(run, kind, column, spec, epsilon, twin=None):
     rows = run.mean(column, epsilon)
     scale, counts = rows[0].scale, rows[0].count_scale
     number = run.numeric(column)
-    c, bounds = mean_centre(number), sum_bounds(number, "shifted")
-    shifted = run.aggregates.sums(column, "shifted")
+    c, bounds = centre(number)[0], sum_bounds(number, "centred")
+    centred = run.aggregates.sums(column, "centred")
     if twin is not None:
         share, c = twin
         scale, counts = scale / (2 * share), counts / (2 * (1 - share))
         bounds = (low - c, high - c)
-        shifted = np.array([t - k * c for t, k in zip(totals, n, strict=True)])
+        centred = np.array([t - k * c for t, k in zip(totals, n, strict=True)])
     _, opendp_scales = accuracy.opendp_mean_parts(low, high, epsilon)
     out = []
-    for k, total, s, m in zip(n, totals, shifted, truth, strict=True):
+    for k, total, s, m in zip(n, totals, centred, truth, strict=True):
         if not k:
             out.append((np.nan, 0.0, np.nan))
             continue

@@ -34,10 +34,10 @@ changed row moves a sum by at most about upper - lower and the count is released
 without spending anything.
 
 Values are clamped to the schema's [lower, upper]; the "true value" each interval is for is the
-statistic of the clamped values. Variances work on values centred at the bounds' midpoint c
-(sums of x - c), which keeps the count's noise from inflating them; a mean over a noisy count
-sums x - c around `measures.mean_centre` (0 for bounds around 0, as OpenDP's pipeline; else
-about the midpoint), which keeps its error at or below OpenDP's pipeline's on any data.
+statistic of the clamped values. Means and variances work on values centred at the bounds'
+midpoint c (sums of x - c over [-r, r]), which keeps the count's noise from inflating them and
+gives the sum the smallest bound per row; it keeps a mean's error at or below OpenDP's
+pipeline's on any data (`measures.centre`).
 
 Intervals (95%, every released number has one; computed from released values and public noise
 scales only, so they are post-processing):

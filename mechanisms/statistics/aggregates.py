@@ -2,13 +2,11 @@
 
 Every statistic reads per group (the cells of the `by` columns; one group without them):
 - the rows, and per numeric column the values present (not NULL, not NaN, readable);
-- up to four exact sums over the present values x (those the request's statistics read,
+- up to three exact sums over the present values x (those the request's statistics read,
   `needed_sums`), each clamped as the statistic clamps them:
-  "raw" sum(clip(x, lower, upper)) (sums), "centred" sum(clip(x - c, -r, r)) (variances, and
-  means over a public number of values), "square" sum(clip(x - c, -r, r)^2) (variances), c
-  and r the bounds' midpoint and half-width (`measures.centre`), and "shifted"
-  sum(clip(x - c', lower - c', upper - c')) (means over a noisy count), c' =
-  `measures.mean_centre`;
+  "raw" sum(clip(x, lower, upper)) (sums), "centred" sum(clip(x - c, -r, r)) (means and
+  variances), "square" sum(clip(x - c, -r, r)^2) (variances), c and r the bounds' midpoint and
+  half-width (`measures.centre`);
 - per quantile column, the counts of the clamped values around each public candidate
   (`quantiles.RankCounts`): in each open gap between candidates and on each candidate; once a
   quantile's interval is released, the same around the finer candidates inside each group's
@@ -70,7 +68,7 @@ from mechanisms.counting.sql import (
 )
 from mechanisms.errors import MechanismError
 from mechanisms.schema import NumericColumn, Schema
-from mechanisms.statistics.measures import MAX_GROUP_ROWS, centre, mean_centre, sum_exponent
+from mechanisms.statistics.measures import MAX_GROUP_ROWS, centre, sum_exponent
 from mechanisms.statistics.quantiles import RankCounts, quantile_grid
 from mechanisms.statistics.request import Request
 
@@ -78,7 +76,7 @@ LIMB_BITS = 31  # floor(v 2^k) = hi 2^31 + lo: limbs of at most 31 bits (WORD_BI
 MAX_BOUND = 2.0**60  # |bounds| up to this: k >= 0, so no product underflows to zero
 MIN_BOUND = 2.0**-400  # a nonzero bound at least this: 2^k and the squares stay normal
 PRE_CLAMP = 2.0**1000  # SQL clamps x to +-PRE_CLAMP before x - c (no overflow; same clip)
-SUMS = ("raw", "centred", "square", "shifted")
+SUMS = ("raw", "centred", "square")
 PER_COLUMN = 1 + 2 * len(SUMS)  # values present, then (S >> 31, S mod 2^31) of each sum S
 LOW_MASK = (1 << LIMB_BITS) - 1
 # (group, slot) pairs up to which the groups' sums and a column's ranks share a pass
@@ -91,25 +89,21 @@ ONE_PASS_ENGINES = frozenset({"inprocess", "duckdb", "dask", "spark"})
 
 
 def sum_bounds(spec: NumericColumn, which: str) -> tuple[float, float]:
-    """The clamp of one of SUMS: [lower, upper], [-r, r], [0, r^2] or [lower - c', upper - c']."""
+    """The clamp of one of SUMS: [lower, upper], [-r, r] or [0, r^2]."""
     if which == "raw":
         return spec.lower, spec.upper
-    if which == "shifted":
-        c = mean_centre(spec)
-        return spec.lower - c, spec.upper - c
     _, r = centre(spec)
     return (-r, r) if which == "centred" else (0.0, r * r)
 
 
 def check_bounds(spec: NumericColumn) -> None:
     """Refuse bounds whose sums cannot be made exactly alike everywhere, in words."""
-    for value in (spec.lower, spec.upper, centre(spec)[1], *sum_bounds(spec, "shifted")):
+    for value in (spec.lower, spec.upper, centre(spec)[1]):
         if abs(value) > MAX_BOUND or 0 < abs(value) < MIN_BOUND:
             raise MechanismError(
                 f"column {spec.name!r}: bounds [{spec.lower}, {spec.upper}] are too far from "
-                "1 for exact sums (each bound, half their distance, and their distances from "
-                "the mean's centre must be 0 or between 2^-400 and 2^60 in size): declare the "
-                "column in another unit"
+                "1 for exact sums (each bound and half their distance must be 0 or between "
+                "2^-400 and 2^60 in size): declare the column in another unit"
             )
 
 
@@ -142,16 +136,9 @@ def exact_sum(values: Any, low: float, high: float) -> float:
 def clamped_terms(x: FloatArray, spec: NumericColumn) -> dict[str, FloatArray]:
     """Each of SUMS' terms of present values x (numpy: the reference the SQL repeats)."""
     c, r = centre(spec)
-    shift, (low, high) = mean_centre(spec), sum_bounds(spec, "shifted")
     with np.errstate(over="ignore"):  # x - c of +-1e308 may be +-inf: clipped to +-r
         g = np.clip(x - c, -r, r)
-        moved = np.clip(x - shift, low, high)
-    return {
-        "raw": np.clip(x, spec.lower, spec.upper),
-        "centred": g,
-        "square": g * g,
-        "shifted": moved,
-    }
+    return {"raw": np.clip(x, spec.lower, spec.upper), "centred": g, "square": g * g}
 
 
 @dataclass(frozen=True)
@@ -465,15 +452,15 @@ def word_sums(dialect: Dialect, word: str) -> list[str]:
 
 
 def shifts(spec: NumericColumn) -> dict[str, float]:
-    """The point each clamped term of SUMS but "raw" and "square" is taken around (c, c')."""
-    return {"centred": centre(spec)[0], "shifted": mean_centre(spec)}
+    """The point each clamped term of SUMS but "raw" and "square" is taken around (c)."""
+    return {"centred": centre(spec)[0]}
 
 
 def raw_alike(spec: NumericColumn) -> frozenset[str]:
     """The terms of `shifts` equal to the raw one, value for value.
 
-    Those taken around 0 and clamped to the bounds: "shifted" for bounds around 0 (c' = 0),
-    "centred" for bounds symmetric about 0 (c = 0). x - 0 is x (-0.0 included) and the clamp
+    Those taken around 0 and clamped to the bounds: "centred" for bounds symmetric about 0
+    (c = 0). x - 0 is x (-0.0 included) and the clamp
     to PRE_CLAMP changes no clamp to the bounds, so their SQL reads the raw column and their
     sums are the raw sums' very expressions, which DuckDB, PostgreSQL and Spark compute once.
     Public: from the schema alone.
@@ -492,7 +479,7 @@ def _word_sql(dialect: Dialect, which: str, j: int, k: int, alike: frozenset[str
     column = f"{'raw' if which in alike else which}{j}"
     if which == "raw":
         return f"floor(raw{j} * {scale})"  # k >= 0 (`check_bounds`): no product underflows
-    if which in ("centred", "shifted"):
+    if which == "centred":
         return f"floor({column} * {scale})"
     return SquareGuard(k).sql(dialect, f"{'raw' if 'centred' in alike else 'centred'}{j}")
 
@@ -915,7 +902,7 @@ def inner_tallies(
 
 
 def table_passes(
-    schema: Schema, request: Request, neighbouring: str | None = None, engine: str = "inprocess"
+    schema: Schema, request: Request, engine: str = "inprocess"
 ) -> list[GroupTally | GroupsAndRanks | RankTally]:
     """The tallies a request runs, one per pass over the table.
 
@@ -923,26 +910,19 @@ def table_passes(
     where their (group, slot) pairs are at most JOINED_ROWS and `engine` is one of
     ONE_PASS_ENGINES; then one per other quantile column (`read_aggregates` reads them).
     """
-    groups, ranked = tallies(schema, request, neighbouring)
+    groups, ranked = tallies(schema, request)
     if ranked and math.prod(ranked[0].shape) <= JOINED_ROWS and engine in ONE_PASS_ENGINES:
         return [GroupsAndRanks(groups, ranked[0]), *ranked[1:]]
     return [groups, *ranked]
 
 
-def needed_sums(
-    schema: Schema, request: Request, column: str, neighbouring: str | None
-) -> tuple[str, ...]:
+def needed_sums(request: Request, column: str) -> tuple[str, ...]:
     """The SUMS the request's statistics of `column` read (`compute`), in SUMS order.
 
-    A sum "raw"; a mean "centred" where its number of values is public
-    (`values_counted_publicly`), else "shifted" (both without `neighbouring`); a variance or
-    standard deviation "centred" and "square"; a count or a quantile none.
+    A sum "raw"; a mean "centred"; a variance or standard deviation "centred" and "square"; a
+    count or a quantile none.
     """
-    spec = schema.column(column)
-    assert isinstance(spec, NumericColumn)  # parse_request checked it
-    public = neighbouring is not None and values_counted_publicly(neighbouring, request.by, spec)
-    means = {"centred", "shifted"} if neighbouring is None else {"centred" if public else "shifted"}
-    reads = {"sum": {"raw"}, "mean": means, "variance": {"centred", "square"}}
+    reads = {"sum": {"raw"}, "mean": {"centred"}, "variance": {"centred", "square"}}
     reads["std"] = reads["variance"]
     stats = [s for s in request.statistics if s.column == column]
     return tuple(w for w in SUMS if any(w in reads.get(s.kind, set()) for s in stats))
@@ -957,19 +937,16 @@ def values_counted_publicly(neighbouring: str, by: tuple[str, ...], spec: Numeri
     return neighbouring == "replace-one" and not by and spec.missing != "cell"
 
 
-def tallies(
-    schema: Schema, request: Request, neighbouring: str | None = None
-) -> tuple[GroupTally, list[RankTally]]:
+def tallies(schema: Schema, request: Request) -> tuple[GroupTally, list[RankTally]]:
     """The tallies a request needs: the groups' and one per quantile column.
 
-    The groups' sums are those the statistics read under `neighbouring` (`needed_sums`;
-    without it, every sum a mean may read).
+    The groups' sums are those its statistics read (`needed_sums`).
     """
     numeric = tuple(dict.fromkeys(s.column for s in request.statistics if s.column is not None))
     quantile = dict.fromkeys(
         s.column for s in request.statistics if s.alpha is not None and s.column is not None
     )
-    wanted = tuple(needed_sums(schema, request, column, neighbouring) for column in numeric)
+    wanted = tuple(needed_sums(request, column) for column in numeric)
     return GroupTally(schema, request.by, numeric, wanted), [
         RankTally(schema, request.by, c) for c in quantile
     ]

@@ -27,7 +27,6 @@ from mechanisms.statistics.aggregates import (
     fixed_sum,
     group_codes,
     inner_tallies,
-    sum_bounds,
     table_passes,
     values_counted_publicly,
 )
@@ -38,7 +37,6 @@ from mechanisms.statistics.measures import (
     count_scale,
     discrete_laplace_halfwidth,
     linear_halfwidth,
-    mean_centre,
     sum_exponent,
     sum_grid,
 )
@@ -133,7 +131,7 @@ class Computer:
     ) -> None:
         self.schema, self.request, self.neighbouring, self.rng = schema, request, neighbouring, rng
         self.data = data
-        self.aggregates = read_aggregates(data, schema, request, neighbouring)
+        self.aggregates = read_aggregates(data, schema, request)
         self.n = self.aggregates.n
         self.spent: list[float] = []
         self.count_upper: list[float] | None = None  # the released count's 95% upper ends
@@ -283,31 +281,30 @@ class Computer:
     def mean(self, column: str, epsilon: float) -> list[Row]:
         """Per-group mean of the present values of the clamped column.
 
-        c + (noisy sum of x - c) / (noisy count of present values), c = `mean_centre` (0 for
-        bounds around 0, as OpenDP's pipeline; else about the middle of the bounds).
+        c + (noisy sum of x - c) / (noisy count of present values), c the middle of the bounds
+        (`measures.centre`), r half their distance: the sum's bound per row, r, is the
+        smallest of any centre, and with it the error's spread is at most OpenDP's pipeline's
+        (c = 0) for every true mean (`measures.centre` proves it).
 
-        Privacy: epsilon-DP; epsilon/2 on the sum of x - c over [lower - c, upper - c]
-        (`noisy_totals`: about max(c - lower, upper - c) per row added or removed, twice under
-        replace-one with groups; a missing value adds 0) and epsilon/2 on the count of present
-        values (1 per row added or removed; under replace-one 2 with groups, 1 without:
-        `noisy_counts`). All of it on the sum of x - c over [-r, r] when the number of values is
-        public (replace-one, no groups, no missing values allowed; about upper - lower per row
-        replaced). Interval: exact when that number is public, else the linearised error
-        (E_sum - mean_c E_count) / count with exact noise distributions.
+        Privacy: epsilon-DP; epsilon/2 on the sum of x - c over [-r, r] (`noisy_totals`: about
+        r per row added or removed, twice under replace-one with groups; a missing value adds
+        0) and epsilon/2 on the count of present values (1 per row added or removed; under
+        replace-one 2 with groups, 1 without: `noisy_counts`). All of it on the sum when the
+        number of values is public (replace-one, no groups, no missing values allowed; about
+        upper - lower per row replaced). Interval: exact when that number is public, else the
+        linearised error (E_sum - (mean - c) E_count) / count with exact noise distributions.
         """
         spec = self.numeric(column)
+        c, r = centre(spec)
+        centred = self.aggregates.fixed_sums(column, "centred")
         if (known := self.known_count(column)) is not None:
-            c, r = centre(spec)
-            centred = self.aggregates.fixed_sums(column, "centred")
             sums, grid = self.noisy_totals(centred, -r, r, epsilon)
             half = grid.halfwidth(epsilon) / max(known, 1)
             m = float(sums[0]) / max(known, 1)
             row = Row(c + m, c + m - half, c + m + half, grid.scale(epsilon), count=float(known))
             return [clip_row(row, spec)]
-        c, (low, high) = mean_centre(spec), sum_bounds(spec, "shifted")
-        shifted = self.aggregates.fixed_sums(column, "shifted")
         part = split(epsilon, 2)
-        sums, grid = self.noisy_totals(shifted, low, high, part, self.may_miss(column))
+        sums, grid = self.noisy_totals(centred, -r, r, part, self.may_miss(column))
         scale = grid.scale(part)
         counts, count_scale = self.noisy_counts(part, column)
         rows = []
@@ -315,7 +312,7 @@ class Computer:
             if not publishable(n, count_scale):  # withheld by `support`: nothing to divide
                 rows.append(Row(math.nan, math.nan, math.nan, scale, n, count_scale))
                 continue
-            m = min(max(s / n, low), high)
+            m = min(max(s / n, -r), r)
             terms = [grid.term(1 / n, part), (m / n, count_scale)]
             half = linear_halfwidth(terms)
             row = Row(c + m, c + m - half, c + m + half, scale, n, count_scale)
@@ -498,11 +495,11 @@ class Computer:
 
 
 def read_aggregates(
-    data: pd.DataFrame | EngineTable, schema: Schema, request: Request, neighbouring: str
+    data: pd.DataFrame | EngineTable, schema: Schema, request: Request
 ) -> Aggregates:
     """The request's aggregates of `data`: its engine's where it lives, else computed here."""
     engine = data.engine if isinstance(data, EngineTable) else "inprocess"
-    first, *ranked = table_passes(schema, request, neighbouring, engine)
+    first, *ranked = table_passes(schema, request, engine)
     ranks = {t.column: read_tally(data, t) for t in ranked if isinstance(t, RankTally)}
     if isinstance(first, GroupsAndRanks):
         table, ranks[first.ranks.column] = first.split(read_tally(data, first))

@@ -14,7 +14,6 @@ from mechanisms.plans import NoisePlan
 from mechanisms.release_request import PlanInputs
 from mechanisms.schema import NumericColumn, Schema
 from mechanisms.statistics import support
-from mechanisms.statistics.aggregates import sum_bounds
 from mechanisms.statistics.compute import missing_columns, selected_request
 from mechanisms.statistics.measures import (
     centre,
@@ -196,8 +195,8 @@ def _preview(
             grid, part = sum_grid(-r, r, neighbouring, public_n), epsilon
             half = grid.halfwidth(part) / max(public_n, 1)
         else:
-            part, (low, high) = split(epsilon, 2), sum_bounds(spec, "shifted")
-            grid = sum_grid(low, high, neighbouring, public_n, missing)
+            part = split(epsilon, 2)
+            grid = sum_grid(-r, r, neighbouring, public_n, missing)
             half = grid.halfwidth(part) / size
         return {**record, "noise_scale": grid.scale(part), "halfwidth": half, "unit": stat.column}
     if stat.kind in ("variance", "std"):

@@ -18,8 +18,7 @@ often). A count is always published.
 - sum: the exact half-width of the sum's noise (discrete Laplace on its grid, `sum_grid`);
 - mean: exact when the number of values is public; else the first-order error of noisy sum
   over noisy count (as `Computer.mean` states its interval) for a mean at a bound, where the
-  count's noise weighs most: (E_sum + d E_count) / present, d the larger distance from the
-  mean's centre (`mean_centre`) to a bound;
+  count's noise weighs most: (E_sum + r E_count) / present, r the half-range;
 - variance: the first-order error for the worst coefficients, E2 / present + 2 r E1 / present
   + r^2 E_count / present (|m2 - 2 m1^2| <= r^2 and |m1| <= r);
 - std: the square root of the variance's (|sqrt a - sqrt b| <= sqrt |a - b|);
@@ -52,7 +51,7 @@ from mechanisms.arrays import BoolArray, FloatArray, IntArray
 from mechanisms.noise import secure_source
 from mechanisms.schema import NumericColumn, Schema
 from mechanisms.statistics import support
-from mechanisms.statistics.aggregates import group_codes, sum_bounds
+from mechanisms.statistics.aggregates import group_codes
 from mechanisms.statistics.compute import Computer
 from mechanisms.statistics.measures import (
     SumGrid,
@@ -164,23 +163,15 @@ def unit(stat: Statistic) -> str:
 
 
 def _mean(spec: NumericColumn, epsilon: float, setting: _Setting) -> float:
-    """The mean's half-width as `Computer.mean` computes it.
-
-    Around `mean_centre` (its sum over the shifted bounds, its count's term at most the
-    farther shifted bound) unless the number of values is public.
-    """
     _, r = centre(spec)
     known = setting.public_n if spec.missing != "cell" else None
     if known is not None:
         half = setting.sum_grid(spec, -r, r).halfwidth(epsilon, setting.confidence)
         return min(half / max(known, 1), 2 * r)
-    part, (low, high) = split(epsilon, 2), sum_bounds(spec, "shifted")
+    part = split(epsilon, 2)
     counts = count_scale(part, setting.neighbouring, setting.public_n)
     present = setting.present
-    terms = [
-        setting.sum_grid(spec, low, high).term(1 / present, part),
-        (max(-low, high) / present, counts),
-    ]
+    terms = [setting.sum_grid(spec, -r, r).term(1 / present, part), (r / present, counts)]
     return min(linear_halfwidth(terms, setting.confidence), 2 * r)
 
 

@@ -13,7 +13,6 @@ from mechanisms.statistics import support
 from mechanisms.statistics.measures import (
     centre,
     count_sensitivity,
-    mean_centre,
     sum_grid,
 )
 from mechanisms.statistics.quantiles import rank_sensitivity
@@ -69,13 +68,8 @@ def _pieces(
     centred = sum_grid(-r, r, neighbouring, public_n, missing).sensitivity
     if stat.kind == "mean" and public_n is not None and not missing:
         return {"sum of x - c": centred}
-    if stat.kind == "mean":  # summed around `mean_centre`
-        c = mean_centre(spec)
-        shifted = sum_grid(spec.lower - c, spec.upper - c, neighbouring, public_n, missing)
-        return {
-            "sum of x - c": shifted.sensitivity,
-            count: count_sensitivity(neighbouring, public_n),
-        }
     pieces = {"sum of x - c": centred, count: count_sensitivity(neighbouring, public_n)}
+    if stat.kind == "mean":
+        return pieces
     squares = sum_grid(0.0, r * r, neighbouring, public_n, missing).sensitivity
     return {**pieces, "sum of (x - c)^2": squares}

@@ -862,8 +862,8 @@ def test_the_check_catches_a_broken_one_pass_form(tmp_path, monkeypatch, name, t
 
 def group_tally_case() -> tuple[pa.Table, Any]:
     """Three columns of the special floats and the bounds a float step either side: bounds
-    symmetric about 0 (its centred and shifted sums are the raw sum's SQL), bounds from 0 (its
-    shifted sum is), and bounds above 0 (none is); in two groups and rows of no group."""
+    symmetric about 0 (its centred sum is the raw sum's SQL), bounds from 0 and bounds above 0
+    (it is not); in two groups and rows of no group."""
     from mechanisms.statistics.aggregates import GroupTally
 
     bounds = {"symmetric": (-50.0, 50.0), "from zero": (0.0, 10.0), "above zero": (1.0, 7.0)}
@@ -924,16 +924,16 @@ def test_every_engine_sums_the_special_floats_exactly_alike(tmp_path, postgres):
 
     _, tally = group_tally_case()
     alike = [sorted(raw_alike(tally.spec(c))) for c in tally.numeric]
-    assert alike == [["centred", "shifted"], ["shifted"], []]
+    assert alike == [["centred"], [], []]
     assert_all_equal(sums_by_engine(tmp_path, postgres), "sums")
 
 
 def test_the_check_catches_sums_read_from_the_raw_column_off_zero(tmp_path, postgres, monkeypatch):
-    """Broken twin: every column's centred and shifted sums read from its raw column, also
-    where they are taken around a point other than 0; the comparison above sees it."""
+    """Broken twin: every column's centred sums read from its raw column, also where they are
+    taken around a point other than 0; the comparison above sees it."""
     from mechanisms.statistics import aggregates
 
-    monkeypatch.setattr(aggregates, "raw_alike", lambda spec: frozenset({"centred", "shifted"}))
+    monkeypatch.setattr(aggregates, "raw_alike", lambda spec: frozenset({"centred"}))
     found = sums_by_engine(tmp_path, postgres, ("inprocess", "duckdb"))
     for engine in ("duckdb", "postgres"):
         assert found[engine] != found["inprocess"], engine
@@ -1106,7 +1106,7 @@ def test_the_check_catches_sums_left_unsettled(tmp_path, postgres, monkeypatch):
 def test_the_largest_group_sum_settles_within_int64():
     """At MAX_GROUP_ROWS rows of words +-2^61 (past every bound's), a wide sum of +-2^93
     settles into (S >> 31, S mod 2^31), within int64, and reads back as S 2^-k."""
-    from mechanisms.statistics.aggregates import GroupTally, total
+    from mechanisms.statistics.aggregates import SUMS, GroupTally, total
     from mechanisms.statistics.measures import MAX_GROUP_ROWS
 
     schema = Schema.from_dict(
@@ -1115,7 +1115,7 @@ def test_the_largest_group_sum_settles_within_int64():
     tally = GroupTally(schema, (), ("x",))
     for sign in (1, -1):
         exact = sign * MAX_GROUP_ROWS * 2**61
-        row = (0, MAX_GROUP_ROWS, MAX_GROUP_ROWS, *[0, exact] * 4)
+        row = (0, MAX_GROUP_ROWS, MAX_GROUP_ROWS, *[0, exact] * len(SUMS))
         answer = tally.from_rows([row])
         assert answer[0, 2:4].tolist() == [exact >> 31, exact % 2**31]
         assert total(*answer[0, 2:4], 58) == sign * 2.0 ** (93 - 58)
@@ -1124,13 +1124,13 @@ def test_the_largest_group_sum_settles_within_int64():
 def larger_group_answer(tally_from_rows) -> str:
     """What reading back one engine row of a group of 2^34 rows of words 2^61 (sums 2^95,
     past int64 once settled) raises: its words."""
-    from mechanisms.statistics.aggregates import GroupTally
+    from mechanisms.statistics.aggregates import SUMS, GroupTally
 
     schema = Schema.from_dict(
         {"columns": [{"name": "x", "type": "numeric", "lower": -4, "upper": 4, "bins": 2}]}
     ).accepting()
     rows = 2**34
-    row = (0, rows, rows, *[0, rows * 2**61] * 4)
+    row = (0, rows, rows, *[0, rows * 2**61] * len(SUMS))
     with pytest.raises(Exception) as raised:
         tally_from_rows(GroupTally(schema, (), ("x",)), [row])
     return f"{type(raised.value).__name__}: {raised.value}"

@@ -220,8 +220,8 @@ def test_postgresql_reads_the_groups_and_the_ranks_in_two_passes(engine, one_pas
         return inner.of_frame(frame)
 
     table = EngineTable(engine, "the cars", lambda *_: None, tally)
-    found = read_aggregates(table, schema, request, "add-remove")
-    reference = read_aggregates(frame, schema, request, "add-remove")
+    found = read_aggregates(table, schema, request)
+    reference = read_aggregates(frame, schema, request)
     assert [isinstance(t, GroupsAndRanks) for t in asked] == ([True] if one_pass else [False] * 2)
     assert np.array_equal(found.table, reference.table)
     assert np.array_equal(found.ranks["Weight_in_lbs"], reference.ranks["Weight_in_lbs"])

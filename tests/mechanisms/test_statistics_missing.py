@@ -78,9 +78,10 @@ def test_statistics_run_over_the_present_values_and_say_so(neighbouring):
 
 def test_the_manifest_states_each_statistics_sensitivities():
     """Replace-one, no groups, x in [0, 100] may be missing: the count of present values moves
-    by 1 (OpenDP's sized map) and the mean's sum of x - c' (c' = `mean_centre` = 0 for bounds
-    from 0) by upper - lower = 100 (the exact sums' bound, `measures.sum_grid`: at most 2^-28
-    of the bound above it for the noise grid's rounding, none here)."""
+    by 1 (OpenDP's sized map) and the mean's sum of x - c (c = 50, the middle of the bounds) by
+    upper - lower = 100 (the exact sums' bound, `measures.sum_grid`, widened to hold 0 for a
+    value turned missing: at most 2^-28 of the bound above it for the noise grid's rounding,
+    none here)."""
     out, _ = _release({"stat": ["count", "mean:x", "median:x"]}, neighbouring="replace-one")
     count, mean, median = out.manifest["parameters"]["sensitivities"]
     assert count["sensitivity"] == {}  # the row count is public: released exactly

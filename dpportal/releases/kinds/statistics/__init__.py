@@ -38,7 +38,7 @@ class Statistics(Kind):
         """The groups' sums and the quantiles' rank counts, one tally per pass over the table
         (`statistics.aggregates.table_passes`)."""
         request = parse_request(schema, params, epsilon=epsilon, neighbouring=neighbouring)
-        return list(table_passes(schema, request, neighbouring))
+        return list(table_passes(schema, request))
 
     def params(self, form, cleaned):
         return portal.params(form.schema, cleaned["columns"], cleaned)
