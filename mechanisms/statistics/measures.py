@@ -179,14 +179,25 @@ def sum_grid(
 
 
 def discrete_laplace_halfwidth(scale: float, level: float = LEVEL) -> float:
-    """Smallest k with P(|E| <= k) >= level for discrete Laplace E of `scale` (exact)."""
+    """Smallest k with P(|E| <= k) >= level for discrete Laplace E of `scale` (exact).
+
+    P(|E| > k) = 2 a^(k+1) / (1 + a), a = e^(-1/scale), with a^(k+1) computed as
+    e^(-(k+1)/scale): at the scales of a sum's grid (10^9 and more) a itself keeps only about 7
+    digits of 1 - a, too few for the tail. The first guess is corrected both ways.
+    """
     if scale <= 0:
         return 0.0
-    a = math.exp(-1.0 / scale)  # P(|E| > k) = 2 a^(k+1) / (1 + a)
-    k = math.ceil(math.log((1 - level) * (1 + a) / 2) / math.log(a) - 1)
-    while k > 0 and 2 * a**k / (1 + a) <= 1 - level:
+    spread, miss = 1 + math.exp(-1.0 / scale), 1 - level
+
+    def tail(k: int) -> float:
+        return 2 * math.exp(-(k + 1) / scale) / spread
+
+    k = max(math.ceil(-scale * math.log(miss * spread / 2) - 1), 0)
+    while k > 0 and tail(k - 1) <= miss:
         k -= 1
-    return float(max(k, 0))
+    while tail(k) > miss:
+        k += 1
+    return float(k)
 
 
 def linear_halfwidth(terms: Sequence[tuple[float, float]], level: float = LEVEL) -> float:

@@ -231,6 +231,12 @@ def test_the_linearised_interval_matches_exact_single_noise_quantiles():
     k = statistics.discrete_laplace_halfwidth(20.0)
     a = math.exp(-1 / 20)
     assert 2 * a ** (k + 1) / (1 + a) <= 0.05 < 2 * a**k / (1 + a)  # smallest such k
+    # a sum's grid: e^(-k/s) keeps the digits a^k loses (twin: the tail from a^k, whose k at
+    # 10^9 is 83 above the smallest)
+    for scale in (1e9, 2.0**31 * 20):
+        wide, spread = statistics.discrete_laplace_halfwidth(scale), 1 + math.exp(-1 / scale)
+        tails = [2 * math.exp(-(j + 1) / scale) / spread for j in (wide, wide - 1)]
+        assert tails[0] <= 0.05 < tails[1]
     assert statistics.linear_halfwidth([(1.0, 20.0)]) == k
     assert statistics.linear_halfwidth([(1.0, 20.0), (1.0, 1e-9)]) == pytest.approx(k, rel=0.02)
     # a sum's noise: a discrete Laplace on a grid far finer than its scale, Laplace's b ln 20
