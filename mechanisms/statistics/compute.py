@@ -247,7 +247,7 @@ class Computer:
         return rows
 
     def sum(self, column: str, epsilon: float, own_count: bool = False) -> list[Row]:
-        """Per-group sum of the present values of the column clamped to [lower, upper], + Laplace.
+        """Per-group sum of the present values of the column clamped to [lower, upper], + noise.
 
         Privacy: epsilon-DP; sensitivity (`noisy_totals`): about max(|lower|, |upper|) per row
         added or removed (doubled under replace-one with groups; a missing value adds 0), or
