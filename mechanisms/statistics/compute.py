@@ -27,6 +27,7 @@ from mechanisms.statistics.aggregates import (
     fixed_sum,
     group_codes,
     inner_tallies,
+    sum_bounds,
     table_passes,
     values_counted_publicly,
 )
@@ -37,7 +38,6 @@ from mechanisms.statistics.measures import (
     count_scale,
     discrete_laplace_halfwidth,
     linear_halfwidth,
-    sum_exponent,
     sum_grid,
 )
 from mechanisms.statistics.quantiles import (
@@ -204,14 +204,26 @@ class Computer:
         epsilon: float,
         missing: bool = False,
     ) -> tuple[FloatArray, SumGrid]:
-        """`noisy_totals` of each group's values clamped to [low, high] (`fixed_sum`)."""
-        exact = [fixed_sum(g, low, high) for g in groups]
-        return self.noisy_totals(exact, low, high, epsilon, missing)
+        """Each group's values clamped to [low, high], summed exactly (`fixed_sum`), + noise.
 
-    def noisy_totals(
-        self, exact: list[int], low: float, high: float, epsilon: float, missing: bool = False
+        The noise step of `noisy_totals` on the values themselves (its privacy checks).
+        """
+        exact = [fixed_sum(g, low, high) for g in groups]
+        return self._noised(exact, low, high, epsilon, missing)
+
+    def noisy_totals(self, column: str, which: str, epsilon: float) -> tuple[FloatArray, SumGrid]:
+        """Per group the exact sum `which` of `column` (`aggregates`) + noise, on its grid.
+
+        The bounds are the sum's own (`sum_bounds`), so its grid is that of its fixed point.
+        """
+        low, high = sum_bounds(self.numeric(column), which)
+        exact = self.aggregates.fixed_sums(column, which)
+        return self._noised(exact, low, high, epsilon, self.may_miss(column))
+
+    def _noised(
+        self, exact: list[int], low: float, high: float, epsilon: float, missing: bool
     ) -> tuple[FloatArray, SumGrid]:
-        """Per-group exact sums over [low, high] (`aggregates`, units of 2^-k) + noise.
+        """Per-group exact sums over [low, high] (units of 2^-k, `sum_exponent`) + noise.
 
         Each sum takes discrete Laplace noise of scale Delta / epsilon on its grid (`SumGrid`:
         S >> shift, then back to the column's unit). Privacy: epsilon-DP; Delta, the grid sums'
@@ -221,7 +233,6 @@ class Computer:
         counts as 0, so the bounds are widened to hold 0).
         """
         grid = sum_grid(low, high, self.neighbouring, self.public_n, missing)
-        assert grid.exponent == sum_exponent(low, high)  # the sums' own fixed point
         scale = grid.grid_scale(epsilon)
         self._spend(epsilon)
         return grid.values(self.rng.add_discrete_laplace(grid.on_grid(exact), scale)), grid
@@ -255,10 +266,8 @@ class Computer:
         missing. With `own_count`, a noisy count of present values first, on SUPPORT_SHARE of
         epsilon (`own_counts`), and the sum on the rest. Interval: exact 95% for the noise.
         """
-        spec = self.numeric(column)
         counted, epsilon = self.own_counts(column, epsilon, own_count)
-        exact, missing = self.aggregates.fixed_sums(column, "raw"), self.may_miss(column)
-        sums, grid = self.noisy_totals(exact, spec.lower, spec.upper, epsilon, missing)
+        sums, grid = self.noisy_totals(column, "raw", epsilon)
         half, scale = grid.halfwidth(epsilon), grid.scale(epsilon)
         return [Row(s, s - half, s + half, scale, *counted[g]) for g, s in enumerate(sums)]
 
@@ -296,15 +305,14 @@ class Computer:
         """
         spec = self.numeric(column)
         c, r = centre(spec)
-        centred = self.aggregates.fixed_sums(column, "centred")
         if (known := self.known_count(column)) is not None:
-            sums, grid = self.noisy_totals(centred, -r, r, epsilon)
+            sums, grid = self.noisy_totals(column, "centred", epsilon)
             half = grid.halfwidth(epsilon) / max(known, 1)
             m = float(sums[0]) / max(known, 1)
             row = Row(c + m, c + m - half, c + m + half, grid.scale(epsilon), count=float(known))
             return [clip_row(row, spec)]
         part = split(epsilon, 2)
-        sums, grid = self.noisy_totals(centred, -r, r, part, self.may_miss(column))
+        sums, grid = self.noisy_totals(column, "centred", part)
         scale = grid.scale(part)
         counts, count_scale = self.noisy_counts(part, column)
         rows = []
@@ -332,9 +340,8 @@ class Computer:
         spec = self.numeric(column)
         c, r = centre(spec)
         part = split(epsilon, 3)
-        missing, sums = self.may_miss(column), self.aggregates.fixed_sums
-        s1, grid1 = self.noisy_totals(sums(column, "centred"), -r, r, part, missing)
-        s2, grid2 = self.noisy_totals(sums(column, "square"), 0.0, r * r, part, missing)
+        s1, grid1 = self.noisy_totals(column, "centred", part)
+        s2, grid2 = self.noisy_totals(column, "square", part)
         scale2 = grid2.scale(part)
         counts, count_scale = self.noisy_counts(part, column)
         rows = []
