@@ -15,8 +15,8 @@ the rows, the values present, exact fixed-point sums of the clamped values and c
 public quantile candidates, and, once a quantile's interval is released, counts around the finer
 candidates inside them), computed here or by an engine where the table lives alike. A sum's
 noise is added to the exact fixed-point sum on a grid (`measures.sum_grid`: S >> 32), scaled to
-one row's largest whole-number term there, at most OpenDP's map of its own bounded float sum and
-half of it for bounds around 0; no float rounding enters the privacy argument. A quantile's
+one row's largest whole-number term there, at most OpenDP's map of its own bounded float sum
+(below it for bounds around 0, half of it for bounds symmetric about 0); no float rounding enters the privacy argument. A quantile's
 estimate scores a public grid of candidates by a signed tie-aware rank offset
 (`quantiles.rank_offsets`, its sensitivity proven there) for permute-and-flip (report-noisy-max
 with exponential noise, as OpenDP's own quantile measurement). All noise comes from

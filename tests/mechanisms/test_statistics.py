@@ -764,7 +764,7 @@ def test_a_sums_sensitivity_is_at_or_below_opendps(lower, upper):
     """Issue 44 item 5: the sums' noise sits on a grid of the exact fixed-point sum
     (`measures.sum_grid`), whose rounding costs at most 2^-28 of the bound, within OpenDP's own
     allowance for its float sum (2^-26.7), so the sensitivity is at most OpenDP's map of the
-    same bounds (half of it where the bounds hold 0: one row adds at most max(|lower|, |upper|),
+    same bounds (below it where the bounds hold 0: one row adds at most max(|lower|, |upper|),
     where OpenDP's map is upper - lower). Twin: the allowance before, one unit in the last
     place of a float sum of 2^32 rows at the bound (2^-19 of it), is above OpenDP's map."""
     grid = statistics.measures.sum_grid(float(lower), float(upper), "add-remove", None)
