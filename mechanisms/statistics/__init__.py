@@ -16,10 +16,11 @@ public quantile candidates, and, once a quantile's interval is released, counts 
 candidates inside them), computed here or by an engine where the table lives alike. A sum's
 noise is added to the exact fixed-point sum on a grid (`measures.sum_grid`: S >> 32), scaled to
 one row's largest whole-number term there, at most OpenDP's map of its own bounded float sum
-(below it for bounds around 0, half of it for bounds symmetric about 0); no float rounding enters the privacy argument. A quantile's
-estimate scores a public grid of candidates by a signed tie-aware rank offset
-(`quantiles.rank_offsets`, its sensitivity proven there) for permute-and-flip (report-noisy-max
-with exponential noise, as OpenDP's own quantile measurement). All noise comes from
+(below it for bounds around 0, half of it for bounds symmetric about 0); no float rounding
+enters the privacy argument. A quantile's estimate scores a public grid of candidates by a
+signed tie-aware rank offset (`quantiles.rank_offsets`, its sensitivity proven there) for
+permute-and-flip (report-noisy-max with exponential noise, as OpenDP's own quantile
+measurement). All noise comes from
 `mechanisms.noise` (OpenDP's samplers on the secure source): integer discrete Laplace for counts
 and for sums on their grid, and report-noisy-max with exponential noise (OpenDP's sampler) for
 the quantiles' selections.
