@@ -17,6 +17,7 @@ import opendp.prelude as dp
 from scipy import fft
 
 from mechanisms.accounting import noise_scale
+from mechanisms.accuracy import discrete_laplace_half_width
 from mechanisms.arrays import FloatArray, IntArray
 from mechanisms.noise import check_count_noise
 from mechanisms.schema import NumericColumn
@@ -181,23 +182,10 @@ def sum_grid(
 def discrete_laplace_halfwidth(scale: float, level: float = LEVEL) -> float:
     """Smallest k with P(|E| <= k) >= level for discrete Laplace E of `scale` (exact).
 
-    P(|E| > k) = 2 a^(k+1) / (1 + a), a = e^(-1/scale), with a^(k+1) computed as
-    e^(-(k+1)/scale): at the scales of a sum's grid (10^9 and more) a itself keeps only about 7
-    digits of 1 - a, too few for the tail. The first guess is corrected both ways.
+    The noisy counts' own rule (`mechanisms.accuracy.discrete_laplace_half_width`, OpenDP's
+    accuracy helper), which keeps its digits at a sum grid's scales (10^9 and more).
     """
-    if scale <= 0:
-        return 0.0
-    spread, miss = 1 + math.exp(-1.0 / scale), 1 - level
-
-    def tail(k: int) -> float:
-        return 2 * math.exp(-(k + 1) / scale) / spread
-
-    k = max(math.ceil(-scale * math.log(miss * spread / 2) - 1), 0)
-    while k > 0 and tail(k - 1) <= miss:
-        k -= 1
-    while tail(k) > miss:
-        k += 1
-    return float(k)
+    return float(discrete_laplace_half_width(scale, level))
 
 
 def linear_halfwidth(terms: Sequence[tuple[float, float]], level: float = LEVEL) -> float:

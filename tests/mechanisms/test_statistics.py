@@ -231,8 +231,8 @@ def test_the_linearised_interval_matches_exact_single_noise_quantiles():
     k = statistics.discrete_laplace_halfwidth(20.0)
     a = math.exp(-1 / 20)
     assert 2 * a ** (k + 1) / (1 + a) <= 0.05 < 2 * a**k / (1 + a)  # smallest such k
-    # a sum's grid: e^(-k/s) keeps the digits a^k loses (twin: the tail from a^k, whose k at
-    # 10^9 is 83 above the smallest)
+    # a sum grid's scales: the smallest k, the tail computed as e^(-(k+1)/s) (twin: the tail
+    # from a^(k+1), a = e^(-1/s), whose k at 10^9 is 83 above the smallest)
     for scale in (1e9, 2.0**31 * 20):
         wide, spread = statistics.discrete_laplace_halfwidth(scale), 1 + math.exp(-1 / scale)
         tails = [2 * math.exp(-(j + 1) / scale) / spread for j in (wide, wide - 1)]
