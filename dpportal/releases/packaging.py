@@ -1,7 +1,7 @@
 """The public release package of a finished release, built by `mechanisms.package` (the same
 builder as the command line's): spreadsheet-friendly CSVs, manifest, README.txt, report.html,
 report.pdf, release.xlsx; and the whole package as one zip, kept once built (`package.write_zip`:
-release.xlsx stored as it is, a large synthetic CSV deflated at a faster level).
+release.xlsx stored as it is, every other file deflated by ISA-L's igzip).
 
 Only mechanism output and public context (title, dataset name, budget spent) go in here. The
 custodian-only utility report lives elsewhere (`dpportal.releases.utility`) and is never added.
