@@ -19,9 +19,10 @@ Post-processing of public mechanism output only (no privacy cost, nothing read f
 Columns are recognised by name, so a new mechanism's columns flow through without a special
 case. Columns are converted whole (pandas and pyarrow), never cell by cell: each distinct text
 parsed, rounded or made readable once (`distinct_values`, `per_value`), a million synthetic
-rows of 8 columns in about 0.3 CPU s. Text columns are kept as pandas categoricals (each
-distinct text once, a code per cell), so the CSV, the workbook and the charts work per
-distinct value without finding the distinct values again.
+rows of 8 columns in about 0.3 CPU s, half of it pyarrow's reading of the text. Text columns
+are kept as pandas categoricals (each distinct text once, a code per cell), and a numeric
+column's distinct values and codes are kept beside it (`Table.encoded`), so the CSV, the
+workbook and the charts work per distinct value without finding the distinct values again.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import contextlib
 import csv
 import io
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +50,7 @@ from mechanisms.package.precision import (
 )
 
 Cell = str | int | float | None
+Encoded = tuple[pa.Array, np.ndarray]  # a column's distinct values, each cell's index among them
 ESTIMATE_NAMES = ("noisy_count", "synthetic_count", "count", "answer", "estimate")
 NEGATIVE_NOTE = (
     "negative because of the added noise: the true count is 0 or more (read it as 0; "
@@ -77,11 +79,14 @@ class Table:
     """One released CSV as typed columns: its file name, the frame, what was done to it.
 
     Numbers are float or nullable integer columns, text columns categoricals (read_table).
+    `encoded`: the distinct values and codes read_table rounded a numeric column by, so that
+    the CSV and the workbook do not hash its cells again (`distinct`).
     """
 
     name: str
     frame: pd.DataFrame
     notes: list[str] = field(default_factory=list)
+    encoded: dict[str, Encoded] = field(default_factory=dict, repr=False)
 
     @property
     def title(self) -> str:
@@ -102,6 +107,18 @@ class Table:
         """The first `limit` rows as plain Python values (None where a cell is empty)."""
         head = self.frame.head(limit).astype(object)
         yield from head.where(head.notna(), None).to_numpy().tolist()
+
+    def distinct(self, name: str, rows: int | None = None) -> Encoded:
+        """A column's distinct values and each of its first `rows` cells' index among them.
+
+        As `encoded` holds them (numeric columns read_table rounded once per distinct value:
+        a missing value a null among the values), else found now (`distinct_values`: -1
+        where a cell is missing). The frame's columns are not changed after read_table.
+        """
+        if name in self.encoded:
+            values, codes = self.encoded[name]
+            return values, codes[:rows]
+        return distinct_values(pa.array(self.frame[name].iloc[:rows], from_pandas=True))
 
     def column(self, name: str) -> list[Cell]:
         """The cells of one column."""
@@ -147,7 +164,9 @@ def read_table(name: str, content: bytes, manifest: dict[str, Any]) -> Table:
         for h in header
     }
     order = _order(list(typed))
-    table = Table(name, pd.DataFrame({h: typed[h] for h in order}, copy=False))  # columns are new
+    frame = pd.DataFrame({h: typed[h][0] for h in order}, copy=False)  # columns are new
+    encoded = {h: known for h, (_, known) in typed.items() if known is not None}
+    table = Table(name, frame, encoded=encoded)
     _explain_negatives(table)
     return table
 
@@ -235,7 +254,11 @@ def _typed_column(
     columns: list[str],
     whole: bool,
     sd: pd.Series | None,
-) -> pd.Series:
+) -> tuple[pd.Series, Encoded | None]:
+    """A column typed and rounded; its distinct values and codes where it was rounded by them.
+
+    A text column's categories are its distinct values already (None).
+    """
     categorical = column is not None and column.get("type") == "categorical"  # "007" stays
     if not categorical and len(cells):  # never parsed: to_numeric is slow on text
         texts, codes = distinct_values(pa.array(cells, type=pa.string(), from_pandas=True))
@@ -245,19 +268,31 @@ def _typed_column(
             if bool((numbers.notna() | (once == "")).all()):
                 numbers = numbers.astype(float)
                 if sd is None:  # every rule of `_rounded` then takes one value at a time
-                    return _taken(_rounded(name, numbers, column, whole, None), codes, cells)
-                return _rounded(name, _taken(numbers, codes, cells), column, whole, sd)
-    texts = per_value(cells, lambda cell: _text(cell, columns))
+                    rounded = _rounded(name, numbers, column, whole, None)
+                    encoded = (pa.array(rounded, from_pandas=True), codes)
+                    return _taken(rounded, codes, cells), encoded
+                return _rounded(name, _taken(numbers, codes, cells), column, whole, sd), None
+    declared = column.get("categories", []) if categorical and column is not None else []
+    texts = per_value(cells, lambda cell: _text(cell, columns), declared)
     typed: pd.Series = texts.to_pandas().set_axis(cells.index)
-    return typed
+    return typed, None
 
 
-def distinct_values(cells: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
+def distinct_values(cells: pa.Array | pa.ChunkedArray, declared: Sequence[Any] = ()) -> Encoded:
     """A column's distinct values and each cell's index among them (-1 where missing).
 
-    A dictionary (categorical) column's own dictionary and indices; else one hash of its
-    cells (pyarrow's `dictionary_encode`). The column is the values taken at the codes.
+    A dictionary (categorical) column's own dictionary and indices; a text column whose every
+    cell is one of the `declared` texts (a categorical column's categories in the schema),
+    those (some perhaps taken by no cell) and each cell's index among them, looked up by
+    pyarrow's `index_in` (two thirds of a hash's time); else one hash of its cells
+    (pyarrow's `dictionary_encode`). The column is the values taken at the codes.
     """
+    texts = list(dict.fromkeys(t for t in declared if isinstance(t, str)))
+    if texts and (pa.types.is_string(cells.type) or pa.types.is_large_string(cells.type)):
+        values = pa.array(texts, pa.string())
+        found = pc.index_in(cells, value_set=values)
+        if found.null_count == 0:
+            return values, found.to_numpy().astype(np.int32, copy=False)
     encoded = cells if pa.types.is_dictionary(cells.type) else pc.dictionary_encode(cells)
     chunks = encoded.chunks if isinstance(encoded, pa.ChunkedArray) else [encoded]
     if not chunks:
@@ -279,15 +314,20 @@ def _taken(once: pd.Series, codes: np.ndarray, like: pd.Series) -> pd.Series:
     return pd.Series(once.array.take(codes), index=like.index, name=like.name)
 
 
-def per_value(values: pd.Series, rule: Callable[[str], str]) -> pa.DictionaryArray:
+def per_value(
+    values: pd.Series,
+    rule: Callable[[str], str],
+    declared: Sequence[Any] = (),
+) -> pa.DictionaryArray:
     """A text column as arrow dictionary text, `rule` applied once per distinct value.
 
     A missing value stays missing. The distinct values are a categorical column's categories
-    (a Table's text columns are categorical), else found by one hash (`distinct_values`); the
-    cells are then indices into the rule's texts: pandas' `map` took 0.1 CPU s a column on a
-    million synthetic rows (benchmarks/package_build.py).
+    (a Table's text columns are categorical), else the `declared` ones where every cell is
+    one, else found by one hash (`distinct_values`); the cells are then indices into the
+    rule's texts: pandas' `map` took 0.1 CPU s a column on a million synthetic rows
+    (benchmarks/package_build.py).
     """
-    texts, codes = distinct_values(pa.array(values, from_pandas=True))
+    texts, codes = distinct_values(pa.array(values, from_pandas=True), declared)
     return dictionary_cells([rule(text) for text in texts.to_pylist()], codes)
 
 
@@ -426,9 +466,10 @@ def csv_text(table: Table) -> bytes:
 
     The header is written by the csv module; the rows as pyarrow's CSV writer wrote them
     (text cells quoted, numbers in their shortest form, an empty value an empty field), but
-    not cell by cell: each column's field is written once per distinct value (`csv_fields`),
+    not cell by cell: each column's field is written once per distinct value (`column_fields`
+    of `Table.distinct`: a numeric column's values and codes as read_table kept them),
     neighbouring columns whose values make few combinations are joined once per combination
-    (`_joined_fields`), and each line is taken from those by index and joined by pyarrow. The
+    (`joined_lines`), and each line is taken from those by index and joined by pyarrow. The
     writer formatted every number of a million synthetic rows anew, most of the CSV's time
     (benchmarks/package_build.py).
     """
@@ -446,7 +487,7 @@ def csv_text(table: Table) -> bytes:
         writer.writerows([[text or ""] for text in pc.cast(cells, pa.string()).to_pylist()])
         return header.getvalue().encode("utf-8")
     fields = [
-        column_fields(table.frame[name], table.is_numeric(name), _csv_numbers, _csv_text, "")
+        column_fields(table.distinct(name), table.is_numeric(name), _csv_numbers, _csv_text, "")
         for name in table.header
     ]
     lines = joined_lines(fields, ",", "", "\r\n")
@@ -459,7 +500,7 @@ BLOCK_BYTES = 1 << 30  # (pyarrow's text holds at most 2 GB)
 
 
 def column_fields(
-    values: pd.Series,
+    encoded: Encoded,
     numeric: bool,
     numbers: Callable[[pa.Array], pa.Array],
     text: Callable[[str], str],
@@ -467,17 +508,19 @@ def column_fields(
 ) -> tuple[pa.Array, np.ndarray]:
     """One column's fields as a file writes them, each distinct one once; each cell's index.
 
-    The fields are `numbers` of the distinct numbers, or `text` of each distinct text, then
-    the field of an empty (missing) value, `empty`.
+    `encoded`: the column's distinct values and each cell's index among them
+    (`Table.distinct`). The fields are `numbers` of the distinct numbers, or `text` of each
+    distinct text, `empty` for a missing (null) value; then `empty` again, the field of a
+    cell whose index is -1.
     """
-    values_once, codes = distinct_values(pa.array(values, from_pandas=True))
+    values, codes = encoded
     if numeric:
-        texts = numbers(values_once)
+        texts = numbers(values)
     else:
-        texts = pa.array([text(value) for value in values_once.to_pylist()], pa.string())
+        texts = pa.array([text(value) for value in values.to_pylist()], pa.string())
     missing = len(texts)
     texts = pa.concat_arrays([texts.cast(pa.string()), pa.array([empty], pa.string())])
-    return texts, np.where(codes < 0, missing, codes)
+    return texts.fill_null(empty), np.where(codes < 0, missing, codes)
 
 
 def joined_lines(

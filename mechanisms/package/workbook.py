@@ -133,11 +133,16 @@ def _rows_xml(table: Table) -> list[memoryview]:
     (`joined_lines`), not cell by cell in Python, and handed to the zip file as views of
     pyarrow's buffers, one per block of rows, not copied.
     """
-    head = table.frame.head(MAX_ROWS)
-    if head.empty:
+    if table.frame.head(MAX_ROWS).empty:
         return []
     columns = [
-        column_fields(head[name], table.is_numeric(name), _number_cells, _text_cell, EMPTY_CELL)
+        column_fields(
+            table.distinct(name, MAX_ROWS),
+            table.is_numeric(name),
+            _number_cells,
+            _text_cell,
+            EMPTY_CELL,
+        )
         for name in table.header
     ]
     return joined_lines(columns, "", "<row>", "</row>")
