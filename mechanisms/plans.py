@@ -131,6 +131,12 @@ def mwem_plan(inputs: PlanInputs) -> NoisePlan:
         # pairs inside its larger marginals that rounds may also measure (public)
         "pairs_inside": len(selection_candidates(workload)) - len(workload),
         **plan.budget,
+        # the default plan anneals: at most plan.rounds rounds (mwem.plan.RoundSchedule)
+        "anneals": plan.rounds > 1
+        and not plan.joint
+        and not math.isinf(epsilon)
+        and params.get("rounds") is None
+        and params.get("init_fraction") is None,
         "median_cells": cells,
         "init_scale": plan.init_scale,
         "columns": len(columns),

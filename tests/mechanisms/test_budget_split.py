@@ -36,7 +36,7 @@ TEXTS = ["0.1", "0.3", "0.7", "0.000001", "1"] + [
 ]
 
 
-def _spent(calls, neighbouring) -> Fraction:
+def recorded_loss(calls, neighbouring) -> Fraction:
     marginal_l1 = 2 if neighbouring == "replace-one" else 1
     total = Fraction(0)
     for call in calls:
@@ -60,7 +60,7 @@ def _overspent(epsilons, neighbouring="replace-one", rounds=7) -> list:
             mw_passes=1,
             rng=source,
         )
-        spent = _spent(source.noise_calls(), neighbouring)
+        spent = recorded_loss(source.noise_calls(), neighbouring)
         if spent > Fraction(requested):
             over.append((requested, float(spent - Fraction(requested))))
     return over
@@ -83,7 +83,7 @@ def test_mwem_at_a_float_epsilon_spends_at_most_that_float():
     for epsilon in (0.1, 0.3, 1 / 3, 0.7, 1e-6):
         source = RecordingSource(seeded_source(4))
         mwem(CODES, SHAPE, WORKLOAD, epsilon=epsilon, rounds=9, mw_passes=1, rng=source)
-        assert _spent(source.noise_calls(), "replace-one") <= Fraction(epsilon)
+        assert recorded_loss(source.noise_calls(), "replace-one") <= Fraction(epsilon)
 
 
 def _naive_split(epsilon, eps_init, rounds, select_fraction):
@@ -107,7 +107,7 @@ def test_the_old_float_split_is_caught(monkeypatch):
     for value in requested:
         source = RecordingSource(seeded_source(3))
         mwem(CODES, SHAPE, WORKLOAD, epsilon=float(value), rounds=7, mw_passes=1, rng=source)
-        if _spent(source.noise_calls(), "replace-one") > Fraction(value):
+        if recorded_loss(source.noise_calls(), "replace-one") > Fraction(value):
             over.append(value)
     print(f"\nFIGURE budget-split twin: {len(over)} of {len(requested)} epsilons overspent")
     assert over

@@ -10,7 +10,8 @@ A deliberate change to MWEM's output must update these hashes and say why in its
 replace-one default plan and the QUICK_CELLS cap, then the add-remove default plan's noisy row
 count; issue 44: no synthetic rows in "(missing)"/"(other)" cells the noisy counts do not
 support, then the pairs inside a workload's 3-way marginals among the selectable queries,
-which changes the one configuration with a 3-way workload).
+which changes the one configuration with a 3-way workload; then budget annealing in the
+default plan, mechanisms.mwem.plan.RoundSchedule, with each round's ε in the budget record).
 """
 
 import gzip
@@ -54,20 +55,20 @@ RELEASES = {  # name: (columns, epsilon, neighbouring, params)
 }
 HASHES = {  # re-recorded for issue 14 (whole-number age and hours, "(missing)" cells in the
     # demo schema), issue 16 (the adaptive replace-one plan) and issue 44 (structural cells the
-    # noisy counts do not tell from zero get no synthetic rows: every release; direct runs, which
-    # sample the model as fitted, unchanged)
-    "4col-eps0.1": "9a2080c36c137d7b",
-    "4col-eps1": "41f64dbb055e2d96",
-    "4col-eps10": "9612c1b6e5123565",
-    "8col-eps0.1": "bc32cf4fa2f90951",
-    "8col-eps1": "61d3c39c8c7a2b55",
-    "8col-eps10": "b144e4e82119b127",
-    "8col-paper-eps1": "4d5e9cf7542fcbc9",
-    "add-remove-eps1": "bd9503e50c8a3264",  # issue 44: pairs inside 3-way marginals selectable
-    "paper-average-eps1": "c8ef729d84bb893c",
-    "ranges-eps1": "5dcc39ab59af0eb7",
-    "direct-dense=False": "5f0d8c2cfcad5610",
-    "direct-dense=True": "d48cd78ddeb616a6",
+    # noisy counts do not tell from zero; pairs inside 3-way marginals selectable; then the
+    # default plan's budget annealing, whose budget record lists each round's ε: every hash)
+    "4col-eps0.1": "22b36df9aec24060",
+    "4col-eps1": "66e5ca73b48c90e0",
+    "4col-eps10": "24f598b6a1200275",
+    "8col-eps0.1": "ded9925a6c0b5a21",
+    "8col-eps1": "b6704a3a23086363",
+    "8col-eps10": "aacb163011b0224c",
+    "8col-paper-eps1": "4c2850d510e80ec2",
+    "add-remove-eps1": "3854893b2c2dddaf",
+    "paper-average-eps1": "5b7f05e7bc507845",
+    "ranges-eps1": "1828093ce8146c1b",
+    "direct-dense=False": "f7a31ddfe2b90d15",
+    "direct-dense=True": "80aadde10874f87a",
 }
 
 

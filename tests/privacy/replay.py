@@ -124,7 +124,7 @@ def declared_loss_budget(
         return float(output.manifest["guarantee"]["rho"]) * (1 + 1e-9)
     if name == "mwem":  # measurements only (selections are audited in T2)
         split = output.manifest["accounting"]
-        return split["epsilon"] - split["per_round_select"] * split["rounds"] + 1e-12
+        return split["epsilon"] - sum(split["per_round_select"]) + 1e-12
     return epsilon * (1 + 1e-9)
 
 

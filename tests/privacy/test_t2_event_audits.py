@@ -333,29 +333,29 @@ def mwem_selection_samples(case, epsilon, factor, draws):
     for codes, seed in ((MWEM_D, 107), (MWEM_ADDED, 108)):
         true = mwem_measure.TrueAnswers(codes, MWEM_SHAPE)
         scores = mwem_measure._selection_scores(
-            model, true, MWEM_WORKLOAD, len(MWEM_D), budget["per_round_measure"], 1
+            model, true, MWEM_WORKLOAD, len(MWEM_D), budget["per_round_measure"][0], 1
         )
         gumbel = seeded_source(seed).gumbel(scale * factor, (draws, len(scores)))
         out.append(np.argmax(scores + gumbel, axis=1))
-    return out[0], out[1], np.arange(len(MWEM_WORKLOAD)), budget["per_round_select"], 0.0, True
+    return out[0], out[1], np.arange(len(MWEM_WORKLOAD)), budget["per_round_select"][0], 0.0, True
 
 
 def mwem_box_measurement_samples(case, epsilon, factor, draws):
     """The round's measurement of the box query at the recorded scale (add-remove, boundary)."""
     budget, _ = mwem_budget(MWEM_D, epsilon / (0.8 * 0.75), "add-remove")
     box = MWEM_WORKLOAD[2]
-    expected_scale = noise_scale(mwem_measure._sensitivity(box, 1), budget["per_round_measure"])
+    expected_scale = noise_scale(mwem_measure._sensitivity(box, 1), budget["per_round_measure"][0])
     out, exact = [], []
     for codes, seed in ((MWEM_D, 109), (MWEM_ADDED, 110)):
         true = mwem_measure.TrueAnswers(codes, MWEM_SHAPE)
         exact.append(true.answer(box))
         noisy, scale = mwem_measure.measure_query(
-            true, box, budget["per_round_measure"], 1, BatchNoise(seed, draws, factor)
+            true, box, budget["per_round_measure"][0], 1, BatchNoise(seed, draws, factor)
         )
         assert scale == expected_scale
         out.append(noisy)
     (x, l1), (x2, _) = (laplace_loss_statistic(y, *exact) for y in out)
-    return x, x2, np.arange(-l1, l1 + 1), budget["per_round_measure"], 0.0, True
+    return x, x2, np.arange(-l1, l1 + 1), budget["per_round_measure"][0], 0.0, True
 
 
 def mwem_init_samples(case, epsilon, factor, draws):

@@ -85,7 +85,9 @@ class Mwem(SyntheticKind):
                 relative_error_line(plan.expected_error, _rows_per_cell(plan, row_count)),
             ]
         return [
-            _rounds_line(plan.details["workload"], plan.details["rounds"])
+            _rounds_line(
+                plan.details["workload"], plan.details["rounds"], plan.details.get("anneals", False)
+            )
             + _pairs_words(plan.details.get("pairs_inside", 0)),
             noise,
             relative_error_line(plan.expected_error, _rows_per_cell(plan, row_count)),
@@ -118,9 +120,15 @@ class Mwem(SyntheticKind):
             )
         rows.append(
             interval_row(
-                f"Each count of the {rounds} tables measured in rounds",
+                f"Each count of the {'up to ' if details.get('anneals') else ''}{rounds} tables "
+                "measured in rounds",
                 accuracy.plan_half_width(plan, n),
-                f"{MEASUREMENTS}; which tables is chosen privately, from the data",
+                f"{MEASUREMENTS}; which tables is chosen privately, from the data"
+                + (
+                    "; at most this, narrower in rounds given more ε"
+                    if details.get("anneals")
+                    else ""
+                ),
             )
         )
         cells = details["median_cells"]
@@ -240,17 +248,30 @@ def _pairs_words(pairs: int) -> str:
     )
 
 
-def _rounds_line(patterns: int, rounds: int) -> str:
-    """What MWEM's rounds measure, in words (a pattern may be chosen again in a later round)."""
+def _rounds_line(patterns: int, rounds: int, anneals: bool = False) -> str:
+    """What MWEM's rounds measure, in words (a pattern may be chosen again in a later round).
+
+    ``anneals`` (the default plan, ``mechanisms.mwem.plan.RoundSchedule``): the rounds are at
+    most ``rounds``, and the sentence says why there may be fewer.
+    """
+    fewer = (
+        " It may use fewer rounds: after a round whose measurement was mostly noise, each later "
+        "round gets twice the budget, so fewer tables are measured, each more precisely."
+        if anneals and rounds > 1
+        else ""
+    )
+    up_to = "up to " if anneals and rounds > 1 else ""
     if patterns == 1:
         return "The workload has 1 pattern (a table of counts); MWEM will measure it " + (
-            f"in each of its {rounds} rounds." if rounds > 1 else "once."
+            f"in each of its {up_to}{rounds} rounds.{fewer}" if rounds > 1 else "once."
         )
     if rounds < patterns:
-        each = f"{rounds} of them, each round the one its model gets most wrong."
+        each = f"{up_to}{rounds} of them, each round the one its model gets most wrong."
     else:
         each = (
-            f"one in each of its {rounds} rounds, the one its model gets most wrong at the "
-            "time (a pattern may be measured again)."
+            f"one in each of its {up_to}{rounds} rounds, the one its model gets most wrong at "
+            "the time (a pattern may be measured again)."
         )
-    return f"The workload has {patterns} patterns (tables of counts); MWEM will measure {each}"
+    return (
+        f"The workload has {patterns} patterns (tables of counts); MWEM will measure {each}" + fewer
+    )
