@@ -251,6 +251,11 @@ def test_the_mwem_preview_counts_its_patterns_in_words(owner):
         in (three["accuracy"][0])
     ), three
     assert "pairs of columns" not in wider["accuracy"][0]  # its 2-way patterns are the pairs
+    # the default plan anneals (issue 44): its rounds are at most the plan's, and it says so;
+    # given rounds (first, wider) run as given
+    assert "will measure up to " in three["accuracy"][0], three
+    assert "It may use fewer rounds" in three["accuracy"][0], three
+    assert "fewer rounds" not in wider["accuracy"][0]
 
 
 def test_the_statistics_verdict_names_the_estimates_that_say_little_not_the_groups(owner):

@@ -261,15 +261,16 @@ def _rounds_line(patterns: int, rounds: int, anneals: bool = False) -> str:
         else ""
     )
     up_to = "up to " if anneals and rounds > 1 else ""
+    its = up_to or "its "
     if patterns == 1:
         return "The workload has 1 pattern (a table of counts); MWEM will measure it " + (
-            f"in each of its {up_to}{rounds} rounds.{fewer}" if rounds > 1 else "once."
+            f"in each of {its}{rounds} rounds.{fewer}" if rounds > 1 else "once."
         )
     if rounds < patterns:
         each = f"{up_to}{rounds} of them, each round the one its model gets most wrong."
     else:
         each = (
-            f"one in each of its {up_to}{rounds} rounds, the one its model gets most wrong at "
+            f"one in each of {its}{rounds} rounds, the one its model gets most wrong at "
             "the time (a pattern may be measured again)."
         )
     return (
