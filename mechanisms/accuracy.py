@@ -237,3 +237,11 @@ def plan_half_width(plan: NoisePlan, n: int, confidence: float = CONFIDENCE) -> 
     if plan.expected_error is None:
         return None
     return normal_half_width(plan.expected_error, confidence)
+
+
+def discrete_laplace_std(scale: float) -> float:
+    """Standard deviation of the discrete Laplace noise P(k) ∝ exp(-|k|/scale)."""
+    if scale <= 0:
+        return 0.0
+    alpha = math.exp(-1.0 / scale)
+    return math.sqrt(2.0 * alpha) / -math.expm1(-1.0 / scale)  # 1 - alpha, also at huge scales

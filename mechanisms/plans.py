@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mechanisms.accounting import noise_scale
+from mechanisms.accuracy import discrete_laplace_std
 from mechanisms.histogram import count_sensitivity, min_admissible_mix
 from mechanisms.mwem import (
     QUICK_CELLS,
@@ -54,14 +55,6 @@ class NoisePlan:
     outputs: int
     support: int
     details: dict[str, Any] = field(default_factory=dict)
-
-
-def discrete_laplace_std(scale: float) -> float:
-    """Standard deviation of the discrete Laplace noise P(k) ∝ exp(-|k|/scale)."""
-    if scale <= 0:
-        return 0.0
-    alpha = math.exp(-1.0 / scale)
-    return math.sqrt(2.0 * alpha) / -math.expm1(-1.0 / scale)  # 1 - alpha, also at huge scales
 
 
 def _cells(schema: Schema, columns: Sequence[str] | None) -> int:

@@ -41,10 +41,11 @@ from mechanisms.accounting import (
     float_at_most,
     noise_scale,
 )
+from mechanisms.accuracy import discrete_laplace_std
 from mechanisms.errors import MechanismError, shown
 from mechanisms.histogram import count_sensitivity
 from mechanisms.noise import RandomSource, check_count_noise, resolve_rng
-from mechanisms.plans import NoisePlan, discrete_laplace_std
+from mechanisms.plans import NoisePlan
 from mechanisms.release import ReleaseOutput, json_bytes
 from mechanisms.release_request import MechanismInputs, PlanInputs
 

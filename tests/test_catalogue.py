@@ -26,9 +26,10 @@ from dpportal.releases.kinds.base import Kind
 from mechanisms import catalogue
 from mechanisms.__main__ import main
 from mechanisms.accounting import noise_scale
+from mechanisms.accuracy import discrete_laplace_std
 from mechanisms.catalogue import CATALOGUE, MechanismSpec, Parameter, pure_guarantee
 from mechanisms.noise import check_count_noise, seeded_source
-from mechanisms.plans import NoisePlan, discrete_laplace_std
+from mechanisms.plans import NoisePlan
 from mechanisms.release import ReleaseOutput, csv_bytes
 from mechanisms.release_request import MechanismInputs, PlanInputs
 from mechanisms.schema import Schema

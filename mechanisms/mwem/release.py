@@ -22,7 +22,14 @@ from mechanisms.arrays import AnyArray
 from mechanisms.chunks import EngineTable
 from mechanisms.errors import MechanismError
 from mechanisms.mwem.distribution import QUICK_CELLS, FactoredDistribution, query_answer
-from mechanisms.mwem.fit import independent_weights, joint_weights, mw_update, refit, target_floor
+from mechanisms.mwem.fit import (
+    consistent_targets,
+    independent_weights,
+    joint_weights,
+    mw_update,
+    refit,
+    target_floor,
+)
 from mechanisms.mwem.measure import (
     TrueAnswers,
     expected_abs_noise,
@@ -120,8 +127,12 @@ def mwem(
     The shares, T and the noise scales are ``plan_budget``'s (``mechanisms.mwem.plan``); when
     the full table is small against n·ε (``plan.measures_joint``) the default plan measures it
     once with the whole ε instead (``_joint_release``).
-    After each measurement, ``mw_passes`` multiplicative-weights passes over all measurements
-    so far (default: see ``refit``).
+    In the default plan (neither ``rounds`` nor ``init_fraction`` given) the rounds anneal:
+    after a round measured at noise level (``_noise_level``) later rounds get more ε, so there
+    may be fewer than the plan's (``plan.RoundSchedule``); the budget record lists each
+    round's ε. After each measurement, ``mw_passes`` multiplicative-weights passes over all
+    measurements so far (default: see ``refit``); before the last round's, the targets are
+    made to agree on every 1-way marginal (``fit.consistent_targets``).
     ``update="damped"`` (default) moves each cell by √(target / current), clipped; ``"paper"`` is
     the paper's A(x) ← A(x)·exp(q(x)·(m − q(A))/(2n)), which needs many more passes.
     ``output="last"`` returns the last iterate, ``"average"`` the average of the iterates
@@ -136,7 +147,9 @@ def mwem(
     so publishing it costs no budget. How the model is held is post-processing: the
     measurements and selections, and their ε, do not depend on it.
 
-    Privacy: unit = one record; pure ε-DP by sequential composition under ``neighbouring``.
+    Privacy: unit = one record; pure ε-DP by sequential composition under ``neighbouring``
+    (annealed rounds: each round's ε from earlier noisy answers, under a total fixed in
+    advance and never exceeded, ``plan.RoundSchedule``).
     Sensitivities: replace-one: a marginal's cell vector has L1 sensitivity 2 (one cell −1,
     another +1), so does its L1-error score; a box count and its absolute error have 1; the
     d initial 1-way marginals jointly have L1 sensitivity 2d. add-remove: all of these are
@@ -209,6 +222,7 @@ def mwem(
     for a, noisy in enumerate(one_way):
         result.measurements.append(_measurement_record(Query((a,)), noisy, init_scale))
     measured = [(Query((a,)), m / n, target_floor(init_scale, n)) for a, m in enumerate(one_way)]
+    scales = [init_scale] * len(one_way)  # each measurement's noise scale, as ``measured``
     iterate_sum = np.zeros(shape) if output == "average" else None
     schedule = RoundSchedule(plan, anneals=rounds is None and requested_fraction is None)
     spent: list[tuple[float, float]] = []
@@ -233,8 +247,12 @@ def mwem(
         before = _error_before(query, noisy, scale, predicted, n, shape)
         result.measurements.append(_measurement_record(query, noisy, scale))
         measured.append((query, noisy / n, target_floor(scale, n)))
+        scales.append(scale)
         model.join(query.attrs, quick_cells)
-        refit(model, measured, mw_passes, update, last_round=last)
+        # the last round's passes aim at targets that agree on every 1-way marginal
+        targets = consistent_targets(measured, scales, shape) if last else measured
+        moved = targets is not measured
+        refit(model, targets, mw_passes, update, last_round=last, every_target=moved)
         if iterate_sum is not None:
             iterate_sum += model.to_dense()
         result.trace.append(_trace_entry(t, query, noisy, model, measured, before))

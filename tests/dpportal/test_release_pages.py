@@ -16,7 +16,7 @@ from dpportal import services
 from dpportal.access import timing
 from dpportal.models import AuditEvent, BudgetLedgerEntry, PrivacyBudget, Release
 from dpportal.releases import engine as release_engine
-from mechanisms import plans
+from mechanisms import accuracy, plans
 from tests.helpers import (
     client_for,
     histogram_post,
@@ -132,7 +132,7 @@ def test_the_estimate_predicts_accuracy_and_budget_without_the_data(owner, monke
     result = response.json()
     assert response.status_code == 200 and result["ok"], result
     assert result["epsilon_left"] == "0.75" and result["fits"] is True
-    noise = plans.discrete_laplace_std(2 / 0.25)
+    noise = accuracy.discrete_laplace_std(2 / 0.25)
     assert f"±{noise:,.1f} rows" in result["accuracy"][0]
     assert "24 combinations (8 age bins × 2 declared sex values + (other))" in result["accuracy"][0]
     assert "error is under 1% of that" in result["accuracy"][1]  # ±11 rows of ~2,000
@@ -165,7 +165,7 @@ def test_discrete_laplace_std_matches_samples_and_differs_from_continuous():
     rng = mechanisms.seeded_source(2026)
     for scale in (1.0, 4.0):
         samples = np.asarray(rng.discrete_laplace(scale, 200_000), dtype=float)
-        predicted = plans.discrete_laplace_std(scale)
+        predicted = accuracy.discrete_laplace_std(scale)
         assert abs(samples.std() / predicted - 1) < 0.01
     samples = np.asarray(rng.discrete_laplace(1.0, 200_000), dtype=float)
     assert abs(samples.std() / (math.sqrt(2) * 1.0) - 1) > 0.01

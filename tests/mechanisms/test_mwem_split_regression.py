@@ -11,7 +11,8 @@ replace-one default plan and the QUICK_CELLS cap, then the add-remove default pl
 count; issue 44: no synthetic rows in "(missing)"/"(other)" cells the noisy counts do not
 support, then the pairs inside a workload's 3-way marginals among the selectable queries,
 which changes the one configuration with a 3-way workload; then budget annealing in the
-default plan, mechanisms.mwem.plan.RoundSchedule, with each round's ε in the budget record).
+default plan, mechanisms.mwem.plan.RoundSchedule, with each round's ε in the budget record;
+then the last round's consistent targets, mechanisms.mwem.fit.consistent_targets).
 """
 
 import gzip
@@ -56,19 +57,20 @@ RELEASES = {  # name: (columns, epsilon, neighbouring, params)
 HASHES = {  # re-recorded for issue 14 (whole-number age and hours, "(missing)" cells in the
     # demo schema), issue 16 (the adaptive replace-one plan) and issue 44 (structural cells the
     # noisy counts do not tell from zero; pairs inside 3-way marginals selectable; then the
-    # default plan's budget annealing, whose budget record lists each round's ε: every hash)
-    "4col-eps0.1": "22b36df9aec24060",
-    "4col-eps1": "66e5ca73b48c90e0",
-    "4col-eps10": "24f598b6a1200275",
-    "8col-eps0.1": "ded9925a6c0b5a21",
-    "8col-eps1": "b6704a3a23086363",
-    "8col-eps10": "aacb163011b0224c",
-    "8col-paper-eps1": "4c2850d510e80ec2",
-    "add-remove-eps1": "3854893b2c2dddaf",
-    "paper-average-eps1": "5b7f05e7bc507845",
-    "ranges-eps1": "1828093ce8146c1b",
-    "direct-dense=False": "f7a31ddfe2b90d15",
-    "direct-dense=True": "80aadde10874f87a",
+    # default plan's budget annealing, whose budget record lists each round's ε, and the last
+    # round's consistent targets: every hash)
+    "4col-eps0.1": "be576cc345e82d6e",
+    "4col-eps1": "d788966dffcca9cb",
+    "4col-eps10": "ac0bd49074c9c5f3",
+    "8col-eps0.1": "48d873080b0d387b",
+    "8col-eps1": "83ff5b30f5adb276",
+    "8col-eps10": "bc83ae73c15da93e",
+    "8col-paper-eps1": "fb2e5f4bd76a955c",
+    "add-remove-eps1": "1a32d64fc7c67c9a",
+    "paper-average-eps1": "76a1a247777553ab",
+    "ranges-eps1": "8d99773b25c0f5eb",
+    "direct-dense=False": "a02c3d67f1bbe080",
+    "direct-dense=True": "38ca6159887386e6",
 }
 
 

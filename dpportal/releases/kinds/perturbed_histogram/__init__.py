@@ -17,7 +17,7 @@ from dpportal.releases.kinds.synthetic import (
     relative_error_warning,
 )
 from mechanisms import accuracy
-from mechanisms.plans import discrete_laplace_std
+from mechanisms.accuracy import discrete_laplace_std
 
 
 class PerturbedHistogram(HistogramKind):
