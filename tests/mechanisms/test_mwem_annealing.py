@@ -148,12 +148,11 @@ def test_a_schedule_that_does_not_anneal_runs_the_plan():
 
 
 def test_only_a_round_that_moved_the_model_by_less_than_its_noise_is_noise_level():
-    shape = (2, 2)
     query = Query((0, 1))
     model = FactoredDistribution.independent([np.ones(2), np.ones(2)])
     predicted = np.full(4, 0.25)
-    n, scale = 1000, 10.0  # expected L1 noise: 4 cells × E|Z| ≈ 40 rows, 0.04 of n
+    noise = 0.02  # the measurement's noise level, as a total variation (``_error_before``)
     noise_level = release_module._noise_level
-    assert not noise_level(query, predicted, model, scale, n, shape)  # not moved at all
-    assert noise_level(query, predicted + [0.005, -0.005, 0, 0], model, scale, n, shape)
-    assert not noise_level(query, predicted + [0.05, -0.05, 0, 0], model, scale, n, shape)
+    assert not noise_level(query, predicted, model, noise)  # not moved at all
+    assert noise_level(query, predicted + [0.005, -0.005, 0, 0], model, noise)  # moved .005
+    assert not noise_level(query, predicted + [0.05, -0.05, 0, 0], model, noise)  # moved .05
