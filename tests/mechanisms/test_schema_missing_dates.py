@@ -52,9 +52,46 @@ def test_date_parts_follow_iso_8601():
     codes = when.encode(pd.Series(["2020-03-01", "2021-05-05", "2020-07-01", ""]))
     assert codes.tolist() == [0, 1, 1, 2]  # 2021 clamps into the last bin
     decoded = when.output(when.decode(np.array([0, 1, 2]), seeded_source(1)))
-    assert decoded[0] < "2020-07-01" <= decoded[1] and decoded[2] is None
+    assert decoded[0] < "2020-07-01" <= decoded[1] and pd.isna(decoded[2])
     offsets = pd.Series(["2024-01-01T23:30+00:00", "2024-01-01T23:30-02:00"])  # mixed offsets
     assert hour.numbers(offsets).tolist() == [23, 1]  # compared in UTC
+
+
+def test_decoded_dates_and_labels_are_pandas_text_written_as_before():
+    """Dates from year 1 to 9999 and labels (with the missing cell) decode to pandas' text
+    type, the same texts as NumPy's ISO dates and the label list taken at each code."""
+    widest = Schema.from_dict(
+        {
+            "columns": [
+                {
+                    "name": "d",
+                    "type": "date",
+                    "part": "date",
+                    "lower": "0001-01-01",
+                    "upper": "9999-12-31",
+                    "bins": 50,
+                },
+                {"name": "c", "type": "categorical", "categories": ["a", "b,c", '"q"']},
+            ]
+        }
+    )
+    rng = np.random.default_rng(5)
+    codes = np.stack([rng.integers(0, 51, 5000), rng.integers(0, 5, 5000)], axis=1)
+    frame = widest.decode(codes, ["d", "c"], seeded_source(4))
+    assert all(isinstance(dtype, pd.StringDtype) for dtype in frame.dtypes)
+    spec = widest.columns["d"]
+    days = spec.decode(codes[:, 0], seeded_source(4))
+    present = ~np.isnan(days)
+    expected = np.datetime_as_string(
+        np.datetime64("1970-01-01", "D") + days[present].astype(np.int64), unit="D"
+    )
+    assert frame["d"][present].tolist() == expected.tolist()
+    assert frame["d"][~present].isna().all() and (~present).sum() == (codes[:, 0] == 50).sum()
+    assert {len(text) for text in expected} == {10} and min(expected) < "0100" < "9000" < max(
+        expected
+    )
+    labels = np.array(["a", "b,c", '"q"', "(other)", None], dtype=object)[codes[:, 1]]
+    assert [None if pd.isna(text) else text for text in frame["c"]] == labels.tolist()
 
 
 def test_missing_values_are_no_error_under_cell_and_named_under_reject():
