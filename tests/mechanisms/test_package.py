@@ -13,6 +13,7 @@ import re
 import pytest
 
 from mechanisms.package import Budget, PackageContext, build_package, package_names
+from mechanisms.package.report import report_pdf
 from mechanisms.package.tables import read_table
 from tests.package_text import pdf_text, xlsx_cells
 
@@ -171,6 +172,23 @@ def test_the_pdf_states_the_guarantee_budget_and_method(package):
         "How to read them",
     ):
         assert phrase in text, phrase
+
+
+def test_reports_sharing_the_process_fonts_are_the_pdf_a_fresh_configuration_makes(package):
+    """report_pdf keeps one font configuration per process (its caches): the second and third
+    reports it renders are byte for byte the PDF WeasyPrint makes with fonts of its own, but
+    for the creation and modification dates."""
+    import weasyprint
+
+    html = package["report.html"].decode()
+    report_pdf(html)  # the process's fonts have laid out a report before
+
+    def undated(pdf: bytes) -> bytes:
+        return re.sub(rb"/(CreationDate|ModDate) \(D:[^)]*\)", b"", pdf)
+
+    fresh = undated(weasyprint.HTML(string=html).write_pdf())
+    assert undated(report_pdf(html)) == fresh == undated(report_pdf(html))
+    assert undated(report_pdf(html.replace("How to read them", "How to read these"))) != fresh
 
 
 def test_the_readme_keeps_to_78_columns_and_names_every_file(package):
