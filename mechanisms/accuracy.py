@@ -59,11 +59,15 @@ def discrete_laplace_half_width(scale: float, confidence: float = CONFIDENCE) ->
     """Smallest k with P(|Z| <= k) >= confidence for Z discrete Laplace of `scale` (0: k = 0).
 
     OpenDP's accuracy a satisfies P(|Z| >= a) = 1 - confidence; P(|Z| >= a) = P(|Z| > floor(a)).
+    At scales so small that P(Z = 0) rounds to 1 (about 0.001 and below, epsilon in the
+    thousands) OpenDP gives a = -inf: k = 0 there, as for any a below 1.
     """
     confidence = _check_confidence(confidence)
     if scale <= 0:
         return 0
     accuracy = dp.discrete_laplacian_scale_to_accuracy(float(scale), 1.0 - confidence)
+    if accuracy < 1:  # -inf included
+        return 0
     return int(math.floor(accuracy))
 
 

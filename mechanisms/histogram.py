@@ -211,6 +211,9 @@ def _bins_advice(
     return {"recommended_bins_per_numeric_column": recommended_bins(n, len(numeric))}
 
 
+MAX_EXPONENT = 700.0  # min_admissible_mix: e^700 is about 10^304, a float
+
+
 def max_rows(epsilon: float, n: int, m: int, mix: float) -> float:
     """Largest k allowed by eq. (6): epsilon / log((1 - mix) * m / (n * mix) + 1)."""
     if mix <= 0:
@@ -221,10 +224,14 @@ def max_rows(epsilon: float, n: int, m: int, mix: float) -> float:
 
 
 def min_admissible_mix(epsilon: float, n: int, m: int, rows: int) -> float:
-    """Smallest mix for which `rows` draws satisfy eq. (6): m / (n (e^(epsilon/rows) - 1) + m)."""
+    """Smallest mix for which `rows` draws satisfy eq. (6): m / (n (e^(epsilon/rows) - 1) + m).
+
+    epsilon / rows is taken at most MAX_EXPONENT (e^710 is not a float): the mix for that is
+    admissible at any larger epsilon / rows too, and below 10^-300 of the smallest share m / n.
+    """
     if rows == 0 or math.isinf(epsilon):
         return 0.0
-    mix = m / (n * math.expm1(epsilon / rows) + m)
+    mix = m / (n * math.expm1(min(epsilon / rows, MAX_EXPONENT)) + m)
     while not _admissible(epsilon, n, m, mix, rows):  # step past floating-point rounding
         mix = math.nextafter(mix, 1.0)
     return mix
@@ -260,7 +267,8 @@ def _smoothed_parameters(
                 f"mix ({mix}) allows {limit:.3g} rows at epsilon={epsilon}, n={n}, m={m}; "
                 f"one row needs mix >= {min_admissible_mix(epsilon, n, m, 1):.6g}"
             )
-        return (n if math.isinf(limit) else math.floor(limit)), float(mix)
+        most = n if math.isinf(limit) else math.floor(limit)
+        return min(most, DEFAULT_SYNTHETIC_ROWS), float(mix)
     rows = _check_rows(rows)
     if mix is None:
         return rows, min_admissible_mix(epsilon, n, m, rows)
@@ -288,7 +296,8 @@ def smoothed_histogram(
     Privacy: epsilon-DP (pure), unit one row, neighbouring replace-one with the row count n
     public (Thm 4.1): requires rows * log(1 + (1 - mix) * m / (n * mix)) <= epsilon, m cells.
     Parameters that break this are refused. Given only rows, mix is the smallest admissible;
-    given only mix, rows is the largest admissible. The rows are drawn by the random source's
+    given only mix, rows is the largest admissible, at most DEFAULT_SYNTHETIC_ROWS (a larger
+    `rows` may be asked for). The rows are drawn by the random source's
     `smoothed_cells` (os.urandom for the secure source), with mix rounded up to a multiple of
     2^-62, which keeps the condition. `data` may be a ChunkedTable (one pass) or an EngineTable
     (its cell counts).

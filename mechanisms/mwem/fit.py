@@ -205,16 +205,32 @@ def _pooled_one_way(
     marginals: list[tuple[int, Query, AnyArray]], scales: list[float], shape: tuple[int, ...]
 ) -> dict[int, AnyArray]:
     """Each measured attribute's 1-way marginal, pooled by inverse noise variance."""
-    weighted: dict[int, AnyArray] = {}
-    weights: dict[int, float] = {}
+    found: dict[int, list[tuple[AnyArray, float]]] = {}
     for i, query, table in marginals:
         for axis, a in enumerate(query.attrs):
             variance = table.size // shape[a] * discrete_laplace_std(scales[i]) ** 2
-            weighted[a] = weighted.get(a, 0.0) + _one_way(table, axis) / variance
-            weights[a] = weights.get(a, 0.0) + 1 / variance
-    pooled = {a: weighted[a] / weights[a] for a in weighted}
+            found.setdefault(a, []).append((_one_way(table, axis), variance))
+    pooled = {a: _inverse_variance_mean(estimates) for a, estimates in found.items()}
     # a marginal of the model sums to 1: the pooled one too, by one shift spread evenly
     return {a: p + (1 - p.sum()) / p.size for a, p in pooled.items()}
+
+
+def _inverse_variance_mean(estimates: list[tuple[AnyArray, float]]) -> AnyArray:
+    """The estimates' mean weighted by the inverse of each one's variance.
+
+    An estimate of variance 0 (noise so small, ε in the thousands, that its standard deviation
+    is 0 in floating point) is exact: those are averaged alone.
+    """
+    exact = [estimate for estimate, variance in estimates if variance == 0]
+    if exact:
+        mean: AnyArray = sum(exact[1:], exact[0]) / len(exact)
+        return mean
+    weighted: AnyArray | float = 0.0
+    weights = 0.0
+    for estimate, variance in estimates:
+        weighted = weighted + estimate / variance
+        weights = weights + 1 / variance
+    return np.asarray(weighted) / weights
 
 
 def _one_way(table: AnyArray, axis: int) -> AnyArray:
