@@ -38,6 +38,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pa_csv
 
 from mechanisms.accounting import (
     DEFAULT_NEIGHBOURING,
@@ -183,12 +185,16 @@ def read_table(
                 f"input file ({path!r}) is an Excel workbook; the command line reads CSV or TSV: "
                 "save the sheet as CSV."
             )
-        source: Any = path
-        if archive is not None:
-            source = io.BufferedReader(ChunkStream(unpacked_chunks(archive, max_bytes=max_bytes)))
         separator = "\t" if Path(name).suffix.lower() == ".tsv" else ","
+
+        def opened() -> Any:
+            if archive is None:
+                return path
+            return io.BufferedReader(ChunkStream(unpacked_chunks(archive, max_bytes=max_bytes)))
+
+        check_field_counts(opened(), separator, path)
         return pd.read_csv(
-            source,
+            opened(),
             usecols=lambda c: c in wanted,
             dtype=text_columns,
             sep=separator,
@@ -201,6 +207,60 @@ def read_table(
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc).splitlines()[0]
         raise MechanismError(f"input file ({path!r}) cannot be read as CSV: {reason}") from None
+
+
+def check_field_counts(source: Any, separator: str, path: str) -> None:
+    """Refuse a file with a row of more or fewer fields than its header names columns.
+
+    pandas reads such rows without a word: a comma at the end of every data line made it take
+    the first column as the row labels, every value one column to the left (issue 44's
+    hostile inputs); an extra field in a later row was dropped, a missing one made empty. The
+    portal refuses them (dpportal.ingest.text); so does the command line now. Read by
+    pyarrow's CSV parser, which counts the fields of every row, block by block (quoted line
+    breaks allowed); the rows themselves are not kept, and the message quotes none.
+    """
+    found: list[Any] = []
+
+    def note(row: Any) -> str:
+        found.append(row)
+        return "skip"
+
+    try:
+        with pa_csv.open_csv(
+            source,
+            # the header read as a row: its fields set the count; no value is converted but
+            # the first field of each row (never an error)
+            read_options=pa_csv.ReadOptions(
+                use_threads=False, block_size=1 << 24, autogenerate_column_names=True
+            ),
+            parse_options=pa_csv.ParseOptions(
+                delimiter=separator, newlines_in_values=True, invalid_row_handler=note
+            ),
+            convert_options=pa_csv.ConvertOptions(
+                include_columns=["f0"], column_types={"f0": pa.string()}
+            ),
+        ) as reader:
+            for _ in reader:
+                if found:
+                    break
+    except pa.ArrowInvalid:  # an empty file, say: pandas' reading below says what is wrong
+        return
+    if found:
+        row = found[0]
+        separator_name = "tab" if separator == "\t" else "comma"
+        if row.actual_columns > row.expected_columns:
+            fix = (
+                f"quote values that contain a {separator_name}; a {separator_name} at the end "
+                "of each line adds an empty column: remove it"
+            )
+        else:
+            fix = f"an empty value is written as nothing between two {separator_name}s"
+        raise MechanismError(
+            f"input file ({path!r}): row {row.number} (the header is row 1) has "
+            f"{row.actual_columns} value{'' if row.actual_columns == 1 else 's'} where the "
+            f"header names {row.expected_columns} columns; every row needs one value per column "
+            f"({fix})."
+        )
 
 
 def run(args: argparse.Namespace) -> list[Any]:
