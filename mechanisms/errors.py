@@ -1,5 +1,6 @@
 """Errors raised by the mechanisms package."""
 
+import json
 import reprlib
 from typing import Any
 
@@ -25,3 +26,15 @@ def shown(value: Any) -> str:
 
 
 SHORT_REPR = _short_repr()
+
+
+def parsed_json(text: str | bytes) -> Any:
+    """`json.loads(text)`, with a document nested too deeply refused like any other bad JSON.
+
+    Python's reader raises RecursionError at a few thousand nested brackets; here that is a
+    `json.JSONDecodeError` (a ValueError), so every reader's handling of bad JSON names it.
+    """
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise json.JSONDecodeError("arrays or objects nested too deeply", "", 0) from None

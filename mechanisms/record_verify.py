@@ -21,7 +21,6 @@ What the record proves, and what it does not, is in docs/public-record.md.
 from __future__ import annotations
 
 import hashlib
-import json
 import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -32,7 +31,7 @@ from typing import IO, Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from mechanisms.errors import MechanismError
+from mechanisms.errors import MechanismError, parsed_json
 from mechanisms.public_record import (
     FORMAT,
     RECORD,
@@ -161,7 +160,7 @@ def _verified(folder: Folder, expected_key: Ed25519PublicKey | None) -> Outcome:
 
 def _parsed(document: bytes) -> dict[str, Any]:
     try:
-        record = json.loads(document)
+        record = parsed_json(document)
     except (ValueError, UnicodeDecodeError) as exc:
         raise _Unreadable(f"not JSON ({exc})") from None
     if not isinstance(record, dict) or record.get("format") != FORMAT:

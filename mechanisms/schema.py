@@ -67,7 +67,6 @@ Nothing here derives bounds, bins, categories or precision from the data.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -82,7 +81,7 @@ import pyarrow.compute as pc
 from mechanisms.arrays import AnyArray
 from mechanisms.chunks import EngineTable, table_chunks
 from mechanisms.dates import date_numbers, day_number, day_text
-from mechanisms.errors import MechanismError, shown
+from mechanisms.errors import MechanismError, parsed_json, shown
 from mechanisms.noise import RandomSource, resolve_rng
 from mechanisms.persons import PersonLevel, schema_entries, split_schema
 
@@ -732,7 +731,7 @@ class Schema:
         a person column without one.
         """
         try:
-            document = json.loads(Path(path).read_text(encoding="utf-8"))
+            document = parsed_json(Path(path).read_text(encoding="utf-8"))
         except OSError as exc:
             raise MechanismError(
                 f"schema file ({str(path)!r}) cannot be read: {exc.strerror}"

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mechanisms.errors import MechanismError
+from mechanisms.errors import MechanismError, parsed_json
 
 if TYPE_CHECKING:
     from mechanisms.noise import RandomSource
@@ -75,7 +75,7 @@ def load_workload(path: str | Path) -> dict[str, Any]:
     """Read a workload JSON document; a missing or malformed file raises MechanismError."""
     try:
         # Typed as the object it should be; expand_workload checks what it really is.
-        spec: dict[str, Any] = json.loads(Path(path).read_text())
+        spec: dict[str, Any] = parsed_json(Path(path).read_text())
         return spec
     except OSError as exc:
         raise MechanismError(f"workload file ({path}) cannot be read: {exc.strerror}") from None

@@ -15,7 +15,6 @@
 """
 
 import functools
-import json
 from collections.abc import Callable
 
 from django import forms
@@ -31,6 +30,7 @@ from django.views.decorators.csrf import csrf_exempt
 from dpportal import services
 from dpportal.access.login_limit import CACHE_ERRORS, client_address, count_refused_token
 from dpportal.signals import client_address as audit_address
+from mechanisms.errors import parsed_json
 
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 MISSING_CREDENTIAL = (
@@ -164,7 +164,7 @@ def read_json(request) -> dict:
     if request.content_type != "application/json":
         raise ApiError(415, "Send a JSON object with the header Content-Type: application/json.")
     try:
-        data = json.loads(request.body or b"{}")
+        data = parsed_json(request.body or b"{}")
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(400, f"The request body is not valid JSON: {exc}.") from None
     if not isinstance(data, dict):

@@ -8,7 +8,6 @@ at no privacy cost. `range_count_release` is the release.py entry point ("range_
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from mechanisms.accounting import zcdp_to_approx_dp
 from mechanisms.arrays import AnyArray
 from mechanisms.chunks import ChunkedTable, EngineTable, table_chunks
 from mechanisms.counting.tally import frames_tally
-from mechanisms.errors import MechanismError
+from mechanisms.errors import MechanismError, parsed_json
 from mechanisms.noise import resolve_rng
 from mechanisms.range_count.core import IdentityPlan, PerQueryPlan, PrivacyTarget, privacy_target
 from mechanisms.range_count.grid_tally import grid_tally
@@ -521,9 +520,9 @@ def read_queries_file(path: str, columns: Sequence[str]) -> list[dict[str, Any]]
 def range_query_csv(structure_path: str, query_path: str, estimator: str | None = None) -> str:
     """Command line `range-query`: answers to new queries from a saved structure, as CSV text."""
     try:
-        structure = json.loads(Path(structure_path).read_text(encoding="utf-8"))
+        structure = parsed_json(Path(structure_path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        reason = getattr(exc, "strerror", None) or type(exc).__name__
+        reason = getattr(exc, "strerror", None) or getattr(exc, "msg", None) or type(exc).__name__
         raise MechanismError(
             f"structure file ({structure_path!r}) cannot be read as JSON: {reason}"
         ) from None

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from mechanisms.arrays import AnyArray
-from mechanisms.errors import MechanismError
+from mechanisms.errors import MechanismError, parsed_json, shown
 
 if TYPE_CHECKING:
     from mechanisms.noise import RandomSource
@@ -211,10 +211,25 @@ def _vector(q: dict[str, Any], key: str, dim: int, k: int) -> AnyArray:
     value = q.get(key)
     if value is None:
         raise MechanismError(f"query {k}: missing {key!r}")
-    arr = np.atleast_1d(np.asarray(value, dtype=float))
+    refused = MechanismError(f"query {k}: {key!r} ({shown(value)}) must be {dim} finite numbers")
+    items = value if isinstance(value, list) else [value]
+    if any(isinstance(item, bool) for item in items):  # true is no bound (NumPy reads 1)
+        raise refused
+    try:
+        arr = np.atleast_1d(np.asarray(value, dtype=float))
+    except (TypeError, ValueError, OverflowError):  # words, objects, ragged lists, 10**400
+        raise refused from None
     if arr.shape != (dim,) or not np.isfinite(arr).all():
-        raise MechanismError(f"query {k}: {key!r} ({value!r}) must be {dim} finite numbers")
+        raise refused
     return arr
+
+
+def _finite(number: int | float) -> bool:
+    """Whether a JSON number is a finite float (a whole number past 1.8e308 is not)."""
+    try:
+        return math.isfinite(number)
+    except OverflowError:
+        return False
 
 
 LARGEST_WEIGHT = 2.0**64  # above it, a·x may overflow at a column's values
@@ -244,8 +259,8 @@ def normalize_query(q: dict[str, Any], dim: int, k: int = 0) -> dict[str, Any]:
     if kind == "halfspace":
         a = _vector(q, "a", dim, k)
         b = q.get("b")
-        if not isinstance(b, int | float) or not math.isfinite(b):
-            raise MechanismError(f"query {k}: b ({b!r}) must be a finite number")
+        if isinstance(b, bool) or not isinstance(b, int | float) or not _finite(b):
+            raise MechanismError(f"query {k}: b ({shown(b)}) must be a finite number")
         a, b = _within_range(a, float(b))
         return {"type": "halfspace", "a": a.tolist(), "b": b}
     if kind == "interval" and dim != 1:
@@ -278,7 +293,7 @@ def load_workload(
     if fmt == "csv":
         return normalize_queries(_queries_from_csv(text, columns), dim)
     try:
-        doc = json.loads(text)
+        doc = parsed_json(text)
     except json.JSONDecodeError as exc:
         raise MechanismError(
             f"workload is not valid JSON ({exc.msg} at line {exc.lineno})"

@@ -187,6 +187,7 @@ def test_good_tokens_do_not_use_up_the_limit(settings, owner):
     ("body", "expected"),
     [
         ("{not json", "not valid JSON"),
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),  # Python's reader recursed out
         ("[1, 2]", "must be a JSON object"),
         (json.dumps(RELEASE | {"epsilom": "1"}), "Unknown field(s): epsilom"),
         (json.dumps(RELEASE | {"epsilon": "lots"}), "errors"),
