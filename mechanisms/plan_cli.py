@@ -7,11 +7,12 @@
     python -m mechanisms plan range-count --schema s.json --row-count 2000 --grid 32x32 \
         --workload boxes.csv --target 40 [--crowding 3]
 
-One sub-subcommand per catalogue row, with that row's parameters as options (as the release's
-own subcommand has them). It reads the schema and the public settings only, never data, and
-spends nothing (`mechanisms.planner`). It prints the ε and the promise it makes (exit status
-0), or why no ε up to the cap reaches the target (exit status 1); bad input: one line on
-stderr, exit status 2.
+One sub-subcommand per kind the planner plans (`planner.KINDS`: every catalogue row but the
+budgeted schema estimate, whose output is bounds and categories, not counts with a target
+accuracy), with that row's parameters as options (as the release's own subcommand has them).
+It reads the schema and the public settings only, never data, and spends nothing
+(`mechanisms.planner`). It prints the ε and the promise it makes (exit status 0), or why no ε
+up to the cap reaches the target (exit status 1); bad input: one line on stderr, exit status 2.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from mechanisms.planner import (
     CONFIDENCE,
     DEFAULT_CROWDING,
     EPSILON_CAP,
+    KINDS,
     Assumptions,
     PlanRequest,
     Proposal,
@@ -35,12 +37,14 @@ from mechanisms.schema import Schema
 
 
 def add_plan_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
-    """The `plan` subcommand, with one sub-subcommand per catalogue row."""
+    """The `plan` subcommand, with one sub-subcommand per kind the planner plans."""
     plan = sub.add_parser(
         "plan", help="the epsilon that reaches a target accuracy (no data read, free)"
     )
-    kinds = plan.add_subparsers(dest="kind", required=True, parser_class=parser_class)
-    for name, spec in CATALOGUE.items():
+    # dest "planned", not "kind": a kind's own options may have that name (as --kind does)
+    kinds = plan.add_subparsers(dest="planned", required=True, parser_class=parser_class)
+    for name in KINDS:
+        spec = CATALOGUE[name]
         p = kinds.add_parser(name.replace("_", "-"), help=spec.summary, description=spec.summary)
         _common_options(p)
         add_parameter_options(p, spec)
@@ -115,7 +119,7 @@ def _common_options(p: argparse.ArgumentParser) -> None:
 
 def run_plan(args: argparse.Namespace) -> int:
     """Plan, print the answer; 0 when an ε reaches the target, 1 when none does."""
-    name = args.kind.replace("-", "_")
+    name = args.planned.replace("-", "_")
     spec = CATALOGUE[name]
     schema = Schema.load(args.schema, args.max_rows_per_person)
     check_delta(args.delta)

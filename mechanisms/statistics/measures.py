@@ -28,6 +28,7 @@ LEVEL = 0.95
 WORD_BITS = 61  # |floor(v 2^k)| <= 2^61 (`sum_exponent`): one wide sum, or two 31-bit limbs
 MAX_GROUP_ROWS = 2**32  # rows a group may hold: its exact sums stay within 2^93 units
 GRID_SHIFT = 32  # a sum takes its noise on S >> 32 (`sum_grid`)
+LARGEST_SIZE = 2**31 - 1  # OpenDP's sized vector domains take a 32-bit size
 
 
 @lru_cache(maxsize=1)
@@ -66,9 +67,14 @@ def count_scale(epsilon: float, neighbouring: str, public_n: int | None = None) 
 
 @lru_cache(maxsize=256)
 def count_sensitivity(neighbouring: str, public_n: int | None = None) -> float:
-    """The per-group counts' sensitivity (`count_scale`): OpenDP's maps (cached: public)."""
+    """The per-group counts' sensitivity (`count_scale`): OpenDP's maps (cached: public).
+
+    OpenDP's sized vectors hold at most 2^31 - 1 rows (a 32-bit size): a larger public n is
+    asked at that size. The map is the same at every size (replacing one row turns at most one
+    indicator), 1.0 from one row to 2^31 - 1 (tests/mechanisms/test_planner.py).
+    """
     if public_n is not None:
-        return float(_present_count(public_n).map(2))
+        return float(_present_count(min(public_n, LARGEST_SIZE)).map(2))
     return group_sensitivity(_count(), neighbouring)
 
 

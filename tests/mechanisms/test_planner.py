@@ -8,6 +8,7 @@ expected error for them); a target no ε reaches names the floor ε cannot beat 
 rounding) and the advice; person level uses k; and the command line prints the same.
 """
 
+import json
 import math
 
 import pytest
@@ -16,6 +17,7 @@ from mechanisms import histogram, planner
 from mechanisms.__main__ import main
 from mechanisms.errors import MechanismError
 from mechanisms.schema import Schema
+from mechanisms.statistics.measures import count_sensitivity
 
 SCHEMA = Schema.from_dict(
     {
@@ -227,3 +229,55 @@ def test_every_catalogue_kind_has_a_planner():
 
     kinds = {name for name, entry in CATALOGUE.items() if not entry.describes_schema}
     assert set(planner.KINDS) == kinds
+
+
+COLUMN_A = {"name": "a", "type": "numeric", "lower": 0, "upper": 9, "bins": 3}
+
+
+def test_the_command_line_plans_exactly_the_planners_kinds(tmp_path, capsys):
+    """`plan dp-schema-estimate` used to end in a traceback (its own --kind option overwrote
+    the chosen subcommand's name, None); the planner does not plan it, so argparse now names
+    the kinds it does plan."""
+    schema = tmp_path / "s.json"
+    schema.write_text(
+        json.dumps(
+            {"columns": [{"name": "a", "type": "numeric", "lower": 0, "upper": 9, "bins": 3}]}
+        )
+    )
+    with pytest.raises(SystemExit) as refused:
+        main(
+            [
+                "plan",
+                "dp-schema-estimate",
+                "--schema",
+                str(schema),
+                "--row-count",
+                "10",
+                "--target",
+                "1",
+            ]
+        )
+    assert refused.value.code == 2
+    assert "invalid choice: 'dp-schema-estimate'" in capsys.readouterr().err
+    for kind in planner.KINDS:
+        with pytest.raises(SystemExit) as shown:
+            main(["plan", kind.replace("_", "-"), "--help"])
+        assert shown.value.code == 0 and "--target" in capsys.readouterr().out
+
+
+def test_a_public_row_count_past_a_32_bit_size_is_planned(tmp_path, capsys):
+    """Statistics under replace-one read a public n through OpenDP's sized count, whose size is
+    32-bit: 10^23 rows ended in a ValueError. The count's sensitivity is 1 at every n (one row
+    replaced turns one value present or missing), so larger n are asked at the largest size."""
+    schema = tmp_path / "s.json"
+    schema.write_text(
+        json.dumps(
+            {"columns": [{"name": "a", "type": "numeric", "lower": 0, "upper": 9, "bins": 3}]}
+        )
+    )
+    argv = ["plan", "statistics", "--schema", str(schema), "--stat", "mean:a", "--target", "1"]
+    assert main([*argv, "--row-count", str(10**23)]) == 0
+    assert "the public 100,000,000,000,000,000,000,000 rows" in capsys.readouterr().out
+    for n in (1, 1000, 2**31 - 1):
+        assert count_sensitivity("replace-one", n) == 1.0
+    assert count_sensitivity("replace-one", 10**23) == 1.0
