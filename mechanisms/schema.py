@@ -310,7 +310,7 @@ def is_missing(values: pd.Series[Any]) -> AnyArray:
     """Missing values of a column: empty (or blank) text, null, NaN."""
     if values.dtype.kind in "iufb":
         return values.isna().to_numpy(dtype=bool)
-    text = values.astype("string").str.strip()
+    text = _texts(values).str.strip()
     return (text.isna() | (text == "")).to_numpy(dtype=bool)
 
 
@@ -390,7 +390,7 @@ class CategoricalColumn:
             texts = self.compared(pd.Series(distinct).astype("string"))
             known: AnyArray = categories.get_indexer(pd.Index(texts))
             return np.append(known, -1).astype(np.int64)[codes]
-        found: AnyArray = categories.get_indexer(pd.Index(self.compared(values.astype("string"))))
+        found: AnyArray = categories.get_indexer(pd.Index(self.compared(_texts(values))))
         return found.astype(np.int64)
 
     def decode(self, codes: AnyArray, rng: RandomSource) -> Any:
@@ -418,6 +418,22 @@ class CategoricalColumn:
             "missing": self.missing,
         }
         return document | ({"match": self.match} if self.match != "exact" else {})
+
+
+def _texts(values: pd.Series) -> pd.Series:
+    """Values of any kind as pandas text, bytes read as UTF-8.
+
+    A byte that is not UTF-8 is replaced (U+FFFD), so that the value matches no category
+    instead of ending the count (a Parquet column stored as binary, read in process).
+    """
+    try:
+        return values.astype("string")
+    except UnicodeDecodeError:
+        return values.map(_decoded).astype("string")
+
+
+def _decoded(value: Any) -> Any:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
 @dataclass(frozen=True)

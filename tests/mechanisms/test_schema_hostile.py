@@ -9,6 +9,7 @@ checks that nothing but a MechanismError ever leaves `Schema.from_dict`.
 """
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -249,3 +250,33 @@ def test_the_fuzz_reaches_every_kind_of_column():
 
     collect()
     assert kinds >= {"NumericColumn", "CategoricalColumn", "IgnoredColumn"}, kinds
+
+
+def test_bytes_that_are_not_utf8_match_no_category_instead_of_ending_the_count(tmp_path):
+    """A categorical column stored as binary (Parquet, read by the in-process engine) holds
+    bytes: UTF-8 bytes are their text, other bytes match no category ("(other)", or refused
+    in words under "reject"). They ended the count in a UnicodeDecodeError before."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from mechanisms.counting import TableSource, count_cells
+
+    accepting = Schema.from_dict(
+        {"columns": [{"name": "a", "type": "categorical", "categories": ["x", "y"]}]}
+    )
+    spec = accepting.columns["a"]
+    values = pd.Series([b"x", b"\xff", "y", None, b"", b"y"], dtype=object)
+    assert spec.encode(values).tolist() == [0, 2, 1, 3, 3, 1]  # x, (other), y, 3 x (missing)
+    refusing = Schema.from_dict(
+        {
+            "columns": [
+                {"name": "a", "type": "categorical", "categories": ["x"], "unknown": "reject"}
+            ]
+        }
+    )
+    with pytest.raises(MechanismError, match="values outside its declared categories"):
+        refusing.columns["a"].encode(values)
+    path = tmp_path / "binary.parquet"
+    pq.write_table(pa.table({"a": pa.array([b"x", b"\xff", b"y", None], pa.binary())}), path)
+    counts = count_cells(TableSource(str(path)), accepting, ["a"], engine="inprocess")
+    assert counts.tolist() == [1, 1, 1, 1]
