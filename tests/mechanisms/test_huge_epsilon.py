@@ -105,3 +105,17 @@ def test_rows_made_from_mix_alone_stop_at_the_synthetic_row_limit(monkeypatch):
         )
         assert output.manifest["parameters"]["rows"] == expected
         assert output.files["synthetic.csv"].count(b"\n") == expected + 1
+
+
+def test_the_smallest_mix_keeps_eq_6_where_its_exponent_is_capped():
+    """Past epsilon / rows = 700 the mix is computed for 700 (e^710 is not a float). It must
+    still satisfy eq. (6), rows * log(1 + (1 - mix) m / (n mix)) <= epsilon, checked here in
+    the requested epsilon; the twin, the uncapped formula's mix of 0 (e^(epsilon/rows)
+    overflowing to infinity), breaks it: a mix of 0 is no smoothing at all."""
+    n, m = 120, 36
+    for epsilon, rows in ((1e6, 10), (1e8, 120), (1e300, 1)):
+        mix = histogram.min_admissible_mix(epsilon, n, m, rows)
+        assert 0 < mix < 1e-290
+        assert rows * math.log1p((1 - mix) * m / (n * mix)) <= epsilon
+    twin = m / (n * math.inf + m)
+    assert twin == 0.0 and not histogram._admissible(1e6, n, m, twin, 10)
