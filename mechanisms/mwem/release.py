@@ -23,7 +23,7 @@ from mechanisms.chunks import EngineTable
 from mechanisms.errors import MechanismError
 from mechanisms.mwem.distribution import QUICK_CELLS, FactoredDistribution, query_answer
 from mechanisms.mwem.fit import (
-    consistent_targets,
+    final_targets,
     independent_weights,
     joint_weights,
     mw_update,
@@ -132,7 +132,8 @@ def mwem(
     may be fewer than the plan's (``plan.RoundSchedule``); the budget record lists each
     round's ε. After each measurement, ``mw_passes`` multiplicative-weights passes over all
     measurements so far (default: see ``refit``); before the last round's, the targets are
-    made to agree on every 1-way marginal (``fit.consistent_targets``).
+    made to agree on every 1-way marginal, and a marginal's cells aim at their noisy value
+    with no floor (``fit.final_targets``).
     ``update="damped"`` (default) moves each cell by √(target / current), clipped; ``"paper"`` is
     the paper's A(x) ← A(x)·exp(q(x)·(m − q(A))/(2n)), which needs many more passes.
     ``output="last"`` returns the last iterate, ``"average"`` the average of the iterates
@@ -249,8 +250,8 @@ def mwem(
         measured.append((query, noisy / n, target_floor(scale, n)))
         scales.append(scale)
         model.join(query.attrs, quick_cells)
-        # the last round's passes aim at targets that agree on every 1-way marginal
-        targets = consistent_targets(measured, scales, shape) if last else measured
+        # the last round's passes aim at targets that agree on every 1-way marginal, unfloored
+        targets = final_targets(measured, scales, shape) if last else measured
         moved = targets is not measured
         refit(model, targets, mw_passes, update, last_round=last, every_target=moved)
         if iterate_sum is not None:
