@@ -133,7 +133,7 @@ def mwem(
     round's ε. After each measurement, ``mw_passes`` multiplicative-weights passes over all
     measurements so far (default: see ``refit``); before the last round's, the targets are
     made to agree on every 1-way marginal, and a marginal's cells aim at their noisy value
-    with no floor (``fit.final_targets``).
+    with no floor (``fit.final_targets``), in passes of half steps (``fit.refit``).
     ``update="damped"`` (default) moves each cell by √(target / current), clipped; ``"paper"`` is
     the paper's A(x) ← A(x)·exp(q(x)·(m − q(A))/(2n)), which needs many more passes.
     ``output="last"`` returns the last iterate, ``"average"`` the average of the iterates

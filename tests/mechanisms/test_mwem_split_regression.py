@@ -13,7 +13,8 @@ support, then the pairs inside a workload's 3-way marginals among the selectable
 which changes the one configuration with a 3-way workload; then budget annealing in the
 default plan, mechanisms.mwem.plan.RoundSchedule, with each round's ε in the budget record;
 then the last round's consistent targets, mechanisms.mwem.fit.consistent_targets; then those
-targets without their floor, mechanisms.mwem.fit.final_targets).
+targets without their floor, mechanisms.mwem.fit.final_targets; then the last round's 20
+passes of half steps, mechanisms.mwem.fit.refit).
 """
 
 import gzip
@@ -60,19 +61,19 @@ HASHES = {  # re-recorded for issue 14 (whole-number age and hours, "(missing)" 
     # noisy counts do not tell from zero; pairs inside 3-way marginals selectable; then the
     # default plan's budget annealing, whose budget record lists each round's ε, and the last
     # round's consistent targets; then the last round's targets without their floor,
-    # mechanisms.mwem.fit.final_targets: every hash but the paper update's, which has no floor)
-    "4col-eps0.1": "9f311a52461cdeef",
-    "4col-eps1": "a4b8601a8217643f",
-    "4col-eps10": "720c98136f91dbe2",
-    "8col-eps0.1": "df594d02c2a60efa",
-    "8col-eps1": "91555740f6cef139",
-    "8col-eps10": "d348deffdb3e3dbf",
-    "8col-paper-eps1": "fb2e5f4bd76a955c",
-    "add-remove-eps1": "ab3dee7221c8bc10",
-    "paper-average-eps1": "76a1a247777553ab",
-    "ranges-eps1": "c524d850426f691d",
-    "direct-dense=False": "5ef283f6f0fe8ae8",
-    "direct-dense=True": "34ae62a9259651d4",
+    # mechanisms.mwem.fit.final_targets, and its 20 passes of half steps, fit.refit: every hash)
+    "4col-eps0.1": "26040eb7c66b02e9",
+    "4col-eps1": "582978d4a13d2ffa",
+    "4col-eps10": "ef88aaaec5b809aa",
+    "8col-eps0.1": "aef213c42d4b3103",
+    "8col-eps1": "c112dc39db6cef9c",
+    "8col-eps10": "1c52ed5742d04fa1",
+    "8col-paper-eps1": "9e353df3a5551475",
+    "add-remove-eps1": "aacea369f8e9d941",
+    "paper-average-eps1": "1be9dd86be5b2d6d",
+    "ranges-eps1": "5995cc1cfa9697d6",
+    "direct-dense=False": "fab94081e81cc588",
+    "direct-dense=True": "b23ea32918615f92",
 }
 
 
