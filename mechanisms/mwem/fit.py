@@ -155,7 +155,7 @@ def refit(
     settle between them instead of following the last one updated. On the tune half of
     benchmarks/heldout.py (seeds 0 to 2) that lowered the model's 2-way TVD beyond two
     standard errors in 29 of the 42 cells with rounds and raised none (geometric means .987,
-    .981 and .944 at ε .1, 1 and 10), for up to twice the CPU of a release; a tenth of a step
+    .981 and .944 at ε .1, 1 and 10), for up to 2.5 times the CPU of a release; a tenth of a step
     in 30 passes was 1.33 times worse in one cell (docs/mwem.md, "Smaller steps in the last
     round").
     """
