@@ -7,8 +7,10 @@ For each table of benchmarks/heldout.py (schemas with the default "missing": "ce
 column has a "(missing)" cell and every categorical column an "(other)" cell), the release of
 the portal (run_release("mwem"), default workload and plan) at each ε; per table: the true
 share of rows with a blank, the synthetic share with the rule (`mwem.structural`, the
-default; another ZERO_LEVEL with --level) and without it (the same release, draw for draw, sampled from the model before the
-rule: the broken twin), and 2-way TVD of each against the data. Blank shares and TVD are
+default; another ZERO_LEVEL with --level for the rule applied after the fit, while the fit
+itself empties the cells at the default level, as the release does) and without it (the same
+measurements, draw for draw, fitted and sampled with no rule: the broken twin), and 2-way TVD
+of each against the data. Blank shares and TVD are
 means over the seeds; "complete" tables have no blank in the released columns.
 """
 
@@ -41,22 +43,27 @@ from mechanisms.workload import expand_workload, marginals_spec  # noqa: E402
 def releases(
     name: str, eps: float, seed: int, level: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(true codes, synthetic codes with the rule, without it): one MWEM fit as the portal runs
-    it (default workload and plan), sampled twice from the same random state."""
+    """(true codes, synthetic codes with the rule, without it): MWEM fitted as the portal runs
+    it (default workload and plan; the rule passed in, as the release does, and applied after),
+    and fitted again from the same seed without the rule (the same measurements: the rule
+    changes only the last fit), each sampled from the same random state."""
     frame, schema = heldout.load(name)
     columns = schema.resolve_columns()
     shape = schema.domain_shape(columns)
     numeric = {c for c in columns if isinstance(schema.column(c), NumericColumn)}
     workload = expand_workload(marginals_spec(min(2, len(columns))), columns, shape, numeric)
     codes = schema.encode(frame, columns)
-    rng = seeded_source(seed)
-    result = mwem(codes, shape, workload, epsilon=eps, rng=rng)
-    before = copy.deepcopy(result.distribution)
     cells = structural_cells(schema, columns)
-    zeroed = unsupported_cells(result.measurements, shape, cells, level)
-    zero_cells(result.distribution, zeroed)
+    rng = seeded_source(seed)
+    result = mwem(codes, shape, workload, epsilon=eps, rng=rng, structural=cells)
+    zero_cells(result.distribution, unsupported_cells(result.measurements, shape, cells, level))
+    before = mwem(codes, shape, workload, epsilon=eps, rng=seeded_source(seed))
     state = copy.deepcopy(rng)
-    return codes, result.distribution.sample(result.n, rng), before.sample(result.n, state)
+    return (
+        codes,
+        result.distribution.sample(result.n, rng),
+        before.distribution.sample(result.n, state),
+    )
 
 
 def main() -> None:

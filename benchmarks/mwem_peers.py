@@ -865,7 +865,9 @@ def fit_ours(codes, shape, eps, seed, structural=None, orders=(2, 3), **options)
     spec = {"queries": [{"type": "marginals", "k": k} for k in orders]}
     workload = expand_workload(spec, columns, tuple(shape), set())
     rng = seeded_source(seed)
-    result = mwem(codes, tuple(shape), workload, epsilon=eps, rng=rng, **options)
+    result = mwem(
+        codes, tuple(shape), workload, epsilon=eps, rng=rng, structural=structural, **options
+    )
     if structural:
         zero_cells(result.distribution, unsupported_cells(result.measurements, shape, structural))
     return result.distribution.sample(len(codes), rng)

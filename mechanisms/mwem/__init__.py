@@ -7,6 +7,11 @@ Split along measure / post-process lines:
 * ``measure``: the ONLY part that touches the data (true counts, noisy measurements, the
   exponential-mechanism selection), with its privacy guarantees;
 * ``fit``: multiplicative-weights updates from the noisy measurements (post-processing);
+* ``least_squares``: after the last round, the model fitted to every measurement at once by
+  weighted least squares on a junction tree (post-processing);
+* ``junction``: how the junction trees' cliques are chosen, and sums of products of tables;
+* ``structural``: the "(missing)" and "(other)" cells, emptied where the noisy counts do not
+  tell them from 0 (post-processing);
 * ``release``: the mechanism ``mwem`` (and the ``measure_all`` baseline) and ``run_mwem``,
   which writes a release.
 

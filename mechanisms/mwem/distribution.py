@@ -115,6 +115,19 @@ class _Group:
         return self.partials[keep]
 
 
+def marginals_of(
+    attrs: tuple[int, ...], probs: AnyArray, wanted: list[tuple[int, ...]]
+) -> list[AnyArray]:
+    """The marginals of a table over sorted ``attrs`` on each sorted set in ``wanted``.
+
+    Each is summed from the smallest one found before it (``_Group.marginal``).
+    """
+    group = _Group(attrs, probs)
+    for keep in sorted(wanted, key=len, reverse=True):  # the larger first, to sum from
+        group.marginal(keep)
+    return [group.marginal(keep) for keep in wanted]
+
+
 def _spread(factor: AnyArray, keep: tuple[int, ...], attrs: tuple[int, ...]) -> AnyArray:
     """``factor`` (axes ``keep``) reshaped to broadcast against an array with axes ``attrs``."""
     return factor.reshape([factor.shape[keep.index(a)] if a in keep else 1 for a in attrs])
@@ -124,7 +137,7 @@ def _cells_of(group: _Group) -> Callable[[tuple[int, ...]], int]:
     return lambda attrs: group.partials[attrs].size
 
 
-class _Tree:
+class Tree:
     """A block of the model: cliques (each a ``_Group`` holding its marginal) joined by a tree.
 
     A junction tree (``junction``): every attribute's cliques are connected, and the joint is
@@ -318,14 +331,14 @@ class FactoredDistribution:
 
     A block is one dense table (one clique) unless ``join`` linked blocks whose whole table
     would exceed its ``whole_cells``; then it is a junction tree of smaller cliques
-    (``_Tree``), the same distribution (``junction``).
+    (``Tree``), the same distribution (``junction``).
     """
 
     def __init__(self, shape: tuple[int, ...], groups: list[tuple[tuple[int, ...], AnyArray]]):
         self.shape = tuple(shape)
-        self.tree_of: list[_Tree] = [None] * len(shape)  # type: ignore[list-item]
+        self.tree_of: list[Tree] = [None] * len(shape)  # type: ignore[list-item]
         for attrs, probs in groups:
-            self._install(_Tree([_Group(attrs, probs / probs.sum())], [], self.shape))
+            self._install(Tree([_Group(attrs, probs / probs.sum())], [], self.shape))
         self._products: dict[tuple[int, ...], tuple[tuple[int, ...], AnyArray]] = {}
         self._clique_cells: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
 
@@ -344,16 +357,16 @@ class FactoredDistribution:
         """The cliques of every block, in attribute order."""
         return [c for t in self.trees() for c in t.cliques]
 
-    def trees(self) -> list[_Tree]:
+    def trees(self) -> list[Tree]:
         """The distinct blocks, in attribute order."""
         return list({id(t): t for t in self.tree_of}.values())
 
-    def _install(self, tree: _Tree) -> None:
+    def _install(self, tree: Tree) -> None:
         for a in tree.attrs:
             self.tree_of[a] = tree
         self._clique_cells = {}
 
-    def trees_of(self, attrs: Any) -> list[_Tree]:
+    def trees_of(self, attrs: Any) -> list[Tree]:
         """The distinct blocks holding ``attrs``."""
         return list({id(self.tree_of[a]): self.tree_of[a] for a in attrs}.values())
 
@@ -422,7 +435,7 @@ class FactoredDistribution:
                 order += list(t.attrs)
             perm = np.argsort(order)
             group = _Group(tuple(sorted(order)), np.ascontiguousarray(joint.transpose(perm)))
-            self._install(_Tree([group], [], self.shape))
+            self._install(Tree([group], [], self.shape))
             return
         old = {c.attrs: c for t in trees for c in t.cliques}
         cliques, edges = cliques_of(list(old), attrs, self.shape)
@@ -430,7 +443,18 @@ class FactoredDistribution:
             old[c] if c in old else _Group(c, np.ascontiguousarray(self.marginal(c)))
             for c in cliques
         ]
-        self._install(_Tree(groups, edges, self.shape))
+        self._install(Tree(groups, edges, self.shape))
+
+    def replace_block(
+        self, cliques: list[tuple[tuple[int, ...], AnyArray]], edges: list[tuple[int, int]]
+    ) -> None:
+        """Make the block of these cliques' attributes this junction tree.
+
+        Each clique is its attributes (sorted) with its marginal; ``edges`` join them (none
+        for one clique).
+        """
+        groups = [_Group(attrs, np.ascontiguousarray(probs)) for attrs, probs in cliques]
+        self._install(Tree(groups, edges, self.shape))
 
     def reweight(self, attrs: tuple[int, ...], factor: AnyArray) -> None:
         """Multiply by ``factor`` (an array over ``attrs``) in one broadcast and renormalise.
@@ -447,7 +471,7 @@ class FactoredDistribution:
     def sample(self, n: int, rng: RandomSource) -> AnyArray:
         """``n`` records (cell codes, shape (n, d)) drawn from the distribution.
 
-        Each block is sampled on its own (``_Tree.sample``) and the blocks' rows are paired
+        Each block is sampled on its own (``Tree.sample``) and the blocks' rows are paired
         by independent random permutations.
         """
         codes = np.zeros((n, len(self.shape)), dtype=np.int64)

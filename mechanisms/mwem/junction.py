@@ -1,7 +1,7 @@
 """Junction trees of MWEM's model: how cliques are chosen, and sums over products of tables.
 
 When a measured query spans blocks of the model whose joint table would be large, the model
-keeps them as a junction tree of cliques instead (``distribution._Tree``): every measured
+keeps them as a junction tree of cliques instead (``distribution.Tree``): every measured
 query inside one clique, each clique's table its marginal, the joint their product divided by
 the separators' marginals. Multiplicative weights make the model proportional to the start
 times one factor per measured query, a distribution that factorises over any junction tree

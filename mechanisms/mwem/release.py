@@ -30,6 +30,7 @@ from mechanisms.mwem.fit import (
     refit,
     target_floor,
 )
+from mechanisms.mwem.least_squares import fit_least_squares
 from mechanisms.mwem.measure import (
     TrueAnswers,
     expected_abs_noise,
@@ -111,6 +112,7 @@ def mwem(
     quick_cells: int | None = QUICK_CELLS,
     rng: RandomSource | None = None,
     progress: Callable[[int, int], None] | None = None,
+    structural: dict[int, list[int]] | None = None,
 ) -> MwemResult:
     """Fit a synthetic-data distribution to ``workload`` with MWEM.
 
@@ -133,7 +135,11 @@ def mwem(
     round's ε. After each measurement, ``mw_passes`` multiplicative-weights passes over all
     measurements so far (default: see ``refit``); before the last round's, the targets are
     made to agree on every 1-way marginal, and a marginal's cells aim at their noisy value
-    with no floor (``fit.final_targets``), in passes of half steps (``fit.refit``).
+    with no floor (``fit.final_targets``), in passes of half steps (``fit.refit``); then the
+    "(missing)" and "(other)" cells the noisy counts do not tell from empty (``structural``:
+    each column's such cells, ``structural.structural_cells``) are emptied
+    (``structural.zero_cells``), and the model is fitted to every measurement at once by
+    weighted least squares (``least_squares``), which keeps them empty.
     ``update="damped"`` (default) moves each cell by √(target / current), clipped; ``"paper"`` is
     the paper's A(x) ← A(x)·exp(q(x)·(m − q(A))/(2n)), which needs many more passes.
     ``output="last"`` returns the last iterate, ``"average"`` the average of the iterates
@@ -254,6 +260,10 @@ def mwem(
         targets = final_targets(measured, scales, shape) if last else measured
         moved = targets is not measured
         refit(model, targets, mw_passes, update, last_round=last, every_target=moved)
+        if last and update == "damped" and iterate_sum is None:
+            # the structural rule first: the fit then keeps those cells empty (least_squares)
+            zero_cells(model, unsupported_cells(result.measurements, shape, structural or {}))
+            fit_least_squares(model, targets, scales, n)
         if iterate_sum is not None:
             iterate_sum += model.to_dense()
         result.trace.append(_trace_entry(t, query, noisy, model, measured, before))
@@ -488,6 +498,7 @@ def run_mwem(inputs: MechanismInputs[pd.DataFrame | EngineTable]) -> ReleaseOutp
         if k in params
     }
     quick_cells = parse_quick_cells(params.get("quick_cells", QUICK_CELLS))
+    structural = structural_cells(schema, columns)
     result = mwem(
         _true_answers(inputs.data, schema, columns),
         shape,
@@ -497,9 +508,10 @@ def run_mwem(inputs: MechanismInputs[pd.DataFrame | EngineTable]) -> ReleaseOutp
         rng=rng,
         progress=inputs.progress,
         quick_cells=quick_cells,
+        structural=structural,
         **options,
     )
-    zeroed = unsupported_cells(result.measurements, shape, structural_cells(schema, columns))
+    zeroed = unsupported_cells(result.measurements, shape, structural)
     zero_cells(result.distribution, zeroed)
     rows = min(result.n, DEFAULT_SYNTHETIC_ROWS)
     synthetic = schema.decode(result.distribution.sample(rows, rng), columns, rng)

@@ -82,7 +82,7 @@ def test_a_junction_tree_is_the_whole_table():
 
 
 def test_a_tree_that_does_not_pass_updates_on_is_caught(monkeypatch):
-    monkeypatch.setattr(distribution._Tree, "reweight", _no_propagation)
+    monkeypatch.setattr(distribution.Tree, "reweight", _no_propagation)
     assert largest_gap(*small_fits()) > 1e-3
 
 
@@ -139,7 +139,7 @@ def test_pairs_across_cliques_of_a_table_above_2_22_cells_come_out(monkeypatch):
     tree, whole = (released_tvds(codes, m, seed=7) for m in (tree_model, whole_model))
     assert mean_ratio(tree, whole, list(tree)) <= 1.1
     assert mean_ratio(tree, whole, across) <= 1.25
-    monkeypatch.setattr(distribution._Tree, "sample", _cliques_drawn_alone)
+    monkeypatch.setattr(distribution.Tree, "sample", _cliques_drawn_alone)
     assert mean_ratio(released_tvds(codes, tree_model, seed=7), whole, across) > 3
 
 
