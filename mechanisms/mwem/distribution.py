@@ -20,7 +20,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mechanisms.arrays import AnyArray
-from mechanisms.mwem.junction import cliques_of, divide, largest_clique, sum_product
+from mechanisms.mwem.junction import (
+    cliques_of,
+    divide,
+    largest_clique,
+    neighbours_of,
+    rooted,
+    sum_product,
+)
 from mechanisms.workload import Query
 
 if TYPE_CHECKING:
@@ -147,10 +154,7 @@ class Tree:
 
     def __init__(self, cliques: list[_Group], edges: list[tuple[int, int]], shape: tuple[int, ...]):
         self.cliques = cliques
-        self.neighbours: list[list[int]] = [[] for _ in cliques]
-        for i, j in edges:
-            self.neighbours[i].append(j)
-            self.neighbours[j].append(i)
+        self.neighbours = neighbours_of(len(cliques), edges)
         self.attrs = tuple(sorted({a for c in cliques for a in c.attrs}))
         self.cells = math.prod(shape[a] for a in self.attrs)  # of the whole table
         self.stamp = next(_stamps)  # changes with every reweighting
@@ -172,8 +176,8 @@ class Tree:
         clique = self.home(attrs)
         if clique is not None:
             return clique.marginal(attrs)
-        parent, order = self._rooted(
-            next(i for i, c in enumerate(self.cliques) if attrs[0] in c.attrs)
+        parent, order = rooted(
+            self.neighbours, next(i for i, c in enumerate(self.cliques) if attrs[0] in c.attrs)
         )
         used: set[int] = set()
         for a in attrs:
@@ -199,18 +203,6 @@ class Tree:
     def _separator(self, i: int, j: int) -> set[int]:
         return set(self.cliques[i].attrs) & set(self.cliques[j].attrs)
 
-    def _rooted(self, root: int) -> tuple[list[int | None], list[int]]:
-        """Each clique's parent toward ``root``, and the cliques in breadth-first order."""
-        parent: list[int | None] = [None] * len(self.cliques)
-        order, seen = [root], {root}
-        for i in order:
-            for j in self.neighbours[i]:
-                if j not in seen:
-                    seen.add(j)
-                    parent[j] = i
-                    order.append(j)
-        return parent, order
-
     def reweight(self, attrs: tuple[int, ...], factor: AnyArray) -> None:
         """Multiply the joint by ``factor`` over ``attrs`` (in one clique; already normalised).
 
@@ -223,7 +215,7 @@ class Tree:
         self.stamp = next(_stamps)
         clique.reweight(attrs, factor)
         start = self.cliques.index(clique)
-        parent, order = self._rooted(start)
+        parent, order = rooted(self.neighbours, start)
         for j in order[1:]:
             up = parent[j]
             assert up is not None
@@ -252,7 +244,7 @@ class Tree:
         n = len(codes)
         first = self.cliques[0]
         _write_codes(codes, first.attrs, first.probs.shape, _sample_cells(first.probs, n, rng))
-        parent, order = self._rooted(0)
+        parent, order = rooted(self.neighbours, 0)
         for j in order[1:]:
             up = parent[j]
             assert up is not None

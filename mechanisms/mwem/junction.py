@@ -91,6 +91,28 @@ def _spanning_tree(cliques: list[Attrs]) -> list[tuple[int, int]]:
     return edges
 
 
+def neighbours_of(count: int, edges: Sequence[tuple[int, int]]) -> list[list[int]]:
+    """Each of ``count`` cliques' neighbours along the tree's ``edges``."""
+    neighbours: list[list[int]] = [[] for _ in range(count)]
+    for i, j in edges:
+        neighbours[i].append(j)
+        neighbours[j].append(i)
+    return neighbours
+
+
+def rooted(neighbours: Sequence[Sequence[int]], root: int) -> tuple[list[int | None], list[int]]:
+    """Each clique's parent toward ``root`` (None at the root), and the cliques breadth-first."""
+    parent: list[int | None] = [None] * len(neighbours)
+    order, seen = [root], {root}
+    for i in order:
+        for j in neighbours[i]:
+            if j not in seen:
+                seen.add(j)
+                parent[j] = i
+                order.append(j)
+    return parent, order
+
+
 def largest_clique(blocks: Sequence[Attrs], query: Attrs, shape: Sequence[int]) -> int:
     """Cells of the largest clique ``cliques_of`` would make."""
     return max(_cells(c, shape) for c in cliques_of(blocks, query, shape)[0])

@@ -46,7 +46,7 @@ import numpy as np
 from mechanisms.accuracy import discrete_laplace_std
 from mechanisms.arrays import AnyArray
 from mechanisms.mwem.distribution import FactoredDistribution, Tree, box_slices, marginals_of
-from mechanisms.mwem.junction import cliques_of, divide, sum_product
+from mechanisms.mwem.junction import cliques_of, divide, neighbours_of, rooted, sum_product
 from mechanisms.workload import Query
 
 Attrs = tuple[int, ...]
@@ -72,18 +72,7 @@ class _Junction:
 
     @classmethod
     def of(cls, cliques: list[Attrs], edges: list[tuple[int, int]]) -> _Junction:
-        neighbours: list[list[int]] = [[] for _ in cliques]
-        for i, j in edges:
-            neighbours[i].append(j)
-            neighbours[j].append(i)
-        parent: list[int | None] = [None] * len(cliques)
-        order, seen = [0], {0}
-        for i in order:
-            for j in neighbours[i]:
-                if j not in seen:
-                    seen.add(j)
-                    parent[j] = i
-                    order.append(j)
+        parent, order = rooted(neighbours_of(len(cliques), edges), 0)
         assert len(order) == len(cliques), "a junction tree is connected"
         children: list[list[int]] = [[] for _ in cliques]
         separator: list[Attrs] = [()] * len(cliques)
