@@ -854,10 +854,9 @@ def worker(args) -> None:
 
 def fit_ours(codes, shape, eps, seed, structural=None, orders=(2, 3), **options):
     """Ours on all marginals of `orders`; with `structural` (a held-out table's "(missing)"/
-    "(other)" cells) the release's rule is applied before sampling, as the portal does.
+    "(other)" cells) mwem applies the release's rule, as the portal does.
     `options` go to mwem as they are (quick_cells)."""
     from mechanisms.mwem import mwem
-    from mechanisms.mwem.structural import unsupported_cells, zero_cells
     from mechanisms.noise import seeded_source
     from mechanisms.workload import expand_workload
 
@@ -868,8 +867,6 @@ def fit_ours(codes, shape, eps, seed, structural=None, orders=(2, 3), **options)
     result = mwem(
         codes, tuple(shape), workload, epsilon=eps, rng=rng, structural=structural, **options
     )
-    if structural:
-        zero_cells(result.distribution, unsupported_cells(result.measurements, shape, structural))
     return result.distribution.sample(len(codes), rng)
 
 

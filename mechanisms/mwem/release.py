@@ -92,6 +92,9 @@ class MwemResult:
     budget: dict[str, Any] = field(default_factory=dict)
     # rounds in which the memory budget (memory_cells) left out at least one query: public
     left_out_rounds: int = 0
+    # the "(missing)"/"(other)" (column, cell) pairs emptied (``structural``): public, a
+    # function of the noisy measurements
+    zeroed: list[tuple[int, int]] = field(default_factory=list)
 
 
 def mwem(
@@ -139,7 +142,8 @@ def mwem(
     "(missing)" and "(other)" cells the noisy counts do not tell from empty (``structural``:
     each column's such cells, ``structural.structural_cells``) are emptied
     (``structural.zero_cells``), and the model is fitted to every measurement at once by
-    weighted least squares (``least_squares``), which keeps them empty.
+    weighted least squares (``least_squares``), which keeps them empty. Every plan returns its
+    model with those cells emptied (``_emptied``; the pairs in ``zeroed`` of the result).
     ``update="damped"`` (default) moves each cell by √(target / current), clipped; ``"paper"`` is
     the paper's A(x) ← A(x)·exp(q(x)·(m − q(A))/(2n)), which needs many more passes.
     ``output="last"`` returns the last iterate, ``"average"`` the average of the iterates
@@ -191,7 +195,7 @@ def mwem(
         )
         plan = plan_budget(public_n, epsilon, shape, workload, neighbouring)
         check_noise_fits(epsilon, 0.0, len(shape), plan.marginal_l1, plan.eps_measure)
-        return _joint_release(true, plan, rng, progress)
+        return _emptied(_joint_release(true, plan, rng, progress), shape, structural)
     requested_fraction = init_fraction  # None: plan_budget's default plan decides
     init_fraction = initial_fraction(
         public_n, rest, shape, workload, neighbouring, init_fraction, rounds, bool(eps_count)
@@ -276,6 +280,20 @@ def mwem(
     result.rounds, result.budget = len(spent), _spent_budget(plan, spent)
     if iterate_sum is not None and spent:  # no rounds: the start is the only iterate
         result.distribution = FactoredDistribution(shape, [(tuple(range(len(shape))), iterate_sum)])
+    return _emptied(result, shape, structural)
+
+
+def _emptied(
+    result: MwemResult, shape: tuple[int, ...], structural: dict[int, list[int]] | None
+) -> MwemResult:
+    """The result with its empty-looking structural cells emptied, whatever the plan.
+
+    The cells are those whose noisy counts do not tell them from empty
+    (``structural.unsupported_cells``); after the least-squares fit, which already kept them
+    empty, this changes nothing. Post-processing of the measurements only.
+    """
+    result.zeroed = unsupported_cells(result.measurements, shape, structural or {})
+    zero_cells(result.distribution, result.zeroed)
     return result
 
 
@@ -475,9 +493,9 @@ def run_mwem(inputs: MechanismInputs[pd.DataFrame | EngineTable]) -> ReleaseOutp
 
     The synthetic rows number ``n`` (public, or estimated from the noisy measurements), at
     most DEFAULT_SYNTHETIC_ROWS. MWEM reads the whole table, or an EngineTable's cell counts
-    (`_true_answers`). Before sampling, the "(missing)" and
-    "(other)" cells that the noisy measurements do not tell from empty get zero mass
-    (``structural``: post-processing; the manifest states the rule and names the cells).
+    (`_true_answers`). The "(missing)" and "(other)" cells that the noisy measurements do not
+    tell from empty have zero mass (``mwem``'s ``structural``: post-processing; the manifest
+    states the rule and names the cells).
     """
     params, schema, columns, rng = inputs.params, inputs.schema, list(inputs.columns), inputs.rng
     unknown = sorted(set(params) - RELEASE_PARAMS)
@@ -511,8 +529,7 @@ def run_mwem(inputs: MechanismInputs[pd.DataFrame | EngineTable]) -> ReleaseOutp
         structural=structural,
         **options,
     )
-    zeroed = unsupported_cells(result.measurements, shape, structural)
-    zero_cells(result.distribution, zeroed)
+    zeroed = result.zeroed
     rows = min(result.n, DEFAULT_SYNTHETIC_ROWS)
     synthetic = schema.decode(result.distribution.sample(rows, rng), columns, rng)
     measurements = [dict(m, query=m["query"].describe(columns)) for m in result.measurements]

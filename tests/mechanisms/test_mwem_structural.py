@@ -163,8 +163,15 @@ def test_without_noise_the_full_table_plan_zeroes_exactly_the_empty_structural_c
     shape = schema.domain_shape(columns)
     workload = expand_workload(marginals_spec(3), columns, shape, {"age"})
     codes = schema.encode(frame, columns)
-    result = mwem(codes, shape, workload, epsilon=float("inf"), rng=seeded_source(3))
+    cells = structural_cells(schema, columns)
+    result = mwem(
+        codes, shape, workload, epsilon=float("inf"), rng=seeded_source(3), structural=cells
+    )
     assert [m["query"].attrs for m in result.measurements] == [(0, 1, 2)]  # the full table
-    zeroed = unsupported_cells(result.measurements, shape, structural_cells(schema, columns))
+    zeroed = unsupported_cells(result.measurements, shape, cells)
     # age: 5 bins + (missing); sex: F, M, (other), (missing); region: N S E W, (other), (missing)
     assert sorted(zeroed) == [(0, 5), (1, 2), (1, 3), (2, 4), (2, 5)]
+    # mwem itself empties them under this plan too, and says which
+    assert sorted(result.zeroed) == sorted(zeroed)
+    for a, cell in zeroed:
+        assert result.distribution.marginal((a,))[cell] == 0
